@@ -1,0 +1,46 @@
+"""CDA — Constraint-Driven Abduction: a symbolic-solver-first verification engine.
+
+>>> import cda
+>>> cda.solve("hyp a\\nhard: a").hypotheses[0].assumed
+['a']
+"""
+
+from cda.api import check, ground, parse, solve
+from cda.contracts.result import CheckReport, Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
+from cda.errors import (
+    BackendUnavailable,
+    BackendUnsupported,
+    BudgetExceeded,
+    CDAError,
+    DSLError,
+    DSLSyntaxError,
+    DSLTypeError,
+    EvaluatorDisagreement,
+    KenError,
+    UnitError,
+)
+
+__all__ = [
+    "solve",
+    "check",
+    "parse",
+    "ground",
+    "SolveResult",
+    "CheckReport",
+    "Hypothesis",
+    "Verdict",
+    "Witness",
+    "NextTest",
+    "Conflict",
+    "CDAError",
+    "DSLError",
+    "DSLSyntaxError",
+    "DSLTypeError",
+    "UnitError",
+    "BackendUnsupported",
+    "BackendUnavailable",
+    "BudgetExceeded",
+    "EvaluatorDisagreement",
+    "KenError",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,129 @@
+"""The ``cda`` command: ``cda solve FILE`` and ``cda check FILE``.
+
+Exit codes: 0 answered, 1 a prove/disprove goal failed, 2 bad input, 3 timeout/unknown.
+Mistakes in the input print like a compiler (``file:line:col: error: …`` and a caret) and
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence, TextIO
+
+from cda.api import check, solve
+from cda.contracts.result import SolveResult
+from cda.errors import CDAError, DSLError
+
+__all__ = ["main", "render_table"]
+
+EXIT_OK, EXIT_GOAL_FAILED, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cda", description="Constraint-Driven Abduction")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("solve", help="rank explanations, check claims, propose next tests")
+    s.add_argument("file", type=Path)
+    s.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
+    s.add_argument("--top", type=int, default=None, help="how many hypotheses to list")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--timeout", type=float, default=None, help="wall-clock budget in seconds")
+    s.add_argument("--ken", type=Path, action="append", default=[], help="Ken graph file (.json/.csv/.graphml)")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    c = sub.add_parser("check", help="parse and type-check only")
+    c.add_argument("file", type=Path)
+    c.add_argument("--ken", type=Path, action="append", default=[])
+    return p
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4f}".rstrip("0").rstrip(".") if x else "0"
+
+
+def render_table(result: SolveResult) -> str:
+    """The human-readable report (golden-file tested)."""
+    out = [f"status: {result.status}   backend: {result.backend}   seed: {result.seed}"]
+    if result.partial:
+        out.append("PARTIAL: a budget ran out; what follows is what was found")
+    if result.conflict is not None:
+        out.append("")
+        out.append("conflict: the hard clauses and observations cannot all hold")
+        for core in result.conflict.cores:
+            out.append(f"  core:       {', '.join(core)}")
+        for fix in result.conflict.corrections:
+            out.append(f"  drop one of: {', '.join(fix)}" if len(fix) > 1 else f"  drop:       {fix[0]}")
+        if not result.conflict.complete:
+            out.append("  (stopped early; more may exist)")
+    if result.hypotheses:
+        out.append("")
+        total = result.hypotheses_enumerated
+        more = "" if result.enumeration_complete else ", enumeration capped"
+        out.append(f"hypotheses (top {len(result.hypotheses)} of {total}{more}):")
+        width = max(len(", ".join(h.assumed) or "(none)") for h in result.hypotheses)
+        out.append(f"  {'id':<4} {'assumed':<{width}}  {'cost':>7}  {'posterior':>9}")
+        for h in result.hypotheses:
+            assumed = ", ".join(h.assumed) or "(none)"
+            out.append(f"  {h.id:<4} {assumed:<{width}}  {_fmt(h.cost):>7}  {_fmt(h.posterior):>9}")
+    if result.verdicts:
+        out.append("")
+        out.append("verdicts:")
+        for v in result.verdicts:
+            line = f"  {v.goal} {v.claim}: {v.status.upper()} (confidence {_fmt(v.confidence)})"
+            out.append(line)
+            if v.justification:
+                out.append(f"    because of: {', '.join(v.justification)}")
+            for w in v.witnesses:
+                out.append(f"    {'holds' if w.holds else 'fails'} under: {', '.join(w.assumed) or '(nothing assumed)'}")
+            if v.reason and not v.justification and not v.witnesses:
+                out.append(f"    {v.reason}")
+    if result.next_tests:
+        out.append("")
+        out.append("next tests (expected information gain, bits):")
+        for t in result.next_tests:
+            out.append(f"  {t.observable:<24} {_fmt(t.expected_information_gain):>7}   P(true)={_fmt(t.probability_true)}")
+    for note in result.notes:
+        out.append(f"note: {note}")
+    return "\n".join(out) + "\n"
+
+
+def _exit_code(result: SolveResult) -> int:
+    if result.status == "unknown" or result.partial:
+        return EXIT_UNKNOWN
+    if any(v.status != "supported" for v in result.verdicts):
+        return EXIT_GOAL_FAILED
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    args = _parser().parse_args(argv)
+    try:
+        ken = None
+        if args.ken:
+            from cda.adapters.ken_loaders import load_ken
+            from cda.encodings.ken import KenGraph
+
+            ken = KenGraph()
+            for path in args.ken:
+                ken = ken.merged(load_ken(path))
+        if not args.file.exists():
+            raise CDAError(f"{args.file}: no such file")
+        if args.command == "check":
+            report = check(args.file, ken=ken)
+            print(f"{args.file}: ok — " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in report.model_dump().items()), file=out)
+            return EXIT_OK
+        result = solve(args.file, backend=args.backend, top=args.top, seed=args.seed, timeout=args.timeout, ken=ken)
+    except DSLError as exc:
+        print(exc.render(), file=err)
+        return EXIT_BAD_INPUT
+    except CDAError as exc:
+        print(f"cda: error: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    out.write(result.json_text() + "\n" if args.json else render_table(result))
+    return _exit_code(result)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Loading Ken from files: JSON (networkx node-link), CSV edge lists, GraphML.
+
+CSV: a header naming ``source``, ``relation`` and ``target`` columns (``label``, ``type``,
+``predicate`` and ``rel`` are accepted for the relation). JSON: networkx's node-link format,
+with the relation in each link's ``relation`` (or ``label``/``key``) attribute. GraphML: the
+relation in an edge's ``relation`` (or ``label``) data key. A malformed file raises
+:class:`~cda.errors.KenError` naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from xml.etree.ElementTree import ParseError
+
+import networkx as nx
+
+from cda.encodings.ken import KenGraph
+from cda.errors import KenError
+
+__all__ = ["load_ken", "load_json", "load_csv", "load_graphml"]
+
+_RELATION_KEYS = ("relation", "label", "key", "type", "predicate", "rel")
+
+
+def _relation(data: dict[str, object], where: str) -> str:
+    for key in _RELATION_KEYS:
+        if key in data and data[key] not in (None, ""):
+            return str(data[key])
+    raise KenError(f"{where}: an edge has no relation (looked for {', '.join(_RELATION_KEYS)})")
+
+
+def _from_graph(g: nx.Graph, where: str) -> KenGraph:
+    ken = KenGraph()
+    for node, data in g.nodes(data=True):
+        ken.add_node(str(node), **{k: v for k, v in data.items() if k != "id"})
+    if g.is_multigraph():
+        edges = [(u, v, {**d, **({"key": k} if "relation" not in d and "label" not in d else {})}) for u, v, k, d in g.edges(keys=True, data=True)]
+    else:
+        edges = list(g.edges(data=True))
+    for u, v, data in edges:
+        ken.add_edge(str(u), _relation(data, where), str(v))
+        if not g.is_directed():
+            ken.add_edge(str(v), _relation(data, where), str(u))
+    return ken
+
+
+def load_json(path: Path) -> KenGraph:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise KenError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict) or "nodes" not in data:
+        raise KenError(f"{path}: expected networkx node-link JSON with 'nodes' and 'links'/'edges'")
+    edges_key = "links" if "links" in data else "edges"
+    try:
+        g = nx.node_link_graph(data, directed=data.get("directed", True), multigraph=data.get("multigraph", True), edges=edges_key)
+    except (KeyError, TypeError, nx.NetworkXError) as exc:
+        raise KenError(f"{path}: not node-link JSON ({exc})") from None
+    return _from_graph(g, str(path))
+
+
+def load_csv(path: Path) -> KenGraph:
+    ken = KenGraph()
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        fields = [f.strip().lower() for f in reader.fieldnames or []]
+        if "source" not in fields or "target" not in fields:
+            raise KenError(f"{path}:1: the header must name 'source' and 'target' columns, found {fields}")
+        rel_col = next((k for k in _RELATION_KEYS if k in fields), None)
+        if rel_col is None:
+            raise KenError(f"{path}:1: the header must name a relation column ({', '.join(_RELATION_KEYS)})")
+        for lineno, row in enumerate(reader, start=2):
+            row = {k.strip().lower(): (v or "").strip() for k, v in row.items() if k is not None}
+            if not row.get("source") or not row.get("target") or not row.get(rel_col):
+                raise KenError(f"{path}:{lineno}: empty source, target or relation")
+            ken.add_edge(row["source"], row[rel_col], row["target"])
+    return ken
+
+
+def load_graphml(path: Path) -> KenGraph:
+    try:
+        g = nx.read_graphml(path, force_multigraph=True)
+    except (ParseError, nx.NetworkXError) as exc:
+        raise KenError(f"{path}: not GraphML ({exc})") from None
+    return _from_graph(g, str(path))
+
+
+def load_ken(path: str | Path) -> KenGraph:
+    """Load a Ken graph, choosing the format by extension (.json, .csv, .graphml/.xml)."""
+    path = Path(path)
+    if not path.exists():
+        raise KenError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return load_json(path)
+    if suffix in (".csv", ".tsv"):
+        return load_csv(path)
+    if suffix in (".graphml", ".xml"):
+        return load_graphml(path)
+    raise KenError(f"{path}: unknown Ken format '{suffix}' (use .json, .csv or .graphml)")

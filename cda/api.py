@@ -1,0 +1,136 @@
+"""The Python API: ``cda.parse``, ``cda.check``, ``cda.solve``."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+from typing import Sequence, Union
+
+from cda.contracts.result import CheckReport, SolveResult
+from cda.encodings.ast import ProblemAST
+from cda.encodings.ground import ground_problem
+from cda.encodings.ir import GroundProblem
+from cda.encodings.ken import KenGraph
+from cda.encodings.parse import parse_clause, parse_problem
+from cda.errors import CDAError, DSLError
+from cda.solver.engine import EngineOptions, run
+from cda.solver.route import choose_backend
+
+__all__ = ["parse", "check", "ground", "solve", "Source"]
+
+Source = Union[str, Path]
+SoftSpec = Union[str, tuple[str, float]]
+
+
+def _read(source: Source) -> tuple[str, str | None]:
+    if isinstance(source, Path):
+        try:
+            return source.read_text(encoding="utf-8"), str(source)
+        except OSError as exc:
+            raise CDAError(f"cannot read {source}: {exc.strerror}") from None
+    return source, None
+
+
+def parse(source: Source) -> ProblemAST:
+    """Parse DSL text (or a :class:`~pathlib.Path` to a ``.cda`` file) into a syntax tree.
+
+    >>> len(parse("hyp leak\\nhard: leak").statements)
+    2
+    """
+    text, filename = _read(source)
+    return parse_problem(text, filename)
+
+
+def _ken_for(ast: ProblemAST, ken: KenGraph | None) -> KenGraph | None:
+    loads = [st for st in ast.statements if type(st).__name__ == "KenLoad"]
+    if not loads:
+        return ken
+    from cda.adapters.ken_loaders import load_ken  # adapters sit above; imported on demand
+
+    base = Path(ast.filename).parent if ast.filename else Path.cwd()
+    merged = ken if ken is not None else KenGraph()
+    for st in loads:
+        try:
+            merged = merged.merged(load_ken(base / st.path))  # type: ignore[attr-defined]
+        except CDAError as exc:
+            raise DSLError(str(exc), line=st.pos[0], column=st.pos[1], filename=ast.filename) from None
+    return merged
+
+
+def ground(
+    source: Source,
+    *,
+    hard: Sequence[str] = (),
+    soft: Sequence[SoftSpec] = (),
+    ken: KenGraph | None = None,
+) -> GroundProblem:
+    """Parse, check and ground; ``hard``/``soft`` are extra clause strings from Python."""
+    ast = parse(source)
+    extra_hard = []
+    for i, text in enumerate(hard, 1):
+        formula, weight = _clause(text, f"hard#{i}")
+        if weight is not None:
+            raise DSLError(f"hard clause hard#{i} has a weight; only soft clauses take one")
+        extra_hard.append((f"hard#{i}", formula))
+    extra_soft = []
+    for i, spec in enumerate(soft, 1):
+        text, given = (spec, None) if isinstance(spec, str) else spec
+        formula, weight = _clause(text, f"soft#{i}")
+        if given is not None:
+            weight = Fraction(str(given))
+        extra_soft.append((f"soft#{i}", formula, weight))
+    return ground_problem(ast, _ken_for(ast, ken), extra_hard, extra_soft)
+
+
+def _clause(text: str, name: str) -> tuple[object, Fraction | None]:
+    try:
+        return parse_clause(text)
+    except DSLError as exc:
+        raise exc.with_filename(name) from None
+
+
+def check(source: Source, *, hard: Sequence[str] = (), soft: Sequence[SoftSpec] = (), ken: KenGraph | None = None) -> CheckReport:
+    """Parse and type-check without solving; raises ``DSLSyntaxError``/``DSLTypeError``.
+
+    >>> check("hyp leak\\nobservable wet\\nhard: leak implies wet").abducibles
+    1
+    """
+    gp = ground(source, hard=hard, soft=soft, ken=ken)
+    return CheckReport(
+        abducibles=len(gp.hyp_atoms),
+        observables=len(gp.observable_atoms),
+        atoms=len(gp.atoms),
+        numeric_variables=len(gp.numvars),
+        clauses=len(gp.clauses),
+        soft_clauses=len(gp.soft),
+        claims=len(gp.claims),
+        ir_nodes=len(gp.factory),
+    )
+
+
+def solve(
+    source: Source,
+    backend: str = "auto",
+    top: int | None = None,
+    seed: int = 0,
+    timeout: float | None = None,
+    *,
+    hard: Sequence[str] = (),
+    soft: Sequence[SoftSpec] = (),
+    ken: KenGraph | None = None,
+    max_hypotheses: int = 10_000,
+) -> SolveResult:
+    """Solve a problem: ranked hypotheses, verdicts, next-best tests, or the conflict.
+
+    >>> r = solve("hyp leak, spill\\nobservable wet\\nobserve wet\\nhard: wet iff (leak or spill)\\n"
+    ...           "soft: not spill weight 2\\ngoal prove leak or spill")
+    >>> [h.assumed for h in r.hypotheses], r.verdicts[0].status
+    ([['leak'], ['leak', 'spill'], ['spill']], 'supported')
+    """
+    gp = ground(source, hard=hard, soft=soft, ken=ken)
+    name = choose_backend(gp, backend)
+    k = top if top is not None else gp.top if gp.top is not None else 3
+    if k < 1:
+        raise CDAError("top must be at least 1")
+    options = EngineOptions(top=k, seed=seed, timeout=timeout, max_hypotheses=max_hypotheses)
+    return run(gp, name, options)

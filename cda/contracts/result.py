@@ -1,0 +1,101 @@
+"""The result of ``cda.solve``: what crosses the boundary to a user, as pydantic models.
+
+Field order is the JSON order, and every list is in a canonical order, so the same problem
+gives byte-identical JSON on every run and on both backends (``backend`` aside).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Hypothesis", "Witness", "Verdict", "NextTest", "Conflict", "SolveResult", "CheckReport"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Hypothesis(_Model):
+    """One explanation: the abducibles it assumes true (all others false)."""
+
+    id: str
+    assumed: list[str] = Field(description="abducible atoms assumed true, e.g. 'down(db)'")
+    cost: float = Field(description="sum of the weights of the soft clauses its cheapest model violates")
+    posterior: float = Field(description="exp(-cost), normalised over the enumerated hypotheses")
+    violated: list[str] = Field(description="names of the soft clauses violated at that cost")
+
+
+class Witness(_Model):
+    """A hypothesis under which the claim is consistently true (``holds``) or false."""
+
+    holds: bool
+    assumed: list[str]
+
+
+class Verdict(_Model):
+    """The answer to one ``prove``/``disprove`` goal.
+
+    ``status`` is relative to the goal: a ``disprove c`` goal is *supported* when ``c`` is
+    refuted. ``confidence`` is the posterior probability that the goal holds: 1.0 when
+    supported, 0.0 when refuted, in between when inconclusive.
+    """
+
+    name: str
+    goal: Literal["prove", "disprove"]
+    claim: str
+    status: Literal["supported", "refuted", "inconclusive"]
+    confidence: float
+    justification: list[str] = Field(
+        description="a minimal set of clauses that forces the answer (empty when inconclusive)"
+    )
+    witnesses: list[Witness]
+    reason: str | None = None
+
+
+class NextTest(_Model):
+    """An unobserved observable and how well observing it would separate the hypotheses."""
+
+    observable: str
+    expected_information_gain: float = Field(description="bits: entropy before minus expected entropy after")
+    probability_true: float
+
+
+class Conflict(_Model):
+    """Why hard clauses and observations cannot all hold."""
+
+    cores: list[list[str]] = Field(description="minimal unsatisfiable subsets of the named clauses")
+    corrections: list[list[str]] = Field(description="minimal correction sets: drop one to restore consistency")
+    complete: bool
+
+
+class SolveResult(_Model):
+    status: Literal["sat", "unsat", "unknown"]
+    backend: str
+    seed: int
+    hypotheses: list[Hypothesis]
+    hypotheses_enumerated: int
+    enumeration_complete: bool
+    verdicts: list[Verdict]
+    next_tests: list[NextTest]
+    conflict: Conflict | None
+    partial: bool = Field(description="true when a budget ran out; what is here is what was found")
+    notes: list[str]
+
+    def json_text(self) -> str:
+        """Canonical JSON (stable key order, two-space indent)."""
+        return self.model_dump_json(indent=2)
+
+
+class CheckReport(_Model):
+    """What ``cda check`` reports about a well-formed problem."""
+
+    abducibles: int
+    observables: int
+    atoms: int
+    numeric_variables: int
+    clauses: int
+    soft_clauses: int
+    claims: int
+    ir_nodes: int

@@ -1,0 +1,466 @@
+"""Checked, grounded problems: AST → :class:`~cda.encodings.ir.GroundProblem`.
+
+This is the type checker and the grounder in one walk. It resolves every name against the
+declarations, checks arities, domains, prefixes (``hyp:``, ``event:``…) and units, unrolls
+quantifiers over their finite domains, evaluates closed predicates and Ken paths, encodes
+paths over hypothetical edges as bounded reachability, and normalises every comparison to an
+integer linear constraint. Every mistake raises ``DSLTypeError``/``UnitError`` at its spot.
+
+Semantics fixed here (see docs/dsl.md):
+
+* ``pred`` predicates are *closed*: true exactly for their ``fact`` lines and Ken edges.
+* ``hyp`` (abducibles), ``observable`` and ``var`` atoms are free Boolean choices.
+* metrics are whole numbers of their declared unit, events whole seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from itertools import product
+from typing import Iterable, Sequence
+
+from cda.encodings import ast as A
+from cda.encodings import units
+from cda.encodings.ir import (
+    AtomInfo,
+    Claim,
+    Clause,
+    GroundProblem,
+    Node,
+    NodeFactory,
+    NumVar,
+    SoftClause,
+    walk,
+    Atom,
+)
+from cda.encodings.ken import KenGraph
+from cda.errors import DSLTypeError, UnitError
+
+__all__ = ["ground_problem", "RISK_LEVELS"]
+
+RISK_LEVELS = ("low", "medium", "high", "hard")
+OPEN_KINDS = ("hyp", "observable", "var")
+_PREFIX_KIND = {"hyp": "hyp", "obs": "observable", "pred": "pred"}
+
+
+def _num(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
+
+
+def _fmt_atom(pred: str, args: Sequence[str]) -> str:
+    return f"{pred}({', '.join(args)})" if args else pred
+
+
+class _Grounder:
+    def __init__(self, ast: A.ProblemAST, ken: KenGraph | None) -> None:
+        self.ast = ast
+        self.lines = ast.source.splitlines()
+        self.f = NodeFactory()
+        self.gp = GroundProblem(factory=self.f, filename=ast.filename)
+        self.domains: dict[str, tuple[str, ...]] = {}
+        self.preds: dict[str, A.PredDecl] = {}
+        self.events: dict[str, A.EventDecl] = {}
+        self.metrics: dict[str, A.MetricDecl] = {}
+        self.closed_facts: dict[str, set[tuple[str, ...]]] = {}
+        self.ken = ken if ken is not None else KenGraph()
+        self.names: set[str] = set()
+        self.risk_used = False
+
+    # ---- errors
+    def err(self, message: str, pos: A.Pos, cls: type[DSLTypeError] = DSLTypeError) -> DSLTypeError:
+        line, col = pos
+        src = self.lines[line - 1] if 0 < line <= len(self.lines) else None
+        return cls(message, line=line or None, column=col or None, source_line=src, filename=self.ast.filename)
+
+    # ---- declarations
+    def declare(self, statements: list[A.Statement]) -> None:
+        taken: dict[str, str] = {}
+
+        def claim_name(name: str, what: str, pos: A.Pos) -> None:
+            if name in taken:
+                raise self.err(f"'{name}' is already declared as {taken[name]}", pos)
+            taken[name] = what
+
+        for st in statements:
+            if isinstance(st, A.DomainDecl):
+                claim_name(st.name, "a domain", st.pos)
+                if len(set(st.values)) != len(st.values):
+                    raise self.err(f"domain {st.name} lists a value twice", st.pos)
+                self.domains[st.name] = st.values
+        for st in statements:
+            if isinstance(st, A.PredDecl):
+                claim_name(st.name, f"a {st.kind} predicate", st.pos)
+                for dom, dpos in zip(st.domains, st.domain_pos):
+                    if dom not in self.domains:
+                        raise self.err(f"unknown domain '{dom}'{self._known(self.domains)}", dpos)
+                self.preds[st.name] = st
+            elif isinstance(st, A.EventDecl):
+                claim_name(st.name, "an event", st.pos)
+                self.events[st.name] = st
+            elif isinstance(st, A.MetricDecl):
+                claim_name(st.name, "a metric", st.pos)
+                reason = units.check_unit(st.unit)
+                if reason:
+                    raise self.err(reason, st.pos, UnitError)
+                self.metrics[st.name] = st
+        # every instance of an abducible or observable exists, used or not, in declaration order
+        for decl in self.preds.values():
+            if decl.kind in ("hyp", "observable"):
+                for args in product(*(self.domains[d] for d in decl.domains)):
+                    self._register_atom(decl.name, decl.kind, args)
+        for name in self.events:
+            self.gp.numvars[f"event:{name}"] = NumVar(f"event:{name}", "event", "s")
+        for name, decl in self.metrics.items():
+            self.gp.numvars[f"metric:{name}"] = NumVar(f"metric:{name}", "metric", decl.unit)
+
+    @staticmethod
+    def _known(table: Iterable[str]) -> str:
+        names = sorted(table)
+        return f" (known: {', '.join(names[:12])}{', …' if len(names) > 12 else ''})" if names else ""
+
+    def _register_atom(self, pred: str, kind: str, args: Sequence[str]) -> Node:
+        name = _fmt_atom(pred, args)
+        if name not in self.gp.atoms:
+            self.gp.atoms[name] = AtomInfo(name, kind, pred, tuple(args))
+        return self.f.atom(name)
+
+    # ---- terms and atoms
+    def term_value(self, term: A.Term, env: dict[str, str]) -> str:
+        if term.kind is None and term.name in env:
+            return env[term.name]
+        return term.name
+
+    def atom(self, node: A.FAtom, env: dict[str, str]) -> Node:
+        if node.pred == "use" and node.pred not in self.preds:
+            if len(node.args) != 1:
+                raise self.err("use(provider:X) takes one provider", node.pos)
+            value = self.term_value(node.args[0], env)
+            return self._register_atom("use", "var", (value,))
+        decl = self.preds.get(node.pred)
+        if decl is None:
+            raise self.err(f"unknown predicate '{node.pred}'{self._known(self.preds)}", node.pos)
+        if node.kind is not None and _PREFIX_KIND[node.kind] != decl.kind:
+            raise self.err(
+                f"'{node.kind}:{node.pred}' but {node.pred} is declared {decl.kind}, not {_PREFIX_KIND[node.kind]}",
+                node.pos,
+            )
+        if len(node.args) != len(decl.domains):
+            raise self.err(
+                f"{node.pred} takes {len(decl.domains)} argument{'s' if len(decl.domains) != 1 else ''}, given {len(node.args)}",
+                node.pos,
+            )
+        values = []
+        for term, dom in zip(node.args, decl.domains):
+            value = self.term_value(term, env)
+            if value not in self.domains[dom]:
+                raise self.err(
+                    f"'{value}' is not in domain {dom} = {{{', '.join(self.domains[dom])}}}", term.pos
+                )
+            values.append(value)
+        if decl.kind == "pred":
+            return self.f.const(self._closed_holds(decl.name, tuple(values)))
+        return self._register_atom(decl.name, decl.kind, values)
+
+    def _closed_holds(self, pred: str, args: tuple[str, ...]) -> bool:
+        if args in self.closed_facts.get(pred, ()):
+            return True
+        return len(args) == 2 and args[1] in self.ken.related_by(args[0], pred)
+
+    # ---- formulas
+    def formula(self, node: A.Formula, env: dict[str, str]) -> Node:
+        f = self.f
+        if isinstance(node, A.FAtom):
+            return self.atom(node, env)
+        if isinstance(node, A.FConst):
+            return f.const(node.value)
+        if isinstance(node, A.FNot):
+            return f.not_(self.formula(node.arg, env))
+        if isinstance(node, A.FNary):
+            args = [self.formula(a, env) for a in node.args]
+            if node.op == "and":
+                return f.and_(args)
+            if node.op == "or":
+                return f.or_(args)
+            if node.op == "xor":
+                return f.xor(args)
+            out = args[0]  # iff chains associate to the left
+            for nxt in args[1:]:
+                out = f.iff(out, nxt)
+            return out
+        if isinstance(node, A.FImplies):
+            return f.implies(self.formula(node.lhs, env), self.formula(node.rhs, env))
+        if isinstance(node, A.FCard):
+            op = {"at_most": "<=", "at_least": ">=", "exactly": "="}[node.op]
+            return f.card(op, node.k, [self.formula(a, env) for a in node.args])
+        if isinstance(node, A.FQuant):
+            values = self.domains.get(node.domain)
+            if values is None:
+                raise self.err(f"unknown domain '{node.domain}'{self._known(self.domains)}", node.domain_pos)
+            parts = [self.formula(node.body, {**env, node.var: v}) for v in values]
+            return f.and_(parts) if node.quantifier == "forall" else f.or_(parts)
+        if isinstance(node, A.FBefore):
+            a, b = self.event_var(node.first), self.event_var(node.second)
+            return f.linear({a: 1, b: -1} if a != b else {}, "<=", -1)
+        if isinstance(node, A.FWithin):
+            a, b = self.event_var(node.first), self.event_var(node.second)
+            span = self.quantity_in(node.span, "s", "an event time")
+            limit = math.floor(span)
+            if a == b:
+                return f.const(limit >= 0)
+            return f.and_([f.linear({a: 1, b: -1}, "<=", limit), f.linear({a: -1, b: 1}, "<=", limit)])
+        if isinstance(node, A.FPath):
+            return self.path(node, env)
+        if isinstance(node, A.FCompare):
+            return self.compare(node)
+        if isinstance(node, A.FRisk):
+            return self.risk(node, env)
+        raise TypeError(f"unhandled AST node {type(node).__name__}")
+
+    # ---- risk policy: a one-hot choice of level, low < medium < high < hard
+    def risk(self, node: A.FRisk, env: dict[str, str]) -> Node:
+        if node.level not in RISK_LEVELS:
+            raise self.err(f"unknown risk level '{node.level}' (levels: {', '.join(RISK_LEVELS)})", node.pos)
+        if not self.risk_used:
+            self.risk_used = True
+            levels = [self._register_atom("risk", "var", (lvl,)) for lvl in RISK_LEVELS]
+            self.gp.background.append(self.f.card("=", 1, levels))
+        rank = RISK_LEVELS.index(node.level)
+        ops = {
+            "<=": lambda r: r <= rank,
+            "<": lambda r: r < rank,
+            ">=": lambda r: r >= rank,
+            ">": lambda r: r > rank,
+            "=": lambda r: r == rank,
+            "!=": lambda r: r != rank,
+        }
+        allowed = [self.f.atom(_fmt_atom("risk", (lvl,))) for r, lvl in enumerate(RISK_LEVELS) if ops[node.op](r)]
+        condition = self.f.or_(allowed)
+        if node.provider is None:
+            return condition
+        use = self.atom(A.FAtom(None, "use", (node.provider,), node.provider.pos), env)
+        return self.f.implies(use, condition)
+
+    # ---- paths: Ken (closed) or bounded reachability (hypothetical edges)
+    def path(self, node: A.FPath, env: dict[str, str]) -> Node:
+        src, dst = self.term_value(node.source, env), self.term_value(node.target, env)
+        decl = self.preds.get(node.relation)
+        if node.hops < 1:
+            raise self.err("a path needs at least 1 hop", node.pos)
+        if decl is not None and decl.kind in OPEN_KINDS:
+            if len(decl.domains) != 2:
+                raise self.err(f"path relation {decl.name} must take 2 arguments", node.relation_pos)
+            nodes = list(dict.fromkeys(self.domains[decl.domains[0]] + self.domains[decl.domains[1]]))
+            for term, value in ((node.source, src), (node.target, dst)):
+                if value not in nodes:
+                    raise self.err(f"'{value}' is not a node of relation {decl.name}", term.pos)
+            return self._reach(decl, src, dst, node.hops)
+        if decl is not None and len(decl.domains) != 2:
+            raise self.err(f"path relation {decl.name} must take 2 arguments", node.relation_pos)
+        if decl is None and not self.ken.has_relation(node.relation):
+            raise self.err(
+                f"relation '{node.relation}' is neither a declared predicate nor a Ken relation", node.relation_pos
+            )
+        for term, value in ((node.source, src), (node.target, dst)):
+            if not self.ken.has_node(value) and not any(value in vs for vs in self.domains.values()):
+                raise self.err(f"unknown entity '{value}' (not in Ken nor in any domain)", term.pos)
+        return self.f.const(self.ken.path(src, dst, relation=node.relation, max_hops=node.hops) is not None)
+
+    def _reach(self, decl: A.PredDecl, src: str, dst: str, hops: int) -> Node:
+        """reach_k(y): a path of 1..k edges from src to y, as a shared formula DAG."""
+        d0, d1 = self.domains[decl.domains[0]], self.domains[decl.domains[1]]
+
+        def edge(a: str, b: str) -> Node:
+            if a in d0 and b in d1:
+                return self._register_atom(decl.name, decl.kind, (a, b))
+            return self.f.false
+
+        nodes = list(dict.fromkeys(d0 + d1))
+        reach = {y: edge(src, y) for y in nodes}
+        for _ in range(hops - 1):
+            reach = {y: self.f.or_([reach[y]] + [self.f.and_([reach[z], edge(z, y)]) for z in nodes]) for y in nodes}
+        return reach[dst]
+
+    # ---- arithmetic
+    def event_var(self, ref: A.ARef) -> str:
+        if ref.name not in self.events:
+            raise self.err(f"unknown event '{ref.name}'{self._known(self.events)}", ref.pos)
+        return f"event:{ref.name}"
+
+    def ref_var(self, ref: A.ARef) -> tuple[str, str]:
+        if ref.kind == "event":
+            return self.event_var(ref), "s"
+        if ref.name not in self.metrics:
+            raise self.err(f"unknown metric '{ref.name}'{self._known(self.metrics)}", ref.pos)
+        return f"metric:{ref.name}", self.metrics[ref.name].unit
+
+    def quantity_in(self, q: A.AQuantity, unit: str, what: str) -> Fraction:
+        """``q`` expressed in ``unit``; ``what`` names the thing ``q`` is compared with."""
+        if q.unit is None:
+            return q.value
+        reason = units.check_unit(q.unit)
+        if reason:
+            raise self.err(reason, q.pos, UnitError)
+        k = units.factor(q.unit, unit)
+        if k is None:
+            raise self.err(
+                f"unit mismatch: {_num(q.value)} {q.unit} is {units.dimension_name(q.unit)} but {what} "
+                f"is in {unit} ({units.dimension_name(unit)})",
+                q.pos,
+                UnitError,
+            )
+        return q.value * k
+
+    def compare(self, node: A.FCompare) -> Node:
+        # the reference unit: the first numeric reference's unit, else the first unit written
+        ref_unit: str | None = None
+        for term in node.lhs.terms + node.rhs.terms:
+            if term.ref is not None:
+                ref_unit = self.ref_var(term.ref)[1]
+                break
+        if ref_unit is None:
+            for term in node.lhs.terms + node.rhs.terms:
+                if term.quantity is not None and term.quantity.unit is not None:
+                    ref_unit = term.quantity.unit
+                    break
+        first_ref = next((t.ref for t in node.lhs.terms + node.rhs.terms if t.ref is not None), None)
+        ref_desc = "the other side"
+        if first_ref is not None:
+            ref_desc = f"{first_ref.kind}:{first_ref.name}"
+        coefs: dict[str, Fraction] = {}
+        constant = Fraction(0)
+        for side, sign in ((node.lhs, 1), (node.rhs, -1)):
+            for term in side.terms:
+                if term.ref is not None:
+                    var, unit = self.ref_var(term.ref)
+                    if ref_unit is not None and units.factor(unit, ref_unit) is None:
+                        raise self.err(
+                            f"unit mismatch: {var} is in {unit} ({units.dimension_name(unit)}) but {ref_desc} "
+                            f"is in {ref_unit} ({units.dimension_name(ref_unit)})",
+                            term.pos,
+                            UnitError,
+                        )
+                    k = units.factor(unit, ref_unit) if ref_unit else Fraction(1)
+                    coefs[var] = coefs.get(var, Fraction(0)) + sign * term.coef * (k or 1)
+                else:
+                    assert term.quantity is not None
+                    value = self.quantity_in(term.quantity, ref_unit, ref_desc) if ref_unit else term.quantity.value
+                    constant += sign * term.coef * value
+        # sum(coefs * x) + constant  op  0   →   sum(coefs * x)  op  -constant, over integers
+        bound = -constant
+        scale = math.lcm(*(c.denominator for c in coefs.values()), bound.denominator)
+        ints = {v: int(c * scale) for v, c in coefs.items()}
+        b = bound * scale
+        assert b.denominator == 1
+        b_int = int(b)
+        f = self.f
+        neg = {v: -c for v, c in ints.items()}
+        op = node.op
+        if op == "<=":
+            return f.linear(ints, "<=", b_int)
+        if op == "<":
+            return f.linear(ints, "<=", b_int - 1)
+        if op == ">=":
+            return f.linear(neg, "<=", -b_int)
+        if op == ">":
+            return f.linear(neg, "<=", -b_int - 1)
+        if op == "=":
+            return f.linear(ints, "=", b_int)
+        return f.not_(f.linear(ints, "=", b_int))
+
+    # ---- statements
+    def unique_name(self, given: str | None, prefix: str, pos: A.Pos) -> str:
+        if given is not None:
+            if given in self.names:
+                raise self.err(f"the name '{given}' is used by another clause", pos)
+            self.names.add(given)
+            return given
+        name = f"{prefix}@{pos[0]}"
+        if name in self.names:
+            name = f"{prefix}@{pos[0]}:{pos[1]}"
+        self.names.add(name)
+        return name
+
+    def statements(self, statements: list[A.Statement]) -> None:
+        self.declare(statements)
+        for st in statements:  # closed facts first: they may be used before they appear
+            if isinstance(st, A.Fact):
+                decl = self.preds.get(st.atom.pred)
+                if decl is not None and decl.kind == "pred":
+                    values = tuple(self._fact_args(st.atom, decl))
+                    self.closed_facts.setdefault(decl.name, set()).add(values)
+                    if len(values) == 2:
+                        self.ken.add_edge(values[0], decl.name, values[1])
+        for st in statements:
+            if isinstance(st, A.Fact):
+                decl = self.preds.get(st.atom.pred)
+                if decl is None:
+                    raise self.err(f"unknown predicate '{st.atom.pred}'{self._known(self.preds)}", st.atom.pos)
+                if decl.kind != "pred":
+                    node = self.atom(st.atom, {})
+                    self.gp.clauses.append(Clause(self.unique_name(None, "fact", st.pos), "fact", node, st.pos[0]))
+            elif isinstance(st, A.Observe):
+                node = self.formula(st.formula, {})
+                for sub in walk([node]):
+                    if isinstance(sub, Atom) and self.gp.atoms[sub.name].kind == "hyp":
+                        raise self.err(
+                            f"an observation cannot mention the abducible {sub.name}: observe observables", st.pos
+                        )
+                    if isinstance(sub, Atom) and self.gp.atoms[sub.name].kind == "observable":
+                        self.gp.observed.add(sub.name)
+                self.gp.clauses.append(Clause(self.unique_name(st.name, "observe", st.pos), "observation", node, st.pos[0]))
+            elif isinstance(st, A.Hard):
+                node = self.formula(st.formula, {})
+                self.gp.clauses.append(Clause(self.unique_name(st.name, "hard", st.pos), "hard", node, st.pos[0]))
+            elif isinstance(st, A.Soft):
+                self.add_soft(st.name, st.weight, st.formula, st.pos)
+            elif isinstance(st, A.GoalBest):
+                if st.top is not None and st.top < 1:
+                    raise self.err("top must be at least 1", st.pos)
+                self.gp.top = st.top
+            elif isinstance(st, A.GoalClaim):
+                node = self.formula(st.formula, {})
+                name = self.unique_name(None, st.mode, st.pos)
+                text = self._text_of(st)
+                self.gp.claims.append(Claim(name, st.mode, node, text, st.pos[0]))
+
+    def add_soft(self, name: str | None, weight: Fraction | None, formula: A.Formula, pos: A.Pos) -> None:
+        w = Fraction(1) if weight is None else weight
+        if w <= 0:
+            raise self.err(f"a soft clause's weight must be positive, given {float(w):g}", pos)
+        node = self.formula(formula, {})
+        self.gp.soft.append(SoftClause(self.unique_name(name, "soft", pos), node, w, pos[0]))
+
+    def _fact_args(self, atom: A.FAtom, decl: A.PredDecl) -> list[str]:
+        if len(atom.args) != len(decl.domains):
+            raise self.err(f"{decl.name} takes {len(decl.domains)} arguments, given {len(atom.args)}", atom.pos)
+        out = []
+        for term, dom in zip(atom.args, decl.domains):
+            if term.name not in self.domains[dom]:
+                raise self.err(f"'{term.name}' is not in domain {dom} = {{{', '.join(self.domains[dom])}}}", term.pos)
+            out.append(term.name)
+        return out
+
+    def _text_of(self, st: A.GoalClaim) -> str:
+        line = self.lines[st.pos[0] - 1] if 0 < st.pos[0] <= len(self.lines) else ""
+        text = line[st.pos[1] - 1 :].split("#", 1)[0].strip()
+        for word in ("goal", st.mode):
+            text = text[len(word) :].strip() if text.startswith(word) else text
+        return " ".join(text.split())
+
+
+def ground_problem(
+    ast: A.ProblemAST,
+    ken: KenGraph | None = None,
+    extra_hard: Sequence[tuple[str, A.Formula]] = (),
+    extra_soft: Sequence[tuple[str, A.Formula, Fraction | None]] = (),
+) -> GroundProblem:
+    """Check and ground a parsed problem; clause strings passed from Python are added last."""
+    g = _Grounder(ast, ken.merged(KenGraph()) if ken is not None else None)
+    g.statements(ast.statements)
+    for name, formula in extra_hard:
+        node = g.formula(formula, {})
+        g.gp.clauses.append(Clause(g.unique_name(name, "hard", (0, 0)), "hard", node, 0))
+    for name, formula, weight in extra_soft:
+        g.add_soft(name, weight, formula, (0, 0))
+    return g.gp

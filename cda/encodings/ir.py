@@ -1,0 +1,450 @@
+"""The ground intermediate representation: a hash-consed DAG of Boolean and linear nodes.
+
+Everything the DSL can say is grounded (quantifiers unrolled over their finite domains,
+closed predicates and Ken paths evaluated, units normalised) into these few node types.
+Both compilers and the independent evaluator read only this module's nodes.
+
+Nodes are interned by :class:`NodeFactory`: building the same formula twice returns the same
+object, so a sub-formula shared by many clauses is encoded once, and identity is equality.
+The factory folds constants and flattens nested ``and``/``or`` as it builds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Iterable, Iterator
+
+__all__ = [
+    "Node",
+    "Const",
+    "Atom",
+    "Not",
+    "And",
+    "Or",
+    "Iff",
+    "Xor",
+    "Card",
+    "Linear",
+    "NodeFactory",
+    "walk",
+    "is_difference",
+    "AtomInfo",
+    "NumVar",
+    "Clause",
+    "SoftClause",
+    "Claim",
+    "GroundProblem",
+    "NUM_MIN",
+    "NUM_MAX",
+]
+
+#: every numeric variable (metric, event time) lies in [NUM_MIN, NUM_MAX] on both backends
+NUM_MIN = -1_000_000_000
+NUM_MAX = 1_000_000_000
+
+
+class Node:
+    """Base of IR nodes. ``uid`` is the node's interning number (stable within a factory)."""
+
+    __slots__ = ("uid",)
+    uid: int
+
+    @property
+    def children(self) -> tuple["Node", ...]:
+        return ()
+
+
+class Const(Node):
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "true" if self.value else "false"
+
+
+class Atom(Node):
+    """A ground Boolean atom such as ``down(db)``; its truth is chosen by the solver."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Not(Node):
+    __slots__ = ("arg",)
+
+    def __init__(self, arg: Node) -> None:
+        self.arg = arg
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.arg,)
+
+    def __repr__(self) -> str:
+        return f"not {self.arg!r}"
+
+
+class And(Node):
+    __slots__ = ("args",)
+
+    def __init__(self, args: tuple[Node, ...]) -> None:
+        self.args = args
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.args
+
+    def __repr__(self) -> str:
+        return "(" + " and ".join(map(repr, self.args)) + ")"
+
+
+class Or(Node):
+    __slots__ = ("args",)
+
+    def __init__(self, args: tuple[Node, ...]) -> None:
+        self.args = args
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.args
+
+    def __repr__(self) -> str:
+        return "(" + " or ".join(map(repr, self.args)) + ")"
+
+
+class Iff(Node):
+    __slots__ = ("lhs", "rhs")
+
+    def __init__(self, lhs: Node, rhs: Node) -> None:
+        self.lhs = lhs
+        self.rhs = rhs
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.lhs, self.rhs)
+
+    def __repr__(self) -> str:
+        return f"({self.lhs!r} iff {self.rhs!r})"
+
+
+class Xor(Node):
+    """Parity: true when an odd number of ``args`` are true (``xor(a, b)`` is "exactly one")."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: tuple[Node, ...]) -> None:
+        self.args = args
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.args
+
+    def __repr__(self) -> str:
+        return "xor(" + ", ".join(map(repr, self.args)) + ")"
+
+
+class Card(Node):
+    """``count(args true) <op> k`` with op one of ``<=``, ``>=``, ``=``."""
+
+    __slots__ = ("op", "k", "args")
+
+    def __init__(self, op: str, k: int, args: tuple[Node, ...]) -> None:
+        self.op = op
+        self.k = k
+        self.args = args
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.args
+
+    def __repr__(self) -> str:
+        return f"count({', '.join(map(repr, self.args))}) {self.op} {self.k}"
+
+
+class Linear(Node):
+    """``sum(coef * var) <= bound`` over integer variables (``op`` is always ``<=``)."""
+
+    __slots__ = ("terms", "op", "bound")
+
+    def __init__(self, terms: tuple[tuple[int, str], ...], op: str, bound: int) -> None:
+        self.terms = terms
+        self.op = op
+        self.bound = bound
+
+    def __repr__(self) -> str:
+        lhs = " + ".join(f"{c}*{v}" for c, v in self.terms)
+        return f"{lhs} {self.op} {self.bound}"
+
+
+class NodeFactory:
+    """Builds interned, simplified nodes. Use one factory per problem."""
+
+    def __init__(self) -> None:
+        self._table: dict[tuple[object, ...], Node] = {}
+        self.true = self._intern(("const", True), lambda: Const(True))
+        self.false = self._intern(("const", False), lambda: Const(False))
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def _intern(self, key: tuple[object, ...], make: "callable[[], Node]") -> Node:  # type: ignore[valid-type]
+        node = self._table.get(key)
+        if node is None:
+            node = make()
+            node.uid = len(self._table)
+            self._table[key] = node
+        return node
+
+    def const(self, value: bool) -> Node:
+        return self.true if value else self.false
+
+    def atom(self, name: str) -> Node:
+        return self._intern(("atom", name), lambda: Atom(name))
+
+    def not_(self, arg: Node) -> Node:
+        if isinstance(arg, Const):
+            return self.const(not arg.value)
+        if isinstance(arg, Not):
+            return arg.arg
+        return self._intern(("not", arg.uid), lambda: Not(arg))
+
+    def _flat(self, kind: type, args: Iterable[Node], unit: bool) -> tuple[Node, ...] | Node:
+        out: list[Node] = []
+        seen: set[int] = set()
+        for a in args:
+            parts = a.args if isinstance(a, kind) else (a,)  # type: ignore[attr-defined]
+            for p in parts:
+                if isinstance(p, Const):
+                    if p.value == unit:
+                        continue
+                    return self.const(not unit)
+                if p.uid in seen:
+                    continue
+                seen.add(p.uid)
+                out.append(p)
+        return tuple(out)
+
+    def and_(self, args: Iterable[Node]) -> Node:
+        flat = self._flat(And, args, True)
+        if isinstance(flat, Node):
+            return flat
+        if not flat:
+            return self.true
+        if len(flat) == 1:
+            return flat[0]
+        return self._intern(("and", tuple(a.uid for a in flat)), lambda: And(flat))
+
+    def or_(self, args: Iterable[Node]) -> Node:
+        flat = self._flat(Or, args, False)
+        if isinstance(flat, Node):
+            return flat
+        if not flat:
+            return self.false
+        if len(flat) == 1:
+            return flat[0]
+        return self._intern(("or", tuple(a.uid for a in flat)), lambda: Or(flat))
+
+    def implies(self, lhs: Node, rhs: Node) -> Node:
+        return self.or_((self.not_(lhs), rhs))
+
+    def iff(self, lhs: Node, rhs: Node) -> Node:
+        if isinstance(lhs, Const):
+            return rhs if lhs.value else self.not_(rhs)
+        if isinstance(rhs, Const):
+            return lhs if rhs.value else self.not_(lhs)
+        if lhs is rhs:
+            return self.true
+        return self._intern(("iff", lhs.uid, rhs.uid), lambda: Iff(lhs, rhs))
+
+    def xor(self, args: Iterable[Node]) -> Node:
+        parity = False
+        rest: list[Node] = []
+        for a in args:
+            if isinstance(a, Const):
+                parity ^= a.value
+            else:
+                rest.append(a)
+        if not rest:
+            return self.const(parity)
+        if len(rest) == 1:
+            node = rest[0]
+        else:
+            key = tuple(a.uid for a in rest)
+            frozen = tuple(rest)
+            node = self._intern(("xor", key), lambda: Xor(frozen))
+        return self.not_(node) if parity else node
+
+    def card(self, op: str, k: int, args: Iterable[Node]) -> Node:
+        """``at_most`` is op ``<=``, ``at_least`` is ``>=``, ``exactly`` is ``=``."""
+        rest: list[Node] = []
+        for a in args:
+            if isinstance(a, Const):
+                k -= int(a.value)
+            else:
+                rest.append(a)
+        n = len(rest)
+        if op == "<=":
+            if k < 0:
+                return self.false
+            if k >= n:
+                return self.true
+            if k == 0:
+                return self.and_(self.not_(a) for a in rest)
+        elif op == ">=":
+            if k <= 0:
+                return self.true
+            if k > n:
+                return self.false
+            if k == n:
+                return self.and_(rest)
+            if k == 1:
+                return self.or_(rest)
+        else:
+            if k < 0 or k > n:
+                return self.false
+            if k == 0:
+                return self.and_(self.not_(a) for a in rest)
+            if k == n:
+                return self.and_(rest)
+        frozen = tuple(rest)
+        return self._intern(("card", op, k, tuple(a.uid for a in frozen)), lambda: Card(op, k, frozen))
+
+    def linear(self, terms: dict[str, int], op: str, bound: int) -> Node:
+        """``sum(terms) op bound`` over integers; op is ``<=`` or ``=``.
+
+        Normalised so equal constraints intern to one node: coefficients divided by their
+        gcd (rounding the bound down), and ``=`` built as two ``<=``. After this, ``x - y <= k``
+        and ``x <= k`` have unit coefficients: difference constraints, which
+        :func:`is_difference` recognises.
+        """
+        items = tuple(sorted(((c, v) for v, c in terms.items() if c != 0), key=lambda cv: cv[1]))
+        if not items:
+            return self.const(0 <= bound if op == "<=" else bound == 0)
+        g = math.gcd(*(abs(c) for c, _ in items))
+        if op == "=":
+            if bound % g:
+                return self.false
+            neg = {v: -c for c, v in items}
+            return self.and_([self.linear(dict((v, c) for c, v in items), "<=", bound), self.linear(neg, "<=", -bound)])
+        items = tuple((c // g, v) for c, v in items)
+        bound = bound // g  # floor division: sum <= b/g over integers means sum <= floor(b/g)
+        return self._intern(("lin", items, bound), lambda: Linear(items, "<=", bound))
+
+
+def is_difference(node: Linear) -> bool:
+    """True for ``x <= k``, ``-x <= k`` and ``x - y <= k``: what difference logic decides."""
+    coefs = sorted(c for c, _ in node.terms)
+    return coefs in ([1], [-1], [-1, 1])
+
+
+def walk(roots: Iterable[Node]) -> Iterator[Node]:
+    """Every node reachable from ``roots`` once, children before parents (post-order)."""
+    seen: set[int] = set()
+    for root in roots:
+        if root.uid in seen:
+            continue
+        stack: list[tuple[Node, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                yield node
+                continue
+            if node.uid in seen:
+                continue
+            seen.add(node.uid)
+            stack.append((node, True))
+            for child in reversed(node.children):
+                if child.uid not in seen:
+                    stack.append((child, False))
+
+
+@dataclass(frozen=True)
+class AtomInfo:
+    """A ground atom and what it is: ``hyp`` (abducible), ``observable`` or ``var``."""
+
+    name: str
+    kind: str
+    pred: str
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NumVar:
+    """An integer variable: a metric (whole units of ``unit``) or an event time (seconds)."""
+
+    name: str
+    kind: str  # "metric" | "event"
+    unit: str
+
+
+@dataclass(frozen=True)
+class Clause:
+    """A hard clause, an observation, or a fact on an open predicate; ``name`` is unique."""
+
+    name: str
+    kind: str  # "hard" | "observation" | "fact"
+    node: Node
+    line: int
+
+
+@dataclass(frozen=True)
+class SoftClause:
+    name: str
+    node: Node
+    weight: Fraction
+    line: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A ``prove``/``disprove`` goal; ``text`` is the claim as the user wrote it."""
+
+    name: str
+    mode: str
+    node: Node
+    text: str
+    line: int
+
+
+@dataclass
+class GroundProblem:
+    """Everything a backend needs, in source order, and nothing it must not see."""
+
+    factory: NodeFactory
+    atoms: dict[str, AtomInfo] = field(default_factory=dict)
+    numvars: dict[str, NumVar] = field(default_factory=dict)
+    clauses: list[Clause] = field(default_factory=list)
+    background: list[Node] = field(default_factory=list)  # always-on structure (risk one-hot)
+    soft: list[SoftClause] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    observed: set[str] = field(default_factory=set)
+    top: int | None = None
+    filename: str | None = None
+
+    @property
+    def hyp_atoms(self) -> list[str]:
+        return [a.name for a in self.atoms.values() if a.kind == "hyp"]
+
+    @property
+    def observable_atoms(self) -> list[str]:
+        return [a.name for a in self.atoms.values() if a.kind == "observable"]
+
+    @property
+    def has_arithmetic(self) -> bool:
+        return bool(self.numvars)
+
+    def roots(self) -> list[Node]:
+        return (
+            [c.node for c in self.clauses]
+            + list(self.background)
+            + [s.node for s in self.soft]
+            + [c.node for c in self.claims]
+        )

@@ -1,0 +1,347 @@
+"""Text → :class:`~cda.encodings.ast.ProblemAST`, with syntax errors that point at the spot.
+
+The grammar lives in ``grammar.lark`` (package data). Lark's own errors are translated here
+into :class:`~cda.errors.DSLSyntaxError` carrying line, column, the source line with a caret,
+and the expected tokens in words.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import lark
+from lark import Token, Transformer, v_args
+
+from cda.encodings import ast as A
+from cda.errors import DSLSyntaxError
+
+__all__ = ["parse_problem", "parse_clause"]
+
+
+@lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    grammar = resources.files("cda.encodings").joinpath("grammar.lark").read_text(encoding="utf-8")
+    return lark.Lark(
+        grammar,
+        parser="lalr",
+        propagate_positions=True,
+        start=["start", "clause_text"],
+        maybe_placeholders=True,
+    )
+
+
+def _pos(meta_or_token: Any) -> A.Pos:
+    return (getattr(meta_or_token, "line", 0) or 0, getattr(meta_or_token, "column", 0) or 0)
+
+
+def _number(token: Token) -> Fraction:
+    return Fraction(str(token))
+
+
+@v_args(meta=True)
+class _ToAST(Transformer[Token, Any]):
+    """One method per grammar rule; builds AST nodes carrying positions."""
+
+    # ---- statements
+    def start(self, meta: Any, items: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        for item in items:
+            out.extend(item if isinstance(item, list) else [item])
+        return out
+
+    def clause_text(self, meta: Any, items: list[Any]) -> tuple[Any, Fraction | None]:
+        formula = items[0]
+        weight = items[1] if len(items) > 1 else None
+        return formula, weight
+
+    def domain_decl(self, meta: Any, items: list[Any]) -> A.DomainDecl:
+        name, *values = items
+        return A.DomainDecl(str(name), tuple(str(v) for v in values if v is not None), _pos(name))
+
+    def sig_decl(self, meta: Any, items: list[Any]) -> list[A.PredDecl]:
+        kind, *sigs = items
+        return [A.PredDecl(str(kind), name, doms, pos, dpos) for (name, doms, pos, dpos) in sigs]
+
+    def signature(self, meta: Any, items: list[Any]) -> tuple[str, tuple[str, ...], A.Pos, tuple[A.Pos, ...]]:
+        name, *doms = items
+        doms = [d for d in doms if d is not None]
+        return str(name), tuple(str(d) for d in doms), _pos(name), tuple(_pos(d) for d in doms)
+
+    def event_decl(self, meta: Any, items: list[Token]) -> list[A.EventDecl]:
+        return [A.EventDecl(str(t), _pos(t)) for t in items]
+
+    def metric_decl(self, meta: Any, items: list[Any]) -> A.MetricDecl:
+        name, unit = items
+        return A.MetricDecl(str(name), unit, _pos(name))
+
+    def unit(self, meta: Any, items: list[Token]) -> str:
+        return "".join(str(t) for t in items)
+
+    def fact_stmt(self, meta: Any, items: list[Any]) -> A.Fact:
+        return A.Fact(items[0], _pos(meta))
+
+    def observe_stmt(self, meta: Any, items: list[Any]) -> A.Observe:
+        name, formula = items
+        return A.Observe(str(name) if name is not None else None, formula, _pos(meta))
+
+    def hard_stmt(self, meta: Any, items: list[Any]) -> A.Hard:
+        name, formula = items
+        return A.Hard(str(name) if name is not None else None, formula, _pos(meta))
+
+    def soft_stmt(self, meta: Any, items: list[Any]) -> A.Soft:
+        name, w1, formula, w2 = items
+        if w1 is not None and w2 is not None:
+            raise DSLSyntaxError(
+                "a soft clause takes one weight, given twice", line=meta.line, column=meta.column
+            )
+        weight = w1 if w1 is not None else w2
+        return A.Soft(str(name) if name is not None else None, weight, formula, _pos(meta))
+
+    def goal_best(self, meta: Any, items: list[Any]) -> A.GoalBest:
+        top = items[0]
+        return A.GoalBest(int(top) if top is not None else None, _pos(meta))
+
+    def goal_prove(self, meta: Any, items: list[Any]) -> A.GoalClaim:
+        return A.GoalClaim("prove", items[0], _pos(meta))
+
+    def goal_disprove(self, meta: Any, items: list[Any]) -> A.GoalClaim:
+        return A.GoalClaim("disprove", items[0], _pos(meta))
+
+    def ken_stmt(self, meta: Any, items: list[Token]) -> A.KenLoad:
+        return A.KenLoad(str(items[0])[1:-1], _pos(items[0]))
+
+    # ---- formulas
+    def _nary(self, op: str, meta: Any, items: list[Any]) -> A.FNary:
+        return A.FNary(op, tuple(items), _pos(meta))
+
+    def iff_f(self, meta: Any, items: list[Any]) -> A.FNary:
+        return self._nary("iff", meta, items)
+
+    def or_f(self, meta: Any, items: list[Any]) -> A.FNary:
+        return self._nary("or", meta, items)
+
+    def and_f(self, meta: Any, items: list[Any]) -> A.FNary:
+        return self._nary("and", meta, items)
+
+    def xor_f(self, meta: Any, items: list[Any]) -> A.FNary:
+        return self._nary("xor", meta, items)
+
+    def impl_f(self, meta: Any, items: list[Any]) -> A.FImplies:
+        return A.FImplies(items[0], items[1], _pos(meta))
+
+    def not_f(self, meta: Any, items: list[Any]) -> A.FNot:
+        return A.FNot(items[0], _pos(meta))
+
+    def forall_f(self, meta: Any, items: list[Any]) -> A.FQuant:
+        var, dom, body = items
+        return A.FQuant("forall", str(var), str(dom), body, _pos(meta), _pos(dom))
+
+    def exists_f(self, meta: Any, items: list[Any]) -> A.FQuant:
+        var, dom, body = items
+        return A.FQuant("exists", str(var), str(dom), body, _pos(meta), _pos(dom))
+
+    def true_f(self, meta: Any, items: list[Any]) -> A.FConst:
+        return A.FConst(True, _pos(meta))
+
+    def false_f(self, meta: Any, items: list[Any]) -> A.FConst:
+        return A.FConst(False, _pos(meta))
+
+    def card(self, meta: Any, items: list[Any]) -> A.FCard:
+        op, k, *args = items
+        return A.FCard(str(op), int(k), tuple(a for a in args if a is not None), _pos(meta))
+
+    def before(self, meta: Any, items: list[Any]) -> A.FBefore:
+        return A.FBefore(items[0], items[1], _pos(meta))
+
+    def within(self, meta: Any, items: list[Any]) -> A.FWithin:
+        return A.FWithin(items[0], items[1], items[2], _pos(meta))
+
+    def path(self, meta: Any, items: list[Any]) -> A.FPath:
+        src, rel, dst, hops, _word = items
+        return A.FPath(src, str(rel), dst, int(hops), _pos(meta), _pos(rel))
+
+    def compare(self, meta: Any, items: list[Any]) -> A.FCompare:
+        lhs, op, rhs = items
+        return A.FCompare(self._arith(lhs), str(op), self._arith(rhs), _pos(op))
+
+    def use_policy(self, meta: Any, items: list[Any]) -> A.FRisk | A.FAtom:
+        provider, op, level = items
+        if op is None:  # a plain `use(provider:X)` atom
+            return A.FAtom(None, "use", (provider,), _pos(meta))
+        return A.FRisk(str(op), str(level), provider, _pos(meta))
+
+    def risk_cmp(self, meta: Any, items: list[Any]) -> A.FRisk:
+        op, level = items
+        return A.FRisk(str(op), str(level), None, _pos(meta))
+
+    def atom(self, meta: Any, items: list[Any]) -> A.FAtom:
+        kind, name, *args = items
+        args = [a for a in args if a is not None]
+        return A.FAtom(str(kind)[:-1] if kind is not None else None, str(name), tuple(args), _pos(name))
+
+    def term(self, meta: Any, items: list[Any]) -> A.Term:
+        kind, name = items
+        return A.Term(str(kind)[:-1] if kind is not None else None, str(name), _pos(name))
+
+    # ---- arithmetic
+    def _arith(self, node: Any) -> A.Arith:
+        if isinstance(node, A.Arith):
+            return node
+        return A.Arith((self._aterm(node),), self._apos(node))
+
+    def _apos(self, node: Any) -> A.Pos:
+        return node.pos
+
+    def _aterm(self, node: Any, sign: int = 1) -> A.ATerm:
+        if isinstance(node, A.ATerm):
+            return A.ATerm(node.coef * sign, node.ref, node.quantity, node.pos)
+        if isinstance(node, A.ARef):
+            return A.ATerm(Fraction(sign), node, None, node.pos)
+        if isinstance(node, A.AQuantity):
+            return A.ATerm(Fraction(sign), None, node, node.pos)
+        if isinstance(node, A.Arith):  # parenthesised sub-sum is flattened by arith()
+            raise DSLSyntaxError("nested sums are not supported", line=node.pos[0], column=node.pos[1])
+        raise TypeError(node)
+
+    def arith(self, meta: Any, items: list[Any]) -> A.Arith:
+        terms = [self._aterm(items[0])]
+        for op, item in zip(items[1::2], items[2::2]):
+            sign = -1 if str(op) == "-" else 1
+            if isinstance(item, A.Arith):
+                terms.extend(A.ATerm(t.coef * sign, t.ref, t.quantity, t.pos) for t in item.terms)
+            else:
+                terms.append(self._aterm(item, sign))
+        return A.Arith(tuple(terms), _pos(meta))
+
+    def scaled(self, meta: Any, items: list[Any]) -> A.ATerm:
+        coef, ref = items
+        return A.ATerm(coef, ref, None, _pos(meta))
+
+    def neg(self, meta: Any, items: list[Any]) -> A.ATerm:
+        return A.ATerm(Fraction(-1), items[0], None, _pos(meta))
+
+    def quantity(self, meta: Any, items: list[Any]) -> A.AQuantity:
+        value, unit = items
+        return A.AQuantity(value, unit, _pos(meta))
+
+    def number(self, meta: Any, items: list[Token]) -> Fraction:
+        return _number(items[0])
+
+    def metric_ref(self, meta: Any, items: list[Token]) -> A.ARef:
+        return A.ARef("metric", str(items[0]), _pos(items[0]))
+
+    def time_ref(self, meta: Any, items: list[Any]) -> A.ARef:
+        return items[0]
+
+    def event_ref(self, meta: Any, items: list[Token]) -> A.ARef:
+        return A.ARef("event", str(items[0]), _pos(items[0]))
+
+
+_FRIENDLY = {
+    "NAME": "a name",
+    "INT": "a whole number",
+    "SIGNED_NUMBER": "a number",
+    "STRING": 'a quoted path ("…")',
+    "CMP": "a comparison (<=, <, >=, >, =, !=)",
+    "RISK": "a risk level (low, medium, high, hard)",
+    "CARD": "at_most/at_least/exactly",
+    "SIG_KIND": "a declaration (hyp, observable, pred, var)",
+    "ATOM_KIND": "hyp:/obs:/pred:",
+    "TERM_KIND": "entity:/provider:",
+    "ADD_OP": "'+' or '-'",
+    "UNIT_OP": "'/' or '*'",
+    "HOPS": "'hops'",
+    "$END": "end of input",
+}
+
+
+def _describe(names: set[str]) -> str:
+    parser = _parser()
+    words = []
+    for name in sorted(names):
+        if name in _FRIENDLY:
+            words.append(_FRIENDLY[name])
+            continue
+        try:
+            pattern = parser.get_terminal(name).pattern
+        except KeyError:
+            words.append(name)
+            continue
+        if isinstance(pattern, lark.lexer.PatternStr):
+            words.append(f"'{pattern.value}'")
+        else:
+            words.append(name.lower())
+    unique = sorted(set(words))
+    if len(unique) > 12:
+        unique = unique[:12] + ["…"]
+    return ", ".join(unique)
+
+
+def _source_line(text: str, line: int) -> str | None:
+    lines = text.splitlines()
+    return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+def _syntax_error(text: str, err: lark.exceptions.UnexpectedInput, filename: str | None) -> DSLSyntaxError:
+    line = getattr(err, "line", None)
+    column = getattr(err, "column", None)
+    at_end = isinstance(err, lark.exceptions.UnexpectedEOF) or (
+        isinstance(err, lark.exceptions.UnexpectedToken) and err.token.type == "$END"
+    )
+    if at_end or line is None or line < 1:  # unexpected end of input: point past the last character
+        lines = text.splitlines() or [""]
+        line, column = len(lines), len(lines[-1]) + 1
+    if isinstance(err, lark.exceptions.UnexpectedToken):
+        token = err.token
+        found = "end of input" if token.type == "$END" else f"'{token}'"
+        message = f"unexpected {found}; expected {_describe(set(err.expected))}"
+    elif isinstance(err, lark.exceptions.UnexpectedCharacters):
+        char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else "?"
+        allowed = set(err.allowed or ())
+        message = f"unexpected character {char!r}"
+        if allowed:
+            message += f"; expected {_describe(allowed)}"
+    elif isinstance(err, lark.exceptions.UnexpectedEOF):
+        message = f"unexpected end of input; expected {_describe(set(err.expected))}"
+    else:  # pragma: no cover - lark has no other UnexpectedInput subclasses
+        message = str(err)
+    return DSLSyntaxError(
+        message, line=line, column=column, source_line=_source_line(text, line), filename=filename
+    )
+
+
+def _run(text: str, start: str, filename: str | None) -> Any:
+    try:
+        tree = _parser().parse(text, start=start)
+        return _ToAST().transform(tree)
+    except lark.exceptions.UnexpectedInput as err:
+        raise _syntax_error(text, err, filename) from None
+    except lark.exceptions.VisitError as err:
+        inner = err.orig_exc
+        if isinstance(inner, DSLSyntaxError):
+            if inner.line is not None:
+                inner.source_line = _source_line(text, inner.line)
+            inner.filename = filename
+            inner.args = (inner.render(),)
+            raise inner from None
+        raise
+
+
+def parse_problem(text: str, filename: str | None = None) -> A.ProblemAST:
+    """Parse a whole ``.cda`` problem.
+
+    >>> ast = parse_problem("hyp leak\\nhard: leak")
+    >>> [type(s).__name__ for s in ast.statements]
+    ['PredDecl', 'Hard']
+    """
+    statements = _run(text, "start", filename)
+    return A.ProblemAST(statements=statements, source=text, filename=filename)
+
+
+def parse_clause(text: str) -> tuple[A.Formula, Fraction | None]:
+    """Parse one clause string (as in ``constraints.hard``), with an optional trailing weight."""
+    formula, weight = _run(text, "clause_text", None)
+    return formula, weight

@@ -1,0 +1,146 @@
+"""IR → an ASP program (clingo text; clingo-dl or clingcon constraints for arithmetic).
+
+Classical semantics in ASP: every atom is a free choice (``{x(I)}.``) and every IR node gets
+an auxiliary atom ``n(I)`` defined by rules that make it true exactly when the node is true
+(the definitions are acyclic, so each choice of atoms has exactly one stable model). Hard
+clauses become integrity constraints behind selector atoms; soft clauses weak constraints.
+Atoms are numbered, so user names never need quoting in ASP.
+
+Arithmetic: when every linear constraint is a difference constraint (``x - y <= k``,
+``x <= k``: all of ``before``, ``within`` and bounds on one metric) the program uses
+clingo-dl's ``&diff`` (decided by negative-cycle detection, fast on any domain size);
+otherwise clingcon's ``&sum`` (linear constraints over bounded integers). A linear node's
+truth is reified exactly in both: ``n :- C.`` / ``:- n, not C.`` for clingcon, and a choice
+of ``n`` with ``C`` imposed when ``n`` and its integer negation imposed otherwise for clingo-dl.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from cda.encodings.ir import NUM_MAX, NUM_MIN, And, Atom, Card, Const, Iff, Linear, Node, Not, Or, Xor, walk, is_difference
+from cda.errors import BackendUnsupported
+
+__all__ = ["AspEncoder"]
+
+
+class AspEncoder:
+    """Accumulates rules; ``lit(node)`` is the body literal that is true iff ``node`` is."""
+
+    def __init__(self, theory: str = "dl") -> None:
+        self.theory = theory  # "dl" (clingo-dl) or "csp" (clingcon)
+        self.rules: list[str] = []
+        self._lit: dict[int, str] = {}
+        self.atom_ids: dict[str, int] = {}
+        self.numvar_ids: dict[str, int] = {}
+        self.uses_theory = False
+
+    def atom_term(self, name: str) -> str:
+        """The ASP atom for a free Boolean (an IR atom, a selector, a claim key)."""
+        idx = self.atom_ids.get(name)
+        if idx is None:
+            idx = self.atom_ids[name] = len(self.atom_ids)
+            self.rules.append(f"{{x({idx})}}.")
+        return f"x({idx})"
+
+    def num_term(self, name: str) -> str:
+        idx = self.numvar_ids.get(name)
+        if idx is None:
+            idx = self.numvar_ids[name] = len(self.numvar_ids)
+            self.uses_theory = True
+            if self.theory == "dl":
+                self.rules.append(f"&diff{{ v({idx}) - 0 }} <= {NUM_MAX}. &diff{{ 0 - v({idx}) }} <= {-NUM_MIN}.")
+            else:
+                self.rules.append(f"&dom{{{NUM_MIN}..{NUM_MAX}}} = v({idx}).")
+        return f"v({idx})"
+
+    def lit(self, node: Node) -> str:
+        for sub in walk([node]):
+            if sub.uid not in self._lit:
+                method: Callable[[Node], str] | None = getattr(self, f"visit_{type(sub).__name__}", None)
+                if method is None:
+                    raise BackendUnsupported(f"the clingo backend cannot encode {type(sub).__name__}")
+                self._lit[sub.uid] = method(sub)
+        return self._lit[node.uid]
+
+    @staticmethod
+    def negate(lit: str) -> str:
+        if lit == "#true":
+            return "#false"
+        if lit == "#false":
+            return "#true"
+        return lit[4:] if lit.startswith("not ") else f"not {lit}"
+
+    def _aux(self, node: Node) -> str:
+        return f"n({node.uid})"
+
+    def visit_Const(self, node: Const) -> str:
+        return "#true" if node.value else "#false"
+
+    def visit_Atom(self, node: Atom) -> str:
+        return self.atom_term(node.name)
+
+    def visit_Not(self, node: Not) -> str:
+        return self.negate(self._lit[node.arg.uid])
+
+    def visit_And(self, node: And) -> str:
+        head = self._aux(node)
+        self.rules.append(f"{head} :- {', '.join(self._lit[a.uid] for a in node.args)}.")
+        return head
+
+    def visit_Or(self, node: Or) -> str:
+        head = self._aux(node)
+        self.rules.extend(f"{head} :- {self._lit[a.uid]}." for a in node.args)
+        return head
+
+    def visit_Iff(self, node: Iff) -> str:
+        head = self._aux(node)
+        a, b = self._lit[node.lhs.uid], self._lit[node.rhs.uid]
+        self.rules.append(f"{head} :- {a}, {b}.")
+        self.rules.append(f"{head} :- {self.negate(a)}, {self.negate(b)}.")
+        return head
+
+    def _elements(self, args: tuple[Node, ...]) -> str:
+        return "; ".join(f"{i}: {self._lit[a.uid]}" for i, a in enumerate(args))
+
+    def visit_Xor(self, node: Xor) -> str:
+        head = self._aux(node)
+        if len(node.args) == 2:
+            a, b = (self._lit[x.uid] for x in node.args)
+            self.rules.append(f"{head} :- {a}, {self.negate(b)}.")
+            self.rules.append(f"{head} :- {self.negate(a)}, {b}.")
+        else:
+            self.rules.append(f"{head} :- C = #count{{ {self._elements(node.args)} }}, C \\ 2 = 1.")
+        return head
+
+    def visit_Card(self, node: Card) -> str:
+        head = self._aux(node)
+        agg = f"#count{{ {self._elements(node.args)} }}"
+        if node.op == "<=":
+            self.rules.append(f"{head} :- {agg} <= {node.k}.")
+        elif node.op == ">=":
+            self.rules.append(f"{head} :- {node.k} <= {agg}.")
+        else:
+            self.rules.append(f"{head} :- {agg} = {node.k}.")
+        return head
+
+    def visit_Linear(self, node: Linear) -> str:
+        head = self._aux(node)
+        if self.theory == "dl":
+            if not is_difference(node):
+                raise BackendUnsupported(f"clingo-dl cannot encode the non-difference constraint {node!r}")
+            pos = [self.num_term(v) for c, v in node.terms if c > 0]
+            neg = [self.num_term(v) for c, v in node.terms if c < 0]
+            u, w = (pos[0] if pos else "0"), (neg[0] if neg else "0")
+            self.rules.append(f"{{{head}}}.")
+            self.rules.append(f"&diff{{ {u} - {w} }} <= {node.bound} :- {head}.")
+            self.rules.append(f"&diff{{ {w} - {u} }} <= {-node.bound - 1} :- not {head}.")
+            return head
+        terms = "; ".join(f"{c}*{self.num_term(v)}" for c, v in node.terms)
+        constraint = f"&sum{{ {terms} }} <= {node.bound}"
+        self.rules.append(f"{head} :- {constraint}.")
+        self.rules.append(f":- {head}, not {constraint}.")
+        return head
+
+    def program(self) -> str:
+        return "\n".join(self.rules) + "\n"

@@ -1,0 +1,111 @@
+"""One error hierarchy for CDA.
+
+Every error that a user can cause descends from :class:`CDAError`, and each also inherits
+the builtin that fits (``ValueError``, ``TimeoutError``), so callers can catch either.
+Third-party errors (lark, pint, z3, clingo) are translated where they enter.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CDAError",
+    "DSLError",
+    "DSLSyntaxError",
+    "DSLTypeError",
+    "UnitError",
+    "BackendUnsupported",
+    "BackendUnavailable",
+    "BudgetExceeded",
+    "EvaluatorDisagreement",
+    "KenError",
+]
+
+
+class CDAError(Exception):
+    """Root of every error CDA raises on purpose."""
+
+
+class DSLError(CDAError, ValueError):
+    """A mistake in DSL text, located at ``line``/``column`` (1-based) when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        source_line: str | None = None,
+        filename: str | None = None,
+    ) -> None:
+        self.message = message
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+        self.filename = filename
+        super().__init__(self.render())
+
+    @property
+    def kind(self) -> str:
+        return "error"
+
+    def render(self) -> str:
+        """The message as a compiler prints it: ``file:line:col: error: msg`` plus a caret."""
+        where = self.filename or "<input>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        text = f"{where}: {self.kind}: {self.message}"
+        if self.source_line is not None and self.column is not None:
+            text += "\n    " + self.source_line.rstrip("\n")
+            text += "\n    " + " " * (self.column - 1) + "^"
+        return text
+
+    def with_filename(self, filename: str) -> "DSLError":
+        self.filename = filename
+        self.args = (self.render(),)
+        return self
+
+
+class DSLSyntaxError(DSLError):
+    """The text does not follow the grammar; says what was expected at the spot."""
+
+    @property
+    def kind(self) -> str:
+        return "syntax error"
+
+
+class DSLTypeError(DSLError):
+    """Well-formed text that means nothing: unknown name, wrong arity, value outside its domain."""
+
+    @property
+    def kind(self) -> str:
+        return "type error"
+
+
+class UnitError(DSLTypeError):
+    """Two quantities whose units cannot be compared; the message names both units."""
+
+    @property
+    def kind(self) -> str:
+        return "unit error"
+
+
+class BackendUnsupported(CDAError, ValueError):
+    """A backend cannot encode a construct; names the construct and a backend that can."""
+
+
+class BackendUnavailable(CDAError, RuntimeError):
+    """A backend's library is not installed."""
+
+
+class BudgetExceeded(CDAError, TimeoutError):
+    """A time or size budget ran out before an answer was complete."""
+
+
+class EvaluatorDisagreement(CDAError, AssertionError):
+    """A solver returned a model that the independent evaluator rejects: a bug, never output."""
+
+
+class KenError(CDAError, ValueError):
+    """A knowledge-graph file could not be read, or a query broke the safe query set."""

@@ -1,0 +1,131 @@
+"""The one protocol every solver backend implements, and the registry that finds them.
+
+A backend is built once per problem (everything encoded up front, each clause behind a
+selector literal) and then asked many small questions under assumptions: is it satisfiable,
+enumerate the distinct projections onto some atoms, what is the cheapest model. Literals are
+``(key, value)`` pairs whose key is an atom name, a clause selector (:func:`selector`) or a
+claim (:func:`claim_key`). Backends are registered by name and imported lazily, so a missing
+library only removes that backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from cda.encodings.ir import GroundProblem
+from cda.errors import BackendUnavailable, CDAError
+
+__all__ = [
+    "Backend",
+    "Deadline",
+    "Literal",
+    "Model",
+    "Outcome",
+    "Enumeration",
+    "selector",
+    "claim_key",
+    "make_backend",
+    "available_backends",
+    "BACKENDS",
+]
+
+Literal = tuple[str, bool]
+#: a full assignment: every atom → bool, every numeric variable → int
+Model = dict[str, "bool | int"]
+
+
+def selector(clause_name: str) -> str:
+    return f"sel!{clause_name}"
+
+
+def claim_key(claim_name: str) -> str:
+    return f"claim!{claim_name}"
+
+
+class Deadline:
+    """A wall-clock budget shared by every call of one run; ``None`` means no limit."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self._end = None if seconds is None else time.monotonic() + seconds
+        self.expired = False
+
+    def remaining(self) -> float | None:
+        if self._end is None:
+            return None
+        return max(0.0, self._end - time.monotonic())
+
+    def check(self) -> None:
+        left = self.remaining()
+        if left is not None and left <= 0:
+            self.expired = True
+            raise _OutOfTime()
+
+
+class _OutOfTime(CDAError):
+    """Internal: raised when the deadline passed; the engine turns it into a partial result."""
+
+
+@dataclass
+class Outcome:
+    status: str  # "sat" | "unsat" | "unknown"
+    model: Model | None = None
+    cost: int | None = None  # scaled integer cost, from minimize()
+
+
+@dataclass
+class Enumeration:
+    models: list[Model] = field(default_factory=list)
+    complete: bool = True  # False when capped by the limit or stopped by the deadline
+    timed_out: bool = False
+
+
+class Backend(Protocol):
+    """What the engine may ask of a solver."""
+
+    name: str
+
+    def check(self, assumptions: Sequence[Literal]) -> Outcome:
+        """Satisfiability under ``assumptions``; a model when sat."""
+        ...
+
+    def enumerate(self, project: Sequence[str], assumptions: Sequence[Literal], limit: int) -> Enumeration:
+        """Up to ``limit`` models with pairwise distinct projections onto the atoms ``project``."""
+        ...
+
+    def minimize(self, assumptions: Sequence[Literal]) -> Outcome:
+        """A model of least scaled soft cost under ``assumptions`` (cost in ``Outcome.cost``)."""
+        ...
+
+
+BACKENDS: dict[str, str] = {
+    "z3": "cda.solver.z3_backend:Z3Backend",
+    "clingo": "cda.solver.clingo_backend:ClingoBackend",
+}
+
+
+def _load(name: str) -> type:
+    module, _, cls = BACKENDS[name].partition(":")
+    try:
+        return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+    except ImportError as exc:  # the library behind this backend is missing
+        raise BackendUnavailable(f"backend '{name}' is not available: {exc}") from exc
+
+
+def available_backends() -> list[str]:
+    out = []
+    for name in BACKENDS:
+        try:
+            _load(name)
+        except BackendUnavailable:
+            continue
+        out.append(name)
+    return out
+
+
+def make_backend(name: str, problem: GroundProblem, *, seed: int, deadline: Deadline, weights: dict[str, int]) -> Backend:
+    """Build backend ``name`` for ``problem``; ``weights`` maps soft clause names to integer weights."""
+    return _load(name)(problem, seed=seed, deadline=deadline, weights=weights)  # type: ignore[no-any-return]

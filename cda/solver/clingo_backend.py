@@ -1,0 +1,227 @@
+"""The clingo backend: one grounded program, many solve calls under assumptions.
+
+Plain clingo for Boolean problems; clingo-dl when the problem's arithmetic is all
+difference constraints, clingcon (linear constraints over bounded integers) otherwise. Projection and optimisation are switched per call
+through clingo's runtime configuration, so the program is grounded once. The abducibles are
+the program's shown atoms, so enumerating hypotheses is clasp's native projective
+enumeration; any other projection adds blocking constraints in a fresh program part guarded
+by an external atom (multi-shot), which is released afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import clingo
+from clingo import ast as clingo_ast
+
+from cda.encodings.ir import GroundProblem, Linear, is_difference, walk
+from cda.encodings.to_asp import AspEncoder
+from cda.errors import BackendUnavailable
+from cda.solver.backend import Deadline, Enumeration, Literal, Model, Outcome, _OutOfTime, claim_key, selector
+
+__all__ = ["ClingoBackend"]
+
+
+class ClingoBackend:
+    name = "clingo"
+
+    def __init__(self, problem: GroundProblem, *, seed: int, deadline: Deadline, weights: dict[str, int]) -> None:
+        self.problem = problem
+        self.deadline = deadline
+        linear = [n for n in walk(problem.roots()) if isinstance(n, Linear)]
+        enc = AspEncoder("dl" if all(is_difference(n) for n in linear) else "csp")
+        for atom in problem.atoms:
+            enc.atom_term(atom)
+        for var in problem.numvars:
+            enc.num_term(var)
+        for node in problem.background:
+            enc.rules.append(f":- {enc.negate(enc.lit(node))}.")
+        for clause in problem.clauses:
+            sel = enc.atom_term(selector(clause.name))
+            enc.rules.append(f":- {sel}, {enc.negate(enc.lit(clause.node))}.")
+        for claim in problem.claims:
+            key = enc.atom_term(claim_key(claim.name))
+            lit = enc.lit(claim.node)
+            enc.rules.append(f":- {key}, {enc.negate(lit)}.")
+            enc.rules.append(f":- {enc.negate(key)}, {lit}.")
+        self._has_soft = bool(problem.soft)
+        for i, soft in enumerate(problem.soft):
+            enc.rules.append(f":~ {enc.negate(enc.lit(soft.node))}. [{weights[soft.name]}@0, {i}]")
+        self._hyps = tuple(problem.hyp_atoms)
+        enc.rules.append("#show.")
+        enc.rules.extend(f"#show x({enc.atom_ids[a]}) : x({enc.atom_ids[a]})." for a in self._hyps)
+        self.encoder = enc
+        self.text = enc.program()
+        self.theory: Any = None
+        if enc.uses_theory:
+            try:
+                if enc.theory == "dl":
+                    from clingodl import ClingoDLTheory as Theory
+                else:
+                    from clingcon import ClingconTheory as Theory
+            except ImportError as exc:  # pragma: no cover - both are dependencies
+                raise BackendUnavailable(
+                    f"the clingo backend needs {'clingo-dl' if enc.theory == 'dl' else 'clingcon'} "
+                    "for metrics and event times; use backend='z3'"
+                ) from exc
+            self.theory = Theory()
+        self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
+        if self.theory is not None:
+            self.theory.register(self.ctl)
+            with clingo_ast.ProgramBuilder(self.ctl) as builder:
+                clingo_ast.parse_string(self.text, lambda stm: self.theory.rewrite_ast(stm, builder.add))
+        else:
+            self.ctl.add("base", [], self.text)
+        self.ctl.ground([("base", [])])
+        if self.theory is not None:
+            self.theory.prepare(self.ctl)
+        self._sym = {name: clingo.Function("x", [clingo.Number(i)]) for name, i in enc.atom_ids.items()}
+        self._atom_of = {i: name for name, i in enc.atom_ids.items() if name in problem.atoms}
+        self._parts = 0
+
+    # ---- helpers
+    def _assumptions(self, assumptions: Sequence[Literal]) -> list[tuple[clingo.Symbol, bool]]:
+        return [(self._sym[key], value) for key, value in assumptions]
+
+    def _model(self, m: clingo.Model) -> Model:
+        out: Model = {name: False for name in self.problem.atoms}
+        for sym in m.symbols(atoms=True):
+            if sym.name == "x" and len(sym.arguments) == 1:
+                name = self._atom_of.get(sym.arguments[0].number)
+                if name is not None:
+                    out[name] = True
+        if self.encoder.numvar_ids:
+            values = {}
+            for sym in m.symbols(theory=True):
+                if sym.match("__csp", 2) or sym.match("dl", 2):
+                    values[str(sym.arguments[0])] = sym.arguments[1].number
+            for name, idx in self.encoder.numvar_ids.items():
+                out[name] = values.get(f"v({idx})", 0)  # clingo-dl omits nodes pinned to 0
+        return out
+
+    def _configure(self, models: int, project: bool, optimize: bool) -> None:
+        conf: Any = self.ctl.configuration.solve
+        conf.models = models
+        conf.project = "show" if project else "no"
+        conf.opt_mode = "opt" if optimize else "ignore"
+
+    def _expired(self) -> None:
+        if self.deadline.remaining() == 0:
+            self.deadline.expired = True
+            raise _OutOfTime()
+
+    def _solve(
+        self,
+        assumptions: Sequence[Literal],
+        *,
+        limit: int,
+        project: bool,
+        optimize: bool,
+        extra: Sequence[tuple[clingo.Symbol, bool]] = (),
+    ) -> tuple[list[Model], str, bool]:
+        """One solve call: (models, status, capped). Status ``unknown`` means out of time."""
+        self._configure(0 if (limit > 1 or optimize) else 1, project, optimize)
+        models: list[Model] = []
+        capped = False
+        timed_out = False
+        with self.ctl.solve(
+            assumptions=self._assumptions(assumptions) + list(extra), yield_=True, async_=True
+        ) as handle:  # type: ignore[union-attr]
+            while True:
+                handle.resume()
+                left = self.deadline.remaining()
+                if not handle.wait(left if left is not None else -1.0):
+                    handle.cancel()
+                    self.deadline.expired = True
+                    timed_out = True
+                    break
+                m = handle.model()
+                if m is None:
+                    break
+                if self.theory is not None:
+                    self.theory.on_model(m)
+                model = self._model(m)
+                if optimize:
+                    models[:] = [model]
+                    continue
+                models.append(model)
+                if len(models) >= limit:
+                    capped = True
+                    break
+            result = handle.get()
+        if timed_out:
+            return models, "unknown", capped
+        if capped or models:
+            return models, "sat", capped
+        if result.unsatisfiable:
+            return models, "unsat", False
+        return models, "unknown", False
+
+    # ---- protocol
+    def check(self, assumptions: Sequence[Literal]) -> Outcome:
+        self._expired()
+        models, status, _ = self._solve(assumptions, limit=1, project=False, optimize=False)
+        return Outcome(status, models[0] if models else None)
+
+    def enumerate(self, project: Sequence[str], assumptions: Sequence[Literal], limit: int) -> Enumeration:
+        out = Enumeration()
+        try:
+            self._expired()
+        except _OutOfTime:
+            out.complete, out.timed_out = False, True
+            return out
+        if tuple(project) == self._hyps:
+            models, status, capped = self._solve(assumptions, limit=limit, project=True, optimize=False)
+        else:
+            models, status, capped = self._enumerate_blocking(project, assumptions, limit)
+        if capped:
+            # the limit was reached: it is complete only if no further projection exists
+            out.complete = False
+        out.models = models
+        if status == "unknown":
+            out.complete, out.timed_out = False, True
+        return out
+
+    def _enumerate_blocking(
+        self, project: Sequence[str], assumptions: Sequence[Literal], limit: int
+    ) -> tuple[list[Model], str, bool]:
+        """Distinct projections onto arbitrary atoms: blocking constraints behind a fresh guard."""
+        self._parts += 1
+        guard = clingo.Function("guard", [clingo.Number(self._parts)])
+        part = f"block{self._parts}"
+        self.ctl.add(part, [], f"#external {guard}.")
+        self.ctl.ground([(part, [])])
+        models: list[Model] = []
+        status = "unsat"
+        try:
+            while True:
+                if len(models) >= limit:
+                    return models, "sat", True
+                found, status, _ = self._solve(
+                    assumptions, limit=1, project=False, optimize=False, extra=[(guard, True)]
+                )
+                if status != "sat":
+                    break
+                model = found[0]
+                models.append(model)
+                if not project:
+                    break
+                self._parts += 1
+                body = ", ".join(
+                    (f"x({self.encoder.atom_ids[a]})" if model[a] else f"not x({self.encoder.atom_ids[a]})")
+                    for a in project
+                )
+                block = f"block{self._parts}"
+                self.ctl.add(block, [], f":- {guard}, {body}.")
+                self.ctl.ground([(block, [])])
+        finally:
+            self.ctl.release_external(guard)
+        return models, ("unknown" if status == "unknown" else "sat" if models else status), False
+
+    def minimize(self, assumptions: Sequence[Literal]) -> Outcome:
+        self._expired()
+        models, status, _ = self._solve(assumptions, limit=1, project=False, optimize=self._has_soft)
+        if status != "sat" or not models:
+            return Outcome(status)
+        return Outcome("sat", models[-1], None)

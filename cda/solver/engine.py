@@ -1,0 +1,294 @@
+"""The engine: from a ground problem to hypotheses, verdicts, next-best tests and conflicts.
+
+Semantics (DESIGN.md, "Verdicts, confidence, next-best tests"), for hard clauses H,
+observations O and a claim c:
+
+* supported when H ∧ O ∧ ¬c is unsatisfiable, refuted when H ∧ O ∧ c is, inconclusive
+  otherwise (with a witness hypothesis for each side);
+* hypotheses are the distinct models projected on the abducibles, ranked by cost (sum of
+  violated soft weights in their cheapest model), then fewer assumed atoms, then by name;
+* when H ∧ O is unsatisfiable, minimal unsatisfiable subsets and minimal correction sets.
+
+Every answer is made canonical (sorted enumerations, cores found in source order), so both
+backends give the same bytes; every model a backend returns is re-checked by the
+independent evaluator first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Sequence
+
+from cda.contracts.result import Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
+from cda.encodings.evaluate import evaluate_many
+from cda.encodings.ir import Atom, Claim, GroundProblem, walk
+from cda.errors import EvaluatorDisagreement
+from cda.solver.backend import Backend, Deadline, Literal, Model, _OutOfTime, claim_key, make_backend, selector
+from cda.solver.cores import marco, quickxplain
+from cda.solver.information import information_gain, posterior
+
+__all__ = ["EngineOptions", "run"]
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    top: int = 3
+    seed: int = 0
+    timeout: float | None = None
+    max_hypotheses: int = 10_000  # cap on enumerated projections
+    max_tested_hypotheses: int = 256  # hypotheses used for next tests and claim probabilities
+    max_conflict_sets: int = 64
+
+
+def integer_weights(problem: GroundProblem) -> tuple[dict[str, int], int]:
+    """Soft weights scaled to integers (solvers need them); returns (weights, scale)."""
+    scale = math.lcm(*(s.weight.denominator for s in problem.soft)) if problem.soft else 1
+    return {s.name: int(s.weight * scale) for s in problem.soft}, scale
+
+
+def _r(x: float) -> float:
+    return round(x, 9) + 0.0
+
+
+class _Run:
+    def __init__(self, problem: GroundProblem, backend: Backend, options: EngineOptions) -> None:
+        self.p = problem
+        self.b = backend
+        self.o = options
+        self.base: list[Literal] = [(selector(c.name), True) for c in problem.clauses]
+        self.hyps = problem.hyp_atoms
+        self.notes: list[str] = []
+        self.partial = False
+        self._check_nodes = [c.node for c in problem.clauses] + list(problem.background)
+        self._soft_nodes = [s.node for s in problem.soft]
+        soft_atoms = {n.name for n in walk(self._soft_nodes) if isinstance(n, Atom)}
+        self._soft_on_hyps_only = soft_atoms <= set(self.hyps) and not any(
+            type(n).__name__ == "Linear" for n in walk(self._soft_nodes)
+        )
+
+    # ---- re-checking every model before it is used
+    def verified(self, model: Model | None, assumptions: Sequence[Literal], why: str) -> Model:
+        if model is None:
+            raise EvaluatorDisagreement(f"{self.b.name} said sat but returned no model ({why})")
+        active = {k for k, v in assumptions if v}
+        values = evaluate_many(self._check_nodes, model)
+        for clause, ok in zip(self.p.clauses, values):
+            if not ok and selector(clause.name) in active:
+                raise EvaluatorDisagreement(
+                    f"{self.b.name} returned a model violating clause {clause.name} ({why})"
+                )
+        if not all(values[len(self.p.clauses) :]):
+            raise EvaluatorDisagreement(f"{self.b.name} returned a model violating background structure ({why})")
+        for key, value in assumptions:
+            if key in model and bool(model[key]) != value:
+                raise EvaluatorDisagreement(f"{self.b.name} returned a model ignoring assumption {key} ({why})")
+        claim_of = {claim_key(c.name): c for c in self.p.claims}
+        for key, value in assumptions:
+            if key in claim_of and evaluate_many([claim_of[key].node], model)[0] != value:
+                raise EvaluatorDisagreement(f"{self.b.name} returned a model ignoring claim {key} ({why})")
+        return model
+
+    def cost_of(self, model: Model) -> tuple[Fraction, list[str]]:
+        values = evaluate_many(self._soft_nodes, model) if self._soft_nodes else []
+        violated = [s for s, ok in zip(self.p.soft, values) if not ok]
+        return sum((s.weight for s in violated), Fraction(0)), [s.name for s in violated]
+
+    def hyp_lits(self, assumed: frozenset[str]) -> list[Literal]:
+        return [(a, a in assumed) for a in self.hyps]
+
+    def is_sat(self, assumptions: list[Literal], why: str) -> bool | None:
+        out = self.b.check(assumptions)
+        if out.status == "sat":
+            self.verified(out.model, assumptions, why)
+            return True
+        return False if out.status == "unsat" else None
+
+    # ---- pieces
+    def hypotheses(self) -> tuple[list[tuple[frozenset[str], Fraction, list[str], Model]], bool]:
+        cap = self.o.max_hypotheses
+        enum = self.b.enumerate(self.hyps, self.base, cap + 1)
+        models = enum.models[:cap]
+        complete = enum.complete or (len(enum.models) <= cap and not enum.timed_out)
+        if enum.timed_out:
+            self.partial = True
+            self.notes.append("time ran out while enumerating hypotheses; the list is partial")
+        elif len(enum.models) > cap:
+            complete = False
+            self.notes.append(
+                f"enumeration capped at {cap} hypotheses; posterior is normalised over those enumerated"
+            )
+        out = []
+        seen: set[frozenset[str]] = set()
+        for model in models:
+            model = self.verified(model, self.base, "hypothesis enumeration")
+            assumed = frozenset(a for a in self.hyps if model[a])
+            if assumed in seen:
+                raise EvaluatorDisagreement(f"{self.b.name} enumerated hypothesis {sorted(assumed)} twice")
+            seen.add(assumed)
+            if self.p.soft and not self._soft_on_hyps_only:
+                lits = self.base + self.hyp_lits(assumed)
+                best = self.b.minimize(lits)
+                if best.status != "sat":
+                    raise _OutOfTime() if best.status == "unknown" else EvaluatorDisagreement(
+                        f"{self.b.name}: hypothesis {sorted(assumed)} has no model when minimising"
+                    )
+                model = self.verified(best.model, lits, "cost of a hypothesis")
+            cost, violated = self.cost_of(model)
+            out.append((assumed, cost, violated, model))
+        out.sort(key=lambda h: (h[1], len(h[0]), sorted(h[0])))
+        return out, complete
+
+    def likelihood(self, assumed: frozenset[str], model: Model, key: str, value_in_model: bool) -> float:
+        """P(key true | hypothesis): 1/0 when the hypothesis forces it, 0.5 when both are possible."""
+        other = self.is_sat(self.base + self.hyp_lits(assumed) + [(key, not value_in_model)], "likelihood")
+        if other is None:
+            raise _OutOfTime()
+        if other:
+            return 0.5
+        return 1.0 if value_in_model else 0.0
+
+    def verdict(self, claim: Claim, ranked: list[tuple[frozenset[str], Fraction, list[str], Model]], probs: list[float]) -> Verdict:
+        key = claim_key(claim.name)
+        can_true = self.is_sat(self.base + [(key, True)], f"claim {claim.name} true")
+        can_false = self.is_sat(self.base + [(key, False)], f"claim {claim.name} false")
+        names = [c.name for c in self.p.clauses]
+
+        def core(value: bool) -> list[str]:
+            def oracle(subset: Sequence[str]) -> bool:
+                on = set(subset)
+                r = self.is_sat([(selector(n), n in on) for n in names] + [(key, value)], "core")
+                if r is None:
+                    raise _OutOfTime()
+                return r
+
+            return quickxplain(names, oracle) or []
+
+        goal_holds_when = claim.mode == "prove"  # the claim's value that makes the goal hold
+        if can_true is None or can_false is None:
+            return Verdict(
+                name=claim.name, goal=claim.mode, claim=claim.text, status="inconclusive", confidence=0.5,
+                justification=[], witnesses=[], reason="the solver could not decide in time (unknown)",
+            )
+        if not can_false or not can_true:
+            claim_value = not can_false  # True when the claim is entailed
+            status = "supported" if claim_value == goal_holds_when else "refuted"
+            return Verdict(
+                name=claim.name, goal=claim.mode, claim=claim.text, status=status,
+                confidence=1.0 if status == "supported" else 0.0,
+                justification=core(not claim_value), witnesses=[],
+                reason=("entailed" if claim_value else "contradicted") + " by the hard clauses and observations",
+            )
+        witnesses: list[Witness] = []
+        for side in (True, False):
+            for assumed, _cost, _v, _m in ranked:
+                if self.is_sat(self.base + self.hyp_lits(assumed) + [(key, side)], "witness"):
+                    witnesses.append(Witness(holds=side, assumed=sorted(assumed)))
+                    break
+        considered = ranked[: self.o.max_tested_hypotheses]
+        weights = probs[: len(considered)]
+        total = math.fsum(weights)
+        p_true = 0.0
+        if total > 0:
+            p_true = math.fsum(
+                w * self.likelihood(h, m, key, bool(evaluate_many([claim.node], m)[0]))
+                for (h, _c, _v, m), w in zip(considered, weights)
+            ) / total
+        confidence = p_true if goal_holds_when else 1 - p_true
+        return Verdict(
+            name=claim.name, goal=claim.mode, claim=claim.text, status="inconclusive",
+            confidence=_r(confidence), justification=[], witnesses=witnesses,
+            reason="consistent with the claim and with its negation",
+        )
+
+    def next_tests(self, ranked: list[tuple[frozenset[str], Fraction, list[str], Model]], probs: list[float]) -> list[NextTest]:
+        candidates = [o for o in self.p.observable_atoms if o not in self.p.observed]
+        if not candidates or not ranked:
+            return []
+        considered = ranked[: self.o.max_tested_hypotheses]
+        if len(considered) < len(ranked):
+            self.notes.append(f"next tests computed over the {len(considered)} most probable hypotheses")
+        weights = probs[: len(considered)]
+        total = math.fsum(weights)
+        prior = [w / total for w in weights]
+        tests = []
+        for obs in candidates:
+            lik = [self.likelihood(h, m, obs, bool(m[obs])) for h, _c, _v, m in considered]
+            gain, p_true = information_gain(prior, lik)
+            tests.append(NextTest(observable=obs, expected_information_gain=_r(gain), probability_true=_r(p_true)))
+        tests.sort(key=lambda t: (-t.expected_information_gain, t.observable))
+        return tests
+
+    def conflict(self) -> Conflict:
+        names = [c.name for c in self.p.clauses]
+
+        def oracle(subset: Sequence[str]) -> bool:
+            on = set(subset)
+            r = self.is_sat([(selector(n), n in on) for n in names], "conflict")
+            if r is None:
+                raise _OutOfTime()
+            return r
+
+        def out_of_time() -> bool:
+            left = self.b.deadline.remaining() if hasattr(self.b, "deadline") else None  # type: ignore[attr-defined]
+            return left is not None and left <= 0
+
+        cores, corrections, complete = marco(names, oracle, self.o.max_conflict_sets, out_of_time)
+        if not complete:
+            self.notes.append("conflict analysis stopped early; more cores may exist")
+        return Conflict(cores=cores, corrections=corrections, complete=complete)
+
+
+def run(problem: GroundProblem, backend_name: str, options: EngineOptions) -> SolveResult:
+    """Solve ``problem`` on one backend; never raises for a timeout (returns a partial result)."""
+    deadline = Deadline(options.timeout)
+    weights, _scale = integer_weights(problem)
+    result = SolveResult(
+        status="unknown", backend=backend_name, seed=options.seed, hypotheses=[], hypotheses_enumerated=0,
+        enumeration_complete=False, verdicts=[], next_tests=[], conflict=None, partial=False, notes=[],
+    )
+    state: _Run | None = None
+    try:
+        backend = make_backend(backend_name, problem, seed=options.seed, deadline=deadline, weights=weights)
+        state = _Run(problem, backend, options)
+        base_sat = state.is_sat(state.base, "hard clauses and observations")
+        if base_sat is None:
+            raise _OutOfTime()
+        if not base_sat:
+            result.status = "unsat"
+            result.enumeration_complete = True
+            result.conflict = state.conflict()
+            for claim in problem.claims:
+                result.verdicts.append(
+                    Verdict(
+                        name=claim.name, goal=claim.mode, claim=claim.text, status="inconclusive",
+                        confidence=0.0, justification=[], witnesses=[],
+                        reason="the hard clauses and observations conflict; see conflict",
+                    )
+                )
+            return result
+        result.status = "sat"
+        ranked, complete = state.hypotheses()
+        result.enumeration_complete = complete
+        probs = posterior([c for _, c, _, _ in ranked])
+        result.hypotheses_enumerated = len(ranked)
+        top = options.top
+        result.hypotheses = [
+            Hypothesis(id=f"h{i + 1}", assumed=sorted(h), cost=_r(float(c)), posterior=_r(p), violated=v)
+            for i, ((h, c, v, _m), p) in enumerate(zip(ranked[:top], probs))
+        ]
+        for claim in problem.claims:
+            result.verdicts.append(state.verdict(claim, ranked, probs))
+        result.next_tests = state.next_tests(ranked, probs)
+    except _OutOfTime:
+        result.partial = True
+        if state is not None:
+            state.notes.append("time budget exhausted; the result is partial")
+        else:
+            result.notes.append("time budget exhausted before the problem was encoded")
+    finally:
+        if state is not None:
+            result.partial = result.partial or state.partial
+            result.notes.extend(state.notes)
+    return result

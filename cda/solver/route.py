@@ -1,0 +1,32 @@
+"""Choosing a backend: by name, or ``auto`` by what the problem needs."""
+
+from __future__ import annotations
+
+from cda.encodings.ir import GroundProblem
+from cda.errors import BackendUnavailable, BackendUnsupported
+from cda.solver.backend import BACKENDS, available_backends
+
+__all__ = ["choose_backend"]
+
+
+def choose_backend(problem: GroundProblem, requested: str) -> str:
+    """``auto`` picks clingo for purely Boolean problems (fast projective enumeration) and z3
+    when there are metrics or event times (native integer arithmetic); clingo handles those
+    too, through clingcon, when asked for by name.
+
+    >>> from cda.encodings.ir import NodeFactory
+    >>> choose_backend(GroundProblem(NodeFactory()), "auto")
+    'clingo'
+    """
+    if requested not in ("auto", *BACKENDS):
+        raise BackendUnsupported(f"unknown backend '{requested}' (choose auto, {', '.join(BACKENDS)})")
+    have = available_backends()
+    if requested != "auto":
+        if requested not in have:
+            raise BackendUnavailable(f"backend '{requested}' is not installed (available: {', '.join(have)})")
+        return requested
+    preferred = ["z3", "clingo"] if problem.has_arithmetic else ["clingo", "z3"]
+    for name in preferred:
+        if name in have:
+            return name
+    raise BackendUnavailable("no solver backend is installed: pip install z3-solver clingo")

@@ -1,0 +1,126 @@
+"""The z3 backend: one incremental ``Solver`` for checks and enumeration, one ``Optimize`` for costs."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import z3
+
+from cda.encodings.ir import NUM_MAX, NUM_MIN, GroundProblem
+from cda.encodings.to_z3 import Z3Encoder
+from cda.solver.backend import Deadline, Enumeration, Literal, Model, Outcome, _OutOfTime, claim_key, selector
+
+__all__ = ["Z3Backend"]
+
+
+class Z3Backend:
+    name = "z3"
+
+    def __init__(self, problem: GroundProblem, *, seed: int, deadline: Deadline, weights: dict[str, int]) -> None:
+        self.problem = problem
+        self.deadline = deadline
+        self.weights = weights
+        self.ctx = z3.Context()
+        self.enc = Z3Encoder(self.ctx)
+        self.seed = seed
+        self.solver = z3.SolverFor("QF_LIA", ctx=self.ctx) if problem.numvars else z3.Solver(ctx=self.ctx)
+        self.solver.set("random_seed", seed)
+        self._structure: list[z3.BoolRef] = []
+        for atom in problem.atoms:  # every atom exists, even if no clause mentions it
+            self.enc.bool_var(atom)
+        for var in problem.numvars:
+            x = self.enc.int_var(var)
+            self._structure += [x >= NUM_MIN, x <= NUM_MAX]
+        for node in problem.background:
+            self._structure.append(self.enc.encode(node))
+        for clause in problem.clauses:
+            self._structure.append(z3.Implies(self.enc.bool_var(selector(clause.name)), self.enc.encode(clause.node)))
+        for claim in problem.claims:
+            self._structure.append(self.enc.bool_var(claim_key(claim.name)) == self.enc.encode(claim.node))
+        self._soft = [(self.enc.encode(s.node), weights[s.name]) for s in problem.soft]
+        self.solver.add(self._structure)
+        self._opt: z3.Optimize | None = None
+
+    # ---- helpers
+    def _lits(self, assumptions: Sequence[Literal]) -> list[z3.BoolRef]:
+        out = []
+        for key, value in assumptions:
+            var = self.enc.bool_var(key)
+            out.append(var if value else z3.Not(var))
+        return out
+
+    def _timeout(self, target: z3.Solver | z3.Optimize) -> None:
+        left = self.deadline.remaining()
+        if left is not None:
+            if left <= 0:
+                self.deadline.expired = True
+                raise _OutOfTime()
+            target.set("timeout", max(1, int(left * 1000)))
+
+    def _model(self, m: z3.ModelRef) -> Model:
+        out: Model = {}
+        for name in self.problem.atoms:
+            out[name] = z3.is_true(m.eval(self.enc.bools[name], model_completion=True))
+        for name in self.problem.numvars:
+            out[name] = m.eval(self.enc.ints[name], model_completion=True).as_long()
+        return out
+
+    def _status(self, r: z3.CheckSatResult) -> str:
+        return "sat" if r == z3.sat else "unsat" if r == z3.unsat else "unknown"
+
+    # ---- protocol
+    def check(self, assumptions: Sequence[Literal]) -> Outcome:
+        self._timeout(self.solver)
+        status = self._status(self.solver.check(*self._lits(assumptions)))
+        if status == "unknown" and self.deadline.remaining() == 0:
+            self.deadline.expired = True
+        return Outcome(status, self._model(self.solver.model()) if status == "sat" else None)
+
+    def enumerate(self, project: Sequence[str], assumptions: Sequence[Literal], limit: int) -> Enumeration:
+        out = Enumeration()
+        lits = self._lits(assumptions)
+        proj = [self.enc.bool_var(a) for a in project]
+        self.solver.push()
+        try:
+            while True:
+                if len(out.models) >= limit:
+                    out.complete = False
+                    break
+                try:
+                    self._timeout(self.solver)
+                except _OutOfTime:
+                    out.complete, out.timed_out = False, True
+                    break
+                r = self.solver.check(*lits)
+                if r == z3.unsat:
+                    break
+                if r != z3.sat:
+                    out.complete, out.timed_out = False, True
+                    break
+                m = self.solver.model()
+                model = self._model(m)
+                out.models.append(model)
+                if not proj:
+                    break
+                self.solver.add(z3.Or([z3.Not(v) if model[a] else v for a, v in zip(project, proj)]))
+        finally:
+            self.solver.pop()
+        return out
+
+    def minimize(self, assumptions: Sequence[Literal]) -> Outcome:
+        if not self._soft:
+            outcome = self.check(assumptions)
+            outcome.cost = 0 if outcome.status == "sat" else None
+            return outcome
+        if self._opt is None:
+            self._opt = z3.Optimize(ctx=self.ctx)
+            self._opt.set("maxsat_engine", "maxres")
+            self._opt.add(self._structure)
+            for formula, weight in self._soft:
+                self._opt.add_soft(formula, weight, "cost")
+        self._timeout(self._opt)
+        status = self._status(self._opt.check(*self._lits(assumptions)))
+        if status != "sat":
+            return Outcome(status)
+        model = self._model(self._opt.model())
+        return Outcome("sat", model, None)
