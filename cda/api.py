@@ -16,7 +16,7 @@ from cda.errors import CDAError, DSLError
 from cda.solver.engine import EngineOptions, run
 from cda.solver.route import choose_backend
 
-__all__ = ["parse", "check", "ground", "solve", "Source"]
+__all__ = ["parse", "check", "ground", "solve", "solve_cross_checked", "Source"]
 
 Source = Union[str, Path]
 SoftSpec = Union[str, tuple[str, float]]
@@ -125,7 +125,7 @@ def solve(
     >>> r = solve("hyp leak, spill\\nobservable wet\\nobserve wet\\nhard: wet iff (leak or spill)\\n"
     ...           "soft: not spill weight 2\\ngoal prove leak or spill")
     >>> [h.assumed for h in r.hypotheses], r.verdicts[0].status
-    ([['leak'], ['leak', 'spill'], ['spill']], 'supported')
+    ([['leak'], ['spill'], ['leak', 'spill']], 'supported')
     """
     gp = ground(source, hard=hard, soft=soft, ken=ken)
     name = choose_backend(gp, backend)
@@ -134,3 +134,24 @@ def solve(
         raise CDAError("top must be at least 1")
     options = EngineOptions(top=k, seed=seed, timeout=timeout, max_hypotheses=max_hypotheses)
     return run(gp, name, options)
+
+
+def solve_cross_checked(
+    source: Source,
+    top: int | None = None,
+    seed: int = 0,
+    timeout: float | None = None,
+    *,
+    hard: Sequence[str] = (),
+    soft: Sequence[SoftSpec] = (),
+    ken: KenGraph | None = None,
+) -> SolveResult:
+    """Solve on both backends and compare; disagreement downgrades every verdict to inconclusive."""
+    from cda.verifiers.agreement import cross_check
+
+    gp = ground(source, hard=hard, soft=soft, ken=ken)
+    k = top if top is not None else gp.top if gp.top is not None else 3
+    half = None if timeout is None else timeout / 2
+    report = cross_check(gp, EngineOptions(top=k, seed=seed, timeout=half))
+    assert report.result is not None
+    return report.result

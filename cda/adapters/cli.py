@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from cda.api import check, solve
+from cda.api import check, solve, solve_cross_checked
 from cda.contracts.result import SolveResult
 from cda.errors import CDAError, DSLError
 
@@ -32,6 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=float, default=None, help="wall-clock budget in seconds")
     s.add_argument("--ken", type=Path, action="append", default=[], help="Ken graph file (.json/.csv/.graphml)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument(
+        "--cross-check", action="store_true",
+        help="solve on z3 and clingo and compare; any disagreement makes the verdicts inconclusive",
+    )
     c = sub.add_parser("check", help="parse and type-check only")
     c.add_argument("file", type=Path)
     c.add_argument("--ken", type=Path, action="append", default=[])
@@ -114,7 +118,10 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
             report = check(args.file, ken=ken)
             print(f"{args.file}: ok — " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in report.model_dump().items()), file=out)
             return EXIT_OK
-        result = solve(args.file, backend=args.backend, top=args.top, seed=args.seed, timeout=args.timeout, ken=ken)
+        if args.cross_check:
+            result = solve_cross_checked(args.file, top=args.top, seed=args.seed, timeout=args.timeout, ken=ken)
+        else:
+            result = solve(args.file, backend=args.backend, top=args.top, seed=args.seed, timeout=args.timeout, ken=ken)
     except DSLError as exc:
         print(exc.render(), file=err)
         return EXIT_BAD_INPUT

@@ -274,9 +274,10 @@ def _describe(names: set[str]) -> str:
             words.append(f"'{pattern.value}'")
         else:
             words.append(name.lower())
-    unique = sorted(set(words))
-    if len(unique) > 12:
-        unique = unique[:12] + ["…"]
+    # words first ("a name", "a number"), then keywords in quotes
+    unique = sorted(set(words), key=lambda w: (w.startswith("'"), w))
+    if len(unique) > 14:
+        unique = unique[:14] + ["…"]
     return ", ".join(unique)
 
 

@@ -1,0 +1,304 @@
+"""AST → canonical DSL text: the inverse of :mod:`cda.encodings.parse`, up to positions.
+
+The printer adds parentheses only where the grammar needs them, so that
+``parse(format(ast))`` gives back ``ast`` (positions aside). Binding, loosest first:
+``iff`` < ``implies`` (right-associative) < ``or`` < ``and`` < ``not``/quantifiers <
+everything else. A quantifier's body extends as far right as it can, so a quantifier is
+parenthesised unless nothing follows it.
+
+Canonical choices: one declaration per line, a soft clause's weight before its colon,
+numbers as plain decimals, quantifiers closed off in parentheses unless nothing follows, ``holds(…)``/``prefer(…)`` dropped (the parser drops them too).
+
+>>> from cda.encodings.parse import parse_problem
+>>> ast = parse_problem("hyp a, b\\nsoft s: prefer(not(a and b)) weight 0.5\\nhard: (forall x in D: a) or b")
+>>> print(format_problem(ast))
+hyp a
+hyp b
+soft s weight 0.5: not (a and b)
+hard: (forall x in D: a) or b
+<BLANKLINE>
+>>> format_formula(parse_problem("hard: a implies (b implies c) iff d").statements[0].formula)
+'a implies b implies c iff d'
+
+An AST the grammar cannot spell (an ``and`` of one operand, a fraction without a finite
+decimal expansion, a name that is not an identifier) raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from cda.encodings import ast as A
+
+__all__ = ["format_formula", "format_arith", "format_clause", "format_statement", "format_problem"]
+
+# binding levels: a context asks for at least this level, or gets parentheses
+_IFF, _IMPL, _OR, _AND, _UNARY, _PRIMARY = range(6)
+_NARY_LEVEL = {"iff": _IFF, "or": _OR, "and": _AND}
+_NARY_CHILD = {"iff": _IMPL, "or": _AND, "and": _UNARY}
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_UNIT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[/*][A-Za-z_][A-Za-z0-9_]*)*\Z")
+_CMP = ("<=", ">=", "!=", "<", ">", "=")
+_CARD = ("at_most", "at_least", "exactly")
+_ATOM_KINDS = ("hyp", "obs", "pred")
+_TERM_KINDS = ("entity", "provider")
+_SIG_KINDS = ("hyp", "observable", "pred", "var")
+
+
+def _name(name: str) -> str:
+    if not _NAME.match(name):
+        raise ValueError(f"{name!r} is not a DSL name")
+    return name
+
+
+def _int(k: int) -> str:
+    if k < 0:
+        raise ValueError(f"{k} is not a whole number the grammar can spell")
+    return str(k)
+
+
+def _number(value: Fraction) -> str:
+    """An exact decimal for ``value`` (the grammar has no fractions)."""
+    value = Fraction(value)
+    if value.denominator == 1:
+        return str(value.numerator)
+    den, digits = value.denominator, 0
+    while den % 10 == 0:
+        den, digits = den // 10, digits + 1
+    while den % 2 == 0 or den % 5 == 0:  # pad to a power of ten
+        den, digits = (den // 2 if den % 2 == 0 else den // 5), digits + 1
+    if den != 1:
+        raise ValueError(f"{value} has no finite decimal expansion")
+    scaled = abs(value.numerator) * 10**digits // value.denominator
+    whole, frac = divmod(scaled, 10**digits)
+    text = f"{whole}.{str(frac).rjust(digits, '0').rstrip('0')}"
+    return "-" + text if value < 0 else text
+
+
+def _term(term: A.Term) -> str:
+    if term.kind is None:
+        return _name(term.name)
+    if term.kind not in _TERM_KINDS:
+        raise ValueError(f"unknown term prefix {term.kind!r}")
+    return f"{term.kind}:{_name(term.name)}"
+
+
+def _atom(node: A.FAtom) -> str:
+    prefix = ""
+    if node.kind is not None:
+        if node.kind not in _ATOM_KINDS:
+            raise ValueError(f"unknown atom prefix {node.kind!r}")
+        prefix = f"{node.kind}:"
+    text = prefix + _name(node.pred)
+    if node.args:
+        text += "(" + ", ".join(_term(t) for t in node.args) + ")"
+    return text
+
+
+def _ref(ref: A.ARef) -> str:
+    if ref.kind == "metric":
+        return f"value(metric:{_name(ref.name)})"
+    if ref.kind == "event":
+        return f"time(event:{_name(ref.name)})"
+    raise ValueError(f"unknown reference kind {ref.kind!r}")
+
+
+def _event(ref: A.ARef) -> str:
+    if ref.kind != "event":
+        raise ValueError(f"expected an event reference, got {ref.kind!r}")
+    return f"event:{_name(ref.name)}"
+
+
+def _quantity(q: A.AQuantity) -> str:
+    text = _number(q.value)
+    if q.unit is not None:
+        if not _UNIT.match(q.unit):
+            raise ValueError(f"{q.unit!r} is not a unit the grammar can spell")
+        text += f" {q.unit}"
+    return text
+
+
+def format_arith(arith: A.Arith) -> str:
+    """One side of a comparison: a flat sum of scaled references and constants.
+
+    >>> from cda.encodings.parse import parse_clause
+    >>> format_arith(parse_clause("2 * value(metric:c) - time(event:e) + 3 s >= 0")[0].lhs)
+    '2 * value(metric:c) - time(event:e) + 3 s'
+    """
+    if not arith.terms:
+        raise ValueError("an empty sum has no spelling")
+    parts: list[str] = []
+    for i, term in enumerate(arith.terms):
+        coef = Fraction(term.coef)
+        if (term.ref is None) == (term.quantity is None):
+            raise ValueError("an arithmetic term needs exactly one of ref and quantity")
+        if i == 0:
+            if term.ref is not None:
+                if coef == 1:
+                    parts.append(_ref(term.ref))
+                elif coef == -1:
+                    parts.append("-" + _ref(term.ref))
+                else:
+                    parts.append(f"{_number(coef)} * {_ref(term.ref)}")
+            else:
+                assert term.quantity is not None
+                if coef != 1:
+                    raise ValueError("a leading constant cannot carry a coefficient")
+                parts.append(_quantity(term.quantity))
+            continue
+        sign = "-" if coef < 0 else "+"
+        size = abs(coef)
+        if term.ref is not None:
+            body = _ref(term.ref) if size == 1 else f"{_number(size)} * {_ref(term.ref)}"
+        else:
+            assert term.quantity is not None
+            if size != 1:
+                raise ValueError("a constant in a sum cannot carry a coefficient")
+            body = _quantity(term.quantity)
+        parts.append(f"{sign} {body}")
+    return " ".join(parts)
+
+
+def _risk(node: A.FRisk) -> str:
+    if node.op not in _CMP:
+        raise ValueError(f"unknown comparison {node.op!r}")
+    cond = f"risk {node.op} {_name(node.level)}"
+    if node.provider is None:
+        return cond
+    return f"use({_term(node.provider)}) only_if {cond}"
+
+
+def _fmt(f: A.Formula, need: int, tail: bool) -> str:
+    """``f`` printed for a spot that binds at ``need``; ``tail``: nothing follows it there."""
+    # a quantifier's body would swallow whatever follows it, so it is closed off unless at the end
+    if isinstance(f, A.FQuant) and not tail:
+        return f"({_bare(f, True)[1]})"
+    level, text = _bare(f, tail)
+    return f"({_bare(f, True)[1]})" if level < need else text
+
+
+def _bare(f: A.Formula, tail: bool) -> tuple[int, str]:
+    """(binding level, text) of ``f`` without outer parentheses."""
+    if isinstance(f, A.FAtom):
+        return _PRIMARY, _atom(f)
+    if isinstance(f, A.FConst):
+        return _PRIMARY, "true" if f.value else "false"
+    if isinstance(f, A.FNot):
+        return _UNARY, "not " + _fmt(f.arg, _UNARY, tail)
+    if isinstance(f, A.FNary):
+        if f.op == "xor":
+            if len(f.args) < 2:
+                raise ValueError("xor needs at least two operands")
+            return _PRIMARY, "xor(" + ", ".join(_fmt(a, _IFF, True) for a in f.args) + ")"
+        if f.op not in _NARY_LEVEL:
+            raise ValueError(f"unknown connective {f.op!r}")
+        if len(f.args) < 2:
+            raise ValueError(f"'{f.op}' needs at least two operands to be spelled")
+        child, last = _NARY_CHILD[f.op], len(f.args) - 1
+        parts = [_fmt(a, child, tail and i == last) for i, a in enumerate(f.args)]
+        return _NARY_LEVEL[f.op], f" {f.op} ".join(parts)
+    if isinstance(f, A.FImplies):
+        return _IMPL, f"{_fmt(f.lhs, _OR, False)} implies {_fmt(f.rhs, _IMPL, tail)}"
+    if isinstance(f, A.FCard):
+        if f.op not in _CARD:
+            raise ValueError(f"unknown cardinality {f.op!r}")
+        args = ", ".join(_fmt(a, _IFF, True) for a in f.args)
+        return _PRIMARY, f"{f.op}({_int(f.k)}, [{args}])"
+    if isinstance(f, A.FQuant):
+        if f.quantifier not in ("forall", "exists"):
+            raise ValueError(f"unknown quantifier {f.quantifier!r}")
+        if f.var == "path":
+            raise ValueError("'exists path' would read as a path clause")
+        head = f"{f.quantifier} {_name(f.var)} in {_name(f.domain)}: "
+        return _UNARY, head + _fmt(f.body, _IFF, True)
+    if isinstance(f, A.FBefore):
+        return _PRIMARY, f"before({_event(f.first)}, {_event(f.second)})"
+    if isinstance(f, A.FWithin):
+        return _PRIMARY, f"within({_event(f.first)}, {_quantity(f.span)} of {_event(f.second)})"
+    if isinstance(f, A.FPath):
+        word = "hop" if f.hops == 1 else "hops"
+        return _PRIMARY, (
+            f"exists path({_term(f.source)} ->{_name(f.relation)}-> {_term(f.target)} within {_int(f.hops)} {word})"
+        )
+    if isinstance(f, A.FCompare):
+        if f.op not in _CMP:
+            raise ValueError(f"unknown comparison {f.op!r}")
+        return _PRIMARY, f"{format_arith(f.lhs)} {f.op} {format_arith(f.rhs)}"
+    if isinstance(f, A.FRisk):
+        return _PRIMARY, _risk(f)
+    raise TypeError(f"not a formula: {type(f).__name__}")
+
+
+def format_formula(f: A.Formula) -> str:
+    """A formula as DSL text, parenthesised only where the grammar needs it.
+
+    >>> from cda.encodings.parse import parse_clause
+    >>> format_formula(parse_clause("not(slow(api)) and (a or b) and (forall s in S: x(s))")[0])
+    'not slow(api) and (a or b) and forall s in S: x(s)'
+    """
+    return _fmt(f, _IFF, True)
+
+
+def format_clause(f: A.Formula, weight: Fraction | None = None) -> str:
+    """A clause string as :func:`~cda.encodings.parse.parse_clause` reads it (weight trailing).
+
+    >>> from cda.encodings.parse import parse_clause
+    >>> format_clause(*parse_clause("prefer(p(a)) weight 0.4"))
+    'p(a) weight 0.4'
+    """
+    text = format_formula(f)
+    return text if weight is None else f"{text} weight {_number(weight)}"
+
+
+def format_statement(st: A.Statement) -> str:
+    """One statement on one line (no newline).
+
+    >>> from cda.encodings.parse import parse_problem
+    >>> [format_statement(s) for s in parse_problem("domain S = {a,b}\\nsoft weight 2: not x").statements]
+    ['domain S = {a, b}', 'soft weight 2: not x']
+    """
+    if isinstance(st, A.DomainDecl):
+        return f"domain {_name(st.name)} = {{{', '.join(_name(v) for v in st.values)}}}"
+    if isinstance(st, A.PredDecl):
+        if st.kind not in _SIG_KINDS:
+            raise ValueError(f"unknown declaration kind {st.kind!r}")
+        sig = _name(st.name)
+        if st.domains:
+            sig += "(" + ", ".join(_name(d) for d in st.domains) + ")"
+        return f"{st.kind} {sig}"
+    if isinstance(st, A.EventDecl):
+        return f"event {_name(st.name)}"
+    if isinstance(st, A.MetricDecl):
+        if not _UNIT.match(st.unit):
+            raise ValueError(f"{st.unit!r} is not a unit the grammar can spell")
+        return f"metric {_name(st.name)} : {st.unit}"
+    if isinstance(st, A.Fact):
+        return f"fact {_atom(st.atom)}"
+    if isinstance(st, A.Observe):
+        label = f"{_name(st.name)}: " if st.name is not None else ""
+        return f"observe {label}{format_formula(st.formula)}"
+    if isinstance(st, A.Hard):
+        label = f" {_name(st.name)}" if st.name is not None else ""
+        return f"hard{label}: {format_formula(st.formula)}"
+    if isinstance(st, A.Soft):
+        label = f" {_name(st.name)}" if st.name is not None else ""
+        weight = f" weight {_number(st.weight)}" if st.weight is not None else ""
+        return f"soft{label}{weight}: {format_formula(st.formula)}"
+    if isinstance(st, A.GoalBest):
+        return "goal best_explanation" + (f" top {_int(st.top)}" if st.top is not None else "")
+    if isinstance(st, A.GoalClaim):
+        if st.mode not in ("prove", "disprove"):
+            raise ValueError(f"unknown goal {st.mode!r}")
+        return f"goal {st.mode} {format_formula(st.formula)}"
+    if isinstance(st, A.KenLoad):
+        if '"' in st.path or "\n" in st.path:
+            raise ValueError(f"{st.path!r} cannot be quoted in the DSL")
+        return f'ken "{st.path}"'
+    raise TypeError(f"not a statement: {type(st).__name__}")
+
+
+def format_problem(ast: A.ProblemAST) -> str:
+    """A whole problem: one statement per line, in source order, ending with a newline."""
+    return "".join(format_statement(st) + "\n" for st in ast.statements)

@@ -1,0 +1,175 @@
+"""Engine semantics: conflicts, budgets, re-checking, integer arithmetic, policies, the Python API."""
+
+from __future__ import annotations
+
+import pytest
+
+import cda
+from cda.solver import engine
+from cda.solver.backend import Enumeration
+
+CONFLICT = """
+observable alarm, smoke
+hyp fire
+observe a1: alarm
+observe s0: not smoke
+hard chain: alarm implies fire
+hard fire_smoke: fire implies smoke
+goal prove fire
+"""
+
+
+def test_conflict_cores_and_corrections(backend: str) -> None:
+    # alarm → fire → smoke, yet no smoke: the only core is all four; dropping any one fixes it
+    r = cda.solve(CONFLICT, backend=backend)
+    assert r.status == "unsat"
+    assert r.hypotheses == [] and r.conflict is not None
+    assert r.conflict.cores == [["a1", "s0", "chain", "fire_smoke"]]
+    assert r.conflict.corrections == [["a1"], ["s0"], ["chain"], ["fire_smoke"]]
+    assert r.conflict.complete
+    assert r.verdicts[0].status == "inconclusive" and "conflict" in (r.verdicts[0].reason or "")
+
+
+def test_two_independent_conflicts(backend: str) -> None:
+    text = """
+    observable a, b
+    observe p: a
+    observe q: not a
+    observe r: b
+    hard h: not b
+    hard ok: a or b
+    """
+    r = cda.solve(text, backend=backend)
+    assert r.conflict is not None
+    # not a, not b and a-or-b conflict too: three cores
+    assert r.conflict.cores == [["p", "q"], ["r", "h"], ["q", "h", "ok"]]
+    # corrections are the minimal hitting sets of the cores, in source order, smallest first
+    assert r.conflict.corrections == [["p", "h"], ["q", "r"], ["q", "h"], ["p", "r", "ok"]]
+
+
+def test_timeout_gives_a_labelled_partial_result(backend: str) -> None:
+    # 2^18 hypotheses cannot be enumerated, verified and ranked within a millisecond
+    names = ", ".join(f"a{i}" for i in range(18))
+    r = cda.solve(f"hyp {names}\nhard: a0 or a1", backend=backend, timeout=0.001)
+    assert r.partial
+    assert any("time" in note for note in r.notes)
+
+
+def test_enumeration_cap_is_reported(backend: str) -> None:
+    r = cda.solve("hyp a, b, c, d\nhard: a or b", backend=backend, max_hypotheses=5)
+    assert r.hypotheses_enumerated == 5
+    assert not r.enumeration_complete
+    assert any("capped at 5" in note for note in r.notes)
+
+
+def test_a_model_the_evaluator_rejects_raises(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    """A wrong model from a backend is a bug that raises, never output."""
+    real = engine._Run.hypotheses
+
+    def corrupt(self: engine._Run):  # type: ignore[no-untyped-def]
+        original = self.b.enumerate
+
+        def bad_enumerate(project, assumptions, limit):  # type: ignore[no-untyped-def]
+            out = original(project, assumptions, limit)
+            flipped = [{**m, "a": not m["a"]} for m in out.models]
+            return Enumeration(models=flipped, complete=out.complete, timed_out=out.timed_out)
+
+        self.b.enumerate = bad_enumerate  # type: ignore[method-assign]
+        return real(self)
+
+    monkeypatch.setattr(engine._Run, "hypotheses", corrupt)
+    with pytest.raises(cda.EvaluatorDisagreement):
+        cda.solve("hyp a, b\nhard: a", backend=backend)
+
+
+def test_metrics_are_whole_units_and_units_convert(backend: str) -> None:
+    base = "metric lat : ms\nobservable fast\nhard: fast iff value(metric:lat) <= 1.5 s\n"
+    assert cda.solve(base + "observe value(metric:lat) >= 1500 ms\nobserve fast", backend=backend).status == "sat"
+    assert cda.solve(base + "observe value(metric:lat) >= 1501 ms\nobserve fast", backend=backend).status == "unsat"
+    # a metric in whole seconds cannot take 1.5 s: x <= 1.5 s and x >= 1.2 s has no whole solution
+    text = "metric t : s\nhard: value(metric:t) <= 1.5 s\nhard: value(metric:t) >= 1200 ms"
+    assert cda.solve(text, backend=backend).status == "unsat"
+
+
+def test_events_before_and_within(backend: str) -> None:
+    text = """
+    event deploy, alert, page
+    hyp late_page
+    hard: before(event:deploy, event:alert)
+    hard: within(event:alert, 10 min of event:deploy)
+    hard: late_page iff not within(event:page, 5 min of event:alert)
+    hard: before(event:alert, event:page)
+    hard: time(event:page) - time(event:deploy) >= 20 min
+    goal prove late_page
+    """
+    # page is ≥ 20 min after deploy and alert ≤ 10 min after it, so page is > 5 min after alert
+    r = cda.solve(text, backend=backend)
+    assert r.verdicts[0].status == "supported"
+
+
+def test_general_linear_sum_uses_integer_semantics(backend: str) -> None:
+    text = """
+    metric a : USD
+    metric b : USD
+    hyp big
+    hard: value(metric:a) + 2 * value(metric:b) <= 10 USD
+    hard: value(metric:a) >= 0 USD
+    hard: big iff value(metric:b) >= 5 USD
+    goal disprove big
+    """
+    r = cda.solve(text, backend=backend)
+    # b = 5 needs a <= 0: a = 0 works, so big is possible; b = 6 is impossible
+    assert r.verdicts[0].status == "inconclusive"
+    assert r.verdicts[0].witnesses[0].holds and r.verdicts[0].witnesses[0].assumed == ["big"]
+
+
+def test_risk_policy(backend: str) -> None:
+    text = """
+    hyp use_x
+    observable need
+    observe need
+    observe risk = high
+    hard: need implies use(provider:ModelX) or use_x
+    hard: use(provider:ModelX) only_if risk <= medium
+    goal prove use_x
+    """
+    r = cda.solve(text, backend=backend)
+    assert r.verdicts[0].status == "supported"
+    low = cda.solve(text.replace("risk = high", "risk <= medium"), backend=backend)
+    assert low.verdicts[0].status == "inconclusive"
+
+
+def test_clause_strings_from_python(backend: str) -> None:
+    r = cda.solve(
+        "hyp a, b\nobservable o\nobserve o",
+        backend=backend,
+        hard=["o implies (a or b)"],
+        soft=[("not a", 2), "prefer(not b) weight 0.5"],
+        top=5,
+    )
+    assert [h.assumed for h in r.hypotheses] == [["b"], ["a"], ["a", "b"]]
+    assert [h.cost for h in r.hypotheses] == [0.5, 2.0, 2.5]
+    assert [h.violated for h in r.hypotheses][0] == ["soft#2"]
+
+
+def test_soft_clause_over_observables_is_minimised(backend: str) -> None:
+    # the cost of a hypothesis is the cheapest completion: `down` leaves `slow` free, so 0
+    text = "hyp down\nobservable slow\nhard: down implies slow or not slow\nsoft weight 3: not slow\nhard: not down implies slow"
+    r = cda.solve(text, backend=backend, top=5)
+    costs = {tuple(h.assumed): h.cost for h in r.hypotheses}
+    assert costs == {("down",): 0.0, (): 3.0}
+
+
+def test_unknown_backend_is_a_clear_error() -> None:
+    with pytest.raises(cda.BackendUnsupported, match="unknown backend 'cvc5'"):
+        cda.solve("hyp a", backend="cvc5")
+
+
+def test_auto_routes_arithmetic_to_z3_and_booleans_to_clingo() -> None:
+    assert cda.solve("hyp a").backend == "clingo"
+    assert cda.solve("metric m : s\nhard: value(metric:m) <= 3 s").backend == "z3"
+
+
+def test_same_seed_same_bytes(backend: str) -> None:
+    text = "hyp a, b, c\nobservable o, p\nhard: o iff (a or b)\nhard: p iff xor(b, c)\nsoft weight 0.3: not b\ngoal prove a"
+    assert cda.solve(text, backend=backend, seed=7).json_text() == cda.solve(text, backend=backend, seed=7).json_text()
