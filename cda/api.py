@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Sequence, Union
 
 from cda.contracts.result import CheckReport, SolveResult
-from cda.encodings.ast import ProblemAST
+from cda.encodings.ast import Formula, KenLoad, ProblemAST
 from cda.encodings.ground import ground_problem
 from cda.encodings.ir import GroundProblem
 from cda.encodings.ken import KenGraph
@@ -18,8 +18,8 @@ from cda.solver.route import choose_backend
 
 __all__ = ["parse", "check", "ground", "solve", "solve_cross_checked", "Source"]
 
-Source = Union[str, Path]
-SoftSpec = Union[str, tuple[str, float]]
+Source = str | Path
+SoftSpec = str | tuple[str, float]
 
 
 def _read(source: Source) -> tuple[str, str | None]:
@@ -42,7 +42,7 @@ def parse(source: Source) -> ProblemAST:
 
 
 def _ken_for(ast: ProblemAST, ken: KenGraph | None) -> KenGraph | None:
-    loads = [st for st in ast.statements if type(st).__name__ == "KenLoad"]
+    loads = [st for st in ast.statements if isinstance(st, KenLoad)]
     if not loads:
         return ken
     from cda.adapters.ken_loaders import load_ken  # adapters sit above; imported on demand
@@ -51,7 +51,7 @@ def _ken_for(ast: ProblemAST, ken: KenGraph | None) -> KenGraph | None:
     merged = ken if ken is not None else KenGraph()
     for st in loads:
         try:
-            merged = merged.merged(load_ken(base / st.path))  # type: ignore[attr-defined]
+            merged = merged.merged(load_ken(base / st.path))
         except CDAError as exc:
             raise DSLError(str(exc), line=st.pos[0], column=st.pos[1], filename=ast.filename) from None
     return merged
@@ -66,13 +66,13 @@ def ground(
 ) -> GroundProblem:
     """Parse, check and ground; ``hard``/``soft`` are extra clause strings from Python."""
     ast = parse(source)
-    extra_hard = []
+    extra_hard: list[tuple[str, Formula]] = []
     for i, text in enumerate(hard, 1):
         formula, weight = _clause(text, f"hard#{i}")
         if weight is not None:
             raise DSLError(f"hard clause hard#{i} has a weight; only soft clauses take one")
         extra_hard.append((f"hard#{i}", formula))
-    extra_soft = []
+    extra_soft: list[tuple[str, Formula, Fraction | None]] = []
     for i, spec in enumerate(soft, 1):
         text, given = (spec, None) if isinstance(spec, str) else spec
         formula, weight = _clause(text, f"soft#{i}")
@@ -82,7 +82,7 @@ def ground(
     return ground_problem(ast, _ken_for(ast, ken), extra_hard, extra_soft)
 
 
-def _clause(text: str, name: str) -> tuple[object, Fraction | None]:
+def _clause(text: str, name: str) -> tuple[Formula, Fraction | None]:
     try:
         return parse_clause(text)
     except DSLError as exc:

@@ -61,7 +61,7 @@ class DSLError(CDAError, ValueError):
             text += "\n    " + " " * (self.column - 1) + "^"
         return text
 
-    def with_filename(self, filename: str) -> "DSLError":
+    def with_filename(self, filename: str) -> DSLError:
         self.filename = filename
         self.args = (self.render(),)
         return self

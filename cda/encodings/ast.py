@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Literal
 
 Pos = tuple[int, int]
 
@@ -38,21 +39,21 @@ class FConst:
 
 @dataclass(frozen=True)
 class FNot:
-    arg: "Formula"
+    arg: Formula
     pos: Pos
 
 
 @dataclass(frozen=True)
 class FNary:
     op: str  # "and" | "or" | "iff" | "xor"
-    args: tuple["Formula", ...]
+    args: tuple[Formula, ...]
     pos: Pos
 
 
 @dataclass(frozen=True)
 class FImplies:
-    lhs: "Formula"
-    rhs: "Formula"
+    lhs: Formula
+    rhs: Formula
     pos: Pos
 
 
@@ -60,7 +61,7 @@ class FImplies:
 class FCard:
     op: str  # "at_most" | "at_least" | "exactly"
     k: int
-    args: tuple["Formula", ...]
+    args: tuple[Formula, ...]
     pos: Pos
 
 
@@ -69,23 +70,23 @@ class FQuant:
     quantifier: str  # "forall" | "exists"
     var: str
     domain: str
-    body: "Formula"
+    body: Formula
     pos: Pos
     domain_pos: Pos
 
 
 @dataclass(frozen=True)
 class FBefore:
-    first: "ARef"
-    second: "ARef"
+    first: ARef
+    second: ARef
     pos: Pos
 
 
 @dataclass(frozen=True)
 class FWithin:
-    first: "ARef"
-    span: "AQuantity"
-    second: "ARef"
+    first: ARef
+    span: AQuantity
+    second: ARef
     pos: Pos
 
 
@@ -101,9 +102,9 @@ class FPath:
 
 @dataclass(frozen=True)
 class FCompare:
-    lhs: "Arith"
+    lhs: Arith
     op: str
-    rhs: "Arith"
+    rhs: Arith
     pos: Pos
 
 
@@ -217,7 +218,7 @@ class GoalBest:
 
 @dataclass(frozen=True)
 class GoalClaim:
-    mode: str  # "prove" | "disprove"
+    mode: Literal["prove", "disprove"]
     formula: Formula
     pos: Pos
 

@@ -6,7 +6,7 @@ before it is reported; a disagreement is a bug (``EvaluatorDisagreement``), neve
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from cda.encodings.ir import And, Atom, Card, Const, Iff, Linear, Node, Not, Or, Xor, walk
 

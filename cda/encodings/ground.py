@@ -16,13 +16,14 @@ Semantics fixed here (see docs/dsl.md):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from itertools import product
-from typing import Iterable, Sequence
 
 from cda.encodings import ast as A
 from cda.encodings import units
 from cda.encodings.ir import (
+    Atom,
     AtomInfo,
     Claim,
     Clause,
@@ -32,7 +33,6 @@ from cda.encodings.ir import (
     NumVar,
     SoftClause,
     walk,
-    Atom,
 )
 from cda.encodings.ken import KenGraph
 from cda.errors import DSLTypeError, UnitError
@@ -111,8 +111,8 @@ class _Grounder:
                     self._register_atom(decl.name, decl.kind, args)
         for name in self.events:
             self.gp.numvars[f"event:{name}"] = NumVar(f"event:{name}", "event", "s")
-        for name, decl in self.metrics.items():
-            self.gp.numvars[f"metric:{name}"] = NumVar(f"metric:{name}", "metric", decl.unit)
+        for name, metric in self.metrics.items():
+            self.gp.numvars[f"metric:{name}"] = NumVar(f"metric:{name}", "metric", metric.unit)
 
     @staticmethod
     def _known(table: Iterable[str]) -> str:

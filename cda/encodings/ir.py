@@ -12,9 +12,10 @@ The factory folds constants and flattens nested ``and``/``or`` as it builds.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterable, Iterator
+from typing import Literal
 
 __all__ = [
     "Node",
@@ -52,7 +53,7 @@ class Node:
     uid: int
 
     @property
-    def children(self) -> tuple["Node", ...]:
+    def children(self) -> tuple[Node, ...]:
         return ()
 
 
@@ -195,7 +196,7 @@ class NodeFactory:
     def __len__(self) -> int:
         return len(self._table)
 
-    def _intern(self, key: tuple[object, ...], make: "callable[[], Node]") -> Node:  # type: ignore[valid-type]
+    def _intern(self, key: tuple[object, ...], make: Callable[[], Node]) -> Node:
         node = self._table.get(key)
         if node is None:
             node = make()
@@ -408,7 +409,7 @@ class Claim:
     """A ``prove``/``disprove`` goal; ``text`` is the claim as the user wrote it."""
 
     name: str
-    mode: str
+    mode: Literal["prove", "disprove"]
     node: Node
     text: str
     line: int

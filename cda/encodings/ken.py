@@ -38,7 +38,7 @@ class KenGraph:
         if not self._has_edge(source, relation, target):
             self._g.add_edge(source, target, key=relation, relation=relation)
 
-    def merged(self, other: "KenGraph") -> "KenGraph":
+    def merged(self, other: KenGraph) -> KenGraph:
         """A new graph holding this one's nodes and edges and ``other``'s."""
         g = nx.MultiDiGraph()
         g.add_nodes_from(self._g.nodes(data=True))

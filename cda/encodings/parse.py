@@ -300,7 +300,8 @@ def _syntax_error(text: str, err: lark.exceptions.UnexpectedInput, filename: str
         found = "end of input" if token.type == "$END" else f"'{token}'"
         message = f"unexpected {found}; expected {_describe(set(err.expected))}"
     elif isinstance(err, lark.exceptions.UnexpectedCharacters):
-        char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else "?"
+        at = err.pos_in_stream
+        char = text[at] if at is not None and at < len(text) else "?"
         allowed = set(err.allowed or ())
         message = f"unexpected character {char!r}"
         if allowed:

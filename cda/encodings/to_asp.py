@@ -16,9 +16,24 @@ of ``n`` with ``C`` imposed when ``n`` and its integer negation imposed otherwis
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-from cda.encodings.ir import NUM_MAX, NUM_MIN, And, Atom, Card, Const, Iff, Linear, Node, Not, Or, Xor, walk, is_difference
+from cda.encodings.ir import (
+    NUM_MAX,
+    NUM_MIN,
+    And,
+    Atom,
+    Card,
+    Const,
+    Iff,
+    Linear,
+    Node,
+    Not,
+    Or,
+    Xor,
+    is_difference,
+    walk,
+)
 from cda.errors import BackendUnsupported
 
 __all__ = ["AspEncoder"]

@@ -21,7 +21,7 @@ CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CHF", "CNY")
 
 @lru_cache(maxsize=1)
 def registry() -> pint.UnitRegistry:
-    ureg = pint.UnitRegistry()
+    ureg: pint.UnitRegistry = pint.UnitRegistry()
     for code in CURRENCIES:
         ureg.define(f"{code} = [currency_{code}]")
     return ureg

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import importlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from cda.encodings.ir import GroundProblem
 from cda.errors import BackendUnavailable, CDAError
@@ -21,7 +22,7 @@ from cda.errors import BackendUnavailable, CDAError
 __all__ = [
     "Backend",
     "Deadline",
-    "Literal",
+    "Lit",
     "Model",
     "Outcome",
     "Enumeration",
@@ -32,7 +33,7 @@ __all__ = [
     "BACKENDS",
 ]
 
-Literal = tuple[str, bool]
+Lit = tuple[str, bool]
 #: a full assignment: every atom → bool, every numeric variable → int
 Model = dict[str, "bool | int"]
 
@@ -88,15 +89,15 @@ class Backend(Protocol):
 
     name: str
 
-    def check(self, assumptions: Sequence[Literal]) -> Outcome:
+    def check(self, assumptions: Sequence[Lit]) -> Outcome:
         """Satisfiability under ``assumptions``; a model when sat."""
         ...
 
-    def enumerate(self, project: Sequence[str], assumptions: Sequence[Literal], limit: int) -> Enumeration:
+    def enumerate(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
         """Up to ``limit`` models with pairwise distinct projections onto the atoms ``project``."""
         ...
 
-    def minimize(self, assumptions: Sequence[Literal]) -> Outcome:
+    def minimize(self, assumptions: Sequence[Lit]) -> Outcome:
         """A model of least scaled soft cost under ``assumptions`` (cost in ``Outcome.cost``)."""
         ...
 

@@ -10,7 +10,8 @@ by an external atom (multi-shot), which is released afterwards.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import clingo
 from clingo import ast as clingo_ast
@@ -18,7 +19,7 @@ from clingo import ast as clingo_ast
 from cda.encodings.ir import GroundProblem, Linear, is_difference, walk
 from cda.encodings.to_asp import AspEncoder
 from cda.errors import BackendUnavailable
-from cda.solver.backend import Deadline, Enumeration, Literal, Model, Outcome, _OutOfTime, claim_key, selector
+from cda.solver.backend import Deadline, Enumeration, Lit, Model, Outcome, _OutOfTime, claim_key, selector
 
 __all__ = ["ClingoBackend"]
 
@@ -56,16 +57,17 @@ class ClingoBackend:
         self.theory: Any = None
         if enc.uses_theory:
             try:
+                theory_class: Any
                 if enc.theory == "dl":
-                    from clingodl import ClingoDLTheory as Theory
+                    from clingodl import ClingoDLTheory as theory_class
                 else:
-                    from clingcon import ClingconTheory as Theory
+                    from clingcon import ClingconTheory as theory_class
             except ImportError as exc:  # pragma: no cover - both are dependencies
                 raise BackendUnavailable(
                     f"the clingo backend needs {'clingo-dl' if enc.theory == 'dl' else 'clingcon'} "
                     "for metrics and event times; use backend='z3'"
                 ) from exc
-            self.theory = Theory()
+            self.theory = theory_class()
         self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
         if self.theory is not None:
             self.theory.register(self.ctl)
@@ -81,7 +83,7 @@ class ClingoBackend:
         self._parts = 0
 
     # ---- helpers
-    def _assumptions(self, assumptions: Sequence[Literal]) -> list[tuple[clingo.Symbol, bool]]:
+    def _assumptions(self, assumptions: Sequence[Lit]) -> list[tuple[clingo.Symbol, bool]]:
         return [(self._sym[key], value) for key, value in assumptions]
 
     def _model(self, m: clingo.Model) -> Model:
@@ -113,7 +115,7 @@ class ClingoBackend:
 
     def _solve(
         self,
-        assumptions: Sequence[Literal],
+        assumptions: Sequence[Lit],
         *,
         limit: int,
         project: bool,
@@ -159,12 +161,12 @@ class ClingoBackend:
         return models, "unknown", False
 
     # ---- protocol
-    def check(self, assumptions: Sequence[Literal]) -> Outcome:
+    def check(self, assumptions: Sequence[Lit]) -> Outcome:
         self._expired()
         models, status, _ = self._solve(assumptions, limit=1, project=False, optimize=False)
         return Outcome(status, models[0] if models else None)
 
-    def enumerate(self, project: Sequence[str], assumptions: Sequence[Literal], limit: int) -> Enumeration:
+    def enumerate(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
         out = Enumeration()
         try:
             self._expired()
@@ -184,7 +186,7 @@ class ClingoBackend:
         return out
 
     def _enumerate_blocking(
-        self, project: Sequence[str], assumptions: Sequence[Literal], limit: int
+        self, project: Sequence[str], assumptions: Sequence[Lit], limit: int
     ) -> tuple[list[Model], str, bool]:
         """Distinct projections onto arbitrary atoms: blocking constraints behind a fresh guard."""
         self._parts += 1
@@ -219,7 +221,7 @@ class ClingoBackend:
             self.ctl.release_external(guard)
         return models, ("unknown" if status == "unknown" else "sat" if models else status), False
 
-    def minimize(self, assumptions: Sequence[Literal]) -> Outcome:
+    def minimize(self, assumptions: Sequence[Lit]) -> Outcome:
         self._expired()
         models, status, _ = self._solve(assumptions, limit=1, project=False, optimize=self._has_soft)
         if status != "sat" or not models:

@@ -8,7 +8,7 @@ is a canonical set that we sort.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import z3
 

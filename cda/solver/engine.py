@@ -17,19 +17,22 @@ independent evaluator first.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
+from typing import Literal
 
 from cda.contracts.result import Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
 from cda.encodings.evaluate import evaluate_many
 from cda.encodings.ir import Atom, Claim, GroundProblem, walk
 from cda.errors import EvaluatorDisagreement
-from cda.solver.backend import Backend, Deadline, Literal, Model, _OutOfTime, claim_key, make_backend, selector
+from cda.solver.backend import Backend, Deadline, Lit, Model, _OutOfTime, claim_key, make_backend, selector
 from cda.solver.cores import marco, quickxplain
 from cda.solver.information import information_gain, posterior
 
 __all__ = ["EngineOptions", "run"]
+
+Settled = Literal["supported", "refuted"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class _Run:
         self.p = problem
         self.b = backend
         self.o = options
-        self.base: list[Literal] = [(selector(c.name), True) for c in problem.clauses]
+        self.base: list[Lit] = [(selector(c.name), True) for c in problem.clauses]
         self.hyps = problem.hyp_atoms
         self.notes: list[str] = []
         self.partial = False
@@ -69,7 +72,7 @@ class _Run:
         )
 
     # ---- re-checking every model before it is used
-    def verified(self, model: Model | None, assumptions: Sequence[Literal], why: str) -> Model:
+    def verified(self, model: Model | None, assumptions: Sequence[Lit], why: str) -> Model:
         if model is None:
             raise EvaluatorDisagreement(f"{self.b.name} said sat but returned no model ({why})")
         active = {k for k, v in assumptions if v}
@@ -95,10 +98,10 @@ class _Run:
         violated = [s for s, ok in zip(self.p.soft, values) if not ok]
         return sum((s.weight for s in violated), Fraction(0)), [s.name for s in violated]
 
-    def hyp_lits(self, assumed: frozenset[str]) -> list[Literal]:
+    def hyp_lits(self, assumed: frozenset[str]) -> list[Lit]:
         return [(a, a in assumed) for a in self.hyps]
 
-    def is_sat(self, assumptions: list[Literal], why: str) -> bool | None:
+    def is_sat(self, assumptions: list[Lit], why: str) -> bool | None:
         out = self.b.check(assumptions)
         if out.status == "sat":
             self.verified(out.model, assumptions, why)
@@ -173,7 +176,7 @@ class _Run:
             )
         if not can_false or not can_true:
             claim_value = not can_false  # True when the claim is entailed
-            status = "supported" if claim_value == goal_holds_when else "refuted"
+            status: Settled = "supported" if claim_value == goal_holds_when else "refuted"
             return Verdict(
                 name=claim.name, goal=claim.mode, claim=claim.text, status=status,
                 confidence=1.0 if status == "supported" else 0.0,

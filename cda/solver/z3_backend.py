@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import z3
 
 from cda.encodings.ir import NUM_MAX, NUM_MIN, GroundProblem
 from cda.encodings.to_z3 import Z3Encoder
-from cda.solver.backend import Deadline, Enumeration, Literal, Model, Outcome, _OutOfTime, claim_key, selector
+from cda.solver.backend import Deadline, Enumeration, Lit, Model, Outcome, _OutOfTime, claim_key, selector
 
 __all__ = ["Z3Backend"]
 
@@ -42,7 +42,7 @@ class Z3Backend:
         self._opt: z3.Optimize | None = None
 
     # ---- helpers
-    def _lits(self, assumptions: Sequence[Literal]) -> list[z3.BoolRef]:
+    def _lits(self, assumptions: Sequence[Lit]) -> list[z3.BoolRef]:
         out = []
         for key, value in assumptions:
             var = self.enc.bool_var(key)
@@ -69,14 +69,14 @@ class Z3Backend:
         return "sat" if r == z3.sat else "unsat" if r == z3.unsat else "unknown"
 
     # ---- protocol
-    def check(self, assumptions: Sequence[Literal]) -> Outcome:
+    def check(self, assumptions: Sequence[Lit]) -> Outcome:
         self._timeout(self.solver)
         status = self._status(self.solver.check(*self._lits(assumptions)))
         if status == "unknown" and self.deadline.remaining() == 0:
             self.deadline.expired = True
         return Outcome(status, self._model(self.solver.model()) if status == "sat" else None)
 
-    def enumerate(self, project: Sequence[str], assumptions: Sequence[Literal], limit: int) -> Enumeration:
+    def enumerate(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
         out = Enumeration()
         lits = self._lits(assumptions)
         proj = [self.enc.bool_var(a) for a in project]
@@ -107,7 +107,7 @@ class Z3Backend:
             self.solver.pop()
         return out
 
-    def minimize(self, assumptions: Sequence[Literal]) -> Outcome:
+    def minimize(self, assumptions: Sequence[Lit]) -> Outcome:
         if not self._soft:
             outcome = self.check(assumptions)
             outcome.cost = 0 if outcome.status == "sat" else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from cda.contracts.result import SolveResult, Verdict
 from cda.encodings.ir import GroundProblem
@@ -31,16 +32,16 @@ class AgreementReport:
     result: SolveResult | None = None  # the merged (possibly downgraded) result
 
 
-def _diff(a: object, b: object, path: str, out: list[str]) -> None:
+def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
     if type(a) is not type(b):
         out.append(f"{path}: {a!r} != {b!r}")
     elif isinstance(a, dict):
-        for key in sorted(set(a) | set(b)):  # type: ignore[arg-type]
-            _diff(a.get(key), b.get(key), f"{path}.{key}", out)  # type: ignore[union-attr]
+        for key in sorted(set(a) | set(b)):
+            _diff(a.get(key), b.get(key), f"{path}.{key}", out)
     elif isinstance(a, list):
-        if len(a) != len(b):  # type: ignore[arg-type]
-            out.append(f"{path}: {len(a)} items != {len(b)} items")  # type: ignore[arg-type]
-        for i, (x, y) in enumerate(zip(a, b)):  # type: ignore[call-overload]
+        if len(a) != len(b):
+            out.append(f"{path}: {len(a)} items != {len(b)} items")
+        for i, (x, y) in enumerate(zip(a, b)):
             _diff(x, y, f"{path}[{i}]", out)
     elif a != b:
         out.append(f"{path}: {a!r} != {b!r}")
