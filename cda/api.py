@@ -66,19 +66,19 @@ def ground(
 ) -> GroundProblem:
     """Parse, check and ground; ``hard``/``soft`` are extra clause strings from Python."""
     ast = parse(source)
-    extra_hard: list[tuple[str, Formula]] = []
+    extra_hard: list[tuple[str, Formula, str]] = []
     for i, text in enumerate(hard, 1):
         formula, weight = _clause(text, f"hard#{i}")
         if weight is not None:
             raise DSLError(f"hard clause hard#{i} has a weight; only soft clauses take one")
-        extra_hard.append((f"hard#{i}", formula))
-    extra_soft: list[tuple[str, Formula, Fraction | None]] = []
+        extra_hard.append((f"hard#{i}", formula, text))
+    extra_soft: list[tuple[str, Formula, Fraction | None, str]] = []
     for i, spec in enumerate(soft, 1):
         text, given = (spec, None) if isinstance(spec, str) else spec
         formula, weight = _clause(text, f"soft#{i}")
         if given is not None:
             weight = Fraction(str(given))
-        extra_soft.append((f"soft#{i}", formula, weight))
+        extra_soft.append((f"soft#{i}", formula, weight, text))
     return ground_problem(ast, _ken_for(ast, ken), extra_hard, extra_soft)
 
 

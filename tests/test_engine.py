@@ -107,8 +107,7 @@ def test_events_before_and_within(backend: str) -> None:
     assert r.verdicts[0].status == "supported"
 
 
-def test_general_linear_sum_uses_integer_semantics(backend: str) -> None:
-    text = """
+GENERAL_SUM = """
     metric a : USD
     metric b : USD
     hyp big
@@ -117,10 +116,26 @@ def test_general_linear_sum_uses_integer_semantics(backend: str) -> None:
     hard: big iff value(metric:b) >= 5 USD
     goal disprove big
     """
-    r = cda.solve(text, backend=backend)
+
+
+def test_general_linear_sum_uses_integer_semantics() -> None:
+    r = cda.solve(GENERAL_SUM, backend="z3")
     # b = 5 needs a <= 0: a = 0 works, so big is possible; b = 6 is impossible
     assert r.verdicts[0].status == "inconclusive"
     assert r.verdicts[0].witnesses[0].holds and r.verdicts[0].witnesses[0].assumed == ["big"]
+    assert cda.solve(GENERAL_SUM).backend == "z3"  # auto routes arithmetic to z3
+
+
+def test_clingo_refuses_a_general_sum_and_names_z3() -> None:
+    with pytest.raises(cda.BackendUnsupported, match="use backend 'z3'"):
+        cda.solve(GENERAL_SUM, backend="clingo")
+
+
+def test_bounds_beyond_the_variable_range_fold_on_both_backends(backend: str) -> None:
+    # every numeric variable lies in [-1e9, 1e9]: these constants never reach the solver
+    text = "metric m : s\nhyp a\nhard: a iff value(metric:m) <= 5000000000\nhard: value(metric:m) >= -2147483648"
+    r = cda.solve(text, backend=backend)
+    assert [h.assumed for h in r.hypotheses] == [["a"]]
 
 
 def test_risk_policy(backend: str) -> None:
@@ -173,3 +188,10 @@ def test_auto_routes_arithmetic_to_z3_and_booleans_to_clingo() -> None:
 def test_same_seed_same_bytes(backend: str) -> None:
     text = "hyp a, b, c\nobservable o, p\nhard: o iff (a or b)\nhard: p iff xor(b, c)\nsoft weight 0.3: not b\ngoal prove a"
     assert cda.solve(text, backend=backend, seed=7).json_text() == cda.solve(text, backend=backend, seed=7).json_text()
+
+
+def test_violated_is_canonical_when_cheapest_models_tie(backend: str) -> None:
+    # every model violates exactly one of the two soft clauses: the earlier one is kept satisfied
+    text = "hyp a\nobservable x, y\nhard: not (x and y)\nsoft first: x\nsoft second: y\n"
+    r = cda.solve(text, backend=backend, top=5)
+    assert [(h.assumed, h.cost, h.violated) for h in r.hypotheses] == [([], 1.0, ["second"]), (["a"], 1.0, ["second"])]

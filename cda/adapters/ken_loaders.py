@@ -31,12 +31,19 @@ def _relation(data: dict[str, object], where: str) -> str:
     raise KenError(f"{where}: an edge has no relation (looked for {', '.join(_RELATION_KEYS)})")
 
 
-def _from_graph(g: nx.Graph, where: str) -> KenGraph:
+def _from_graph(g: nx.Graph, where: str, keys_are_relations: bool) -> KenGraph:
+    """Copy a networkx graph into Ken; a multigraph's edge key counts as the relation only when
+    the file gave it as a string (networkx numbers keyless edges 0, 1, …)."""
     ken = KenGraph()
     for node, data in g.nodes(data=True):
         ken.add_node(str(node), **{k: v for k, v in data.items() if k != "id"})
+    edges: list[tuple[object, object, dict[str, object]]] = []
     if g.is_multigraph():
-        edges = [(u, v, {**d, **({"key": k} if "relation" not in d and "label" not in d else {})}) for u, v, k, d in g.edges(keys=True, data=True)]
+        for u, v, k, d in g.edges(keys=True, data=True):
+            data = dict(d)
+            if keys_are_relations and isinstance(k, str) and not any(r in data for r in _RELATION_KEYS):
+                data["key"] = k
+            edges.append((u, v, data))
     else:
         edges = list(g.edges(data=True))
     for u, v, data in edges:
@@ -51,17 +58,30 @@ def load_json(path: Path) -> KenGraph:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise KenError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise KenError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     if not isinstance(data, dict) or "nodes" not in data:
         raise KenError(f"{path}: expected networkx node-link JSON with 'nodes' and 'links'/'edges'")
     edges_key = "links" if "links" in data else "edges"
     try:
-        g = nx.node_link_graph(data, directed=data.get("directed", True), multigraph=data.get("multigraph", True), edges=edges_key)
-    except (KeyError, TypeError, nx.NetworkXError) as exc:
-        raise KenError(f"{path}: not node-link JSON ({exc})") from None
-    return _from_graph(g, str(path))
+        g = nx.node_link_graph(
+            data, directed=data.get("directed", True), multigraph=data.get("multigraph", True), edges=edges_key
+        )
+    except (KeyError, TypeError, ValueError, AttributeError, nx.NetworkXError) as exc:
+        raise KenError(f"{path}: not node-link JSON ({type(exc).__name__}: {exc})") from None
+    return _from_graph(g, str(path), keys_are_relations=True)
 
 
 def load_csv(path: Path) -> KenGraph:
+    try:
+        return _load_csv(path)
+    except UnicodeDecodeError as exc:
+        raise KenError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except csv.Error as exc:
+        raise KenError(f"{path}: not a CSV edge list ({exc})") from None
+
+
+def _load_csv(path: Path) -> KenGraph:
     ken = KenGraph()
     with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
@@ -82,9 +102,9 @@ def load_csv(path: Path) -> KenGraph:
 def load_graphml(path: Path) -> KenGraph:
     try:
         g = nx.read_graphml(path, force_multigraph=True)
-    except (ParseError, nx.NetworkXError) as exc:
-        raise KenError(f"{path}: not GraphML ({exc})") from None
-    return _from_graph(g, str(path))
+    except (ParseError, nx.NetworkXError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise KenError(f"{path}: not GraphML ({type(exc).__name__}: {exc})") from None
+    return _from_graph(g, str(path), keys_are_relations=False)
 
 
 def load_ken(path: str | Path) -> KenGraph:
@@ -92,6 +112,8 @@ def load_ken(path: str | Path) -> KenGraph:
     path = Path(path)
     if not path.exists():
         raise KenError(f"{path}: no such file")
+    if not path.is_file():
+        raise KenError(f"{path}: not a file")
     suffix = path.suffix.lower()
     if suffix == ".json":
         return load_json(path)

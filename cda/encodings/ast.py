@@ -180,6 +180,7 @@ class MetricDecl:
     name: str
     unit: str
     pos: Pos
+    unit_pos: Pos = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,7 @@ class Observe:
     name: str | None
     formula: Formula
     pos: Pos
+    name_pos: Pos = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,7 @@ class Hard:
     name: str | None
     formula: Formula
     pos: Pos
+    name_pos: Pos = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,8 @@ class Soft:
     weight: Fraction | None
     formula: Formula
     pos: Pos
+    name_pos: Pos = (0, 0)
+    weight_pos: Pos = (0, 0)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,13 @@ from cda.errors import DSLTypeError, UnitError
 __all__ = ["ground_problem", "RISK_LEVELS"]
 
 RISK_LEVELS = ("low", "medium", "high", "hard")
+
+#: words of the grammar; declaring one as a name would make formulas unreadable
+RESERVED = frozenset(
+    "domain hyp observable pred var event metric fact observe hard soft goal ken not and or implies iff "
+    "xor forall exists in holds prefer at_most at_least exactly before within of path hops hop value time "
+    "only_if risk weight top prove disprove best_explanation true false low medium high".split()
+)
 OPEN_KINDS = ("hyp", "observable", "var")
 _PREFIX_KIND = {"hyp": "hyp", "obs": "observable", "pred": "pred"}
 
@@ -55,7 +62,8 @@ def _fmt_atom(pred: str, args: Sequence[str]) -> str:
 class _Grounder:
     def __init__(self, ast: A.ProblemAST, ken: KenGraph | None) -> None:
         self.ast = ast
-        self.lines = ast.source.splitlines()
+        self.lines = ast.source.split("\n")  # lark counts lines by "\n" only
+        self.filename = ast.filename
         self.f = NodeFactory()
         self.gp = GroundProblem(factory=self.f, filename=ast.filename)
         self.domains: dict[str, tuple[str, ...]] = {}
@@ -71,13 +79,15 @@ class _Grounder:
     def err(self, message: str, pos: A.Pos, cls: type[DSLTypeError] = DSLTypeError) -> DSLTypeError:
         line, col = pos
         src = self.lines[line - 1] if 0 < line <= len(self.lines) else None
-        return cls(message, line=line or None, column=col or None, source_line=src, filename=self.ast.filename)
+        return cls(message, line=line or None, column=col or None, source_line=src, filename=self.filename)
 
     # ---- declarations
     def declare(self, statements: list[A.Statement]) -> None:
         taken: dict[str, str] = {}
 
         def claim_name(name: str, what: str, pos: A.Pos) -> None:
+            if name in RESERVED:
+                raise self.err(f"'{name}' is a reserved word and cannot name {what}", pos)
             if name in taken:
                 raise self.err(f"'{name}' is already declared as {taken[name]}", pos)
             taken[name] = what
@@ -87,6 +97,9 @@ class _Grounder:
                 claim_name(st.name, "a domain", st.pos)
                 if len(set(st.values)) != len(st.values):
                     raise self.err(f"domain {st.name} lists a value twice", st.pos)
+                for value in st.values:
+                    if value in RESERVED:
+                        raise self.err(f"'{value}' is a reserved word and cannot be a domain value", st.pos)
                 self.domains[st.name] = st.values
         for st in statements:
             if isinstance(st, A.PredDecl):
@@ -102,7 +115,7 @@ class _Grounder:
                 claim_name(st.name, "a metric", st.pos)
                 reason = units.check_unit(st.unit)
                 if reason:
-                    raise self.err(reason, st.pos, UnitError)
+                    raise self.err(reason, st.unit_pos, UnitError)
                 self.metrics[st.name] = st
         # every instance of an abducible or observable exists, used or not, in declaration order
         for decl in self.preds.values():
@@ -254,6 +267,8 @@ class _Grounder:
             for term, value in ((node.source, src), (node.target, dst)):
                 if value not in nodes:
                     raise self.err(f"'{value}' is not a node of relation {decl.name}", term.pos)
+            if src == dst:  # the empty path: a node reaches itself, as on the graph
+                return self.f.true
             return self._reach(decl, src, dst, node.hops)
         if decl is not None and len(decl.domains) != 2:
             raise self.err(f"path relation {decl.name} must take 2 arguments", node.relation_pos)
@@ -264,6 +279,8 @@ class _Grounder:
         for term, value in ((node.source, src), (node.target, dst)):
             if not self.ken.has_node(value) and not any(value in vs for vs in self.domains.values()):
                 raise self.err(f"unknown entity '{value}' (not in Ken nor in any domain)", term.pos)
+        if src == dst:
+            return self.f.true
         return self.f.const(self.ken.path(src, dst, relation=node.relation, max_hops=node.hops) is not None)
 
     def _reach(self, decl: A.PredDecl, src: str, dst: str, hops: int) -> Node:
@@ -277,7 +294,8 @@ class _Grounder:
 
         nodes = list(dict.fromkeys(d0 + d1))
         reach = {y: edge(src, y) for y in nodes}
-        for _ in range(hops - 1):
+        # a shortest path visits each node once: more than len(nodes) - 1 hops adds nothing
+        for _ in range(min(hops, len(nodes) - 1) - 1):
             reach = {y: self.f.or_([reach[y]] + [self.f.and_([reach[z], edge(z, y)]) for z in nodes]) for y in nodes}
         return reach[dst]
 
@@ -301,15 +319,16 @@ class _Grounder:
         reason = units.check_unit(q.unit)
         if reason:
             raise self.err(reason, q.pos, UnitError)
-        k = units.factor(q.unit, unit)
-        if k is None:
+        conversion = units.affine(q.unit, unit)
+        if conversion is None:
             raise self.err(
                 f"unit mismatch: {_num(q.value)} {q.unit} is {units.dimension_name(q.unit)} but {what} "
                 f"is in {unit} ({units.dimension_name(unit)})",
                 q.pos,
                 UnitError,
             )
-        return q.value * k
+        a, b = conversion
+        return q.value * a + b
 
     def compare(self, node: A.FCompare) -> Node:
         # the reference unit: the first numeric reference's unit, else the first unit written
@@ -333,15 +352,16 @@ class _Grounder:
             for term in side.terms:
                 if term.ref is not None:
                     var, unit = self.ref_var(term.ref)
-                    if ref_unit is not None and units.factor(unit, ref_unit) is None:
+                    if ref_unit is not None and units.affine(unit, ref_unit) is None:
                         raise self.err(
                             f"unit mismatch: {var} is in {unit} ({units.dimension_name(unit)}) but {ref_desc} "
                             f"is in {ref_unit} ({units.dimension_name(ref_unit)})",
                             term.pos,
                             UnitError,
                         )
-                    k = units.factor(unit, ref_unit) if ref_unit else Fraction(1)
-                    coefs[var] = coefs.get(var, Fraction(0)) + sign * term.coef * (k or 1)
+                    a, b = units.affine(unit, ref_unit) if ref_unit else (Fraction(1), Fraction(0))  # type: ignore[misc]
+                    coefs[var] = coefs.get(var, Fraction(0)) + sign * term.coef * a
+                    constant += sign * term.coef * b
                 else:
                     assert term.quantity is not None
                     value = self.quantity_in(term.quantity, ref_unit, ref_desc) if ref_unit else term.quantity.value
@@ -369,10 +389,10 @@ class _Grounder:
         return f.not_(f.linear(ints, "=", b_int))
 
     # ---- statements
-    def unique_name(self, given: str | None, prefix: str, pos: A.Pos) -> str:
+    def unique_name(self, given: str | None, prefix: str, pos: A.Pos, name_pos: A.Pos | None = None) -> str:
         if given is not None:
             if given in self.names:
-                raise self.err(f"the name '{given}' is used by another clause", pos)
+                raise self.err(f"the name '{given}' is used by another clause", name_pos or pos)
             self.names.add(given)
             return given
         name = f"{prefix}@{pos[0]}"
@@ -400,20 +420,19 @@ class _Grounder:
                     node = self.atom(st.atom, {})
                     self.gp.clauses.append(Clause(self.unique_name(None, "fact", st.pos), "fact", node, st.pos[0]))
             elif isinstance(st, A.Observe):
+                self._no_abducibles(st.formula)
                 node = self.formula(st.formula, {})
                 for sub in walk([node]):
-                    if isinstance(sub, Atom) and self.gp.atoms[sub.name].kind == "hyp":
-                        raise self.err(
-                            f"an observation cannot mention the abducible {sub.name}: observe observables", st.pos
-                        )
                     if isinstance(sub, Atom) and self.gp.atoms[sub.name].kind == "observable":
                         self.gp.observed.add(sub.name)
-                self.gp.clauses.append(Clause(self.unique_name(st.name, "observe", st.pos), "observation", node, st.pos[0]))
+                name = self.unique_name(st.name, "observe", st.pos, st.name_pos)
+                self.gp.clauses.append(Clause(name, "observation", node, st.pos[0]))
             elif isinstance(st, A.Hard):
                 node = self.formula(st.formula, {})
-                self.gp.clauses.append(Clause(self.unique_name(st.name, "hard", st.pos), "hard", node, st.pos[0]))
+                name = self.unique_name(st.name, "hard", st.pos, st.name_pos)
+                self.gp.clauses.append(Clause(name, "hard", node, st.pos[0]))
             elif isinstance(st, A.Soft):
-                self.add_soft(st.name, st.weight, st.formula, st.pos)
+                self.add_soft(st.name, st.weight, st.formula, st.pos, st.name_pos, st.weight_pos)
             elif isinstance(st, A.GoalBest):
                 if st.top is not None and st.top < 1:
                     raise self.err("top must be at least 1", st.pos)
@@ -424,12 +443,42 @@ class _Grounder:
                 text = self._text_of(st)
                 self.gp.claims.append(Claim(name, st.mode, node, text, st.pos[0]))
 
-    def add_soft(self, name: str | None, weight: Fraction | None, formula: A.Formula, pos: A.Pos) -> None:
+    def add_soft(
+        self,
+        name: str | None,
+        weight: Fraction | None,
+        formula: A.Formula,
+        pos: A.Pos,
+        name_pos: A.Pos | None = None,
+        weight_pos: A.Pos | None = None,
+    ) -> None:
         w = Fraction(1) if weight is None else weight
         if w <= 0:
-            raise self.err(f"a soft clause's weight must be positive, given {float(w):g}", pos)
+            raise self.err(f"a soft clause's weight must be positive, given {float(w):g}", weight_pos or pos)
         node = self.formula(formula, {})
-        self.gp.soft.append(SoftClause(self.unique_name(name, "soft", pos), node, w, pos[0]))
+        self.gp.soft.append(SoftClause(self.unique_name(name, "soft", pos, name_pos), node, w, pos[0]))
+
+    def _no_abducibles(self, formula: A.Formula) -> None:
+        """Observations are facts about observables: refuse any abducible, at its position."""
+        stack: list[object] = [formula]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, A.FAtom):
+                decl = self.preds.get(node.pred)
+                if decl is not None and decl.kind == "hyp":
+                    raise self.err(
+                        f"an observation cannot mention the abducible {node.pred}: observations are facts "
+                        "about observables",
+                        node.pos,
+                    )
+            elif isinstance(node, A.FNot):
+                stack.append(node.arg)
+            elif isinstance(node, (A.FNary, A.FCard)):
+                stack.extend(node.args)
+            elif isinstance(node, A.FImplies):
+                stack.extend((node.lhs, node.rhs))
+            elif isinstance(node, A.FQuant):
+                stack.append(node.body)
 
     def _fact_args(self, atom: A.FAtom, decl: A.PredDecl) -> list[str]:
         if len(atom.args) != len(decl.domains):
@@ -452,15 +501,26 @@ class _Grounder:
 def ground_problem(
     ast: A.ProblemAST,
     ken: KenGraph | None = None,
-    extra_hard: Sequence[tuple[str, A.Formula]] = (),
-    extra_soft: Sequence[tuple[str, A.Formula, Fraction | None]] = (),
+    extra_hard: Sequence[tuple[str, A.Formula, str]] = (),
+    extra_soft: Sequence[tuple[str, A.Formula, Fraction | None, str]] = (),
 ) -> GroundProblem:
-    """Check and ground a parsed problem; clause strings passed from Python are added last."""
+    """Check and ground a parsed problem.
+
+    ``extra_hard``/``extra_soft`` are clause strings passed from Python, as (name, formula,
+    [weight,] text); an error in one is reported against its own text, under its name.
+    """
     g = _Grounder(ast, ken.merged(KenGraph()) if ken is not None else None)
-    g.statements(ast.statements)
-    for name, formula in extra_hard:
-        node = g.formula(formula, {})
-        g.gp.clauses.append(Clause(g.unique_name(name, "hard", (0, 0)), "hard", node, 0))
-    for name, formula, weight in extra_soft:
-        g.add_soft(name, weight, formula, (0, 0))
+    try:
+        g.statements(ast.statements)
+        for name, formula, text in extra_hard:
+            g.lines, g.filename = text.split("\n"), name
+            node = g.formula(formula, {})
+            g.gp.clauses.append(Clause(g.unique_name(name, "hard", (0, 0)), "hard", node, 0))
+        for name, formula, weight, text in extra_soft:
+            g.lines, g.filename = text.split("\n"), name
+            g.add_soft(name, weight, formula, (0, 0))
+    except RecursionError:
+        raise DSLTypeError(
+            "a formula is nested too deeply to ground; split it into several named clauses", filename=g.filename
+        ) from None
     return g.gp

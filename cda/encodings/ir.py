@@ -337,6 +337,13 @@ class NodeFactory:
             return self.and_([self.linear(dict((v, c) for c, v in items), "<=", bound), self.linear(neg, "<=", -bound)])
         items = tuple((c // g, v) for c, v in items)
         bound = bound // g  # floor division: sum <= b/g over integers means sum <= floor(b/g)
+        # every variable lies in [NUM_MIN, NUM_MAX]: fold what that box already decides
+        low = sum(c * (NUM_MIN if c > 0 else NUM_MAX) for c, _ in items)
+        high = sum(c * (NUM_MAX if c > 0 else NUM_MIN) for c, _ in items)
+        if high <= bound:
+            return self.true
+        if low > bound:
+            return self.false
         return self._intern(("lin", items, bound), lambda: Linear(items, "<=", bound))
 
 

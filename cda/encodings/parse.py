@@ -38,7 +38,13 @@ def _pos(meta_or_token: Any) -> A.Pos:
 
 
 def _number(token: Token) -> Fraction:
-    return Fraction(str(token))
+    text = str(token)
+    mantissa, _, exponent = text.lower().partition("e")
+    if exponent and abs(int(exponent)) > 30:
+        raise DSLSyntaxError(
+            f"the number {text} is out of range (exponents up to ±30)", line=token.line, column=token.column
+        )
+    return Fraction(text)
 
 
 @v_args(meta=True)
@@ -54,8 +60,11 @@ class _ToAST(Transformer[Token, Any]):
 
     def clause_text(self, meta: Any, items: list[Any]) -> tuple[Any, Fraction | None]:
         formula = items[0]
-        weight = items[1] if len(items) > 1 else None
+        weight = items[1][0] if len(items) > 1 and items[1] is not None else None
         return formula, weight
+
+    def weight(self, meta: Any, items: list[Any]) -> tuple[Fraction, A.Pos]:
+        return items[0], _pos(meta)
 
     def domain_decl(self, meta: Any, items: list[Any]) -> A.DomainDecl:
         name, *values = items
@@ -74,35 +83,42 @@ class _ToAST(Transformer[Token, Any]):
         return [A.EventDecl(str(t), _pos(t)) for t in items]
 
     def metric_decl(self, meta: Any, items: list[Any]) -> A.MetricDecl:
-        name, unit = items
-        return A.MetricDecl(str(name), unit, _pos(name))
+        name, (unit, unit_pos) = items
+        return A.MetricDecl(str(name), unit, _pos(name), unit_pos=unit_pos)
 
-    def unit(self, meta: Any, items: list[Token]) -> str:
-        return "".join(str(t) for t in items)
+    def unit(self, meta: Any, items: list[Token]) -> tuple[str, A.Pos]:
+        return "".join(str(t) for t in items), _pos(items[0])
 
     def fact_stmt(self, meta: Any, items: list[Any]) -> A.Fact:
         return A.Fact(items[0], _pos(meta))
 
     def observe_stmt(self, meta: Any, items: list[Any]) -> A.Observe:
         name, formula = items
-        return A.Observe(str(name) if name is not None else None, formula, _pos(meta))
+        name_pos = _pos(name) if name is not None else _pos(meta)
+        return A.Observe(str(name) if name is not None else None, formula, _pos(meta), name_pos=name_pos)
 
     def hard_stmt(self, meta: Any, items: list[Any]) -> A.Hard:
         name, formula = items
-        return A.Hard(str(name) if name is not None else None, formula, _pos(meta))
+        name_pos = _pos(name) if name is not None else _pos(meta)
+        return A.Hard(str(name) if name is not None else None, formula, _pos(meta), name_pos=name_pos)
 
     def soft_stmt(self, meta: Any, items: list[Any]) -> A.Soft:
         name, w1, formula, w2 = items
         if w1 is not None and w2 is not None:
-            raise DSLSyntaxError(
-                "a soft clause takes one weight, given twice", line=meta.line, column=meta.column
-            )
+            raise DSLSyntaxError("a soft clause takes one weight, given twice", line=w2[1][0], column=w2[1][1])
         weight = w1 if w1 is not None else w2
-        return A.Soft(str(name) if name is not None else None, weight, formula, _pos(meta))
+        return A.Soft(
+            str(name) if name is not None else None,
+            weight[0] if weight is not None else None,
+            formula,
+            _pos(meta),
+            name_pos=_pos(name) if name is not None else _pos(meta),
+            weight_pos=weight[1] if weight is not None else _pos(meta),
+        )
 
     def goal_best(self, meta: Any, items: list[Any]) -> A.GoalBest:
         top = items[0]
-        return A.GoalBest(int(top) if top is not None else None, _pos(meta))
+        return A.GoalBest(int(top) if top is not None else None, _pos(top) if top is not None else _pos(meta))
 
     def goal_prove(self, meta: Any, items: list[Any]) -> A.GoalClaim:
         return A.GoalClaim("prove", items[0], _pos(meta))
@@ -225,7 +241,7 @@ class _ToAST(Transformer[Token, Any]):
 
     def quantity(self, meta: Any, items: list[Any]) -> A.AQuantity:
         value, unit = items
-        return A.AQuantity(value, unit, _pos(meta))
+        return A.AQuantity(value, unit[0] if unit is not None else None, _pos(meta))
 
     def number(self, meta: Any, items: list[Token]) -> Fraction:
         return _number(items[0])
@@ -282,7 +298,7 @@ def _describe(names: set[str]) -> str:
 
 
 def _source_line(text: str, line: int) -> str | None:
-    lines = text.splitlines()
+    lines = text.split("\n")  # lark counts lines by "\n" only
     return lines[line - 1] if 0 < line <= len(lines) else None
 
 
@@ -293,7 +309,7 @@ def _syntax_error(text: str, err: lark.exceptions.UnexpectedInput, filename: str
         isinstance(err, lark.exceptions.UnexpectedToken) and err.token.type == "$END"
     )
     if at_end or line is None or line < 1:  # unexpected end of input: point past the last character
-        lines = text.splitlines() or [""]
+        lines = text.rstrip("\n").split("\n")
         line, column = len(lines), len(lines[-1]) + 1
     if isinstance(err, lark.exceptions.UnexpectedToken):
         token = err.token
@@ -319,10 +335,18 @@ def _run(text: str, start: str, filename: str | None) -> Any:
     try:
         tree = _parser().parse(text, start=start)
         return _ToAST().transform(tree)
+    except RecursionError:
+        raise DSLSyntaxError(
+            "the text is nested too deeply to read; split it into several named clauses", filename=filename
+        ) from None
     except lark.exceptions.UnexpectedInput as err:
         raise _syntax_error(text, err, filename) from None
     except lark.exceptions.VisitError as err:
         inner = err.orig_exc
+        if isinstance(inner, RecursionError):
+            raise DSLSyntaxError(
+                "the text is nested too deeply to read; split it into several named clauses", filename=filename
+            ) from None
         if isinstance(inner, DSLSyntaxError):
             if inner.line is not None:
                 inner.source_line = _source_line(text, inner.line)

@@ -1,4 +1,4 @@
-"""IR → an ASP program (clingo text; clingo-dl or clingcon constraints for arithmetic).
+"""IR → an ASP program (clingo text; clingo-dl difference constraints for arithmetic).
 
 Classical semantics in ASP: every atom is a free choice (``{x(I)}.``) and every IR node gets
 an auxiliary atom ``n(I)`` defined by rules that make it true exactly when the node is true
@@ -6,12 +6,13 @@ an auxiliary atom ``n(I)`` defined by rules that make it true exactly when the n
 clauses become integrity constraints behind selector atoms; soft clauses weak constraints.
 Atoms are numbered, so user names never need quoting in ASP.
 
-Arithmetic: when every linear constraint is a difference constraint (``x - y <= k``,
-``x <= k``: all of ``before``, ``within`` and bounds on one metric) the program uses
-clingo-dl's ``&diff`` (decided by negative-cycle detection, fast on any domain size);
-otherwise clingcon's ``&sum`` (linear constraints over bounded integers). A linear node's
-truth is reified exactly in both: ``n :- C.`` / ``:- n, not C.`` for clingcon, and a choice
-of ``n`` with ``C`` imposed when ``n`` and its integer negation imposed otherwise for clingo-dl.
+Arithmetic: difference constraints (``x - y <= k``, ``x <= k``: all of ``before``,
+``within`` and bounds on one metric) become clingo-dl ``&diff`` atoms, decided by
+negative-cycle detection whatever the domain size. A linear node's truth is reified exactly:
+``n`` is a choice, ``C`` is imposed when ``n`` holds and its integer negation otherwise.
+Other linear sums are refused (``BackendUnsupported``, naming z3): clingcon could encode them,
+but its bound propagation over the ±10⁹ domain took tens of seconds and gigabytes on small
+problems with negated sums.
 """
 
 from __future__ import annotations
@@ -42,8 +43,7 @@ __all__ = ["AspEncoder"]
 class AspEncoder:
     """Accumulates rules; ``lit(node)`` is the body literal that is true iff ``node`` is."""
 
-    def __init__(self, theory: str = "dl") -> None:
-        self.theory = theory  # "dl" (clingo-dl) or "csp" (clingcon)
+    def __init__(self) -> None:
         self.rules: list[str] = []
         self._lit: dict[int, str] = {}
         self.atom_ids: dict[str, int] = {}
@@ -63,10 +63,7 @@ class AspEncoder:
         if idx is None:
             idx = self.numvar_ids[name] = len(self.numvar_ids)
             self.uses_theory = True
-            if self.theory == "dl":
-                self.rules.append(f"&diff{{ v({idx}) - 0 }} <= {NUM_MAX}. &diff{{ 0 - v({idx}) }} <= {-NUM_MIN}.")
-            else:
-                self.rules.append(f"&dom{{{NUM_MIN}..{NUM_MAX}}} = v({idx}).")
+            self.rules.append(f"&diff{{ v({idx}) - 0 }} <= {NUM_MAX}. &diff{{ 0 - v({idx}) }} <= {-NUM_MIN}.")
         return f"v({idx})"
 
     def lit(self, node: Node) -> str:
@@ -141,20 +138,21 @@ class AspEncoder:
 
     def visit_Linear(self, node: Linear) -> str:
         head = self._aux(node)
-        if self.theory == "dl":
-            if not is_difference(node):
-                raise BackendUnsupported(f"clingo-dl cannot encode the non-difference constraint {node!r}")
-            pos = [self.num_term(v) for c, v in node.terms if c > 0]
-            neg = [self.num_term(v) for c, v in node.terms if c < 0]
-            u, w = (pos[0] if pos else "0"), (neg[0] if neg else "0")
-            self.rules.append(f"{{{head}}}.")
-            self.rules.append(f"&diff{{ {u} - {w} }} <= {node.bound} :- {head}.")
-            self.rules.append(f"&diff{{ {w} - {u} }} <= {-node.bound - 1} :- not {head}.")
-            return head
-        terms = "; ".join(f"{c}*{self.num_term(v)}" for c, v in node.terms)
-        constraint = f"&sum{{ {terms} }} <= {node.bound}"
-        self.rules.append(f"{head} :- {constraint}.")
-        self.rules.append(f":- {head}, not {constraint}.")
+        if not is_difference(node):
+            raise BackendUnsupported(
+                f"the clingo backend decides difference constraints (x - y <= k, x <= k) with clingo-dl; "
+                f"the linear constraint {node!r} is not one: use backend 'z3'"
+            )
+        if abs(node.bound) >= 2**31 - 1:
+            raise BackendUnsupported(
+                f"the clingo backend's integers are 32-bit; the bound in {node!r} is too large: use backend 'z3'"
+            )
+        pos = [self.num_term(v) for c, v in node.terms if c > 0]
+        neg = [self.num_term(v) for c, v in node.terms if c < 0]
+        u, w = (pos[0] if pos else "0"), (neg[0] if neg else "0")
+        self.rules.append(f"{{{head}}}.")
+        self.rules.append(f"&diff{{ {u} - {w} }} <= {node.bound} :- {head}.")
+        self.rules.append(f"&diff{{ {w} - {u} }} <= {-node.bound - 1} :- not {head}.")
         return head
 
     def program(self) -> str:

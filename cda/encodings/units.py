@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import pint
 
-__all__ = ["registry", "check_unit", "factor", "dimension_name"]
+__all__ = ["registry", "check_unit", "factor", "affine", "dimension_name"]
 
 #: currencies are not convertible into each other, so each gets its own dimension
 CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CHF", "CNY")
@@ -51,6 +51,26 @@ def factor(from_unit: str, to_unit: str) -> Fraction | None:
         return None
     magnitude = ureg.Quantity(1, src).to(dst).magnitude
     return Fraction(magnitude).limit_denominator(10**12)
+
+
+@lru_cache(maxsize=4096)
+def affine(from_unit: str, to_unit: str) -> tuple[Fraction, Fraction] | None:
+    """(a, b) with value_in_to = a * value_in_from + b; b is non-zero only for offset units.
+
+    >>> affine("degC", "degF")
+    (Fraction(9, 5), Fraction(32, 1))
+    >>> affine("USD", "s") is None
+    True
+    """
+    ureg = registry()
+    src, dst = ureg.parse_units(from_unit), ureg.parse_units(to_unit)
+    if ureg.Quantity(1, src).dimensionality != ureg.Quantity(1, dst).dimensionality:
+        return None
+    zero = ureg.Quantity(0, src).to(dst).magnitude
+    one = ureg.Quantity(1, src).to(dst).magnitude
+    b = Fraction(zero).limit_denominator(10**12)
+    a = Fraction(one).limit_denominator(10**12) - b
+    return a, b
 
 
 def dimension_name(unit: str) -> str:

@@ -28,6 +28,7 @@ __all__ = [
     "Enumeration",
     "selector",
     "claim_key",
+    "soft_key",
     "make_backend",
     "available_backends",
     "BACKENDS",
@@ -44,6 +45,11 @@ def selector(clause_name: str) -> str:
 
 def claim_key(claim_name: str) -> str:
     return f"claim!{claim_name}"
+
+
+def soft_key(soft_name: str) -> str:
+    """The literal that is true exactly when soft clause ``soft_name`` is satisfied."""
+    return f"soft!{soft_name}"
 
 
 class Deadline:

@@ -1,7 +1,7 @@
 """The clingo backend: one grounded program, many solve calls under assumptions.
 
-Plain clingo for Boolean problems; clingo-dl when the problem's arithmetic is all
-difference constraints, clingcon (linear constraints over bounded integers) otherwise. Projection and optimisation are switched per call
+Plain clingo for Boolean problems; clingo-dl for metrics and event times (difference
+constraints; other linear sums are refused in favour of z3). Projection and optimisation are switched per call
 through clingo's runtime configuration, so the program is grounded once. The abducibles are
 the program's shown atoms, so enumerating hypotheses is clasp's native projective
 enumeration; any other projection adds blocking constraints in a fresh program part guarded
@@ -16,10 +16,10 @@ from typing import Any
 import clingo
 from clingo import ast as clingo_ast
 
-from cda.encodings.ir import GroundProblem, Linear, is_difference, walk
+from cda.encodings.ir import GroundProblem
 from cda.encodings.to_asp import AspEncoder
 from cda.errors import BackendUnavailable
-from cda.solver.backend import Deadline, Enumeration, Lit, Model, Outcome, _OutOfTime, claim_key, selector
+from cda.solver.backend import Deadline, Enumeration, Lit, Model, Outcome, _OutOfTime, claim_key, selector, soft_key
 
 __all__ = ["ClingoBackend"]
 
@@ -30,8 +30,7 @@ class ClingoBackend:
     def __init__(self, problem: GroundProblem, *, seed: int, deadline: Deadline, weights: dict[str, int]) -> None:
         self.problem = problem
         self.deadline = deadline
-        linear = [n for n in walk(problem.roots()) if isinstance(n, Linear)]
-        enc = AspEncoder("dl" if all(is_difference(n) for n in linear) else "csp")
+        enc = AspEncoder()
         for atom in problem.atoms:
             enc.atom_term(atom)
         for var in problem.numvars:
@@ -48,7 +47,11 @@ class ClingoBackend:
             enc.rules.append(f":- {enc.negate(key)}, {lit}.")
         self._has_soft = bool(problem.soft)
         for i, soft in enumerate(problem.soft):
-            enc.rules.append(f":~ {enc.negate(enc.lit(soft.node))}. [{weights[soft.name]}@0, {i}]")
+            lit = enc.lit(soft.node)
+            key = enc.atom_term(soft_key(soft.name))
+            enc.rules.append(f":- {key}, {enc.negate(lit)}.")
+            enc.rules.append(f":- {enc.negate(key)}, {lit}.")
+            enc.rules.append(f":~ {enc.negate(lit)}. [{weights[soft.name]}@0, {i}]")
         self._hyps = tuple(problem.hyp_atoms)
         enc.rules.append("#show.")
         enc.rules.extend(f"#show x({enc.atom_ids[a]}) : x({enc.atom_ids[a]})." for a in self._hyps)
@@ -57,17 +60,10 @@ class ClingoBackend:
         self.theory: Any = None
         if enc.uses_theory:
             try:
-                theory_class: Any
-                if enc.theory == "dl":
-                    from clingodl import ClingoDLTheory as theory_class
-                else:
-                    from clingcon import ClingconTheory as theory_class
-            except ImportError as exc:  # pragma: no cover - both are dependencies
-                raise BackendUnavailable(
-                    f"the clingo backend needs {'clingo-dl' if enc.theory == 'dl' else 'clingcon'} "
-                    "for metrics and event times; use backend='z3'"
-                ) from exc
-            self.theory = theory_class()
+                from clingodl import ClingoDLTheory
+            except ImportError as exc:  # pragma: no cover - clingo-dl is a dependency
+                raise BackendUnavailable("the clingo backend needs clingo-dl for metrics and event times") from exc
+            self.theory = ClingoDLTheory()
         self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
         if self.theory is not None:
             self.theory.register(self.ctl)
@@ -96,7 +92,7 @@ class ClingoBackend:
         if self.encoder.numvar_ids:
             values = {}
             for sym in m.symbols(theory=True):
-                if sym.match("__csp", 2) or sym.match("dl", 2):
+                if sym.match("dl", 2):
                     values[str(sym.arguments[0])] = sym.arguments[1].number
             for name, idx in self.encoder.numvar_ids.items():
                 out[name] = values.get(f"v({idx})", 0)  # clingo-dl omits nodes pinned to 0

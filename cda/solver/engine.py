@@ -26,7 +26,7 @@ from cda.contracts.result import Conflict, Hypothesis, NextTest, SolveResult, Ve
 from cda.encodings.evaluate import evaluate_many
 from cda.encodings.ir import Atom, Claim, GroundProblem, walk
 from cda.errors import EvaluatorDisagreement
-from cda.solver.backend import Backend, Deadline, Lit, Model, _OutOfTime, claim_key, make_backend, selector
+from cda.solver.backend import Backend, Deadline, Lit, Model, _OutOfTime, claim_key, make_backend, selector, soft_key
 from cda.solver.cores import marco, quickxplain
 from cda.solver.information import information_gain, posterior
 
@@ -98,6 +98,34 @@ class _Run:
         violated = [s for s, ok in zip(self.p.soft, values) if not ok]
         return sum((s.weight for s in violated), Fraction(0)), [s.name for s in violated]
 
+    def _minimize(self, lits: list[Lit], why: str) -> Model | None:
+        best = self.b.minimize(lits)
+        if best.status == "unknown":
+            raise _OutOfTime()
+        return self.verified(best.model, lits, why) if best.status == "sat" else None
+
+    def cheapest(self, lits: list[Lit], assumed: frozenset[str]) -> Model:
+        """A least-cost model under ``lits`` whose violated soft clauses are canonical.
+
+        Several cheapest models may violate different soft clauses. Going through the soft
+        clauses in source order, each is kept satisfied when some cheapest model satisfies it
+        together with those kept before — a question about the problem, not about the backend,
+        so both backends report the same ``violated`` list.
+        """
+        model = self._minimize(lits, "cost of a hypothesis")
+        if model is None:
+            raise EvaluatorDisagreement(f"{self.b.name}: hypothesis {sorted(assumed)} has no model when minimising")
+        best, _ = self.cost_of(model)
+        kept: list[Lit] = []
+        for soft, ok in zip(self.p.soft, evaluate_many(self._soft_nodes, model)):
+            if not ok:
+                trial = self._minimize(lits + kept + [(soft_key(soft.name), True)], "canonical violations")
+                if trial is None or self.cost_of(trial)[0] != best:
+                    continue
+                model = trial
+            kept.append((soft_key(soft.name), True))
+        return model
+
     def hyp_lits(self, assumed: frozenset[str]) -> list[Lit]:
         return [(a, a in assumed) for a in self.hyps]
 
@@ -131,13 +159,7 @@ class _Run:
                 raise EvaluatorDisagreement(f"{self.b.name} enumerated hypothesis {sorted(assumed)} twice")
             seen.add(assumed)
             if self.p.soft and not self._soft_on_hyps_only:
-                lits = self.base + self.hyp_lits(assumed)
-                best = self.b.minimize(lits)
-                if best.status != "sat":
-                    raise _OutOfTime() if best.status == "unknown" else EvaluatorDisagreement(
-                        f"{self.b.name}: hypothesis {sorted(assumed)} has no model when minimising"
-                    )
-                model = self.verified(best.model, lits, "cost of a hypothesis")
+                model = self.cheapest(self.base + self.hyp_lits(assumed), assumed)
             cost, violated = self.cost_of(model)
             out.append((assumed, cost, violated, model))
         out.sort(key=lambda h: (h[1], len(h[0]), sorted(h[0])))

@@ -11,8 +11,8 @@ __all__ = ["choose_backend"]
 
 def choose_backend(problem: GroundProblem, requested: str) -> str:
     """``auto`` picks clingo for purely Boolean problems (fast projective enumeration) and z3
-    when there are metrics or event times (native integer arithmetic); clingo handles those
-    too, through clingcon, when asked for by name.
+    when there are metrics or event times (native integer arithmetic); clingo decides those
+    too, through clingo-dl, when asked for by name and all constraints are differences.
 
     >>> from cda.encodings.ir import NodeFactory
     >>> choose_backend(GroundProblem(NodeFactory()), "auto")

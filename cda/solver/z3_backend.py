@@ -8,7 +8,7 @@ import z3
 
 from cda.encodings.ir import NUM_MAX, NUM_MIN, GroundProblem
 from cda.encodings.to_z3 import Z3Encoder
-from cda.solver.backend import Deadline, Enumeration, Lit, Model, Outcome, _OutOfTime, claim_key, selector
+from cda.solver.backend import Deadline, Enumeration, Lit, Model, Outcome, _OutOfTime, claim_key, selector, soft_key
 
 __all__ = ["Z3Backend"]
 
@@ -37,6 +37,8 @@ class Z3Backend:
             self._structure.append(z3.Implies(self.enc.bool_var(selector(clause.name)), self.enc.encode(clause.node)))
         for claim in problem.claims:
             self._structure.append(self.enc.bool_var(claim_key(claim.name)) == self.enc.encode(claim.node))
+        for soft in problem.soft:
+            self._structure.append(self.enc.bool_var(soft_key(soft.name)) == self.enc.encode(soft.node))
         self._soft = [(self.enc.encode(s.node), weights[s.name]) for s in problem.soft]
         self.solver.add(self._structure)
         self._opt: z3.Optimize | None = None

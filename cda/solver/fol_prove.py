@@ -1,0 +1,637 @@
+"""Proving and refuting first-order claims: supported / refuted / inconclusive, honestly.
+
+For premises P1…Pn and a claim C (DESIGN.md, "Verdicts"):
+
+* **supported** when P ∧ ¬C is unsatisfiable; ``premises_used`` is the canonical minimal set
+  (QuickXplain over the premises in source order, with ¬C as fixed context);
+* **refuted** when P ∧ C is unsatisfiable; ``premises_used`` is found the same way with C as
+  the fixed context;
+* **inconclusive** otherwise, with two small worlds — one where C holds, one where it fails —
+  each re-checked against every premise by the independent evaluator
+  (:func:`cda.encodings.fol.evaluate`) before it is shown. A solver ``unknown`` or a timeout is
+  also *inconclusive* (``unknown`` is true and ``reason`` says why), never supported or refuted.
+  When the premises contradict each other, ``conflict`` holds a minimal inconsistent subset.
+
+Backends. Open-domain FOL is compiled to z3 with one uninterpreted sort, one z3 function per
+predicate and function symbol, constants as z3 constants; z3 decides the effectively
+propositional (EPR) fragment. Outside it, z3 may answer ``unknown``; then a finite-model search
+(domains of 1…6 elements, quantifiers expanded) looks for the worlds. ASP cannot decide
+open-domain FOL, so ``clingo`` is offered only when the domain is declared finite: the
+problem is then grounded (:func:`cda.encodings.fol.ground_claim`) and solved by the ordinary
+clingo backend. ``cross_check=True`` solves again on the other backend (for an open domain,
+clingo over the Herbrand universe of an EPR problem) and lowers a verdict the two disagree on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import product
+from typing import Any, Literal, Protocol
+
+import z3
+from pydantic import BaseModel, ConfigDict, Field
+
+from cda.encodings.fol import (
+    And,
+    Atom,
+    BoolConst,
+    Eq,
+    FOLProblem,
+    Formula,
+    Fragment,
+    GroundedClaim,
+    Iff,
+    Implies,
+    Not,
+    Or,
+    Statement,
+    Structure,
+    Term,
+    Xor,
+    build_problem,
+    evaluate,
+    fragment,
+    ground_claim,
+    herbrand_structure,
+    minimise,
+)
+from cda.errors import BackendUnavailable, BackendUnsupported, CDAError, EvaluatorDisagreement
+from cda.solver.backend import Deadline, _OutOfTime, claim_key, make_backend, selector
+from cda.solver.cores import quickxplain
+
+__all__ = [
+    "World",
+    "ProofResult",
+    "prove",
+    "prove_all",
+    "choose_fol_backend",
+    "OPEN_DOMAIN_NOTE",
+    "FINITE_SEARCH_SIZES",
+]
+
+#: the router's one sentence about open domains
+OPEN_DOMAIN_NOTE = (
+    "ASP (clingo) cannot decide first-order logic over an open domain, so z3 decides this problem."
+)
+#: domain sizes tried, in order, by the finite-model search
+FINITE_SEARCH_SIZES = range(1, 7)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class World(_Model):
+    """A finite world: its elements, what each constant names, and the true ground atoms
+    (every atom not listed is false)."""
+
+    claim_holds: bool
+    domain: list[str] = Field(description="the elements; each is named after a constant denoting it when there is one")
+    aliases: dict[str, str] = Field(description="constants that denote an element named otherwise")
+    functions: list[str] = Field(description="function values, e.g. 'f(a) = b'")
+    true_atoms: list[str]
+
+    def text(self) -> str:
+        """One line per part, e.g. ``domain {tom, e1}`` then ``true: Cat(tom)``."""
+        side = "holds" if self.claim_holds else "fails"
+        out = [f"a world where the claim {side}: domain {{{', '.join(self.domain)}}}"]
+        if self.aliases:
+            out.append("  " + ", ".join(f"{c} = {e}" for c, e in self.aliases.items()))
+        if self.functions:
+            out.append("  " + ", ".join(self.functions))
+        out.append("  true: " + (", ".join(self.true_atoms) if self.true_atoms else "(nothing)"))
+        return "\n".join(out)
+
+
+class ProofResult(_Model):
+    """The answer for one claim."""
+
+    claim_name: str
+    claim: str
+    status: Literal["supported", "refuted", "inconclusive"]
+    premises_used: list[str] = Field(
+        description="supported/refuted: a minimal set of premises that forces the answer, in source order"
+    )
+    minimal: bool = Field(description="premises_used is the canonical minimal set (QuickXplain)")
+    conflict: list[str] | None = Field(description="when the premises contradict each other: a minimal such subset")
+    worlds: list[World] = Field(description="inconclusive: a world where the claim holds and one where it fails")
+    fragment: str
+    fragment_detail: str
+    backend: str
+    reason: str
+    unknown: bool = Field(description="inconclusive because a solver said unknown or time ran out")
+    cross_check: Literal["agree", "disagree", "skipped"] | None
+    notes: list[str]
+
+    def text(self) -> str:
+        """The human-readable report."""
+        out = [f"{self.claim_name}: {self.claim}", f"  {self.status.upper()} — {self.reason}"]
+        if self.status != "inconclusive":
+            used = ", ".join(self.premises_used) or "none (the claim decides itself)"
+            out.append(f"  premises used: {used}" + ("" if self.minimal else " (not minimised)"))
+        if self.conflict is not None:
+            out.append(f"  conflicting premises: {', '.join(self.conflict)}")
+        for w in self.worlds:
+            out.extend("  " + line for line in w.text().splitlines())
+        out.append(f"  fragment: {self.fragment} ({self.fragment_detail}); backend: {self.backend}")
+        if self.cross_check is not None:
+            out.append(f"  cross-check: {self.cross_check}")
+        out.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(out)
+
+
+# ---- routing --------------------------------------------------------------------------------
+def choose_fol_backend(problem: FOLProblem, requested: str = "auto") -> tuple[str, str | None]:
+    """The backend for ``problem`` and the router's note, if any.
+
+    >>> p = build_problem(["∀x (Cat(x) → Pet(x))"], "Pet(tom)")
+    >>> choose_fol_backend(p, "auto")[1]
+    'ASP (clingo) cannot decide first-order logic over an open domain, so z3 decides this problem.'
+    >>> choose_fol_backend(build_problem(["Cat(tom)"], "Cat(tom)", domain=["tom"]), "clingo")
+    ('clingo', None)
+    """
+    if requested not in ("auto", "z3", "clingo"):
+        raise BackendUnsupported(f"unknown backend '{requested}' (choose auto, z3, clingo)")
+    if problem.domain is None:
+        if requested == "clingo":
+            raise BackendUnsupported(
+                "ASP (clingo) cannot decide first-order logic over an open domain; declare a finite "
+                "domain ('domain a, b, c') or use backend='z3'"
+            )
+        return "z3", (OPEN_DOMAIN_NOTE if requested == "auto" else None)
+    return ("z3" if requested == "auto" else requested), None
+
+
+# ---- oracles: "are these premises, with the claim true/false/absent, satisfiable?" -----------
+Check = tuple[str, Any, str]  # (status, raw model when sat, reason when unknown)
+
+
+class _Oracle(Protocol):
+    def check(self, premises: Sequence[str], claim: bool | None) -> Check:
+        """``sat``/``unsat``/``unknown`` for the named premises with the claim true, false or absent."""
+        ...
+
+    def structure(self, model: Any) -> Structure:
+        """The finite structure a ``sat`` answer's model describes."""
+        ...
+
+
+class _Z3Oracle:
+    """Direct FOL → z3. ``mode``: ``open`` (an uninterpreted sort, z3 quantifiers), ``closed``
+    (the declared domain as an enumeration, constants are its elements) or ``finite`` (an
+    enumeration of ``size`` anonymous elements that constants may denote in any way);
+    ``closed`` and ``finite`` expand quantifiers over the elements."""
+
+    def __init__(
+        self,
+        problem: FOLProblem,
+        claim: Statement,
+        deadline: Deadline,
+        mode: Literal["open", "closed", "finite"] = "open",
+        size: int = 0,
+        cap: float | None = None,
+    ) -> None:
+        self.problem = problem
+        self.claim = claim
+        self.deadline = deadline
+        self.mode = mode
+        self.cap = cap
+        ctx = self.ctx = z3.Context()
+        sig = problem.signature
+        self.values: list[z3.ExprRef] = []
+        if mode == "open":
+            self.sort: z3.SortRef = z3.DeclareSort("U", ctx)
+        else:
+            names = list(problem.domain or ()) if mode == "closed" else [f"e{i}" for i in range(1, size + 1)]
+            self.sort, self.values = z3.EnumSort("D", names, ctx=ctx)
+        self.consts: dict[str, z3.ExprRef] = {}
+        for c in sig.constants:
+            if mode == "closed":
+                self.consts[c] = self.values[list(problem.domain or ()).index(c)]
+            else:
+                self.consts[c] = z3.Const(f"c!{c}", self.sort)
+        self.funcs = {
+            f: z3.Function(f"f!{f}/{n}", *([self.sort] * n), self.sort) for f, n in sig.functions.items() if n > 0
+        }
+        boolean = z3.BoolSort(ctx)
+        self.preds: dict[str, Any] = {
+            p: (z3.Bool(f"p!{p}", ctx) if n == 0 else z3.Function(f"p!{p}/{n}", *([self.sort] * n), boolean))
+            for p, n in sig.predicates.items()
+        }
+        self._fresh = 0
+        self.solver = z3.Solver(ctx=ctx)
+        self.sel = {st.name: z3.Bool(f"sel!{st.name}", ctx) for st in problem.premises}
+        for st in problem.premises:
+            self.solver.add(z3.Implies(self.sel[st.name], self.compile(st.formula, {})))
+        body = self.compile(claim.formula, {})
+        self.claim_true = z3.Bool("claim!true", ctx)
+        self.claim_false = z3.Bool("claim!false", ctx)
+        self.solver.add(z3.Implies(self.claim_true, body), z3.Implies(self.claim_false, z3.Not(body)))
+
+    # -- compile
+    def term(self, t: Term, env: dict[str, z3.ExprRef]) -> z3.ExprRef:
+        if not t.args:
+            return env[t.name] if t.name in env else self.consts[t.name]
+        return self.funcs[t.name](*[self.term(a, env) for a in t.args])  # type: ignore[no-any-return]
+
+    def compile(self, f: Formula, env: dict[str, z3.ExprRef]) -> z3.BoolRef:
+        ctx = self.ctx
+        if isinstance(f, Atom):
+            p = self.preds[f.pred]
+            return p if not f.args else p(*[self.term(a, env) for a in f.args])  # type: ignore[no-any-return]
+        if isinstance(f, Eq):
+            return self.term(f.lhs, env) == self.term(f.rhs, env)  # type: ignore[return-value]
+        if isinstance(f, BoolConst):
+            return z3.BoolVal(f.value, ctx)
+        if isinstance(f, Not):
+            return z3.Not(self.compile(f.arg, env))
+        if isinstance(f, And):
+            return z3.And([self.compile(a, env) for a in f.args])
+        if isinstance(f, Or):
+            return z3.Or([self.compile(a, env) for a in f.args])
+        if isinstance(f, Implies):
+            return z3.Implies(self.compile(f.lhs, env), self.compile(f.rhs, env))
+        if isinstance(f, Iff):
+            return self.compile(f.lhs, env) == self.compile(f.rhs, env)  # type: ignore[return-value]
+        if isinstance(f, Xor):
+            return z3.Xor(self.compile(f.lhs, env), self.compile(f.rhs, env))
+        if self.mode != "open":
+            parts = [self.compile(f.body, {**env, f.var: v}) for v in self.values]
+            return z3.And(parts) if f.kind == "forall" else z3.Or(parts)
+        self._fresh += 1
+        x = z3.Const(f"{f.var}!{self._fresh}", self.sort)
+        body = self.compile(f.body, {**env, f.var: x})
+        return z3.ForAll([x], body) if f.kind == "forall" else z3.Exists([x], body)
+
+    # -- ask
+    def check(self, premises: Sequence[str], claim: bool | None) -> Check:
+        left = self.deadline.remaining()
+        if self.cap is not None:
+            left = self.cap if left is None else min(left, self.cap)
+        if left is not None:
+            if left <= 0:
+                return "unknown", None, "time ran out"
+            self.solver.set("timeout", max(1, int(left * 1000)))
+        lits = [self.sel[n] for n in premises]
+        if claim is not None:
+            lits.append(self.claim_true if claim else self.claim_false)
+        r = self.solver.check(*lits)
+        if r == z3.sat:
+            return "sat", self.solver.model(), ""
+        if r == z3.unsat:
+            return "unsat", None, ""
+        reason = self.solver.reason_unknown()
+        if reason in ("timeout", "canceled") or (self.deadline.remaining() == 0):
+            reason = "time ran out"
+        return "unknown", None, f"z3 returned unknown ({reason})"
+
+    # -- decode
+    def structure(self, m: z3.ModelRef) -> Structure:
+        sig = self.problem.signature
+        if self.mode == "open":
+            universe = list(m.get_universe(self.sort) or [])
+            if not universe:  # the sort is unconstrained: any one element will do
+                universe = [m.eval(z3.Const("any!", self.sort), model_completion=True)]
+        else:
+            universe = list(self.values)
+        ctx = self.ctx
+        key = {z3.Z3_get_ast_id(ctx.ref(), e.as_ast()): i for i, e in enumerate(universe)}
+
+        def index(term: z3.ExprRef | z3.Ast) -> int:
+            ast = term.as_ast() if isinstance(term, z3.ExprRef) else term
+            ident = z3.Z3_get_ast_id(ctx.ref(), _value(ctx, m, ast))
+            if ident not in key:
+                raise EvaluatorDisagreement("z3 gave a term a value outside the domain of its model")
+            return key[ident]
+
+        names: dict[int, str] = {}
+        constants: dict[str, str] = {}
+        if self.mode == "closed":
+            names = {i: str(e) for i, e in enumerate(universe)}
+        for c in sig.constants:
+            names.setdefault(index(self.consts[c]), c)
+        taken = set(sig.functions) | set(names.values())
+        counter = 0
+        for i in range(len(universe)):
+            if i not in names:
+                counter += 1
+                while f"e{counter}" in taken:
+                    counter += 1
+                names[i] = f"e{counter}"
+        for c in sig.constants:
+            constants[c] = names[index(self.consts[c])]
+        rank = {c: k for k, c in enumerate(self.problem.domain or sig.constants)}
+        named_first = sorted(range(len(universe)), key=lambda i: (rank.get(names[i], len(rank)), i))
+        domain = tuple(names[i] for i in named_first)
+        functions: dict[str, dict[tuple[str, ...], str]] = {}
+        for f, n in sig.functions.items():
+            if n == 0:
+                continue
+            table = functions[f] = {}
+            decl = self.funcs[f]
+            for idx in product(range(len(universe)), repeat=n):
+                value = index(_app(ctx, decl, [universe[i] for i in idx]))
+                table[tuple(names[i] for i in idx)] = names[value]
+        relations: dict[str, frozenset[tuple[str, ...]]] = {}
+        for p, n in sig.predicates.items():
+            if n == 0:
+                relations[p] = frozenset({()}) if z3.is_true(m.eval(self.preds[p], model_completion=True)) else frozenset()
+                continue
+            rows = set()
+            decl = self.preds[p]
+            for idx in product(range(len(universe)), repeat=n):
+                value = _value(ctx, m, _app(ctx, decl, [universe[i] for i in idx]))
+                if z3.Z3_get_bool_value(ctx.ref(), value) == z3.Z3_L_TRUE:
+                    rows.add(tuple(names[i] for i in idx))
+            relations[p] = frozenset(rows)
+        return Structure(domain, constants, functions, relations)
+
+
+def _app(ctx: z3.Context, decl: z3.FuncDeclRef, args: Sequence[z3.ExprRef]) -> z3.Ast:
+    """``decl(args)`` through the C API: the Python wrapper's argument coercion is the
+    bottleneck when a world is read off a model atom by atom."""
+    arr = (z3.Ast * len(args))(*[a.as_ast() for a in args])
+    return z3.Z3_mk_app(ctx.ref(), decl.ast, len(args), arr)
+
+
+def _value(ctx: z3.Context, m: z3.ModelRef, term: z3.Ast) -> z3.Ast:
+    out = (z3.Ast * 1)()
+    if not z3.Z3_model_eval(ctx.ref(), m.model, term, True, out):
+        raise EvaluatorDisagreement("z3 could not evaluate a term in its own model")
+    return out[0]
+
+
+class _GroundOracle:
+    """The problem grounded to the IR and asked of an ordinary backend (clingo or z3)."""
+
+    def __init__(self, problem: FOLProblem, claim: Statement, deadline: Deadline, backend: str) -> None:
+        self.grounded: GroundedClaim = ground_claim(problem, claim)
+        self.deadline = deadline
+        self.backend = make_backend(backend, self.grounded.problem, seed=0, deadline=deadline, weights={})
+
+    def check(self, premises: Sequence[str], claim: bool | None) -> Check:
+        lits = [(selector(n), True) for n in premises]
+        if claim is not None:
+            lits.append((claim_key("claim" if claim else "negated"), True))
+        try:
+            out = self.backend.check(lits)
+        except _OutOfTime:
+            return "unknown", None, "time ran out"
+        if out.status == "unknown":
+            return "unknown", None, f"{self.backend.name} returned unknown (time ran out)"
+        return out.status, out.model, ""
+
+    def structure(self, model: Any) -> Structure:
+        return herbrand_structure(self.grounded, model)
+
+
+# ---- the decision -----------------------------------------------------------------------
+class _Undecided(CDAError):
+    """Internal: an oracle call inside QuickXplain came back unknown."""
+
+
+def _world(s: Structure, claim_holds: bool, problem: FOLProblem) -> World:
+    order = {name: i for i, name in enumerate(s.domain)}
+    atoms: list[str] = []
+    for p in problem.signature.predicates:
+        rows = sorted(s.relations.get(p, frozenset()), key=lambda r: [order[x] for x in r])
+        atoms.extend(f"{p}({', '.join(r)})" if r else p for r in rows)
+    functions = [
+        f"{f}({', '.join(args)}) = {v}"
+        for f, table in s.functions.items()
+        for args, v in sorted(table.items(), key=lambda kv: [order[x] for x in kv[0]])
+    ]
+    aliases = {c: e for c, e in s.constants.items() if c != e}
+    return World(claim_holds=claim_holds, domain=list(s.domain), aliases=aliases, functions=functions, true_atoms=atoms)
+
+
+def _verified(s: Structure, problem: FOLProblem, claim: Statement, claim_holds: bool, who: str) -> Structure:
+    """Re-check a world against every premise and the claim with the independent evaluator,
+    then shrink it (dropping unnamed elements and true atoms the formulas do not need)."""
+    for st in problem.premises:
+        if not evaluate(st.formula, s):
+            raise EvaluatorDisagreement(f"{who} returned a world in which premise {st.name} is false")
+    if evaluate(claim.formula, s) != claim_holds:
+        raise EvaluatorDisagreement(f"{who} returned a world in which the claim is {not claim_holds}")
+    hold = [st.formula for st in problem.premises]
+    return minimise(s, hold + [claim.formula] if claim_holds else hold, [] if claim_holds else [claim.formula])
+
+
+class _Decision:
+    def __init__(self, oracle: _Oracle, problem: FOLProblem, claim: Statement, backend: str) -> None:
+        self.oracle = oracle
+        self.problem = problem
+        self.claim = claim
+        self.backend = backend
+        self.names = [st.name for st in problem.premises]
+        self._memo: dict[tuple[frozenset[str], bool | None], Check] = {}
+        self.notes: list[str] = []
+
+    def ask(self, premises: Sequence[str], claim: bool | None) -> Check:
+        key = (frozenset(premises), claim)
+        if key not in self._memo:
+            self._memo[key] = self.oracle.check(premises, claim)
+        return self._memo[key]
+
+    def core(self, claim: bool | None) -> tuple[list[str], bool]:
+        def is_sat(subset: Sequence[str]) -> bool:
+            status, _m, _r = self.ask(subset, claim)
+            if status == "unknown":
+                raise _Undecided()
+            return status == "sat"
+
+        try:
+            found = quickxplain(self.names, is_sat)
+        except _Undecided:
+            self.notes.append("a solver call came back unknown while minimising; all premises are listed")
+            return list(self.names), False
+        return (found if found is not None else list(self.names)), True
+
+
+def _result(problem: FOLProblem, claim: Statement, frag: Fragment, backend: str, **fields: Any) -> ProofResult:
+    base: dict[str, Any] = dict(
+        claim_name=claim.name, claim=claim.text, premises_used=[], minimal=True, conflict=None, worlds=[],
+        fragment=frag.name, fragment_detail=frag.detail, backend=backend, unknown=False, cross_check=None, notes=[],
+    )
+    base.update(fields)
+    return ProofResult(**base)
+
+
+def _finite_search(problem: FOLProblem, claim: Statement, value: bool, deadline: Deadline) -> Structure | None:
+    """A model of the premises with the claim ``value``, over 1…6 elements, or None."""
+    names = [st.name for st in problem.premises]
+    for size in FINITE_SEARCH_SIZES:
+        if deadline.remaining() == 0:
+            return None
+        oracle = _Z3Oracle(problem, claim, deadline, mode="finite", size=size)
+        status, model, _ = oracle.check(names, value)
+        if status == "sat":
+            return _verified(oracle.structure(model), problem, claim, value, f"finite-model search (size {size})")
+    return None
+
+
+def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragment, backend: str, deadline: Deadline) -> ProofResult:
+    d = _Decision(oracle, problem, claim, backend)
+    names = d.names
+    a_status, a_model, a_reason = d.ask(names, False)  # premises ∧ ¬claim
+    b_status, b_model, b_reason = d.ask(names, True)  # premises ∧ claim
+    if a_status == "unsat" and b_status == "unsat":
+        conflict, minimal = d.core(None)
+        return _result(
+            problem, claim, frag, backend, status="inconclusive", conflict=conflict, minimal=minimal,
+            reason="the premises contradict each other, so they entail the claim and its negation alike",
+            notes=d.notes,
+        )
+    if a_status == "unsat" or b_status == "unsat":
+        supported = a_status == "unsat"
+        if (b_status if supported else a_status) == "unknown":
+            d.notes.append("could not confirm that the premises are consistent with the answer (unknown)")
+        used, minimal = d.core(not supported)
+        reason = "the premises entail the claim" if supported else "the premises entail the negation of the claim"
+        return _result(
+            problem, claim, frag, backend, status="supported" if supported else "refuted",
+            premises_used=used, minimal=minimal, reason=reason, notes=d.notes,
+        )
+    worlds: dict[bool, Structure] = {}
+    used_backend = backend
+    for value, (status, model) in ((True, (b_status, b_model)), (False, (a_status, a_model))):
+        if status == "sat":
+            worlds[value] = _verified(oracle.structure(model), problem, claim, value, backend)
+    missing = [v for v in (True, False) if v not in worlds]
+    if missing and isinstance(oracle, _Z3Oracle) and oracle.mode == "open":
+        for value in missing:
+            found = _finite_search(problem, claim, value, deadline)
+            if found is not None:
+                worlds[value] = found
+                used_backend = f"{backend} + finite-model search"
+        if used_backend != backend:
+            d.notes.append("z3 could not decide one side; finite-model search (1–6 elements) found its world")
+    if len(worlds) == 2:
+        return _result(
+            problem, claim, frag, used_backend, status="inconclusive",
+            worlds=[_world(worlds[True], True, problem), _world(worlds[False], False, problem)],
+            reason="the premises allow the claim to hold and to fail", notes=d.notes,
+        )
+    reasons = [r for r in (a_reason, b_reason) if r]
+    why = "; ".join(dict.fromkeys(reasons)) or "undecided"
+    if not frag.decidable:
+        why += f" — the problem is outside the decidable fragments ({frag.detail})"
+        if isinstance(oracle, _Z3Oracle) and oracle.mode == "open":
+            why += "; no world with up to 6 elements settles it"
+    return _result(
+        problem, claim, frag, used_backend, status="inconclusive", unknown=True,
+        worlds=[_world(s, v, problem) for v, s in sorted(worlds.items(), reverse=True)],
+        reason=why, notes=d.notes,
+    )
+
+
+def _oracle(problem: FOLProblem, claim: Statement, backend: str, deadline: Deadline, frag: Fragment) -> _Oracle:
+    if backend == "clingo":
+        return _GroundOracle(problem, claim, deadline, "clingo")
+    if problem.domain is not None:
+        return _Z3Oracle(problem, claim, deadline, mode="closed")
+    cap = None
+    if not frag.decidable and deadline.seconds is not None:
+        cap = max(0.05, deadline.seconds / 4)  # leave time for the finite-model search
+    return _Z3Oracle(problem, claim, deadline, mode="open", cap=cap)
+
+
+def _can_ground(problem: FOLProblem, frag: Fragment) -> bool:
+    if problem.domain is not None:
+        return not problem.signature.function_symbols
+    return frag.name in ("ground", "epr") and not problem.has_equality and not problem.signature.function_symbols
+
+
+def _compare(first: ProofResult, second: ProofResult) -> list[str]:
+    diffs = []
+    for field in ("status", "premises_used", "conflict", "unknown"):
+        a, b = getattr(first, field), getattr(second, field)
+        if a != b:
+            diffs.append(f"{field}: {first.backend} says {a}, {second.backend} says {b}")
+    return diffs
+
+
+def _prove_one(
+    problem: FOLProblem, claim: Statement, timeout: float | None, backend: str, cross_check: bool
+) -> ProofResult:
+    name, note = choose_fol_backend(problem, backend)
+    deadline = Deadline(timeout)
+    frag = fragment(problem, claim)
+    result = _decide(_oracle(problem, claim, name, deadline, frag), problem, claim, frag, name, deadline)
+    if note:
+        result.notes.insert(0, note)
+    if not cross_check:
+        return result
+    other = "clingo" if name == "z3" else "z3"
+    if result.unknown or not _can_ground(problem, frag):
+        why = "a side is undecided" if result.unknown else "the problem cannot be grounded (not EPR, or equality/functions)"
+        result.cross_check = "skipped"
+        result.notes.append(f"cross-check skipped: {why}")
+        return result
+    try:
+        second = _decide(_oracle(problem, claim, other, Deadline(timeout), frag), problem, claim, frag, other, deadline)
+    except (BackendUnavailable, BackendUnsupported) as exc:
+        result.cross_check = "skipped"
+        result.notes.append(f"cross-check skipped: {exc}")
+        return result
+    diffs = _compare(result, second)
+    if second.unknown:
+        result.cross_check = "skipped"
+        result.notes.append(f"cross-check skipped: {other} did not decide ({second.reason})")
+    elif diffs:
+        result.cross_check = "disagree"
+        result.notes.extend(f"BACKENDS DISAGREE: {d}" for d in diffs)
+        if result.status != "inconclusive":
+            result.status = "inconclusive"
+            result.reason = f"{name} and {other} disagree; see notes"
+    else:
+        result.cross_check = "agree"
+        how = "over the declared domain" if problem.domain is not None else "grounded over the Herbrand universe"
+        result.notes.append(f"cross-checked: {other} ({how}) agrees")
+    return result
+
+
+def prove(
+    premises: Sequence[str | tuple[str, str]] | FOLProblem,
+    claim: str | tuple[str, str] | Statement | None = None,
+    timeout: float | None = 10.0,
+    *,
+    backend: str = "auto",
+    domain: Sequence[str] | None = None,
+    cross_check: bool = False,
+) -> ProofResult:
+    """Decide whether ``premises`` support, refute, or leave open ``claim``.
+
+    ``premises`` are formula strings or ``(name, formula)`` pairs (unnamed ones are ``p1, p2,
+    …``), or an already checked :class:`~cda.encodings.fol.FOLProblem` (then ``claim`` may be
+    one of its claims or None for its only claim). Raises ``DSLSyntaxError``/``DSLTypeError``
+    for malformed logic; never guesses.
+
+    >>> r = prove(["∀x (Cat(x) → Pet(x))", "Cat(tom)", "Dog(rex)"], "Pet(tom)")
+    >>> r.status, r.premises_used, r.fragment
+    ('supported', ['p1', 'p2'], 'epr')
+    >>> r = prove(["∀x (Cat(x) → Pet(x))", "Cat(tom)"], "Pet(rex)")
+    >>> r.status, [w.claim_holds for w in r.worlds]
+    ('inconclusive', [True, False])
+    """
+    if isinstance(premises, FOLProblem):
+        problem = premises
+        if isinstance(claim, Statement):
+            target = claim
+        elif claim is None and len(problem.claims) == 1:
+            target = problem.claims[0]
+        else:
+            raise CDAError("pass one of the problem's claims (or a problem with exactly one claim)")
+    else:
+        if claim is None or isinstance(claim, Statement):
+            raise CDAError("a claim is required")
+        problem = build_problem(premises, [claim], domain=domain)
+        target = problem.claims[0]
+    return _prove_one(problem, target, timeout, backend, cross_check)
+
+
+def prove_all(
+    problem: FOLProblem, timeout: float | None = 10.0, *, backend: str = "auto", cross_check: bool = False
+) -> list[ProofResult]:
+    """Every claim of ``problem``, each against all premises; ``timeout`` is per claim."""
+    return [_prove_one(problem, c, timeout, backend, cross_check) for c in problem.claims]
