@@ -126,3 +126,34 @@ def test_console_script_and_module_entry_point() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["hypotheses"][0]["assumed"] == ["use(onprem)"]
+
+
+def test_prove_command_on_the_fol_example() -> None:
+    code, out, _ = run("prove", str(EXAMPLES / "syllogism.fol"), "--json")
+    data = json.loads(out)
+    statuses = {r["claim_name"]: r["status"] for r in data["results"]}
+    assert statuses == {"c1": "supported", "c2": "refuted", "c3": "inconclusive"}
+    assert code == 1  # not every claim is supported
+
+
+def test_prove_command_reports_malformed_logic(tmp_path: Path) -> None:
+    f = tmp_path / "bad.fol"
+    f.write_text("premise p1: ∀x (Man(x) → Mortal(x)\nclaim c: Mortal(socrates)\n")
+    code, out, err = run("prove", str(f))
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith(f"{f}:1:")
+
+
+FOLIO = ROOT.parent / "shared" / "data" / "folio" / "folio-v0.0-validation-dev.jsonl"
+
+
+@pytest.mark.skipif(not FOLIO.exists(), reason=f"FOLIO data not found at {FOLIO} (see ../shared/data/README.md)")
+def test_bench_folio_command_json() -> None:
+    code, out, _ = run("bench", "folio", str(FOLIO), "--json")
+    data = json.loads(out)
+    assert data["total"] == 104 and len(data["results"]) == 104
+    assert [r["index"] for r in data["results"]] == list(range(104))
+    misses = [r for r in data["results"] if r["predicted"] != r["gold"]]
+    # every miss is explained, and none is an engine error (exit 0 says so)
+    assert all(r["reason"] for r in misses)
+    assert code == 0

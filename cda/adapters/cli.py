@@ -1,4 +1,5 @@
-"""The ``cda`` command: ``cda solve FILE`` and ``cda check FILE``.
+"""The ``cda`` command: ``cda solve FILE``, ``cda check FILE``, ``cda prove FILE.fol``,
+``cda bench folio FILE.jsonl``.
 
 Exit codes: 0 answered, 1 a prove/disprove goal failed, 2 bad input, 3 timeout/unknown.
 Mistakes in the input print like a compiler (``file:line:col: error: …`` and a caret) and
@@ -40,6 +41,18 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="parse and type-check only")
     c.add_argument("file", type=Path)
     c.add_argument("--ken", type=Path, action="append", default=[])
+    pr = sub.add_parser("prove", help="prove or refute first-order claims (a .fol file; see docs/fol.md)")
+    pr.add_argument("file", type=Path)
+    pr.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
+    pr.add_argument("--timeout", type=float, default=10.0)
+    pr.add_argument("--json", action="store_true")
+    pr.add_argument("--cross-check", action="store_true", help="re-solve on the other backend and compare")
+    b = sub.add_parser("bench", help="run a benchmark data set")
+    bsub = b.add_subparsers(dest="suite", required=True)
+    folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
+    folio.add_argument("file", type=Path)
+    folio.add_argument("--json", action="store_true")
+    folio.add_argument("--timeout", type=float, default=10.0, help="per example, seconds")
     return p
 
 
@@ -104,6 +117,16 @@ def _exit_code(result: SolveResult) -> int:
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
     args = _parser().parse_args(argv)
+    if args.command == "prove":
+        from cda.adapters.fol_cli import main_prove
+
+        return main_prove(
+            args.file, args.json, out, err=err, timeout=args.timeout, backend=args.backend, cross_check=args.cross_check
+        )
+    if args.command == "bench":
+        from cda.adapters.folio_bench import main_bench
+
+        return main_bench(args.file, args.json, out, timeout=args.timeout)
     try:
         ken = None
         if args.ken:
