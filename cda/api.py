@@ -133,7 +133,10 @@ def solve(
     if k < 1:
         raise CDAError("top must be at least 1")
     options = EngineOptions(top=k, seed=seed, timeout=timeout, max_hypotheses=max_hypotheses)
-    return run(gp, name, options)
+    result = run(gp, name, options)
+    if gp.fol_blocks:
+        result.notes.append(f"{gp.fol_blocks} fol block(s) not answered here: run `cda prove` on this file")
+    return result
 
 
 def solve_cross_checked(

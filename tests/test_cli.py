@@ -157,3 +157,13 @@ def test_bench_folio_command_json() -> None:
     # every miss is explained, and none is an engine error (exit 0 says so)
     assert all(r["reason"] for r in misses)
     assert code == 0
+
+
+def test_prove_reads_fol_blocks_of_a_cda_file(tmp_path: Path) -> None:
+    code, out, _ = run("prove", str(EXAMPLES / "claim_in_cda.cda"), "--json")
+    statuses = {r["claim_name"]: r["status"] for r in json.loads(out)["results"]}
+    assert statuses == {"c1": "supported", "c2": "inconclusive"} and code == 1
+    bad = tmp_path / "bad.cda"
+    bad.write_text("hyp a\nfol {\n  premise p1: A(x\n}\n")
+    code, _, err = run("prove", str(bad))
+    assert code == 2 and err.startswith(f"{bad}:3:16: syntax error: unbalanced parentheses")

@@ -234,7 +234,15 @@ class KenLoad:
     pos: Pos
 
 
-Statement = DomainDecl | PredDecl | EventDecl | MetricDecl | Fact | Observe | Hard | Soft | GoalBest | GoalClaim | KenLoad
+@dataclass(frozen=True)
+class FolBlock:
+    """``fol { premise …  claim … }``: first-order text for ``cda prove``, kept verbatim."""
+
+    text: str  # the whole block, from "fol" to the closing brace
+    pos: Pos
+
+
+Statement = FolBlock | DomainDecl | PredDecl | EventDecl | MetricDecl | Fact | Observe | Hard | Soft | GoalBest | GoalClaim | KenLoad
 
 
 @dataclass

@@ -296,6 +296,8 @@ def format_statement(st: A.Statement) -> str:
         if '"' in st.path or "\n" in st.path:
             raise ValueError(f"{st.path!r} cannot be quoted in the DSL")
         return f'ken "{st.path}"'
+    if isinstance(st, A.FolBlock):
+        return st.text  # first-order text is kept verbatim (docs/fol.md)
     raise TypeError(f"not a statement: {type(st).__name__}")
 
 

@@ -433,6 +433,8 @@ class _Grounder:
                 self.gp.clauses.append(Clause(name, "hard", node, st.pos[0]))
             elif isinstance(st, A.Soft):
                 self.add_soft(st.name, st.weight, st.formula, st.pos, st.name_pos, st.weight_pos)
+            elif isinstance(st, A.FolBlock):
+                self.gp.fol_blocks += 1
             elif isinstance(st, A.GoalBest):
                 if st.top is not None and st.top < 1:
                     raise self.err("top must be at least 1", st.pos)

@@ -436,6 +436,7 @@ class GroundProblem:
     observed: set[str] = field(default_factory=set)
     top: int | None = None
     filename: str | None = None
+    fol_blocks: int = 0  # first-order blocks, answered by `cda prove`, not by the engine
 
     @property
     def hyp_atoms(self) -> list[str]:

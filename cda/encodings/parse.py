@@ -126,6 +126,9 @@ class _ToAST(Transformer[Token, Any]):
     def goal_disprove(self, meta: Any, items: list[Any]) -> A.GoalClaim:
         return A.GoalClaim("disprove", items[0], _pos(meta))
 
+    def fol_block(self, meta: Any, items: list[Token]) -> A.FolBlock:
+        return A.FolBlock(str(items[0]), _pos(items[0]))
+
     def ken_stmt(self, meta: Any, items: list[Token]) -> A.KenLoad:
         return A.KenLoad(str(items[0])[1:-1], _pos(items[0]))
 
