@@ -53,8 +53,10 @@ class ClingoBackend:
             enc.rules.append(f":- {enc.negate(key)}, {lit}.")
             enc.rules.append(f":~ {enc.negate(lit)}. [{weights[soft.name]}@0, {i}]")
         self._hyps = tuple(problem.hyp_atoms)
+        # shown: the problem's atoms (what a model is decoded from); projected: the abducibles
         enc.rules.append("#show.")
-        enc.rules.extend(f"#show x({enc.atom_ids[a]}) : x({enc.atom_ids[a]})." for a in self._hyps)
+        enc.rules.extend(f"#show x({enc.atom_ids[a]}) : x({enc.atom_ids[a]})." for a in problem.atoms)
+        enc.rules.extend(f"#project x({enc.atom_ids[a]})." for a in self._hyps)
         self.encoder = enc
         self.text = enc.program()
         self.theory: Any = None
@@ -84,7 +86,7 @@ class ClingoBackend:
 
     def _model(self, m: clingo.Model) -> Model:
         out: Model = {name: False for name in self.problem.atoms}
-        for sym in m.symbols(atoms=True):
+        for sym in m.symbols(shown=True):
             if sym.name == "x" and len(sym.arguments) == 1:
                 name = self._atom_of.get(sym.arguments[0].number)
                 if name is not None:
@@ -101,7 +103,7 @@ class ClingoBackend:
     def _configure(self, models: int, project: bool, optimize: bool) -> None:
         conf: Any = self.ctl.configuration.solve
         conf.models = models
-        conf.project = "show" if project else "no"
+        conf.project = "project" if project else "no"
         conf.opt_mode = "opt" if optimize else "ignore"
 
     def _expired(self) -> None:

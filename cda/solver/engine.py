@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
+import numpy as np
+
 from cda.contracts.result import Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
-from cda.encodings.evaluate import evaluate_many
+from cda.encodings.evaluate import BatchEvaluator, evaluate_many
 from cda.encodings.ir import Atom, Claim, GroundProblem, walk
 from cda.errors import EvaluatorDisagreement
 from cda.solver.backend import Backend, Deadline, Lit, Model, _OutOfTime, claim_key, make_backend, selector, soft_key
@@ -65,6 +67,7 @@ class _Run:
         self.notes: list[str] = []
         self.partial = False
         self._check_nodes = [c.node for c in problem.clauses] + list(problem.background)
+        self._batch = BatchEvaluator(self._check_nodes)
         self._soft_nodes = [s.node for s in problem.soft]
         soft_atoms = {n.name for n in walk(self._soft_nodes) if isinstance(n, Atom)}
         self._soft_on_hyps_only = soft_atoms <= set(self.hyps) and not any(
@@ -92,6 +95,18 @@ class _Run:
             if key in claim_of and evaluate_many([claim_of[key].node], model)[0] != value:
                 raise EvaluatorDisagreement(f"{self.b.name} returned a model ignoring claim {key} ({why})")
         return model
+
+    def verify_all(self, models: list[Model], why: str) -> None:
+        """Re-check many models under the base assumptions at once (every clause is on)."""
+        if not models:
+            return
+        values = self._batch.evaluate(models)
+        bad = np.flatnonzero(~values.all(axis=0))
+        if bad.size:
+            i = int(bad[0])
+            row = int(np.flatnonzero(~values[:, i])[0])
+            what = self.p.clauses[row].name if row < len(self.p.clauses) else "background structure"
+            raise EvaluatorDisagreement(f"{self.b.name} returned a model violating {what} ({why})")
 
     def cost_of(self, model: Model) -> tuple[Fraction, list[str]]:
         values = evaluate_many(self._soft_nodes, model) if self._soft_nodes else []
@@ -150,17 +165,22 @@ class _Run:
             self.notes.append(
                 f"enumeration capped at {cap} hypotheses; posterior is normalised over those enumerated"
             )
+        self.verify_all(models, "hypothesis enumeration")
+        soft_values = BatchEvaluator(self._soft_nodes).evaluate(models) if self._soft_nodes else None
         out = []
         seen: set[frozenset[str]] = set()
-        for model in models:
-            model = self.verified(model, self.base, "hypothesis enumeration")
+        for i, model in enumerate(models):
             assumed = frozenset(a for a in self.hyps if model[a])
             if assumed in seen:
                 raise EvaluatorDisagreement(f"{self.b.name} enumerated hypothesis {sorted(assumed)} twice")
             seen.add(assumed)
             if self.p.soft and not self._soft_on_hyps_only:
                 model = self.cheapest(self.base + self.hyp_lits(assumed), assumed)
-            cost, violated = self.cost_of(model)
+                cost, violated = self.cost_of(model)
+            else:
+                ok = soft_values[:, i] if soft_values is not None else ()
+                broken = [s for s, good in zip(self.p.soft, ok) if not good]
+                cost, violated = sum((s.weight for s in broken), Fraction(0)), [s.name for s in broken]
             out.append((assumed, cost, violated, model))
         out.sort(key=lambda h: (h[1], len(h[0]), sorted(h[0])))
         return out, complete

@@ -80,9 +80,12 @@ class Z3Backend:
 
     def enumerate(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
         out = Enumeration()
-        lits = self._lits(assumptions)
         proj = [self.enc.bool_var(a) for a in project]
         self.solver.push()
+        # inside this scope the assumptions are plain facts: thousands of assumption literals
+        # per check cost more than unit clauses propagated once
+        self.solver.add(self._lits(assumptions))
+        lits: list[z3.BoolRef] = []
         try:
             while True:
                 if len(out.models) >= limit:
