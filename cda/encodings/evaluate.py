@@ -6,7 +6,7 @@ before it is reported; a disagreement is a bug (``EvaluatorDisagreement``), neve
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -77,7 +77,7 @@ class BatchEvaluator:
         self.nodes = nodes
         self.order = list(walk(nodes))
 
-    def evaluate(self, assignments: list[Assignment]) -> np.ndarray:
+    def evaluate(self, assignments: Sequence[Assignment]) -> np.ndarray:
         """A (len(nodes) × len(assignments)) Boolean array."""
         n = len(assignments)
         col: dict[int, np.ndarray] = {}
