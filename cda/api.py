@@ -13,6 +13,7 @@ from cda.encodings.ir import GroundProblem
 from cda.encodings.ken import KenGraph
 from cda.encodings.parse import parse_clause, parse_problem
 from cda.errors import CDAError, DSLError
+from cda.gcpause import gc_paused
 from cda.solver.engine import EngineOptions, run
 from cda.solver.route import choose_backend
 
@@ -79,7 +80,8 @@ def ground(
         if given is not None:
             weight = Fraction(str(given))
         extra_soft.append((f"soft#{i}", formula, weight, text))
-    return ground_problem(ast, _ken_for(ast, ken), extra_hard, extra_soft)
+    with gc_paused():
+        return ground_problem(ast, _ken_for(ast, ken), extra_hard, extra_soft)
 
 
 def _clause(text: str, name: str) -> tuple[Formula, Fraction | None]:

@@ -7,7 +7,6 @@ and the expected tokens in words.
 
 from __future__ import annotations
 
-import gc
 from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
@@ -18,6 +17,7 @@ from lark import Token, Transformer, v_args
 
 from cda.encodings import ast as A
 from cda.errors import DSLSyntaxError
+from cda.gcpause import gc_paused
 
 __all__ = ["parse_problem", "parse_clause"]
 
@@ -354,11 +354,10 @@ def _syntax_error(text: str, err: lark.exceptions.UnexpectedInput, filename: str
 def _run(text: str, start: str, filename: str | None) -> Any:
     # the parse allocates many small objects and frees none: the cyclic GC only walks them
     # (it made parsing super-linear, 174 -> 238 µs/clause from 1,000 to 10,000 clauses)
-    enabled = gc.isenabled()
-    gc.disable()
     try:
-        tree = _parser().parse(text, start=start)
-        return _ToAST().transform(tree)
+        with gc_paused():
+            tree = _parser().parse(text, start=start)
+            return _ToAST().transform(tree)
     except RecursionError:
         raise DSLSyntaxError(
             "the text is nested too deeply to read; split it into several named clauses", filename=filename
@@ -378,9 +377,6 @@ def _run(text: str, start: str, filename: str | None) -> Any:
             inner.args = (inner.render(),)
             raise inner from None
         raise
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def parse_problem(text: str, filename: str | None = None) -> A.ProblemAST:
