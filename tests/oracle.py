@@ -17,9 +17,9 @@ Nothing here imports the solver layer.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -112,29 +112,30 @@ class Bitsets:
         return out
 
     # ---- IR nodes (read as data; interned, so the memo is by uid)
-    def ir(self, node: ir.Node) -> int:
+    def of(self, node: ir.Node) -> int:
+        """The truth table of an IR node."""
         got = self._memo.get(node.uid)
         if got is None:
-            got = self._memo[node.uid] = self._ir(node)
+            got = self._memo[node.uid] = self._table(node)
         return got
 
-    def _ir(self, node: ir.Node) -> int:
+    def _table(self, node: ir.Node) -> int:
         if isinstance(node, ir.Const):
             return self.full if node.value else 0
         if isinstance(node, ir.Atom):
             return self.var[node.name]
         if isinstance(node, ir.Not):
-            return self.neg(self.ir(node.arg))
+            return self.neg(self.of(node.arg))
         if isinstance(node, ir.And):
-            return self.all_of(self.ir(a) for a in node.args)
+            return self.all_of(self.of(a) for a in node.args)
         if isinstance(node, ir.Or):
-            return self.any_of(self.ir(a) for a in node.args)
+            return self.any_of(self.of(a) for a in node.args)
         if isinstance(node, ir.Iff):
-            return self.neg(self.ir(node.lhs) ^ self.ir(node.rhs))
+            return self.neg(self.of(node.lhs) ^ self.of(node.rhs))
         if isinstance(node, ir.Xor):
-            return self.parity(self.ir(a) for a in node.args)
+            return self.parity(self.of(a) for a in node.args)
         if isinstance(node, ir.Card):
-            return self.card(node.op, node.k, [self.ir(a) for a in node.args])
+            return self.card(node.op, node.k, [self.of(a) for a in node.args])
         raise TypeError(f"the brute-force oracle cannot evaluate {type(node).__name__}")
 
     # ---- bitsets → numpy
@@ -160,7 +161,9 @@ def information_gain_bits(prior: Sequence[float], q: Sequence[float]) -> tuple[f
     return entropy_bits(prior) - expected_after, p_true
 
 
-def all_muses_mcses(names: Sequence[str], vectors: Sequence[int], background: int) -> tuple[list[list[str]], list[list[str]]]:
+def all_muses_mcses(
+    names: Sequence[str], vectors: Sequence[int], background: int
+) -> tuple[list[list[str]], list[list[str]]]:
     """Every MUS and every MCS of the named clauses, by brute force over all subsets.
 
     A subset is satisfiable when some assignment satisfies the background and all its clauses.
@@ -196,6 +199,8 @@ class RankedHypothesis:
     code: int
     assumed: list[str]
     cost: Fraction
+    #: the soft clauses violated by each cheapest model of this hypothesis (several when tied)
+    optimal_violations: set[tuple[str, ...]] = field(default_factory=set)
 
 
 @dataclass
@@ -216,6 +221,23 @@ class Oracle:
     @property
     def satisfiable(self) -> bool:
         return self.sat != 0
+
+    def canonical_violations(self, h: RankedHypothesis) -> tuple[str, ...]:
+        """The engine's canonical choice among ``h``'s cheapest violation sets: going through
+        the soft clauses in source order, keep each satisfied when some cheapest model satisfies
+        it together with those kept before."""
+        candidates = [set(v) for v in h.optimal_violations]
+        for name, _, _ in self.soft:
+            keeping = [v for v in candidates if name not in v]
+            if keeping:
+                candidates = keeping
+        assert len({frozenset(v) for v in candidates}) == 1
+        return tuple(n for n, _, _ in self.soft if n in candidates[0])
+
+    @property
+    def violations_tied(self) -> bool:
+        """Some hypothesis has cheapest models that violate different soft clauses."""
+        return any(len(h.optimal_violations) > 1 for h in self.ranked)
 
     def subset_sat(self, names: Iterable[str], extra: int | None = None) -> bool:
         v = self.background
@@ -245,8 +267,9 @@ class Oracle:
         truth = self.bits.to_bool_array(vec)[self._sat_index]
         return bool(np.any(truth & (codes == h.code)))
 
-    _sat_index: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
-    _sat_codes: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+    #: indices of the satisfying assignments, and their projections onto the abducibles
+    _sat_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
+    _sat_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
 
 
 def analyse(gp: ir.GroundProblem) -> Oracle:
@@ -256,8 +279,8 @@ def analyse(gp: ir.GroundProblem) -> Oracle:
     hyps = [a.name for a in gp.atoms.values() if a.kind == "hyp"]
     others = [a.name for a in gp.atoms.values() if a.kind != "hyp"]
     bits = Bitsets(hyps + others)
-    clause_vec = {c.name: bits.ir(c.node) for c in gp.clauses}
-    background = bits.all_of(bits.ir(n) for n in gp.background)
+    clause_vec = {c.name: bits.of(c.node) for c in gp.clauses}
+    background = bits.all_of(bits.of(n) for n in gp.background)
     sat = bits.all_of(clause_vec.values()) & background
     o = Oracle(
         bits=bits,
@@ -266,26 +289,32 @@ def analyse(gp: ir.GroundProblem) -> Oracle:
         clause_vec=clause_vec,
         background=background,
         sat=sat,
-        claim_vec={c.name: bits.ir(c.node) for c in gp.claims},
-        soft=[(s.name, bits.ir(s.node), s.weight) for s in gp.soft],
+        claim_vec={c.name: bits.of(c.node) for c in gp.claims},
+        soft=[(s.name, bits.of(s.node), s.weight) for s in gp.soft],
     )
     if not sat:
         return o
     # cost of every assignment, exactly: weights scaled to integers
     scale = math.lcm(*(w.denominator for _, _, w in o.soft)) if o.soft else 1
     cost = np.zeros(bits.size, dtype=np.int64)
-    for _, vec, w in o.soft:
+    violation_mask = np.zeros(bits.size, dtype=np.int64)  # bit j: soft clause j violated
+    for j, (_, vec, w) in enumerate(o.soft):
         violated = ~bits.to_bool_array(vec)
         cost += violated.astype(np.int64) * int(w * scale)
+        violation_mask |= violated.astype(np.int64) << j
     sat_index = np.flatnonzero(bits.to_bool_array(sat))
     codes = sat_index & ((1 << len(hyps)) - 1)
     o._sat_index, o._sat_codes = sat_index, codes
     best = np.full(1 << len(hyps), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(best, codes, cost[sat_index])
+    sat_cost, sat_mask = cost[sat_index], violation_mask[sat_index]
+    optimal = sat_cost == best[codes]
     ranked = []
     for code in np.unique(codes):
         assumed = sorted(h for i, h in enumerate(hyps) if int(code) >> i & 1)
-        ranked.append(RankedHypothesis(int(code), assumed, Fraction(int(best[code]), scale)))
+        masks = np.unique(sat_mask[optimal & (codes == code)])
+        violations = {tuple(n for j, (n, _, _) in enumerate(o.soft) if int(m) >> j & 1) for m in masks}
+        ranked.append(RankedHypothesis(int(code), assumed, Fraction(int(best[code]), scale), violations))
     ranked.sort(key=lambda h: (h.cost, len(h.assumed), h.assumed))
     o.ranked = ranked
     low = ranked[0].cost

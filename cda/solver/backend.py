@@ -18,6 +18,7 @@ from typing import Protocol
 
 from cda.encodings.ir import GroundProblem
 from cda.errors import BackendUnavailable, CDAError
+from cda.gcpause import gc_paused
 
 __all__ = [
     "Backend",
@@ -135,4 +136,6 @@ def available_backends() -> list[str]:
 
 def make_backend(name: str, problem: GroundProblem, *, seed: int, deadline: Deadline, weights: dict[str, int]) -> Backend:
     """Build backend ``name`` for ``problem``; ``weights`` maps soft clause names to integer weights."""
-    return _load(name)(problem, seed=seed, deadline=deadline, weights=weights)  # type: ignore[no-any-return]
+    backend_class = _load(name)
+    with gc_paused():  # encoding builds many small objects and frees none
+        return backend_class(problem, seed=seed, deadline=deadline, weights=weights)  # type: ignore[no-any-return]

@@ -132,8 +132,8 @@ class _Run:
             raise EvaluatorDisagreement(f"{self.b.name}: hypothesis {sorted(assumed)} has no model when minimising")
         best, _ = self.cost_of(model)
         kept: list[Lit] = []
-        for soft, ok in zip(self.p.soft, evaluate_many(self._soft_nodes, model)):
-            if not ok:
+        for soft in self.p.soft:
+            if not evaluate_many([soft.node], model)[0]:  # on the current model, not the first
                 trial = self._minimize(lits + kept + [(soft_key(soft.name), True)], "canonical violations")
                 if trial is None or self.cost_of(trial)[0] != best:
                     continue
