@@ -1,5 +1,5 @@
 """The ``cda`` command: ``cda solve FILE``, ``cda check FILE``, ``cda prove FILE.fol``,
-``cda bench folio FILE.jsonl``.
+``cda diagnose FILE``, ``cda bench folio FILE.jsonl``.
 
 Exit codes: 0 answered, 1 a prove/disprove goal failed, 2 bad input, 3 timeout/unknown.
 Mistakes in the input print like a compiler (``file:line:col: error: …`` and a caret) and
@@ -47,6 +47,13 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--timeout", type=float, default=10.0)
     pr.add_argument("--json", action="store_true")
     pr.add_argument("--cross-check", action="store_true", help="re-solve on the other backend and compare")
+    d = sub.add_parser("diagnose", help="minimal diagnoses of a circuit (.bench + observations, or mbd-mobs .wcnf.gz)")
+    d.add_argument("file", type=Path)
+    d.add_argument("--observations", type=Path, default=None, help="observation file for a .bench netlist")
+    d.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
+    d.add_argument("--mode", nargs="+", default=["all"], metavar="MODE", help="all | min_cardinality | top K")
+    d.add_argument("--timeout", type=float, default=None, help="wall-clock budget in seconds")
+    d.add_argument("--json", action="store_true", help="print one JSON object")
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
@@ -123,6 +130,10 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         return main_prove(
             args.file, args.json, out, err=err, timeout=args.timeout, backend=args.backend, cross_check=args.cross_check
         )
+    if args.command == "diagnose":
+        from cda.adapters.diagnose import main_diagnose
+
+        return main_diagnose(args.file, args.observations, args.backend, args.mode, args.timeout, args.json, out, err)
     if args.command == "bench":
         from cda.adapters.folio_bench import main_bench
 

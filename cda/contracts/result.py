@@ -82,6 +82,13 @@ class SolveResult(_Model):
     conflict: Conflict | None
     partial: bool = Field(description="true when a budget ran out; what is here is what was found")
     notes: list[str]
+    minimal_explanations: list[list[str]] | None = Field(
+        default=None,
+        description="goal minimal_explanations: subset-minimal sets of abducibles, by size then names",
+    )
+    minimal_complete: bool = Field(
+        default=False, description="true when every minimal explanation the goal asks for was found"
+    )
 
     def json_text(self) -> str:
         """Canonical JSON (stable key order, two-space indent)."""

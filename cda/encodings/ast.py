@@ -222,6 +222,15 @@ class GoalBest:
 
 
 @dataclass(frozen=True)
+class GoalMinimal:
+    """``goal minimal_explanations [all | top k | min_cardinality]`` (``k`` set only for top)."""
+
+    mode: Literal["all", "top", "min_cardinality"]
+    k: int | None
+    pos: Pos
+
+
+@dataclass(frozen=True)
 class GoalClaim:
     mode: Literal["prove", "disprove"]
     formula: Formula
@@ -242,7 +251,10 @@ class FolBlock:
     pos: Pos
 
 
-Statement = FolBlock | DomainDecl | PredDecl | EventDecl | MetricDecl | Fact | Observe | Hard | Soft | GoalBest | GoalClaim | KenLoad
+Statement = (
+    FolBlock | DomainDecl | PredDecl | EventDecl | MetricDecl | Fact | Observe | Hard | Soft | GoalBest | GoalMinimal
+    | GoalClaim | KenLoad
+)
 
 
 @dataclass

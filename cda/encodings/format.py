@@ -288,6 +288,14 @@ def format_statement(st: A.Statement) -> str:
         return f"soft{label}{weight}: {format_formula(st.formula)}"
     if isinstance(st, A.GoalBest):
         return "goal best_explanation" + (f" top {_int(st.top)}" if st.top is not None else "")
+    if isinstance(st, A.GoalMinimal):
+        if st.mode == "top":
+            if st.k is None:
+                raise ValueError("goal minimal_explanations top needs a count")
+            return f"goal minimal_explanations top {_int(st.k)}"
+        if st.mode not in ("all", "min_cardinality"):
+            raise ValueError(f"unknown minimal_explanations mode {st.mode!r}")
+        return f"goal minimal_explanations {st.mode}"
     if isinstance(st, A.GoalClaim):
         if st.mode not in ("prove", "disprove"):
             raise ValueError(f"unknown goal {st.mode!r}")

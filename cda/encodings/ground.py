@@ -28,6 +28,7 @@ from cda.encodings.ir import (
     Claim,
     Clause,
     GroundProblem,
+    MinimalGoal,
     Node,
     NodeFactory,
     NumVar,
@@ -45,7 +46,8 @@ RISK_LEVELS = ("low", "medium", "high", "hard")
 RESERVED = frozenset(
     "domain hyp observable pred var event metric fact observe hard soft goal ken not and or implies iff "
     "xor forall exists in holds prefer at_most at_least exactly before within of path hops hop value time "
-    "only_if risk weight top prove disprove best_explanation true false low medium high".split()
+    "only_if risk weight top prove disprove best_explanation minimal_explanations min_cardinality true false low medium "
+    "high".split()
 )
 OPEN_KINDS = ("hyp", "observable", "var")
 _PREFIX_KIND = {"hyp": "hyp", "obs": "observable", "pred": "pred"}
@@ -439,6 +441,10 @@ class _Grounder:
                 if st.top is not None and st.top < 1:
                     raise self.err("top must be at least 1", st.pos)
                 self.gp.top = st.top
+            elif isinstance(st, A.GoalMinimal):
+                if st.mode == "top" and (st.k is None or st.k < 1):
+                    raise self.err("top must be at least 1", st.pos)
+                self.gp.minimal = MinimalGoal(st.mode, st.k)
             elif isinstance(st, A.GoalClaim):
                 node = self.formula(st.formula, {})
                 name = self.unique_name(None, st.mode, st.pos)

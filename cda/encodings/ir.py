@@ -37,6 +37,7 @@ __all__ = [
     "SoftClause",
     "Claim",
     "GroundProblem",
+    "MinimalGoal",
     "NUM_MIN",
     "NUM_MAX",
 ]
@@ -422,6 +423,18 @@ class Claim:
     line: int
 
 
+@dataclass(frozen=True)
+class MinimalGoal:
+    """``goal minimal_explanations``: subset-minimal projections on the abducibles.
+
+    ``mode`` is ``all``, ``top`` (the ``k`` first in canonical order: size, then sorted names)
+    or ``min_cardinality`` (those of least size).
+    """
+
+    mode: Literal["all", "top", "min_cardinality"] = "all"
+    k: int | None = None
+
+
 @dataclass
 class GroundProblem:
     """Everything a backend needs, in source order, and nothing it must not see."""
@@ -435,6 +448,7 @@ class GroundProblem:
     claims: list[Claim] = field(default_factory=list)
     observed: set[str] = field(default_factory=set)
     top: int | None = None
+    minimal: MinimalGoal | None = None  # goal minimal_explanations, when asked
     filename: str | None = None
     fol_blocks: int = 0  # first-order blocks, answered by `cda prove`, not by the engine
 

@@ -108,6 +108,17 @@ class Backend(Protocol):
         """A model of least scaled soft cost under ``assumptions`` (cost in ``Outcome.cost``)."""
         ...
 
+    def enumerate_minimal(
+        self, project: Sequence[str], assumptions: Sequence[Lit], limit: int, max_size: int | None = None
+    ) -> Enumeration:
+        """Up to ``limit`` models whose sets of true ``project`` atoms are subset-minimal.
+
+        Subset-minimal among all models under ``assumptions``: no model makes a proper subset
+        of those atoms true. Each set appears once. With ``max_size``, only sets of at most that
+        many atoms (all the minimal ones of that size or less).
+        """
+        ...
+
 
 BACKENDS: dict[str, str] = {
     "z3": "cda.solver.z3_backend:Z3Backend",

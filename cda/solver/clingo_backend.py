@@ -18,7 +18,7 @@ from clingo import ast as clingo_ast
 
 from cda.encodings.ir import GroundProblem
 from cda.encodings.to_asp import AspEncoder
-from cda.errors import BackendUnavailable
+from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.solver.backend import Deadline, Enumeration, Lit, Model, Outcome, _OutOfTime, claim_key, selector, soft_key
 
 __all__ = ["ClingoBackend"]
@@ -78,7 +78,10 @@ class ClingoBackend:
             self.theory.prepare(self.ctl)
         self._sym = {name: clingo.Function("x", [clingo.Number(i)]) for name, i in enc.atom_ids.items()}
         self._atom_of = {i: name for name, i in enc.atom_ids.items() if name in problem.atoms}
+        self._name_of_symbol = {self._sym[name]: name for name in problem.atoms}
         self._parts = 0
+        self._minimal_ready = False
+        self._size_guards: dict[int, clingo.Symbol] = {}
 
     # ---- helpers
     def _assumptions(self, assumptions: Sequence[Lit]) -> list[tuple[clingo.Symbol, bool]]:
@@ -86,11 +89,11 @@ class ClingoBackend:
 
     def _model(self, m: clingo.Model) -> Model:
         out: Model = {name: False for name in self.problem.atoms}
+        by_symbol = self._name_of_symbol
         for sym in m.symbols(shown=True):
-            if sym.name == "x" and len(sym.arguments) == 1:
-                name = self._atom_of.get(sym.arguments[0].number)
-                if name is not None:
-                    out[name] = True
+            name = by_symbol.get(sym)
+            if name is not None:
+                out[name] = True
         if self.encoder.numvar_ids:
             values = {}
             for sym in m.symbols(theory=True):
@@ -192,15 +195,14 @@ class ClingoBackend:
         part = f"block{self._parts}"
         self.ctl.add(part, [], f"#external {guard}.")
         self.ctl.ground([(part, [])])
+        self.ctl.assign_external(guard, True)  # an external is false until assigned
         models: list[Model] = []
         status = "unsat"
         try:
             while True:
                 if len(models) >= limit:
                     return models, "sat", True
-                found, status, _ = self._solve(
-                    assumptions, limit=1, project=False, optimize=False, extra=[(guard, True)]
-                )
+                found, status, _ = self._solve(assumptions, limit=1, project=False, optimize=False)
                 if status != "sat":
                     break
                 model = found[0]
@@ -218,6 +220,67 @@ class ClingoBackend:
         finally:
             self.ctl.release_external(guard)
         return models, ("unknown" if status == "unknown" else "sat" if models else status), False
+
+    def enumerate_minimal(
+        self, project: Sequence[str], assumptions: Sequence[Lit], limit: int, max_size: int | None = None
+    ) -> Enumeration:
+        """clasp's domain-heuristic enumeration of subset-minimal models, projected.
+
+        The abducibles get the sign heuristic ``false`` (``#heuristic … [1, false]``), and the
+        solve call runs with ``--heuristic=Domain --enum-mode=domRec`` and projection on the
+        abducibles: every model is then subset-minimal on them, each projection once. The
+        heuristic part is grounded once, on first use; the configuration is switched for the
+        call and restored after. ``max_size`` adds a cardinality bound behind its own external.
+        """
+        if tuple(project) != self._hyps:
+            raise BackendUnsupported("the clingo backend enumerates minimal models on the abducibles only")
+        out = Enumeration()
+        try:
+            self._expired()
+        except _OutOfTime:
+            out.complete, out.timed_out = False, True
+            return out
+        self._prepare_minimal()
+        # an external is false unless assigned: assuming it true would make every call unsat
+        guard = self._size_guard(max_size) if max_size is not None else None
+        if guard is not None:
+            self.ctl.assign_external(guard, True)
+        conf: Any = self.ctl.configuration
+        heuristic, enum_mode = conf.solver.heuristic, conf.solve.enum_mode
+        conf.solver.heuristic = "Domain"
+        conf.solve.enum_mode = "domRec"
+        try:
+            models, status, capped = self._solve(assumptions, limit=limit, project=True, optimize=False)
+        finally:
+            if guard is not None:
+                self.ctl.assign_external(guard, False)
+            conf.solver.heuristic = heuristic
+            conf.solve.enum_mode = enum_mode
+        out.models = models
+        if capped:
+            out.complete = False
+        if status == "unknown":
+            out.complete, out.timed_out = False, True
+        return out
+
+    def _prepare_minimal(self) -> None:
+        if self._minimal_ready:
+            return
+        ids = [self.encoder.atom_ids[a] for a in self._hyps]
+        text = "".join(f"abd({i}).\n" for i in ids) + "#heuristic x(I) : abd(I). [1, false]\n"
+        self.ctl.add("minimal", [], text)
+        self.ctl.ground([("minimal", [])])
+        self._minimal_ready = True
+
+    def _size_guard(self, k: int) -> clingo.Symbol:
+        guard = self._size_guards.get(k)
+        if guard is None:
+            guard = clingo.Function("size_at_most", [clingo.Number(k)])
+            part = f"size{k}"
+            self.ctl.add(part, [], f"#external {guard}.\n:- {guard}, {k + 1} <= #count{{ I : x(I), abd(I) }}.\n")
+            self.ctl.ground([(part, [])])
+            self._size_guards[k] = guard
+        return guard
 
     def minimize(self, assumptions: Sequence[Lit]) -> Outcome:
         self._expired()

@@ -45,6 +45,8 @@ class EngineOptions:
     max_hypotheses: int = 10_000  # cap on enumerated projections
     max_tested_hypotheses: int = 256  # hypotheses used for next tests and claim probabilities
     max_conflict_sets: int = 64
+    lazy_observations: bool = True  # minimal explanations: add observations as counterexamples
+    check_minimality: bool = False  # minimal explanations: prove each one minimal (|E| extra calls)
 
 
 def integer_weights(problem: GroundProblem) -> tuple[dict[str, int], int]:
@@ -69,6 +71,7 @@ class _Run:
         self._check_nodes = [c.node for c in problem.clauses] + list(problem.background)
         self._batch = BatchEvaluator(self._check_nodes)
         self._soft_nodes = [s.node for s in problem.soft]
+        self.confirmed: set[frozenset[str]] = set()  # minimal explanations checked against everything
         soft_atoms = {n.name for n in walk(self._soft_nodes) if isinstance(n, Atom)}
         self._soft_on_hyps_only = soft_atoms <= set(self.hyps) and not any(
             type(n).__name__ == "Linear" for n in walk(self._soft_nodes)
@@ -265,6 +268,119 @@ class _Run:
         tests.sort(key=lambda t: (-t.expected_information_gain, t.observable))
         return tests
 
+    # ---- goal minimal_explanations
+    def minimal_explanations(self) -> tuple[list[list[str]], bool]:
+        """Subset-minimal sets of abducibles, canonical (size, then names), and completeness.
+
+        Counterexample-guided over the observations: solve with one observation clause on,
+        check every candidate against all clauses, and switch on an observation that refutes
+        one; repeat. Sound in general: a minimal set under fewer observations that is
+        consistent with all of them is minimal under all, and once every candidate is
+        consistent, every minimal set under all observations has been found (each contains
+        a candidate, which is consistent, hence equal to it).
+        """
+        goal = self.p.minimal
+        assert goal is not None
+        observations = [c.name for c in self.p.clauses if c.kind == "observation"]
+        fixed = [c.name for c in self.p.clauses if c.kind != "observation"]
+        if self.o.lazy_observations and len(observations) > 1:
+            active = observations[:1]
+        else:
+            active = list(observations)
+        while True:
+            on = set(fixed) | set(active)
+            lits = [(selector(c.name), c.name in on) for c in self.p.clauses]
+            found, complete = self._minimal_under(lits, goal.mode, goal.k)
+            refuter = None
+            models: list[Model] = []
+            for assumed in found:
+                out = self.b.check(self.base + self.hyp_lits(assumed))
+                if out.status == "unknown":
+                    raise _OutOfTime()
+                if out.status == "unsat":
+                    refuter = self._refuting_observation(assumed, observations, active)
+                    break
+                if out.model is None:
+                    raise EvaluatorDisagreement(f"{self.b.name} said sat but returned no model (minimal explanation)")
+                models.append(out.model)
+            # every explanation is re-checked against every clause by the evaluator, in one batch
+            self.verify_all(models, "minimal explanation")
+            for model in models:
+                self.confirmed.add(frozenset(a for a in self.hyps if model[a]))
+            if refuter is None:
+                break
+            active.append(refuter)
+        if len(active) < len(observations):
+            self.notes.append(
+                f"minimal explanations: {len(active)} of {len(observations)} observations were needed in the "
+                "search; every explanation was checked against all of them"
+            )
+        if self.o.check_minimality:
+            for assumed in found:
+                self.check_minimal(assumed)
+        ranked = sorted((sorted(a) for a in found), key=lambda a: (len(a), a))
+        return ranked, complete
+
+    def _refuting_observation(self, assumed: frozenset[str], observations: list[str], active: list[str]) -> str:
+        hyp = self.hyp_lits(assumed)
+        fixed = [c.name for c in self.p.clauses if c.kind != "observation"]
+        for name in observations:
+            if name in active:
+                continue
+            on = set(fixed) | set(active) | {name}
+            # an intermediate question: the answer that matters (unsat) has no model to re-check
+            r = self.b.check([(selector(c.name), c.name in on) for c in self.p.clauses] + hyp).status
+            if r == "unknown":
+                raise _OutOfTime()
+            if r == "unsat":
+                return name
+        raise EvaluatorDisagreement(
+            f"{self.b.name}: explanation {sorted(assumed)} fails under all observations but under no single one "
+            "added to those in use"
+        )
+
+    def _minimal_under(self, lits: list[Lit], mode: str, k: int | None) -> tuple[list[frozenset[str]], bool]:
+        cap = self.o.max_hypotheses
+        if mode == "all":
+            enum = self.b.enumerate_minimal(self.hyps, lits, cap)
+            return self._sets(enum.models, enum.timed_out), enum.complete and len(enum.models) <= cap
+        # by levels of size: all minimal sets of size <= level, until the goal is met
+        for level in range(len(self.hyps) + 1):
+            enum = self.b.enumerate_minimal(self.hyps, lits, cap, max_size=level)
+            sets = self._sets(enum.models, enum.timed_out)
+            if not enum.complete:
+                return sets, False
+            if mode == "min_cardinality" and sets:
+                return sets, True
+            if mode == "top" and k is not None and len(sets) >= k:
+                ranked = sorted(sets, key=lambda a: (len(a), sorted(a)))
+                return ranked[:k], True
+        return sets, True  # fewer than k minimal sets exist, or none at all
+
+    def _sets(self, models: list[Model], timed_out: bool) -> list[frozenset[str]]:
+        if timed_out:
+            self.partial = True
+            self.notes.append("time ran out while enumerating minimal explanations; the list is partial")
+        out: list[frozenset[str]] = []
+        seen: set[frozenset[str]] = set()
+        for model in models:  # re-checked by the evaluator once consistent with everything
+            assumed = frozenset(a for a in self.hyps if model[a])
+            if assumed in seen:
+                raise EvaluatorDisagreement(f"{self.b.name} enumerated minimal explanation {sorted(assumed)} twice")
+            seen.add(assumed)
+            out.append(assumed)
+        return out
+
+    def check_minimal(self, assumed: frozenset[str]) -> None:
+        """No proper subset of ``assumed`` is consistent: one call per atom, each must be unsat."""
+        for atom in sorted(assumed):
+            smaller = [(a, False) for a in self.hyps if a not in assumed or a == atom]
+            r = self.is_sat(self.base + smaller, "minimality")
+            if r is None:
+                raise _OutOfTime()
+            if r:
+                raise EvaluatorDisagreement(f"{self.b.name}: explanation {sorted(assumed)} is not subset-minimal")
+
     def conflict(self) -> Conflict:
         names = [c.name for c in self.p.clauses]
 
@@ -314,6 +430,15 @@ def run(problem: GroundProblem, backend_name: str, options: EngineOptions) -> So
                 )
             return result
         result.status = "sat"
+        if problem.minimal is not None:
+            found, done = state.minimal_explanations()
+            result.minimal_explanations = found
+            result.minimal_complete = done and not state.partial
+            result.enumeration_complete = result.minimal_complete
+            result.hypotheses_enumerated = len(found)
+            for claim in problem.claims:
+                result.verdicts.append(state.verdict(claim, [], []))
+            return result
         ranked, complete = state.hypotheses()
         result.enumeration_complete = complete
         probs = posterior([c for _, c, _, _ in ranked])
@@ -328,6 +453,9 @@ def run(problem: GroundProblem, backend_name: str, options: EngineOptions) -> So
         result.next_tests = state.next_tests(ranked, probs)
     except _OutOfTime:
         result.partial = True
+        if state is not None and problem.minimal is not None:
+            result.minimal_explanations = sorted((sorted(a) for a in state.confirmed), key=lambda a: (len(a), a))
+            result.minimal_complete = False
         if state is not None:
             state.notes.append("time budget exhausted; the result is partial")
         else:

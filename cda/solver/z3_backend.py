@@ -60,9 +60,13 @@ class Z3Backend:
             target.set("timeout", max(1, int(left * 1000)))
 
     def _model(self, m: z3.ModelRef) -> Model:
+        # one pass over the model's assignments; an atom the model leaves open is false
+        # (what model completion would choose), without one eval call per atom
+        given = {d.name(): m[d] for d in m.decls() if d.arity() == 0}
         out: Model = {}
         for name in self.problem.atoms:
-            out[name] = z3.is_true(m.eval(self.enc.bools[name], model_completion=True))
+            value = given.get(name)
+            out[name] = value is not None and z3.is_true(value)
         for name in self.problem.numvars:
             out[name] = m.eval(self.enc.ints[name], model_completion=True).as_long()
         return out
@@ -111,6 +115,86 @@ class Z3Backend:
         finally:
             self.solver.pop()
         return out
+
+    def enumerate_minimal(
+        self, project: Sequence[str], assumptions: Sequence[Lit], limit: int, max_size: int | None = None
+    ) -> Enumeration:
+        """Find a model, shrink it to a subset-minimal set, block that set's supersets, repeat.
+
+        Shrinking is deletion-based: for each atom ``a`` of the set ``S``, ask for a model with
+        every projected atom outside ``S - {a}`` false; if there is one, move to its (smaller)
+        set. At the end no proper subset of ``S`` has a model. A blocking clause ``not all of S``
+        excludes exactly the supersets, so the next model leads to a new minimal set.
+        """
+        out = Enumeration()
+        proj = [self.enc.bool_var(a) for a in project]
+        self.solver.push()
+        self.solver.add(self._lits(assumptions))
+        if max_size is not None:
+            self.solver.add(z3.PbLe([(v, 1) for v in proj], max_size) if proj else z3.BoolVal(True, self.ctx))
+        try:
+            while True:
+                if len(out.models) >= limit:
+                    out.complete = False
+                    break
+                r = self._check_in_time([])
+                if r is None:
+                    out.complete, out.timed_out = False, True
+                    break
+                if r is False:
+                    break
+                shrunk = self._shrink(project, proj, self._projection(project, proj))
+                if shrunk is None:
+                    out.complete, out.timed_out = False, True
+                    break
+                out.models.append(shrunk)
+                chosen = [v for a, v in zip(project, proj) if shrunk[a]]
+                if not chosen:  # the empty set is the one minimal set
+                    break
+                self.solver.add(z3.Or([z3.Not(v) for v in chosen]))
+        finally:
+            self.solver.pop()
+        return out
+
+    def _check_in_time(self, lits: list[z3.BoolRef]) -> bool | None:
+        try:
+            self._timeout(self.solver)
+        except _OutOfTime:
+            return None
+        r = self.solver.check(*lits)
+        if r == z3.sat:
+            return True
+        if r == z3.unsat:
+            return False
+        if self.deadline.remaining() == 0:
+            self.deadline.expired = True
+        return None
+
+    def _shrink(self, project: Sequence[str], proj: list[z3.BoolRef], model: dict[str, bool]) -> Model | None:
+        current = [i for i, a in enumerate(project) if model[a]]
+        position = 0
+        while position < len(current):
+            keep = set(current) - {current[position]}
+            off = [z3.Not(v) for i, v in enumerate(proj) if i not in keep]
+            r = self._check_in_time(off)
+            if r is None:
+                return None
+            if r:
+                values = self._projection(project, proj)
+                current = [i for i in current if values[project[i]]]  # a subset of keep
+                continue  # the atom at this position is gone: look at the next one there
+            position += 1
+        # the full model of the minimal set (the last model found may be of a larger one)
+        chosen = set(current)
+        r = self._check_in_time([v if i in chosen else z3.Not(v) for i, v in enumerate(proj)])
+        if r is None:
+            return None
+        assert r, "a set found by the solver has a model"
+        return self._model(self.solver.model())
+
+    def _projection(self, project: Sequence[str], proj: list[z3.BoolRef]) -> dict[str, bool]:
+        m = self.solver.model()
+        return {a: z3.is_true(m.eval(v, model_completion=True)) for a, v in zip(project, proj)}
 
     def minimize(self, assumptions: Sequence[Lit]) -> Outcome:
         if not self._soft:

@@ -1,0 +1,211 @@
+"""ISCAS ``.bench`` netlists and observation files → a diagnosis problem (docs/diagnosis.md).
+
+A netlist::
+
+    INPUT(1)
+    OUTPUT(22)
+    10 = NAND(1, 3)
+
+Gate types AND, NAND, OR, NOR, XOR, XNOR (parity over any number of inputs), NOT, BUFF/BUF,
+case-insensitive. Gate names are the names of their output nets.
+
+An observation file holds one observation per line, either ``net=0/1`` pairs separated by
+spaces, or a header line of net names followed by rows of 0/1 (space-separated, or one
+string of digits). ``#`` starts a comment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cda.adapters.diagnosis_problem import CircuitInstance, GateConstraint, build_problem
+from cda.encodings.ir import MinimalGoal, Node, NodeFactory
+from cda.errors import CDAError
+
+__all__ = ["Netlist", "read_bench", "parse_bench", "read_observations", "parse_observations", "load_bench", "GATE_TYPES"]
+
+GATE_TYPES = ("AND", "NAND", "OR", "NOR", "XOR", "XNOR", "NOT", "BUFF", "BUF")
+_INPUT = re.compile(r"^(INPUT|OUTPUT)\s*\(\s*([^\s()]+)\s*\)$", re.IGNORECASE)
+_GATE = re.compile(r"^([^\s=()]+)\s*=\s*([A-Za-z]+)\s*\(([^()]*)\)$")
+
+
+class BenchError(CDAError, ValueError):
+    """A malformed netlist or observation file; the message names the file and line."""
+
+
+@dataclass
+class Netlist:
+    inputs: list[str]
+    outputs: list[str]
+    gates: list[tuple[str, str, tuple[str, ...]]]  # (output net, type, input nets), in file order
+
+    @property
+    def nets(self) -> list[str]:
+        return self.inputs + [g for g, _, _ in self.gates]
+
+
+def parse_bench(text: str, filename: str = "<bench>") -> Netlist:
+    inputs: list[str] = []
+    outputs: list[str] = []
+    gates: list[tuple[str, str, tuple[str, ...]]] = []
+    defined: dict[str, int] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = _INPUT.match(line)
+        if m:
+            kind, name = m.group(1).upper(), m.group(2)
+            if kind == "INPUT":
+                if name in defined:
+                    raise BenchError(f"{filename}:{lineno}: net {name} is defined twice (first on line {defined[name]})")
+                defined[name] = lineno
+                inputs.append(name)
+            else:
+                outputs.append(name)
+            continue
+        m = _GATE.match(line)
+        if not m:
+            raise BenchError(f"{filename}:{lineno}: cannot read {line!r}; expected INPUT(x), OUTPUT(x) or z = TYPE(a, b)")
+        out, kind, args = m.group(1), m.group(2).upper(), m.group(3)
+        if kind not in GATE_TYPES:
+            raise BenchError(f"{filename}:{lineno}: unknown gate type {m.group(2)!r} (known: {', '.join(GATE_TYPES)})")
+        ins = tuple(a.strip() for a in args.split(",") if a.strip())
+        if kind in ("NOT", "BUFF", "BUF") and len(ins) != 1:
+            raise BenchError(f"{filename}:{lineno}: {kind} takes one input, given {len(ins)}")
+        if not ins:
+            raise BenchError(f"{filename}:{lineno}: gate {out} has no inputs")
+        if out in defined:
+            raise BenchError(f"{filename}:{lineno}: net {out} is defined twice (first on line {defined[out]})")
+        defined[out] = lineno
+        gates.append((out, "BUFF" if kind == "BUF" else kind, ins))
+    for out, _, ins in gates:
+        for net in ins:
+            if net not in defined:
+                raise BenchError(f"{filename}: gate {out} reads net {net}, which is neither an input nor a gate output")
+    for net in outputs:
+        if net not in defined:
+            raise BenchError(f"{filename}: output {net} is neither an input nor a gate output")
+    _check_acyclic(gates, filename)
+    if not gates:
+        raise BenchError(f"{filename}: the netlist has no gates")
+    return Netlist(inputs, outputs, gates)
+
+
+def _check_acyclic(gates: list[tuple[str, str, tuple[str, ...]]], filename: str) -> None:
+    reads = {out: ins for out, _, ins in gates}
+    state: dict[str, int] = {}
+    for start in reads:
+        if start in state:
+            continue
+        stack = [(start, iter(reads[start]))]
+        state[start] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+            elif nxt in reads:
+                if state.get(nxt) == 1:
+                    raise BenchError(f"{filename}: the netlist has a cycle through net {nxt}")
+                if nxt not in state:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(reads[nxt])))
+
+
+def read_bench(path: Path) -> Netlist:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchError(f"cannot read {path}: {exc}") from None
+    return parse_bench(text, str(path))
+
+
+def _bit(token: str, where: str) -> bool:
+    if token not in ("0", "1"):
+        raise BenchError(f"{where}: expected 0 or 1, found {token!r}")
+    return token == "1"
+
+
+def parse_observations(text: str, nets: set[str] | None = None, filename: str = "<observations>") -> list[dict[str, bool]]:
+    """Observations, one per line: ``a=1 b=0 …``, or a header of net names then rows of 0/1."""
+    rows = [(i, line.split("#", 1)[0].strip()) for i, line in enumerate(text.splitlines(), 1)]
+    rows = [(i, line) for i, line in rows if line]
+    out: list[dict[str, bool]] = []
+    header: list[str] | None = None
+    for lineno, line in rows:
+        where = f"{filename}:{lineno}"
+        if "=" in line:
+            obs: dict[str, bool] = {}
+            for pair in line.split():
+                name, sep, value = pair.partition("=")
+                if not sep or not name:
+                    raise BenchError(f"{where}: expected net=0 or net=1, found {pair!r}")
+                obs[name] = _bit(value, where)
+            out.append(obs)
+        elif header is None:
+            header = line.replace(",", " ").split()
+        else:
+            tokens = line.replace(",", " ").split()
+            if len(tokens) == 1 and len(header) > 1 and len(tokens[0]) == len(header):
+                tokens = list(tokens[0])
+            if len(tokens) != len(header):
+                raise BenchError(f"{where}: {len(tokens)} values for the {len(header)} nets of the header")
+            out.append({name: _bit(t, where) for name, t in zip(header, tokens)})
+    if nets is not None:
+        for k, obs in enumerate(out, 1):
+            unknown = sorted(set(obs) - nets)
+            if unknown:
+                raise BenchError(f"{filename}: observation {k} names unknown net(s) {', '.join(unknown[:5])}")
+    if not out:
+        raise BenchError(f"{filename}: no observations")
+    return out
+
+
+def read_observations(path: Path, nets: set[str] | None = None) -> list[dict[str, bool]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchError(f"cannot read {path}: {exc}") from None
+    return parse_observations(text, nets, str(path))
+
+
+def _function(kind: str) -> Callable[[NodeFactory, list[Node]], Node]:
+    table: dict[str, Callable[[NodeFactory, list[Node]], Node]] = {
+        "AND": lambda f, xs: f.and_(xs),
+        "NAND": lambda f, xs: f.not_(f.and_(xs)),
+        "OR": lambda f, xs: f.or_(xs),
+        "NOR": lambda f, xs: f.not_(f.or_(xs)),
+        "XOR": lambda f, xs: f.xor(xs),
+        "XNOR": lambda f, xs: f.not_(f.xor(xs)),
+        "NOT": lambda f, xs: f.not_(xs[0]),
+        "BUFF": lambda f, xs: xs[0],
+    }
+    return table[kind]
+
+
+def _gate(out: str, kind: str, ins: tuple[str, ...]) -> GateConstraint:
+    fn = _function(kind)
+
+    def build(f: NodeFactory, net: Callable[[str], Node], ab: Node) -> Node:
+        return f.iff(net(out), fn(f, [net(i) for i in ins]))
+
+    return build
+
+
+def load_bench(
+    netlist: Netlist, observations: list[Mapping[str, bool]], goal: MinimalGoal, filename: str | None = None
+) -> CircuitInstance:
+    """The diagnosis problem of ``netlist`` under ``observations``."""
+    known = set(netlist.nets)
+    for k, obs in enumerate(observations, 1):
+        unknown = sorted(set(obs) - known)
+        if unknown:
+            raise BenchError(f"observation {k} names unknown net(s) {', '.join(unknown[:5])}")
+    gates = [(out, _gate(out, kind, ins)) for out, kind, ins in netlist.gates]
+    gp = build_problem(gates, netlist.nets, observations, goal, filename)
+    return CircuitInstance(gp, [g for g, _ in gates], len(observations))

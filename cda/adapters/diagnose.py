@@ -1,0 +1,148 @@
+"""``cda diagnose``: all subset-minimal diagnoses of a circuit under its observations.
+
+Reads a ``.bench`` netlist with an observation file, or an mbd-mobs ``.wcnf``/``.wcnf.gz``
+instance, builds an ordinary ground problem with ``goal minimal_explanations`` and hands it to
+the engine (every explanation re-checked by the evaluator). See docs/diagnosis.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Literal, TextIO
+
+from pydantic import BaseModel, ConfigDict
+
+from cda.adapters.bench_import import load_bench, read_bench, read_observations
+from cda.adapters.diagnosis_problem import CircuitInstance
+from cda.adapters.wcnf_import import load_wcnf, read_wcnf
+from cda.encodings.ir import MinimalGoal
+from cda.errors import CDAError
+from cda.solver.engine import EngineOptions, run
+from cda.solver.route import choose_backend
+
+__all__ = ["DiagnosisReport", "load_instance", "diagnose", "main_diagnose"]
+
+Mode = Literal["all", "top", "min_cardinality"]
+
+
+class DiagnosisReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    file: str
+    backend: str
+    mode: str
+    diagnoses: list[list[str]]
+    complete: bool
+    observations: int
+    gates: int
+    injected: list[str] | None
+    time_s: float
+    timed_out: bool
+    notes: list[str]
+
+
+def load_instance(path: Path, observations: Path | None, goal: MinimalGoal) -> CircuitInstance:
+    """A ``.bench`` (observations required) or mbd-mobs ``.wcnf[.gz]`` file as a diagnosis problem."""
+    if not path.exists():
+        raise CDAError(f"{path}: no such file")
+    name = path.name.lower()
+    if name.endswith(".bench"):
+        if observations is None:
+            raise CDAError(f"{path}: a .bench netlist needs --observations FILE (docs/diagnosis.md)")
+        netlist = read_bench(path)
+        obs = read_observations(observations, set(netlist.nets))
+        return load_bench(netlist, list(obs), goal, str(path))
+    if name.endswith(".wcnf") or name.endswith(".wcnf.gz"):
+        if observations is not None:
+            raise CDAError(f"{path}: a WCNF instance carries its own observations; drop --observations")
+        return load_wcnf(read_wcnf(path), goal, str(path))
+    raise CDAError(f"{path}: expected a .bench netlist or a .wcnf/.wcnf.gz instance")
+
+
+def diagnose(
+    path: Path,
+    observations: Path | None = None,
+    *,
+    backend: str = "auto",
+    mode: Mode = "all",
+    k: int | None = None,
+    timeout: float | None = None,
+    seed: int = 0,
+    lazy_observations: bool = True,
+    check_minimality: bool = False,
+) -> DiagnosisReport:
+    """Subset-minimal diagnoses of one instance (``mode``: all, top ``k``, min_cardinality)."""
+    if mode == "top" and (k is None or k < 1):
+        raise CDAError("--mode top needs a count of at least 1 (e.g. --mode top 5)")
+    start = time.perf_counter()
+    goal = MinimalGoal(mode, k if mode == "top" else None)
+    inst = load_instance(path, observations, goal)
+    name = choose_backend(inst.problem, backend)
+    options = EngineOptions(
+        seed=seed, timeout=None if timeout is None else max(0.0, timeout - (time.perf_counter() - start)),
+        lazy_observations=lazy_observations, check_minimality=check_minimality,
+    )
+    result = run(inst.problem, name, options)
+    gate_of = {a.name: a.args[0] for a in inst.problem.atoms.values() if a.kind == "hyp"}
+    found = [[gate_of[a] for a in d] for d in (result.minimal_explanations or [])]
+    found = sorted((sorted(d) for d in found), key=lambda d: (len(d), d))
+    return DiagnosisReport(
+        file=str(path), backend=name, mode=mode if mode != "top" else f"top {k}", diagnoses=found,
+        complete=result.minimal_complete, observations=inst.observations, gates=len(inst.gates),
+        injected=inst.injected, time_s=round(time.perf_counter() - start, 4), timed_out=result.partial,
+        notes=inst.notes + result.notes,
+    )
+
+
+def render(report: DiagnosisReport) -> str:
+    out = [
+        f"{report.file}: {len(report.diagnoses)} diagnos{'is' if len(report.diagnoses) == 1 else 'es'}"
+        f" ({'complete' if report.complete else 'INCOMPLETE'}), {report.gates} gates, "
+        f"{report.observations} observations, backend {report.backend}, {report.time_s:.3f} s"
+    ]
+    if report.timed_out:
+        out.append("TIMEOUT: what follows is what was found")
+    for d in report.diagnoses:
+        out.append("  " + ", ".join(d))
+    for note in report.notes:
+        out.append(f"note: {note}")
+    return "\n".join(out) + "\n"
+
+
+def main_diagnose(
+    path: Path,
+    observations: Path | None,
+    backend: str,
+    mode: list[str],
+    timeout: float | None,
+    as_json: bool,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """The CLI entry: exit 0 answered, 2 bad input, 3 timeout (with what was found)."""
+    try:
+        kind, k = _mode(mode)
+        report = diagnose(path, observations, backend=backend, mode=kind, k=k, timeout=timeout)
+    except CDAError as exc:
+        print(f"cda: error: {exc}", file=err)
+        return 2
+    if as_json:
+        out.write(json.dumps(report.model_dump(), indent=2) + "\n")
+    else:
+        out.write(render(report))
+    return 3 if report.timed_out else 0
+
+
+def _mode(words: list[str]) -> tuple[Mode, int | None]:
+    if words in (["all"], ["min_cardinality"]):
+        return words[0], None  # type: ignore[return-value]
+    if len(words) == 2 and words[0] == "top":
+        try:
+            k = int(words[1])
+        except ValueError:
+            k = 0
+        if k >= 1:
+            return "top", k
+    raise CDAError(f"--mode {' '.join(words)}: expected all, min_cardinality or top K (K at least 1)")

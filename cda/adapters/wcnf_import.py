@@ -1,0 +1,156 @@
+"""mbd-mobs WCNF instances (IJCAI 2019) → a diagnosis problem (docs/diagnosis.md).
+
+Format: an old-style ``p wcnf nvars nclauses top`` header; hard clauses (weight = top) encode
+the circuit; one soft unit clause per gate on its health variable ``h`` (true = healthy; the
+gate's output is ``h - 1``). Observations are comment lines ``o <literals> 0`` (also written
+``c o …``); ``c mutated gates:`` / ``c corresp. vars:`` name the injected fault.
+
+Each hard clause is copied per observation with the health literals replaced by the shared
+``ab`` atoms (``h`` is ``not ab(h)``), and the observed variables folded to constants. Gates are
+named by their health variable number, as the files name no other gate.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Callable
+from pathlib import Path
+
+from cda.adapters.diagnosis_problem import CircuitInstance, GateConstraint, ab_atom, build_problem
+from cda.encodings.ir import MinimalGoal, Node, NodeFactory
+from cda.errors import CDAError
+
+__all__ = ["WcnfError", "Wcnf", "parse_wcnf", "read_wcnf", "load_wcnf"]
+
+
+class WcnfError(CDAError, ValueError):
+    """A malformed WCNF file; the message names the file and line."""
+
+
+class Wcnf:
+    """The parsed file: hard clauses, health variables, observations, the injected fault."""
+
+    def __init__(self) -> None:
+        self.nvars = 0
+        self.top = 0
+        self.hard: list[list[int]] = []
+        self.health: list[int] = []
+        self.observations: list[dict[int, bool]] = []
+        self.mutated_names: list[str] = []
+        self.mutated_vars: list[int] = []
+
+
+def _ints(tokens: list[str], where: str) -> list[int]:
+    try:
+        return [int(t) for t in tokens]
+    except ValueError:
+        raise WcnfError(f"{where}: expected whole numbers, found {' '.join(tokens)!r}") from None
+
+
+def parse_wcnf(text: str, filename: str = "<wcnf>") -> Wcnf:
+    w = Wcnf()
+    header = False
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        where = f"{filename}:{lineno}"
+        if not line:
+            continue
+        tokens = line.split()
+        if tokens[0] == "o" or (tokens[0] == "c" and len(tokens) > 1 and tokens[1] == "o"):
+            lits = _ints(tokens[1:] if tokens[0] == "o" else tokens[2:], where)
+            if not lits or lits[-1] != 0:
+                raise WcnfError(f"{where}: an observation line ends with 0")
+            w.observations.append({abs(v): v > 0 for v in lits[:-1]})
+            continue
+        if tokens[0] == "c":
+            rest = line[1:].strip()
+            if rest.startswith("mutated gates:"):
+                w.mutated_names = rest.split(":", 1)[1].split()
+            elif rest.startswith("corresp. vars:"):
+                w.mutated_vars = _ints(rest.split(":", 1)[1].split(), where)
+            continue
+        if tokens[0] == "p":
+            if len(tokens) != 5 or tokens[1] != "wcnf":
+                raise WcnfError(f"{where}: expected 'p wcnf nvars nclauses top'")
+            w.nvars, _nclauses, w.top = _ints(tokens[2:], where)
+            header = True
+            continue
+        if not header:
+            raise WcnfError(f"{where}: a clause before the 'p wcnf' header")
+        nums = _ints(tokens, where)
+        if len(nums) < 2 or nums[-1] != 0:
+            raise WcnfError(f"{where}: a clause is a weight, literals, and a final 0")
+        weight, lits = nums[0], nums[1:-1]
+        if any(abs(v) > w.nvars or v == 0 for v in lits):
+            raise WcnfError(f"{where}: a literal outside 1..{w.nvars}")
+        if weight >= w.top:
+            w.hard.append(lits)
+        elif len(lits) == 1 and lits[0] > 0:
+            w.health.append(lits[0])
+        else:
+            raise WcnfError(f"{where}: a soft clause must be one positive health variable")
+    if not header:
+        raise WcnfError(f"{filename}: no 'p wcnf' header")
+    if not w.health:
+        raise WcnfError(f"{filename}: no soft clauses (no gates)")
+    if not w.observations:
+        raise WcnfError(f"{filename}: no observation lines ('o <literals> 0')")
+    health = set(w.health)
+    for k, obs in enumerate(w.observations, 1):
+        if health & set(obs):
+            raise WcnfError(f"{filename}: observation {k} mentions a health variable")
+    return w
+
+
+def read_wcnf(path: Path) -> Wcnf:
+    try:
+        raw = path.read_bytes()
+        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
+    except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError) as exc:
+        raise WcnfError(f"cannot read {path}: {exc}") from None
+    return parse_wcnf(text, str(path))
+
+
+def load_wcnf(w: Wcnf, goal: MinimalGoal, filename: str | None = None) -> CircuitInstance:
+    """The diagnosis problem of a parsed instance: every observation in the file."""
+    health = set(w.health)
+    gate_of = {h: str(h) for h in w.health}
+    # each hard clause goes to the gate whose health variable it mentions; the rest is structure
+    by_gate: dict[int, list[list[int]]] = {h: [] for h in w.health}
+    structure: list[list[int]] = []
+    for clause in w.hard:
+        hs = [abs(v) for v in clause if abs(v) in health]
+        if len(hs) == 1 and -hs[0] in clause:
+            by_gate[hs[0]].append(clause)
+        else:
+            structure.append(clause)
+    nets = [str(v) for v in range(1, w.nvars + 1) if v not in health]
+
+    def cnf(clauses: list[list[int]], own: int | None) -> GateConstraint:
+        """The clauses on one observation's copy; ``own`` (the gate's ``-h`` guard) is dropped,
+        as the builder puts ``ab(h) or …`` around a gate's constraint."""
+
+        def build(f: NodeFactory, net: Callable[[str], Node], ab: Node) -> Node:
+            parts = []
+            for clause in clauses:
+                lits = []
+                for v in clause:
+                    if v == -own if own is not None else False:
+                        continue
+                    if abs(v) in health:
+                        healthy = f.not_(f.atom(ab_atom(gate_of[abs(v)])))
+                        lits.append(healthy if v > 0 else f.not_(healthy))
+                    else:
+                        node = net(str(abs(v)))
+                        lits.append(node if v > 0 else f.not_(node))
+                parts.append(f.or_(lits))
+            return f.and_(parts)
+
+        return build
+
+    gates = [(gate_of[h], cnf(by_gate[h], h)) for h in w.health]
+    observations = [{str(v): value for v, value in obs.items()} for obs in w.observations]
+    gp = build_problem(gates, nets, observations, goal, filename, structure=cnf(structure, None) if structure else None)
+    injected = [gate_of[v + 1] for v in w.mutated_vars if v + 1 in gate_of] or None
+    notes = [f"injected fault (from the file): {', '.join(w.mutated_names)}"] if w.mutated_names else []
+    return CircuitInstance(gp, [gate_of[h] for h in w.health], len(w.observations), injected, notes)
