@@ -110,6 +110,14 @@ def check(source: Source, *, hard: Sequence[str] = (), soft: Sequence[SoftSpec] 
     )
 
 
+def _top(gp: GroundProblem, top: int | None) -> int:
+    """How many hypotheses to list: the argument, else the problem's goal, else 3."""
+    k = top if top is not None else gp.top if gp.top is not None else 3
+    if k < 1:
+        raise CDAError("top must be at least 1")
+    return k
+
+
 def solve(
     source: Source,
     backend: str = "auto",
@@ -131,9 +139,7 @@ def solve(
     """
     gp = ground(source, hard=hard, soft=soft, ken=ken)
     name = choose_backend(gp, backend)
-    k = top if top is not None else gp.top if gp.top is not None else 3
-    if k < 1:
-        raise CDAError("top must be at least 1")
+    k = _top(gp, top)
     options = EngineOptions(top=k, seed=seed, timeout=timeout, max_hypotheses=max_hypotheses)
     result = run(gp, name, options)
     if gp.fol_blocks:
@@ -155,7 +161,7 @@ def solve_cross_checked(
     from cda.verifiers.agreement import cross_check
 
     gp = ground(source, hard=hard, soft=soft, ken=ken)
-    k = top if top is not None else gp.top if gp.top is not None else 3
+    k = _top(gp, top)
     half = None if timeout is None else timeout / 2
     report = cross_check(gp, EngineOptions(top=k, seed=seed, timeout=half))
     assert report.result is not None

@@ -109,6 +109,15 @@ class ClingoBackend:
         conf.project = "project" if project else "no"
         conf.opt_mode = "opt" if optimize else "ignore"
 
+    def _deadline_passed(self, out: Enumeration) -> bool:
+        """Mark ``out`` as cut short when the deadline has passed (an enumeration never raises)."""
+        try:
+            self._expired()
+        except _OutOfTime:
+            out.complete, out.timed_out = False, True
+            return True
+        return False
+
     def _expired(self) -> None:
         if self.deadline.remaining() == 0:
             self.deadline.expired = True
@@ -169,10 +178,7 @@ class ClingoBackend:
 
     def enumerate(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
         out = Enumeration()
-        try:
-            self._expired()
-        except _OutOfTime:
-            out.complete, out.timed_out = False, True
+        if self._deadline_passed(out):
             return out
         if tuple(project) == self._hyps:
             models, status, capped = self._solve(assumptions, limit=limit, project=True, optimize=False)
@@ -235,10 +241,7 @@ class ClingoBackend:
         if tuple(project) != self._hyps:
             raise BackendUnsupported("the clingo backend enumerates minimal models on the abducibles only")
         out = Enumeration()
-        try:
-            self._expired()
-        except _OutOfTime:
-            out.complete, out.timed_out = False, True
+        if self._deadline_passed(out):
             return out
         self._prepare_minimal()
         # an external is false unless assigned: assuming it true would make every call unsat
