@@ -42,6 +42,7 @@ class Z3Backend:
         self._soft = [(self.enc.encode(s.node), weights[s.name]) for s in problem.soft]
         self.solver.add(self._structure)
         self._opt: z3.Optimize | None = None
+        self._atom_decls = [(name, self.enc.bools[name].decl()) for name in problem.atoms]
 
     # ---- helpers
     def _lits(self, assumptions: Sequence[Lit]) -> list[z3.BoolRef]:
@@ -60,12 +61,11 @@ class Z3Backend:
             target.set("timeout", max(1, int(left * 1000)))
 
     def _model(self, m: z3.ModelRef) -> Model:
-        # one pass over the model's assignments; an atom the model leaves open is false
-        # (what model completion would choose), without one eval call per atom
-        given = {d.name(): m[d] for d in m.decls() if d.arity() == 0}
+        # only the problem's atoms (not the thousands of selectors): an atom the model leaves
+        # open is false, what model completion would choose
         out: Model = {}
-        for name in self.problem.atoms:
-            value = given.get(name)
+        for name, decl in self._atom_decls:
+            value = m.get_interp(decl)
             out[name] = value is not None and z3.is_true(value)
         for name in self.problem.numvars:
             out[name] = m.eval(self.enc.ints[name], model_completion=True).as_long()
