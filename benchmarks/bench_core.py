@@ -362,7 +362,7 @@ def cda_compile(text: str, backend: str) -> tuple[float, float, float]:
     t1 = time.perf_counter()
     gp = api.ground_problem(ast, None, [], [])
     t2 = time.perf_counter()
-    weights, _scale = engine.integer_weights(gp)
+    weights = engine.integer_weights(gp)
     engine.make_backend(backend, gp, seed=0, deadline=Deadline(None), weights=weights)
     t3 = time.perf_counter()
     return t1 - t0, t2 - t1, t3 - t2

@@ -13,6 +13,7 @@ from cda.encodings.ir import GroundProblem
 from cda.encodings.ken import KenGraph
 from cda.encodings.parse import parse_clause, parse_problem
 from cda.errors import CDAError, DSLError
+from cda.files import read_text
 from cda.gcpause import gc_paused
 from cda.solver.engine import EngineOptions, run
 from cda.solver.route import choose_backend
@@ -25,10 +26,7 @@ SoftSpec = str | tuple[str, float]
 
 def _read(source: Source) -> tuple[str, str | None]:
     if isinstance(source, Path):
-        try:
-            return source.read_text(encoding="utf-8"), str(source)
-        except OSError as exc:
-            raise CDAError(f"cannot read {source}: {exc.strerror}") from None
+        return read_text(source), str(source)
     return source, None
 
 

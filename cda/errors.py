@@ -24,6 +24,10 @@ __all__ = [
 class CDAError(Exception):
     """Root of every error CDA raises on purpose."""
 
+    def render(self) -> str:
+        """How the CLI prints it; mistakes located in DSL text print like a compiler."""
+        return f"cda: error: {self}"
+
 
 class DSLError(CDAError, ValueError):
     """A mistake in DSL text, located at ``line``/``column`` (1-based) when known."""

@@ -167,3 +167,14 @@ def test_prove_reads_fol_blocks_of_a_cda_file(tmp_path: Path) -> None:
     bad.write_text("hyp a\nfol {\n  premise p1: A(x\n}\n")
     code, _, err = run("prove", str(bad))
     assert code == 2 and err.startswith(f"{bad}:3:16: syntax error: unbalanced parentheses")
+
+
+@pytest.mark.parametrize(
+    "argv,name", [(("solve",), "p.cda"), (("check",), "p.cda"), (("prove",), "p.fol"), (("bench", "folio"), "p.jsonl")]
+)
+def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path, argv: tuple[str, ...], name: str) -> None:
+    f = tmp_path / name
+    f.write_bytes(b"hyp a\xff\nhard: a\n")
+    code, out, err = run(*argv, str(f))
+    assert code == 2 and out == ""
+    assert err.strip() == f"cda: error: cannot read {f}: not UTF-8 text (byte 5 is 0xff)"

@@ -24,6 +24,7 @@ from pathlib import Path
 from cda.adapters.diagnosis_problem import CircuitInstance, GateConstraint, build_problem
 from cda.encodings.ir import MinimalGoal, Node, NodeFactory
 from cda.errors import CDAError
+from cda.files import read_text
 
 __all__ = ["Netlist", "read_bench", "parse_bench", "read_observations", "parse_observations", "load_bench", "GATE_TYPES"]
 
@@ -118,11 +119,7 @@ def _check_acyclic(gates: list[tuple[str, str, tuple[str, ...]]], filename: str)
 
 
 def read_bench(path: Path) -> Netlist:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BenchError(f"cannot read {path}: {exc}") from None
-    return parse_bench(text, str(path))
+    return parse_bench(read_text(path), str(path))
 
 
 def _bit(token: str, where: str) -> bool:
@@ -167,11 +164,7 @@ def parse_observations(text: str, nets: set[str] | None = None, filename: str = 
 
 
 def read_observations(path: Path, nets: set[str] | None = None) -> list[dict[str, bool]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BenchError(f"cannot read {path}: {exc}") from None
-    return parse_observations(text, nets, str(path))
+    return parse_observations(read_text(path), nets, str(path))
 
 
 def _function(kind: str) -> Callable[[NodeFactory, list[Node]], Node]:
@@ -191,7 +184,7 @@ def _function(kind: str) -> Callable[[NodeFactory, list[Node]], Node]:
 def _gate(out: str, kind: str, ins: tuple[str, ...]) -> GateConstraint:
     fn = _function(kind)
 
-    def build(f: NodeFactory, net: Callable[[str], Node], ab: Node) -> Node:
+    def build(f: NodeFactory, net: Callable[[str], Node]) -> Node:
         return f.iff(net(out), fn(f, [net(i) for i in ins]))
 
     return build

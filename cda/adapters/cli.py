@@ -16,7 +16,7 @@ from typing import TextIO
 
 from cda.api import check, solve, solve_cross_checked
 from cda.contracts.result import SolveResult
-from cda.errors import CDAError, DSLError
+from cda.errors import CDAError
 
 __all__ = ["main", "render_table"]
 
@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     if args.command == "bench":
         from cda.adapters.folio_bench import main_bench
 
-        return main_bench(args.file, args.json, out, timeout=args.timeout)
+        return main_bench(args.file, args.json, out, timeout=args.timeout, err=err)
     try:
         ken = None
         if args.ken:
@@ -157,11 +157,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
             result = solve_cross_checked(args.file, top=args.top, seed=args.seed, timeout=args.timeout, ken=ken)
         else:
             result = solve(args.file, backend=args.backend, top=args.top, seed=args.seed, timeout=args.timeout, ken=ken)
-    except DSLError as exc:
-        print(exc.render(), file=err)
-        return EXIT_BAD_INPUT
     except CDAError as exc:
-        print(f"cda: error: {exc}", file=err)
+        print(exc.render(), file=err)
         return EXIT_BAD_INPUT
     out.write(result.json_text() + "\n" if args.json else render_table(result))
     return _exit_code(result)

@@ -126,7 +126,7 @@ def main_diagnose(
         kind, k = _mode(mode)
         report = diagnose(path, observations, backend=backend, mode=kind, k=k, timeout=timeout)
     except CDAError as exc:
-        print(f"cda: error: {exc}", file=err)
+        print(exc.render(), file=err)
         return 2
     if as_json:
         out.write(json.dumps(report.model_dump(), indent=2) + "\n")

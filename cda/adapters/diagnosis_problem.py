@@ -23,7 +23,7 @@ __all__ = ["CircuitInstance", "build_problem", "ab_atom"]
 
 #: builds, on one observation's copy, the constraint a healthy gate imposes: ``net`` maps a
 #: net name to its node there (an atom, or a constant when observed), ``ab`` is the gate's atom
-GateConstraint = Callable[[NodeFactory, Callable[[str], Node], Node], Node]
+GateConstraint = Callable[[NodeFactory, Callable[[str], Node]], Node]
 
 
 def ab_atom(gate: str) -> str:
@@ -77,8 +77,8 @@ def build_problem(
 
         for name in nets:  # every net exists in every copy, used or not
             net(name)
-        parts = [f.or_([abs_[name], build(f, net, abs_[name])]) for name, build in gates]
+        parts = [f.or_([abs_[name], build(f, net)]) for name, build in gates]
         if structure is not None:
-            parts.append(structure(f, net, f.true))
+            parts.append(structure(f, net))
         gp.clauses.append(Clause(f"obs{k}", "observation", f.and_(parts), k))
     return gp

@@ -26,7 +26,8 @@ from typing import TextIO
 from cda.encodings.ast import FolBlock
 from cda.encodings.fol import FOLProblem, parse_fol
 from cda.encodings.parse import parse_problem
-from cda.errors import CDAError, DSLError
+from cda.errors import CDAError
+from cda.files import read_text
 from cda.solver.fol_prove import ProofResult, prove_all
 
 __all__ = ["read_fol_file", "render_results", "main_prove", "EXIT_OK", "EXIT_NOT_SUPPORTED", "EXIT_BAD_INPUT", "EXIT_UNKNOWN"]
@@ -39,10 +40,7 @@ def read_fol_file(path: Path | str) -> FOLProblem:
     ``DSLSyntaxError``/``DSLTypeError`` (with the file name, line, column and a caret) or
     ``CDAError`` when the file cannot be read."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+    text = read_text(path)
     if path.suffix == ".cda":
         text = fol_blocks_of(text, str(path))
     return parse_fol(text, filename=str(path))
@@ -109,11 +107,8 @@ def main_prove(
         if not problem.claims:
             raise CDAError(f"{path}: no claim to prove (add a line 'claim φ')")
         results = prove_all(problem, timeout, backend=backend, cross_check=cross_check)
-    except DSLError as exc:
-        print(exc.render(), file=errors)
-        return EXIT_BAD_INPUT
     except CDAError as exc:
-        print(f"cda: error: {exc}", file=errors)
+        print(exc.render(), file=errors)
         return EXIT_BAD_INPUT
     if as_json:
         data = {"file": str(path), "results": [r.model_dump() for r in results]}

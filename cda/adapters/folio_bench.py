@@ -33,6 +33,7 @@ from typing import Any, TextIO
 
 from cda.encodings.fol import build_problem
 from cda.errors import CDAError, DSLError
+from cda.files import read_text
 from cda.solver.fol_prove import ProofResult, prove
 
 __all__ = ["ExampleResult", "BenchReport", "run_bench", "run_example", "render_report", "main_bench", "LABELS"]
@@ -158,10 +159,7 @@ def run_example(index: int, row: dict[str, Any], timeout: float = 10.0, cross_ch
 
 def read_examples(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """``(index, example)`` for every non-blank line; ``index`` is the 0-based line number."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+    lines = read_text(path).splitlines()
     rows = []
     for index, line in enumerate(lines):
         if not line.strip():
@@ -233,14 +231,16 @@ def render_report(report: BenchReport) -> str:
     return "\n".join(out) + "\n"
 
 
-def main_bench(path: Path | str, as_json: bool = False, out: TextIO | None = None, timeout: float = 10.0) -> int:
+def main_bench(
+    path: Path | str, as_json: bool = False, out: TextIO | None = None, timeout: float = 10.0, *, err: TextIO | None = None
+) -> int:
     """Run the benchmark and print it; exit 0 when every miss is a gold defect, 1 when the
     engine missed (unknown or wrong), 2 when the file cannot be read."""
     stream = out or sys.stdout
     try:
         report = run_bench(path, timeout)
     except CDAError as exc:
-        print(f"cda: error: {exc}", file=sys.stderr)
+        print(exc.render(), file=err or sys.stderr)
         return 2
     if as_json:
         stream.write(json.dumps(report.to_json(), ensure_ascii=False, indent=2) + "\n")

@@ -130,7 +130,7 @@ def load_wcnf(w: Wcnf, goal: MinimalGoal, filename: str | None = None) -> Circui
         """The clauses on one observation's copy; ``own`` (the gate's ``-h`` guard) is dropped,
         as the builder puts ``ab(h) or …`` around a gate's constraint."""
 
-        def build(f: NodeFactory, net: Callable[[str], Node], ab: Node) -> Node:
+        def build(f: NodeFactory, net: Callable[[str], Node]) -> Node:
             parts = []
             for clause in clauses:
                 lits = []

@@ -226,10 +226,7 @@ class _ToAST(Transformer[Token, Any]):
     def _arith(self, node: Any) -> A.Arith:
         if isinstance(node, A.Arith):
             return node
-        return A.Arith((self._aterm(node),), self._apos(node))
-
-    def _apos(self, node: Any) -> A.Pos:
-        return node.pos
+        return A.Arith((self._aterm(node),), node.pos)
 
     def _aterm(self, node: Any, sign: int = 1) -> A.ATerm:
         if isinstance(node, A.ATerm):
@@ -238,18 +235,12 @@ class _ToAST(Transformer[Token, Any]):
             return A.ATerm(Fraction(sign), node, None, node.pos)
         if isinstance(node, A.AQuantity):
             return A.ATerm(Fraction(sign), None, node, node.pos)
-        if isinstance(node, A.Arith):  # parenthesised sub-sum is flattened by arith()
-            raise DSLSyntaxError("nested sums are not supported", line=node.pos[0], column=node.pos[1])
         raise TypeError(node)
 
     def arith(self, meta: Any, items: list[Any]) -> A.Arith:
         terms = [self._aterm(items[0])]
         for op, item in zip(items[1::2], items[2::2]):
-            sign = -1 if str(op) == "-" else 1
-            if isinstance(item, A.Arith):
-                terms.extend(A.ATerm(t.coef * sign, t.ref, t.quantity, t.pos) for t in item.terms)
-            else:
-                terms.append(self._aterm(item, sign))
+            terms.append(self._aterm(item, -1 if str(op) == "-" else 1))
         return A.Arith(tuple(terms), _pos(meta))
 
     def scaled(self, meta: Any, items: list[Any]) -> A.ATerm:

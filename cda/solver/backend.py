@@ -59,18 +59,11 @@ class Deadline:
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds
         self._end = None if seconds is None else time.monotonic() + seconds
-        self.expired = False
 
     def remaining(self) -> float | None:
         if self._end is None:
             return None
         return max(0.0, self._end - time.monotonic())
-
-    def check(self) -> None:
-        left = self.remaining()
-        if left is not None and left <= 0:
-            self.expired = True
-            raise _OutOfTime()
 
 
 class _OutOfTime(CDAError):
@@ -81,7 +74,6 @@ class _OutOfTime(CDAError):
 class Outcome:
     status: str  # "sat" | "unsat" | "unknown"
     model: Model | None = None
-    cost: int | None = None  # scaled integer cost, from minimize()
 
 
 @dataclass
@@ -105,7 +97,7 @@ class Backend(Protocol):
         ...
 
     def minimize(self, assumptions: Sequence[Lit]) -> Outcome:
-        """A model of least scaled soft cost under ``assumptions`` (cost in ``Outcome.cost``)."""
+        """A model of least soft cost under ``assumptions``; the engine prices it with the evaluator."""
         ...
 
     def enumerate_minimal(

@@ -77,7 +77,6 @@ class ClingoBackend:
         if self.theory is not None:
             self.theory.prepare(self.ctl)
         self._sym = {name: clingo.Function("x", [clingo.Number(i)]) for name, i in enc.atom_ids.items()}
-        self._atom_of = {i: name for name, i in enc.atom_ids.items() if name in problem.atoms}
         self._name_of_symbol = {self._sym[name]: name for name in problem.atoms}
         self._parts = 0
         self._minimal_ready = False
@@ -120,7 +119,6 @@ class ClingoBackend:
 
     def _expired(self) -> None:
         if self.deadline.remaining() == 0:
-            self.deadline.expired = True
             raise _OutOfTime()
 
     def _solve(
@@ -145,7 +143,6 @@ class ClingoBackend:
                 left = self.deadline.remaining()
                 if not handle.wait(left if left is not None else -1.0):
                     handle.cancel()
-                    self.deadline.expired = True
                     timed_out = True
                     break
                 m = handle.model()
@@ -290,4 +287,4 @@ class ClingoBackend:
         models, status, _ = self._solve(assumptions, limit=1, project=False, optimize=self._has_soft)
         if status != "sat" or not models:
             return Outcome(status)
-        return Outcome("sat", models[-1], None)
+        return Outcome("sat", models[-1])

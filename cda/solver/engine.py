@@ -26,7 +26,7 @@ import numpy as np
 
 from cda.contracts.result import Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
 from cda.encodings.evaluate import BatchEvaluator, evaluate_many
-from cda.encodings.ir import Atom, Claim, GroundProblem, walk
+from cda.encodings.ir import Atom, Claim, GroundProblem, Linear, walk
 from cda.errors import EvaluatorDisagreement
 from cda.solver.backend import Backend, Deadline, Lit, Model, _OutOfTime, claim_key, make_backend, selector, soft_key
 from cda.solver.cores import marco, quickxplain
@@ -49,10 +49,10 @@ class EngineOptions:
     check_minimality: bool = False  # minimal explanations: prove each one minimal (|E| extra calls)
 
 
-def integer_weights(problem: GroundProblem) -> tuple[dict[str, int], int]:
-    """Soft weights scaled to integers (solvers need them); returns (weights, scale)."""
+def integer_weights(problem: GroundProblem) -> dict[str, int]:
+    """Soft weights scaled by one common factor to integers (solvers need them)."""
     scale = math.lcm(*(s.weight.denominator for s in problem.soft)) if problem.soft else 1
-    return {s.name: int(s.weight * scale) for s in problem.soft}, scale
+    return {s.name: int(s.weight * scale) for s in problem.soft}
 
 
 def _r(x: float) -> float:
@@ -60,9 +60,11 @@ def _r(x: float) -> float:
 
 
 class _Run:
-    def __init__(self, problem: GroundProblem, backend: Backend, options: EngineOptions) -> None:
+    def __init__(self, problem: GroundProblem, backend: Backend, options: EngineOptions, deadline: Deadline) -> None:
         self.p = problem
         self.b = backend
+        self.deadline = deadline
+        self._claim_of = {claim_key(c.name): c for c in problem.claims}
         self.o = options
         self.base: list[Lit] = [(selector(c.name), True) for c in problem.clauses]
         self.hyps = problem.hyp_atoms
@@ -74,7 +76,7 @@ class _Run:
         self.confirmed: set[frozenset[str]] = set()  # minimal explanations checked against everything
         soft_atoms = {n.name for n in walk(self._soft_nodes) if isinstance(n, Atom)}
         self._soft_on_hyps_only = soft_atoms <= set(self.hyps) and not any(
-            type(n).__name__ == "Linear" for n in walk(self._soft_nodes)
+            isinstance(n, Linear) for n in walk(self._soft_nodes)
         )
 
     # ---- re-checking every model before it is used
@@ -93,9 +95,8 @@ class _Run:
         for key, value in assumptions:
             if key in model and bool(model[key]) != value:
                 raise EvaluatorDisagreement(f"{self.b.name} returned a model ignoring assumption {key} ({why})")
-        claim_of = {claim_key(c.name): c for c in self.p.claims}
         for key, value in assumptions:
-            if key in claim_of and evaluate_many([claim_of[key].node], model)[0] != value:
+            if key in self._claim_of and evaluate_many([self._claim_of[key].node], model)[0] != value:
                 raise EvaluatorDisagreement(f"{self.b.name} returned a model ignoring claim {key} ({why})")
         return model
 
@@ -392,7 +393,7 @@ class _Run:
             return r
 
         def out_of_time() -> bool:
-            left = self.b.deadline.remaining() if hasattr(self.b, "deadline") else None  # type: ignore[attr-defined]
+            left = self.deadline.remaining()
             return left is not None and left <= 0
 
         cores, corrections, complete = marco(names, oracle, self.o.max_conflict_sets, out_of_time)
@@ -404,7 +405,7 @@ class _Run:
 def run(problem: GroundProblem, backend_name: str, options: EngineOptions) -> SolveResult:
     """Solve ``problem`` on one backend; never raises for a timeout (returns a partial result)."""
     deadline = Deadline(options.timeout)
-    weights, _scale = integer_weights(problem)
+    weights = integer_weights(problem)
     result = SolveResult(
         status="unknown", backend=backend_name, seed=options.seed, hypotheses=[], hypotheses_enumerated=0,
         enumeration_complete=False, verdicts=[], next_tests=[], conflict=None, partial=False, notes=[],
@@ -412,7 +413,7 @@ def run(problem: GroundProblem, backend_name: str, options: EngineOptions) -> So
     state: _Run | None = None
     try:
         backend = make_backend(backend_name, problem, seed=options.seed, deadline=deadline, weights=weights)
-        state = _Run(problem, backend, options)
+        state = _Run(problem, backend, options, deadline)
         base_sat = state.is_sat(state.base, "hard clauses and observations")
         if base_sat is None:
             raise _OutOfTime()

@@ -56,7 +56,6 @@ class Z3Backend:
         left = self.deadline.remaining()
         if left is not None:
             if left <= 0:
-                self.deadline.expired = True
                 raise _OutOfTime()
             target.set("timeout", max(1, int(left * 1000)))
 
@@ -78,8 +77,6 @@ class Z3Backend:
     def check(self, assumptions: Sequence[Lit]) -> Outcome:
         self._timeout(self.solver)
         status = self._status(self.solver.check(*self._lits(assumptions)))
-        if status == "unknown" and self.deadline.remaining() == 0:
-            self.deadline.expired = True
         return Outcome(status, self._model(self.solver.model()) if status == "sat" else None)
 
     def enumerate(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
@@ -166,8 +163,6 @@ class Z3Backend:
             return True
         if r == z3.unsat:
             return False
-        if self.deadline.remaining() == 0:
-            self.deadline.expired = True
         return None
 
     def _shrink(self, project: Sequence[str], proj: list[z3.BoolRef], model: dict[str, bool]) -> Model | None:
@@ -198,9 +193,7 @@ class Z3Backend:
 
     def minimize(self, assumptions: Sequence[Lit]) -> Outcome:
         if not self._soft:
-            outcome = self.check(assumptions)
-            outcome.cost = 0 if outcome.status == "sat" else None
-            return outcome
+            return self.check(assumptions)
         if self._opt is None:
             self._opt = z3.Optimize(ctx=self.ctx)
             self._opt.set("maxsat_engine", "maxres")
@@ -212,4 +205,4 @@ class Z3Backend:
         if status != "sat":
             return Outcome(status)
         model = self._model(self._opt.model())
-        return Outcome("sat", model, None)
+        return Outcome("sat", model)
