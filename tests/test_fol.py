@@ -336,6 +336,9 @@ def expected(premises: list[Tup], claim: Tup, sat: Any) -> str:
 
 
 def check_against_brute(premises: list[Tup], claim: Tup, sat: Any, ascii_: bool, **kw: Any) -> fol_prove.ProofResult:
+    # no wall-clock budget: these fragments are decided, and a budget would make the answer
+    # depend on how loaded the machine is
+    kw.setdefault("timeout", None)
     r = prove([render(p, ascii_) for p in premises], render(claim, not ascii_), **kw)
     want = expected(premises, claim, sat)
     assert not r.unknown
@@ -549,3 +552,18 @@ def test_folio_dev_example(index: int) -> None:
 
 def test_folio_dev_file_count() -> None:
     assert len(_folio_rows()) == 104
+
+
+def test_cross_check_does_not_compare_an_unminimised_premise_list() -> None:
+    """A side whose minimisation was cut short lists every premise: not a disagreement."""
+    base = dict(claim_name="c", claim="P(a)", conflict=None, worlds=[], fragment="epr", fragment_detail="",
+                unknown=False, cross_check=None, notes=[], status="supported", reason="")
+    full = fol_prove.ProofResult(**base, backend="z3", premises_used=["p1", "p2", "p3"], minimal=False)
+    core = fol_prove.ProofResult(**base, backend="clingo", premises_used=["p1", "p3"], minimal=True)
+    assert fol_prove._compare(full, core) == []
+    wrong = core.model_copy(update={"status": "refuted", "minimal": True})
+    assert fol_prove._compare(full, wrong) == ["status: z3 says supported, clingo says refuted"]
+    other = core.model_copy(update={"premises_used": ["p2"]})
+    assert fol_prove._compare(core.model_copy(update={"backend": "z3"}), other) == [
+        "premises_used: z3 says ['p1', 'p3'], clingo says ['p2']"
+    ]

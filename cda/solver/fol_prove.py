@@ -543,8 +543,13 @@ def _can_ground(problem: FOLProblem, frag: Fragment) -> bool:
 
 
 def _compare(first: ProofResult, second: ProofResult) -> list[str]:
+    """What two backends disagree on. Premise sets are canonical only when both were
+    minimised: a side whose minimisation was cut short lists every premise instead."""
+    fields = ["status", "unknown"]
+    if first.minimal and second.minimal:
+        fields += ["premises_used", "conflict"]
     diffs = []
-    for field in ("status", "premises_used", "conflict", "unknown"):
+    for field in fields:
         a, b = getattr(first, field), getattr(second, field)
         if a != b:
             diffs.append(f"{field}: {first.backend} says {a}, {second.backend} says {b}")
