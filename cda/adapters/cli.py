@@ -1,5 +1,6 @@
 """The ``cda`` command: ``cda solve FILE``, ``cda check FILE``, ``cda prove FILE.fol``,
-``cda diagnose FILE``, ``cda bench folio FILE.jsonl``.
+``cda diagnose FILE``, ``cda run INPUTS.json``, ``cda receipts verify DB``, ``cda schema DIR``,
+``cda bench folio FILE.jsonl``.
 
 Exit codes: 0 answered, 1 a prove/disprove goal failed, 2 bad input, 3 timeout/unknown.
 Mistakes in the input print like a compiler (``file:line:col: error: …`` and a caret) and
@@ -54,6 +55,19 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--mode", nargs="+", default=["all"], metavar="MODE", help="all | min_cardinality | top K")
     d.add_argument("--timeout", type=float, default=None, help="wall-clock budget in seconds")
     d.add_argument("--json", action="store_true", help="print one JSON object")
+    r = sub.add_parser("run", help="run a CDA Action from inputs.json: events, artifacts, receipts")
+    r.add_argument("inputs", type=Path)
+    r.add_argument("--out", type=Path, default=None, help="folder for artifacts and receipts.sqlite")
+    r.add_argument("--json", action="store_true", help="print every event as one JSON line")
+    sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
+    sc.add_argument("folder", type=Path)
+    sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
+    rc = sub.add_parser("receipts", help="the receipt log")
+    rcsub = rc.add_subparsers(dest="receipts_command", required=True)
+    rv = rcsub.add_parser("verify", help="check the hash chain of a receipt log")
+    rv.add_argument("db", type=Path)
+    rv.add_argument("--head", default=None, help="the head hash an action recorded (detects truncation)")
+    rv.add_argument("--json", action="store_true")
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
@@ -134,6 +148,18 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         from cda.adapters.diagnose import main_diagnose
 
         return main_diagnose(args.file, args.observations, args.backend, args.mode, args.timeout, args.json, out, err)
+    if args.command == "run":
+        from cda.adapters.run_cli import main_run
+
+        return main_run(args.inputs, args.out, args.json, out, err)
+    if args.command == "schema":
+        from cda.adapters.schema_cli import main_schema
+
+        return main_schema(args.folder, args.check, out, err)
+    if args.command == "receipts":
+        from cda.adapters.receipts_cli import main_receipts_verify
+
+        return main_receipts_verify(args.db, args.head, args.json, out, err)
     if args.command == "bench":
         from cda.adapters.folio_bench import main_bench
 

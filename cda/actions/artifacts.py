@@ -1,0 +1,146 @@
+"""The artifacts of an Action: the boundary summary, the plan bundle and the evidence bundle (spec §8).
+
+Artifact ids are content addresses (``<kind>:<first 16 hex digits of SHA-256>``), so the same
+run gives the same ids and a changed artifact gets a new one. With no folder the ids are still
+computed and nothing is written (a quick in-process run).
+
+The **boundary summary** is the only text a client reads: decisions, key citations, residual
+uncertainty and next tests, capped at :data:`SUMMARY_MAX_CHARS` characters; it never contains
+raw traces, models or solver output beyond the decisions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cda.contracts.action import ActionVerdict, CDAInputs, NextTestSuggestion
+from cda.contracts.receipt import canonical_json, sha256_hex
+from cda.contracts.refs import SpanRef
+from cda.contracts.result import SolveResult
+
+__all__ = ["SUMMARY_MAX_CHARS", "ArtifactWriter", "boundary_summary", "content_id"]
+
+SUMMARY_MAX_CHARS = 2400
+_TRUNCATED = "\n… (summary truncated to its fixed size; the plan bundle has the rest)\n"
+
+
+def content_id(kind: str, content: str) -> str:
+    """``kind:`` and the first 16 hex digits of the content's SHA-256."""
+    return f"{kind}:{sha256_hex(content)[:16]}"
+
+
+def _line(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def boundary_summary(
+    action_id: str,
+    inputs: CDAInputs,
+    result: SolveResult,
+    verdicts: Sequence[ActionVerdict],
+    next_tests: Sequence[NextTestSuggestion],
+    caveats: Sequence[str],
+    *,
+    abstain: Any | None = None,
+    citations: Sequence[SpanRef] = (),
+) -> str:
+    """The boundary summary as Markdown, at most SUMMARY_MAX_CHARS characters."""
+    out = [f"# CDA boundary summary: {action_id}", ""]
+    if inputs.problem.strip():
+        out += [f"Problem: {_line(inputs.problem, 300)}", ""]
+    if abstain is not None:
+        out += ["## Abstained", "", f"- {_line(str(getattr(abstain, 'summary', abstain)), 300)}", ""]
+    out += ["## Decisions", ""]
+    if not verdicts:
+        out.append("- none: no claim was settled")
+    for v in verdicts:
+        out.append(f"- {v.status.upper()} {_line(v.claim, 100)} (confidence {v.confidence:.2f}, {v.band})")
+    out.append("")
+    if result.hypotheses:
+        out += ["## Best explanations", ""]
+        for h in result.hypotheses:
+            assumed = ", ".join(h.assumed) or "(nothing assumed)"
+            out.append(f"- {h.id}: {_line(assumed, 120)} (posterior {h.posterior:.3f}, cost {h.cost:g})")
+        if not result.enumeration_complete:
+            out.append(f"- enumeration capped at {result.hypotheses_enumerated} hypotheses: posteriors are estimates")
+        out.append("")
+    if result.conflict is not None:
+        out += ["## Conflicting evidence", ""]
+        out += [f"- {', '.join(core)}" for core in result.conflict.cores[:5]]
+        out.append("")
+    if citations:
+        out += ["## Key evidence", ""]
+        out += [f"- {c.source}" + (f": {_line(c.excerpt, 100)}" if c.excerpt else "") for c in citations[:5]]
+        out.append("")
+    out += ["## Residual uncertainty", ""]
+    inconclusive = [v for v in verdicts if v.status == "inconclusive"]
+    if not caveats and not inconclusive:
+        out.append("- none recorded")
+    out += [f"- {_line(c, 200)}" for c in caveats]
+    out += [f"- {_line(v.claim, 100)} remains open" for v in inconclusive]
+    out.append("")
+    if next_tests:
+        out += ["## Next tests", ""]
+        for t in next_tests[:5]:
+            power = "" if t.expected_discriminative_power is None else f" ({t.expected_discriminative_power:.3f} bits)"
+            out.append(f"- {_line(t.question, 120)}{power}")
+        out.append("")
+    text = "\n".join(out)
+    if len(text) > SUMMARY_MAX_CHARS:
+        text = text[: SUMMARY_MAX_CHARS - len(_TRUNCATED)] + _TRUNCATED
+    return text
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+class ArtifactWriter:
+    """Writes an action's artifacts under ``folder`` (or only computes their ids when None)."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+
+    def _write(self, relative: str, text: str) -> None:
+        if self.folder is None:
+            return
+        path = self.folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    def write_summary(self, text: str) -> str:
+        self._write("summary.md", text)
+        return content_id("summary", text)
+
+    def write_plan_bundle(
+        self,
+        *,
+        hypotheses: list[dict[str, Any]],
+        constraints: dict[str, Any],
+        plan_graph: dict[str, Any],
+        verifiers: list[dict[str, Any]],
+        receipts: list[dict[str, Any]],
+    ) -> str:
+        """The ``cda_plan`` bundle: hypotheses, constraints, plan graph, verifiers, receipts/."""
+        files = {
+            "hypotheses.json": _dump(hypotheses),
+            "constraints.json": _dump(constraints),
+            "plan_graph.json": _dump(plan_graph),
+            "verifiers.json": _dump(verifiers),
+        }
+        for r in receipts:
+            files[f"receipts/{r['seq']:04d}.json"] = _dump(r)
+        for name, text in files.items():
+            self._write(f"cda_plan/{name}", text)
+        return content_id("cda_plan", canonical_json({k: sha256_hex(v) for k, v in files.items()}))
+
+    def write_evidence_bundle(self, citations: list[SpanRef], stubs: list[dict[str, Any]]) -> str:
+        """Citations with their excerpts, and receipt stubs for evidence that could not be had."""
+        body = {"citations": [c.model_dump(mode="json") for c in citations], "missing_evidence": stubs}
+        text = _dump(body)
+        self._write("evidence.json", text)
+        return content_id("evidence", text)

@@ -1,0 +1,334 @@
+"""Step 3 of the loop: the independent verifiers around the solver's verdicts.
+
+The solver's answer is the verdict; every other check can only lower it:
+
+* **cross-backend agreement** — z3 and clingo must give the same answer; any difference makes
+  every verdict inconclusive (and says so loudly);
+* **units / arithmetic / temporal** — re-evaluated without the solver (pint, sympy, integers);
+* **function evaluators** — the user's deterministic checks in a sandboxed subprocess; a failure,
+  crash or timeout of a check on a claim demotes that claim;
+* **Ken evidencing** — citations (SpanRefs) for the atoms of each claim, found with the safe
+  query set only; a claim with no support gets a receipt stub;
+* **the LLM gate** — the offline provider by default, an HTTP provider when policy allows; only
+  ever downwards (``cda.verifiers.llm_gate.apply_llm_gate``);
+* **abstention** — coverage of the observations by Ken; too little, and the run abstains.
+
+Each check leaves a receipt and an ``action_checkpoint(kind="verifier_update")``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cda.actions.budget import Budget
+from cda.actions.problem import AssembledProblem
+from cda.actions.receipts_sink import Recorder
+from cda.actions.scoring import band_for, normalised_entropy, score
+from cda.actions.stream import EventStream
+from cda.contracts.abstain import AbstainOutput, AbstainThresholds, CoverageReport
+from cda.contracts.action import ActionVerdict, CDAInputs, NextTestSuggestion
+from cda.contracts.hypothesis_record import HypothesisRecord
+from cda.contracts.refs import SpanRef
+from cda.contracts.result import SolveResult
+from cda.contracts.verification import VerifierOutcome
+from cda.encodings.ir import GroundProblem
+from cda.encodings.ken import KenGraph
+from cda.solver.engine import EngineOptions
+from cda.verifiers.abstain import should_abstain
+from cda.verifiers.agreement_outcome import agreement_outcome
+from cda.verifiers.arithmetic import verify_arithmetic
+from cda.verifiers.coverage import coverage_report
+from cda.verifiers.function_eval import run_function_check
+from cda.verifiers.ken_evidence import ken_evidence
+from cda.verifiers.llm_gate import UNSURE_CAP, LLMJudgement, LLMProvider, apply_llm_gate, consult, llm_outcome
+from cda.verifiers.llm_offline import OfflineProvider
+from cda.verifiers.units_check import verify_units
+
+__all__ = ["VerificationState", "Verified", "run_verifiers"]
+
+_ATOM = re.compile(r"^\s*(?:not\s+)?([A-Za-z_][\w]*)\(([^()]*)\)\s*$")
+_ARITH = re.compile(r"^[\d\s.+\-*/()<>=!]+$")
+_EGRESS_RANK = {"local": 0, "partner": 1, "external": 2}
+
+LLMFactory = Callable[[Any], LLMProvider]
+
+
+def atom_args(literal: str) -> list[str]:
+    """The arguments of a literal such as ``slow(api)`` or ``not depends(a, b)``; [] otherwise."""
+    m = _ATOM.match(literal)
+    if not m or not m.group(2).strip():
+        return []
+    return [a.strip() for a in m.group(2).split(",")]
+
+
+@dataclass
+class VerificationState:
+    """What the verifiers share: the inputs, the problem, Ken, and where receipts and events go."""
+
+    inputs: CDAInputs
+    problem: AssembledProblem
+    ken: KenGraph | None
+    recorder: Recorder
+    stream: EventStream
+    budget: Budget
+    llm_factory: LLMFactory | None = None
+    thresholds: AbstainThresholds = field(default_factory=AbstainThresholds)
+    coverage: CoverageReport | None = None
+
+    def symptoms(self) -> list[str]:
+        """Ken nodes named by the positive observations (``slow(api)`` -> ``api``)."""
+        out: list[str] = []
+        for literal in self.problem.observed_literals:
+            if literal.lstrip().startswith("not "):
+                continue
+            for arg in atom_args(literal):
+                if self.ken is not None and self.ken.has_node(arg) and arg not in out:
+                    out.append(arg)
+        return out
+
+    def initial_frontier(self, gp: GroundProblem, depth: int) -> list[str]:
+        """Abducibles about Ken's candidate causes of the symptoms first, then the other abducibles."""
+        hyps = gp.hyp_atoms
+        if self.ken is None:
+            return hyps[:50]
+        report = coverage_report(self.ken, self.problem.evidence + self.problem.observed_literals,
+                                 self.symptoms(), depth=depth)
+        self.coverage = report
+        for q in report.queries:
+            self.recorder.record("ken", f"ken.{q.name}", q.args, {"results": q.result_size},
+                                 caps={"depth": depth, "limit": 50})
+        causes = {rc.node for rc in report.root_causes}
+        first = [h for h in hyps if set(atom_args(h)) & causes]
+        return (first + [h for h in hyps if h not in first])[:50]
+
+
+@dataclass
+class Verified:
+    verdicts: list[ActionVerdict]
+    outcomes: list[VerifierOutcome] = field(default_factory=list)
+    citations: list[SpanRef] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)
+    research: list[NextTestSuggestion] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    abstain: AbstainOutput | None = None
+
+
+@dataclass
+class _Claim:
+    """One verdict under construction."""
+
+    hypothesis_id: str
+    claim: str
+    atoms: list[str]
+    status: str
+    confidence: float
+    caveats: list[str] = field(default_factory=list)
+    justification: list[str] = field(default_factory=list)
+
+    def lower(self, status: str, confidence: float, caveats: list[str]) -> None:
+        if self.status == "supported" and status == "inconclusive":
+            self.status = status
+        self.confidence = min(self.confidence, confidence)
+        self.caveats.extend(caveats)
+
+
+def _observation_citations(state: VerificationState, justification: list[str]) -> list[SpanRef]:
+    """The input observations behind the ``observe@N`` clauses of a justification, as SpanRefs."""
+    cites: list[SpanRef] = []
+    for name in justification:
+        if not name.startswith("observe@"):
+            continue
+        line = int(name.split("@", 1)[1])
+        origin = state.problem.origins.get(line)
+        text = state.problem.text.split("\n")[line - 1].strip()
+        if origin is None or not origin.where.startswith("observations["):
+            cites.append(SpanRef(source=f"dsl:line:{line}", excerpt=text))
+            continue
+        ref = state.inputs.observations[int(origin.where[len("observations["):].split("]", 1)[0])]
+        if isinstance(ref, SpanRef):
+            cites.append(ref)
+        else:
+            cites.append(SpanRef(source=ref.artifact_id, excerpt=text))
+    return cites
+
+
+def _claims(result: SolveResult) -> list[_Claim]:
+    claims: list[_Claim] = []
+    for v in result.verdicts:
+        claims.append(_Claim(v.name, f"{v.goal} {v.claim}", [v.claim], v.status, v.confidence,
+                             justification=list(v.justification)))
+    only = result.enumeration_complete and len(result.hypotheses) == 1 and result.status == "sat"
+    for h in result.hypotheses:
+        text = "explanation: " + (", ".join(h.assumed) or "nothing assumed")
+        claims.append(_Claim(h.id, text, list(h.assumed), "supported" if only else "inconclusive", h.posterior))
+    return claims
+
+
+def _outcome(state: VerificationState, outcome: VerifierOutcome) -> VerifierOutcome:
+    state.recorder.record(
+        "verifier", f"verifier.{outcome.verifier}", {"claim": outcome.claim},
+        {"status": outcome.status, "detail": outcome.detail}, citations=list(outcome.citations),
+    )
+    state.stream.checkpoint("verifier_update", {"verifier": outcome.verifier, "claim": outcome.claim,
+                                                "status": outcome.status, "detail": outcome.detail})
+    return outcome
+
+
+def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResult, backend: str,
+                  *, skip_external: bool) -> Verified:
+    """Every independent check on the solver's result; returns the final verdicts and artifacts."""
+    claims = _claims(result)
+    out = Verified(verdicts=[])
+    for c in claims:
+        cites = _observation_citations(state, c.justification)
+        if cites:
+            out.citations.extend(cites)
+            out.outcomes.append(_outcome(state, VerifierOutcome(
+                verifier="citation", claim=c.claim, status="passed", citations=cites,
+                detail=f"the solver's justification rests on {len(cites)} observation(s)")))
+
+    # cross-backend agreement
+    if not state.budget.has("shrink_beam") and result.status != "unknown" and not result.partial:
+        options = EngineOptions(top=len(result.hypotheses) or 1, seed=result.seed,
+                                timeout=state.budget.search_remaining())
+        o = _outcome(state, agreement_outcome(gp, options))
+        out.outcomes.append(o)
+        if o.status == "failed":
+            state.stream.notice(f"backends disagree: {o.detail}", level="warning")
+            for c in claims:
+                c.lower("inconclusive", 0.5, [f"z3 and clingo disagree: {o.detail}"])
+
+    # units and arithmetic, without the solver
+    clause_texts = list(state.inputs.constraints.hard) + [s.clause for s in state.inputs.constraints.soft]
+    for o in verify_units(state.problem.text, clause_texts):
+        out.outcomes.append(_outcome(state, o))
+        if o.status == "failed":
+            for c in claims:
+                c.lower("inconclusive", 0.5, [f"units: {o.detail}"])
+    numeric = [t for t in state.inputs.goals.success_criteria + state.problem.evidence if t and _ARITH.match(t)]
+    for o in verify_arithmetic(numeric):
+        out.outcomes.append(_outcome(state, o))
+        if o.status == "failed":
+            out.caveats.append(f"arithmetic: {o.claim!r} does not hold ({o.detail})")
+
+    # the user's function checks
+    for fn in state.inputs.functions:
+        for text in fn.claims:
+            if skip_external:
+                state.recorder.record("function", f"function.{fn.name}", {"claim": text},
+                                      {"reason": "skipped by the degradation ladder"}, status="stub")
+                continue
+            o = _outcome(state, run_function_check(fn.name, fn.source, text, fn.timeout_s, fn.memory_mb))
+            out.outcomes.append(o)
+            if o.status != "passed":
+                for c in claims:
+                    if text in c.claim or c.claim.endswith(" " + text):
+                        c.lower("inconclusive", 0.5, [f"function {fn.name}: {o.detail}"])
+
+    # Ken evidence for every claim's atoms
+    if state.ken is not None:
+        for c in claims:
+            outcomes, queries = ken_evidence(state.ken, c.atoms)
+            for q in queries:
+                state.recorder.record("ken", q.name, q.args, {"results": len(q.result)}, caps={"limit": 50})
+            for o in outcomes:
+                out.outcomes.append(_outcome(state, o))
+                out.citations.extend(o.citations)
+                if not o.citations:
+                    state.recorder.record("stub", "evidence.missing", {"claim": c.claim},
+                                          {"reason": o.detail}, status="stub")
+
+    # the LLM gate
+    _llm(state, claims, out, skip_external)
+
+    # abstention (seed 001): Ken must cover the symptoms before an explanation is offered as one
+    if state.coverage is not None:
+        abstain = should_abstain(state.coverage, state.thresholds)
+        settled = any(v.status in ("supported", "refuted") for v in result.verdicts)
+        if abstain is not None and not settled:
+            out.abstain = abstain
+            out.caveats.append(f"abstained: {abstain.reason}")
+        elif abstain is not None:
+            out.caveats.append(f"low Ken coverage ({abstain.reason}): explanations are unverified hypotheses")
+            for c in claims:
+                if c.hypothesis_id.startswith("h") and c.claim.startswith("explanation:"):
+                    c.lower(c.status, 0.49, ["low Ken coverage"])
+
+    probs = [h.posterior for h in result.hypotheses]
+    uncertainty = normalised_entropy(probs) + (0.0 if result.enumeration_complete else 0.25)
+    total_soft = sum(float(s.weight) for s in gp.soft) or 1.0
+    for c in claims:
+        conf = round(c.confidence, 9) + 0.0
+        out.verdicts.append(ActionVerdict(hypothesis_id=c.hypothesis_id, status=c.status,  # type: ignore[arg-type]
+                                          confidence=conf, band=band_for(conf, c.status), claim=c.claim,
+                                          caveats=c.caveats))
+    symptoms = set(state.symptoms())
+    causes = {rc.node for rc in state.coverage.root_causes} if state.coverage is not None else set()
+    for h in result.hypotheses:
+        salience = (len(symptoms & _reached(state, h.assumed)) / len(symptoms)) if symptoms else 0.0
+        rec = HypothesisRecord(
+            id=h.id, statement="assume " + (", ".join(h.assumed) or "nothing"),
+            assumptions=list(h.assumed), evidence_for=[], evidence_against=[f"violates {v}" for v in h.violated],
+            falsifiers=[f"observe {t.observable} = {'false' if t.probability_true >= 0.5 else 'true'}"
+                        for t in result.next_tests[:3]],
+            confidence=h.posterior,
+            next_probe=result.next_tests[0].observable if result.next_tests else None,
+        )
+        data = rec.model_dump(mode="json")
+        data["score"] = score(salience, h.posterior, float(h.cost) / total_soft, min(1.0, uncertainty))
+        data["ken_candidate"] = bool({a for x in h.assumed for a in atom_args(x)} & causes)
+        out.records.append(data)
+    for c in claims:
+        if c.claim.startswith("explanation:"):
+            continue
+        if c.status == "inconclusive" and not any(o.citations for o in out.outcomes if o.claim == c.claim):
+            out.research.append(NextTestSuggestion(question=f"Find evidence for or against: {c.claim}",
+                                                   suggested_ability="research"))
+    return out
+
+
+def _reached(state: VerificationState, assumed: list[str]) -> set[str]:
+    if state.coverage is None:
+        return set()
+    nodes = {a for x in assumed for a in atom_args(x)}
+    reached: set[str] = set()
+    for chain in state.coverage.causal_chains:
+        if chain.root_cause in nodes:
+            reached.add(chain.symptom)
+    return reached
+
+
+def _llm(state: VerificationState, claims: list[_Claim], out: Verified, skip_external: bool) -> None:
+    settings = state.inputs.llm
+    policies = state.inputs.policies
+    evidence = state.problem.evidence + state.problem.observed_literals
+    provider: LLMProvider
+    if settings.provider == "openai":
+        allowed = _EGRESS_RANK[settings.egress_class] <= _EGRESS_RANK[policies.egress]
+        if not allowed or skip_external or state.llm_factory is None:
+            reason = (f"egress '{policies.egress}' forbids a {settings.egress_class} LLM endpoint" if not allowed
+                      else "external calls reduced by the degradation ladder" if skip_external
+                      else "no HTTP client available in this process")
+            state.stream.notice(f"LLM check not run: {reason}", level="warning")
+            for c in claims:
+                state.recorder.record("stub", "llm.judge", {"claim": c.claim}, {"reason": reason}, status="denied")
+                c.lower(c.status, UNSURE_CAP, [f"LLM check missing ({reason}): treated as unsure"])
+            out.caveats.append(f"LLM verification missing: {reason}; receipt stubs recorded")
+            return
+        provider = state.llm_factory(state.inputs)
+    else:
+        known = sorted(state.ken.graph.nodes) if state.ken is not None else []
+        provider = OfflineProvider(known_ids=known)
+    for c in claims:
+        judgement: LLMJudgement | None
+        judgement, error = consult(provider, c.claim, evidence)
+        state.recorder.record("llm", f"llm.{provider.name}", {"claim": c.claim, "evidence": len(evidence)},
+                              {"agrees": judgement.agrees if judgement else None, "error": error},
+                              status="ok" if judgement is not None else "failed")
+        o = _outcome(state, llm_outcome(c.claim, judgement))
+        out.outcomes.append(o)
+        status, conf, caveats = apply_llm_gate(c.status, c.confidence, judgement)  # type: ignore[arg-type]
+        c.lower(status, conf, caveats)

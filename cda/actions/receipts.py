@@ -1,0 +1,442 @@
+"""The receipt log: append-only, hash-chained, in one SQLite file (spec §6: receipts are WORM-logged).
+
+Each entry stores the receipt's canonical JSON (``body``), the hash of the entry before it
+(``prev_hash``; :data:`GENESIS_HASH` for the first) and its own hash,
+``entry_hash = sha256(prev_hash + body)``. Rewriting any entry changes its hash and breaks the
+link to the next one, so :func:`verify` finds edits, deletions, insertions and reorderings by
+walking the chain. SQLite triggers refuse UPDATE and DELETE, and refuse an INSERT that does not
+extend the chain, so honest code cannot damage the log by mistake; someone who drops the
+triggers or edits the file's bytes is caught by :func:`verify`, which also reports the missing
+or altered triggers.
+
+What a chain alone cannot see: removing the last entries, or rewriting the last one together
+with its hash, leaves a valid (shorter) chain. That is what the **anchor** is for: an Action
+records :meth:`ReceiptLog.head` in its outputs, and ``verify(path, expected_head=that_hash)``
+checks that the chain still contains that entry, which vouches for every entry up to and
+including it. Entries appended after the anchor are vouched for only by a later anchor.
+
+What the log does not prove is who wrote an entry: anyone who can write the file can append a
+well-formed entry, exactly as :meth:`ReceiptLog.append` does. It proves that what was written
+before an anchor has not changed since.
+
+>>> log = ReceiptLog(":memory:")
+>>> r = Receipt(action_id="a1", seq=0, kind="solver", name="z3.check", inputs_hash="00")
+>>> head = log.append(r)
+>>> head == entry_hash(GENESIS_HASH, canonical_json(r.model_dump(mode="json")))
+True
+>>> report = log.verify(expected_head=head)
+>>> report.ok, report.entries
+(True, 1)
+>>> log.close()
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+from cda.errors import CDAError
+
+__all__ = [
+    "GENESIS_HASH",
+    "LogEntry",
+    "ReceiptLog",
+    "ReceiptLogError",
+    "VerifyReport",
+    "connect_sqlite",
+    "entry_hash",
+    "verify",
+]
+
+GENESIS_HASH = "0" * 64
+"""The ``prev_hash`` of the first entry, and the head of an empty log."""
+
+_TABLE = "receipts"
+_COLUMNS = ("rowid", "seq", "action_id", "body", "prev_hash", "entry_hash")
+_BUSY_TIMEOUT_S = 60.0
+
+# The trigger texts are compared verbatim by verify(): SQLite keeps the CREATE statement as written.
+_TRIGGERS: dict[str, str] = {
+    "receipts_no_update": (
+        "CREATE TRIGGER receipts_no_update BEFORE UPDATE ON receipts "
+        "BEGIN SELECT RAISE(ABORT, 'receipts are append-only: UPDATE refused'); END"
+    ),
+    "receipts_no_delete": (
+        "CREATE TRIGGER receipts_no_delete BEFORE DELETE ON receipts "
+        "BEGIN SELECT RAISE(ABORT, 'receipts are append-only: DELETE refused'); END"
+    ),
+    # An INSERT must extend the chain: next seq, previous hash, a rowid after the last. This also
+    # closes INSERT OR REPLACE, whose implicit delete does not fire the DELETE trigger.
+    "receipts_extend_only": (
+        "CREATE TRIGGER receipts_extend_only BEFORE INSERT ON receipts "
+        "WHEN NEW.seq IS NOT COALESCE((SELECT MAX(seq) FROM receipts), -1) + 1 "
+        "OR NEW.prev_hash IS NOT COALESCE((SELECT entry_hash FROM receipts ORDER BY rowid DESC LIMIT 1), "
+        f"'{GENESIS_HASH}') "
+        "OR (NEW.rowid <> -1 AND NEW.rowid <= COALESCE((SELECT MAX(rowid) FROM receipts), 0)) "
+        "BEGIN SELECT RAISE(ABORT, 'receipts are append-only: an entry must extend the chain'); END"
+    ),
+}
+
+_SCHEMA = (
+    "CREATE TABLE receipts ("
+    "rowid INTEGER PRIMARY KEY, "
+    "seq INTEGER NOT NULL UNIQUE, "
+    "action_id TEXT NOT NULL, "
+    "body TEXT NOT NULL, "
+    "prev_hash TEXT NOT NULL, "
+    "entry_hash TEXT NOT NULL)",
+    "CREATE INDEX receipts_by_action ON receipts (action_id, rowid)",
+    *_TRIGGERS.values(),
+)
+
+
+class ReceiptLogError(CDAError, ValueError):
+    """The file cannot be opened as a receipt log: missing, not SQLite, or a foreign table."""
+
+
+class LogEntry(BaseModel):
+    """One entry of the log: its global position, the receipt, and the two chain hashes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: int
+    receipt: Receipt
+    prev_hash: str
+    entry_hash: str
+
+
+class VerifyReport(BaseModel):
+    """What :func:`verify` found. ``ok`` is True only when ``problems`` is empty.
+
+    ``head`` is the stored hash of the last entry (:data:`GENESIS_HASH` when empty);
+    ``anchor_seq`` is the position in the chain (the seq, in an intact log) of the entry whose
+    hash is ``expected_head``, when one was given and found.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ok: bool
+    entries: int
+    head: str
+    expected_head: str | None = None
+    anchor_seq: int | None = None
+    problems: list[str]
+
+
+def entry_hash(prev_hash: str, body: str) -> str:
+    """The hash that chains an entry to the one before it: SHA-256 of ``prev_hash + body``.
+
+    ``prev_hash`` is always 64 hex digits, so the concatenation is unambiguous.
+
+    >>> entry_hash(GENESIS_HASH, "{}") == sha256_hex("0" * 64 + "{}")
+    True
+    """
+    return sha256_hex(prev_hash + body)
+
+
+def connect_sqlite(path: Path | str) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), usable from any thread
+    under the caller's lock, waiting up to a minute for other writers; the file is created if
+    missing.
+
+    ``":memory:"`` gives a private in-memory database (no WAL there). A file is switched to
+    write-ahead logging so readers never block the writer; if SQLite refuses (some network file
+    systems), that is a :class:`ReceiptLogError` rather than a silent fallback.
+    """
+    memory = str(path) == ":memory:"
+    try:
+        target = ":memory:" if memory else Path(path).resolve().as_uri() + "?mode=rwc"
+        conn = sqlite3.connect(target, uri=not memory, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise ReceiptLogError(f"cannot open {path}: {exc}") from None
+    try:
+        if not memory:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise ReceiptLogError(f"{path}: SQLite would not switch to WAL mode (journal_mode is {mode!r})")
+            conn.execute("PRAGMA synchronous=FULL")
+        else:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise ReceiptLogError(f"{path}: not an SQLite database ({exc})") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+@contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction that takes SQLite's write lock at once, so that two processes never
+    both read the same head and then race to extend it."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:  # some errors (a full disk) have rolled back already
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
+    return row is not None
+
+
+def _check_columns(conn: sqlite3.Connection, where: str) -> None:
+    names = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({_TABLE})")}
+    missing = [c for c in _COLUMNS if c not in names]
+    if missing:
+        raise ReceiptLogError(f"{where}: the '{_TABLE}' table is not a CDA receipt log (no column {', '.join(missing)})")
+
+
+class ReceiptLog:
+    """The append-only receipt log in one SQLite file (created if missing), safe to share
+    between threads (one lock) and processes (``BEGIN IMMEDIATE``).
+
+    The file may also hold other tables (the reflection store's, for instance); the log owns
+    only the ``receipts`` table. ``":memory:"`` gives a private log for tests and quick use.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        conn = connect_sqlite(path)
+        self._conn: sqlite3.Connection | None = conn
+        try:
+            with self._lock, _immediate(conn):
+                if _has_table(conn, _TABLE):
+                    # Never recreate triggers here: a dropped trigger is evidence for verify().
+                    _check_columns(conn, str(path))
+                else:
+                    for statement in _SCHEMA:
+                        conn.execute(statement)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise ReceiptLogError(f"{path}: cannot set up the receipt log ({exc})") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ReceiptLogError(f"the receipt log {self.path} is closed")
+        return self._conn
+
+    def append(self, receipt: Receipt) -> str:
+        """Add one receipt at the end; returns its entry hash, which is the new head."""
+        return self.append_many([receipt])[-1]
+
+    def append_many(self, receipts: Iterable[Receipt]) -> list[str]:
+        """Add receipts in order, all or none, in one transaction; returns their entry hashes.
+
+        An empty iterable adds nothing and returns ``[]``. A receipt holding NaN or infinity
+        (which canonical JSON cannot spell) is a :class:`ReceiptLogError`, and then nothing is added.
+        """
+        bodies = [(r.action_id, _body(r)) for r in receipts]
+        if not bodies:
+            return []
+        hashes: list[str] = []
+        with self._lock:
+            conn = self._connection()
+            with _immediate(conn):
+                last = conn.execute("SELECT seq, entry_hash FROM receipts ORDER BY rowid DESC LIMIT 1").fetchone()
+                seq, prev = (int(last[0]) + 1, str(last[1])) if last else (0, GENESIS_HASH)
+                for action_id, body in bodies:
+                    digest = entry_hash(prev, body)
+                    conn.execute(
+                        "INSERT INTO receipts (seq, action_id, body, prev_hash, entry_hash) VALUES (?, ?, ?, ?, ?)",
+                        (seq, action_id, body, prev, digest),
+                    )
+                    hashes.append(digest)
+                    seq, prev = seq + 1, digest
+        return hashes
+
+    def entries(self, action_id: str | None = None) -> list[LogEntry]:
+        """The entries in log order, all of them or those of one action.
+
+        A body that no longer parses is a :class:`ReceiptLogError` naming its seq; use
+        :meth:`verify` to see every problem at once.
+        """
+        query = "SELECT seq, body, prev_hash, entry_hash FROM receipts"
+        params: tuple[str, ...] = ()
+        if action_id is not None:
+            query, params = query + " WHERE action_id = ?", (action_id,)
+        with self._lock:
+            rows = self._connection().execute(query + " ORDER BY rowid", params).fetchall()
+        out: list[LogEntry] = []
+        for seq, body, prev_hash, digest in rows:
+            try:
+                receipt = Receipt.model_validate_json(body)
+            except ValidationError as exc:
+                raise ReceiptLogError(f"{self.path}: entry seq {seq} is not a receipt: {_first_error(exc)}") from None
+            out.append(LogEntry(seq=seq, receipt=receipt, prev_hash=prev_hash, entry_hash=digest))
+        return out
+
+    def count(self, action_id: str | None = None) -> int:
+        """How many entries the log holds, in all or for one action."""
+        with self._lock:
+            conn = self._connection()
+            if action_id is None:
+                row = conn.execute("SELECT COUNT(*) FROM receipts").fetchone()
+            else:
+                row = conn.execute("SELECT COUNT(*) FROM receipts WHERE action_id = ?", (action_id,)).fetchone()
+        return int(row[0])
+
+    def head(self) -> str:
+        """The hash of the last entry, :data:`GENESIS_HASH` when the log is empty: the anchor an
+        Action records so that :func:`verify` can later detect a truncated tail."""
+        with self._lock:
+            row = self._connection().execute("SELECT entry_hash FROM receipts ORDER BY rowid DESC LIMIT 1").fetchone()
+        return GENESIS_HASH if row is None else str(row[0])
+
+    def verify(self, expected_head: str | None = None) -> VerifyReport:
+        """:func:`verify` on this open log (the only way for a ``":memory:"`` log)."""
+        with self._lock:
+            try:
+                return _verify_connection(self._connection(), str(self.path), expected_head)
+            except sqlite3.DatabaseError as exc:
+                raise ReceiptLogError(f"{self.path}: not a readable receipt log ({exc})") from None
+
+    def close(self) -> None:
+        """Close the connection; closing twice is harmless."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> ReceiptLog:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def verify(path: Path | str, expected_head: str | None = None) -> VerifyReport:
+    """Re-walk the chain of the log at ``path`` and report every problem found.
+
+    Each problem names the entry (seq and rowid) and what is wrong: ``entry hash mismatch``
+    (the body or its hash was edited), ``chain broken`` (its ``prev_hash`` is not the previous
+    entry's hash: an entry was deleted, inserted, moved, or rewritten with a fresh hash),
+    ``seq gap``, ``not a receipt`` (the body no longer parses), an ``action_id`` column that
+    disagrees with the body, missing or altered triggers, and a damaged database file.
+
+    ``expected_head`` is an anchor recorded earlier (an Action's :meth:`ReceiptLog.head`): the
+    chain must still contain an entry with that hash. Without it, removing the last entries or
+    rewriting the last one leaves a valid chain and cannot be seen.
+
+    Raises :class:`ReceiptLogError` when ``path`` is missing or is not a receipt log. The file is
+    opened read-only.
+    """
+    target = Path(path)
+    if not target.exists():
+        raise ReceiptLogError(f"{path}: no such file")
+    if not target.is_file():
+        raise ReceiptLogError(f"{path}: not a file")
+    try:
+        conn = sqlite3.connect(target.resolve().as_uri() + "?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S)
+    except sqlite3.Error as exc:
+        raise ReceiptLogError(f"cannot open {path}: {exc}") from None
+    try:
+        return _verify_connection(conn, str(path), expected_head)
+    except sqlite3.DatabaseError as exc:
+        raise ReceiptLogError(f"{path}: not a readable receipt log ({exc})") from None
+    finally:
+        conn.close()
+
+
+def _verify_connection(conn: sqlite3.Connection, where: str, expected_head: str | None) -> VerifyReport:
+    if not _has_table(conn, _TABLE):
+        raise ReceiptLogError(f"{where}: not a CDA receipt log (no '{_TABLE}' table)")
+    _check_columns(conn, where)
+    problems = _trigger_problems(conn)
+    seen: dict[str, int] = {}
+    prev, count = GENESIS_HASH, 0
+    try:
+        rows = conn.execute(
+            "SELECT rowid, seq, action_id, body, prev_hash, entry_hash FROM receipts ORDER BY rowid"
+        ).fetchall()
+        damage = [str(r[0]) for r in conn.execute("PRAGMA quick_check").fetchall()]
+    except sqlite3.DatabaseError as exc:
+        return VerifyReport(ok=False, entries=0, head=GENESIS_HASH, expected_head=expected_head,
+                            problems=[*problems, f"the database file is damaged: {exc}"])
+    if damage != ["ok"]:
+        problems.append("the database file is damaged: " + "; ".join(damage[:5]))
+    for index, (rowid, seq, action_id, body, prev_hash, stored) in enumerate(rows):
+        problems.extend(_entry_problems(index, rowid, seq, action_id, body, prev_hash, stored, prev))
+        prev, count = str(stored), count + 1
+        seen.setdefault(prev, index)
+    anchor_seq: int | None = None
+    if expected_head is not None and expected_head != GENESIS_HASH:
+        if expected_head in seen:
+            anchor_seq = seen[expected_head]
+        else:
+            problems.append(
+                f"anchor {expected_head} is not in the chain: entries up to the anchor were removed "
+                "(a truncated tail) or rewritten"
+            )
+    return VerifyReport(
+        ok=not problems, entries=count, head=prev, expected_head=expected_head, anchor_seq=anchor_seq, problems=problems
+    )
+
+
+def _trigger_problems(conn: sqlite3.Connection) -> list[str]:
+    found = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?", (_TABLE,)))
+    problems: list[str] = []
+    for name, sql in _TRIGGERS.items():
+        if name not in found:
+            problems.append(f"trigger {name} is missing: the log is no longer write-protected")
+        elif found[name] != sql:
+            problems.append(f"trigger {name} was altered")
+    return problems
+
+
+def _entry_problems(
+    index: int, rowid: object, seq: object, action_id: object, body: object, prev_hash: object, stored: object, prev: str
+) -> list[str]:
+    where = f"seq {seq} (rowid {rowid})"
+    problems: list[str] = []
+    if seq != index:
+        problems.append(f"{where}: seq gap: entry number {index} in the chain has seq {seq}, expected {index}")
+    if prev_hash != prev:
+        problems.append(
+            f"{where}: chain broken: prev_hash is not the previous entry's hash "
+            "(an entry before it was deleted, inserted, moved or rewritten)"
+        )
+    if not (isinstance(body, str) and isinstance(prev_hash, str)):
+        problems.append(f"{where}: body or prev_hash is not text")
+        return problems
+    if entry_hash(prev_hash, body) != stored:
+        problems.append(f"{where}: entry hash mismatch: the body or its entry_hash was edited")
+    try:
+        receipt = Receipt.model_validate_json(body)
+    except ValidationError as exc:
+        problems.append(f"{where}: body is not a receipt: {_first_error(exc)}")
+        return problems
+    if receipt.action_id != action_id:
+        problems.append(f"{where}: action_id column {action_id!r} disagrees with the body's {receipt.action_id!r}")
+    return problems
+
+
+def _body(receipt: Receipt) -> str:
+    try:
+        return canonical_json(receipt.model_dump(mode="json"))
+    except ValueError as exc:  # NaN or infinity in caps/result: JSON has no spelling for them
+        raise ReceiptLogError(f"receipt {receipt.action_id}/{receipt.seq} cannot be logged: {exc}") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    loc = ".".join(str(part) for part in first.get("loc", ()))
+    return f"{loc}: {first.get('msg', 'invalid')}" if loc else str(first.get("msg", "invalid"))

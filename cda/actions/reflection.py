@@ -1,0 +1,203 @@
+"""The reflection store: raw traces of Actions, readable only with an approval (spec §6, §7.1).
+
+Clients only ever see boundary summaries and artifact ids; what an Action actually did (the
+full trace) is kept here for internal reviewers. A reviewer needs an **approval token** for one
+action: ``issue_approval(action_id, reviewer)`` returns
+``cda-approval-v1:<reviewer>:<HMAC-SHA256 hex>`` where the HMAC is keyed by the store's secret
+and computed over the canonical JSON of ``["cda-reflection-approval-v1", action_id, reviewer]``,
+so a token is good for that action only and cannot be forged without the secret. Tokens do not
+expire; rotating the secret revokes them all.
+
+Every read attempt, granted or denied, and every approval issued, is written as a receipt
+(kind ``action``; name ``reflection.read`` with status ``ok``/``denied``, or
+``reflection.approve``) to the receipt log given to the store. The token itself is never
+logged; the reviewer it names is.
+
+The secret comes from the constructor, else the environment variable ``CDA_REFLECTION_SECRET``,
+else a random secret created once and kept in the store's own database. The last is
+convenient, not a security boundary: whoever can read the database file can read the traces
+anyway.
+
+>>> log = ReceiptLog(":memory:")
+>>> store = ReflectionStore(":memory:", log, secret="s3cret")
+>>> store.put("a1", {"steps": ["parse", "solve"]})
+>>> store.read("a1", None) is None
+True
+>>> store.read("a1", store.issue_approval("a1", "ana"))
+{'steps': ['parse', 'solve']}
+>>> [(e.receipt.name, e.receipt.status) for e in log.entries("a1")]
+[('reflection.read', 'denied'), ('reflection.approve', 'ok'), ('reflection.read', 'ok')]
+>>> store.close(); log.close()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import sqlite3
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from cda.actions.receipts import ReceiptLog, connect_sqlite
+from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+from cda.errors import CDAError
+
+__all__ = ["ReflectionStore", "ReflectionError", "SECRET_ENV", "TOKEN_PREFIX"]
+
+SECRET_ENV = "CDA_REFLECTION_SECRET"
+TOKEN_PREFIX = "cda-approval-v1:"
+_PURPOSE = "cda-reflection-approval-v1"
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS reflection_traces (action_id TEXT PRIMARY KEY, body TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS reflection_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+)
+
+
+class ReflectionError(CDAError, ValueError):
+    """A trace that is not JSON, an empty reviewer or secret, or a reflection DB that cannot be used."""
+
+
+class ReflectionStore:
+    """Raw traces per action id in an SQLite file (the receipt log's file or another one).
+
+    ``put`` stores (or replaces) the trace of an action; ``read`` returns it only for a valid
+    approval token and records the attempt in ``log``.
+    """
+
+    def __init__(self, path: Path | str, log: ReceiptLog, *, secret: str | bytes | None = None) -> None:
+        self.path = path
+        self._log = log
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = connect_sqlite(path)
+        try:
+            self._init_schema()
+            self._secret = self._resolve_secret(secret)
+        except BaseException:
+            self.close()
+            raise
+
+    def _init_schema(self) -> None:
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise ReflectionError(f"{self.path}: cannot set up the reflection store ({exc})") from None
+
+    def _resolve_secret(self, secret: str | bytes | None) -> bytes:
+        if secret is None:
+            secret = os.environ.get(SECRET_ENV) or None
+        if secret is None:
+            return self._persisted_secret()
+        key = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
+        if not key:
+            raise ReflectionError("the reflection secret must not be empty")
+        return key
+
+    def _persisted_secret(self) -> bytes:
+        # INSERT OR IGNORE then SELECT: two processes creating the store at once agree on one secret.
+        conn = self._connection()
+        conn.execute("INSERT OR IGNORE INTO reflection_meta (key, value) VALUES ('secret', ?)", (secrets.token_hex(32),))
+        row = conn.execute("SELECT value FROM reflection_meta WHERE key = 'secret'").fetchone()
+        try:
+            return bytes.fromhex(str(row[0]))
+        except ValueError:
+            raise ReflectionError(f"{self.path}: the stored reflection secret is not hex") from None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ReflectionError(f"the reflection store {self.path} is closed")
+        return self._conn
+
+    def _mac(self, action_id: str, reviewer: str) -> str:
+        message = canonical_json([_PURPOSE, action_id, reviewer]).encode("utf-8")
+        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
+
+    def put(self, action_id: str, trace: dict[str, Any]) -> None:
+        """Store the raw trace of an action (JSON-serialisable), replacing an earlier one."""
+        try:
+            body = canonical_json(trace)
+        except (TypeError, ValueError) as exc:
+            raise ReflectionError(f"the trace of {action_id!r} is not JSON: {exc}") from None
+        with self._lock:
+            self._connection().execute(
+                "INSERT INTO reflection_traces (action_id, body) VALUES (?, ?) "
+                "ON CONFLICT (action_id) DO UPDATE SET body = excluded.body",
+                (action_id, body),
+            )
+
+    def issue_approval(self, action_id: str, reviewer: str) -> str:
+        """A token that lets ``reviewer`` read the trace of ``action_id`` (and no other); the
+        issue is itself recorded as a ``reflection.approve`` receipt."""
+        if not reviewer or reviewer != reviewer.strip():
+            raise ReflectionError(f"reviewer must be a non-empty name without surrounding spaces, got {reviewer!r}")
+        token = f"{TOKEN_PREFIX}{reviewer}:{self._mac(action_id, reviewer)}"
+        self._record(action_id, "reflection.approve", {"reviewer": reviewer}, "ok")
+        return token
+
+    def read(self, action_id: str, approval: str | None) -> dict[str, Any] | None:
+        """The trace of ``action_id`` if ``approval`` is a valid token for it, else None (also
+        None when no trace was stored). The attempt is recorded as a receipt either way."""
+        reviewer, reason = self._check(action_id, approval)
+        trace: dict[str, Any] | None = None
+        if reason is None:
+            with self._lock:
+                row = self._connection().execute(
+                    "SELECT body FROM reflection_traces WHERE action_id = ?", (action_id,)
+                ).fetchone()
+            trace = None if row is None else json.loads(row[0])
+        result = {"granted": reason is None, "reviewer": reviewer, "reason": reason, "found": trace is not None}
+        self._record(action_id, "reflection.read", result, "ok" if reason is None else "denied")
+        return trace
+
+    def _check(self, action_id: str, approval: str | None) -> tuple[str | None, str | None]:
+        """(the reviewer the token names, why it is refused or None)."""
+        if not approval:
+            return None, "no approval"
+        if not approval.startswith(TOKEN_PREFIX):
+            return None, "malformed approval"
+        reviewer, _, mac = approval[len(TOKEN_PREFIX):].rpartition(":")
+        if not reviewer:
+            return None, "malformed approval"
+        if not hmac.compare_digest(mac.encode("utf-8"), self._mac(action_id, reviewer).encode("utf-8")):
+            return reviewer, "invalid approval"
+        return reviewer, None
+
+    def _record(self, action_id: str, name: str, result: dict[str, Any], status: Literal["ok", "denied"]) -> None:
+        inputs = {"action_id": action_id, "reviewer": result.get("reviewer")}
+        with self._lock:
+            receipt = Receipt(
+                action_id=action_id,
+                seq=self._log.count(action_id),
+                kind="action",
+                name=name,
+                inputs_hash=sha256_hex(canonical_json(inputs)),
+                result=result,
+                status=status,
+            )
+            self._log.append(receipt)
+
+    def close(self) -> None:
+        """Close the store's connection (not the receipt log, which the caller owns)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> ReflectionStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,389 @@
+"""The CDA Action (``ability: "cda"``): the loop of spec §4 around the engine.
+
+1. **initialise** — seed (hmac-v1), parameters, the problem text, Ken; the frontier starts from
+   the observations: Ken's candidate causes of the observed symptoms plus the declared abducibles;
+2. **propagate** — hard clauses prune, soft clauses rank: the engine enumerates hypotheses up to
+   the beam width;
+3. **verify** — the solver's verdicts, then the independent verifiers (``verifier_update``);
+4. **refine** — a capped enumeration widens the beam, a conflict softens the conflicting
+   observations into hypotheses about which to distrust (``plan_delta``; ``context_delta`` when
+   evidence is adopted);
+5. **converge** — when the frontier is stable, the depth cap is reached or the budget is spent:
+   scores, bands, the boundary summary, bundles, receipts, and the terminal event.
+
+Everything the run chooses comes from the seed and the inputs; wall time enters only through
+the budget, and then the result says so (``partial``, with caveats).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from cda.actions.artifacts import ArtifactWriter, boundary_summary
+from cda.actions.bindings import Binding, BoundOutput, lock_of, update_available, with_bindings
+from cda.actions.budget import LADDER_TEXT, Budget
+from cda.actions.checks import LLMFactory, VerificationState, run_verifiers
+from cda.actions.ken_inputs import ken_from_inputs
+from cda.actions.problem import AssembledProblem, assemble, relocate
+from cda.actions.receipts import ReceiptLog
+from cda.actions.receipts_sink import ReceiptSink, Recorder
+from cda.actions.scoring import band_for
+from cda.actions.seeds import Seed, derive
+from cda.actions.stream import EventStream, Subscriber
+from cda.contracts.abstain import AbstainThresholds
+from cda.contracts.action import ActionStatus, ActionVerdict, CDAInputs, CDAOutputs, NextTestSuggestion
+from cda.contracts.events import ActionEvent
+from cda.contracts.receipt import canonical_json, sha256_hex
+from cda.contracts.result import SolveResult
+from cda.encodings.ground import ground_problem
+from cda.encodings.ir import Clause, GroundProblem, SoftClause
+from cda.encodings.ken import KenGraph
+from cda.encodings.parse import parse_problem
+from cda.errors import CDAError, DSLError
+from cda.solver.engine import EngineOptions, run
+from cda.solver.route import choose_backend
+
+__all__ = ["ActionRun", "RunSettings", "accept_bump", "run_action"]
+
+#: weight of an observation turned soft after a conflict: distrusting one observation costs
+#: more than any ordinary preference, so hypotheses that keep every observation rank first.
+DISTRUST_WEIGHT = Fraction(5)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Knobs a caller may set; everything else is derived from the seed and the budget."""
+
+    depth_cap: int = 3  # refine rounds at most
+    ken_depth: int = 3  # hops from a candidate cause to a symptom
+    base_beam: int = 64  # hypotheses enumerated in the first round
+    max_beam: int = 4096
+
+
+@dataclass
+class ActionRun:
+    """A finished run: the outputs a client sees, the events it was sent, and where things went."""
+
+    outputs: CDAOutputs
+    events: list[ActionEvent]
+    receipts_head: str
+    artifact_dir: Path | None
+    trace: dict[str, Any] = field(default_factory=dict)  # the raw trace, for the reflection store
+    bound: list[BoundOutput] = field(default_factory=list)
+    bindings: list[Binding] = field(default_factory=list)
+
+
+@dataclass
+class _Params:
+    seed: Seed
+    action_id: str
+    solver_seed: int
+    beam: int
+    top: int
+    depth_cap: int
+
+
+def _params(inputs: CDAInputs, settings: RunSettings) -> _Params:
+    seed = derive(inputs.seed.purpose, inputs.model_dump(mode="json"))
+    beam = settings.base_beam
+    if inputs.budgets.wall is not None and inputs.budgets.wall < 5:
+        beam = max(8, beam // 4)  # a small budget starts narrow; the refine loop widens it
+    return _Params(
+        seed=seed,
+        action_id="cda-" + seed.child("action_id").hex()[:16],
+        solver_seed=seed.integer("solver", 0, 2**31 - 1),
+        beam=beam,
+        top=inputs.goals.top or 3,
+        depth_cap=settings.depth_cap,
+    )
+
+
+def _ground(problem: AssembledProblem, ken: KenGraph | None) -> GroundProblem:
+    try:
+        return ground_problem(parse_problem(problem.text), ken=ken)
+    except DSLError as err:
+        raise relocate(err, problem) from None
+
+
+def _soften(gp: GroundProblem, names: set[str]) -> GroundProblem:
+    """The observations named in ``names`` turned into soft clauses of weight DISTRUST_WEIGHT."""
+    keep: list[Clause] = []
+    soft: list[SoftClause] = list(gp.soft)
+    for clause in gp.clauses:
+        if clause.kind == "observation" and clause.name in names:
+            soft.append(SoftClause(f"trust {clause.name}", clause.node, DISTRUST_WEIGHT, clause.line))
+        else:
+            keep.append(clause)
+    return dataclasses.replace(gp, clauses=keep, soft=soft)
+
+
+def _frontier(result: SolveResult) -> list[tuple[str, ...]]:
+    return [tuple(h.assumed) for h in result.hypotheses]
+
+
+def run_action(
+    inputs: CDAInputs,
+    *,
+    ken: KenGraph | None = None,
+    out_dir: Path | None = None,
+    receipts: ReceiptSink | None = None,
+    subscribers: Sequence[Subscriber] = (),
+    settings: RunSettings | None = None,
+    llm_factory: LLMFactory | None = None,
+    bound: Sequence[BoundOutput] = (),
+    thresholds: AbstainThresholds | None = None,
+    revision: int = 1,
+    supersedes: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    wall_clock: Callable[[], float] = time.time,
+) -> ActionRun:
+    """Run one CDA Action; never raises for a mistake in the inputs (that is ``action_failed``).
+
+    ``ken`` is the loaded graph when ``inputs.ken`` names a file (loading files is an adapter's
+    job: ``cda.adapters.action_entry``); inline graphs are built here. ``out_dir`` receives the
+    artifacts (boundary summary, plan bundle, evidence bundle) when given. ``llm`` is an
+    ``LLMProvider`` factory for ``inputs.llm.provider == "openai"`` (an adapter supplies the HTTP
+    client); the deterministic offline provider needs none.
+    """
+    inputs = with_bindings(inputs, bound)
+    settings = settings or RunSettings()
+    params = _params(inputs, settings)
+    stream = EventStream(params.action_id, list(subscribers), clock=wall_clock)
+    sink = receipts if receipts is not None else ReceiptLog(":memory:")
+    recorder = Recorder(sink, params.action_id, params.seed.label())
+    inputs_json = inputs.model_dump(mode="json")
+    stream.started(sha256_hex(canonical_json(inputs_json)))
+    locks = [lock_of(b) for b in bound]
+    for b, lock in zip(bound, locks):
+        stream.linked(b.action_id, b.ability, "bind")
+        recorder.record("action", "bind", {"action_id": b.action_id, "artifact_id": lock.artifact_id},
+                        {"revision": lock.revision, "sha256": lock.sha256})
+    budget = Budget(inputs.budgets.wall, clock=clock)
+    writer = ArtifactWriter(out_dir / params.action_id if out_dir is not None else None)
+    trace: dict[str, Any] = {"action_id": params.action_id, "seed": params.seed.label(), "rounds": []}
+    try:
+        outputs = _run(inputs, ken, params, settings, stream, recorder, budget, writer, trace, llm_factory,
+                       thresholds or AbstainThresholds())
+        outputs = outputs.model_copy(update={"revision": revision, "supersedes": supersedes})
+    except CDAError as err:
+        message = err.render() if isinstance(err, DSLError) else str(err)
+        recorder.record("action", "action.failed", {"error": message}, {}, status="failed")
+        summary_id = writer.write_summary(f"# CDA action {params.action_id}: failed\n\n{message}\n")
+        outputs = CDAOutputs(action_id=params.action_id, status="failed", summary_artifact_id=summary_id,
+                             caveats=[message])
+        stream.failed(message, type(err).__name__)
+        return ActionRun(outputs, stream.events, sink.head(), writer.folder, trace, list(bound), locks)
+    if outputs.status in ("completed", "abstained"):
+        stream.completed(outputs)
+    else:
+        stream.partial(outputs)
+    return ActionRun(outputs, stream.events, sink.head(), writer.folder, trace, list(bound), locks)
+
+
+def accept_bump(inputs: CDAInputs, previous: ActionRun, offered: BoundOutput, **kwargs: Any) -> ActionRun:
+    """Accept a newer revision of a bound sub-Action output: a new structure revision.
+
+    Raises :class:`CDAError` when ``offered`` is not an update of something ``previous`` bound.
+    """
+    if not update_available(previous.bindings, offered):
+        raise CDAError(f"no update available: {offered.action_id}/{offered.artifact.artifact_id} "
+                       f"revision {offered.revision} is not newer content than what the run locked")
+    bound = [offered if (b.action_id, b.artifact.artifact_id) == (offered.action_id, offered.artifact.artifact_id)
+             else b for b in previous.bound]
+    return run_action(inputs, bound=bound, revision=previous.outputs.revision + 1,
+                      supersedes=previous.outputs.plan_bundle_id, **kwargs)
+
+
+def _run(
+    inputs: CDAInputs,
+    ken_file: KenGraph | None,
+    params: _Params,
+    settings: RunSettings,
+    stream: EventStream,
+    recorder: Recorder,
+    budget: Budget,
+    writer: ArtifactWriter,
+    trace: dict[str, Any],
+    llm_factory: LLMFactory | None,
+    thresholds: AbstainThresholds,
+) -> CDAOutputs:
+    if inputs.risk_class == "hard":
+        return _escalate(inputs, params, stream, recorder, writer)
+
+    # 1. initialise
+    stream.progress("initialise", 0.0, "reading the problem")
+    ken = ken_from_inputs(inputs, ken_file)
+    problem = assemble(inputs)
+    if problem.adopted:
+        stream.checkpoint("context_delta", {"adopted_observations": problem.adopted})
+    gp = _ground(problem, ken)
+    backend = choose_backend(gp, inputs.backend)
+    state = VerificationState(inputs=inputs, problem=problem, ken=ken, recorder=recorder, stream=stream,
+                              budget=budget, llm_factory=llm_factory,
+                              thresholds=thresholds)
+    frontier0 = state.initial_frontier(gp, settings.ken_depth)
+    stream.checkpoint("plan_delta", {"round": 0, "frontier_seeds": frontier0, "beam": params.beam,
+                                     "backend": backend, "depth_cap": params.depth_cap})
+
+    # 2–4. propagate, verify, refine
+    caveats: list[str] = []
+    beam = params.beam
+    softened: set[str] = set()
+    dropped_soft = False
+    previous: list[tuple[str, ...]] | None = None
+    result: SolveResult | None = None
+    draft_sent = False
+
+    def degrade(stage: str) -> None:
+        """Walk the ladder as far as the budget's pressure says, recording each rung."""
+        nonlocal beam, gp, dropped_soft
+        for rung in budget.step_ladder():
+            caveats.append(LADDER_TEXT[rung])
+            recorder.record("action", f"ladder.{rung}", {"stage": stage}, {"rung": rung})
+            stream.checkpoint("plan_delta", {"stage": stage, "degradation": rung})
+            if rung == "shrink_beam":
+                beam = max(params.top, beam // 2)
+            if rung == "drop_soft_clauses" and gp.soft:
+                gp = dataclasses.replace(gp, soft=[])
+                dropped_soft = True
+
+    for round_no in range(1, params.depth_cap + 1):
+        degrade(f"round {round_no}")
+        if budget.frozen():
+            caveats.append(f"budget spent before round {round_no}: search frozen")
+            break
+        options = EngineOptions(top=params.top, seed=params.solver_seed, timeout=budget.search_remaining(),
+                                max_hypotheses=beam)
+        stream.progress("propagate", round_no / (params.depth_cap + 1), f"round {round_no}: beam {beam}")
+        result = run(gp, backend, options)
+        recorder.record(
+            "solver", f"{backend}.solve",
+            {"problem": sha256_hex(problem.text), "softened": sorted(softened), "dropped_soft": dropped_soft,
+             "round": round_no},
+            {"status": result.status, "hypotheses": len(result.hypotheses), "enumerated": result.hypotheses_enumerated,
+             "complete": result.enumeration_complete, "partial": result.partial},
+            caps={"beam": beam, "wall_s": -1 if budget.wall is None else budget.wall},
+            status="timeout" if result.partial else "ok",
+        )
+        stream.checkpoint("verifier_update", {
+            "round": round_no, "verifier": "constraint_satisfiability", "status": result.status,
+            "verdicts": {v.name: v.status for v in result.verdicts},
+        })
+        trace["rounds"].append({"round": round_no, "beam": beam, "result": result.model_dump(mode="json")})
+        if result.status == "unsat" and result.conflict is not None:
+            names = {n for core in result.conflict.cores for n in core if n.startswith("observe@")} - softened
+            if names:
+                softened |= names
+                gp = _soften(gp, names)
+                stream.checkpoint("plan_delta", {
+                    "round": round_no, "refine": "conflicting observations become hypotheses",
+                    "distrusted_candidates": sorted(names), "cores": result.conflict.cores,
+                })
+                caveats.append("the observations conflict (" + "; ".join(
+                    ", ".join(core) for core in result.conflict.cores) + "): each may be wrong")
+                continue
+            break
+        if result.partial:
+            caveats.append(f"round {round_no} ran out of time: hypotheses are those found so far")
+            break
+        current = _frontier(result)
+        stream.checkpoint("plan_delta", {
+            "round": round_no, "frontier": [list(h) for h in current],
+            "added": [list(h) for h in current if previous is None or h not in previous],
+            "pruned": [list(h) for h in (previous or []) if h not in current],
+            "enumerated": result.hypotheses_enumerated, "complete": result.enumeration_complete,
+        })
+        if not draft_sent:
+            stream.checkpoint("boundary_summary", {"draft": True, "text": boundary_summary(
+                params.action_id, inputs, result, [], [], caveats + ["draft: verification still running"])})
+            draft_sent = True
+        if result.enumeration_complete or current == previous or beam >= settings.max_beam:
+            break
+        previous = current
+        beam = min(settings.max_beam, beam * 4)
+        stream.checkpoint("plan_delta", {"round": round_no, "expand": "enumeration capped; beam widened", "beam": beam})
+
+    if result is None:
+        caveats.append("no solver round ran within the budget")
+        result = SolveResult(status="unknown", backend=backend, seed=params.solver_seed, hypotheses=[],
+                             hypotheses_enumerated=0, enumeration_complete=False, verdicts=[], next_tests=[],
+                             conflict=None, partial=True, notes=[])
+
+    # 3. the independent verifiers
+    stream.progress("verify", 0.8, "independent checks")
+    degrade("verify")
+    verified = run_verifiers(state, gp, result, backend, skip_external=budget.has("reduce_external_calls"))
+    caveats.extend(verified.caveats)
+
+    # 5. converge
+    stream.progress("report", 0.9, "writing the summary")
+    verdicts = verified.verdicts
+    if budget.has("conservative_summary"):
+        verdicts = [v.model_copy(update={"confidence": min(v.confidence, 0.84), "band": band_for(
+            min(v.confidence, 0.84), v.status)}) for v in verdicts]
+    next_tests = [
+        NextTestSuggestion(
+            question=f"Is {t.observable} true?", observable=t.observable, suggested_ability="sandbox",
+            expected_discriminative_power=t.expected_information_gain,
+        )
+        for t in result.next_tests
+    ]
+    next_tests += verified.research
+    partial = result.partial or budget.frozen() or budget.has("conservative_summary")
+    status: ActionStatus = "partial" if partial else "completed"
+    if verified.abstain is not None and status == "completed":
+        status = "abstained"
+    summary = boundary_summary(params.action_id, inputs, result, verdicts, next_tests, caveats,
+                               abstain=verified.abstain, citations=verified.citations)
+    summary_id = writer.write_summary(summary)
+    plan_id = writer.write_plan_bundle(
+        hypotheses=verified.records,
+        constraints={"text_sha256": sha256_hex(problem.text), "hard": [c.name for c in gp.clauses],
+                     "soft": [{"name": s.name, "weight": str(s.weight)} for s in gp.soft],
+                     "softened_observations": sorted(softened), "dropped_soft": dropped_soft},
+        plan_graph=_plan_graph(stream),
+        verifiers=[o.model_dump(mode="json") for o in verified.outcomes],
+        receipts=recorder.receipts_json(),
+    )
+    evidence_id = writer.write_evidence_bundle(verified.citations, recorder.stubs())
+    stream.checkpoint("boundary_summary", {"draft": False, "summary_artifact_id": summary_id, "text": summary})
+    recorder.record("action", "action.converged", {"status": status},
+                    {"summary": summary_id, "plan": plan_id, "evidence": evidence_id})
+    trace["verifiers"] = [o.model_dump(mode="json") for o in verified.outcomes]
+    return CDAOutputs(
+        action_id=params.action_id, status=status, summary_artifact_id=summary_id, plan_bundle_id=plan_id,
+        evidence_bundle_id=evidence_id, verdicts=verdicts, next_tests=next_tests, caveats=caveats,
+    )
+
+
+def _plan_graph(stream: EventStream) -> dict[str, Any]:
+    """The refine steps as a graph: one node per plan_delta, edges in the order they happened."""
+    nodes = [
+        {"id": f"step{e.seq}", "payload": e.payload}  # type: ignore[union-attr]
+        for e in stream.events
+        if e.type == "action_checkpoint" and e.kind == "plan_delta"  # type: ignore[union-attr]
+    ]
+    edges = [{"from": a["id"], "to": b["id"]} for a, b in zip(nodes, nodes[1:])]
+    return {"nodes": nodes, "edges": edges}
+
+
+def _escalate(inputs: CDAInputs, params: _Params, stream: EventStream, recorder: Recorder,
+              writer: ArtifactWriter) -> CDAOutputs:
+    """risk_class "hard": no search at all; the run hands the decision to a person."""
+    reason = "risk_class 'hard': escalated to a human reviewer before any search (spec §9)"
+    stream.notice(reason, level="warning")
+    recorder.record("action", "action.escalated", {"risk_class": inputs.risk_class}, {"reason": reason})
+    summary_id = writer.write_summary(f"# CDA action {params.action_id}: escalated\n\n{reason}\n")
+    return CDAOutputs(action_id=params.action_id, status="escalated", summary_artifact_id=summary_id,
+                      caveats=[reason])
+
+
+def verdict_of(status: str, confidence: float, hypothesis_id: str, claim: str, caveats: list[str]) -> ActionVerdict:
+    return ActionVerdict(hypothesis_id=hypothesis_id, status=status,  # type: ignore[arg-type]
+                         confidence=confidence, band=band_for(confidence, status), claim=claim, caveats=caveats)

@@ -1,0 +1,107 @@
+"""Running a CDA Action on the embedded defaults: files in, artifacts and SQLite stores out.
+
+This is where the edge concerns live — reading ``inputs.json``, loading a Ken file, the HTTP LLM
+provider, the SQLite receipt log, event store and reflection store — so the Action itself
+(``cda.actions.runner``) stays free of files and transports.
+
+Layout of an output folder::
+
+    OUT/receipts.sqlite      the append-only, hash-chained receipt log (WAL); also events and traces
+    OUT/<action_id>/summary.md, cda_plan/…, evidence.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from cda.actions.receipts import ReceiptLog
+from cda.actions.reflection import ReflectionStore
+from cda.actions.runner import ActionRun, RunSettings, run_action
+from cda.actions.stream import Subscriber
+from cda.adapters.event_store import EventStore
+from cda.adapters.ken_loaders import load_ken
+from cda.contracts.abstain import AbstainThresholds
+from cda.contracts.action import CDAInputs
+from cda.encodings.ken import KenGraph
+from cda.errors import CDAError
+from cda.files import read_text
+from cda.verifiers.llm_gate import LLMProvider
+
+__all__ = ["InputsError", "load_inputs", "run_inputs"]
+
+
+class InputsError(CDAError, ValueError):
+    """``inputs.json`` is not JSON or does not match CDAInputs; names the field at fault."""
+
+
+def load_inputs(path: Path) -> CDAInputs:
+    """Read and validate ``inputs.json``; relative Ken paths are taken from the file's folder."""
+    text = read_text(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputsError(f"{path}:{exc.lineno}:{exc.colno}: error: not JSON: {exc.msg}") from None
+    try:
+        inputs = CDAInputs.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()
+        )
+        raise InputsError(f"{path}: error: inputs do not match CDAInputs: {problems}") from None
+    if inputs.ken is not None and inputs.ken.path is not None and not Path(inputs.ken.path).is_absolute():
+        resolved = str((path.parent / inputs.ken.path).resolve())
+        inputs = inputs.model_copy(update={"ken": inputs.ken.model_copy(update={"path": resolved})})
+    return inputs
+
+
+def _http_provider(inputs: CDAInputs) -> LLMProvider:
+    from cda.adapters.llm_http import OpenAICompatibleProvider
+
+    s = inputs.llm
+    assert s.base_url is not None and s.model is not None  # checked by LLMSettings
+    return OpenAICompatibleProvider(
+        s.base_url, s.model, timeout_s=s.timeout_s, egress=inputs.policies.egress,
+        pii_posture=inputs.policies.pii_posture,
+    )
+
+
+def run_inputs(
+    inputs: CDAInputs,
+    out_dir: Path | None = None,
+    *,
+    subscribers: Sequence[Subscriber] = (),
+    settings: RunSettings | None = None,
+) -> ActionRun:
+    """Run one Action with its Ken file loaded, receipts/events/trace in ``out_dir/receipts.sqlite``.
+
+    With no ``out_dir`` everything stays in memory (receipts in an in-memory hash chain).
+    """
+    thresholds = AbstainThresholds.from_env(os.environ)
+    ken: KenGraph | None = None
+    if inputs.ken is not None and inputs.ken.path is not None:
+        ken = load_ken(inputs.ken.path)
+    if out_dir is None:
+        return run_action(inputs, ken=ken, subscribers=subscribers, settings=settings, llm_factory=_http_provider,
+                          thresholds=thresholds)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    db = out_dir / "receipts.sqlite"
+    events = EventStore(db)
+    log = ReceiptLog(db)
+    try:
+        run = run_action(inputs, ken=ken, out_dir=out_dir, receipts=log, settings=settings,
+                         subscribers=[events.append, *subscribers], llm_factory=_http_provider,
+                         thresholds=thresholds)
+        store = ReflectionStore(db, log)
+        try:
+            store.put(run.outputs.action_id, run.trace)
+        finally:
+            store.close()
+        return run
+    finally:
+        log.close()
+        events.close()

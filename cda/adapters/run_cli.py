@@ -1,0 +1,77 @@
+"""``cda run inputs.json``: run a CDA Action, stream its events, write its artifacts.
+
+On a terminal the events drive a one-line progress bar on stderr; with ``--json`` every event
+is printed as one JSON line on stdout (the last one is the terminal event, carrying the outputs).
+Without ``--json`` the boundary summary is printed at the end.
+
+Exit codes: 0 completed (or abstained), 2 bad input (the inputs file, the DSL in it, a Ken
+file), 3 partial (budget) or escalated, 1 failed for another reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TextIO
+
+from cda.adapters.action_entry import load_inputs, run_inputs
+from cda.contracts.events import ActionEvent
+from cda.errors import CDAError
+
+__all__ = ["main_run"]
+
+_BAR = 24
+
+
+def _progress_printer(err: TextIO) -> object:
+    def show(event: ActionEvent) -> None:
+        if event.type == "action_progress":
+            filled = int(event.fraction * _BAR)  # type: ignore[union-attr]
+            bar = "#" * filled + "-" * (_BAR - filled)
+            err.write(f"\r[{bar}] {event.phase:<10} {event.message[:50]:<50}")  # type: ignore[union-attr]
+            err.flush()
+        elif event.type in ("action_completed", "action_partial", "action_failed"):
+            err.write("\r" + " " * (_BAR + 66) + "\r")
+            err.flush()
+
+    return show
+
+
+def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: TextIO) -> int:
+    """The ``cda run`` command; returns the exit code."""
+    try:
+        inputs = load_inputs(path)
+    except CDAError as exc:
+        err.write(exc.render() + "\n")
+        return 2
+    subscribers = []
+    if as_json:
+        subscribers.append(lambda e: (out.write(json.dumps(e.model_dump(mode="json"), sort_keys=True) + "\n"),
+                                      out.flush()))
+    elif err.isatty():
+        subscribers.append(_progress_printer(err))  # type: ignore[arg-type]
+    try:
+        run = run_inputs(inputs, out_dir, subscribers=subscribers)  # type: ignore[arg-type]
+    except CDAError as exc:  # a Ken file that cannot be read, a receipt DB that is not one
+        err.write(exc.render() + "\n")
+        return 2
+    outputs = run.outputs
+    if not as_json:
+        if run.artifact_dir is not None and (run.artifact_dir / "summary.md").exists():
+            out.write((run.artifact_dir / "summary.md").read_text(encoding="utf-8"))
+        else:
+            for event in reversed(run.events):
+                if event.type == "action_checkpoint" and event.kind == "boundary_summary":  # type: ignore[union-attr]
+                    out.write(str(event.payload.get("text", "")))  # type: ignore[union-attr]
+                    break
+        out.write(f"\nstatus: {outputs.status}   action: {outputs.action_id}   receipts head: {run.receipts_head}\n")
+        if run.artifact_dir is not None:
+            out.write(f"artifacts: {run.artifact_dir}\n")
+    if outputs.status == "failed":
+        if not as_json:
+            err.write("\n".join(outputs.caveats) + "\n")
+        failed = run.events[-1]
+        bad_input = getattr(failed, "error_type", "") in {"DSLSyntaxError", "DSLTypeError", "UnitError", "KenError",
+                                                         "DSLError", "BackendUnsupported"}
+        return 2 if bad_input else 1
+    return 0 if outputs.status in ("completed", "abstained") else 3

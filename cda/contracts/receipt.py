@@ -1,0 +1,51 @@
+"""A receipt: the audit record of one solver call, verifier call or Ken query.
+
+Receipts are written to an append-only log in which each entry carries the hash of the one
+before it (``prev_hash``) and its own hash over its canonical JSON (``entry_hash``), so an
+edit, a deletion or a reordering of any entry is detected by re-walking the chain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cda.contracts.refs import SpanRef
+
+__all__ = ["Receipt", "ReceiptKind", "canonical_json", "sha256_hex"]
+
+ReceiptKind = Literal["solver", "verifier", "ken", "llm", "function", "stub", "action"]
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: the one text every hash in CDA is computed over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Receipt(BaseModel):
+    """What was asked, with which seed and caps, and what came back.
+
+    ``inputs_hash`` is the SHA-256 of the canonical JSON of the call's inputs (the inputs
+    themselves may be large or private, so only their hash is kept). ``stub`` receipts record
+    evidence that was needed but could not be obtained (denied egress, a timeout).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    action_id: str
+    seq: int = Field(ge=0, description="position within the action, from 0")
+    kind: ReceiptKind
+    name: str = Field(description="which call: 'z3.check', 'verifier.units', 'ken.path', …")
+    inputs_hash: str
+    seed: str | None = None
+    caps: dict[str, float | int | str] = Field(default_factory=dict)
+    result: dict[str, Any] = Field(default_factory=dict)
+    citations: list[SpanRef] = Field(default_factory=list)
+    status: Literal["ok", "failed", "timeout", "denied", "stub"] = "ok"

@@ -1,0 +1,145 @@
+"""JSON Schema export of every boundary contract, so clients in any language can validate.
+
+The spec makes JSON schemas the public contract (seed 000, "Contracts"). They are generated
+from the pydantic models, written one file per model (``<Name>.schema.json``, sorted keys,
+two-space indent, trailing newline) and committed under ``schemas/``; :func:`check_schemas`
+says which committed files no longer match the models, so a model cannot change silently.
+The text depends on the pydantic version that renders it; regenerate after an upgrade.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, TypeAdapter
+
+from cda.contracts.abstain import (
+    AbstainOutput,
+    AbstainThresholds,
+    CoverageReport,
+    EpistemicReport,
+    LowCoverageReview,
+    Violation,
+)
+from cda.contracts.action import (
+    ActionVerdict,
+    CDAInputs,
+    CDAOutputs,
+    DisplayPlan,
+    FunctionCheck,
+    KenSource,
+    NextTestSuggestion,
+)
+from cda.contracts.events import EVENT_TYPES, ActionEvent
+from cda.contracts.hypothesis_record import HypothesisRecord, TraceRecord
+from cda.contracts.receipt import Receipt
+from cda.contracts.refs import ArtifactRef, SpanRef
+from cda.contracts.result import SolveResult
+from cda.contracts.verification import VerifierOutcome
+
+__all__ = [
+    "CONTRACTS",
+    "SCHEMA_SUFFIX",
+    "UNIONS",
+    "check_schemas",
+    "render_schemas",
+    "schema_diff",
+    "write_schemas",
+]
+
+SCHEMA_SUFFIX = ".schema.json"
+_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+CONTRACTS: dict[str, type[BaseModel]] = {
+    # the Action
+    "CDAInputs": CDAInputs,
+    "CDAOutputs": CDAOutputs,
+    "DisplayPlan": DisplayPlan,
+    "ActionVerdict": ActionVerdict,
+    "NextTestSuggestion": NextTestSuggestion,
+    "KenSource": KenSource,
+    "FunctionCheck": FunctionCheck,
+    # hypotheses and traces
+    "HypothesisRecord": HypothesisRecord,
+    "TraceRecord": TraceRecord,
+    # evidence, audit, verification, solving
+    "SpanRef": SpanRef,
+    "ArtifactRef": ArtifactRef,
+    "Receipt": Receipt,
+    "VerifierOutcome": VerifierOutcome,
+    "SolveResult": SolveResult,
+    # events, one model per SSE event name
+    **{model.__name__: model for model in EVENT_TYPES.values()},
+    # the abstain gate (seed 001)
+    "CoverageReport": CoverageReport,
+    "AbstainThresholds": AbstainThresholds,
+    "AbstainOutput": AbstainOutput,
+    "EpistemicReport": EpistemicReport,
+    "LowCoverageReview": LowCoverageReview,
+    "Violation": Violation,
+}
+"""Every model that crosses a boundary, by the name its schema file carries."""
+
+UNIONS: dict[str, Any] = {"ActionEvent": ActionEvent}
+"""Discriminated unions exported next to the models (not classes, so rendered by a TypeAdapter)."""
+
+
+def _schema_of(name: str) -> dict[str, Any]:
+    if name in CONTRACTS:
+        schema = CONTRACTS[name].model_json_schema()
+    else:
+        schema = TypeAdapter(UNIONS[name]).json_schema()
+        schema.setdefault("title", name)
+    return {"$schema": _DIALECT, "$id": name + SCHEMA_SUFFIX, **schema}
+
+
+def render_schemas() -> dict[str, str]:
+    """File name -> file text for every contract, in name order; the same bytes on every call."""
+    names = sorted([*CONTRACTS, *UNIONS])
+    return {
+        name + SCHEMA_SUFFIX: json.dumps(_schema_of(name), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+        for name in names
+    }
+
+
+def write_schemas(folder: Path) -> list[Path]:
+    """Write every schema into ``folder`` (created if missing) and return the paths, in name order.
+
+    Files whose text is already current are left untouched; ``*.schema.json`` files that no
+    longer belong to a contract are removed, so the folder ends up exactly as
+    :func:`check_schemas` expects. Other files (a README) are kept.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    expected = render_schemas()
+    for stale in sorted(folder.glob("*" + SCHEMA_SUFFIX)):
+        if stale.name not in expected:
+            stale.unlink()
+    paths = []
+    for file_name, text in expected.items():
+        path = folder / file_name
+        if not path.is_file() or path.read_bytes() != text.encode("utf-8"):
+            path.write_bytes(text.encode("utf-8"))
+        paths.append(path)
+    return paths
+
+
+def schema_diff(folder: Path) -> dict[str, Literal["missing", "stale", "extra"]]:
+    """File name -> what is wrong with it: ``missing``, ``stale`` (differs) or ``extra`` (no model)."""
+    expected = render_schemas()
+    present = {p.name for p in folder.glob("*" + SCHEMA_SUFFIX)} if folder.is_dir() else set()
+    problems: dict[str, Literal["missing", "stale", "extra"]] = {}
+    for file_name in sorted(set(expected) | present):
+        if file_name not in present:
+            problems[file_name] = "missing"
+        elif file_name not in expected:
+            problems[file_name] = "extra"
+        elif (folder / file_name).read_bytes() != expected[file_name].encode("utf-8"):
+            problems[file_name] = "stale"
+    return problems
+
+
+def check_schemas(folder: Path) -> list[str]:
+    """The names of the files in ``folder`` that are stale, missing or extra (empty: current)."""
+    return list(schema_diff(folder))

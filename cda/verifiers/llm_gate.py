@@ -1,0 +1,221 @@
+"""The downgrade-only LLM gate: what a language model says may lower a verdict, never raise one.
+
+CDA states *supported* or *refuted* only when a solver proves it. A language model is a useful
+second reader (it notices a number or a name in a claim that the evidence never mentions), but
+its word is not proof, so everything it says passes through :func:`apply_llm_gate`, the one
+function that turns a judgement into a change of verdict. The gate can only
+
+- lower a confidence (``min`` with a cap derived from the judgement), and
+- move *supported* to *inconclusive*.
+
+*refuted* stays refuted, *inconclusive* stays inconclusive, and a judgement that is missing or
+malformed changes nothing. The caps, precisely (``cap`` starts at 1.0):
+
+========================================  ==========================================
+judgement                                  effect
+========================================  ==========================================
+``agrees == "no"``                         cap 0.5, supported -> inconclusive
+``flagged`` not empty                      cap 0.5, supported -> inconclusive
+``agrees == "unsure"``                     cap 0.8
+``confidence`` given                       cap at it; below 0.5, supported -> inconclusive
+========================================  ==========================================
+
+The caps combine by ``min``; the returned confidence is ``min(confidence, cap)``. A judgement's
+``confidence`` has the meaning a verdict's has: the provider's probability that the claim holds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cda.contracts.verification import VerifierOutcome, VerifierStatus
+from cda.errors import CDAError
+
+__all__ = [
+    "LLMJudgement",
+    "LLMProvider",
+    "LLMProviderError",
+    "Status",
+    "DISAGREE_CAP",
+    "UNSURE_CAP",
+    "apply_llm_gate",
+    "consult",
+    "judgement_cap",
+    "llm_outcome",
+]
+
+Status = Literal["supported", "refuted", "inconclusive"]
+
+DISAGREE_CAP = 0.5
+"""Highest confidence a claim keeps when the LLM disagrees or flags an unsupported fragment."""
+
+UNSURE_CAP = 0.8
+"""Highest confidence a claim keeps when the LLM says it is unsure."""
+
+_STATUSES: tuple[str, ...] = ("supported", "refuted", "inconclusive")
+
+
+class LLMProviderError(CDAError, RuntimeError):
+    """An LLM provider gave no usable judgement: HTTP error, timeout, or a malformed reply.
+
+    Callers treat it as "no judgement", which the gate reads as "no change".
+    """
+
+
+class LLMJudgement(BaseModel):
+    """What one LLM provider says about one claim against the evidence it was shown."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str = Field(description="the provider's name, e.g. 'offline' or 'http:<model>'")
+    agrees: Literal["yes", "no", "unsure"] = Field(description="does the evidence support the claim?")
+    confidence: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="the provider's probability that the claim holds (None: it gave none)",
+    )
+    flagged: list[str] = Field(
+        default_factory=list, description="claim fragments with no support in the evidence"
+    )
+    rationale: str = Field(default="", description="one or two sentences a person can read")
+
+
+@runtime_checkable
+class LLMProvider(Protocol):
+    """Anything that can judge a claim against evidence strings (offline rules, an HTTP model …)."""
+
+    name: str
+
+    def judge(self, claim: str, evidence: list[str]) -> LLMJudgement:
+        """Judge ``claim`` against ``evidence``; raise :class:`LLMProviderError` when no answer."""
+        ...
+
+
+def _valid(judgement: object) -> LLMJudgement | None:
+    """Re-validate a judgement (it may have been built with ``model_construct``); None if malformed."""
+    if not isinstance(judgement, LLMJudgement):
+        return None
+    fields = {name: getattr(judgement, name, None) for name in LLMJudgement.model_fields}
+    try:
+        return LLMJudgement.model_validate(fields, strict=True)
+    except ValidationError:
+        return None
+
+
+def judgement_cap(judgement: LLMJudgement | None) -> tuple[float, bool, list[str]]:
+    """The cap a judgement puts on confidence, whether it demotes *supported*, and the reasons.
+
+    A missing or malformed judgement gives ``(1.0, False, [])``: no cap, no demotion.
+
+    >>> judgement_cap(LLMJudgement(provider="p", agrees="unsure"))
+    (0.8, False, ['unsure'])
+    >>> judgement_cap(LLMJudgement(provider="p", agrees="yes", flagged=["3.5"]))
+    (0.5, True, ["flagged 1 unsupported fragment(s): '3.5'"])
+    """
+    valid = _valid(judgement)
+    if valid is None:
+        return 1.0, False, []
+    cap = 1.0
+    demote = False
+    reasons: list[str] = []
+    if valid.agrees == "no":
+        cap, demote = min(cap, DISAGREE_CAP), True
+        reasons.append("disagrees")
+    elif valid.agrees == "unsure":
+        cap = min(cap, UNSURE_CAP)
+        reasons.append("unsure")
+    if valid.flagged:
+        cap, demote = min(cap, DISAGREE_CAP), True
+        shown = ", ".join(repr(f) for f in valid.flagged[:10])
+        more = f" and {len(valid.flagged) - 10} more" if len(valid.flagged) > 10 else ""
+        reasons.append(f"flagged {len(valid.flagged)} unsupported fragment(s): {shown}{more}")
+    if valid.confidence is not None and valid.confidence < cap:
+        cap = valid.confidence
+        reasons.append(f"own confidence {valid.confidence:.4g}")
+    if cap < DISAGREE_CAP:
+        demote = True
+    return cap, demote, reasons
+
+
+def apply_llm_gate(
+    status: Status, confidence: float, judgement: LLMJudgement | None
+) -> tuple[Status, float, list[str]]:
+    """THE gate: apply an LLM judgement to a verdict, only ever downwards.
+
+    Returns the new status, the new confidence (never above ``confidence``) and caveats saying
+    what the LLM changed (empty when it changed nothing). Only *supported* can move, and only to
+    *inconclusive*.
+
+    >>> j = LLMJudgement(provider="offline", agrees="no", flagged=["40%"])
+    >>> apply_llm_gate("supported", 1.0, j)[:2]
+    ('inconclusive', 0.5)
+    >>> apply_llm_gate("refuted", 0.0, LLMJudgement(provider="x", agrees="yes", confidence=1.0))
+    ('refuted', 0.0, [])
+    >>> apply_llm_gate("supported", 1.0, None)
+    ('supported', 1.0, [])
+    """
+    if status not in _STATUSES:
+        raise ValueError(f"status must be one of {', '.join(_STATUSES)}; got {status!r}")
+    if not isinstance(confidence, int | float) or math.isnan(confidence) or not 0.0 <= confidence <= 1.0:
+        raise ValueError(f"confidence must be a number in [0, 1]; got {confidence!r}")
+    valid = _valid(judgement)
+    if valid is None:
+        return status, float(confidence), []
+    cap, demote, reasons = judgement_cap(valid)
+    why = "; ".join(reasons)
+    caveats: list[str] = []
+    new_status: Status = status
+    if status == "supported" and demote:
+        new_status = "inconclusive"
+        caveats.append(f"llm {valid.provider}: supported -> inconclusive ({why})")
+    new_confidence = min(float(confidence), cap)
+    if new_confidence < confidence:
+        caveats.append(f"llm {valid.provider}: confidence {confidence:.4g} -> {new_confidence:.4g} ({why})")
+    return new_status, new_confidence, caveats
+
+
+def llm_outcome(claim: str, judgement: LLMJudgement | None) -> VerifierOutcome:
+    """The judgement as a :class:`VerifierOutcome` of verifier ``"llm"`` with its confidence cap.
+
+    ``failed`` when the judgement would demote a supported claim, ``inconclusive`` when the
+    provider is unsure, ``passed`` otherwise; ``skipped`` when there is no (valid) judgement.
+
+    >>> llm_outcome("db is down", LLMJudgement(provider="offline", agrees="yes")).status
+    'passed'
+    >>> llm_outcome("db is down", None).status
+    'skipped'
+    """
+    valid = _valid(judgement)
+    if valid is None:
+        return VerifierOutcome(
+            verifier="llm", claim=claim, status="skipped",
+            detail="no usable LLM judgement (no provider, an error, or a malformed reply); nothing changed",
+        )
+    cap, demote, reasons = judgement_cap(valid)
+    status: VerifierStatus = "failed" if demote else ("inconclusive" if valid.agrees == "unsure" else "passed")
+    detail = f"llm {valid.provider}: {'; '.join(reasons) or 'agrees'}"
+    if valid.rationale:
+        detail += f" - {_one_line(valid.rationale)}"
+    return VerifierOutcome(
+        verifier="llm", claim=claim, status=status, detail=detail,
+        confidence_cap=cap if cap < 1.0 else None,
+        data=valid.model_dump(mode="json"),
+    )
+
+
+def consult(provider: LLMProvider, claim: str, evidence: list[str]) -> tuple[LLMJudgement | None, str | None]:
+    """Ask a provider; a :class:`LLMProviderError` becomes ``(None, message)`` - no judgement.
+
+    Any other exception is a bug in the provider and propagates.
+    """
+    try:
+        return provider.judge(claim, list(evidence)), None
+    except LLMProviderError as error:
+        return None, str(error)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -1,0 +1,256 @@
+"""Units verifier: every pair of quantities a claim compares has the same dimension.
+
+The grounder already rejects mismatched units, but through its own conversion code
+(:mod:`cda.encodings.units`, floats rounded with ``limit_denominator``). This check asks pint
+directly, on a registry of its own with exact rational magnitudes, about the quantities *as
+written* in the claim: ``value(metric:latency) <= 1.5 s`` passes when ``latency`` is declared in
+``ms`` and fails, naming both units, when it is declared in ``USD``. Parsing reuses the DSL
+parser (reading the text is not what is being verified; dimensional consistency is).
+
+Outcome per claim: ``passed`` when at least one pair of quantities with units was compared and
+all agree; ``failed`` (confidence cap 0) on a mismatch or a unit pint does not know;
+``inconclusive`` when the claim does not parse or names an undeclared metric; ``skipped`` when
+nothing with a unit is compared (a bare number takes the unit of the other side).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+import pint
+
+from cda.contracts.verification import VerifierOutcome, VerifierStatus
+from cda.encodings import ast as A
+from cda.encodings.parse import parse_clause, parse_problem
+from cda.encodings.units import CURRENCIES
+from cda.errors import DSLError
+
+__all__ = [
+    "verify_units",
+    "verify_units_declared",
+    "exact_registry",
+    "dimension_of",
+    "to_seconds",
+    "format_number",
+]
+
+
+@lru_cache(maxsize=1)
+def exact_registry() -> pint.UnitRegistry:
+    """A pint registry of the verifiers' own, with one dimension per currency.
+
+    Built here rather than shared with :mod:`cda.encodings.units` so that the check does not
+    run through the code it checks. (pint's ``non_int_type=Fraction`` mode fails on units such
+    as ``J``, so magnitudes are floats and :func:`to_seconds` makes them exact.)
+    """
+    ureg: pint.UnitRegistry = pint.UnitRegistry()
+    for code in CURRENCIES:
+        ureg.define(f"{code} = [currency_{code}]")
+    return ureg
+
+
+@lru_cache(maxsize=1024)
+def dimension_of(unit: str) -> str | None:
+    """pint's dimensionality of ``unit`` as text (``[time]``), or None when pint cannot read it.
+
+    >>> dimension_of("km/h"), dimension_of("USD"), dimension_of("furlongs_per_jiffy")
+    ('[length] / [time]', '[currency_USD]', None)
+    """
+    try:
+        return str(exact_registry().parse_units(unit).dimensionality)
+    except Exception:  # pint raises many error types for odd strings; any of them means "unknown"
+        return None
+
+
+@lru_cache(maxsize=256)
+def _seconds_per(unit: str) -> Fraction:
+    # pint's factors for time units are decimal constants (0.001, 3600.0, 86400.0); the shortest
+    # repr of the float is that constant, so reading it back as a decimal is exact
+    return Fraction(repr(float(exact_registry().Quantity(1, unit).to("s").magnitude)))
+
+
+def to_seconds(value: Fraction, unit: str | None) -> Fraction | None:
+    """``value unit`` in seconds, exactly; a bare number is seconds; None when not a time.
+
+    >>> to_seconds(Fraction(14), "d"), to_seconds(Fraction(3, 2), "h"), to_seconds(Fraction(1), "ms")
+    (Fraction(1209600, 1), Fraction(5400, 1), Fraction(1, 1000))
+    >>> to_seconds(Fraction(1), "USD") is None
+    True
+    """
+    if unit is None:
+        return value
+    if dimension_of(unit) != "[time]":
+        return None
+    return value * _seconds_per(unit)
+
+
+def format_number(value: Fraction) -> str:
+    """A rational as the user would write it: ``1.5``, ``200``, ``1/3``.
+
+    >>> format_number(Fraction(3, 2)), format_number(Fraction(200)), format_number(Fraction(-1, 3))
+    ('1.5', '200', '-1/3')
+    """
+    if value.denominator == 1:
+        return str(value.numerator)
+    den = value.denominator
+    twos = fives = 0
+    while den % 2 == 0:
+        den //= 2
+        twos += 1
+    while den % 5 == 0:
+        den //= 5
+        fives += 1
+    if den != 1:
+        return f"{value.numerator}/{value.denominator}"
+    digits = max(twos, fives)
+    scaled = abs(value) * 10**digits
+    whole, frac = divmod(int(scaled), 10**digits)
+    sign = "-" if value < 0 else ""
+    return f"{sign}{whole}.{str(frac).rjust(digits, '0')}"
+
+
+@dataclass(frozen=True)
+class _Operand:
+    text: str  # how the claim wrote it: "value(metric:latency)", "1.5 s"
+    unit: str
+    literal: bool  # a written quantity (its unit is in its text) rather than a metric or event
+
+
+class _Unknown(Exception):
+    """The claim names something the check cannot resolve (an undeclared metric)."""
+
+
+def _walk(node: A.Formula) -> Iterator[A.Formula]:
+    """Every sub-formula in source order."""
+    yield node
+    if isinstance(node, A.FNot):
+        yield from _walk(node.arg)
+    elif isinstance(node, A.FNary | A.FCard):
+        for arg in node.args:
+            yield from _walk(arg)
+    elif isinstance(node, A.FImplies):
+        yield from _walk(node.lhs)
+        yield from _walk(node.rhs)
+    elif isinstance(node, A.FQuant):
+        yield from _walk(node.body)
+
+
+def _operand(term: A.ATerm, metrics: Mapping[str, str]) -> _Operand | None:
+    if term.ref is not None:
+        if term.ref.kind == "event":
+            return _Operand(f"time(event:{term.ref.name})", "s", False)
+        if term.ref.name not in metrics:
+            known = ", ".join(sorted(metrics)) or "none declared"
+            raise _Unknown(f"unknown metric '{term.ref.name}' (declared: {known})")
+        return _Operand(f"value(metric:{term.ref.name})", metrics[term.ref.name], False)
+    assert term.quantity is not None
+    if term.quantity.unit is None:
+        return None
+    return _Operand(f"{format_number(term.quantity.value)} {term.quantity.unit}", term.quantity.unit, True)
+
+
+def _describe(op: _Operand, dimension: str | None) -> str:
+    if op.literal:
+        return f"{op.text} ({dimension})"
+    return f"{op.text} is in {op.unit} ({dimension})"
+
+
+def _check_group(group: list[_Operand], checked: list[dict[str, Any]]) -> str | None:
+    """Compare every operand with the first; the reason of the first failure, else None."""
+    for op in group:
+        if dimension_of(op.unit) is None:
+            return f"unknown unit '{op.unit}' in {op.text}"
+    reference = group[0]
+    ref_dim = dimension_of(reference.unit)
+    for other in group[1:]:
+        dim = dimension_of(other.unit)
+        ok = dim == ref_dim
+        checked.append(
+            {"left": reference.text, "left_unit": reference.unit, "left_dimension": ref_dim,
+             "right": other.text, "right_unit": other.unit, "right_dimension": dim, "compatible": ok}
+        )
+        if not ok:
+            return f"unit mismatch: {_describe(reference, ref_dim)} but {_describe(other, dim)}"
+    return None
+
+
+def _groups(formula: A.Formula, metrics: Mapping[str, str]) -> list[list[_Operand]]:
+    """The operands that must share a dimension, one list per comparison or ``within``."""
+    groups: list[list[_Operand]] = []
+    for node in _walk(formula):
+        if isinstance(node, A.FCompare):
+            ops = [_operand(t, metrics) for t in node.lhs.terms + node.rhs.terms]
+            groups.append([o for o in ops if o is not None])
+        elif isinstance(node, A.FWithin) and node.span.unit is not None:
+            span = _Operand(f"{format_number(node.span.value)} {node.span.unit}", node.span.unit, True)
+            groups.append([_Operand(f"time(event:{node.first.name})", "s", False), span])
+    return groups
+
+
+def _one(claim: str, metrics: Mapping[str, str]) -> VerifierOutcome:
+    def out(status: VerifierStatus, detail: str, **data: Any) -> VerifierOutcome:
+        cap = 0.0 if status == "failed" else None
+        return VerifierOutcome(
+            verifier="units", claim=claim, status=status, detail=detail, confidence_cap=cap,
+            data=data,
+        )
+
+    try:
+        formula, _weight = parse_clause(claim)
+    except DSLError as exc:
+        return out("inconclusive", f"the claim does not parse: {exc.message}")
+    try:
+        groups = _groups(formula, metrics)
+    except _Unknown as exc:
+        return out("inconclusive", str(exc))
+    checked: list[dict[str, Any]] = []
+    for group in groups:
+        if not group:
+            continue
+        reason = _check_group(group, checked)
+        if reason is not None:
+            return out("failed", reason, checked=checked)
+    if not checked:
+        return out("skipped", "no pair of quantities with units is compared (a bare number takes the other side's unit)")
+    pairs = len(checked)
+    return out("passed", f"{pairs} compared pair{'s' if pairs != 1 else ''} of quantities share a dimension", checked=checked)
+
+
+def verify_units_declared(metrics: Mapping[str, str], claims: Sequence[str]) -> list[VerifierOutcome]:
+    """One outcome per claim, given the metric declarations as ``{name: unit}``.
+
+    >>> [o.status for o in verify_units_declared({"latency": "ms"}, ["value(metric:latency) <= 1.5 s"])]
+    ['passed']
+    >>> verify_units_declared({"latency": "USD"}, ["value(metric:latency) <= 1.5 s"])[0].detail
+    'unit mismatch: value(metric:latency) is in USD ([currency_USD]) but 1.5 s ([time])'
+    """
+    return [_one(claim, metrics) for claim in claims]
+
+
+def verify_units(problem_text: str, claims: Sequence[str]) -> list[VerifierOutcome]:
+    """One outcome per claim; metrics are read from the ``metric name : unit`` lines of the problem.
+
+    When the problem text itself does not parse, every claim is inconclusive with the reason.
+
+    >>> verify_units("metric cost : EUR", ["value(metric:cost) <= 5000 USD"])[0].status
+    'failed'
+    """
+    try:
+        ast = parse_problem(problem_text)
+    except DSLError as exc:
+        return [
+            VerifierOutcome(
+                verifier="units", claim=claim, status="inconclusive",
+                detail=f"the problem text does not parse: {exc.message}",
+            )
+            for claim in claims
+        ]
+    metrics: dict[str, str] = {}
+    for st in ast.statements:
+        if isinstance(st, A.MetricDecl):
+            metrics.setdefault(st.name, st.unit)
+    return verify_units_declared(metrics, claims)
