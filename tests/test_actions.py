@@ -309,3 +309,46 @@ def test_cli_run_streams_json_lines_and_bad_inputs_exit_2(tmp_path: Path) -> Non
     conn.commit()
     conn.close()
     assert main(["receipts", "verify", str(tmp_path / "receipts.sqlite")], io.StringIO(), io.StringIO()) == 1
+
+
+def test_pinned_event_times_are_re_evaluated_by_the_temporal_verifier(tmp_path: Path) -> None:
+    dsl = ("event deploy, alert\nhyp bad_deploy\nobservable paged\n"
+           "hard t1: time(event:deploy) = 100\nhard t2: time(event:alert) = 1 h\n"
+           "hard w: within(event:deploy, 2h of event:alert)\nhard o: before(event:deploy, event:alert)\n"
+           "hard: paged iff bad_deploy\nobserve paged\n")
+    run = run_inputs(CDAInputs(problem="was the deploy bad?", dsl=dsl, goals={"kind": "prove", "claims": ["bad_deploy"]}),
+                     tmp_path)
+    verifiers = json.loads((tmp_path / run.outputs.action_id / "cda_plan" / "verifiers.json").read_text())
+    temporal = [v for v in verifiers if v["verifier"] == "temporal"]
+    assert [v["status"] for v in temporal] == ["passed", "passed"]
+    assert temporal[1]["data"]["events"] == {"alert": 3600, "deploy": 100}
+    assert next(v for v in run.outputs.verdicts if v.claim == "prove bad_deploy").status == "supported"
+
+
+def test_low_ken_coverage_with_nothing_settled_abstains() -> None:
+    dsl = ("domain Service = {api, db}\nhyp down(Service)\nobservable slow(Service)\n"
+           "hard: forall s in Service: slow(s) implies down(s) or down(db)\nobserve slow(api)\n")
+    ken = {"nodes": [{"id": "api", "label": "api gateway"}, {"id": "db", "label": "database"},
+                     {"id": "wiki", "label": "team wiki"}],
+           "edges": [{"source": "wiki", "relation": "mentions", "target": "api"}]}
+    run = run_action(CDAInputs(problem="why is the api slow?", dsl=dsl, ken=ken))
+    assert run.outputs.status == "abstained" and run.events[-1].type == "action_completed"
+    assert any(c.startswith("abstained:") for c in run.outputs.caveats)
+    # the same problem with a causal edge in Ken is answered
+    ken["edges"].append({"source": "api", "relation": "depends", "target": "db"})
+    answered = run_action(CDAInputs(problem="why is the api slow?", dsl=dsl, ken=ken))
+    assert answered.outputs.status == "completed"
+
+
+def test_a_failing_user_function_demotes_its_claim_and_a_passing_one_changes_nothing() -> None:
+    base = _outage()
+    checks = [
+        {"name": "api_probe", "source": "def check(claim):\n    return 'api' not in claim\n", "claims": ["slow(api)"]},
+    ]
+    run = run_inputs(CDAInputs.model_validate({**base.model_dump(mode="json"), "functions": checks}))
+    v = next(v for v in run.outputs.verdicts if v.claim == "prove slow(api)")
+    assert v.status == "inconclusive" and v.confidence <= 0.5
+    assert any("function api_probe" in c for c in v.caveats)
+    checks[0]["source"] = "def check(claim):\n    return True\n"
+    run = run_inputs(CDAInputs.model_validate({**base.model_dump(mode="json"), "functions": checks}))
+    assert next(v for v in run.outputs.verdicts if v.claim == "prove slow(api)").status == "supported"

@@ -4,7 +4,8 @@ The solver's answer is the verdict; every other check can only lower it:
 
 * **cross-backend agreement** — z3 and clingo must give the same answer; any difference makes
   every verdict inconclusive (and says so loudly);
-* **units / arithmetic / temporal** — re-evaluated without the solver (pint, sympy, integers);
+* **units / arithmetic / temporal** — re-evaluated without the solver (pint, sympy, integers;
+  before/within clauses are re-checked when the problem pins every event's time);
 * **function evaluators** — the user's deterministic checks in a sandboxed subprocess; a failure,
   crash or timeout of a check on a claim demotes that claim;
 * **Ken evidencing** — citations (SpanRefs) for the atoms of each claim, found with the safe
@@ -21,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from cda.actions.budget import Budget
@@ -45,7 +47,8 @@ from cda.verifiers.function_eval import run_function_check
 from cda.verifiers.ken_evidence import ken_evidence
 from cda.verifiers.llm_gate import UNSURE_CAP, LLMJudgement, LLMProvider, apply_llm_gate, consult, llm_outcome
 from cda.verifiers.llm_offline import OfflineProvider
-from cda.verifiers.units_check import verify_units
+from cda.verifiers.temporal import verify_temporal
+from cda.verifiers.units_check import to_seconds, verify_units
 
 __all__ = ["VerificationState", "Verified", "run_verifiers"]
 
@@ -208,6 +211,12 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
         if o.status == "failed":
             for c in claims:
                 c.lower("inconclusive", 0.5, [f"units: {o.detail}"])
+    for o in _temporal(state.problem.text):
+        out.outcomes.append(_outcome(state, o))
+        if o.status == "failed" and result.status == "sat":
+            state.stream.notice(f"temporal re-evaluation disagrees with the solver: {o.detail}", level="warning")
+            for c in claims:
+                c.lower("inconclusive", 0.5, [f"temporal: {o.detail}"])
     numeric = [t for t in state.inputs.goals.success_criteria + state.problem.evidence if t and _ARITH.match(t)]
     for o in verify_arithmetic(numeric):
         out.outcomes.append(_outcome(state, o))
@@ -242,7 +251,7 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
                                           {"reason": o.detail}, status="stub")
 
     # the LLM gate
-    _llm(state, claims, out, skip_external)
+    _llm(state, gp, claims, out, skip_external)
 
     # abstention (seed 001): Ken must cover the symptoms before an explanation is offered as one
     if state.coverage is not None:
@@ -290,6 +299,34 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
     return out
 
 
+_PIN = re.compile(r"time\(\s*event:(\w+)\s*\)\s*==?\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+_HARD = re.compile(r"^\s*(?:hard|observe)\b[^:]*:\s*(.+?)\s*$|^\s*observe\s+(.+?)\s*$")
+
+
+def _temporal(text: str) -> list[VerifierOutcome]:
+    """Re-evaluate the one-line before/within clauses whose events all have pinned times.
+
+    A time is pinned by a one-line clause ``time(event:X) = N [unit]``; the check is plain integer
+    arithmetic on those values (``cda.verifiers.temporal``), independent of the solver.
+    """
+    pinned: dict[str, int] = {}
+    temporal: list[str] = []
+    for line in text.split("\n"):
+        m = _HARD.match(line.split("#", 1)[0])
+        if not m:
+            continue
+        body = m.group(1) or m.group(2)
+        pin = _PIN.search(body)
+        if pin and body.strip().startswith("time("):
+            seconds = to_seconds(Fraction(pin.group(2)), pin.group(3) or None)
+            if seconds is not None and seconds.denominator == 1:
+                pinned[pin.group(1)] = int(seconds)
+        elif "before(" in body or "within(" in body:
+            temporal.append(body)
+    wanted = [c for c in temporal if set(re.findall(r"event:(\w+)", c)) <= set(pinned)]
+    return verify_temporal(pinned, wanted) if wanted else []
+
+
 def _reached(state: VerificationState, assumed: list[str]) -> set[str]:
     if state.coverage is None:
         return set()
@@ -301,7 +338,20 @@ def _reached(state: VerificationState, assumed: list[str]) -> set[str]:
     return reached
 
 
-def _llm(state: VerificationState, claims: list[_Claim], out: Verified, skip_external: bool) -> None:
+def _declared_names(gp: GroundProblem) -> set[str]:
+    """Every atom of the problem and each of its arguments: names the user declared, not invented."""
+    names: set[str] = set()
+    for atom in gp.atoms:
+        names.add(atom)
+        m = re.match(r"^(\w+)\((.*)\)$", atom)
+        if m:
+            names.add(m.group(1))
+            names.update(a.strip() for a in m.group(2).split(","))
+    return names
+
+
+def _llm(state: VerificationState, gp: GroundProblem, claims: list[_Claim], out: Verified,
+         skip_external: bool) -> None:
     settings = state.inputs.llm
     policies = state.inputs.policies
     evidence = state.problem.evidence + state.problem.observed_literals
@@ -320,8 +370,8 @@ def _llm(state: VerificationState, claims: list[_Claim], out: Verified, skip_ext
             return
         provider = state.llm_factory(state.inputs)
     else:
-        known = sorted(state.ken.graph.nodes) if state.ken is not None else []
-        provider = OfflineProvider(known_ids=known)
+        known = set(state.ken.graph.nodes) if state.ken is not None else set()
+        provider = OfflineProvider(known_ids=sorted(known | _declared_names(gp)))
     for c in claims:
         judgement: LLMJudgement | None
         judgement, error = consult(provider, c.claim, evidence)
