@@ -38,19 +38,24 @@ def _outage(**update: object) -> CDAInputs:
     return CDAInputs.model_validate({**inputs.model_dump(mode="json"), **update})
 
 
+def run_inputs_here(inputs: CDAInputs, out_dir: Path | None = None, **kwargs: object):  # type: ignore[no-untyped-def]
+    """run_inputs with relative Ken paths read from the example's folder, as `cda run` does."""
+    return run_inputs(inputs, out_dir, base_dir=EXAMPLE.parent, **kwargs)  # type: ignore[arg-type]
+
+
 def _terminal(run: object) -> str:
     return run.events[-1].type  # type: ignore[attr-defined]
 
 
 def test_service_outage_matches_the_engine_and_leaves_intact_receipts(tmp_path: Path) -> None:
     inputs = _outage()
-    run = run_inputs(inputs, tmp_path)
+    run = run_inputs_here(inputs, tmp_path)
     out = run.outputs
     assert out.status == "completed" and _terminal(run) == "action_completed"
     # oracle: the engine alone on the same assembled problem, with the Ken file
     from cda.adapters.ken_loaders import load_ken
 
-    direct = cda.solve(assemble(inputs).text, ken=load_ken(inputs.ken.path))  # type: ignore[union-attr]
+    direct = cda.solve(assemble(inputs).text, ken=load_ken(EXAMPLE.parent / inputs.ken.path))  # type: ignore[union-attr]
     by_id = {v.hypothesis_id: v for v in out.verdicts}
     for v in direct.verdicts:
         assert by_id[v.name].status == v.status
@@ -85,8 +90,8 @@ def test_service_outage_matches_the_engine_and_leaves_intact_receipts(tmp_path: 
 
 def test_two_runs_give_identical_outputs_events_and_artifacts(tmp_path: Path) -> None:
     inputs = _outage()
-    a = run_inputs(inputs, tmp_path / "a")
-    b = run_inputs(inputs, tmp_path / "b")
+    a = run_inputs_here(inputs, tmp_path / "a")
+    b = run_inputs_here(inputs, tmp_path / "b")
     assert a.outputs.model_dump_json() == b.outputs.model_dump_json()
     assert [event_without_time(e) for e in a.events] == [event_without_time(e) for e in b.events]
     assert a.receipts_head == b.receipts_head
@@ -96,8 +101,8 @@ def test_two_runs_give_identical_outputs_events_and_artifacts(tmp_path: Path) ->
 
 
 def test_both_backends_reach_the_same_verdicts() -> None:
-    z = run_inputs(_outage(backend="z3"))
-    c = run_inputs(_outage(backend="clingo"))
+    z = run_inputs_here(_outage(backend="z3"))
+    c = run_inputs_here(_outage(backend="clingo"))
     strip = lambda run: [(v.hypothesis_id, v.status, v.confidence, v.band, v.claim) for v in run.outputs.verdicts]  # noqa: E731
     assert strip(z) == strip(c)
     assert [t.model_dump() for t in z.outputs.next_tests] == [t.model_dump() for t in c.outputs.next_tests]
@@ -108,7 +113,7 @@ def test_qa1_ambiguous_claim_conflicting_observations_cycle_to_a_banded_summary(
         {"kind": "span", "source": "pager:1", "excerpt": "observe slow(auth)"},
         {"kind": "span", "source": "probe:2", "excerpt": "observe not slow(api)"},
     ], goals={"kind": "best_explanation", "claims": ["down(auth)"]})
-    run = run_inputs(inputs)
+    run = run_inputs_here(inputs)
     kinds = [e.kind for e in run.events if e.type == "action_checkpoint"]  # type: ignore[union-attr]
     # verifier_update -> plan_delta, at least twice: the conflict, then the softened problem
     cycles = sum(1 for x, y in zip(kinds, kinds[1:]) if (x, y) == ("verifier_update", "plan_delta"))
@@ -157,7 +162,7 @@ def chat_server() -> Iterator[str]:
 
 def test_qa3_denied_egress_gives_a_conservative_summary_and_receipt_stubs(tmp_path: Path, chat_server: str) -> None:
     llm = {"provider": "openai", "base_url": chat_server, "model": "m", "egress_class": "external"}
-    denied = run_inputs(_outage(llm=llm), tmp_path)  # policies.egress is "local"
+    denied = run_inputs_here(_outage(llm=llm), tmp_path)  # policies.egress is "local"
     assert _ChatServer.requests == []  # nothing left the process
     out = denied.outputs
     assert out.status == "completed"
@@ -167,7 +172,7 @@ def test_qa3_denied_egress_gives_a_conservative_summary_and_receipt_stubs(tmp_pa
     stubs = [s for s in evidence["missing_evidence"] if s["name"] == "llm.judge"]
     assert stubs and all(s["status"] == "denied" for s in stubs)
     # the same inputs with egress allowed do call the endpoint and keep the solver's high band
-    allowed = run_inputs(_outage(llm=llm, policies={"egress": "external"}))
+    allowed = run_inputs_here(_outage(llm=llm, policies={"egress": "external"}))
     assert _ChatServer.requests
     assert any(v.band == "high" for v in allowed.outputs.verdicts)
 
@@ -191,7 +196,7 @@ def test_qa4_budget_exhaustion_is_a_partial_with_caveats_and_next_tests() -> Non
     inputs = _outage(budgets={"wall": 10.0})
     from cda.adapters.ken_loaders import load_ken
 
-    ken = load_ken(inputs.ken.path)  # type: ignore[union-attr]
+    ken = load_ken(EXAMPLE.parent / inputs.ken.path)  # type: ignore[union-attr]
     clock = _ScriptedClock({"verify": 9.0})  # the search took 9 of the 10 s
     run = run_action(inputs, ken=ken, clock=clock, subscribers=[clock.on_event])
     out = run.outputs
@@ -255,7 +260,7 @@ def test_qa2_bind_bump_yields_a_structure_revision_with_new_receipts(tmp_path: P
 def _ken(inputs: CDAInputs):  # type: ignore[no-untyped-def]
     from cda.adapters.ken_loaders import load_ken
 
-    return load_ken(inputs.ken.path)  # type: ignore[union-attr]
+    return load_ken(EXAMPLE.parent / inputs.ken.path)  # type: ignore[union-attr]
 
 
 def test_qa5_cursor_loss_resume_by_last_event_id(tmp_path: Path) -> None:
@@ -267,7 +272,7 @@ def test_qa5_cursor_loss_resume_by_last_event_id(tmp_path: Path) -> None:
         if len(seen) < 4:
             seen.append(event.seq)  # type: ignore[attr-defined]
 
-    run = run_inputs(_outage(), subscribers=[store.append, flaky_client])
+    run = run_inputs_here(_outage(), subscribers=[store.append, flaky_client])
     resumed = EventStore(db).since(run.outputs.action_id, last_event_id=seen[-1])
     timeline = seen + [e.seq for e in resumed]
     assert timeline == list(range(len(run.events)))
@@ -277,7 +282,7 @@ def test_qa5_cursor_loss_resume_by_last_event_id(tmp_path: Path) -> None:
 
 def test_a_dsl_mistake_fails_the_action_with_a_located_error_and_no_traceback(tmp_path: Path) -> None:
     inputs = _outage(constraints={"hard": ["down(api) and and down(db)"]})
-    run = run_inputs(inputs)
+    run = run_inputs_here(inputs)
     assert run.outputs.status == "failed" and run.events[-1].type == "action_failed"
     assert run.events[-1].error.startswith("constraints.hard[0]:1:")  # type: ignore[union-attr]
     path = tmp_path / "bad.json"
@@ -316,7 +321,7 @@ def test_pinned_event_times_are_re_evaluated_by_the_temporal_verifier(tmp_path: 
            "hard t1: time(event:deploy) = 100\nhard t2: time(event:alert) = 1 h\n"
            "hard w: within(event:deploy, 2h of event:alert)\nhard o: before(event:deploy, event:alert)\n"
            "hard: paged iff bad_deploy\nobserve paged\n")
-    run = run_inputs(CDAInputs(problem="was the deploy bad?", dsl=dsl, goals={"kind": "prove", "claims": ["bad_deploy"]}),
+    run = run_inputs_here(CDAInputs(problem="was the deploy bad?", dsl=dsl, goals={"kind": "prove", "claims": ["bad_deploy"]}),
                      tmp_path)
     verifiers = json.loads((tmp_path / run.outputs.action_id / "cda_plan" / "verifiers.json").read_text())
     temporal = [v for v in verifiers if v["verifier"] == "temporal"]
@@ -345,10 +350,23 @@ def test_a_failing_user_function_demotes_its_claim_and_a_passing_one_changes_not
     checks = [
         {"name": "api_probe", "source": "def check(claim):\n    return 'api' not in claim\n", "claims": ["slow(api)"]},
     ]
-    run = run_inputs(CDAInputs.model_validate({**base.model_dump(mode="json"), "functions": checks}))
+    run = run_inputs_here(CDAInputs.model_validate({**base.model_dump(mode="json"), "functions": checks}))
     v = next(v for v in run.outputs.verdicts if v.claim == "prove slow(api)")
     assert v.status == "inconclusive" and v.confidence <= 0.5
     assert any("function api_probe" in c for c in v.caveats)
     checks[0]["source"] = "def check(claim):\n    return True\n"
-    run = run_inputs(CDAInputs.model_validate({**base.model_dump(mode="json"), "functions": checks}))
+    run = run_inputs_here(CDAInputs.model_validate({**base.model_dump(mode="json"), "functions": checks}))
     assert next(v for v in run.outputs.verdicts if v.claim == "prove slow(api)").status == "supported"
+
+
+def test_boundary_summary_matches_golden() -> None:
+    """What a client reads; regenerate on purpose with CDA_UPDATE_GOLDEN=1."""
+    import os
+
+    run = run_inputs_here(_outage())
+    text = next(e.payload["text"] for e in reversed(run.events)  # type: ignore[union-attr]
+                if e.type == "action_checkpoint" and e.kind == "boundary_summary")  # type: ignore[union-attr]
+    golden = ROOT / "tests" / "golden" / "action_service_outage_summary.md"
+    if os.environ.get("CDA_UPDATE_GOLDEN") == "1":
+        golden.write_text(text, encoding="utf-8")
+    assert text == golden.read_text(encoding="utf-8")

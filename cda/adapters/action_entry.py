@@ -40,7 +40,8 @@ class InputsError(CDAError, ValueError):
 
 
 def load_inputs(path: Path) -> CDAInputs:
-    """Read and validate ``inputs.json``; relative Ken paths are taken from the file's folder."""
+    """Read and validate ``inputs.json`` (a relative Ken path stays relative: the run's seed must
+    not depend on where the file sits; :func:`run_inputs` resolves it against ``base_dir``)."""
     text = read_text(path)
     try:
         data = json.loads(text)
@@ -53,9 +54,6 @@ def load_inputs(path: Path) -> CDAInputs:
             f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()
         )
         raise InputsError(f"{path}: error: inputs do not match CDAInputs: {problems}") from None
-    if inputs.ken is not None and inputs.ken.path is not None and not Path(inputs.ken.path).is_absolute():
-        resolved = str((path.parent / inputs.ken.path).resolve())
-        inputs = inputs.model_copy(update={"ken": inputs.ken.model_copy(update={"path": resolved})})
     return inputs
 
 
@@ -76,15 +74,18 @@ def run_inputs(
     *,
     subscribers: Sequence[Subscriber] = (),
     settings: RunSettings | None = None,
+    base_dir: Path | None = None,
 ) -> ActionRun:
     """Run one Action with its Ken file loaded, receipts/events/trace in ``out_dir/receipts.sqlite``.
 
-    With no ``out_dir`` everything stays in memory (receipts in an in-memory hash chain).
+    With no ``out_dir`` everything stays in memory (receipts in an in-memory hash chain). A
+    relative Ken path is read from ``base_dir`` (the inputs file's folder for ``cda run``).
     """
     thresholds = AbstainThresholds.from_env(os.environ)
     ken: KenGraph | None = None
     if inputs.ken is not None and inputs.ken.path is not None:
-        ken = load_ken(inputs.ken.path)
+        ken_path = Path(inputs.ken.path)
+        ken = load_ken(ken_path if ken_path.is_absolute() or base_dir is None else base_dir / ken_path)
     if out_dir is None:
         return run_action(inputs, ken=ken, subscribers=subscribers, settings=settings, llm_factory=_http_provider,
                           thresholds=thresholds)

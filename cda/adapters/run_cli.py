@@ -51,7 +51,7 @@ def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: 
     elif err.isatty():
         subscribers.append(_progress_printer(err))  # type: ignore[arg-type]
     try:
-        run = run_inputs(inputs, out_dir, subscribers=subscribers)  # type: ignore[arg-type]
+        run = run_inputs(inputs, out_dir, subscribers=subscribers, base_dir=path.parent)  # type: ignore[arg-type]
     except CDAError as exc:  # a Ken file that cannot be read, a receipt DB that is not one
         err.write(exc.render() + "\n")
         return 2
