@@ -5,7 +5,9 @@
 ['a']
 """
 
+from cda.actions.runner import ActionRun, run_action
 from cda.api import check, ground, parse, solve
+from cda.contracts.action import CDAInputs, CDAOutputs
 from cda.contracts.result import CheckReport, Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
 from cda.errors import (
     BackendUnavailable,
@@ -21,6 +23,10 @@ from cda.errors import (
 )
 
 __all__ = [
+    "run_action",
+    "ActionRun",
+    "CDAInputs",
+    "CDAOutputs",
     "solve",
     "check",
     "parse",
