@@ -76,6 +76,9 @@ class _Grounder:
         self.ken = ken if ken is not None else KenGraph()
         self.names: set[str] = set()
         self.risk_used = False
+        # argument-free atoms, once checked: the same node whatever the environment (the checks
+        # read only the declarations and the closed facts, which are complete before any formula)
+        self._plain_atoms: dict[str | tuple[str, str], Node] = {}
 
     # ---- errors
     def err(self, message: str, pos: A.Pos, cls: type[DSLTypeError] = DSLTypeError) -> DSLTypeError:
@@ -147,6 +150,15 @@ class _Grounder:
         return term.name
 
     def atom(self, node: A.FAtom, env: dict[str, str]) -> Node:
+        if not node.args:
+            key = node.pred if node.kind is None else (node.kind, node.pred)
+            found = self._plain_atoms.get(key)
+            if found is None:
+                found = self._plain_atoms[key] = self._atom(node, env)
+            return found
+        return self._atom(node, env)
+
+    def _atom(self, node: A.FAtom, env: dict[str, str]) -> Node:
         if node.pred == "use" and node.pred not in self.preds:
             if len(node.args) != 1:
                 raise self.err("use(provider:X) takes one provider", node.pos)
@@ -184,6 +196,19 @@ class _Grounder:
 
     # ---- formulas
     def formula(self, node: A.Formula, env: dict[str, str]) -> Node:
+        # the commonest forms first, without the chain of tests of _formula
+        if isinstance(node, A.FAtom):
+            return self.atom(node, env)
+        if isinstance(node, A.FNot):
+            return self.f.not_(self.formula(node.arg, env))
+        if isinstance(node, A.FNary) and (node.op == "or" or node.op == "and"):
+            args = [self.formula(a, env) for a in node.args]
+            return self.f.or_(args) if node.op == "or" else self.f.and_(args)
+        if isinstance(node, A.FImplies):
+            return self.f.implies(self.formula(node.lhs, env), self.formula(node.rhs, env))
+        return self._formula(node, env)
+
+    def _formula(self, node: A.Formula, env: dict[str, str]) -> Node:
         f = self.f
         if isinstance(node, A.FAtom):
             return self.atom(node, env)

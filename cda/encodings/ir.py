@@ -12,7 +12,7 @@ The factory folds constants and flattens nested ``and``/``or`` as it builds.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
@@ -191,32 +191,45 @@ class NodeFactory:
 
     def __init__(self) -> None:
         self._table: dict[tuple[object, ...], Node] = {}
+        # the two commonest kinds get tables of their own, keyed without building a tuple
+        self._atoms: dict[str, Node] = {}
+        self._nots: dict[int, Node] = {}
+        self._size = 0  # nodes made so far: the next uid
         self.true = self._intern(("const", True), lambda: Const(True))
         self.false = self._intern(("const", False), lambda: Const(False))
 
     def __len__(self) -> int:
-        return len(self._table)
+        return self._size
+
+    def _numbered(self, node: Node) -> Node:
+        node.uid = self._size
+        self._size += 1
+        return node
 
     def _intern(self, key: tuple[object, ...], make: Callable[[], Node]) -> Node:
         node = self._table.get(key)
         if node is None:
-            node = make()
-            node.uid = len(self._table)
-            self._table[key] = node
+            node = self._table[key] = self._numbered(make())
         return node
 
     def const(self, value: bool) -> Node:
         return self.true if value else self.false
 
     def atom(self, name: str) -> Node:
-        return self._intern(("atom", name), lambda: Atom(name))
+        node = self._atoms.get(name)
+        if node is None:
+            node = self._atoms[name] = self._numbered(Atom(name))
+        return node
 
     def not_(self, arg: Node) -> Node:
         if isinstance(arg, Const):
             return self.const(not arg.value)
         if isinstance(arg, Not):
             return arg.arg
-        return self._intern(("not", arg.uid), lambda: Not(arg))
+        node = self._nots.get(arg.uid)
+        if node is None:
+            node = self._nots[arg.uid] = self._numbered(Not(arg))
+        return node
 
     def _flat(self, kind: type, args: Iterable[Node], unit: bool) -> tuple[Node, ...] | Node:
         out: list[Node] = []
@@ -228,9 +241,10 @@ class NodeFactory:
                     if p.value == unit:
                         continue
                     return self.const(not unit)
-                if p.uid in seen:
+                uid = p.uid
+                if uid in seen:
                     continue
-                seen.add(p.uid)
+                seen.add(uid)
                 out.append(p)
         return tuple(out)
 
@@ -242,7 +256,11 @@ class NodeFactory:
             return self.true
         if len(flat) == 1:
             return flat[0]
-        return self._intern(("and", tuple(a.uid for a in flat)), lambda: And(flat))
+        key = ("and", tuple([a.uid for a in flat]))
+        node = self._table.get(key)
+        if node is None:
+            node = self._table[key] = self._numbered(And(flat))
+        return node
 
     def or_(self, args: Iterable[Node]) -> Node:
         flat = self._flat(Or, args, False)
@@ -252,7 +270,11 @@ class NodeFactory:
             return self.false
         if len(flat) == 1:
             return flat[0]
-        return self._intern(("or", tuple(a.uid for a in flat)), lambda: Or(flat))
+        key = ("or", tuple([a.uid for a in flat]))
+        node = self._table.get(key)
+        if node is None:
+            node = self._table[key] = self._numbered(Or(flat))
+        return node
 
     def implies(self, lhs: Node, rhs: Node) -> Node:
         return self.or_((self.not_(lhs), rhs))
@@ -354,11 +376,15 @@ def is_difference(node: Linear) -> bool:
     return coefs in ([1], [-1], [-1, 1])
 
 
-def walk(roots: Iterable[Node]) -> Iterator[Node]:
-    """Every node reachable from ``roots`` once, children before parents (post-order)."""
+def walk(roots: Iterable[Node], skip: Container[int] = ()) -> Iterator[Node]:
+    """Every node reachable from ``roots`` once, children before parents (post-order).
+
+    Nodes whose uid is in ``skip`` are left out with everything below them: an encoder passes
+    its memo, so a clause sharing sub-formulas with earlier ones visits only what is new.
+    """
     seen: set[int] = set()
     for root in roots:
-        if root.uid in seen:
+        if root.uid in seen or root.uid in skip:
             continue
         stack: list[tuple[Node, bool]] = [(root, False)]
         while stack:
@@ -371,7 +397,8 @@ def walk(roots: Iterable[Node]) -> Iterator[Node]:
             seen.add(node.uid)
             stack.append((node, True))
             for child in reversed(node.children):
-                if child.uid not in seen:
+                uid = child.uid
+                if uid not in seen and uid not in skip:
                     stack.append((child, False))
 
 

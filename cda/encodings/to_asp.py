@@ -1,10 +1,12 @@
 """IR → an ASP program (clingo text; clingo-dl difference constraints for arithmetic).
 
 Classical semantics in ASP: every atom is a free choice (``{x(I)}.``) and every IR node gets
-an auxiliary atom ``n(I)`` defined by rules that make it true exactly when the node is true
-(the definitions are acyclic, so each choice of atoms has exactly one stable model). Hard
-clauses become integrity constraints behind selector atoms; soft clauses weak constraints.
-Atoms are numbered, so user names never need quoting in ASP.
+an auxiliary atom ``n(I)`` defined by rules that make it true exactly when the node is true —
+except a disjunction, whose ``n(I)`` is defined true exactly when the disjunction is false, by
+one rule (``n(I) :- not a, not b.``) instead of one per disjunct, its literal being
+``not n(I)`` (the definitions are acyclic, so each choice of atoms has exactly one stable
+model). Hard clauses become integrity constraints behind selector atoms; soft clauses weak
+constraints. Atoms are numbered, so user names never need quoting in ASP.
 
 Arithmetic: difference constraints (``x - y <= k``, ``x <= k``: all of ``before``,
 ``within`` and bounds on one metric) become clingo-dl ``&diff`` atoms, decided by
@@ -18,6 +20,7 @@ problems with negated sums.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from cda.encodings.ir import (
     NUM_MAX,
@@ -67,13 +70,50 @@ class AspEncoder:
         return f"v({idx})"
 
     def lit(self, node: Node) -> str:
-        for sub in walk([node]):
-            if sub.uid not in self._lit:
-                method: Callable[[Node], str] | None = getattr(self, f"visit_{type(sub).__name__}", None)
-                if method is None:
-                    raise BackendUnsupported(f"the clingo backend cannot encode {type(sub).__name__}")
-                self._lit[sub.uid] = method(sub)
-        return self._lit[node.uid]
+        memo = self._lit
+        found = memo.get(node.uid)
+        if found is not None:
+            return found
+        for sub in walk([node], skip=memo):
+            method = _VISIT.get(type(sub))
+            if method is None:
+                raise BackendUnsupported(f"the clingo backend cannot encode {type(sub).__name__}")
+            memo[sub.uid] = method(self, sub)
+        return memo[node.uid]
+
+    def false_body(self, node: Node) -> list[str]:
+        """Body literals whose conjunction holds exactly when ``node`` is false.
+
+        ``:- guard, <false_body>.`` forbids ``node`` to be false under ``guard`` with one rule
+        and no auxiliary atom for the clause's top: ``a or not (b and c)`` is false exactly
+        when ``not a, b, c``. Only the connectives at the top are flattened (a disjunction,
+        negations, a conjunction under a negation); what lies below gets its literal as usual.
+        For the benchmark's clauses this makes one rule where ``:- guard, <negate(lit(node))>.``
+        makes two or three (the constraint, the disjunction's and a conjunction's definitions).
+
+        >>> from cda.encodings.ir import NodeFactory
+        >>> f = NodeFactory(); enc = AspEncoder()
+        >>> a, b, c = (f.atom(x) for x in "abc")
+        >>> enc.false_body(f.or_([a, f.not_(f.and_([b, c]))]))
+        ['not x(0)', 'x(1)', 'x(2)']
+        """
+        out: list[str] = []
+        self._body(node, False, out, 0)
+        return out
+
+    def _body(self, node: Node, value: bool, out: list[str], depth: int) -> None:
+        """Append literals whose conjunction holds exactly when ``node`` has truth ``value``."""
+        kind = type(node)
+        if depth < 32:  # below that, a deep formula keeps the literal of what is left
+            if kind is Not:
+                self._body(node.arg, not value, out, depth + 1)  # type: ignore[attr-defined]
+                return
+            if (kind is Or and not value) or (kind is And and value):
+                for arg in node.args:  # type: ignore[attr-defined]
+                    self._body(arg, value, out, depth + 1)
+                return
+        lit = self.lit(node)
+        out.append(lit if value else self.negate(lit))
 
     @staticmethod
     def negate(lit: str) -> str:
@@ -101,9 +141,11 @@ class AspEncoder:
         return head
 
     def visit_Or(self, node: Or) -> str:
+        # one rule, not one per disjunct: the auxiliary atom is the disjunction's negation
+        # (true exactly when every disjunct is false), and the disjunction its default negation
         head = self._aux(node)
-        self.rules.extend(f"{head} :- {self._lit[a.uid]}." for a in node.args)
-        return head
+        self.rules.append(f"{head} :- {', '.join(self.negate(self._lit[a.uid]) for a in node.args)}.")
+        return f"not {head}"
 
     def visit_Iff(self, node: Iff) -> str:
         head = self._aux(node)
@@ -157,3 +199,9 @@ class AspEncoder:
 
     def program(self) -> str:
         return "\n".join(self.rules) + "\n"
+
+
+#: one visitor per IR node type, looked up by the node's exact type
+_VISIT: dict[type, Callable[[AspEncoder, Any], str]] = {
+    kind: getattr(AspEncoder, f"visit_{kind.__name__}") for kind in (Const, Atom, Not, And, Or, Iff, Xor, Card, Linear)
+}

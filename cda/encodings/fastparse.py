@@ -1,0 +1,808 @@
+"""A hand-written reader for the DSL that builds exactly the syntax tree lark builds, faster.
+
+Why: lark (LALR, positions, then a Transformer) costs about 200 µs per clause, which was most of
+``cda.solve``'s own time on problems of thousands of clauses. This module reads the same
+language with one regular expression for the tokens and a recursive-descent parser, in about a
+tenth of the time, and returns the same :mod:`~cda.encodings.ast` nodes with the same positions
+(unnamed clauses take their stable name from their line, so positions are part of the result).
+
+It is a *conservative* reader: lark stays the definition of the language. Whenever this reader
+meets anything it cannot vouch for — a syntax error, a number lark's transformer would refuse,
+nesting deeper than :data:`MAX_DEPTH`, a token lark's contextual lexer would split differently —
+it raises :class:`Fallback` and :mod:`cda.encodings.parse` reads the whole text again with lark,
+so error messages (line, column, caret, what was expected) are lark's, unchanged.
+
+What "split differently" means: lark lexes by parser state. Where a name is not acceptable it
+matches the keywords of that state as prefixes (``hard: a andb`` is read as ``a and b``), and
+where a name is acceptable its priority-2 terminals still win over the name (``at_mostly(…)``
+is read as ``at_most`` + ``ly``). This reader takes whole identifiers, and falls back wherever
+such a split could happen, so it never accepts a text with a different tree. The rules below
+were read off lark's parse table; tests/test_fastparse.py checks them against lark on every
+example, on the benchmark's problems, on the parser tests' inputs and on fuzzed texts.
+
+>>> [type(s).__name__ for s in read_problem("hyp a, b\\nhard: a or not b")]
+['PredDecl', 'PredDecl', 'Hard']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any, NoReturn, TypeVar
+
+from cda.encodings import ast as A
+
+__all__ = ["Fallback", "MAX_DEPTH", "read_problem", "read_clause"]
+
+#: deeper formulas go to lark. Lark refuses trees deeper than about 490 levels (its transformer
+#: recurses); one level here is at most three of lark's (``a iff b or c and (…)``), so this bound
+#: keeps the reader from accepting what lark refuses, with room for the caller's own stack.
+MAX_DEPTH = 50
+
+
+class Fallback(Exception):
+    """This reader cannot vouch for the text: read it with lark."""
+
+
+_T = TypeVar("_T")
+
+
+def _builder(cls: type[_T]) -> Callable[..., _T]:
+    """A constructor for the frozen dataclass ``cls``, positional, that fills ``__dict__`` directly.
+
+    Why: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; that
+    was a third of reading a large problem. The object made is the one ``cls(...)`` makes (same
+    class, same ``__dict__``, so equal and hashed alike). A class this does not fit (slots,
+    ``__post_init__``, fields outside ``__init__``) gets its own constructor back.
+    """
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    if "__slots__" in vars(cls) or hasattr(cls, "__post_init__") or not all(f.init for f in fields):
+        return cls
+    names = [f.name for f in fields]
+    source = "\n".join(
+        [f"def make({', '.join(names)}):", "    obj = new(cls)", "    fill = obj.__dict__"]
+        + [f"    fill[{name!r}] = {name}" for name in names]
+        + ["    return obj"]
+    )
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    exec(source, namespace)  # as dataclasses builds __init__ itself
+    make: Callable[..., _T] = namespace["make"]
+    return make
+
+
+# the nodes a problem is mostly made of (the others are built with their own constructors)
+_FAtom = _builder(A.FAtom)
+_FNot = _builder(A.FNot)
+_FNary = _builder(A.FNary)
+_FImplies = _builder(A.FImplies)
+_Term = _builder(A.Term)
+_Hard = _builder(A.Hard)
+_Soft = _builder(A.Soft)
+_Observe = _builder(A.Observe)
+
+
+# One token per match: optional inline whitespace, then a newline, a comment, a fol block, a
+# name, an unsigned number (a sign is a token of its own: lark reads "-3" as one number or as
+# minus and 3 depending on the state), an operator, a quoted path, or any other single character
+# (which no token starts with: the text goes to lark). Only trailing whitespace is left unmatched.
+_TOKEN = re.compile(
+    r"([ \t\f\r]*)"
+    r"(\n|#[^\n]*|fol[ \t\r\n]*\{[^{}]*\}|[A-Za-z_][A-Za-z0-9_]*"
+    r"|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+    r"|<=|>=|!=|->|[-+*/<>=(),:{}\[\]]|\"[^\"\n]*\"|[^ \t\f\r])"
+)
+#: the one-character tokens that are tokens ("." alone, "!" alone, '"' alone, "é" … are not)
+_SINGLE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789-+*/<>=(),:{}[]")
+_FOL = "\x00fol"  # a fol block's token text; the block itself is kept aside
+_END = "\x00end"  # end of input (twice, so one token of lookahead never runs off the list)
+
+_DIGITS = frozenset("0123456789")
+_NUMBER_START = frozenset("0123456789.")
+
+# ---- what lark's lexer does with an identifier, by parser state (see the module docstring)
+_SIG_KINDS = ("hyp", "observable", "pred", "var")  # SIG_KIND, priority 2
+_CARDS = ("at_most", "at_least", "exactly")  # CARD, priority 2
+_RISKS = frozenset(("low", "medium", "high", "hard"))
+_HOPS = frozenset(("hop", "hops"))
+_CMPS = frozenset(("<=", ">=", "!=", "<", ">", "="))
+_ATOM_KINDS = frozenset(("hyp", "obs", "pred"))  # "hyp:" … (ATOM_KIND), only with the colon attached
+_TERM_KINDS = frozenset(("entity", "provider"))  # "entity:" … (TERM_KIND)
+#: keywords of the formula-start state: there any other identifier is a name
+_FORMULA_WORDS = frozenset(
+    ("not", "forall", "exists", "true", "false", "holds", "prefer", "xor", "before", "within", "value", "time",
+     "use", "risk")
+)
+#: keywords of the state after a number, where a unit name may follow
+_AFTER_NUMBER = frozenset(
+    ("and", "or", "iff", "implies", "of", "weight", "domain", "event", "fact", "goal", "hard", "ken", "metric",
+     "observe", "soft")
+)
+#: identifiers that are not a plain atom at the start of a formula (keywords, prefixes)
+_NOT_PLAIN = _FORMULA_WORDS | _ATOM_KINDS
+
+
+def _is_name(token: str) -> bool:
+    return token.isidentifier()  # tokens are ASCII; fol blocks and the end marker start with NUL
+
+
+def _tokenize(text: str) -> tuple[list[str], list[A.Pos], dict[int, str]]:
+    """Token texts, their (line, column) as lark counts them, and the fol blocks by index."""
+    texts: list[str] = []
+    poss: list[A.Pos] = []
+    blocks: dict[int, str] = {}
+    line = 1
+    base = -1  # offset of the last "\n": column = offset - base
+    off = 0
+    for ws, tok in _TOKEN.findall(text):
+        off += len(ws)
+        first = tok[0]
+        if first == "\n":
+            line += 1
+            base = off
+            off += 1
+        elif first == "#":
+            off += len(tok)
+        elif first == "f" and tok[-1] == "}":  # a fol block (no identifier ends with a brace)
+            blocks[len(texts)] = tok
+            texts.append(_FOL)
+            poss.append((line, off - base))
+            newlines = tok.count("\n")
+            if newlines:
+                line += newlines
+                base = off + tok.rindex("\n")
+            off += len(tok)
+        else:
+            texts.append(tok)
+            poss.append((line, off - base))
+            off += len(tok)
+    for tok in set(texts):  # checked once per distinct token, not once per token
+        if len(tok) == 1 and tok not in _SINGLE:
+            raise Fallback(f"no token starts with {tok!r}")
+    texts += (_END, _END)
+    poss += ((0, 0), (0, 0))
+    return texts, poss, blocks
+
+
+def _number(text: str) -> Fraction:
+    _, _, exponent = text.lower().partition("e")
+    if exponent and abs(int(exponent)) > 30:
+        raise Fallback("lark's transformer refuses this number")
+    return Fraction(text)
+
+
+class _Reader:
+    """Recursive descent over the token list; every method leaves ``i`` past what it read.
+
+    Formula methods return ``(node, start)``: ``start`` is the formula's first token, an
+    opening parenthesis or ``holds``/``prefer`` included. Lark gives that position to an
+    enclosing ``and``/``or``/``iff``/``implies`` (its "container" position), while the inner
+    node keeps its own: in ``(a and b) or c`` the ``or`` is at ``(``, the ``and`` at ``a``.
+    """
+
+    __slots__ = ("t", "p", "blocks", "i", "depth")
+
+    def __init__(self, text: str) -> None:
+        self.t, self.p, self.blocks = _tokenize(text)
+        self.i = 0
+        self.depth = 0
+
+    # ---- helpers
+    @staticmethod
+    def fail(why: str = "") -> NoReturn:
+        raise Fallback(why)
+
+    def expect(self, token: str) -> None:
+        if self.t[self.i] != token:
+            self.fail(f"expected {token!r}")
+        self.i += 1
+
+    def name(self) -> tuple[str, A.Pos]:
+        """A NAME where lark's state accepts only names: any identifier, keywords included."""
+        i = self.i
+        tok = self.t[i]
+        if not _is_name(tok):
+            self.fail("expected a name")
+        self.i = i + 1
+        return tok, self.p[i]
+
+    def glued(self, i: int) -> bool:
+        """Whether token ``i + 1`` follows token ``i`` with nothing between."""
+        (line, column), (next_line, next_column) = self.p[i], self.p[i + 1]
+        return next_line == line and next_column == column + len(self.t[i])
+
+    def glued_colon(self, i: int) -> bool:
+        """Whether token ``i`` is followed by ':' with nothing between (``hyp:``, ``entity:``)."""
+        return self.t[i + 1] == ":" and self.glued(i)
+
+    def prefixed(self, word: str) -> None:
+        """``metric:`` or ``event:``: one terminal, the colon attached."""
+        i = self.i
+        if self.t[i] != word or not self.glued_colon(i):
+            self.fail(f"expected {word}:")
+        self.i = i + 2
+
+    def int_(self) -> tuple[int, A.Pos]:
+        i = self.i
+        tok = self.t[i]
+        if not tok or not set(tok) <= _DIGITS:
+            self.fail("expected a whole number")
+        self.i = i + 1
+        return int(tok), self.p[i]
+
+    def number(self) -> tuple[Fraction, A.Pos]:
+        """SIGNED_NUMBER: a minus sign glued to the digits belongs to the number."""
+        i = self.i
+        t = self.t
+        tok = t[i]
+        if tok == "-" and t[i + 1][:1] in _NUMBER_START and self.glued(i):
+            self.i = i + 2
+            return _number("-" + t[i + 1]), self.p[i]
+        if tok[:1] in _NUMBER_START:
+            self.i = i + 1
+            return _number(tok), self.p[i]
+        self.fail("expected a number")
+
+    def at_number(self) -> bool:
+        i = self.i
+        tok = self.t[i]
+        if tok[:1] in _NUMBER_START:
+            return True
+        return tok == "-" and self.t[i + 1][:1] in _NUMBER_START and self.glued(i)
+
+    # ---- statements
+    def problem(self) -> list[A.Statement]:
+        out: list[A.Statement] = []
+        t = self.t
+        while True:
+            tok = t[self.i]
+            if tok == "hard":
+                out.append(self.hard())
+            elif tok == "soft":
+                out.append(self.soft())
+            elif tok in _SIG_KINDS:
+                out.extend(self.sig_decl())
+            elif tok == "observe":
+                out.append(self.observe())
+            elif tok == "fact":
+                pos = self.p[self.i]
+                self.i += 1
+                out.append(A.Fact(self.atom(formula_start=False)[0], pos))
+            elif tok == "domain":
+                out.append(self.domain_decl())
+            elif tok == "event":
+                self.i += 1
+                name, pos = self.name()
+                out.append(A.EventDecl(name, pos))
+                while t[self.i] == ",":
+                    self.i += 1
+                    name, pos = self.name()
+                    out.append(A.EventDecl(name, pos))
+            elif tok == "metric":
+                self.i += 1
+                name, pos = self.name()
+                self.expect(":")
+                unit, unit_pos = self.unit()
+                out.append(A.MetricDecl(name, unit, pos, unit_pos=unit_pos))
+            elif tok == "goal":
+                out.append(self.goal())
+            elif tok == "ken":
+                self.i += 1
+                path = t[self.i]
+                if path[:1] != '"':
+                    self.fail("expected a quoted path")
+                out.append(A.KenLoad(path[1:-1], self.p[self.i]))
+                self.i += 1
+            elif tok == _FOL:
+                out.append(A.FolBlock(self.blocks[self.i], self.p[self.i]))
+                self.i += 1
+            elif tok == _END:
+                return out
+            else:  # not a statement keyword (lark might split it: "hypa" is "hyp a")
+                self.fail("expected a statement")
+
+    def hard(self) -> A.Hard:
+        pos = self.p[self.i]
+        self.i += 1
+        name: str | None = None
+        name_pos = pos
+        if _is_name(self.t[self.i]):  # lark's state here: a name or ':'
+            name, name_pos = self.name()
+        self.expect(":")
+        formula, _ = self.formula()
+        return _Hard(name, formula, pos, name_pos)
+
+    def soft(self) -> A.Soft:
+        pos = self.p[self.i]
+        self.i += 1
+        t = self.t
+        name: str | None = None
+        name_pos = pos
+        weight: tuple[Fraction, A.Pos] | None = None
+        if t[self.i] != "weight" and _is_name(t[self.i]):  # here "weight" is the keyword
+            name, name_pos = self.name()
+        if t[self.i] == "weight":
+            weight = self.weight()
+        self.expect(":")
+        formula, _ = self.formula()
+        if t[self.i] == "weight":
+            if weight is not None:
+                self.fail("two weights: lark's transformer says so")
+            weight = self.weight()
+        return _Soft(
+            name,
+            weight[0] if weight is not None else None,
+            formula,
+            pos,
+            name_pos,
+            weight[1] if weight is not None else pos,
+        )
+
+    def weight(self) -> tuple[Fraction, A.Pos]:
+        pos = self.p[self.i]
+        self.i += 1
+        value, _ = self.number()
+        return value, pos
+
+    def observe(self) -> A.Observe:
+        pos = self.p[self.i]
+        self.i += 1
+        i = self.i
+        t = self.t
+        tok = t[i]
+        name: str | None = None
+        name_pos = pos
+        # the formula-start state: `observe o: …` names the observation unless the identifier is
+        # a keyword there, a cardinality word, or a prefix with its colon (`observe obs: x`)
+        if (
+            t[i + 1] == ":"
+            and _is_name(tok)
+            and tok not in _FORMULA_WORDS
+            and not tok.startswith(_CARDS)
+            and not (tok in _ATOM_KINDS and self.glued_colon(i))
+        ):
+            name, name_pos = tok, self.p[i]
+            self.i = i + 2
+        formula, _ = self.formula()
+        return _Observe(name, formula, pos, name_pos)
+
+    def sig_decl(self) -> list[A.PredDecl]:
+        kind = self.t[self.i]
+        self.i += 1
+        out = [self.signature(kind)]
+        while self.t[self.i] == ",":
+            self.i += 1
+            out.append(self.signature(kind))
+        return out
+
+    def signature(self, kind: str) -> A.PredDecl:
+        name, pos = self.name()
+        domains: list[str] = []
+        domain_pos: list[A.Pos] = []
+        if self.t[self.i] == "(":
+            self.i += 1
+            while True:
+                dom, dpos = self.name()
+                domains.append(dom)
+                domain_pos.append(dpos)
+                if self.t[self.i] != ",":
+                    break
+                self.i += 1
+            self.expect(")")
+        return A.PredDecl(kind, name, tuple(domains), pos, tuple(domain_pos))
+
+    def domain_decl(self) -> A.DomainDecl:
+        self.i += 1
+        name, pos = self.name()
+        self.expect("=")
+        self.expect("{")
+        values: list[str] = []
+        if self.t[self.i] != "}":
+            values.append(self.name()[0])
+            while self.t[self.i] == ",":
+                self.i += 1
+                values.append(self.name()[0])
+        self.expect("}")
+        return A.DomainDecl(name, tuple(values), pos)
+
+    def unit(self) -> tuple[str, A.Pos]:
+        """NAME (UNIT_OP NAME)*, joined without spaces as lark's transformer does."""
+        first, pos = self.name()
+        parts = [first]
+        while self.t[self.i] in ("/", "*"):
+            parts.append(self.t[self.i])
+            self.i += 1
+            parts.append(self.name()[0])
+        return "".join(parts), pos
+
+    def goal(self) -> A.Statement:
+        pos = self.p[self.i]
+        self.i += 1
+        t = self.t
+        kind = t[self.i]
+        self.i += 1
+        if kind == "best_explanation":
+            if t[self.i] == "top":
+                self.i += 1
+                top, top_pos = self.int_()
+                return A.GoalBest(top, top_pos)
+            return A.GoalBest(None, pos)
+        if kind == "minimal_explanations":
+            mode = t[self.i]
+            if mode == "all":
+                self.i += 1
+                return A.GoalMinimal("all", None, self.p[self.i - 1])
+            if mode == "top":
+                self.i += 1
+                k, k_pos = self.int_()
+                return A.GoalMinimal("top", k, k_pos)
+            if mode == "min_cardinality":
+                self.i += 1
+                return A.GoalMinimal("min_cardinality", None, self.p[self.i - 1])
+            return A.GoalMinimal("all", None, pos)
+        if kind == "prove" or kind == "disprove":
+            formula, _ = self.formula()
+            return A.GoalClaim("prove" if kind == "prove" else "disprove", formula, pos)
+        self.fail("expected a goal")
+
+    # ---- formulas, loosest binding first: iff, implies (to the right), or, and, not
+    def formula(self) -> tuple[A.Formula, A.Pos]:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            self.fail("nested deeper than the fast reader goes")
+        node, start = self.implies()
+        if self.t[self.i] == "iff":
+            args = [node]
+            while self.t[self.i] == "iff":
+                self.i += 1
+                args.append(self.implies()[0])
+            node = _FNary("iff", tuple(args), start)
+        self.depth -= 1
+        return node, start
+
+    def implies(self) -> tuple[A.Formula, A.Pos]:
+        node, start = self.or_and()
+        if self.t[self.i] != "implies":
+            return node, start
+        chain = [(node, start)]  # right-associative: a implies (b implies c)
+        while self.t[self.i] == "implies":
+            self.i += 1
+            self.depth += 1  # each link is one more level of lark's tree
+            if self.depth > MAX_DEPTH:
+                self.fail("nested deeper than the fast reader goes")
+            chain.append(self.or_and())
+        self.depth -= len(chain) - 1
+        out = chain[-1][0]
+        for lhs, lhs_start in reversed(chain[:-1]):
+            out = _FImplies(lhs, out, lhs_start)
+        return out, start
+
+    def or_and(self) -> tuple[A.Formula, A.Pos]:
+        """Both the ``or`` and the ``and`` level in one loop (one call per operand, not two)."""
+        t = self.t
+        node, start = self.unary()
+        op = t[self.i]
+        if op != "and" and op != "or":
+            return node, start
+        disjuncts: list[A.Formula] = []
+        group = [node]  # the conjunction being read
+        group_start = start
+        while True:
+            if op == "and":
+                self.i += 1
+                group.append(self.unary()[0])
+            elif op == "or":
+                disjuncts.append(group[0] if len(group) == 1 else _FNary("and", tuple(group), group_start))
+                self.i += 1
+                node, group_start = self.unary()
+                group = [node]
+            else:
+                break
+            op = t[self.i]
+        last = group[0] if len(group) == 1 else _FNary("and", tuple(group), group_start)
+        if not disjuncts:
+            return last, start
+        disjuncts.append(last)
+        return _FNary("or", tuple(disjuncts), start), start
+
+    def unary(self) -> tuple[A.Formula, A.Pos]:
+        i = self.i
+        t = self.t
+        tok = t[i]
+        if tok not in _NOT_PLAIN and t[i + 1] != "(" and tok.isidentifier() and not tok.startswith(_CARDS):
+            pos = self.p[i]  # the commonest formula: an atom without arguments or prefix
+            self.i = i + 1
+            return _FAtom(None, tok, (), pos), pos
+        if tok == "not":
+            pos = self.p[i]
+            self.i = i + 1
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                self.fail("nested deeper than the fast reader goes")
+            arg, _ = self.unary()
+            self.depth -= 1
+            return _FNot(arg, pos), pos
+        if tok == "forall" or (tok == "exists" and self.t[i + 1] != "path"):
+            pos = self.p[i]
+            self.i = i + 1
+            var, _ = self.name()
+            self.expect("in")
+            domain, domain_pos = self.name()
+            self.expect(":")
+            body, _ = self.formula()
+            return A.FQuant(tok, var, domain, body, pos, domain_pos), pos
+        return self.primary()
+
+    def primary(self) -> tuple[A.Formula, A.Pos]:
+        i = self.i
+        t = self.t
+        tok = t[i]
+        if tok == "(":
+            self.i = i + 1
+            node, _ = self.formula()
+            self.expect(")")
+            return node, self.p[i]
+        if tok in _FORMULA_WORDS:
+            pos = self.p[i]
+            if tok == "true" or tok == "false":
+                self.i = i + 1
+                return A.FConst(tok == "true", pos), pos
+            if tok == "holds" or tok == "prefer":
+                self.i = i + 1
+                self.expect("(")
+                node, _ = self.formula()
+                self.expect(")")
+                return node, pos
+            if tok == "xor":
+                self.i = i + 1
+                self.expect("(")
+                args = [self.formula()[0]]
+                while t[self.i] == ",":
+                    self.i += 1
+                    args.append(self.formula()[0])
+                self.expect(")")
+                if len(args) < 2:
+                    self.fail("xor takes two formulas or more")
+                return _FNary("xor", tuple(args), pos), pos
+            if tok == "before":
+                self.i = i + 1
+                self.expect("(")
+                first = self.event_ref()
+                self.expect(",")
+                second = self.event_ref()
+                self.expect(")")
+                return A.FBefore(first, second, pos), pos
+            if tok == "within":
+                self.i = i + 1
+                self.expect("(")
+                first = self.event_ref()
+                self.expect(",")
+                value, number_pos = self.number()
+                span = A.AQuantity(value, self.unit_after_number(), number_pos)
+                self.expect("of")
+                second = self.event_ref()
+                self.expect(")")
+                return A.FWithin(first, span, second, pos), pos
+            if tok == "exists":  # followed by "path" (quantifiers are read by unary)
+                return self.path(pos)
+            if tok == "use":
+                return self.use(pos)
+            if tok == "risk":
+                self.i = i + 1
+                op, level = self.risk_test()
+                return A.FRisk(op, level, None, pos), pos
+            return self.compare()  # value, time
+        if tok in _CARDS:
+            return self.card()
+        if tok[:1] in _NUMBER_START or tok == "-":
+            return self.compare()
+        if _is_name(tok):
+            return self.atom(formula_start=True)
+        self.fail("expected a formula")
+
+    def atom(self, formula_start: bool) -> tuple[A.FAtom, A.Pos]:
+        i = self.i
+        t = self.t
+        tok = t[i]
+        start = self.p[i]
+        kind: str | None = None
+        if tok in _ATOM_KINDS and self.glued_colon(i):
+            kind = tok
+            i += 2
+            self.i = i
+            tok = t[i]
+            if not _is_name(tok):
+                self.fail("expected a name")
+        elif not _is_name(tok):
+            self.fail("expected a name")
+        elif formula_start and tok.startswith(_CARDS):  # lark: CARD first, then the rest
+            self.fail("a name beginning with a cardinality word")
+        name_pos = self.p[i]
+        self.i = i + 1
+        args: tuple[A.Term, ...] = ()
+        if t[self.i] == "(":
+            self.i += 1
+            terms = [self.term()]
+            while t[self.i] == ",":
+                self.i += 1
+                terms.append(self.term())
+            self.expect(")")
+            args = tuple(terms)
+        return _FAtom(kind, tok, args, name_pos), start
+
+    def term(self) -> A.Term:
+        i = self.i
+        t = self.t
+        tok = t[i]
+        kind: str | None = None
+        if tok in _TERM_KINDS and self.glued_colon(i):
+            kind = tok
+            i += 2
+            tok = t[i]
+        if not _is_name(tok):
+            self.fail("expected a name")
+        self.i = i + 1
+        return _Term(kind, tok, self.p[i])
+
+    def card(self) -> tuple[A.FCard, A.Pos]:
+        i = self.i
+        op, pos = self.t[i], self.p[i]
+        self.i = i + 1
+        self.expect("(")
+        k, _ = self.int_()
+        self.expect(",")
+        self.expect("[")
+        args: list[A.Formula] = []
+        if self.t[self.i] != "]":
+            args.append(self.formula()[0])
+            while self.t[self.i] == ",":
+                self.i += 1
+                args.append(self.formula()[0])
+        self.expect("]")
+        self.expect(")")
+        return A.FCard(op, k, tuple(args), pos), pos
+
+    def path(self, pos: A.Pos) -> tuple[A.FPath, A.Pos]:
+        self.i += 2  # exists path
+        self.expect("(")
+        source = self.term()
+        self.expect("->")
+        relation, relation_pos = self.name()
+        self.expect("->")
+        target = self.term()
+        self.expect("within")
+        hops, _ = self.int_()
+        if self.t[self.i] not in _HOPS:
+            self.fail("expected hops")
+        self.i += 1
+        self.expect(")")
+        return A.FPath(source, relation, target, hops, pos, relation_pos), pos
+
+    def use(self, pos: A.Pos) -> tuple[A.FRisk | A.FAtom, A.Pos]:
+        self.i += 1
+        self.expect("(")
+        provider = self.term()
+        self.expect(")")
+        if self.t[self.i] != "only_if":
+            return _FAtom(None, "use", (provider,), pos), pos
+        self.i += 1
+        self.expect("risk")
+        op, level = self.risk_test()
+        return A.FRisk(op, level, provider, pos), pos
+
+    def risk_test(self) -> tuple[str, str]:
+        i = self.i
+        op, level = self.t[i], self.t[i + 1]
+        if op not in _CMPS or level not in _RISKS:
+            self.fail("expected a comparison with a risk level")
+        self.i = i + 2
+        return op, level
+
+    def event_ref(self) -> A.ARef:
+        self.prefixed("event")
+        name, pos = self.name()
+        return A.ARef("event", name, pos)
+
+    # ---- arithmetic: arith CMP arith, sums flat
+    def compare(self) -> tuple[A.FCompare, A.Pos]:
+        lhs, start = self.arith()
+        i = self.i
+        op = self.t[i]
+        if op not in _CMPS:
+            self.fail("expected a comparison")
+        self.i = i + 1
+        rhs, _ = self.arith()
+        return A.FCompare(lhs, op, rhs, self.p[i]), start
+
+    def arith(self) -> tuple[A.Arith, A.Pos]:
+        first, start = self.arith_term()
+        t = self.t
+        if t[self.i] != "+" and t[self.i] != "-":
+            return A.Arith((_signed(first, 1),), first.pos), start
+        terms = [_signed(first, 1)]
+        while t[self.i] == "+" or t[self.i] == "-":  # ADD_OP: lark reads "-3" here as minus, 3
+            sign = -1 if t[self.i] == "-" else 1
+            self.i += 1
+            terms.append(_signed(self.arith_term()[0], sign))
+        return A.Arith(tuple(terms), start), start
+
+    def arith_term(self) -> tuple[A.ATerm | A.ARef | A.AQuantity, A.Pos]:
+        i = self.i
+        tok = self.t[i]
+        if tok == "value" or tok == "time":
+            return self.num_ref(), self.p[i]
+        if self.at_number():
+            value, pos = self.number()
+            if self.t[self.i] == "*":
+                self.i += 1
+                return A.ATerm(value, self.num_ref(), None, pos), pos
+            return A.AQuantity(value, self.unit_after_number(), pos), pos
+        if tok == "-":
+            pos = self.p[i]
+            self.i = i + 1
+            return A.ATerm(Fraction(-1), self.num_ref(), None, pos), pos
+        self.fail("expected a number, value(…) or time(…)")
+
+    def num_ref(self) -> A.ARef:
+        tok = self.t[self.i]
+        if tok == "value":
+            self.i += 1
+            self.expect("(")
+            self.prefixed("metric")
+            name, pos = self.name()
+            self.expect(")")
+            return A.ARef("metric", name, pos)
+        if tok == "time":
+            self.i += 1
+            self.expect("(")
+            ref = self.event_ref()
+            self.expect(")")
+            return ref
+        self.fail("expected value(…) or time(…)")
+
+    def unit_after_number(self) -> str | None:
+        """The unit of a quantity, if one follows; lark's state after a number decides."""
+        tok = self.t[self.i]
+        if not _is_name(tok) or tok in _AFTER_NUMBER:
+            return None
+        if tok.startswith(_SIG_KINDS):
+            if tok in _SIG_KINDS:  # a declaration starts here
+                return None
+            self.fail("a unit beginning with a declaration word")
+        return self.unit()[0]
+
+    # ---- a clause string: formula [weight]
+    def clause(self) -> tuple[A.Formula, Fraction | None]:
+        formula, _ = self.formula()
+        weight: Fraction | None = None
+        if self.t[self.i] == "weight":
+            weight = self.weight()[0]
+        if self.t[self.i] != _END:
+            self.fail("expected the end of the clause")
+        return formula, weight
+
+
+def _signed(node: Any, sign: int) -> A.ATerm:
+    """lark's transformer's _aterm: a sum's term with its sign applied."""
+    if isinstance(node, A.ATerm):
+        return A.ATerm(node.coef * sign, node.ref, node.quantity, node.pos)
+    if isinstance(node, A.ARef):
+        return A.ATerm(Fraction(sign), node, None, node.pos)
+    return A.ATerm(Fraction(sign), None, node, node.pos)
+
+
+def read_problem(text: str) -> list[A.Statement]:
+    """The statements of a whole problem, or :class:`Fallback`."""
+    try:
+        return _Reader(text).problem()
+    except (RecursionError, IndexError):  # too deep for Python's stack; read past the end
+        raise Fallback("the fast reader gave up") from None
+
+
+def read_clause(text: str) -> tuple[A.Formula, Fraction | None]:
+    """One clause string with its optional weight, or :class:`Fallback`."""
+    try:
+        return _Reader(text).clause()
+    except (RecursionError, IndexError):
+        raise Fallback("the fast reader gave up") from None
