@@ -17,16 +17,27 @@ string of digits). ``#`` starts a comment.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cda.adapters.diagnosis_problem import CircuitInstance, GateConstraint, build_problem
+from cda.adapters.circuit import Circuit, Gate, gate_function
+from cda.adapters.diagnosis_problem import CircuitInstance, GateConstraint, build_grouped
 from cda.encodings.ir import MinimalGoal, Node, NodeFactory
 from cda.errors import CDAError
 from cda.files import read_text
+from cda.solver.observations import GroupedProblem
 
-__all__ = ["Netlist", "read_bench", "parse_bench", "read_observations", "parse_observations", "load_bench", "GATE_TYPES"]
+__all__ = [
+    "Netlist",
+    "read_bench",
+    "parse_bench",
+    "read_observations",
+    "parse_observations",
+    "load_bench",
+    "circuit_of",
+    "GATE_TYPES",
+]
 
 GATE_TYPES = ("AND", "NAND", "OR", "NOR", "XOR", "XNOR", "NOT", "BUFF", "BUF")
 _INPUT = re.compile(r"^(INPUT|OUTPUT)\s*\(\s*([^\s()]+)\s*\)$", re.IGNORECASE)
@@ -190,15 +201,27 @@ def _gate(out: str, kind: str, ins: tuple[str, ...]) -> GateConstraint:
     return build
 
 
+def circuit_of(netlist: Netlist) -> Circuit:
+    """The simulator's view of a netlist (gates named by their output nets)."""
+    return Circuit(netlist.inputs, [Gate(out, out, ins, gate_function(kind), kind) for out, kind, ins in netlist.gates])
+
+
 def load_bench(
-    netlist: Netlist, observations: list[Mapping[str, bool]], goal: MinimalGoal, filename: str | None = None
+    netlist: Netlist, observations: Sequence[Mapping[str, bool]], goal: MinimalGoal, filename: str | None = None
 ) -> CircuitInstance:
-    """The diagnosis problem of ``netlist`` under ``observations``."""
+    """The diagnosis problem of ``netlist`` under ``observations`` (copies built on demand)."""
     known = set(netlist.nets)
     for k, obs in enumerate(observations, 1):
         unknown = sorted(set(obs) - known)
         if unknown:
             raise BenchError(f"observation {k} names unknown net(s) {', '.join(unknown[:5])}")
     gates = [(out, _gate(out, kind, ins)) for out, kind, ins in netlist.gates]
-    gp = build_problem(gates, netlist.nets, observations, goal, filename)
-    return CircuitInstance(gp, [g for g, _ in gates], len(observations))
+    circuit = circuit_of(netlist)
+
+    def remake(obs: Sequence[Mapping[str, bool]]) -> GroupedProblem:
+        return build_grouped(gates, netlist.nets, obs, goal, filename, circuit=circuit)
+
+    return CircuitInstance(
+        remake(observations), [g for g, _ in gates], len(observations), circuit=circuit,
+        observed=[dict(o) for o in observations], remake=remake, outputs=list(netlist.outputs),
+    )

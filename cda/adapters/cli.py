@@ -1,5 +1,5 @@
 """The ``cda`` command: ``cda solve FILE``, ``cda check FILE``, ``cda prove FILE.fol``,
-``cda diagnose FILE``, ``cda run INPUTS.json``, ``cda receipts verify DB``, ``cda schema DIR``,
+``cda diagnose FILE``, ``cda probe FILE``, ``cda run INPUTS.json``, ``cda receipts verify DB``, ``cda schema DIR``,
 ``cda bench folio FILE.jsonl``.
 
 Exit codes: 0 answered, 1 a prove/disprove goal failed, 2 bad input, 3 timeout/unknown.
@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--ken", type=Path, action="append", default=[], help="Ken graph file (.json/.csv/.graphml)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument(
-        "--cross-check", action="store_true",
+        "--cross-check",
+        action="store_true",
         help="solve on z3 and clingo and compare; any disagreement makes the verdicts inconclusive",
     )
     c = sub.add_parser("check", help="parse and type-check only")
@@ -55,6 +56,27 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--mode", nargs="+", default=["all"], metavar="MODE", help="all | min_cardinality | top K")
     d.add_argument("--timeout", type=float, default=None, help="wall-clock budget in seconds")
     d.add_argument("--json", action="store_true", help="print one JSON object")
+    pb = sub.add_parser(
+        "probe", help="next-best net to measure (expected information gain), or a simulated probing loop"
+    )
+    pb.add_argument("file", type=Path)
+    pb.add_argument("--observations", type=Path, default=None, help="observation file for a .bench netlist")
+    pb.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
+    pb.add_argument("--top", type=int, default=5, help="how many candidate nets to list")
+    pb.add_argument("--prior", type=float, default=0.01, help="per-gate failure probability")
+    pb.add_argument("--max-size", type=int, default=None, help="only diagnoses of at most this many gates")
+    pb.add_argument(
+        "--inject",
+        action="append",
+        default=None,
+        metavar="G1,G2",
+        help="simulate: these gates are broken; probe until one diagnosis remains",
+    )
+    pb.add_argument("--strategy", choices=["ig", "random"], default="ig", help="probe choice in the simulated loop")
+    pb.add_argument("--vectors", type=int, default=1, help="input vectors to observe in the simulated loop")
+    pb.add_argument("--seed", type=int, default=0)
+    pb.add_argument("--timeout", type=float, default=None, help="wall-clock budget in seconds")
+    pb.add_argument("--json", action="store_true", help="print one JSON object")
     r = sub.add_parser("run", help="run a CDA Action from inputs.json: events, artifacts, receipts")
     r.add_argument("inputs", type=Path)
     r.add_argument("--out", type=Path, default=None, help="folder for artifacts and receipts.sqlite")
@@ -114,14 +136,18 @@ def render_table(result: SolveResult) -> str:
             if v.justification:
                 out.append(f"    because of: {', '.join(v.justification)}")
             for w in v.witnesses:
-                out.append(f"    {'holds' if w.holds else 'fails'} under: {', '.join(w.assumed) or '(nothing assumed)'}")
+                out.append(
+                    f"    {'holds' if w.holds else 'fails'} under: {', '.join(w.assumed) or '(nothing assumed)'}"
+                )
             if v.reason and not v.justification and not v.witnesses:
                 out.append(f"    {v.reason}")
     if result.next_tests:
         out.append("")
         out.append("next tests (expected information gain, bits):")
         for t in result.next_tests:
-            out.append(f"  {t.observable:<24} {_fmt(t.expected_information_gain):>7}   P(true)={_fmt(t.probability_true)}")
+            out.append(
+                f"  {t.observable:<24} {_fmt(t.expected_information_gain):>7}   P(true)={_fmt(t.probability_true)}"
+            )
     for note in result.notes:
         out.append(f"note: {note}")
     return "\n".join(out) + "\n"
@@ -148,6 +174,25 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         from cda.adapters.diagnose import main_diagnose
 
         return main_diagnose(args.file, args.observations, args.backend, args.mode, args.timeout, args.json, out, err)
+    if args.command == "probe":
+        from cda.adapters.probe import main_probe
+
+        return main_probe(
+            args.file,
+            args.observations,
+            args.backend,
+            args.top,
+            args.prior,
+            args.max_size,
+            args.inject,
+            args.strategy,
+            args.vectors,
+            args.seed,
+            args.timeout,
+            args.json,
+            out,
+            err,
+        )
     if args.command == "run":
         from cda.adapters.run_cli import main_run
 
@@ -177,7 +222,10 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
             raise CDAError(f"{args.file}: no such file")
         if args.command == "check":
             report = check(args.file, ken=ken)
-            print(f"{args.file}: ok — " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in report.model_dump().items()), file=out)
+            print(
+                f"{args.file}: ok — " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in report.model_dump().items()),
+                file=out,
+            )
             return EXIT_OK
         if args.cross_check:
             result = solve_cross_checked(args.file, top=args.top, seed=args.seed, timeout=args.timeout, ken=ken)

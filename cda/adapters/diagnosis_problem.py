@@ -1,15 +1,19 @@
-"""Circuits with observations → an ordinary :class:`~cda.encodings.ir.GroundProblem`.
+"""Circuits with observations → a :class:`~cda.solver.observations.GroupedProblem`.
 
 Shared by the ``.bench`` and mbd-mobs WCNF importers. The weak fault model, as CDA problems:
 
-* one abducible ``ab(g)`` per gate (``hyp``), shared by every observation;
-* per observation ``k`` a copy of the nets as ``var`` atoms ``net@k``; an observed net is the
-  constant it was seen at, so the factory folds it away;
-* per observation one clause (kind ``observation``, named ``obs<k>``): the conjunction of every
-  gate's "healthy implies behaves" constraint on that copy.
+* the base: one abducible ``ab(g)`` per gate (``hyp``), shared by every observation, and
+  ``goal minimal_explanations``;
+* observation group ``k`` (built only when the engine asks for it): a copy of the nets as
+  ``var`` atoms ``net@k`` (an observed net is the constant it was seen at, so the factory folds
+  it away) and one clause (kind ``observation``, named ``obs<k>``): the conjunction of every
+  gate's "``ab(g)`` or behaves" constraint on that copy.
 
-Size is linear in #observations × #gates. The problem asks ``goal minimal_explanations``, so
-the engine answers it with the backends' subset-minimal enumeration, like any other problem.
+A copy mentions only its own ``net@k`` atoms and the ``ab`` atoms, which is the contract that
+makes the groups independent. The groups come with a :class:`~cda.adapters.circuit.CircuitOracle`
+(bit-parallel simulation of the same circuit), the engine's independent check of every
+candidate against every observation. ``GroupedProblem.materialize()`` gives the eager problem,
+every copy built, when a caller wants it.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from cda.adapters.circuit import Circuit, CircuitOracle, Simulator
 from cda.encodings.ir import AtomInfo, Clause, GroundProblem, MinimalGoal, Node, NodeFactory
+from cda.solver.observations import GroupedProblem, ObservationGroup
 
-__all__ = ["CircuitInstance", "build_problem", "ab_atom"]
+__all__ = ["CircuitInstance", "build_grouped", "build_problem", "ab_atom", "GateConstraint"]
 
 #: builds, on one observation's copy, the constraint a healthy gate imposes: ``net`` maps a
-#: net name to its node there (an atom, or a constant when observed), ``ab`` is the gate's atom
+#: net name to its node there (an atom, or a constant when observed)
 GateConstraint = Callable[[NodeFactory, Callable[[str], Node]], Node]
 
 
@@ -34,11 +40,72 @@ def ab_atom(gate: str) -> str:
 class CircuitInstance:
     """An imported diagnosis problem and what the CLI reports about it."""
 
-    problem: GroundProblem
+    problem: GroupedProblem
     gates: list[str]  # gate names, in file order
     observations: int
     injected: list[str] | None = None  # the fault injected by the benchmark, when the file says
     notes: list[str] = field(default_factory=list)
+    circuit: Circuit | None = None  # the simulator's view (None when the file is not a plain circuit)
+    observed: list[dict[str, bool]] = field(default_factory=list)  # the observations, by net name
+    #: the same circuit under other observations (``cda probe`` adds measured nets)
+    remake: Callable[[Sequence[Mapping[str, bool]]], GroupedProblem] | None = None
+    outputs: list[str] = field(default_factory=list)  # primary outputs (observed in a test vector)
+
+
+def build_grouped(
+    gates: Sequence[tuple[str, GateConstraint]],
+    nets: Sequence[str],
+    observations: Sequence[Mapping[str, bool]],
+    goal: MinimalGoal,
+    filename: str | None = None,
+    structure: GateConstraint | None = None,
+    circuit: Circuit | None = None,
+) -> GroupedProblem:
+    """One ``hyp`` per gate in the base; group ``k`` (0-based) is observation ``k+1``'s copy.
+
+    ``structure`` (optional) is a constraint that holds on every copy whatever the gates' health.
+    With ``circuit`` (gate names equal to those of ``gates``), candidates are checked by its
+    simulator.
+    """
+    f = NodeFactory()
+    base = GroundProblem(factory=f, filename=filename, minimal=goal)
+    abs_: dict[str, Node] = {}
+    for name, _ in gates:
+        atom = ab_atom(name)
+        base.atoms[atom] = AtomInfo(atom, "hyp", "ab", (name,))
+        abs_[name] = f.atom(atom)
+    frozen = [dict(o) for o in observations]
+
+    def build(index: int) -> ObservationGroup:
+        k = index + 1
+        seen = frozen[index]
+        local: dict[str, Node] = {}
+        atoms: dict[str, AtomInfo] = {}
+
+        def net(name: str) -> Node:
+            node = local.get(name)
+            if node is None:
+                if name in seen:
+                    node = f.const(seen[name])
+                else:
+                    atom = f"{name}@{k}"
+                    atoms[atom] = AtomInfo(atom, "var", "net", (name, str(k)))
+                    node = f.atom(atom)
+                local[name] = node
+            return node
+
+        for name in nets:  # every net exists in every copy, used or not
+            net(name)
+        parts = [f.or_([abs_[name], build_gate(f, net)]) for name, build_gate in gates]
+        if structure is not None:
+            parts.append(structure(f, net))
+        clause = Clause(f"obs{k}", "observation", f.and_(parts), k)
+        return ObservationGroup(clause.name, (clause,), atoms)
+
+    oracle = None
+    if circuit is not None:
+        oracle = CircuitOracle(Simulator(circuit, frozen), {ab_atom(name): name for name, _ in gates})
+    return GroupedProblem(base, len(frozen), build, oracle)
 
 
 def build_problem(
@@ -49,36 +116,5 @@ def build_problem(
     filename: str | None = None,
     structure: GateConstraint | None = None,
 ) -> GroundProblem:
-    """One ``hyp`` per gate, one ``var`` per unobserved net and observation, one clause per observation.
-
-    ``structure`` (optional) is a constraint that holds on every copy whatever the gates' health.
-    """
-    f = NodeFactory()
-    gp = GroundProblem(factory=f, filename=filename, minimal=goal)
-    abs_: dict[str, Node] = {}
-    for name, _ in gates:
-        atom = ab_atom(name)
-        gp.atoms[atom] = AtomInfo(atom, "hyp", "ab", (name,))
-        abs_[name] = f.atom(atom)
-    for k, seen in enumerate(observations, 1):
-        local: dict[str, Node] = {}
-
-        def net(name: str, k: int = k, seen: Mapping[str, bool] = seen, local: dict[str, Node] = local) -> Node:
-            node = local.get(name)
-            if node is None:
-                if name in seen:
-                    node = f.const(seen[name])
-                else:
-                    atom = f"{name}@{k}"
-                    gp.atoms[atom] = AtomInfo(atom, "var", "net", (name, str(k)))
-                    node = f.atom(atom)
-                local[name] = node
-            return node
-
-        for name in nets:  # every net exists in every copy, used or not
-            net(name)
-        parts = [f.or_([abs_[name], build(f, net)]) for name, build in gates]
-        if structure is not None:
-            parts.append(structure(f, net))
-        gp.clauses.append(Clause(f"obs{k}", "observation", f.and_(parts), k))
-    return gp
+    """The eager form: every observation's copy in one ordinary ground problem."""
+    return build_grouped(gates, nets, observations, goal, filename, structure).materialize()

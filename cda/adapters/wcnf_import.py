@@ -13,12 +13,14 @@ named by their health variable number, as the files name no other gate.
 from __future__ import annotations
 
 import gzip
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from cda.adapters.diagnosis_problem import CircuitInstance, GateConstraint, ab_atom, build_problem
+from cda.adapters.circuit import Circuit, Gate, table_function, table_kind, truth_table
+from cda.adapters.diagnosis_problem import CircuitInstance, GateConstraint, ab_atom, build_grouped
 from cda.encodings.ir import MinimalGoal, Node, NodeFactory
 from cda.errors import CDAError
+from cda.solver.observations import GroupedProblem
 
 __all__ = ["WcnfError", "Wcnf", "parse_wcnf", "read_wcnf", "load_wcnf"]
 
@@ -150,7 +152,56 @@ def load_wcnf(w: Wcnf, goal: MinimalGoal, filename: str | None = None) -> Circui
 
     gates = [(gate_of[h], cnf(by_gate[h], h)) for h in w.health]
     observations = [{str(v): value for v, value in obs.items()} for obs in w.observations]
-    gp = build_problem(gates, nets, observations, goal, filename, structure=cnf(structure, None) if structure else None)
+    circuit = None if structure else _circuit(w, by_gate, gate_of)
+    shared = cnf(structure, None) if structure else None
+
+    def remake(obs: Sequence[Mapping[str, bool]]) -> GroupedProblem:
+        return build_grouped(gates, nets, obs, goal, filename, structure=shared, circuit=circuit)
+
+    gp = remake(observations)
     injected = [gate_of[v + 1] for v in w.mutated_vars if v + 1 in gate_of] or None
     notes = [f"injected fault (from the file): {', '.join(w.mutated_names)}"] if w.mutated_names else []
-    return CircuitInstance(gp, [gate_of[h] for h in w.health], len(w.observations), injected, notes)
+    if circuit is None:
+        notes.append("the hard clauses are not one function per gate: candidates are checked by the solver")
+    return CircuitInstance(
+        gp, [gate_of[h] for h in w.health], len(w.observations), injected, notes, circuit=circuit,
+        observed=observations, remake=remake,
+        outputs=[] if circuit is None else [n for n in observations[0] if n not in set(circuit.inputs)],
+    )
+
+
+def _circuit(w: Wcnf, by_gate: dict[int, list[list[int]]], gate_of: dict[int, str]) -> Circuit | None:
+    """The simulator's view: gate ``h`` drives variable ``h - 1`` with the function its clauses define.
+
+    ``None`` when some gate's clauses do not define its output as a function of the other
+    variables they mention (or the gates form a cycle): the engine then checks with the solver.
+    """
+    gates = []
+    for h, clauses in by_gate.items():
+        out = h - 1
+        body = [[v for v in c if v != -h] for c in clauses]
+        ins = sorted({abs(v) for c in body for v in c} - {out})
+        if out < 1 or not any(abs(v) == out for c in body for v in c) or len(ins) > 12:
+            return None
+        position = {v: i for i, v in enumerate(ins)}
+
+        def value(
+            bits: list[bool], body: list[list[int]] = body, out: int = out, position: dict[int, int] = position
+        ) -> bool | None:
+            fits = [
+                o for o in (False, True)
+                if all(any((o if abs(v) == out else bits[position[abs(v)]]) == (v > 0) for v in c) for c in body)
+            ]
+            return fits[0] if len(fits) == 1 else None
+
+        table = truth_table(value, len(ins))
+        if table is None:
+            return None
+        gates.append(Gate(gate_of[h], str(out), tuple(str(v) for v in ins), table_function(table), table_kind(table)))
+    driven = {h - 1 for h in by_gate}
+    health = set(by_gate)
+    inputs = [str(v) for v in range(1, w.nvars + 1) if v not in driven and v not in health]
+    try:
+        return Circuit(inputs, gates)
+    except ValueError:
+        return None

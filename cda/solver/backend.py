@@ -2,7 +2,9 @@
 
 A backend is built once per problem (everything encoded up front, each clause behind a
 selector literal) and then asked many small questions under assumptions: is it satisfiable,
-enumerate the distinct projections onto some atoms, what is the cheapest model. Literals are
+enumerate the distinct projections onto some atoms, what is the cheapest model. More clauses
+can be added later (:meth:`Backend.add_clauses`, e.g. an observation group a search turned out
+to need) without losing what the solver learnt. Literals are
 ``(key, value)`` pairs whose key is an atom name, a clause selector (:func:`selector`) or a
 claim (:func:`claim_key`). Backends are registered by name and imported lazily, so a missing
 library only removes that backend.
@@ -12,11 +14,11 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from cda.encodings.ir import GroundProblem
+from cda.encodings.ir import Clause, GroundProblem
 from cda.errors import BackendUnavailable, CDAError
 from cda.gcpause import gc_paused
 
@@ -27,6 +29,7 @@ __all__ = [
     "Model",
     "Outcome",
     "Enumeration",
+    "SetStream",
     "selector",
     "claim_key",
     "soft_key",
@@ -83,6 +86,16 @@ class Enumeration:
     timed_out: bool = False
 
 
+@dataclass
+class SetStream:
+    """How a :meth:`Backend.minimal_sets` call ended: ``complete`` when every set was delivered."""
+
+    complete: bool = True
+    timed_out: bool = False
+    stopped: bool = False  # the consumer asked to stop
+    delivered: int = 0
+
+
 class Backend(Protocol):
     """What the engine may ask of a solver."""
 
@@ -109,6 +122,22 @@ class Backend(Protocol):
         of those atoms true. Each set appears once. With ``max_size``, only sets of at most that
         many atoms (all the minimal ones of that size or less).
         """
+        ...
+
+    def minimal_sets(
+        self,
+        project: Sequence[str],
+        assumptions: Sequence[Lit],
+        on_set: Callable[[frozenset[str]], bool],
+        max_size: int | None = None,
+    ) -> SetStream:
+        """Stream the subset-minimal sets of true ``project`` atoms (as :meth:`enumerate_minimal`,
+        without decoding whole models) to ``on_set``, stopping as soon as it returns ``False``."""
+        ...
+
+    def add_clauses(self, clauses: Sequence[Clause], atoms: Sequence[str]) -> None:
+        """Encode more clauses, each behind its selector, over the problem's atoms and the new
+        ``atoms`` (free Booleans); what the solver learnt so far is kept."""
         ...
 
 

@@ -7,7 +7,9 @@ observations O and a claim c:
   otherwise (with a witness hypothesis for each side);
 * hypotheses are the distinct models projected on the abducibles, ranked by cost (sum of
   violated soft weights in their cheapest model), then fewer assumed atoms, then by name;
-* when H ∧ O is unsatisfiable, minimal unsatisfiable subsets and minimal correction sets.
+* when H ∧ O is unsatisfiable, minimal unsatisfiable subsets and minimal correction sets;
+* ``goal minimal_explanations``: the subset-minimal sets of abducibles, found by
+  :mod:`cda.solver.minimal` with observation groups added as counterexamples require.
 
 Every answer is made canonical (sorted enumerations, cores found in source order), so both
 backends give the same bytes; every model a backend returns is re-checked by the
@@ -31,6 +33,8 @@ from cda.errors import EvaluatorDisagreement
 from cda.solver.backend import Backend, Deadline, Lit, Model, _OutOfTime, claim_key, make_backend, selector, soft_key
 from cda.solver.cores import marco, quickxplain
 from cda.solver.information import information_gain, posterior
+from cda.solver.minimal import MinimalSearch
+from cda.solver.observations import GroupedProblem, split_observations
 
 __all__ = ["EngineOptions", "run"]
 
@@ -45,8 +49,11 @@ class EngineOptions:
     max_hypotheses: int = 10_000  # cap on enumerated projections
     max_tested_hypotheses: int = 256  # hypotheses used for next tests and claim probabilities
     max_conflict_sets: int = 64
-    lazy_observations: bool = True  # minimal explanations: add observations as counterexamples
-    check_minimality: bool = False  # minimal explanations: prove each one minimal (|E| extra calls)
+    lazy_observations: bool = True  # minimal explanations: add observation groups as counterexamples
+    check_minimality: bool = False  # minimal explanations: prove each one minimal (|E| oracle calls)
+    max_explanation_size: int | None = None  # minimal explanations: only those of at most this many atoms
+    #: minimal explanations known beforehand (e.g. under fewer observations): re-checked, then skipped
+    known_explanations: tuple[tuple[str, ...], ...] = ()
 
 
 def integer_weights(problem: GroundProblem) -> dict[str, int]:
@@ -73,7 +80,6 @@ class _Run:
         self._check_nodes = [c.node for c in problem.clauses] + list(problem.background)
         self._batch = BatchEvaluator(self._check_nodes)
         self._soft_nodes = [s.node for s in problem.soft]
-        self.confirmed: set[frozenset[str]] = set()  # minimal explanations checked against everything
         soft_atoms = {n.name for n in walk(self._soft_nodes) if isinstance(n, Atom)}
         self._soft_on_hyps_only = soft_atoms <= set(self.hyps) and not any(
             isinstance(n, Linear) for n in walk(self._soft_nodes)
@@ -269,119 +275,6 @@ class _Run:
         tests.sort(key=lambda t: (-t.expected_information_gain, t.observable))
         return tests
 
-    # ---- goal minimal_explanations
-    def minimal_explanations(self) -> tuple[list[list[str]], bool]:
-        """Subset-minimal sets of abducibles, canonical (size, then names), and completeness.
-
-        Counterexample-guided over the observations: solve with one observation clause on,
-        check every candidate against all clauses, and switch on an observation that refutes
-        one; repeat. Sound in general: a minimal set under fewer observations that is
-        consistent with all of them is minimal under all, and once every candidate is
-        consistent, every minimal set under all observations has been found (each contains
-        a candidate, which is consistent, hence equal to it).
-        """
-        goal = self.p.minimal
-        assert goal is not None
-        observations = [c.name for c in self.p.clauses if c.kind == "observation"]
-        fixed = [c.name for c in self.p.clauses if c.kind != "observation"]
-        if self.o.lazy_observations and len(observations) > 1:
-            active = observations[:1]
-        else:
-            active = list(observations)
-        while True:
-            on = set(fixed) | set(active)
-            lits = [(selector(c.name), c.name in on) for c in self.p.clauses]
-            found, complete = self._minimal_under(lits, goal.mode, goal.k)
-            refuter = None
-            models: list[Model] = []
-            for assumed in found:
-                out = self.b.check(self.base + self.hyp_lits(assumed))
-                if out.status == "unknown":
-                    raise _OutOfTime()
-                if out.status == "unsat":
-                    refuter = self._refuting_observation(assumed, observations, active)
-                    break
-                if out.model is None:
-                    raise EvaluatorDisagreement(f"{self.b.name} said sat but returned no model (minimal explanation)")
-                models.append(out.model)
-            # every explanation is re-checked against every clause by the evaluator, in one batch
-            self.verify_all(models, "minimal explanation")
-            for model in models:
-                self.confirmed.add(frozenset(a for a in self.hyps if model[a]))
-            if refuter is None:
-                break
-            active.append(refuter)
-        if len(active) < len(observations):
-            self.notes.append(
-                f"minimal explanations: {len(active)} of {len(observations)} observations were needed in the "
-                "search; every explanation was checked against all of them"
-            )
-        if self.o.check_minimality:
-            for assumed in found:
-                self.check_minimal(assumed)
-        ranked = sorted((sorted(a) for a in found), key=lambda a: (len(a), a))
-        return ranked, complete
-
-    def _refuting_observation(self, assumed: frozenset[str], observations: list[str], active: list[str]) -> str:
-        hyp = self.hyp_lits(assumed)
-        fixed = [c.name for c in self.p.clauses if c.kind != "observation"]
-        for name in observations:
-            if name in active:
-                continue
-            on = set(fixed) | set(active) | {name}
-            # an intermediate question: the answer that matters (unsat) has no model to re-check
-            r = self.b.check([(selector(c.name), c.name in on) for c in self.p.clauses] + hyp).status
-            if r == "unknown":
-                raise _OutOfTime()
-            if r == "unsat":
-                return name
-        raise EvaluatorDisagreement(
-            f"{self.b.name}: explanation {sorted(assumed)} fails under all observations but under no single one "
-            "added to those in use"
-        )
-
-    def _minimal_under(self, lits: list[Lit], mode: str, k: int | None) -> tuple[list[frozenset[str]], bool]:
-        cap = self.o.max_hypotheses
-        if mode == "all":
-            enum = self.b.enumerate_minimal(self.hyps, lits, cap)
-            return self._sets(enum.models, enum.timed_out), enum.complete and len(enum.models) <= cap
-        # by levels of size: all minimal sets of size <= level, until the goal is met
-        for level in range(len(self.hyps) + 1):
-            enum = self.b.enumerate_minimal(self.hyps, lits, cap, max_size=level)
-            sets = self._sets(enum.models, enum.timed_out)
-            if not enum.complete:
-                return sets, False
-            if mode == "min_cardinality" and sets:
-                return sets, True
-            if mode == "top" and k is not None and len(sets) >= k:
-                ranked = sorted(sets, key=lambda a: (len(a), sorted(a)))
-                return ranked[:k], True
-        return sets, True  # fewer than k minimal sets exist, or none at all
-
-    def _sets(self, models: list[Model], timed_out: bool) -> list[frozenset[str]]:
-        if timed_out:
-            self.partial = True
-            self.notes.append("time ran out while enumerating minimal explanations; the list is partial")
-        out: list[frozenset[str]] = []
-        seen: set[frozenset[str]] = set()
-        for model in models:  # re-checked by the evaluator once consistent with everything
-            assumed = frozenset(a for a in self.hyps if model[a])
-            if assumed in seen:
-                raise EvaluatorDisagreement(f"{self.b.name} enumerated minimal explanation {sorted(assumed)} twice")
-            seen.add(assumed)
-            out.append(assumed)
-        return out
-
-    def check_minimal(self, assumed: frozenset[str]) -> None:
-        """No proper subset of ``assumed`` is consistent: one call per atom, each must be unsat."""
-        for atom in sorted(assumed):
-            smaller = [(a, False) for a in self.hyps if a not in assumed or a == atom]
-            r = self.is_sat(self.base + smaller, "minimality")
-            if r is None:
-                raise _OutOfTime()
-            if r:
-                raise EvaluatorDisagreement(f"{self.b.name}: explanation {sorted(assumed)} is not subset-minimal")
-
     def conflict(self) -> Conflict:
         names = [c.name for c in self.p.clauses]
 
@@ -402,14 +295,27 @@ class _Run:
         return Conflict(cores=cores, corrections=corrections, complete=complete)
 
 
-def run(problem: GroundProblem, backend_name: str, options: EngineOptions) -> SolveResult:
-    """Solve ``problem`` on one backend; never raises for a timeout (returns a partial result)."""
-    deadline = Deadline(options.timeout)
-    weights = integer_weights(problem)
-    result = SolveResult(
+def _empty_result(backend_name: str, options: EngineOptions) -> SolveResult:
+    return SolveResult(
         status="unknown", backend=backend_name, seed=options.seed, hypotheses=[], hypotheses_enumerated=0,
         enumeration_complete=False, verdicts=[], next_tests=[], conflict=None, partial=False, notes=[],
     )
+
+
+def run(problem: GroundProblem | GroupedProblem, backend_name: str, options: EngineOptions) -> SolveResult:
+    """Solve ``problem`` on one backend; never raises for a timeout (returns a partial result).
+
+    A :class:`~cda.solver.observations.GroupedProblem` (or any problem with ``goal
+    minimal_explanations``) is answered by :class:`~cda.solver.minimal.MinimalSearch`, which
+    encodes observation groups only as its counterexamples require.
+    """
+    if isinstance(problem, GroupedProblem):
+        return _run_minimal(problem, backend_name, options)
+    if problem.minimal is not None:
+        return _run_minimal(split_observations(problem), backend_name, options)
+    deadline = Deadline(options.timeout)
+    weights = integer_weights(problem)
+    result = _empty_result(backend_name, options)
     state: _Run | None = None
     try:
         backend = make_backend(backend_name, problem, seed=options.seed, deadline=deadline, weights=weights)
@@ -418,28 +324,9 @@ def run(problem: GroundProblem, backend_name: str, options: EngineOptions) -> So
         if base_sat is None:
             raise _OutOfTime()
         if not base_sat:
-            result.status = "unsat"
-            result.enumeration_complete = True
-            result.conflict = state.conflict()
-            for claim in problem.claims:
-                result.verdicts.append(
-                    Verdict(
-                        name=claim.name, goal=claim.mode, claim=claim.text, status="inconclusive",
-                        confidence=0.0, justification=[], witnesses=[],
-                        reason="the hard clauses and observations conflict; see conflict",
-                    )
-                )
+            _conflicting(result, state, problem)
             return result
         result.status = "sat"
-        if problem.minimal is not None:
-            found, done = state.minimal_explanations()
-            result.minimal_explanations = found
-            result.minimal_complete = done and not state.partial
-            result.enumeration_complete = result.minimal_complete
-            result.hypotheses_enumerated = len(found)
-            for claim in problem.claims:
-                result.verdicts.append(state.verdict(claim, [], []))
-            return result
         ranked, complete = state.hypotheses()
         result.enumeration_complete = complete
         probs = posterior([c for _, c, _, _ in ranked])
@@ -454,9 +341,6 @@ def run(problem: GroundProblem, backend_name: str, options: EngineOptions) -> So
         result.next_tests = state.next_tests(ranked, probs)
     except _OutOfTime:
         result.partial = True
-        if state is not None and problem.minimal is not None:
-            result.minimal_explanations = sorted((sorted(a) for a in state.confirmed), key=lambda a: (len(a), a))
-            result.minimal_complete = False
         if state is not None:
             state.notes.append("time budget exhausted; the result is partial")
         else:
@@ -465,4 +349,84 @@ def run(problem: GroundProblem, backend_name: str, options: EngineOptions) -> So
         if state is not None:
             result.partial = result.partial or state.partial
             result.notes.extend(state.notes)
+    return result
+
+
+def _conflicting(result: SolveResult, state: _Run, problem: GroundProblem) -> None:
+    """H ∧ O is unsatisfiable: cores and corrections instead of hypotheses; claims inconclusive."""
+    result.status = "unsat"
+    result.enumeration_complete = True
+    result.conflict = state.conflict()
+    for claim in problem.claims:
+        result.verdicts.append(
+            Verdict(
+                name=claim.name, goal=claim.mode, claim=claim.text, status="inconclusive",
+                confidence=0.0, justification=[], witnesses=[],
+                reason="the hard clauses and observations conflict; see conflict",
+            )
+        )
+
+
+def _run_minimal(grouped: GroupedProblem, backend_name: str, options: EngineOptions) -> SolveResult:
+    """``goal minimal_explanations``: the counterexample-guided search, then claims or conflicts,
+    which need every observation, on the whole problem."""
+    deadline = Deadline(options.timeout)
+    goal = grouped.base.minimal
+    mode, k = (goal.mode, goal.k) if goal is not None else ("all", None)
+    result = _empty_result(backend_name, options)
+    search: MinimalSearch | None = None
+    notes: list[str] = []
+    try:
+        backend = make_backend(
+            backend_name, grouped.base, seed=options.seed, deadline=deadline, weights=integer_weights(grouped.base)
+        )
+        search = MinimalSearch(
+            grouped, backend, deadline, lazy=options.lazy_observations, cap=options.max_hypotheses,
+            check_minimality=options.check_minimality,
+        )
+        if options.known_explanations:
+            search.seed(options.known_explanations)
+        found = search.run(mode, k, options.max_explanation_size)
+        notes.extend(found.notes)
+        result.minimal_explanations = found.explanations
+        result.minimal_complete = found.complete
+        result.enumeration_complete = found.complete
+        result.hypotheses_enumerated = len(found.explanations)
+        if found.explanations:
+            result.status = "sat"
+        elif found.complete:
+            result.status = "unsat"  # no set of abducibles is consistent with every observation
+        if grouped.base.claims or result.status == "unsat":
+            whole = grouped.materialize() if len(grouped) else grouped.base
+            state = _Run(
+                whole,
+                make_backend(backend_name, whole, seed=options.seed, deadline=deadline, weights=integer_weights(whole)),
+                options,
+                deadline,
+            )
+            try:
+                if result.status == "unsat":
+                    _conflicting(result, state, whole)
+                else:
+                    for claim in whole.claims:
+                        result.verdicts.append(state.verdict(claim, [], []))
+            finally:
+                notes.extend(state.notes)
+                result.partial = result.partial or state.partial
+    except _OutOfTime:
+        result.partial = True
+        if search is not None:
+            result.minimal_explanations = search.partial()
+            result.minimal_complete = False
+            result.enumeration_complete = False
+            result.hypotheses_enumerated = len(result.minimal_explanations)
+            if result.minimal_explanations:
+                result.status = "sat"
+            notes.append(
+                "time budget exhausted; the result is partial (each explanation listed was checked against "
+                "every observation)"
+            )
+        else:
+            notes.append("time budget exhausted before the problem was encoded")
+    result.notes.extend(notes)
     return result

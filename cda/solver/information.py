@@ -6,7 +6,9 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
-__all__ = ["posterior", "entropy", "information_gain"]
+import numpy as np
+
+__all__ = ["posterior", "entropy", "information_gain", "expected_gains"]
 
 
 def posterior(costs: Sequence[Fraction]) -> list[float]:
@@ -45,3 +47,29 @@ def information_gain(prior: Sequence[float], likelihood_true: Sequence[float]) -
         post = [p * q / p_outcome for p, q in zip(prior, lik)]
         after += p_outcome * entropy(post)
     return max(0.0, before - after), p_true
+
+
+def expected_gains(prior: Sequence[float], likelihood: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`information_gain` for many observables at once: the gain (bits) and P(value 1) of
+    each column of ``likelihood``.
+
+    ``likelihood[d, c]`` is P(probe c reads 1 | diagnosis d): 1, 0 or 1/2. With
+    A = prior·L and B = prior·(1 − L), the expected entropy after the probe is
+    Σ_outcome p_o·H(posterior_o) = −Σ A log A + p₁ log p₁ − Σ B log B + p₀ log p₀.
+
+    >>> gain, p1 = expected_gains([0.5, 0.5], np.array([[1.0, 0.5], [0.0, 0.5]]))
+    >>> [round(float(g), 6) for g in gain], [round(float(p), 6) for p in p1]
+    ([1.0, 0.0], [0.5, 0.5])
+    """
+    w = np.asarray(prior, dtype=float)[:, None]
+    a = w * likelihood
+    b = w * (1.0 - likelihood)
+
+    def xlogx(x: np.ndarray) -> np.ndarray:
+        safe = np.where(x > 0, x, 1.0)
+        return np.where(x > 0, x * np.log2(safe), 0.0)
+
+    p1, p0 = a.sum(axis=0), b.sum(axis=0)
+    after = -xlogx(a).sum(axis=0) + xlogx(p1) - xlogx(b).sum(axis=0) + xlogx(p0)
+    before = -float(xlogx(w[:, 0]).sum())
+    return np.maximum(0.0, before - after), p1

@@ -1,0 +1,490 @@
+"""``cda probe``: the next net to measure, by expected information gain, and a simulated probing loop.
+
+Given a circuit, its observations (test vectors: inputs and outputs) and the current minimal
+diagnoses, a *probe* is an unmeasured net in one test vector. Its value is predicted under
+each diagnosis D by simulating the circuit with D's gates' outputs free (weak fault model,
+:mod:`cda.adapters.circuit`): the net is 1 (or 0) under D when every choice of D's outputs
+that reproduces what was observed gives it that value, and undetermined otherwise. With a
+prior over the diagnoses, the expected information gain of a probe is the entropy of the
+prior minus the expected entropy of the posterior after seeing the net's value; an
+undetermined diagnosis stays possible either way (likelihood 1/2, as the engine's next tests
+count it). The prior comes from a per-gate failure probability ``p_g`` (default 0.01, the
+same for every gate): P(D) ∝ Π_{g ∈ D} p_g / (1 − p_g), the usual independent-failure prior
+restricted to the minimal diagnoses. Ties are broken by test vector, then by the net's
+position in the netlist (inputs, then gates in topological order).
+
+The simulated loop injects a fault (gates whose output is the negation of their function),
+draws test vectors that expose it, diagnoses, measures the best net in the faulty circuit,
+adds the value to that vector's observation, and repeats until one diagnosis remains or no
+net is informative. A measurement that some diagnosis predicted the other way refutes it and
+the diagnoses are recomputed by the engine; one that none contradicted leaves them all
+minimal and adds none (every new diagnosis contains an old one, still consistent), so they
+are kept: exact, and much cheaper.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from cda.adapters.circuit import Circuit, Simulation, Simulator
+from cda.adapters.diagnosis_problem import CircuitInstance, ab_atom
+from cda.encodings.ir import MinimalGoal
+from cda.errors import CDAError
+from cda.solver.engine import EngineOptions, run
+from cda.solver.information import expected_gains
+from cda.solver.observations import OracleUndecided
+from cda.solver.route import choose_backend
+
+__all__ = [
+    "DEFAULT_FAILURE",
+    "ProbeChoice",
+    "ProbeState",
+    "ProbeReport",
+    "ProbeStep",
+    "ProbeRun",
+    "diagnosis_prior",
+    "failing_vectors",
+    "probe",
+    "simulate_probing",
+    "main_probe",
+]
+
+DEFAULT_FAILURE = 0.01
+_NO_GAIN = 1e-12  # bits: below this a probe is uninformative
+
+FailureProbability = float | Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class ProbeChoice:
+    """Measure ``net`` in test vector ``observation`` (0-based): ``gain`` bits expected, P(1) = ``p_one``."""
+
+    observation: int
+    net: str
+    gain: float
+    p_one: float
+
+
+def diagnosis_prior(diagnoses: Sequence[Sequence[str]], failure: FailureProbability = DEFAULT_FAILURE) -> list[float]:
+    """P(D) ∝ Π_{g ∈ D} p_g / (1 − p_g), normalised over ``diagnoses``.
+
+    >>> [round(p, 4) for p in diagnosis_prior([["a"], ["b", "c"]], 0.1)]
+    [0.9, 0.1]
+    """
+    if not diagnoses:
+        return []
+
+    def p(gate: str) -> float:
+        value = failure.get(gate, DEFAULT_FAILURE) if isinstance(failure, Mapping) else failure
+        if not 0 < value < 1:
+            raise CDAError(f"a failure probability must lie strictly between 0 and 1 (gate {gate}: {value})")
+        return value
+
+    logs = [math.fsum(math.log(p(g) / (1 - p(g))) for g in d) for d in diagnoses]
+    top = max(logs)
+    weights = [math.exp(x - top) for x in logs]
+    total = math.fsum(weights)
+    return [w / total for w in weights]
+
+
+class ProbeState:
+    """The diagnoses, their prior, and one simulation of each under the current observations."""
+
+    def __init__(
+        self,
+        circuit: Circuit,
+        observations: Sequence[Mapping[str, bool]],
+        diagnoses: Sequence[Sequence[str]],
+        failure: FailureProbability = DEFAULT_FAILURE,
+    ) -> None:
+        self.circuit = circuit
+        self.observations = [dict(o) for o in observations]
+        self.diagnoses = [sorted(d) for d in diagnoses]
+        self.prior = diagnosis_prior(self.diagnoses, failure)
+        simulator = Simulator(circuit, self.observations)
+        n = len(self.observations)
+        try:
+            self.sims: list[Simulation] = [simulator.simulate(d, 0, n) for d in self.diagnoses]
+        except OracleUndecided as exc:
+            raise CDAError(f"cda probe: a diagnosis leaves too many values open to simulate ({exc})") from None
+        self._position = {net: i for i, net in enumerate(circuit.nets)}
+
+    def candidates(self) -> list[tuple[int, str]]:
+        """Every net not yet observed in each test vector."""
+        return [(j, net) for j, obs in enumerate(self.observations) for net in self.circuit.nets if net not in obs]
+
+    def likelihoods(self, candidates: Sequence[tuple[int, str]]) -> np.ndarray:
+        """P(net reads 1 | D) for each diagnosis (row) and candidate (column): 1, 0, or 1/2."""
+        out = np.empty((len(self.sims), len(candidates)), dtype=float)
+        by_vector: dict[int, list[tuple[int, str]]] = {}
+        for c, (j, net) in enumerate(candidates):
+            by_vector.setdefault(j, []).append((c, net))
+        position = self.circuit.position
+        for d, sim in enumerate(self.sims):
+            width = (1 << sim.lanes) - 1
+            vector = sim.vector
+            for j, items in by_vector.items():
+                shift = j * sim.lanes
+                ok = (sim.ok >> shift) & width
+                row = out[d]
+                for c, net in items:
+                    v = (vector[position[net]] >> shift) & ok
+                    row[c] = 1.0 if v == ok else 0.0 if v == 0 else 0.5
+        return out
+
+    def rank(self, candidates: Sequence[tuple[int, str]] | None = None) -> list[ProbeChoice]:
+        """Probes by expected information gain, best first; ties by test vector, then netlist position."""
+        cands = self.candidates() if candidates is None else list(candidates)
+        if not cands or not self.sims:
+            return []
+        gains, p1 = expected_gains(self.prior, self.likelihoods(cands))
+        choices = [
+            ProbeChoice(j, net, round(float(g), 12) + 0.0, round(float(p), 12) + 0.0)
+            for (j, net), g, p in zip(cands, gains, p1)
+        ]
+        choices.sort(key=lambda c: (-c.gain, c.observation, self._position[c.net]))
+        return choices
+
+    def survivors(self) -> list[list[str]]:
+        """The diagnoses still consistent with every observation (after :meth:`measure`)."""
+        out = []
+        for d, sim in zip(self.diagnoses, self.sims):
+            width = (1 << sim.lanes) - 1
+            if all((sim.ok >> (j * sim.lanes)) & width for j in range(sim.count)):
+                out.append(d)
+        return out
+
+    def measure(self, j: int, net: str, value: bool) -> bool:
+        """Record ``net = value`` in test vector ``j``; ``True`` when it refutes some diagnosis.
+
+        A measurement only removes choices of the broken gates' outputs (lanes), so each
+        simulation is updated by masking its consistent lanes, with no re-simulation.
+        """
+        self.observations[j][net] = value
+        refuted = False
+        for sim in self.sims:
+            width = (1 << sim.lanes) - 1
+            shift = j * sim.lanes
+            seen = (sim.value(net) >> shift) & width
+            agree = seen if value else width ^ seen
+            keep = ~(width << shift) | (agree << shift)
+            sim.ok &= keep
+            if (sim.ok >> shift) & width == 0:
+                refuted = True
+        return refuted
+
+
+# ---- diagnosing through the engine -----------------------------------------------------------
+def _diagnoses(
+    inst: CircuitInstance,
+    observations: Sequence[Mapping[str, bool]],
+    backend: str,
+    max_size: int | None,
+    cap: int,
+    timeout: float | None,
+    known: Sequence[Sequence[str]] = (),
+) -> tuple[list[list[str]], bool, bool]:
+    """(diagnoses in canonical order, complete, timed out). ``known``: diagnoses minimal under
+    fewer observations and consistent with these, which the engine re-checks and then skips."""
+    if inst.remake is None:
+        raise CDAError("cda probe needs a circuit it can rebuild under new observations")
+    problem = inst.remake(observations)
+    options = EngineOptions(
+        timeout=timeout, max_hypotheses=cap, max_explanation_size=max_size,
+        known_explanations=tuple(tuple(ab_atom(g) for g in d) for d in known),
+    )
+    result = run(problem, backend, options)
+    gate_of = {a.name: a.args[0] for a in problem.base.atoms.values() if a.kind == "hyp"}
+    found = [sorted(gate_of[a] for a in d) for d in (result.minimal_explanations or [])]
+    ranked = sorted(found, key=lambda d: (len(d), d))
+    return ranked, result.minimal_complete and not result.partial, result.partial
+
+
+def failing_vectors(
+    circuit: Circuit, outputs: Sequence[str], flipped: Sequence[str], count: int, rng: random.Random, tries: int = 10_000
+) -> list[dict[str, bool]]:
+    """``count`` random test vectors (inputs and outputs of the faulty circuit), the first one
+    failing (some output differs from the healthy circuit's); ``[]`` if none fails in ``tries``."""
+    out: list[dict[str, bool]] = []
+    for _ in range(tries):
+        if len(out) >= count:
+            break
+        vector = {i: rng.random() < 0.5 for i in circuit.inputs}
+        bad = circuit.evaluate(vector, flipped)
+        if not out:
+            good = circuit.evaluate(vector)
+            if all(good[o] == bad[o] for o in outputs):
+                continue
+        out.append({**vector, **{o: bad[o] for o in outputs}})
+    return out if len(out) == count else []
+
+
+# ---- reports ----------------------------------------------------------------------------------
+class ProbeOption(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    observation: int  # 1-based, as the observation file numbers them
+    net: str
+    gain_bits: float
+    p_one: float
+
+
+class ProbeReport(BaseModel):
+    """What ``cda probe`` prints without ``--inject``: the diagnoses and the best probes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file: str
+    backend: str
+    diagnoses: list[list[str]]
+    complete: bool
+    timed_out: bool
+    observations: int
+    probes: list[ProbeOption]
+    time_s: float
+    notes: list[str]
+
+
+class ProbeStep(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    observation: int  # 1-based
+    net: str
+    value: bool
+    gain_bits: float | None  # None for a random probe
+    diagnoses: int  # how many remain after it
+
+
+class ProbeRun(BaseModel):
+    """A simulated probing session: the injected fault, each probe, the diagnoses at the end."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file: str
+    backend: str
+    strategy: str
+    injected: list[str]
+    vectors: int
+    timed_out: bool
+    initial_diagnoses: int
+    steps: list[ProbeStep]
+    final: list[list[str]]
+    resolved: bool  # exactly one diagnosis remains
+    probes: int
+    time_s: float
+    notes: list[str]
+
+
+def probe(
+    inst: CircuitInstance,
+    *,
+    backend: str = "auto",
+    top: int = 5,
+    failure: FailureProbability = DEFAULT_FAILURE,
+    max_size: int | None = None,
+    cap: int = 1000,
+    timeout: float | None = None,
+    file: str = "<circuit>",
+) -> ProbeReport:
+    """The current minimal diagnoses and the ``top`` probes by expected information gain.
+
+    With more than ``cap`` diagnoses (or ``max_size``), the gain is computed over the first
+    ``cap`` in canonical order (size, then names), the most probable under a uniform prior.
+    """
+    start = time.perf_counter()
+    if inst.circuit is None:
+        raise CDAError(f"{file}: cda probe needs a plain circuit (one function per gate)")
+    name = choose_backend(inst.problem.base, backend)
+    diagnoses, complete, timed_out = _diagnoses(inst, inst.observed, name, max_size, cap, timeout)
+    notes = list(inst.notes)
+    if timed_out:
+        notes.append("time ran out while diagnosing: the diagnoses (and gains) are over those found")
+    elif not complete:
+        notes.append(f"the diagnoses are not all enumerated: the gains are over the {len(diagnoses)} found")
+    state = ProbeState(inst.circuit, inst.observed, diagnoses, failure)
+    ranked = [c for c in state.rank() if c.gain > _NO_GAIN][:top] if len(diagnoses) > 1 else []
+    if len(diagnoses) > 1 and not ranked:
+        notes.append("no unmeasured net is informative: every diagnosis predicts the same for each")
+    return ProbeReport(
+        file=file, backend=name, diagnoses=diagnoses, complete=complete, timed_out=timed_out,
+        observations=len(inst.observed),
+        probes=[ProbeOption(observation=c.observation + 1, net=c.net, gain_bits=c.gain, p_one=c.p_one) for c in ranked],
+        time_s=round(time.perf_counter() - start, 4), notes=notes,
+    )
+
+
+def simulate_probing(
+    inst: CircuitInstance,
+    flipped: Sequence[str],
+    *,
+    strategy: str = "ig",
+    vectors: int = 1,
+    seed: int = 0,
+    backend: str = "auto",
+    failure: FailureProbability = DEFAULT_FAILURE,
+    max_size: int | None = None,
+    cap: int = 1000,
+    max_probes: int | None = None,
+    timeout: float | None = None,
+    file: str = "<circuit>",
+    observations: Sequence[Mapping[str, bool]] | None = None,
+) -> ProbeRun:
+    """Inject ``flipped``, draw ``vectors`` test vectors exposing it (seeded), then measure and
+    re-diagnose until one diagnosis remains, no probe is informative, or ``max_probes``.
+
+    ``strategy``: ``ig`` (best expected information gain) or ``random`` (a random unmeasured
+    net, as a baseline). ``observations`` replaces the drawn vectors (their outputs must be
+    the faulty circuit's).
+    """
+    start = time.perf_counter()
+    circuit = inst.circuit
+    if circuit is None:
+        raise CDAError(f"{file}: cda probe needs a plain circuit (one function per gate)")
+    if strategy not in ("ig", "random"):
+        raise CDAError(f"unknown probing strategy {strategy!r} (choose ig or random)")
+    unknown = sorted(set(flipped) - set(circuit.by_name))
+    if unknown or not flipped:
+        raise CDAError(f"--inject names no gate of the circuit: {', '.join(unknown) or '(none given)'}")
+    rng = random.Random(seed)
+    if observations is None:
+        observed = failing_vectors(circuit, inst.outputs, flipped, vectors, rng)
+        if not observed:
+            raise CDAError(f"no random test vector exposes the fault {', '.join(flipped)} at the outputs")
+    else:
+        observed = [dict(o) for o in observations]
+    truth = [circuit.evaluate({i: o[i] for i in circuit.inputs}, flipped) for o in observed]
+    name = choose_backend(inst.problem.base, backend)
+    diagnoses, complete, timed_out = _diagnoses(inst, observed, name, max_size, cap, timeout)
+    notes: list[str] = []
+    initial = len(diagnoses)
+    state = ProbeState(circuit, observed, diagnoses, failure)
+    unmeasured = state.candidates()
+    steps: list[ProbeStep] = []
+    limit = len(unmeasured) if max_probes is None else max_probes
+    while len(diagnoses) > 1 and len(steps) < limit and unmeasured:
+        if strategy == "ig":
+            ranked = state.rank(unmeasured)
+            if not ranked or ranked[0].gain <= _NO_GAIN:
+                notes.append("stopped: no unmeasured net is informative")
+                break
+            choice = ranked[0]
+            j, net, gain = choice.observation, choice.net, choice.gain
+        else:
+            j, net = unmeasured[rng.randrange(len(unmeasured))]
+            gain = None
+        unmeasured.remove((j, net))
+        value = truth[j][net]
+        observed[j][net] = value
+        if state.measure(j, net, value):
+            diagnoses, done, late = _diagnoses(inst, observed, name, max_size, cap, timeout, state.survivors())
+            complete, timed_out = complete and done, timed_out or late
+            state = ProbeState(circuit, observed, diagnoses, failure)
+        steps.append(ProbeStep(observation=j + 1, net=net, value=value, gain_bits=gain, diagnoses=len(diagnoses)))
+    if timed_out:
+        notes.append("time ran out while diagnosing: some diagnosis lists were partial")
+    elif not complete:
+        notes.append("some diagnosis lists were capped")
+    return ProbeRun(
+        file=file, backend=name, strategy=strategy, injected=sorted(flipped), vectors=len(observed),
+        timed_out=timed_out,
+        initial_diagnoses=initial, steps=steps, final=diagnoses, resolved=len(diagnoses) == 1, probes=len(steps),
+        time_s=round(time.perf_counter() - start, 4), notes=notes,
+    )
+
+
+# ---- the CLI entry ----------------------------------------------------------------------------
+def main_probe(
+    path: Path,
+    observations: Path | None,
+    backend: str,
+    top: int,
+    failure: float,
+    max_size: int | None,
+    inject: list[str] | None,
+    strategy: str,
+    vectors: int,
+    seed: int,
+    timeout: float | None,
+    as_json: bool,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """``cda probe FILE``: exit 0 answered, 2 bad input (one line on stderr, never a traceback),
+    3 when a diagnosis ran out of time (what was found is printed)."""
+    from cda.adapters.bench_import import load_bench, read_bench
+    from cda.adapters.diagnose import load_instance
+
+    try:
+        if top < 1:
+            raise CDAError("--top needs a count of at least 1")
+        if vectors < 1:
+            raise CDAError("--vectors needs a count of at least 1")
+        if inject:
+            if observations is not None:
+                raise CDAError("--inject draws its own test vectors; drop --observations")
+            if not path.name.lower().endswith(".bench"):
+                raise CDAError(f"{path}: --inject needs a .bench netlist")
+            if not path.exists():
+                raise CDAError(f"{path}: no such file")
+            # the observations are drawn by the simulation; the instance is rebuilt under them
+            inst = load_bench(read_bench(path), [{}], MinimalGoal(), str(path))
+            gates = [g.strip() for item in inject for g in item.split(",") if g.strip()]
+            result: BaseModel = simulate_probing(
+                inst, gates, strategy=strategy, vectors=vectors, seed=seed, backend=backend, failure=failure,
+                max_size=max_size, timeout=timeout, file=str(path),
+            )
+        else:
+            inst = load_instance(path, observations, MinimalGoal())
+            result = probe(
+                inst, backend=backend, top=top, failure=failure, max_size=max_size, timeout=timeout, file=str(path)
+            )
+    except CDAError as exc:
+        print(exc.render(), file=err)
+        return 2
+    if as_json:
+        out.write(json.dumps(result.model_dump(), indent=2) + "\n")
+    else:
+        out.write(render_run(result) if isinstance(result, ProbeRun) else render_report(result))  # type: ignore[arg-type]
+    return 3 if getattr(result, "timed_out", False) else 0
+
+
+def render_report(report: ProbeReport) -> str:
+    lines = [
+        f"{report.file}: {len(report.diagnoses)} diagnos{'is' if len(report.diagnoses) == 1 else 'es'}"
+        f" ({'complete' if report.complete else 'INCOMPLETE'}), {report.observations} observation(s), "
+        f"backend {report.backend}, {report.time_s:.3f} s"
+    ]
+    lines += ["  " + ", ".join(d) for d in report.diagnoses[:20]]
+    if len(report.diagnoses) > 20:
+        lines.append(f"  … {len(report.diagnoses) - 20} more")
+    if report.probes:
+        lines.append("next probes (expected information gain, bits):")
+        for p in report.probes:
+            lines.append(f"  observation {p.observation}, net {p.net:<12} {p.gain_bits:.4f}   P(1)={p.p_one:.4f}")
+    lines += [f"note: {n}" for n in report.notes]
+    return "\n".join(lines) + "\n"
+
+
+def render_run(run_: ProbeRun) -> str:
+    lines = [
+        f"{run_.file}: injected {', '.join(run_.injected)}; {run_.vectors} test vector(s); "
+        f"{run_.initial_diagnoses} diagnoses at first; strategy {run_.strategy}"
+    ]
+    for k, s in enumerate(run_.steps, 1):
+        gain = "" if s.gain_bits is None else f" (gain {s.gain_bits:.4f} bits)"
+        lines.append(f"  probe {k}: vector {s.observation}, net {s.net} = {int(s.value)}{gain} -> {s.diagnoses} diagnoses")
+    verdict = "resolved" if run_.resolved else "not resolved"
+    lines.append(f"{verdict} after {run_.probes} probe(s), {run_.time_s:.3f} s; final diagnoses:")
+    lines += ["  " + ", ".join(d) for d in run_.final[:20]]
+    lines += [f"note: {n}" for n in run_.notes]
+    return "\n".join(lines) + "\n"
