@@ -46,7 +46,7 @@ from cda.verifiers.coverage import coverage_report
 from cda.verifiers.function_eval import run_function_check
 from cda.verifiers.ken_evidence import ken_evidence
 from cda.verifiers.llm_gate import UNSURE_CAP, LLMJudgement, LLMProvider, apply_llm_gate, consult, llm_outcome
-from cda.verifiers.llm_offline import OfflineProvider
+from cda.verifiers.llm_offline import OfflineProvider, claim_fragments
 from cda.verifiers.temporal import verify_temporal
 from cda.verifiers.units_check import to_seconds, verify_units
 
@@ -338,6 +338,23 @@ def _reached(state: VerificationState, assumed: list[str]) -> set[str]:
     return reached
 
 
+def _ken_ids_named_in(ken: KenGraph, claims: list[str]) -> set[str]:
+    """The Ken node ids a claim could be naming: every id that contains one of its words.
+
+    Found through Ken's search index rather than by listing every node, which costs seconds on
+    a graph of a million nodes; the offline provider then does the exact comparison itself.
+    """
+    out: set[str] = set()
+    for claim in claims:
+        for fragment in claim_fragments(claim):
+            word = fragment.text
+            if not word.isascii():  # casefold and lower differ outside ASCII: compare every id
+                return {str(n) for n in ken.graph.nodes}
+            needle = word.rsplit(":", 1)[-1]
+            out.update(ken.search(needle, limit=max(len(ken), 1)))
+    return out
+
+
 def _declared_names(gp: GroundProblem) -> set[str]:
     """Every atom of the problem and each of its arguments: names the user declared, not invented."""
     names: set[str] = set()
@@ -370,7 +387,7 @@ def _llm(state: VerificationState, gp: GroundProblem, claims: list[_Claim], out:
             return
         provider = state.llm_factory(state.inputs)
     else:
-        known = set(state.ken.graph.nodes) if state.ken is not None else set()
+        known = _ken_ids_named_in(state.ken, [c.claim for c in claims]) if state.ken is not None else set()
         provider = OfflineProvider(known_ids=sorted(known | _declared_names(gp)))
     for c in claims:
         judgement: LLMJudgement | None
