@@ -43,6 +43,27 @@ class DirectEncoder:
                 memo[sub.uid] = self._encode(backend, sub)
         return memo[node.uid]
 
+    def false_body(self, backend: clingo.Backend, node: Node) -> list[int]:
+        """Body literals whose conjunction holds exactly when ``node`` is false, as
+        :meth:`AspEncoder.false_body <cda.encodings.to_asp.AspEncoder.false_body>` does for text:
+        a clause ``a or not (b and c)`` is one constraint ``:- guard, not a, b, c`` and needs no
+        auxiliary atom for its top."""
+        out: list[int] = []
+        stack: list[tuple[Node, bool, int]] = [(node, False, 0)]
+        while stack:
+            sub, value, depth = stack.pop()
+            kind = type(sub)
+            if depth < 32:
+                if kind is Not:
+                    stack.append((sub.arg, not value, depth + 1))  # type: ignore[attr-defined]
+                    continue
+                if (kind is Or and not value) or (kind is And and value):
+                    stack.extend((a, value, depth + 1) for a in reversed(sub.args))  # type: ignore[attr-defined]
+                    continue
+            lit = self.lit(backend, sub)
+            out.append(lit if value else -lit)
+        return out
+
     def _truth(self, backend: clingo.Backend) -> int:
         if self._true is None:
             self._true = backend.add_atom()
@@ -64,10 +85,10 @@ class DirectEncoder:
             b.add_rule([head], [memo[a.uid] for a in node.args])  # type: ignore[attr-defined]
             return head
         if kind is Or:
+            # one rule, as in to_asp: the auxiliary atom is the disjunction's negation
             head = b.add_atom()
-            for a in node.args:  # type: ignore[attr-defined]
-                b.add_rule([head], [memo[a.uid]])
-            return head
+            b.add_rule([head], [-memo[a.uid] for a in node.args])  # type: ignore[attr-defined]
+            return -head
         if kind is Iff:
             x, y = memo[node.lhs.uid], memo[node.rhs.uid]  # type: ignore[attr-defined]
             return self._iff(b, x, y)

@@ -45,7 +45,29 @@ class ClingoBackend:
     def __init__(self, problem: GroundProblem, *, seed: int, deadline: Deadline, weights: dict[str, int]) -> None:
         self.problem = problem
         self.deadline = deadline
-        enc = AspEncoder()
+        self._hyps = tuple(problem.hyp_atoms)
+        self._has_soft = bool(problem.soft)
+        self.encoder = AspEncoder()
+        self.theory: Any = None
+        self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
+        self._literal: dict[str, int] = {}
+        self._direct: DirectEncoder | None = None
+        if problem.numvars:
+            self.text = self._build_text(problem, weights)
+        else:
+            self.text = self._build_direct(problem, weights)
+        self._sym = {name: clingo.Function("x", [clingo.Number(i)]) for name, i in self.encoder.atom_ids.items()}
+        self._name_of_symbol = {self._sym[name]: name for name in problem.atoms}
+        self._parts = 0
+        self._minimal_ready = False
+        self._size_guards: dict[int, clingo.Symbol] = {}
+        self._atoms = list(problem.atoms)  # every problem atom, those added later included
+        self._extra: list[tuple[str, int]] = []  # atoms added through the backend API: (name, literal)
+
+    def _build_text(self, problem: GroundProblem, weights: dict[str, int]) -> str:
+        """Metrics and event times: the program as text (clingo-dl's ``&diff`` atoms need the
+        grounder), parsed, grounded and handed to clingo-dl. Returns the program text."""
+        enc = self.encoder
         for atom in problem.atoms:
             enc.atom_term(atom)
         for var in problem.numvars:
@@ -60,46 +82,74 @@ class ClingoBackend:
             lit = enc.lit(claim.node)
             enc.rules.append(f":- {key}, {enc.negate(lit)}.")
             enc.rules.append(f":- {enc.negate(key)}, {lit}.")
-        self._has_soft = bool(problem.soft)
         for i, soft in enumerate(problem.soft):
             lit = enc.lit(soft.node)
             key = enc.atom_term(soft_key(soft.name))
             enc.rules.append(f":- {key}, {enc.negate(lit)}.")
             enc.rules.append(f":- {enc.negate(key)}, {lit}.")
             enc.rules.append(f":~ {enc.negate(lit)}. [{weights[soft.name]}@0, {i}]")
-        self._hyps = tuple(problem.hyp_atoms)
         # shown: the problem's atoms (what a model is decoded from); projected: the abducibles
         enc.rules.append("#show.")
         enc.rules.extend(f"#show x({enc.atom_ids[a]}) : x({enc.atom_ids[a]})." for a in problem.atoms)
         enc.rules.extend(f"#project x({enc.atom_ids[a]})." for a in self._hyps)
-        self.encoder = enc
-        self.text = enc.program()
-        self.theory: Any = None
+        text = enc.program()
         if enc.uses_theory:
             try:
                 from clingodl import ClingoDLTheory
             except ImportError as exc:  # pragma: no cover - clingo-dl is a dependency
                 raise BackendUnavailable("the clingo backend needs clingo-dl for metrics and event times") from exc
             self.theory = ClingoDLTheory()
-        self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
-        if self.theory is not None:
             self.theory.register(self.ctl)
             with clingo_ast.ProgramBuilder(self.ctl) as builder:
-                clingo_ast.parse_string(self.text, lambda stm: self.theory.rewrite_ast(stm, builder.add))
+                clingo_ast.parse_string(text, lambda stm: self.theory.rewrite_ast(stm, builder.add))
         else:
-            self.ctl.add("base", [], self.text)
+            self.ctl.add("base", [], text)
         self.ctl.ground([("base", [])])
         if self.theory is not None:
             self.theory.prepare(self.ctl)
-        self._sym = {name: clingo.Function("x", [clingo.Number(i)]) for name, i in enc.atom_ids.items()}
-        self._name_of_symbol = {self._sym[name]: name for name in problem.atoms}
-        self._parts = 0
-        self._minimal_ready = False
-        self._size_guards: dict[int, clingo.Symbol] = {}
-        self._atoms = list(problem.atoms)  # every problem atom, those added later included
-        self._extra: list[tuple[str, int]] = []  # atoms added through the backend API: (name, literal)
-        self._literal: dict[str, int] = {}
-        self._direct: DirectEncoder | None = None
+        return text
+
+    def _build_direct(self, problem: GroundProblem, weights: dict[str, int]) -> str:
+        """Boolean problems: the same program as :meth:`_build_text`, written straight into the
+        solver through clingo's backend API (:mod:`cda.solver.asp_direct`), with no program
+        text to print, parse and ground: a fifth of the time at 10,000 clauses, and linear.
+        Only the ``#show`` directives go through the grounder. Returns that text."""
+        ids = self.encoder.atom_ids
+        literal = self._literal
+        keys = [
+            *problem.atoms,
+            *(selector(c.name) for c in problem.clauses),
+            *(claim_key(c.name) for c in problem.claims),
+            *(soft_key(s.name) for s in problem.soft),
+        ]
+        direct = self._direct = DirectEncoder(literal.__getitem__)
+        with self.ctl.backend() as b:
+            for name in keys:  # every atom, selector and key is a free choice (``{x(I)}.``)
+                if name in literal:
+                    continue
+                ids[name] = len(ids)
+                lit = literal[name] = b.add_atom(clingo.Function("x", [clingo.Number(ids[name])]))
+                b.add_rule([lit], [], True)
+            for node in problem.background:
+                b.add_rule([], [-direct.lit(b, node)])
+            for clause in problem.clauses:
+                b.add_rule([], [literal[selector(clause.name)], *direct.false_body(b, clause.node)])
+            for claim in problem.claims:
+                key, lit = literal[claim_key(claim.name)], direct.lit(b, claim.node)
+                b.add_rule([], [key, -lit])
+                b.add_rule([], [-key, lit])
+            for soft in problem.soft:
+                key, lit = literal[soft_key(soft.name)], direct.lit(b, soft.node)
+                b.add_rule([], [key, -lit])
+                b.add_rule([], [-key, lit])
+                b.add_minimize(0, [(-lit, weights[soft.name])])
+            if self._hyps:
+                b.add_project([literal[a] for a in self._hyps])
+        # shown: the problem's atoms (numbered first), what a model is decoded from
+        text = f"#show.\n#show x(I) : x(I), I < {len(problem.atoms)}.\n"
+        self.ctl.add("base", [], text)
+        self.ctl.ground([("base", [])])
+        return text
 
     # ---- helpers
     def _assumptions(self, assumptions: Sequence[Lit]) -> list[tuple[clingo.Symbol, bool]]:
@@ -455,7 +505,7 @@ class ClingoBackend:
                 self._extra.append((name, self._literal[name]))
                 self._atoms.append(name)
             for clause, guard in zip(clauses, guards):
-                b.add_rule([], [self._literal[guard], -direct.lit(b, clause.node)])
+                b.add_rule([], [self._literal[guard], *direct.false_body(b, clause.node)])
 
     def _add_text(self, clauses: Sequence[Clause], atoms: Sequence[str]) -> None:
         enc = self.encoder
