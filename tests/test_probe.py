@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import random
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -210,3 +211,64 @@ def test_cda_probe_command_line(tmp_path: Path) -> None:
     code = main(["probe", str(C17), "--inject", "22", "--strategy", "random", "--json"], stdout=out, stderr=io.StringIO())
     run = json.loads(out.getvalue())
     assert code == 0 and run["resolved"] and run["final"] == [["22"]]
+
+
+def _bench_text(net: Netlist) -> str:
+    lines = [f"INPUT({i})" for i in net.inputs] + [f"OUTPUT({o})" for o in net.outputs]
+    return "\n".join(lines + [f"{g} = {k}({', '.join(ins)})" for g, k, ins in net.gates]) + "\n"
+
+
+def test_interactive_loop_measures_until_one_diagnosis(tmp_path: Path) -> None:
+    """The interactive loop, answered from a faulty copy of random circuits: bad answers are
+    asked again, and every report's diagnoses are brute force's under the measurements so far."""
+    from cda.adapters.probe import interactive_probing
+
+    rng = random.Random(11)
+    loops = 0
+    for _ in range(12):
+        net = _random_circuit(rng)
+        broken = set(rng.sample([g for g, _, _ in net.gates], 1))
+        kinds = {g: (k, ins) for g, k, ins in net.gates}
+        values = {i: rng.random() < 0.5 for i in net.inputs}
+        for g, _, _ in net.gates:
+            k, ins = kinds[g]
+            values[g] = _eval(k, [values[i] for i in ins]) != (g in broken)
+        first = {x: values[x] for x in net.inputs + net.outputs}
+        if not _brute_minimal(net, [first]) or _brute_minimal(net, [first]) == [[]]:
+            continue  # the fault does not show in this vector
+        bench, obs = tmp_path / "c.bench", tmp_path / "obs.txt"
+        bench.write_text(_bench_text(net))
+        obs.write_text(" ".join(f"{x}={int(v)}" for x, v in first.items()) + "\n")
+        answers = iter(["maybe", "nosuchnet=1"])
+        asked: list[str] = []
+
+        def ask(
+            prompt: str, asked: list[str] = asked, answers: Iterator[str] = answers, values: dict[str, bool] = values
+        ) -> str | None:
+            asked.append(prompt)
+            scripted = next(answers, None)
+            if scripted is not None:
+                return scripted
+            proposed = prompt.split("measure net ", 1)[1].split(" ", 1)[0]
+            return str(int(values[proposed]))
+
+        out = io.StringIO()
+        final = interactive_probing(bench, obs, ask, out, backend="clingo")
+        text = out.getvalue()
+        reports = text.split(f"{bench}: ")[1:]
+        if len(reports) > 1:  # two bad answers asked again, then one measurement per new report
+            loops += 1
+            assert len(asked) == 2 + len(reports) - 1
+            assert "expected 0, 1, NET=0, NET=1 or q, got 'maybe'" in text and "has no net 'nosuchnet'" in text
+        # the last report's diagnoses (the indented lines under its header) are brute force's
+        # under every measurement taken
+        shown = []
+        for line in reports[-1].split("\n")[1:]:
+            if not line.startswith("  "):
+                break
+            shown.append(line.strip().split(", "))
+        assert shown == _brute_minimal(net, final)
+        assert len(shown) == 1 or "next probes" not in reports[-1]
+        assert all(final[0][x] == values[x] for x in final[0])  # measured from the faulty circuit
+        assert any(set(d) <= broken for d in _brute_minimal(net, final))
+    assert loops >= 3

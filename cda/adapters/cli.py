@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -77,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     pb.add_argument("--seed", type=int, default=0)
     pb.add_argument("--timeout", type=float, default=None, help="wall-clock budget in seconds")
     pb.add_argument("--json", action="store_true", help="print one JSON object")
+    pb.add_argument("--interactive", action="store_true", help="ask for each measured value, diagnose again, repeat")
     r = sub.add_parser("run", help="run a CDA Action from inputs.json: events, artifacts, receipts")
     r.add_argument("inputs", type=Path)
     r.add_argument("--out", type=Path, default=None, help="folder for artifacts and receipts.sqlite")
@@ -161,6 +162,18 @@ def _exit_code(result: SolveResult) -> int:
     return EXIT_OK
 
 
+def _asker(out: TextIO) -> Callable[[str], str | None]:
+    """A prompt on ``out`` and one line from standard input (``None`` at its end)."""
+
+    def ask(prompt: str) -> str | None:
+        out.write(prompt)
+        out.flush()
+        line = sys.stdin.readline()
+        return line if line else None
+
+    return ask
+
+
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
     args = _parser().parse_args(argv)
@@ -192,6 +205,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
             args.json,
             out,
             err,
+            interactive=_asker(out) if args.interactive else None,
         )
     if args.command == "run":
         from cda.adapters.run_cli import main_run

@@ -28,7 +28,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -56,6 +56,7 @@ __all__ = [
     "failing_vectors",
     "probe",
     "simulate_probing",
+    "interactive_probing",
     "main_probe",
 ]
 
@@ -403,6 +404,63 @@ def simulate_probing(
 
 
 # ---- the CLI entry ----------------------------------------------------------------------------
+def interactive_probing(
+    path: Path,
+    observations: Path,
+    ask: Callable[[str], str | None],
+    out: TextIO,
+    *,
+    backend: str = "auto",
+    top: int = 5,
+    failure: FailureProbability = DEFAULT_FAILURE,
+    max_size: int | None = None,
+    timeout: float | None = None,
+) -> list[dict[str, bool]]:
+    """Probe, ask for the measured value, add it to its test vector, diagnose again; until one
+    diagnosis remains, no net is informative, or the person stops (``q`` or end of input).
+
+    ``ask`` shows a prompt and returns the answer (``None`` at end of input): ``0`` or ``1`` for
+    the proposed net, ``NET=0``/``NET=1`` for another net of the same test vector, ``q`` to stop.
+    Returns the observations with every measurement added, which are printed at the end in the
+    observation-file format so that the session can be resumed from them.
+    """
+    from cda.adapters.bench_import import load_bench, read_bench, read_observations
+
+    netlist = read_bench(path)
+    nets = set(netlist.nets)
+    obs = read_observations(observations, nets)
+    while True:
+        inst = load_bench(netlist, obs, MinimalGoal(), str(path))
+        report = probe(inst, backend=backend, top=top, failure=failure, max_size=max_size, timeout=timeout, file=str(path))
+        out.write(render_report(report))
+        if len(report.diagnoses) <= 1 or not report.probes:
+            break
+        best = report.probes[0]
+        vector = obs[best.observation - 1]
+        measured: tuple[str, bool] | None = None
+        while measured is None:
+            answer = ask(f"measure net {best.net} in observation {best.observation}: 0, 1, NET=0|1, or q? ")
+            if answer is None or answer.strip().lower() in ("q", "quit"):
+                break
+            net, sep, value = answer.strip().rpartition("=") if "=" in answer else ("", "", answer.strip())
+            net = net.strip() if sep else best.net
+            if value.strip() not in ("0", "1"):
+                out.write(f"error: expected 0, 1, NET=0, NET=1 or q, got {answer.strip()!r}\n")
+            elif net not in nets:
+                out.write(f"error: {path} has no net {net!r}\n")
+            elif net in vector:
+                out.write(f"error: net {net} is already observed in observation {best.observation}\n")
+            else:
+                measured = (net, value.strip() == "1")
+        if measured is None:
+            break
+        vector[measured[0]] = measured[1]
+    out.write("observations so far (an --observations file):\n")
+    for vector in obs:
+        out.write(" ".join(f"{net}={int(v)}" for net, v in vector.items()) + "\n")
+    return obs
+
+
 def main_probe(
     path: Path,
     observations: Path | None,
@@ -418,6 +476,7 @@ def main_probe(
     as_json: bool,
     out: TextIO,
     err: TextIO,
+    interactive: Callable[[str], str | None] | None = None,
 ) -> int:
     """``cda probe FILE``: exit 0 answered, 2 bad input (one line on stderr, never a traceback),
     3 when a diagnosis ran out of time (what was found is printed)."""
@@ -429,6 +488,18 @@ def main_probe(
             raise CDAError("--top needs a count of at least 1")
         if vectors < 1:
             raise CDAError("--vectors needs a count of at least 1")
+        if interactive is not None:
+            if inject or as_json:
+                raise CDAError("--interactive asks for measurements: it does not go with --inject or --json")
+            if observations is None or not path.name.lower().endswith(".bench"):
+                raise CDAError(f"{path}: --interactive needs a .bench netlist and --observations FILE")
+            if not path.exists():
+                raise CDAError(f"{path}: no such file")
+            interactive_probing(
+                path, observations, interactive, out, backend=backend, top=top, failure=failure, max_size=max_size,
+                timeout=timeout,
+            )
+            return 0
         if inject:
             if observations is not None:
                 raise CDAError("--inject draws its own test vectors; drop --observations")

@@ -38,9 +38,11 @@ class DirectEncoder:
 
     def lit(self, backend: clingo.Backend, node: Node) -> int:
         memo = self._lit
-        for sub in walk([node]):
-            if sub.uid not in memo:
-                memo[sub.uid] = self._encode(backend, sub)
+        found = memo.get(node.uid)
+        if found is not None:
+            return found
+        for sub in walk([node], skip=memo):
+            memo[sub.uid] = self._encode(backend, sub)
         return memo[node.uid]
 
     def false_body(self, backend: clingo.Backend, node: Node) -> list[int]:

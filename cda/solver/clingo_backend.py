@@ -51,12 +51,14 @@ class ClingoBackend:
         self.theory: Any = None
         self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
         self._literal: dict[str, int] = {}
+        self._sym: dict[str, clingo.Symbol] = {}
         self._direct: DirectEncoder | None = None
         if problem.numvars:
             self.text = self._build_text(problem, weights)
         else:
             self.text = self._build_direct(problem, weights)
-        self._sym = {name: clingo.Function("x", [clingo.Number(i)]) for name, i in self.encoder.atom_ids.items()}
+        if not self._sym:  # the direct build made them already
+            self._sym = {name: clingo.Function("x", [clingo.Number(i)]) for name, i in self.encoder.atom_ids.items()}
         self._name_of_symbol = {self._sym[name]: name for name in problem.atoms}
         self._parts = 0
         self._minimal_ready = False
@@ -128,7 +130,8 @@ class ClingoBackend:
                 if name in literal:
                     continue
                 ids[name] = len(ids)
-                lit = literal[name] = b.add_atom(clingo.Function("x", [clingo.Number(ids[name])]))
+                sym = self._sym[name] = clingo.Function("x", [clingo.Number(ids[name])])
+                lit = literal[name] = b.add_atom(sym)
                 b.add_rule([lit], [], True)
             for node in problem.background:
                 b.add_rule([], [-direct.lit(b, node)])
