@@ -88,6 +88,44 @@ def test_service_outage_matches_the_engine_and_leaves_intact_receipts(tmp_path: 
     store.close()
 
 
+def test_every_solver_call_leaves_its_own_receipt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """One receipt per backend call of the search, counted independently by a proxy around the
+    backends the search builds (the cross-backend agreement check is a verifier and has its own)."""
+    from cda.solver import engine
+
+    counted: list[str] = []
+    made = engine._backend
+
+    class Counting:
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def __getattr__(self, key: str) -> object:
+            attr = getattr(self.inner, key)
+            if key in ("check", "minimize", "enumerate", "enumerate_minimal", "minimal_sets"):
+                def call(*args: object, **kwargs: object) -> object:
+                    counted.append(key)
+                    return attr(*args, **kwargs)
+                return call
+            return attr
+
+    def counting_backend(name, problem, options, deadline):  # type: ignore[no-untyped-def]
+        backend = made(name, problem, options, deadline)
+        return Counting(backend) if options.call_log is not None else backend
+
+    monkeypatch.setattr(engine, "_backend", counting_backend)
+    run_inputs_here(_outage(backend="clingo"), tmp_path)
+    log = ReceiptLog(tmp_path / "receipts.sqlite")
+    receipts = [e.receipt for e in log.entries()]
+    log.close()
+    calls = [r for r in receipts if r.kind == "solver" and not r.name.endswith(".solve")]
+    rounds = [r for r in receipts if r.kind == "solver" and r.name.endswith(".solve")]
+    assert rounds and len(calls) == len(counted) > len(rounds)
+    assert sorted(r.name.split(".", 1)[1] for r in calls) == sorted(counted)
+    assert all(r.name.startswith("clingo.") and r.inputs_hash for r in calls)
+    assert {r.name for r in calls} >= {"clingo.check", "clingo.enumerate"}
+
+
 def test_two_runs_give_identical_outputs_events_and_artifacts(tmp_path: Path) -> None:
     inputs = _outage()
     a = run_inputs_here(inputs, tmp_path / "a")

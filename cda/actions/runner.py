@@ -258,8 +258,14 @@ def _run(
         if budget.frozen():
             caveats.append(f"budget spent before round {round_no}: search frozen")
             break
+        def solver_call(name: str, inputs: dict[str, Any], outcome: dict[str, Any], status: str,
+                        round_no: int = round_no) -> None:
+            """One receipt per solver call the engine makes this round."""
+            recorder.record("solver", name, {"round": round_no, **inputs}, outcome,
+                            status="timeout" if status == "timeout" else "ok")
+
         options = EngineOptions(top=params.top, seed=params.solver_seed, timeout=budget.search_remaining(),
-                                max_hypotheses=beam)
+                                max_hypotheses=beam, call_log=solver_call)
         stream.progress("propagate", round_no / (params.depth_cap + 1), f"round {round_no}: beam {beam}")
         result = run(gp, backend, options)
         recorder.record(

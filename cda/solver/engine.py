@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
@@ -31,6 +31,7 @@ from cda.encodings.evaluate import BatchEvaluator, evaluate_many
 from cda.encodings.ir import Atom, Claim, GroundProblem, Linear, walk
 from cda.errors import EvaluatorDisagreement
 from cda.solver.backend import Backend, Deadline, Lit, Model, _OutOfTime, claim_key, make_backend, selector, soft_key
+from cda.solver.call_log import RecordingBackend, SolverCallLog
 from cda.solver.cores import marco, quickxplain
 from cda.solver.information import information_gain, posterior
 from cda.solver.minimal import MinimalSearch
@@ -54,6 +55,14 @@ class EngineOptions:
     max_explanation_size: int | None = None  # minimal explanations: only those of at most this many atoms
     #: minimal explanations known beforehand (e.g. under fewer observations): re-checked, then skipped
     known_explanations: tuple[tuple[str, ...], ...] = ()
+    #: called once per solver call (method, inputs, outcome, status): the Action's receipts
+    call_log: SolverCallLog | None = field(default=None, compare=False, repr=False)
+
+
+def _backend(name: str, problem: GroundProblem, options: EngineOptions, deadline: Deadline) -> Backend:
+    """``make_backend``, its calls reported to ``options.call_log`` when there is one."""
+    backend = make_backend(name, problem, seed=options.seed, deadline=deadline, weights=integer_weights(problem))
+    return backend if options.call_log is None else RecordingBackend(backend, options.call_log)
 
 
 def integer_weights(problem: GroundProblem) -> dict[str, int]:
@@ -314,11 +323,10 @@ def run(problem: GroundProblem | GroupedProblem, backend_name: str, options: Eng
     if problem.minimal is not None:
         return _run_minimal(split_observations(problem), backend_name, options)
     deadline = Deadline(options.timeout)
-    weights = integer_weights(problem)
     result = _empty_result(backend_name, options)
     state: _Run | None = None
     try:
-        backend = make_backend(backend_name, problem, seed=options.seed, deadline=deadline, weights=weights)
+        backend = _backend(backend_name, problem, options, deadline)
         state = _Run(problem, backend, options, deadline)
         base_sat = state.is_sat(state.base, "hard clauses and observations")
         if base_sat is None:
@@ -377,9 +385,7 @@ def _run_minimal(grouped: GroupedProblem, backend_name: str, options: EngineOpti
     search: MinimalSearch | None = None
     notes: list[str] = []
     try:
-        backend = make_backend(
-            backend_name, grouped.base, seed=options.seed, deadline=deadline, weights=integer_weights(grouped.base)
-        )
+        backend = _backend(backend_name, grouped.base, options, deadline)
         search = MinimalSearch(
             grouped, backend, deadline, lazy=options.lazy_observations, cap=options.max_hypotheses,
             check_minimality=options.check_minimality,
@@ -400,7 +406,7 @@ def _run_minimal(grouped: GroupedProblem, backend_name: str, options: EngineOpti
             whole = grouped.materialize() if len(grouped) else grouped.base
             state = _Run(
                 whole,
-                make_backend(backend_name, whole, seed=options.seed, deadline=deadline, weights=integer_weights(whole)),
+                _backend(backend_name, whole, options, deadline),
                 options,
                 deadline,
             )
