@@ -43,13 +43,13 @@ class Z3Backend:
         self.seed = seed
         if problem.numvars:
             self.solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
-        elif problem.minimal is not None:
-            # goal minimal_explanations: z3's incremental SAT core (Booleans and native cardinality
-            # constraints) proves the size levels of minimal_sets far faster than the SMT core
-            # (c1908mut1426p: 6.5 s against a 60 s timeout)
-            self.solver = z3.SolverFor("QF_FD", ctx=self.ctx)
         else:
-            self.solver = z3.Solver(ctx=self.ctx)
+            # Boolean problems: z3's incremental SAT core (Booleans and native cardinality
+            # constraints) instead of the SMT core. It proves the size levels of minimal_sets far
+            # faster (c1908mut1426p: 6.5 s against a 60 s timeout), and enumerates hypotheses
+            # under thousands of selector facts a third faster (bench_core, 10,000 clauses:
+            # 5.9 s against 9.2 s, where z3 used directly takes 5.8 s)
+            self.solver = z3.SolverFor("QF_FD", ctx=self.ctx)
         self.solver.set("random_seed", seed)
         self._structure: list[z3.BoolRef] = []
         for atom in problem.atoms:  # every atom exists, even if no clause mentions it
