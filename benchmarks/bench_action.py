@@ -62,9 +62,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- bench_action:start -->", "<!-- bench_action:end -->"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_section, when run as a file
+from doc_section import machine, write_section  # noqa: E402
 
 SIZES = (10_000, 100_000, 1_000_000)
 QUICK_SIZES = (10_000,)
@@ -743,20 +747,6 @@ def verdicts(results: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def environment() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import networkx
-
-    return f"Python {platform.python_version()}, networkx {networkx.__version__}, {cpu}, {os.cpu_count()} CPUs"
-
-
 def cda_revision() -> str:
     """Which cda was measured: the git commit, and whether cda/ had uncommitted changes."""
 
@@ -818,7 +808,8 @@ def section(results: list[dict[str, Any]], args: argparse.Namespace, elapsed: fl
         f"{results[0]['checked']} queries at every size (asserted).",
         "",
         f"Measured{' (partial run: ' + measured + ' edges)' if partial else ''}"
-        f" with seed {args.seed}, {args.cda_label or cda_revision()}, on {environment()}, on "
+        f" with seed {args.seed}, {args.cda_label or cda_revision()}, on Python {platform.python_version()}, "
+        f"networkx {nx.__version__}, {machine()}, on "
         f"{time.strftime('%Y-%m-%d')}, in {elapsed:.0f} s; load average {load[0]:.1f} at the start and "
         f"{load[1]:.1f} at the end (the machine is shared: a load above the CPU count stretches every time). "
         f"{args.warm} warm run{'s' if args.warm != 1 else ''} per size.",
@@ -827,17 +818,6 @@ def section(results: list[dict[str, Any]], args: argparse.Namespace, elapsed: fl
         "`--quick` runs 10k edges only; `--help` for sizes, seed and query counts).",
         END,
     ])
-
-
-def write_section(text: str) -> None:
-    doc = DOC.read_text(encoding="utf-8")
-    if START in doc and END in doc:
-        head, rest = doc.split(START, 1)
-        tail = rest.split(END, 1)[1]
-        doc = head + text + tail
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    DOC.write_text(doc, encoding="utf-8")
 
 
 def run_child(n: int, args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
@@ -883,7 +863,7 @@ def main(argv: list[str] | None = None) -> int:
     text = section(results, args, time.perf_counter() - t0, (load0, os.getloadavg()[0]))
     print(text)
     if args.write:
-        write_section(text)
+        write_section(DOC, START, END, text)
         log(f"wrote {DOC.relative_to(ROOT)}")
     return 0
 

@@ -59,6 +59,9 @@ from cda.gcpause import gc_paused
 from cda.solver import engine
 from cda.solver.backend import Deadline
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_section, when run as a file
+from doc_section import machine, write_section  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- bench_core:start -->", "<!-- bench_core:end -->"
@@ -652,21 +655,6 @@ def summary(rows: list[Row]) -> str:
     return " ".join(out)
 
 
-def environment() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"Python {platform.python_version()}, z3 {z3.get_version_string()}, clingo {clingo.__version__}, "
-        f"{cpu}, {os.cpu_count()} CPUs"
-    )
-
-
 def cda_revision() -> str:
     """Which cda was measured: the git commit of the imported package, and whether it was edited."""
     pkg = Path(api.__file__).resolve().parent
@@ -710,7 +698,8 @@ def section(rows: list[Row], args: argparse.Namespace, elapsed: float, load: tup
             "**What the numbers say.** " + summary(rows),
             "",
             f"Measured{' (partial run: ' + ', '.join(f'{n:,}' for n in sorted({r.n for r in rows})) + ')' if partial else ''}"
-            f" with seed {args.seed}, {args.cda_label or cda_revision()}, on {environment()}, "
+            f" with seed {args.seed}, {args.cda_label or cda_revision()}, on Python {platform.python_version()}, z3 {z3.get_version_string()}, "
+            f"clingo {clingo.__version__}, {machine()}, "
             f"on {time.strftime('%Y-%m-%d')}, in {elapsed:.0f} s; "
             f"load average {load[0]:.1f} at the start and {load[1]:.1f} at the end (on a shared machine a load "
             "above the CPU count stretches every time, CDA's and the solvers' alike). Each N runs up to "
@@ -722,21 +711,6 @@ def section(rows: list[Row], args: argparse.Namespace, elapsed: float, load: tup
             END,
         ]
     )
-
-
-def write_section(path: Path, text: str) -> None:
-    if path.exists():
-        doc = path.read_text(encoding="utf-8")
-    else:
-        doc = "# Benchmarks\n\nEach benchmark script owns one section of this file, between its markers, and rewrites it.\n"
-    if START in doc and END in doc:
-        head, rest = doc.split(START, 1)
-        _, tail = rest.split(END, 1)
-        doc = head + text + tail
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(doc, encoding="utf-8")
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -773,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     text = section(rows, args, elapsed, (load_start, os.getloadavg()[0]))
     print(text)
     if write:
-        write_section(args.doc, text)
+        write_section(args.doc, START, END, text)
         log(f"wrote {args.doc.relative_to(ROOT) if args.doc.is_relative_to(ROOT) else args.doc}")
     return 0
 

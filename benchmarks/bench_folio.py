@@ -28,6 +28,9 @@ sys.path.insert(0, str(ROOT))
 
 from cda.adapters.folio_bench import LABELS, BenchReport, run_bench  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_section, when run as a file
+from doc_section import write_section  # noqa: E402
+
 DEFAULT = ROOT.parent / "shared" / "data" / "folio" / "folio-v0.0-validation-dev.jsonl"
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- bench_folio:start -->", "<!-- bench_folio:end -->"
@@ -100,21 +103,6 @@ def section(solo: BenchReport, checked: BenchReport) -> str:
     return "\n".join(lines)
 
 
-def write(doc: Path, text: str) -> None:
-    """Replace our section of ``doc`` (or append it, or create the file)."""
-    if doc.exists():
-        current = doc.read_text(encoding="utf-8")
-        if START in current and END in current:
-            head, rest = current.split(START, 1)
-            _, tail = rest.split(END, 1)
-            doc.write_text(head + text + tail, encoding="utf-8")
-            return
-        doc.write_text(current.rstrip("\n") + "\n\n" + text + "\n", encoding="utf-8")
-        return
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text("# Benchmarks\n\nEach section is written by the script it names.\n\n" + text + "\n", encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("file", nargs="?", type=Path, default=DEFAULT)
@@ -130,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_write:
         print(text)
     else:
-        write(DOC, text)
+        write_section(DOC, START, END, text)
         print(text)
         print(f"\nwritten to {DOC}")
     return 0

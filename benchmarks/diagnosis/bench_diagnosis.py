@@ -57,6 +57,9 @@ ISCAS = DATA / "iscas85"
 DOC = ROOT / "docs" / "benchmarks.md"
 RC2_SCRIPT = Path(__file__).resolve().parent / "rc2_baseline.py"
 START, END = "<!-- bench_diagnosis:start -->", "<!-- bench_diagnosis:end -->"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # doc_section, when run as a file
+from doc_section import write_section  # noqa: E402
+
 TARGET_SECONDS = 10.0
 TARGET_RATIO = 1 / 3
 PROBE_CIRCUITS = ("c432", "c880", "c1908")
@@ -285,17 +288,6 @@ def report(rows: list[Row], probes: list[ProbeResult], args: argparse.Namespace,
     return "\n".join(lines)
 
 
-def write_section(path: Path, text: str) -> None:
-    doc = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if START in doc and END in doc:
-        head, rest = doc.split(START, 1)
-        _, tail = rest.split(END, 1)
-        doc = head + text + tail
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(doc, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a smoke run: one instance per circuit, 6 faults; prints only")
@@ -330,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     text = report(rows, probes, args, (load_start, os.getloadavg()[0]), wall)
     print(text)
     if args.write or (not args.quick and not args.only and not args.no_probes):
-        write_section(args.doc, text)
+        write_section(args.doc, START, END, text)
         log(f"wrote {args.doc}")
     return 0
 
