@@ -1,5 +1,5 @@
 """The ``cda`` command: ``cda solve FILE``, ``cda check FILE``, ``cda prove FILE.fol``,
-``cda diagnose FILE``, ``cda probe FILE``, ``cda run INPUTS.json``, ``cda receipts verify DB``, ``cda schema DIR``,
+``cda diagnose FILE``, ``cda probe FILE``, ``cda run INPUTS.json``, ``cda serve DB``, ``cda receipts verify DB``, ``cda schema DIR``,
 ``cda bench folio FILE.jsonl``.
 
 Exit codes: 0 answered, 1 a prove/disprove goal failed, 2 bad input, 3 timeout/unknown.
@@ -82,6 +82,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("inputs", type=Path)
     r.add_argument("--out", type=Path, default=None, help="folder for artifacts and receipts.sqlite")
     r.add_argument("--json", action="store_true", help="print every event as one JSON line")
+    sv = sub.add_parser("serve", help="serve the action event streams of a receipts.sqlite over SSE (Last-Event-ID resume)")
+    sv.add_argument("db", type=Path, help="the event store: DIR/receipts.sqlite written by cda run --out DIR")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8765)
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
     sc.add_argument("folder", type=Path)
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
@@ -211,6 +215,10 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         from cda.adapters.run_cli import main_run
 
         return main_run(args.inputs, args.out, args.json, out, err)
+    if args.command == "serve":
+        from cda.adapters.sse_server import main_serve
+
+        return main_serve(args.db, args.host, args.port, out, err)
     if args.command == "schema":
         from cda.adapters.schema_cli import main_schema
 

@@ -1,0 +1,141 @@
+"""The SSE event streams (spec §7.2, QA scenario 5 over a real loopback server).
+
+A real ``EventStreamServer`` on 127.0.0.1 and the standard library's ``http.client`` as the
+client: the stream drops after a few events, the server is restarted on the same store (a
+"deploy"), and the client resumes with ``Last-Event-ID``; the timeline it ends up with must be
+exactly the action's events, with no gap and no repeat. Also: a client that connects before the
+action starts sees it live to its terminal event, and the server's errors are plain statuses.
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import json
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from cda.adapters.action_entry import load_inputs, run_inputs
+from cda.adapters.sse_server import TERMINAL_EVENTS, EventStreamServer, main_serve
+from cda.contracts.events import event_without_time
+from tests.conftest import ROOT
+
+EXAMPLE = ROOT / "examples" / "action" / "service_outage.json"
+
+
+def _connect(url: str, last_event_id: int | None = None) -> http.client.HTTPResponse:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    headers = {"Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = str(last_event_id)
+    conn.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""), headers=headers)
+    return conn.getresponse()
+
+
+def _messages(response: http.client.HTTPResponse, stop_after: int | None = None) -> list[dict[str, Any]]:
+    """SSE messages as {id, event, data}, parsed line by line as a browser's EventSource does."""
+    out: list[dict[str, Any]] = []
+    fields: dict[str, str] = {}
+    while stop_after is None or len(out) < stop_after:
+        raw = response.readline()
+        if not raw:
+            break
+        line = raw.decode().rstrip("\n")
+        if line == "":
+            if "data" in fields:
+                out.append({"id": int(fields["id"]), "event": fields["event"], "data": json.loads(fields["data"])})
+            fields = {}
+            continue
+        if line.startswith(":"):
+            continue  # a comment (keep-alive)
+        name, _, value = line.partition(":")
+        fields[name] = value[1:] if value.startswith(" ") else value
+    return out
+
+
+def _without_time(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k != "ts"}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    out = tmp_path_factory.mktemp("sse")
+    run = run_inputs(load_inputs(EXAMPLE), out, base_dir=EXAMPLE.parent)
+    return out / "receipts.sqlite", run
+
+
+def test_stream_drops_server_restarts_client_resumes_with_last_event_id(finished_run: tuple[Path, Any]) -> None:
+    db, run = finished_run
+    action_id = run.outputs.action_id
+    expected = [json.loads(json.dumps(event_without_time(e))) for e in run.events]
+    with EventStreamServer(db) as first:
+        response = _connect(first.url(action_id))
+        assert response.status == 200 and response.getheader("Content-Type", "").startswith("text/event-stream")
+        head = _messages(response, stop_after=4)
+        response.close()  # the connection is lost after four events
+    assert [m["id"] for m in head] == [0, 1, 2, 3]
+    with EventStreamServer(db) as second:  # a new deploy, another port, the same store
+        response = _connect(second.url(action_id), last_event_id=head[-1]["id"])
+        rest = _messages(response)
+    timeline = head + rest
+    assert [m["id"] for m in timeline] == list(range(len(run.events)))
+    assert [m["event"] for m in timeline] == [e.type for e in run.events]
+    assert [_without_time(m["data"]) for m in timeline] == [_without_time(e) for e in expected]
+    assert timeline[-1]["event"] in TERMINAL_EVENTS and timeline[-1]["event"] == run.events[-1].type
+
+
+def test_a_client_that_connects_first_sees_the_action_live(tmp_path: Path) -> None:
+    inputs = load_inputs(EXAMPLE)
+    action_id = run_inputs(inputs, None, base_dir=EXAMPLE.parent).outputs.action_id  # ids are deterministic
+    db = tmp_path / "receipts.sqlite"
+    with EventStreamServer(db, poll_s=0.01) as server:
+        response = _connect(server.url(action_id))
+        assert response.status == 200
+        got: list[dict[str, Any]] = []
+        reader = threading.Thread(target=lambda: got.extend(_messages(response)))
+        reader.start()
+        run = run_inputs(inputs, tmp_path, base_dir=EXAMPLE.parent)
+        reader.join(timeout=60)
+        assert not reader.is_alive(), "the stream did not end at the terminal event"
+    assert run.outputs.action_id == action_id
+    assert [m["id"] for m in got] == list(range(len(run.events)))
+    assert [_without_time(m["data"]) for m in got] == [
+        _without_time(json.loads(json.dumps(event_without_time(e)))) for e in run.events
+    ]
+
+
+def test_query_parameter_resume_and_plain_errors(finished_run: tuple[Path, Any]) -> None:
+    db, run = finished_run
+    action_id = run.outputs.action_id
+    n = len(run.events)
+    with EventStreamServer(db) as server:
+        tail = _messages(_connect(server.url(action_id) + f"?last_event_id={n - 3}"))
+        assert [m["id"] for m in tail] == [n - 2, n - 1]
+        host, port = server.address
+        for method, path, headers, status in (
+            ("GET", "/actions/start", {}, 404),
+            ("POST", f"/streams/actions/{action_id}", {}, 405),
+            ("GET", f"/streams/actions/{action_id}", {"Last-Event-ID": "seven"}, 400),
+        ):
+            conn = http.client.HTTPConnection(host, port, timeout=10)
+            conn.request(method, path, headers=headers)
+            response = conn.getresponse()
+            body = response.read().decode()
+            conn.close()
+            assert response.status == status and body.strip(), (method, path, body)
+
+
+def test_cda_serve_refuses_a_missing_store_with_exit_2(tmp_path: Path) -> None:
+    err = io.StringIO()
+    assert main_serve(tmp_path / "none.sqlite", "127.0.0.1", 0, io.StringIO(), err) == 2
+    assert "no such event store" in err.getvalue() and "Traceback" not in err.getvalue()
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("not a database, just text that is long enough to look like a header" * 20)
+    err = io.StringIO()
+    assert main_serve(bad, "127.0.0.1", 0, io.StringIO(), err) == 2
+    assert "cannot serve" in err.getvalue()
