@@ -441,6 +441,8 @@ def interactive_probing(
         while measured is None:
             answer = ask(f"measure net {best.net} in observation {best.observation}: 0, 1, NET=0|1, or q? ")
             if answer is None or answer.strip().lower() in ("q", "quit"):
+                if answer is None:
+                    out.write("\n")  # the input ended on the prompt's line
                 break
             net, sep, value = answer.strip().rpartition("=") if "=" in answer else ("", "", answer.strip())
             net = net.strip() if sep else best.net
