@@ -408,3 +408,36 @@ def test_boundary_summary_matches_golden() -> None:
     if os.environ.get("CDA_UPDATE_GOLDEN") == "1":
         golden.write_text(text, encoding="utf-8")
     assert text == golden.read_text(encoding="utf-8")
+
+
+def test_offline_llm_check_judges_with_the_named_ken_ids_as_with_all_of_them() -> None:
+    """The gate hands the offline provider only the Ken ids a claim could name (found through the
+    search index); its judgement must be the one it gives with every node id known."""
+    import random
+
+    from cda.actions.checks import _ken_ids_named_in
+    from cda.encodings.ken import KenGraph
+    from cda.verifiers.llm_offline import OfflineProvider
+
+    small = KenGraph()
+    small.add_node("auth")  # a prefixed word names the plain id: svc:Auth names auth
+    assert _ken_ids_named_in(small, ["svc:Auth is down"]) == {"auth"}
+    assert OfflineProvider(known_ids=["auth"]).judge("svc:Auth is down", ["nothing"]).flagged == []
+    rng = random.Random(5)
+    words = ["auth", "db", "Cache", "queue", "api-gw", "svc:Auth", "x:queue", "pager", "Zürich", "42", "n7"]
+    ken = KenGraph()
+    for i in range(300):
+        ken.add_node(f"{rng.choice(['svc:', 'host-', ''])}{rng.choice(words)}{rng.choice(['', str(i)])}",
+                     label=rng.choice(["Primary database", "edge proxy", ""]))
+    for plain in ("auth", "queue", "host-db"):  # named by a prefixed word too: svc:Auth names auth
+        ken.add_node(plain)
+    everything = OfflineProvider(known_ids=[str(n) for n in ken.graph.nodes])
+    named_some = 0
+    for _ in range(200):
+        claim = " ".join(rng.choice(words + ["is", "down", "after", "3h"]) for _ in range(rng.randint(1, 6)))
+        evidence = [" ".join(rng.sample(words, 2))]
+        named = _ken_ids_named_in(ken, [claim])
+        assert named <= {str(n) for n in ken.graph.nodes}
+        named_some += bool(named) and len(named) < len(ken)
+        assert OfflineProvider(known_ids=named).judge(claim, evidence) == everything.judge(claim, evidence), claim
+    assert named_some > 50  # the restriction really restricts

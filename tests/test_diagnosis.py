@@ -377,6 +377,17 @@ def test_observation_file_formats() -> None:
         parse_bench("INPUT(a)\nz = FOO(a)\n")
     with pytest.raises(CDAError):
         parse_bench("INPUT(a)\nz = AND(a, q)\n")
+    with pytest.raises(CDAError, match="cycle through net"):
+        parse_bench("INPUT(a)\nOUTPUT(z)\nz = AND(a, y)\ny = NOT(z)\n")
+
+
+def test_a_cyclic_netlist_is_bad_input_not_a_traceback(tmp_path: Path) -> None:
+    bench, obs = tmp_path / "loop.bench", tmp_path / "obs.txt"
+    bench.write_text("INPUT(a)\nOUTPUT(z)\nz = AND(a, y)\ny = NOT(z)\n")
+    obs.write_text("a=1 z=0\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["diagnose", str(bench), "--observations", str(obs)], out, err) == 2
+    assert "cycle through net" in err.getvalue() and "Traceback" not in err.getvalue()
 
 
 # ---- mbd-mobs ---------------------------------------------------------------------------------

@@ -221,6 +221,7 @@ def _bench_text(net: Netlist) -> str:
 def test_interactive_loop_measures_until_one_diagnosis(tmp_path: Path) -> None:
     """The interactive loop, answered from a faulty copy of random circuits: bad answers are
     asked again, and every report's diagnoses are brute force's under the measurements so far."""
+    from cda.adapters.diagnose import load_instance
     from cda.adapters.probe import interactive_probing
 
     rng = random.Random(11)
@@ -253,7 +254,10 @@ def test_interactive_loop_measures_until_one_diagnosis(tmp_path: Path) -> None:
             return str(int(values[proposed]))
 
         out = io.StringIO()
-        final = interactive_probing(bench, obs, ask, out, backend="clingo")
+        final, timed_out = interactive_probing(
+            load_instance(bench, obs, MinimalGoal()), ask, out, backend="clingo", file=str(bench)
+        )
+        assert not timed_out
         text = out.getvalue()
         reports = text.split(f"{bench}: ")[1:]
         if len(reports) > 1:  # two bad answers asked again, then one measurement per new report

@@ -101,32 +101,14 @@ def parse_bench(text: str, filename: str = "<bench>") -> Netlist:
     for net in outputs:
         if net not in defined:
             raise BenchError(f"{filename}: output {net} is neither an input nor a gate output")
-    _check_acyclic(gates, filename)
     if not gates:
         raise BenchError(f"{filename}: the netlist has no gates")
-    return Netlist(inputs, outputs, gates)
-
-
-def _check_acyclic(gates: list[tuple[str, str, tuple[str, ...]]], filename: str) -> None:
-    reads = {out: ins for out, _, ins in gates}
-    state: dict[str, int] = {}
-    for start in reads:
-        if start in state:
-            continue
-        stack = [(start, iter(reads[start]))]
-        state[start] = 1
-        while stack:
-            node, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                state[node] = 2
-                stack.pop()
-            elif nxt in reads:
-                if state.get(nxt) == 1:
-                    raise BenchError(f"{filename}: the netlist has a cycle through net {nxt}")
-                if nxt not in state:
-                    state[nxt] = 1
-                    stack.append((nxt, iter(reads[nxt])))
+    netlist = Netlist(inputs, outputs, gates)
+    try:
+        circuit_of(netlist)  # orders the gates, which finds a cycle if there is one
+    except ValueError as exc:
+        raise BenchError(f"{filename}: {exc}") from None
+    return netlist
 
 
 def read_bench(path: Path) -> Netlist:

@@ -259,16 +259,6 @@ class Simulation:
     def consistent(self, j: int) -> bool:
         return self.block(self.ok, j) != 0
 
-    def predicted(self, net: str, j: int) -> bool | None:
-        """The value of ``net`` in observation ``j`` when every consistent lane agrees, else ``None``."""
-        ok = self.block(self.ok, j)
-        v = self.block(self.value(net), j) & ok
-        if ok and v == ok:
-            return True
-        if ok and v == 0:
-            return False
-        return None
-
 
 class Simulator:
     """Bit-parallel simulation of a circuit under a list of observations (net → value)."""

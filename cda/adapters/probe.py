@@ -286,6 +286,66 @@ class ProbeRun(BaseModel):
     notes: list[str]
 
 
+class _Session:
+    """The diagnoses under a growing set of measurements: what both probing loops share.
+
+    A measurement only removes lanes from the diagnoses' simulations (:meth:`ProbeState.measure`);
+    when it refutes one of them, the engine diagnoses again, seeded with the survivors (still
+    minimal, so it re-checks and skips them), and the state is rebuilt.
+    """
+
+    def __init__(
+        self,
+        inst: CircuitInstance,
+        observed: Sequence[Mapping[str, bool]],
+        backend: str,
+        failure: FailureProbability,
+        max_size: int | None,
+        cap: int,
+        timeout: float | None,
+        file: str,
+    ) -> None:
+        if inst.circuit is None:
+            raise CDAError(f"{file}: cda probe needs a plain circuit (one function per gate)")
+        self.inst, self.circuit = inst, inst.circuit
+        self.backend = choose_backend(inst.problem.base, backend)
+        self.failure, self.max_size, self.cap, self.timeout = failure, max_size, cap, timeout
+        self.observed = [dict(o) for o in observed]
+        self.diagnoses, self.complete, self.timed_out = _diagnoses(
+            inst, self.observed, self.backend, max_size, cap, timeout
+        )
+        self.state = ProbeState(self.circuit, self.observed, self.diagnoses, failure)
+
+    def measure(self, j: int, net: str, value: bool) -> None:
+        """Record ``net = value`` in test vector ``j`` and bring the diagnoses up to date."""
+        self.observed[j][net] = value
+        if self.state.measure(j, net, value):
+            known = self.state.survivors()
+            self.diagnoses, done, late = _diagnoses(
+                self.inst, self.observed, self.backend, self.max_size, self.cap, self.timeout, known
+            )
+            self.complete, self.timed_out = self.complete and done, self.timed_out or late
+            self.state = ProbeState(self.circuit, self.observed, self.diagnoses, self.failure)
+
+    def report(self, top: int, file: str, time_s: float, notes: Sequence[str] = ()) -> ProbeReport:
+        """The diagnoses and the ``top`` informative probes, best first."""
+        out = list(notes)
+        if self.timed_out:
+            out.append("time ran out while diagnosing: the diagnoses (and gains) are over those found")
+        elif not self.complete:
+            out.append(f"the diagnoses are not all enumerated: the gains are over the {len(self.diagnoses)} found")
+        several = len(self.diagnoses) > 1
+        ranked = [c for c in self.state.rank() if c.gain > _NO_GAIN][:top] if several else []
+        if several and not ranked:
+            out.append("no unmeasured net is informative: every diagnosis predicts the same for each")
+        return ProbeReport(
+            file=file, backend=self.backend, diagnoses=self.diagnoses, complete=self.complete,
+            timed_out=self.timed_out, observations=len(self.observed),
+            probes=[ProbeOption(observation=c.observation + 1, net=c.net, gain_bits=c.gain, p_one=c.p_one) for c in ranked],
+            time_s=round(time_s, 4), notes=out,
+        )
+
+
 def probe(
     inst: CircuitInstance,
     *,
@@ -303,25 +363,8 @@ def probe(
     ``cap`` in canonical order (size, then names), the most probable under a uniform prior.
     """
     start = time.perf_counter()
-    if inst.circuit is None:
-        raise CDAError(f"{file}: cda probe needs a plain circuit (one function per gate)")
-    name = choose_backend(inst.problem.base, backend)
-    diagnoses, complete, timed_out = _diagnoses(inst, inst.observed, name, max_size, cap, timeout)
-    notes = list(inst.notes)
-    if timed_out:
-        notes.append("time ran out while diagnosing: the diagnoses (and gains) are over those found")
-    elif not complete:
-        notes.append(f"the diagnoses are not all enumerated: the gains are over the {len(diagnoses)} found")
-    state = ProbeState(inst.circuit, inst.observed, diagnoses, failure)
-    ranked = [c for c in state.rank() if c.gain > _NO_GAIN][:top] if len(diagnoses) > 1 else []
-    if len(diagnoses) > 1 and not ranked:
-        notes.append("no unmeasured net is informative: every diagnosis predicts the same for each")
-    return ProbeReport(
-        file=file, backend=name, diagnoses=diagnoses, complete=complete, timed_out=timed_out,
-        observations=len(inst.observed),
-        probes=[ProbeOption(observation=c.observation + 1, net=c.net, gain_bits=c.gain, p_one=c.p_one) for c in ranked],
-        time_s=round(time.perf_counter() - start, 4), notes=notes,
-    )
+    session = _Session(inst, inst.observed, backend, failure, max_size, cap, timeout, file)
+    return session.report(top, file, time.perf_counter() - start, inst.notes)
 
 
 def simulate_probing(
@@ -358,23 +401,21 @@ def simulate_probing(
         raise CDAError(f"--inject names no gate of the circuit: {', '.join(unknown) or '(none given)'}")
     rng = random.Random(seed)
     if observations is None:
-        observed = failing_vectors(circuit, inst.outputs, flipped, vectors, rng)
-        if not observed:
+        drawn = failing_vectors(circuit, inst.outputs, flipped, vectors, rng)
+        if not drawn:
             raise CDAError(f"no random test vector exposes the fault {', '.join(flipped)} at the outputs")
     else:
-        observed = [dict(o) for o in observations]
-    truth = [circuit.evaluate({i: o[i] for i in circuit.inputs}, flipped) for o in observed]
-    name = choose_backend(inst.problem.base, backend)
-    diagnoses, complete, timed_out = _diagnoses(inst, observed, name, max_size, cap, timeout)
+        drawn = [dict(o) for o in observations]
+    truth = [circuit.evaluate({i: o[i] for i in circuit.inputs}, flipped) for o in drawn]
+    session = _Session(inst, drawn, backend, failure, max_size, cap, timeout, file)
     notes: list[str] = []
-    initial = len(diagnoses)
-    state = ProbeState(circuit, observed, diagnoses, failure)
-    unmeasured = state.candidates()
+    initial = len(session.diagnoses)
+    unmeasured = session.state.candidates()
     steps: list[ProbeStep] = []
     limit = len(unmeasured) if max_probes is None else max_probes
-    while len(diagnoses) > 1 and len(steps) < limit and unmeasured:
+    while len(session.diagnoses) > 1 and len(steps) < limit and unmeasured:
         if strategy == "ig":
-            ranked = state.rank(unmeasured)
+            ranked = session.state.rank(unmeasured)
             if not ranked or ranked[0].gain <= _NO_GAIN:
                 notes.append("stopped: no unmeasured net is informative")
                 break
@@ -385,28 +426,23 @@ def simulate_probing(
             gain = None
         unmeasured.remove((j, net))
         value = truth[j][net]
-        observed[j][net] = value
-        if state.measure(j, net, value):
-            diagnoses, done, late = _diagnoses(inst, observed, name, max_size, cap, timeout, state.survivors())
-            complete, timed_out = complete and done, timed_out or late
-            state = ProbeState(circuit, observed, diagnoses, failure)
-        steps.append(ProbeStep(observation=j + 1, net=net, value=value, gain_bits=gain, diagnoses=len(diagnoses)))
-    if timed_out:
+        session.measure(j, net, value)
+        steps.append(ProbeStep(observation=j + 1, net=net, value=value, gain_bits=gain, diagnoses=len(session.diagnoses)))
+    if session.timed_out:
         notes.append("time ran out while diagnosing: some diagnosis lists were partial")
-    elif not complete:
+    elif not session.complete:
         notes.append("some diagnosis lists were capped")
     return ProbeRun(
-        file=file, backend=name, strategy=strategy, injected=sorted(flipped), vectors=len(observed),
-        timed_out=timed_out,
-        initial_diagnoses=initial, steps=steps, final=diagnoses, resolved=len(diagnoses) == 1, probes=len(steps),
-        time_s=round(time.perf_counter() - start, 4), notes=notes,
+        file=file, backend=session.backend, strategy=strategy, injected=sorted(flipped), vectors=len(drawn),
+        timed_out=session.timed_out, initial_diagnoses=initial, steps=steps, final=session.diagnoses,
+        resolved=len(session.diagnoses) == 1, probes=len(steps), time_s=round(time.perf_counter() - start, 4),
+        notes=notes,
     )
 
 
 # ---- the CLI entry ----------------------------------------------------------------------------
 def interactive_probing(
-    path: Path,
-    observations: Path,
+    inst: CircuitInstance,
     ask: Callable[[str], str | None],
     out: TextIO,
     *,
@@ -415,28 +451,29 @@ def interactive_probing(
     failure: FailureProbability = DEFAULT_FAILURE,
     max_size: int | None = None,
     timeout: float | None = None,
-) -> list[dict[str, bool]]:
+    file: str = "<circuit>",
+) -> tuple[list[dict[str, bool]], bool]:
     """Probe, ask for the measured value, add it to its test vector, diagnose again; until one
     diagnosis remains, no net is informative, or the person stops (``q`` or end of input).
 
     ``ask`` shows a prompt and returns the answer (``None`` at end of input): ``0`` or ``1`` for
     the proposed net, ``NET=0``/``NET=1`` for another net of the same test vector, ``q`` to stop.
-    Returns the observations with every measurement added, which are printed at the end in the
-    observation-file format so that the session can be resumed from them.
+    Returns the observations with every measurement added (also printed at the end, in the
+    observation-file format, so that the session can be resumed from them) and whether time ran
+    out while diagnosing.
     """
-    from cda.adapters.bench_import import load_bench, read_bench, read_observations
-
-    netlist = read_bench(path)
-    nets = set(netlist.nets)
-    obs = read_observations(observations, nets)
+    start = time.perf_counter()
+    session = _Session(inst, inst.observed, backend, failure, max_size, 1000, timeout, file)
+    nets = set(session.circuit.nets)
+    notes: Sequence[str] = inst.notes
     while True:
-        inst = load_bench(netlist, obs, MinimalGoal(), str(path))
-        report = probe(inst, backend=backend, top=top, failure=failure, max_size=max_size, timeout=timeout, file=str(path))
+        report = session.report(top, file, time.perf_counter() - start, notes)
+        notes = ()
         out.write(render_report(report))
         if len(report.diagnoses) <= 1 or not report.probes:
             break
         best = report.probes[0]
-        vector = obs[best.observation - 1]
+        j = best.observation - 1
         measured: tuple[str, bool] | None = None
         while measured is None:
             answer = ask(f"measure net {best.net} in observation {best.observation}: 0, 1, NET=0|1, or q? ")
@@ -449,18 +486,19 @@ def interactive_probing(
             if value.strip() not in ("0", "1"):
                 out.write(f"error: expected 0, 1, NET=0, NET=1 or q, got {answer.strip()!r}\n")
             elif net not in nets:
-                out.write(f"error: {path} has no net {net!r}\n")
-            elif net in vector:
+                out.write(f"error: {file} has no net {net!r}\n")
+            elif net in session.observed[j]:
                 out.write(f"error: net {net} is already observed in observation {best.observation}\n")
             else:
                 measured = (net, value.strip() == "1")
         if measured is None:
             break
-        vector[measured[0]] = measured[1]
+        start = time.perf_counter()
+        session.measure(j, *measured)
     out.write("observations so far (an --observations file):\n")
-    for vector in obs:
+    for vector in session.observed:
         out.write(" ".join(f"{net}={int(v)}" for net, v in vector.items()) + "\n")
-    return obs
+    return session.observed, session.timed_out
 
 
 def main_probe(
@@ -493,15 +531,11 @@ def main_probe(
         if interactive is not None:
             if inject or as_json:
                 raise CDAError("--interactive asks for measurements: it does not go with --inject or --json")
-            if observations is None or not path.name.lower().endswith(".bench"):
-                raise CDAError(f"{path}: --interactive needs a .bench netlist and --observations FILE")
-            if not path.exists():
-                raise CDAError(f"{path}: no such file")
-            interactive_probing(
-                path, observations, interactive, out, backend=backend, top=top, failure=failure, max_size=max_size,
-                timeout=timeout,
+            _, timed_out = interactive_probing(
+                load_instance(path, observations, MinimalGoal()), interactive, out, backend=backend, top=top,
+                failure=failure, max_size=max_size, timeout=timeout, file=str(path),
             )
-            return 0
+            return 3 if timed_out else 0
         if inject:
             if observations is not None:
                 raise CDAError("--inject draws its own test vectors; drop --observations")

@@ -196,32 +196,18 @@ class _Grounder:
 
     # ---- formulas
     def formula(self, node: A.Formula, env: dict[str, str]) -> Node:
-        # the commonest forms first, without the chain of tests of _formula
-        if isinstance(node, A.FAtom):
-            return self.atom(node, env)
-        if isinstance(node, A.FNot):
-            return self.f.not_(self.formula(node.arg, env))
-        if isinstance(node, A.FNary) and (node.op == "or" or node.op == "and"):
-            args = [self.formula(a, env) for a in node.args]
-            return self.f.or_(args) if node.op == "or" else self.f.and_(args)
-        if isinstance(node, A.FImplies):
-            return self.f.implies(self.formula(node.lhs, env), self.formula(node.rhs, env))
-        return self._formula(node, env)
-
-    def _formula(self, node: A.Formula, env: dict[str, str]) -> Node:
         f = self.f
+        # the commonest forms first: large problems are mostly atoms, negations, and/or, implies
         if isinstance(node, A.FAtom):
             return self.atom(node, env)
-        if isinstance(node, A.FConst):
-            return f.const(node.value)
         if isinstance(node, A.FNot):
             return f.not_(self.formula(node.arg, env))
         if isinstance(node, A.FNary):
             args = [self.formula(a, env) for a in node.args]
-            if node.op == "and":
-                return f.and_(args)
             if node.op == "or":
                 return f.or_(args)
+            if node.op == "and":
+                return f.and_(args)
             if node.op == "xor":
                 return f.xor(args)
             out = args[0]  # iff chains associate to the left
@@ -230,6 +216,8 @@ class _Grounder:
             return out
         if isinstance(node, A.FImplies):
             return f.implies(self.formula(node.lhs, env), self.formula(node.rhs, env))
+        if isinstance(node, A.FConst):
+            return f.const(node.value)
         if isinstance(node, A.FCard):
             op = {"at_most": "<=", "at_least": ">=", "exactly": "="}[node.op]
             return f.card(op, node.k, [self.formula(a, env) for a in node.args])

@@ -1,15 +1,15 @@
 """IR → clingo program literals through clingo's backend API: no program text, no grounder.
 
-The clingo backend grounds its first program from text (:mod:`cda.encodings.to_asp`). Parts
-added later while solving (an observation group the search turned out to need) are Boolean,
-and writing their rules straight into the solver through ``Control.backend()`` costs about a
-tenth of printing, parsing and grounding the same rules (one c3540 copy, 12k nodes: 0.12 s
-against 0.95 s). The semantics are those of ``to_asp``: each node gets an auxiliary atom
-defined by rules that make it true exactly when the node is; negation is default negation of
-an acyclically defined atom, hence classical.
+The clingo backend writes Boolean problems straight into the solver through
+``Control.backend()`` (and the parts it adds later, such as an observation group a search
+turned out to need): printing, parsing and grounding the same rules costs about ten times as
+much (one c3540 copy, 12k nodes: 0.12 s against 0.95 s). The semantics are those of
+:mod:`cda.encodings.to_asp`: each node gets an auxiliary atom defined by rules that make it true
+exactly when the node is (a disjunction's atom is its negation, as there); negation is default
+negation of an acyclically defined atom, hence classical.
 
-Only Boolean nodes: a ``Linear`` node raises :class:`~cda.errors.BackendUnsupported`, and the
-backend falls back to the text path for that part.
+Only Boolean nodes: a ``Linear`` node raises :class:`~cda.errors.BackendUnsupported`. Problems
+with metrics or event times go through the text program and clingo-dl instead.
 """
 
 from __future__ import annotations

@@ -477,8 +477,8 @@ class ClingoBackend:
     def add_clauses(self, clauses: Sequence[Clause], atoms: Sequence[str]) -> None:
         """New atoms (free choices) and clauses behind their selectors, in the running solver."""
         self._expired()
-        if self.theory is None and not self.problem.numvars:
-            self._add_direct(clauses, atoms)  # Boolean: no node the direct encoder lacks
+        if self._direct is not None:  # built through the backend API: so are the additions
+            self._add_direct(self._direct, clauses, atoms)
         else:
             self._add_text(clauses, atoms)
 
@@ -496,10 +496,7 @@ class ClingoBackend:
             lit = self._literal[name] = self._symbolic_literal(self._sym[name])
         return lit
 
-    def _add_direct(self, clauses: Sequence[Clause], atoms: Sequence[str]) -> None:
-        if self._direct is None:
-            self._direct = DirectEncoder(self._literal_of)
-        direct = self._direct
+    def _add_direct(self, direct: DirectEncoder, clauses: Sequence[Clause], atoms: Sequence[str]) -> None:
         fresh = [a for a in atoms if a not in self._sym]
         guards = [selector(c.name) for c in clauses]
         with self.ctl.backend() as b:
@@ -521,7 +518,7 @@ class ClingoBackend:
             enc.atom_term(name)
         for clause in clauses:
             sel = enc.atom_term(selector(clause.name))
-            enc.rules.append(f":- {sel}, {enc.negate(enc.lit(clause.node))}.")
+            enc.rules.append(f":- {sel}, {', '.join(enc.false_body(clause.node))}.")
         for name in fresh:
             enc.rules.append(f"#show {enc.atom_ids[name]} : x({enc.atom_ids[name]}).")
         self._parts += 1

@@ -41,6 +41,10 @@ from cda.solver.observations import GroupedProblem, OracleUndecided
 
 __all__ = ["MinimalSearch", "MinimalOutcome"]
 
+#: what :meth:`MinimalSearch._enumerate` returns besides a refuting group's index (0 or more)
+_CAPPED = -1  # more explanations than the cap
+_UNDECIDED = -2  # stopped early for a candidate the oracle could not decide (the solver did)
+
 
 @dataclass
 class MinimalOutcome:
@@ -49,7 +53,6 @@ class MinimalOutcome:
     explanations: list[list[str]] = field(default_factory=list)
     complete: bool = False
     timed_out: bool = False
-    groups_used: int = 0  # observation groups encoded in the search
     notes: list[str] = field(default_factory=list)
 
 
@@ -255,9 +258,9 @@ class MinimalSearch:
                 refuter = self._enumerate(level)
                 if refuter is None:
                     break
-                if refuter == -2:  # stopped to let the solver decide a candidate: go on from there
+                if refuter == _UNDECIDED:  # the solver decided a candidate: go on from there
                     continue
-                if refuter == -1:  # capped
+                if refuter == _CAPPED:
                     out.notes.append(f"minimal explanations capped at {self.cap}; the list is partial")
                     return self._finish(out, complete=False, mode=mode, k=k, max_size=max_size)
                 self.activate(refuter)
@@ -271,8 +274,8 @@ class MinimalSearch:
 
     def _enumerate(self, level: int | None) -> int | None:
         """One enumeration: ``None`` when it ran to its end with every candidate confirmed, a group
-        index when a candidate was refuted by that (inactive) group, -1 when capped, -2 when it
-        stopped early for a candidate the oracle could not decide (and the solver confirmed).
+        index when a candidate was refuted by that (inactive) group, ``_CAPPED``, or ``_UNDECIDED``
+        when it stopped early for a candidate the oracle could not decide (and the solver confirmed).
 
         A backend cannot be asked anything while it streams, so candidates are checked as they
         come (stopping at the first refuted one) only when the oracle needs no backend and the
@@ -311,7 +314,7 @@ class MinimalSearch:
             self._judge(chosen, r, verdict)
         if verdict:
             return verdict[0]
-        return -2 if stream.stopped else None
+        return _UNDECIDED if stream.stopped else None
 
     def _judge(self, chosen: frozenset[str], refuter: int | None, verdict: list[int]) -> bool:
         """Record a checked candidate; ``False`` when the enumeration should stop."""
@@ -327,7 +330,7 @@ class MinimalSearch:
         self.confirmed.append(chosen)
         self._confirmed_set.add(chosen)
         if len(self.confirmed) > self.cap and not verdict:
-            verdict.append(-1)
+            verdict.append(_CAPPED)
         return not verdict
 
     def _finish(
@@ -347,7 +350,6 @@ class MinimalSearch:
                 self.prove_minimal(chosen)
         out.explanations = [sorted(s) for s in found]
         out.complete = complete
-        out.groups_used = len(self._encoded)
         total = len(self.grouped)
         if total > 1:
             out.notes.append(

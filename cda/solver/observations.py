@@ -131,10 +131,6 @@ class GroupedProblem:
         self._groups[index] = group
         return group
 
-    def built(self) -> int:
-        """How many groups have been built so far."""
-        return len(self._groups)
-
     def materialize(self) -> GroundProblem:
         """Base and every group as one ordinary ground problem (eager; for conflicts and claims)."""
         atoms = dict(self.base.atoms)

@@ -66,16 +66,19 @@ class Z3Backend:
         for soft in problem.soft:
             self._structure.append(self.enc.bool_var(soft_key(soft.name)) == self.enc.encode(soft.node))
         self._soft = [(self.enc.encode(s.node), weights[s.name]) for s in problem.soft]
-        # asserted through the C API: ``Solver.add`` coerces and sort-checks every term again
-        solver_ast, ctx_ref = self.solver.solver, self.ctx.ref()
-        for term in self._structure:
-            z3core.Z3_solver_assert(ctx_ref, solver_ast, term.as_ast())
+        self._assert(self._structure)
         self._opt: z3.Optimize | None = None
         self._atom_names = list(problem.atoms)
         self._atom_decl_list = [self.enc.bools[name].decl() for name in problem.atoms]
         self._true_ast = z3.BoolVal(True, self.ctx).as_ast()
 
     # ---- helpers
+    def _assert(self, terms: Sequence[z3.BoolRef]) -> None:
+        """Assert through the C API: ``Solver.add`` coerces and sort-checks every term again."""
+        solver_ast, ctx_ref = self.solver.solver, self.ctx.ref()
+        for term in terms:
+            z3core.Z3_solver_assert(ctx_ref, solver_ast, term.as_ast())
+
     def _lits(self, assumptions: Sequence[Lit]) -> list[z3.BoolRef]:
         out = []
         for key, value in assumptions:
@@ -261,7 +264,7 @@ class Z3Backend:
             self.enc.bool_var(name)  # the same term as the parsed constant: z3 hash-conses
             self._atom_names.append(name)
             self._atom_decl_list.append(self.enc.bools[name].decl())
-        self.solver.add(formulas)
+        self._assert(formulas)
         self._structure.extend(formulas)
         if self._opt is not None:
             self._opt.add(formulas)
