@@ -135,13 +135,18 @@ def solve(
     >>> [h.assumed for h in r.hypotheses], r.verdicts[0].status
     ([['leak'], ['spill'], ['leak', 'spill']], 'supported')
     """
-    gp = ground(source, hard=hard, soft=soft, ken=ken)
-    name = choose_backend(gp, backend)
-    k = _top(gp, top)
-    options = EngineOptions(top=k, seed=seed, timeout=timeout, max_hypotheses=max_hypotheses)
-    result = run(gp, name, options)
-    if gp.fol_blocks:
-        result.notes.append(f"{gp.fol_blocks} fol block(s) not answered here: run `cda prove` on this file")
+    # The collector stays paused from parsing to the answer: re-enabled between the stages it
+    # re-walked every node the paused stages had made (a tenth of the time at 10,000 clauses);
+    # what a solve allocates is acyclic and freed by reference counting, the problem included
+    with gc_paused():
+        gp = ground(source, hard=hard, soft=soft, ken=ken)
+        name = choose_backend(gp, backend)
+        k = _top(gp, top)
+        options = EngineOptions(top=k, seed=seed, timeout=timeout, max_hypotheses=max_hypotheses)
+        result = run(gp, name, options)
+        if gp.fol_blocks:
+            result.notes.append(f"{gp.fol_blocks} fol block(s) not answered here: run `cda prove` on this file")
+        del gp  # freed here, before the collector is back and would walk it once more
     return result
 
 

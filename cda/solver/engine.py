@@ -99,7 +99,7 @@ class _Run:
         if model is None:
             raise EvaluatorDisagreement(f"{self.b.name} said sat but returned no model ({why})")
         active = {k for k, v in assumptions if v}
-        values = evaluate_many(self._check_nodes, model)
+        values = self._batch.evaluate([model])[:, 0].tolist()  # its walk order is made once
         for clause, ok in zip(self.p.clauses, values):
             if not ok and selector(clause.name) in active:
                 raise EvaluatorDisagreement(
