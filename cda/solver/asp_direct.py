@@ -62,7 +62,7 @@ class DirectEncoder:
                 if (kind is Or and not value) or (kind is And and value):
                     stack.extend((a, value, depth + 1) for a in reversed(sub.args))  # type: ignore[attr-defined]
                     continue
-            lit = self.lit(backend, sub)
+            lit = self._atom_literal(sub.name) if kind is Atom else self.lit(backend, sub)  # type: ignore[attr-defined]
             out.append(lit if value else -lit)
         return out
 

@@ -22,6 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import compress
 from typing import Literal
 
 import numpy as np
@@ -188,8 +189,9 @@ class _Run:
         soft_values = BatchEvaluator(self._soft_nodes).evaluate(models) if self._soft_nodes else None
         out = []
         seen: set[frozenset[str]] = set()
+        hyps = self.hyps
         for i, model in enumerate(models):
-            assumed = frozenset(a for a in self.hyps if model[a])
+            assumed = frozenset(compress(hyps, map(model.__getitem__, hyps)))
             if assumed in seen:
                 raise EvaluatorDisagreement(f"{self.b.name} enumerated hypothesis {sorted(assumed)} twice")
             seen.add(assumed)
@@ -201,7 +203,9 @@ class _Run:
                 broken = [s for s, good in zip(self.p.soft, ok) if not good]
                 cost, violated = sum((s.weight for s in broken), Fraction(0)), [s.name for s in broken]
             out.append((assumed, cost, violated, model))
-        out.sort(key=lambda h: (h[1], len(h[0]), sorted(h[0])))
+        # costs are Fractions, whose comparisons run in Python: sort by each distinct cost's rank
+        rank = {cost: i for i, cost in enumerate(sorted({h[1] for h in out}))}
+        out.sort(key=lambda h: (rank[h[1]], len(h[0]), sorted(h[0])))
         return out, complete
 
     def likelihood(self, assumed: frozenset[str], model: Model, key: str, value_in_model: bool) -> float:
