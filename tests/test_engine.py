@@ -6,7 +6,7 @@ import pytest
 
 import cda
 from cda.solver import engine
-from cda.solver.backend import Enumeration
+from cda.solver.backend import Deadline, Enumeration, make_backend, selector
 
 CONFLICT = """
 observable alarm, smoke
@@ -195,3 +195,46 @@ def test_violated_is_canonical_when_cheapest_models_tie(backend: str) -> None:
     text = "hyp a\nobservable x, y\nhard: not (x and y)\nsoft first: x\nsoft second: y\n"
     r = cda.solve(text, backend=backend, top=5)
     assert [(h.assumed, h.cost, h.violated) for h in r.hypotheses] == [([], 1.0, ["second"]), (["a"], 1.0, ["second"])]
+
+
+# ---- streaming solver calls: what a consumer raises, asks or runs out of
+def _backend_for(text: str, backend: str, seconds: float | None = None):  # type: ignore[no-untyped-def]
+    gp = cda.ground(text)
+    built = make_backend(backend, gp, seed=0, deadline=Deadline(seconds), weights={})
+    return gp, built, [(selector(c.name), True) for c in gp.clauses]
+
+
+def test_what_a_set_consumer_raises_reaches_the_caller_unchanged(backend: str) -> None:
+    gp, built, base = _backend_for("hyp a, b, c\nhard: a or b", backend)
+
+    class Stop(Exception):
+        pass
+
+    def refuse(chosen: frozenset[str]) -> bool:
+        raise Stop(sorted(chosen))
+
+    with pytest.raises(Stop) as caught:
+        built.minimal_sets(gp.hyp_atoms, base, refuse)
+    assert caught.value.args[0] in (["a"], ["b"])
+    # the solver is usable afterwards: both minimal sets, in some order
+    got: list[frozenset[str]] = []
+    built.minimal_sets(gp.hyp_atoms, base, lambda s: got.append(s) is None)
+    assert sorted(map(sorted, got)) == [["a"], ["b"]]
+
+
+def test_a_set_consumer_that_stops_gets_no_more_sets(backend: str) -> None:
+    gp, built, base = _backend_for("hyp a, b, c\nhard: a or b", backend)
+    got: list[frozenset[str]] = []
+    out = built.minimal_sets(gp.hyp_atoms, base, lambda s: got.append(s) is not None)
+    assert len(got) == 1 and got[0] in ({"a"}, {"b"})
+    assert out.stopped and out.delivered == 1
+
+
+def test_an_enumeration_the_deadline_cuts_is_partial_and_every_model_holds(backend: str) -> None:
+    # 2^16 * 3/4 projections cannot be enumerated and decoded in 50 ms
+    names = [f"a{i}" for i in range(18)]
+    gp, built, base = _backend_for(f"hyp {', '.join(names)}\nhard: a0 or a1", backend, seconds=0.05)
+    out = built.enumerate(gp.hyp_atoms, base, 10**6)
+    assert out.timed_out and not out.complete
+    assert all(m["a0"] or m["a1"] for m in out.models)
+    assert len({frozenset(a for a in names if m[a]) for m in out.models}) == len(out.models)
