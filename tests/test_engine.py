@@ -238,3 +238,58 @@ def test_an_enumeration_the_deadline_cuts_is_partial_and_every_model_holds(backe
     assert out.timed_out and not out.complete
     assert all(m["a0"] or m["a1"] for m in out.models)
     assert len({frozenset(a for a in names if m[a]) for m in out.models}) == len(out.models)
+
+
+# ---- next tests: the backbone of each hypothesis, a block of observables per solver call
+def _service_chain(n: int, open_ones: int = 0) -> str:
+    """n services in a chain; the last ``open_ones`` observables are left free by every
+    hypothesis (no clause mentions them), the others are determined by it."""
+    names = [f"s{i}" for i in range(n)]
+    facts = "\n".join(f"fact depends(s{i}, s{i - 1})" for i in range(1, n))
+    determined = names[: n - open_ones]
+    return (
+        f"domain Service = {{{', '.join(names)}}}\n"
+        "hyp down(Service)\nobservable slow(Service)\npred depends(Service, Service)\n"
+        f"{facts}\n"
+        f"domain Shown = {{{', '.join(determined)}}}\n"
+        "hard: forall s in Shown: slow(s) iff (down(s) or exists t in Shown: depends(s, t) and slow(t))\n"
+        f"hard: at_most(1, [{', '.join(f'down({s})' for s in names)}])\n"
+        f"observe slow(s{n - open_ones - 1})\n"
+    )
+
+
+def test_next_tests_ask_one_block_of_observables_per_hypothesis(backend: str) -> None:
+    text = _service_chain(30)
+    calls: list[str] = []
+    gp = cda.ground(text)
+    options = engine.EngineOptions(call_log=lambda method, inputs, outcome, status: calls.append(method))
+    result = engine.run(gp, backend, options)
+    hyps, tests = result.hypotheses_enumerated, len(result.next_tests)
+    assert hyps == 30 and tests == 29
+    # every observable is determined by the hypothesis: one unsat call per hypothesis settles all
+    # of them (asking per observable took hyps * tests = 870 calls)
+    assert calls.count(f"{backend}.check") <= 1 + hyps
+
+
+def test_next_tests_with_open_observables_match_the_per_observable_definition(backend: str) -> None:
+    """Observables no clause mentions are open under every hypothesis (likelihood 1/2, no
+    information); the rest are determined. Checked against asking the solver key by key."""
+    text = _service_chain(12, open_ones=4)
+    gp = cda.ground(text)
+    result = engine.run(gp, backend, engine.EngineOptions())
+    built = make_backend(backend, gp, seed=0, deadline=Deadline(None), weights={})
+    base = [(selector(c.name), True) for c in gp.clauses]
+    hyps = [frozenset(h.assumed) for h in cda.solve(text, backend=backend, top=100).hypotheses]
+    open_names = {f"slow(s{i})" for i in range(8, 12)}
+    for t in result.next_tests:
+        per_hyp = []
+        for h in hyps:
+            lits = base + [(a, a in h) for a in gp.hyp_atoms]
+            can_true = built.check(lits + [(t.observable, True)]).status == "sat"
+            can_false = built.check(lits + [(t.observable, False)]).status == "sat"
+            per_hyp.append(0.5 if can_true and can_false else 1.0 if can_true else 0.0)
+        assert (t.observable in open_names) == all(q == 0.5 for q in per_hyp)
+        want = sum(per_hyp) / len(per_hyp)  # the hypotheses are equally likely here (no soft clauses)
+        assert abs(t.probability_true - want) < 1e-9
+        if t.observable in open_names:
+            assert t.expected_information_gain == 0.0

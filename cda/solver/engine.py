@@ -29,7 +29,7 @@ import numpy as np
 
 from cda.contracts.result import Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
 from cda.encodings.evaluate import BatchEvaluator, evaluate_many
-from cda.encodings.ir import Atom, Claim, GroundProblem, Linear, walk
+from cda.encodings.ir import Atom, Claim, Clause, GroundProblem, Linear, walk
 from cda.errors import EvaluatorDisagreement
 from cda.solver.backend import Backend, Deadline, Lit, Model, _OutOfTime, claim_key, make_backend, selector, soft_key
 from cda.solver.call_log import RecordingBackend, SolverCallLog
@@ -87,6 +87,7 @@ class _Run:
         self.hyps = problem.hyp_atoms
         self.notes: list[str] = []
         self.partial = False
+        self._flips = 0  # disjunctions added by :meth:`forced`
         self._check_nodes = [c.node for c in problem.clauses] + list(problem.background)
         self._batch = BatchEvaluator(self._check_nodes)
         self._soft_nodes = [s.node for s in problem.soft]
@@ -217,6 +218,36 @@ class _Run:
             return 0.5
         return 1.0 if value_in_model else 0.0
 
+    def forced(self, assumed: frozenset[str], model: Model, keys: Sequence[str]) -> set[str]:
+        """The ``keys`` (atoms) that take their value in ``model`` in every model of hypothesis
+        ``assumed``: its backbone among them, found a block at a time.
+
+        One solver call asks whether some model of the hypothesis flips *any* of the keys still
+        open (a disjunction, added behind a fresh selector); unsat settles them all, a model
+        frees every key it flips. Asking key by key took one call per hypothesis and key:
+        4,930 calls for 17 hypotheses over 290 observables, where observables that the
+        hypothesis determines, the usual case, now take one call per hypothesis.
+        """
+        f = self.p.factory
+        lits = self.base + self.hyp_lits(assumed)
+        open_keys = list(keys)
+        while open_keys:
+            self._flips += 1
+            name = f"flip!{self._flips}"  # "!" cannot appear in a clause name of the DSL
+            node = f.or_([f.not_(f.atom(k)) if model[k] else f.atom(k) for k in open_keys])
+            self.b.add_clauses([Clause(name, "hard", node, 0)], [])
+            out = self.b.check(lits + [(selector(name), True)])
+            if out.status == "unknown":
+                raise _OutOfTime()
+            if out.status == "unsat":
+                break
+            other = self.verified(out.model, lits, "a model flipping an observable")
+            still = [k for k in open_keys if bool(other[k]) == bool(model[k])]
+            if len(still) == len(open_keys):
+                raise EvaluatorDisagreement(f"{self.b.name} returned a model that flips none of the keys it had to flip")
+            open_keys = still
+        return set(open_keys)
+
     def verdict(self, claim: Claim, ranked: list[tuple[frozenset[str], Fraction, list[str], Model]], probs: list[float]) -> Verdict:
         key = claim_key(claim.name)
         can_true = self.is_sat(self.base + [(key, True)], f"claim {claim.name} true")
@@ -280,9 +311,11 @@ class _Run:
         weights = probs[: len(considered)]
         total = math.fsum(weights)
         prior = [w / total for w in weights]
+        forced = [self.forced(h, m, candidates) for h, _c, _v, m in considered]
         tests = []
         for obs in candidates:
-            lik = [self.likelihood(h, m, obs, bool(m[obs])) for h, _c, _v, m in considered]
+            # P(obs | hypothesis): its value when every model of the hypothesis agrees, else 1/2
+            lik = [(1.0 if m[obs] else 0.0) if obs in fixed else 0.5 for (_h, _c, _v, m), fixed in zip(considered, forced)]
             gain, p_true = information_gain(prior, lik)
             tests.append(NextTest(observable=obs, expected_information_gain=_r(gain), probability_true=_r(p_true)))
         tests.sort(key=lambda t: (-t.expected_information_gain, t.observable))
