@@ -17,8 +17,9 @@ sometimes fully parenthesised). For each problem:
 * random event/metric problems: z3 and clingo (clingo-dl) agree byte for byte; a general sum of
   metrics is refused by clingo (``BackendUnsupported`` naming z3) and answered by z3 / auto.
 
-Targeted regressions follow. One engine bug is recorded as a strict xfail
-(``test_violated_is_canonical_with_many_tied_soft_clauses``; see KNOWN_BUG_STALE_CANONICAL).
+Targeted regressions follow, among them the engine bug these tests found once
+(``test_violated_is_canonical_with_many_tied_soft_clauses``; see KNOWN_BUG_STALE_CANONICAL, now
+False: fixed).
 """
 
 from __future__ import annotations
