@@ -52,6 +52,7 @@ class Z3Backend:
             self.solver = z3.SolverFor("QF_FD", ctx=self.ctx)
         self.solver.set("random_seed", seed)
         self._structure: list[z3.BoolRef] = []
+        self._negative: dict[str, z3.BoolRef] = {}  # Not(atom), made once (see _lits)
         for atom in problem.atoms:  # every atom exists, even if no clause mentions it
             self.enc.bool_var(atom)
         for var in problem.numvars:
@@ -80,11 +81,32 @@ class Z3Backend:
             z3core.Z3_solver_assert(ctx_ref, solver_ast, term.as_ast())
 
     def _lits(self, assumptions: Sequence[Lit]) -> list[z3.BoolRef]:
+        """Each literal made once per atom and sign: the engine passes the same thousands of
+        selector literals to every call, and ``z3.Not`` checks and coerces its argument."""
+        negative = self._negative
         out = []
         for key, value in assumptions:
-            var = self.enc.bool_var(key)
-            out.append(var if value else z3.Not(var))
+            if value:
+                out.append(self.enc.bool_var(key))
+                continue
+            lit = negative.get(key)
+            if lit is None:
+                lit = negative[key] = z3.Not(self.enc.bool_var(key))
+            out.append(lit)
         return out
+
+    def _check(self, lits: Sequence[z3.BoolRef]) -> z3.CheckSatResult:
+        """``self.solver.check(*lits)`` in one C call: z3's Python ``check`` coerces every
+        assumption to Bool again (most of a check's time under 2,000 assumptions)."""
+        array = (z3.Ast * len(lits))(*(lit.as_ast() for lit in lits))
+        return z3.CheckSatResult(z3core.Z3_solver_check_assumptions(self.ctx.ref(), self.solver.solver, len(lits), array))
+
+    def _or(self, terms: Sequence[z3.BoolRef]) -> z3.BoolRef:
+        """``z3.Or(terms)`` in one C call (``z3.Or`` coerces each term in Python)."""
+        if not terms:
+            return z3.BoolVal(False, self.ctx)
+        array = (z3.Ast * len(terms))(*(t.as_ast() for t in terms))
+        return z3.BoolRef(z3core.Z3_mk_or(self.ctx.ref(), len(terms), array), self.ctx)
 
     def _timeout(self, target: z3.Solver | z3.Optimize) -> None:
         left = self.deadline.remaining()
@@ -107,7 +129,7 @@ class Z3Backend:
     # ---- protocol
     def check(self, assumptions: Sequence[Lit]) -> Outcome:
         self._timeout(self.solver)
-        status = self._status(self.solver.check(*self._lits(assumptions)))
+        status = self._status(self._check(self._lits(assumptions)))
         return Outcome(status, self._model(self.solver.model()) if status == "sat" else None)
 
     def enumerate(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
@@ -116,8 +138,7 @@ class Z3Backend:
         self.solver.push()
         # inside this scope the assumptions are plain facts: thousands of assumption literals
         # per check cost more than unit clauses propagated once
-        self.solver.add(self._lits(assumptions))
-        lits: list[z3.BoolRef] = []
+        self._assert(self._lits(assumptions))
         try:
             while True:
                 if len(out.models) >= limit:
@@ -128,7 +149,7 @@ class Z3Backend:
                 except _OutOfTime:
                     out.complete, out.timed_out = False, True
                     break
-                r = self.solver.check(*lits)
+                r = self._check(())
                 if r == z3.unsat:
                     break
                 if r != z3.sat:
@@ -139,7 +160,7 @@ class Z3Backend:
                 out.models.append(model)
                 if not proj:
                     break
-                self.solver.add(z3.Or([z3.Not(v) if model[a] else v for a, v in zip(project, proj)]))
+                self._assert([self._or(self._lits([(a, not model[a]) for a in project]))])
         finally:
             self.solver.pop()
         return out
@@ -149,10 +170,9 @@ class Z3Backend:
     ) -> Enumeration:
         """Every subset-minimal set (see :meth:`minimal_sets`), each with a full model."""
         out = Enumeration()
-        proj = [self.enc.bool_var(a) for a in project]
 
         def keep(chosen: frozenset[str]) -> bool:
-            r = self._check_in_time(self._lits(assumptions) + [v if a in chosen else z3.Not(v) for a, v in zip(project, proj)])
+            r = self._check_in_time(self._lits([*assumptions, *((a, a in chosen) for a in project)]))
             if r is None:
                 raise _OutOfTime()
             assert r, "a minimal set found by the solver has a model"
@@ -187,11 +207,11 @@ class Z3Backend:
         """
         out = SetStream()
         proj = [self.enc.bool_var(a) for a in project]
-        neg = [z3.Not(v) for v in proj]
+        neg = self._lits([(a, False) for a in project])
         decls = [v.decl() for v in proj]
         top = len(proj) if max_size is None else min(max_size, len(proj))
         self.solver.push()
-        self.solver.add(self._lits(assumptions))
+        self._assert(self._lits(assumptions))
         try:
             for level in range(top + 1):
                 bound = self._at_most(proj, level)
@@ -212,7 +232,7 @@ class Z3Backend:
                             return out
                         # supersets excluded for the rest of this call (outside the level's scope)
                         self.solver.pop()
-                        self.solver.add(z3.Or([neg[i] for i in chosen]) if chosen else z3.BoolVal(False, self.ctx))
+                        self._assert([self._or([neg[i] for i in chosen])])
                         self.solver.push()
                         self.solver.add(bound)
                 finally:
@@ -274,7 +294,7 @@ class Z3Backend:
             self._timeout(self.solver)
         except _OutOfTime:
             return None
-        r = self.solver.check(*lits)
+        r = self._check(lits)
         if r == z3.sat:
             return True
         if r == z3.unsat:
