@@ -51,6 +51,7 @@ class ClingoBackend:
         self.theory: Any = None
         self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
         self._literal: dict[str, int] = {}
+        self._signed: dict[Lit, int] = {}  # (atom, value) -> its program literal, signed
         self._sym: dict[str, clingo.Symbol] = {}
         self._direct: DirectEncoder | None = None
         if problem.numvars:
@@ -167,8 +168,14 @@ class ClingoBackend:
     def _assumptions(self, assumptions: Sequence[Lit]) -> list[int]:
         """Program literals, not symbols: clingo would look each symbol up again on every call
         (10,000 selectors: 60 ms a call)."""
-        literal = self._literal_of
-        return [literal(key) if value else -literal(key) for key, value in assumptions]
+        signed = self._signed
+        try:  # the engine passes the same thousands of (selector, True) pairs to every call
+            return [signed[lit] for lit in assumptions]
+        except KeyError:
+            for key, value in assumptions:
+                if (key, value) not in signed:
+                    signed[(key, value)] = self._literal_of(key) if value else -self._literal_of(key)
+            return [signed[lit] for lit in assumptions]
 
     def _number_atom(self, name: str) -> None:
         """Register a shown problem atom under its number and its number symbol's hash."""
