@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -183,6 +184,22 @@ def test_inconsistent_premises_are_a_conflict_not_a_proof() -> None:
     assert r.status == "inconclusive" and r.conflict == ["p1", "p3"]
 
 
+def test_an_epr_problem_z3_cannot_instantiate_is_decided_over_its_herbrand_universe() -> None:
+    """Found by the EPR property test: z3's model-based quantifier instantiation took 24 GB in
+    three seconds on these two premises (the machine killed the test run). z3 now stops at its
+    memory cap, and the problem, EPR, is decided over its Herbrand universe: the premises
+    contradict each other (y = a in the first, x = a in the second)."""
+    premises = ["∀x ∀y ¬(R(y, a) ↔ P(a))", "¬∃x ¬(P(x) ↔ R(x, x))"]
+    r = prove(premises, "∀x ¬P(x)", cross_check=True)
+    assert r.status == "inconclusive" and not r.unknown and r.conflict == ["p1", "p2"]
+    assert r.cross_check == "agree"
+    assert any("Herbrand universe" in note and "did not decide" in note for note in r.notes)
+    assert z3.get_param("memory_max_size") == "0"  # the cap is z3-global: put back after each check
+    # one premise alone is consistent: both sides of the claim have a world, on the plain path
+    r = prove(premises[1:], "∀x ¬P(x)")
+    assert r.status == "inconclusive" and not r.unknown and len(r.worlds) == 2
+
+
 def test_a_valid_claim_needs_no_premise() -> None:
     r = prove(["P(a)"], "∀x (Q(x) ∨ ¬Q(x))")
     assert r.status == "supported" and r.premises_used == []
@@ -204,11 +221,27 @@ def test_only_infinite_models_give_an_honest_unknown() -> None:
     assert "outside the decidable fragments" in r.reason
 
 
+def _every_oracle_says_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """z3 on the open domain, the Herbrand grounding it falls back to and the finite-model search
+    all come back undecided."""
+    unknown = lambda self, p, c: ("unknown", None, "z3 returned unknown (test)")  # noqa: E731
+    monkeypatch.setattr(fol_prove._Z3Oracle, "check", unknown)
+    monkeypatch.setattr(fol_prove._GroundOracle, "check", unknown)
+    monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: None)
+
+
 def test_unknown_is_never_supported(monkeypatch: pytest.MonkeyPatch) -> None:
+    _every_oracle_says_unknown(monkeypatch)
+    r = prove(CATS, "Pet(tom)")
+    assert r.status == "inconclusive" and r.unknown and "unknown (test)" in r.reason
+
+
+def test_an_undecided_epr_problem_falls_back_to_its_herbrand_universe(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fol_prove._Z3Oracle, "check", lambda self, p, c: ("unknown", None, "z3 returned unknown (test)"))
     monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: None)
     r = prove(CATS, "Pet(tom)")
-    assert r.status == "inconclusive" and r.unknown and "unknown (test)" in r.reason
+    assert r.status == "supported" and not r.unknown
+    assert any("Herbrand universe" in note and "unknown (test)" in note for note in r.notes)
 
 
 def test_finite_model_search_finds_the_worlds_z3_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -474,8 +507,7 @@ def test_main_prove_exit_codes(tmp_path: Path, claims: str, code: int) -> None:
 
 
 def test_main_prove_exit_code_for_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fol_prove._Z3Oracle, "check", lambda self, p, c: ("unknown", None, "z3 returned unknown (test)"))
-    monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: None)
+    _every_oracle_says_unknown(monkeypatch)
     path = _write(tmp_path, "premise Cat(tom)\nclaim Cat(tom)\n")
     assert main_prove(path, out=io.StringIO()) == 3
 

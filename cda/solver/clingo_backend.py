@@ -95,7 +95,10 @@ class ClingoBackend:
             key = enc.atom_term(soft_key(soft.name))
             enc.rules.append(f":- {key}, {enc.negate(lit)}.")
             enc.rules.append(f":- {enc.negate(key)}, {lit}.")
-            enc.rules.append(f":~ {enc.negate(lit)}. [{weights[soft.name]}@0, {i}]")
+            # the cost first, then each soft clause in source order (see :meth:`minimize`)
+            top = len(problem.soft)
+            enc.rules.append(f":~ {enc.negate(lit)}. [{weights[soft.name]}@{top}, {i}]")
+            enc.rules.append(f":~ {enc.negate(lit)}. [1@{top - 1 - i}, {i}]")
         # shown: the problem's atoms (what a model is decoded from); projected: the abducibles
         enc.rules.append("#show.")
         enc.rules.extend(f"#show {enc.atom_ids[a]} : x({enc.atom_ids[a]})." for a in problem.atoms)
@@ -151,11 +154,14 @@ class ClingoBackend:
                 key, lit = literal[claim_key(claim.name)], direct.lit(b, claim.node)
                 b.add_rule([], [key, -lit])
                 b.add_rule([], [-key, lit])
-            for soft in problem.soft:
+            top = len(problem.soft)
+            for i, soft in enumerate(problem.soft):
                 key, lit = literal[soft_key(soft.name)], direct.lit(b, soft.node)
                 b.add_rule([], [key, -lit])
                 b.add_rule([], [-key, lit])
-                b.add_minimize(0, [(-lit, weights[soft.name])])
+                # the cost first, then each soft clause in source order (see :meth:`minimize`)
+                b.add_minimize(top, [(-lit, weights[soft.name])])
+                b.add_minimize(top - 1 - i, [(-lit, 1)])
             if self._hyps:
                 b.add_project([literal[a] for a in self._hyps])
         # shown: the problem's atoms (numbered first), what a model is decoded from
@@ -611,6 +617,10 @@ class ClingoBackend:
         return guard
 
     def minimize(self, assumptions: Sequence[Lit]) -> Outcome:
+        """A least-cost model; among those, the one satisfying the earliest soft clauses
+        (lexicographically: the first soft clause if any cheapest model can, then the second...),
+        so its violated soft clauses are canonical: one priority level for the cost, below it
+        one per soft clause in source order."""
         self._expired()
         models, status, _ = self._solve(assumptions, limit=1, project=False, optimize=self._has_soft)
         if status != "sat" or not models:

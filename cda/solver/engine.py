@@ -31,7 +31,7 @@ from cda.contracts.result import Conflict, Hypothesis, NextTest, SolveResult, Ve
 from cda.encodings.evaluate import BatchEvaluator, evaluate_many
 from cda.encodings.ir import Atom, Claim, Clause, GroundProblem, Linear, walk
 from cda.errors import EvaluatorDisagreement
-from cda.solver.backend import Backend, Deadline, Lit, Model, _OutOfTime, claim_key, make_backend, selector, soft_key
+from cda.solver.backend import Backend, Deadline, Lit, Model, _OutOfTime, claim_key, make_backend, selector
 from cda.solver.call_log import RecordingBackend, SolverCallLog
 from cda.solver.cores import marco, quickxplain
 from cda.solver.information import information_gain, posterior
@@ -143,23 +143,17 @@ class _Run:
     def cheapest(self, lits: list[Lit], assumed: frozenset[str]) -> Model:
         """A least-cost model under ``lits`` whose violated soft clauses are canonical.
 
-        Several cheapest models may violate different soft clauses. Going through the soft
-        clauses in source order, each is kept satisfied when some cheapest model satisfies it
-        together with those kept before — a question about the problem, not about the backend,
-        so both backends report the same ``violated`` list.
+        Several cheapest models may violate different soft clauses. The canonical ones: going
+        through the soft clauses in source order, each is kept satisfied when some cheapest
+        model satisfies it together with those kept before — a question about the problem, not
+        about the backend, so both backends report the same ``violated`` list. That is the
+        lexicographic optimum below the cost, which both backends compute in one optimisation
+        (one priority level per soft clause); asking it clause by clause took one optimisation
+        per violated soft clause and hypothesis (3,850 on a 1,000-service graph).
         """
         model = self._minimize(lits, "cost of a hypothesis")
         if model is None:
             raise EvaluatorDisagreement(f"{self.b.name}: hypothesis {sorted(assumed)} has no model when minimising")
-        best, _ = self.cost_of(model)
-        kept: list[Lit] = []
-        for soft in self.p.soft:
-            if not evaluate_many([soft.node], model)[0]:  # on the current model, not the first
-                trial = self._minimize(lits + kept + [(soft_key(soft.name), True)], "canonical violations")
-                if trial is None or self.cost_of(trial)[0] != best:
-                    continue
-                model = trial
-            kept.append((soft_key(soft.name), True))
         return model
 
     def hyp_lits(self, assumed: frozenset[str]) -> list[Lit]:

@@ -24,7 +24,8 @@ clingo over the Herbrand universe of an EPR problem) and lowers a verdict the tw
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from itertools import product
 from typing import Any, Literal, Protocol
 
@@ -75,6 +76,10 @@ OPEN_DOMAIN_NOTE = (
 )
 #: domain sizes tried, in order, by the finite-model search
 FINITE_SEARCH_SIZES = range(1, 7)
+#: z3's memory while it instantiates quantifiers (MB). Its model-based instantiation can run
+#: away on tiny EPR problems (two premises over P/1 and R/2 took 24 GB in 3 s and were killed);
+#: at the cap z3 answers unknown, and an EPR problem is then decided over its Herbrand universe.
+Z3_QUANTIFIER_MEMORY_MB = 1024
 
 
 class _Model(BaseModel):
@@ -275,7 +280,13 @@ class _Z3Oracle:
         lits = [self.sel[n] for n in premises]
         if claim is not None:
             lits.append(self.claim_true if claim else self.claim_false)
-        r = self.solver.check(*lits)
+        try:
+            with _z3_memory_cap(Z3_QUANTIFIER_MEMORY_MB if self.mode == "open" else 0):
+                r = self.solver.check(*lits)
+        except z3.Z3Exception as exc:  # an allocation refused outside z3's own accounting
+            if "out of memory" not in str(exc):
+                raise
+            return "unknown", None, f"z3 ran out of memory (cap {Z3_QUANTIFIER_MEMORY_MB} MB)"
         if r == z3.sat:
             return "sat", self.solver.model(), ""
         if r == z3.unsat:
@@ -283,6 +294,8 @@ class _Z3Oracle:
         reason = self.solver.reason_unknown()
         if reason in ("timeout", "canceled") or (self.deadline.remaining() == 0):
             reason = "time ran out"
+        elif "memory" in reason:
+            reason = f"out of memory, cap {Z3_QUANTIFIER_MEMORY_MB} MB"
         return "unknown", None, f"z3 returned unknown ({reason})"
 
     # -- decode
@@ -345,6 +358,21 @@ class _Z3Oracle:
                     rows.add(tuple(names[i] for i in idx))
             relations[p] = frozenset(rows)
         return Structure(domain, constants, functions, relations)
+
+
+@contextmanager
+def _z3_memory_cap(megabytes: int) -> Iterator[None]:
+    """z3's ``memory_max_size`` for the block (0: leave it), restored after. The parameter is
+    global to z3 (no solver or context takes it), hence set only around the checks that need it."""
+    if not megabytes:
+        yield
+        return
+    before = z3.get_param("memory_max_size")
+    z3.set_param("memory_max_size", megabytes)
+    try:
+        yield
+    finally:
+        z3.set_param("memory_max_size", before)
 
 
 def _app(ctx: z3.Context, decl: z3.FuncDeclRef, args: Sequence[z3.ExprRef]) -> z3.Ast:
@@ -563,6 +591,17 @@ def _prove_one(
     deadline = Deadline(timeout)
     frag = fragment(problem, claim)
     result = _decide(_oracle(problem, claim, name, deadline, frag), problem, claim, frag, name, deadline)
+    short = result.unknown or not result.minimal  # undecided, or its premise set not minimised
+    if short and name == "z3" and problem.domain is None and _can_ground(problem, frag):
+        # EPR without equality or functions: its Herbrand universe is finite and grounding over
+        # it decides the problem, where z3's quantifier instantiation may give up
+        grounded = _decide(_GroundOracle(problem, claim, deadline, "z3"), problem, claim, frag, name, deadline)
+        if not grounded.unknown and (grounded.minimal or result.unknown):
+            what = result.reason if result.unknown else "a call came back unknown while minimising"
+            grounded.notes.insert(
+                0, f"z3's quantifier instantiation did not decide ({what}); decided over the Herbrand universe"
+            )
+            result = grounded
     if note:
         result.notes.insert(0, note)
     if not cross_check:

@@ -302,6 +302,8 @@ class Z3Backend:
         return None
 
     def minimize(self, assumptions: Sequence[Lit]) -> Outcome:
+        """A least-cost model whose violated soft clauses are canonical: the cost is z3's
+        first objective, then one objective per soft clause in source order."""
         if not self._soft:
             return self.check(assumptions)
         if self._opt is None:
@@ -310,6 +312,10 @@ class Z3Backend:
             self._opt.add(self._structure)
             for formula, weight in self._soft:
                 self._opt.add_soft(formula, weight, "cost")
+            # below the cost, each soft clause in source order: z3 ranks objectives
+            # lexicographically in the order they are declared (see minimize)
+            for i, (formula, _weight) in enumerate(self._soft):
+                self._opt.add_soft(formula, 1, f"canonical{i}")
         self._timeout(self._opt)
         status = self._status(self._opt.check(*self._lits(assumptions)))
         if status != "sat":
