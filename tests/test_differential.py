@@ -770,6 +770,19 @@ def test_violated_is_canonical_with_many_tied_soft_clauses() -> None:
             assert cda.solve(text, backend=b, seed=seed).hypotheses[0].violated == ["c4"], (b, seed)
 
 
+def test_violated_is_canonical_when_the_solver_would_rather_pick_the_last() -> None:
+    # at most one of o0..o5 may hold and each one held saves 1: every cheapest model holds one;
+    # the canonical one keeps the first soft clause (o0), whatever the solvers' own preference
+    names = [f"o{i}" for i in range(6)]
+    text = (
+        f"observable {', '.join(names)}\nhard: at_most(1, [{', '.join(reversed(names))}])\n"
+        + "".join(f"soft c{i} weight 1: {n}\n" for i, n in enumerate(names))
+    )
+    for b in BACKENDS:
+        for seed in range(4):
+            assert cda.solve(text, backend=b, seed=seed).hypotheses[0].violated == [f"c{i}" for i in range(1, 6)], (b, seed)
+
+
 def test_xor_is_parity() -> None:
     r = solve_checked("hyp a, b, c\nhard: xor(a, b, c)\ngoal prove xor(a, b)\n")
     assert [h.assumed for h in r.hypotheses] == [["a"], ["b"], ["c"], ["a", "b", "c"]]

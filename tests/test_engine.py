@@ -293,3 +293,16 @@ def test_next_tests_with_open_observables_match_the_per_observable_definition(ba
         assert abs(t.probability_true - want) < 1e-9
         if t.observable in open_names:
             assert t.expected_information_gain == 0.0
+
+
+def test_canonical_violations_take_one_optimisation_per_hypothesis(backend: str) -> None:
+    """Soft clauses on observables: each hypothesis's cheapest model, with its canonical
+    violations, comes from one lexicographic optimisation (clause by clause it took one more per
+    violated soft clause)."""
+    text = _service_chain(12) + "".join(f"soft weight {1 + i % 2}: not slow(s{i})\n" for i in range(12))
+    calls: list[str] = []
+    gp = cda.ground(text)
+    result = engine.run(gp, backend, engine.EngineOptions(call_log=lambda m, i, o, s: calls.append(m)))
+    assert result.hypotheses_enumerated == 12
+    assert calls.count(f"{backend}.minimize") == 12
+    assert all(h.violated for h in result.hypotheses)  # something to canonicalise: slow ones cost
