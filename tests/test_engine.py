@@ -295,14 +295,35 @@ def test_next_tests_with_open_observables_match_the_per_observable_definition(ba
             assert t.expected_information_gain == 0.0
 
 
-def test_canonical_violations_take_one_optimisation_per_hypothesis(backend: str) -> None:
-    """Soft clauses on observables: each hypothesis's cheapest model, with its canonical
-    violations, comes from one lexicographic optimisation (clause by clause it took one more per
-    violated soft clause)."""
-    text = _service_chain(12) + "".join(f"soft weight {1 + i % 2}: not slow(s{i})\n" for i in range(12))
+def _calls(text: str, backend: str) -> tuple[engine.SolveResult, list[str]]:  # type: ignore[name-defined]
     calls: list[str] = []
-    gp = cda.ground(text)
-    result = engine.run(gp, backend, engine.EngineOptions(call_log=lambda m, i, o, s: calls.append(m)))
+    result = engine.run(cda.ground(text), backend, engine.EngineOptions(call_log=lambda m, i, o, s: calls.append(m)))
+    return result, calls
+
+
+def test_canonical_violations_take_one_optimisation_per_hypothesis(backend: str) -> None:
+    """Soft clauses on observables the hypotheses leave open: each hypothesis's cheapest model,
+    with its canonical violations, comes from one lexicographic optimisation (clause by clause it
+    took one more per violated soft clause)."""
+    open_ones = [f"s{i}" for i in range(8, 12)]
+    text = _service_chain(12, open_ones=4) + "".join(
+        f"soft keep_{s}: slow({s})\nsoft drop_{s} weight 2: not slow({s})\n" for s in open_ones
+    )
+    result, calls = _calls(text, backend)
+    assert result.hypotheses_enumerated == 8
+    assert calls.count(f"{backend}.minimize") == 8
+    # the cheaper side wins each pair (not slow, weight 2); keep_* are violated, in source order
+    assert all(h.violated == [f"keep_{s}" for s in open_ones] for h in result.hypotheses)
+
+
+def test_soft_clauses_the_hypothesis_decides_need_no_optimisation(backend: str) -> None:
+    """Soft clauses on observables every hypothesis determines: one backbone check per
+    hypothesis shows its model's cost is the only one, and no optimisation runs."""
+    text = _service_chain(12) + "".join(f"soft weight {1 + i % 2}: not slow(s{i})\n" for i in range(12))
+    result, calls = _calls(text, backend)
     assert result.hypotheses_enumerated == 12
-    assert calls.count(f"{backend}.minimize") == 12
-    assert all(h.violated for h in result.hypotheses)  # something to canonicalise: slow ones cost
+    assert calls.count(f"{backend}.minimize") == 0
+    # the costs are those of the definition: slow(s_i) holds for i >= the fault, weights 1, 2, 1, 2...
+    for h in result.hypotheses:
+        fault = int(h.assumed[0][len("down(s"):-1])
+        assert h.cost == sum(1 + i % 2 for i in range(fault, 12))
