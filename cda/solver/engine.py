@@ -247,7 +247,7 @@ class _Run:
                 raise _OutOfTime()
             if out.status == "unsat":
                 break
-            other = self.verified(out.model, lits, "a model flipping an observable")
+            other = self.verified(out.model, lits, "a model flipping some of the keys")
             still = [k for k in open_keys if bool(other[k]) == bool(model[k])]
             if len(still) == len(open_keys):
                 raise EvaluatorDisagreement(f"{self.b.name} returned a model that flips none of the keys it had to flip")
