@@ -327,3 +327,36 @@ def test_soft_clauses_the_hypothesis_decides_need_no_optimisation(backend: str) 
     for h in result.hypotheses:
         fault = int(h.assumed[0][len("down(s"):-1])
         assert h.cost == sum(1 + i % 2 for i in range(fault, 12))
+
+
+# ---- the engine's every-clause-on prefix, assumed as one literal by the backends
+def test_all_clauses_on_recognises_only_the_whole_base_in_order() -> None:
+    from cda.solver.backend import AllClausesOn
+
+    on = AllClausesOn(["c1", "c2", "c3"])
+    base = [(selector(n), True) for n in ("c1", "c2", "c3")]
+    assert on.split(base + [("a", False)]) == (True, [("a", False)])
+    assert on.split(base) == (True, [])
+    assert on.split(list(reversed(base)))[0] is False  # another order: passed on as it is
+    assert on.split(base[:2] + [("a", True)])[0] is False  # a selector missing
+    assert on.split([*base[:2], (selector("c3"), False)])[0] is False  # one clause off
+    assert AllClausesOn([]).split([("a", True)]) == (False, [("a", True)])
+
+
+def test_checks_under_the_base_answer_as_under_each_selector(backend: str) -> None:
+    """The one-literal shortcut and the plain selector list (the same base, reordered so it is
+    not recognised) give the same answer, with and without a clause switched off after it."""
+    import random
+
+    rnd = random.Random(5)
+    for _ in range(20):
+        atoms = [f"a{i}" for i in range(5)]
+        clauses = []
+        for i in range(rnd.randint(2, 8)):
+            lits = [f"{'not ' if rnd.random() < 0.5 else ''}{a}" for a in rnd.sample(atoms, rnd.randint(1, 3))]
+            clauses.append(f"hard c{i}: {' or '.join(lits)}")
+        gp, built, base = _backend_for(f"hyp {', '.join(atoms)}\n" + "\n".join(clauses), backend)
+        for extra in ([], [(selector("c0"), False)], [("a0", True), ("a1", False)]):
+            fast = built.check(base + extra).status
+            plain = built.check(base[::-1] + extra).status
+            assert fast == plain, (clauses, extra)

@@ -31,6 +31,8 @@ __all__ = [
     "Enumeration",
     "SetStream",
     "selector",
+    "AllClausesOn",
+    "ALL_CLAUSES",
     "claim_key",
     "soft_key",
     "make_backend",
@@ -45,6 +47,34 @@ Model = dict[str, "bool | int"]
 
 def selector(clause_name: str) -> str:
     return f"sel!{clause_name}"
+
+
+#: a backend's own atom that switches every clause the backend was built with on at once
+ALL_CLAUSES = "sel!*"
+
+
+class AllClausesOn:
+    """Recognises an assumption list that starts with every clause selector of the problem a
+    backend was built for, set true, in order (the engine's ``base``), so that the backend can
+    assume its one :data:`ALL_CLAUSES` atom instead: each selector is implied by it. Thousands
+    of selector assumptions cost every call (clingo converts each, z3 tracks each: half of a
+    check at 10,000 clauses). Any other list is passed on unchanged."""
+
+    def __init__(self, clause_names: Sequence[str]) -> None:
+        self._base = tuple((selector(name), True) for name in clause_names)
+        self._seen = self._base  # the caller's own pairs once seen: compared by identity, in C
+
+    def split(self, assumptions: Sequence[Lit]) -> tuple[bool, Sequence[Lit]]:
+        """(whether the list starts with every selector on, the rest of the list)."""
+        n = len(self._base)
+        if not n or len(assumptions) < n:
+            return False, assumptions
+        head = tuple(assumptions[:n])
+        if head != self._seen:
+            if head != self._base:
+                return False, assumptions
+            self._seen = head
+        return True, assumptions[n:]
 
 
 def claim_key(claim_name: str) -> str:

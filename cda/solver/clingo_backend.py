@@ -24,6 +24,8 @@ from cda.encodings.to_asp import AspEncoder
 from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.solver.asp_direct import DirectEncoder
 from cda.solver.backend import (
+    ALL_CLAUSES,
+    AllClausesOn,
     Deadline,
     Enumeration,
     Lit,
@@ -52,6 +54,7 @@ class ClingoBackend:
         self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
         self._literal: dict[str, int] = {}
         self._signed: dict[Lit, int] = {}  # (atom, value) -> its program literal, signed
+        self._all_on = AllClausesOn([c.name for c in problem.clauses])
         self._sym: dict[str, clingo.Symbol] = {}
         self._direct: DirectEncoder | None = None
         if problem.numvars:
@@ -82,9 +85,11 @@ class ClingoBackend:
             enc.num_term(var)
         for node in problem.background:
             enc.rules.append(f":- {enc.negate(enc.lit(node))}.")
+        every = enc.atom_term(ALL_CLAUSES) if problem.clauses else ""
         for clause in problem.clauses:
             sel = enc.atom_term(selector(clause.name))
             enc.rules.append(f":- {sel}, {', '.join(enc.false_body(clause.node))}.")  # one rule, no aux atom
+            enc.rules.append(f"{sel} :- {every}.")
         for claim in problem.claims:
             key = enc.atom_term(claim_key(claim.name))
             lit = enc.lit(claim.node)
@@ -146,6 +151,11 @@ class ClingoBackend:
                 if name not in literal:
                     lit = literal[name] = b.add_atom()
                     b.add_rule([lit], [], True)
+            if problem.clauses:  # one atom that implies every selector (see AllClausesOn)
+                every = literal[ALL_CLAUSES] = b.add_atom()
+                b.add_rule([every], [], True)
+                for clause in problem.clauses:
+                    b.add_rule([literal[selector(clause.name)]], [every])
             for node in problem.background:
                 b.add_rule([], [-direct.lit(b, node)])
             for clause in problem.clauses:
@@ -174,14 +184,16 @@ class ClingoBackend:
     def _assumptions(self, assumptions: Sequence[Lit]) -> list[int]:
         """Program literals, not symbols: clingo would look each symbol up again on every call
         (10,000 selectors: 60 ms a call)."""
+        on, rest = self._all_on.split(assumptions)  # every clause on: one literal (AllClausesOn)
         signed = self._signed
-        try:  # the engine passes the same thousands of (selector, True) pairs to every call
-            return [signed[lit] for lit in assumptions]
+        try:
+            lits = [signed[lit] for lit in rest]
         except KeyError:
-            for key, value in assumptions:
+            for key, value in rest:
                 if (key, value) not in signed:
                     signed[(key, value)] = self._literal_of(key) if value else -self._literal_of(key)
-            return [signed[lit] for lit in assumptions]
+            lits = [signed[lit] for lit in rest]
+        return [self._literal_of(ALL_CLAUSES), *lits] if on else lits
 
     def _number_atom(self, name: str) -> None:
         """Register a shown problem atom under its number and its number symbol's hash."""
