@@ -13,6 +13,7 @@ import pytest
 
 import cda
 from cda.encodings import ground as G
+from cda.encodings.ir import GroundProblem
 from cda.encodings.ken import KenGraph
 from cda.errors import DSLTypeError
 
@@ -69,7 +70,7 @@ def _every_instance(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(G._Grounder, "_instances", lambda self, node, values, env: values)
 
 
-def _shape(gp: cda.encodings.ir.GroundProblem) -> tuple[list[str], list[str]]:  # type: ignore[name-defined]
+def _shape(gp: GroundProblem) -> tuple[list[str], list[str]]:
     return list(gp.atoms), [f"{c.name}: {c.node!r}" for c in gp.clauses]
 
 

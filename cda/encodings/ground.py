@@ -69,7 +69,8 @@ class _Grounder:
         self.f = NodeFactory()
         self.gp = GroundProblem(factory=self.f, filename=ast.filename)
         self.domains: dict[str, tuple[str, ...]] = {}
-        self.domain_sets: dict[str, frozenset[str]] = {}  # the same values, for membership tests
+        #: each domain's values by position: membership tests, and domain order for the guards
+        self.domain_index: dict[str, dict[str, int]] = {}
         self.preds: dict[str, A.PredDecl] = {}
         self.events: dict[str, A.EventDecl] = {}
         self.metrics: dict[str, A.MetricDecl] = {}
@@ -77,7 +78,6 @@ class _Grounder:
         # closed facts by (predicate, argument position, the other arguments): the values there
         self._fact_index: dict[tuple[str, int], dict[tuple[str, ...], set[str]]] = {}
         self._successors: dict[tuple[str, str], frozenset[str]] = {}  # Ken's related_by, as sets
-        self._domain_rank: dict[str, dict[str, int]] = {}
         self.ken = ken if ken is not None else KenGraph()
         self.names: set[str] = set()
         self.risk_used = False
@@ -111,7 +111,7 @@ class _Grounder:
                     if value in RESERVED:
                         raise self.err(f"'{value}' is a reserved word and cannot be a domain value", st.pos)
                 self.domains[st.name] = st.values
-                self.domain_sets[st.name] = frozenset(st.values)
+                self.domain_index[st.name] = {v: i for i, v in enumerate(st.values)}
         for st in statements:
             if isinstance(st, A.PredDecl):
                 claim_name(st.name, f"a {st.kind} predicate", st.pos)
@@ -186,7 +186,7 @@ class _Grounder:
         values = []
         for term, dom in zip(node.args, decl.domains):
             value = self.term_value(term, env)
-            if value not in self.domain_sets[dom]:
+            if value not in self.domain_index[dom]:
                 raise self.err(
                     f"'{value}' is not in domain {dom} = {{{', '.join(self.domains[dom])}}}", term.pos
                 )
@@ -234,9 +234,7 @@ class _Grounder:
             found |= self._related(fixed[0], decl.name)
         elif len(fixed) == 2:  # Ken answers successors only: test each value
             found.update(v for v in values if fixed[1] in self._related(v, decl.name))
-        rank = self._domain_rank.get(node.domain)
-        if rank is None:
-            rank = self._domain_rank[node.domain] = {v: i for i, v in enumerate(values)}
+        rank = self.domain_index[node.domain]
         return sorted((v for v in found if v in rank), key=rank.__getitem__)  # in domain order, as before
 
     def _guard(self, node: A.FQuant) -> A.FAtom | None:
@@ -278,9 +276,10 @@ class _Grounder:
                 return False
             for term, dom in zip(node.args, decl.domains):
                 if term.kind is None and term.name in bound:
-                    if not self.domain_sets[bound[term.name]] <= self.domain_sets[dom]:
+                    inner = bound[term.name]
+                    if inner != dom and not self.domain_index[inner].keys() <= self.domain_index[dom].keys():
                         return False
-                elif self.term_value(term, env) not in self.domain_sets[dom]:
+                elif self.term_value(term, env) not in self.domain_index[dom]:
                     return False
             return True
         if isinstance(node, A.FNot):
@@ -379,7 +378,7 @@ class _Grounder:
         if decl is not None and decl.kind in OPEN_KINDS:
             if len(decl.domains) != 2:
                 raise self.err(f"path relation {decl.name} must take 2 arguments", node.relation_pos)
-            nodes = self.domain_sets[decl.domains[0]] | self.domain_sets[decl.domains[1]]
+            nodes = self.domain_index[decl.domains[0]].keys() | self.domain_index[decl.domains[1]].keys()
             for term, value in ((node.source, src), (node.target, dst)):
                 if value not in nodes:
                     raise self.err(f"'{value}' is not a node of relation {decl.name}", term.pos)
@@ -393,7 +392,7 @@ class _Grounder:
                 f"relation '{node.relation}' is neither a declared predicate nor a Ken relation", node.relation_pos
             )
         for term, value in ((node.source, src), (node.target, dst)):
-            if not self.ken.has_node(value) and not any(value in vs for vs in self.domain_sets.values()):
+            if not self.ken.has_node(value) and not any(value in vs for vs in self.domain_index.values()):
                 raise self.err(f"unknown entity '{value}' (not in Ken nor in any domain)", term.pos)
         if src == dst:
             return self.f.true
@@ -401,7 +400,7 @@ class _Grounder:
 
     def _reach(self, decl: A.PredDecl, src: str, dst: str, hops: int) -> Node:
         """reach_k(y): a path of 1..k edges from src to y, as a shared formula DAG."""
-        d0, d1 = self.domain_sets[decl.domains[0]], self.domain_sets[decl.domains[1]]
+        d0, d1 = self.domain_index[decl.domains[0]], self.domain_index[decl.domains[1]]
 
         def edge(a: str, b: str) -> Node:
             if a in d0 and b in d1:
@@ -607,7 +606,7 @@ class _Grounder:
             raise self.err(f"{decl.name} takes {len(decl.domains)} arguments, given {len(atom.args)}", atom.pos)
         out = []
         for term, dom in zip(atom.args, decl.domains):
-            if term.name not in self.domain_sets[dom]:
+            if term.name not in self.domain_index[dom]:
                 raise self.err(f"'{term.name}' is not in domain {dom} = {{{', '.join(self.domains[dom])}}}", term.pos)
             out.append(term.name)
         return out

@@ -5,8 +5,8 @@ selector literal) and then asked many small questions under assumptions: is it s
 enumerate the distinct projections onto some atoms, what is the cheapest model. More clauses
 can be added later (:meth:`Backend.add_clauses`, e.g. an observation group a search turned out
 to need) without losing what the solver learnt. Literals are
-``(key, value)`` pairs whose key is an atom name, a clause selector (:func:`selector`) or a
-claim (:func:`claim_key`). Backends are registered by name and imported lazily, so a missing
+``(key, value)`` pairs whose key is an atom name, a clause selector (:func:`selector`), the
+atom that switches every clause on (:data:`ALL_CLAUSES`) or a claim (:func:`claim_key`). Backends are registered by name and imported lazily, so a missing
 library only removes that backend.
 """
 
@@ -31,8 +31,8 @@ __all__ = [
     "Enumeration",
     "SetStream",
     "selector",
-    "AllClausesOn",
     "ALL_CLAUSES",
+    "all_clauses_on",
     "claim_key",
     "soft_key",
     "make_backend",
@@ -49,32 +49,16 @@ def selector(clause_name: str) -> str:
     return f"sel!{clause_name}"
 
 
-#: a backend's own atom that switches every clause the backend was built with on at once
+#: every backend's atom that implies the selector of each clause it was built with: assuming it
+#: switches them all on in one literal. Thousands of selector assumptions cost every call
+#: (clingo converts each, z3 tracks each: half of a check at 10,000 clauses).
 ALL_CLAUSES = "sel!*"
 
 
-class AllClausesOn:
-    """Recognises an assumption list that starts with every clause selector of the problem a
-    backend was built for, set true, in order (the engine's ``base``), so that the backend can
-    assume its one :data:`ALL_CLAUSES` atom instead: each selector is implied by it. Thousands
-    of selector assumptions cost every call (clingo converts each, z3 tracks each: half of a
-    check at 10,000 clauses). Any other list is passed on unchanged."""
-
-    def __init__(self, clause_names: Sequence[str]) -> None:
-        self._base = tuple((selector(name), True) for name in clause_names)
-        self._seen = self._base  # the caller's own pairs once seen: compared by identity, in C
-
-    def split(self, assumptions: Sequence[Lit]) -> tuple[bool, Sequence[Lit]]:
-        """(whether the list starts with every selector on, the rest of the list)."""
-        n = len(self._base)
-        if not n or len(assumptions) < n:
-            return False, assumptions
-        head = tuple(assumptions[:n])
-        if head != self._seen:
-            if head != self._base:
-                return False, assumptions
-            self._seen = head
-        return True, assumptions[n:]
+def all_clauses_on(clauses: Sequence[Clause]) -> list[Lit]:
+    """The assumptions that switch on every clause a backend was built with (none when there is
+    no clause, and then no :data:`ALL_CLAUSES` atom either)."""
+    return [(ALL_CLAUSES, True)] if clauses else []
 
 
 def claim_key(claim_name: str) -> str:

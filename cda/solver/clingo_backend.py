@@ -25,7 +25,6 @@ from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.solver.asp_direct import DirectEncoder
 from cda.solver.backend import (
     ALL_CLAUSES,
-    AllClausesOn,
     Deadline,
     Enumeration,
     Lit,
@@ -54,7 +53,6 @@ class ClingoBackend:
         self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
         self._literal: dict[str, int] = {}
         self._signed: dict[Lit, int] = {}  # (atom, value) -> its program literal, signed
-        self._all_on = AllClausesOn([c.name for c in problem.clauses])
         self._sym: dict[str, clingo.Symbol] = {}
         self._direct: DirectEncoder | None = None
         if problem.numvars:
@@ -67,6 +65,7 @@ class ClingoBackend:
         # the symbol's hash (see :meth:`_shown`)
         self._name_of_number: dict[int, str] = {}
         self._name_of_hash: dict[int, str] = {}
+        self._by_hash = True  # False once two shown numbers share a hash (never seen)
         for name in problem.atoms:
             self._number_atom(name)
         self._parts = 0
@@ -151,7 +150,7 @@ class ClingoBackend:
                 if name not in literal:
                     lit = literal[name] = b.add_atom()
                     b.add_rule([lit], [], True)
-            if problem.clauses:  # one atom that implies every selector (see AllClausesOn)
+            if problem.clauses:  # one atom that implies every selector (see ALL_CLAUSES)
                 every = literal[ALL_CLAUSES] = b.add_atom()
                 b.add_rule([every], [], True)
                 for clause in problem.clauses:
@@ -184,32 +183,30 @@ class ClingoBackend:
     def _assumptions(self, assumptions: Sequence[Lit]) -> list[int]:
         """Program literals, not symbols: clingo would look each symbol up again on every call
         (10,000 selectors: 60 ms a call)."""
-        on, rest = self._all_on.split(assumptions)  # every clause on: one literal (AllClausesOn)
         signed = self._signed
         try:
-            lits = [signed[lit] for lit in rest]
+            return [signed[lit] for lit in assumptions]
         except KeyError:
-            for key, value in rest:
+            for key, value in assumptions:
                 if (key, value) not in signed:
                     signed[(key, value)] = self._literal_of(key) if value else -self._literal_of(key)
-            lits = [signed[lit] for lit in rest]
-        return [self._literal_of(ALL_CLAUSES), *lits] if on else lits
+            return [signed[lit] for lit in assumptions]
 
     def _number_atom(self, name: str) -> None:
         """Register a shown problem atom under its number and its number symbol's hash."""
         number = self.encoder.atom_ids[name]
         self._name_of_number[number] = name
         key = hash(clingo.Number(number))
-        if self._name_of_hash.setdefault(key, name) != name:  # two numbers, one hash: never seen
-            self._name_of_hash = {}
+        if self._name_of_hash.setdefault(key, name) != name:
+            self._by_hash = False
 
     def _shown(self, m: clingo.Model) -> list[str]:
         """The problem atoms true in ``m``. A shown symbol is a number whose hash is one C call
         (``sym.number`` is a C call with an out-parameter, 2.5x slower; this was most of the
         enumeration time on large problems); the hashes of the shown numbers are checked
         distinct when registered, else decoding falls back to ``sym.number``."""
-        by_hash = self._name_of_hash
-        if len(by_hash) == len(self._name_of_number):
+        if self._by_hash:
+            by_hash = self._name_of_hash
             return [by_hash[key] for key in map(hash, m.symbols(shown=True))]
         by_number = self._name_of_number
         return [by_number[sym.number] for sym in m.symbols(shown=True)]

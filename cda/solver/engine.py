@@ -31,7 +31,18 @@ from cda.contracts.result import Conflict, Hypothesis, NextTest, SolveResult, Ve
 from cda.encodings.evaluate import BatchEvaluator, evaluate_many
 from cda.encodings.ir import Atom, Claim, Clause, GroundProblem, Linear, walk
 from cda.errors import EvaluatorDisagreement
-from cda.solver.backend import Backend, Deadline, Lit, Model, _OutOfTime, claim_key, make_backend, selector
+from cda.solver.backend import (
+    ALL_CLAUSES,
+    Backend,
+    Deadline,
+    Lit,
+    Model,
+    _OutOfTime,
+    all_clauses_on,
+    claim_key,
+    make_backend,
+    selector,
+)
 from cda.solver.call_log import RecordingBackend, SolverCallLog
 from cda.solver.cores import marco, quickxplain
 from cda.solver.information import information_gain, posterior
@@ -83,7 +94,7 @@ class _Run:
         self.deadline = deadline
         self._claim_of = {claim_key(c.name): c for c in problem.claims}
         self.o = options
-        self.base: list[Lit] = [(selector(c.name), True) for c in problem.clauses]
+        self.base: list[Lit] = all_clauses_on(problem.clauses)
         self.hyps = problem.hyp_atoms
         self.notes: list[str] = []
         self.partial = False
@@ -103,9 +114,10 @@ class _Run:
         if model is None:
             raise EvaluatorDisagreement(f"{self.b.name} said sat but returned no model ({why})")
         active = {k for k, v in assumptions if v}
+        everything = ALL_CLAUSES in active
         values = self._batch.evaluate([model])[:, 0].tolist()  # its walk order is made once
         for clause, ok in zip(self.p.clauses, values):
-            if not ok and selector(clause.name) in active:
+            if not ok and (everything or selector(clause.name) in active):
                 raise EvaluatorDisagreement(
                     f"{self.b.name} returned a model violating clause {clause.name} ({why})"
                 )

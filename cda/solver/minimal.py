@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from cda.encodings.evaluate import evaluate_many
 from cda.encodings.ir import Clause
 from cda.errors import EvaluatorDisagreement
-from cda.solver.backend import Backend, Deadline, Lit, _OutOfTime, selector
+from cda.solver.backend import Backend, Deadline, Lit, _OutOfTime, all_clauses_on, selector
 from cda.solver.observations import GroupedProblem, OracleUndecided
 
 __all__ = ["MinimalSearch", "MinimalOutcome"]
@@ -144,7 +144,7 @@ class MinimalSearch:
         return [c for clauses in self._encoded.values() for c in clauses]
 
     def base_lits(self) -> list[Lit]:
-        return [(selector(c.name), True) for c in self.grouped.base.clauses]
+        return all_clauses_on(self.grouped.base.clauses)
 
     def search_lits(self) -> list[Lit]:
         on = set(self.active)

@@ -16,7 +16,6 @@ from cda.encodings.ir import NUM_MAX, NUM_MIN, Clause, GroundProblem
 from cda.encodings.to_z3 import Z3Encoder
 from cda.solver.backend import (
     ALL_CLAUSES,
-    AllClausesOn,
     Deadline,
     Enumeration,
     Lit,
@@ -64,8 +63,7 @@ class Z3Backend:
             self._structure.append(self.enc.encode(node))
         for clause in problem.clauses:
             self._structure.append(self.enc.guarded(selector(clause.name), clause.node))
-        # one atom that implies every selector: the engine's "all clauses on" is then one assumption
-        self._all_on = AllClausesOn([c.name for c in problem.clauses])
+        # one atom that implies every selector: "all clauses on" is one assumption (see ALL_CLAUSES)
         every, ref = self.enc.bool_var(ALL_CLAUSES).as_ast(), self.ctx.ref()
         for clause in problem.clauses:
             sel = self.enc.bool_var(selector(clause.name)).as_ast()
@@ -103,12 +101,6 @@ class Z3Backend:
             out.append(lit)
         return out
 
-    def _assumed(self, assumptions: Sequence[Lit]) -> list[z3.BoolRef]:
-        """The literals to assume: the engine's every-clause-on prefix as one (see AllClausesOn)."""
-        on, rest = self._all_on.split(assumptions)
-        lits = self._lits(rest)
-        return [self.enc.bool_var(ALL_CLAUSES), *lits] if on else lits
-
     def _check(self, lits: Sequence[z3.BoolRef]) -> z3.CheckSatResult:
         """``self.solver.check(*lits)`` in one C call: z3's Python ``check`` coerces every
         assumption to Bool again (most of a check's time under 2,000 assumptions)."""
@@ -143,7 +135,7 @@ class Z3Backend:
     # ---- protocol
     def check(self, assumptions: Sequence[Lit]) -> Outcome:
         self._timeout(self.solver)
-        status = self._status(self._check(self._assumed(assumptions)))
+        status = self._status(self._check(self._lits(assumptions)))
         return Outcome(status, self._model(self.solver.model()) if status == "sat" else None)
 
     def enumerate(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
@@ -152,7 +144,7 @@ class Z3Backend:
         self.solver.push()
         # inside this scope the assumptions are plain facts: thousands of assumption literals
         # per check cost more than unit clauses propagated once
-        self._assert(self._assumed(assumptions))
+        self._assert(self._lits(assumptions))
         try:
             while True:
                 if len(out.models) >= limit:
@@ -186,7 +178,7 @@ class Z3Backend:
         out = Enumeration()
 
         def keep(chosen: frozenset[str]) -> bool:
-            r = self._check_in_time(self._assumed([*assumptions, *((a, a in chosen) for a in project)]))
+            r = self._check_in_time(self._lits([*assumptions, *((a, a in chosen) for a in project)]))
             if r is None:
                 raise _OutOfTime()
             assert r, "a minimal set found by the solver has a model"
@@ -225,7 +217,7 @@ class Z3Backend:
         decls = [v.decl() for v in proj]
         top = len(proj) if max_size is None else min(max_size, len(proj))
         self.solver.push()
-        self._assert(self._assumed(assumptions))
+        self._assert(self._lits(assumptions))
         try:
             for level in range(top + 1):
                 bound = self._at_most(proj, level)
@@ -331,7 +323,7 @@ class Z3Backend:
             for i, (formula, _weight) in enumerate(self._soft):
                 self._opt.add_soft(formula, 1, f"canonical{i}")
         self._timeout(self._opt)
-        status = self._status(self._opt.check(*self._assumed(assumptions)))
+        status = self._status(self._opt.check(*self._lits(assumptions)))
         if status != "sat":
             return Outcome(status)
         model = self._model(self._opt.model())
