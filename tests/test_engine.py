@@ -355,3 +355,67 @@ def test_all_clauses_on_answers_as_each_selector_on(backend: str) -> None:
             assert one == built.check(each + extra).status, (clauses, extra)
             answers.add(one)
     assert answers == {"sat", "unsat"}  # both kinds of answer were compared
+
+
+def _brute_status(atoms: list[str], clauses: list[list[tuple[str, bool]]], assumed: list[tuple[str, bool]]) -> str:
+    """Whether some assignment meets the assumptions, by the selector semantics: clause ``ci``
+    must hold when its selector is assumed on or every clause is (ALL_CLAUSES), and ALL_CLAUSES
+    on with a selector assumed off is a contradiction; other clauses may be off."""
+    import itertools
+
+    from cda.solver.backend import ALL_CLAUSES
+
+    given = dict(assumed)
+    every = given.get(ALL_CLAUSES) is True
+    if every and any(v is False for k, v in given.items() if k.startswith("sel!c")):
+        return "unsat"
+    on = [c for i, c in enumerate(clauses) if every or given.get(selector(f"c{i}")) is True]
+    for values in itertools.product([False, True], repeat=len(atoms)):
+        row = dict(zip(atoms, values))
+        if all(row[a] == v for a, v in given.items() if a in row) and all(
+            any(row[a] == pos for a, pos in c) for c in on
+        ):
+            return "sat"
+    return "unsat"
+
+
+def test_clauses_switched_one_by_one_or_all_at_once_against_brute_force(backend: str) -> None:
+    """Checks under every kind of assumption a caller makes (every clause on, clauses one by one,
+    one switched off, none, abducibles fixed) against brute force, on 40 random problems. z3
+    answers calls that keep every clause on from a solver without selectors and builds the
+    guarded one only for the others: the first calls here keep every clause on and must not build
+    it, so both of its solvers are compared."""
+    import random
+
+    from cda.solver.backend import ALL_CLAUSES
+
+    rnd = random.Random(11)
+    seen: set[tuple[bool, str]] = set()
+    for _ in range(40):
+        atoms = [f"a{i}" for i in range(5)]
+        clauses = [
+            [(a, rnd.random() < 0.5) for a in rnd.sample(atoms, rnd.randint(1, 3))] for _ in range(rnd.randint(2, 7))
+        ]
+        text = f"hyp {', '.join(atoms)}\n" + "".join(
+            f"hard c{i}: {' or '.join(a if pos else f'not {a}' for a, pos in c)}\n" for i, c in enumerate(clauses)
+        )
+        gp, built, each = _backend_for(text, backend)
+        fixed = [(a, rnd.random() < 0.5) for a in rnd.sample(atoms, 2)]
+        plain_calls = [[(ALL_CLAUSES, True)], [(ALL_CLAUSES, True), *fixed], [(ALL_CLAUSES, True), *each[:1]]]
+        guarded_calls = [
+            each,
+            [(ALL_CLAUSES, True), (selector("c0"), False)],
+            [(selector("c0"), False), *fixed],
+            [*each[1:], *fixed],
+            fixed,
+            [(ALL_CLAUSES, False), *each[:2]],
+        ]
+        for i, assumed in enumerate(plain_calls + guarded_calls):
+            status = built.check(assumed).status
+            assert status == _brute_status(atoms, clauses, assumed), (text, assumed)
+            seen.add((i < len(plain_calls), status))
+            if backend == "z3" and i == len(plain_calls) - 1:
+                assert built._guarded is None, "a call keeping every clause on built the guarded solver"
+        if backend == "z3":
+            assert built._guarded is not None
+    assert seen == {(True, "sat"), (True, "unsat"), (False, "sat"), (False, "unsat")}

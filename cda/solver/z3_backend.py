@@ -1,13 +1,23 @@
-"""The z3 backend: one incremental ``Solver`` for checks and enumeration, one ``Optimize`` for costs.
+"""The z3 backend: an incremental ``Solver`` for checks and enumeration, an ``Optimize`` for costs.
+
+Two instances of them, over one encoding of the problem (:class:`_Instance`): in the *plain*
+one the problem's clauses are asserted as they are; in the *guarded* one each clause sits
+behind its selector, so that a call can switch clauses one by one (cores, corrections,
+justifications). Most calls keep every clause on (:data:`ALL_CLAUSES`) and go to the plain
+instance; the guarded one is built on the first call that needs it. z3 pays for every Boolean
+constant of a solver when it hands over a model, selectors included: with a selector per
+clause, fetching each model of an enumeration cost eight times what it costs without them
+(bench_core, 10,000 clauses: 1.6 s of 2.0 s).
 
 Clauses added later (:meth:`Z3Backend.add_clauses`) are printed as SMT-LIB text and parsed in
 one call when they are Boolean (:mod:`cda.solver.smt_text`, ten times faster than building the
-terms one by one), and asserted into the same solver.
+terms one by one), and asserted behind their own selectors into both instances.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import z3
 from z3 import z3core
@@ -32,6 +42,15 @@ from cda.solver.smt_text import smt_assertions
 __all__ = ["Z3Backend"]
 
 
+@dataclass
+class _Instance:
+    """One solver over the problem, and its optimiser once costs are asked for."""
+
+    solver: z3.Solver
+    structure: list[z3.BoolRef]  # everything asserted, for the optimiser
+    opt: z3.Optimize | None = field(default=None)
+
+
 class Z3Backend:
     name = "z3"
 
@@ -42,47 +61,78 @@ class Z3Backend:
         self.ctx = z3.Context()
         self.enc = Z3Encoder(self.ctx)
         self.seed = seed
-        if problem.numvars:
-            self.solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
+        self._negative: dict[str, z3.BoolRef] = {}  # Not(atom), made once (see _lits)
+        for atom in problem.atoms:  # every atom exists, even if no clause mentions it
+            self.enc.bool_var(atom)
+        #: everything but the clauses (bounds, background, claim and soft keys): in both instances
+        self._common: list[z3.BoolRef] = []
+        for var in problem.numvars:
+            x = self.enc.int_var(var)
+            self._common += [x >= NUM_MIN, x <= NUM_MAX]
+        for node in problem.background:
+            self._common.append(self.enc.encode(node))
+        for claim in problem.claims:
+            self._common.append(self.enc.bool_var(claim_key(claim.name)) == self.enc.encode(claim.node))
+        for soft in problem.soft:
+            self._common.append(self.enc.bool_var(soft_key(soft.name)) == self.enc.encode(soft.node))
+        self._selectors = frozenset(selector(c.name) for c in problem.clauses)
+        self._added: list[z3.BoolRef] = []  # clauses added later, behind their own selectors
+        self._plain = self._instance([*self._common, *(self.enc.encode(c.node) for c in problem.clauses)])
+        self._guarded: _Instance | None = None  # built on the first call that needs it (see _for)
+        self._soft = [(self.enc.encode(s.node), weights[s.name]) for s in problem.soft]
+        self._atom_names = list(problem.atoms)
+        self._atom_decl_list = [self.enc.bools[name].decl() for name in problem.atoms]
+        self._true_ast = z3.BoolVal(True, self.ctx).as_ast()
+
+    # ---- the two instances
+    def _instance(self, structure: list[z3.BoolRef]) -> _Instance:
+        if self.problem.numvars:
+            solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
         else:
             # Boolean problems: z3's incremental SAT core (Booleans and native cardinality
             # constraints) instead of the SMT core. It proves the size levels of minimal_sets far
             # faster (c1908mut1426p: 6.5 s against a 60 s timeout), and enumerates hypotheses
             # under thousands of selector facts a third faster (bench_core, 10,000 clauses:
             # 5.9 s against 9.2 s, where z3 used directly takes 5.8 s)
-            self.solver = z3.SolverFor("QF_FD", ctx=self.ctx)
-        self.solver.set("random_seed", seed)
-        self._structure: list[z3.BoolRef] = []
-        self._negative: dict[str, z3.BoolRef] = {}  # Not(atom), made once (see _lits)
-        for atom in problem.atoms:  # every atom exists, even if no clause mentions it
-            self.enc.bool_var(atom)
-        for var in problem.numvars:
-            x = self.enc.int_var(var)
-            self._structure += [x >= NUM_MIN, x <= NUM_MAX]
-        for node in problem.background:
-            self._structure.append(self.enc.encode(node))
-        for clause in problem.clauses:
-            self._structure.append(self.enc.guarded(selector(clause.name), clause.node))
-        # one atom that implies every selector: "all clauses on" is one assumption (see ALL_CLAUSES)
-        every, ref = self.enc.bool_var(ALL_CLAUSES).as_ast(), self.ctx.ref()
-        for clause in problem.clauses:
-            sel = self.enc.bool_var(selector(clause.name)).as_ast()
-            self._structure.append(z3.BoolRef(z3core.Z3_mk_implies(ref, every, sel), self.ctx))
-        for claim in problem.claims:
-            self._structure.append(self.enc.bool_var(claim_key(claim.name)) == self.enc.encode(claim.node))
-        for soft in problem.soft:
-            self._structure.append(self.enc.bool_var(soft_key(soft.name)) == self.enc.encode(soft.node))
-        self._soft = [(self.enc.encode(s.node), weights[s.name]) for s in problem.soft]
-        self._assert(self._structure)
-        self._opt: z3.Optimize | None = None
-        self._atom_names = list(problem.atoms)
-        self._atom_decl_list = [self.enc.bools[name].decl() for name in problem.atoms]
-        self._true_ast = z3.BoolVal(True, self.ctx).as_ast()
+            solver = z3.SolverFor("QF_FD", ctx=self.ctx)
+        solver.set("random_seed", self.seed)
+        self._assert(solver, structure)
+        return _Instance(solver, structure)
+
+    def _guarded_instance(self) -> _Instance:
+        """Each clause behind its selector, and one atom that implies every selector, so that
+        "all clauses on" is one assumption (see ALL_CLAUSES)."""
+        if self._guarded is None:
+            structure = list(self._common)
+            for clause in self.problem.clauses:
+                structure.append(self.enc.guarded(selector(clause.name), clause.node))
+            every, ref = self.enc.bool_var(ALL_CLAUSES).as_ast(), self.ctx.ref()
+            for clause in self.problem.clauses:
+                sel = self.enc.bool_var(selector(clause.name)).as_ast()
+                structure.append(z3.BoolRef(z3core.Z3_mk_implies(ref, every, sel), self.ctx))
+            self._guarded = self._instance(structure + self._added)
+        return self._guarded
+
+    def _for(self, assumptions: Sequence[Lit]) -> _Instance:
+        """The plain instance when ``assumptions`` keep every clause of the problem on (all of
+        them switched on at once, none switched off), else the guarded one."""
+        if not self._selectors:
+            return self._plain
+        every = False
+        selectors = self._selectors
+        for key, value in assumptions:
+            if key == ALL_CLAUSES:
+                if not value:
+                    return self._guarded_instance()
+                every = True
+            elif not value and key in selectors:
+                return self._guarded_instance()
+        return self._plain if every else self._guarded_instance()
 
     # ---- helpers
-    def _assert(self, terms: Sequence[z3.BoolRef]) -> None:
+    def _assert(self, solver: z3.Solver, terms: Sequence[z3.BoolRef]) -> None:
         """Assert through the C API: ``Solver.add`` coerces and sort-checks every term again."""
-        solver_ast, ctx_ref = self.solver.solver, self.ctx.ref()
+        solver_ast, ctx_ref = solver.solver, self.ctx.ref()
         for term in terms:
             z3core.Z3_solver_assert(ctx_ref, solver_ast, term.as_ast())
 
@@ -101,11 +151,11 @@ class Z3Backend:
             out.append(lit)
         return out
 
-    def _check(self, lits: Sequence[z3.BoolRef]) -> z3.CheckSatResult:
-        """``self.solver.check(*lits)`` in one C call: z3's Python ``check`` coerces every
+    def _check(self, solver: z3.Solver, lits: Sequence[z3.BoolRef]) -> z3.CheckSatResult:
+        """``solver.check(*lits)`` in one C call: z3's Python ``check`` coerces every
         assumption to Bool again (most of a check's time under 2,000 assumptions)."""
         array = (z3.Ast * len(lits))(*(lit.as_ast() for lit in lits))
-        return z3.CheckSatResult(z3core.Z3_solver_check_assumptions(self.ctx.ref(), self.solver.solver, len(lits), array))
+        return z3.CheckSatResult(z3core.Z3_solver_check_assumptions(self.ctx.ref(), solver.solver, len(lits), array))
 
     def _or(self, terms: Sequence[z3.BoolRef]) -> z3.BoolRef:
         """``z3.Or(terms)`` in one C call (``z3.Or`` coerces each term in Python)."""
@@ -134,41 +184,42 @@ class Z3Backend:
 
     # ---- protocol
     def check(self, assumptions: Sequence[Lit]) -> Outcome:
-        self._timeout(self.solver)
-        status = self._status(self._check(self._lits(assumptions)))
-        return Outcome(status, self._model(self.solver.model()) if status == "sat" else None)
+        solver = self._for(assumptions).solver
+        self._timeout(solver)
+        status = self._status(self._check(solver, self._lits(assumptions)))
+        return Outcome(status, self._model(solver.model()) if status == "sat" else None)
 
     def enumerate(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
         out = Enumeration()
         proj = [self.enc.bool_var(a) for a in project]
-        self.solver.push()
+        solver = self._for(assumptions).solver
+        solver.push()
         # inside this scope the assumptions are plain facts: thousands of assumption literals
         # per check cost more than unit clauses propagated once
-        self._assert(self._lits(assumptions))
+        self._assert(solver, self._lits(assumptions))
         try:
             while True:
                 if len(out.models) >= limit:
                     out.complete = False
                     break
                 try:
-                    self._timeout(self.solver)
+                    self._timeout(solver)
                 except _OutOfTime:
                     out.complete, out.timed_out = False, True
                     break
-                r = self._check(())
+                r = self._check(solver, ())
                 if r == z3.unsat:
                     break
                 if r != z3.sat:
                     out.complete, out.timed_out = False, True
                     break
-                m = self.solver.model()
-                model = self._model(m)
+                model = self._model(solver.model())
                 out.models.append(model)
                 if not proj:
                     break
-                self._assert([self._or(self._lits([(a, not model[a]) for a in project]))])
+                self._assert(solver, [self._or(self._lits([(a, not model[a]) for a in project]))])
         finally:
-            self.solver.pop()
+            solver.pop()
         return out
 
     def enumerate_minimal(
@@ -176,13 +227,14 @@ class Z3Backend:
     ) -> Enumeration:
         """Every subset-minimal set (see :meth:`minimal_sets`), each with a full model."""
         out = Enumeration()
+        solver = self._for(assumptions).solver  # the one minimal_sets works in
 
         def keep(chosen: frozenset[str]) -> bool:
-            r = self._check_in_time(self._lits([*assumptions, *((a, a in chosen) for a in project)]))
+            r = self._check_in_time(solver, self._lits([*assumptions, *((a, a in chosen) for a in project)]))
             if r is None:
                 raise _OutOfTime()
             assert r, "a minimal set found by the solver has a model"
-            out.models.append(self._model(self.solver.model()))
+            out.models.append(self._model(solver.model()))
             return len(out.models) < limit
 
         try:
@@ -216,42 +268,43 @@ class Z3Backend:
         neg = self._lits([(a, False) for a in project])
         decls = [v.decl() for v in proj]
         top = len(proj) if max_size is None else min(max_size, len(proj))
-        self.solver.push()
-        self._assert(self._lits(assumptions))
+        solver = self._for(assumptions).solver
+        solver.push()
+        self._assert(solver, self._lits(assumptions))
         try:
             for level in range(top + 1):
                 bound = self._at_most(proj, level)
-                self.solver.push()
-                self.solver.add(bound)
+                solver.push()
+                solver.add(bound)
                 try:
                     while True:
-                        r = self._check_in_time([])
+                        r = self._check_in_time(solver, [])
                         if r is None:
                             out.complete, out.timed_out = False, True
                             return out
                         if r is False:
                             break
-                        chosen = [i for i, value in enumerate(self._truth(self.solver.model(), decls)) if value]
+                        chosen = [i for i, value in enumerate(self._truth(solver.model(), decls)) if value]
                         out.delivered += 1
                         if not on_set(frozenset(project[i] for i in chosen)):
                             out.complete, out.stopped = False, True
                             return out
                         # supersets excluded for the rest of this call (outside the level's scope)
-                        self.solver.pop()
-                        self._assert([self._or([neg[i] for i in chosen])])
-                        self.solver.push()
-                        self.solver.add(bound)
+                        solver.pop()
+                        self._assert(solver, [self._or([neg[i] for i in chosen])])
+                        solver.push()
+                        solver.add(bound)
                 finally:
-                    self.solver.pop()
+                    solver.pop()
                 if level < top:
-                    r = self._check_in_time([])  # anything left at all, whatever its size?
+                    r = self._check_in_time(solver, [])  # anything left at all, whatever its size?
                     if r is None:
                         out.complete, out.timed_out = False, True
                         return out
                     if r is False:
                         break
         finally:
-            self.solver.pop()
+            solver.pop()
         return out
 
     def _at_most(self, atoms: Sequence[z3.BoolRef], k: int) -> z3.BoolRef:
@@ -274,7 +327,7 @@ class Z3Backend:
 
     # ---- clauses added later
     def add_clauses(self, clauses: Sequence[Clause], atoms: Sequence[str]) -> None:
-        """New atoms and clauses behind their selectors, asserted into the running solver."""
+        """New atoms and clauses behind their selectors, asserted into the running solvers."""
         if self.deadline.remaining() == 0:
             raise _OutOfTime()
         fresh = [a for a in atoms if a not in self.enc.bools]
@@ -290,17 +343,20 @@ class Z3Backend:
             self.enc.bool_var(name)  # the same term as the parsed constant: z3 hash-conses
             self._atom_names.append(name)
             self._atom_decl_list.append(self.enc.bools[name].decl())
-        self._assert(formulas)
-        self._structure.extend(formulas)
-        if self._opt is not None:
-            self._opt.add(formulas)
+        self._added.extend(formulas)
+        for inst in (self._plain, self._guarded):
+            if inst is not None:
+                self._assert(inst.solver, formulas)
+                inst.structure.extend(formulas)
+                if inst.opt is not None:
+                    inst.opt.add(formulas)
 
-    def _check_in_time(self, lits: list[z3.BoolRef]) -> bool | None:
+    def _check_in_time(self, solver: z3.Solver, lits: list[z3.BoolRef]) -> bool | None:
         try:
-            self._timeout(self.solver)
+            self._timeout(solver)
         except _OutOfTime:
             return None
-        r = self._check(lits)
+        r = self._check(solver, lits)
         if r == z3.sat:
             return True
         if r == z3.unsat:
@@ -312,19 +368,21 @@ class Z3Backend:
         first objective, then one objective per soft clause in source order."""
         if not self._soft:
             return self.check(assumptions)
-        if self._opt is None:
-            self._opt = z3.Optimize(ctx=self.ctx)
-            self._opt.set("maxsat_engine", "maxres")
-            self._opt.add(self._structure)
+        inst = self._for(assumptions)
+        opt = inst.opt
+        if opt is None:
+            opt = inst.opt = z3.Optimize(ctx=self.ctx)
+            opt.set("maxsat_engine", "maxres")
+            opt.add(inst.structure)
             for formula, weight in self._soft:
-                self._opt.add_soft(formula, weight, "cost")
+                opt.add_soft(formula, weight, "cost")
             # below the cost, each soft clause in source order: z3 ranks objectives
             # lexicographically in the order they are declared (see minimize)
             for i, (formula, _weight) in enumerate(self._soft):
-                self._opt.add_soft(formula, 1, f"canonical{i}")
-        self._timeout(self._opt)
-        status = self._status(self._opt.check(*self._lits(assumptions)))
+                opt.add_soft(formula, 1, f"canonical{i}")
+        self._timeout(opt)
+        status = self._status(opt.check(*self._lits(assumptions)))
         if status != "sat":
             return Outcome(status)
-        model = self._model(self._opt.model())
+        model = self._model(opt.model())
         return Outcome("sat", model)
