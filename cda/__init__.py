@@ -19,6 +19,7 @@ from cda.errors import (
     DSLTypeError,
     EvaluatorDisagreement,
     KenError,
+    OptionError,
     UnitError,
 )
 
@@ -44,6 +45,7 @@ __all__ = [
     "DSLTypeError",
     "UnitError",
     "BackendUnsupported",
+    "OptionError",
     "BackendUnavailable",
     "BudgetExceeded",
     "EvaluatorDisagreement",

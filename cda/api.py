@@ -12,7 +12,7 @@ from cda.encodings.ground import ground_problem
 from cda.encodings.ir import GroundProblem
 from cda.encodings.ken import KenGraph
 from cda.encodings.parse import parse_clause, parse_problem
-from cda.errors import CDAError, DSLError
+from cda.errors import CDAError, DSLError, DSLTypeError
 from cda.files import read_text
 from cda.gcpause import gc_paused
 from cda.solver.engine import EngineOptions, run
@@ -37,7 +37,22 @@ def parse(source: Source) -> ProblemAST:
     2
     """
     text, filename = _read(source)
-    return parse_problem(text, filename)
+    try:
+        return parse_problem(text, filename)
+    except DSLError as exc:
+        if isinstance(source, str) and _names_a_file(source):
+            exc.message += f" (the string was read as DSL text; to read the file, pass pathlib.Path({source!r}))"
+            exc.args = (exc.render(),)
+        raise
+
+
+def _names_a_file(text: str) -> bool:
+    """Whether DSL text that failed to parse is the name of a file (a common slip: a ``str``
+    where a :class:`~pathlib.Path` was meant)."""
+    try:
+        return "\n" not in text and len(text) < 4096 and Path(text).is_file()
+    except (OSError, ValueError):  # a name the OS cannot take (a NUL byte, too long)
+        return False
 
 
 def _ken_for(ast: ProblemAST, ken: KenGraph | None) -> KenGraph | None:
@@ -76,7 +91,12 @@ def ground(
         text, given = (spec, None) if isinstance(spec, str) else spec
         formula, weight = _clause(text, f"soft#{i}")
         if given is not None:
-            weight = Fraction(str(given))
+            try:
+                weight = Fraction(str(given))
+            except ValueError:  # nan, inf, or text that is no number
+                raise DSLTypeError(f"a soft clause's weight must be a positive number, given {given!r}").with_filename(
+                    f"soft#{i}"
+                ) from None
         extra_soft.append((f"soft#{i}", formula, weight, text))
     with gc_paused():
         return ground_problem(ast, _ken_for(ast, ken), extra_hard, extra_soft)
@@ -110,10 +130,7 @@ def check(source: Source, *, hard: Sequence[str] = (), soft: Sequence[SoftSpec] 
 
 def _top(gp: GroundProblem, top: int | None) -> int:
     """How many hypotheses to list: the argument, else the problem's goal, else 3."""
-    k = top if top is not None else gp.top if gp.top is not None else 3
-    if k < 1:
-        raise CDAError("top must be at least 1")
-    return k
+    return top if top is not None else gp.top if gp.top is not None else 3  # EngineOptions checks it
 
 
 def solve(

@@ -13,6 +13,7 @@ __all__ = [
     "DSLSyntaxError",
     "DSLTypeError",
     "UnitError",
+    "OptionError",
     "BackendUnsupported",
     "BackendUnavailable",
     "BudgetExceeded",
@@ -61,8 +62,10 @@ class DSLError(CDAError, ValueError):
                 where += f":{self.column}"
         text = f"{where}: {self.kind}: {self.message}"
         if self.source_line is not None and self.column is not None:
-            text += "\n    " + self.source_line.rstrip("\n")
-            text += "\n    " + " " * (self.column - 1) + "^"
+            line = self.source_line.rstrip("\n")
+            # the source's own tabs before the spot, so that the caret lands under it on a terminal
+            lead = "".join("\t" if c == "\t" else " " for c in line[: self.column - 1])
+            text += "\n    " + line + "\n    " + lead + "^"
         return text
 
     def with_filename(self, filename: str) -> DSLError:
@@ -93,6 +96,10 @@ class UnitError(DSLTypeError):
     @property
     def kind(self) -> str:
         return "unit error"
+
+
+class OptionError(CDAError, ValueError):
+    """An option of a run outside what it can be: a negative timeout, a seed no solver takes."""
 
 
 class BackendUnsupported(CDAError, ValueError):

@@ -178,3 +178,79 @@ def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path, argv: tuple[st
     code, out, err = run(*argv, str(f))
     assert code == 2 and out == ""
     assert err.strip() == f"cda: error: cannot read {f}: not UTF-8 text (byte 5 is 0xff)"
+
+
+def test_table_columns_line_up_under_their_headers_with_short_names(tmp_path: Path) -> None:
+    f = tmp_path / "short.cda"
+    f.write_text("hyp a, b\nhard: a or b\nsoft weight 0.5: not a\nsoft weight 2: not b\n")
+    _code, out, _ = run("solve", str(f))
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("id"))
+    rows = lines[header + 1 : header + 4]
+    assert len(rows) == 3 and all(r.lstrip().startswith("h") for r in rows)
+    for column in ("cost", "posterior"):  # right-aligned: each value ends where its header ends
+        end = lines[header].index(column) + len(column)
+        assert all(len(r) >= end and r[end - 1] != " " and (len(r) == end or r[end] == " ") for r in rows), (
+            column,
+            lines[header : header + 4],
+        )
+
+
+@pytest.mark.parametrize(
+    "flags,words",
+    [
+        (["--seed", "-5"], "seed must be a whole number from 0 to 4294967295"),
+        (["--seed", str(2**32), "--backend", "clingo"], "seed must be"),
+        (["--timeout", "-1"], "timeout must be a number of seconds"),
+        (["--timeout", "nan"], "timeout must be a number of seconds"),
+        (["--top", "0"], "top must be a whole number, 1 or more"),
+    ],
+    ids=["negative seed", "seed past 32 bits", "negative timeout", "nan timeout", "top 0"],
+)
+def test_options_no_solver_takes_are_bad_input(flags: list[str], words: str) -> None:
+    code, out, err = run("solve", str(EXAMPLES / "service_outage.cda"), *flags)
+    assert code == 2 and out == ""
+    assert words in err and "Traceback" not in err
+
+
+def test_an_infinite_timeout_means_no_limit(backend: str) -> None:
+    code, out, err = run("solve", str(EXAMPLES / "policy_compliance.cda"), "--backend", backend, "--timeout", "inf")
+    unlimited = run("solve", str(EXAMPLES / "policy_compliance.cda"), "--backend", backend)
+    assert (code, out, err) == unlimited and code == 0
+
+
+def test_weights_too_fine_for_clingo_go_to_z3_or_are_refused_by_name(tmp_path: Path) -> None:
+    """Weights are scaled to whole numbers by one common factor; with twelve decimals that factor
+    passes clingo's 32-bit weights: auto answers on z3, clingo asked by name refuses."""
+    f = tmp_path / "fine.cda"
+    f.write_text("hyp a, b\nhard: a or b\nsoft weight 0.123456789123: not a\nsoft weight 1: not b\n")
+    code, out, err = run("solve", str(f), "--json")
+    data = json.loads(out)
+    assert code == 0 and err == "" and data["backend"] == "z3"
+    assert [h["assumed"] for h in data["hypotheses"]] == [["a"], ["b"], ["a", "b"]]
+    assert [h["cost"] for h in data["hypotheses"]] == [0.123456789, 1.0, 1.123456789]
+    code, out, err = run("solve", str(f), "--backend", "clingo")
+    assert code == 2 and out == ""
+    assert "32-bit" in err and "z3" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "domain N = {a, b}\npred link(N, N)\nfact link(a, b)\nhard: exists path(entity:a ->link-> entity:b within 2 hops)\n"],
+    ids=["empty file", "no atom at all"],
+)
+def test_clingo_prints_nothing_of_its_own(text: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A problem without atoms: clingo's messages about CDA's encoding never reach the user's
+    terminal (they are written by clingo's C library to the process's stderr)."""
+    f = tmp_path / "p.cda"
+    f.write_text(text)
+    code, out, err = run("solve", str(f), "--backend", "clingo")
+    assert code == 0 and "status: sat" in out and err == ""
+    assert capfd.readouterr().err == ""
+
+
+def test_a_byte_order_mark_first_is_not_a_syntax_error(tmp_path: Path) -> None:
+    f = tmp_path / "bom.cda"
+    f.write_bytes("\ufeffhyp leak\nhard: leak\n".encode())
+    code, out, err = run("check", str(f))
+    assert (code, err) == (0, "") and "abducibles 1" in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import cda
@@ -54,6 +56,21 @@ def test_timeout_gives_a_labelled_partial_result(backend: str) -> None:
     r = cda.solve(f"hyp {names}\nhard: a0 or a1", backend=backend, timeout=0.001)
     assert r.partial
     assert any("time" in note for note in r.notes)
+
+
+def test_a_claim_the_timeout_left_undecided_is_still_answered(backend: str) -> None:
+    """Every goal asked for gets a verdict: the time budget runs out in the enumeration, before
+    the claims, and each is listed as inconclusive with the reason (a mutation that drops them
+    leaves the verdicts empty)."""
+    names = ", ".join(f"a{i}" for i in range(18))
+    text = f"hyp {names}\nhard: a0 or a1\ngoal prove a0\ngoal disprove a1 and a2"
+    r = cda.solve(text, backend=backend, timeout=0.001)
+    assert r.partial
+    assert [(v.goal, v.claim, v.status) for v in r.verdicts] == [
+        ("prove", "a0", "inconclusive"),
+        ("disprove", "a1 and a2", "inconclusive"),
+    ]
+    assert all("time" in (v.reason or "") and v.confidence == 0.5 for v in r.verdicts)
 
 
 def test_enumeration_cap_is_reported(backend: str) -> None:
@@ -419,3 +436,29 @@ def test_clauses_switched_one_by_one_or_all_at_once_against_brute_force(backend:
         if backend == "z3":
             assert built._guarded is not None
     assert seen == {(True, "sat"), (True, "unsat"), (False, "sat"), (False, "unsat")}
+
+
+def test_a_file_name_passed_as_text_gets_a_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "p.cda").write_text("hyp leak\nhard: leak\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(cda.DSLSyntaxError, match=r"pass pathlib.Path\('p.cda'\)"):
+        cda.solve("p.cda")
+    assert cda.solve(Path("p.cda")).hypotheses[0].assumed == ["leak"]
+    with pytest.raises(cda.DSLSyntaxError) as info:  # a string naming no file: no hint
+        cda.solve("q.cda\x00")
+    assert "pathlib" not in str(info.value)
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf"), "heavy"])
+def test_a_weight_given_from_python_that_is_no_number_is_a_type_error(weight: object) -> None:
+    with pytest.raises(cda.DSLTypeError, match="weight must be a positive number") as info:
+        cda.solve("hyp a", soft=[("not a", weight)])  # type: ignore[list-item]
+    assert info.value.filename == "soft#1"
+
+
+def test_engine_options_refuse_what_no_solver_takes() -> None:
+    for bad in ({"seed": -1}, {"seed": 2**32}, {"seed": 1.5}, {"timeout": -0.5}, {"timeout": float("nan")}, {"top": 0}):
+        with pytest.raises(cda.OptionError):
+            engine.EngineOptions(**bad)  # type: ignore[arg-type]
+    ok = engine.EngineOptions(seed=2**32 - 1, timeout=float("inf"))
+    assert Deadline(ok.timeout).remaining() is None  # infinity: no limit

@@ -583,6 +583,16 @@ SYNTAX_ERRORS = [
 ]
 
 
+def test_the_caret_keeps_the_lines_tabs_so_it_lands_under_the_spot() -> None:
+    with pytest.raises(DSLSyntaxError) as info:
+        cda.check("hyp a\nhard:\ta\tor\t)")
+    assert (info.value.line, info.value.column) == (2, 12)
+    _, source, caret = str(info.value).splitlines()
+    assert source == "    hard:\ta\tor\t)"
+    assert caret == "         \t \t  \t^"  # the same characters up to the spot, tabs where it has tabs
+    assert caret.expandtabs(8).index("^") == source.expandtabs(8).index(")")
+
+
 @pytest.mark.parametrize("text,line,column,words", SYNTAX_ERRORS, ids=[repr(c[0]) for c in SYNTAX_ERRORS])
 def test_syntax_errors_are_located_and_explained(text: str, line: int, column: int, words: list[str]) -> None:
     with pytest.raises(DSLSyntaxError) as info:
@@ -701,6 +711,14 @@ TYPE_ERRORS: list[tuple[str, str, type[DSLTypeError], int, int | None, list[str]
         ["metric:latency", "USD", "in s"],
     ),
     ("unit mismatch in within", H + "hard: within(event:e, 3 USD of event:e)", UnitError, 6, 23, ["3 USD", "s"]),
+    (
+        "a temperature against a difference of temperatures",
+        H + "metric temp : degC\nhard: value(metric:temp) <= 3 delta_degC",
+        UnitError,
+        7,
+        29,
+        ["3 delta_degC", "degC", "difference of temperatures"],
+    ),
     ("unknown metric", H + "hard: value(metric:cost) <= 1", DSLTypeError, 6, 20, ["unknown metric 'cost'", "latency"]),
     ("unknown event", H + "hard: before(event:e, event:f)", DSLTypeError, 6, 29, ["unknown event 'f'", "known: e"]),
     (

@@ -127,7 +127,7 @@ def render_table(result: SolveResult) -> str:
         total = result.hypotheses_enumerated
         more = "" if result.enumeration_complete else ", enumeration capped"
         out.append(f"hypotheses (top {len(result.hypotheses)} of {total}{more}):")
-        width = max(len(", ".join(h.assumed) or "(none)") for h in result.hypotheses)
+        width = max(len("assumed"), *(len(", ".join(h.assumed) or "(none)") for h in result.hypotheses))
         out.append(f"  {'id':<4} {'assumed':<{width}}  {'cost':>7}  {'posterior':>9}")
         for h in result.hypotheses:
             assumed = ", ".join(h.assumed) or "(none)"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, TextIO
 
@@ -83,13 +84,14 @@ def diagnose(
     if mode == "top" and (k is None or k < 1):
         raise CDAError("--mode top needs a count of at least 1 (e.g. --mode top 5)")
     start = time.perf_counter()
+    options = EngineOptions(  # checked before the instance is read
+        seed=seed, timeout=timeout, lazy_observations=lazy_observations, check_minimality=check_minimality
+    )
     goal = MinimalGoal(mode, k if mode == "top" else None)
     inst = load_instance(path, observations, goal)
     name = choose_backend(inst.problem.base, backend)
-    options = EngineOptions(
-        seed=seed, timeout=None if timeout is None else max(0.0, timeout - (time.perf_counter() - start)),
-        lazy_observations=lazy_observations, check_minimality=check_minimality,
-    )
+    if timeout is not None:  # what reading the instance left of the budget
+        options = replace(options, timeout=max(0.0, timeout - (time.perf_counter() - start)))
     result = run(inst.problem, name, options)
     gate_of = {a.name: a.args[0] for a in inst.problem.base.atoms.values() if a.kind == "hyp"}
     found = [[gate_of[a] for a in d] for d in (result.minimal_explanations or [])]

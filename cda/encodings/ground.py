@@ -437,8 +437,7 @@ class _Grounder:
         conversion = units.affine(q.unit, unit)
         if conversion is None:
             raise self.err(
-                f"unit mismatch: {_num(q.value)} {q.unit} is {units.dimension_name(q.unit)} but {what} "
-                f"is in {unit} ({units.dimension_name(unit)})",
+                f"unit mismatch: {_num(q.value)} {q.unit} against {what} in {unit} ({units.mismatch(q.unit, unit)})",
                 q.pos,
                 UnitError,
             )
@@ -469,8 +468,8 @@ class _Grounder:
                     var, unit = self.ref_var(term.ref)
                     if ref_unit is not None and units.affine(unit, ref_unit) is None:
                         raise self.err(
-                            f"unit mismatch: {var} is in {unit} ({units.dimension_name(unit)}) but {ref_desc} "
-                            f"is in {ref_unit} ({units.dimension_name(ref_unit)})",
+                            f"unit mismatch: {var} is in {unit} but {ref_desc} is in {ref_unit} "
+                            f"({units.mismatch(unit, ref_unit)})",
                             term.pos,
                             UnitError,
                         )

@@ -13,10 +13,13 @@ from functools import lru_cache
 
 import pint
 
-__all__ = ["registry", "check_unit", "factor", "affine", "dimension_name"]
+__all__ = ["registry", "check_unit", "factor", "affine", "dimension_name", "mismatch"]
 
 #: currencies are not convertible into each other, so each gets its own dimension
 CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CHF", "CNY")
+
+#: conversions pint refuses between units of one dimension (``degC`` and ``delta_degC``)
+_REFUSED = (pint.errors.DimensionalityError, pint.errors.OffsetUnitCalculusError)
 
 
 @lru_cache(maxsize=1)
@@ -49,7 +52,10 @@ def factor(from_unit: str, to_unit: str) -> Fraction | None:
     src, dst = ureg.parse_units(from_unit), ureg.parse_units(to_unit)
     if ureg.Quantity(1, src).dimensionality != ureg.Quantity(1, dst).dimensionality:
         return None
-    magnitude = ureg.Quantity(1, src).to(dst).magnitude
+    try:
+        magnitude = ureg.Quantity(1, src).to(dst).magnitude
+    except _REFUSED:
+        return None
     return Fraction(magnitude).limit_denominator(10**12)
 
 
@@ -59,15 +65,18 @@ def affine(from_unit: str, to_unit: str) -> tuple[Fraction, Fraction] | None:
 
     >>> affine("degC", "degF")
     (Fraction(9, 5), Fraction(32, 1))
-    >>> affine("USD", "s") is None
-    True
+    >>> affine("USD", "s") is None, affine("delta_degC", "degC") is None
+    (True, True)
     """
     ureg = registry()
     src, dst = ureg.parse_units(from_unit), ureg.parse_units(to_unit)
     if ureg.Quantity(1, src).dimensionality != ureg.Quantity(1, dst).dimensionality:
         return None
-    zero = ureg.Quantity(0, src).to(dst).magnitude
-    one = ureg.Quantity(1, src).to(dst).magnitude
+    try:
+        zero = ureg.Quantity(0, src).to(dst).magnitude
+        one = ureg.Quantity(1, src).to(dst).magnitude
+    except _REFUSED:  # same dimension, yet pint will not convert (a temperature and a difference of them)
+        return None
     b = Fraction(zero).limit_denominator(10**12)
     a = Fraction(one).limit_denominator(10**12) - b
     return a, b
@@ -76,3 +85,20 @@ def affine(from_unit: str, to_unit: str) -> tuple[Fraction, Fraction] | None:
 def dimension_name(unit: str) -> str:
     """A readable dimension for messages: ``[time]``, ``[currency_USD]``."""
     return str(registry().Quantity(1, registry().parse_units(unit)).dimensionality)
+
+
+def mismatch(unit: str, other: str) -> str:
+    """Why ``unit`` does not convert into ``other``, for a message that names both.
+
+    >>> mismatch("USD", "s")
+    'USD is [currency_USD] and s is [time]'
+    >>> mismatch("delta_degC", "degC")
+    'delta_degC and degC are both [temperature], but pint does not convert between a temperature and a difference of temperatures'
+    """
+    a, b = dimension_name(unit), dimension_name(other)
+    if a != b:
+        return f"{unit} is {a} and {other} is {b}"
+    return (
+        f"{unit} and {other} are both {a}, but pint does not convert between a temperature and a difference of "
+        "temperatures"
+    )

@@ -13,6 +13,7 @@ library only removes that backend.
 from __future__ import annotations
 
 import importlib
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ __all__ = [
     "all_clauses_on",
     "claim_key",
     "soft_key",
+    "integer_weights",
+    "CLINGO_MAX_WEIGHT",
     "make_backend",
     "available_backends",
     "BACKENDS",
@@ -43,6 +46,24 @@ __all__ = [
 Lit = tuple[str, bool]
 #: a full assignment: every atom → bool, every numeric variable → int
 Model = dict[str, "bool | int"]
+
+
+def integer_weights(problem: GroundProblem) -> dict[str, int]:
+    """Soft weights scaled by one common factor to integers (solvers need them).
+
+    >>> from fractions import Fraction
+    >>> from cda.encodings.ir import NodeFactory, SoftClause
+    >>> f = NodeFactory()
+    >>> soft = [SoftClause(n, f.atom(n), Fraction(w), 0) for n, w in (("a", "0.5"), ("b", "2"))]
+    >>> integer_weights(GroundProblem(f, soft=soft))
+    {'a': 1, 'b': 4}
+    """
+    scale = math.lcm(*(s.weight.denominator for s in problem.soft)) if problem.soft else 1
+    return {s.name: int(s.weight * scale) for s in problem.soft}
+
+
+#: clingo's weights are signed 32-bit integers; z3's are unbounded
+CLINGO_MAX_WEIGHT = 2**31 - 1
 
 
 def selector(clause_name: str) -> str:
@@ -74,8 +95,8 @@ class Deadline:
     """A wall-clock budget shared by every call of one run; ``None`` means no limit."""
 
     def __init__(self, seconds: float | None) -> None:
-        self.seconds = seconds
-        self._end = None if seconds is None else time.monotonic() + seconds
+        self.seconds = None if seconds is None or math.isinf(seconds) else seconds  # infinity: no limit
+        self._end = None if self.seconds is None else time.monotonic() + self.seconds
 
     def remaining(self) -> float | None:
         if self._end is None:

@@ -25,6 +25,7 @@ from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.solver.asp_direct import DirectEncoder
 from cda.solver.backend import (
     ALL_CLAUSES,
+    CLINGO_MAX_WEIGHT,
     Deadline,
     Enumeration,
     Lit,
@@ -44,6 +45,13 @@ class ClingoBackend:
     name = "clingo"
 
     def __init__(self, problem: GroundProblem, *, seed: int, deadline: Deadline, weights: dict[str, int]) -> None:
+        wide = [name for name, w in weights.items() if w > CLINGO_MAX_WEIGHT]
+        if wide:
+            raise BackendUnsupported(
+                f"soft clause {wide[0]}: its weight, as a whole number in the common scale of every weight "
+                f"({weights[wide[0]]}), does not fit clingo's 32-bit weights; the z3 backend takes it (or use "
+                "fewer decimals)"
+            )
         self.problem = problem
         self.deadline = deadline
         self._hyps = tuple(problem.hyp_atoms)
@@ -174,7 +182,9 @@ class ClingoBackend:
             if self._hyps:
                 b.add_project([literal[a] for a in self._hyps])
         # shown: the problem's atoms (numbered first), what a model is decoded from
-        text = f"#show.\n#show I : x(I), I < {len(problem.atoms)}.\n"
+        text = "#show.\n"
+        if problem.atoms:  # with none, clingo would say that x/1 occurs in no rule head (an info message)
+            text += f"#show I : x(I), I < {len(problem.atoms)}.\n"
         self.ctl.add("base", [], text)
         self.ctl.ground([("base", [])])
         return text

@@ -30,7 +30,7 @@ import numpy as np
 from cda.contracts.result import Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
 from cda.encodings.evaluate import BatchEvaluator, evaluate_many
 from cda.encodings.ir import Atom, Claim, Clause, GroundProblem, Linear, walk
-from cda.errors import EvaluatorDisagreement
+from cda.errors import EvaluatorDisagreement, OptionError
 from cda.solver.backend import (
     ALL_CLAUSES,
     Backend,
@@ -40,6 +40,7 @@ from cda.solver.backend import (
     _OutOfTime,
     all_clauses_on,
     claim_key,
+    integer_weights,
     make_backend,
     selector,
 )
@@ -52,6 +53,8 @@ from cda.solver.observations import GroupedProblem, split_observations
 __all__ = ["EngineOptions", "run"]
 
 Settled = Literal["supported", "refuted"]
+
+MAX_SEED = 2**32 - 1  # clingo's --seed and z3's random_seed are unsigned 32-bit numbers
 
 
 @dataclass(frozen=True)
@@ -70,17 +73,32 @@ class EngineOptions:
     #: called once per solver call (method, inputs, outcome, status): the Action's receipts
     call_log: SolverCallLog | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        """Options a solver would refuse (or misread) are refused here, before any solving.
+
+        >>> EngineOptions(seed=-5)
+        Traceback (most recent call last):
+        ...
+        cda.errors.OptionError: seed must be a whole number from 0 to 4294967295 (both solvers take an unsigned 32-bit seed), not -5
+        """
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise OptionError(
+                f"seed must be a whole number from 0 to {MAX_SEED} (both solvers take an unsigned 32-bit seed), "
+                f"not {self.seed!r}"
+            )
+        t = self.timeout
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int | float) or math.isnan(t) or t < 0):
+            raise OptionError(f"timeout must be a number of seconds, 0 or more (inf for no limit), not {t!r}")
+        for name in ("top", "max_hypotheses", "max_tested_hypotheses", "max_conflict_sets"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise OptionError(f"{name} must be a whole number, 1 or more, not {value!r}")
+
 
 def _backend(name: str, problem: GroundProblem, options: EngineOptions, deadline: Deadline) -> Backend:
     """``make_backend``, its calls reported to ``options.call_log`` when there is one."""
     backend = make_backend(name, problem, seed=options.seed, deadline=deadline, weights=integer_weights(problem))
     return backend if options.call_log is None else RecordingBackend(backend, options.call_log)
-
-
-def integer_weights(problem: GroundProblem) -> dict[str, int]:
-    """Soft weights scaled by one common factor to integers (solvers need them)."""
-    scale = math.lcm(*(s.weight.denominator for s in problem.soft)) if problem.soft else 1
-    return {s.name: int(s.weight * scale) for s in problem.soft}
 
 
 def _r(x: float) -> float:
@@ -284,10 +302,7 @@ class _Run:
 
         goal_holds_when = claim.mode == "prove"  # the claim's value that makes the goal hold
         if can_true is None or can_false is None:
-            return Verdict(
-                name=claim.name, goal=claim.mode, claim=claim.text, status="inconclusive", confidence=0.5,
-                justification=[], witnesses=[], reason="the solver could not decide in time (unknown)",
-            )
+            return _undecided(claim, "the solver could not decide in time (unknown)")
         if not can_false or not can_true:
             claim_value = not can_false  # True when the claim is entailed
             status: Settled = "supported" if claim_value == goal_holds_when else "refuted"
@@ -359,6 +374,21 @@ class _Run:
         return Conflict(cores=cores, corrections=corrections, complete=complete)
 
 
+def _undecided(claim: Claim, reason: str) -> Verdict:
+    return Verdict(
+        name=claim.name, goal=claim.mode, claim=claim.text, status="inconclusive", confidence=0.5,
+        justification=[], witnesses=[], reason=reason,
+    )
+
+
+def _every_claim_answered(result: SolveResult, claims: Sequence[Claim]) -> None:
+    """A claim the time budget left undecided is still listed: inconclusive, saying why."""
+    decided = {v.name for v in result.verdicts}
+    for claim in claims:
+        if claim.name not in decided:
+            result.verdicts.append(_undecided(claim, "the time budget ran out before this claim was decided"))
+
+
 def _empty_result(backend_name: str, options: EngineOptions) -> SolveResult:
     return SolveResult(
         status="unknown", backend=backend_name, seed=options.seed, hypotheses=[], hypotheses_enumerated=0,
@@ -408,6 +438,7 @@ def run(problem: GroundProblem | GroupedProblem, backend_name: str, options: Eng
             state.notes.append("time budget exhausted; the result is partial")
         else:
             result.notes.append("time budget exhausted before the problem was encoded")
+        _every_claim_answered(result, problem.claims)
     finally:
         if state is not None:
             result.partial = result.partial or state.partial
@@ -489,5 +520,6 @@ def _run_minimal(grouped: GroupedProblem, backend_name: str, options: EngineOpti
             )
         else:
             notes.append("time budget exhausted before the problem was encoded")
+        _every_claim_answered(result, grouped.base.claims)
     result.notes.extend(notes)
     return result

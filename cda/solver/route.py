@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from cda.encodings.ir import GroundProblem
 from cda.errors import BackendUnavailable, BackendUnsupported
-from cda.solver.backend import BACKENDS, available_backends
+from cda.solver.backend import BACKENDS, CLINGO_MAX_WEIGHT, available_backends, integer_weights
 
 __all__ = ["choose_backend"]
 
 
 def choose_backend(problem: GroundProblem, requested: str) -> str:
     """``auto`` picks clingo for purely Boolean problems (fast projective enumeration) and z3
-    when there are metrics or event times (native integer arithmetic); clingo decides those
+    when there are metrics or event times (native integer arithmetic) or soft weights too
+    precise or too large for clingo's 32-bit weights; clingo decides metrics and event times
     too, through clingo-dl, when asked for by name and all constraints are differences.
 
     >>> from cda.encodings.ir import NodeFactory
@@ -25,7 +26,8 @@ def choose_backend(problem: GroundProblem, requested: str) -> str:
         if requested not in have:
             raise BackendUnavailable(f"backend '{requested}' is not installed (available: {', '.join(have)})")
         return requested
-    preferred = ["z3", "clingo"] if problem.has_arithmetic else ["clingo", "z3"]
+    wide_weights = any(w > CLINGO_MAX_WEIGHT for w in integer_weights(problem).values())
+    preferred = ["z3", "clingo"] if problem.has_arithmetic or wide_weights else ["clingo", "z3"]
     for name in preferred:
         if name in have:
             return name
