@@ -95,7 +95,7 @@ class Deadline:
     """A wall-clock budget shared by every call of one run; ``None`` means no limit."""
 
     def __init__(self, seconds: float | None) -> None:
-        self.seconds = None if seconds is None or math.isinf(seconds) else seconds  # infinity: no limit
+        self.seconds = None if seconds is None or seconds == math.inf else seconds  # +infinity: no limit
         self._end = None if self.seconds is None else time.monotonic() + self.seconds
 
     def remaining(self) -> float | None:
