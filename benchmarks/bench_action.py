@@ -207,7 +207,7 @@ def generate(n_edges: int, seed: int = 0) -> Generated:
 
 def build(gen: Generated) -> Any:
     """The Ken graph, built the way the loaders build one: nodes with labels, then edges."""
-    from cda.encodings.ken import KenGraph
+    from cda.ken.graph import KenGraph
 
     ken = KenGraph()
     for node, text in gen.labels.items():
@@ -432,7 +432,7 @@ def rss_mb() -> float:
 def stages(times: dict[str, float]) -> Iterator[None]:
     """Time the runner's steps up to the first boundary summary by wrapping them (first call only)."""
     from cda.actions import checks, runner
-    from cda.encodings import ken as ken_module
+    from cda.ken import graph as ken_module
 
     targets = [
         (runner, "_ground", "parse+ground"),
@@ -468,7 +468,7 @@ def stages(times: dict[str, float]) -> Iterator[None]:
 @contextmanager
 def counted(calls: dict[str, list[float]]) -> Iterator[None]:
     """Count and time every Ken query the action makes (on any KenGraph, copies included)."""
-    from cda.encodings.ken import KenGraph
+    from cda.ken.graph import KenGraph
 
     saved = {k: getattr(KenGraph, k) for k in KINDS}
 

@@ -3,7 +3,7 @@
     python benchmarks/bench_folio.py [FILE.jsonl] [--no-write]
 
 Runs every example of the FOLIO dev file (default ``../shared/data/folio/folio-v0.0-validation-dev.jsonl``)
-twice: once with z3 alone (the time a user of ``cda.solver.fol_prove.prove`` sees) and once as
+twice: once with z3 alone (the time a user of ``cda.fol.prove.prove`` sees) and once as
 ``cda bench folio`` does, with the clingo cross-check. The section between the markers
 ``<!-- bench_folio:start -->`` and ``<!-- bench_folio:end -->`` of docs/benchmarks.md is replaced
 (created if missing); the rest of the file belongs to other benchmarks and is left alone.
@@ -26,7 +26,7 @@ import z3
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cda.adapters.folio_bench import LABELS, BenchReport, run_bench  # noqa: E402
+from cda.fol.folio import LABELS, BenchReport, run_bench  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_section, when run as a file
 from doc_section import write_section  # noqa: E402

@@ -10,11 +10,11 @@ from cda.contracts.result import CheckReport, SolveResult
 from cda.encodings.ast import Formula, KenLoad, ProblemAST
 from cda.encodings.ground import ground_problem
 from cda.encodings.ir import GroundProblem
-from cda.encodings.ken import KenGraph
 from cda.encodings.parse import parse_clause, parse_problem
 from cda.errors import CDAError, DSLError, DSLTypeError
 from cda.files import read_text
 from cda.gcpause import gc_paused
+from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions, run
 from cda.solver.route import choose_backend
 
@@ -59,7 +59,7 @@ def _ken_for(ast: ProblemAST, ken: KenGraph | None) -> KenGraph | None:
     loads = [st for st in ast.statements if isinstance(st, KenLoad)]
     if not loads:
         return ken
-    from cda.adapters.ken_loaders import load_ken  # adapters sit above; imported on demand
+    from cda.ken.loaders import load_ken  # adapters sit above; imported on demand
 
     base = Path(ast.filename).parent if ast.filename else Path.cwd()
     merged = ken if ken is not None else KenGraph()

@@ -31,8 +31,8 @@ from cda.contracts.abstain import (
     band_rank,
 )
 from cda.contracts.result import Hypothesis, Verdict
-from cda.encodings.ken import KenGraph
 from cda.errors import CDAError
+from cda.ken.graph import KenGraph
 from cda.verifiers.abstain import (
     apply_enforcement,
     enforce,

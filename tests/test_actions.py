@@ -53,7 +53,7 @@ def test_service_outage_matches_the_engine_and_leaves_intact_receipts(tmp_path: 
     out = run.outputs
     assert out.status == "completed" and _terminal(run) == "action_completed"
     # oracle: the engine alone on the same assembled problem, with the Ken file
-    from cda.adapters.ken_loaders import load_ken
+    from cda.ken.loaders import load_ken
 
     direct = cda.solve(assemble(inputs).text, ken=load_ken(EXAMPLE.parent / inputs.ken.path))  # type: ignore[union-attr]
     by_id = {v.hypothesis_id: v for v in out.verdicts}
@@ -232,7 +232,7 @@ class _ScriptedClock:
 
 def test_qa4_budget_exhaustion_is_a_partial_with_caveats_and_next_tests() -> None:
     inputs = _outage(budgets={"wall": 10.0})
-    from cda.adapters.ken_loaders import load_ken
+    from cda.ken.loaders import load_ken
 
     ken = load_ken(EXAMPLE.parent / inputs.ken.path)  # type: ignore[union-attr]
     clock = _ScriptedClock({"verify": 9.0})  # the search took 9 of the 10 s
@@ -296,7 +296,7 @@ def test_qa2_bind_bump_yields_a_structure_revision_with_new_receipts(tmp_path: P
 
 
 def _ken(inputs: CDAInputs):  # type: ignore[no-untyped-def]
-    from cda.adapters.ken_loaders import load_ken
+    from cda.ken.loaders import load_ken
 
     return load_ken(EXAMPLE.parent / inputs.ken.path)  # type: ignore[union-attr]
 
@@ -416,7 +416,7 @@ def test_offline_llm_check_judges_with_the_named_ken_ids_as_with_all_of_them() -
     import random
 
     from cda.actions.checks import _ken_ids_named_in
-    from cda.encodings.ken import KenGraph
+    from cda.ken.graph import KenGraph
     from cda.verifiers.llm_offline import OfflineProvider
 
     small = KenGraph()

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from cda.adapters.bench_import import Netlist, circuit_of, load_bench, parse_bench, parse_observations
-from cda.adapters.circuit import Simulator
 from cda.adapters.cli import main
-from cda.adapters.diagnose import diagnose, main_diagnose
 from cda.api import ground
+from cda.diagnosis.bench_import import Netlist, circuit_of, load_bench, parse_bench, parse_observations
+from cda.diagnosis.circuit import Simulator
+from cda.diagnosis.diagnose import diagnose, main_diagnose
 from cda.encodings.format import format_problem
 from cda.encodings.ir import MinimalGoal
 from cda.encodings.parse import parse_problem

@@ -19,13 +19,13 @@ import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cda.adapters import folio_bench
 from cda.adapters.fol_cli import main_prove, read_fol_file
-from cda.encodings import fol
-from cda.encodings.fol import build_problem, format_formula, fragment, parse_fol, parse_formula
 from cda.errors import BackendUnsupported, DSLSyntaxError, DSLTypeError, EvaluatorDisagreement
-from cda.solver import fol_prove
-from cda.solver.fol_prove import OPEN_DOMAIN_NOTE, prove
+from cda.fol import folio as folio_bench
+from cda.fol import prove as fol_prove
+from cda.fol import syntax as fol
+from cda.fol.prove import OPEN_DOMAIN_NOTE, prove
+from cda.fol.syntax import build_problem, format_formula, fragment, parse_fol, parse_formula
 from tests.conftest import ROOT
 
 FOLIO = ROOT.parent / "shared" / "data" / "folio" / "folio-v0.0-validation-dev.jsonl"

@@ -14,8 +14,8 @@ import pytest
 import cda
 from cda.encodings import ground as G
 from cda.encodings.ir import GroundProblem
-from cda.encodings.ken import KenGraph
 from cda.errors import DSLTypeError
+from cda.ken.graph import KenGraph
 
 TEMPLATES = [
     # the service-graph propagation clause: the guard on the inner exists, variable second

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cda
-from cda.adapters.ken_loaders import load_csv, load_graphml, load_json, load_ken
-from cda.encodings.ken import KenGraph
 from cda.errors import DSLError, DSLTypeError, KenError
+from cda.ken.graph import KenGraph
+from cda.ken.loaders import load_csv, load_graphml, load_json, load_ken
 
 EDGES = [
     ("api", "depends", "auth"),

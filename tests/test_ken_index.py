@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cda.encodings.ken import KenGraph
+from cda.ken.graph import KenGraph
 
 # ids and labels with the awkward cases: case folding, a final sigma, a dotted capital I whose
 # lower case is two characters, the index's separator (NUL), the empty string, a non-str label.

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from cda.adapters.bench_import import Netlist, load_bench, parse_bench
-from cda.adapters.probe import ProbeState, diagnosis_prior, failing_vectors, main_probe, simulate_probing
+from cda.diagnosis.bench_import import Netlist, load_bench, parse_bench
+from cda.diagnosis.probe import ProbeState, diagnosis_prior, failing_vectors, main_probe, simulate_probing
 from cda.encodings.ir import MinimalGoal
 from tests.test_diagnosis import _brute_minimal, _eval, _faulty_observations, _random_circuit
 
@@ -221,8 +221,8 @@ def _bench_text(net: Netlist) -> str:
 def test_interactive_loop_measures_until_one_diagnosis(tmp_path: Path) -> None:
     """The interactive loop, answered from a faulty copy of random circuits: bad answers are
     asked again, and every report's diagnoses are brute force's under the measurements so far."""
-    from cda.adapters.diagnose import load_instance
-    from cda.adapters.probe import interactive_probing
+    from cda.diagnosis.diagnose import load_instance
+    from cda.diagnosis.probe import interactive_probing
 
     rng = random.Random(11)
     loops = 0

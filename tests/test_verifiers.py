@@ -27,7 +27,7 @@ import cda
 import cda.verifiers.agreement as agreement_module
 from cda.contracts.receipt import canonical_json
 from cda.contracts.verification import VerifierOutcome
-from cda.encodings.ken import KenGraph
+from cda.ken.graph import KenGraph
 from cda.solver.backend import Deadline, make_backend, selector
 from cda.solver.engine import EngineOptions
 from cda.verifiers.agreement import AgreementReport

@@ -3,7 +3,7 @@ baseline and the published HSD times; then next-best probes against random probe
 
 Part 1, on every ``*.wcnf.gz`` under ``../shared/data/mbd-mobs/``:
 
-* CDA, clingo backend (the default), and CDA, z3 backend: ``cda.adapters.diagnose.diagnose``,
+* CDA, clingo backend (the default), and CDA, z3 backend: ``cda.diagnosis.diagnose.diagnose``,
   end to end (reading, importing, the counterexample-guided search, the re-check of every
   diagnosis against every observation and of its minimality by simulation);
 * the baseline, ``rc2_baseline.py``: PySAT's RC2 with all observations copied and superset
@@ -45,9 +45,9 @@ from pathlib import Path
 import clingo
 import z3
 
-from cda.adapters.bench_import import load_bench, read_bench
-from cda.adapters.diagnose import diagnose
-from cda.adapters.probe import simulate_probing
+from cda.diagnosis.bench_import import load_bench, read_bench
+from cda.diagnosis.diagnose import diagnose
+from cda.diagnosis.probe import simulate_probing
 from cda.encodings.ir import MinimalGoal
 
 ROOT = Path(__file__).resolve().parents[2]

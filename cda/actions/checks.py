@@ -37,7 +37,7 @@ from cda.contracts.refs import SpanRef
 from cda.contracts.result import SolveResult
 from cda.contracts.verification import VerifierOutcome
 from cda.encodings.ir import GroundProblem
-from cda.encodings.ken import KenGraph
+from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions
 from cda.verifiers.abstain import should_abstain
 from cda.verifiers.agreement_outcome import agreement_outcome

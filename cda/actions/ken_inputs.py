@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cda.contracts.action import CDAInputs
-from cda.encodings.ken import KenGraph
 from cda.errors import KenError
+from cda.ken.graph import KenGraph
 
 __all__ = ["ken_from_inputs"]
 

@@ -43,9 +43,9 @@ from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.result import SolveResult
 from cda.encodings.ground import ground_problem
 from cda.encodings.ir import Clause, GroundProblem, SoftClause
-from cda.encodings.ken import KenGraph
 from cda.encodings.parse import parse_problem
 from cda.errors import CDAError, DSLError
+from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions, run
 from cda.solver.route import choose_backend
 

@@ -1,1 +1,1 @@
-"""Everything at the edge: CLI, Ken file loaders, and (later) transports, storage and jobs."""
+"""Everything at the edge: the CLI, the SSE server, LLM providers, the event store; no solving logic."""

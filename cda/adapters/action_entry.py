@@ -24,12 +24,12 @@ from cda.actions.reflection import ReflectionStore
 from cda.actions.runner import ActionRun, RunSettings, run_action
 from cda.actions.stream import Subscriber
 from cda.adapters.event_store import EventStore
-from cda.adapters.ken_loaders import load_ken
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs
-from cda.encodings.ken import KenGraph
 from cda.errors import CDAError
 from cda.files import read_text
+from cda.ken.graph import KenGraph
+from cda.ken.loaders import load_ken
 from cda.verifiers.llm_gate import LLMProvider
 
 __all__ = ["InputsError", "load_inputs", "run_inputs"]

@@ -188,11 +188,11 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
             args.file, args.json, out, err=err, timeout=args.timeout, backend=args.backend, cross_check=args.cross_check
         )
     if args.command == "diagnose":
-        from cda.adapters.diagnose import main_diagnose
+        from cda.diagnosis.diagnose import main_diagnose
 
         return main_diagnose(args.file, args.observations, args.backend, args.mode, args.timeout, args.json, out, err)
     if args.command == "probe":
-        from cda.adapters.probe import main_probe
+        from cda.diagnosis.probe import main_probe
 
         return main_probe(
             args.file,
@@ -228,14 +228,14 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
 
         return main_receipts_verify(args.db, args.head, args.json, out, err)
     if args.command == "bench":
-        from cda.adapters.folio_bench import main_bench
+        from cda.fol.folio import main_bench
 
         return main_bench(args.file, args.json, out, timeout=args.timeout, err=err)
     try:
         ken = None
         if args.ken:
-            from cda.adapters.ken_loaders import load_ken
-            from cda.encodings.ken import KenGraph
+            from cda.ken.graph import KenGraph
+            from cda.ken.loaders import load_ken
 
             ken = KenGraph()
             for path in args.ken:

@@ -35,8 +35,8 @@ from cda.encodings.ir import (
     SoftClause,
     walk,
 )
-from cda.encodings.ken import KenGraph
 from cda.errors import DSLTypeError, UnitError
+from cda.ken.graph import KenGraph
 
 __all__ = ["ground_problem", "RISK_LEVELS"]
 

@@ -14,7 +14,7 @@ exact, and what lets the engine add a group only when a candidate fails it.
 
 A :class:`ConsistencyOracle` answers "which group, if any, refutes this set of abducibles?"
 without the search backend: the circuit importers give a bit-parallel simulator
-(:mod:`cda.adapters.circuit`); without one the engine asks its backend, one group at a time.
+(:mod:`cda.diagnosis.circuit`); without one the engine asks its backend, one group at a time.
 
 :func:`split_observations` finds the groups of any ground problem (the DSL's ``observe``
 clauses included): observation clauses that share a non-abducible atom are one group, and a

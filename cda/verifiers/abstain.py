@@ -45,7 +45,7 @@ from cda.contracts.abstain import (
     band_rank,
 )
 from cda.contracts.result import Hypothesis, Verdict
-from cda.encodings.ken import KenGraph
+from cda.ken.graph import KenGraph
 from cda.verifiers.coverage import SafeKen
 
 __all__ = [

@@ -36,7 +36,7 @@ from cda.contracts.abstain import (
     RelevantFix,
     RootCause,
 )
-from cda.encodings.ken import KenGraph
+from cda.ken.graph import KenGraph
 
 __all__ = [
     "DEFAULT_CAUSAL_RELATIONS",

@@ -1,6 +1,6 @@
 """Ken evidence: look for support of claim atoms in Ken, through the safe query set only.
 
-Each atom is mapped onto Ken's four queries (:meth:`~cda.encodings.ken.KenGraph.search`,
+Each atom is mapped onto Ken's four queries (:meth:`~cda.ken.graph.KenGraph.search`,
 ``neighborhood``, ``path``, ``related_by``) and nothing else:
 
 * ``rel(a, b)`` — supported when ``b`` is in ``related_by(a, rel)``: the edge ``a -rel-> b``;
@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from cda.contracts.refs import SpanRef
 from cda.contracts.verification import VerifierOutcome
-from cda.encodings.ken import KenGraph
+from cda.ken.graph import KenGraph
 
 __all__ = ["ken_evidence", "KenQueryRecord"]
 

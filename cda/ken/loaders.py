@@ -16,8 +16,8 @@ from xml.etree.ElementTree import ParseError
 
 import networkx as nx
 
-from cda.encodings.ken import KenGraph
 from cda.errors import KenError
+from cda.ken.graph import KenGraph
 
 __all__ = ["load_ken", "load_json", "load_csv", "load_graphml"]
 

@@ -8,7 +8,7 @@ For premises P1…Pn and a claim C (DESIGN.md, "Verdicts"):
   the fixed context;
 * **inconclusive** otherwise, with two small worlds — one where C holds, one where it fails —
   each re-checked against every premise by the independent evaluator
-  (:func:`cda.encodings.fol.evaluate`) before it is shown. A solver ``unknown`` or a timeout is
+  (:func:`cda.fol.syntax.evaluate`) before it is shown. A solver ``unknown`` or a timeout is
   also *inconclusive* (``unknown`` is true and ``reason`` says why), never supported or refuted.
   When the premises contradict each other, ``conflict`` holds a minimal inconsistent subset.
 
@@ -17,7 +17,7 @@ predicate and function symbol, constants as z3 constants; z3 decides the effecti
 propositional (EPR) fragment. Outside it, z3 may answer ``unknown``; then a finite-model search
 (domains of 1…6 elements, quantifiers expanded) looks for the worlds. ASP cannot decide
 open-domain FOL, so ``clingo`` is offered only when the domain is declared finite: the
-problem is then grounded (:func:`cda.encodings.fol.ground_claim`) and solved by the ordinary
+problem is then grounded (:func:`cda.fol.syntax.ground_claim`) and solved by the ordinary
 clingo backend. ``cross_check=True`` solves again on the other backend (for an open domain,
 clingo over the Herbrand universe of an EPR problem) and lowers a verdict the two disagree on.
 """
@@ -32,7 +32,8 @@ from typing import Any, Literal, Protocol
 import z3
 from pydantic import BaseModel, ConfigDict, Field
 
-from cda.encodings.fol import (
+from cda.errors import BackendUnavailable, BackendUnsupported, CDAError, EvaluatorDisagreement
+from cda.fol.syntax import (
     And,
     Atom,
     BoolConst,
@@ -56,7 +57,6 @@ from cda.encodings.fol import (
     herbrand_structure,
     minimise,
 )
-from cda.errors import BackendUnavailable, BackendUnsupported, CDAError, EvaluatorDisagreement
 from cda.solver.backend import Deadline, _OutOfTime, claim_key, make_backend, selector
 from cda.solver.cores import quickxplain
 
@@ -647,7 +647,7 @@ def prove(
     """Decide whether ``premises`` support, refute, or leave open ``claim``.
 
     ``premises`` are formula strings or ``(name, formula)`` pairs (unnamed ones are ``p1, p2,
-    …``), or an already checked :class:`~cda.encodings.fol.FOLProblem` (then ``claim`` may be
+    …``), or an already checked :class:`~cda.fol.syntax.FOLProblem` (then ``claim`` may be
     one of its claims or None for its only claim). Raises ``DSLSyntaxError``/``DSLTypeError``
     for malformed logic; never guesses.
 

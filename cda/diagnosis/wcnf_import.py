@@ -16,8 +16,8 @@ import gzip
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from cda.adapters.circuit import Circuit, Gate, table_function, table_kind, truth_table
-from cda.adapters.diagnosis_problem import CircuitInstance, GateConstraint, ab_atom, build_grouped
+from cda.diagnosis.circuit import Circuit, Gate, table_function, table_kind, truth_table
+from cda.diagnosis.problem import CircuitInstance, GateConstraint, ab_atom, build_grouped
 from cda.encodings.ir import MinimalGoal, Node, NodeFactory
 from cda.errors import CDAError
 from cda.solver.observations import GroupedProblem

@@ -3,7 +3,7 @@
 Ken is a directed multigraph (networkx) whose edges carry a ``relation`` label. Its whole
 public surface is four queries — :meth:`KenGraph.search`, :meth:`KenGraph.neighborhood`,
 :meth:`KenGraph.path`, :meth:`KenGraph.related_by` — so a clause can never run arbitrary code
-against it. Loaders for JSON/CSV/GraphML files live in :mod:`cda.adapters.ken_loaders`.
+against it. Loaders for JSON/CSV/GraphML files live in :mod:`cda.ken.loaders`.
 
 **Why the queries are built the way they are.** An action asks Ken thousands of queries
 before its first summary (the coverage step walks the causal neighbourhood of every symptom and

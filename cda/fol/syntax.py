@@ -201,7 +201,7 @@ class _VarLists:
 
 @lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
-    grammar = resources.files("cda.encodings").joinpath("fol.lark").read_text(encoding="utf-8")
+    grammar = resources.files("cda.fol").joinpath("fol.lark").read_text(encoding="utf-8")
     return lark.Lark(grammar, parser="lalr", lexer="basic", postlex=_VarLists(), propagate_positions=True)
 
 

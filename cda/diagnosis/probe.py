@@ -3,7 +3,7 @@
 Given a circuit, its observations (test vectors: inputs and outputs) and the current minimal
 diagnoses, a *probe* is an unmeasured net in one test vector. Its value is predicted under
 each diagnosis D by simulating the circuit with D's gates' outputs free (weak fault model,
-:mod:`cda.adapters.circuit`): the net is 1 (or 0) under D when every choice of D's outputs
+:mod:`cda.diagnosis.circuit`): the net is 1 (or 0) under D when every choice of D's outputs
 that reproduces what was observed gives it that value, and undetermined otherwise. With a
 prior over the diagnoses, the expected information gain of a probe is the entropy of the
 prior minus the expected entropy of the posterior after seeing the net's value; an
@@ -36,8 +36,8 @@ from typing import TextIO
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from cda.adapters.circuit import Circuit, Simulation, Simulator
-from cda.adapters.diagnosis_problem import CircuitInstance, ab_atom
+from cda.diagnosis.circuit import Circuit, Simulation, Simulator
+from cda.diagnosis.problem import CircuitInstance, ab_atom
 from cda.encodings.ir import MinimalGoal
 from cda.errors import CDAError
 from cda.solver.engine import EngineOptions, run
@@ -520,8 +520,8 @@ def main_probe(
 ) -> int:
     """``cda probe FILE``: exit 0 answered, 2 bad input (one line on stderr, never a traceback),
     3 when a diagnosis ran out of time (what was found is printed)."""
-    from cda.adapters.bench_import import load_bench, read_bench
-    from cda.adapters.diagnose import load_instance
+    from cda.diagnosis.bench_import import load_bench, read_bench
+    from cda.diagnosis.diagnose import load_instance
 
     try:
         if top < 1:

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cda.adapters.circuit import Circuit, Gate, gate_function
-from cda.adapters.diagnosis_problem import CircuitInstance, GateConstraint, build_grouped
+from cda.diagnosis.circuit import Circuit, Gate, gate_function
+from cda.diagnosis.problem import CircuitInstance, GateConstraint, build_grouped
 from cda.encodings.ir import MinimalGoal, Node, NodeFactory
 from cda.errors import CDAError
 from cda.files import read_text

@@ -10,7 +10,7 @@ Shared by the ``.bench`` and mbd-mobs WCNF importers. The weak fault model, as C
   gate's "``ab(g)`` or behaves" constraint on that copy.
 
 A copy mentions only its own ``net@k`` atoms and the ``ab`` atoms, which is the contract that
-makes the groups independent. The groups come with a :class:`~cda.adapters.circuit.CircuitOracle`
+makes the groups independent. The groups come with a :class:`~cda.diagnosis.circuit.CircuitOracle`
 (bit-parallel simulation of the same circuit), the engine's independent check of every
 candidate against every observation. ``GroupedProblem.materialize()`` gives the eager problem,
 every copy built, when a caller wants it.
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cda.adapters.circuit import Circuit, CircuitOracle, Simulator
+from cda.diagnosis.circuit import Circuit, CircuitOracle, Simulator
 from cda.encodings.ir import AtomInfo, Clause, GroundProblem, MinimalGoal, Node, NodeFactory
 from cda.solver.observations import GroupedProblem, ObservationGroup
 

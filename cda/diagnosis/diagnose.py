@@ -17,9 +17,9 @@ from typing import Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict
 
-from cda.adapters.bench_import import load_bench, read_bench, read_observations
-from cda.adapters.diagnosis_problem import CircuitInstance
-from cda.adapters.wcnf_import import load_wcnf, read_wcnf
+from cda.diagnosis.bench_import import load_bench, read_bench, read_observations
+from cda.diagnosis.problem import CircuitInstance
+from cda.diagnosis.wcnf_import import load_wcnf, read_wcnf
 from cda.encodings.ir import MinimalGoal
 from cda.errors import CDAError
 from cda.solver.engine import EngineOptions, run
