@@ -7,10 +7,10 @@ from fractions import Fraction
 from pathlib import Path
 
 from cda.contracts.result import CheckReport, SolveResult
-from cda.encodings.ast import Formula, KenLoad, ProblemAST
-from cda.encodings.ground import ground_problem
+from cda.encodings.assemble import Origin, Piece, assemble
+from cda.encodings.ast import KenLoad, ProblemAST
 from cda.encodings.ir import GroundProblem
-from cda.encodings.parse import parse_clause, parse_problem
+from cda.encodings.parse import parse_problem
 from cda.errors import CDAError, DSLError, DSLTypeError
 from cda.files import read_text
 from cda.gcpause import gc_paused
@@ -78,18 +78,13 @@ def ground(
     soft: Sequence[SoftSpec] = (),
     ken: KenGraph | None = None,
 ) -> GroundProblem:
-    """Parse, check and ground; ``hard``/``soft`` are extra clause strings from Python."""
+    """Parse, check and ground; ``hard``/``soft`` are extra clause strings from Python, named
+    ``hard#1``, ``soft#2`` (their names and their origins in errors)."""
     ast = parse(source)
-    extra_hard: list[tuple[str, Formula, str]] = []
-    for i, text in enumerate(hard, 1):
-        formula, weight = _clause(text, f"hard#{i}")
-        if weight is not None:
-            raise DSLError(f"hard clause hard#{i} has a weight; only soft clauses take one")
-        extra_hard.append((f"hard#{i}", formula, text))
-    extra_soft: list[tuple[str, Formula, Fraction | None, str]] = []
+    pieces = [Piece("hard", text, Origin(f"hard#{i}"), name=f"hard#{i}") for i, text in enumerate(hard, 1)]
     for i, spec in enumerate(soft, 1):
         text, given = (spec, None) if isinstance(spec, str) else spec
-        formula, weight = _clause(text, f"soft#{i}")
+        weight = None
         if given is not None:
             try:
                 weight = Fraction(str(given))
@@ -97,16 +92,9 @@ def ground(
                 raise DSLTypeError(f"a soft clause's weight must be a positive number, given {given!r}").with_filename(
                     f"soft#{i}"
                 ) from None
-        extra_soft.append((f"soft#{i}", formula, weight, text))
+        pieces.append(Piece("soft", text, Origin(f"soft#{i}"), name=f"soft#{i}", weight=weight))
     with gc_paused():
-        return ground_problem(ast, _ken_for(ast, ken), extra_hard, extra_soft)
-
-
-def _clause(text: str, name: str) -> tuple[Formula, Fraction | None]:
-    try:
-        return parse_clause(text)
-    except DSLError as exc:
-        raise exc.with_filename(name) from None
+        return assemble(ast, pieces, _ken_for(ast, ken)).gp
 
 
 def check(source: Source, *, hard: Sequence[str] = (), soft: Sequence[SoftSpec] = (), ken: KenGraph | None = None) -> CheckReport:

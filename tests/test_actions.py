@@ -19,7 +19,7 @@ import pytest
 
 import cda
 from cda.actions.bindings import BoundOutput
-from cda.actions.problem import assemble
+from cda.actions.problem import build, observation_text, observe_literal
 from cda.actions.receipts import ReceiptLog, verify
 from cda.actions.runner import RunSettings, accept_bump, run_action
 from cda.adapters.action_entry import load_inputs, run_inputs
@@ -36,6 +36,23 @@ EXAMPLE = ROOT / "examples" / "action" / "service_outage.json"
 def _outage(**update: object) -> CDAInputs:
     inputs = load_inputs(EXAMPLE)
     return CDAInputs.model_validate({**inputs.model_dump(mode="json"), **update})
+
+
+def _as_one_text(inputs: CDAInputs) -> str:
+    """The oracle's own reading of the inputs: one ``.cda`` text, the DSL then the adopted observe
+    lines, the constraints, the claims and the goal, one per line (for inputs whose clauses are
+    one-line and well formed, where a text and the Action's pieces must mean the same problem)."""
+    lines = inputs.dsl.rstrip("\n").split("\n")
+    for ref in inputs.observations:
+        lines += [f"observe {lit}" for raw in observation_text(ref).split("\n") if (lit := observe_literal(raw))]
+    lines += [f"hard input_hard_{i}: {c}" for i, c in enumerate(inputs.constraints.hard)]
+    lines += [f"soft {s.name or f'input_soft_{i}'} weight {s.weight!r}: {s.clause}"
+              for i, s in enumerate(inputs.constraints.soft)]
+    mode = "disprove" if inputs.goals.kind == "disprove" else "prove"
+    lines += [f"goal {mode} {c}" for c in inputs.goals.claims]
+    if inputs.goals.kind in ("best_explanation", "plan") and "goal best_explanation" not in inputs.dsl:
+        lines.append(f"goal best_explanation top {inputs.goals.top or 3}")
+    return "\n".join(lines) + "\n"
 
 
 def run_inputs_here(inputs: CDAInputs, out_dir: Path | None = None, **kwargs: object):  # type: ignore[no-untyped-def]
@@ -55,7 +72,7 @@ def test_service_outage_matches_the_engine_and_leaves_intact_receipts(tmp_path: 
     # oracle: the engine alone on the same assembled problem, with the Ken file
     from cda.ken.loaders import load_ken
 
-    direct = cda.solve(assemble(inputs).text, ken=load_ken(EXAMPLE.parent / inputs.ken.path))  # type: ignore[union-attr]
+    direct = cda.solve(_as_one_text(inputs), ken=load_ken(EXAMPLE.parent / inputs.ken.path))  # type: ignore[union-attr]
     by_id = {v.hypothesis_id: v for v in out.verdicts}
     for v in direct.verdicts:
         assert by_id[v.name].status == v.status
@@ -157,7 +174,7 @@ def test_qa1_ambiguous_claim_conflicting_observations_cycle_to_a_banded_summary(
     cycles = sum(1 for x, y in zip(kinds, kinds[1:]) if (x, y) == ("verifier_update", "plan_delta"))
     assert cycles >= 2
     softened = [e for e in run.events if e.type == "action_checkpoint" and "distrusted_candidates" in e.payload]  # type: ignore[union-attr]
-    adopted = {f"observe@{line}" for line, o in assemble(inputs).origins.items() if o.where.startswith("observations")}
+    adopted = {f"observe@{line}" for line in build(inputs, None).observation_of_line}
     assert len(adopted) == 2
     assert softened and set(softened[0].payload["distrusted_candidates"]) == adopted  # type: ignore[union-attr]
     out = run.outputs

@@ -19,14 +19,12 @@ Each check leaves a receipt and an ``action_checkpoint(kind="verifier_update")``
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from cda.actions.budget import Budget
-from cda.actions.problem import AssembledProblem
+from cda.actions.problem import ActionProblem, observe_literal
 from cda.actions.receipts_sink import Recorder
 from cda.actions.scoring import band_for, normalised_entropy, score
 from cda.actions.stream import EventStream
@@ -36,35 +34,42 @@ from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.contracts.refs import SpanRef
 from cda.contracts.result import SolveResult
 from cda.contracts.verification import VerifierOutcome
+from cda.encodings import ast as A
 from cda.encodings.ir import GroundProblem
 from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions
 from cda.verifiers.abstain import should_abstain
 from cda.verifiers.agreement_outcome import agreement_outcome
-from cda.verifiers.arithmetic import verify_arithmetic
+from cda.verifiers.arithmetic import looks_arithmetic, verify_arithmetic
 from cda.verifiers.coverage import coverage_report
 from cda.verifiers.function_eval import run_function_check
-from cda.verifiers.ken_evidence import ken_evidence
+from cda.verifiers.ken_evidence import ClaimAtom, ken_evidence
 from cda.verifiers.llm_gate import UNSURE_CAP, LLMJudgement, LLMProvider, apply_llm_gate, consult, llm_outcome
 from cda.verifiers.llm_offline import OfflineProvider, claim_fragments
-from cda.verifiers.temporal import verify_temporal
-from cda.verifiers.units_check import to_seconds, verify_units
+from cda.verifiers.temporal import verify_temporal_formulas
+from cda.verifiers.units_check import metric_units, to_seconds, verify_units_formulas
 
 __all__ = ["VerificationState", "Verified", "run_verifiers"]
 
-_ATOM = re.compile(r"^\s*(?:not\s+)?([A-Za-z_][\w]*)\(([^()]*)\)\s*$")
-_ARITH = re.compile(r"^[\d\s.+\-*/()<>=!]+$")
 _EGRESS_RANK = {"local": 0, "partner": 1, "external": 2}
 
 LLMFactory = Callable[[Any], LLMProvider]
 
 
-def atom_args(literal: str) -> list[str]:
-    """The arguments of a literal such as ``slow(api)`` or ``not depends(a, b)``; [] otherwise."""
-    m = _ATOM.match(literal)
-    if not m or not m.group(2).strip():
-        return []
-    return [a.strip() for a in m.group(2).split(",")]
+def atom_args(gp: GroundProblem, atom: str) -> tuple[str, ...]:
+    """The arguments of a ground atom of the problem (``down(api)`` -> ``("api",)``), read from
+    the atom table rather than from its name."""
+    info = gp.atoms.get(atom)
+    return info.args if info is not None else ()
+
+
+def _asserted_atoms(formula: A.Formula) -> Iterator[A.FAtom]:
+    """The atoms an observation asserts true: itself when an atom, each conjunct of an ``and``."""
+    if isinstance(formula, A.FAtom):
+        yield formula
+    elif isinstance(formula, A.FNary) and formula.op == "and":
+        for arg in formula.args:
+            yield from _asserted_atoms(arg)
 
 
 @dataclass
@@ -72,7 +77,7 @@ class VerificationState:
     """What the verifiers share: the inputs, the problem, Ken, and where receipts and events go."""
 
     inputs: CDAInputs
-    problem: AssembledProblem
+    problem: ActionProblem
     ken: KenGraph | None
     recorder: Recorder
     stream: EventStream
@@ -82,14 +87,16 @@ class VerificationState:
     coverage: CoverageReport | None = None
 
     def symptoms(self) -> list[str]:
-        """Ken nodes named by the positive observations (``slow(api)`` -> ``api``)."""
+        """Ken nodes named by the atoms the observations assert (``slow(api)`` -> ``api``)."""
         out: list[str] = []
-        for literal in self.problem.observed_literals:
-            if literal.lstrip().startswith("not "):
+        for placed in self.problem.placed():
+            if not isinstance(placed.statement, A.Observe):
                 continue
-            for arg in atom_args(literal):
-                if self.ken is not None and self.ken.has_node(arg) and arg not in out:
-                    out.append(arg)
+            for atom in _asserted_atoms(placed.statement.formula):
+                for term in atom.args:
+                    arg = term.name
+                    if self.ken is not None and self.ken.has_node(arg) and arg not in out:
+                        out.append(arg)
         return out
 
     def initial_frontier(self, gp: GroundProblem, depth: int) -> list[str]:
@@ -104,7 +111,7 @@ class VerificationState:
             self.recorder.record("ken", f"ken.{q.name}", q.args, {"results": q.result_size},
                                  caps={"depth": depth, "limit": 50})
         causes = {rc.node for rc in report.root_causes}
-        first = [h for h in hyps if set(atom_args(h)) & causes]
+        first = [h for h in hyps if set(atom_args(gp, h)) & causes]
         return (first + [h for h in hyps if h not in first])[:50]
 
 
@@ -125,7 +132,7 @@ class _Claim:
 
     hypothesis_id: str
     claim: str
-    atoms: list[str]
+    atoms: list[ClaimAtom]
     status: str
     confidence: float
     caveats: list[str] = field(default_factory=list)
@@ -139,34 +146,40 @@ class _Claim:
 
 
 def _observation_citations(state: VerificationState, justification: list[str]) -> list[SpanRef]:
-    """The input observations behind the ``observe@N`` clauses of a justification, as SpanRefs."""
+    """The input observations behind the observation clauses of a justification, as SpanRefs."""
+    lines = {c.name: c.line for c in state.problem.assembled.gp.clauses if c.kind == "observation"}
+    source = state.problem.assembled.ast.source.split("\n")
+    adopted = {p.line: p for p in state.problem.pieces if p.kind == "observe"}
     cites: list[SpanRef] = []
     for name in justification:
-        if not name.startswith("observe@"):
+        line = lines.get(name)
+        if line is None:
             continue
-        line = int(name.split("@", 1)[1])
-        origin = state.problem.origins.get(line)
-        text = state.problem.text.split("\n")[line - 1].strip()
-        if origin is None or not origin.where.startswith("observations["):
-            cites.append(SpanRef(source=f"dsl:line:{line}", excerpt=text))
+        index = state.problem.observation_of_line.get(line)
+        if index is None:
+            cites.append(SpanRef(source=f"dsl:line:{line}", excerpt=source[line - 1].strip()))
             continue
-        ref = state.inputs.observations[int(origin.where[len("observations["):].split("]", 1)[0])]
+        ref = state.inputs.observations[index]
         if isinstance(ref, SpanRef):
             cites.append(ref)
         else:
-            cites.append(SpanRef(source=ref.artifact_id, excerpt=text))
+            cites.append(SpanRef(source=ref.artifact_id, excerpt=f"observe {observe_literal(adopted[line].text)}"))
     return cites
 
 
-def _claims(result: SolveResult) -> list[_Claim]:
+def _claims(result: SolveResult, problem: ActionProblem, gp: GroundProblem) -> list[_Claim]:
+    goals = [p.statement for p in problem.placed() if isinstance(p.statement, A.GoalClaim)]
+    formulas = {c.name: goal.formula for c, goal in zip(problem.assembled.gp.claims, goals)}
     claims: list[_Claim] = []
     for v in result.verdicts:
-        claims.append(_Claim(v.name, f"{v.goal} {v.claim}", [v.claim], v.status, v.confidence,
+        atom: ClaimAtom = (v.claim, formulas[v.name]) if v.name in formulas else v.claim
+        claims.append(_Claim(v.name, f"{v.goal} {v.claim}", [atom], v.status, v.confidence,
                              justification=list(v.justification)))
     only = result.enumeration_complete and len(result.hypotheses) == 1 and result.status == "sat"
     for h in result.hypotheses:
         text = "explanation: " + (", ".join(h.assumed) or "nothing assumed")
-        claims.append(_Claim(h.id, text, list(h.assumed), "supported" if only else "inconclusive", h.posterior))
+        atoms: list[ClaimAtom] = [gp.atoms.get(a) or a for a in h.assumed]
+        claims.append(_Claim(h.id, text, atoms, "supported" if only else "inconclusive", h.posterior))
     return claims
 
 
@@ -183,7 +196,7 @@ def _outcome(state: VerificationState, outcome: VerifierOutcome) -> VerifierOutc
 def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResult, backend: str,
                   *, skip_external: bool) -> Verified:
     """Every independent check on the solver's result; returns the final verdicts and artifacts."""
-    claims = _claims(result)
+    claims = _claims(result, state.problem, gp)
     out = Verified(verdicts=[])
     for c in claims:
         cites = _observation_citations(state, c.justification)
@@ -205,19 +218,21 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
                 c.lower("inconclusive", 0.5, [f"z3 and clingo disagree: {o.detail}"])
 
     # units and arithmetic, without the solver
-    clause_texts = list(state.inputs.constraints.hard) + [s.clause for s in state.inputs.constraints.soft]
-    for o in verify_units(state.problem.text, clause_texts):
+    constraints = [(piece.text, placed.statement.formula)
+                   for piece, placed in zip(state.problem.pieces, state.problem.assembled.pieces)
+                   if isinstance(placed.statement, (A.Hard, A.Soft))]
+    for o in verify_units_formulas(metric_units(state.problem.assembled.ast), constraints):
         out.outcomes.append(_outcome(state, o))
         if o.status == "failed":
             for c in claims:
                 c.lower("inconclusive", 0.5, [f"units: {o.detail}"])
-    for o in _temporal(state.problem.text):
+    for o in _temporal(state.problem):
         out.outcomes.append(_outcome(state, o))
         if o.status == "failed" and result.status == "sat":
             state.stream.notice(f"temporal re-evaluation disagrees with the solver: {o.detail}", level="warning")
             for c in claims:
                 c.lower("inconclusive", 0.5, [f"temporal: {o.detail}"])
-    numeric = [t for t in state.inputs.goals.success_criteria + state.problem.evidence if t and _ARITH.match(t)]
+    numeric = [t for t in state.inputs.goals.success_criteria + state.problem.evidence if t and looks_arithmetic(t)]
     for o in verify_arithmetic(numeric):
         out.outcomes.append(_outcome(state, o))
         if o.status == "failed":
@@ -288,7 +303,7 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
         )
         data = rec.model_dump(mode="json")
         data["score"] = score(salience, h.posterior, float(h.cost) / total_soft, min(1.0, uncertainty))
-        data["ken_candidate"] = bool({a for x in h.assumed for a in atom_args(x)} & causes)
+        data["ken_candidate"] = bool({a for x in h.assumed for a in atom_args(gp, x)} & causes)
         out.records.append(data)
     for c in claims:
         if c.claim.startswith("explanation:"):
@@ -299,38 +314,67 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
     return out
 
 
-_PIN = re.compile(r"time\(\s*event:(\w+)\s*\)\s*==?\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
-_HARD = re.compile(r"^\s*(?:hard|observe)\b[^:]*:\s*(.+?)\s*$|^\s*observe\s+(.+?)\s*$")
+def _pin(formula: A.Formula) -> tuple[str, A.AQuantity] | None:
+    """``time(event:X) = q`` (either way round), the event and the quantity; else None."""
+    if not isinstance(formula, A.FCompare) or formula.op != "=":
+        return None
+    for one, other in ((formula.lhs, formula.rhs), (formula.rhs, formula.lhs)):
+        if len(one.terms) == 1 and len(other.terms) == 1:
+            ref, value = one.terms[0], other.terms[0]
+            if ref.ref is not None and ref.ref.kind == "event" and ref.coef == 1 and value.quantity is not None \
+                    and value.coef == 1:
+                return ref.ref.name, value.quantity
+    return None
 
 
-def _temporal(text: str) -> list[VerifierOutcome]:
-    """Re-evaluate the one-line before/within clauses whose events all have pinned times.
+def _nodes(formula: A.Formula) -> Iterator[object]:
+    """Every node of a formula, its arithmetic included."""
+    stack: list[object] = [formula]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, A.FNot):
+            stack.append(node.arg)
+        elif isinstance(node, (A.FNary, A.FCard)):
+            stack.extend(node.args)
+        elif isinstance(node, A.FImplies):
+            stack.extend((node.lhs, node.rhs))
+        elif isinstance(node, A.FQuant):
+            stack.append(node.body)
+        elif isinstance(node, A.FCompare):
+            stack.extend(t.ref for t in node.lhs.terms + node.rhs.terms if t.ref is not None)
+        elif isinstance(node, (A.FBefore, A.FWithin)):
+            stack.extend((node.first, node.second))
 
-    A time is pinned by a one-line clause ``time(event:X) = N [unit]``; the check is plain integer
+
+def _temporal(problem: ActionProblem) -> list[VerifierOutcome]:
+    """Re-evaluate the hard and observed before/within clauses whose events all have pinned times.
+
+    A time is pinned by a clause that is ``time(event:X) = N [unit]``; the check is plain integer
     arithmetic on those values (``cda.verifiers.temporal``), independent of the solver.
     """
     pinned: dict[str, int] = {}
-    temporal: list[str] = []
-    for line in text.split("\n"):
-        m = _HARD.match(line.split("#", 1)[0])
-        if not m:
+    temporal: list[tuple[str, A.Formula]] = []
+    for placed in problem.placed():
+        if not isinstance(placed.statement, (A.Hard, A.Observe)):
             continue
-        body = m.group(1) or m.group(2)
-        pin = _PIN.search(body)
-        if pin and body.strip().startswith("time("):
-            seconds = to_seconds(Fraction(pin.group(2)), pin.group(3) or None)
+        formula = placed.statement.formula
+        pin = _pin(formula)
+        if pin is not None:
+            seconds = to_seconds(pin[1].value, pin[1].unit)
             if seconds is not None and seconds.denominator == 1:
-                pinned[pin.group(1)] = int(seconds)
-        elif "before(" in body or "within(" in body:
-            temporal.append(body)
-    wanted = [c for c in temporal if set(re.findall(r"event:(\w+)", c)) <= set(pinned)]
-    return verify_temporal(pinned, wanted) if wanted else []
+                pinned[pin[0]] = int(seconds)
+        elif any(isinstance(n, (A.FBefore, A.FWithin)) for n in _nodes(formula)):
+            temporal.append((placed.written, formula))
+    wanted = [(text, f) for text, f in temporal
+              if {n.name for n in _nodes(f) if isinstance(n, A.ARef) and n.kind == "event"} <= set(pinned)]
+    return verify_temporal_formulas(pinned, wanted) if wanted else []
 
 
 def _reached(state: VerificationState, assumed: list[str]) -> set[str]:
     if state.coverage is None:
         return set()
-    nodes = {a for x in assumed for a in atom_args(x)}
+    nodes = {a for x in assumed for a in atom_args(state.problem.assembled.gp, x)}
     reached: set[str] = set()
     for chain in state.coverage.causal_chains:
         if chain.root_cause in nodes:
@@ -358,12 +402,10 @@ def _ken_ids_named_in(ken: KenGraph, claims: list[str]) -> set[str]:
 def _declared_names(gp: GroundProblem) -> set[str]:
     """Every atom of the problem and each of its arguments: names the user declared, not invented."""
     names: set[str] = set()
-    for atom in gp.atoms:
-        names.add(atom)
-        m = re.match(r"^(\w+)\((.*)\)$", atom)
-        if m:
-            names.add(m.group(1))
-            names.update(a.strip() for a in m.group(2).split(","))
+    for info in gp.atoms.values():
+        names.add(info.name)
+        names.add(info.pred)
+        names.update(info.args)
     return names
 
 

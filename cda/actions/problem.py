@@ -1,45 +1,51 @@
-"""From ``CDAInputs`` to one ``.cda`` text, keeping track of where every line came from.
+"""From ``CDAInputs`` to one grounded problem, every statement tagged with the field it came from.
 
-The user's ``dsl`` text comes first, unchanged, so errors in it keep their own line numbers.
-After it come, one per line: the ``observe`` lines adopted from observations, the hard and soft
-clauses of ``constraints``, and the goals. An error on an appended line is re-located to its
-origin (``constraints.hard[2]`` column 7), so a user is never pointed at text they did not write.
+The user's ``dsl`` text is parsed as it is (errors in it keep their own lines, under ``dsl``).
+Every other input is a :class:`~cda.encodings.assemble.Piece` with its origin: the ``observe``
+lines adopted from observations (``observations[1]`` line 2), the hard and soft clauses of
+``constraints`` (``constraints.hard[0]``), the claims (``goals.claims[0]``) and the goal. Each
+is parsed on its own, so an error names the field the user wrote it in, with a line and column
+inside that field; nothing is concatenated and nothing is relocated afterwards.
 
 An observation is adopted into the problem when a line of its text is itself an ``observe``
 statement (``observe slow(api)``); every other text is evidence only (for coverage, Ken
 matching and the LLM gate), never silently turned into a fact.
+
+Unnamed clauses are named by the line they take in the problem (``observe@12``, ``prove@14``):
+the pieces are numbered after the DSL's last line, in the order above, so the names are those
+a reader of the problem as one text would give them.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from cda.contracts.action import CDAInputs
+from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef, SpanRef
-from cda.errors import DSLError
+from cda.encodings import ast as A
+from cda.encodings.assemble import Assembled, Origin, Piece, PieceKind, Placed, assemble
+from cda.encodings.parse import parse_problem
+from cda.ken.graph import KenGraph
 
-__all__ = ["AssembledProblem", "assemble", "observation_text", "relocate"]
-
-_OBSERVE = re.compile(r"^\s*observe\s+(?P<lit>\S.*?)\s*$")
-_GOAL_BEST = re.compile(r"^\s*goal\s+best_explanation\b", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Where an appended line came from: a field path and the column its user text starts at."""
-
-    where: str
-    offset: int
+__all__ = ["ActionProblem", "action_pieces", "build", "observation_text", "observe_literal", "problem_digest"]
 
 
 @dataclass
-class AssembledProblem:
-    text: str
-    origins: dict[int, Origin] = field(default_factory=dict)  # 1-based line -> origin
-    adopted: list[str] = field(default_factory=list)  # the observe lines taken from observations
+class ActionProblem:
+    """The grounded problem of an Action, its statements with their origins, and its evidence."""
+
+    assembled: Assembled
+    pieces: list[Piece]
+    adopted: list[str] = field(default_factory=list)  # the observe literals taken from observations
     evidence: list[str] = field(default_factory=list)  # observation texts, verbatim
-    observed_literals: list[str] = field(default_factory=list)
+    observed_literals: list[str] = field(default_factory=list)  # every observe literal, as written
+    #: which input observation each adopted line came from, by the line it takes in the problem
+    observation_of_line: dict[int, int] = field(default_factory=dict)
+
+    def placed(self) -> list[Placed]:
+        return self.assembled.placed()
 
 
 def observation_text(ref: SpanRef | ArtifactRef) -> str:
@@ -49,62 +55,83 @@ def observation_text(ref: SpanRef | ArtifactRef) -> str:
     return ref.text or ""
 
 
-def assemble(inputs: CDAInputs) -> AssembledProblem:
-    """The whole problem as ``.cda`` text, with the origin of every appended line."""
-    out = AssembledProblem(text="")
-    lines: list[str] = inputs.dsl.split("\n") if inputs.dsl else []
-    if lines and lines[-1] == "":
-        lines.pop()
+def observe_literal(line: str) -> str | None:
+    """What follows ``observe`` on a line that is an observe statement, else None.
 
-    def add(line: str, where: str | None = None, offset: int = 0) -> int:
-        lines.append(line)
-        if where is not None:
-            out.origins[len(lines)] = Origin(where, offset)
-        return len(lines)
+    >>> observe_literal("  observe not slow(cache)  # probe"), observe_literal("cache p99 3 ms")
+    ('not slow(cache)', None)
+    """
+    words = line.split("#", 1)[0].split(None, 1)
+    if len(words) == 2 and words[0] == "observe":
+        return words[1].strip()
+    return None
 
-    for line in lines:
-        m = _OBSERVE.match(line.split("#", 1)[0])
-        if m:
-            out.observed_literals.append(m.group("lit"))
+
+def _weight(value: float) -> Fraction:
+    """A soft weight from JSON as the user wrote it: the shortest decimal of the float (1.5, 0.1)."""
+    return Fraction(repr(value))
+
+
+def action_pieces(inputs: CDAInputs, first_line: int) -> tuple[list[Piece], dict[int, int]]:
+    """The inputs other than ``dsl`` as pieces, numbered from ``first_line``; and the observation
+    index of each adopted observe line, by its line in the problem."""
+    pieces: list[Piece] = []
+    observation_of_line: dict[int, int] = {}
+
+    def add(piece: Piece) -> None:
+        pieces.append(piece)
+
+    line = first_line
     for i, ref in enumerate(inputs.observations):
         text = observation_text(ref)
-        out.evidence.append(text)
         for j, raw in enumerate(text.split("\n")):
-            m = _OBSERVE.match(raw.split("#", 1)[0])
-            if m:
-                prefix = "observe "
-                add(prefix + m.group("lit"), f"observations[{i}] line {j + 1}", len(prefix))
-                out.adopted.append(m.group("lit"))
-                out.observed_literals.append(m.group("lit"))
+            if observe_literal(raw) is not None:
+                add(Piece("observe", raw, Origin(f"observations[{i}]", j + 1), line, source=text))
+                observation_of_line[line] = i
+                line += 1
     for i, clause in enumerate(inputs.constraints.hard):
-        prefix = f"hard input_hard_{i}: "
-        add(prefix + " ".join(clause.split("\n")), f"constraints.hard[{i}]", len(prefix))
+        add(Piece("hard", clause, Origin(f"constraints.hard[{i}]"), line, name=f"input_hard_{i}"))
+        line += 1
     for i, soft in enumerate(inputs.constraints.soft):
-        name = soft.name or f"input_soft_{i}"
-        prefix = f"soft {name} weight {soft.weight!r}: "
-        add(prefix + " ".join(soft.clause.split("\n")), f"constraints.soft[{i}]", len(prefix))
+        add(Piece("soft", soft.clause, Origin(f"constraints.soft[{i}]"), line, name=soft.name or f"input_soft_{i}",
+                  weight=_weight(soft.weight)))
+        line += 1
     goals = inputs.goals
-    kind = "prove" if goals.kind == "plan" else goals.kind
+    mode: PieceKind = "disprove" if goals.kind == "disprove" else "prove"
     for i, claim in enumerate(goals.claims):
-        goal_kind = "disprove" if kind == "disprove" else "prove"
-        prefix = f"goal {goal_kind} "
-        add(prefix + " ".join(claim.split("\n")), f"goals.claims[{i}]", len(prefix))
-    if goals.kind in ("best_explanation", "plan") and not _GOAL_BEST.search(inputs.dsl):
-        add(f"goal best_explanation top {goals.top or 3}", "goals")
-    out.text = "\n".join(lines) + "\n"
+        add(Piece(mode, claim, Origin(f"goals.claims[{i}]"), line))
+        line += 1
+    return pieces, observation_of_line
+
+
+def build(inputs: CDAInputs, ken: KenGraph | None) -> ActionProblem:
+    """Parse, check and ground the whole problem of ``inputs``; errors name the field at fault."""
+    ast = parse_problem(inputs.dsl, "dsl")
+    lines = inputs.dsl.split("\n") if inputs.dsl else []
+    if lines and lines[-1] == "":
+        lines.pop()
+    pieces, observation_of_line = action_pieces(inputs, len(lines) + 1)
+    goals = inputs.goals
+    if goals.kind in ("best_explanation", "plan") and not any(isinstance(st, A.GoalBest) for st in ast.statements):
+        pieces.append(Piece("best", "", Origin("goals"), len(lines) + len(pieces) + 1, top=goals.top or 3))
+    assembled = assemble(ast, pieces, ken)
+    out = ActionProblem(assembled, pieces, observation_of_line=observation_of_line)
+    out.observed_literals = [p.written for p in assembled.placed() if isinstance(p.statement, A.Observe)
+                             and p.origin.field == "dsl"]
+    for ref in inputs.observations:
+        text = observation_text(ref)
+        out.evidence.append(text)
+        for raw in text.split("\n"):
+            literal = observe_literal(raw)
+            if literal is not None:
+                out.adopted.append(literal)
+                out.observed_literals.append(literal)
     return out
 
 
-def relocate(err: DSLError, problem: AssembledProblem) -> DSLError:
-    """The error pointed at the field the offending line came from (unchanged for ``dsl`` lines)."""
-    if err.line is None:
-        return err.with_filename("dsl")
-    origin = problem.origins.get(err.line)
-    if origin is None:
-        return err.with_filename("dsl")
-    text_line = problem.text.split("\n")[err.line - 1]
-    err.line = 1
-    if err.column is not None:
-        err.column = max(1, err.column - origin.offset)
-    err.source_line = text_line[origin.offset:]
-    return err.with_filename(origin.where)
+def problem_digest(inputs: CDAInputs, problem: ActionProblem) -> str:
+    """A SHA-256 naming the problem the solver was given: the DSL text and every piece, with its
+    kind, origin, name and weight (what a receipt needs to say which problem it answered)."""
+    pieces = [{"kind": p.kind, "field": p.origin.field, "line": p.origin.line, "text": p.text, "name": p.name,
+               "weight": None if p.weight is None else str(p.weight), "top": p.top} for p in problem.pieces]
+    return sha256_hex(canonical_json({"dsl": inputs.dsl, "pieces": pieces}))

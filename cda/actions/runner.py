@@ -30,7 +30,7 @@ from cda.actions.bindings import Binding, BoundOutput, lock_of, update_available
 from cda.actions.budget import LADDER_TEXT, Budget
 from cda.actions.checks import LLMFactory, VerificationState, run_verifiers
 from cda.actions.ken_inputs import ken_from_inputs
-from cda.actions.problem import AssembledProblem, assemble, relocate
+from cda.actions.problem import build, problem_digest
 from cda.actions.receipts import ReceiptLog
 from cda.actions.receipts_sink import ReceiptSink, Recorder
 from cda.actions.scoring import band_for
@@ -41,9 +41,7 @@ from cda.contracts.action import ActionStatus, ActionVerdict, CDAInputs, CDAOutp
 from cda.contracts.events import ActionEvent
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.result import SolveResult
-from cda.encodings.ground import ground_problem
 from cda.encodings.ir import Clause, GroundProblem, SoftClause
-from cda.encodings.parse import parse_problem
 from cda.errors import CDAError, DSLError
 from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions, run
@@ -102,13 +100,6 @@ def _params(inputs: CDAInputs, settings: RunSettings) -> _Params:
         top=inputs.goals.top or 3,
         depth_cap=settings.depth_cap,
     )
-
-
-def _ground(problem: AssembledProblem, ken: KenGraph | None) -> GroundProblem:
-    try:
-        return ground_problem(parse_problem(problem.text), ken=ken)
-    except DSLError as err:
-        raise relocate(err, problem) from None
 
 
 def _soften(gp: GroundProblem, names: set[str]) -> GroundProblem:
@@ -219,10 +210,11 @@ def _run(
     # 1. initialise
     stream.progress("initialise", 0.0, "reading the problem")
     ken = ken_from_inputs(inputs, ken_file)
-    problem = assemble(inputs)
+    problem = build(inputs, ken)
     if problem.adopted:
         stream.checkpoint("context_delta", {"adopted_observations": problem.adopted})
-    gp = _ground(problem, ken)
+    gp = problem.assembled.gp
+    digest = problem_digest(inputs, problem)
     backend = choose_backend(gp, inputs.backend)
     state = VerificationState(inputs=inputs, problem=problem, ken=ken, recorder=recorder, stream=stream,
                               budget=budget, llm_factory=llm_factory,
@@ -270,7 +262,7 @@ def _run(
         result = run(gp, backend, options)
         recorder.record(
             "solver", f"{backend}.solve",
-            {"problem": sha256_hex(problem.text), "softened": sorted(softened), "dropped_soft": dropped_soft,
+            {"problem": digest, "softened": sorted(softened), "dropped_soft": dropped_soft,
              "round": round_no},
             {"status": result.status, "hypotheses": len(result.hypotheses), "enumerated": result.hypotheses_enumerated,
              "complete": result.enumeration_complete, "partial": result.partial},
@@ -350,7 +342,7 @@ def _run(
     summary_id = writer.write_summary(summary)
     plan_id = writer.write_plan_bundle(
         hypotheses=verified.records,
-        constraints={"text_sha256": sha256_hex(problem.text), "hard": [c.name for c in gp.clauses],
+        constraints={"problem_sha256": digest, "hard": [c.name for c in gp.clauses],
                      "soft": [{"name": s.name, "weight": str(s.weight)} for s in gp.soft],
                      "softened_observations": sorted(softened), "dropped_soft": dropped_soft},
         plan_graph=_plan_graph(stream),

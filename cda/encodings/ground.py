@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from itertools import product
 
@@ -38,7 +39,7 @@ from cda.encodings.ir import (
 from cda.errors import DSLTypeError, UnitError
 from cda.ken.graph import KenGraph
 
-__all__ = ["ground_problem", "RISK_LEVELS"]
+__all__ = ["ground_problem", "Located", "RISK_LEVELS"]
 
 RISK_LEVELS = ("low", "medium", "high", "hard")
 
@@ -526,42 +527,50 @@ class _Grounder:
                     if len(values) == 2:
                         self.ken.add_edge(values[0], decl.name, values[1])
         for st in statements:
-            if isinstance(st, A.Fact):
-                decl = self.preds.get(st.atom.pred)
-                if decl is None:
-                    raise self.err(f"unknown predicate '{st.atom.pred}'{self._known(self.preds)}", st.atom.pos)
-                if decl.kind != "pred":
-                    node = self.atom(st.atom, {})
-                    self.gp.clauses.append(Clause(self.unique_name(None, "fact", st.pos), "fact", node, st.pos[0]))
-            elif isinstance(st, A.Observe):
-                self._no_abducibles(st.formula)
-                node = self.formula(st.formula, {})
-                for sub in walk([node]):
-                    if isinstance(sub, Atom) and self.gp.atoms[sub.name].kind == "observable":
-                        self.gp.observed.add(sub.name)
-                name = self.unique_name(st.name, "observe", st.pos, st.name_pos)
-                self.gp.clauses.append(Clause(name, "observation", node, st.pos[0]))
-            elif isinstance(st, A.Hard):
-                node = self.formula(st.formula, {})
-                name = self.unique_name(st.name, "hard", st.pos, st.name_pos)
-                self.gp.clauses.append(Clause(name, "hard", node, st.pos[0]))
-            elif isinstance(st, A.Soft):
-                self.add_soft(st.name, st.weight, st.formula, st.pos, st.name_pos, st.weight_pos)
-            elif isinstance(st, A.FolBlock):
-                self.gp.fol_blocks += 1
-            elif isinstance(st, A.GoalBest):
-                if st.top is not None and st.top < 1:
-                    raise self.err("top must be at least 1", st.pos)
-                self.gp.top = st.top
-            elif isinstance(st, A.GoalMinimal):
-                if st.mode == "top" and (st.k is None or st.k < 1):
-                    raise self.err("top must be at least 1", st.pos)
-                self.gp.minimal = MinimalGoal(st.mode, st.k)
-            elif isinstance(st, A.GoalClaim):
-                node = self.formula(st.formula, {})
-                name = self.unique_name(None, st.mode, st.pos)
-                text = self._text_of(st)
-                self.gp.claims.append(Claim(name, st.mode, node, text, st.pos[0]))
+            self.statement(st, st.pos[0])
+
+    def statement(self, st: A.Statement, line: int, text: str | None = None) -> None:
+        """Check and ground one statement; ``line`` names an unnamed clause (``observe@12``).
+
+        ``text`` is a claim's text when the statement was written outside the problem's own
+        text (a claim string), where the line cannot be read back.
+        """
+        at = (line, st.pos[1])
+        if isinstance(st, A.Fact):
+            decl = self.preds.get(st.atom.pred)
+            if decl is None:
+                raise self.err(f"unknown predicate '{st.atom.pred}'{self._known(self.preds)}", st.atom.pos)
+            if decl.kind != "pred":
+                node = self.atom(st.atom, {})
+                self.gp.clauses.append(Clause(self.unique_name(None, "fact", at), "fact", node, line))
+        elif isinstance(st, A.Observe):
+            self._no_abducibles(st.formula)
+            node = self.formula(st.formula, {})
+            for sub in walk([node]):
+                if isinstance(sub, Atom) and self.gp.atoms[sub.name].kind == "observable":
+                    self.gp.observed.add(sub.name)
+            name = self.unique_name(st.name, "observe", at, st.name_pos)
+            self.gp.clauses.append(Clause(name, "observation", node, line))
+        elif isinstance(st, A.Hard):
+            node = self.formula(st.formula, {})
+            name = self.unique_name(st.name, "hard", at, st.name_pos)
+            self.gp.clauses.append(Clause(name, "hard", node, line))
+        elif isinstance(st, A.Soft):
+            self.add_soft(st.name, st.weight, st.formula, at, st.name_pos, st.weight_pos)
+        elif isinstance(st, A.FolBlock):
+            self.gp.fol_blocks += 1
+        elif isinstance(st, A.GoalBest):
+            if st.top is not None and st.top < 1:
+                raise self.err("top must be at least 1", st.pos)
+            self.gp.top = st.top
+        elif isinstance(st, A.GoalMinimal):
+            if st.mode == "top" and (st.k is None or st.k < 1):
+                raise self.err("top must be at least 1", st.pos)
+            self.gp.minimal = MinimalGoal(st.mode, st.k)
+        elif isinstance(st, A.GoalClaim):
+            node = self.formula(st.formula, {})
+            name = self.unique_name(None, st.mode, at)
+            self.gp.claims.append(Claim(name, st.mode, node, self._text_of(st) if text is None else text, line))
 
     def add_soft(
         self,
@@ -618,27 +627,36 @@ class _Grounder:
         return " ".join(text.split())
 
 
+@dataclass(frozen=True)
+class Located:
+    """A statement written outside the problem's own text: a clause string, a field of an Action.
+
+    Its positions point into ``source``, which ``filename`` names (``constraints.hard[0]``), so
+    an error in it names its own origin; ``line`` is the line it takes in the problem, which
+    names it when it has no name (``observe@12``); ``text`` is a claim's text as written.
+    """
+
+    statement: A.Statement
+    filename: str
+    source: str
+    line: int
+    text: str | None = None
+
+
 def ground_problem(
     ast: A.ProblemAST,
     ken: KenGraph | None = None,
-    extra_hard: Sequence[tuple[str, A.Formula, str]] = (),
-    extra_soft: Sequence[tuple[str, A.Formula, Fraction | None, str]] = (),
+    extra: Sequence[Located] = (),
 ) -> GroundProblem:
-    """Check and ground a parsed problem.
-
-    ``extra_hard``/``extra_soft`` are clause strings passed from Python, as (name, formula,
-    [weight,] text); an error in one is reported against its own text, under its name.
+    """Check and ground a parsed problem and the statements written outside it (``extra``),
+    after the problem's own, in order; an error in one of those is reported at its origin.
     """
     g = _Grounder(ast, ken.merged(KenGraph()) if ken is not None else None)
     try:
         g.statements(ast.statements)
-        for name, formula, text in extra_hard:
-            g.lines, g.filename = text.split("\n"), name
-            node = g.formula(formula, {})
-            g.gp.clauses.append(Clause(g.unique_name(name, "hard", (0, 0)), "hard", node, 0))
-        for name, formula, weight, text in extra_soft:
-            g.lines, g.filename = text.split("\n"), name
-            g.add_soft(name, weight, formula, (0, 0))
+        for located in extra:
+            g.lines, g.filename = located.source.split("\n"), located.filename
+            g.statement(located.statement, located.line, located.text)
     except RecursionError:
         raise DSLTypeError(
             "a formula is nested too deeply to ground; split it into several named clauses", filename=g.filename

@@ -22,7 +22,7 @@ import sympy
 
 from cda.contracts.verification import VerifierOutcome, VerifierStatus
 
-__all__ = ["verify_arithmetic", "MAX_CLAIM_CHARS", "MAX_RESULT_BITS"]
+__all__ = ["verify_arithmetic", "looks_arithmetic", "MAX_CLAIM_CHARS", "MAX_RESULT_BITS"]
 
 MAX_CLAIM_CHARS = 2000
 MAX_DEPTH = 64  # nested parentheses / unary signs / powers
@@ -36,6 +36,18 @@ _TOKEN = re.compile(
     r"\s*(?:(?P<num>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
     r"|(?P<op>\*\*|==|!=|<=|>=|[-+*/()<>=≤≥≠]))"
 )
+
+_LOOKS_ARITHMETIC = re.compile(r"^[\d\s.+\-*/()<>=!]+$")
+
+
+def looks_arithmetic(text: str) -> bool:
+    """Whether a free-text line (a success criterion, an observation) is only numbers, operators
+    and comparisons: the lines the Action hands this verifier.
+
+    >>> looks_arithmetic("0.1 + 0.2 == 0.3"), looks_arithmetic("p99 below 200 ms")
+    (True, False)
+    """
+    return bool(_LOOKS_ARITHMETIC.match(text))
 
 
 class _Rejected(Exception):

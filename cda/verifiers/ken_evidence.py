@@ -20,7 +20,6 @@ their number, and atoms past the budget are inconclusive stubs too.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -29,18 +28,16 @@ from pydantic import BaseModel, ConfigDict
 
 from cda.contracts.refs import SpanRef
 from cda.contracts.verification import VerifierOutcome
+from cda.encodings import ast as A
+from cda.encodings.ir import AtomInfo
+from cda.encodings.parse import parse_clause
+from cda.errors import DSLError
 from cda.ken.graph import KenGraph
 
-__all__ = ["ken_evidence", "KenQueryRecord"]
+__all__ = ["ken_evidence", "KenQueryRecord", "ClaimAtom"]
 
 QueryName = Literal["ken.search", "ken.neighborhood", "ken.path", "ken.related_by"]
 
-_ATOM = re.compile(r"^\s*(?:(?:hyp|obs|pred):)?(?P<pred>[A-Za-z_]\w*)\s*\((?P<args>[^()]*)\)\s*$")
-_DSL_PATH = re.compile(
-    r"^\s*(?:exists\s+)?path\s*\(\s*(?:entity:)?(?P<src>[^\s()]+?)\s*->\s*(?P<rel>[^\s()]+?)\s*->\s*"
-    r"(?:entity:)?(?P<dst>[^\s()]+?)\s+within\s+(?P<hops>[0-9]+)\s+hops?\s*\)\s*$"
-)
-_PREFIXES = ("entity:", "provider:")
 _SEARCH_LIMIT = 1000
 
 
@@ -116,14 +113,6 @@ def _citations(ken: KenGraph, edges: list[tuple[str, str, str]]) -> list[SpanRef
     return refs
 
 
-def _strip(arg: str) -> str:
-    arg = arg.strip()
-    for prefix in _PREFIXES:
-        if arg.startswith(prefix):
-            return arg[len(prefix):]
-    return arg
-
-
 @dataclass(frozen=True)
 class _Query:
     """An atom read as one of the three shapes Ken can support."""
@@ -135,18 +124,19 @@ class _Query:
     hops: int | None = None
 
 
-def _read(atom: str) -> _Query | str:
-    """The query shape of ``atom``, or the reason it cannot be checked against Ken."""
-    m = _DSL_PATH.match(atom)
-    if m:
-        return _Query("path", _strip(m["src"]), m["rel"], _strip(m["dst"]), int(m["hops"]))
-    m = _ATOM.match(atom)
-    if not m:
-        return "not an atom Ken can check: write pred(a), rel(a, b) or path(a, b, rel, hops)"
-    args = [_strip(a) for a in m["args"].split(",")] if m["args"].strip() else []
+#: a claim atom: a syntax tree with the text it is shown as, a ground atom of the problem, or text
+#: (read by the DSL parser; ``path(a, b, rel, hops)`` is Ken's own shorthand for a path)
+ClaimAtom = tuple[str, A.Formula] | AtomInfo | str
+
+_UNCHECKABLE = "not an atom Ken can check: write pred(a), rel(a, b) or path(a, b, rel, hops)"
+
+
+def _query(pred: str, args: Sequence[str]) -> _Query | str:
+    """The query shape of the atom ``pred(args)``, or the reason it cannot be checked."""
+    if not args:
+        return _UNCHECKABLE
     if any(not a for a in args):
         return "an argument is empty"
-    pred = m["pred"]
     if pred == "path":
         if len(args) != 4 or not args[3].isdigit():
             return "path takes (source, target, relation, hops)"
@@ -156,6 +146,37 @@ def _read(atom: str) -> _Query | str:
     if len(args) == 2:
         return _Query("binary", args[0], pred, args[1])
     return f"Ken holds binary relations; {pred} with {len(args)} arguments cannot be checked"
+
+
+def _of_formula(formula: A.Formula) -> _Query | str:
+    """The query shape of a claim's syntax tree (an ``entity:``/``provider:`` prefix is no part of
+    a Ken id; an ``hyp:``/``obs:``/``pred:`` prefix says what the atom is, not what it names)."""
+    if isinstance(formula, A.FPath):
+        return _Query("path", formula.source.name, formula.relation, formula.target.name, formula.hops)
+    if isinstance(formula, A.FAtom):
+        return _query(formula.pred, [t.name for t in formula.args])
+    return _UNCHECKABLE
+
+
+def _path_shorthand(text: str) -> _Query | str:
+    """``path(source, target, relation, hops)``, which is Ken's notation and not the DSL's."""
+    head, _, rest = text.strip().partition("(")
+    if head.strip() != "path" or not rest.endswith(")"):
+        return _UNCHECKABLE
+    return _query("path", [a.strip() for a in rest[:-1].split(",")])
+
+
+def _read(atom: ClaimAtom) -> tuple[str, _Query | str]:
+    """The text an atom is shown as, and its query shape (or why it cannot be checked)."""
+    if isinstance(atom, AtomInfo):
+        return atom.name, _query(atom.pred, atom.args)
+    if isinstance(atom, tuple):
+        return atom[0], _of_formula(atom[1])
+    try:
+        formula, weight = parse_clause(atom)
+    except DSLError:
+        return atom, _path_shorthand(atom)
+    return atom, _of_formula(formula) if weight is None else _UNCHECKABLE
 
 
 def _inconclusive(atom: str, detail: str, *, stub: bool) -> VerifierOutcome:
@@ -173,8 +194,7 @@ def _absence(asker: _Asker, atom: str, q: _Query, what: str) -> VerifierOutcome:
     return _inconclusive(atom, f"no supporting evidence in Ken: {what}{note}; a receipt stub is recorded", stub=True)
 
 
-def _one(asker: _Asker, atom: str) -> VerifierOutcome:
-    q = _read(atom)
+def _one(asker: _Asker, atom: str, q: _Query | str) -> VerifierOutcome:
     if isinstance(q, str):
         return _inconclusive(atom, q, stub=False)
     edges: list[tuple[str, str, str]]
@@ -202,7 +222,7 @@ def _one(asker: _Asker, atom: str) -> VerifierOutcome:
 
 
 def ken_evidence(
-    ken: KenGraph, claim_atoms: Sequence[str], query_budget: int = 50
+    ken: KenGraph, claim_atoms: Sequence[ClaimAtom], query_budget: int = 50
 ) -> tuple[list[VerifierOutcome], list[KenQueryRecord]]:
     """One outcome per atom, and every query asked, in order.
 
@@ -215,9 +235,10 @@ def ken_evidence(
     """
     asker = _Asker(ken, max(0, int(query_budget)), [])
     outcomes: list[VerifierOutcome] = []
-    for atom in claim_atoms:
+    for item in claim_atoms:
+        atom, query = _read(item)
         try:
-            outcomes.append(_one(asker, atom))
+            outcomes.append(_one(asker, atom, query))
         except _BudgetExhausted:
             outcomes.append(
                 _inconclusive(atom, f"the Ken query budget of {query_budget} is spent; a receipt stub is recorded", stub=True)

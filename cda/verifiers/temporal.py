@@ -24,7 +24,7 @@ from cda.encodings.parse import parse_clause
 from cda.errors import DSLError
 from cda.verifiers.units_check import format_number, to_seconds
 
-__all__ = ["verify_temporal", "event_times"]
+__all__ = ["verify_temporal", "verify_temporal_formulas", "event_times"]
 
 _OPS = {
     "<=": lambda a, b: a <= b,
@@ -159,6 +159,10 @@ def _one(events: Mapping[str, int], claim: str) -> VerifierOutcome:
         return VerifierOutcome(
             verifier="temporal", claim=claim, status="inconclusive", detail=f"the claim does not parse: {exc.message}"
         )
+    return _one_formula(events, claim, formula)
+
+
+def _one_formula(events: Mapping[str, int], claim: str, formula: A.Formula) -> VerifierOutcome:
     ev = _Evaluator(events)
     try:
         holds = ev.value(formula)
@@ -182,3 +186,16 @@ def verify_temporal(events: Mapping[str, int], claims: Sequence[str]) -> list[Ve
     ['passed', 'failed', 'inconclusive']
     """
     return [_one(events, claim) for claim in claims]
+
+
+def verify_temporal_formulas(
+    events: Mapping[str, int], claims: Sequence[tuple[str, A.Formula]]
+) -> list[VerifierOutcome]:
+    """One outcome per claim, given as its text (what the outcome names) and its syntax tree
+    (what is evaluated): the Action passes the clauses it already parsed.
+
+    >>> f, _ = parse_clause("before(event:deploy, event:outage)")
+    >>> verify_temporal_formulas({"deploy": 0, "outage": 60}, [("deploy first", f)])[0].status
+    'passed'
+    """
+    return [_one_formula(events, text, formula) for text, formula in claims]

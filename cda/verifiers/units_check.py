@@ -32,6 +32,8 @@ from cda.errors import DSLError
 __all__ = [
     "verify_units",
     "verify_units_declared",
+    "verify_units_formulas",
+    "metric_units",
     "exact_registry",
     "dimension_of",
     "to_seconds",
@@ -192,17 +194,22 @@ def _groups(formula: A.Formula, metrics: Mapping[str, str]) -> list[list[_Operan
 
 
 def _one(claim: str, metrics: Mapping[str, str]) -> VerifierOutcome:
-    def out(status: VerifierStatus, detail: str, **data: Any) -> VerifierOutcome:
-        cap = 0.0 if status == "failed" else None
-        return VerifierOutcome(
-            verifier="units", claim=claim, status=status, detail=detail, confidence_cap=cap,
-            data=data,
-        )
-
     try:
         formula, _weight = parse_clause(claim)
     except DSLError as exc:
-        return out("inconclusive", f"the claim does not parse: {exc.message}")
+        return _outcome(claim, "inconclusive", f"the claim does not parse: {exc.message}")
+    return _one_formula(claim, formula, metrics)
+
+
+def _outcome(claim: str, status: VerifierStatus, detail: str, **data: Any) -> VerifierOutcome:
+    cap = 0.0 if status == "failed" else None
+    return VerifierOutcome(verifier="units", claim=claim, status=status, detail=detail, confidence_cap=cap, data=data)
+
+
+def _one_formula(claim: str, formula: A.Formula, metrics: Mapping[str, str]) -> VerifierOutcome:
+    def out(status: VerifierStatus, detail: str, **data: Any) -> VerifierOutcome:
+        return _outcome(claim, status, detail, **data)
+
     try:
         groups = _groups(formula, metrics)
     except _Unknown as exc:
@@ -231,6 +238,28 @@ def verify_units_declared(metrics: Mapping[str, str], claims: Sequence[str]) -> 
     return [_one(claim, metrics) for claim in claims]
 
 
+def verify_units_formulas(
+    metrics: Mapping[str, str], claims: Sequence[tuple[str, A.Formula]]
+) -> list[VerifierOutcome]:
+    """One outcome per claim, given as its text (what the outcome names) and its syntax tree
+    (what is checked): the Action passes the clauses it already parsed, so nothing is read twice.
+
+    >>> f, _ = parse_clause("value(metric:cost) <= 5000 USD")
+    >>> verify_units_formulas({"cost": "EUR"}, [("the budget", f)])[0].status
+    'failed'
+    """
+    return [_one_formula(text, formula, metrics) for text, formula in claims]
+
+
+def metric_units(ast: A.ProblemAST) -> dict[str, str]:
+    """The problem's metric declarations as ``{name: unit}`` (the first one of a name)."""
+    metrics: dict[str, str] = {}
+    for st in ast.statements:
+        if isinstance(st, A.MetricDecl):
+            metrics.setdefault(st.name, st.unit)
+    return metrics
+
+
 def verify_units(problem_text: str, claims: Sequence[str]) -> list[VerifierOutcome]:
     """One outcome per claim; metrics are read from the ``metric name : unit`` lines of the problem.
 
@@ -249,8 +278,4 @@ def verify_units(problem_text: str, claims: Sequence[str]) -> list[VerifierOutco
             )
             for claim in claims
         ]
-    metrics: dict[str, str] = {}
-    for st in ast.statements:
-        if isinstance(st, A.MetricDecl):
-            metrics.setdefault(st.name, st.unit)
-    return verify_units_declared(metrics, claims)
+    return verify_units_declared(metric_units(ast), claims)
