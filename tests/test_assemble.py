@@ -172,3 +172,15 @@ def test_the_regex_scan_sees_every_way_of_importing_re(tmp_path: Path) -> None:
         assert _uses_re(tmp_path / "m.py"), text
     (tmp_path / "m.py").write_text("import json\nregex = 're'\n")
     assert not _uses_re(tmp_path / "m.py")
+
+
+def test_a_soft_weight_from_json_is_exact_and_within_the_dsl_range() -> None:
+    from fractions import Fraction
+
+    from cda.actions.problem import build
+
+    inputs = _outage(constraints={"soft": [{"clause": "not down(cache)", "weight": 0.1}]})
+    soft = {s.name: s.weight for s in build(inputs, None).assembled.gp.soft}
+    assert soft["input_soft_0"] == Fraction(1, 10)  # the decimal written, not the float's binary value
+    error = _error(_outage(constraints={"soft": [{"clause": "not down(cache)", "weight": 1e300}]}))
+    assert error.startswith("constraints.soft[0].weight: syntax error: the number 1e+300 is out of range"), error

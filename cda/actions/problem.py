@@ -27,6 +27,7 @@ from cda.contracts.refs import ArtifactRef, SpanRef
 from cda.encodings import ast as A
 from cda.encodings.assemble import Assembled, Origin, Piece, PieceKind, Placed, assemble
 from cda.encodings.parse import parse_problem
+from cda.errors import DSLSyntaxError
 from cda.ken.graph import KenGraph
 
 __all__ = ["ActionProblem", "action_pieces", "build", "observation_text", "observe_literal", "problem_digest"]
@@ -67,9 +68,14 @@ def observe_literal(line: str) -> str | None:
     return None
 
 
-def _weight(value: float) -> Fraction:
-    """A soft weight from JSON as the user wrote it: the shortest decimal of the float (1.5, 0.1)."""
-    return Fraction(repr(value))
+def _weight(value: float, where: str) -> Fraction:
+    """A soft weight from JSON as the user wrote it: the shortest decimal of the float (1.5, 0.1),
+    within the range the DSL reads a number in (exponents up to ±30)."""
+    text = repr(value)
+    exponent = text.lower().partition("e")[2]
+    if exponent and abs(int(exponent)) > 30:
+        raise DSLSyntaxError(f"the number {text} is out of range (exponents up to ±30)").with_filename(where)
+    return Fraction(text)
 
 
 def action_pieces(inputs: CDAInputs, first_line: int) -> tuple[list[Piece], dict[int, int]]:
@@ -94,7 +100,7 @@ def action_pieces(inputs: CDAInputs, first_line: int) -> tuple[list[Piece], dict
         line += 1
     for i, soft in enumerate(inputs.constraints.soft):
         add(Piece("soft", soft.clause, Origin(f"constraints.soft[{i}]"), line, name=soft.name or f"input_soft_{i}",
-                  weight=_weight(soft.weight)))
+                  weight=_weight(soft.weight, f"constraints.soft[{i}].weight")))
         line += 1
     goals = inputs.goals
     mode: PieceKind = "disprove" if goals.kind == "disprove" else "prove"

@@ -16,6 +16,11 @@ action records a receipt stub for the missing evidence. When nothing is found a 
 the subject tells "no such node" from "no such edge". Every query is returned as a
 :class:`KenQueryRecord` so the action can write one receipt per query; ``query_budget`` caps
 their number, and atoms past the budget are inconclusive stubs too.
+
+An atom is read from its syntax tree (a claim the Action parsed once, with the text it is shown
+as) or from the problem's atom table (a hypothesis' ground atoms), never by pattern-matching
+text: ``(depends(api, auth))`` and ``depends (entity:api, auth)`` are the same atom. Text given
+directly is read by the DSL parser; ``path(a, b, rel, hops)`` is Ken's own shorthand.
 """
 
 from __future__ import annotations
