@@ -10,6 +10,7 @@ from cda.contracts.result import CheckReport, SolveResult
 from cda.encodings.ast import Formula, KenLoad, ProblemAST
 from cda.encodings.ground import ground_problem
 from cda.encodings.ir import GroundProblem
+from cda.encodings.numbers import exact_number
 from cda.encodings.parse import parse_clause, parse_problem
 from cda.errors import CDAError, DSLError, DSLTypeError
 from cda.files import read_text
@@ -80,6 +81,14 @@ def ground(
 ) -> GroundProblem:
     """Parse, check and ground; ``hard``/``soft`` are extra clause strings from Python."""
     ast = parse(source)
+    if not ast.statements and not hard and not soft:
+        # nothing to answer: a "sat, no hypotheses" would hide an empty or truncated file
+        raise DSLTypeError(
+            "the problem is empty: no declarations, clauses or goals (only blanks and comments)",
+            line=1,
+            column=1,
+            filename=ast.filename,
+        )
     extra_hard: list[tuple[str, Formula, str]] = []
     for i, text in enumerate(hard, 1):
         formula, weight = _clause(text, f"hard#{i}")
@@ -92,11 +101,12 @@ def ground(
         formula, weight = _clause(text, f"soft#{i}")
         if given is not None:
             try:
-                weight = Fraction(str(given))
-            except ValueError:  # nan, inf, or text that is no number
-                raise DSLTypeError(f"a soft clause's weight must be a positive number, given {given!r}").with_filename(
-                    f"soft#{i}"
-                ) from None
+                weight = exact_number(given)
+            except ValueError as exc:  # nan, inf, text that is no number, or out of range
+                shown = repr(given) if not isinstance(given, int) or given.bit_length() < 200 else "a huge integer"
+                raise DSLTypeError(
+                    f"a soft clause's weight must be a positive number, given {shown} ({exc})"
+                ).with_filename(f"soft#{i}") from None
         extra_soft.append((f"soft#{i}", formula, weight, text))
     with gc_paused():
         return ground_problem(ast, _ken_for(ast, ken), extra_hard, extra_soft)
@@ -161,6 +171,7 @@ def solve(
         k = _top(gp, top)
         options = EngineOptions(top=k, seed=seed, timeout=timeout, max_hypotheses=max_hypotheses)
         result = run(gp, name, options)
+        result.notes.extend(gp.notes)
         if gp.fol_blocks:
             result.notes.append(f"{gp.fol_blocks} fol block(s) not answered here: run `cda prove` on this file")
         del gp  # freed here, before the collector is back and would walk it once more
@@ -185,4 +196,5 @@ def solve_cross_checked(
     half = None if timeout is None else timeout / 2
     report = cross_check(gp, EngineOptions(top=k, seed=seed, timeout=half))
     assert report.result is not None
+    report.result.notes.extend(note for note in gp.notes if note not in report.result.notes)
     return report.result
