@@ -11,6 +11,7 @@ not say; reading it anyway would cost seconds and gigabytes (``1e9999999``), hit
 
 from __future__ import annotations
 
+from decimal import Decimal
 from fractions import Fraction
 
 __all__ = ["MAX_DIGITS", "MAX_EXPONENT", "refusal", "whole_refusal", "read_number", "exact_number", "show"]
@@ -72,8 +73,8 @@ def exact_number(value: object) -> Fraction:
     decimal it prints as (``0.1`` is 1/10), text as a literal; ``ValueError`` when it is no
     finite number or out of the literals' range.
 
-    >>> exact_number(0.1), exact_number(2), exact_number("1/4")
-    (Fraction(1, 10), Fraction(2, 1), Fraction(1, 4))
+    >>> exact_number(0.1), exact_number(2), exact_number("1/4"), exact_number(Decimal("2.50"))
+    (Fraction(1, 10), Fraction(2, 1), Fraction(1, 4), Fraction(5, 2))
     """
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a number")
@@ -86,6 +87,8 @@ def exact_number(value: object) -> Fraction:
         value = f"{value.numerator}/{value.denominator}"
     elif isinstance(value, float):
         value = repr(value)
+    elif isinstance(value, Decimal):
+        value = str(value)
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a number")
     num, slash, den = value.strip().partition("/")
