@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from fractions import Fraction
 from pathlib import Path
 
 from cda.contracts.result import CheckReport, SolveResult
 from cda.encodings.assemble import Origin, Piece, assemble
 from cda.encodings.ast import KenLoad, ProblemAST
 from cda.encodings.ir import GroundProblem
+from cda.encodings.numbers import exact_number
 from cda.encodings.parse import parse_problem
 from cda.errors import CDAError, DSLError, DSLTypeError
 from cda.files import read_text
@@ -81,17 +81,26 @@ def ground(
     """Parse, check and ground; ``hard``/``soft`` are extra clause strings from Python, named
     ``hard#1``, ``soft#2`` (their names and their origins in errors)."""
     ast = parse(source)
+    if not ast.statements and not hard and not soft:
+        # nothing to answer: a "sat, no hypotheses" would hide an empty or truncated file
+        raise DSLTypeError(
+            "the problem is empty: no declarations, clauses or goals (only blanks and comments)",
+            line=1,
+            column=1,
+            filename=ast.filename,
+        )
     pieces = [Piece("hard", text, Origin(f"hard#{i}"), name=f"hard#{i}") for i, text in enumerate(hard, 1)]
     for i, spec in enumerate(soft, 1):
         text, given = (spec, None) if isinstance(spec, str) else spec
         weight = None
         if given is not None:
             try:
-                weight = Fraction(str(given))
-            except ValueError:  # nan, inf, or text that is no number
-                raise DSLTypeError(f"a soft clause's weight must be a positive number, given {given!r}").with_filename(
-                    f"soft#{i}"
-                ) from None
+                weight = exact_number(given)
+            except ValueError as exc:  # nan, inf, text that is no number, or out of range
+                shown = repr(given) if not isinstance(given, int) or given.bit_length() < 200 else "a huge integer"
+                raise DSLTypeError(
+                    f"a soft clause's weight must be a positive number, given {shown} ({exc})"
+                ).with_filename(f"soft#{i}") from None
         pieces.append(Piece("soft", text, Origin(f"soft#{i}"), name=f"soft#{i}", weight=weight))
     with gc_paused():
         return assemble(ast, pieces, _ken_for(ast, ken)).gp
@@ -149,6 +158,7 @@ def solve(
         k = _top(gp, top)
         options = EngineOptions(top=k, seed=seed, timeout=timeout, max_hypotheses=max_hypotheses)
         result = run(gp, name, options)
+        result.notes.extend(gp.notes)
         if gp.fol_blocks:
             result.notes.append(f"{gp.fol_blocks} fol block(s) not answered here: run `cda prove` on this file")
         del gp  # freed here, before the collector is back and would walk it once more
@@ -173,4 +183,5 @@ def solve_cross_checked(
     half = None if timeout is None else timeout / 2
     report = cross_check(gp, EngineOptions(top=k, seed=seed, timeout=half))
     assert report.result is not None
+    report.result.notes.extend(note for note in gp.notes if note not in report.result.notes)
     return report.result

@@ -33,6 +33,7 @@ from fractions import Fraction
 from typing import Any, NoReturn, TypeVar
 
 from cda.encodings import ast as A
+from cda.encodings.numbers import refusal, whole_refusal
 
 __all__ = ["Fallback", "MAX_DEPTH", "read_problem", "read_clause"]
 
@@ -166,8 +167,7 @@ def _tokenize(text: str) -> tuple[list[str], list[A.Pos], dict[int, str]]:
 
 
 def _number(text: str) -> Fraction:
-    _, _, exponent = text.lower().partition("e")
-    if exponent and abs(int(exponent)) > 30:
+    if refusal(text):
         raise Fallback("lark's transformer refuses this number")
     return Fraction(text)
 
@@ -228,6 +228,8 @@ class _Reader:
         tok = self.t[i]
         if not tok or not set(tok) <= _DIGITS:
             self.fail("expected a whole number")
+        if whole_refusal(tok):
+            self.fail("lark's transformer refuses this number")
         self.i = i + 1
         return int(tok), self.p[i]
 

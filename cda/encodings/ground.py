@@ -22,12 +22,14 @@ from fractions import Fraction
 from itertools import product
 
 from cda.encodings import ast as A
-from cda.encodings import units
+from cda.encodings import numbers, units
 from cda.encodings.ir import (
+    NUM_MAX,
     Atom,
     AtomInfo,
     Claim,
     Clause,
+    Const,
     GroundProblem,
     MinimalGoal,
     Node,
@@ -55,7 +57,7 @@ _PREFIX_KIND = {"hyp": "hyp", "obs": "observable", "pred": "pred"}
 
 
 def _num(value: Fraction) -> str:
-    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
+    return numbers.show(value)
 
 
 def _fmt_atom(pred: str, args: Sequence[str]) -> str:
@@ -106,6 +108,12 @@ class _Grounder:
         for st in statements:
             if isinstance(st, A.DomainDecl):
                 claim_name(st.name, "a domain", st.pos)
+                if not st.values:
+                    raise self.err(
+                        f"domain {st.name} is empty: list at least one value (a quantifier over it, or a "
+                        "predicate on it, would have no instances)",
+                        st.pos,
+                    )
                 if len(set(st.values)) != len(st.values):
                     raise self.err(f"domain {st.name} lists a value twice", st.pos)
                 for value in st.values:
@@ -337,6 +345,8 @@ class _Grounder:
             limit = math.floor(span)
             if a == b:
                 return f.const(limit >= 0)
+            if limit >= 2 * NUM_MAX:  # two times in [-10⁹, 10⁹] s are never further apart
+                self._range_note(node.pos, True, f"a span of {_num(span)} s")
             return f.and_([f.linear({a: 1, b: -1}, "<=", limit), f.linear({a: -1, b: 1}, "<=", limit)])
         if isinstance(node, A.FPath):
             return self.path(node, env)
@@ -488,9 +498,18 @@ class _Grounder:
         b = bound * scale
         assert b.denominator == 1
         b_int = int(b)
+        result = self._linear(ints, node.op, b_int)
+        g = math.gcd(*ints.values())
+        # decided by the variables' range alone, with a bound outside it: say so, or a bound the
+        # user meant (5e9 ms) would be a silent conflict (or a silently dropped clause)
+        if isinstance(result, Const) and g and abs(b_int) > NUM_MAX * g:
+            what = f"the bound {_num(bound)} {ref_unit}" if ref_unit else f"the bound {_num(bound)}"
+            self._range_note(node.pos, result.value, what)
+        return result
+
+    def _linear(self, ints: dict[str, int], op: str, b_int: int) -> Node:
         f = self.f
         neg = {v: -c for v, c in ints.items()}
-        op = node.op
         if op == "<=":
             return f.linear(ints, "<=", b_int)
         if op == "<":
@@ -502,6 +521,16 @@ class _Grounder:
         if op == "=":
             return f.linear(ints, "=", b_int)
         return f.not_(f.linear(ints, "=", b_int))
+
+    def _range_note(self, pos: A.Pos, value: bool, what: str) -> None:
+        """A note on the result: this comparison was decided by the numeric range, not the solver."""
+        where = f"{self.filename or '<input>'}:{pos[0]}:{pos[1]}" if pos[0] else (self.filename or "<input>")
+        note = (
+            f"{where}: {what} lies outside the numeric range (every metric and event is a whole number "
+            f"in [-10^9, 10^9] of its unit), so the comparison is {'true' if value else 'false'} in every model"
+        )
+        if note not in self.gp.notes:
+            self.gp.notes.append(note)
 
     # ---- statements
     def unique_name(self, given: str | None, prefix: str, pos: A.Pos, name_pos: A.Pos | None = None) -> str:
@@ -583,7 +612,7 @@ class _Grounder:
     ) -> None:
         w = Fraction(1) if weight is None else weight
         if w <= 0:
-            raise self.err(f"a soft clause's weight must be positive, given {float(w):g}", weight_pos or pos)
+            raise self.err(f"a soft clause's weight must be positive, given {_num(w)}", weight_pos or pos)
         node = self.formula(formula, {})
         self.gp.soft.append(SoftClause(self.unique_name(name, "soft", pos, name_pos), node, w, pos[0]))
 

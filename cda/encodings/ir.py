@@ -478,6 +478,8 @@ class GroundProblem:
     minimal: MinimalGoal | None = None  # goal minimal_explanations, when asked
     filename: str | None = None
     fol_blocks: int = 0  # first-order blocks, answered by `cda prove`, not by the engine
+    #: what grounding decided that the user should hear (a bound outside the numeric range)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def hyp_atoms(self) -> list[str]:

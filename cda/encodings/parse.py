@@ -19,6 +19,7 @@ from lark import Token, Transformer, v_args
 
 from cda.encodings import ast as A
 from cda.encodings.fastparse import Fallback, read_clause, read_problem
+from cda.encodings.numbers import refusal, whole_refusal
 from cda.errors import DSLSyntaxError
 from cda.gcpause import gc_paused
 
@@ -43,12 +44,18 @@ def _pos(meta_or_token: Any) -> A.Pos:
 
 def _number(token: Token) -> Fraction:
     text = str(token)
-    mantissa, _, exponent = text.lower().partition("e")
-    if exponent and abs(int(exponent)) > 30:
-        raise DSLSyntaxError(
-            f"the number {text} is out of range (exponents up to ±30)", line=token.line, column=token.column
-        )
+    reason = refusal(text)
+    if reason:
+        raise DSLSyntaxError(reason, line=token.line, column=token.column)
     return Fraction(text)
+
+
+def _int(token: Token) -> int:
+    """An INT token (``top``, ``hops``, a cardinality), refused beyond 40 digits like any number."""
+    reason = whole_refusal(str(token))
+    if reason:
+        raise DSLSyntaxError(reason, line=token.line, column=token.column)
+    return int(token)
 
 
 @v_args(meta=True)
@@ -122,7 +129,7 @@ class _ToAST(Transformer[Token, Any]):
 
     def goal_best(self, meta: Any, items: list[Any]) -> A.GoalBest:
         top = items[0]
-        return A.GoalBest(int(top) if top is not None else None, _pos(top) if top is not None else _pos(meta))
+        return A.GoalBest(_int(top) if top is not None else None, _pos(top) if top is not None else _pos(meta))
 
     def goal_minimal(self, meta: Any, items: list[Any]) -> A.GoalMinimal:
         mode = items[0]
@@ -135,7 +142,7 @@ class _ToAST(Transformer[Token, Any]):
         return "all", None, _pos(meta)
 
     def minimal_top(self, meta: Any, items: list[Token]) -> tuple[str, int | None, A.Pos]:
-        return "top", int(items[0]), _pos(items[0])
+        return "top", _int(items[0]), _pos(items[0])
 
     def minimal_card(self, meta: Any, items: list[Any]) -> tuple[str, int | None, A.Pos]:
         return "min_cardinality", None, _pos(meta)
@@ -190,7 +197,7 @@ class _ToAST(Transformer[Token, Any]):
 
     def card(self, meta: Any, items: list[Any]) -> A.FCard:
         op, k, *args = items
-        return A.FCard(str(op), int(k), tuple(a for a in args if a is not None), _pos(meta))
+        return A.FCard(str(op), _int(k), tuple(a for a in args if a is not None), _pos(meta))
 
     def before(self, meta: Any, items: list[Any]) -> A.FBefore:
         return A.FBefore(items[0], items[1], _pos(meta))
@@ -200,7 +207,7 @@ class _ToAST(Transformer[Token, Any]):
 
     def path(self, meta: Any, items: list[Any]) -> A.FPath:
         src, rel, dst, hops, _word = items
-        return A.FPath(src, str(rel), dst, int(hops), _pos(meta), _pos(rel))
+        return A.FPath(src, str(rel), dst, _int(hops), _pos(meta), _pos(rel))
 
     def compare(self, meta: Any, items: list[Any]) -> A.FCompare:
         lhs, op, rhs = items

@@ -4,6 +4,11 @@ Metrics are whole numbers of their declared unit; event times are whole seconds.
 constant is converted exactly (as a :class:`~fractions.Fraction`) into the unit of the
 quantity it is compared with; two quantities of different dimensions raise ``UnitError``
 naming both units.
+
+Exact means exact: the registry runs in pint's ``non_int_type=Fraction`` mode, so pint reads
+each definition (``pound = 0.45359237 kg``, ``mile = 1760 yard``) as a rational and multiplies
+rationals; no factor ever passes through a float (1 lb is 45,359,237/100 mg, not a float
+rounded back to a fraction).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from fractions import Fraction
 from functools import lru_cache
 
 import pint
+
+from cda.errors import UnitError
 
 __all__ = ["registry", "check_unit", "factor", "affine", "dimension_name", "mismatch"]
 
@@ -24,7 +31,8 @@ _REFUSED = (pint.errors.DimensionalityError, pint.errors.OffsetUnitCalculusError
 
 @lru_cache(maxsize=1)
 def registry() -> pint.UnitRegistry:
-    ureg: pint.UnitRegistry = pint.UnitRegistry()
+    """pint's registry in exact mode (every magnitude a Fraction), built once per process."""
+    ureg: pint.UnitRegistry = pint.UnitRegistry(non_int_type=Fraction)
     for code in CURRENCIES:
         ureg.define(f"{code} = [currency_{code}]")
     return ureg
@@ -41,30 +49,43 @@ def check_unit(unit: str) -> str | None:
     return None
 
 
+def _exact(magnitude: object, from_unit: str, to_unit: str) -> Fraction:
+    """pint's magnitude as a Fraction; anything else (a float) would be a rounded factor."""
+    if isinstance(magnitude, (int, Fraction)):
+        return Fraction(magnitude)
+    raise UnitError(f"pint gives no exact factor from {from_unit} to {to_unit} ({type(magnitude).__name__})")
+
+
+def _magnitude(value: int, src: pint.Unit, dst: pint.Unit) -> object:
+    return registry().Quantity(Fraction(value), src).to(dst).magnitude
+
+
 @lru_cache(maxsize=4096)
 def factor(from_unit: str, to_unit: str) -> Fraction | None:
     """How many ``to_unit`` make one ``from_unit``; None when the dimensions differ.
 
     >>> factor("s", "ms"), factor("h", "s"), factor("USD", "s")
     (Fraction(1000, 1), Fraction(3600, 1), None)
+    >>> factor("lb", "mg"), factor("nautical_mile", "ft")
+    (Fraction(45359237, 100), Fraction(2315000, 381))
     """
     ureg = registry()
     src, dst = ureg.parse_units(from_unit), ureg.parse_units(to_unit)
     if ureg.Quantity(1, src).dimensionality != ureg.Quantity(1, dst).dimensionality:
         return None
     try:
-        magnitude = ureg.Quantity(1, src).to(dst).magnitude
+        magnitude = _magnitude(1, src, dst)
     except _REFUSED:
         return None
-    return Fraction(magnitude).limit_denominator(10**12)
+    return _exact(magnitude, from_unit, to_unit)
 
 
 @lru_cache(maxsize=4096)
 def affine(from_unit: str, to_unit: str) -> tuple[Fraction, Fraction] | None:
     """(a, b) with value_in_to = a * value_in_from + b; b is non-zero only for offset units.
 
-    >>> affine("degC", "degF")
-    (Fraction(9, 5), Fraction(32, 1))
+    >>> affine("degC", "degF"), affine("degC", "K")
+    ((Fraction(9, 5), Fraction(32, 1)), (Fraction(1, 1), Fraction(5463, 20)))
     >>> affine("USD", "s") is None, affine("delta_degC", "degC") is None
     (True, True)
     """
@@ -73,12 +94,12 @@ def affine(from_unit: str, to_unit: str) -> tuple[Fraction, Fraction] | None:
     if ureg.Quantity(1, src).dimensionality != ureg.Quantity(1, dst).dimensionality:
         return None
     try:
-        zero = ureg.Quantity(0, src).to(dst).magnitude
-        one = ureg.Quantity(1, src).to(dst).magnitude
+        zero = _magnitude(0, src, dst)
+        one = _magnitude(1, src, dst)
     except _REFUSED:  # same dimension, yet pint will not convert (a temperature and a difference of them)
         return None
-    b = Fraction(zero).limit_denominator(10**12)
-    a = Fraction(one).limit_denominator(10**12) - b
+    b = _exact(zero, from_unit, to_unit)
+    a = _exact(one, from_unit, to_unit) - b
     return a, b
 
 

@@ -108,8 +108,20 @@ def load_graphml(path: Path) -> KenGraph:
 
 
 def load_ken(path: str | Path) -> KenGraph:
-    """Load a Ken graph, choosing the format by extension (.json, .csv, .graphml/.xml)."""
+    """Load a Ken graph, choosing the format by extension (.json, .csv, .graphml/.xml).
+
+    Every failure is a ``KenError`` naming the file, the operating system's included (a name
+    too long for the file system, a directory without permission).
+    """
     path = Path(path)
+    try:
+        return _load_ken(path)
+    except OSError as exc:
+        shown = str(path) if len(str(path)) <= 80 else f"{str(path)[:60]}…{str(path)[-16:]}"
+        raise KenError(f"{shown}: cannot read ({exc.strerror or type(exc).__name__})") from None
+
+
+def _load_ken(path: Path) -> KenGraph:
     if not path.exists():
         raise KenError(f"{path}: no such file")
     if not path.is_file():

@@ -1,8 +1,8 @@
 """Units verifier: every pair of quantities a claim compares has the same dimension.
 
 The grounder already rejects mismatched units, but through its own conversion code
-(:mod:`cda.encodings.units`, floats rounded with ``limit_denominator``). This check asks pint
-directly, on a registry of its own with exact rational magnitudes, about the quantities *as
+(:mod:`cda.encodings.units`, pint in its exact ``Fraction`` mode). This check asks pint
+directly, on a registry of its own, about the quantities *as
 written* in the claim: ``value(metric:latency) <= 1.5 s`` passes when ``latency`` is declared in
 ``ms`` and fails, naming both units, when it is declared in ``USD``. Parsing reuses the DSL
 parser (reading the text is not what is being verified; dimensional consistency is).
@@ -46,8 +46,8 @@ def exact_registry() -> pint.UnitRegistry:
     """A pint registry of the verifiers' own, with one dimension per currency.
 
     Built here rather than shared with :mod:`cda.encodings.units` so that the check does not
-    run through the code it checks. (pint's ``non_int_type=Fraction`` mode fails on units such
-    as ``J``, so magnitudes are floats and :func:`to_seconds` makes them exact.)
+    run through the code it checks; it runs in pint's float mode, and :func:`to_seconds` reads
+    its time factors back as the decimal constants they are.
     """
     ureg: pint.UnitRegistry = pint.UnitRegistry()
     for code in CURRENCIES:
