@@ -17,6 +17,7 @@ from typing import Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict
 
+from cda.contracts import limits
 from cda.diagnosis.bench_import import load_bench, read_bench, read_observations
 from cda.diagnosis.problem import CircuitInstance
 from cda.diagnosis.wcnf_import import load_wcnf, read_wcnf
@@ -152,5 +153,5 @@ def _mode(words: list[str]) -> tuple[Mode, int | None]:
         except ValueError:
             k = 0
         if k >= 1:
-            return "top", k
+            return "top", limits.count("--mode top K", k)
     raise CDAError(f"--mode {' '.join(words)}: expected all, min_cardinality or top K (K at least 1)")

@@ -36,6 +36,7 @@ from typing import TextIO
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from cda.contracts import limits
 from cda.diagnosis.circuit import Circuit, Simulation, Simulator
 from cda.diagnosis.problem import CircuitInstance, ab_atom
 from cda.encodings.ir import MinimalGoal
@@ -215,19 +216,24 @@ def failing_vectors(
     circuit: Circuit, outputs: Sequence[str], flipped: Sequence[str], count: int, rng: random.Random, tries: int = 10_000
 ) -> list[dict[str, bool]]:
     """``count`` random test vectors (inputs and outputs of the faulty circuit), the first one
-    failing (some output differs from the healthy circuit's); ``[]`` if none fails in ``tries``."""
-    out: list[dict[str, bool]] = []
+    failing (some output differs from the healthy circuit's); ``[]`` if none of ``tries`` draws
+    fails. ``tries`` bounds only the search for that first vector: the others are drawn as they come."""
+    first: dict[str, bool] | None = None
     for _ in range(tries):
-        if len(out) >= count:
-            break
         vector = {i: rng.random() < 0.5 for i in circuit.inputs}
         bad = circuit.evaluate(vector, flipped)
-        if not out:
-            good = circuit.evaluate(vector)
-            if all(good[o] == bad[o] for o in outputs):
-                continue
+        good = circuit.evaluate(vector)
+        if any(good[o] != bad[o] for o in outputs):
+            first = {**vector, **{o: bad[o] for o in outputs}}
+            break
+    if first is None:
+        return []
+    out = [first]
+    while len(out) < count:
+        vector = {i: rng.random() < 0.5 for i in circuit.inputs}
+        bad = circuit.evaluate(vector, flipped)
         out.append({**vector, **{o: bad[o] for o in outputs}})
-    return out if len(out) == count else []
+    return out
 
 
 # ---- reports ----------------------------------------------------------------------------------
@@ -399,7 +405,7 @@ def simulate_probing(
     unknown = sorted(set(flipped) - set(circuit.by_name))
     if unknown or not flipped:
         raise CDAError(f"--inject names no gate of the circuit: {', '.join(unknown) or '(none given)'}")
-    rng = random.Random(seed)
+    rng = random.Random(limits.seed("seed", seed))
     if observations is None:
         drawn = failing_vectors(circuit, inst.outputs, flipped, vectors, rng)
         if not drawn:
@@ -524,10 +530,14 @@ def main_probe(
     from cda.diagnosis.diagnose import load_instance
 
     try:
-        if top < 1:
-            raise CDAError("--top needs a count of at least 1")
-        if vectors < 1:
-            raise CDAError("--vectors needs a count of at least 1")
+        limits.count("--top", top)
+        limits.vectors("--vectors", vectors)
+        limits.seed("--seed", seed)
+        limits.probability("--prior", failure)
+        if max_size is not None:
+            limits.count("--max-size", max_size)
+        if timeout is not None:
+            limits.seconds("--timeout", timeout)
         if interactive is not None:
             if inject or as_json:
                 raise CDAError("--interactive asks for measurements: it does not go with --inject or --json")
