@@ -115,13 +115,13 @@ def test_every_numeric_option_goes_through_the_checkers() -> None:
 
 
 @pytest.mark.parametrize(("path", "action"), NUMERIC, ids=[f"{' '.join(p)} {a.option_strings[-1]}" for p, a in NUMERIC])
-@pytest.mark.parametrize("value", ["nan", "-inf", "-1", "1e400", "9" * 30, "12abc", ""])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "1e400", "9" * 30, "12abc", ""])
 def test_bad_numbers_exit_2_with_a_message(
     path: list[str], action: argparse.Action, value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     option = action.option_strings[-1]
     timeout = option == "--timeout"
-    if timeout and value in ("1e400", "9" * 30):
+    if timeout and value in ("inf", "1e400", "9" * 30):
         assert math.isinf(action.type(value)) or action.type(value) > 0  # type: ignore[misc]
         return  # a huge budget is a long one (inf: no limit), checked below on clingo
     code, out, err = run(*path, f"{option}={value}", "file")
@@ -278,3 +278,13 @@ def test_probe_with_more_vectors_than_tries_finds_the_fault() -> None:
 def test_diagnose_mode_top_k_is_a_count() -> None:
     code, out, err = run("diagnose", str(C17), "--observations", str(C17), "--mode", "top", str(2**40))
     assert (code, out) == (2, "") and "--mode top K must be a whole number from 1 to 2147483647" in err
+
+
+@pytest.mark.parametrize(("raw", "words"), [("9" * 5000, "not a number of 5000 digits"), ("2147483648", "not 2147483648")])
+def test_abstain_thresholds_from_the_environment_are_counts(raw: str, words: str) -> None:
+    from cda.contracts.abstain import AbstainConfigError, AbstainThresholds
+
+    with pytest.raises(AbstainConfigError, match="CDA_MIN_REQUIRED_NODES must be a whole number from 0 to 2147483647") as info:
+        AbstainThresholds.from_env({"CDA_MIN_REQUIRED_NODES": raw})
+    assert words in str(info.value)
+    assert AbstainThresholds.from_env({"CDA_MIN_REQUIRED_NODES": "2147483647"}).min_required_nodes == 2**31 - 1
