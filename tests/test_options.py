@@ -288,3 +288,12 @@ def test_abstain_thresholds_from_the_environment_are_counts(raw: str, words: str
         AbstainThresholds.from_env({"CDA_MIN_REQUIRED_NODES": raw})
     assert words in str(info.value)
     assert AbstainThresholds.from_env({"CDA_MIN_REQUIRED_NODES": "2147483647"}).min_required_nodes == 2**31 - 1
+
+
+def test_a_whole_number_of_seconds_past_the_float_range_is_no_limit(backend: str) -> None:
+    """``timeout=10**400`` was an OverflowError (int too large to convert to float) in Deadline."""
+    assert EngineOptions(timeout=10**400).timeout == math.inf
+    assert cda.solve(TRIVIAL, backend=backend, timeout=10**400).status == "sat"
+    assert CDAInputs.model_validate({"dsl": "hyp a", "budgets": {"wall": 10**400}}).budgets.wall is None
+    with pytest.raises(OptionError, match="not a whole number of about 401 digits"):
+        limits.seconds("t", -(10**400))

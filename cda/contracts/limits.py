@@ -93,7 +93,8 @@ def port(name: str, value: object) -> int:
 
 
 def seconds(name: str, value: object, *, unlimited: bool = True, positive: bool = False) -> float:
-    """A duration in seconds: a real number, 0 or more (more than 0 with ``positive``).
+    """A duration in seconds: a real number, 0 or more (more than 0 with ``positive``), returned
+    as a float (a whole number past the float range is ``inf``).
 
     With ``unlimited`` (the default), ``+inf`` means no limit and any finite value is accepted;
     without it the value must be finite and at most :data:`MAX_FINITE_SECONDS`.
@@ -104,7 +105,7 @@ def seconds(name: str, value: object, *, unlimited: bool = True, positive: bool 
     cda.errors.OptionError: budgets.wall must be a number of seconds, more than 0 (inf for no limit), not nan
     """
     number = isinstance(value, int | float) and not isinstance(value, bool)
-    x = float(value) if number else math.nan  # type: ignore[arg-type]
+    x = _real(value) if isinstance(value, int | float) and number else math.nan
     ok = number and not math.isnan(x) and (x > 0 if positive else x >= 0)
     if ok and not unlimited:
         ok = x <= MAX_FINITE_SECONDS
@@ -112,7 +113,15 @@ def seconds(name: str, value: object, *, unlimited: bool = True, positive: bool 
         least = "more than 0" if positive else "0 or more"
         allowed = "(inf for no limit)" if unlimited else f"and at most {MAX_FINITE_SECONDS}"
         raise OptionError(f"{name} must be a number of seconds, {least} {allowed}, not {_shown(value)}")
-    return value  # type: ignore[return-value]
+    return x
+
+
+def _real(value: int | float) -> float:
+    """``value`` as a float; a whole number past the float range is infinite (no clock reaches it)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def vectors(name: str, value: object) -> int:

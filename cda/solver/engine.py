@@ -83,8 +83,8 @@ class EngineOptions:
         cda.errors.OptionError: seed must be a whole number from 0 to 4294967295 (both solvers take an unsigned 32-bit seed), not -5
         """
         limits.seed("seed", self.seed)
-        if self.timeout is not None:
-            limits.seconds("timeout", self.timeout)
+        if self.timeout is not None:  # stored as a float: 10**400 seconds is no limit, not an OverflowError
+            object.__setattr__(self, "timeout", limits.seconds("timeout", self.timeout))
         for name in ("top", "max_hypotheses", "max_tested_hypotheses", "max_conflict_sets"):
             limits.count(name, getattr(self, name))
         if self.max_explanation_size is not None:
