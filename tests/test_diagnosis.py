@@ -607,6 +607,11 @@ def test_observation_files_are_read_strictly_with_line_numbers(text: str, words:
     assert words in str(info.value)
 
 
+def test_an_output_declared_twice_is_an_error() -> None:
+    with pytest.raises(CDAError, match="n.bench:4: OUTPUT\\(z\\) is declared twice"):
+        parse_bench("INPUT(a)\nOUTPUT(z)\nz = NOT(a)\nOUTPUT(z)\n", "n.bench")
+
+
 @pytest.mark.skipif(not (MOBS / "c17" / "c17mut8n.wcnf.gz").exists(), reason="needs ../shared/data/mbd-mobs")
 def test_the_injected_fault_has_one_name_in_text_and_json() -> None:
     """The file says ``mutated gates: 11`` (the original netlist's name) and ``corresp. vars: 8``:

@@ -77,6 +77,8 @@ def parse_bench(text: str, filename: str = "<bench>") -> Netlist:
                 defined[name] = lineno
                 inputs.append(name)
             else:
+                if name in outputs:
+                    raise BenchError(f"{filename}:{lineno}: OUTPUT({name}) is declared twice")
                 outputs.append(name)
             continue
         m = _GATE.match(line)
