@@ -297,3 +297,12 @@ def test_a_whole_number_of_seconds_past_the_float_range_is_no_limit(backend: str
     assert CDAInputs.model_validate({"dsl": "hyp a", "budgets": {"wall": 10**400}}).budgets.wall is None
     with pytest.raises(OptionError, match="not a whole number of about 401 digits"):
         limits.seconds("t", -(10**400))
+
+
+def test_diagnose_library_checks_k_like_the_cli() -> None:
+    from cda.diagnosis.diagnose import diagnose
+
+    with pytest.raises(OptionError, match="--mode top K must be a whole number from 1 to 2147483647, not 0"):
+        diagnose(C17, C17, mode="top", k=0)
+    with pytest.raises(OptionError, match="not 1099511627776"):
+        diagnose(C17, C17, mode="top", k=2**40)

@@ -82,8 +82,10 @@ def diagnose(
     Every diagnosis is checked against every observation, and (``check_minimality``, on by
     default: a few simulations each) proved minimal by removing each gate in turn.
     """
-    if mode == "top" and (k is None or k < 1):
-        raise CDAError("--mode top needs a count of at least 1 (e.g. --mode top 5)")
+    if mode == "top":
+        if k is None:
+            raise CDAError("--mode top needs a count of at least 1 (e.g. --mode top 5)")
+        limits.count("--mode top K", k)
     start = time.perf_counter()
     options = EngineOptions(  # checked before the instance is read
         seed=seed, timeout=timeout, lazy_observations=lazy_observations, check_minimality=check_minimality
