@@ -13,8 +13,9 @@ Rules, the same everywhere:
   closed range whose ends the message gives;
 * seconds are real numbers, never NaN and never negative; ``+inf`` means *no limit* only where
   an option says so (:func:`seconds` with ``unlimited=True``); a huge finite value is accepted
-  there as well (a solver call is waited on in slices it can represent, see
-  :class:`cda.solver.backend.Deadline`), while options that must stay finite have an upper bound;
+  there as well (clingo is waited on in slices of a day and z3's timeout is clamped to its
+  32-bit range, see ``cda.solver.clingo_backend._wait``), while options that must stay finite
+  have an upper bound;
 * counts have an upper bound that the solvers can still represent (signed 32-bit).
 
 >>> seconds("--timeout", float("inf"))
