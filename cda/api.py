@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
+from cda.contracts import limits
 from cda.contracts.result import CheckReport, SolveResult
 from cda.encodings.ast import Formula, KenLoad, ProblemAST
 from cda.encodings.ground import ground_problem
@@ -182,7 +183,7 @@ def solve_cross_checked(
 
     gp = ground(source, hard=hard, soft=soft, ken=ken)
     k = _top(gp, top)
-    half = None if timeout is None else timeout / 2
+    half = None if timeout is None else limits.seconds("timeout", timeout) / 2  # checked before halving
     report = cross_check(gp, EngineOptions(top=k, seed=seed, timeout=half))
     assert report.result is not None
     return report.result

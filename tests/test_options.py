@@ -306,3 +306,12 @@ def test_diagnose_library_checks_k_like_the_cli() -> None:
         diagnose(C17, C17, mode="top", k=0)
     with pytest.raises(OptionError, match="not 1099511627776"):
         diagnose(C17, C17, mode="top", k=2**40)
+
+
+def test_cross_check_halves_a_checked_timeout() -> None:
+    """``timeout / 2`` of 10**400 was an OverflowError; NaN was reported as the halved value."""
+    from cda.api import solve_cross_checked
+
+    assert solve_cross_checked(TRIVIAL, timeout=10**400).status == "sat"
+    with pytest.raises(OptionError, match="timeout must be a number of seconds, 0 or more \\(inf for no limit\\), not -4"):
+        solve_cross_checked(TRIVIAL, timeout=-4)
