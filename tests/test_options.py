@@ -315,3 +315,10 @@ def test_cross_check_halves_a_checked_timeout() -> None:
     assert solve_cross_checked(TRIVIAL, timeout=10**400).status == "sat"
     with pytest.raises(OptionError, match="timeout must be a number of seconds, 0 or more \\(inf for no limit\\), not -4"):
         solve_cross_checked(TRIVIAL, timeout=-4)
+
+
+@pytest.mark.parametrize("top", [True, 2.0, "3", 0, 2**31])
+def test_goals_top_is_a_count_as_on_the_command_line(top: object) -> None:
+    """``true`` was read as 1 and ``2.0``/``"3"`` as counts; the CLI's --top refuses all three."""
+    with pytest.raises(ValueError, match="goals.top must be a whole number from 1 to 2147483647"):
+        CDAInputs.model_validate({"dsl": "hyp a", "goals": {"top": top}})

@@ -73,9 +73,9 @@ class Goals(_Model):
     claims: list[str] = Field(default_factory=list, description="DSL formulas, e.g. 'slow(api)'")
     top: int | None = Field(default=None, ge=1, description="how many best explanations to return")
 
-    @field_validator("top")
+    @field_validator("top", mode="before")
     @classmethod
-    def _top(cls, value: int | None) -> int | None:
+    def _top(cls, value: object) -> object:
         return None if value is None else limits.count("goals.top", value)
 
 
