@@ -36,6 +36,8 @@ def _option(name: str, whole: bool, check: Callable[[str, Any], object]) -> Call
         try:
             value: int | float = int(text) if whole else float(text)
         except ValueError:
+            if text.strip().lstrip("+-").isdigit():  # past Python's 4,300 digits for int(): out of any range
+                raise argparse.ArgumentTypeError(f"{name}: a number of {len(text.strip())} digits is out of range") from None
             kind = "a whole number" if whole else "a number"
             shown = text if len(text) <= 40 else text[:20] + "…"
             raise argparse.ArgumentTypeError(f"{name} must be {kind}, not {shown!r}") from None
