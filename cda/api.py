@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from cda.contracts import limits
 from cda.contracts.result import CheckReport, SolveResult
 from cda.encodings.assemble import Origin, Piece, assemble
 from cda.encodings.ast import KenLoad, ProblemAST
@@ -180,7 +181,7 @@ def solve_cross_checked(
 
     gp = ground(source, hard=hard, soft=soft, ken=ken)
     k = _top(gp, top)
-    half = None if timeout is None else timeout / 2
+    half = None if timeout is None else limits.seconds("timeout", timeout) / 2  # checked before halving
     report = cross_check(gp, EngineOptions(top=k, seed=seed, timeout=half))
     assert report.result is not None
     report.result.notes.extend(note for note in gp.notes if note not in report.result.notes)

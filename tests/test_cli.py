@@ -203,7 +203,7 @@ def test_table_columns_line_up_under_their_headers_with_short_names(tmp_path: Pa
         (["--seed", str(2**32), "--backend", "clingo"], "seed must be"),
         (["--timeout", "-1"], "timeout must be a number of seconds"),
         (["--timeout", "nan"], "timeout must be a number of seconds"),
-        (["--top", "0"], "top must be a whole number, 1 or more"),
+        (["--top", "0"], "--top must be a whole number from 1 to 2147483647, not 0"),
     ],
     ids=["negative seed", "seed past 32 bits", "negative timeout", "nan timeout", "top 0"],
 )

@@ -552,3 +552,82 @@ def test_cli_diagnose(tmp_path: Path) -> None:
                  ["diagnose", str(C17), "--observations", str(obs), "--mode", "top", "x"]):
         err = io.StringIO()
         assert main(argv, io.StringIO(), err) == 2 and "Traceback" not in err.getvalue() and "error" in err.getvalue()
+
+
+# ---- inputs read strictly ------------------------------------------------------------------------
+#: one NOT gate: input 1, output 2, health 3 (healthy: 2 = not 1); observation 1=1, 2=1 needs gate 3 broken
+_NOT_GATE = "c mutated gates: g\nc corresp. vars: 2\np wcnf 3 3 10\n10 -3 2 1 0\n10 -3 -2 -1 0\n1 3 0\no 1 2 0\n"
+
+
+def test_a_consistent_wcnf_is_read_and_diagnosed(tmp_path: Path) -> None:
+    f = tmp_path / "not.wcnf"
+    f.write_text(_NOT_GATE)
+    report = diagnose(f)
+    assert report.diagnoses == [["3"]] and report.injected == ["3"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "words"),
+    [
+        ("p wcnf 3 3 10", "p wcnf 5 3 10", ":3: the header declares 5 variables, the clauses use 1..3"),
+        ("p wcnf 3 3 10", "p wcnf 3 4 10", ":3: the header declares 4 clauses, the file has 3"),
+        ("o 1 2 0", "o 1 2 7 0", ":7: the observation names variable 7, outside 1..3"),
+        ("o 1 2 0", "o 1 2 -1 0", ":7: variable 1 is observed twice on one line (1 and -1)"),
+        ("o 1 2 0", "o 1 1 2 0", ":7: variable 1 is observed twice"),
+        ("o 1 2 0", "o 1 2 3 0", ":7: the observation names health variable 3"),
+        ("o 1 2 0", "o 1 0 2 0", ":7: a 0 before the end of an observation line"),
+        ("1 3 0", "1 3 0\np wcnf 3 3 10", ":7: a second 'p wcnf' header (the first is on line 3)"),
+        ("10 -3 2 1 0", "0 -3 2 1 0", ":4: a clause's weight must be 1 or more"),
+    ],
+)
+def test_a_wcnf_whose_header_or_observations_do_not_match_its_body_is_an_error(
+    tmp_path: Path, old: str, new: str, words: str
+) -> None:
+    """Each of these was diagnosed (as "no fault", or as if nothing were wrong) before."""
+    f = tmp_path / "bad.wcnf"
+    f.write_text(_NOT_GATE.replace(old, new, 1))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["diagnose", str(f)], out, err) == 2
+    assert f"{f}{words}" in err.getvalue() and out.getvalue() == "" and "Traceback" not in err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("1=1 1=0\n", "obs:1: net 1 is named twice on one line (1=1 and 1=0)"),
+        ("1=1 2=0\n3=1 3=1\n", "obs:2: net 3 is named twice on one line"),
+        ("1 2 1\n0 1 0\n", "obs:1: net 1 is named twice in the header"),
+        ("1=1\n\n1=0 99=1\n", "obs:3: unknown net(s) 99"),
+        ("1 99\n0 1\n", "obs:1: unknown net(s) 99"),
+    ],
+)
+def test_observation_files_are_read_strictly_with_line_numbers(text: str, words: str) -> None:
+    with pytest.raises(CDAError) as info:
+        parse_observations(text, {"1", "2", "3"}, "obs")
+    assert words in str(info.value)
+
+
+def test_an_output_declared_twice_is_an_error() -> None:
+    with pytest.raises(CDAError, match="n.bench:4: OUTPUT\\(z\\) is declared twice"):
+        parse_bench("INPUT(a)\nOUTPUT(z)\nz = NOT(a)\nOUTPUT(z)\n", "n.bench")
+
+
+@pytest.mark.skipif(not (MOBS / "c17" / "c17mut8n.wcnf.gz").exists(), reason="needs ../shared/data/mbd-mobs")
+def test_the_injected_fault_has_one_name_in_text_and_json() -> None:
+    """The file says ``mutated gates: 11`` (the original netlist's name) and ``corresp. vars: 8``:
+    gate 9 here (health variable 9 drives variable 8), the single-gate diagnosis."""
+    report = diagnose(MOBS / "c17" / "c17mut8n.wcnf.gz")
+    assert report.injected == ["9"] and ["9"] in report.diagnoses
+    note = next(n for n in report.notes if n.startswith("injected fault"))
+    assert note.startswith("injected fault (from the file): 9 (the file's gate 11, output variable 8;")
+
+
+def test_every_mbd_mobs_instance_passes_the_strict_reader() -> None:
+    from cda.diagnosis.wcnf_import import read_wcnf
+
+    files = sorted(MOBS.rglob("*.wcnf.gz"))
+    if not files:
+        pytest.skip("needs ../shared/data/mbd-mobs")
+    for path in files:
+        w = read_wcnf(path)
+        assert w.observations and w.health, path

@@ -276,3 +276,28 @@ def test_interactive_loop_measures_until_one_diagnosis(tmp_path: Path) -> None:
         assert all(final[0][x] == values[x] for x in final[0])  # measured from the faulty circuit
         assert any(set(d) <= broken for d in _brute_minimal(net, final))
     assert loops >= 3
+
+
+@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, see ../shared/data/README.md)")
+def test_a_max_size_that_hides_every_diagnosis_says_so(tmp_path: Path) -> None:
+    """Every diagnosis of this observation has two gates (checked unbounded): ``--max-size 1``
+    printed "0 diagnoses (complete)"; it must say that the bound hid them."""
+    obs = tmp_path / "obs.txt"
+    obs.write_text("1=0 2=0 3=0 6=0 7=1 22=1 23=0\n")
+    out = io.StringIO()
+    assert main_probe(C17, obs, "auto", 3, 0.01, None, None, "ig", 1, 0, None, True, out, io.StringIO()) == 0
+    unbounded = json.loads(out.getvalue())["diagnoses"]
+    assert unbounded and min(len(d) for d in unbounded) == 2
+    out = io.StringIO()
+    assert main_probe(C17, obs, "auto", 3, 0.01, 1, None, "ig", 1, 0, None, False, out, io.StringIO()) == 0
+    text = out.getvalue()
+    assert "0 diagnoses (complete up to 1 gate)" in text and "(complete)" not in text
+    assert "the bound hid every diagnosis" in text
+    out = io.StringIO()
+    assert main_probe(C17, obs, "auto", 3, 0.01, 1, None, "ig", 1, 0, None, True, out, io.StringIO()) == 0
+    data = json.loads(out.getvalue())
+    assert data["diagnoses"] == [] and data["max_size"] == 1 and any("hid every diagnosis" in n for n in data["notes"])
+    out = io.StringIO()
+    assert main_probe(C17, obs, "auto", 3, 0.01, 2, None, "ig", 1, 0, None, False, out, io.StringIO()) == 0
+    assert f"{len(unbounded)} diagnoses (complete up to 2 gates)" in out.getvalue()
+    assert "larger ones may exist" in out.getvalue()

@@ -13,26 +13,75 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, NoReturn, TextIO
 
 from cda.api import check, solve, solve_cross_checked
+from cda.contracts import limits
 from cda.contracts.result import SolveResult
-from cda.errors import CDAError
+from cda.errors import CDAError, OptionError
 
 __all__ = ["main", "render_table"]
 
 EXIT_OK, EXIT_GOAL_FAILED, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
+_TIMEOUT_HELP = "wall-clock budget in seconds (inf: no limit)"
+
+
+def _option(name: str, whole: bool, check: Callable[[str, Any], object]) -> Callable[[str], Any]:
+    """An argparse ``type``: the text read as a whole or real number, then checked by
+    :mod:`cda.contracts.limits`; a refusal is argparse's usage error (exit 2, one line, no traceback)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value: int | float = int(text) if whole else float(text)
+        except ValueError:
+            if text.strip().lstrip("+-").isdigit():  # past Python's 4,300 digits for int(): out of any range
+                raise argparse.ArgumentTypeError(f"{name}: a number of {len(text.strip())} digits is out of range") from None
+            kind = "a whole number" if whole else "a number"
+            shown = text if len(text) <= 40 else text[:20] + "…"
+            raise argparse.ArgumentTypeError(f"{name} must be {kind}, not {shown!r}") from None
+        try:
+            return check(name, value)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = name  # argparse names the type in some messages
+    return parse
+
+
+def _count(name: str) -> Callable[[str], Any]:
+    return _option(name, True, limits.count)
+
+
+_seed = _option("--seed", True, limits.seed)
+_port = _option("--port", True, limits.port)
+_seconds = _option("--timeout", False, limits.seconds)
+_probability = _option("--prior", False, limits.probability)
+_vectors = _option("--vectors", True, limits.vectors)
+
+
+class _UsageError(Exception):
+    """Internal: argparse refused the command line; carries the usage and the message."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that hands its refusal to :func:`main` (printed on main's ``stderr``, exit 2)
+    instead of writing to ``sys.stderr`` and exiting itself."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{self.format_usage()}{self.prog}: error: {message}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cda", description="Constraint-Driven Abduction")
+    p = _Parser(prog="cda", description="Constraint-Driven Abduction")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("solve", help="rank explanations, check claims, propose next tests")
     s.add_argument("file", type=Path)
     s.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
-    s.add_argument("--top", type=int, default=None, help="how many hypotheses to list")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--timeout", type=float, default=None, help="wall-clock budget in seconds")
+    s.add_argument("--top", type=_count("--top"), default=None, help="how many hypotheses to list")
+    s.add_argument("--seed", type=_seed, default=0)
+    s.add_argument("--timeout", type=_seconds, default=None, help=_TIMEOUT_HELP)
     s.add_argument("--ken", type=Path, action="append", default=[], help="Ken graph file (.json/.csv/.graphml)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument(
@@ -46,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("prove", help="prove or refute first-order claims (a .fol file; see docs/fol.md)")
     pr.add_argument("file", type=Path)
     pr.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
-    pr.add_argument("--timeout", type=float, default=10.0)
+    pr.add_argument("--timeout", type=_seconds, default=10.0, help=_TIMEOUT_HELP)
     pr.add_argument("--json", action="store_true")
     pr.add_argument("--cross-check", action="store_true", help="re-solve on the other backend and compare")
     d = sub.add_parser("diagnose", help="minimal diagnoses of a circuit (.bench + observations, or mbd-mobs .wcnf.gz)")
@@ -54,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--observations", type=Path, default=None, help="observation file for a .bench netlist")
     d.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
     d.add_argument("--mode", nargs="+", default=["all"], metavar="MODE", help="all | min_cardinality | top K")
-    d.add_argument("--timeout", type=float, default=None, help="wall-clock budget in seconds")
+    d.add_argument("--timeout", type=_seconds, default=None, help=_TIMEOUT_HELP)
     d.add_argument("--json", action="store_true", help="print one JSON object")
     pb = sub.add_parser(
         "probe", help="next-best net to measure (expected information gain), or a simulated probing loop"
@@ -62,9 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     pb.add_argument("file", type=Path)
     pb.add_argument("--observations", type=Path, default=None, help="observation file for a .bench netlist")
     pb.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
-    pb.add_argument("--top", type=int, default=5, help="how many candidate nets to list")
-    pb.add_argument("--prior", type=float, default=0.01, help="per-gate failure probability")
-    pb.add_argument("--max-size", type=int, default=None, help="only diagnoses of at most this many gates")
+    pb.add_argument("--top", type=_count("--top"), default=5, help="how many candidate nets to list")
+    pb.add_argument("--prior", type=_probability, default=0.01, help="per-gate failure probability")
+    pb.add_argument("--max-size", type=_count("--max-size"), default=None, help="only diagnoses of at most this many gates")
     pb.add_argument(
         "--inject",
         action="append",
@@ -73,9 +122,9 @@ def _parser() -> argparse.ArgumentParser:
         help="simulate: these gates are broken; probe until one diagnosis remains",
     )
     pb.add_argument("--strategy", choices=["ig", "random"], default="ig", help="probe choice in the simulated loop")
-    pb.add_argument("--vectors", type=int, default=1, help="input vectors to observe in the simulated loop")
-    pb.add_argument("--seed", type=int, default=0)
-    pb.add_argument("--timeout", type=float, default=None, help="wall-clock budget in seconds")
+    pb.add_argument("--vectors", type=_vectors, default=1, help="input vectors to observe in the simulated loop")
+    pb.add_argument("--seed", type=_seed, default=0)
+    pb.add_argument("--timeout", type=_seconds, default=None, help=_TIMEOUT_HELP)
     pb.add_argument("--json", action="store_true", help="print one JSON object")
     pb.add_argument("--interactive", action="store_true", help="ask for each measured value, diagnose again, repeat")
     r = sub.add_parser("run", help="run a CDA Action from inputs.json: events, artifacts, receipts")
@@ -85,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="serve the action event streams of a receipts.sqlite over SSE (Last-Event-ID resume)")
     sv.add_argument("db", type=Path, help="the event store: DIR/receipts.sqlite written by cda run --out DIR")
     sv.add_argument("--host", default="127.0.0.1")
-    sv.add_argument("--port", type=int, default=8765)
+    sv.add_argument("--port", type=_port, default=8765, help="TCP port, 0 to 65535 (0: any free port)")
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
     sc.add_argument("folder", type=Path)
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
@@ -100,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
     folio.add_argument("file", type=Path)
     folio.add_argument("--json", action="store_true")
-    folio.add_argument("--timeout", type=float, default=10.0, help="per example, seconds")
+    folio.add_argument("--timeout", type=_seconds, default=10.0, help="per example, seconds (inf: no limit)")
     return p
 
 
@@ -180,7 +229,11 @@ def _asker(out: TextIO) -> Callable[[str], str | None]:
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except _UsageError as exc:
+        err.write(str(exc))
+        return EXIT_BAD_INPUT
     if args.command == "prove":
         from cda.adapters.fol_cli import main_prove
 

@@ -37,6 +37,17 @@ def _progress_printer(err: TextIO) -> object:
     return show
 
 
+def _make_out_dir(out_dir: Path) -> None:
+    """Create ``--out`` (and its parents) before anything runs, or say why it cannot be a folder:
+    a file of that name, a parent that is a file, no permission."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CDAError(f"--out {out_dir}: a file of that name exists; give a folder (it is created if missing)")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CDAError(f"--out {out_dir}: cannot create the folder: {exc.strerror or exc}") from None
+
+
 def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: TextIO) -> int:
     """The ``cda run`` command; returns the exit code."""
     try:
@@ -44,6 +55,12 @@ def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: 
     except CDAError as exc:
         err.write(exc.render() + "\n")
         return 2
+    if out_dir is not None:
+        try:
+            _make_out_dir(out_dir)
+        except CDAError as exc:
+            err.write(exc.render() + "\n")
+            return 2
     subscribers = []
     if as_json:
         subscribers.append(lambda e: (out.write(json.dumps(e.model_dump(mode="json"), sort_keys=True) + "\n"),

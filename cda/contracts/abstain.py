@@ -18,7 +18,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cda.errors import CDAError
+from cda.contracts import limits
+from cda.errors import CDAError, OptionError
 
 __all__ = [
     "AbstainAction",
@@ -304,7 +305,14 @@ class AbstainThresholds(_Model):
             else:
                 if not (text.isascii() and text.isdigit()):
                     raise AbstainConfigError(f"{var}: expected a whole number >= 0, got {raw!r}")
-                values[name] = int(text)
+                if len(text) > 10:  # past any count (and Python refuses to read an int of over 4,300 digits)
+                    raise AbstainConfigError(
+                        f"{var} must be a whole number from 0 to {limits.MAX_COUNT}, not a number of {len(text)} digits"
+                    )
+                try:
+                    values[name] = limits.count(var, int(text), low=0)
+                except OptionError as exc:
+                    raise AbstainConfigError(str(exc)) from None
         try:
             return cls.model_validate(values)
         except ValidationError as exc:  # pragma: no cover - the parsing above admits only valid values

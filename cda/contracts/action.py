@@ -19,6 +19,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cda.contracts import limits
 from cda.contracts.refs import ArtifactRef, SpanRef
 
 __all__ = [
@@ -53,6 +54,8 @@ Observation = Annotated[SpanRef | ArtifactRef, Field(discriminator="kind")]
 """An observation is a pointer to evidence: a span of a source or a whole artifact."""
 
 KEN_SUFFIXES = (".json", ".csv", ".graphml")
+MIN_FUNCTION_MB = 32  # a Python interpreter does not start in less address space
+MAX_FUNCTION_MB = 1 << 20  # a terabyte: the sandbox's address-space limit is MB << 20 bytes
 
 
 class _Model(BaseModel):
@@ -69,6 +72,11 @@ class Goals(_Model):
     success_criteria: list[str] = Field(default_factory=list)
     claims: list[str] = Field(default_factory=list, description="DSL formulas, e.g. 'slow(api)'")
     top: int | None = Field(default=None, ge=1, description="how many best explanations to return")
+
+    @field_validator("top", mode="before")
+    @classmethod
+    def _top(cls, value: object) -> object:
+        return None if value is None else limits.count("goals.top", value)
 
 
 class SoftConstraint(_Model):
@@ -138,8 +146,28 @@ class Policies(_Model):
 
 
 class Budgets(_Model):
+    """Limits of one run; every number is checked by :mod:`cda.contracts.limits`.
+
+    ``wall`` is seconds, more than 0; ``null`` or ``Infinity`` means no limit (stored as
+    ``null``, so that the run's seed does not depend on how "no limit" was written, and a
+    huge finite value is a long wait rather than an overflow).
+    """
+
     tokens: int | None = Field(default=None, gt=0)
-    wall: float | None = Field(default=None, gt=0, description="seconds of wall time")
+    wall: float | None = Field(default=None, gt=0, description="seconds of wall time (null or Infinity: no limit)")
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _tokens(cls, value: object) -> object:
+        return None if value is None else limits.count("budgets.tokens", value)
+
+    @field_validator("wall", mode="before")
+    @classmethod
+    def _wall(cls, value: object) -> object:
+        if value is None:
+            return None
+        wall = limits.seconds("budgets.wall", value, positive=True)
+        return None if wall == math.inf else wall
 
 
 class SeedSpec(_Model):
@@ -160,6 +188,16 @@ class FunctionCheck(_Model):
     claims: list[str] = Field(default_factory=list)
     timeout_s: float = Field(default=5.0, gt=0)
     memory_mb: int = Field(default=256, gt=0)
+
+    @field_validator("timeout_s", mode="before")
+    @classmethod
+    def _timeout(cls, value: object) -> object:
+        return limits.seconds("functions[].timeout_s", value, unlimited=False, positive=True)
+
+    @field_validator("memory_mb", mode="before")
+    @classmethod
+    def _memory(cls, value: object) -> object:
+        return limits.whole("functions[].memory_mb", value, low=MIN_FUNCTION_MB, high=MAX_FUNCTION_MB)
 
     @model_validator(mode="after")
     def _defines_check(self) -> FunctionCheck:
@@ -189,6 +227,11 @@ class LLMSettings(_Model):
     model: str | None = None
     egress_class: Literal["partner", "external"] = "external"
     timeout_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("timeout_s", mode="before")
+    @classmethod
+    def _timeout(cls, value: object) -> object:
+        return limits.seconds("llm.timeout_s", value, unlimited=False, positive=True)
 
     @model_validator(mode="after")
     def _endpoint(self) -> LLMSettings:

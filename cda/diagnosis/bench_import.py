@@ -77,6 +77,8 @@ def parse_bench(text: str, filename: str = "<bench>") -> Netlist:
                 defined[name] = lineno
                 inputs.append(name)
             else:
+                if name in outputs:
+                    raise BenchError(f"{filename}:{lineno}: OUTPUT({name}) is declared twice")
                 outputs.append(name)
             continue
         m = _GATE.match(line)
@@ -122,11 +124,16 @@ def _bit(token: str, where: str) -> bool:
 
 
 def parse_observations(text: str, nets: set[str] | None = None, filename: str = "<observations>") -> list[dict[str, bool]]:
-    """Observations, one per line: ``a=1 b=0 …``, or a header of net names then rows of 0/1."""
+    """Observations, one per line: ``a=1 b=0 …``, or a header of net names then rows of 0/1.
+
+    Read strictly: a net named twice on one line (or in the header) is an error, as is a net
+    the netlist does not have (``nets``); each error names its line.
+    """
     rows = [(i, line.split("#", 1)[0].strip()) for i, line in enumerate(text.splitlines(), 1)]
     rows = [(i, line) for i, line in rows if line]
     out: list[dict[str, bool]] = []
     header: list[str] | None = None
+    header_line = 0
     for lineno, line in rows:
         where = f"{filename}:{lineno}"
         if "=" in line:
@@ -135,25 +142,39 @@ def parse_observations(text: str, nets: set[str] | None = None, filename: str = 
                 name, sep, value = pair.partition("=")
                 if not sep or not name:
                     raise BenchError(f"{where}: expected net=0 or net=1, found {pair!r}")
-                obs[name] = _bit(value, where)
+                bit = _bit(value, where)
+                if name in obs:
+                    raise BenchError(
+                        f"{where}: net {name} is named twice on one line ({name}={int(obs[name])} and {pair})"
+                    )
+                obs[name] = bit
+            _known(obs, nets, where)
             out.append(obs)
         elif header is None:
-            header = line.replace(",", " ").split()
+            header, header_line = line.replace(",", " ").split(), lineno
+            twice = sorted({n for n in header if header.count(n) > 1})
+            if twice:
+                raise BenchError(f"{where}: net {twice[0]} is named twice in the header")
+            _known(dict.fromkeys(header, False), nets, where)
         else:
             tokens = line.replace(",", " ").split()
             if len(tokens) == 1 and len(header) > 1 and len(tokens[0]) == len(header):
                 tokens = list(tokens[0])
             if len(tokens) != len(header):
-                raise BenchError(f"{where}: {len(tokens)} values for the {len(header)} nets of the header")
+                raise BenchError(
+                    f"{where}: {len(tokens)} values for the {len(header)} nets of the header (line {header_line})"
+                )
             out.append({name: _bit(t, where) for name, t in zip(header, tokens)})
-    if nets is not None:
-        for k, obs in enumerate(out, 1):
-            unknown = sorted(set(obs) - nets)
-            if unknown:
-                raise BenchError(f"{filename}: observation {k} names unknown net(s) {', '.join(unknown[:5])}")
     if not out:
         raise BenchError(f"{filename}: no observations")
     return out
+
+
+def _known(obs: Mapping[str, bool], nets: set[str] | None, where: str) -> None:
+    """Refuse a net the netlist does not have (when ``nets`` is given)."""
+    unknown = [] if nets is None else sorted(set(obs) - nets)
+    if unknown:
+        raise BenchError(f"{where}: unknown net(s) {', '.join(unknown[:5])} (not an input or a gate of the netlist)")
 
 
 def read_observations(path: Path, nets: set[str] | None = None) -> list[dict[str, bool]]:

@@ -17,6 +17,7 @@ from typing import Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict
 
+from cda.contracts import limits
 from cda.diagnosis.bench_import import load_bench, read_bench, read_observations
 from cda.diagnosis.problem import CircuitInstance
 from cda.diagnosis.wcnf_import import load_wcnf, read_wcnf
@@ -81,8 +82,10 @@ def diagnose(
     Every diagnosis is checked against every observation, and (``check_minimality``, on by
     default: a few simulations each) proved minimal by removing each gate in turn.
     """
-    if mode == "top" and (k is None or k < 1):
-        raise CDAError("--mode top needs a count of at least 1 (e.g. --mode top 5)")
+    if mode == "top":
+        if k is None:
+            raise CDAError("--mode top needs a count of at least 1 (e.g. --mode top 5)")
+        limits.count("--mode top K", k)
     start = time.perf_counter()
     options = EngineOptions(  # checked before the instance is read
         seed=seed, timeout=timeout, lazy_observations=lazy_observations, check_minimality=check_minimality
@@ -152,5 +155,5 @@ def _mode(words: list[str]) -> tuple[Mode, int | None]:
         except ValueError:
             k = 0
         if k >= 1:
-            return "top", k
+            return "top", limits.count("--mode top K", k)
     raise CDAError(f"--mode {' '.join(words)}: expected all, min_cardinality or top K (K at least 1)")

@@ -36,6 +36,7 @@ from typing import TextIO
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from cda.contracts import limits
 from cda.diagnosis.circuit import Circuit, Simulation, Simulator
 from cda.diagnosis.problem import CircuitInstance, ab_atom
 from cda.encodings.ir import MinimalGoal
@@ -215,19 +216,24 @@ def failing_vectors(
     circuit: Circuit, outputs: Sequence[str], flipped: Sequence[str], count: int, rng: random.Random, tries: int = 10_000
 ) -> list[dict[str, bool]]:
     """``count`` random test vectors (inputs and outputs of the faulty circuit), the first one
-    failing (some output differs from the healthy circuit's); ``[]`` if none fails in ``tries``."""
-    out: list[dict[str, bool]] = []
+    failing (some output differs from the healthy circuit's); ``[]`` if none of ``tries`` draws
+    fails. ``tries`` bounds only the search for that first vector: the others are drawn as they come."""
+    first: dict[str, bool] | None = None
     for _ in range(tries):
-        if len(out) >= count:
-            break
         vector = {i: rng.random() < 0.5 for i in circuit.inputs}
         bad = circuit.evaluate(vector, flipped)
-        if not out:
-            good = circuit.evaluate(vector)
-            if all(good[o] == bad[o] for o in outputs):
-                continue
+        good = circuit.evaluate(vector)
+        if any(good[o] != bad[o] for o in outputs):
+            first = {**vector, **{o: bad[o] for o in outputs}}
+            break
+    if first is None:
+        return []
+    out = [first]
+    while len(out) < count:
+        vector = {i: rng.random() < 0.5 for i in circuit.inputs}
+        bad = circuit.evaluate(vector, flipped)
         out.append({**vector, **{o: bad[o] for o in outputs}})
-    return out if len(out) == count else []
+    return out
 
 
 # ---- reports ----------------------------------------------------------------------------------
@@ -248,10 +254,11 @@ class ProbeReport(BaseModel):
     file: str
     backend: str
     diagnoses: list[list[str]]
-    complete: bool
+    complete: bool  # every diagnosis was found (of at most ``max_size`` gates, when that is set)
     timed_out: bool
     observations: int
     probes: list[ProbeOption]
+    max_size: int | None = None  # --max-size: larger diagnoses were not sought
     time_s: float
     notes: list[str]
 
@@ -327,9 +334,22 @@ class _Session:
             self.complete, self.timed_out = self.complete and done, self.timed_out or late
             self.state = ProbeState(self.circuit, self.observed, self.diagnoses, self.failure)
 
+    def bound_notes(self) -> list[str]:
+        """What ``max_size`` hid: said whenever the bound is set, loudest when nothing is left."""
+        k = self.max_size
+        if k is None or self.timed_out:
+            return []
+        gates = f"{k} gate{'s' if k != 1 else ''}"
+        if not self.diagnoses:
+            return [
+                f"no diagnosis has at most {gates}: the observations need more broken gates than "
+                f"--max-size {k} allows, so the bound hid every diagnosis (raise it or drop it)"
+            ]
+        return [f"only diagnoses of at most {gates} were sought (--max-size {k}): larger ones may exist"]
+
     def report(self, top: int, file: str, time_s: float, notes: Sequence[str] = ()) -> ProbeReport:
         """The diagnoses and the ``top`` informative probes, best first."""
-        out = list(notes)
+        out = list(notes) + self.bound_notes()
         if self.timed_out:
             out.append("time ran out while diagnosing: the diagnoses (and gains) are over those found")
         elif not self.complete:
@@ -340,7 +360,7 @@ class _Session:
             out.append("no unmeasured net is informative: every diagnosis predicts the same for each")
         return ProbeReport(
             file=file, backend=self.backend, diagnoses=self.diagnoses, complete=self.complete,
-            timed_out=self.timed_out, observations=len(self.observed),
+            timed_out=self.timed_out, observations=len(self.observed), max_size=self.max_size,
             probes=[ProbeOption(observation=c.observation + 1, net=c.net, gain_bits=c.gain, p_one=c.p_one) for c in ranked],
             time_s=round(time_s, 4), notes=out,
         )
@@ -399,7 +419,7 @@ def simulate_probing(
     unknown = sorted(set(flipped) - set(circuit.by_name))
     if unknown or not flipped:
         raise CDAError(f"--inject names no gate of the circuit: {', '.join(unknown) or '(none given)'}")
-    rng = random.Random(seed)
+    rng = random.Random(limits.seed("seed", seed))
     if observations is None:
         drawn = failing_vectors(circuit, inst.outputs, flipped, vectors, rng)
         if not drawn:
@@ -428,6 +448,7 @@ def simulate_probing(
         value = truth[j][net]
         session.measure(j, net, value)
         steps.append(ProbeStep(observation=j + 1, net=net, value=value, gain_bits=gain, diagnoses=len(session.diagnoses)))
+    notes = session.bound_notes() + notes
     if session.timed_out:
         notes.append("time ran out while diagnosing: some diagnosis lists were partial")
     elif not session.complete:
@@ -524,10 +545,14 @@ def main_probe(
     from cda.diagnosis.diagnose import load_instance
 
     try:
-        if top < 1:
-            raise CDAError("--top needs a count of at least 1")
-        if vectors < 1:
-            raise CDAError("--vectors needs a count of at least 1")
+        limits.count("--top", top)
+        limits.vectors("--vectors", vectors)
+        limits.seed("--seed", seed)
+        limits.probability("--prior", failure)
+        if max_size is not None:
+            limits.count("--max-size", max_size)
+        if timeout is not None:
+            limits.seconds("--timeout", timeout)
         if interactive is not None:
             if inject or as_json:
                 raise CDAError("--interactive asks for measurements: it does not go with --inject or --json")
@@ -568,7 +593,7 @@ def main_probe(
 def render_report(report: ProbeReport) -> str:
     lines = [
         f"{report.file}: {len(report.diagnoses)} diagnos{'is' if len(report.diagnoses) == 1 else 'es'}"
-        f" ({'complete' if report.complete else 'INCOMPLETE'}), {report.observations} observation(s), "
+        f" ({_completeness(report.complete, report.max_size)}), {report.observations} observation(s), "
         f"backend {report.backend}, {report.time_s:.3f} s"
     ]
     lines += ["  " + ", ".join(d) for d in report.diagnoses[:20]]
@@ -580,6 +605,12 @@ def render_report(report: ProbeReport) -> str:
             lines.append(f"  observation {p.observation}, net {p.net:<12} {p.gain_bits:.4f}   P(1)={p.p_one:.4f}")
     lines += [f"note: {n}" for n in report.notes]
     return "\n".join(lines) + "\n"
+
+
+def _completeness(complete: bool, max_size: int | None) -> str:
+    if not complete:
+        return "INCOMPLETE"
+    return "complete" if max_size is None else f"complete up to {max_size} gate{'s' if max_size != 1 else ''}"
 
 
 def render_run(run_: ProbeRun) -> str:

@@ -49,9 +49,32 @@ def _ints(tokens: list[str], where: str) -> list[int]:
         raise WcnfError(f"{where}: expected whole numbers, found {' '.join(tokens)!r}") from None
 
 
+def _observation(lits: list[int], where: str) -> dict[int, bool]:
+    """One ``o`` line's literals (its final 0 included) as variable → value; a variable named
+    twice is an error even with the same sign (a copy-paste slip is never a second reading)."""
+    if not lits or lits[-1] != 0:
+        raise WcnfError(f"{where}: an observation line ends with 0")
+    out: dict[int, bool] = {}
+    for v in lits[:-1]:
+        if v == 0:
+            raise WcnfError(f"{where}: a 0 before the end of an observation line")
+        if abs(v) in out:
+            raise WcnfError(
+                f"{where}: variable {abs(v)} is observed twice on one line "
+                f"({'' if out[abs(v)] else '-'}{abs(v)} and {v})"
+            )
+        out[abs(v)] = v > 0
+    return out
+
+
 def parse_wcnf(text: str, filename: str = "<wcnf>") -> Wcnf:
+    """The file read strictly: the header's variable and clause counts must match the body, and
+    every observation names variables of the instance, each once; errors carry line numbers."""
     w = Wcnf()
-    header = False
+    header: int | None = None  # the header's line number
+    nclauses = 0
+    observed_at: list[int] = []  # the line of each observation
+    used = 0  # the largest variable a clause mentions
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         where = f"{filename}:{lineno}"
@@ -59,10 +82,8 @@ def parse_wcnf(text: str, filename: str = "<wcnf>") -> Wcnf:
             continue
         tokens = line.split()
         if tokens[0] == "o" or (tokens[0] == "c" and len(tokens) > 1 and tokens[1] == "o"):
-            lits = _ints(tokens[1:] if tokens[0] == "o" else tokens[2:], where)
-            if not lits or lits[-1] != 0:
-                raise WcnfError(f"{where}: an observation line ends with 0")
-            w.observations.append({abs(v): v > 0 for v in lits[:-1]})
+            w.observations.append(_observation(_ints(tokens[1:] if tokens[0] == "o" else tokens[2:], where), where))
+            observed_at.append(lineno)
             continue
         if tokens[0] == "c":
             rest = line[1:].strip()
@@ -72,35 +93,58 @@ def parse_wcnf(text: str, filename: str = "<wcnf>") -> Wcnf:
                 w.mutated_vars = _ints(rest.split(":", 1)[1].split(), where)
             continue
         if tokens[0] == "p":
+            if header is not None:
+                raise WcnfError(f"{where}: a second 'p wcnf' header (the first is on line {header})")
             if len(tokens) != 5 or tokens[1] != "wcnf":
                 raise WcnfError(f"{where}: expected 'p wcnf nvars nclauses top'")
-            w.nvars, _nclauses, w.top = _ints(tokens[2:], where)
-            header = True
+            w.nvars, nclauses, w.top = _ints(tokens[2:], where)
+            if w.nvars < 1 or nclauses < 1 or w.top < 1:
+                raise WcnfError(f"{where}: the header's nvars, nclauses and top must be 1 or more")
+            header = lineno
             continue
-        if not header:
+        if header is None:
             raise WcnfError(f"{where}: a clause before the 'p wcnf' header")
         nums = _ints(tokens, where)
         if len(nums) < 2 or nums[-1] != 0:
             raise WcnfError(f"{where}: a clause is a weight, literals, and a final 0")
         weight, lits = nums[0], nums[1:-1]
+        if weight < 1:
+            raise WcnfError(f"{where}: a clause's weight must be 1 or more, found {weight}")
         if any(abs(v) > w.nvars or v == 0 for v in lits):
-            raise WcnfError(f"{where}: a literal outside 1..{w.nvars}")
+            raise WcnfError(f"{where}: a literal outside 1..{w.nvars} (the header declares {w.nvars} variables)")
+        used = max([used, *(abs(v) for v in lits)])
         if weight >= w.top:
             w.hard.append(lits)
         elif len(lits) == 1 and lits[0] > 0:
             w.health.append(lits[0])
         else:
             raise WcnfError(f"{where}: a soft clause must be one positive health variable")
-    if not header:
+    if header is None:
         raise WcnfError(f"{filename}: no 'p wcnf' header")
+    found = len(w.hard) + len(w.health)
+    if found != nclauses:
+        raise WcnfError(f"{filename}:{header}: the header declares {nclauses} clauses, the file has {found}")
+    if used != w.nvars:
+        raise WcnfError(
+            f"{filename}:{header}: the header declares {w.nvars} variables, the clauses use 1..{used}"
+        )
     if not w.health:
         raise WcnfError(f"{filename}: no soft clauses (no gates)")
     if not w.observations:
         raise WcnfError(f"{filename}: no observation lines ('o <literals> 0')")
     health = set(w.health)
-    for k, obs in enumerate(w.observations, 1):
+    for lineno, obs in zip(observed_at, w.observations):
+        outside = sorted(v for v in obs if v > w.nvars)
+        if outside:
+            raise WcnfError(
+                f"{filename}:{lineno}: the observation names variable {outside[0]}, outside 1..{w.nvars} "
+                "(the header's variable count)"
+            )
         if health & set(obs):
-            raise WcnfError(f"{filename}: observation {k} mentions a health variable")
+            raise WcnfError(
+                f"{filename}:{lineno}: the observation names health variable {min(health & set(obs))} "
+                "(a gate's health is what a diagnosis decides)"
+            )
     return w
 
 
@@ -160,7 +204,7 @@ def load_wcnf(w: Wcnf, goal: MinimalGoal, filename: str | None = None) -> Circui
 
     gp = remake(observations)
     injected = [gate_of[v + 1] for v in w.mutated_vars if v + 1 in gate_of] or None
-    notes = [f"injected fault (from the file): {', '.join(w.mutated_names)}"] if w.mutated_names else []
+    notes = _injected_notes(w, injected)
     if circuit is None:
         notes.append("the hard clauses are not one function per gate: candidates are checked by the solver")
     return CircuitInstance(
@@ -168,6 +212,23 @@ def load_wcnf(w: Wcnf, goal: MinimalGoal, filename: str | None = None) -> Circui
         observed=observations, remake=remake,
         outputs=[] if circuit is None else [n for n in observations[0] if n not in set(circuit.inputs)],
     )
+
+
+def _injected_notes(w: Wcnf, injected: list[str] | None) -> list[str]:
+    """The injected fault in this instance's gate names (health variables), as ``injected`` has it.
+
+    The file names the mutated gate in the original netlist's numbering (``c mutated gates: 11``)
+    and its output variable (``c corresp. vars: 8``); here gate ``h`` drives variable ``h - 1``, so
+    that fault is gate 9, and the original name is only quoted beside it.
+    """
+    if not w.mutated_names and not w.mutated_vars:
+        return []
+    original = f"the file's gate {', '.join(w.mutated_names)}" if w.mutated_names else "the file's fault"
+    if injected:
+        return [f"injected fault (from the file): {', '.join(injected)} ({original}, output variable "
+                f"{', '.join(map(str, w.mutated_vars))}; gates are named by their health variable)"]
+    return [f"injected fault (from the file): {original} (variable {', '.join(map(str, w.mutated_vars)) or '?'}) "
+            "drives no gate of this instance"]
 
 
 def _circuit(w: Wcnf, by_gate: dict[int, list[list[int]]], gate_of: dict[int, str]) -> Circuit | None:

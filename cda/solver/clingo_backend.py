@@ -40,6 +40,23 @@ from cda.solver.backend import (
 
 __all__ = ["ClingoBackend"]
 
+#: the longest single wait on a solve handle: clingo turns the seconds into a signed 64-bit count
+#: of nanoseconds, so a wait of ~9.2e9 s or more overflows and returns at once, as if timed out
+_WAIT_SLICE = 86_400.0
+
+
+def _wait(handle: clingo.SolveHandle, deadline: Deadline) -> bool:
+    """Wait until the solve finishes (``True``) or the deadline passes (``False``), in slices of at
+    most :data:`_WAIT_SLICE` seconds, so that a huge budget (``--timeout 1e10``) means a long wait."""
+    while True:
+        left = deadline.remaining()
+        if left is None:
+            return bool(handle.wait(-1.0))
+        if handle.wait(min(left, _WAIT_SLICE)):
+            return True
+        if left <= _WAIT_SLICE:
+            return False
+
 
 class ClingoBackend:
     name = "clingo"
@@ -297,8 +314,7 @@ class ClingoBackend:
         with self.ctl.solve(
             assumptions=self._assumptions(assumptions) + list(extra), on_model=consume, async_=True
         ) as handle:  # type: ignore[union-attr]
-            left = self.deadline.remaining()
-            if not handle.wait(left if left is not None else -1.0):
+            if not _wait(handle, self.deadline):
                 cancelled = True
                 handle.cancel()
                 if failure is not None:

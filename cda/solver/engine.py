@@ -27,10 +27,11 @@ from typing import Literal
 
 import numpy as np
 
+from cda.contracts import limits
 from cda.contracts.result import Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
 from cda.encodings.evaluate import BatchEvaluator, evaluate_many
 from cda.encodings.ir import Atom, Claim, Clause, GroundProblem, Linear, walk
-from cda.errors import EvaluatorDisagreement, OptionError
+from cda.errors import EvaluatorDisagreement
 from cda.solver.backend import (
     ALL_CLAUSES,
     Backend,
@@ -54,7 +55,7 @@ __all__ = ["EngineOptions", "run"]
 
 Settled = Literal["supported", "refuted"]
 
-MAX_SEED = 2**32 - 1  # clingo's --seed and z3's random_seed are unsigned 32-bit numbers
+MAX_SEED = limits.MAX_SEED
 
 
 @dataclass(frozen=True)
@@ -81,18 +82,13 @@ class EngineOptions:
         ...
         cda.errors.OptionError: seed must be a whole number from 0 to 4294967295 (both solvers take an unsigned 32-bit seed), not -5
         """
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
-            raise OptionError(
-                f"seed must be a whole number from 0 to {MAX_SEED} (both solvers take an unsigned 32-bit seed), "
-                f"not {self.seed!r}"
-            )
-        t = self.timeout
-        if t is not None and (isinstance(t, bool) or not isinstance(t, int | float) or math.isnan(t) or t < 0):
-            raise OptionError(f"timeout must be a number of seconds, 0 or more (inf for no limit), not {t!r}")
+        limits.seed("seed", self.seed)
+        if self.timeout is not None:  # stored as a float: 10**400 seconds is no limit, not an OverflowError
+            object.__setattr__(self, "timeout", limits.seconds("timeout", self.timeout))
         for name in ("top", "max_hypotheses", "max_tested_hypotheses", "max_conflict_sets"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise OptionError(f"{name} must be a whole number, 1 or more, not {value!r}")
+            limits.count(name, getattr(self, name))
+        if self.max_explanation_size is not None:
+            limits.count("max_explanation_size", self.max_explanation_size)
 
 
 def _backend(name: str, problem: GroundProblem, options: EngineOptions, deadline: Deadline) -> Backend:

@@ -42,6 +42,11 @@ from cda.solver.smt_text import smt_assertions
 __all__ = ["Z3Backend"]
 
 
+#: z3's timeout is an unsigned 32-bit count of milliseconds (a larger one wraps round: 2**32 + 50
+#: ms times out after 50 ms); its largest value, about 49.7 days, is also z3's "no timeout"
+_MAX_TIMEOUT_MS = 2**32 - 1
+
+
 @dataclass
 class _Instance:
     """One solver over the problem, and its optimiser once costs are asked for."""
@@ -168,7 +173,7 @@ class Z3Backend:
         if left is not None:
             if left <= 0:
                 raise _OutOfTime()
-            target.set("timeout", max(1, int(left * 1000)))
+            target.set("timeout", max(1, min(_MAX_TIMEOUT_MS, int(left * 1000))))
 
     def _model(self, m: z3.ModelRef) -> Model:
         # only the problem's atoms (not the thousands of selectors): an atom the model leaves

@@ -1,0 +1,152 @@
+"""Every numeric option of CDA checked in one place: timeouts, budgets, seeds, ports, sizes, counts.
+
+The CLI (``cda.adapters.cli`` turns each checker into an argparse type), the Action's JSON
+fields (``cda.contracts.action``'s validators) and the engine's options
+(``cda.solver.engine.EngineOptions``) all call these checkers, so one value is accepted or
+refused the same way whichever door it comes in by, and the refusal is one
+:class:`~cda.errors.OptionError` that names the option or field, what was given and what is
+allowed.
+
+Rules, the same everywhere:
+
+* whole numbers are Python ``int`` (never ``bool``, never a float such as ``3.0``), within a
+  closed range whose ends the message gives;
+* seconds are real numbers, never NaN and never negative; ``+inf`` means *no limit* only where
+  an option says so (:func:`seconds` with ``unlimited=True``); a huge finite value is accepted
+  there as well (clingo is waited on in slices of a day and z3's timeout is clamped to its
+  32-bit range, see ``cda.solver.clingo_backend._wait``), while options that must stay finite
+  have an upper bound;
+* counts have an upper bound that the solvers can still represent (signed 32-bit).
+
+>>> seconds("--timeout", float("inf"))
+inf
+>>> whole("--port", 70000, low=0, high=MAX_PORT)
+Traceback (most recent call last):
+...
+cda.errors.OptionError: --port must be a whole number from 0 to 65535, not 70000
+"""
+
+from __future__ import annotations
+
+import math
+
+from cda.errors import OptionError
+
+__all__ = [
+    "MAX_COUNT",
+    "MAX_FINITE_SECONDS",
+    "MAX_PORT",
+    "MAX_SEED",
+    "MAX_VECTORS",
+    "count",
+    "port",
+    "probability",
+    "seconds",
+    "seed",
+    "vectors",
+    "whole",
+]
+
+MAX_SEED = 2**32 - 1  # clingo's --seed and z3's random_seed are unsigned 32-bit numbers
+MAX_COUNT = 2**31 - 1  # clingo's model counts and z3's limits are signed 32-bit numbers
+MAX_PORT = 65535  # a TCP port; 0 asks the system for a free one
+MAX_FINITE_SECONDS = 10**6  # about 11.6 days: the longest limit that must stay finite (a sandbox, a socket)
+#: ``cda probe --inject --vectors``: each vector is one more copy of the circuit (c17 with
+#: 100,000 of them: 9.6 s and 470 MB)
+MAX_VECTORS = 100_000
+
+
+def whole(name: str, value: object, *, low: int, high: int | None = None, why: str = "") -> int:
+    """``value`` as a whole number in ``[low, high]`` (``high=None``: no upper end); ``why`` is
+    added to the message in parentheses.
+
+    >>> whole("--top", 0, low=1)
+    Traceback (most recent call last):
+    ...
+    cda.errors.OptionError: --top must be a whole number, 1 or more, not 0
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        allowed = f" from {low} to {high}" if high is not None else f", {low} or more"
+        because = f" ({why})" if why else ""
+        raise OptionError(f"{name} must be a whole number{allowed}{because}, not {_shown(value)}")
+    return value
+
+
+def count(name: str, value: object, *, low: int = 1) -> int:
+    """A count or size: a whole number from ``low`` (default 1) to :data:`MAX_COUNT`."""
+    return whole(name, value, low=low, high=MAX_COUNT)
+
+
+def seed(name: str, value: object) -> int:
+    """A solver seed: a whole number from 0 to :data:`MAX_SEED`.
+
+    >>> seed("seed", -5)
+    Traceback (most recent call last):
+    ...
+    cda.errors.OptionError: seed must be a whole number from 0 to 4294967295 (both solvers take an unsigned 32-bit seed), not -5
+    """
+    return whole(name, value, low=0, high=MAX_SEED, why="both solvers take an unsigned 32-bit seed")
+
+
+def port(name: str, value: object) -> int:
+    """A TCP port, 0 to 65535 (0: any free port)."""
+    return whole(name, value, low=0, high=MAX_PORT)
+
+
+def seconds(name: str, value: object, *, unlimited: bool = True, positive: bool = False) -> float:
+    """A duration in seconds: a real number, 0 or more (more than 0 with ``positive``), returned
+    as a float (a whole number past the float range is ``inf``).
+
+    With ``unlimited`` (the default), ``+inf`` means no limit and any finite value is accepted;
+    without it the value must be finite and at most :data:`MAX_FINITE_SECONDS`.
+
+    >>> seconds("budgets.wall", float("nan"), positive=True)
+    Traceback (most recent call last):
+    ...
+    cda.errors.OptionError: budgets.wall must be a number of seconds, more than 0 (inf for no limit), not nan
+    """
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    x = _real(value) if isinstance(value, int | float) and number else math.nan
+    ok = number and not math.isnan(x) and (x > 0 if positive else x >= 0)
+    if ok and not unlimited:
+        ok = x <= MAX_FINITE_SECONDS
+    if not ok:
+        least = "more than 0" if positive else "0 or more"
+        allowed = "(inf for no limit)" if unlimited else f"and at most {MAX_FINITE_SECONDS}"
+        raise OptionError(f"{name} must be a number of seconds, {least} {allowed}, not {_shown(value)}")
+    return x
+
+
+def _real(value: int | float) -> float:
+    """``value`` as a float; a whole number past the float range is infinite (no clock reaches it)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def vectors(name: str, value: object) -> int:
+    """How many test vectors a simulated probing loop draws: 1 to :data:`MAX_VECTORS`."""
+    return whole(name, value, low=1, high=MAX_VECTORS, why="each vector is one more copy of the circuit")
+
+
+def probability(name: str, value: object) -> float:
+    """A probability strictly between 0 and 1 (a per-gate failure rate: 0 or 1 would be certainty).
+
+    >>> probability("--prior", 1.0)
+    Traceback (most recent call last):
+    ...
+    cda.errors.OptionError: --prior must be a probability strictly between 0 and 1, not 1.0
+    """
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not 0 < value < 1:  # type: ignore[operator]
+        raise OptionError(f"{name} must be a probability strictly between 0 and 1, not {_shown(value)}")
+    return value  # type: ignore[return-value]
+
+
+def _shown(value: object) -> str:
+    """How a refused value is quoted: numbers as written, anything else by repr, long ones cut."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        return f"a whole number of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) else repr(value)
+    return text if len(text) <= 40 else text[:20] + "…" + text[-10:]
