@@ -24,8 +24,13 @@ from cda.errors import BackendUnsupported, DSLSyntaxError, DSLTypeError, Evaluat
 from cda.fol import folio as folio_bench
 from cda.fol import prove as fol_prove
 from cda.fol import syntax as fol
+from cda.fol import to_z3
+from cda.fol.evaluate import Structure
+from cda.fol.fragments import fragment
+from cda.fol.ground import ground_claim
+from cda.fol.parse import build_problem, parse_fol, parse_formula
 from cda.fol.prove import OPEN_DOMAIN_NOTE, prove
-from cda.fol.syntax import build_problem, format_formula, fragment, parse_fol, parse_formula
+from cda.fol.syntax import format_formula
 from tests.conftest import ROOT
 
 FOLIO = ROOT.parent / "shared" / "data" / "folio" / "folio-v0.0-validation-dev.jsonl"
@@ -225,7 +230,7 @@ def _every_oracle_says_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
     """z3 on the open domain, the Herbrand grounding it falls back to and the finite-model search
     all come back undecided."""
     unknown = lambda self, p, c: ("unknown", None, "z3 returned unknown (test)")  # noqa: E731
-    monkeypatch.setattr(fol_prove._Z3Oracle, "check", unknown)
+    monkeypatch.setattr(to_z3.Z3Oracle, "check", unknown)
     monkeypatch.setattr(fol_prove._GroundOracle, "check", unknown)
     monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: None)
 
@@ -237,7 +242,7 @@ def test_unknown_is_never_supported(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_an_undecided_epr_problem_falls_back_to_its_herbrand_universe(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fol_prove._Z3Oracle, "check", lambda self, p, c: ("unknown", None, "z3 returned unknown (test)"))
+    monkeypatch.setattr(to_z3.Z3Oracle, "check", lambda self, p, c: ("unknown", None, "z3 returned unknown (test)"))
     monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: None)
     r = prove(CATS, "Pet(tom)")
     assert r.status == "supported" and not r.unknown
@@ -245,14 +250,14 @@ def test_an_undecided_epr_problem_falls_back_to_its_herbrand_universe(monkeypatc
 
 
 def test_finite_model_search_finds_the_worlds_z3_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = fol_prove._Z3Oracle.check
+    real = to_z3.Z3Oracle.check
 
     def open_mode_gives_up(self: Any, premises: Sequence[str], claim: bool | None) -> Any:
         if self.mode == "open":
             return "unknown", None, "z3 returned unknown (incomplete quantifiers)"
         return real(self, premises, claim)
 
-    monkeypatch.setattr(fol_prove._Z3Oracle, "check", open_mode_gives_up)
+    monkeypatch.setattr(to_z3.Z3Oracle, "check", open_mode_gives_up)
     r = prove(["∀x ∃y Owns(y, x)", "Cat(tom)"], "Owns(tom, tom)")
     assert r.status == "inconclusive" and not r.unknown and r.backend == "z3 + finite-model search"
     assert {w.claim_holds for w in r.worlds} == {True, False}
@@ -260,9 +265,9 @@ def test_finite_model_search_finds_the_worlds_z3_cannot(monkeypatch: pytest.Monk
 
 def test_a_bad_world_is_caught_before_it_is_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     def empty(self: Any, m: Any) -> fol.Structure:
-        return fol.Structure(("tom",), {c: "tom" for c in self.problem.signature.constants}, {}, {})
+        return Structure(("tom",), {c: "tom" for c in self.problem.signature.constants}, {}, {})
 
-    monkeypatch.setattr(fol_prove._Z3Oracle, "structure", empty)
+    monkeypatch.setattr(to_z3.Z3Oracle, "structure", empty)
     with pytest.raises(EvaluatorDisagreement, match="premise p1 is false"):
         prove(["Cat(tom)"], "Pet(tom)")
 
@@ -276,7 +281,7 @@ def test_router_refuses_clingo_on_an_open_domain() -> None:
 def test_grounding_refuses_what_clingo_cannot_hold() -> None:
     p = build_problem(["∀x ∃y R(x, y)"], "R(a, a)")
     with pytest.raises(BackendUnsupported, match="Skolem function"):
-        fol.ground_claim(p, p.claims[0])
+        ground_claim(p, p.claims[0])
 
 
 TOWN = (

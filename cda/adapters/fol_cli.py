@@ -23,12 +23,14 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from cda.contracts.fol import ProofResult
 from cda.encodings.ast import FolBlock
 from cda.encodings.parse import parse_problem
 from cda.errors import CDAError
 from cda.files import read_text
-from cda.fol.prove import ProofResult, prove_all
-from cda.fol.syntax import FOLProblem, parse_fol
+from cda.fol.parse import parse_fol
+from cda.fol.prove import prove_all
+from cda.fol.syntax import FOLProblem
 
 __all__ = ["read_fol_file", "render_results", "main_prove", "EXIT_OK", "EXIT_NOT_SUPPORTED", "EXIT_BAD_INPUT", "EXIT_UNKNOWN"]
 

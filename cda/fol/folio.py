@@ -31,10 +31,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from cda.contracts.fol import ProofResult
 from cda.errors import CDAError, DSLError
 from cda.files import read_text
-from cda.fol.prove import ProofResult, prove
-from cda.fol.syntax import build_problem
+from cda.fol.parse import build_problem
+from cda.fol.prove import prove
 
 __all__ = ["ExampleResult", "BenchReport", "run_bench", "run_example", "render_report", "main_bench", "LABELS"]
 
