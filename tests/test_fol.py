@@ -232,7 +232,7 @@ def _every_oracle_says_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
     unknown = lambda self, p, c: ("unknown", None, "z3 returned unknown (test)")  # noqa: E731
     monkeypatch.setattr(to_z3.Z3Oracle, "check", unknown)
     monkeypatch.setattr(fol_prove._GroundOracle, "check", unknown)
-    monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: None)
+    monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: (None, ""))
 
 
 def test_unknown_is_never_supported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -243,7 +243,7 @@ def test_unknown_is_never_supported(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_an_undecided_epr_problem_falls_back_to_its_herbrand_universe(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(to_z3.Z3Oracle, "check", lambda self, p, c: ("unknown", None, "z3 returned unknown (test)"))
-    monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: None)
+    monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: (None, ""))
     r = prove(CATS, "Pet(tom)")
     assert r.status == "supported" and not r.unknown
     assert any("Herbrand universe" in note and "unknown (test)" in note for note in r.notes)
@@ -264,7 +264,7 @@ def test_finite_model_search_finds_the_worlds_z3_cannot(monkeypatch: pytest.Monk
 
 
 def test_a_bad_world_is_caught_before_it_is_shown(monkeypatch: pytest.MonkeyPatch) -> None:
-    def empty(self: Any, m: Any) -> fol.Structure:
+    def empty(self: Any, m: Any) -> Structure:
         return Structure(("tom",), {c: "tom" for c in self.problem.signature.constants}, {}, {})
 
     monkeypatch.setattr(to_z3.Z3Oracle, "structure", empty)

@@ -56,6 +56,9 @@ class ProofResult(_Model):
     unknown: bool = Field(description="inconclusive because a solver said unknown or time ran out")
     cross_check: Literal["agree", "disagree", "skipped"] | None
     notes: list[str]
+    unique_names: bool = Field(
+        default=False, description="read under the unique-names reading: distinct constants denote distinct objects"
+    )
 
     def text(self) -> str:
         """The human-readable report."""
@@ -68,6 +71,8 @@ class ProofResult(_Model):
         for w in self.worlds:
             out.extend("  " + line for line in w.text().splitlines())
         out.append(f"  fragment: {self.fragment} ({self.fragment_detail}); backend: {self.backend}")
+        if self.unique_names:
+            out.append("  reading: unique names (distinct constants denote distinct objects)")
         if self.cross_check is not None:
             out.append(f"  cross-check: {self.cross_check}")
         out.extend(f"  note: {n}" for n in self.notes)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from cda.fol.budget import spend
 from cda.fol.syntax import And, Atom, BoolConst, Eq, Formula, Iff, Implies, Not, Or, Term, Xor, subformulas
+from cda.solver.backend import Deadline
 
 __all__ = ["Structure", "evaluate", "minimise"]
 
@@ -34,8 +36,11 @@ def _eval_term(t: Term, s: Structure, env: Mapping[str, str]) -> str:
     return s.functions[t.name][args]
 
 
-def evaluate(f: Formula, s: Structure, env: Mapping[str, str] | None = None) -> bool:
-    """The truth of ``f`` in the finite structure ``s`` (``env`` binds free variables).
+def evaluate(
+    f: Formula, s: Structure, env: Mapping[str, str] | None = None, *, deadline: Deadline | None = None
+) -> bool:
+    """The truth of ``f`` in the finite structure ``s`` (``env`` binds free variables); with a
+    ``deadline``, raises ``OutOfTime`` once it passes (a 9-place ∀ over 6 elements is 10⁷ cases).
 
     >>> from cda.fol.parse import parse_formula
     >>> s = Structure(("tom", "e1"), {"tom": "tom"}, {}, {"Cat": frozenset({("tom",)})})
@@ -50,26 +55,41 @@ def evaluate(f: Formula, s: Structure, env: Mapping[str, str] | None = None) -> 
     if isinstance(f, BoolConst):
         return f.value
     if isinstance(f, Not):
-        return not evaluate(f.arg, s, env)
+        return not evaluate(f.arg, s, env, deadline=deadline)
     if isinstance(f, And):
-        return all(evaluate(a, s, env) for a in f.args)
+        return all(evaluate(a, s, env, deadline=deadline) for a in f.args)
     if isinstance(f, Or):
-        return any(evaluate(a, s, env) for a in f.args)
+        return any(evaluate(a, s, env, deadline=deadline) for a in f.args)
     if isinstance(f, Implies):
-        return (not evaluate(f.lhs, s, env)) or evaluate(f.rhs, s, env)
+        return (not evaluate(f.lhs, s, env, deadline=deadline)) or evaluate(f.rhs, s, env, deadline=deadline)
     if isinstance(f, Iff):
-        return evaluate(f.lhs, s, env) == evaluate(f.rhs, s, env)
+        return evaluate(f.lhs, s, env, deadline=deadline) == evaluate(f.rhs, s, env, deadline=deadline)
     if isinstance(f, Xor):
-        return evaluate(f.lhs, s, env) != evaluate(f.rhs, s, env)
+        return evaluate(f.lhs, s, env, deadline=deadline) != evaluate(f.rhs, s, env, deadline=deadline)
     test = all if f.kind == "forall" else any
-    return test(evaluate(f.body, s, {**env, f.var: e}) for e in s.domain)
+
+    def instance(e: str) -> bool:
+        spend(deadline, "re-checking a world")
+        return evaluate(f.body, s, {**env, f.var: e}, deadline=deadline)
+
+    return test(instance(e) for e in s.domain)
 
 
-def minimise(s: Structure, hold: Sequence[Formula], fail: Sequence[Formula] = (), budget: int = 20_000) -> Structure:
+def minimise(
+    s: Structure,
+    hold: Sequence[Formula],
+    fail: Sequence[Formula] = (),
+    budget: int = 20_000,
+    *,
+    deadline: Deadline | None = None,
+    keep_elements: bool = False,
+) -> Structure:
     """A smaller structure in which every formula of ``hold`` is still true and every one of
     ``fail`` still false: first drop elements no constant names, then make true atoms false,
     one at a time in order, keeping each change that the evaluator accepts. The result is
-    checked by the evaluator, so it is a model whenever ``s`` was; ``budget`` caps the work.
+    checked by the evaluator, so it is a model whenever ``s`` was; ``budget`` caps the work
+    (formula evaluations) and ``deadline`` the time (``OutOfTime``); ``keep_elements`` keeps
+    the domain whole (a declared domain is exactly its elements).
 
     >>> from cda.fol.parse import parse_formula
     >>> s = Structure(("a", "e1"), {"a": "a"}, {}, {"P": frozenset({("a",), ("e1",)}), "Q": frozenset({("a",)})})
@@ -86,10 +106,10 @@ def minimise(s: Structure, hold: Sequence[Formula], fail: Sequence[Formula] = ()
             if pred is None or pred in used
         ]
         cost[0] += len(checks)
-        return all(evaluate(f, t) == want for f, want in checks)
+        return all(evaluate(f, t, deadline=deadline) == want for f, want in checks)
 
     named = set(s.constants.values())
-    if not s.functions:
+    if not s.functions and not keep_elements:  # a declared domain keeps every element
         for e in [x for x in s.domain if x not in named]:
             if cost[0] > budget or len(s.domain) == 1:
                 break

@@ -35,7 +35,7 @@ from cda.contracts.fol import ProofResult
 from cda.errors import CDAError, DSLError
 from cda.files import read_text
 from cda.fol.parse import build_problem
-from cda.fol.prove import prove
+from cda.fol.prove import checked_timeout, prove
 
 __all__ = ["ExampleResult", "BenchReport", "run_bench", "run_example", "render_report", "main_bench", "LABELS"]
 
@@ -178,7 +178,10 @@ def read_examples(path: Path) -> list[tuple[int, dict[str, Any]]]:
 def run_bench(path: Path | str, timeout: float = 10.0, cross_check: bool = True) -> BenchReport:
     """Run every example of a FOLIO ``.jsonl`` file (``index`` is the 0-based line number)."""
     path = Path(path)
+    checked_timeout(timeout)
     rows = read_examples(path)
+    if not rows:
+        raise CDAError(f"{path}: no FOLIO examples to score (the file is empty or holds only blank lines)")
     results = [run_example(i, row, timeout, cross_check) for i, row in rows]
     counts = Counter(r.outcome for r in results)
     outcomes = {k: counts.get(k, 0) for k in ("correct", *GOLD_DEFECTS, "unknown", "wrong")}

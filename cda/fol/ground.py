@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from cda.encodings.ir import AtomInfo, Claim, Clause, GroundProblem, Node, NodeFactory
 from cda.errors import BackendUnsupported
+from cda.fol.budget import spend
 from cda.fol.evaluate import Structure
 from cda.fol.syntax import (
     And,
@@ -29,6 +30,7 @@ from cda.fol.syntax import (
     Xor,
     free_names,
 )
+from cda.solver.backend import Deadline
 
 __all__ = ["GroundedClaim", "ground_claim", "herbrand_structure", "atom_name"]
 
@@ -53,8 +55,11 @@ class _Grounder:
     functions): negation normal form with existentials replaced by Skolem constants, then
     ∀ → ∧ over the Herbrand universe (the constants and the Skolem constants)."""
 
-    def __init__(self, problem: FOLProblem, factory: NodeFactory, gp: GroundProblem) -> None:
+    def __init__(
+        self, problem: FOLProblem, factory: NodeFactory, gp: GroundProblem, deadline: Deadline | None = None
+    ) -> None:
         self.p = problem
+        self.deadline = deadline
         self.f = factory
         self.gp = gp
         self.closed = problem.domain is not None
@@ -149,12 +154,16 @@ class _Grounder:
             return fac.iff(self.ground(f.lhs, env), self.ground(f.rhs, env))
         if isinstance(f, Xor):
             return fac.xor([self.ground(f.lhs, env), self.ground(f.rhs, env)])
-        parts = [self.ground(f.body, {**env, f.var: e}) for e in self.universe]
+        parts = []
+        for e in self.universe:
+            spend(self.deadline, "grounding quantifiers")
+            parts.append(self.ground(f.body, {**env, f.var: e}))
         return fac.and_(parts) if f.kind == "forall" else fac.or_(parts)
 
 
-def ground_claim(problem: FOLProblem, claim: Statement) -> GroundedClaim:
-    """Ground ``problem`` for ``claim`` into the IR both ordinary backends decide.
+def ground_claim(problem: FOLProblem, claim: Statement, deadline: Deadline | None = None) -> GroundedClaim:
+    """Ground ``problem`` for ``claim`` into the IR both ordinary backends decide; with a
+    ``deadline``, raises ``OutOfTime`` once it passes.
 
     >>> from cda.fol.parse import build_problem
     >>> p = build_problem(["∀x (Cat(x) → Pet(x))", "∃x Cat(x)"], "∃x Pet(x)")
@@ -164,7 +173,7 @@ def ground_claim(problem: FOLProblem, claim: Statement) -> GroundedClaim:
     """
     factory = NodeFactory()
     gp = GroundProblem(factory=factory, filename=problem.filename)
-    g = _Grounder(problem, factory, gp)
+    g = _Grounder(problem, factory, gp, deadline)
     stmts = problem.premises + [claim]
     if problem.domain is None:
         if problem.signature.function_symbols:

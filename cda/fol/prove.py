@@ -25,18 +25,22 @@ clingo over the Herbrand universe of an EPR problem) and lowers a verdict the tw
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from itertools import product
 from typing import Any, Protocol
 
 from cda.contracts.fol import ProofResult, World
 from cda.errors import BackendUnavailable, BackendUnsupported, CDAError, EvaluatorDisagreement
+from cda.fol.budget import OutOfTime, spend
 from cda.fol.evaluate import Structure, evaluate, minimise
 from cda.fol.fragments import Fragment, fragment
-from cda.fol.ground import GroundedClaim, ground_claim, herbrand_structure
+from cda.fol.ground import GroundedClaim, atom_name, ground_claim, herbrand_structure
 from cda.fol.parse import build_problem
 from cda.fol.syntax import FOLProblem, Statement
-from cda.fol.to_z3 import Check, Z3Oracle
+from cda.fol.to_z3 import AtomValue, Check, Z3Oracle
 from cda.solver.backend import Deadline, _OutOfTime, claim_key, make_backend, selector
 from cda.solver.cores import quickxplain
+from cda.solver.engine import EngineOptions
 
 __all__ = [
     "World",
@@ -46,6 +50,7 @@ __all__ = [
     "choose_fol_backend",
     "OPEN_DOMAIN_NOTE",
     "FINITE_SEARCH_SIZES",
+    "checked_timeout",
 ]
 
 #: the router's one sentence about open domains
@@ -82,8 +87,9 @@ def choose_fol_backend(problem: FOLProblem, requested: str = "auto") -> tuple[st
 
 
 class _Oracle(Protocol):
-    def check(self, premises: Sequence[str], claim: bool | None) -> Check:
-        """``sat``/``unsat``/``unknown`` for the named premises with the claim true, false or absent."""
+    def check(self, premises: Sequence[str], claim: bool | None, atoms: Sequence[AtomValue] = ()) -> Check:
+        """``sat``/``unsat``/``unknown`` for the named premises with the claim true, false or
+        absent, and (declared domains) the ground ``atoms`` fixed to the values given."""
         ...
 
     def structure(self, model: Any) -> Structure:
@@ -95,14 +101,18 @@ class _GroundOracle:
     """The problem grounded to the IR and asked of an ordinary backend (clingo or z3)."""
 
     def __init__(self, problem: FOLProblem, claim: Statement, deadline: Deadline, backend: str) -> None:
-        self.grounded: GroundedClaim = ground_claim(problem, claim)
+        self.grounded: GroundedClaim = ground_claim(problem, claim, deadline)
         self.deadline = deadline
         self.backend = make_backend(backend, self.grounded.problem, seed=0, deadline=deadline, weights={})
 
-    def check(self, premises: Sequence[str], claim: bool | None) -> Check:
+    def check(self, premises: Sequence[str], claim: bool | None, atoms: Sequence[AtomValue] = ()) -> Check:
         lits = [(selector(n), True) for n in premises]
         if claim is not None:
             lits.append((claim_key("claim" if claim else "negated"), True))
+        for pred, args, value in atoms:
+            key = atom_name(pred, args)
+            if key in self.grounded.problem.atoms:  # an atom no formula mentions is free (and shown false)
+                lits.append((key, value))
         try:
             out = self.backend.check(lits)
         except _OutOfTime:
@@ -135,16 +145,73 @@ def _world(s: Structure, claim_holds: bool, problem: FOLProblem) -> World:
     return World(claim_holds=claim_holds, domain=list(s.domain), aliases=aliases, functions=functions, true_atoms=atoms)
 
 
-def _verified(s: Structure, problem: FOLProblem, claim: Statement, claim_holds: bool, who: str) -> Structure:
-    """Re-check a world against every premise and the claim with the independent evaluator,
-    then shrink it (dropping unnamed elements and true atoms the formulas do not need)."""
+def _recheck(s: Structure, problem: FOLProblem, claim: Statement, claim_holds: bool, who: str, deadline: Deadline) -> None:
+    """The independent evaluator's verdict on a world a solver returned: every premise true,
+    the claim ``claim_holds``, and under the unique-names reading no two constants alike."""
     for st in problem.premises:
-        if not evaluate(st.formula, s):
+        if not evaluate(st.formula, s, deadline=deadline):
             raise EvaluatorDisagreement(f"{who} returned a world in which premise {st.name} is false")
-    if evaluate(claim.formula, s) != claim_holds:
+    if evaluate(claim.formula, s, deadline=deadline) != claim_holds:
         raise EvaluatorDisagreement(f"{who} returned a world in which the claim is {not claim_holds}")
+    if problem.unique_names and len(set(s.constants.values())) != len(s.constants):
+        raise EvaluatorDisagreement(f"{who} returned a world in which two constants denote one element")
+
+
+def _verified(
+    s: Structure,
+    problem: FOLProblem,
+    claim: Statement,
+    claim_holds: bool,
+    who: str,
+    deadline: Deadline,
+    oracle: _Oracle | None = None,
+    notes: list[str] | None = None,
+) -> Structure:
+    """Re-check a world with the independent evaluator, then make it small. Over a declared
+    domain, with the ``oracle`` that found it: the canonical world (:func:`_least_world`, the
+    same on every backend), re-checked in turn; otherwise (or when that runs out of time) the
+    world shrunk by :func:`~cda.fol.evaluate.minimise`."""
+    _recheck(s, problem, claim, claim_holds, who, deadline)
+    if oracle is not None and problem.domain is not None:
+        least = _least_world(oracle, problem, claim_holds, s, deadline)
+        if least is not None:
+            _recheck(least, problem, claim, claim_holds, who, deadline)
+            return least
+        if notes is not None:
+            notes.append("a world is not the canonical one (a solver call was undecided); it may differ by backend")
     hold = [st.formula for st in problem.premises]
-    return minimise(s, hold + [claim.formula] if claim_holds else hold, [] if claim_holds else [claim.formula])
+    return minimise(
+        s, hold + [claim.formula] if claim_holds else hold, [] if claim_holds else [claim.formula],
+        deadline=deadline, keep_elements=problem.domain is not None,
+    )
+
+
+def _least_world(
+    oracle: _Oracle, problem: FOLProblem, claim_holds: bool, start: Structure, deadline: Deadline
+) -> Structure | None:
+    """The least world over the declared domain in a fixed order: the ground atoms of each
+    predicate (signature order), their tuples in domain order, each false unless the premises
+    and the claim's value force it true given the atoms before it. It is unique, so z3 and
+    clingo show the same bytes; None when a solver call is undecided.
+
+    ``start`` is a model of the prefix fixed so far; an atom it already makes false costs no
+    solver call, so the calls are at most the true atoms met on the way.
+    """
+    names = [st.name for st in problem.premises]
+    current, fixed = start, list[AtomValue]()
+    for pred, n in problem.signature.predicates.items():
+        for args in product(problem.domain or (), repeat=n):
+            spend(deadline, "choosing the canonical world")
+            if args not in current.relations.get(pred, frozenset()):
+                fixed.append((pred, args, False))
+                continue
+            status, model, _ = oracle.check(names, claim_holds, [*fixed, (pred, args, False)])
+            if status == "unknown":
+                return None
+            fixed.append((pred, args, status == "unsat"))
+            if status == "sat":
+                current = oracle.structure(model)
+    return current
 
 
 class _Decision:
@@ -182,22 +249,38 @@ def _result(problem: FOLProblem, claim: Statement, frag: Fragment, backend: str,
     base: dict[str, Any] = dict(
         claim_name=claim.name, claim=claim.text, premises_used=[], minimal=True, conflict=None, worlds=[],
         fragment=frag.name, fragment_detail=frag.detail, backend=backend, unknown=False, cross_check=None, notes=[],
+        unique_names=problem.unique_names,
     )
     base.update(fields)
     return ProofResult(**base)
 
 
-def _finite_search(problem: FOLProblem, claim: Statement, value: bool, deadline: Deadline) -> Structure | None:
-    """A model of the premises with the claim ``value``, over 1…6 elements, or None."""
+def search_sizes(problem: FOLProblem) -> range:
+    """Domain sizes the finite-model search tries: 1…6, or from the number of constants on
+    under the unique-names reading (a smaller domain cannot hold them apart)."""
+    first = max(1, len(problem.signature.constants)) if problem.unique_names else 1
+    return range(first, first + len(FINITE_SEARCH_SIZES))
+
+
+def _finite_search(
+    problem: FOLProblem, claim: Statement, value: bool, deadline: Deadline
+) -> tuple[Structure | None, str]:
+    """A model of the premises with the claim ``value`` over a few small domains
+    (:func:`search_sizes`), or None and why not (time ran out, or no world that small)."""
     names = [st.name for st in problem.premises]
-    for size in FINITE_SEARCH_SIZES:
-        if deadline.remaining() == 0:
-            return None
-        oracle = Z3Oracle(problem, claim, deadline, mode="finite", size=size)
-        status, model, _ = oracle.check(names, value)
-        if status == "sat":
-            return _verified(oracle.structure(model), problem, claim, value, f"finite-model search (size {size})")
-    return None
+    for size in search_sizes(problem):
+        try:
+            spend(deadline, f"searching for a world of {size} elements")
+            oracle = Z3Oracle(problem, claim, deadline, mode="finite", size=size)
+            status, model, _ = oracle.check(names, value)
+            if status == "unknown" and deadline.remaining() == 0:
+                raise OutOfTime(f"time ran out while searching for a world of {size} elements")
+            if status == "sat":
+                world = _verified(oracle.structure(model), problem, claim, value, f"finite-model search (size {size})", deadline)
+                return world, ""
+        except OutOfTime as exc:
+            return None, str(exc)
+    return None, ""
 
 
 def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragment, backend: str, deadline: Deadline) -> ProofResult:
@@ -226,11 +309,13 @@ def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragme
     used_backend = backend
     for value, (status, model) in ((True, (b_status, b_model)), (False, (a_status, a_model))):
         if status == "sat":
-            worlds[value] = _verified(oracle.structure(model), problem, claim, value, backend)
+            worlds[value] = _verified(oracle.structure(model), problem, claim, value, backend, deadline, oracle, d.notes)
     missing = [v for v in (True, False) if v not in worlds]
+    searched = ""
     if missing and isinstance(oracle, Z3Oracle) and oracle.mode == "open":
         for value in missing:
-            found = _finite_search(problem, claim, value, deadline)
+            found, why_not = _finite_search(problem, claim, value, deadline)
+            searched = searched or why_not
             if found is not None:
                 worlds[value] = found
                 used_backend = f"{backend} + finite-model search"
@@ -242,12 +327,13 @@ def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragme
             worlds=[_world(worlds[True], True, problem), _world(worlds[False], False, problem)],
             reason="the premises allow the claim to hold and to fail", notes=d.notes,
         )
-    reasons = [r for r in (a_reason, b_reason) if r]
+    reasons = [r for r in (a_reason, b_reason, searched) if r]
     why = "; ".join(dict.fromkeys(reasons)) or "undecided"
     if not frag.decidable:
         why += f" — the problem is outside the decidable fragments ({frag.detail})"
-        if isinstance(oracle, Z3Oracle) and oracle.mode == "open":
-            why += "; no world with up to 6 elements settles it"
+        if isinstance(oracle, Z3Oracle) and oracle.mode == "open" and not searched:
+            sizes = search_sizes(problem)
+            why += f"; no world with {sizes.start} to {sizes.stop - 1} elements settles it"
     return _result(
         problem, claim, frag, used_backend, status="inconclusive", unknown=True,
         worlds=[_world(s, v, problem) for v, s in sorted(worlds.items(), reverse=True)],
@@ -286,18 +372,35 @@ def _compare(first: ProofResult, second: ProofResult) -> list[str]:
     return diffs
 
 
+def _out_of_time(
+    problem: FOLProblem, claim: Statement, frag: Fragment, backend: str, exc: OutOfTime, deadline: Deadline
+) -> ProofResult:
+    """The honest answer when the budget ran out inside FOL's own loops (grounding, quantifier
+    expansion, reading or re-checking a world): inconclusive, ``unknown``, saying where."""
+    budget = f" (budget {deadline.seconds:g} s)" if deadline.seconds is not None else ""
+    return _result(
+        problem, claim, frag, backend, status="inconclusive", unknown=True, reason=f"timeout: {exc}{budget}"
+    )
+
+
 def _prove_one(
     problem: FOLProblem, claim: Statement, timeout: float | None, backend: str, cross_check: bool
 ) -> ProofResult:
     name, note = choose_fol_backend(problem, backend)
-    deadline = Deadline(timeout)
+    deadline = Deadline(checked_timeout(timeout))
     frag = fragment(problem, claim)
-    result = _decide(_oracle(problem, claim, name, deadline, frag), problem, claim, frag, name, deadline)
+    try:
+        result = _decide(_oracle(problem, claim, name, deadline, frag), problem, claim, frag, name, deadline)
+    except OutOfTime as exc:
+        result = _out_of_time(problem, claim, frag, name, exc, deadline)
     short = result.unknown or not result.minimal  # undecided, or its premise set not minimised
-    if short and name == "z3" and problem.domain is None and _can_ground(problem, frag):
+    if short and name == "z3" and problem.domain is None and _can_ground(problem, frag) and deadline.remaining() != 0:
         # EPR without equality or functions: its Herbrand universe is finite and grounding over
         # it decides the problem, where z3's quantifier instantiation may give up
-        grounded = _decide(_GroundOracle(problem, claim, deadline, "z3"), problem, claim, frag, name, deadline)
+        try:
+            grounded = _decide(_GroundOracle(problem, claim, deadline, "z3"), problem, claim, frag, name, deadline)
+        except OutOfTime as exc:
+            grounded = _out_of_time(problem, claim, frag, name, exc, deadline)
         if not grounded.unknown and (grounded.minimal or result.unknown):
             what = result.reason if result.unknown else "a call came back unknown while minimising"
             grounded.notes.insert(
@@ -315,8 +418,8 @@ def _prove_one(
         result.notes.append(f"cross-check skipped: {why}")
         return result
     try:
-        second = _decide(_oracle(problem, claim, other, Deadline(timeout), frag), problem, claim, frag, other, deadline)
-    except (BackendUnavailable, BackendUnsupported) as exc:
+        second = _decide(_oracle(problem, claim, other, deadline, frag), problem, claim, frag, other, deadline)
+    except (BackendUnavailable, BackendUnsupported, OutOfTime) as exc:
         result.cross_check = "skipped"
         result.notes.append(f"cross-check skipped: {exc}")
         return result
@@ -337,6 +440,20 @@ def _prove_one(
     return result
 
 
+def checked_timeout(timeout: float | None) -> float | None:
+    """``timeout`` when the engine would take it (seconds, 0 or more, ``inf`` or None for no
+    limit); else ``OptionError`` with the same message ``cda solve`` gives (one check, the
+    engine's: :class:`~cda.solver.engine.EngineOptions`).
+
+    >>> checked_timeout(float("nan"))
+    Traceback (most recent call last):
+    ...
+    cda.errors.OptionError: timeout must be a number of seconds, 0 or more (inf for no limit), not nan
+    """
+    EngineOptions(timeout=timeout)
+    return timeout
+
+
 def prove(
     premises: Sequence[str | tuple[str, str]] | FOLProblem,
     claim: str | tuple[str, str] | Statement | None = None,
@@ -345,13 +462,15 @@ def prove(
     backend: str = "auto",
     domain: Sequence[str] | None = None,
     cross_check: bool = False,
+    unique_names: bool = False,
 ) -> ProofResult:
     """Decide whether ``premises`` support, refute, or leave open ``claim``.
 
     ``premises`` are formula strings or ``(name, formula)`` pairs (unnamed ones are ``p1, p2,
     …``), or an already checked :class:`~cda.fol.syntax.FOLProblem` (then ``claim`` may be
     one of its claims or None for its only claim). Raises ``DSLSyntaxError``/``DSLTypeError``
-    for malformed logic; never guesses.
+    for malformed logic; never guesses. ``unique_names``: read distinct constants as distinct
+    objects (an axiom of the reading, not a premise: it is never listed in ``premises_used``).
 
     >>> r = prove(["∀x (Cat(x) → Pet(x))", "Cat(tom)", "Dog(rex)"], "Pet(tom)")
     >>> r.status, r.premises_used, r.fragment
@@ -373,11 +492,23 @@ def prove(
             raise CDAError("a claim is required")
         problem = build_problem(premises, [claim], domain=domain)
         target = problem.claims[0]
-    return _prove_one(problem, target, timeout, backend, cross_check)
+    return _prove_one(_reading(problem, unique_names), target, timeout, backend, cross_check)
 
 
 def prove_all(
-    problem: FOLProblem, timeout: float | None = 10.0, *, backend: str = "auto", cross_check: bool = False
+    problem: FOLProblem,
+    timeout: float | None = 10.0,
+    *,
+    backend: str = "auto",
+    cross_check: bool = False,
+    unique_names: bool = False,
 ) -> list[ProofResult]:
     """Every claim of ``problem``, each against all premises; ``timeout`` is per claim."""
+    checked_timeout(timeout)
+    problem = _reading(problem, unique_names)
     return [_prove_one(problem, c, timeout, backend, cross_check) for c in problem.claims]
+
+
+def _reading(problem: FOLProblem, unique_names: bool) -> FOLProblem:
+    """``problem`` under the unique-names reading when asked for (a copy; the caller's is kept)."""
+    return replace(problem, unique_names=True) if unique_names and not problem.unique_names else problem

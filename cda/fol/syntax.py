@@ -164,6 +164,9 @@ class FOLProblem:
     domain: tuple[str, ...] | None = None
     signature: Signature = field(default_factory=Signature)
     filename: str | None = None
+    #: the unique-names reading: distinct constants denote distinct objects (an axiom of the
+    #: reading, not a premise). Without equality in the problem it cannot change an answer.
+    unique_names: bool = False
 
     @property
     def has_equality(self) -> bool:

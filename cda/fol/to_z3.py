@@ -17,6 +17,7 @@ from typing import Any, Literal
 import z3
 
 from cda.errors import EvaluatorDisagreement
+from cda.fol.budget import spend
 from cda.fol.evaluate import Structure
 from cda.fol.syntax import (
     And,
@@ -35,9 +36,10 @@ from cda.fol.syntax import (
 )
 from cda.solver.backend import Deadline
 
-__all__ = ["Z3Oracle", "Check", "Z3_QUANTIFIER_MEMORY_MB"]
+__all__ = ["Z3Oracle", "Check", "AtomValue", "Z3_QUANTIFIER_MEMORY_MB"]
 
 Check = tuple[str, Any, str]  # (status, raw model when sat, reason when unknown)
+AtomValue = tuple[str, tuple[str, ...], bool]  # (predicate, arguments (domain elements), value)
 
 #: z3's memory while it instantiates quantifiers (MB). Its model-based instantiation can run
 #: away on tiny EPR problems (two premises over P/1 and R/2 took 24 GB in 3 s and were killed);
@@ -74,6 +76,8 @@ class Z3Oracle:
             names = list(problem.domain or ()) if mode == "closed" else [f"e{i}" for i in range(1, size + 1)]
             self.sort, self.values = z3.EnumSort("D", names, ctx=ctx)
         self.consts: dict[str, z3.ExprRef] = {}
+        #: ``closed`` mode: each declared element's z3 value, by name
+        self.consts_by_element = dict(zip(problem.domain or (), self.values)) if mode == "closed" else {}
         for c in sig.constants:
             if mode == "closed":
                 self.consts[c] = self.values[list(problem.domain or ()).index(c)]
@@ -89,6 +93,8 @@ class Z3Oracle:
         }
         self._fresh = 0
         self.solver = z3.Solver(ctx=ctx)
+        if problem.unique_names and mode != "closed" and len(self.consts) > 1:  # closed: already distinct
+            self.solver.add(z3.Distinct(*self.consts.values()))
         self.sel = {st.name: z3.Bool(f"sel!{st.name}", ctx) for st in problem.premises}
         for st in problem.premises:
             self.solver.add(z3.Implies(self.sel[st.name], self.compile(st.formula, {})))
@@ -125,7 +131,10 @@ class Z3Oracle:
         if isinstance(f, Xor):
             return z3.Xor(self.compile(f.lhs, env), self.compile(f.rhs, env))
         if self.mode != "open":
-            parts = [self.compile(f.body, {**env, f.var: v}) for v in self.values]
+            parts = []
+            for v in self.values:
+                spend(self.deadline, "expanding quantifiers over a finite domain")
+                parts.append(self.compile(f.body, {**env, f.var: v}))
             return z3.And(parts) if f.kind == "forall" else z3.Or(parts)
         self._fresh += 1
         x = z3.Const(f"{f.var}!{self._fresh}", self.sort)
@@ -133,7 +142,9 @@ class Z3Oracle:
         return z3.ForAll([x], body) if f.kind == "forall" else z3.Exists([x], body)
 
     # -- ask
-    def check(self, premises: Sequence[str], claim: bool | None) -> Check:
+    def check(self, premises: Sequence[str], claim: bool | None, atoms: Sequence[AtomValue] = ()) -> Check:
+        """Satisfiability of the named premises with the claim true, false or absent (None) and
+        the ground ``atoms`` fixed (``closed`` mode: their arguments are domain elements)."""
         left = self.deadline.remaining()
         if self.cap is not None:
             left = self.cap if left is None else min(left, self.cap)
@@ -144,6 +155,10 @@ class Z3Oracle:
         lits = [self.sel[n] for n in premises]
         if claim is not None:
             lits.append(self.claim_true if claim else self.claim_false)
+        for pred, args, value in atoms:
+            decl = self.preds[pred]
+            atom = decl(*[self.consts_by_element[a] for a in args]) if args else decl
+            lits.append(atom if value else z3.Not(atom))
         try:
             with _z3_memory_cap(Z3_QUANTIFIER_MEMORY_MB if self.mode == "open" else 0):
                 r = self.solver.check(*lits)
@@ -207,6 +222,7 @@ class Z3Oracle:
             table = functions[f] = {}
             decl = self.funcs[f]
             for idx in product(range(len(universe)), repeat=n):
+                spend(self.deadline, "reading a world off a z3 model")
                 value = index(_app(ctx, decl, [universe[i] for i in idx]))
                 table[tuple(names[i] for i in idx)] = names[value]
         relations: dict[str, frozenset[tuple[str, ...]]] = {}
@@ -217,6 +233,7 @@ class Z3Oracle:
             rows = set()
             decl = self.preds[p]
             for idx in product(range(len(universe)), repeat=n):
+                spend(self.deadline, "reading a world off a z3 model")
                 value = _value(ctx, m, _app(ctx, decl, [universe[i] for i in idx]))
                 if z3.Z3_get_bool_value(ctx.ref(), value) == z3.Z3_L_TRUE:
                     rows.add(tuple(names[i] for i in idx))
