@@ -789,3 +789,18 @@ def test_unique_names_changes_nothing_on_the_folio_dev_file() -> None:
     _folio_rows()  # skips when the data is absent
     report = folio_bench.run_bench(FOLIO)
     assert report.unique_names.changed == [] and report.unique_names.correct == report.correct
+
+
+@pytest.mark.parametrize(("premises", "claim", "domain"), WITNESSED)
+def test_cross_check_compares_canonical_worlds(premises: list[str], claim: str, domain: list[str]) -> None:
+    r = prove(premises, claim, domain=domain, cross_check=True)
+    assert r.cross_check == "agree" and len(r.worlds) == 2
+
+
+def test_cross_check_sees_different_worlds() -> None:
+    r = prove(*WITNESSED[1][:2], domain=WITNESSED[1][2])
+    other = r.model_copy(update={"backend": "clingo", "worlds": list(reversed(r.worlds))})
+    assert fol_prove._compare(r, other) == []  # open domain: worlds are not canonical
+    assert fol_prove._compare(r, other, worlds=True) == ["worlds: z3 and clingo show different canonical worlds"]
+    cut = other.model_copy(update={"notes": ["a world is not the canonical one (time ran out)"]})
+    assert fol_prove._compare(r, cut, worlds=True) == []

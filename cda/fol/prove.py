@@ -178,12 +178,15 @@ def _verified(
             _recheck(least, problem, claim, claim_holds, who, deadline)
             return least
         if notes is not None:
-            notes.append("a world is not the canonical one (a solver call was undecided); it may differ by backend")
+            notes.append(f"{_NOT_CANONICAL} (a solver call was undecided); it may differ by backend")
     hold = [st.formula for st in problem.premises]
     return minimise(
         s, hold + [claim.formula] if claim_holds else hold, [] if claim_holds else [claim.formula],
         deadline=deadline, keep_elements=problem.domain is not None,
     )
+
+
+_NOT_CANONICAL = "a world is not the canonical one"
 
 
 def _least_world(
@@ -358,17 +361,23 @@ def _can_ground(problem: FOLProblem, frag: Fragment) -> bool:
     return frag.name in ("ground", "epr") and not problem.has_equality and not problem.signature.function_symbols
 
 
-def _compare(first: ProofResult, second: ProofResult) -> list[str]:
+def _compare(first: ProofResult, second: ProofResult, worlds: bool = False) -> list[str]:
     """What two backends disagree on. Premise sets are canonical only when both were
-    minimised: a side whose minimisation was cut short lists every premise instead."""
+    minimised: a side whose minimisation was cut short lists every premise instead; worlds
+    are compared when both are canonical (``worlds``: a declared domain, neither cut short)."""
     fields = ["status", "unknown"]
     if first.minimal and second.minimal:
         fields += ["premises_used", "conflict"]
+    if worlds and not any(n.startswith(_NOT_CANONICAL) for n in first.notes + second.notes):
+        fields.append("worlds")
     diffs = []
     for field in fields:
         a, b = getattr(first, field), getattr(second, field)
         if a != b:
-            diffs.append(f"{field}: {first.backend} says {a}, {second.backend} says {b}")
+            if field == "worlds":
+                diffs.append(f"worlds: {first.backend} and {second.backend} show different canonical worlds")
+            else:
+                diffs.append(f"{field}: {first.backend} says {a}, {second.backend} says {b}")
     return diffs
 
 
@@ -423,7 +432,7 @@ def _prove_one(
         result.cross_check = "skipped"
         result.notes.append(f"cross-check skipped: {exc}")
         return result
-    diffs = _compare(result, second)
+    diffs = _compare(result, second, worlds=problem.domain is not None)
     if second.unknown:
         result.cross_check = "skipped"
         result.notes.append(f"cross-check skipped: {other} did not decide ({second.reason})")
