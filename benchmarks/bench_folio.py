@@ -81,6 +81,15 @@ def section(solo: BenchReport, checked: BenchReport) -> str:
             f"- Answered correctly despite a defect of the example: {', '.join(f'#{x.index}' for x in warned)} "
             f"({warned[0].defects[0]})."
         )
+    una = r.unique_names
+    changed = "; ".join(
+        f"#{c.index} gold {c.gold}: {c.standard or '—'} → {c.unique_names or '—'}" for c in una.changed
+    )
+    lines.append(
+        f"- Unique-names reading (`cda prove --unique-names`: distinct constants denote distinct objects): "
+        f"{una.correct}/{r.total} correct ({una.accuracy:.1%}); answers it changes: {changed or 'none'} "
+        "(only a problem with equality can change: without `=`, constants can always name distinct copies)."
+    )
     lines += [
         f"- Time per example (parse, check, two entailment checks, minimal premise set, worlds): "
         f"z3 alone {_ms(solo_ms)}; with the clingo cross-check (Herbrand grounding) {_ms(checked_ms)}.",

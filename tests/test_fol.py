@@ -20,12 +20,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cda.adapters.fol_cli import main_prove, read_fol_file
-from cda.errors import BackendUnsupported, DSLSyntaxError, DSLTypeError, EvaluatorDisagreement
+from cda.errors import BackendUnsupported, DSLSyntaxError, DSLTypeError, EvaluatorDisagreement, OptionError
 from cda.fol import folio as folio_bench
 from cda.fol import prove as fol_prove
 from cda.fol import syntax as fol
+from cda.fol import to_z3
+from cda.fol.evaluate import Structure
+from cda.fol.fragments import fragment
+from cda.fol.ground import ground_claim
+from cda.fol.parse import build_problem, parse_fol, parse_formula
 from cda.fol.prove import OPEN_DOMAIN_NOTE, prove
-from cda.fol.syntax import build_problem, format_formula, fragment, parse_fol, parse_formula
+from cda.fol.syntax import format_formula
 from tests.conftest import ROOT
 
 FOLIO = ROOT.parent / "shared" / "data" / "folio" / "folio-v0.0-validation-dev.jsonl"
@@ -225,9 +230,9 @@ def _every_oracle_says_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
     """z3 on the open domain, the Herbrand grounding it falls back to and the finite-model search
     all come back undecided."""
     unknown = lambda self, p, c: ("unknown", None, "z3 returned unknown (test)")  # noqa: E731
-    monkeypatch.setattr(fol_prove._Z3Oracle, "check", unknown)
+    monkeypatch.setattr(to_z3.Z3Oracle, "check", unknown)
     monkeypatch.setattr(fol_prove._GroundOracle, "check", unknown)
-    monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: None)
+    monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: (None, ""))
 
 
 def test_unknown_is_never_supported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -237,32 +242,32 @@ def test_unknown_is_never_supported(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_an_undecided_epr_problem_falls_back_to_its_herbrand_universe(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fol_prove._Z3Oracle, "check", lambda self, p, c: ("unknown", None, "z3 returned unknown (test)"))
-    monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: None)
+    monkeypatch.setattr(to_z3.Z3Oracle, "check", lambda self, p, c: ("unknown", None, "z3 returned unknown (test)"))
+    monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: (None, ""))
     r = prove(CATS, "Pet(tom)")
     assert r.status == "supported" and not r.unknown
     assert any("Herbrand universe" in note and "unknown (test)" in note for note in r.notes)
 
 
 def test_finite_model_search_finds_the_worlds_z3_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = fol_prove._Z3Oracle.check
+    real = to_z3.Z3Oracle.check
 
     def open_mode_gives_up(self: Any, premises: Sequence[str], claim: bool | None) -> Any:
         if self.mode == "open":
             return "unknown", None, "z3 returned unknown (incomplete quantifiers)"
         return real(self, premises, claim)
 
-    monkeypatch.setattr(fol_prove._Z3Oracle, "check", open_mode_gives_up)
+    monkeypatch.setattr(to_z3.Z3Oracle, "check", open_mode_gives_up)
     r = prove(["∀x ∃y Owns(y, x)", "Cat(tom)"], "Owns(tom, tom)")
     assert r.status == "inconclusive" and not r.unknown and r.backend == "z3 + finite-model search"
     assert {w.claim_holds for w in r.worlds} == {True, False}
 
 
 def test_a_bad_world_is_caught_before_it_is_shown(monkeypatch: pytest.MonkeyPatch) -> None:
-    def empty(self: Any, m: Any) -> fol.Structure:
-        return fol.Structure(("tom",), {c: "tom" for c in self.problem.signature.constants}, {}, {})
+    def empty(self: Any, m: Any) -> Structure:
+        return Structure(("tom",), {c: "tom" for c in self.problem.signature.constants}, {}, {})
 
-    monkeypatch.setattr(fol_prove._Z3Oracle, "structure", empty)
+    monkeypatch.setattr(to_z3.Z3Oracle, "structure", empty)
     with pytest.raises(EvaluatorDisagreement, match="premise p1 is false"):
         prove(["Cat(tom)"], "Pet(tom)")
 
@@ -276,7 +281,7 @@ def test_router_refuses_clingo_on_an_open_domain() -> None:
 def test_grounding_refuses_what_clingo_cannot_hold() -> None:
     p = build_problem(["∀x ∃y R(x, y)"], "R(a, a)")
     with pytest.raises(BackendUnsupported, match="Skolem function"):
-        fol.ground_claim(p, p.claims[0])
+        ground_claim(p, p.claims[0])
 
 
 TOWN = (
@@ -599,3 +604,203 @@ def test_cross_check_does_not_compare_an_unminimised_premise_list() -> None:
     assert fol_prove._compare(core.model_copy(update={"backend": "z3"}), other) == [
         "premises_used: z3 says ['p1', 'p3'], clingo says ['p2']"
     ]
+
+
+# ---- issue 12: reading, budgets, options, canonical worlds, the unique-names reading ---------
+def test_long_arrow_reads_as_iff() -> None:
+    """FOLIO's gold logic writes ⟷ (U+27F7) for ↔."""
+    assert format_formula(parse_formula("∀x (A(x) ⟷ B(x))")) == format_formula(parse_formula("∀x (A(x) ↔ B(x))"))
+    assert prove(["∀x (Cat(x) ⟷ Pet(x))", "Pet(tom)"], "Cat(tom)").status == "supported"
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    from cda.adapters.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    return main(list(argv), out, err), out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("value", ["nan", "-3", "-inf"])
+def test_prove_refuses_a_bad_timeout(tmp_path: Path, value: str) -> None:
+    path = _write(tmp_path, "premise P(a)\nclaim P(a)\n")
+    code, out, err = _cli("prove", str(path), f"--timeout={value}")
+    assert code == 2 and out == ""
+    assert "timeout must be a number of seconds, 0 or more" in err and "Traceback" not in err
+    with pytest.raises(OptionError):
+        prove(["P(a)"], "P(a)", timeout=float(value))
+
+
+def test_bench_folio_refuses_a_bad_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"premises-FOL": ["P(a)"], "conclusion-FOL": "P(a)", "label": "True"}) + "\n")
+    code, out, err = _cli("bench", "folio", str(path), "--timeout", "nan")
+    assert code == 2 and out == "" and "timeout must be a number of seconds" in err
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n\n"])
+def test_bench_folio_says_an_empty_file_is_empty(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text(text, encoding="utf-8")
+    code, out, err = _cli("bench", "folio", str(path))
+    assert code == 2 and out == ""
+    assert "no FOLIO examples" in err and "empty" in err and str(path) in err
+
+
+WIDE = """premise inj: ∀X, Y (s(X) = s(Y) → X = Y)
+premise nz: ∀X (s(X) ≠ o)
+premise wide: ∀A, B, C, D, E, F, G, H, I (R(A, B, C, D, E, F, G, H, I) → R(s(A), B, C, D, E, F, G, H, I))
+premise R(o, o, o, o, o, o, o, o, o)
+claim R(s(o), o, o, o, o, o, o, o, o) ∧ Q(o)
+"""
+#: a 9-place predicate over a declared domain of 6 elements: 10 million instances to ground
+WIDE_DECLARED = """domain a, b, c, d, e, f
+premise wide: ∀A, B, C, D, E, F, G, H, I (R(A, B, C, D, E, F, G, H, I) → R(B, A, C, D, E, F, G, H, I))
+claim R(a, a, a, a, a, a, a, a, a)
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "backend"), [(WIDE, "auto"), (WIDE_DECLARED, "z3"), (WIDE_DECLARED, "clingo")], ids=["finite-search", "z3", "clingo"]
+)
+def test_a_timeout_holds_inside_grounding_and_expansion(tmp_path: Path, text: str, backend: str) -> None:
+    """The finite-model search (and the declared-domain expansion on either backend) built every
+    quantifier instance before looking at the clock: 26.7 s on a 2 s budget. The margin is wide
+    on purpose (a shared machine); the bug was many seconds to minutes."""
+    import time
+
+    problem = read_fol_file(_write(tmp_path, text))
+    start = time.perf_counter()
+    [r] = fol_prove.prove_all(problem, 1.0, backend=backend)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.0 + 1.5, elapsed
+    assert r.status == "inconclusive" and r.unknown and "time ran out" in r.reason
+
+
+def test_the_wide_file_on_the_command_line_answers_timeout(tmp_path: Path) -> None:
+    code, out, _ = _cli("prove", str(_write(tmp_path, WIDE)), "--timeout", "2", "--json")
+    [r] = json.loads(out)["results"]
+    assert code == 3 and r["status"] == "inconclusive" and r["unknown"] and "time ran out" in r["reason"]
+
+
+#: declared-domain problems whose answer is inconclusive, so each shows two worlds
+WITNESSED = [
+    (["∀x (Cat(x) → Pet(x))", "∃x Cat(x)"], "Pet(tom)", ["tom", "rex", "kit"]),
+    (["∀x (A(x) ∨ B(x))"], "A(a)", ["a", "b"]),  # z3 used to drop the unnamed element b
+    (["∀x ∃y R(x, y)"], "R(a, a)", ["a", "b", "c"]),
+    (["P(a) ∨ P(b)", "∀x (P(x) → Q(x))"], "Q(a)", ["a", "b"]),
+    (["∀x (P(x) ⊕ Q(x))", "∃x ∃y (R(x, y) ∧ x ≠ y)", "Flag"], "P(a) ∧ ¬Flag ∨ R(b, a)", ["a", "b"]),
+]
+
+
+def _fol_text(premises: list[str], claim: str, domain: list[str]) -> str:
+    return f"domain {', '.join(domain)}\n" + "".join(f"premise {p}\n" for p in premises) + f"claim {claim}\n"
+
+
+@pytest.mark.parametrize(("premises", "claim", "domain"), WITNESSED)
+def test_witness_worlds_are_the_same_bytes_on_both_backends(
+    tmp_path: Path, premises: list[str], claim: str, domain: list[str]
+) -> None:
+    path = _write(tmp_path, _fol_text(premises, claim, domain))
+    answers = {}
+    for backend in ("z3", "clingo"):
+        code, out, _ = _cli("prove", str(path), "--json", "--backend", backend)
+        assert code == 1
+        data = json.loads(out)
+        [r] = data["results"]
+        assert r["backend"] == backend and len(r["worlds"]) == 2
+        r["backend"] = "(either)"  # the one field that names the backend
+        answers[backend] = json.dumps(data, ensure_ascii=False, indent=2)
+    assert answers["z3"] == answers["clingo"]
+
+
+def _least_world_by_brute_force(premises: list[str], claim: str, domain: list[str], holds: bool) -> list[str]:
+    """The first assignment, in the documented order (atoms by predicate then tuple, false before
+    true), that the evaluator accepts: enumerated, no solver involved."""
+    problem = build_problem(premises, claim, domain=domain)
+    atoms = [(p, args) for p, n in problem.signature.predicates.items() for args in product(domain, repeat=n)]
+    hold = [s.formula for s in problem.premises]
+    for bits in product((False, True), repeat=len(atoms)):
+        rel: dict[str, set[tuple[str, ...]]] = {p: set() for p in problem.signature.predicates}
+        for (p, args), bit in zip(atoms, bits):
+            if bit:
+                rel[p].add(args)
+        s = Structure(tuple(domain), {d: d for d in domain}, {}, {p: frozenset(r) for p, r in rel.items()})
+        if all(fol_prove.evaluate(f, s) for f in hold) and fol_prove.evaluate(problem.claims[0].formula, s) == holds:
+            return [f"{p}({', '.join(a)})" if a else p for (p, a), bit in zip(atoms, bits) if bit]
+    raise AssertionError("no world")
+
+
+@pytest.mark.parametrize(("premises", "claim", "domain"), WITNESSED)
+@pytest.mark.parametrize("backend", ["z3", "clingo"])
+def test_witness_worlds_are_the_least_worlds(premises: list[str], claim: str, domain: list[str], backend: str) -> None:
+    r = prove(premises, claim, domain=domain, backend=backend)
+    for w in r.worlds:
+        assert w.domain == domain
+        assert sorted(w.true_atoms) == sorted(_least_world_by_brute_force(premises, claim, domain, w.claim_holds))
+
+
+UNA = ["∀x (Cat(x) → x = tom)", "Cat(tom)"]
+
+
+def test_unique_names_reading_tells_constants_apart(tmp_path: Path) -> None:
+    standard = prove(UNA, "¬Cat(rex)")
+    assert standard.status == "inconclusive" and not standard.unique_names
+    assert any(w.aliases == {"rex": "tom"} for w in standard.worlds)  # rex may be tom
+    una = prove(UNA, "¬Cat(rex)", unique_names=True)
+    assert una.status == "supported" and una.premises_used == ["p1"] and una.unique_names
+    worlds = prove(["∀x (Cat(x) → Pet(x))"], "Pet(rex)", unique_names=True).worlds
+    assert worlds and all(not w.aliases for w in worlds)
+    path = _write(tmp_path, "".join(f"premise {p}\n" for p in UNA) + "claim ¬Cat(rex)\n")
+    assert _cli("prove", str(path))[0] == 1
+    code, out, _ = _cli("prove", str(path), "--unique-names", "--json")
+    assert code == 0 and json.loads(out)["results"][0]["unique_names"] is True
+    assert "reading: unique names" in _cli("prove", str(path), "--unique-names")[1]
+
+
+def test_unique_names_finite_search_starts_at_the_number_of_constants() -> None:
+    # outside EPR (a function symbol): z3 may give up, the finite search then needs ≥ 3 elements
+    r = prove(["∀x (f(x) = a)"], "b = c", timeout=5.0, unique_names=True)
+    assert r.status == "refuted"
+    r = prove(["∀x ∃y (R(x, y) ∧ f(y) = x)"], "R(a, b)", timeout=5.0, unique_names=True)
+    assert r.status == "inconclusive" and not r.unknown
+    for w in r.worlds:
+        assert len(w.domain) >= 2 and not w.aliases
+
+
+def test_bench_folio_reports_the_unique_names_reading_beside(tmp_path: Path) -> None:
+    rows = [
+        {"premises-FOL": UNA, "conclusion-FOL": "¬Cat(rex)", "label": "True"},  # changes: Uncertain → True
+        {"premises-FOL": ["Cat(tom)"], "conclusion-FOL": "Cat(tom)", "label": "True"},
+    ]
+    path = tmp_path / "una.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    report = folio_bench.run_bench(path, timeout=5.0)
+    assert report.correct == 1 and report.unique_names.correct == 2
+    assert [(c.index, c.standard, c.unique_names) for c in report.unique_names.changed] == [(0, "Uncertain", "True")]
+    code, out, _ = _cli("bench", "folio", str(path))
+    assert "unique-names reading (distinct constants denote distinct objects): 2/2 correct" in out
+    assert "#0 gold True: standard Uncertain, unique names True" in out
+    code, out, _ = _cli("bench", "folio", str(path), "--json")
+    assert json.loads(out)["unique_names"]["changed"][0]["index"] == 0
+
+
+def test_unique_names_changes_nothing_on_the_folio_dev_file() -> None:
+    """No dev example uses equality, and without it distinct names cannot change an answer."""
+    _folio_rows()  # skips when the data is absent
+    report = folio_bench.run_bench(FOLIO)
+    assert report.unique_names.changed == [] and report.unique_names.correct == report.correct
+
+
+@pytest.mark.parametrize(("premises", "claim", "domain"), WITNESSED)
+def test_cross_check_compares_canonical_worlds(premises: list[str], claim: str, domain: list[str]) -> None:
+    r = prove(premises, claim, domain=domain, cross_check=True)
+    assert r.cross_check == "agree" and len(r.worlds) == 2
+
+
+def test_cross_check_sees_different_worlds() -> None:
+    r = prove(*WITNESSED[1][:2], domain=WITNESSED[1][2])
+    other = r.model_copy(update={"backend": "clingo", "worlds": list(reversed(r.worlds))})
+    assert fol_prove._compare(r, other) == []  # open domain: worlds are not canonical
+    assert fol_prove._compare(r, other, worlds=True) == ["worlds: z3 and clingo show different canonical worlds"]
+    cut = other.model_copy(update={"notes": ["a world is not the canonical one (time ran out)"]})
+    assert fol_prove._compare(r, cut, worlds=True) == []

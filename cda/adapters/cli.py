@@ -98,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--timeout", type=_seconds, default=10.0, help=_TIMEOUT_HELP)
     pr.add_argument("--json", action="store_true")
     pr.add_argument("--cross-check", action="store_true", help="re-solve on the other backend and compare")
+    pr.add_argument(
+        "--unique-names", action="store_true", help="read distinct constants as distinct objects (see docs/fol.md)"
+    )
     d = sub.add_parser("diagnose", help="minimal diagnoses of a circuit (.bench + observations, or mbd-mobs .wcnf.gz)")
     d.add_argument("file", type=Path)
     d.add_argument("--observations", type=Path, default=None, help="observation file for a .bench netlist")
@@ -238,7 +241,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         from cda.adapters.fol_cli import main_prove
 
         return main_prove(
-            args.file, args.json, out, err=err, timeout=args.timeout, backend=args.backend, cross_check=args.cross_check
+            args.file, args.json, out, err=err, timeout=args.timeout, backend=args.backend, cross_check=args.cross_check,
+            unique_names=args.unique_names,
         )
     if args.command == "diagnose":
         from cda.diagnosis.diagnose import main_diagnose

@@ -23,12 +23,14 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from cda.contracts.fol import ProofResult
 from cda.encodings.ast import FolBlock
 from cda.encodings.parse import parse_problem
 from cda.errors import CDAError
 from cda.files import read_text
-from cda.fol.prove import ProofResult, prove_all
-from cda.fol.syntax import FOLProblem, parse_fol
+from cda.fol.parse import parse_fol
+from cda.fol.prove import prove_all
+from cda.fol.syntax import FOLProblem
 
 __all__ = ["read_fol_file", "render_results", "main_prove", "EXIT_OK", "EXIT_NOT_SUPPORTED", "EXIT_BAD_INPUT", "EXIT_UNKNOWN"]
 
@@ -97,16 +99,17 @@ def main_prove(
     timeout: float | None = 10.0,
     backend: str = "auto",
     cross_check: bool = False,
+    unique_names: bool = False,
 ) -> int:
     """Prove every claim of a ``.fol`` file and print the answers (``--json``: one object with
-    ``file`` and ``results``). Returns the exit code; input mistakes print like a compiler
+    ``file`` and ``results``; ``unique_names``: the unique-names reading). Returns the exit code; input mistakes print like a compiler
     (``file:line:col: syntax error: …`` and a caret), never a traceback."""
     stream, errors = out or sys.stdout, err or sys.stderr
     try:
         problem = read_fol_file(path)
         if not problem.claims:
             raise CDAError(f"{path}: no claim to prove (add a line 'claim φ')")
-        results = prove_all(problem, timeout, backend=backend, cross_check=cross_check)
+        results = prove_all(problem, timeout, backend=backend, cross_check=cross_check, unique_names=unique_names)
     except CDAError as exc:
         print(exc.render(), file=errors)
         return EXIT_BAD_INPUT

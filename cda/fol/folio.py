@@ -18,6 +18,12 @@ Every example gets one outcome:
 * ``wrong`` — a miss with no certificate: an engine error.
 
 The first four are defects of the data, counted apart from engine errors.
+
+Every example is scored twice: under the standard reading (constants may denote one object) and
+under the unique-names reading (distinct constants denote distinct objects, ``cda prove
+--unique-names``); the report gives the second reading's score beside the first and lists the
+examples whose answer it changes. Only a problem with equality can change: without ``=``, any
+world can be pulled apart so its constants name distinct copies of their elements.
 """
 
 from __future__ import annotations
@@ -31,10 +37,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from cda.contracts.fol import ProofResult
 from cda.errors import CDAError, DSLError
 from cda.files import read_text
-from cda.fol.prove import ProofResult, prove
-from cda.fol.syntax import build_problem
+from cda.fol.parse import build_problem
+from cda.fol.prove import checked_timeout, prove
 
 __all__ = ["ExampleResult", "BenchReport", "run_bench", "run_example", "render_report", "main_bench", "LABELS"]
 
@@ -59,6 +66,27 @@ class ExampleResult:
 
 
 @dataclass
+class ReadingChange:
+    """An example whose answer differs between the two readings."""
+
+    index: int
+    gold: str
+    standard: str | None
+    unique_names: str | None
+    outcome: str  # the outcome under the unique-names reading
+
+
+@dataclass
+class UniqueNamesScore:
+    """The unique-names reading beside the standard one."""
+
+    correct: int
+    accuracy: float
+    outcomes: dict[str, int]
+    changed: list[ReadingChange]
+
+
+@dataclass
 class BenchReport:
     path: str
     total: int
@@ -71,6 +99,7 @@ class BenchReport:
     confusion: dict[str, dict[str, int]]
     median_ms: float
     results: list[ExampleResult]
+    unique_names: UniqueNamesScore
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -104,7 +133,9 @@ def _not_entailed(gold: str, predicted: str, result: ProofResult) -> str:
     return f"gold label {gold} but {what}; {evidence}"
 
 
-def run_example(index: int, row: dict[str, Any], timeout: float = 10.0, cross_check: bool = True) -> ExampleResult:
+def run_example(
+    index: int, row: dict[str, Any], timeout: float = 10.0, cross_check: bool = True, *, unique_names: bool = False
+) -> ExampleResult:
     """Prove one FOLIO example and classify the outcome against its gold label.
 
     With ``cross_check`` (the default) an answer that differs from the gold label counts as a
@@ -127,7 +158,7 @@ def run_example(index: int, row: dict[str, Any], timeout: float = 10.0, cross_ch
             seconds=time.perf_counter() - start,
         )
     try:
-        result = prove(problem, None, timeout, cross_check=cross_check)
+        result = prove(problem, None, timeout, cross_check=cross_check, unique_names=unique_names)
     except CDAError as exc:  # an engine error (e.g. an evaluator disagreement): never a guess
         return ExampleResult(
             index, gold, None, False, "wrong", f"engine error: {exc}", defects, seconds=time.perf_counter() - start
@@ -177,10 +208,22 @@ def read_examples(path: Path) -> list[tuple[int, dict[str, Any]]]:
 def run_bench(path: Path | str, timeout: float = 10.0, cross_check: bool = True) -> BenchReport:
     """Run every example of a FOLIO ``.jsonl`` file (``index`` is the 0-based line number)."""
     path = Path(path)
+    checked_timeout(timeout)
     rows = read_examples(path)
+    if not rows:
+        raise CDAError(f"{path}: no FOLIO examples to score (the file is empty or holds only blank lines)")
     results = [run_example(i, row, timeout, cross_check) for i, row in rows]
-    counts = Counter(r.outcome for r in results)
-    outcomes = {k: counts.get(k, 0) for k in ("correct", *GOLD_DEFECTS, "unknown", "wrong")}
+    outcomes = _outcomes(results)
+    unique = [run_example(i, row, timeout, cross_check, unique_names=True) for i, row in rows]
+    changed = [
+        ReadingChange(a.index, a.gold, a.predicted, b.predicted, b.outcome)
+        for a, b in zip(results, unique)
+        if a.predicted != b.predicted
+    ]
+    unique_outcomes = _outcomes(unique)
+    unique_score = UniqueNamesScore(
+        unique_outcomes["correct"], round(unique_outcomes["correct"] / len(unique), 4), unique_outcomes, changed
+    )
     correct = outcomes["correct"]
     gold_defects = sum(outcomes[k] for k in GOLD_DEFECTS)
     sound = len(results) - gold_defects
@@ -196,7 +239,13 @@ def run_bench(path: Path | str, timeout: float = 10.0, cross_check: bool = True)
         outcomes=outcomes, gold_defects=gold_defects, engine_errors=outcomes["unknown"] + outcomes["wrong"],
         accuracy_on_sound_gold=round(correct / sound, 4) if sound else 0.0,
         confusion=confusion, median_ms=statistics.median(times) if times else 0.0, results=results,
+        unique_names=unique_score,
     )
+
+
+def _outcomes(results: list[ExampleResult]) -> dict[str, int]:
+    counts = Counter(r.outcome for r in results)
+    return {k: counts.get(k, 0) for k in ("correct", *GOLD_DEFECTS, "unknown", "wrong")}
 
 
 def render_report(report: BenchReport) -> str:
@@ -214,6 +263,15 @@ def render_report(report: BenchReport) -> str:
         out.append(f"  {gold:<10}" + "".join(f"{row[c]:>11}" for c in [*LABELS, "none"]))
     out.append("")
     out.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in report.outcomes.items()))
+    una = report.unique_names
+    out.append(
+        f"unique-names reading (distinct constants denote distinct objects): {una.correct}/{report.total} correct "
+        f"({una.accuracy:.1%}); answers changed: {len(una.changed) or 'none'}"
+    )
+    for c in una.changed:
+        out.append(
+            f"  #{c.index} gold {c.gold}: standard {c.standard or '—'}, unique names {c.unique_names or '—'} [{c.outcome}]"
+        )
     misses = [r for r in report.results if not r.correct]
     if misses:
         out.append("")

@@ -8,7 +8,7 @@ For premises P1…Pn and a claim C (DESIGN.md, "Verdicts"):
   the fixed context;
 * **inconclusive** otherwise, with two small worlds — one where C holds, one where it fails —
   each re-checked against every premise by the independent evaluator
-  (:func:`cda.fol.syntax.evaluate`) before it is shown. A solver ``unknown`` or a timeout is
+  (:func:`cda.fol.evaluate.evaluate`) before it is shown. A solver ``unknown`` or a timeout is
   also *inconclusive* (``unknown`` is true and ``reason`` says why), never supported or refuted.
   When the premises contradict each other, ``conflict`` holds a minimal inconsistent subset.
 
@@ -17,48 +17,30 @@ predicate and function symbol, constants as z3 constants; z3 decides the effecti
 propositional (EPR) fragment. Outside it, z3 may answer ``unknown``; then a finite-model search
 (domains of 1…6 elements, quantifiers expanded) looks for the worlds. ASP cannot decide
 open-domain FOL, so ``clingo`` is offered only when the domain is declared finite: the
-problem is then grounded (:func:`cda.fol.syntax.ground_claim`) and solved by the ordinary
+problem is then grounded (:func:`cda.fol.ground.ground_claim`) and solved by the ordinary
 clingo backend. ``cross_check=True`` solves again on the other backend (for an open domain,
 clingo over the Herbrand universe of an EPR problem) and lowers a verdict the two disagree on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from dataclasses import replace
 from itertools import product
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-import z3
-from pydantic import BaseModel, ConfigDict, Field
-
+from cda.contracts.fol import ProofResult, World
 from cda.errors import BackendUnavailable, BackendUnsupported, CDAError, EvaluatorDisagreement
-from cda.fol.syntax import (
-    And,
-    Atom,
-    BoolConst,
-    Eq,
-    FOLProblem,
-    Formula,
-    Fragment,
-    GroundedClaim,
-    Iff,
-    Implies,
-    Not,
-    Or,
-    Statement,
-    Structure,
-    Term,
-    Xor,
-    build_problem,
-    evaluate,
-    fragment,
-    ground_claim,
-    herbrand_structure,
-    minimise,
-)
+from cda.fol.budget import OutOfTime, spend
+from cda.fol.evaluate import Structure, evaluate, minimise
+from cda.fol.fragments import Fragment, fragment
+from cda.fol.ground import GroundedClaim, atom_name, ground_claim, herbrand_structure
+from cda.fol.parse import build_problem
+from cda.fol.syntax import FOLProblem, Statement
+from cda.fol.to_z3 import AtomValue, Check, Z3Oracle
 from cda.solver.backend import Deadline, _OutOfTime, claim_key, make_backend, selector
 from cda.solver.cores import quickxplain
+from cda.solver.engine import EngineOptions
 
 __all__ = [
     "World",
@@ -68,6 +50,7 @@ __all__ = [
     "choose_fol_backend",
     "OPEN_DOMAIN_NOTE",
     "FINITE_SEARCH_SIZES",
+    "checked_timeout",
 ]
 
 #: the router's one sentence about open domains
@@ -76,73 +59,6 @@ OPEN_DOMAIN_NOTE = (
 )
 #: domain sizes tried, in order, by the finite-model search
 FINITE_SEARCH_SIZES = range(1, 7)
-#: z3's memory while it instantiates quantifiers (MB). Its model-based instantiation can run
-#: away on tiny EPR problems (two premises over P/1 and R/2 took 24 GB in 3 s and were killed);
-#: at the cap z3 answers unknown, and an EPR problem is then decided over its Herbrand universe.
-Z3_QUANTIFIER_MEMORY_MB = 1024
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class World(_Model):
-    """A finite world: its elements, what each constant names, and the true ground atoms
-    (every atom not listed is false)."""
-
-    claim_holds: bool
-    domain: list[str] = Field(description="the elements; each is named after a constant denoting it when there is one")
-    aliases: dict[str, str] = Field(description="constants that denote an element named otherwise")
-    functions: list[str] = Field(description="function values, e.g. 'f(a) = b'")
-    true_atoms: list[str]
-
-    def text(self) -> str:
-        """One line per part, e.g. ``domain {tom, e1}`` then ``true: Cat(tom)``."""
-        side = "holds" if self.claim_holds else "fails"
-        out = [f"a world where the claim {side}: domain {{{', '.join(self.domain)}}}"]
-        if self.aliases:
-            out.append("  " + ", ".join(f"{c} = {e}" for c, e in self.aliases.items()))
-        if self.functions:
-            out.append("  " + ", ".join(self.functions))
-        out.append("  true: " + (", ".join(self.true_atoms) if self.true_atoms else "(nothing)"))
-        return "\n".join(out)
-
-
-class ProofResult(_Model):
-    """The answer for one claim."""
-
-    claim_name: str
-    claim: str
-    status: Literal["supported", "refuted", "inconclusive"]
-    premises_used: list[str] = Field(
-        description="supported/refuted: a minimal set of premises that forces the answer, in source order"
-    )
-    minimal: bool = Field(description="premises_used is the canonical minimal set (QuickXplain)")
-    conflict: list[str] | None = Field(description="when the premises contradict each other: a minimal such subset")
-    worlds: list[World] = Field(description="inconclusive: a world where the claim holds and one where it fails")
-    fragment: str
-    fragment_detail: str
-    backend: str
-    reason: str
-    unknown: bool = Field(description="inconclusive because a solver said unknown or time ran out")
-    cross_check: Literal["agree", "disagree", "skipped"] | None
-    notes: list[str]
-
-    def text(self) -> str:
-        """The human-readable report."""
-        out = [f"{self.claim_name}: {self.claim}", f"  {self.status.upper()} — {self.reason}"]
-        if self.status != "inconclusive":
-            used = ", ".join(self.premises_used) or "none (the claim decides itself)"
-            out.append(f"  premises used: {used}" + ("" if self.minimal else " (not minimised)"))
-        if self.conflict is not None:
-            out.append(f"  conflicting premises: {', '.join(self.conflict)}")
-        for w in self.worlds:
-            out.extend("  " + line for line in w.text().splitlines())
-        out.append(f"  fragment: {self.fragment} ({self.fragment_detail}); backend: {self.backend}")
-        if self.cross_check is not None:
-            out.append(f"  cross-check: {self.cross_check}")
-        out.extend(f"  note: {n}" for n in self.notes)
-        return "\n".join(out)
 
 
 # ---- routing --------------------------------------------------------------------------------
@@ -168,12 +84,12 @@ def choose_fol_backend(problem: FOLProblem, requested: str = "auto") -> tuple[st
 
 
 # ---- oracles: "are these premises, with the claim true/false/absent, satisfiable?" -----------
-Check = tuple[str, Any, str]  # (status, raw model when sat, reason when unknown)
 
 
 class _Oracle(Protocol):
-    def check(self, premises: Sequence[str], claim: bool | None) -> Check:
-        """``sat``/``unsat``/``unknown`` for the named premises with the claim true, false or absent."""
+    def check(self, premises: Sequence[str], claim: bool | None, atoms: Sequence[AtomValue] = ()) -> Check:
+        """``sat``/``unsat``/``unknown`` for the named premises with the claim true, false or
+        absent, and (declared domains) the ground ``atoms`` fixed to the values given."""
         ...
 
     def structure(self, model: Any) -> Structure:
@@ -181,226 +97,22 @@ class _Oracle(Protocol):
         ...
 
 
-class _Z3Oracle:
-    """Direct FOL → z3. ``mode``: ``open`` (an uninterpreted sort, z3 quantifiers), ``closed``
-    (the declared domain as an enumeration, constants are its elements) or ``finite`` (an
-    enumeration of ``size`` anonymous elements that constants may denote in any way);
-    ``closed`` and ``finite`` expand quantifiers over the elements."""
-
-    def __init__(
-        self,
-        problem: FOLProblem,
-        claim: Statement,
-        deadline: Deadline,
-        mode: Literal["open", "closed", "finite"] = "open",
-        size: int = 0,
-        cap: float | None = None,
-    ) -> None:
-        self.problem = problem
-        self.claim = claim
-        self.deadline = deadline
-        self.mode = mode
-        self.cap = cap
-        ctx = self.ctx = z3.Context()
-        sig = problem.signature
-        self.values: list[z3.ExprRef] = []
-        if mode == "open":
-            self.sort: z3.SortRef = z3.DeclareSort("U", ctx)
-        else:
-            names = list(problem.domain or ()) if mode == "closed" else [f"e{i}" for i in range(1, size + 1)]
-            self.sort, self.values = z3.EnumSort("D", names, ctx=ctx)
-        self.consts: dict[str, z3.ExprRef] = {}
-        for c in sig.constants:
-            if mode == "closed":
-                self.consts[c] = self.values[list(problem.domain or ()).index(c)]
-            else:
-                self.consts[c] = z3.Const(f"c!{c}", self.sort)
-        self.funcs = {
-            f: z3.Function(f"f!{f}/{n}", *([self.sort] * n), self.sort) for f, n in sig.functions.items() if n > 0
-        }
-        boolean = z3.BoolSort(ctx)
-        self.preds: dict[str, Any] = {
-            p: (z3.Bool(f"p!{p}", ctx) if n == 0 else z3.Function(f"p!{p}/{n}", *([self.sort] * n), boolean))
-            for p, n in sig.predicates.items()
-        }
-        self._fresh = 0
-        self.solver = z3.Solver(ctx=ctx)
-        self.sel = {st.name: z3.Bool(f"sel!{st.name}", ctx) for st in problem.premises}
-        for st in problem.premises:
-            self.solver.add(z3.Implies(self.sel[st.name], self.compile(st.formula, {})))
-        body = self.compile(claim.formula, {})
-        self.claim_true = z3.Bool("claim!true", ctx)
-        self.claim_false = z3.Bool("claim!false", ctx)
-        self.solver.add(z3.Implies(self.claim_true, body), z3.Implies(self.claim_false, z3.Not(body)))
-
-    # -- compile
-    def term(self, t: Term, env: dict[str, z3.ExprRef]) -> z3.ExprRef:
-        if not t.args:
-            return env[t.name] if t.name in env else self.consts[t.name]
-        return self.funcs[t.name](*[self.term(a, env) for a in t.args])  # type: ignore[no-any-return]
-
-    def compile(self, f: Formula, env: dict[str, z3.ExprRef]) -> z3.BoolRef:
-        ctx = self.ctx
-        if isinstance(f, Atom):
-            p = self.preds[f.pred]
-            return p if not f.args else p(*[self.term(a, env) for a in f.args])  # type: ignore[no-any-return]
-        if isinstance(f, Eq):
-            return self.term(f.lhs, env) == self.term(f.rhs, env)  # type: ignore[return-value]
-        if isinstance(f, BoolConst):
-            return z3.BoolVal(f.value, ctx)
-        if isinstance(f, Not):
-            return z3.Not(self.compile(f.arg, env))
-        if isinstance(f, And):
-            return z3.And([self.compile(a, env) for a in f.args])
-        if isinstance(f, Or):
-            return z3.Or([self.compile(a, env) for a in f.args])
-        if isinstance(f, Implies):
-            return z3.Implies(self.compile(f.lhs, env), self.compile(f.rhs, env))
-        if isinstance(f, Iff):
-            return self.compile(f.lhs, env) == self.compile(f.rhs, env)  # type: ignore[return-value]
-        if isinstance(f, Xor):
-            return z3.Xor(self.compile(f.lhs, env), self.compile(f.rhs, env))
-        if self.mode != "open":
-            parts = [self.compile(f.body, {**env, f.var: v}) for v in self.values]
-            return z3.And(parts) if f.kind == "forall" else z3.Or(parts)
-        self._fresh += 1
-        x = z3.Const(f"{f.var}!{self._fresh}", self.sort)
-        body = self.compile(f.body, {**env, f.var: x})
-        return z3.ForAll([x], body) if f.kind == "forall" else z3.Exists([x], body)
-
-    # -- ask
-    def check(self, premises: Sequence[str], claim: bool | None) -> Check:
-        left = self.deadline.remaining()
-        if self.cap is not None:
-            left = self.cap if left is None else min(left, self.cap)
-        if left is not None:
-            if left <= 0:
-                return "unknown", None, "time ran out"
-            self.solver.set("timeout", max(1, int(left * 1000)))
-        lits = [self.sel[n] for n in premises]
-        if claim is not None:
-            lits.append(self.claim_true if claim else self.claim_false)
-        try:
-            with _z3_memory_cap(Z3_QUANTIFIER_MEMORY_MB if self.mode == "open" else 0):
-                r = self.solver.check(*lits)
-        except z3.Z3Exception as exc:  # an allocation refused outside z3's own accounting
-            if "out of memory" not in str(exc):
-                raise
-            return "unknown", None, f"z3 ran out of memory (cap {Z3_QUANTIFIER_MEMORY_MB} MB)"
-        if r == z3.sat:
-            return "sat", self.solver.model(), ""
-        if r == z3.unsat:
-            return "unsat", None, ""
-        reason = self.solver.reason_unknown()
-        if reason in ("timeout", "canceled") or (self.deadline.remaining() == 0):
-            reason = "time ran out"
-        elif "memory" in reason:
-            reason = f"out of memory, cap {Z3_QUANTIFIER_MEMORY_MB} MB"
-        return "unknown", None, f"z3 returned unknown ({reason})"
-
-    # -- decode
-    def structure(self, m: z3.ModelRef) -> Structure:
-        sig = self.problem.signature
-        if self.mode == "open":
-            universe = list(m.get_universe(self.sort) or [])
-            if not universe:  # the sort is unconstrained: any one element will do
-                universe = [m.eval(z3.Const("any!", self.sort), model_completion=True)]
-        else:
-            universe = list(self.values)
-        ctx = self.ctx
-        key = {z3.Z3_get_ast_id(ctx.ref(), e.as_ast()): i for i, e in enumerate(universe)}
-
-        def index(term: z3.ExprRef | z3.Ast) -> int:
-            ast = term.as_ast() if isinstance(term, z3.ExprRef) else term
-            ident = z3.Z3_get_ast_id(ctx.ref(), _value(ctx, m, ast))
-            if ident not in key:
-                raise EvaluatorDisagreement("z3 gave a term a value outside the domain of its model")
-            return key[ident]
-
-        names: dict[int, str] = {}
-        constants: dict[str, str] = {}
-        if self.mode == "closed":
-            names = {i: str(e) for i, e in enumerate(universe)}
-        for c in sig.constants:
-            names.setdefault(index(self.consts[c]), c)
-        taken = set(sig.functions) | set(names.values())
-        counter = 0
-        for i in range(len(universe)):
-            if i not in names:
-                counter += 1
-                while f"e{counter}" in taken:
-                    counter += 1
-                names[i] = f"e{counter}"
-        for c in sig.constants:
-            constants[c] = names[index(self.consts[c])]
-        rank = {c: k for k, c in enumerate(self.problem.domain or sig.constants)}
-        named_first = sorted(range(len(universe)), key=lambda i: (rank.get(names[i], len(rank)), i))
-        domain = tuple(names[i] for i in named_first)
-        functions: dict[str, dict[tuple[str, ...], str]] = {}
-        for f, n in sig.functions.items():
-            if n == 0:
-                continue
-            table = functions[f] = {}
-            decl = self.funcs[f]
-            for idx in product(range(len(universe)), repeat=n):
-                value = index(_app(ctx, decl, [universe[i] for i in idx]))
-                table[tuple(names[i] for i in idx)] = names[value]
-        relations: dict[str, frozenset[tuple[str, ...]]] = {}
-        for p, n in sig.predicates.items():
-            if n == 0:
-                relations[p] = frozenset({()}) if z3.is_true(m.eval(self.preds[p], model_completion=True)) else frozenset()
-                continue
-            rows = set()
-            decl = self.preds[p]
-            for idx in product(range(len(universe)), repeat=n):
-                value = _value(ctx, m, _app(ctx, decl, [universe[i] for i in idx]))
-                if z3.Z3_get_bool_value(ctx.ref(), value) == z3.Z3_L_TRUE:
-                    rows.add(tuple(names[i] for i in idx))
-            relations[p] = frozenset(rows)
-        return Structure(domain, constants, functions, relations)
-
-
-@contextmanager
-def _z3_memory_cap(megabytes: int) -> Iterator[None]:
-    """z3's ``memory_max_size`` for the block (0: leave it), restored after. The parameter is
-    global to z3 (no solver or context takes it), hence set only around the checks that need it."""
-    if not megabytes:
-        yield
-        return
-    before = z3.get_param("memory_max_size")
-    z3.set_param("memory_max_size", megabytes)
-    try:
-        yield
-    finally:
-        z3.set_param("memory_max_size", before)
-
-
-def _app(ctx: z3.Context, decl: z3.FuncDeclRef, args: Sequence[z3.ExprRef]) -> z3.Ast:
-    """``decl(args)`` through the C API: the Python wrapper's argument coercion is the
-    bottleneck when a world is read off a model atom by atom."""
-    arr = (z3.Ast * len(args))(*[a.as_ast() for a in args])
-    return z3.Z3_mk_app(ctx.ref(), decl.ast, len(args), arr)
-
-
-def _value(ctx: z3.Context, m: z3.ModelRef, term: z3.Ast) -> z3.Ast:
-    out = (z3.Ast * 1)()
-    if not z3.Z3_model_eval(ctx.ref(), m.model, term, True, out):
-        raise EvaluatorDisagreement("z3 could not evaluate a term in its own model")
-    return out[0]
-
-
 class _GroundOracle:
     """The problem grounded to the IR and asked of an ordinary backend (clingo or z3)."""
 
     def __init__(self, problem: FOLProblem, claim: Statement, deadline: Deadline, backend: str) -> None:
-        self.grounded: GroundedClaim = ground_claim(problem, claim)
+        self.grounded: GroundedClaim = ground_claim(problem, claim, deadline)
         self.deadline = deadline
         self.backend = make_backend(backend, self.grounded.problem, seed=0, deadline=deadline, weights={})
 
-    def check(self, premises: Sequence[str], claim: bool | None) -> Check:
+    def check(self, premises: Sequence[str], claim: bool | None, atoms: Sequence[AtomValue] = ()) -> Check:
         lits = [(selector(n), True) for n in premises]
         if claim is not None:
             lits.append((claim_key("claim" if claim else "negated"), True))
+        for pred, args, value in atoms:
+            key = atom_name(pred, args)
+            if key in self.grounded.problem.atoms:  # an atom no formula mentions is free (and shown false)
+                lits.append((key, value))
         try:
             out = self.backend.check(lits)
         except _OutOfTime:
@@ -433,16 +145,76 @@ def _world(s: Structure, claim_holds: bool, problem: FOLProblem) -> World:
     return World(claim_holds=claim_holds, domain=list(s.domain), aliases=aliases, functions=functions, true_atoms=atoms)
 
 
-def _verified(s: Structure, problem: FOLProblem, claim: Statement, claim_holds: bool, who: str) -> Structure:
-    """Re-check a world against every premise and the claim with the independent evaluator,
-    then shrink it (dropping unnamed elements and true atoms the formulas do not need)."""
+def _recheck(s: Structure, problem: FOLProblem, claim: Statement, claim_holds: bool, who: str, deadline: Deadline) -> None:
+    """The independent evaluator's verdict on a world a solver returned: every premise true,
+    the claim ``claim_holds``, and under the unique-names reading no two constants alike."""
     for st in problem.premises:
-        if not evaluate(st.formula, s):
+        if not evaluate(st.formula, s, deadline=deadline):
             raise EvaluatorDisagreement(f"{who} returned a world in which premise {st.name} is false")
-    if evaluate(claim.formula, s) != claim_holds:
+    if evaluate(claim.formula, s, deadline=deadline) != claim_holds:
         raise EvaluatorDisagreement(f"{who} returned a world in which the claim is {not claim_holds}")
+    if problem.unique_names and len(set(s.constants.values())) != len(s.constants):
+        raise EvaluatorDisagreement(f"{who} returned a world in which two constants denote one element")
+
+
+def _verified(
+    s: Structure,
+    problem: FOLProblem,
+    claim: Statement,
+    claim_holds: bool,
+    who: str,
+    deadline: Deadline,
+    oracle: _Oracle | None = None,
+    notes: list[str] | None = None,
+) -> Structure:
+    """Re-check a world with the independent evaluator, then make it small. Over a declared
+    domain, with the ``oracle`` that found it: the canonical world (:func:`_least_world`, the
+    same on every backend), re-checked in turn; otherwise (or when that runs out of time) the
+    world shrunk by :func:`~cda.fol.evaluate.minimise`."""
+    _recheck(s, problem, claim, claim_holds, who, deadline)
+    if oracle is not None and problem.domain is not None:
+        least = _least_world(oracle, problem, claim_holds, s, deadline)
+        if least is not None:
+            _recheck(least, problem, claim, claim_holds, who, deadline)
+            return least
+        if notes is not None:
+            notes.append(f"{_NOT_CANONICAL} (a solver call was undecided); it may differ by backend")
     hold = [st.formula for st in problem.premises]
-    return minimise(s, hold + [claim.formula] if claim_holds else hold, [] if claim_holds else [claim.formula])
+    return minimise(
+        s, hold + [claim.formula] if claim_holds else hold, [] if claim_holds else [claim.formula],
+        deadline=deadline, keep_elements=problem.domain is not None,
+    )
+
+
+_NOT_CANONICAL = "a world is not the canonical one"
+
+
+def _least_world(
+    oracle: _Oracle, problem: FOLProblem, claim_holds: bool, start: Structure, deadline: Deadline
+) -> Structure | None:
+    """The least world over the declared domain in a fixed order: the ground atoms of each
+    predicate (signature order), their tuples in domain order, each false unless the premises
+    and the claim's value force it true given the atoms before it. It is unique, so z3 and
+    clingo show the same bytes; None when a solver call is undecided.
+
+    ``start`` is a model of the prefix fixed so far; an atom it already makes false costs no
+    solver call, so the calls are at most the true atoms met on the way.
+    """
+    names = [st.name for st in problem.premises]
+    current, fixed = start, list[AtomValue]()
+    for pred, n in problem.signature.predicates.items():
+        for args in product(problem.domain or (), repeat=n):
+            spend(deadline, "choosing the canonical world")
+            if args not in current.relations.get(pred, frozenset()):
+                fixed.append((pred, args, False))
+                continue
+            status, model, _ = oracle.check(names, claim_holds, [*fixed, (pred, args, False)])
+            if status == "unknown":
+                return None
+            fixed.append((pred, args, status == "unsat"))
+            if status == "sat":
+                current = oracle.structure(model)
+    return current
 
 
 class _Decision:
@@ -480,22 +252,38 @@ def _result(problem: FOLProblem, claim: Statement, frag: Fragment, backend: str,
     base: dict[str, Any] = dict(
         claim_name=claim.name, claim=claim.text, premises_used=[], minimal=True, conflict=None, worlds=[],
         fragment=frag.name, fragment_detail=frag.detail, backend=backend, unknown=False, cross_check=None, notes=[],
+        unique_names=problem.unique_names,
     )
     base.update(fields)
     return ProofResult(**base)
 
 
-def _finite_search(problem: FOLProblem, claim: Statement, value: bool, deadline: Deadline) -> Structure | None:
-    """A model of the premises with the claim ``value``, over 1…6 elements, or None."""
+def search_sizes(problem: FOLProblem) -> range:
+    """Domain sizes the finite-model search tries: 1…6, or from the number of constants on
+    under the unique-names reading (a smaller domain cannot hold them apart)."""
+    first = max(1, len(problem.signature.constants)) if problem.unique_names else 1
+    return range(first, first + len(FINITE_SEARCH_SIZES))
+
+
+def _finite_search(
+    problem: FOLProblem, claim: Statement, value: bool, deadline: Deadline
+) -> tuple[Structure | None, str]:
+    """A model of the premises with the claim ``value`` over a few small domains
+    (:func:`search_sizes`), or None and why not (time ran out, or no world that small)."""
     names = [st.name for st in problem.premises]
-    for size in FINITE_SEARCH_SIZES:
-        if deadline.remaining() == 0:
-            return None
-        oracle = _Z3Oracle(problem, claim, deadline, mode="finite", size=size)
-        status, model, _ = oracle.check(names, value)
-        if status == "sat":
-            return _verified(oracle.structure(model), problem, claim, value, f"finite-model search (size {size})")
-    return None
+    for size in search_sizes(problem):
+        try:
+            spend(deadline, f"searching for a world of {size} elements")
+            oracle = Z3Oracle(problem, claim, deadline, mode="finite", size=size)
+            status, model, _ = oracle.check(names, value)
+            if status == "unknown" and deadline.remaining() == 0:
+                raise OutOfTime(f"time ran out while searching for a world of {size} elements")
+            if status == "sat":
+                world = _verified(oracle.structure(model), problem, claim, value, f"finite-model search (size {size})", deadline)
+                return world, ""
+        except OutOfTime as exc:
+            return None, str(exc)
+    return None, ""
 
 
 def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragment, backend: str, deadline: Deadline) -> ProofResult:
@@ -524,11 +312,13 @@ def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragme
     used_backend = backend
     for value, (status, model) in ((True, (b_status, b_model)), (False, (a_status, a_model))):
         if status == "sat":
-            worlds[value] = _verified(oracle.structure(model), problem, claim, value, backend)
+            worlds[value] = _verified(oracle.structure(model), problem, claim, value, backend, deadline, oracle, d.notes)
     missing = [v for v in (True, False) if v not in worlds]
-    if missing and isinstance(oracle, _Z3Oracle) and oracle.mode == "open":
+    searched = ""
+    if missing and isinstance(oracle, Z3Oracle) and oracle.mode == "open":
         for value in missing:
-            found = _finite_search(problem, claim, value, deadline)
+            found, why_not = _finite_search(problem, claim, value, deadline)
+            searched = searched or why_not
             if found is not None:
                 worlds[value] = found
                 used_backend = f"{backend} + finite-model search"
@@ -540,12 +330,13 @@ def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragme
             worlds=[_world(worlds[True], True, problem), _world(worlds[False], False, problem)],
             reason="the premises allow the claim to hold and to fail", notes=d.notes,
         )
-    reasons = [r for r in (a_reason, b_reason) if r]
+    reasons = [r for r in (a_reason, b_reason, searched) if r]
     why = "; ".join(dict.fromkeys(reasons)) or "undecided"
     if not frag.decidable:
         why += f" — the problem is outside the decidable fragments ({frag.detail})"
-        if isinstance(oracle, _Z3Oracle) and oracle.mode == "open":
-            why += "; no world with up to 6 elements settles it"
+        if isinstance(oracle, Z3Oracle) and oracle.mode == "open" and not searched:
+            sizes = search_sizes(problem)
+            why += f"; no world with {sizes.start} to {sizes.stop - 1} elements settles it"
     return _result(
         problem, claim, frag, used_backend, status="inconclusive", unknown=True,
         worlds=[_world(s, v, problem) for v, s in sorted(worlds.items(), reverse=True)],
@@ -557,11 +348,11 @@ def _oracle(problem: FOLProblem, claim: Statement, backend: str, deadline: Deadl
     if backend == "clingo":
         return _GroundOracle(problem, claim, deadline, "clingo")
     if problem.domain is not None:
-        return _Z3Oracle(problem, claim, deadline, mode="closed")
+        return Z3Oracle(problem, claim, deadline, mode="closed")
     cap = None
     if not frag.decidable and deadline.seconds is not None:
         cap = max(0.05, deadline.seconds / 4)  # leave time for the finite-model search
-    return _Z3Oracle(problem, claim, deadline, mode="open", cap=cap)
+    return Z3Oracle(problem, claim, deadline, mode="open", cap=cap)
 
 
 def _can_ground(problem: FOLProblem, frag: Fragment) -> bool:
@@ -570,32 +361,55 @@ def _can_ground(problem: FOLProblem, frag: Fragment) -> bool:
     return frag.name in ("ground", "epr") and not problem.has_equality and not problem.signature.function_symbols
 
 
-def _compare(first: ProofResult, second: ProofResult) -> list[str]:
+def _compare(first: ProofResult, second: ProofResult, worlds: bool = False) -> list[str]:
     """What two backends disagree on. Premise sets are canonical only when both were
-    minimised: a side whose minimisation was cut short lists every premise instead."""
+    minimised: a side whose minimisation was cut short lists every premise instead; worlds
+    are compared when both are canonical (``worlds``: a declared domain, neither cut short)."""
     fields = ["status", "unknown"]
     if first.minimal and second.minimal:
         fields += ["premises_used", "conflict"]
+    if worlds and not any(n.startswith(_NOT_CANONICAL) for n in first.notes + second.notes):
+        fields.append("worlds")
     diffs = []
     for field in fields:
         a, b = getattr(first, field), getattr(second, field)
         if a != b:
-            diffs.append(f"{field}: {first.backend} says {a}, {second.backend} says {b}")
+            if field == "worlds":
+                diffs.append(f"worlds: {first.backend} and {second.backend} show different canonical worlds")
+            else:
+                diffs.append(f"{field}: {first.backend} says {a}, {second.backend} says {b}")
     return diffs
+
+
+def _out_of_time(
+    problem: FOLProblem, claim: Statement, frag: Fragment, backend: str, exc: OutOfTime, deadline: Deadline
+) -> ProofResult:
+    """The honest answer when the budget ran out inside FOL's own loops (grounding, quantifier
+    expansion, reading or re-checking a world): inconclusive, ``unknown``, saying where."""
+    budget = f" (budget {deadline.seconds:g} s)" if deadline.seconds is not None else ""
+    return _result(
+        problem, claim, frag, backend, status="inconclusive", unknown=True, reason=f"timeout: {exc}{budget}"
+    )
 
 
 def _prove_one(
     problem: FOLProblem, claim: Statement, timeout: float | None, backend: str, cross_check: bool
 ) -> ProofResult:
     name, note = choose_fol_backend(problem, backend)
-    deadline = Deadline(timeout)
+    deadline = Deadline(checked_timeout(timeout))
     frag = fragment(problem, claim)
-    result = _decide(_oracle(problem, claim, name, deadline, frag), problem, claim, frag, name, deadline)
+    try:
+        result = _decide(_oracle(problem, claim, name, deadline, frag), problem, claim, frag, name, deadline)
+    except OutOfTime as exc:
+        result = _out_of_time(problem, claim, frag, name, exc, deadline)
     short = result.unknown or not result.minimal  # undecided, or its premise set not minimised
-    if short and name == "z3" and problem.domain is None and _can_ground(problem, frag):
+    if short and name == "z3" and problem.domain is None and _can_ground(problem, frag) and deadline.remaining() != 0:
         # EPR without equality or functions: its Herbrand universe is finite and grounding over
         # it decides the problem, where z3's quantifier instantiation may give up
-        grounded = _decide(_GroundOracle(problem, claim, deadline, "z3"), problem, claim, frag, name, deadline)
+        try:
+            grounded = _decide(_GroundOracle(problem, claim, deadline, "z3"), problem, claim, frag, name, deadline)
+        except OutOfTime as exc:
+            grounded = _out_of_time(problem, claim, frag, name, exc, deadline)
         if not grounded.unknown and (grounded.minimal or result.unknown):
             what = result.reason if result.unknown else "a call came back unknown while minimising"
             grounded.notes.insert(
@@ -613,12 +427,12 @@ def _prove_one(
         result.notes.append(f"cross-check skipped: {why}")
         return result
     try:
-        second = _decide(_oracle(problem, claim, other, Deadline(timeout), frag), problem, claim, frag, other, deadline)
-    except (BackendUnavailable, BackendUnsupported) as exc:
+        second = _decide(_oracle(problem, claim, other, deadline, frag), problem, claim, frag, other, deadline)
+    except (BackendUnavailable, BackendUnsupported, OutOfTime) as exc:
         result.cross_check = "skipped"
         result.notes.append(f"cross-check skipped: {exc}")
         return result
-    diffs = _compare(result, second)
+    diffs = _compare(result, second, worlds=problem.domain is not None)
     if second.unknown:
         result.cross_check = "skipped"
         result.notes.append(f"cross-check skipped: {other} did not decide ({second.reason})")
@@ -635,6 +449,20 @@ def _prove_one(
     return result
 
 
+def checked_timeout(timeout: float | None) -> float | None:
+    """``timeout`` when the engine would take it (seconds, 0 or more, ``inf`` or None for no
+    limit); else ``OptionError`` with the same message ``cda solve`` gives (one check, the
+    engine's: :class:`~cda.solver.engine.EngineOptions`).
+
+    >>> checked_timeout(float("nan"))
+    Traceback (most recent call last):
+    ...
+    cda.errors.OptionError: timeout must be a number of seconds, 0 or more (inf for no limit), not nan
+    """
+    EngineOptions(timeout=timeout)
+    return timeout
+
+
 def prove(
     premises: Sequence[str | tuple[str, str]] | FOLProblem,
     claim: str | tuple[str, str] | Statement | None = None,
@@ -643,13 +471,15 @@ def prove(
     backend: str = "auto",
     domain: Sequence[str] | None = None,
     cross_check: bool = False,
+    unique_names: bool = False,
 ) -> ProofResult:
     """Decide whether ``premises`` support, refute, or leave open ``claim``.
 
     ``premises`` are formula strings or ``(name, formula)`` pairs (unnamed ones are ``p1, p2,
     …``), or an already checked :class:`~cda.fol.syntax.FOLProblem` (then ``claim`` may be
     one of its claims or None for its only claim). Raises ``DSLSyntaxError``/``DSLTypeError``
-    for malformed logic; never guesses.
+    for malformed logic; never guesses. ``unique_names``: read distinct constants as distinct
+    objects (an axiom of the reading, not a premise: it is never listed in ``premises_used``).
 
     >>> r = prove(["∀x (Cat(x) → Pet(x))", "Cat(tom)", "Dog(rex)"], "Pet(tom)")
     >>> r.status, r.premises_used, r.fragment
@@ -671,11 +501,23 @@ def prove(
             raise CDAError("a claim is required")
         problem = build_problem(premises, [claim], domain=domain)
         target = problem.claims[0]
-    return _prove_one(problem, target, timeout, backend, cross_check)
+    return _prove_one(_reading(problem, unique_names), target, timeout, backend, cross_check)
 
 
 def prove_all(
-    problem: FOLProblem, timeout: float | None = 10.0, *, backend: str = "auto", cross_check: bool = False
+    problem: FOLProblem,
+    timeout: float | None = 10.0,
+    *,
+    backend: str = "auto",
+    cross_check: bool = False,
+    unique_names: bool = False,
 ) -> list[ProofResult]:
     """Every claim of ``problem``, each against all premises; ``timeout`` is per claim."""
+    checked_timeout(timeout)
+    problem = _reading(problem, unique_names)
     return [_prove_one(problem, c, timeout, backend, cross_check) for c in problem.claims]
+
+
+def _reading(problem: FOLProblem, unique_names: bool) -> FOLProblem:
+    """``problem`` under the unique-names reading when asked for (a copy; the caller's is kept)."""
+    return replace(problem, unique_names=True) if unique_names and not problem.unique_names else problem

@@ -1,0 +1,270 @@
+"""First-order problems compiled straight to z3 (no IR in between), asked, and read back.
+
+``mode``: ``open`` (one uninterpreted sort, z3 quantifiers), ``closed`` (the declared domain as
+an enumeration; constants are its elements) or ``finite`` (an enumeration of ``size`` anonymous
+elements that constants may denote in any way). ``closed`` and ``finite`` expand quantifiers
+over the elements; that expansion checks the deadline as it goes, so a budget holds even when
+one formula has millions of instances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from itertools import product
+from typing import Any, Literal
+
+import z3
+
+from cda.errors import EvaluatorDisagreement
+from cda.fol.budget import spend
+from cda.fol.evaluate import Structure
+from cda.fol.syntax import (
+    And,
+    Atom,
+    BoolConst,
+    Eq,
+    FOLProblem,
+    Formula,
+    Iff,
+    Implies,
+    Not,
+    Or,
+    Statement,
+    Term,
+    Xor,
+)
+from cda.solver.backend import Deadline
+
+__all__ = ["Z3Oracle", "Check", "AtomValue", "Z3_QUANTIFIER_MEMORY_MB"]
+
+Check = tuple[str, Any, str]  # (status, raw model when sat, reason when unknown)
+AtomValue = tuple[str, tuple[str, ...], bool]  # (predicate, arguments (domain elements), value)
+
+#: z3's memory while it instantiates quantifiers (MB). Its model-based instantiation can run
+#: away on tiny EPR problems (two premises over P/1 and R/2 took 24 GB in 3 s and were killed);
+#: at the cap z3 answers unknown, and an EPR problem is then decided over its Herbrand universe.
+Z3_QUANTIFIER_MEMORY_MB = 1024
+
+
+class Z3Oracle:
+    """Direct FOL → z3. ``mode``: ``open`` (an uninterpreted sort, z3 quantifiers), ``closed``
+    (the declared domain as an enumeration, constants are its elements) or ``finite`` (an
+    enumeration of ``size`` anonymous elements that constants may denote in any way);
+    ``closed`` and ``finite`` expand quantifiers over the elements."""
+
+    def __init__(
+        self,
+        problem: FOLProblem,
+        claim: Statement,
+        deadline: Deadline,
+        mode: Literal["open", "closed", "finite"] = "open",
+        size: int = 0,
+        cap: float | None = None,
+    ) -> None:
+        self.problem = problem
+        self.claim = claim
+        self.deadline = deadline
+        self.mode = mode
+        self.cap = cap
+        ctx = self.ctx = z3.Context()
+        sig = problem.signature
+        self.values: list[z3.ExprRef] = []
+        if mode == "open":
+            self.sort: z3.SortRef = z3.DeclareSort("U", ctx)
+        else:
+            names = list(problem.domain or ()) if mode == "closed" else [f"e{i}" for i in range(1, size + 1)]
+            self.sort, self.values = z3.EnumSort("D", names, ctx=ctx)
+        self.consts: dict[str, z3.ExprRef] = {}
+        #: ``closed`` mode: each declared element's z3 value, by name
+        self.consts_by_element = dict(zip(problem.domain or (), self.values)) if mode == "closed" else {}
+        for c in sig.constants:
+            if mode == "closed":
+                self.consts[c] = self.values[list(problem.domain or ()).index(c)]
+            else:
+                self.consts[c] = z3.Const(f"c!{c}", self.sort)
+        self.funcs = {
+            f: z3.Function(f"f!{f}/{n}", *([self.sort] * n), self.sort) for f, n in sig.functions.items() if n > 0
+        }
+        boolean = z3.BoolSort(ctx)
+        self.preds: dict[str, Any] = {
+            p: (z3.Bool(f"p!{p}", ctx) if n == 0 else z3.Function(f"p!{p}/{n}", *([self.sort] * n), boolean))
+            for p, n in sig.predicates.items()
+        }
+        self._fresh = 0
+        self.solver = z3.Solver(ctx=ctx)
+        if problem.unique_names and mode != "closed" and len(self.consts) > 1:  # closed: already distinct
+            self.solver.add(z3.Distinct(*self.consts.values()))
+        self.sel = {st.name: z3.Bool(f"sel!{st.name}", ctx) for st in problem.premises}
+        for st in problem.premises:
+            self.solver.add(z3.Implies(self.sel[st.name], self.compile(st.formula, {})))
+        body = self.compile(claim.formula, {})
+        self.claim_true = z3.Bool("claim!true", ctx)
+        self.claim_false = z3.Bool("claim!false", ctx)
+        self.solver.add(z3.Implies(self.claim_true, body), z3.Implies(self.claim_false, z3.Not(body)))
+
+    # -- compile
+    def term(self, t: Term, env: dict[str, z3.ExprRef]) -> z3.ExprRef:
+        if not t.args:
+            return env[t.name] if t.name in env else self.consts[t.name]
+        return self.funcs[t.name](*[self.term(a, env) for a in t.args])  # type: ignore[no-any-return]
+
+    def compile(self, f: Formula, env: dict[str, z3.ExprRef]) -> z3.BoolRef:
+        ctx = self.ctx
+        if isinstance(f, Atom):
+            p = self.preds[f.pred]
+            return p if not f.args else p(*[self.term(a, env) for a in f.args])  # type: ignore[no-any-return]
+        if isinstance(f, Eq):
+            return self.term(f.lhs, env) == self.term(f.rhs, env)  # type: ignore[return-value]
+        if isinstance(f, BoolConst):
+            return z3.BoolVal(f.value, ctx)
+        if isinstance(f, Not):
+            return z3.Not(self.compile(f.arg, env))
+        if isinstance(f, And):
+            return z3.And([self.compile(a, env) for a in f.args])
+        if isinstance(f, Or):
+            return z3.Or([self.compile(a, env) for a in f.args])
+        if isinstance(f, Implies):
+            return z3.Implies(self.compile(f.lhs, env), self.compile(f.rhs, env))
+        if isinstance(f, Iff):
+            return self.compile(f.lhs, env) == self.compile(f.rhs, env)  # type: ignore[return-value]
+        if isinstance(f, Xor):
+            return z3.Xor(self.compile(f.lhs, env), self.compile(f.rhs, env))
+        if self.mode != "open":
+            parts = []
+            for v in self.values:
+                spend(self.deadline, "expanding quantifiers over a finite domain")
+                parts.append(self.compile(f.body, {**env, f.var: v}))
+            return z3.And(parts) if f.kind == "forall" else z3.Or(parts)
+        self._fresh += 1
+        x = z3.Const(f"{f.var}!{self._fresh}", self.sort)
+        body = self.compile(f.body, {**env, f.var: x})
+        return z3.ForAll([x], body) if f.kind == "forall" else z3.Exists([x], body)
+
+    # -- ask
+    def check(self, premises: Sequence[str], claim: bool | None, atoms: Sequence[AtomValue] = ()) -> Check:
+        """Satisfiability of the named premises with the claim true, false or absent (None) and
+        the ground ``atoms`` fixed (``closed`` mode: their arguments are domain elements)."""
+        left = self.deadline.remaining()
+        if self.cap is not None:
+            left = self.cap if left is None else min(left, self.cap)
+        if left is not None:
+            if left <= 0:
+                return "unknown", None, "time ran out"
+            self.solver.set("timeout", max(1, int(left * 1000)))
+        lits = [self.sel[n] for n in premises]
+        if claim is not None:
+            lits.append(self.claim_true if claim else self.claim_false)
+        for pred, args, value in atoms:
+            decl = self.preds[pred]
+            atom = decl(*[self.consts_by_element[a] for a in args]) if args else decl
+            lits.append(atom if value else z3.Not(atom))
+        try:
+            with _z3_memory_cap(Z3_QUANTIFIER_MEMORY_MB if self.mode == "open" else 0):
+                r = self.solver.check(*lits)
+        except z3.Z3Exception as exc:  # an allocation refused outside z3's own accounting
+            if "out of memory" not in str(exc):
+                raise
+            return "unknown", None, f"z3 ran out of memory (cap {Z3_QUANTIFIER_MEMORY_MB} MB)"
+        if r == z3.sat:
+            return "sat", self.solver.model(), ""
+        if r == z3.unsat:
+            return "unsat", None, ""
+        reason = self.solver.reason_unknown()
+        if reason in ("timeout", "canceled") or (self.deadline.remaining() == 0):
+            reason = "time ran out"
+        elif "memory" in reason:
+            reason = f"out of memory, cap {Z3_QUANTIFIER_MEMORY_MB} MB"
+        return "unknown", None, f"z3 returned unknown ({reason})"
+
+    # -- decode
+    def structure(self, m: z3.ModelRef) -> Structure:
+        sig = self.problem.signature
+        if self.mode == "open":
+            universe = list(m.get_universe(self.sort) or [])
+            if not universe:  # the sort is unconstrained: any one element will do
+                universe = [m.eval(z3.Const("any!", self.sort), model_completion=True)]
+        else:
+            universe = list(self.values)
+        ctx = self.ctx
+        key = {z3.Z3_get_ast_id(ctx.ref(), e.as_ast()): i for i, e in enumerate(universe)}
+
+        def index(term: z3.ExprRef | z3.Ast) -> int:
+            ast = term.as_ast() if isinstance(term, z3.ExprRef) else term
+            ident = z3.Z3_get_ast_id(ctx.ref(), _value(ctx, m, ast))
+            if ident not in key:
+                raise EvaluatorDisagreement("z3 gave a term a value outside the domain of its model")
+            return key[ident]
+
+        names: dict[int, str] = {}
+        constants: dict[str, str] = {}
+        if self.mode == "closed":
+            names = {i: str(e) for i, e in enumerate(universe)}
+        for c in sig.constants:
+            names.setdefault(index(self.consts[c]), c)
+        taken = set(sig.functions) | set(names.values())
+        counter = 0
+        for i in range(len(universe)):
+            if i not in names:
+                counter += 1
+                while f"e{counter}" in taken:
+                    counter += 1
+                names[i] = f"e{counter}"
+        for c in sig.constants:
+            constants[c] = names[index(self.consts[c])]
+        rank = {c: k for k, c in enumerate(self.problem.domain or sig.constants)}
+        named_first = sorted(range(len(universe)), key=lambda i: (rank.get(names[i], len(rank)), i))
+        domain = tuple(names[i] for i in named_first)
+        functions: dict[str, dict[tuple[str, ...], str]] = {}
+        for f, n in sig.functions.items():
+            if n == 0:
+                continue
+            table = functions[f] = {}
+            decl = self.funcs[f]
+            for idx in product(range(len(universe)), repeat=n):
+                spend(self.deadline, "reading a world off a z3 model")
+                value = index(_app(ctx, decl, [universe[i] for i in idx]))
+                table[tuple(names[i] for i in idx)] = names[value]
+        relations: dict[str, frozenset[tuple[str, ...]]] = {}
+        for p, n in sig.predicates.items():
+            if n == 0:
+                relations[p] = frozenset({()}) if z3.is_true(m.eval(self.preds[p], model_completion=True)) else frozenset()
+                continue
+            rows = set()
+            decl = self.preds[p]
+            for idx in product(range(len(universe)), repeat=n):
+                spend(self.deadline, "reading a world off a z3 model")
+                value = _value(ctx, m, _app(ctx, decl, [universe[i] for i in idx]))
+                if z3.Z3_get_bool_value(ctx.ref(), value) == z3.Z3_L_TRUE:
+                    rows.add(tuple(names[i] for i in idx))
+            relations[p] = frozenset(rows)
+        return Structure(domain, constants, functions, relations)
+
+
+@contextmanager
+def _z3_memory_cap(megabytes: int) -> Iterator[None]:
+    """z3's ``memory_max_size`` for the block (0: leave it), restored after. The parameter is
+    global to z3 (no solver or context takes it), hence set only around the checks that need it."""
+    if not megabytes:
+        yield
+        return
+    before = z3.get_param("memory_max_size")
+    z3.set_param("memory_max_size", megabytes)
+    try:
+        yield
+    finally:
+        z3.set_param("memory_max_size", before)
+
+
+def _app(ctx: z3.Context, decl: z3.FuncDeclRef, args: Sequence[z3.ExprRef]) -> z3.Ast:
+    """``decl(args)`` through the C API: the Python wrapper's argument coercion is the
+    bottleneck when a world is read off a model atom by atom."""
+    arr = (z3.Ast * len(args))(*[a.as_ast() for a in args])
+    return z3.Z3_mk_app(ctx.ref(), decl.ast, len(args), arr)
+
+
+def _value(ctx: z3.Context, m: z3.ModelRef, term: z3.Ast) -> z3.Ast:
+    out = (z3.Ast * 1)()
+    if not z3.Z3_model_eval(ctx.ref(), m.model, term, True, out):
+        raise EvaluatorDisagreement("z3 could not evaluate a term in its own model")
+    return out[0]
