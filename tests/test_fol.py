@@ -804,3 +804,21 @@ def test_cross_check_sees_different_worlds() -> None:
     assert fol_prove._compare(r, other, worlds=True) == ["worlds: z3 and clingo show different canonical worlds"]
     cut = other.model_copy(update={"notes": ["a world is not the canonical one (time ran out)"]})
     assert fol_prove._compare(r, cut, worlds=True) == []
+
+
+def test_a_huge_timeout_reaches_z3_capped_not_wrapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """z3's timeout is an unsigned 32-bit count of milliseconds: 2**32 + 50 ms wraps round to a
+    50 ms limit. A timeout that large must reach z3 as its largest value (which means none)."""
+    seen: list[int] = []
+    real_set = z3.Solver.set
+
+    def spy(self: z3.Solver, *args: Any, **kw: Any) -> None:
+        if args and args[0] == "timeout":
+            seen.append(int(args[1]))
+        real_set(self, *args, **kw)
+
+    monkeypatch.setattr(z3.Solver, "set", spy)
+    result = prove(["∀X (P(X) → Q(X))", "P(a)"], "Q(a)", timeout=(2**32 + 50) / 1000, backend="z3")
+    assert result.status == "supported"
+    assert seen and max(seen) <= 2**32 - 1
+    assert min(seen) > 2**31  # the remaining time, not a wrapped few milliseconds

@@ -54,6 +54,7 @@ MAX_FINITE_SECONDS = 10**6  # about 11.6 days: the longest limit that must stay 
 #: ``cda probe --inject --vectors``: each vector is one more copy of the circuit (c17 with
 #: 100,000 of them: 9.6 s and 470 MB)
 MAX_VECTORS = 100_000
+Z3_MAX_TIMEOUT_MS = 2**32 - 1  # z3's timeout is unsigned 32-bit: more wraps round to a few ms; this much means none
 
 
 def whole(name: str, value: object, *, low: int, high: int | None = None, why: str = "") -> int:

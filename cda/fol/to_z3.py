@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import z3
 
+from cda.contracts.limits import Z3_MAX_TIMEOUT_MS
 from cda.errors import EvaluatorDisagreement
 from cda.fol.budget import spend
 from cda.fol.evaluate import Structure
@@ -151,7 +152,7 @@ class Z3Oracle:
         if left is not None:
             if left <= 0:
                 return "unknown", None, "time ran out"
-            self.solver.set("timeout", max(1, int(left * 1000)))
+            self.solver.set("timeout", max(1, min(Z3_MAX_TIMEOUT_MS, int(left * 1000))))
         lits = [self.sel[n] for n in premises]
         if claim is not None:
             lits.append(self.claim_true if claim else self.claim_false)
