@@ -10,20 +10,29 @@ from __future__ import annotations
 
 from fractions import Fraction
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import pint
+if TYPE_CHECKING:  # pint loads (~0.2 s with its registry) on the first unit, not at start-up
+    import pint
 
 __all__ = ["registry", "check_unit", "factor", "affine", "dimension_name", "mismatch"]
 
 #: currencies are not convertible into each other, so each gets its own dimension
 CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CHF", "CNY")
 
-#: conversions pint refuses between units of one dimension (``degC`` and ``delta_degC``)
-_REFUSED = (pint.errors.DimensionalityError, pint.errors.OffsetUnitCalculusError)
+
+def _refused() -> tuple[type[Exception], ...]:
+    """The conversions pint refuses between units of one dimension (``degC`` and ``delta_degC``)."""
+    import pint
+
+    return (pint.errors.DimensionalityError, pint.errors.OffsetUnitCalculusError)
 
 
 @lru_cache(maxsize=1)
 def registry() -> pint.UnitRegistry:
+    """The one pint registry of the process (built once: ~0.1 s), with a dimension per currency."""
+    import pint
+
     ureg: pint.UnitRegistry = pint.UnitRegistry()
     for code in CURRENCIES:
         ureg.define(f"{code} = [currency_{code}]")
@@ -32,6 +41,8 @@ def registry() -> pint.UnitRegistry:
 
 def check_unit(unit: str) -> str | None:
     """None when ``unit`` is a unit pint knows, else a short reason."""
+    import pint
+
     try:
         registry().parse_units(unit)
     except (pint.errors.UndefinedUnitError, pint.errors.DefinitionSyntaxError, AttributeError, ValueError):
@@ -54,7 +65,7 @@ def factor(from_unit: str, to_unit: str) -> Fraction | None:
         return None
     try:
         magnitude = ureg.Quantity(1, src).to(dst).magnitude
-    except _REFUSED:
+    except _refused():
         return None
     return Fraction(magnitude).limit_denominator(10**12)
 
@@ -75,7 +86,7 @@ def affine(from_unit: str, to_unit: str) -> tuple[Fraction, Fraction] | None:
     try:
         zero = ureg.Quantity(0, src).to(dst).magnitude
         one = ureg.Quantity(1, src).to(dst).magnitude
-    except _REFUSED:  # same dimension, yet pint will not convert (a temperature and a difference of them)
+    except _refused():  # same dimension, yet pint will not convert (a temperature and a difference of them)
         return None
     b = Fraction(zero).limit_denominator(10**12)
     a = Fraction(one).limit_denominator(10**12) - b
