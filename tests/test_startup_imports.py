@@ -82,8 +82,7 @@ def test_check_loads_the_parser_only() -> None:
     code, mods = loaded("check", str(EXAMPLES / "service_outage.cda"))
     assert code == 0
     assert "cda.encodings.ground" in mods  # it did check the file
-    # networkx still comes with Ken, which holds the file's two-place facts (see bench_startup)
-    unwanted = {*HEAVY, *SOLVERS, "cda.solver.engine", "cda.contracts.action"} - {"networkx"}
+    unwanted = {*HEAVY, *SOLVERS, "cda.solver.engine", "cda.contracts.action"}
     assert not unwanted & mods, sorted(unwanted & mods)
 
 
@@ -130,3 +129,24 @@ def test_pint_registry_is_built_once() -> None:
     from cda.verifiers.units_check import exact_registry
 
     assert exact_registry() is registry()
+
+
+def test_ken_built_from_facts_is_networkx_only_when_asked() -> None:
+    """Ken's own storage answers like networkx, and ``.graph`` turns it into a live networkx view."""
+    from cda.ken.graph import KenGraph
+
+    ken = KenGraph()
+    ken.add_edge("api", "depends", "auth")
+    ken.add_edge("auth", "depends", "db")
+    ken.add_edge("api", "calls", "auth")
+    ken.add_node("db", label="Primary database")
+    assert ken.path("api", "db", relation="depends") == ["api", "auth", "db"]
+    assert ken.related_by("api", "calls") == ["auth"] and ken.search("primary") == ["db"]
+    twin = ken.merged(KenGraph())  # shares the storage until written
+    view = ken.graph
+    assert type(view).__name__ == "MultiDiGraph" and view.frozen
+    assert sorted(view.edges(keys=True)) == [("api", "auth", "calls"), ("api", "auth", "depends"), ("auth", "db", "depends")]
+    ken.add_edge("db", "depends", "disk")  # a copy on write: the twin shares the old storage
+    assert ken.path("api", "disk", relation="depends") == ["api", "auth", "db", "disk"]
+    assert twin.path("api", "disk", relation="depends") is None and len(twin) == 3
+    assert KenGraph(twin.graph).has_relation("calls")
