@@ -43,6 +43,7 @@ from cda.solver.backend import (
     selector,
 )
 from cda.solver.call_log import RecordingBackend, SolverCallLog
+from cda.solver.cores import marco, quickxplain
 from cda.solver.information import information_gain, posterior
 from cda.solver.minimal import MinimalSearch
 from cda.solver.observations import GroupedProblem, split_observations
@@ -297,8 +298,6 @@ class _Run:
                     raise _OutOfTime()
                 return r
 
-            from cda.solver.cores import quickxplain  # z3 (its map solver) loads only for a core
-
             return quickxplain(names, oracle) or []
 
         goal_holds_when = claim.mode == "prove"  # the claim's value that makes the goal hold
@@ -368,8 +367,6 @@ class _Run:
         def out_of_time() -> bool:
             left = self.deadline.remaining()
             return left is not None and left <= 0
-
-        from cda.solver.cores import marco  # z3 (its map solver) loads only for a conflict
 
         cores, corrections, complete = marco(names, oracle, self.o.max_conflict_sets, out_of_time)
         if not complete:
