@@ -153,3 +153,10 @@ def test_ken_built_from_facts_is_networkx_only_when_asked() -> None:
     assert ken.path("api", "disk", relation="depends") == ["api", "auth", "db", "disk"]
     assert twin.path("api", "disk", relation="depends") is None and len(twin) == 3
     assert KenGraph(twin.graph).has_relation("calls")
+
+
+def test_an_action_without_numbers_or_units_loads_neither_sympy_nor_pint(tmp_path: pytest.TempPathFactory) -> None:
+    code, mods = loaded("run", str(EXAMPLES / "action" / "service_outage.json"), "--out", str(tmp_path))
+    assert code == 0
+    assert "cda.actions.runner" in mods and "cda.verifiers.arithmetic" in mods  # the verifiers did run
+    assert not {"sympy", "pint"} & mods, sorted({"sympy", "pint"} & mods)
