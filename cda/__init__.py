@@ -1,27 +1,37 @@
 """CDA — Constraint-Driven Abduction: a symbolic-solver-first verification engine.
 
+The public names below are loaded on first use (a module ``__getattr__``, PEP 562), so that
+``import cda`` and every ``cda`` command pay only for what they touch: the Action runner,
+sympy, numpy, networkx and pint load when a caller reaches them, not at start-up.
+
 >>> import cda
 >>> cda.solve("hyp a\\nhard: a").hypotheses[0].assumed
 ['a']
 """
 
-from cda.actions.runner import ActionRun, run_action
-from cda.api import check, ground, parse, solve
-from cda.contracts.action import CDAInputs, CDAOutputs
-from cda.contracts.result import CheckReport, Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
-from cda.errors import (
-    BackendUnavailable,
-    BackendUnsupported,
-    BudgetExceeded,
-    CDAError,
-    DSLError,
-    DSLSyntaxError,
-    DSLTypeError,
-    EvaluatorDisagreement,
-    KenError,
-    OptionError,
-    UnitError,
-)
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cda.actions.runner import ActionRun, run_action
+    from cda.api import check, ground, parse, solve
+    from cda.contracts.action import CDAInputs, CDAOutputs
+    from cda.contracts.result import CheckReport, Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
+    from cda.errors import (
+        BackendUnavailable,
+        BackendUnsupported,
+        BudgetExceeded,
+        CDAError,
+        DSLError,
+        DSLSyntaxError,
+        DSLTypeError,
+        EvaluatorDisagreement,
+        KenError,
+        OptionError,
+        UnitError,
+    )
 
 __all__ = [
     "run_action",
@@ -52,3 +62,49 @@ __all__ = [
     "KenError",
 ]
 __version__ = "0.1.0"
+
+#: Where each public name lives; ``__getattr__`` imports that module on first access.
+_HOME: dict[str, str] = {
+    "run_action": "cda.actions.runner",
+    "ActionRun": "cda.actions.runner",
+    "CDAInputs": "cda.contracts.action",
+    "CDAOutputs": "cda.contracts.action",
+    "solve": "cda.api",
+    "check": "cda.api",
+    "parse": "cda.api",
+    "ground": "cda.api",
+    **dict.fromkeys(
+        ("SolveResult", "CheckReport", "Hypothesis", "Verdict", "Witness", "NextTest", "Conflict"),
+        "cda.contracts.result",
+    ),
+    **dict.fromkeys(
+        (
+            "CDAError",
+            "DSLError",
+            "DSLSyntaxError",
+            "DSLTypeError",
+            "UnitError",
+            "BackendUnsupported",
+            "OptionError",
+            "BackendUnavailable",
+            "BudgetExceeded",
+            "EvaluatorDisagreement",
+            "KenError",
+        ),
+        "cda.errors",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first access and cache the name in this module."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'cda' has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cda.contracts import limits
 from cda.contracts.result import CheckReport, SolveResult
@@ -15,9 +16,9 @@ from cda.encodings.parse import parse_problem
 from cda.errors import CDAError, DSLError, DSLTypeError
 from cda.files import read_text
 from cda.gcpause import gc_paused
-from cda.ken.graph import KenGraph
-from cda.solver.engine import EngineOptions, run
-from cda.solver.route import choose_backend
+
+if TYPE_CHECKING:
+    from cda.ken.graph import KenGraph
 
 __all__ = ["parse", "check", "ground", "solve", "solve_cross_checked", "Source"]
 
@@ -60,6 +61,7 @@ def _ken_for(ast: ProblemAST, ken: KenGraph | None) -> KenGraph | None:
     loads = [st for st in ast.statements if isinstance(st, KenLoad)]
     if not loads:
         return ken
+    from cda.ken.graph import KenGraph
     from cda.ken.loaders import load_ken  # adapters sit above; imported on demand
 
     base = Path(ast.filename).parent if ast.filename else Path.cwd()
@@ -153,6 +155,9 @@ def solve(
     # The collector stays paused from parsing to the answer: re-enabled between the stages it
     # re-walked every node the paused stages had made (a tenth of the time at 10,000 clauses);
     # what a solve allocates is acyclic and freed by reference counting, the problem included
+    from cda.solver.engine import EngineOptions, run  # on first solve: `cda check` needs no solver
+    from cda.solver.route import choose_backend
+
     with gc_paused():
         gp = ground(source, hard=hard, soft=soft, ken=ken)
         name = choose_backend(gp, backend)
@@ -177,6 +182,7 @@ def solve_cross_checked(
     ken: KenGraph | None = None,
 ) -> SolveResult:
     """Solve on both backends and compare; disagreement downgrades every verdict to inconclusive."""
+    from cda.solver.engine import EngineOptions
     from cda.verifiers.agreement import cross_check
 
     gp = ground(source, hard=hard, soft=soft, ken=ken)

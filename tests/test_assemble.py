@@ -140,6 +140,7 @@ REGEX_ALLOWED = {
     "cda/adapters/receipts_cli.py": "receipt hashes given on the command line",
     "cda/adapters/sse_server.py": "the request path of the event stream server",
     "cda/fol/syntax.py": "first-order logic text, a language of its own",
+    "cda/fol/parse.py": "the .fol file format (premise/claim/domain lines): first-order logic, a language of its own",
 }
 
 

@@ -2,6 +2,9 @@
 ``cda diagnose FILE``, ``cda probe FILE``, ``cda run INPUTS.json``, ``cda serve DB``, ``cda receipts verify DB``, ``cda schema DIR``,
 ``cda bench folio FILE.jsonl``.
 
+Each subcommand imports its module only when it runs (tests/test_startup_imports.py holds this):
+``cda --help`` loads neither a solver nor pydantic.
+
 Exit codes: 0 answered, 1 a prove/disprove goal failed, 2 bad input, 3 timeout/unknown.
 Mistakes in the input print like a compiler (``file:line:col: error: …`` and a caret) and
 never a traceback.
@@ -13,12 +16,13 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from cda.api import check, solve, solve_cross_checked
 from cda.contracts import limits
-from cda.contracts.result import SolveResult
 from cda.errors import CDAError, OptionError
+
+if TYPE_CHECKING:
+    from cda.contracts.result import SolveResult
 
 __all__ = ["main", "render_table"]
 
@@ -288,6 +292,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         from cda.fol.folio import main_bench
 
         return main_bench(args.file, args.json, out, timeout=args.timeout, err=err)
+    from cda.api import check, solve, solve_cross_checked  # here, not at the top: `cda --help` starts fast
+
     try:
         ken = None
         if args.ken:

@@ -1,32 +1,113 @@
-"""Pydantic models that cross a boundary: solver results, Action inputs/outputs, events, receipts."""
+"""Pydantic models that cross a boundary: solver results, Action inputs/outputs, events, receipts.
 
-from cda.contracts.action import (
-    ActionVerdict,
-    Budgets,
-    CDAInputs,
-    CDAOutputs,
-    Constraints,
-    DisplayPlan,
-    FunctionCheck,
-    Goals,
-    KenSource,
-    LLMSettings,
-    NextTestSuggestion,
-    Policies,
-    SeedSpec,
-    SoftConstraint,
-)
-from cda.contracts.events import ActionEvent, event_without_time, parse_event
-from cda.contracts.hypothesis_record import HypothesisRecord, TraceRecord
-from cda.contracts.receipt import Receipt
-from cda.contracts.refs import ArtifactRef, SpanRef
-from cda.contracts.result import CheckReport, Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
-from cda.contracts.verification import VerifierOutcome
+Each name loads its own module on first use: a command that needs only ``SolveResult`` does
+not build the Action models.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cda.contracts.action import (
+        ActionVerdict,
+        Budgets,
+        CDAInputs,
+        CDAOutputs,
+        Constraints,
+        DisplayPlan,
+        FunctionCheck,
+        Goals,
+        KenSource,
+        LLMSettings,
+        NextTestSuggestion,
+        Policies,
+        SeedSpec,
+        SoftConstraint,
+    )
+    from cda.contracts.events import ActionEvent, event_without_time, parse_event
+    from cda.contracts.hypothesis_record import HypothesisRecord, TraceRecord
+    from cda.contracts.receipt import Receipt
+    from cda.contracts.refs import ArtifactRef, SpanRef
+    from cda.contracts.result import CheckReport, Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
+    from cda.contracts.verification import VerifierOutcome
 
 __all__ = [
-    "ActionEvent", "ActionVerdict", "ArtifactRef", "Budgets", "CDAInputs", "CDAOutputs", "CheckReport",
-    "Conflict", "Constraints", "DisplayPlan", "FunctionCheck", "Goals", "Hypothesis", "HypothesisRecord",
-    "KenSource", "LLMSettings", "NextTest", "NextTestSuggestion", "Policies", "Receipt", "SeedSpec",
-    "SoftConstraint", "SolveResult", "SpanRef", "TraceRecord", "Verdict", "VerifierOutcome", "Witness",
-    "event_without_time", "parse_event",
+    "ActionEvent",
+    "ActionVerdict",
+    "ArtifactRef",
+    "Budgets",
+    "CDAInputs",
+    "CDAOutputs",
+    "CheckReport",
+    "Conflict",
+    "Constraints",
+    "DisplayPlan",
+    "FunctionCheck",
+    "Goals",
+    "Hypothesis",
+    "HypothesisRecord",
+    "KenSource",
+    "LLMSettings",
+    "NextTest",
+    "NextTestSuggestion",
+    "Policies",
+    "Receipt",
+    "SeedSpec",
+    "SoftConstraint",
+    "SolveResult",
+    "SpanRef",
+    "TraceRecord",
+    "Verdict",
+    "VerifierOutcome",
+    "Witness",
+    "event_without_time",
+    "parse_event",
 ]
+
+#: the module each public name lives in, imported on first access
+_HOME: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "ActionVerdict",
+            "Budgets",
+            "CDAInputs",
+            "CDAOutputs",
+            "Constraints",
+            "DisplayPlan",
+            "FunctionCheck",
+            "Goals",
+            "KenSource",
+            "LLMSettings",
+            "NextTestSuggestion",
+            "Policies",
+            "SeedSpec",
+            "SoftConstraint",
+        ),
+        "cda.contracts.action",
+    ),
+    **dict.fromkeys(("ActionEvent", "event_without_time", "parse_event"), "cda.contracts.events"),
+    **dict.fromkeys(("HypothesisRecord", "TraceRecord"), "cda.contracts.hypothesis_record"),
+    **dict.fromkeys(("Receipt",), "cda.contracts.receipt"),
+    **dict.fromkeys(("ArtifactRef", "SpanRef"), "cda.contracts.refs"),
+    **dict.fromkeys(
+        ("CheckReport", "Conflict", "Hypothesis", "NextTest", "SolveResult", "Verdict", "Witness"),
+        "cda.contracts.result",
+    ),
+    **dict.fromkeys(("VerifierOutcome",), "cda.contracts.verification"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first access (PEP 562) and keep the name here."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

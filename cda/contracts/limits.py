@@ -38,6 +38,7 @@ __all__ = [
     "MAX_PORT",
     "MAX_SEED",
     "MAX_VECTORS",
+    "Z3_MAX_TIMEOUT_MS",
     "count",
     "port",
     "probability",

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy loads with the first batch evaluation, not at start-up
+    import numpy as np
 
 from cda.encodings.ir import And, Atom, Card, Const, Iff, Linear, Node, Not, Or, Xor, walk
 
@@ -94,6 +96,8 @@ class BatchEvaluator:
 
     def evaluate(self, assignments: Sequence[Assignment]) -> np.ndarray:
         """A (len(nodes) × len(assignments)) Boolean array."""
+        import numpy as np
+
         n = len(assignments)
         full = (1 << n) - 1
         col = self._atom_columns(assignments)
@@ -140,6 +144,8 @@ class BatchEvaluator:
 
     def _atom_columns(self, assignments: Sequence[Assignment]) -> dict[int, int]:
         """One bitset per atom, read from the assignments row by row (``itemgetter`` in C)."""
+        import numpy as np
+
         atoms = self._atoms
         if not atoms:
             return {}
@@ -156,10 +162,14 @@ class BatchEvaluator:
 
 def _bits(column: int, n: int) -> np.ndarray:
     """A bitset column as ``n`` Booleans."""
+    import numpy as np
+
     raw = np.frombuffer(column.to_bytes((n + 7) // 8, "little"), dtype=np.uint8)
     return np.unpackbits(raw, count=n, bitorder="little").astype(bool)
 
 
 def _pack(values: np.ndarray) -> int:
     """``n`` Booleans as a bitset column."""
+    import numpy as np
+
     return int.from_bytes(np.packbits(values, bitorder="little").tobytes(), "little")

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import pint
+if TYPE_CHECKING:  # pint loads (~0.2 s with its registry) on the first unit, not at start-up
+    import pint
 
 from cda.errors import UnitError
 
@@ -25,13 +27,20 @@ __all__ = ["registry", "check_unit", "factor", "affine", "dimension_name", "mism
 #: currencies are not convertible into each other, so each gets its own dimension
 CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CHF", "CNY")
 
-#: conversions pint refuses between units of one dimension (``degC`` and ``delta_degC``)
-_REFUSED = (pint.errors.DimensionalityError, pint.errors.OffsetUnitCalculusError)
+
+def _refused() -> tuple[type[Exception], ...]:
+    """The conversions pint refuses between units of one dimension (``degC`` and ``delta_degC``)."""
+    import pint
+
+    return (pint.errors.DimensionalityError, pint.errors.OffsetUnitCalculusError)
 
 
 @lru_cache(maxsize=1)
 def registry() -> pint.UnitRegistry:
-    """pint's registry in exact mode (every magnitude a Fraction), built once per process."""
+    """pint's registry in exact mode (every magnitude a Fraction), built once per process
+    (~0.1 s, on the first unit: pint is not imported at start-up)."""
+    import pint
+
     ureg: pint.UnitRegistry = pint.UnitRegistry(non_int_type=Fraction)
     for code in CURRENCIES:
         ureg.define(f"{code} = [currency_{code}]")
@@ -40,6 +49,8 @@ def registry() -> pint.UnitRegistry:
 
 def check_unit(unit: str) -> str | None:
     """None when ``unit`` is a unit pint knows, else a short reason."""
+    import pint
+
     try:
         registry().parse_units(unit)
     except (pint.errors.UndefinedUnitError, pint.errors.DefinitionSyntaxError, AttributeError, ValueError):
@@ -75,7 +86,7 @@ def factor(from_unit: str, to_unit: str) -> Fraction | None:
         return None
     try:
         magnitude = _magnitude(1, src, dst)
-    except _REFUSED:
+    except _refused():
         return None
     return _exact(magnitude, from_unit, to_unit)
 
@@ -96,7 +107,7 @@ def affine(from_unit: str, to_unit: str) -> tuple[Fraction, Fraction] | None:
     try:
         zero = _magnitude(0, src, dst)
         one = _magnitude(1, src, dst)
-    except _REFUSED:  # same dimension, yet pint will not convert (a temperature and a difference of them)
+    except _refused():  # same dimension, yet pint will not convert (a temperature and a difference of them)
         return None
     b = _exact(zero, from_unit, to_unit)
     a = _exact(one, from_unit, to_unit) - b

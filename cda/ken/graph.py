@@ -27,6 +27,12 @@ definitions on random graphs). It does mean the graph must change only through
 :meth:`~KenGraph.add_node` and :meth:`~KenGraph.add_edge`: :attr:`KenGraph.graph` is a read-only
 view (networkx raises on a structural change), and a node's attribute dict must not be edited
 in place.
+
+**networkx on demand.** Every problem with two-place ``fact`` lines builds a Ken, and importing
+networkx costs more than the rest of ``cda check`` (about 50 ms). A graph built here is therefore
+held in :class:`_DictGraph`, plain dicts laid out as networkx lays out a ``MultiDiGraph`` (so the
+traversals read it the same way); it becomes a networkx graph, in place, only when something asks
+for :attr:`KenGraph.graph`. Graphs from the loaders are networkx graphs from the start.
 """
 
 from __future__ import annotations
@@ -36,11 +42,12 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Hashable, Iterable, Mapping
 from itertools import accumulate
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from cda.gcpause import gc_paused
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["KenGraph"]
 
@@ -60,6 +67,77 @@ def _along(adj: _Adjacency, node: Hashable, relation: str | None) -> Iterable[An
     return [m for m, keys in nbrs.items() if relation in keys]
 
 
+class _DictGraph:
+    """The part of networkx's ``MultiDiGraph`` Ken uses, in the same dicts: ``_node[n]`` the
+    attributes, ``_succ[u][v][key]`` (the same dict as ``_pred[v][u][key]``) an edge's data."""
+
+    __slots__ = ("_node", "_succ", "_pred", "__weakref__")
+    frozen = False
+
+    def __init__(self) -> None:
+        self._node: dict[Any, dict[str, Any]] = {}
+        self._succ: dict[Any, dict[Any, dict[Any, dict[str, Any]]]] = {}
+        self._pred: dict[Any, dict[Any, dict[Any, dict[str, Any]]]] = {}
+
+    def __iter__(self) -> Any:
+        return iter(self._node)
+
+    def __contains__(self, node: object) -> bool:
+        try:
+            return node in self._node
+        except TypeError:
+            return False
+
+    def has_node(self, node: object) -> bool:
+        return node in self
+
+    def number_of_nodes(self) -> int:
+        return len(self._node)
+
+    def add_node(self, node: Any, **attrs: Any) -> None:
+        if node not in self._node:
+            self._node[node] = {}
+            self._succ[node] = {}
+            self._pred[node] = {}
+        self._node[node].update(attrs)
+
+    def add_edge(self, u: Any, v: Any, key: Any, **attrs: Any) -> None:
+        self.add_node(u)
+        self.add_node(v)
+        keys = self._succ[u].get(v)
+        if keys is None:
+            keys = self._succ[u][v] = self._pred[v][u] = {}
+        keys.setdefault(key, {}).update(attrs)
+
+    def has_edge(self, u: Any, v: Any, key: Any) -> bool:
+        return key in self._succ.get(u, {}).get(v, {})
+
+    def nodes(self, data: bool | str = False, default: Any = None) -> Any:
+        if data is True:
+            return list(self._node.items())
+        if data is False:
+            return list(self._node)
+        return [(n, attrs.get(data, default)) for n, attrs in self._node.items()]
+
+    def edges(self, keys: bool = False, data: bool = False) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        for u, nbrs in self._succ.items():
+            for v, keydict in nbrs.items():
+                for k, d in keydict.items():
+                    out.append((u, v) + ((k,) if keys else ()) + ((d,) if data else ()))
+        return out
+
+
+def _to_networkx(g: _DictGraph) -> nx.MultiDiGraph:
+    import networkx as nx
+
+    out = nx.MultiDiGraph()
+    with gc_paused():
+        out.add_nodes_from(g.nodes(data=True))
+        out.add_edges_from(g.edges(keys=True, data=True))
+    return out
+
+
 class _TextIndex:
     """The text ``search`` reads, laid out for ``str.find``.
 
@@ -73,7 +151,7 @@ class _TextIndex:
 
     __slots__ = ("ids", "starts", "text")
 
-    def __init__(self, g: nx.MultiDiGraph) -> None:
+    def __init__(self, g: nx.MultiDiGraph | _DictGraph) -> None:
         self.ids: list[str] | None = None
         self.starts: list[int] = [0]
         self.text = ""
@@ -115,25 +193,27 @@ class _Store:
 
     __slots__ = ("g", "relations", "text", "view", "holders", "frozen", "__weakref__")
 
-    def __init__(self, g: nx.MultiDiGraph, relations: set[Hashable] | None) -> None:
+    def __init__(self, g: nx.MultiDiGraph | _DictGraph, relations: set[Hashable] | None) -> None:
         self.g = g
         self.relations = relations
         self.text: _TextIndex | None = None
         self.view: nx.MultiDiGraph | None = None
         self.holders: weakref.WeakSet[KenGraph] = weakref.WeakSet()
-        self.frozen = bool(nx.is_frozen(g))
+        self.frozen = bool(getattr(g, "frozen", False))  # networkx's is_frozen
 
 
 #: the read-only views :attr:`KenGraph.graph` handed out, to the storage each one shows
 _VIEWS: weakref.WeakKeyDictionary[nx.MultiDiGraph, weakref.ref[_Store]] = weakref.WeakKeyDictionary()
 
 
-def _copy_graph(*sources: nx.MultiDiGraph) -> nx.MultiDiGraph:
-    g = nx.MultiDiGraph()
+def _copy_graph(*sources: nx.MultiDiGraph | _DictGraph) -> _DictGraph:
+    g = _DictGraph()
     with gc_paused():
         for src in sources:
-            g.add_nodes_from(src.nodes(data=True))
-            g.add_edges_from(src.edges(keys=True, data=True))
+            for n, attrs in src.nodes(data=True):
+                g.add_node(n, **attrs)
+            for u, v, k, d in src.edges(keys=True, data=True):
+                g.add_edge(u, v, k, **d)
     return g
 
 
@@ -148,7 +228,7 @@ class KenGraph:
     True
     """
 
-    def __init__(self, graph: nx.MultiDiGraph | None = None) -> None:
+    def __init__(self, graph: nx.MultiDiGraph | _DictGraph | None = None) -> None:
         """Ken over ``graph``, or over an empty graph.
 
         A graph handed in is taken over: change it only through this object from now on, or
@@ -160,7 +240,7 @@ class KenGraph:
         if shared is not None:
             self._store = shared
         elif graph is None:
-            self._store = _Store(nx.MultiDiGraph(), set())
+            self._store = _Store(_DictGraph(), set())
         else:
             self._store = _Store(graph, None)
         self._store.holders.add(self)
@@ -356,6 +436,8 @@ class KenGraph:
         networkx raises on any structural change made through the view.
         """
         store = self._store
+        if isinstance(store.g, _DictGraph):  # networkx from here on, for this storage
+            store.g = _to_networkx(store.g)
         if store.view is None:
             store.view = store.g.copy(as_view=True)
             _VIEWS[store.view] = weakref.ref(store)  # so that KenGraph(ken.graph) shares: see __init__

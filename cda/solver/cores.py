@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import z3
-
 __all__ = ["quickxplain", "marco"]
 
 SatOracle = Callable[[Sequence[str]], bool]  # True when the subset (plus fixed context) is satisfiable
@@ -59,6 +57,8 @@ def marco(
     ([['a', 'na']], [['a'], ['na']], True)
     """
     order = {c: i for i, c in enumerate(clauses)}
+    import z3  # here, not at the top: only MARCO's map solver needs it, and a clingo answer need not load z3
+
     ctx = z3.Context()
     map_solver = z3.Solver(ctx=ctx)
     var = {c: z3.Bool(f"m{i}", ctx) for i, c in enumerate(clauses)}

@@ -25,8 +25,6 @@ from fractions import Fraction
 from itertools import compress
 from typing import Literal
 
-import numpy as np
-
 from cda.contracts import limits
 from cda.contracts.result import Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
 from cda.encodings.evaluate import BatchEvaluator, evaluate_many
@@ -149,6 +147,8 @@ class _Run:
         """Re-check many models under the base assumptions at once (every clause is on)."""
         if not models:
             return
+        import numpy as np  # here, not at the top: numpy loads only when models are re-checked in bulk
+
         values = self._batch.evaluate(models)
         bad = np.flatnonzero(~values.all(axis=0))
         if bad.size:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy loads with the first batch of gains, not at start-up
+    import numpy as np
 
 __all__ = ["posterior", "entropy", "information_gain", "expected_gains"]
 
@@ -57,10 +59,13 @@ def expected_gains(prior: Sequence[float], likelihood: np.ndarray) -> tuple[np.n
     A = prior·L and B = prior·(1 − L), the expected entropy after the probe is
     Σ_outcome p_o·H(posterior_o) = −Σ A log A + p₁ log p₁ − Σ B log B + p₀ log p₀.
 
+    >>> import numpy as np
     >>> gain, p1 = expected_gains([0.5, 0.5], np.array([[1.0, 0.5], [0.0, 0.5]]))
     >>> [round(float(g), 6) for g in gain], [round(float(p), 6) for p in p1]
     ([1.0, 0.0], [0.5, 0.5])
     """
+    import numpy as np
+
     w = np.asarray(prior, dtype=float)[:, None]
     a = w * likelihood
     b = w * (1.0 - likelihood)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cda.encodings.ir import GroundProblem
 from cda.errors import BackendUnavailable, BackendUnsupported
-from cda.solver.backend import BACKENDS, CLINGO_MAX_WEIGHT, available_backends, integer_weights
+from cda.solver.backend import BACKENDS, CLINGO_MAX_WEIGHT, _load, available_backends, integer_weights
 
 __all__ = ["choose_backend"]
 
@@ -21,14 +21,25 @@ def choose_backend(problem: GroundProblem, requested: str) -> str:
     """
     if requested not in ("auto", *BACKENDS):
         raise BackendUnsupported(f"unknown backend '{requested}' (choose auto, {', '.join(BACKENDS)})")
-    have = available_backends()
+    # each backend is imported only when it is the one asked about: a clingo answer never loads z3
     if requested != "auto":
-        if requested not in have:
-            raise BackendUnavailable(f"backend '{requested}' is not installed (available: {', '.join(have)})")
+        if not _installed(requested):
+            raise BackendUnavailable(
+                f"backend '{requested}' is not installed (available: {', '.join(available_backends())})"
+            )
         return requested
     wide_weights = any(w > CLINGO_MAX_WEIGHT for w in integer_weights(problem).values())
     preferred = ["z3", "clingo"] if problem.has_arithmetic or wide_weights else ["clingo", "z3"]
     for name in preferred:
-        if name in have:
+        if _installed(name):
             return name
     raise BackendUnavailable("no solver backend is installed: pip install z3-solver clingo")
+
+
+def _installed(name: str) -> bool:
+    """Whether backend ``name`` imports (loading it, and it alone)."""
+    try:
+        _load(name)  # the package-private loader of backend.py
+    except BackendUnavailable:
+        return False
+    return True

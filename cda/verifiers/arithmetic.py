@@ -17,10 +17,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from fractions import Fraction
-
-import sympy
+from typing import TYPE_CHECKING
 
 from cda.contracts.verification import VerifierOutcome, VerifierStatus
+
+if TYPE_CHECKING:  # sympy (~0.2 s to import) loads with the first number a claim holds, not with the runner
+    import sympy
 
 __all__ = ["verify_arithmetic", "looks_arithmetic", "MAX_CLAIM_CHARS", "MAX_RESULT_BITS"]
 
@@ -77,6 +79,8 @@ def _rational(text: str) -> sympy.Rational:
     mantissa, _, exponent = text.lower().partition("e")
     if exponent and abs(int(exponent)) > MAX_LITERAL_EXPONENT:
         raise _Rejected(f"the number {text} is out of range (exponents up to ±{MAX_LITERAL_EXPONENT})")
+    import sympy
+
     value = Fraction(text)
     return sympy.Rational(value.numerator, value.denominator)
 
@@ -185,6 +189,8 @@ class _Parser:
 
 
 def _pow(base: sympy.Expr, exponent: sympy.Expr) -> sympy.Expr:
+    import sympy
+
     if not isinstance(exponent, sympy.Rational):
         raise _Rejected("an exponent must be a rational number")
     if abs(exponent) > MAX_EXPONENT:
@@ -199,6 +205,8 @@ def _pow(base: sympy.Expr, exponent: sympy.Expr) -> sympy.Expr:
 
 
 def _compare(lhs: sympy.Expr, op: str, rhs: sympy.Expr) -> bool:
+    import sympy
+
     diff = sympy.expand(lhs - rhs) if not isinstance(lhs - rhs, sympy.Rational) else lhs - rhs
     if op in ("=", "!="):
         zero = diff.is_zero

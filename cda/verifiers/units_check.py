@@ -19,15 +19,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
-
-import pint
+from typing import TYPE_CHECKING, Any
 
 from cda.contracts.verification import VerifierOutcome, VerifierStatus
 from cda.encodings import ast as A
 from cda.encodings.parse import parse_clause, parse_problem
 from cda.encodings.units import CURRENCIES
 from cda.errors import DSLError
+
+if TYPE_CHECKING:
+    import pint
 
 __all__ = [
     "verify_units",
@@ -43,12 +44,17 @@ __all__ = [
 
 @lru_cache(maxsize=1)
 def exact_registry() -> pint.UnitRegistry:
-    """A pint registry of the verifiers' own, with one dimension per currency.
+    """A pint registry of the verifiers' own, with one dimension per currency, built once on
+    first use (pint is not imported at start-up).
 
-    Built here rather than shared with :mod:`cda.encodings.units` so that the check does not
-    run through the code it checks; it runs in pint's float mode, and :func:`to_seconds` reads
-    its time factors back as the decimal constants they are.
+    Not the encoder's registry (:func:`cda.encodings.units.registry`): that one runs in pint's
+    exact ``Fraction`` mode, in which pint cannot even parse some units (``J``: a format error
+    inside pint), and the check should not run through the code it checks. This one runs in
+    pint's float mode, and :func:`to_seconds` reads its time factors back as the decimal
+    constants they are.
     """
+    import pint
+
     ureg: pint.UnitRegistry = pint.UnitRegistry()
     for code in CURRENCIES:
         ureg.define(f"{code} = [currency_{code}]")

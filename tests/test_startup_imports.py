@@ -1,0 +1,166 @@
+"""What each command imports, asserted in a fresh interpreter (not how long it takes).
+
+A command pays at start-up for every module it imports: ``import cda`` used to load the Action
+runner, sympy, pint (and its registry, twice), networkx and numpy, so ``cda --help`` took over a
+second where ``clingo`` starts in a tenth. ``cda/__init__`` now resolves its public names on
+first use and each subcommand imports its own module when it runs; these tests keep it so.
+``benchmarks/bench_startup.py`` measures the time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import EXAMPLES, ROOT
+
+#: loaded by the Action path, circuit diagnosis, units or FOL, never by a plain check or solve
+HEAVY = ("sympy", "pint", "numpy", "networkx", "cda.actions.runner", "cda.verifiers.arithmetic")
+SOLVERS = ("z3", "clingo")
+
+_DRIVER = textwrap.dedent(
+    """
+    import contextlib, io, json, sys
+    argv = json.loads(sys.argv[1])
+    code = None
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        if argv and argv[0] == "--python":
+            exec(argv[1])
+        else:
+            from cda.adapters.cli import main  # what the `cda` console script runs
+            try:
+                code = main(argv)
+            except SystemExit as exc:
+                code = exc.code
+    print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+    """
+)
+
+
+def loaded(*argv: str) -> tuple[object, set[str]]:
+    """The exit code and the top-level and ``cda.*`` modules a fresh interpreter holds after
+    running ``cda ARGV`` (or, with ``--python CODE``, after running CODE)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _DRIVER, json.dumps(list(argv))],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    mods: set[str] = set()
+    for name in report["modules"]:
+        mods.add(name)
+        mods.add(name.split(".")[0])
+    return report["code"], mods
+
+
+def test_help_imports_no_solver_and_no_pydantic() -> None:
+    code, mods = loaded("--help")
+    assert code == 0
+    assert "cda.adapters.cli" in mods
+    unwanted = {*HEAVY, *SOLVERS, "pydantic", "lark", "cda.api", "cda.contracts.result", "cda.contracts.action"}
+    assert not unwanted & mods, sorted(unwanted & mods)
+
+
+def test_import_cda_loads_nothing_heavy() -> None:
+    _, mods = loaded("--python", "import cda")
+    unwanted = {*HEAVY, *SOLVERS, "pydantic", "lark", "cda.api"}
+    assert not unwanted & mods, sorted(unwanted & mods)
+    assert {m for m in mods if m.startswith("cda.")} <= {"cda.errors"}
+
+
+def test_check_loads_the_parser_only() -> None:
+    code, mods = loaded("check", str(EXAMPLES / "service_outage.cda"))
+    assert code == 0
+    assert "cda.encodings.ground" in mods  # it did check the file
+    unwanted = {*HEAVY, *SOLVERS, "cda.solver.engine", "cda.contracts.action"}
+    assert not unwanted & mods, sorted(unwanted & mods)
+
+
+def test_solve_json_loads_no_action_runner_units_or_sympy() -> None:
+    code, mods = loaded("solve", str(EXAMPLES / "service_outage.cda"), "--json")
+    assert code == 1  # an inconclusive prove goal: the answer was computed
+    assert "cda.solver.engine" in mods
+    # auto picks clingo for this Boolean problem: z3 is neither the backend nor MARCO's map solver here
+    unwanted = {"sympy", "pint", "networkx", "z3", "cda.actions.runner", "cda.verifiers", "cda.contracts.action"}
+    assert not unwanted & mods, sorted(unwanted & mods)
+    _, on_z3 = loaded("solve", str(EXAMPLES / "service_outage.cda"), "--json", "--backend", "z3")
+    assert "z3" in on_z3 and "clingo" not in on_z3
+
+
+def test_a_file_with_units_loads_pint(tmp_path: pytest.TempPathFactory) -> None:
+    """The positive control: the probe sees an import when the file needs it."""
+    src = tmp_path / "units.cda"  # type: ignore[operator]
+    src.write_text("metric w : mg\nhard: value(metric:w) = 45359237 mg\ngoal prove value(metric:w) >= 100 g\n")
+    code, mods = loaded("check", str(src))
+    assert code == 0
+    assert "pint" in mods
+
+
+def test_diagnose_help_and_prove_do_not_load_the_action_runner() -> None:
+    for argv in (("diagnose", "--help"), ("prove", str(EXAMPLES / "syllogism.fol"), "--json")):
+        _, mods = loaded(*argv)
+        assert not {"cda.actions.runner", "sympy", "pint"} & mods, (argv, sorted(mods & set(HEAVY)))
+
+
+def test_public_names_resolve_lazily_and_once() -> None:
+    import cda
+    from cda import SolveResult, solve
+    from cda.contracts import SolveResult as FromContracts
+    from cda.contracts.result import SolveResult as FromHome
+
+    assert SolveResult is FromContracts is FromHome
+    assert solve("hyp a\nhard: a").hypotheses[0].assumed == ["a"]
+    for name in cda.__all__:
+        assert getattr(cda, name) is not None
+        assert name in dir(cda)
+    with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
+        cda.nonesuch  # noqa: B018
+
+
+def test_each_pint_registry_is_built_once() -> None:
+    """The encoder's exact registry and the units verifier's float one (kept apart on purpose:
+    exact mode cannot parse ``J``) are each built once per process, on first use."""
+    from cda.encodings.units import registry
+    from cda.verifiers.units_check import exact_registry
+
+    assert registry() is registry()
+    assert exact_registry() is exact_registry()
+    assert exact_registry() is not registry()
+
+
+def test_ken_built_from_facts_is_networkx_only_when_asked() -> None:
+    """Ken's own storage answers like networkx, and ``.graph`` turns it into a live networkx view."""
+    from cda.ken.graph import KenGraph
+
+    ken = KenGraph()
+    ken.add_edge("api", "depends", "auth")
+    ken.add_edge("auth", "depends", "db")
+    ken.add_edge("api", "calls", "auth")
+    ken.add_node("db", label="Primary database")
+    assert ken.path("api", "db", relation="depends") == ["api", "auth", "db"]
+    assert ken.related_by("api", "calls") == ["auth"] and ken.search("primary") == ["db"]
+    twin = ken.merged(KenGraph())  # shares the storage until written
+    view = ken.graph
+    assert type(view).__name__ == "MultiDiGraph" and view.frozen
+    assert sorted(view.edges(keys=True)) == [("api", "auth", "calls"), ("api", "auth", "depends"), ("auth", "db", "depends")]
+    ken.add_edge("db", "depends", "disk")  # a copy on write: the twin shares the old storage
+    assert ken.path("api", "disk", relation="depends") == ["api", "auth", "db", "disk"]
+    assert twin.path("api", "disk", relation="depends") is None and len(twin) == 3
+    assert KenGraph(twin.graph).has_relation("calls")
+
+
+def test_an_action_without_numbers_or_units_loads_neither_sympy_nor_pint(tmp_path: pytest.TempPathFactory) -> None:
+    code, mods = loaded("run", str(EXAMPLES / "action" / "service_outage.json"), "--out", str(tmp_path))
+    assert code == 0
+    assert "cda.actions.runner" in mods and "cda.verifiers.arithmetic" in mods  # the verifiers did run
+    assert not {"sympy", "pint"} & mods, sorted({"sympy", "pint"} & mods)
