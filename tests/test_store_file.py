@@ -237,3 +237,37 @@ def test_read_snapshot_is_read_only(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         read_snapshot(path, lambda conn: conn.execute("CREATE TABLE x (y)"))
     assert list(_state(tmp_path)) == ["receipts.sqlite"]
+
+
+@pytest.mark.parametrize("writer_stays_open", [False, True])
+def test_a_writer_that_starts_during_an_immutable_read_makes_it_read_again(
+    tmp_path: Path, writer_stays_open: bool
+) -> None:
+    """The immutable read sees only the main file; a writer that starts meanwhile either still
+    holds its -wal (stays open) or has changed the main file when it closed (checkpoint): either
+    way the first read must be thrown away and the file read again, now with the new entry."""
+    path = tmp_path / "receipts.sqlite"
+    with ReceiptLog(path) as log:
+        log.append(_receipt(0))
+    writers: list[ReceiptLog] = []
+    calls: list[int] = []
+
+    def count_then_race(conn: sqlite3.Connection) -> int:
+        seen = int(conn.execute("SELECT COUNT(*) FROM receipts").fetchone()[0])
+        calls.append(seen)
+        if len(calls) == 1:  # a writer appends while this first read is still open
+            writer = ReceiptLog(path)
+            writer.append(_receipt(1))
+            if writer_stays_open:
+                writers.append(writer)
+            else:
+                writer.close()
+        return seen
+
+    try:
+        assert read_snapshot(path, count_then_race) == 2
+        assert calls == [1, 2]
+    finally:
+        for writer in writers:
+            writer.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["receipts.sqlite"]
