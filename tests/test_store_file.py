@@ -271,3 +271,11 @@ def test_a_writer_that_starts_during_an_immutable_read_makes_it_read_again(
         for writer in writers:
             writer.close()
     assert [p.name for p in tmp_path.iterdir()] == ["receipts.sqlite"]
+
+
+def test_reading_events_from_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path: Path) -> None:
+    text = tmp_path / "receipts.sqlite"
+    text.write_text("not a database, just text long enough to look like a header " * 20)
+    with pytest.raises(StoreFileError, match="not a readable event store"):
+        read_events(text, "a1")
+    assert read_events(tmp_path / "missing.sqlite", "a1") == []

@@ -84,7 +84,8 @@ def check_event_file(path: Path | str) -> None:
 
 def read_events(path: Path | str, action_id: str, last_event_id: int | None = None) -> list[ActionEvent]:
     """:meth:`EventStore.since` on the file at ``path``, read-only and without a trace; a file
-    that does not exist yet holds no events."""
+    that does not exist yet holds no events, one that is not CDA's (or not SQLite) is a
+    :class:`~cda.actions.store_file.StoreFileError`."""
     if not Path(path).exists():
         return []
 
@@ -92,4 +93,7 @@ def read_events(path: Path | str, action_id: str, last_event_id: int | None = No
         recognise(conn, str(path))  # the file may have been replaced since the server started
         return _since(conn, action_id, last_event_id)
 
-    return read_snapshot(path, read)
+    try:
+        return read_snapshot(path, read)
+    except sqlite3.DatabaseError as exc:
+        raise StoreFileError(f"{path}: not a readable event store ({exc})") from None
