@@ -164,6 +164,9 @@ def open_store(path: Path | str) -> sqlite3.Connection:
         if str(mode).lower() != "wal":
             raise StoreFileError(f"{path}: SQLite would not switch to WAL mode (journal_mode is {mode!r})")
         conn.execute("PRAGMA synchronous=FULL")
+    except sqlite3.OperationalError as exc:  # read-only file or folder, locked past the timeout, disk full
+        conn.close()
+        raise StoreFileError(f"{path}: cannot write the CDA file ({exc})") from None
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise StoreFileError(f"{path}: not an SQLite database ({exc})") from None
