@@ -458,3 +458,27 @@ def test_offline_llm_check_judges_with_the_named_ken_ids_as_with_all_of_them() -
         named_some += bool(named) and len(named) < len(ken)
         assert OfflineProvider(known_ids=named).judge(claim, evidence) == everything.judge(claim, evidence), claim
     assert named_some > 50  # the restriction really restricts
+
+
+def test_a_caveat_that_lowered_a_verdict_is_in_the_text_outputs(tmp_path: Path) -> None:
+    """A function check that times out demotes its claim; the terminal output of ``cda run`` and
+    summary.md must say why, not only the JSON outputs."""
+    import io
+
+    inputs = load_inputs(EXAMPLE).model_dump(mode="json")
+    inputs["ken"]["path"] = str(EXAMPLE.parent / inputs["ken"]["path"])
+    inputs["functions"] = [{"name": "slow_probe", "source": "def check(claim):\n    while True:\n        pass\n",
+                            "claims": ["slow(api)"], "timeout_s": 0.5}]
+    path = tmp_path / "inputs.json"
+    path.write_text(json.dumps(inputs), encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["run", str(path), "--out", str(tmp_path / "runs")], out, err) == 0, err.getvalue()
+    run = run_inputs_here(CDAInputs.model_validate(inputs))
+    verdict = next(v for v in run.outputs.verdicts if v.claim == "prove slow(api)")
+    assert verdict.status == "inconclusive" and verdict.caveats, verdict
+    caveat = next(c for c in verdict.caveats if c.startswith("function slow_probe"))
+    summary = next((tmp_path / "runs").glob("*/summary.md")).read_text(encoding="utf-8")
+    for text in (out.getvalue(), summary):
+        decisions = text.split("## Decisions", 1)[1].split("\n## ", 1)[0]
+        assert f"- INCONCLUSIVE prove slow(api) (confidence {verdict.confidence:.2f}, {verdict.band})\n" \
+               f"  - lowered: {caveat}\n" in decisions, text

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from cda.actions.receipts import GENESIS_HASH, ReceiptLog, ReceiptLogError, entry_hash, verify
 from cda.actions.reflection import SECRET_ENV, TOKEN_PREFIX, ReflectionError, ReflectionStore
+from cda.actions.store_file import StoreFileError
 from cda.adapters.receipts_cli import main_receipts_verify
 from cda.contracts.receipt import Receipt, canonical_json
 from cda.contracts.refs import SpanRef
@@ -223,18 +224,18 @@ def test_closed_log_and_foreign_files_are_clear_errors(tmp_path: Path) -> None:
         log.append(_receipt(0))
     text = tmp_path / "notes.txt"
     text.write_text("not a database at all " * 100)
-    with pytest.raises(ReceiptLogError, match="not an SQLite database"):
+    with pytest.raises(StoreFileError, match="not an SQLite database"):
         ReceiptLog(text)
     foreign = tmp_path / "foreign.db"
     conn = sqlite3.connect(foreign)
     conn.execute("CREATE TABLE receipts (id INTEGER, total REAL)")
     conn.commit()
     conn.close()
-    with pytest.raises(ReceiptLogError, match="not a CDA receipt log"):
+    with pytest.raises(StoreFileError, match="not a CDA file.*tables CDA does not create: receipts"):
         ReceiptLog(foreign)
-    with pytest.raises(ReceiptLogError, match="not a CDA receipt log"):
+    with pytest.raises(StoreFileError, match="not a CDA file"):
         verify(foreign)
-    with pytest.raises(ReceiptLogError, match="no such file"):
+    with pytest.raises(StoreFileError, match="no such file"):
         verify(tmp_path / "missing.db")
     assert not (tmp_path / "missing.db").exists()
 

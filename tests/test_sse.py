@@ -89,24 +89,67 @@ def test_stream_drops_server_restarts_client_resumes_with_last_event_id(finished
     assert timeline[-1]["event"] in TERMINAL_EVENTS and timeline[-1]["event"] == run.events[-1].type
 
 
-def test_a_client_that_connects_first_sees_the_action_live(tmp_path: Path) -> None:
+def test_a_client_that_connects_as_the_action_starts_sees_it_live(tmp_path: Path) -> None:
+    """The client connects when the action has stored only its first event (the run waits for
+    it), and sees every later event live, to the terminal one, where the stream ends."""
     inputs = load_inputs(EXAMPLE)
-    action_id = run_inputs(inputs, None, base_dir=EXAMPLE.parent).outputs.action_id  # ids are deterministic
     db = tmp_path / "receipts.sqlite"
+    got: list[dict[str, Any]] = []
+    statuses: list[int] = []
+    readers: list[threading.Thread] = []
     with EventStreamServer(db, poll_s=0.01) as server:
-        response = _connect(server.url(action_id))
-        assert response.status == 200
-        got: list[dict[str, Any]] = []
-        reader = threading.Thread(target=lambda: got.extend(_messages(response)))
-        reader.start()
-        run = run_inputs(inputs, tmp_path, base_dir=EXAMPLE.parent)
-        reader.join(timeout=60)
-        assert not reader.is_alive(), "the stream did not end at the terminal event"
-    assert run.outputs.action_id == action_id
+
+        def connect_on_start(event: Any) -> None:
+            if event.seq != 0:
+                return
+            response = _connect(server.url(event.action_id))
+            statuses.append(response.status)
+            readers.append(threading.Thread(target=lambda: got.extend(_messages(response))))
+            readers[0].start()
+
+        run = run_inputs(inputs, tmp_path, subscribers=[connect_on_start], base_dir=EXAMPLE.parent)
+        readers[0].join(timeout=60)
+        assert not readers[0].is_alive(), "the stream did not end at the terminal event"
+    assert statuses == [200]
     assert [m["id"] for m in got] == list(range(len(run.events)))
     assert [_without_time(m["data"]) for m in got] == [
         _without_time(json.loads(json.dumps(event_without_time(e)))) for e in run.events
     ]
+
+
+def _status(server: EventStreamServer, action_id: str, last_event_id: int | None = None) -> tuple[int, bytes]:
+    """Status and whole body of one request, read to the end: a stream that never ends fails
+    here (the client's timeout) instead of hanging the test."""
+    parts = urlsplit(server.url(action_id))
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
+    headers = {"Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = str(last_event_id)
+    try:
+        conn.request("GET", parts.path, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_every_stream_ends_finished_actions_204_unknown_ones_404(finished_run: tuple[Path, Any]) -> None:
+    """An EventSource reconnects after a stream ends unless the answer is 204 (or an error):
+    resuming a finished action at (or after) its terminal event, or asking for an action the
+    store does not hold, must answer at once, never with an open stream that stays silent."""
+    db, run = finished_run
+    action_id = run.outputs.action_id
+    terminal = run.events[-1].seq
+    with EventStreamServer(db, poll_s=0.01, heartbeat_s=60) as server:  # no keep-alive within the client's 5 s
+        assert _status(server, action_id, terminal) == (204, b"")
+        assert _status(server, action_id, terminal + 5) == (204, b"")
+        status, body = _status(server, action_id, terminal - 1)  # one event left: sent, then the end
+        assert status == 200 and body.count(b"\nid: ") + body.startswith(b"id: ") == 1
+        assert f"id: {terminal}\nevent: {run.events[-1].type}\n".encode() in body
+        status, body = _status(server, "no-such-action")
+        assert status == 404 and b"no such action" in body
+        status, body = _status(server, "no-such-action", 3)
+        assert status == 404 and b"no such action" in body
 
 
 def test_query_parameter_resume_and_plain_errors(finished_run: tuple[Path, Any]) -> None:

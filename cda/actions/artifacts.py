@@ -4,9 +4,10 @@ Artifact ids are content addresses (``<kind>:<first 16 hex digits of SHA-256>``)
 run gives the same ids and a changed artifact gets a new one. With no folder the ids are still
 computed and nothing is written (a quick in-process run).
 
-The **boundary summary** is the only text a client reads: decisions, key citations, residual
-uncertainty and next tests, capped at :data:`SUMMARY_MAX_CHARS` characters; it never contains
-raw traces, models or solver output beyond the decisions.
+The **boundary summary** is the only text a client reads: decisions (each with the caveats that
+lowered it), key citations, residual uncertainty and next tests, capped at
+:data:`SUMMARY_MAX_CHARS` characters; it never contains raw traces, models or solver output
+beyond the decisions.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ def boundary_summary(
         out.append("- none: no claim was settled")
     for v in verdicts:
         out.append(f"- {v.status.upper()} {_line(v.claim, 100)} (confidence {v.confidence:.2f}, {v.band})")
+        # what lowered this verdict (a function check that timed out, a disagreeing backend, an
+        # LLM judgement): a reader of the summary must see why, not only the JSON outputs
+        out += [f"  - lowered: {_line(c, 200)}" for c in v.caveats]
     out.append("")
     if result.hypotheses:
         out += ["## Best explanations", ""]

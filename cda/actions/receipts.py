@@ -41,8 +41,8 @@ from types import TracebackType
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from cda.actions.store_file import TABLES, StoreFileError, open_store, read_snapshot, recognise
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
-from cda.errors import CDAError
 
 __all__ = [
     "GENESIS_HASH",
@@ -50,7 +50,6 @@ __all__ = [
     "ReceiptLog",
     "ReceiptLogError",
     "VerifyReport",
-    "connect_sqlite",
     "entry_hash",
     "verify",
 ]
@@ -60,7 +59,6 @@ GENESIS_HASH = "0" * 64
 
 _TABLE = "receipts"
 _COLUMNS = ("rowid", "seq", "action_id", "body", "prev_hash", "entry_hash")
-_BUSY_TIMEOUT_S = 60.0
 
 # The trigger texts are compared verbatim by verify(): SQLite keeps the CREATE statement as written.
 _TRIGGERS: dict[str, str] = {
@@ -85,20 +83,16 @@ _TRIGGERS: dict[str, str] = {
 }
 
 _SCHEMA = (
-    "CREATE TABLE receipts ("
-    "rowid INTEGER PRIMARY KEY, "
-    "seq INTEGER NOT NULL UNIQUE, "
-    "action_id TEXT NOT NULL, "
-    "body TEXT NOT NULL, "
-    "prev_hash TEXT NOT NULL, "
-    "entry_hash TEXT NOT NULL)",
+    TABLES[_TABLE],
     "CREATE INDEX receipts_by_action ON receipts (action_id, rowid)",
     *_TRIGGERS.values(),
 )
 
 
-class ReceiptLogError(CDAError, ValueError):
-    """The file cannot be opened as a receipt log: missing, not SQLite, or a foreign table."""
+class ReceiptLogError(StoreFileError):
+    """The file cannot be used as a receipt log: closed, damaged, or an entry that cannot be logged.
+
+    (A file that is missing, not SQLite or not CDA's own is a :class:`StoreFileError`.)"""
 
 
 class LogEntry(BaseModel):
@@ -141,38 +135,6 @@ def entry_hash(prev_hash: str, body: str) -> str:
     return sha256_hex(prev_hash + body)
 
 
-def connect_sqlite(path: Path | str) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), usable from any thread
-    under the caller's lock, waiting up to a minute for other writers; the file is created if
-    missing.
-
-    ``":memory:"`` gives a private in-memory database (no WAL there). A file is switched to
-    write-ahead logging so readers never block the writer; if SQLite refuses (some network file
-    systems), that is a :class:`ReceiptLogError` rather than a silent fallback.
-    """
-    memory = str(path) == ":memory:"
-    try:
-        target = ":memory:" if memory else Path(path).resolve().as_uri() + "?mode=rwc"
-        conn = sqlite3.connect(target, uri=not memory, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise ReceiptLogError(f"cannot open {path}: {exc}") from None
-    try:
-        if not memory:
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise ReceiptLogError(f"{path}: SQLite would not switch to WAL mode (journal_mode is {mode!r})")
-            conn.execute("PRAGMA synchronous=FULL")
-        else:
-            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise ReceiptLogError(f"{path}: not an SQLite database ({exc})") from None
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
 @contextmanager
 def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
     """A write transaction that takes SQLite's write lock at once, so that two processes never
@@ -210,7 +172,7 @@ class ReceiptLog:
     def __init__(self, path: Path | str) -> None:
         self.path = path
         self._lock = threading.Lock()
-        conn = connect_sqlite(path)
+        conn = open_store(path)
         self._conn: sqlite3.Connection | None = conn
         try:
             with self._lock, _immediate(conn):
@@ -336,27 +298,20 @@ def verify(path: Path | str, expected_head: str | None = None) -> VerifyReport:
     chain must still contain an entry with that hash. Without it, removing the last entries or
     rewriting the last one leaves a valid chain and cannot be seen.
 
-    Raises :class:`ReceiptLogError` when ``path`` is missing or is not a receipt log. The file is
-    opened read-only.
+    Raises :class:`~cda.actions.store_file.StoreFileError` when ``path`` is missing or is not a
+    CDA file, :class:`ReceiptLogError` when it holds no receipt log. The file is read read-only
+    and without a trace (:func:`~cda.actions.store_file.read_snapshot`): no ``-wal``/``-shm`` is
+    left beside it.
     """
-    target = Path(path)
-    if not target.exists():
-        raise ReceiptLogError(f"{path}: no such file")
-    if not target.is_file():
-        raise ReceiptLogError(f"{path}: not a file")
     try:
-        conn = sqlite3.connect(target.resolve().as_uri() + "?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S)
-    except sqlite3.Error as exc:
-        raise ReceiptLogError(f"cannot open {path}: {exc}") from None
-    try:
-        return _verify_connection(conn, str(path), expected_head)
+        return read_snapshot(path, lambda conn: _verify_connection(conn, str(path), expected_head))
     except sqlite3.DatabaseError as exc:
         raise ReceiptLogError(f"{path}: not a readable receipt log ({exc})") from None
-    finally:
-        conn.close()
 
 
 def _verify_connection(conn: sqlite3.Connection, where: str, expected_head: str | None) -> VerifyReport:
+    if where != ":memory:":
+        recognise(conn, where)
     if not _has_table(conn, _TABLE):
         raise ReceiptLogError(f"{where}: not a CDA receipt log (no '{_TABLE}' table)")
     _check_columns(conn, where)

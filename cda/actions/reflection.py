@@ -43,7 +43,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from cda.actions.receipts import ReceiptLog, connect_sqlite
+from cda.actions.receipts import ReceiptLog
+from cda.actions.store_file import TABLES, create_if_missing, open_store
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.errors import CDAError
 
@@ -53,10 +54,7 @@ SECRET_ENV = "CDA_REFLECTION_SECRET"
 TOKEN_PREFIX = "cda-approval-v1:"
 _PURPOSE = "cda-reflection-approval-v1"
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS reflection_traces (action_id TEXT PRIMARY KEY, body TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS reflection_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-)
+_SCHEMA = (create_if_missing(TABLES["reflection_traces"]), create_if_missing(TABLES["reflection_meta"]))
 
 
 class ReflectionError(CDAError, ValueError):
@@ -74,7 +72,7 @@ class ReflectionStore:
         self.path = path
         self._log = log
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = connect_sqlite(path)
+        self._conn: sqlite3.Connection | None = open_store(path)
         try:
             self._init_schema()
             self._secret = self._resolve_secret(secret)

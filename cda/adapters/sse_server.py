@@ -10,10 +10,21 @@ A client that lost the stream reconnects with the ``Last-Event-ID`` header (or
 events after that one, so its timeline has no gap and no repeat. The store is the only state,
 so this holds across server restarts ("deploys").
 
+Every stream ends, so that a reconnecting ``EventSource`` never hangs: an action the store does
+not hold (no event stored under that id: unknown, or not started yet) is answered
+**404 Not Found**, and a finished action resumed with its terminal event's id (or any later one),
+which has nothing left to send, **204 No Content** — the status the SSE specification gives a
+server to tell the client to stop reconnecting. A client that wants an action it is about to
+start connects once the action has emitted its first event (``action_started``), or retries on 404.
+
+The server only reads the store: the file is opened read-only and leaves no ``-wal``/``-shm``
+behind (:func:`~cda.adapters.event_store.read_events`), and a file CDA did not create is refused
+when the server starts.
+
 Streams only: there is no REST surface. Any other path is 404, any other method 405. Built on
 the standard library's ``ThreadingHTTPServer`` (one thread per stream), which is enough for
-the handful of clients one CDA process serves; each stream reads the store through its own
-SQLite connection (WAL: readers never block the action writing).
+the handful of clients one CDA process serves; each poll of a stream reads the store through its
+own read-only SQLite connection (WAL: readers never block the action writing).
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import parse_qs, urlsplit
 
-from cda.adapters.event_store import EventStore
+from cda.adapters.event_store import check_event_file, read_events
 from cda.errors import CDAError
 
 __all__ = ["TERMINAL_EVENTS", "EventStreamServer", "main_serve"]
@@ -55,7 +66,8 @@ class EventStreamServer:
         heartbeat_s: float = 15.0,
     ) -> None:
         self.db = Path(db)
-        EventStore(self.db).close()  # a clear error now for a file that is not a store
+        if self.db.exists():  # a clear error now for a file that is not CDA's (a missing one may come)
+            check_event_file(self.db)
         self.poll_s = poll_s
         self.heartbeat_s = heartbeat_s
         self.stopping = threading.Event()
@@ -148,7 +160,19 @@ class _StreamHandler(BaseHTTPRequestHandler):
 
     def _stream(self, action_id: str, last: int | None) -> None:
         owner = self.owner
-        store = EventStore(owner.db)
+        try:
+            stored = read_events(owner.db, action_id)
+        except CDAError as exc:  # the file was replaced by one that is not CDA's, or damaged
+            self._plain(500, f"cannot read the event store: {exc}")
+            return
+        if not stored:
+            self._plain(404, f"no such action in this store: {action_id} (none of its events is stored)")
+            return
+        pending = [e for e in stored if last is None or e.seq > last]
+        if not pending and any(e.type in TERMINAL_EVENTS for e in stored):
+            self.send_response(204)  # finished, nothing after the client's last event: stop reconnecting
+            self.end_headers()
+            return
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -157,8 +181,8 @@ class _StreamHandler(BaseHTTPRequestHandler):
             self.wfile.write(b"retry: 1000\n\n")
             self.wfile.flush()
             quiet_since = time.monotonic()
+            events = pending
             while not owner.stopping.is_set():
-                events = store.since(action_id, last)
                 for event in events:
                     data = json.dumps(event.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
                     self.wfile.write(f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode())
@@ -174,10 +198,11 @@ class _StreamHandler(BaseHTTPRequestHandler):
                     self.wfile.flush()
                     quiet_since = time.monotonic()
                 owner.stopping.wait(owner.poll_s)
+                events = read_events(owner.db, action_id, last)
         except (BrokenPipeError, ConnectionResetError):
             return  # the client went away: it resumes with Last-Event-ID
-        finally:
-            store.close()
+        except CDAError:
+            return  # the store became unreadable: end the stream; a reconnect gets the reason (500)
 
 
 def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO) -> int:
