@@ -347,3 +347,23 @@ def test_smtlib_printing_round_trips_through_z3() -> None:
         assert got == want
         count += got
     assert count == 2  # a alone, b alone
+
+
+@pytest.mark.parametrize("backend", ["z3", "clingo"])
+@pytest.mark.parametrize("with_ints", [False, True], ids=["boolean", "integers"])
+def test_clauses_added_later_go_to_the_same_sink(backend: str, with_ints: bool) -> None:
+    """Clauses added to a built backend (clingo: through its backend API for a Boolean problem,
+    as a new part of program text with integers) sit behind their selectors, over new atoms."""
+    f = NodeFactory()
+    a, fresh = f.atom("a"), f.atom("fresh")
+    problem = _problem(f.true, f, {"x": 1} if with_ints else {})
+    b = make_backend(backend, problem, seed=0, deadline=Deadline(None), weights={})
+    b.add_clauses([Clause("later", "hard", f.and_([fresh, f.not_(a)]), 0)], ["fresh"])
+    on = [(selector("later"), True)]
+    assert b.check([*on, ("a", True)]).status == "unsat"
+    assert b.check([("a", True)]).status == "sat"  # the clause is off unless selected
+    outcome = b.check([*on, ("a", False)])
+    assert outcome.status == "sat" and outcome.model is not None and outcome.model["fresh"] is True
+    if with_ints:
+        pinned = b.check([(selector("pin_x"), True), *on, ("a", False)])
+        assert pinned.model is not None and pinned.model["x"] == 1 and pinned.model["fresh"] is True
