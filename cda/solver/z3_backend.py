@@ -54,7 +54,6 @@ class Z3Backend:
     def __init__(self, problem: GroundProblem, *, seed: int, deadline: Deadline, weights: dict[str, int]) -> None:
         self.problem = problem
         self.deadline = deadline
-        self.weights = weights
         self.ctx = z3.Context()
         self.enc = Z3Encoder(self.ctx)
         self.seed = seed
