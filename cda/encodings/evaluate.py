@@ -1,7 +1,8 @@
 """The independent evaluator: the truth of an IR node under a full assignment.
 
 It shares no code with either compiler, so a model a solver returns can be re-checked here
-before it is reported; a disagreement is a bug (``EvaluatorDisagreement``), never output.
+before it is reported; a disagreement is a bug (``EvaluatorDisagreement``), never output. A node
+type it does not know is refused by name (``BackendUnsupported``), as the encoders refuse one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ if TYPE_CHECKING:  # numpy loads with the first batch evaluation, not at start-u
     import numpy as np
 
 from cda.encodings.ir import And, Atom, Card, Const, Iff, Linear, Node, Not, Or, Xor, walk
+from cda.errors import BackendUnsupported
 
 __all__ = ["BatchEvaluator", "evaluate", "evaluate_many"]
 
@@ -41,7 +43,7 @@ def _value(node: Node, assignment: Assignment, memo: dict[int, bool]) -> bool:
     if isinstance(node, Linear):
         total = sum(c * int(assignment[v]) for c, v in node.terms)
         return total <= node.bound
-    raise TypeError(f"unknown IR node {type(node).__name__}")
+    raise BackendUnsupported(f"the evaluator cannot evaluate IR node {type(node).__name__}")
 
 
 def evaluate_many(nodes: list[Node], assignment: Assignment) -> list[bool]:
@@ -135,7 +137,7 @@ class BatchEvaluator:
                     total = total + c * np.array([int(a[var]) for a in assignments], dtype=object)
                 v = _pack(np.array([t <= node.bound for t in total], dtype=bool))
             else:
-                raise TypeError(f"unknown IR node {type(node).__name__}")
+                raise BackendUnsupported(f"the evaluator cannot evaluate IR node {type(node).__name__}")
             col[node.uid] = v
         width = (n + 7) // 8
         data = b"".join(col[x.uid].to_bytes(width, "little") for x in self.nodes)

@@ -6,8 +6,9 @@ enumerate the distinct projections onto some atoms, what is the cheapest model. 
 can be added later (:meth:`Backend.add_clauses`, e.g. an observation group a search turned out
 to need) without losing what the solver learnt. Literals are
 ``(key, value)`` pairs whose key is an atom name, a clause selector (:func:`selector`), the
-atom that switches every clause on (:data:`ALL_CLAUSES`) or a claim (:func:`claim_key`). Backends are registered by name and imported lazily, so a missing
-library only removes that backend.
+atom that switches every clause on (:data:`ALL_CLAUSES`) or a claim (:func:`claim_key`): the
+scheme every backend builds, written once in :mod:`cda.encodings.scheme`. Backends are
+registered by name and imported lazily, so a missing library only removes that backend.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cda.encodings.ir import Clause, GroundProblem
+from cda.encodings.scheme import ALL_CLAUSES, claim_key, selector, soft_key
 from cda.errors import BackendUnavailable, CDAError
 from cda.gcpause import gc_paused
 
@@ -66,29 +68,10 @@ def integer_weights(problem: GroundProblem) -> dict[str, int]:
 CLINGO_MAX_WEIGHT = 2**31 - 1
 
 
-def selector(clause_name: str) -> str:
-    return f"sel!{clause_name}"
-
-
-#: every backend's atom that implies the selector of each clause it was built with: assuming it
-#: switches them all on in one literal. Thousands of selector assumptions cost every call
-#: (clingo converts each, z3 tracks each: half of a check at 10,000 clauses).
-ALL_CLAUSES = "sel!*"
-
-
 def all_clauses_on(clauses: Sequence[Clause]) -> list[Lit]:
     """The assumptions that switch on every clause a backend was built with (none when there is
     no clause, and then no :data:`ALL_CLAUSES` atom either)."""
     return [(ALL_CLAUSES, True)] if clauses else []
-
-
-def claim_key(claim_name: str) -> str:
-    return f"claim!{claim_name}"
-
-
-def soft_key(soft_name: str) -> str:
-    """The literal that is true exactly when soft clause ``soft_name`` is satisfied."""
-    return f"soft!{soft_name}"
 
 
 class Deadline:

@@ -5,10 +5,14 @@ constraints; other linear sums are refused in favour of z3). Projection and opti
 through clingo's runtime configuration, so the program is grounded once. The abducibles are
 the program's shown atoms, so enumerating hypotheses is clasp's native projective
 enumeration; any other projection adds blocking constraints in a fresh program part guarded
-by an external atom (multi-shot), which is released afterwards. Clauses added later
-(:meth:`ClingoBackend.add_clauses`) go straight into the solver through clingo's backend API
-(:mod:`cda.solver.asp_direct`) when they are Boolean, as a new grounded part otherwise; either
-way the solver keeps what it learnt.
+by an external atom (multi-shot), which is released afterwards.
+
+The program is the scheme of :mod:`cda.encodings.scheme`, written once (:meth:`ClingoBackend._write`)
+by the one ASP encoder (:mod:`cda.encodings.to_asp`) to one of two sinks: clingo's backend API
+for Boolean problems (no text to print, parse and ground), program text for problems with
+metrics or event times (clingo-dl's ``&diff`` atoms need the grounder). Clauses added later
+(:meth:`ClingoBackend.add_clauses`) go to the same sink; either way the solver keeps what it
+learnt.
 """
 
 from __future__ import annotations
@@ -19,12 +23,11 @@ from typing import Any
 import clingo
 from clingo import ast as clingo_ast
 
-from cda.encodings.ir import Clause, GroundProblem
-from cda.encodings.to_asp import AspEncoder
+from cda.encodings.ir import Clause, GroundProblem, Node
+from cda.encodings.scheme import Scheme, build_scheme, guarded_clauses
+from cda.encodings.to_asp import AspEncoder, AspSink, ProgramText
 from cda.errors import BackendUnavailable, BackendUnsupported
-from cda.solver.asp_direct import DirectEncoder
 from cda.solver.backend import (
-    ALL_CLAUSES,
     CLINGO_MAX_WEIGHT,
     Deadline,
     Enumeration,
@@ -33,9 +36,6 @@ from cda.solver.backend import (
     Outcome,
     SetStream,
     _OutOfTime,
-    claim_key,
-    selector,
-    soft_key,
 )
 
 __all__ = ["ClingoBackend"]
@@ -73,19 +73,21 @@ class ClingoBackend:
         self.deadline = deadline
         self._hyps = tuple(problem.hyp_atoms)
         self._has_soft = bool(problem.soft)
-        self.encoder = AspEncoder()
         self.theory: Any = None
         self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
-        self._literal: dict[str, int] = {}
+        self._ids: dict[str, int] = {}  # problem atom → its number I, shown as x(I)
+        self._sym: dict[str, clingo.Symbol] = {}  # atom or key → its symbol (problem atoms; every key in text)
+        self._local: dict[str, int] = {}  # atom or key → its literal in the encoder's numbering
+        self._literal: dict[str, int] = {}  # atom or key → its program literal
         self._signed: dict[Lit, int] = {}  # (atom, value) -> its program literal, signed
-        self._sym: dict[str, clingo.Symbol] = {}
-        self._direct: DirectEncoder | None = None
+        #: the program text (metrics and event times), else None: the program went straight
+        #: into the solver through clingo's backend API
+        self._text: ProgramText | None = None
+        scheme = build_scheme(problem, weights)
         if problem.numvars:
-            self.text = self._build_text(problem, weights)
+            self._build_text(scheme)
         else:
-            self.text = self._build_direct(problem, weights)
-        if not self._sym:  # the direct build made them already
-            self._sym = {name: clingo.Function("x", [clingo.Number(i)]) for name, i in self.encoder.atom_ids.items()}
+            self._build_direct(scheme)
         # a model shows each true problem atom as its number (``#show I : x(I)``), decoded by
         # the symbol's hash (see :meth:`_shown`)
         self._name_of_number: dict[int, str] = {}
@@ -99,112 +101,96 @@ class ClingoBackend:
         self._atoms = list(problem.atoms)  # every problem atom, those added later included
         self._extra: list[tuple[str, int]] = []  # atoms added through the backend API: (name, literal)
 
-    def _build_text(self, problem: GroundProblem, weights: dict[str, int]) -> str:
-        """Metrics and event times: the program as text (clingo-dl's ``&diff`` atoms need the
-        grounder), parsed, grounded and handed to clingo-dl. Returns the program text."""
-        enc = self.encoder
-        for atom in problem.atoms:
-            enc.atom_term(atom)
-        for var in problem.numvars:
-            enc.num_term(var)
-        for node in problem.background:
-            enc.rules.append(f":- {enc.negate(enc.lit(node))}.")
-        every = enc.atom_term(ALL_CLAUSES) if problem.clauses else ""
-        for clause in problem.clauses:
-            sel = enc.atom_term(selector(clause.name))
-            enc.rules.append(f":- {sel}, {', '.join(enc.false_body(clause.node))}.")  # one rule, no aux atom
-            enc.rules.append(f"{sel} :- {every}.")
-        for claim in problem.claims:
-            key = enc.atom_term(claim_key(claim.name))
-            lit = enc.lit(claim.node)
-            enc.rules.append(f":- {key}, {enc.negate(lit)}.")
-            enc.rules.append(f":- {enc.negate(key)}, {lit}.")
-        for i, soft in enumerate(problem.soft):
-            lit = enc.lit(soft.node)
-            key = enc.atom_term(soft_key(soft.name))
-            enc.rules.append(f":- {key}, {enc.negate(lit)}.")
-            enc.rules.append(f":- {enc.negate(key)}, {lit}.")
-            # the cost first, then each soft clause in source order (see :meth:`minimize`)
-            top = len(problem.soft)
-            enc.rules.append(f":~ {enc.negate(lit)}. [{weights[soft.name]}@{top}, {i}]")
-            enc.rules.append(f":~ {enc.negate(lit)}. [1@{top - 1 - i}, {i}]")
-        # shown: the problem's atoms (what a model is decoded from); projected: the abducibles
-        enc.rules.append("#show.")
-        enc.rules.extend(f"#show {enc.atom_ids[a]} : x({enc.atom_ids[a]})." for a in problem.atoms)
-        enc.rules.extend(f"#project x({enc.atom_ids[a]})." for a in self._hyps)
-        text = enc.program()
-        if enc.uses_theory:
-            try:
-                from clingodl import ClingoDLTheory
-            except ImportError as exc:  # pragma: no cover - clingo-dl is a dependency
-                raise BackendUnavailable("the clingo backend needs clingo-dl for metrics and event times") from exc
-            self.theory = ClingoDLTheory()
-            self.theory.register(self.ctl)
-            with clingo_ast.ProgramBuilder(self.ctl) as builder:
-                clingo_ast.parse_string(text, lambda stm: self.theory.rewrite_ast(stm, builder.add))
+    # ---- building: the scheme written to a sink
+    def _declare(self, sink: AspSink, name: str, shown: bool) -> int:
+        """A free atom for problem atom or key ``name``: ``{x(I)}`` when ``shown`` (a problem
+        atom: shown, projected, blocked by name), else an atom reached by its literal alone
+        (a third of the direct build's time at 10,000 clauses went to symbols for keys)."""
+        if shown:
+            idx = self._ids[name] = len(self._ids)
+            sym = self._sym[name] = clingo.Function("x", [clingo.Number(idx)])
+            lit = sink.add_atom(sym)
         else:
-            self.ctl.add("base", [], text)
-        self.ctl.ground([("base", [])])
+            lit = sink.add_atom()
+            if self._text is not None:  # printed as a(I): found again by that symbol once grounded
+                self._sym[name] = clingo.Function("a", [clingo.Number(lit)])
+        sink.add_rule([lit], [], True)
+        self._local[name] = lit
+        return lit
+
+    def _write(self, sink: AspSink, scheme: Scheme) -> None:
+        """The scheme (:mod:`cda.encodings.scheme`) as ASP, on either sink."""
+        local = self._local
+        for name in scheme.atoms:
+            self._declare(sink, name, True)
+        for key, _ in scheme.guarded:
+            self._declare(sink, key, False)
+        for key, _ in scheme.defined:
+            self._declare(sink, key, False)
+        enc = self.encoder = AspEncoder(sink, local.__getitem__)
+        if scheme.every is not None:
+            every = self._declare(sink, scheme.every, False)
+            for key, _ in scheme.guarded:
+                sink.add_rule([local[key]], [every])
+        for node in scheme.background:
+            sink.add_rule([], [-enc.lit(node)])
+        for key, node in scheme.guarded:  # one rule, no auxiliary atom for the clause's top
+            sink.add_rule([], [local[key], *enc.false_body(node)])
+        for key, node in scheme.defined:
+            k, lit = local[key], enc.lit(node)
+            sink.add_rule([], [k, -lit])
+            sink.add_rule([], [-k, lit])
+        for i, objective in enumerate(scheme.objectives):  # the first at the highest priority
+            priority = len(scheme.objectives) - 1 - i
+            sink.add_minimize(priority, [(-enc.lit(node), weight) for node, weight in objective.terms])
+        if scheme.project:
+            sink.add_project([local[a] for a in scheme.project])
+
+    def _build_text(self, scheme: Scheme) -> None:
+        """Metrics and event times: the program as text (clingo-dl's ``&diff`` atoms need the
+        grounder), parsed, grounded and handed to clingo-dl."""
+        sink = self._text = ProgramText()
+        for var in scheme.numvars:
+            sink.int_var(var)
+        self._write(sink, scheme)
+        # shown: the problem's atoms, what a model is decoded from
+        sink.add_text("#show.")
+        if scheme.atoms:
+            sink.add_text(f"#show I : x(I), I < {len(scheme.atoms)}.")
+        self._ground_text(sink.take(), "base")
+
+    def _ground_text(self, text: str, part: str) -> None:
+        if self._text is not None and self._text.uses_theory:
+            if self.theory is None:
+                try:
+                    from clingodl import ClingoDLTheory
+                except ImportError as exc:  # pragma: no cover - clingo-dl is a dependency
+                    raise BackendUnavailable("the clingo backend needs clingo-dl for metrics and event times") from exc
+                self.theory = ClingoDLTheory()
+                self.theory.register(self.ctl)
+            with clingo_ast.ProgramBuilder(self.ctl) as builder:
+                clingo_ast.parse_string(
+                    f"#program {part}.\n" + text, lambda stm: self.theory.rewrite_ast(stm, builder.add)
+                )
+        else:
+            self.ctl.add(part, [], text)
+        self.ctl.ground([(part, [])])
         if self.theory is not None:
             self.theory.prepare(self.ctl)
-        return text
 
-    def _build_direct(self, problem: GroundProblem, weights: dict[str, int]) -> str:
-        """Boolean problems: the same program as :meth:`_build_text`, written straight into the
-        solver through clingo's backend API (:mod:`cda.solver.asp_direct`), with no program
-        text to print, parse and ground: a fifth of the time at 10,000 clauses, and linear.
-        Only the ``#show`` directives go through the grounder. Returns that text."""
-        ids = self.encoder.atom_ids
-        literal = self._literal
-        keys = [
-            *(selector(c.name) for c in problem.clauses),
-            *(claim_key(c.name) for c in problem.claims),
-            *(soft_key(s.name) for s in problem.soft),
-        ]
-        direct = self._direct = DirectEncoder(literal.__getitem__)
+    def _build_direct(self, scheme: Scheme) -> None:
+        """Boolean problems: the program written straight into the solver through clingo's
+        backend API, with no program text to print, parse and ground: a fifth of the time at
+        10,000 clauses, and linear. Only the ``#show`` directives go through the grounder."""
+        self._literal = self._local  # the encoder's literals are the program's
         with self.ctl.backend() as b:
-            # every atom, selector and key is a free choice (``{x(I)}.``); only the problem's
-            # atoms need a symbol (they are shown, projected, blocked by name), the selectors
-            # and keys are reached by literal alone (a third of this build's time at 10,000 clauses)
-            for name in problem.atoms:
-                ids[name] = len(ids)
-                sym = self._sym[name] = clingo.Function("x", [clingo.Number(ids[name])])
-                lit = literal[name] = b.add_atom(sym)
-                b.add_rule([lit], [], True)
-            for name in keys:
-                if name not in literal:
-                    lit = literal[name] = b.add_atom()
-                    b.add_rule([lit], [], True)
-            if problem.clauses:  # one atom that implies every selector (see ALL_CLAUSES)
-                every = literal[ALL_CLAUSES] = b.add_atom()
-                b.add_rule([every], [], True)
-                for clause in problem.clauses:
-                    b.add_rule([literal[selector(clause.name)]], [every])
-            for node in problem.background:
-                b.add_rule([], [-direct.lit(b, node)])
-            for clause in problem.clauses:
-                b.add_rule([], [literal[selector(clause.name)], *direct.false_body(b, clause.node)])
-            for claim in problem.claims:
-                key, lit = literal[claim_key(claim.name)], direct.lit(b, claim.node)
-                b.add_rule([], [key, -lit])
-                b.add_rule([], [-key, lit])
-            top = len(problem.soft)
-            for i, soft in enumerate(problem.soft):
-                key, lit = literal[soft_key(soft.name)], direct.lit(b, soft.node)
-                b.add_rule([], [key, -lit])
-                b.add_rule([], [-key, lit])
-                # the cost first, then each soft clause in source order (see :meth:`minimize`)
-                b.add_minimize(top, [(-lit, weights[soft.name])])
-                b.add_minimize(top - 1 - i, [(-lit, 1)])
-            if self._hyps:
-                b.add_project([literal[a] for a in self._hyps])
+            self._write(b, scheme)
         # shown: the problem's atoms (numbered first), what a model is decoded from
         text = "#show.\n"
-        if problem.atoms:  # with none, clingo would say that x/1 occurs in no rule head (an info message)
-            text += f"#show I : x(I), I < {len(problem.atoms)}.\n"
+        if scheme.atoms:  # with none, clingo would say that x/1 occurs in no rule head (an info message)
+            text += f"#show I : x(I), I < {len(scheme.atoms)}.\n"
         self.ctl.add("base", [], text)
         self.ctl.ground([("base", [])])
-        return text
 
     # ---- helpers
     def _assumptions(self, assumptions: Sequence[Lit]) -> list[int]:
@@ -221,7 +207,7 @@ class ClingoBackend:
 
     def _number_atom(self, name: str) -> None:
         """Register a shown problem atom under its number and its number symbol's hash."""
-        number = self.encoder.atom_ids[name]
+        number = self._ids[name]
         self._name_of_number[number] = name
         key = hash(clingo.Number(number))
         if self._name_of_hash.setdefault(key, name) != name:
@@ -243,12 +229,12 @@ class ClingoBackend:
         out.update(dict.fromkeys(self._shown(m), True))
         for name, lit in self._extra:
             out[name] = m.is_true(lit)
-        if self.encoder.numvar_ids:
+        if self._text is not None and self._text.numvar_ids:
             values = {}
             for sym in m.symbols(theory=True):
                 if sym.match("dl", 2):
                     values[str(sym.arguments[0])] = sym.arguments[1].number
-            for name, idx in self.encoder.numvar_ids.items():
+            for name, idx in self._text.numvar_ids.items():
                 out[name] = values.get(f"v({idx})", 0)  # clingo-dl omits nodes pinned to 0
         return out
 
@@ -407,7 +393,7 @@ class ClingoBackend:
                     break
                 self._parts += 1
                 body = ", ".join(
-                    (f"x({self.encoder.atom_ids[a]})" if model[a] else f"not x({self.encoder.atom_ids[a]})")
+                    (f"x({self._ids[a]})" if model[a] else f"not x({self._ids[a]})")
                     for a in project
                 )
                 block = f"block{self._parts}"
@@ -564,20 +550,37 @@ class ClingoBackend:
 
     # ---- clauses added later
     def add_clauses(self, clauses: Sequence[Clause], atoms: Sequence[str]) -> None:
-        """New atoms (free choices) and clauses behind their selectors, in the running solver."""
+        """New atoms (free choices) and clauses behind their selectors, in the running solver:
+        through the backend API when the program was built so, else as a new grounded part."""
         self._expired()
-        if self._direct is not None:  # built through the backend API: so are the additions
-            self._add_direct(self._direct, clauses, atoms)
+        fresh = [a for a in atoms if a not in self._local]
+        guarded = guarded_clauses(clauses)
+        text = self._text
+        if text is None:
+            with self.ctl.backend() as b:
+                self._add(b, fresh, guarded)
+            for name in fresh:
+                self._extra.append((name, self._literal[name]))
         else:
-            self._add_text(clauses, atoms)
+            self._add(text, fresh, guarded)
+            for name in fresh:
+                text.add_text(f"#show {self._ids[name]} : x({self._ids[name]}).")
+            self._parts += 1
+            self._ground_text(text.take(), f"more{self._parts}")
+            for name in fresh:
+                self._number_atom(name)
+        self._atoms.extend(fresh)
 
-    def _symbol_for(self, name: str) -> clingo.Symbol:
-        idx = self.encoder.atom_ids.get(name)
-        if idx is None:
-            idx = self.encoder.atom_ids[name] = len(self.encoder.atom_ids)
-        sym = clingo.Function("x", [clingo.Number(idx)])
-        self._sym[name] = sym
-        return sym
+    def _add(self, sink: AspSink, fresh: Sequence[str], guarded: Sequence[tuple[str, Node]]) -> None:
+        for name in fresh:
+            self._declare(sink, name, True)
+        for key, _ in guarded:
+            if key not in self._local:
+                self._declare(sink, key, False)
+        enc = self.encoder
+        enc.sink = sink
+        for key, node in guarded:
+            sink.add_rule([], [self._local[key], *enc.false_body(node)])
 
     def _literal_of(self, name: str) -> int:
         lit = self._literal.get(name)
@@ -585,57 +588,10 @@ class ClingoBackend:
             lit = self._literal[name] = self._symbolic_literal(self._sym[name])
         return lit
 
-    def _add_direct(self, direct: DirectEncoder, clauses: Sequence[Clause], atoms: Sequence[str]) -> None:
-        fresh = [a for a in atoms if a not in self._sym]
-        guards = [selector(c.name) for c in clauses]
-        with self.ctl.backend() as b:
-            for name in fresh:
-                lit = self._literal[name] = b.add_atom(self._symbol_for(name))
-                b.add_rule([lit], [], True)
-            for name in guards:  # reached by literal alone, as in the first build
-                if name not in self._literal:
-                    lit = self._literal[name] = b.add_atom()
-                    b.add_rule([lit], [], True)
-            for name in fresh:
-                self._extra.append((name, self._literal[name]))
-                self._atoms.append(name)
-            for clause, guard in zip(clauses, guards):
-                b.add_rule([], [self._literal[guard], *direct.false_body(b, clause.node)])
-
-    def _add_text(self, clauses: Sequence[Clause], atoms: Sequence[str]) -> None:
-        enc = self.encoder
-        start = len(enc.rules)
-        fresh = [a for a in atoms if a not in self._sym]
-        for name in fresh:
-            enc.atom_term(name)
-        for clause in clauses:
-            sel = enc.atom_term(selector(clause.name))
-            enc.rules.append(f":- {sel}, {', '.join(enc.false_body(clause.node))}.")
-        for name in fresh:
-            enc.rules.append(f"#show {enc.atom_ids[name]} : x({enc.atom_ids[name]}).")
-        self._parts += 1
-        part = f"more{self._parts}"
-        text = "\n".join(enc.rules[start:]) + "\n"
-        if self.theory is not None:
-            with clingo_ast.ProgramBuilder(self.ctl) as builder:
-                clingo_ast.parse_string(
-                    f"#program {part}.\n" + text, lambda stm: self.theory.rewrite_ast(stm, builder.add)
-                )
-        else:
-            self.ctl.add(part, [], text)
-        self.ctl.ground([(part, [])])
-        if self.theory is not None:
-            self.theory.prepare(self.ctl)
-        for name in fresh + [selector(c.name) for c in clauses]:
-            self._symbol_for(name)
-            if name in fresh:
-                self._number_atom(name)
-        self._atoms.extend(fresh)
-
     def _prepare_minimal(self) -> None:
         if self._minimal_ready:
             return
-        ids = [self.encoder.atom_ids[a] for a in self._hyps]
+        ids = [self._ids[a] for a in self._hyps]
         text = "".join(f"abd({i}).\n" for i in ids) + "#heuristic x(I) : abd(I). [1, false]\n"
         self.ctl.add("minimal", [], text)
         self.ctl.ground([("minimal", [])])

@@ -9,9 +9,9 @@ constant of a solver when it hands over a model, selectors included: with a sele
 clause, fetching each model of an enumeration cost eight times what it costs without them
 (bench_core, 10,000 clauses: 1.6 s of 2.0 s).
 
-Clauses added later (:meth:`Z3Backend.add_clauses`) are printed as SMT-LIB text and parsed in
-one call when they are Boolean (:mod:`cda.solver.smt_text`, ten times faster than building the
-terms one by one), and asserted behind their own selectors into both instances.
+The encoding is the scheme of :mod:`cda.encodings.scheme`, mapped onto z3 by the one z3 encoder
+(:mod:`cda.encodings.to_z3`). Clauses added later (:meth:`Z3Backend.add_clauses`) are asserted
+behind their own selectors into both instances.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import z3
 from z3 import z3core
 
 from cda.encodings.ir import NUM_MAX, NUM_MIN, Clause, GroundProblem
+from cda.encodings.scheme import build_scheme, guarded_clauses
 from cda.encodings.to_z3 import Z3Encoder
 from cda.solver.backend import (
     ALL_CLAUSES,
@@ -33,11 +34,7 @@ from cda.solver.backend import (
     Outcome,
     SetStream,
     _OutOfTime,
-    claim_key,
-    selector,
-    soft_key,
 )
-from cda.solver.smt_text import smt_assertions
 
 __all__ = ["Z3Backend"]
 
@@ -62,31 +59,28 @@ class Z3Backend:
     def __init__(self, problem: GroundProblem, *, seed: int, deadline: Deadline, weights: dict[str, int]) -> None:
         self.problem = problem
         self.deadline = deadline
-        self.weights = weights
         self.ctx = z3.Context()
         self.enc = Z3Encoder(self.ctx)
         self.seed = seed
         self._negative: dict[str, z3.BoolRef] = {}  # Not(atom), made once (see _lits)
-        for atom in problem.atoms:  # every atom exists, even if no clause mentions it
+        scheme = self.scheme = build_scheme(problem, weights)
+        for atom in scheme.atoms:  # every atom exists, even if no clause mentions it
             self.enc.bool_var(atom)
         #: everything but the clauses (bounds, background, claim and soft keys): in both instances
         self._common: list[z3.BoolRef] = []
-        for var in problem.numvars:
+        for var in scheme.numvars:
             x = self.enc.int_var(var)
             self._common += [x >= NUM_MIN, x <= NUM_MAX]
-        for node in problem.background:
+        for node in scheme.background:
             self._common.append(self.enc.encode(node))
-        for claim in problem.claims:
-            self._common.append(self.enc.bool_var(claim_key(claim.name)) == self.enc.encode(claim.node))
-        for soft in problem.soft:
-            self._common.append(self.enc.bool_var(soft_key(soft.name)) == self.enc.encode(soft.node))
-        self._selectors = frozenset(selector(c.name) for c in problem.clauses)
+        for key, node in scheme.defined:
+            self._common.append(self.enc.bool_var(key) == self.enc.encode(node))
+        self._selectors = frozenset(key for key, _ in scheme.guarded)
         self._added: list[z3.BoolRef] = []  # clauses added later, behind their own selectors
-        self._plain = self._instance([*self._common, *(self.enc.encode(c.node) for c in problem.clauses)])
+        self._plain = self._instance([*self._common, *(self.enc.encode(node) for _, node in scheme.guarded)])
         self._guarded: _Instance | None = None  # built on the first call that needs it (see _for)
-        self._soft = [(self.enc.encode(s.node), weights[s.name]) for s in problem.soft]
-        self._atom_names = list(problem.atoms)
-        self._atom_decl_list = [self.enc.bools[name].decl() for name in problem.atoms]
+        self._atom_names = list(scheme.atoms)
+        self._atom_decl_list = [self.enc.bools[name].decl() for name in scheme.atoms]
         self._true_ast = z3.BoolVal(True, self.ctx).as_ast()
 
     # ---- the two instances
@@ -107,13 +101,15 @@ class Z3Backend:
         """Each clause behind its selector, and one atom that implies every selector, so that
         "all clauses on" is one assumption (see ALL_CLAUSES)."""
         if self._guarded is None:
+            scheme = self.scheme
             structure = list(self._common)
-            for clause in self.problem.clauses:
-                structure.append(self.enc.guarded(selector(clause.name), clause.node))
-            every, ref = self.enc.bool_var(ALL_CLAUSES).as_ast(), self.ctx.ref()
-            for clause in self.problem.clauses:
-                sel = self.enc.bool_var(selector(clause.name)).as_ast()
-                structure.append(z3.BoolRef(z3core.Z3_mk_implies(ref, every, sel), self.ctx))
+            for key, node in scheme.guarded:
+                structure.append(self.enc.guarded(key, node))
+            if scheme.every is not None:
+                every, ref = self.enc.bool_var(scheme.every).as_ast(), self.ctx.ref()
+                for key, _ in scheme.guarded:
+                    sel = self.enc.bool_var(key).as_ast()
+                    structure.append(z3.BoolRef(z3core.Z3_mk_implies(ref, every, sel), self.ctx))
             self._guarded = self._instance(structure + self._added)
         return self._guarded
 
@@ -335,16 +331,9 @@ class Z3Backend:
         if self.deadline.remaining() == 0:
             raise _OutOfTime()
         fresh = [a for a in atoms if a not in self.enc.bools]
-        guards = [selector(c.name) for c in clauses]
-        parsed = None
-        if not self.problem.numvars:
-            parsed = smt_assertions(self.ctx, fresh, [(g, c.node) for g, c in zip(guards, clauses)])
-        if parsed is not None:
-            formulas = list(parsed)
-        else:
-            formulas = [z3.Implies(self.enc.bool_var(g), self.enc.encode(c.node)) for g, c in zip(guards, clauses)]
+        formulas = [self.enc.guarded(key, node) for key, node in guarded_clauses(clauses)]
         for name in fresh:
-            self.enc.bool_var(name)  # the same term as the parsed constant: z3 hash-conses
+            self.enc.bool_var(name)
             self._atom_names.append(name)
             self._atom_decl_list.append(self.enc.bools[name].decl())
         self._added.extend(formulas)
@@ -370,7 +359,7 @@ class Z3Backend:
     def minimize(self, assumptions: Sequence[Lit]) -> Outcome:
         """A least-cost model whose violated soft clauses are canonical: the cost is z3's
         first objective, then one objective per soft clause in source order."""
-        if not self._soft:
+        if not self.scheme.objectives:
             return self.check(assumptions)
         inst = self._for(assumptions)
         opt = inst.opt
@@ -378,12 +367,10 @@ class Z3Backend:
             opt = inst.opt = z3.Optimize(ctx=self.ctx)
             opt.set("maxsat_engine", "maxres")
             opt.add(inst.structure)
-            for formula, weight in self._soft:
-                opt.add_soft(formula, weight, "cost")
-            # below the cost, each soft clause in source order: z3 ranks objectives
-            # lexicographically in the order they are declared (see minimize)
-            for i, (formula, _weight) in enumerate(self._soft):
-                opt.add_soft(formula, 1, f"canonical{i}")
+            # z3 ranks objectives lexicographically in the order they are declared
+            for i, objective in enumerate(self.scheme.objectives):
+                for node, weight in objective.terms:
+                    opt.add_soft(self.enc.encode(node), weight, f"level{i}")
         self._timeout(opt)
         status = self._status(opt.check(*self._lits(assumptions)))
         if status != "sat":

@@ -1,0 +1,109 @@
+"""The backend-independent encoding scheme: what every backend builds from a ground problem.
+
+Written once here, mapped by each backend onto its solver (z3 terms, an ASP program):
+
+* every problem atom is a free Boolean, every numeric variable an integer in
+  [``NUM_MIN``, ``NUM_MAX``];
+* the background holds always;
+* each clause holds under its *selector* (``selector(name) ⇒ node``), so that a call can switch
+  clauses on and off by assumptions, and one atom, :data:`ALL_CLAUSES`, implies every selector
+  the backend was built with (thousands of selector assumptions cost every call);
+* each claim and each soft clause has a *key* equivalent to its node (``claim_key(name) ⇔
+  node``): assuming the key assumes the claim, and a model tells whether it holds;
+* the soft clauses are ranked by lexicographic *objectives*, most important first: the weighted
+  cost of the violated soft clauses, then each soft clause on its own in source order, so that
+  the violated set of a cheapest model is canonical (the same on every backend);
+* the abducibles are the projection (hypotheses are models projected on them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cda.encodings.ir import Clause, GroundProblem, Node
+
+__all__ = [
+    "ALL_CLAUSES",
+    "Objective",
+    "Scheme",
+    "build_scheme",
+    "claim_key",
+    "guarded_clauses",
+    "selector",
+    "soft_key",
+]
+
+
+def selector(clause_name: str) -> str:
+    """The literal that switches clause ``clause_name`` on."""
+    return f"sel!{clause_name}"
+
+
+#: every backend's atom that implies the selector of each clause it was built with: assuming it
+#: switches them all on in one literal. Thousands of selector assumptions cost every call
+#: (clingo converts each, z3 tracks each: half of a check at 10,000 clauses).
+ALL_CLAUSES = "sel!*"
+
+
+def claim_key(claim_name: str) -> str:
+    """The literal that is true exactly when claim ``claim_name`` holds."""
+    return f"claim!{claim_name}"
+
+
+def soft_key(soft_name: str) -> str:
+    """The literal that is true exactly when soft clause ``soft_name`` is satisfied."""
+    return f"soft!{soft_name}"
+
+
+@dataclass(frozen=True)
+class Objective:
+    """Minimise the total weight of the ``terms`` whose node is false."""
+
+    terms: tuple[tuple[Node, int], ...]
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One problem as the backends build it (see the module docstring)."""
+
+    atoms: tuple[str, ...]  # free Booleans, in the problem's order
+    numvars: tuple[str, ...]  # integers in [NUM_MIN, NUM_MAX]
+    background: tuple[Node, ...]  # always true
+    guarded: tuple[tuple[str, Node], ...]  # (selector, clause): selector ⇒ clause
+    every: str | None  # ALL_CLAUSES when there is a clause: it implies every selector
+    defined: tuple[tuple[str, Node], ...]  # (claim or soft key, node): key ⇔ node
+    objectives: tuple[Objective, ...]  # lexicographic, most important first
+    project: tuple[str, ...]  # the abducibles
+
+
+def guarded_clauses(clauses: Sequence[Clause]) -> tuple[tuple[str, Node], ...]:
+    """Each clause behind its selector, as built first and as added later."""
+    return tuple((selector(c.name), c.node) for c in clauses)
+
+
+def build_scheme(problem: GroundProblem, weights: dict[str, int]) -> Scheme:
+    """The scheme of ``problem``; ``weights`` are the soft clauses' integer weights.
+
+    >>> from fractions import Fraction
+    >>> from cda.encodings.ir import NodeFactory, SoftClause
+    >>> f = NodeFactory()
+    >>> p = GroundProblem(f, soft=[SoftClause("s", f.atom("a"), Fraction(2), 1)])
+    >>> s = build_scheme(p, {"s": 2})
+    >>> s.defined, [o.terms for o in s.objectives]
+    ((('soft!s', a),), [((a, 2),), ((a, 1),)])
+    """
+    soft = problem.soft
+    objectives = [Objective(tuple((s.node, weights[s.name]) for s in soft))] if soft else []
+    objectives += [Objective(((s.node, 1),)) for s in soft]
+    return Scheme(
+        atoms=tuple(problem.atoms),
+        numvars=tuple(problem.numvars),
+        background=tuple(problem.background),
+        guarded=guarded_clauses(problem.clauses),
+        every=ALL_CLAUSES if problem.clauses else None,
+        defined=tuple((claim_key(c.name), c.node) for c in problem.claims)
+        + tuple((soft_key(s.name), s.node) for s in soft),
+        objectives=tuple(objectives),
+        project=tuple(problem.hyp_atoms),
+    )

@@ -1,0 +1,369 @@
+"""Every encoder and the evaluator handle every IR node type, or refuse it by name.
+
+The node types are read off :mod:`cda.encodings.ir` itself, so a new node type fails
+:func:`test_every_node_type_has_a_sample` until it is given a sample here, and then every
+encoder test below until each encoder handles it (or refuses it with ``BackendUnsupported``
+naming the node and the backend). What an encoder makes of a node is checked against the
+evaluator under every assignment of the node's atoms; the evaluator itself against Python's
+own arithmetic over the same assignments, in the backend tests at the end (through the whole
+scheme: a claim's key, the clause selectors).
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from collections.abc import Callable
+from fractions import Fraction
+
+import clingo
+import pytest
+import z3
+
+from cda.encodings import ir
+from cda.encodings.evaluate import BatchEvaluator, evaluate
+from cda.encodings.ir import (
+    AtomInfo,
+    Claim,
+    Clause,
+    GroundProblem,
+    Node,
+    NodeFactory,
+    NumVar,
+    SoftClause,
+)
+from cda.encodings.scheme import ALL_CLAUSES, build_scheme, claim_key, selector, soft_key
+from cda.encodings.to_asp import AspEncoder, ProgramText
+from cda.encodings.to_z3 import Z3Encoder, smtlib
+from cda.errors import BackendUnsupported
+from cda.solver.backend import Deadline, make_backend
+
+ATOMS = ("a", "b", "c")
+INTS = ("x", "y")
+
+
+def node_types() -> set[type]:
+    """Every node class :mod:`cda.encodings.ir` defines (``Node`` itself aside)."""
+    return {
+        cls
+        for _, cls in inspect.getmembers(ir, inspect.isclass)
+        if issubclass(cls, Node) and cls is not Node and cls.__module__ == ir.__name__
+    }
+
+
+KINDS = sorted(node_types(), key=lambda k: k.__name__)
+
+
+def _samples(f: NodeFactory) -> dict[type, list[Node]]:
+    a, b, c = (f.atom(n) for n in ATOMS)
+    return {
+        ir.Const: [f.true, f.false],
+        ir.Atom: [a],
+        ir.Not: [f.not_(f.and_([a, b]))],
+        ir.And: [f.and_([a, f.not_(b), c])],
+        ir.Or: [f.or_([a, f.not_(b)])],
+        ir.Iff: [f.iff(a, f.or_([b, c]))],
+        ir.Xor: [f.xor([a, b]), f.xor([a, b, c])],
+        ir.Card: [f.card(op, k, [a, b, c]) for op, k in (("<=", 1), ("<=", 2), (">=", 2), ("=", 1), ("=", 2))],
+        ir.Linear: [f.linear({"x": 1, "y": -1}, "<=", 0), f.linear({"x": 1}, "<=", 1)],
+    }
+
+
+def samples(kind: type) -> tuple[NodeFactory, list[Node]]:
+    f = NodeFactory()
+    nodes = _samples(f)[kind]
+    assert nodes and all(type(n) is kind for n in nodes), kind
+    return f, nodes
+
+
+def test_every_node_type_has_a_sample() -> None:
+    """Fails when ir.py gains a node type: give it a sample, then every encoder must take it."""
+    assert set(_samples(NodeFactory())) == node_types()
+
+
+def _ints(node: Node) -> list[str]:
+    return sorted({v for n in ir.walk([node]) if isinstance(n, ir.Linear) for _, v in n.terms})
+
+
+def assignments(node: Node) -> list[dict[str, bool | int]]:
+    """Every assignment of the atoms, and of the integers over -1..2."""
+    ints = _ints(node)
+    out: list[dict[str, bool | int]] = []
+    for bits in itertools.product((False, True), repeat=len(ATOMS)):
+        for values in itertools.product(range(-1, 3), repeat=len(ints)):
+            out.append({**dict(zip(ATOMS, bits)), **dict(zip(ints, values))})
+    return out
+
+
+# ---- each encoder on its own: a node's encoding is true exactly when the evaluator says so
+def z3_truths(node: Node) -> list[bool] | None:
+    """The node's truth under each assignment, as z3 decides its encoding."""
+    ctx = z3.Context()
+    enc = Z3Encoder(ctx)
+    term = enc.encode(node)
+    out = []
+    for assignment in assignments(node):
+        solver = z3.Solver(ctx=ctx)
+        for name, value in assignment.items():
+            if isinstance(value, bool):
+                solver.add(enc.bool_var(name) == value)
+            else:
+                solver.add(enc.int_var(name) == value)
+        solver.add(term)
+        out.append(solver.check() == z3.sat)
+    return out
+
+
+def asp_truths(node: Node, sink: str) -> list[bool] | None:
+    """The node's truth under each assignment, as clingo decides its encoding written to
+    ``sink``: ``backend`` (clingo's backend API) or ``text`` (program text, grounded)."""
+    ctl = clingo.Control(["--models=1"])
+    out_sym = clingo.Function("out")
+    if sink == "backend":
+        with ctl.backend() as b:
+            lits = {n: b.add_atom(clingo.Function(n)) for n in ATOMS}
+            for lit in lits.values():
+                b.add_rule([lit], [], True)
+            head = b.add_atom(out_sym)
+            b.add_rule([head], [AspEncoder(b, lits.__getitem__).lit(node)])
+        ctl.add("base", [], "#show out/0.")
+    else:
+        text = ProgramText()
+        lits = {n: text.add_atom(clingo.Function(n)) for n in ATOMS}
+        for lit in lits.values():
+            text.add_rule([lit], [], True)
+        if _ints(node):
+            return None  # program text with clingo-dl: checked through the backend below
+        head = text.add_atom(out_sym)
+        text.add_rule([head], [AspEncoder(text, lits.__getitem__).lit(node)])
+        text.add_text("#show out/0.")
+        ctl.add("base", [], text.take())
+    ctl.ground([("base", [])])
+    out: list[bool] = []
+    for assignment in assignments(node):
+        assumptions = [(clingo.Function(n), bool(assignment[n])) for n in ATOMS]
+        with ctl.solve(assumptions=assumptions, yield_=True) as handle:  # type: ignore[union-attr]
+            [shown] = [m.contains(out_sym) for m in handle]
+        out.append(shown)
+    return out
+
+
+ENCODERS: dict[str, Callable[[Node], list[bool] | None]] = {
+    "z3": z3_truths,
+    "clingo": lambda node: asp_truths(node, "backend"),
+    "clingo (program text)": lambda node: asp_truths(node, "text"),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.__name__ for k in KINDS])
+@pytest.mark.parametrize("encoder", sorted(ENCODERS))
+def test_every_encoder_handles_every_node_type_or_refuses_it_by_name(encoder: str, kind: type) -> None:
+    _, nodes = samples(kind)
+    for node in nodes:
+        expected = [evaluate(node, a) for a in assignments(node)]
+        try:
+            truths = ENCODERS[encoder](node)
+        except BackendUnsupported as exc:
+            assert kind.__name__ in str(exc) and encoder.split()[0] in str(exc)
+            continue
+        if truths is not None:
+            assert truths == expected, (encoder, node)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.__name__ for k in KINDS])
+def test_the_evaluator_handles_every_node_type(kind: type) -> None:
+    """Single and batch evaluation agree, and with Python's own reading of the node."""
+    _, nodes = samples(kind)
+    for node in nodes:
+        rows = assignments(node)
+        single = [evaluate(node, a) for a in rows]
+        assert BatchEvaluator([node]).evaluate(rows)[0].tolist() == single
+        assert single == [_python_truth(node, a) for a in rows]
+
+
+def _python_truth(node: Node, a: dict[str, bool | int]) -> bool:
+    """The meaning of each node type, written out independently of the evaluator."""
+    match node:
+        case ir.Const():
+            return node.value
+        case ir.Atom():
+            return bool(a[node.name])
+        case ir.Not():
+            return not _python_truth(node.arg, a)
+        case ir.And():
+            return all(_python_truth(x, a) for x in node.args)
+        case ir.Or():
+            return any(_python_truth(x, a) for x in node.args)
+        case ir.Iff():
+            return _python_truth(node.lhs, a) == _python_truth(node.rhs, a)
+        case ir.Xor():
+            return sum(_python_truth(x, a) for x in node.args) % 2 == 1
+        case ir.Card():
+            n = sum(_python_truth(x, a) for x in node.args)
+            return {"<=": n <= node.k, ">=": n >= node.k, "=": n == node.k}[node.op]
+        case ir.Linear():
+            return sum(c * int(a[v]) for c, v in node.terms) <= node.bound
+    raise AssertionError(f"no meaning written for {type(node).__name__}")
+
+
+class Mystery(Node):
+    """A node type no encoder knows."""
+
+    __slots__ = ()
+
+
+def mystery() -> Node:
+    node = Mystery()
+    node.uid = 10**6
+    return node
+
+
+def _z3_encode(node: Node) -> object:
+    return Z3Encoder(z3.Context()).encode(node)
+
+
+def _asp_backend_encode(node: Node) -> object:
+    ctl = clingo.Control()
+    with ctl.backend() as b:
+        return AspEncoder(b, lambda name: 1).lit(node)
+
+
+REFUSERS: dict[str, tuple[str, Callable[[Node], object]]] = {
+    "z3": ("the z3 backend", _z3_encode),
+    "clingo": ("the clingo backend", _asp_backend_encode),
+    "clingo (program text)": ("the clingo backend", lambda n: AspEncoder(ProgramText(), lambda name: 1).lit(n)),
+    "evaluator": ("the evaluator", lambda n: evaluate(n, {})),
+    "batch evaluator": ("the evaluator", lambda n: BatchEvaluator([n]).evaluate([{}])),
+}
+
+
+@pytest.mark.parametrize("who", sorted(REFUSERS))
+def test_an_unknown_node_type_is_refused_by_name(who: str) -> None:
+    name, run = REFUSERS[who]
+    with pytest.raises(BackendUnsupported, match=f"{name} cannot .* IR node Mystery"):
+        run(mystery())
+
+
+def test_the_backend_api_sink_refuses_a_linear_node_by_name() -> None:
+    """Difference constraints need clingo-dl's grounder: through clingo's backend API the
+    encoder refuses them, naming the node and the backend (the clingo backend writes problems
+    with integers as program text)."""
+    f = NodeFactory()
+    with pytest.raises(BackendUnsupported, match="clingo backend cannot encode IR node Linear"):
+        _asp_backend_encode(f.linear({"x": 1, "y": -1}, "<=", 0))
+
+
+# ---- through the whole scheme, on both backends
+def _problem(node: Node, f: NodeFactory, pins: dict[str, int]) -> GroundProblem:
+    """``node`` as a claim; the integers pinned by hard clauses, each behind its selector."""
+    problem = GroundProblem(f)
+    for name in ATOMS:
+        problem.atoms[name] = AtomInfo(name, "var", name, ())
+    for name, value in pins.items():
+        problem.numvars[name] = NumVar(name, "metric", "1")
+        problem.clauses.append(Clause(f"pin_{name}", "hard", f.linear({name: 1}, "=", value), 1))
+    problem.claims.append(Claim("c", "prove", node, repr(node), 1))
+    return problem
+
+
+@pytest.mark.parametrize("backend", ["z3", "clingo"])
+@pytest.mark.parametrize("kind", KINDS, ids=[k.__name__ for k in KINDS])
+def test_every_node_type_through_the_scheme(backend: str, kind: type) -> None:
+    """A claim's key holds exactly when the evaluator says the claim does, under each
+    assignment (atoms assumed, integers pinned by clauses switched on by their selectors)."""
+    f, nodes = samples(kind)
+    for node in nodes:
+        for assignment in assignments(node):
+            pins = {k: int(v) for k, v in assignment.items() if k in INTS}
+            problem = _problem(node, f, pins)
+            b = make_backend(backend, problem, seed=0, deadline=Deadline(None), weights={})
+            atoms = [(n, bool(assignment[n])) for n in ATOMS]
+            sels = [(selector(c.name), True) for c in problem.clauses]
+            expected = evaluate(node, assignment)
+            assert b.check([*atoms, *sels, (claim_key("c"), True)]).status == ("sat" if expected else "unsat")
+            assert b.check([*atoms, *sels, (claim_key("c"), False)]).status == ("unsat" if expected else "sat")
+
+
+def _soft_problem(weights: dict[str, int], order: tuple[str, str]) -> GroundProblem:
+    """``a xor b`` hard; soft clauses ``s_a: a`` and ``s_b: b`` in ``order``."""
+    f = NodeFactory()
+    a, b = f.atom("a"), f.atom("b")
+    problem = GroundProblem(f)
+    problem.atoms = {n: AtomInfo(n, "hyp", n, ()) for n in ("a", "b")}
+    problem.clauses = [Clause("h1", "hard", f.xor([a, b]), 1)]
+    problem.claims = [Claim("g", "prove", a, "a", 2)]
+    soft = {"s_a": a, "s_b": b}
+    problem.soft = [SoftClause(n, soft[n], Fraction(weights[n]), 3) for n in order]
+    return problem
+
+
+def test_the_scheme_is_written_once_for_every_backend() -> None:
+    """What each backend builds: selectors, the every-clause atom, claim and soft keys, the
+    lexicographic objectives (the cost first, then each soft clause in source order)."""
+    problem = _soft_problem({"s_a": 3, "s_b": 5}, ("s_a", "s_b"))
+    a, b = problem.factory.atom("a"), problem.factory.atom("b")
+    scheme = build_scheme(problem, {"s_a": 3, "s_b": 5})
+    assert scheme.guarded == ((selector("h1"), problem.clauses[0].node),)
+    assert scheme.every == ALL_CLAUSES
+    assert scheme.defined == ((claim_key("g"), a), (soft_key("s_a"), a), (soft_key("s_b"), b))
+    assert [o.terms for o in scheme.objectives] == [((a, 3), (b, 5)), ((a, 1),), ((b, 1),)]
+    assert scheme.project == ("a", "b")
+
+
+@pytest.mark.parametrize("backend", ["z3", "clingo"])
+@pytest.mark.parametrize(
+    ("weights", "order", "best"),
+    [
+        ({"s_a": 3, "s_b": 5}, ("s_a", "s_b"), "b"),  # the cost decides: violate the cheaper s_a
+        ({"s_a": 3, "s_b": 3}, ("s_a", "s_b"), "a"),  # a tie: the earlier soft clause is kept
+        ({"s_a": 3, "s_b": 3}, ("s_b", "s_a"), "b"),
+    ],
+)
+def test_the_objectives_are_lexicographic_on_both_backends(
+    backend: str, weights: dict[str, int], order: tuple[str, str], best: str
+) -> None:
+    problem = _soft_problem(weights, order)
+    built = make_backend(backend, problem, seed=0, deadline=Deadline(None), weights=weights)
+    outcome = built.minimize([(ALL_CLAUSES, True)])
+    assert outcome.model is not None
+    assert [n for n in ("a", "b") if outcome.model[n]] == [best]
+
+
+def test_smtlib_printing_round_trips_through_z3() -> None:
+    """The one z3 encoder's SMT-LIB text, parsed back by z3, has the models the terms have."""
+    f = NodeFactory()
+    a, b, c = (f.atom(n) for n in ATOMS)
+    node = f.and_([f.card("=", 1, [a, b, c]), f.xor([a, b]), f.linear({"x": 1, "y": -1}, "<=", -1)])
+    enc = Z3Encoder(z3.Context())
+    text = smtlib([enc.encode(node)])
+    assert "(check-sat)" in text
+    solver = z3.Solver(ctx=enc.ctx)
+    solver.add(z3.parse_smt2_string(text, ctx=enc.ctx))
+    count = 0
+    for bits in itertools.product((False, True), repeat=3):
+        assignment = dict(zip(ATOMS, bits))
+        want = evaluate(f.and_([f.card("=", 1, [a, b, c]), f.xor([a, b])]), assignment)
+        got = solver.check(*[enc.bool_var(n) == v for n, v in assignment.items()]) == z3.sat
+        assert got == want
+        count += got
+    assert count == 2  # a alone, b alone
+
+
+@pytest.mark.parametrize("backend", ["z3", "clingo"])
+@pytest.mark.parametrize("with_ints", [False, True], ids=["boolean", "integers"])
+def test_clauses_added_later_go_to_the_same_sink(backend: str, with_ints: bool) -> None:
+    """Clauses added to a built backend (clingo: through its backend API for a Boolean problem,
+    as a new part of program text with integers) sit behind their selectors, over new atoms."""
+    f = NodeFactory()
+    a, fresh = f.atom("a"), f.atom("fresh")
+    problem = _problem(f.true, f, {"x": 1} if with_ints else {})
+    b = make_backend(backend, problem, seed=0, deadline=Deadline(None), weights={})
+    b.add_clauses([Clause("later", "hard", f.and_([fresh, f.not_(a)]), 0)], ["fresh"])
+    on = [(selector("later"), True)]
+    assert b.check([*on, ("a", True)]).status == "unsat"
+    assert b.check([("a", True)]).status == "sat"  # the clause is off unless selected
+    outcome = b.check([*on, ("a", False)])
+    assert outcome.status == "sat" and outcome.model is not None and outcome.model["fresh"] is True
+    if with_ints:
+        pinned = b.check([(selector("pin_x"), True), *on, ("a", False)])
+        assert pinned.model is not None and pinned.model["x"] == 1 and pinned.model["fresh"] is True
