@@ -130,7 +130,6 @@ def test_an_observed_conjunction_names_its_symptoms_for_ken_coverage() -> None:
 REGEX_ALLOWED = {
     "cda/encodings/fastparse.py": "the DSL reader itself: its tokenizer is where DSL text becomes structure",
     "cda/encodings/format.py": "the printer checks that a name taken from a syntax tree is spellable",
-    "cda/solver/smt_text.py": "SMT-LIB text CDA printed itself (internal node names)",
     "cda/diagnosis/bench_import.py": "ISCAS .bench netlists",
     "cda/verifiers/coverage.py": "words of free-text observations, matched against Ken labels",
     "cda/verifiers/arithmetic.py": "numeric equations in success criteria and free-text observations",

@@ -55,7 +55,9 @@ MAX_FINITE_SECONDS = 10**6  # about 11.6 days: the longest limit that must stay 
 #: ``cda probe --inject --vectors``: each vector is one more copy of the circuit (c17 with
 #: 100,000 of them: 9.6 s and 470 MB)
 MAX_VECTORS = 100_000
-Z3_MAX_TIMEOUT_MS = 2**32 - 1  # z3's timeout is unsigned 32-bit: more wraps round to a few ms; this much means none
+#: z3's timeout is an unsigned 32-bit count of milliseconds (a larger one wraps round: 2**32 + 50
+#: ms times out after 50 ms); its largest value, about 49.7 days, is also z3's "no timeout"
+Z3_MAX_TIMEOUT_MS = 2**32 - 1
 
 
 def whole(name: str, value: object, *, low: int, high: int | None = None, why: str = "") -> int:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import z3
 from z3 import z3core
 
+from cda.contracts.limits import Z3_MAX_TIMEOUT_MS
 from cda.encodings.ir import NUM_MAX, NUM_MIN, Clause, GroundProblem
 from cda.encodings.scheme import build_scheme, guarded_clauses
 from cda.encodings.to_z3 import Z3Encoder
@@ -39,9 +40,6 @@ from cda.solver.backend import (
 __all__ = ["Z3Backend"]
 
 
-#: z3's timeout is an unsigned 32-bit count of milliseconds (a larger one wraps round: 2**32 + 50
-#: ms times out after 50 ms); its largest value, about 49.7 days, is also z3's "no timeout"
-_MAX_TIMEOUT_MS = 2**32 - 1
 
 
 @dataclass
@@ -169,7 +167,7 @@ class Z3Backend:
         if left is not None:
             if left <= 0:
                 raise _OutOfTime()
-            target.set("timeout", max(1, min(_MAX_TIMEOUT_MS, int(left * 1000))))
+            target.set("timeout", max(1, min(Z3_MAX_TIMEOUT_MS, int(left * 1000))))
 
     def _model(self, m: z3.ModelRef) -> Model:
         # only the problem's atoms (not the thousands of selectors): an atom the model leaves
