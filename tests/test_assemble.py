@@ -184,3 +184,11 @@ def test_a_soft_weight_from_json_is_exact_and_within_the_dsl_range() -> None:
     assert soft["input_soft_0"] == Fraction(1, 10)  # the decimal written, not the float's binary value
     error = _error(_outage(constraints={"soft": [{"clause": "not down(cache)", "weight": 1e300}]}))
     assert error.startswith("constraints.soft[0].weight: syntax error: the number 1e+300 is out of range"), error
+
+
+def test_a_bound_beyond_the_numeric_range_is_a_caveat_of_the_action() -> None:
+    """The grounder's notes (a bound the ±10^9 range decides alone) reach an Action's outputs,
+    as they reach ``cda.solve``'s result."""
+    dsl = "metric m : s\nhyp a\nhard: a or value(metric:m) >= 5e9\n"
+    run = run_action(CDAInputs(problem="range", dsl=dsl))
+    assert any("numeric range" in c and "5000000000 s" in c for c in run.outputs.caveats), run.outputs.caveats

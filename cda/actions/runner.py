@@ -318,6 +318,7 @@ def _run(
     degrade("verify")
     verified = run_verifiers(state, gp, result, backend, skip_external=budget.has("reduce_external_calls"))
     caveats.extend(verified.caveats)
+    caveats.extend(gp.notes)  # what the grounder folded (a bound beyond the numeric range) is said here too
 
     # 5. converge
     stream.progress("report", 0.9, "writing the summary")
