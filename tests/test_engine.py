@@ -518,3 +518,15 @@ def test_statuses_are_ordered_enums_that_print_as_their_strings() -> None:
     r = cda.solve(CONFLICT, backend="z3")
     assert r.status is SolverStatus.UNSAT and r.verdicts[0].status is VerdictStatus.INCONCLUSIVE
     assert '"status": "unsat"' in r.json_text() and f"{r.status}" == "unsat"
+
+
+def test_a_size_bound_that_hides_every_explanation_is_no_conflict(backend: str) -> None:
+    """With explanations of at most one abducible asked for and the only one of two, the answer
+    was status unsat with an empty conflict ("the hard clauses and observations conflict")."""
+    gp = cda.ground("hyp a, b\nobservable o\nhard: o iff (a and b)\nobserve o\ngoal minimal_explanations\ngoal prove a\n")
+    r = engine.run(gp, backend, engine.EngineOptions(max_explanation_size=1))
+    assert (r.status, r.conflict, r.minimal_explanations) == ("sat", None, [])
+    assert r.notes == ["no explanation assumes at most 1 abducible; every one assumes more"]
+    assert [(v.status, v.confidence) for v in r.verdicts] == [("supported", 1.0)]  # o forces a
+    unbounded = engine.run(gp, backend, engine.EngineOptions())
+    assert unbounded.minimal_explanations == [["a", "b"]]

@@ -91,15 +91,6 @@ class SolverStatus(_Ordered):
     def schema_order(cls) -> tuple[str, ...]:
         return ("sat", "unsat", "unknown")  # the order the contract has always listed them in
 
-    @classmethod
-    def of(cls, has_model: bool | None) -> SolverStatus:
-        """From the three-valued ``True``/``False``/``None`` (sat/unsat/unknown) of clingo's API.
-
-        >>> SolverStatus.of(None)
-        <SolverStatus.UNKNOWN: 'unknown'>
-        """
-        return cls.UNKNOWN if has_model is None else cls.SAT if has_model else cls.UNSAT
-
     @property
     def has_model(self) -> bool | None:
         """``True`` sat, ``False`` unsat, ``None`` unknown (never read as either)."""

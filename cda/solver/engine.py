@@ -222,6 +222,11 @@ def _run_minimal(grouped: GroupedProblem, backend_name: str, options: EngineOpti
         if grouped.base.claims or result.status is SolverStatus.UNSAT:
             whole = grouped.materialize() if len(grouped) else grouped.base
             solver = _checked(backend_name, whole, options, deadline)
+            bound = options.max_explanation_size
+            if result.status is SolverStatus.UNSAT and bound is not None and solver.holds(solver.base, "bounded"):
+                # none of at most ``bound`` abducibles, yet the observations can all hold: no conflict
+                result.status = SolverStatus.SAT
+                notes.append(f"no explanation assumes at most {bound} abducible{'s' if bound != 1 else ''}; every one assumes more")
             if result.status is SolverStatus.UNSAT:
                 _conflicting(result, solver, options, deadline, notes)
             else:

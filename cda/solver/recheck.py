@@ -110,14 +110,6 @@ class CheckedBackend:
             raise _OutOfTime()
         return has_model
 
-    def model(self, assumptions: Sequence[Lit], why: str) -> Model | None:
-        """A re-checked model under ``assumptions``, or ``None`` when there is none."""
-        out = self.backend.check(assumptions)
-        status = SolverStatus(out.status)
-        if status is SolverStatus.UNKNOWN:
-            raise _OutOfTime()
-        return self.verified(out.model, assumptions, why) if status is SolverStatus.SAT else None
-
     def cheapest(self, assumptions: Sequence[Lit], why: str) -> Model | None:
         """A re-checked model of least soft cost under ``assumptions`` (``None``: none at all)."""
         best = self.backend.minimize(assumptions)
