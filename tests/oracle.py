@@ -37,8 +37,9 @@ __all__ = [
 
 #: brute force is over 2 ** MAX_ATOMS assignments at most
 MAX_ATOMS = 16
-#: the engine computes next tests and claim confidences over at most this many hypotheses
-#: (``EngineOptions.max_tested_hypotheses``); the oracle mirrors that documented cap
+#: the engine computes next tests over at most this many hypotheses, the most probable
+#: (``EngineOptions.max_tested_hypotheses``; claim confidences use every hypothesis); the oracle
+#: mirrors that documented cap
 MAX_TESTED = 256
 
 

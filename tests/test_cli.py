@@ -27,7 +27,7 @@ def run(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("example", ["service_outage", "policy_compliance", "claim_check"])
+@pytest.mark.parametrize("example", ["service_outage", "policy_compliance", "claim_check", "pump_diagnosis"])
 def test_table_output_matches_golden(example: str, backend: str) -> None:
     code, out, err = run("solve", str(EXAMPLES / f"{example}.cda"), "--backend", backend)
     assert err == ""
@@ -37,6 +37,20 @@ def test_table_output_matches_golden(example: str, backend: str) -> None:
         golden.write_text(body)
     assert body == golden.read_text()
     assert code == (0 if example == "policy_compliance" else 1)  # 1: an inconclusive prove goal
+
+
+def test_minimal_explanations_are_shown_in_text_mode(tmp_path: Path) -> None:
+    """`goal minimal_explanations` answers in text as in JSON (text showed only `status: sat`)."""
+    code, out, _ = run("solve", str(EXAMPLES / "pump_diagnosis.cda"))
+    _, js, _ = run("solve", str(EXAMPLES / "pump_diagnosis.cda"), "--json")
+    found = json.loads(js)["minimal_explanations"]
+    assert found == [["broken(pipe)"], ["broken(sensor)"]]
+    assert "minimal explanations (2, complete):\n  broken(pipe)\n  broken(sensor)\n" in out
+    f = tmp_path / "none.cda"
+    f.write_text("hyp a\nobservable o\nobserve o\nobserve not o\ngoal minimal_explanations\n")
+    assert "minimal explanations: none" in run("solve", str(f))[1]
+    f.write_text("hyp a, b\ngoal minimal_explanations\n")
+    assert "minimal explanations (1, complete):\n  (nothing assumed)\n" in run("solve", str(f))[1]
 
 
 def test_json_has_the_documented_fields(backend: str) -> None:

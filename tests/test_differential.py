@@ -557,8 +557,9 @@ def check_against_oracle(text: str, gp: ir.GroundProblem, orc: Any, result: Any)
                 first = next(h for h in ranked if orc.possible(h, vec))
                 want_w.append((side, first.assumed))
             assert [(x.holds, x.assumed) for x in v.witnesses] == want_w, f"{claim.name} witnesses{ctx}"
-            q = orc.likelihoods(cvec)[: len(considered)]
-            p_true = math.fsum(p * x for p, x in zip(prior, q))
+            # over every hypothesis (next tests use the most probable MAX_TESTED only)
+            q = orc.likelihoods(cvec)
+            p_true = math.fsum(p * x for p, x in zip(post, q)) / math.fsum(post)
             want_conf = p_true if claim.mode == "prove" else 1 - p_true
             assert abs(v.confidence - want_conf) <= TOL_INFO, (
                 f"{claim.name}: confidence {v.confidence} != {want_conf}{ctx}"
@@ -884,7 +885,8 @@ def test_negated_sum_of_metrics() -> None:
 
 
 def test_more_hypotheses_than_the_tested_cap() -> None:
-    """512 hypotheses: next tests and claim confidence use the 256 most probable (with a note)."""
+    """512 hypotheses: next tests use the 256 most probable (with a note), the claim's confidence
+    every one of them (it was computed over the first 256 too, and came out 0.3775 here)."""
     text = (
         "hyp " + ", ".join(f"a{i}" for i in range(9)) + "\nobservable o0, o1\n"
         "hard: o0 iff (a0 or a8)\nhard: o1 iff xor(a1, a2, a3)\n"
@@ -893,9 +895,31 @@ def test_more_hypotheses_than_the_tested_cap() -> None:
     r = solve_checked(text)
     assert r.hypotheses_enumerated == 512 and len(r.hypotheses) == 512
     assert r.notes == ["next tests computed over the 256 most probable hypotheses"]
-    # the 256 most probable all have a8 false (cost 0 or 0.5); o0 holds exactly when a0 does
-    w = math.exp(-0.5)
-    assert abs(r.verdicts[0].confidence - w / (1 + w)) < 1e-9
+    # a0 and a8 are independent, true with odds exp(-0.5) and exp(-2); o0 holds when either does
+    p0, p8 = (math.exp(-w) / (1 + math.exp(-w)) for w in (0.5, 2))
+    assert abs(r.verdicts[0].confidence - (1 - (1 - p0) * (1 - p8))) < 1e-9
+
+
+def test_confidence_counts_every_hypothesis(backend: str) -> None:
+    """Ten free abducibles, 1,024 hypotheses of 1/1024 each, half of them assume a5: the
+    confidence is 1/2 (over the first 256 it was 0.2890625, with no note)."""
+    text = "hyp " + ", ".join(f"a{i}" for i in range(10)) + "\ngoal prove a5\n"
+    r = cda.solve(text, backend=backend, top=TOP, timeout=GUARD)
+    assert r.hypotheses_enumerated == 1024 and r.enumeration_complete and r.notes == []
+    [v] = r.verdicts
+    assert (v.status, v.confidence) == ("inconclusive", 0.5)
+    assert [(w.holds, w.assumed) for w in v.witnesses] == [(True, ["a5"]), (False, [])]
+
+
+def test_a_capped_confidence_says_so(backend: str) -> None:
+    """With the enumeration capped, the confidence is over the hypotheses enumerated, and both the
+    verdict and the notes say so."""
+    text = "hyp " + ", ".join(f"a{i}" for i in range(6)) + "\ngoal prove a5\n"
+    r = cda.solve(text, backend=backend, top=TOP, timeout=GUARD, max_hypotheses=10)
+    assert r.hypotheses_enumerated == 10 and not r.enumeration_complete
+    assert any("claim confidences are normalised over those enumerated" in n for n in r.notes)
+    [v] = r.verdicts
+    assert v.reason is not None and "over the 10 hypotheses enumerated, not all of them" in v.reason
 
 
 def test_top_only_truncates_the_list() -> None:

@@ -82,20 +82,21 @@ def test_enumeration_cap_is_reported(backend: str) -> None:
 
 def test_a_model_the_evaluator_rejects_raises(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
     """A wrong model from a backend is a bug that raises, never output."""
-    real = engine._Run.hypotheses
+    made = engine._backend
 
-    def corrupt(self: engine._Run):  # type: ignore[no-untyped-def]
-        original = self.b.enumerate
+    def corrupting(name, problem, options, deadline):  # type: ignore[no-untyped-def]
+        inner = made(name, problem, options, deadline)
+        original = inner.enumerate
 
         def bad_enumerate(project, assumptions, limit):  # type: ignore[no-untyped-def]
             out = original(project, assumptions, limit)
             flipped = [{**m, "a": not m["a"]} for m in out.models]
             return Enumeration(models=flipped, complete=out.complete, timed_out=out.timed_out)
 
-        self.b.enumerate = bad_enumerate  # type: ignore[method-assign]
-        return real(self)
+        inner.enumerate = bad_enumerate
+        return inner
 
-    monkeypatch.setattr(engine._Run, "hypotheses", corrupt)
+    monkeypatch.setattr(engine, "_backend", corrupting)
     with pytest.raises(cda.EvaluatorDisagreement):
         cda.solve("hyp a, b\nhard: a", backend=backend)
 
@@ -462,3 +463,70 @@ def test_engine_options_refuse_what_no_solver_takes() -> None:
             engine.EngineOptions(**bad)  # type: ignore[arg-type]
     ok = engine.EngineOptions(seed=2**32 - 1, timeout=float("inf"))
     assert Deadline(ok.timeout).remaining() is None  # infinity: no limit
+
+
+@pytest.mark.parametrize(
+    ("goal", "status"),
+    [
+        ("prove false", "refuted"),
+        ("disprove false", "supported"),
+        ("prove before(event:e, event:e)", "refuted"),
+        ("disprove v and before(event:e, event:e)", "supported"),
+    ],
+)
+def test_a_claim_no_model_satisfies_on_the_clingo_text_path(goal: str, status: str) -> None:
+    """With a var and an event the clingo program is text; the grounder drops the claim's atom
+    when no answer set can make it true, and clingo raised 'lost atom x(1)'. Now it answers, and
+    as z3 does, byte for byte."""
+    text = f"var v\nevent e\nsoft: v\ngoal {goal}\n"
+    z3, clingo = (cda.solve(text, backend=b) for b in ("z3", "clingo"))
+    assert [v.status for v in clingo.verdicts] == [status]
+    assert clingo.json_text().replace('"clingo"', '"z3"') == z3.json_text()
+
+
+MINIMAL_WITH_CLAIMS = [
+    "hyp a, b\ngoal prove a\n",
+    "hyp a, b, c\nobservable o\nhard: o iff (a or b)\nobserve o\nsoft weight 0.5: not a\ngoal prove a\ngoal disprove c\n",
+    "hyp a, b\nobservable o, p\nhard: o iff (a or b)\nhard: p iff a\nobserve o\nsoft weight 2: not p\n"
+    "goal prove b\ngoal disprove a and b\ngoal prove o\n",
+]
+
+
+@pytest.mark.parametrize("text", MINIMAL_WITH_CLAIMS)
+def test_claims_under_minimal_explanations_are_answered_as_without_it(text: str, backend: str) -> None:
+    """`goal minimal_explanations` changes what the result lists, not what a claim means: each
+    verdict (confidence in between, a witness each way) is the one the same problem gets without
+    that goal. They came back with confidence 0.0 or 1.0 and no witnesses."""
+    plain = cda.solve(text, backend=backend)
+    minimal = cda.solve(text + "goal minimal_explanations\n", backend=backend)
+    assert minimal.minimal_explanations is not None and minimal.minimal_complete
+    assert [v.model_dump() for v in minimal.verdicts] == [v.model_dump() for v in plain.verdicts]
+    open_claims = [v for v in minimal.verdicts if v.status == "inconclusive"]
+    assert open_claims and all(0 < v.confidence < 1 and len(v.witnesses) == 2 for v in open_claims)
+
+
+def test_statuses_are_ordered_enums_that_print_as_their_strings() -> None:
+    """Lowering a status is a min: refuted < inconclusive < supported, unsat < unknown < sat;
+    the JSON keeps the strings."""
+    from cda.contracts.status import SolverStatus, VerdictStatus
+
+    assert sorted(VerdictStatus) == [VerdictStatus.REFUTED, VerdictStatus.INCONCLUSIVE, VerdictStatus.SUPPORTED]
+    assert sorted(SolverStatus) == [SolverStatus.UNSAT, SolverStatus.UNKNOWN, SolverStatus.SAT]
+    assert min(VerdictStatus.SUPPORTED, VerdictStatus("inconclusive")) is VerdictStatus.INCONCLUSIVE
+    assert min(VerdictStatus.REFUTED, VerdictStatus.INCONCLUSIVE) is VerdictStatus.REFUTED
+    assert VerdictStatus.SUPPORTED > "refuted" and SolverStatus.UNKNOWN < "sat"  # a member's string compares as it
+    r = cda.solve(CONFLICT, backend="z3")
+    assert r.status is SolverStatus.UNSAT and r.verdicts[0].status is VerdictStatus.INCONCLUSIVE
+    assert '"status": "unsat"' in r.json_text() and f"{r.status}" == "unsat"
+
+
+def test_a_size_bound_that_hides_every_explanation_is_no_conflict(backend: str) -> None:
+    """With explanations of at most one abducible asked for and the only one of two, the answer
+    was status unsat with an empty conflict ("the hard clauses and observations conflict")."""
+    gp = cda.ground("hyp a, b\nobservable o\nhard: o iff (a and b)\nobserve o\ngoal minimal_explanations\ngoal prove a\n")
+    r = engine.run(gp, backend, engine.EngineOptions(max_explanation_size=1))
+    assert (r.status, r.conflict, r.minimal_explanations) == ("sat", None, [])
+    assert r.notes == ["no explanation assumes at most 1 abducible; every one assumes more"]
+    assert [(v.status, v.confidence) for v in r.verdicts] == [("supported", 1.0)]  # o forces a
+    unbounded = engine.run(gp, backend, engine.EngineOptions())
+    assert unbounded.minimal_explanations == [["a", "b"]]

@@ -143,3 +143,19 @@ def test_readme_python_snippet_runs(monkeypatch: pytest.MonkeyPatch, capsys: pyt
     assert isinstance(result, cda.SolveResult) and result.json_text() == expected.json_text()
     printed = capsys.readouterr().out
     assert printed.startswith(str(expected.hypotheses[0].assumed)) and expected.json_text() in printed
+
+
+def test_pump_diagnosis(backend: str) -> None:
+    # Pressure at the pump, alarm at the tank: a working pipe fills the tank, a working sensor then
+    # stays quiet, so the pipe or the sensor is broken; the pump may be either. Minimal: {pipe},
+    # {sensor}. Every hypothesis: {pipe}, {sensor}, {pipe, sensor}, each with or without the pump,
+    # costs 2 (pipe), 1 (sensor), 2 (pump) for each part assumed broken.
+    r = cda.solve(EXAMPLES / "pump_diagnosis.cda", backend=backend)
+    assert r.status == "sat" and r.minimal_complete
+    assert r.minimal_explanations == [["broken(pipe)"], ["broken(sensor)"]]
+    sensor, pump = r.verdicts
+    p_sensor = (math.exp(-1) + math.exp(-3)) / (math.exp(-2) + math.exp(-1) + math.exp(-3))
+    assert (sensor.status, sensor.confidence) == ("inconclusive", pytest.approx(p_sensor))
+    assert [(w.holds, w.assumed) for w in sensor.witnesses] == [(True, ["broken(sensor)"]), (False, ["broken(pipe)"])]
+    p_pump = math.exp(-2) / (1 + math.exp(-2))
+    assert (pump.status, pump.confidence) == ("inconclusive", pytest.approx(1 - p_pump))

@@ -41,6 +41,7 @@ from cda.contracts.action import ActionStatus, ActionVerdict, CDAInputs, CDAOutp
 from cda.contracts.events import ActionEvent
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.result import SolveResult
+from cda.contracts.status import SolverStatus
 from cda.encodings.ir import Clause, GroundProblem, SoftClause
 from cda.errors import CDAError, DSLError
 from cda.ken.graph import KenGraph
@@ -309,7 +310,7 @@ def _run(
 
     if result is None:
         caveats.append("no solver round ran within the budget")
-        result = SolveResult(status="unknown", backend=backend, seed=params.solver_seed, hypotheses=[],
+        result = SolveResult(status=SolverStatus.UNKNOWN, backend=backend, seed=params.solver_seed, hypotheses=[],
                              hypotheses_enumerated=0, enumeration_complete=False, verdicts=[], next_tests=[],
                              conflict=None, partial=True, notes=[])
 

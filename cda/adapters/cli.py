@@ -188,6 +188,15 @@ def render_table(result: SolveResult) -> str:
         for h in result.hypotheses:
             assumed = ", ".join(h.assumed) or "(none)"
             out.append(f"  {h.id:<4} {assumed:<{width}}  {_fmt(h.cost):>7}  {_fmt(h.posterior):>9}")
+    if result.minimal_explanations is not None:  # goal minimal_explanations: its answer
+        out.append("")
+        found = result.minimal_explanations
+        how = "complete" if result.minimal_complete else "the search stopped early; more may exist"
+        if found or not result.minimal_complete:
+            out.append(f"minimal explanations ({len(found)}, {how}):")
+            out.extend(f"  {', '.join(e) or '(nothing assumed)'}" for e in found)
+        else:
+            out.append("minimal explanations: none (no set of abducibles is consistent with every observation)")
     if result.verdicts:
         out.append("")
         out.append("verdicts:")

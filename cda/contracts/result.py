@@ -6,11 +6,22 @@ gives byte-identical JSON on every run and on both backends (``backend`` aside).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
+
+from cda.contracts.status import SolverStatus, VerdictStatus
 
 __all__ = ["Hypothesis", "Witness", "Verdict", "NextTest", "Conflict", "SolveResult", "CheckReport"]
+
+#: the statuses as ordered enums (``min`` lowers them); dumped, and described in the JSON schema,
+#: as their strings (a plain string put in by ``model_copy`` dumps the same, without a warning)
+VerdictStatusField = Annotated[
+    VerdictStatus, PlainSerializer(str, return_type=str), WithJsonSchema(VerdictStatus.json_schema())
+]
+SolverStatusField = Annotated[
+    SolverStatus, PlainSerializer(str, return_type=str), WithJsonSchema(SolverStatus.json_schema())
+]
 
 
 class _Model(BaseModel):
@@ -45,7 +56,7 @@ class Verdict(_Model):
     name: str
     goal: Literal["prove", "disprove"]
     claim: str
-    status: Literal["supported", "refuted", "inconclusive"]
+    status: VerdictStatusField  # an ordered enum in Python, its string in JSON
     confidence: float
     justification: list[str] = Field(
         description="a minimal set of clauses that forces the answer (empty when inconclusive)"
@@ -71,7 +82,7 @@ class Conflict(_Model):
 
 
 class SolveResult(_Model):
-    status: Literal["sat", "unsat", "unknown"]
+    status: SolverStatusField
     backend: str
     seed: int
     hypotheses: list[Hypothesis]

@@ -585,8 +585,18 @@ class ClingoBackend:
     def _literal_of(self, name: str) -> int:
         lit = self._literal.get(name)
         if lit is None:
-            lit = self._literal[name] = self._symbolic_literal(self._sym[name])
+            atom = self.ctl.symbolic_atoms[self._sym[name]]
+            # every atom of a program written as text has a choice rule (``{x(I)}.``), so the
+            # grounder drops one only when no answer set can make it true: a claim ``false``
+            # gives ``:- x(I), #true.``. Such an atom is false; a fresh atom with no rule is too.
+            lit = self._literal[name] = atom.literal if atom is not None else self._false_literal()
         return lit
+
+    def _false_literal(self) -> int:
+        """A program atom false in every answer set (no rule derives it), to stand for an atom
+        the grounder simplified away."""
+        with self.ctl.backend() as b:
+            return b.add_atom()
 
     def _prepare_minimal(self) -> None:
         if self._minimal_ready:

@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # numpy loads with the first batch of gains, not at start-up
     import numpy as np
 
-__all__ = ["posterior", "entropy", "information_gain", "expected_gains"]
+__all__ = ["posterior", "entropy", "information_gain", "expected_gains", "rounded"]
+
+
+def rounded(x: float) -> float:
+    """A probability, cost or gain as reported: nine decimals, and never ``-0.0``.
+
+    >>> rounded(1 / 3), rounded(-0.0)
+    (0.333333333, 0.0)
+    """
+    return round(x, 9) + 0.0
 
 
 def posterior(costs: Sequence[Fraction]) -> list[float]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cda.contracts.result import SolveResult, Verdict
+from cda.contracts.status import VerdictStatus
 from cda.encodings.ir import GroundProblem
 from cda.solver.engine import EngineOptions, run
 
@@ -51,7 +52,7 @@ def downgrade(verdict: Verdict, reason: str) -> Verdict:
     """Lower a verdict to inconclusive; never raises one."""
     if verdict.status == "inconclusive":
         return verdict.model_copy(update={"confidence": min(verdict.confidence, 0.5)})
-    return verdict.model_copy(update={"status": "inconclusive", "confidence": 0.5, "reason": reason})
+    return verdict.model_copy(update={"status": VerdictStatus.INCONCLUSIVE, "confidence": 0.5, "reason": reason})
 
 
 def cross_check(problem: GroundProblem, options: EngineOptions) -> AgreementReport:

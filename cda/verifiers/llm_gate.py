@@ -31,6 +31,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cda.contracts.status import VerdictStatus
 from cda.contracts.verification import VerifierOutcome, VerifierStatus
 from cda.errors import CDAError
 
@@ -140,36 +141,39 @@ def judgement_cap(judgement: LLMJudgement | None) -> tuple[float, bool, list[str
 
 
 def apply_llm_gate(
-    status: Status, confidence: float, judgement: LLMJudgement | None
-) -> tuple[Status, float, list[str]]:
+    status: Status | VerdictStatus, confidence: float, judgement: LLMJudgement | None
+) -> tuple[VerdictStatus, float, list[str]]:
     """THE gate: apply an LLM judgement to a verdict, only ever downwards.
 
     Returns the new status, the new confidence (never above ``confidence``) and caveats saying
-    what the LLM changed (empty when it changed nothing). Only *supported* can move, and only to
-    *inconclusive*.
+    what the LLM changed (empty when it changed nothing). Both are lowered by a ``min``: the
+    confidence under the judgement's cap, the status under a ceiling of *inconclusive* when the
+    judgement demotes (:class:`~cda.contracts.status.VerdictStatus` orders refuted < inconclusive
+    < supported), so only *supported* can move, and only to *inconclusive*.
 
     >>> j = LLMJudgement(provider="offline", agrees="no", flagged=["40%"])
-    >>> apply_llm_gate("supported", 1.0, j)[:2]
-    ('inconclusive', 0.5)
-    >>> apply_llm_gate("refuted", 0.0, LLMJudgement(provider="x", agrees="yes", confidence=1.0))
-    ('refuted', 0.0, [])
-    >>> apply_llm_gate("supported", 1.0, None)
-    ('supported', 1.0, [])
+    >>> status, confidence, _ = apply_llm_gate("supported", 1.0, j)
+    >>> print(status, confidence)
+    inconclusive 0.5
+    >>> apply_llm_gate("refuted", 0.0, LLMJudgement(provider="x", agrees="yes", confidence=1.0)) == ("refuted", 0.0, [])
+    True
+    >>> apply_llm_gate("supported", 1.0, None) == ("supported", 1.0, [])
+    True
     """
-    if status not in _STATUSES:
+    if not isinstance(status, str) or status not in _STATUSES:
         raise ValueError(f"status must be one of {', '.join(_STATUSES)}; got {status!r}")
     if not isinstance(confidence, int | float) or math.isnan(confidence) or not 0.0 <= confidence <= 1.0:
         raise ValueError(f"confidence must be a number in [0, 1]; got {confidence!r}")
+    old_status = VerdictStatus(status)
     valid = _valid(judgement)
     if valid is None:
-        return status, float(confidence), []
+        return old_status, float(confidence), []
     cap, demote, reasons = judgement_cap(valid)
     why = "; ".join(reasons)
     caveats: list[str] = []
-    new_status: Status = status
-    if status == "supported" and demote:
-        new_status = "inconclusive"
-        caveats.append(f"llm {valid.provider}: supported -> inconclusive ({why})")
+    new_status = min(old_status, VerdictStatus.INCONCLUSIVE if demote else VerdictStatus.SUPPORTED)
+    if new_status != old_status:
+        caveats.append(f"llm {valid.provider}: {old_status} -> {new_status} ({why})")
     new_confidence = min(float(confidence), cap)
     if new_confidence < confidence:
         caveats.append(f"llm {valid.provider}: confidence {confidence:.4g} -> {new_confidence:.4g} ({why})")
