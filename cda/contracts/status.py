@@ -1,7 +1,7 @@
 """Ordered statuses: a solver's answer and a verdict, each an enum whose order means something.
 
 Both are :class:`~enum.StrEnum` s, so a status *is* its JSON string (``"sat"``, ``"supported"``:
-equal to it, hashed like it, printed as it) and every output keeps its bytes. Their order is the
+equal to it, hashed like it, printed and repr'd as it) and every output keeps its bytes. Their order is the
 order of declaration, not the alphabet, chosen so that a rule that may only lower a status is a
 ``min``:
 
@@ -13,12 +13,12 @@ order of declaration, not the alphabet, chosen so that a rule that may only lowe
   "a model exists" (false < unknown < true), so ``min`` over several calls says whether *every*
   one of them has a model and ``max`` whether *some* does; an ``unknown`` is never read as sat.
 
->>> min(VerdictStatus.SUPPORTED, VerdictStatus.INCONCLUSIVE)
-<VerdictStatus.INCONCLUSIVE: 'inconclusive'>
->>> min(VerdictStatus("refuted"), VerdictStatus.INCONCLUSIVE) == "refuted"
+>>> min(VerdictStatus.SUPPORTED, VerdictStatus.INCONCLUSIVE) is VerdictStatus.INCONCLUSIVE
 True
+>>> min(VerdictStatus("refuted"), VerdictStatus.INCONCLUSIVE)
+'refuted'
 >>> min(SolverStatus.SAT, SolverStatus.UNKNOWN), max(SolverStatus.UNSAT, SolverStatus.UNKNOWN)
-(<SolverStatus.UNKNOWN: 'unknown'>, <SolverStatus.UNKNOWN: 'unknown'>)
+('unknown', 'unknown')
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ class _Ordered(StrEnum):
     """A string enum whose members compare by declaration order. A plain string that names a
     member compares as that member; any other string compares as strings do (a status among
     labels, sorted, must not raise)."""
+
+    def __repr__(self) -> str:
+        """As its string's: a status shows as it always did (doctests, logs, tuples of results)."""
+        return repr(self.value)
 
     def _rank(self) -> int:
         return type(self)._member_names_.index(self.name)
@@ -112,7 +116,7 @@ class VerdictStatus(_Ordered):
     def settled(cls, goal_holds: bool) -> VerdictStatus:
         """*supported* when the goal provably holds, *refuted* when it provably fails.
 
-        >>> VerdictStatus.settled(False)
-        <VerdictStatus.REFUTED: 'refuted'>
+        >>> VerdictStatus.settled(False) is VerdictStatus.REFUTED
+        True
         """
         return cls.SUPPORTED if goal_holds else cls.REFUTED
