@@ -533,3 +533,14 @@ def test_a_size_bound_that_hides_every_explanation_is_no_conflict(backend: str) 
     assert [(v.status, v.confidence) for v in r.verdicts] == [("supported", 1.0)]  # o forces a
     unbounded = engine.run(gp, backend, engine.EngineOptions())
     assert unbounded.minimal_explanations == [["a", "b"]]
+
+
+@pytest.mark.parametrize("text", ["observable o\nobserve o\ngoal minimal_explanations\n",
+                                  "hyp a\nobservable o\nobserve o\nhard: o implies a\ngoal minimal_explanations\n"])
+def test_minimal_explanations_print_nothing_on_stderr(backend: str, text: str, capfd: pytest.CaptureFixture[str]) -> None:
+    """clasp's domain heuristic with no abducibles printed 'domRec ignored: No domain atoms
+    found.' (and an info about abd/1) on the user's terminal; the answer is the same either way."""
+    result = cda.solve(text, backend=backend)
+    assert result.status == "sat" and result.minimal_explanations
+    out, err = capfd.readouterr()
+    assert err == "" and out == ""

@@ -531,6 +531,8 @@ class ClingoBackend:
             raise BackendUnsupported("the clingo backend enumerates minimal models on the abducibles only")
         if self.deadline.remaining() == 0:
             return "unknown"
+        if not self._hyps:  # one projected model or none: no domain heuristic (clasp would warn of no domain atoms)
+            return self._stream(assumptions, on_model, models=0, project=True, optimize=False)
         self._prepare_minimal()
         # an external is false unless assigned: assuming it true would make every call unsat
         guard = self._size_guard(max_size) if max_size is not None else None
