@@ -181,6 +181,36 @@ def test_the_evaluator_handles_every_node_type(kind: type) -> None:
         assert single == [_python_truth(node, a) for a in rows]
 
 
+@pytest.mark.parametrize("n", [0, 1, 3, 8, 64, 65, 300])
+def test_the_batch_evaluator_agrees_with_the_single_one_on_random_batches(n: int) -> None:
+    """The bit-parallel columns (ripple-carry counts for cardinality, 0/1 bytes for rows) agree
+    with :func:`evaluate` model by model, at batch sizes on and off byte and word boundaries."""
+    import random
+
+    rng = random.Random(n)
+    f = NodeFactory()
+    atoms = [f.atom(f"p{i}") for i in range(12)]
+    nodes: list[Node] = []
+    for _ in range(40):
+        args = rng.sample(atoms, rng.randint(1, 12))
+        k = rng.choice([-1, 0, 1, len(args) // 2, len(args) - 1, len(args), len(args) + 1, 2**40])
+        card = f.card(rng.choice(["<=", ">=", "="]), k, args)
+        nodes += [card, f.not_(card), f.or_([card, rng.choice(atoms)]), f.xor([card, *args[:2]])]
+    nodes.append(f.linear({"x": 3, "y": -2}, "<=", 1))
+    rows = [{**{f"p{i}": rng.random() < 0.5 for i in range(12)}, "x": rng.randint(-3, 3), "y": rng.randint(-3, 3)}
+            for _ in range(n)]
+    batch = BatchEvaluator(nodes)
+    columns = batch.columns(rows)
+    per_model = batch.rows(rows)
+    for i, row in enumerate(rows):
+        single = [evaluate(node, row) for node in nodes]
+        assert single == [_python_truth(node, row) for node in nodes]
+        assert [bool(c >> i & 1) for c in columns] == single
+        assert list(per_model[i]) == [int(v) for v in single]
+    assert all(c >> n == 0 for c in columns)  # no bit beyond the last model
+    assert batch.evaluate(rows).shape == (len(nodes), n)
+
+
 def _python_truth(node: Node, a: dict[str, bool | int]) -> bool:
     """The meaning of each node type, written out independently of the evaluator."""
     match node:

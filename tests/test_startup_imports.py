@@ -82,8 +82,17 @@ def test_check_loads_the_parser_only() -> None:
     code, mods = loaded("check", str(EXAMPLES / "service_outage.cda"))
     assert code == 0
     assert "cda.encodings.ground" in mods  # it did check the file
-    unwanted = {*HEAVY, *SOLVERS, "cda.solver.engine", "cda.contracts.action"}
+    unwanted = {*HEAVY, *SOLVERS, "lark", "cda.solver.engine", "cda.contracts.action"}
     assert not unwanted & mods, sorted(unwanted & mods)
+
+
+def test_a_syntax_error_loads_lark_for_its_message(tmp_path: pytest.TempPathFactory) -> None:
+    """The positive control for lark: what the fast reader cannot vouch for, lark reads."""
+    src = tmp_path / "broken.cda"  # type: ignore[operator]
+    src.write_text("hyp a\nhard: a and\n")
+    code, mods = loaded("check", str(src))
+    assert code != 0
+    assert "lark" in mods and "cda.encodings.lark_reader" in mods
 
 
 def test_solve_json_loads_no_action_runner_units_or_sympy() -> None:
@@ -91,10 +100,24 @@ def test_solve_json_loads_no_action_runner_units_or_sympy() -> None:
     assert code == 1  # an inconclusive prove goal: the answer was computed
     assert "cda.solver.engine" in mods
     # auto picks clingo for this Boolean problem: z3 is neither the backend nor MARCO's map solver here
-    unwanted = {"sympy", "pint", "networkx", "z3", "cda.actions.runner", "cda.verifiers", "cda.contracts.action"}
+    # nor numpy (the re-check and the pricing count with Python ints as bitsets), nor lark (the
+    # fast reader read the file)
+    # nor what only some problems need: the theory-program parser of clingo, the conflict
+    # analysis (the example is consistent), the search of `goal minimal_explanations`
+    unwanted = {
+        "sympy", "pint", "networkx", "numpy", "lark", "cda.encodings.lark_reader", "z3", "cda.actions.runner",
+        "cda.verifiers", "cda.contracts.action", "clingo.ast", "cda.solver.conflicts", "cda.solver.minimal",
+    }
     assert not unwanted & mods, sorted(unwanted & mods)
     _, on_z3 = loaded("solve", str(EXAMPLES / "service_outage.cda"), "--json", "--backend", "z3")
     assert "z3" in on_z3 and "clingo" not in on_z3
+
+
+def test_the_minimal_explanations_goal_loads_its_search() -> None:
+    """The positive control for the goal-specific modules."""
+    code, mods = loaded("solve", str(EXAMPLES / "pump_diagnosis.cda"), "--json")
+    assert code in (0, 1)
+    assert "cda.solver.minimal" in mods
 
 
 def test_a_file_with_units_loads_pint(tmp_path: pytest.TempPathFactory) -> None:

@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import clingo
-from clingo import ast as clingo_ast
 
 from cda.encodings.ir import Clause, GroundProblem, Node
 from cda.encodings.scheme import Scheme, build_scheme, guarded_clauses
@@ -168,6 +167,8 @@ class ClingoBackend:
                     raise BackendUnavailable("the clingo backend needs clingo-dl for metrics and event times") from exc
                 self.theory = ClingoDLTheory()
                 self.theory.register(self.ctl)
+            from clingo import ast as clingo_ast  # 10 ms to import: only for theory programs
+
             with clingo_ast.ProgramBuilder(self.ctl) as builder:
                 clingo_ast.parse_string(
                     f"#program {part}.\n" + text, lambda stm: self.theory.rewrite_ast(stm, builder.add)

@@ -30,10 +30,8 @@ from cda.contracts.status import SolverStatus
 from cda.encodings.ir import Claim, GroundProblem
 from cda.solver.backend import Backend, Deadline, _OutOfTime, integer_weights, make_backend
 from cda.solver.call_log import RecordingBackend, SolverCallLog
-from cda.solver.conflicts import conflict
 from cda.solver.hypotheses import Ranking, rank_hypotheses
 from cda.solver.information import rounded
-from cda.solver.minimal import MinimalSearch
 from cda.solver.next_tests import next_tests
 from cda.solver.observations import GroupedProblem, split_observations
 from cda.solver.recheck import CheckedBackend
@@ -176,6 +174,8 @@ def _conflicting(
     result: SolveResult, solver: CheckedBackend, options: EngineOptions, deadline: Deadline, notes: list[str]
 ) -> None:
     """H ∧ O is unsatisfiable: cores and corrections instead of hypotheses; claims inconclusive."""
+    from cda.solver.conflicts import conflict  # on first conflict: most problems have none
+
     result.status = SolverStatus.UNSAT
     result.enumeration_complete = True
     result.conflict = conflict(solver, options.max_conflict_sets, deadline)
@@ -189,6 +189,8 @@ def _run_minimal(grouped: GroupedProblem, backend_name: str, options: EngineOpti
     which need every observation, on the whole problem. A claim is answered as without the goal:
     its confidence and witnesses come from every hypothesis of the whole problem, which the
     result does not list (its answer is the minimal explanations)."""
+    from cda.solver.minimal import MinimalSearch  # only this goal needs it
+
     deadline = Deadline(options.timeout)
     goal = grouped.base.minimal
     mode, k = (goal.mode, goal.k) if goal is not None else ("all", None)

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import compress
 
-import numpy as np
-
 from cda.encodings.evaluate import BatchEvaluator, evaluate_many
 from cda.encodings.ir import Atom, Linear, SoftClause, walk
 from cda.errors import EvaluatorDisagreement
@@ -81,7 +79,7 @@ def rank_hypotheses(solver: CheckedBackend, cap: int) -> Ranking:
             model = pricer.cheapest_model(assumed, model)
             cost, violated = pricer.cost_of(model)
         else:
-            cost, violated = pricer.priced(soft_values[:, i].tolist())
+            cost, violated = pricer.priced(soft_values[i])
         out.append(RankedHypothesis(assumed, cost, violated, model))
     # costs are Fractions, whose comparisons run in Python: sort by each distinct cost's rank
     rank = {cost: i for i, cost in enumerate(sorted({h.cost for h in out}))}
@@ -108,16 +106,14 @@ class _Pricer:
         #: all, every one of its models has the same cost and the same violations
         self._open_atoms = None if numeric else sorted(soft_atoms - hyps)
 
-    def values(self, models: Sequence[Model]) -> np.ndarray | None:
-        """Each soft clause's truth in each model (rows: soft clauses) when that settles the
-        cost of the models' hypotheses; ``None`` when a hypothesis must be priced on its own."""
+    def values(self, models: Sequence[Model]) -> list[bytes] | None:
+        """Per model, each soft clause's truth (a byte, 0 or 1) when that settles the cost of
+        the models' hypotheses; ``None`` when a hypothesis must be priced on its own."""
         if self.soft and not self.on_hyps_only:
             return None
-        if not self._nodes:
-            return np.ones((0, len(models)), dtype=bool)
-        return BatchEvaluator(self._nodes).evaluate(models)
+        return BatchEvaluator(self._nodes).rows(models)
 
-    def priced(self, ok: Sequence[bool]) -> tuple[Fraction, tuple[str, ...]]:
+    def priced(self, ok: Sequence[bool] | bytes) -> tuple[Fraction, tuple[str, ...]]:
         broken = [s for s, good in zip(self.soft, ok) if not good]
         return sum((s.weight for s in broken), Fraction(0)), tuple(s.name for s in broken)
 

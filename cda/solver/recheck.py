@@ -58,7 +58,7 @@ class CheckedBackend:
         active = {k for k, v in assumptions if v}
         everything = ALL_CLAUSES in active
         clauses = self.problem.clauses
-        values = self._batch.evaluate([model])[:, 0].tolist()  # its walk order is made once
+        values = [bool(c) for c in self._batch.columns([model])]  # its walk order is made once
         for clause, ok in zip(clauses, values):
             if not ok and (everything or selector(clause.name) in active):
                 raise EvaluatorDisagreement(f"{self.name} returned a model violating clause {clause.name} ({why})")
@@ -78,19 +78,21 @@ class CheckedBackend:
         also that it takes ``value`` in each (a claim assumed true or false)."""
         if not models:
             return
-        values = self._batch.evaluate(models)
-        import numpy as np  # here, not at the top: numpy loads only when models are re-checked in bulk
-
-        bad = np.flatnonzero(~values.all(axis=0))
-        if bad.size:
-            i = int(bad[0])
-            row = int(np.flatnonzero(~values[:, i])[0])
+        columns = self._batch.columns(models)
+        full = (1 << len(models)) - 1
+        every = full
+        for column in columns:
+            every &= column
+        if every != full:
+            missing = full & ~every
+            i = (missing & -missing).bit_length() - 1  # the first model that violates something
+            row = next(r for r, column in enumerate(columns) if not column >> i & 1)
             clauses = self.problem.clauses
             what = clauses[row].name if row < len(clauses) else "background structure"
             raise EvaluatorDisagreement(f"{self.name} returned a model violating {what} ({why})")
         if node is not None:
-            got = BatchEvaluator([node]).evaluate(models)[0]
-            if not (got == value).all():
+            [got] = BatchEvaluator([node]).columns(models)
+            if got != (full if value else 0):
                 raise EvaluatorDisagreement(f"{self.name} returned a model where the claim is not {value} ({why})")
 
     # ---- questions

@@ -1,0 +1,382 @@
+"""The reference reader: lark over ``grammar.lark``, and its errors in words.
+
+:mod:`cda.encodings.parse` calls :func:`read` when the hand-written reader of
+:mod:`cda.encodings.fastparse` cannot vouch for a text (any error included), or when asked for
+the reference (``fast=False``). lark's errors are translated here into
+:class:`~cda.errors.DSLSyntaxError` carrying line, column, the source line with a caret, and the
+expected tokens in words. A module of its own so that lark (about 11 ms to import) loads only
+when a text needs it, not for every file the fast reader reads.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import lark
+from lark import Token, Transformer, v_args
+
+from cda.encodings import ast as A
+from cda.encodings.numbers import refusal, whole_refusal
+from cda.errors import DSLSyntaxError
+from cda.gcpause import gc_paused
+
+__all__ = ["read"]
+
+
+@lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    grammar = resources.files("cda.encodings").joinpath("grammar.lark").read_text(encoding="utf-8")
+    return lark.Lark(
+        grammar,
+        parser="lalr",
+        propagate_positions=True,
+        start=["start", "clause_text"],
+        maybe_placeholders=True,
+    )
+
+
+def _pos(meta_or_token: Any) -> A.Pos:
+    return (getattr(meta_or_token, "line", 0) or 0, getattr(meta_or_token, "column", 0) or 0)
+
+
+def _number(token: Token) -> Fraction:
+    text = str(token)
+    reason = refusal(text)
+    if reason:
+        raise DSLSyntaxError(reason, line=token.line, column=token.column)
+    return Fraction(text)
+
+
+def _int(token: Token) -> int:
+    """An INT token (``top``, ``hops``, a cardinality), refused beyond 40 digits like any number."""
+    reason = whole_refusal(str(token))
+    if reason:
+        raise DSLSyntaxError(reason, line=token.line, column=token.column)
+    return int(token)
+
+
+@v_args(meta=True)
+class _ToAST(Transformer[Token, Any]):
+    """One method per grammar rule; builds AST nodes carrying positions."""
+
+    # ---- statements
+    def start(self, meta: Any, items: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        for item in items:
+            out.extend(item if isinstance(item, list) else [item])
+        return out
+
+    def clause_text(self, meta: Any, items: list[Any]) -> tuple[Any, Fraction | None]:
+        formula = items[0]
+        weight = items[1][0] if len(items) > 1 and items[1] is not None else None
+        return formula, weight
+
+    def weight(self, meta: Any, items: list[Any]) -> tuple[Fraction, A.Pos]:
+        return items[0], _pos(meta)
+
+    def domain_decl(self, meta: Any, items: list[Any]) -> A.DomainDecl:
+        name, *values = items
+        return A.DomainDecl(str(name), tuple(str(v) for v in values if v is not None), _pos(name))
+
+    def sig_decl(self, meta: Any, items: list[Any]) -> list[A.PredDecl]:
+        kind, *sigs = items
+        return [A.PredDecl(str(kind), name, doms, pos, dpos) for (name, doms, pos, dpos) in sigs]
+
+    def signature(self, meta: Any, items: list[Any]) -> tuple[str, tuple[str, ...], A.Pos, tuple[A.Pos, ...]]:
+        name, *doms = items
+        doms = [d for d in doms if d is not None]
+        return str(name), tuple(str(d) for d in doms), _pos(name), tuple(_pos(d) for d in doms)
+
+    def event_decl(self, meta: Any, items: list[Token]) -> list[A.EventDecl]:
+        return [A.EventDecl(str(t), _pos(t)) for t in items]
+
+    def metric_decl(self, meta: Any, items: list[Any]) -> A.MetricDecl:
+        name, (unit, unit_pos) = items
+        return A.MetricDecl(str(name), unit, _pos(name), unit_pos=unit_pos)
+
+    def unit(self, meta: Any, items: list[Token]) -> tuple[str, A.Pos]:
+        return "".join(str(t) for t in items), _pos(items[0])
+
+    def fact_stmt(self, meta: Any, items: list[Any]) -> A.Fact:
+        return A.Fact(items[0], _pos(meta))
+
+    def observe_stmt(self, meta: Any, items: list[Any]) -> A.Observe:
+        name, formula = items
+        name_pos = _pos(name) if name is not None else _pos(meta)
+        return A.Observe(str(name) if name is not None else None, formula, _pos(meta), name_pos=name_pos)
+
+    def hard_stmt(self, meta: Any, items: list[Any]) -> A.Hard:
+        name, formula = items
+        name_pos = _pos(name) if name is not None else _pos(meta)
+        return A.Hard(str(name) if name is not None else None, formula, _pos(meta), name_pos=name_pos)
+
+    def soft_stmt(self, meta: Any, items: list[Any]) -> A.Soft:
+        name, w1, formula, w2 = items
+        if w1 is not None and w2 is not None:
+            raise DSLSyntaxError("a soft clause takes one weight, given twice", line=w2[1][0], column=w2[1][1])
+        weight = w1 if w1 is not None else w2
+        return A.Soft(
+            str(name) if name is not None else None,
+            weight[0] if weight is not None else None,
+            formula,
+            _pos(meta),
+            name_pos=_pos(name) if name is not None else _pos(meta),
+            weight_pos=weight[1] if weight is not None else _pos(meta),
+        )
+
+    def goal_best(self, meta: Any, items: list[Any]) -> A.GoalBest:
+        top = items[0]
+        return A.GoalBest(_int(top) if top is not None else None, _pos(top) if top is not None else _pos(meta))
+
+    def goal_minimal(self, meta: Any, items: list[Any]) -> A.GoalMinimal:
+        mode = items[0]
+        if mode is None:
+            return A.GoalMinimal("all", None, _pos(meta))
+        kind, k, pos = mode
+        return A.GoalMinimal(kind, k, pos)
+
+    def minimal_all(self, meta: Any, items: list[Any]) -> tuple[str, int | None, A.Pos]:
+        return "all", None, _pos(meta)
+
+    def minimal_top(self, meta: Any, items: list[Token]) -> tuple[str, int | None, A.Pos]:
+        return "top", _int(items[0]), _pos(items[0])
+
+    def minimal_card(self, meta: Any, items: list[Any]) -> tuple[str, int | None, A.Pos]:
+        return "min_cardinality", None, _pos(meta)
+
+    def goal_prove(self, meta: Any, items: list[Any]) -> A.GoalClaim:
+        return A.GoalClaim("prove", items[0], _pos(meta))
+
+    def goal_disprove(self, meta: Any, items: list[Any]) -> A.GoalClaim:
+        return A.GoalClaim("disprove", items[0], _pos(meta))
+
+    def fol_block(self, meta: Any, items: list[Token]) -> A.FolBlock:
+        return A.FolBlock(str(items[0]), _pos(items[0]))
+
+    def ken_stmt(self, meta: Any, items: list[Token]) -> A.KenLoad:
+        return A.KenLoad(str(items[0])[1:-1], _pos(items[0]))
+
+    # ---- formulas
+    def _nary(self, op: str, meta: Any, items: list[Any]) -> A.FNary:
+        return A.FNary(op, tuple(items), _pos(meta))
+
+    def iff_f(self, meta: Any, items: list[Any]) -> A.FNary:
+        return self._nary("iff", meta, items)
+
+    def or_f(self, meta: Any, items: list[Any]) -> A.FNary:
+        return self._nary("or", meta, items)
+
+    def and_f(self, meta: Any, items: list[Any]) -> A.FNary:
+        return self._nary("and", meta, items)
+
+    def xor_f(self, meta: Any, items: list[Any]) -> A.FNary:
+        return self._nary("xor", meta, items)
+
+    def impl_f(self, meta: Any, items: list[Any]) -> A.FImplies:
+        return A.FImplies(items[0], items[1], _pos(meta))
+
+    def not_f(self, meta: Any, items: list[Any]) -> A.FNot:
+        return A.FNot(items[0], _pos(meta))
+
+    def forall_f(self, meta: Any, items: list[Any]) -> A.FQuant:
+        var, dom, body = items
+        return A.FQuant("forall", str(var), str(dom), body, _pos(meta), _pos(dom))
+
+    def exists_f(self, meta: Any, items: list[Any]) -> A.FQuant:
+        var, dom, body = items
+        return A.FQuant("exists", str(var), str(dom), body, _pos(meta), _pos(dom))
+
+    def true_f(self, meta: Any, items: list[Any]) -> A.FConst:
+        return A.FConst(True, _pos(meta))
+
+    def false_f(self, meta: Any, items: list[Any]) -> A.FConst:
+        return A.FConst(False, _pos(meta))
+
+    def card(self, meta: Any, items: list[Any]) -> A.FCard:
+        op, k, *args = items
+        return A.FCard(str(op), _int(k), tuple(a for a in args if a is not None), _pos(meta))
+
+    def before(self, meta: Any, items: list[Any]) -> A.FBefore:
+        return A.FBefore(items[0], items[1], _pos(meta))
+
+    def within(self, meta: Any, items: list[Any]) -> A.FWithin:
+        return A.FWithin(items[0], items[1], items[2], _pos(meta))
+
+    def path(self, meta: Any, items: list[Any]) -> A.FPath:
+        src, rel, dst, hops, _word = items
+        return A.FPath(src, str(rel), dst, _int(hops), _pos(meta), _pos(rel))
+
+    def compare(self, meta: Any, items: list[Any]) -> A.FCompare:
+        lhs, op, rhs = items
+        return A.FCompare(self._arith(lhs), str(op), self._arith(rhs), _pos(op))
+
+    def use_policy(self, meta: Any, items: list[Any]) -> A.FRisk | A.FAtom:
+        provider, op, level = items
+        if op is None:  # a plain `use(provider:X)` atom
+            return A.FAtom(None, "use", (provider,), _pos(meta))
+        return A.FRisk(str(op), str(level), provider, _pos(meta))
+
+    def risk_cmp(self, meta: Any, items: list[Any]) -> A.FRisk:
+        op, level = items
+        return A.FRisk(str(op), str(level), None, _pos(meta))
+
+    def atom(self, meta: Any, items: list[Any]) -> A.FAtom:
+        kind, name, *args = items
+        args = [a for a in args if a is not None]
+        return A.FAtom(str(kind)[:-1] if kind is not None else None, str(name), tuple(args), _pos(name))
+
+    def term(self, meta: Any, items: list[Any]) -> A.Term:
+        kind, name = items
+        return A.Term(str(kind)[:-1] if kind is not None else None, str(name), _pos(name))
+
+    # ---- arithmetic
+    def _arith(self, node: Any) -> A.Arith:
+        if isinstance(node, A.Arith):
+            return node
+        return A.Arith((self._aterm(node),), node.pos)
+
+    def _aterm(self, node: Any, sign: int = 1) -> A.ATerm:
+        if isinstance(node, A.ATerm):
+            return A.ATerm(node.coef * sign, node.ref, node.quantity, node.pos)
+        if isinstance(node, A.ARef):
+            return A.ATerm(Fraction(sign), node, None, node.pos)
+        if isinstance(node, A.AQuantity):
+            return A.ATerm(Fraction(sign), None, node, node.pos)
+        raise TypeError(node)
+
+    def arith(self, meta: Any, items: list[Any]) -> A.Arith:
+        terms = [self._aterm(items[0])]
+        for op, item in zip(items[1::2], items[2::2]):
+            terms.append(self._aterm(item, -1 if str(op) == "-" else 1))
+        return A.Arith(tuple(terms), _pos(meta))
+
+    def scaled(self, meta: Any, items: list[Any]) -> A.ATerm:
+        coef, ref = items
+        return A.ATerm(coef, ref, None, _pos(meta))
+
+    def neg(self, meta: Any, items: list[Any]) -> A.ATerm:
+        return A.ATerm(Fraction(-1), items[0], None, _pos(meta))
+
+    def quantity(self, meta: Any, items: list[Any]) -> A.AQuantity:
+        value, unit = items
+        return A.AQuantity(value, unit[0] if unit is not None else None, _pos(meta))
+
+    def number(self, meta: Any, items: list[Token]) -> Fraction:
+        return _number(items[0])
+
+    def metric_ref(self, meta: Any, items: list[Token]) -> A.ARef:
+        return A.ARef("metric", str(items[0]), _pos(items[0]))
+
+    def time_ref(self, meta: Any, items: list[Any]) -> A.ARef:
+        return items[0]
+
+    def event_ref(self, meta: Any, items: list[Token]) -> A.ARef:
+        return A.ARef("event", str(items[0]), _pos(items[0]))
+
+
+_FRIENDLY = {
+    "NAME": "a name",
+    "INT": "a whole number",
+    "SIGNED_NUMBER": "a number",
+    "STRING": 'a quoted path ("…")',
+    "CMP": "a comparison (<=, <, >=, >, =, !=)",
+    "RISK": "a risk level (low, medium, high, hard)",
+    "CARD": "at_most/at_least/exactly",
+    "SIG_KIND": "a declaration (hyp, observable, pred, var)",
+    "ATOM_KIND": "hyp:/obs:/pred:",
+    "TERM_KIND": "entity:/provider:",
+    "ADD_OP": "'+' or '-'",
+    "UNIT_OP": "'/' or '*'",
+    "HOPS": "'hops'",
+    "$END": "end of input",
+}
+
+
+def _describe(names: set[str]) -> str:
+    parser = _parser()
+    words = []
+    for name in sorted(names):
+        if name in _FRIENDLY:
+            words.append(_FRIENDLY[name])
+            continue
+        try:
+            pattern = parser.get_terminal(name).pattern
+        except KeyError:
+            words.append(name)
+            continue
+        if isinstance(pattern, lark.lexer.PatternStr):
+            words.append(f"'{pattern.value}'")
+        else:
+            words.append(name.lower())
+    # words first ("a name", "a number"), then keywords in quotes
+    unique = sorted(set(words), key=lambda w: (w.startswith("'"), w))
+    if len(unique) > 14:
+        unique = unique[:14] + ["…"]
+    return ", ".join(unique)
+
+
+def _source_line(text: str, line: int) -> str | None:
+    lines = text.split("\n")  # lark counts lines by "\n" only
+    return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+def _syntax_error(text: str, err: lark.exceptions.UnexpectedInput, filename: str | None) -> DSLSyntaxError:
+    line = getattr(err, "line", None)
+    column = getattr(err, "column", None)
+    at_end = isinstance(err, lark.exceptions.UnexpectedEOF) or (
+        isinstance(err, lark.exceptions.UnexpectedToken) and err.token.type == "$END"
+    )
+    if at_end or line is None or line < 1:  # unexpected end of input: point past the last character
+        lines = text.rstrip("\n").split("\n")
+        line, column = len(lines), len(lines[-1]) + 1
+    if isinstance(err, lark.exceptions.UnexpectedToken):
+        token = err.token
+        found = "end of input" if token.type == "$END" else f"'{token}'"
+        message = f"unexpected {found}; expected {_describe(set(err.expected))}"
+    elif isinstance(err, lark.exceptions.UnexpectedCharacters):
+        at = err.pos_in_stream
+        char = text[at] if at is not None and at < len(text) else "?"
+        allowed = set(err.allowed or ())
+        message = f"unexpected character {char!r}"
+        if allowed:
+            message += f"; expected {_describe(allowed)}"
+    elif isinstance(err, lark.exceptions.UnexpectedEOF):
+        message = f"unexpected end of input; expected {_describe(set(err.expected))}"
+    else:  # pragma: no cover - lark has no other UnexpectedInput subclasses
+        message = str(err)
+    return DSLSyntaxError(
+        message, line=line, column=column, source_line=_source_line(text, line), filename=filename
+    )
+
+
+def read(text: str, start: str, filename: str | None) -> Any:
+    """``text`` read by lark from the rule ``start`` (``"start"``: a problem's statements;
+    ``"clause_text"``: a clause and its weight), as the AST; a ``DSLSyntaxError`` otherwise."""
+    # the parse allocates many small objects and frees none: the cyclic GC only walks them
+    # (it made parsing super-linear, 174 -> 238 µs/clause from 1,000 to 10,000 clauses)
+    try:
+        with gc_paused():
+            tree = _parser().parse(text, start=start)
+            return _ToAST().transform(tree)
+    except RecursionError:
+        raise DSLSyntaxError(
+            "the text is nested too deeply to read; split it into several named clauses", filename=filename
+        ) from None
+    except lark.exceptions.UnexpectedInput as err:
+        raise _syntax_error(text, err, filename) from None
+    except lark.exceptions.VisitError as err:
+        inner = err.orig_exc
+        if isinstance(inner, RecursionError):
+            raise DSLSyntaxError(
+                "the text is nested too deeply to read; split it into several named clauses", filename=filename
+            ) from None
+        if isinstance(inner, DSLSyntaxError):
+            if inner.line is not None:
+                inner.source_line = _source_line(text, inner.line)
+            inner.filename = filename
+            inner.args = (inner.render(),)
+            raise inner from None
+        raise
