@@ -12,7 +12,6 @@ Layout of an output folder::
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +26,7 @@ from cda.adapters.event_store import EventStore
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs
 from cda.errors import CDAError
-from cda.files import read_text
+from cda.files import parse_json, read_text
 from cda.ken.graph import KenGraph
 from cda.ken.loaders import load_ken
 from cda.verifiers.llm_gate import LLMProvider
@@ -43,10 +42,7 @@ def load_inputs(path: Path) -> CDAInputs:
     """Read and validate ``inputs.json`` (a relative Ken path stays relative: the run's seed must
     not depend on where the file sits; :func:`run_inputs` resolves it against ``base_dir``)."""
     text = read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputsError(f"{path}:{exc.lineno}:{exc.colno}: error: not JSON: {exc.msg}") from None
+    data = parse_json(text, str(path), InputsError)
     try:
         inputs = CDAInputs.model_validate(data)
     except ValidationError as exc:

@@ -177,6 +177,11 @@ class OpenAICompatibleProvider:
             raise LLMProviderError(
                 f"LLM provider {self.name} replied with content that is not JSON ({error.msg}): {_excerpt(content)}"
             ) from error
+        except (RecursionError, ValueError) as error:  # nested past the recursion limit, a huge integer
+            raise LLMProviderError(
+                f"LLM provider {self.name} replied with JSON that cannot be read ({type(error).__name__}): "
+                f"{_excerpt(content)}"
+            ) from None
         if not isinstance(obj, dict):
             raise LLMProviderError(
                 f"LLM provider {self.name} replied with JSON {type(obj).__name__}, expected an object: {_excerpt(content)}"
@@ -199,6 +204,8 @@ def _content(reply: bytes, where: str) -> str:
         data: Any = json.loads(reply.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise LLMProviderError(f"{where} sent a reply that is not JSON: {_excerpt(reply)}") from error
+    except (RecursionError, ValueError):  # nested past the recursion limit, a huge integer
+        raise LLMProviderError(f"{where} sent a reply that is not readable JSON: {_excerpt(reply)}") from None
     try:
         content = data["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError) as error:
