@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from cda.contracts.locations import validation_problems
 from cda.errors import CDAError
 from cda.verifiers.llm_gate import LLMJudgement, LLMProviderError
 from cda.verifiers.redact import Redactor
@@ -190,11 +191,9 @@ class OpenAICompatibleProvider:
         try:
             return LLMJudgement.model_validate({**fields, "provider": self.name})
         except ValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors(include_url=False)
-            )
             raise LLMProviderError(
-                f"LLM provider {self.name} replied with a malformed judgement ({problems}): {_excerpt(content)}"
+                f"LLM provider {self.name} replied with a malformed judgement ({validation_problems(error)}): "
+                f"{_excerpt(content)}"
             ) from error
 
 

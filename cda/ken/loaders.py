@@ -57,6 +57,8 @@ def load_json(path: Path) -> KenGraph:
     data = read_json(path, KenError)
     if not isinstance(data, dict) or "nodes" not in data:
         raise KenError(f"{path}: expected networkx node-link JSON with 'nodes' and 'links'/'edges'")
+    if not isinstance(data["nodes"], list):
+        raise KenError(f"{path}: not node-link JSON ('nodes' must be a list of node objects)")
     edges_key = "links" if "links" in data else "edges"
     try:
         g = nx.node_link_graph(
