@@ -524,3 +524,17 @@ def test_a_nan_weight_is_called_not_a_number(tmp_path: Path) -> None:
     )
     err = _cli_err(tmp_path, path)
     assert "constraints.soft[0].weight" in err and "not a number" in err and "greater than" not in err
+
+
+def test_the_offline_llm_check_does_not_flag_declared_metrics_nor_the_claims_own_bound() -> None:
+    # 45359237 mg is exactly 100 lb: both claims hold, and nothing in them is invented
+    inputs = CDAInputs.model_validate({
+        "problem": "weight check", "dsl": "metric w : mg\n",
+        "constraints": {"hard": ["value(metric:w) = 45359237 mg"]},
+        "goals": {"kind": "prove", "claims": ["value(metric:w) >= 100 lb", "value(metric:w) <= 100 lb"]},
+    })
+    run = run_inputs(inputs)
+    verdicts = [(v.status, v.confidence) for v in run.outputs.verdicts if v.claim.startswith("prove")]
+    assert verdicts == [("supported", 1.0), ("supported", 1.0)]
+    assert not any("unsupported fragment" in c for v in run.outputs.verdicts for c in v.caveats)
+
