@@ -284,3 +284,14 @@ def test_json_nested_past_the_stack_is_a_clear_error_naming_the_file(tmp_path: P
     code, _out, err = run(*(a.format(deep=deep, tmp=tmp_path) for a in argv))
     assert code == 2 and "Traceback" not in err
     assert err.startswith(f"cda: error: {deep}") and "nested too deeply" in err
+
+
+def test_a_huge_cost_prints_exactly_and_the_table_stays_aligned(tmp_path: Path) -> None:
+    path = tmp_path / "c.cda"
+    path.write_text("hyp a\nsoft weight 1e30: a\nsoft weight 1: not a\ngoal prove a\n", encoding="utf-8")
+    _code, out, _ = run("solve", str(path))
+    rows = [line for line in out.splitlines() if line.startswith("  h") or line.startswith("  id")]
+    assert rows[2].split()[2] == str(10**30)  # not 1000000000000000019884624838656, the float's digits
+    assert len({len(r.rstrip().rsplit(None, 1)[0]) for r in rows}) == 1  # the cost column's right edge
+    _code, out, _ = run("solve", str(path), "--json")
+    assert json.loads(out)["hypotheses"][1]["cost"] == 1e30  # the JSON contract keeps its float
