@@ -854,3 +854,21 @@ def test_bench_folio_names_the_line_of_json_nested_too_deeply(tmp_path: Path) ->
     path.write_text('{"a": 1}\n' + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
     with pytest.raises(CDAError, match=r"deep\.jsonl:2: not valid JSON: nested too deeply"):
         folio_bench.read_examples(path)
+
+
+def test_a_claim_the_unique_names_reading_decides_says_so(tmp_path: Path) -> None:
+    path = _write(tmp_path, "premise P(a)\nclaim a ≠ b\n")
+    out = io.StringIO()
+    assert main_prove(path, out=out, unique_names=True) == 0
+    assert "premises used: none (the claim decides itself under the unique-names reading)" in out.getvalue()
+    out = io.StringIO()
+    main_prove(_write(tmp_path, "premise P(a)\nclaim P(b) ∨ ¬P(b)\n"), out=out)
+    assert "premises used: none (the claim decides itself)" in out.getvalue()
+
+
+def test_prove_help_says_the_timeout_is_per_claim(capsys: pytest.CaptureFixture[str]) -> None:
+    from cda.adapters.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["prove", "--help"])
+    assert "for each claim" in " ".join(capsys.readouterr().out.split())

@@ -100,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("prove", help="prove or refute first-order claims (a .fol file; see docs/fol.md)")
     pr.add_argument("file", type=Path)
     pr.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
-    pr.add_argument("--timeout", type=_seconds, default=10.0, help=_TIMEOUT_HELP)
+    pr.add_argument("--timeout", type=_seconds, default=10.0,
+                    help="wall-clock budget in seconds for each claim, not for the whole file (inf: no limit)")
     pr.add_argument("--json", action="store_true")
     pr.add_argument("--cross-check", action="store_true", help="re-solve on the other backend and compare")
     pr.add_argument(
