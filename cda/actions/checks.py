@@ -19,10 +19,10 @@ Each check leaves a receipt and an ``action_checkpoint(kind="verifier_update")``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import takewhile
 from typing import Any
 
 from cda.actions.budget import Budget
@@ -414,9 +414,6 @@ def _declared_names(gp: GroundProblem) -> set[str]:
     return names
 
 
-_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
-
-
 def _stated_quantities(claim: _Claim) -> set[str]:
     """The words of ``claim`` that are its own numbers and units (``100`` and ``lb`` of
     ``value(metric:w) >= 100 lb``): the bound the solver decided, part of the problem, not a
@@ -443,9 +440,10 @@ def _stated_quantities(claim: _Claim) -> set[str]:
     for fragment in claim_fragments(claim.claim):
         if fragment.kind == "entity" and fragment.text in units:
             words.add(fragment.text)
-        elif fragment.kind == "number" and (m := _DECIMAL.match(fragment.text)) and Fraction(m.group()) in values:
-            suffix = fragment.text[m.end():]
-            if not suffix or suffix in units:
+        elif fragment.kind == "number":  # digits, an optional decimal part, an optional unit suffix
+            digits = "".join(takewhile(lambda ch: ch.isdigit() or ch == ".", fragment.text))
+            suffix = fragment.text[len(digits):]
+            if Fraction(digits) in values and (not suffix or suffix in units):
                 words.add(fragment.text)
     return words
 
