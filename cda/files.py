@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from cda.errors import CDAError
 
-__all__ = ["read_text"]
+__all__ = ["parse_json", "read_json", "read_text"]
 
 
 def read_text(path: Path) -> str:
@@ -23,3 +25,39 @@ def read_text(path: Path) -> str:
         raise CDAError(f"cannot read {path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})") from None
     except OSError as exc:
         raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def parse_json(text: str, where: str, error: type[CDAError] = CDAError, *, line: int | None = None) -> Any:
+    """``text`` decoded as JSON; every way the decoder fails (bad syntax, nesting deeper than
+    Python's recursion limit, a number too long to convert) is an ``error`` naming ``where`` (a
+    file name) and, for syntax, line:column (``line`` says which line of the file a one-line
+    ``text`` is, as in a JSON-lines file).
+
+    >>> parse_json('[' * 100000 + ']' * 100000, "deep.json")
+    Traceback (most recent call last):
+    cda.errors.CDAError: deep.json: not valid JSON: nested too deeply to read
+    >>> parse_json('{"a": }', "x.json")
+    Traceback (most recent call last):
+    cda.errors.CDAError: x.json:1:7: not valid JSON: Expecting value
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = f"{exc.lineno}:{exc.colno}" if line is None else f"{line}:{exc.colno}"
+        raise error(f"{where}:{at}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        at = "" if line is None else f":{line}"
+        raise error(f"{where}{at}: not valid JSON: nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer longer than Python's digit limit
+        at = "" if line is None else f":{line}"
+        raise error(f"{where}{at}: not valid JSON: {exc}") from None
+
+
+def read_json(path: Path, error: type[CDAError] = CDAError) -> Any:
+    """The JSON value in the file at ``path`` (read as :func:`read_text` does); any failure is an
+    ``error`` naming the file."""
+    try:
+        text = read_text(path)
+    except CDAError as exc:
+        raise error(str(exc)) from None
+    return parse_json(text, str(path), error)

@@ -482,3 +482,59 @@ def test_a_caveat_that_lowered_a_verdict_is_in_the_text_outputs(tmp_path: Path) 
         decisions = text.split("## Decisions", 1)[1].split("\n## ", 1)[0]
         assert f"- INCONCLUSIVE prove slow(api) (confidence {verdict.confidence:.2f}, {verdict.band})\n" \
                f"  - lowered: {caveat}\n" in decisions, text
+
+
+# ---- input errors name their field ----------------------------------------------------------
+def _write_inputs(tmp_path: Path, **update: object) -> Path:
+    data = {"problem": "p", "dsl": "hyp a\n", "goals": {"kind": "prove", "claims": ["a"]}, **update}
+    path = tmp_path / "in.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("ken_text", "words"), [(None, "no such file"), ('{"nodes": 1}', "'nodes' must be a list")])
+def test_a_bad_ken_file_in_an_action_names_the_ken_path_field(tmp_path: Path, ken_text: str | None, words: str) -> None:
+    if ken_text is not None:
+        (tmp_path / "k.json").write_text(ken_text, encoding="utf-8")
+    path = _write_inputs(tmp_path, ken={"path": "k.json"})
+    err = _cli_err(tmp_path, path)
+    assert err.startswith("cda: error: ken.path: ") and "k.json" in err and words in err
+
+
+def _cli_err(tmp_path: Path, path: Path) -> str:
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["run", str(path), "--out", str(tmp_path / "o")], stdout=out, stderr=err) == 2
+    return err.getvalue()
+
+
+def test_schema_errors_name_fields_as_dsl_errors_do_and_say_error_once(tmp_path: Path) -> None:
+    path = _write_inputs(tmp_path, constraints={"soft": [{"clause": "a", "weight": -1}]})
+    err = _cli_err(tmp_path, path)
+    assert "constraints.soft[0].weight: Input should be greater than 0" in err
+    assert err.count("error:") == 1
+
+
+def test_a_nan_weight_is_called_not_a_number(tmp_path: Path) -> None:
+    path = tmp_path / "in.json"
+    path.write_text(
+        '{"problem": "p", "dsl": "hyp a\\n", "goals": {"kind": "prove", "claims": ["a"]},'
+        ' "constraints": {"soft": [{"clause": "a", "weight": NaN}]}}', encoding="utf-8",
+    )
+    err = _cli_err(tmp_path, path)
+    assert "constraints.soft[0].weight" in err and "not a number" in err and "greater than" not in err
+
+
+def test_the_offline_llm_check_does_not_flag_declared_metrics_nor_the_claims_own_bound() -> None:
+    # 45359237 mg is exactly 100 lb: both claims hold, and nothing in them is invented
+    inputs = CDAInputs.model_validate({
+        "problem": "weight check", "dsl": "metric w : mg\n",
+        "constraints": {"hard": ["value(metric:w) = 45359237 mg"]},
+        "goals": {"kind": "prove", "claims": ["value(metric:w) >= 100 lb", "value(metric:w) <= 100 lb"]},
+    })
+    run = run_inputs(inputs)
+    verdicts = [(v.status, v.confidence) for v in run.outputs.verdicts if v.claim.startswith("prove")]
+    assert verdicts == [("supported", 1.0), ("supported", 1.0)]
+    assert not any("unsupported fragment" in c for v in run.outputs.verdicts for c in v.caveats)
+

@@ -268,3 +268,30 @@ def test_a_byte_order_mark_first_is_not_a_syntax_error(tmp_path: Path) -> None:
     f.write_bytes("\ufeffhyp leak\nhard: leak\n".encode())
     code, out, err = run("check", str(f))
     assert (code, err) == (0, "") and "abducibles 1" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("run", "{deep}", "--out", "{tmp}/o"),
+        ("solve", str(EXAMPLES / "service_outage.cda"), "--ken", "{deep}"),
+        ("bench", "folio", "{deep}"),
+    ],
+)
+def test_json_nested_past_the_stack_is_a_clear_error_naming_the_file(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    code, _out, err = run(*(a.format(deep=deep, tmp=tmp_path) for a in argv))
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith(f"cda: error: {deep}") and "nested too deeply" in err
+
+
+def test_a_huge_cost_prints_exactly_and_the_table_stays_aligned(tmp_path: Path) -> None:
+    path = tmp_path / "c.cda"
+    path.write_text("hyp a\nsoft weight 1e30: a\nsoft weight 1: not a\ngoal prove a\n", encoding="utf-8")
+    _code, out, _ = run("solve", str(path))
+    rows = [line for line in out.splitlines() if line.startswith("  h") or line.startswith("  id")]
+    assert rows[2].split()[2] == str(10**30)  # not 1000000000000000019884624838656, the float's digits
+    assert len({len(r.rstrip().rsplit(None, 1)[0]) for r in rows}) == 1  # the cost column's right edge
+    _code, out, _ = run("solve", str(path), "--json")
+    assert json.loads(out)["hypotheses"][1]["cost"] == 1e30  # the JSON contract keeps its float

@@ -501,3 +501,20 @@ def test_outage_inputs_agree_with_the_example_file() -> None:
         if isinstance(obs, SpanRef):
             assert obs.start is not None and obs.end is not None
             assert inputs.dsl[obs.start : obs.end] == obs.excerpt
+
+
+def test_a_span_that_ends_before_it_starts_is_refused_at_its_end_field() -> None:
+    from pydantic import ValidationError
+
+    from cda.contracts.action import CDAInputs
+    from cda.contracts.locations import validation_problems
+
+    data = {"problem": "p", "dsl": "hyp a\n", "goals": {"kind": "prove", "claims": ["a"]},
+            "observations": [{"kind": "span", "source": "log", "start": 30, "end": 2}]}
+    with pytest.raises(ValidationError) as info:
+        CDAInputs.model_validate(data)
+    assert validation_problems(info.value) == (
+        "observations[0].span.end: Value error, the span ends (end=2) before it starts (start=30)"
+    )
+    data["observations"] = [{"kind": "span", "source": "log", "start": 2, "end": 2}]  # an empty span is fine
+    assert CDAInputs.model_validate(data).observations[0].end == 2

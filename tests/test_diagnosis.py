@@ -631,3 +631,14 @@ def test_every_mbd_mobs_instance_passes_the_strict_reader() -> None:
     for path in files:
         w = read_wcnf(path)
         assert w.observations and w.health, path
+
+
+@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent")
+def test_cli_diagnose_text_names_the_empty_diagnosis_and_counts_in_the_singular(tmp_path: Path) -> None:
+    obs = tmp_path / "obs.txt"
+    obs.write_text("1=1 2=0\n")  # consistent with a healthy circuit: the one diagnosis is "no fault"
+    out = io.StringIO()
+    assert main(["diagnose", str(C17), "--observations", str(obs)], out, io.StringIO()) == 0
+    lines = out.getvalue().splitlines()
+    assert "1 diagnosis (complete)" in lines[0] and "1 observation," in lines[0]
+    assert lines[1:] == ["  (no fault)"]

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cda.adapters.fol_cli import main_prove, read_fol_file
-from cda.errors import BackendUnsupported, DSLSyntaxError, DSLTypeError, EvaluatorDisagreement, OptionError
+from cda.errors import BackendUnsupported, CDAError, DSLSyntaxError, DSLTypeError, EvaluatorDisagreement, OptionError
 from cda.fol import folio as folio_bench
 from cda.fol import prove as fol_prove
 from cda.fol import syntax as fol
@@ -822,3 +822,53 @@ def test_a_huge_timeout_reaches_z3_capped_not_wrapped(monkeypatch: pytest.Monkey
     assert result.status == "supported"
     assert seen and max(seen) <= 2**32 - 1
     assert min(seen) > 2**31  # the remaining time, not a wrapped few milliseconds
+
+
+# ---- nesting past Python's stack ------------------------------------------------------------
+@pytest.mark.parametrize("depth", [500, 5000])
+def test_deeply_nested_negation_is_a_located_syntax_error(tmp_path: Path, depth: int) -> None:
+    path = _write(tmp_path, "premise " + "¬" * depth + "P(a)\nclaim P(a)\n")
+    with pytest.raises(DSLSyntaxError, match="nested too deeply") as info:
+        read_fol_file(path)
+    assert info.value.line == 1 and info.value.column is not None and info.value.column > 8
+
+
+def test_nesting_below_the_limit_still_proves() -> None:
+    assert prove(["¬¬" * 200 + "P(a)"], "P(a)").status == "supported"
+
+
+def test_bench_folio_reports_a_too_deep_example_and_goes_on(tmp_path: Path) -> None:
+    rows = [
+        {"premises": ["a"], "premises-FOL": ["Cat(tom)"], "conclusion-FOL": "¬" * 600 + "Cat(tom)", "label": "True"},
+        {"premises": ["a"], "premises-FOL": ["Cat(tom)"], "conclusion-FOL": "Cat(tom)", "label": "True"},
+    ]
+    path = tmp_path / "deep.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    report = folio_bench.run_bench(path, timeout=5.0, cross_check=False)
+    assert [(r.outcome, r.predicted) for r in report.results] == [("malformed gold logic", None), ("correct", "True")]
+    assert "nested too deeply" in report.results[0].reason
+
+
+def test_bench_folio_names_the_line_of_json_nested_too_deeply(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"a": 1}\n' + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    with pytest.raises(CDAError, match=r"deep\.jsonl:2: not valid JSON: nested too deeply"):
+        folio_bench.read_examples(path)
+
+
+def test_a_claim_the_unique_names_reading_decides_says_so(tmp_path: Path) -> None:
+    path = _write(tmp_path, "premise P(a)\nclaim a ≠ b\n")
+    out = io.StringIO()
+    assert main_prove(path, out=out, unique_names=True) == 0
+    assert "premises used: none (the claim decides itself under the unique-names reading)" in out.getvalue()
+    out = io.StringIO()
+    main_prove(_write(tmp_path, "premise P(a)\nclaim P(b) ∨ ¬P(b)\n"), out=out)
+    assert "premises used: none (the claim decides itself)" in out.getvalue()
+
+
+def test_prove_help_says_the_timeout_is_per_claim(capsys: pytest.CaptureFixture[str]) -> None:
+    from cda.adapters.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["prove", "--help"])
+    assert "for each claim" in " ".join(capsys.readouterr().out.split())

@@ -301,3 +301,11 @@ def test_a_max_size_that_hides_every_diagnosis_says_so(tmp_path: Path) -> None:
     assert main_probe(C17, obs, "auto", 3, 0.01, 2, None, "ig", 1, 0, None, False, out, io.StringIO()) == 0
     assert f"{len(unbounded)} diagnoses (complete up to 2 gates)" in out.getvalue()
     assert "larger ones may exist" in out.getvalue()
+
+
+@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.parametrize("inject", [["10,10"], ["10", "10"]])
+def test_probe_refuses_a_gate_injected_twice(inject: list[str]) -> None:
+    err = io.StringIO()
+    code = main_probe(C17, None, "clingo", 3, 0.01, None, inject, "ig", 1, 0, None, False, io.StringIO(), err)
+    assert code == 2 and "cda: error: --inject names gate 10 more than once" in err.getvalue()

@@ -182,3 +182,14 @@ def test_cda_serve_refuses_a_missing_store_with_exit_2(tmp_path: Path) -> None:
     err = io.StringIO()
     assert main_serve(bad, "127.0.0.1", 0, io.StringIO(), err) == 2
     assert "cannot serve" in err.getvalue()
+
+
+def test_cda_serve_refuses_an_empty_host_and_prints_errors_like_every_command(tmp_path: Path) -> None:
+    db = tmp_path / "none.sqlite"
+    for host in ("", "  "):
+        err = io.StringIO()
+        assert main_serve(db, host, 0, io.StringIO(), err) == 2
+        assert err.getvalue().startswith("cda: error: --host is empty")
+    err = io.StringIO()
+    assert main_serve(db, "127.0.0.1", 0, io.StringIO(), err) == 2
+    assert err.getvalue().startswith("cda: error: ")

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
+from itertools import takewhile
 from typing import Any
 
 from cda.actions.budget import Budget
@@ -400,13 +402,50 @@ def _ken_ids_named_in(ken: KenGraph, claims: list[str]) -> set[str]:
 
 
 def _declared_names(gp: GroundProblem) -> set[str]:
-    """Every atom of the problem and each of its arguments: names the user declared, not invented."""
+    """Every atom of the problem and each of its arguments, every declared metric and event and
+    the metrics' units: names the user declared, not invented."""
     names: set[str] = set()
     for info in gp.atoms.values():
         names.add(info.name)
         names.add(info.pred)
         names.update(info.args)
+    for var in gp.numvars.values():
+        names.update((var.name, f"{var.kind}:{var.name}", var.unit))
     return names
+
+
+def _stated_quantities(claim: _Claim) -> set[str]:
+    """The words of ``claim`` that are its own numbers and units (``100`` and ``lb`` of
+    ``value(metric:w) >= 100 lb``): the bound the solver decided, part of the problem, not a
+    fact that evidence must mention. Read from the claim's parsed formula, never from its text."""
+    values: set[Fraction] = set()
+    units: set[str] = set()
+    for atom in claim.atoms:
+        if not isinstance(atom, tuple):
+            continue
+        for node in _nodes(atom[1]):
+            quantities: list[A.AQuantity] = []
+            if isinstance(node, A.FCompare):
+                for term in node.lhs.terms + node.rhs.terms:
+                    values.add(abs(term.coef))
+                    if term.quantity is not None:
+                        quantities.append(term.quantity)
+            elif isinstance(node, A.FWithin):
+                quantities.append(node.span)
+            for q in quantities:
+                values.add(abs(q.value))
+                if q.unit is not None:
+                    units.add(q.unit)
+    words: set[str] = set()
+    for fragment in claim_fragments(claim.claim):
+        if fragment.kind == "entity" and fragment.text in units:
+            words.add(fragment.text)
+        elif fragment.kind == "number":  # digits, an optional decimal part, an optional unit suffix
+            digits = "".join(takewhile(lambda ch: ch.isdigit() or ch == ".", fragment.text))
+            suffix = fragment.text[len(digits):]
+            if Fraction(digits) in values and (not suffix or suffix in units):
+                words.add(fragment.text)
+    return words
 
 
 def _llm(state: VerificationState, gp: GroundProblem, claims: list[_Claim], out: Verified,
@@ -415,6 +454,7 @@ def _llm(state: VerificationState, gp: GroundProblem, claims: list[_Claim], out:
     policies = state.inputs.policies
     evidence = state.problem.evidence + state.problem.observed_literals
     provider: LLMProvider
+    declared: set[str] = set()
     if settings.provider == "openai":
         allowed = _EGRESS_RANK[settings.egress_class] <= _EGRESS_RANK[policies.egress]
         if not allowed or skip_external or state.llm_factory is None:
@@ -430,10 +470,14 @@ def _llm(state: VerificationState, gp: GroundProblem, claims: list[_Claim], out:
         provider = state.llm_factory(state.inputs)
     else:
         known = _ken_ids_named_in(state.ken, [c.claim for c in claims]) if state.ken is not None else set()
-        provider = OfflineProvider(known_ids=sorted(known | _declared_names(gp)))
+        declared = known | _declared_names(gp)
+        provider = OfflineProvider(known_ids=sorted(declared))
     for c in claims:
+        judge = provider
+        if isinstance(provider, OfflineProvider) and (stated := _stated_quantities(c)):
+            judge = OfflineProvider(known_ids=sorted(declared | stated))
         judgement: LLMJudgement | None
-        judgement, error = consult(provider, c.claim, evidence)
+        judgement, error = consult(judge, c.claim, evidence)
         state.recorder.record("llm", f"llm.{provider.name}", {"claim": c.claim, "evidence": len(evidence)},
                               {"agrees": judgement.agrees if judgement else None, "error": error},
                               status="ok" if judgement is not None else "failed")

@@ -12,7 +12,6 @@ Layout of an output folder::
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,8 +25,9 @@ from cda.actions.stream import Subscriber
 from cda.adapters.event_store import EventStore
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs
-from cda.errors import CDAError
-from cda.files import read_text
+from cda.contracts.locations import validation_problems
+from cda.errors import CDAError, KenError
+from cda.files import parse_json, read_text
 from cda.ken.graph import KenGraph
 from cda.ken.loaders import load_ken
 from cda.verifiers.llm_gate import LLMProvider
@@ -43,17 +43,11 @@ def load_inputs(path: Path) -> CDAInputs:
     """Read and validate ``inputs.json`` (a relative Ken path stays relative: the run's seed must
     not depend on where the file sits; :func:`run_inputs` resolves it against ``base_dir``)."""
     text = read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputsError(f"{path}:{exc.lineno}:{exc.colno}: error: not JSON: {exc.msg}") from None
+    data = parse_json(text, str(path), InputsError)
     try:
         inputs = CDAInputs.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()
-        )
-        raise InputsError(f"{path}: error: inputs do not match CDAInputs: {problems}") from None
+        raise InputsError(f"{path}: inputs do not match CDAInputs: {validation_problems(exc)}") from None
     return inputs
 
 
@@ -85,7 +79,10 @@ def run_inputs(
     ken: KenGraph | None = None
     if inputs.ken is not None and inputs.ken.path is not None:
         ken_path = Path(inputs.ken.path)
-        ken = load_ken(ken_path if ken_path.is_absolute() or base_dir is None else base_dir / ken_path)
+        try:
+            ken = load_ken(ken_path if ken_path.is_absolute() or base_dir is None else base_dir / ken_path)
+        except KenError as exc:  # name the input field, as every other Action input error does
+            raise KenError(f"ken.path: {exc}") from None
     if out_dir is None:
         return run_action(inputs, ken=ken, subscribers=subscribers, settings=settings, llm_factory=_http_provider,
                           thresholds=thresholds)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
@@ -99,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("prove", help="prove or refute first-order claims (a .fol file; see docs/fol.md)")
     pr.add_argument("file", type=Path)
     pr.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
-    pr.add_argument("--timeout", type=_seconds, default=10.0, help=_TIMEOUT_HELP)
+    pr.add_argument("--timeout", type=_seconds, default=10.0,
+                    help="wall-clock budget in seconds for each claim, not for the whole file (inf: no limit)")
     pr.add_argument("--json", action="store_true")
     pr.add_argument("--cross-check", action="store_true", help="re-solve on the other backend and compare")
     pr.add_argument(
@@ -164,6 +166,19 @@ def _fmt(x: float) -> str:
     return f"{x:.4f}".rstrip("0").rstrip(".") if x else "0"
 
 
+def _fmt_exact(x: Fraction) -> str:
+    """``x`` to four decimals like :func:`_fmt`, but from the exact rational: a cost of 10**30
+    prints all its digits right, where the float would print 1000000000000000019884624838656.
+
+    >>> _fmt_exact(Fraction(10**30)), _fmt_exact(Fraction(5, 2)), _fmt_exact(Fraction(1, 3)), _fmt_exact(Fraction(0))
+    ('1000000000000000000000000000000', '2.5', '0.3333', '0')
+    """
+    scaled = round(x * 10_000)  # half to even, as float formatting rounds a tie
+    whole, frac = divmod(abs(scaled), 10_000)
+    text = f"{'-' if scaled < 0 else ''}{whole}.{frac:04d}".rstrip("0").rstrip(".")
+    return text if scaled else "0"
+
+
 def render_table(result: SolveResult) -> str:
     """The human-readable report (golden-file tested)."""
     out = [f"status: {result.status}   backend: {result.backend}   seed: {result.seed}"]
@@ -184,10 +199,12 @@ def render_table(result: SolveResult) -> str:
         more = "" if result.enumeration_complete else ", enumeration capped"
         out.append(f"hypotheses (top {len(result.hypotheses)} of {total}{more}):")
         width = max(len("assumed"), *(len(", ".join(h.assumed) or "(none)") for h in result.hypotheses))
-        out.append(f"  {'id':<4} {'assumed':<{width}}  {'cost':>7}  {'posterior':>9}")
-        for h in result.hypotheses:
+        costs = [_fmt_exact(h.exact_cost()) for h in result.hypotheses]
+        cost_width = max(7, *(len(c) for c in costs))
+        out.append(f"  {'id':<4} {'assumed':<{width}}  {'cost':>{cost_width}}  {'posterior':>9}")
+        for h, cost in zip(result.hypotheses, costs):
             assumed = ", ".join(h.assumed) or "(none)"
-            out.append(f"  {h.id:<4} {assumed:<{width}}  {_fmt(h.cost):>7}  {_fmt(h.posterior):>9}")
+            out.append(f"  {h.id:<4} {assumed:<{width}}  {cost:>{cost_width}}  {_fmt(h.posterior):>9}")
     if result.minimal_explanations is not None:  # goal minimal_explanations: its answer
         out.append("")
         found = result.minimal_explanations

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from cda.contracts.locations import validation_problems
 from cda.errors import CDAError
 from cda.verifiers.llm_gate import LLMJudgement, LLMProviderError
 from cda.verifiers.redact import Redactor
@@ -177,6 +178,11 @@ class OpenAICompatibleProvider:
             raise LLMProviderError(
                 f"LLM provider {self.name} replied with content that is not JSON ({error.msg}): {_excerpt(content)}"
             ) from error
+        except (RecursionError, ValueError) as error:  # nested past the recursion limit, a huge integer
+            raise LLMProviderError(
+                f"LLM provider {self.name} replied with JSON that cannot be read ({type(error).__name__}): "
+                f"{_excerpt(content)}"
+            ) from None
         if not isinstance(obj, dict):
             raise LLMProviderError(
                 f"LLM provider {self.name} replied with JSON {type(obj).__name__}, expected an object: {_excerpt(content)}"
@@ -185,11 +191,9 @@ class OpenAICompatibleProvider:
         try:
             return LLMJudgement.model_validate({**fields, "provider": self.name})
         except ValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors(include_url=False)
-            )
             raise LLMProviderError(
-                f"LLM provider {self.name} replied with a malformed judgement ({problems}): {_excerpt(content)}"
+                f"LLM provider {self.name} replied with a malformed judgement ({validation_problems(error)}): "
+                f"{_excerpt(content)}"
             ) from error
 
 
@@ -199,6 +203,8 @@ def _content(reply: bytes, where: str) -> str:
         data: Any = json.loads(reply.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise LLMProviderError(f"{where} sent a reply that is not JSON: {_excerpt(reply)}") from error
+    except (RecursionError, ValueError):  # nested past the recursion limit, a huge integer
+        raise LLMProviderError(f"{where} sent a reply that is not readable JSON: {_excerpt(reply)}") from None
     try:
         content = data["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError) as error:

@@ -207,13 +207,17 @@ class _StreamHandler(BaseHTTPRequestHandler):
 
 def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO) -> int:
     """``cda serve DB``: serve the event streams of ``DB`` until Ctrl-C; 2 when it cannot start."""
+    if not host.strip():
+        # an empty host would bind every interface (0.0.0.0): that must be asked for by name
+        err.write("cda: error: --host is empty; give an address (127.0.0.1, or 0.0.0.0 for every interface)\n")
+        return 2
     if not db.exists():
-        err.write(f"error: {db}: no such event store (cda run --out DIR writes DIR/receipts.sqlite)\n")
+        err.write(f"cda: error: {db}: no such event store (cda run --out DIR writes DIR/receipts.sqlite)\n")
         return 2
     try:
         server = EventStreamServer(db, host, port)
     except (CDAError, OSError) as exc:
-        err.write(f"error: cannot serve {db} on {host}:{port}: {exc}\n")
+        err.write(f"cda: error: cannot serve {db} on {host}:{port}: {exc}\n")
         return 2
     bound_host, bound_port = server.address
     out.write(f"serving the event streams of {db} at http://{bound_host}:{bound_port}/streams/actions/<action_id>\n")

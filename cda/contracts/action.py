@@ -86,11 +86,19 @@ class SoftConstraint(_Model):
     weight: float = Field(default=1.0, gt=0, description="cost when violated; finite and > 0")
     name: str | None = Field(default=None, description="a name for cores and receipts")
 
-    @field_validator("weight")
+    @field_validator("weight", mode="before")
     @classmethod
-    def _finite(cls, value: float) -> float:
-        if not math.isfinite(value):
-            raise ValueError(f"a soft weight must be a finite number > 0, got {value}")
+    def _a_number(cls, value: object) -> object:
+        # before the ``gt=0`` check, which would call NaN "not greater than 0"
+        if isinstance(value, (float, str)):
+            try:
+                number = float(value)
+            except ValueError:
+                return value  # pydantic's own message: not a valid number
+            if math.isnan(number):
+                raise ValueError("a soft weight must be a number > 0, got NaN (not a number)")
+            if math.isinf(number):
+                raise ValueError(f"a soft weight must be a finite number > 0, got {number}")
         return value
 
 

@@ -64,7 +64,8 @@ class ProofResult(_Model):
         """The human-readable report."""
         out = [f"{self.claim_name}: {self.claim}", f"  {self.status.upper()} — {self.reason}"]
         if self.status != "inconclusive":
-            used = ", ".join(self.premises_used) or "none (the claim decides itself)"
+            itself = "the claim decides itself" + (" under the unique-names reading" if self.unique_names else "")
+            used = ", ".join(self.premises_used) or f"none ({itself})"
             out.append(f"  premises used: {used}" + ("" if self.minimal else " (not minimised)"))
         if self.conflict is not None:
             out.append(f"  conflicting premises: {', '.join(self.conflict)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 __all__ = ["SpanRef", "ArtifactRef", "EvidenceRef"]
 
@@ -26,6 +26,16 @@ class SpanRef(_Model):
     start: int | None = Field(default=None, ge=0, description="first character, 0-based; None for a whole item")
     end: int | None = Field(default=None, ge=0, description="one past the last character")
     excerpt: str | None = Field(default=None, description="the cited text, verbatim")
+
+    @field_validator("end")
+    @classmethod
+    def _not_before_start(cls, end: int | None, info: ValidationInfo) -> int | None:
+        # a field validator (not a model validator) so the error stays located at ``end`` and
+        # the union's member name ``SpanRef`` in error locations does not change
+        start = info.data.get("start")
+        if end is not None and start is not None and end < start:
+            raise ValueError(f"the span ends (end={end}) before it starts (start={start})")
+        return end
 
 
 class ArtifactRef(_Model):

@@ -6,9 +6,10 @@ gives byte-identical JSON on every run and on both backends (``backend`` aside).
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PrivateAttr, WithJsonSchema
 
 from cda.contracts.status import SolverStatus, VerdictStatus
 
@@ -36,6 +37,23 @@ class Hypothesis(_Model):
     cost: float = Field(description="sum of the weights of the soft clauses its cheapest model violates")
     posterior: float = Field(description="exp(-cost), normalised over the enumerated hypotheses")
     violated: list[str] = Field(description="names of the soft clauses violated at that cost")
+    # The engine sums weights exactly; the JSON contract keeps ``cost`` a float (schemas and
+    # clients unchanged), so the exact sum rides along out of band for the text report.
+    _exact_cost: Fraction | None = PrivateAttr(default=None)
+
+    def with_exact_cost(self, cost: Fraction) -> Hypothesis:
+        """Attach the exact cost the engine computed (``cost`` stays its float); returns self."""
+        self._exact_cost = cost
+        return self
+
+    def exact_cost(self) -> Fraction:
+        """The cost as an exact rational: the engine's own sum when attached, else the shortest
+        decimal that reads back as ``cost`` (a result loaded from JSON: ``1e+30`` is 10**30).
+
+        >>> Hypothesis(id="h1", assumed=[], cost=1e30, posterior=1.0, violated=[]).exact_cost() == 10**30
+        True
+        """
+        return self._exact_cost if self._exact_cost is not None else Fraction(repr(self.cost))
 
 
 class Witness(_Model):

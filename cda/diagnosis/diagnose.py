@@ -107,16 +107,23 @@ def diagnose(
     )
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def render(report: DiagnosisReport) -> str:
+    """The text report: a header, then one diagnosis a line (the empty one, every gate healthy,
+    as ``(no fault)``)."""
     out = [
-        f"{report.file}: {len(report.diagnoses)} diagnos{'is' if len(report.diagnoses) == 1 else 'es'}"
-        f" ({'complete' if report.complete else 'INCOMPLETE'}), {report.gates} gates, "
-        f"{report.observations} observations, backend {report.backend}, {report.time_s:.3f} s"
+        f"{report.file}: {_count(len(report.diagnoses), 'diagnosis', 'diagnoses')}"
+        f" ({'complete' if report.complete else 'INCOMPLETE'}), {_count(report.gates, 'gate', 'gates')}, "
+        f"{_count(report.observations, 'observation', 'observations')}, backend {report.backend}, "
+        f"{report.time_s:.3f} s"
     ]
     if report.timed_out:
         out.append("TIMEOUT: what follows is what was found")
     for d in report.diagnoses:
-        out.append("  " + ", ".join(d))
+        out.append("  " + (", ".join(d) or "(no fault)"))
     for note in report.notes:
         out.append(f"note: {note}")
     return "\n".join(out) + "\n"

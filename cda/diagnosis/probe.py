@@ -40,7 +40,7 @@ from cda.contracts import limits
 from cda.diagnosis.circuit import Circuit, Simulation, Simulator
 from cda.diagnosis.problem import CircuitInstance, ab_atom
 from cda.encodings.ir import MinimalGoal
-from cda.errors import CDAError
+from cda.errors import CDAError, OptionError
 from cda.solver.engine import EngineOptions, run
 from cda.solver.information import expected_gains
 from cda.solver.observations import OracleUndecided
@@ -571,6 +571,9 @@ def main_probe(
             # the observations are drawn by the simulation; the instance is rebuilt under them
             inst = load_bench(read_bench(path), [{}], MinimalGoal(), str(path))
             gates = [g.strip() for item in inject for g in item.split(",") if g.strip()]
+            twice = sorted({g for g in gates if gates.count(g) > 1})
+            if twice:
+                raise OptionError(f"--inject names gate {', '.join(twice)} more than once; name each faulty gate once")
             result: BaseModel = simulate_probing(
                 inst, gates, strategy=strategy, vectors=vectors, seed=seed, backend=backend, failure=failure,
                 max_size=max_size, timeout=timeout, file=str(path),

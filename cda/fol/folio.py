@@ -39,7 +39,7 @@ from typing import Any, TextIO
 
 from cda.contracts.fol import ProofResult
 from cda.errors import CDAError, DSLError
-from cda.files import read_text
+from cda.files import parse_json, read_text
 from cda.fol.parse import build_problem
 from cda.fol.prove import checked_timeout, prove
 
@@ -195,10 +195,7 @@ def read_examples(path: Path) -> list[tuple[int, dict[str, Any]]]:
     for index, line in enumerate(lines):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CDAError(f"{path}:{index + 1}: not a JSON object ({exc.msg})") from None
+        row = parse_json(line, str(path), line=index + 1)
         if not isinstance(row, dict):
             raise CDAError(f"{path}:{index + 1}: not a JSON object")
         rows.append((index, row))

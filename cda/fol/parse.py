@@ -210,6 +210,25 @@ def _check_parentheses(text: str, source_line: str, filename: str | None, line: 
         )
 
 
+MAX_NESTING = 420
+"""How deeply operators, quantifiers and terms may nest in one formula: every later stage (type
+check, grounding, the z3 compiler) recurses once per level, and Python's stack holds ~450."""
+
+_TOO_DEEP = f"the formula is nested too deeply to read (more than {MAX_NESTING} levels); split it into several statements"
+
+
+def _check_nesting(tree: lark.Tree[Any], source_line: str, filename: str | None, line: int) -> None:
+    """Refuse a parse tree deeper than :data:`MAX_NESTING`, pointing at the first level too deep
+    (walked with an explicit stack: the tree may be deeper than Python's recursion limit)."""
+    stack: list[tuple[lark.Tree[Any], int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            column = getattr(node.meta, "column", None) if not node.meta.empty else None
+            raise _error(DSLSyntaxError, _TOO_DEEP, (1, column or 0), source_line, filename, line)
+        stack.extend((child, depth + 1) for child in node.children if isinstance(child, lark.Tree))
+
+
 def parse_formula(
     text: str, *, filename: str | None = None, line: int = 1, column: int = 1, source_line: str | None = None
 ) -> Formula:
@@ -228,7 +247,12 @@ def parse_formula(
     _check_parentheses(padded, source_line, filename, line)
     try:
         tree = _parser().parse(padded)
+        _check_nesting(tree, source_line, filename, line)
         result = _ToAST().transform(tree)
+    except (RecursionError, lark.exceptions.VisitError) as err:
+        if isinstance(err, lark.exceptions.VisitError) and not isinstance(err.orig_exc, RecursionError):
+            raise
+        raise _error(DSLSyntaxError, _TOO_DEEP, (1, column), source_line, filename, line) from None
     except lark.exceptions.UnexpectedInput as err:
         col = getattr(err, "column", None)
         at_end = isinstance(err, lark.exceptions.UnexpectedEOF) or (

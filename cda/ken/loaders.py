@@ -10,13 +10,13 @@ relation in an edge's ``relation`` (or ``label``) data key. A malformed file rai
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from xml.etree.ElementTree import ParseError
 
 import networkx as nx
 
 from cda.errors import KenError
+from cda.files import read_json
 from cda.ken.graph import KenGraph
 
 __all__ = ["load_ken", "load_json", "load_csv", "load_graphml"]
@@ -54,14 +54,11 @@ def _from_graph(g: nx.Graph, where: str, keys_are_relations: bool) -> KenGraph:
 
 
 def load_json(path: Path) -> KenGraph:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise KenError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
-    except UnicodeDecodeError as exc:
-        raise KenError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    data = read_json(path, KenError)
     if not isinstance(data, dict) or "nodes" not in data:
         raise KenError(f"{path}: expected networkx node-link JSON with 'nodes' and 'links'/'edges'")
+    if not isinstance(data["nodes"], list):
+        raise KenError(f"{path}: not node-link JSON ('nodes' must be a list of node objects)")
     edges_key = "links" if "links" in data else "edges"
     try:
         g = nx.node_link_graph(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from cda.contracts import limits
 from cda.contracts.result import Hypothesis, SolveResult
@@ -113,7 +114,7 @@ def run(problem: GroundProblem | GroupedProblem, backend_name: str, options: Eng
             Hypothesis(
                 id=f"h{i + 1}", assumed=sorted(h.assumed), cost=rounded(float(h.cost)), posterior=rounded(p),
                 violated=list(h.violated),
-            )
+            ).with_exact_cost(Fraction(h.cost))
             for i, (h, p) in enumerate(zip(ranking.hypotheses[: options.top], ranking.posteriors))
         ]
         for claim in problem.claims:
