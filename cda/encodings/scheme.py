@@ -30,6 +30,7 @@ __all__ = [
     "build_scheme",
     "claim_key",
     "guarded_clauses",
+    "rank_order",
     "selector",
     "soft_key",
 ]
@@ -107,3 +108,25 @@ def build_scheme(problem: GroundProblem, weights: dict[str, int]) -> Scheme:
         objectives=tuple(objectives),
         project=tuple(problem.hyp_atoms),
     )
+
+
+
+def rank_order(scheme: Scheme) -> tuple[Objective, ...]:
+    """The canonical order of hypotheses as lexicographic objectives, most important first: the
+    weighted cost of the violated soft clauses, then the number of abducibles assumed.
+
+    A backend lists the first k hypotheses of the engine's ranking (cost, then fewer atoms,
+    then sorted names) level by level: the optimum (cost c, size s) over the hypotheses not yet
+    listed, then every hypothesis with a model of cost at most c and at most s atoms (exactly
+    that level, the cheaper and smaller ones being listed already), sorted by name. Which
+    models its search meets first then changes nothing.
+
+    >>> from fractions import Fraction
+    >>> from cda.encodings.ir import NodeFactory, SoftClause
+    >>> f = NodeFactory()
+    >>> p = GroundProblem(f, soft=[SoftClause("s", f.atom("a"), Fraction(2), 1)])
+    >>> [o.terms for o in rank_order(build_scheme(p, {"s": 2}))]
+    [((a, 2),), ()]
+    """
+    cost = scheme.objectives[0] if scheme.objectives else Objective(())
+    return cost, Objective(())

@@ -24,7 +24,7 @@ from z3 import z3core
 
 from cda.contracts.limits import Z3_MAX_TIMEOUT_MS
 from cda.encodings.ir import NUM_MAX, NUM_MIN, Clause, GroundProblem
-from cda.encodings.scheme import build_scheme, guarded_clauses
+from cda.encodings.scheme import build_scheme, guarded_clauses, rank_order
 from cda.encodings.to_z3 import Z3Encoder
 from cda.solver.backend import (
     ALL_CLAUSES,
@@ -353,6 +353,83 @@ class Z3Backend:
         if r == z3.unsat:
             return False
         return None
+
+    def enumerate_ranked(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
+        """The first ``limit`` projections in canonical order, level by level (see
+        :func:`cda.encodings.scheme.rank_order`): an optimiser finds the least (cost, size) of
+        the projections not yet listed, the solver lists that level whole, sorted by name."""
+        out = Enumeration()
+        inst = self._for(assumptions)
+        cost, _ = rank_order(self.scheme)
+        terms = [(self.enc.encode(node), weight) for node, weight in cost.terms]
+        proj = [self.enc.bool_var(a) for a in project]
+        opt = z3.Optimize(ctx=self.ctx)
+        opt.set("maxsat_engine", "maxres")
+        opt.add(inst.structure)
+        opt.add(self._lits(assumptions))
+        for term, weight in terms:
+            opt.add_soft(term, weight, "cost")
+        for lit in self._lits([(a, False) for a in project]):
+            opt.add_soft(lit, 1, "size")
+        solver = inst.solver
+        solver.push()
+        self._assert(solver, self._lits(assumptions))
+        try:
+            while len(out.models) < limit:
+                try:
+                    self._timeout(opt)
+                except _OutOfTime:
+                    out.complete, out.timed_out = False, True
+                    return out
+                r = opt.check()
+                if r == z3.unsat:
+                    return out
+                if r != z3.sat:
+                    out.complete, out.timed_out = False, True
+                    return out
+                best = opt.model()
+                c = sum(w for t, w in terms if not z3.is_true(best.eval(t, model_completion=True)))
+                size = sum(self._truth(best, [v.decl() for v in proj]))
+                solver.push()
+                if terms:
+                    solver.add(z3.PbLe([(z3.Not(t), w) for t, w in terms], c))
+                solver.add(self._at_most(proj, size))
+                level = self._level(solver, project)
+                solver.pop()
+                if level is None:
+                    out.complete, out.timed_out = False, True
+                    return out
+                level.sort(key=lambda m: sorted(a for a in project if m[a]))
+                for model in level:
+                    block = self._or(self._lits([(a, not model[a]) for a in project]))
+                    opt.add(block)
+                    self._assert(solver, [block])
+                out.models.extend(level[: limit - len(out.models)])
+                if not project:
+                    return out
+            out.complete = False
+            return out
+        finally:
+            solver.pop()
+
+    def _level(self, solver: z3.Solver, project: Sequence[str]) -> list[Model] | None:
+        """Every projection ``solver`` allows, each with one model (``None``: out of time)."""
+        level: list[Model] = []
+        solver.push()
+        try:
+            while True:
+                r = self._check_in_time(solver, [])
+                if r is None:
+                    return None
+                if not r:
+                    return level
+                model = self._model(solver.model())
+                level.append(model)
+                if not project:
+                    return level
+                self._assert(solver, [self._or(self._lits([(a, not model[a]) for a in project]))])
+        finally:
+            solver.pop()
 
     def minimize(self, assumptions: Sequence[Lit]) -> Outcome:
         """A least-cost model whose violated soft clauses are canonical: the cost is z3's
