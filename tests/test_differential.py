@@ -1016,3 +1016,15 @@ def test_cross_check_downgrades_only_what_the_difference_touches(monkeypatch: py
     change["verdicts"] = [alone.verdicts[0].model_copy(update={"justification": ["other"]}), alone.verdicts[1]]
     r = solve_cross_checked(text, top=TOP)
     assert (r.verdicts[0].status, r.verdicts[0].confidence) == ("inconclusive", 0.5)
+
+
+@pytest.mark.parametrize("cap", [1, 3, 5, 6, 9])
+def test_capped_levels_across_costs_and_sizes(cap: int) -> None:
+    """Sixteen hypotheses at costs 0, 1, 2, 3 and sizes 0 to 4: every cap cuts the canonical order
+    at the same place on both backends, also inside a level (the names decide there)."""
+    text = "hyp a, b, c, d\nsoft weight 1: not a\nsoft weight 2: not b\n"
+    full = [h.assumed for h in cda.solve(text, backend="z3", top=TOP).hypotheses]
+    assert full[:6] == [[], ["c"], ["d"], ["c", "d"], ["a"], ["a", "c"]]
+    for b in BACKENDS:
+        r = cda.solve(text, backend=b, top=TOP, max_hypotheses=cap)
+        assert [h.assumed for h in r.hypotheses] == full[:cap], b
