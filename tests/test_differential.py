@@ -1028,3 +1028,17 @@ def test_capped_levels_across_costs_and_sizes(cap: int) -> None:
     for b in BACKENDS:
         r = cda.solve(text, backend=b, top=TOP, max_hypotheses=cap)
         assert [h.assumed for h in r.hypotheses] == full[:cap], b
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(arithmetic_problems(), st.integers(min_value=1, max_value=3))
+def test_capped_arithmetic_hypotheses_agree(text: str, cap: int) -> None:
+    """Events and metrics under a cap: clingo's ranked levels go through its program text and
+    clingo-dl (its cost bound reads the soft keys there); the first ``cap`` hypotheses of the
+    uncapped answer on both backends."""
+    full = cda.solve(text, backend="z3", top=TOP, timeout=GUARD)
+    results = {b: cda.solve(text, backend=b, top=TOP, timeout=GUARD, max_hypotheses=cap) for b in BACKENDS}
+    assert_same_json(text, results)
+    if len(full.hypotheses) > cap:
+        event("capped")
+        assert [h.assumed for h in results["clingo"].hypotheses] == [h.assumed for h in full.hypotheses[:cap]]
