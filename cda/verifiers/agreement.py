@@ -19,7 +19,6 @@ it is unchecked, as a plain ``cda solve`` answer is.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +28,7 @@ from cda.encodings.ir import GroundProblem
 from cda.errors import BackendUnsupported
 from cda.solver.engine import EngineOptions, run
 
-__all__ = ["AgreementReport", "cross_check", "canonical"]
+__all__ = ["AgreementReport", "REFUSED_NOTE", "cross_check", "canonical"]
 
 
 def canonical(result: SolveResult) -> dict[str, object]:
@@ -68,8 +67,16 @@ def downgrade(verdict: Verdict, reason: str) -> Verdict:
     return verdict.model_copy(update={"status": VerdictStatus.INCONCLUSIVE, "confidence": 0.5, "reason": reason})
 
 
-#: a difference inside one verdict (see :func:`_diff`'s paths)
-_VERDICT = re.compile(r"result\.verdicts\[(\d+)\]")
+#: the start of the note saying clingo refused the problem (``agreement_outcome`` reads it)
+REFUSED_NOTE = "cross-check could not run on clingo: "
+
+
+def _verdict_index(difference: str) -> int | None:
+    """The verdict a difference lies inside (:func:`_diff`'s paths: ``result.verdicts[2].status: ...``)."""
+    head = "result.verdicts["
+    if not difference.startswith(head):
+        return None
+    return int(difference[len(head) : difference.index("]")])
 
 
 def _settled(verdict: Verdict) -> bool:
@@ -83,7 +90,7 @@ def cross_check(problem: GroundProblem, options: EngineOptions) -> AgreementRepo
     try:
         second = run(problem, "clingo", options)
     except BackendUnsupported as exc:
-        first.notes.append(f"cross-check could not run on clingo: {exc}; the answer is z3's alone, unchecked")
+        first.notes.append(f"{REFUSED_NOTE}{exc}; the answer is z3's alone, unchecked")
         return AgreementReport(agree=True, differences=[], result=first)
     differences: list[str] = []
     if first.partial or second.partial:
@@ -94,7 +101,7 @@ def cross_check(problem: GroundProblem, options: EngineOptions) -> AgreementRepo
         first.notes.append("cross-checked: z3 and clingo agree")
         return AgreementReport(agree=True, result=first)
     reason = "z3 and clingo disagree; see notes"
-    touched = {int(m.group(1)) for d in differences if (m := _VERDICT.match(d))}
+    touched = {_verdict_index(d) for d in differences}
     listed_alike = not any(d.startswith("result.verdicts:") for d in differences)  # as many verdicts
     kept = [
         v if listed_alike and i not in touched and _settled(v) else downgrade(v, reason)
