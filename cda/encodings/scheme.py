@@ -13,7 +13,8 @@ Written once here, mapped by each backend onto its solver (z3 terms, an ASP prog
 * the soft clauses are ranked by lexicographic *objectives*, most important first: the weighted
   cost of the violated soft clauses, then each soft clause on its own in source order, so that
   the violated set of a cheapest model is canonical (the same on every backend);
-* the abducibles are the projection (hypotheses are models projected on them).
+* the abducibles are the projection (hypotheses are models projected on them); a capped list
+  of hypotheses is the first of the canonical order (:func:`rank_order`).
 """
 
 from __future__ import annotations
@@ -111,22 +112,22 @@ def build_scheme(problem: GroundProblem, weights: dict[str, int]) -> Scheme:
 
 
 
-def rank_order(scheme: Scheme) -> tuple[Objective, ...]:
-    """The canonical order of hypotheses as lexicographic objectives, most important first: the
-    weighted cost of the violated soft clauses, then the number of abducibles assumed.
+def rank_order(scheme: Scheme) -> Objective:
+    """The objective that ranks hypotheses first: the weighted cost of the violated soft
+    clauses (without the per-clause levels below it, which only pick canonical violations).
 
-    A backend lists the first k hypotheses of the engine's ranking (cost, then fewer atoms,
-    then sorted names) level by level: the optimum (cost c, size s) over the hypotheses not yet
-    listed, then every hypothesis with a model of cost at most c and at most s atoms (exactly
-    that level, the cheaper and smaller ones being listed already), sorted by name. Which
-    models its search meets first then changes nothing.
+    The canonical order of hypotheses is this cost, then the number of abducibles assumed, then
+    the sorted names. A backend lists its first k hypotheses (``enumerate_ranked``) level by
+    level: the least (cost c, size s) over the hypotheses not yet listed, by optimisation, then
+    every hypothesis with a model of cost at most c and at most s atoms true (exactly that
+    level, the cheaper and smaller ones being listed already), sorted by name. Which models its
+    search meets first then changes nothing.
 
     >>> from fractions import Fraction
     >>> from cda.encodings.ir import NodeFactory, SoftClause
     >>> f = NodeFactory()
     >>> p = GroundProblem(f, soft=[SoftClause("s", f.atom("a"), Fraction(2), 1)])
-    >>> [o.terms for o in rank_order(build_scheme(p, {"s": 2}))]
-    [((a, 2),), ()]
+    >>> rank_order(build_scheme(p, {"s": 2})).terms
+    ((a, 2),)
     """
-    cost = scheme.objectives[0] if scheme.objectives else Objective(())
-    return cost, Objective(())
+    return scheme.objectives[0] if scheme.objectives else Objective(())

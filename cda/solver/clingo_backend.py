@@ -382,7 +382,7 @@ class ClingoBackend:
         if self._deadline_passed(out):
             return out
         self._prepare_minimal()  # the abd/1 facts the size bounds count
-        cost, _ = rank_order(self._scheme)
+        cost = rank_order(self._scheme)
         keys = [(self._literal_of(soft_key(s.name)), weight) for s, (_, weight) in zip(self.problem.soft, cost.terms)]
         self._parts += 1
         guard = clingo.Function("rank", [clingo.Number(self._parts)])

@@ -362,7 +362,7 @@ class Z3Backend:
         (asked at every level, it was a third of the time on the audit's path problem)."""
         out = Enumeration()
         inst = self._for(assumptions)
-        cost, _ = rank_order(self.scheme)
+        cost = rank_order(self.scheme)
         terms = [(self.enc.encode(node), weight) for node, weight in cost.terms]
         proj = [self.enc.bool_var(a) for a in project]
         decls = [v.decl() for v in proj]
