@@ -180,15 +180,17 @@ def solve_cross_checked(
     hard: Sequence[str] = (),
     soft: Sequence[SoftSpec] = (),
     ken: KenGraph | None = None,
+    max_hypotheses: int = 10_000,
 ) -> SolveResult:
-    """Solve on both backends and compare; disagreement downgrades every verdict to inconclusive."""
+    """Solve on both backends and compare; a disagreement downgrades the verdicts it may touch to
+    inconclusive (see :mod:`cda.verifiers.agreement`)."""
     from cda.solver.engine import EngineOptions
     from cda.verifiers.agreement import cross_check
 
     gp = ground(source, hard=hard, soft=soft, ken=ken)
     k = _top(gp, top)
     half = None if timeout is None else limits.seconds("timeout", timeout) / 2  # checked before halving
-    report = cross_check(gp, EngineOptions(top=k, seed=seed, timeout=half))
+    report = cross_check(gp, EngineOptions(top=k, seed=seed, timeout=half, max_hypotheses=max_hypotheses))
     assert report.result is not None
     report.result.notes.extend(note for note in gp.notes if note not in report.result.notes)
     return report.result

@@ -37,6 +37,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import cda
+from cda.api import solve_cross_checked
 from cda.encodings import ir
 from cda.errors import BackendUnsupported
 from tests import oracle  # the brute force: tests/oracle.py
@@ -935,3 +936,109 @@ def test_top_only_truncates_the_list() -> None:
         assert [h.model_dump() for h in default.hypotheses] == [h.model_dump() for h in full.hypotheses[:2]]
         assert [h.model_dump() for h in three.hypotheses] == [h.model_dump() for h in full.hypotheses[:3]]
         assert default.hypotheses_enumerated == three.hypotheses_enumerated == 7
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(), st.integers(min_value=1, max_value=5))
+def test_capped_hypotheses_are_the_first_of_the_canonical_order(p: Problem, cap: int) -> None:
+    """With more hypotheses than ``max_hypotheses``, both backends keep the same ones: the first
+    ``cap`` of the brute force's ranking (cost, then fewer atoms, then names), not whichever
+    their enumeration met first (z3 and clingo kept different ones, and a cross-check then
+    downgraded verdicts the hard clauses prove)."""
+    text = p.text()
+    orc = oracle.analyse(cda.ground(text))
+    results = solve_both(text, max_hypotheses=cap)
+    assert_same_json(text, results)
+    r = results["z3"]
+    if len(orc.ranked) > cap:
+        event("capped")
+        assert not r.enumeration_complete and r.hypotheses_enumerated == cap
+        want = [(h.assumed, h.cost) for h in orc.ranked[:cap]]
+        got = [(h.assumed, Fraction(h.cost).limit_denominator(10**6)) for h in r.hypotheses]
+        assert got == want, text
+
+
+def test_capped_path_problem_cross_checks() -> None:
+    """The audit's problem (issue 12): 2 hops from a to d, more hypotheses than the cap. Both
+    backends list the same first ones, and the cross-check keeps SUPPORTED with no disagreement."""
+    text = (
+        "domain N = {a, b, c, d}\nhyp link(N, N)\nhard: exists path(a ->link-> d within 2 hops)\n"
+        "hard: not link(a, d)\nsoft weight 1: forall x in N: forall y in N: not link(x, y)\n"
+        "goal prove exists x in N: link(a, x)\ngoal best_explanation top 5\n"
+    )
+    results = solve_both(text, max_hypotheses=50)
+    assert_same_json(text, results)
+    assert [h.assumed for h in results["clingo"].hypotheses[:3]] == [
+        ["link(a, b)", "link(b, d)"], ["link(a, c)", "link(c, d)"], ["link(a, a)", "link(a, b)", "link(b, d)"],
+    ]
+    r = solve_cross_checked(text, max_hypotheses=50)
+    assert [(v.status, v.confidence) for v in r.verdicts] == [("supported", 1)]
+    assert not any("DISAGREE" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("text", [LINEAR, "hyp a, b\nsoft weight 1e30: not a\nsoft: not b\ngoal prove not a\n"])
+def test_cross_check_answers_what_clingo_refuses(text: str) -> None:
+    """A sum of metrics, a weight beyond clingo's 32 bits: clingo refuses the problem, z3 answers
+    it. The cross-check gives z3's answer, its verdicts as z3 gave them (an unchecked answer is
+    not capped, as when a backend runs out of time), with a note saying why it is unchecked; it
+    used to give no answer at all."""
+    with pytest.raises(BackendUnsupported):
+        cda.solve(text, backend="clingo", top=TOP)
+    alone = cda.solve(text, backend="z3", top=TOP)
+    r = solve_cross_checked(text, top=TOP)
+    assert r.verdicts == alone.verdicts and r.hypotheses == alone.hypotheses
+    [note] = [n for n in r.notes if n not in alone.notes]
+    assert note.startswith("cross-check could not run on clingo: ") and "unchecked" in note
+
+
+def test_cross_check_downgrades_only_what_the_difference_touches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backends that differ only in the hypotheses listed: the verdict the hard clauses prove (its
+    justification reads no hypothesis) stands, the one whose confidence is computed over the
+    hypotheses is downgraded; a difference inside the proved verdict downgrades it too."""
+    from cda.verifiers import agreement
+
+    text = "hyp a, b\nhard: a or b\nsoft: not a\ngoal prove a or b\ngoal prove not a\n"
+    real = agreement.run
+    change: dict[str, Any] = {}
+
+    def run(problem: Any, backend: str, options: Any) -> Any:
+        r = real(problem, backend, options)
+        return r if backend == "z3" else r.model_copy(update=change)
+
+    monkeypatch.setattr(agreement, "run", run)
+    alone = cda.solve(text, backend="z3", top=TOP)
+    assert [v.status for v in alone.verdicts] == ["supported", "inconclusive"] and alone.verdicts[1].confidence > 0.5
+    change["hypotheses"] = alone.hypotheses[::-1]
+    r = solve_cross_checked(text, top=TOP)
+    assert r.verdicts[0] == alone.verdicts[0]
+    assert (r.verdicts[1].status, r.verdicts[1].confidence) == ("inconclusive", 0.5)
+    assert any(n.startswith("BACKENDS DISAGREE: result.hypotheses[0]") for n in r.notes)
+    change["verdicts"] = [alone.verdicts[0].model_copy(update={"justification": ["other"]}), alone.verdicts[1]]
+    r = solve_cross_checked(text, top=TOP)
+    assert (r.verdicts[0].status, r.verdicts[0].confidence) == ("inconclusive", 0.5)
+
+
+@pytest.mark.parametrize("cap", [1, 3, 5, 6, 9])
+def test_capped_levels_across_costs_and_sizes(cap: int) -> None:
+    """Sixteen hypotheses at costs 0, 1, 2, 3 and sizes 0 to 4: every cap cuts the canonical order
+    at the same place on both backends, also inside a level (the names decide there)."""
+    text = "hyp a, b, c, d\nsoft weight 1: not a\nsoft weight 2: not b\n"
+    full = [h.assumed for h in cda.solve(text, backend="z3", top=TOP).hypotheses]
+    assert full[:6] == [[], ["c"], ["d"], ["c", "d"], ["a"], ["a", "c"]]
+    for b in BACKENDS:
+        r = cda.solve(text, backend=b, top=TOP, max_hypotheses=cap)
+        assert [h.assumed for h in r.hypotheses] == full[:cap], b
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(arithmetic_problems(), st.integers(min_value=1, max_value=3))
+def test_capped_arithmetic_hypotheses_agree(text: str, cap: int) -> None:
+    """Events and metrics under a cap: clingo's ranked levels go through its program text and
+    clingo-dl (its cost bound reads the soft keys there); the first ``cap`` hypotheses of the
+    uncapped answer on both backends."""
+    full = cda.solve(text, backend="z3", top=TOP, timeout=GUARD)
+    results = {b: cda.solve(text, backend=b, top=TOP, timeout=GUARD, max_hypotheses=cap) for b in BACKENDS}
+    assert_same_json(text, results)
+    if len(full.hypotheses) > cap:
+        event("capped")
+        assert [h.assumed for h in results["clingo"].hypotheses] == [h.assumed for h in full.hypotheses[:cap]]

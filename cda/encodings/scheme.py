@@ -13,7 +13,8 @@ Written once here, mapped by each backend onto its solver (z3 terms, an ASP prog
 * the soft clauses are ranked by lexicographic *objectives*, most important first: the weighted
   cost of the violated soft clauses, then each soft clause on its own in source order, so that
   the violated set of a cheapest model is canonical (the same on every backend);
-* the abducibles are the projection (hypotheses are models projected on them).
+* the abducibles are the projection (hypotheses are models projected on them); a capped list
+  of hypotheses is the first of the canonical order (:func:`rank_order`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "build_scheme",
     "claim_key",
     "guarded_clauses",
+    "rank_order",
     "selector",
     "soft_key",
 ]
@@ -107,3 +109,25 @@ def build_scheme(problem: GroundProblem, weights: dict[str, int]) -> Scheme:
         objectives=tuple(objectives),
         project=tuple(problem.hyp_atoms),
     )
+
+
+
+def rank_order(scheme: Scheme) -> Objective:
+    """The objective that ranks hypotheses first: the weighted cost of the violated soft
+    clauses (without the per-clause levels below it, which only pick canonical violations).
+
+    The canonical order of hypotheses is this cost, then the number of abducibles assumed, then
+    the sorted names. A backend lists its first k hypotheses (``enumerate_ranked``) level by
+    level: the least (cost c, size s) over the hypotheses not yet listed, by optimisation, then
+    every hypothesis with a model of cost at most c and at most s atoms true (exactly that
+    level, the cheaper and smaller ones being listed already), sorted by name. Which models its
+    search meets first then changes nothing.
+
+    >>> from fractions import Fraction
+    >>> from cda.encodings.ir import NodeFactory, SoftClause
+    >>> f = NodeFactory()
+    >>> p = GroundProblem(f, soft=[SoftClause("s", f.atom("a"), Fraction(2), 1)])
+    >>> rank_order(build_scheme(p, {"s": 2})).terms
+    ((a, 2),)
+    """
+    return scheme.objectives[0] if scheme.objectives else Objective(())

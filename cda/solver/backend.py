@@ -127,6 +127,12 @@ class Backend(Protocol):
         """Up to ``limit`` models with pairwise distinct projections onto the atoms ``project``."""
         ...
 
+    def enumerate_ranked(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
+        """The first ``limit`` models with distinct projections onto ``project`` in the canonical
+        order of hypotheses (:func:`cda.encodings.scheme.rank_order`: cost, then fewer true
+        atoms, then names), each of least cost for its projection: the same list on every backend."""
+        ...
+
     def minimize(self, assumptions: Sequence[Lit]) -> Outcome:
         """A model of least soft cost under ``assumptions``; the engine prices it with the evaluator."""
         ...

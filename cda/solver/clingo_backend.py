@@ -23,7 +23,7 @@ from typing import Any
 import clingo
 
 from cda.encodings.ir import Clause, GroundProblem, Node
-from cda.encodings.scheme import Scheme, build_scheme, guarded_clauses
+from cda.encodings.scheme import Scheme, build_scheme, guarded_clauses, rank_order, soft_key
 from cda.encodings.to_asp import AspEncoder, AspSink, ProgramText
 from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.solver.backend import (
@@ -82,7 +82,7 @@ class ClingoBackend:
         #: the program text (metrics and event times), else None: the program went straight
         #: into the solver through clingo's backend API
         self._text: ProgramText | None = None
-        scheme = build_scheme(problem, weights)
+        scheme = self._scheme = build_scheme(problem, weights)
         if problem.numvars:
             self._build_text(scheme)
         else:
@@ -139,8 +139,10 @@ class ClingoBackend:
             k, lit = local[key], enc.lit(node)
             sink.add_rule([], [k, -lit])
             sink.add_rule([], [-k, lit])
-        for i, objective in enumerate(scheme.objectives):  # the first at the highest priority
-            priority = len(scheme.objectives) - 1 - i
+        # the first at the highest priority; the cost stands one above the others, leaving
+        # room for the size level of enumerate_ranked (switched on only there)
+        for i, objective in enumerate(scheme.objectives):
+            priority = len(scheme.objectives) - 1 - i + (1 if i == 0 else 0)
             sink.add_minimize(priority, [(-enc.lit(node), weight) for node, weight in objective.terms])
         if scheme.project:
             sink.add_project([local[a] for a in scheme.project])
@@ -368,6 +370,84 @@ class ClingoBackend:
         if status == "unknown":
             out.complete, out.timed_out = False, True
         return out
+
+    def enumerate_ranked(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
+        """The first ``limit`` projections in canonical order, level by level (see
+        :func:`cda.encodings.scheme.rank_order`): clasp finds the least (cost, size) of the
+        projections not yet listed (the size a ``#minimize`` level behind an external, between
+        the cost and the soft clauses' own levels, see :meth:`_write`), then lists that level
+        whole by projective enumeration under a cost and a size bound, sorted by name."""
+        out = Enumeration()
+        if tuple(project) != self._hyps:
+            raise BackendUnsupported("the clingo backend ranks projections on the abducibles only")
+        if self._deadline_passed(out):
+            return out
+        self._prepare_minimal()  # the abd/1 facts the size bounds count
+        cost = rank_order(self._scheme)
+        keys = [(self._literal_of(soft_key(s.name)), weight) for s, (_, weight) in zip(self.problem.soft, cost.terms)]
+        self._parts += 1
+        guard = clingo.Function("rank", [clingo.Number(self._parts)])
+        size_priority = len(self._scheme.objectives) - 1
+        text = f"#external {guard}.\n" + "".join(
+            f"#minimize{{ 1@{size_priority},{self._ids[a]} : x({self._ids[a]}), {guard} }}.\n" for a in project
+        )
+        part = f"rank{self._parts}"
+        self.ctl.add(part, [], text)
+        self.ctl.ground([(part, [])])
+        self.ctl.assign_external(guard, True)
+        guard_literal = self._symbolic_literal(guard)
+        try:
+            best: list[tuple[Model, list[int]]] = []
+
+            def keep(m: clingo.Model) -> bool:
+                best[:] = [(self._model(m), list(m.cost))]
+                return True
+
+            while len(out.models) < limit:
+                best.clear()
+                status = self._stream(assumptions, keep, models=0, project=False, optimize=True)
+                if status == "unknown":
+                    out.complete, out.timed_out = False, True
+                    return out
+                if not best:
+                    return out
+                model, costs = best[0]
+                size = sum(1 for a in project if model[a])
+                c = costs[0] if keys else 0
+                self._parts += 1  # at most cost c and size atoms: this level only
+                bound = clingo.Function("rankc", [clingo.Number(self._parts)])
+                self.ctl.add(f"rankc{self._parts}", [], f"#external {bound}.")
+                self.ctl.ground([(f"rankc{self._parts}", [])])
+                bound_literal = self._symbolic_literal(bound)
+                if keys:
+                    with self.ctl.backend() as b:
+                        over = b.add_atom()
+                        b.add_weight_rule([over], c + 1, [(-k, w) for k, w in keys])
+                        b.add_rule([], [over, bound_literal])
+                self.ctl.assign_external(bound, True)
+                size_guard = self._size_guard(size)
+                self.ctl.assign_external(size_guard, True)
+                try:
+                    models, status, _ = self._solve(assumptions, limit=2**62, project=True, optimize=False)
+                finally:
+                    self.ctl.assign_external(size_guard, False)
+                    self.ctl.release_external(bound)
+                if status == "unknown":
+                    out.complete, out.timed_out = False, True
+                    return out
+                level = sorted(models, key=lambda m: sorted(a for a in project if m[a]))
+                if not level:  # pragma: no cover - the optimum itself is in its level
+                    raise BackendUnsupported("the clingo backend lost a hypothesis level")
+                with self.ctl.backend() as b:
+                    for m in level:
+                        b.add_rule([], [guard_literal] + [self._literal_of(a) if m[a] else -self._literal_of(a) for a in project])
+                out.models.extend(level[: limit - len(out.models)])
+                if not project:
+                    return out
+            out.complete = False
+            return out
+        finally:
+            self.ctl.release_external(guard)
 
     def _enumerate_blocking(
         self, project: Sequence[str], assumptions: Sequence[Lit], limit: int

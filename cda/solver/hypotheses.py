@@ -3,7 +3,9 @@
 A hypothesis assumes some abducibles true and all others false. Its cost is the least total
 weight of violated soft clauses over its models, its ``violated`` list the canonical one (see
 :func:`_cheapest`); the ranking is by cost, then fewer assumed atoms, then the sorted names, and
-the posterior is exp(−cost) normalised over the hypotheses enumerated.
+the posterior is exp(−cost) normalised over the hypotheses enumerated. When more hypotheses
+exist than the cap, those kept are the first of that order (asked of the backend's optimiser),
+not the ones its enumeration happened to meet first: the same on every backend.
 """
 
 from __future__ import annotations
@@ -64,6 +66,13 @@ def rank_hypotheses(solver: CheckedBackend, cap: int) -> Ranking:
     enum = solver.enumerate(hyps, solver.base, cap + 1)
     models = enum.models[:cap]
     capped = not enum.timed_out and len(enum.models) > cap
+    if capped:
+        # more than the cap: which ones the enumeration met first is the solver's choice, so
+        # the list is asked again in the canonical order, the first ``cap`` on every backend
+        ranked = solver.enumerate_ranked(hyps, solver.base, cap)
+        if ranked.timed_out:
+            enum = ranked
+        models = ranked.models
     complete = not capped and (enum.complete or not enum.timed_out)
     solver.verify_all(models, "hypothesis enumeration")
     pricer = _Pricer(solver)

@@ -125,6 +125,11 @@ class CheckedBackend:
         re-checks the models with :meth:`verify_all` (all at once is what makes it cheap)."""
         return self.backend.enumerate(project, assumptions, limit)
 
+    def enumerate_ranked(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
+        """The backend's :meth:`~cda.solver.backend.Backend.enumerate_ranked`, unchecked (as
+        :meth:`enumerate`)."""
+        return self.backend.enumerate_ranked(project, assumptions, limit)
+
     def add_clause(self, node: Node) -> str:
         """Add ``node`` as a hard clause behind a fresh selector, off until assumed; its selector."""
         self._fresh += 1

@@ -14,7 +14,7 @@ from cda.contracts.verification import VerifierOutcome
 from cda.encodings.ir import GroundProblem
 from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.solver.engine import EngineOptions
-from cda.verifiers.agreement import AgreementReport, cross_check
+from cda.verifiers.agreement import REFUSED_NOTE, AgreementReport, cross_check
 
 __all__ = ["agreement_outcome", "outcome_from_report", "SHOWN_DIFFERENCES"]
 
@@ -28,6 +28,12 @@ _SKIPPED_NOTE = "cross-check skipped"
 def outcome_from_report(report: AgreementReport, claim: str = "z3 and clingo agree") -> VerifierOutcome:
     """The outcome of a finished cross-check."""
     notes = report.result.notes if report.result is not None else []
+    refused = [note[len(REFUSED_NOTE) :] for note in notes if note.startswith(REFUSED_NOTE)]
+    if refused:  # cross_check answered on z3 alone: nothing was compared
+        return VerifierOutcome(
+            verifier="agreement", claim=claim, status="skipped",
+            detail=f"a backend refuses the problem: {refused[0]}", data={"agree": None},
+        )
     if any(note.startswith(_SKIPPED_NOTE) for note in notes):
         return VerifierOutcome(
             verifier="agreement", claim=claim, status="skipped",
