@@ -193,7 +193,7 @@ def _conflicting(
 def _before_encoded(exc: _OutOfTime) -> str:
     """The note for a budget that ran out while the backend was being built, saying where."""
     if exc.where:
-        return f"time ran out {exc.where}; the problem was not solved (the result is partial)"
+        return f"time budget exhausted {exc.where}, before the problem was solved; the result is partial"
     return "time budget exhausted before the problem was encoded"
 
 
