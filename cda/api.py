@@ -11,7 +11,7 @@ from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.contracts.result import CheckReport, SolveResult
 from cda.encodings.assemble import Origin, Piece, assemble
 from cda.encodings.ast import KenLoad, ProblemAST
-from cda.encodings.ir import GroundProblem
+from cda.encodings.ir import GroundProblem, NodeFactory
 from cda.encodings.numbers import exact_number
 from cda.encodings.parse import parse_problem
 from cda.errors import CDAError, DSLError, DSLTypeError
@@ -166,8 +166,10 @@ def solve(
     with gc_paused():
         try:
             gp = ground(source, hard=hard, soft=soft, ken=ken, deadline=deadline)
-        except OutOfTime as exc:
-            EngineOptions(top=top if top is not None else 3, seed=seed, max_hypotheses=max_hypotheses)  # checked
+        except OutOfTime as exc:  # the options are still checked, as a solve would
+            EngineOptions(top=top if top is not None else 3, seed=seed, max_hypotheses=max_hypotheses)
+            if backend != "auto":
+                choose_backend(GroundProblem(NodeFactory()), backend)
             return _unsolved(backend, seed, exc)
         name = choose_backend(gp, backend)
         k = _top(gp, top)

@@ -131,3 +131,12 @@ def test_the_cli_labels_the_partial_answer_and_exits_3(backend: str, tmp_path) -
     assert "status: unknown" in out.getvalue() and "PARTIAL" in out.getvalue()
     assert "time ran out while grounding (" in out.getvalue()
     assert "Traceback" not in err.getvalue()
+
+
+def test_options_are_checked_even_when_grounding_runs_out() -> None:
+    from cda.errors import BackendUnsupported, OptionError
+
+    with pytest.raises(BackendUnsupported, match="unknown backend 'nope'"):
+        cda.solve(cyclic(100), backend="nope", timeout=0.01)
+    with pytest.raises(OptionError, match="seed"):
+        cda.solve(cyclic(100), seed=-1, timeout=0.01)
