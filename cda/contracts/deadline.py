@@ -22,10 +22,16 @@ __all__ = ["Deadline", "OutOfTime", "NO_DEADLINE"]
 class OutOfTime(BudgetExceeded):
     """The deadline passed; ``where`` says where time ran out (``"while grounding (12,288 of at
     most 1,000,000 instances)"``), or is empty when the caller knows better. Callers turn it into
-    a labelled partial result; it never reaches a user as a traceback."""
+    a labelled partial result; it never reaches a user as a traceback.
+
+    >>> str(OutOfTime("while grounding")), OutOfTime("time ran out while grounding").where
+    ('time ran out while grounding', 'while grounding')
+    """
 
     def __init__(self, where: str = "") -> None:
-        super().__init__(f"time ran out {where}".strip() if where else "time ran out")
+        if where.startswith("time ran out"):  # a whole message ("time ran out while grounding")
+            where = where[len("time ran out"):].strip()
+        super().__init__(f"time ran out {where}" if where else "time ran out")
         self.where = where
 
 

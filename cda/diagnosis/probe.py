@@ -233,9 +233,12 @@ def vector_budget(circuit: Circuit, asked: int) -> tuple[int, str | None]:
     than the circuit has distinct input vectors (2^inputs), nor more copies than
     :data:`MAX_NET_COPIES` nets allow.
 
-    >>> from cda.diagnosis.circuit import Gate
-    >>> vector_budget(Circuit(["a", "b"], [Gate("g", "and", ("a", "b"))]), 100)
+    >>> from cda.diagnosis.circuit import Gate, gate_function
+    >>> circuit = Circuit(["a", "b"], [Gate("g", "g", ("a", "b"), gate_function("AND"), "AND")])
+    >>> vector_budget(circuit, 100)
     (4, 'the circuit has 2 inputs, so 4 distinct test vectors: 4 drawn, not 100')
+    >>> vector_budget(circuit, 3)
+    (3, None)
     """
     distinct = 1 << len(circuit.inputs) if len(circuit.inputs) < 63 else asked
     room = max(1, MAX_NET_COPIES // max(1, len(circuit.nets)))
