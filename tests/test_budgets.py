@@ -140,3 +140,19 @@ def test_options_are_checked_even_when_grounding_runs_out() -> None:
         cda.solve(cyclic(100), backend="nope", timeout=0.01)
     with pytest.raises(OptionError, match="seed"):
         cda.solve(cyclic(100), seed=-1, timeout=0.01)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_enumeration_keeps_a_bounded_number_of_model_values(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each enumerated model is kept whole: models x atoms is bounded (27,000 atoms and a 5 s
+    budget held 2.9 GB and took 12 s on clingo), and the cap says why it is below max_hypotheses."""
+    from cda.solver import engine
+
+    monkeypatch.setattr(engine, "MAX_MODEL_VALUES", 27 * 5)  # 27 atoms: five models
+    result = cda.solve(cyclic(3, "r(d0, d1, d2)"), backend=backend)
+    assert result.hypotheses_enumerated == 5 and not result.enumeration_complete
+    assert "each model holds 27 values and an enumeration keeps at most 135: hypotheses capped at 5, not " \
+           "max_hypotheses 10,000" in result.notes
+    assert any(n.startswith("enumeration capped at 5 hypotheses") for n in result.notes)
+    unlimited = cda.solve(cyclic(3, "r(d0, d1, d2)"), backend=backend, max_hypotheses=5)  # the same cap, asked for
+    assert [h.assumed for h in unlimited.hypotheses] == [h.assumed for h in result.hypotheses]

@@ -43,6 +43,12 @@ __all__ = ["EngineOptions", "run"]
 
 MAX_SEED = limits.MAX_SEED
 
+#: the most values (models × the atoms and numeric variables of each) a hypothesis enumeration
+#: keeps: every model is kept whole, re-checked and priced, so on a problem of 27,000 atoms a
+#: 5 s budget enumerated thousands of models, held 2.9 GB and spent as long again re-checking
+#: them after the deadline. A problem of more than 500 atoms is capped below max_hypotheses (10,000)
+MAX_MODEL_VALUES = 5_000_000
+
 
 @dataclass(frozen=True)
 class EngineOptions:
@@ -146,7 +152,14 @@ def _ranking(
 ) -> Ranking:
     """The ranked hypotheses; a cap or a timeout noted (``listed``: the result lists them, else
     they serve only the claims' confidences)."""
-    ranking = rank_hypotheses(solver, options.max_hypotheses)
+    width = len(solver.problem.atoms) + len(solver.problem.numvars)
+    cap = min(options.max_hypotheses, max(1, MAX_MODEL_VALUES // max(1, width)))
+    ranking = rank_hypotheses(solver, cap)
+    if ranking.capped and cap < options.max_hypotheses:
+        notes.append(
+            f"each model holds {width:,} values and an enumeration keeps at most {MAX_MODEL_VALUES:,}: "
+            f"hypotheses capped at {cap:,}, not max_hypotheses {options.max_hypotheses:,}"
+        )
     if ranking.timed_out:
         result.partial = True
         notes.append(
