@@ -21,7 +21,7 @@ __all__ = ["Deadline", "OutOfTime", "NO_DEADLINE"]
 
 class OutOfTime(BudgetExceeded):
     """The deadline passed; ``where`` says where time ran out (``"while grounding (12,288 of at
-    most 1,000,000 instances)"``), or is empty when the caller knows better. Callers turn it into
+    most 435,660 instances)"``), or is empty when the caller knows better. Callers turn it into
     a labelled partial result; it never reaches a user as a traceback.
 
     >>> str(OutOfTime("while grounding")), OutOfTime("time ran out while grounding").where

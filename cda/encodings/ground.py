@@ -53,10 +53,11 @@ from cda.ken.graph import KenGraph
 __all__ = ["ground_problem", "Located", "RISK_LEVELS", "MAX_GROUND_INSTANCES", "instance_bound"]
 
 #: the most instances one problem may ground (quantifier instances plus declared hyp/observable
-#: atoms): a million instances take about 10 s and 1 GB to ground and 2.5-5 GB more in a solver
-#: (measured: 100-value ``forall x, y, z`` over ``hyp r(D, D, D)``), so past this a problem is
-#: refused, with the statement that overflowed, rather than let it exhaust the machine
-MAX_GROUND_INSTANCES = 1_000_000
+#: atoms). Measured on ``forall x, y, z`` over ``hyp r(D, D, D)``: 436,000 instances (60 values)
+#: take 2 s and 230 MB to ground and 1 GB with z3's terms; 992,000 (79 values) 2.7 GB; 2 million
+#: (100 values) 5 GB. Past this a problem is refused, naming the statement that overflowed,
+#: rather than let it run the machine out of memory
+MAX_GROUND_INSTANCES = 500_000
 
 RISK_LEVELS = ("low", "medium", "high", "hard")
 
@@ -188,7 +189,7 @@ class _Grounder:
         where = f"{self.filename or '<input>'}:{self.at[0]}:{self.at[1]}" if self.at[0] else (self.filename or "<input>")
         return BudgetExceeded(
             f"{where}: the problem grounds to more than {MAX_GROUND_INSTANCES:,} instances (quantifier instances "
-            f"and declared hyp/observable atoms; this statement brings it past the limit at {self.instances:,}): "
+            f"and declared hyp/observable atoms; {self.instances:,} counted up to this statement): "
             "use smaller domains, guard quantifiers with a closed predicate (`forall t in D: depends(s, t) "
             "implies ...` grounds only the facts), or split the problem"
         )
