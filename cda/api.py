@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cda.contracts import limits
+from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.contracts.result import CheckReport, SolveResult
 from cda.encodings.assemble import Origin, Piece, assemble
 from cda.encodings.ast import KenLoad, ProblemAST
-from cda.encodings.ir import GroundProblem
+from cda.encodings.ir import GroundProblem, NodeFactory
 from cda.encodings.numbers import exact_number
 from cda.encodings.parse import parse_problem
 from cda.errors import CDAError, DSLError, DSLTypeError
@@ -80,9 +81,11 @@ def ground(
     hard: Sequence[str] = (),
     soft: Sequence[SoftSpec] = (),
     ken: KenGraph | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> GroundProblem:
     """Parse, check and ground; ``hard``/``soft`` are extra clause strings from Python, named
-    ``hard#1``, ``soft#2`` (their names and their origins in errors)."""
+    ``hard#1``, ``soft#2`` (their names and their origins in errors). Grounding stops with
+    :class:`~cda.contracts.deadline.OutOfTime` when ``deadline`` passes."""
     ast = parse(source)
     if not ast.statements and not hard and not soft:
         # nothing to answer: a "sat, no hypotheses" would hide an empty or truncated file
@@ -106,7 +109,7 @@ def ground(
                 ).with_filename(f"soft#{i}") from None
         pieces.append(Piece("soft", text, Origin(f"soft#{i}"), name=f"soft#{i}", weight=weight))
     with gc_paused():
-        return assemble(ast, pieces, _ken_for(ast, ken)).gp
+        return assemble(ast, pieces, _ken_for(ast, ken), deadline).gp
 
 
 def check(source: Source, *, hard: Sequence[str] = (), soft: Sequence[SoftSpec] = (), ken: KenGraph | None = None) -> CheckReport:
@@ -158,17 +161,37 @@ def solve(
     from cda.solver.engine import EngineOptions, run  # on first solve: `cda check` needs no solver
     from cda.solver.route import choose_backend
 
+    # one budget from parsing to the answer: grounding and encoding count against it too
+    deadline = Deadline(None if timeout is None else limits.seconds("timeout", timeout))
     with gc_paused():
-        gp = ground(source, hard=hard, soft=soft, ken=ken)
+        try:
+            gp = ground(source, hard=hard, soft=soft, ken=ken, deadline=deadline)
+        except OutOfTime as exc:  # the options are still checked, as a solve would
+            EngineOptions(top=top if top is not None else 3, seed=seed, max_hypotheses=max_hypotheses)
+            if backend != "auto":
+                choose_backend(GroundProblem(NodeFactory()), backend)
+            return _unsolved(backend, seed, exc)
         name = choose_backend(gp, backend)
         k = _top(gp, top)
         options = EngineOptions(top=k, seed=seed, timeout=timeout, max_hypotheses=max_hypotheses)
-        result = run(gp, name, options)
+        result = run(gp, name, options, deadline)
         result.notes.extend(gp.notes)
         if gp.fol_blocks:
             result.notes.append(f"{gp.fol_blocks} fol block(s) not answered here: run `cda prove` on this file")
         del gp  # freed here, before the collector is back and would walk it once more
     return result
+
+
+def _unsolved(backend: str, seed: int, exc: OutOfTime) -> SolveResult:
+    """The labelled partial result of a run whose budget ran out before solving began: status
+    unknown, nothing found, a note saying where time ran out (exit code 3 at the CLI)."""
+    from cda.contracts.status import SolverStatus
+
+    return SolveResult(
+        status=SolverStatus.UNKNOWN, backend=backend, seed=seed, hypotheses=[], hypotheses_enumerated=0,
+        enumeration_complete=False, verdicts=[], next_tests=[], conflict=None, partial=True,
+        notes=[f"time ran out {exc.where}; the problem was not solved (the result is partial)"],
+    )
 
 
 def solve_cross_checked(
@@ -187,9 +210,13 @@ def solve_cross_checked(
     from cda.solver.engine import EngineOptions
     from cda.verifiers.agreement import cross_check
 
-    gp = ground(source, hard=hard, soft=soft, ken=ken)
+    seconds = None if timeout is None else limits.seconds("timeout", timeout)
+    try:  # grounding is done once, for both: it may take the whole budget
+        gp = ground(source, hard=hard, soft=soft, ken=ken, deadline=Deadline(seconds))
+    except OutOfTime as exc:
+        return _unsolved("z3+clingo", seed, exc)
     k = _top(gp, top)
-    half = None if timeout is None else limits.seconds("timeout", timeout) / 2  # checked before halving
+    half = None if seconds is None else seconds / 2  # checked before halving
     report = cross_check(gp, EngineOptions(top=k, seed=seed, timeout=half, max_hypotheses=max_hypotheses))
     assert report.result is not None
     report.result.notes.extend(note for note in gp.notes if note not in report.result.notes)

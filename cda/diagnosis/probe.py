@@ -37,6 +37,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from cda.contracts import limits
+from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.diagnosis.circuit import Circuit, Simulation, Simulator
 from cda.diagnosis.problem import CircuitInstance, ab_atom
 from cda.encodings.ir import MinimalGoal
@@ -59,7 +60,15 @@ __all__ = [
     "simulate_probing",
     "interactive_probing",
     "main_probe",
+    "MAX_NET_COPIES",
+    "vector_budget",
 ]
+
+#: the most nets a simulated probing session holds: test vectors × the circuit's nets. Each
+#: test vector is one more copy of the circuit for the engine, the simulator and the candidate
+#: probes (a (vector, net) pair each, with a likelihood per diagnosis): 100,000 vectors of c432
+#: took 2.6 GB and 28 s. 250,000 is 1,275 vectors of c432 (196 nets), 25 of c6288 (2,448)
+MAX_NET_COPIES = 250_000
 
 DEFAULT_FAILURE = 0.01
 _NO_GAIN = 1e-12  # bits: below this a probe is uninformative
@@ -125,8 +134,11 @@ class ProbeState:
         """Every net not yet observed in each test vector."""
         return [(j, net) for j, obs in enumerate(self.observations) for net in self.circuit.nets if net not in obs]
 
-    def likelihoods(self, candidates: Sequence[tuple[int, str]]) -> np.ndarray:
-        """P(net reads 1 | D) for each diagnosis (row) and candidate (column): 1, 0, or 1/2."""
+    def likelihoods(self, candidates: Sequence[tuple[int, str]], deadline: Deadline = NO_DEADLINE) -> np.ndarray:
+        """P(net reads 1 | D) for each diagnosis (row) and candidate (column): 1, 0, or 1/2.
+
+        Raises :class:`~cda.contracts.deadline.OutOfTime` when ``deadline`` passes (read once
+        per diagnosis and test vector)."""
         out = np.empty((len(self.sims), len(candidates)), dtype=float)
         by_vector: dict[int, list[tuple[int, str]]] = {}
         for c, (j, net) in enumerate(candidates):
@@ -136,6 +148,8 @@ class ProbeState:
             width = (1 << sim.lanes) - 1
             vector = sim.vector
             for j, items in by_vector.items():
+                if deadline.tick():
+                    raise OutOfTime(f"while ranking probes ({d:,} of {len(self.sims):,} diagnoses)")
                 shift = j * sim.lanes
                 ok = (sim.ok >> shift) & width
                 row = out[d]
@@ -144,12 +158,14 @@ class ProbeState:
                     row[c] = 1.0 if v == ok else 0.0 if v == 0 else 0.5
         return out
 
-    def rank(self, candidates: Sequence[tuple[int, str]] | None = None) -> list[ProbeChoice]:
+    def rank(
+        self, candidates: Sequence[tuple[int, str]] | None = None, deadline: Deadline = NO_DEADLINE
+    ) -> list[ProbeChoice]:
         """Probes by expected information gain, best first; ties by test vector, then netlist position."""
         cands = self.candidates() if candidates is None else list(candidates)
         if not cands or not self.sims:
             return []
-        gains, p1 = expected_gains(self.prior, self.likelihoods(cands))
+        gains, p1 = expected_gains(self.prior, self.likelihoods(cands, deadline))
         choices = [
             ProbeChoice(j, net, round(float(g), 12) + 0.0, round(float(p), 12) + 0.0)
             for (j, net), g, p in zip(cands, gains, p1)
@@ -212,27 +228,105 @@ def _diagnoses(
     return ranked, result.minimal_complete and not result.partial, result.partial
 
 
+def vector_budget(circuit: Circuit, asked: int) -> tuple[int, str | None]:
+    """How many test vectors to draw when ``asked`` for, and why fewer, if fewer: never more
+    than the circuit has distinct input vectors (2^inputs), nor more copies than
+    :data:`MAX_NET_COPIES` nets allow.
+
+    >>> from cda.diagnosis.circuit import Gate, gate_function
+    >>> circuit = Circuit(["a", "b"], [Gate("g", "g", ("a", "b"), gate_function("AND"), "AND")])
+    >>> vector_budget(circuit, 100)
+    (4, 'the circuit has 2 inputs, so 4 distinct test vectors: 4 drawn, not 100')
+    >>> vector_budget(circuit, 3)
+    (3, None)
+    """
+    distinct = 1 << len(circuit.inputs) if len(circuit.inputs) < 63 else asked
+    room = max(1, MAX_NET_COPIES // max(1, len(circuit.nets)))
+    if asked > distinct and distinct <= room:
+        n = len(circuit.inputs)
+        return distinct, f"the circuit has {n} input{'s' if n != 1 else ''}, so {distinct:,} distinct test vectors: {distinct:,} drawn, not {asked:,}"
+    if asked > room:
+        return room, (
+            f"{room:,} test vectors drawn, not {asked:,}: each is one more copy of the circuit's "
+            f"{len(circuit.nets):,} nets, and a probing session holds at most {MAX_NET_COPIES:,}"
+        )
+    return asked, None
+
+
 def failing_vectors(
-    circuit: Circuit, outputs: Sequence[str], flipped: Sequence[str], count: int, rng: random.Random, tries: int = 10_000
+    circuit: Circuit,
+    outputs: Sequence[str],
+    flipped: Sequence[str],
+    count: int,
+    rng: random.Random,
+    tries: int = 10_000,
+    deadline: Deadline = NO_DEADLINE,
 ) -> list[dict[str, bool]]:
-    """``count`` random test vectors (inputs and outputs of the faulty circuit), the first one
-    failing (some output differs from the healthy circuit's); ``[]`` if none of ``tries`` draws
-    fails. ``tries`` bounds only the search for that first vector: the others are drawn as they come."""
-    first: dict[str, bool] | None = None
-    for _ in range(tries):
-        vector = {i: rng.random() < 0.5 for i in circuit.inputs}
+    """``count`` distinct random test vectors (inputs and outputs of the faulty circuit), the first
+    one failing (some output differs from the healthy circuit's); ``[]`` if none of ``tries`` draws
+    fails. ``tries`` bounds only the search for that first vector: the others are drawn as they
+    come, a vector drawn twice is drawn again (the same inputs are the same observation), and at
+    most 2^inputs are returned. Raises :class:`~cda.contracts.deadline.OutOfTime` when
+    ``deadline`` passes."""
+    return [observed for observed, _ in _failing(circuit, outputs, flipped, count, rng, tries, deadline)]
+
+
+def _failing(
+    circuit: Circuit,
+    outputs: Sequence[str],
+    flipped: Sequence[str],
+    count: int,
+    rng: random.Random,
+    tries: int,
+    deadline: Deadline,
+) -> list[tuple[dict[str, bool], dict[str, bool]]]:
+    """:func:`failing_vectors`, each with every net's value in the faulty circuit (the truth a
+    simulated probe reads: computed once, while drawing)."""
+    names = circuit.inputs
+    distinct = 1 << len(names) if len(names) < 63 else count + 1
+    count = min(count, distinct)
+    if 2 * count > distinct:  # most of the vectors: every one, in a random order (no long tail of repeats)
+        order = list(range(distinct))
+        rng.shuffle(order)
+        pool: Sequence[int] | None = order
+    else:
+        pool = None
+
+    def draw(k: int) -> dict[str, bool]:
+        if pool is not None:
+            bits = pool[k]
+            return {name: bool(bits >> i & 1) for i, name in enumerate(names)}
+        return {i: rng.random() < 0.5 for i in names}
+
+    def progress(done: int) -> OutOfTime:
+        return OutOfTime(f"while drawing test vectors ({done:,} of {count:,})")
+
+    first: tuple[dict[str, bool], dict[str, bool]] | None = None
+    k = 0
+    for k in range(len(pool) if pool is not None else tries):  # the pool: search it all
+        if deadline.tick():
+            raise progress(0)
+        vector = draw(k)
         bad = circuit.evaluate(vector, flipped)
         good = circuit.evaluate(vector)
         if any(good[o] != bad[o] for o in outputs):
-            first = {**vector, **{o: bad[o] for o in outputs}}
+            first = {**vector, **{o: bad[o] for o in outputs}}, bad
             break
     if first is None:
         return []
     out = [first]
+    seen = {tuple(first[0][i] for i in names)}
+    rest = (j for j in range(len(pool)) if j != k) if pool is not None else None
     while len(out) < count:
-        vector = {i: rng.random() < 0.5 for i in circuit.inputs}
+        if deadline.tick():
+            raise progress(len(out))
+        vector = draw(next(rest)) if rest is not None else draw(0)
+        key = tuple(vector[i] for i in names)
+        if key in seen:
+            continue
+        seen.add(key)
         bad = circuit.evaluate(vector, flipped)
-        out.append({**vector, **{o: bad[o] for o in outputs}})
+        out.append(({**vector, **{o: bad[o] for o in outputs}}, bad))
     return out
 
 
@@ -311,17 +405,26 @@ class _Session:
         cap: int,
         timeout: float | None,
         file: str,
+        deadline: Deadline | None = None,
     ) -> None:
         if inst.circuit is None:
             raise CDAError(f"{file}: cda probe needs a plain circuit (one function per gate)")
         self.inst, self.circuit = inst, inst.circuit
         self.backend = choose_backend(inst.problem.base, backend)
         self.failure, self.max_size, self.cap, self.timeout = failure, max_size, cap, timeout
+        #: the whole session's budget, when it has one (else each diagnosis gets ``timeout``)
+        self.deadline = deadline
         self.observed = [dict(o) for o in observed]
         self.diagnoses, self.complete, self.timed_out = _diagnoses(
-            inst, self.observed, self.backend, max_size, cap, timeout
+            inst, self.observed, self.backend, max_size, cap, self._timeout()
         )
         self.state = ProbeState(self.circuit, self.observed, self.diagnoses, failure)
+
+    def _timeout(self) -> float | None:
+        """The time one diagnosis may take: what is left of the session's budget, else ``timeout``."""
+        if self.deadline is None:
+            return self.timeout
+        return self.deadline.remaining()
 
     def measure(self, j: int, net: str, value: bool) -> None:
         """Record ``net = value`` in test vector ``j`` and bring the diagnoses up to date."""
@@ -329,7 +432,7 @@ class _Session:
         if self.state.measure(j, net, value):
             known = self.state.survivors()
             self.diagnoses, done, late = _diagnoses(
-                self.inst, self.observed, self.backend, self.max_size, self.cap, self.timeout, known
+                self.inst, self.observed, self.backend, self.max_size, self.cap, self._timeout(), known
             )
             self.complete, self.timed_out = self.complete and done, self.timed_out or late
             self.state = ProbeState(self.circuit, self.observed, self.diagnoses, self.failure)
@@ -355,7 +458,11 @@ class _Session:
         elif not self.complete:
             out.append(f"the diagnoses are not all enumerated: the gains are over the {len(self.diagnoses)} found")
         several = len(self.diagnoses) > 1
-        ranked = [c for c in self.state.rank() if c.gain > _NO_GAIN][:top] if several else []
+        try:
+            ranked = [c for c in self.state.rank(None, self.deadline or NO_DEADLINE) if c.gain > _NO_GAIN][:top] if several else []
+        except OutOfTime as exc:
+            self.timed_out, ranked, several = True, [], False
+            out.append(f"time ran out {exc.where}: no probe is proposed")
         if several and not ranked:
             out.append("no unmeasured net is informative: every diagnosis predicts the same for each")
         return ProbeReport(
@@ -383,7 +490,8 @@ def probe(
     ``cap`` in canonical order (size, then names), the most probable under a uniform prior.
     """
     start = time.perf_counter()
-    session = _Session(inst, inst.observed, backend, failure, max_size, cap, timeout, file)
+    deadline = Deadline(None if timeout is None else limits.seconds("timeout", timeout))
+    session = _Session(inst, inst.observed, backend, failure, max_size, cap, timeout, file, deadline)
     return session.report(top, file, time.perf_counter() - start, inst.notes)
 
 
@@ -411,6 +519,7 @@ def simulate_probing(
     the faulty circuit's).
     """
     start = time.perf_counter()
+    deadline = Deadline(None if timeout is None else limits.seconds("timeout", timeout))
     circuit = inst.circuit
     if circuit is None:
         raise CDAError(f"{file}: cda probe needs a plain circuit (one function per gate)")
@@ -420,22 +529,39 @@ def simulate_probing(
     if unknown or not flipped:
         raise CDAError(f"--inject names no gate of the circuit: {', '.join(unknown) or '(none given)'}")
     rng = random.Random(limits.seed("seed", seed))
+    notes: list[str] = []
     if observations is None:
-        drawn = failing_vectors(circuit, inst.outputs, flipped, vectors, rng)
-        if not drawn:
+        count, why = vector_budget(circuit, vectors)
+        if why is not None:
+            notes.append(why)
+        try:
+            pairs = _failing(circuit, inst.outputs, flipped, count, rng, 10_000, deadline)
+        except OutOfTime as exc:
+            return _out_of_time(file, strategy, flipped, exc, notes, start)
+        if not pairs:
             raise CDAError(f"no random test vector exposes the fault {', '.join(flipped)} at the outputs")
+        drawn, truth = [o for o, _ in pairs], [t for _, t in pairs]
     else:
         drawn = [dict(o) for o in observations]
-    truth = [circuit.evaluate({i: o[i] for i in circuit.inputs}, flipped) for o in drawn]
-    session = _Session(inst, drawn, backend, failure, max_size, cap, timeout, file)
-    notes: list[str] = []
+        truth = [circuit.evaluate({i: o[i] for i in circuit.inputs}, flipped) for o in drawn]
+    session = _Session(inst, drawn, backend, failure, max_size, cap, timeout, file, deadline)
     initial = len(session.diagnoses)
     unmeasured = session.state.candidates()
     steps: list[ProbeStep] = []
     limit = len(unmeasured) if max_probes is None else max_probes
     while len(session.diagnoses) > 1 and len(steps) < limit and unmeasured:
+        if deadline.expired():
+            if not session.timed_out:  # else the diagnoses ran out, said below
+                notes.append(f"time ran out while probing (after {len(steps)} probe{'s' if len(steps) != 1 else ''})")
+            session.timed_out = True
+            break
         if strategy == "ig":
-            ranked = session.state.rank(unmeasured)
+            try:
+                ranked = session.state.rank(unmeasured, deadline)
+            except OutOfTime as exc:
+                session.timed_out = True
+                notes.append(f"time ran out {exc.where}, after {len(steps)} probe{'s' if len(steps) != 1 else ''}")
+                break
             if not ranked or ranked[0].gain <= _NO_GAIN:
                 notes.append("stopped: no unmeasured net is informative")
                 break
@@ -450,7 +576,8 @@ def simulate_probing(
         steps.append(ProbeStep(observation=j + 1, net=net, value=value, gain_bits=gain, diagnoses=len(session.diagnoses)))
     notes = session.bound_notes() + notes
     if session.timed_out:
-        notes.append("time ran out while diagnosing: some diagnosis lists were partial")
+        if not any(n.startswith("time ran out") for n in notes):
+            notes.append("time ran out while diagnosing: some diagnosis lists were partial")
     elif not session.complete:
         notes.append("some diagnosis lists were capped")
     return ProbeRun(
@@ -458,6 +585,18 @@ def simulate_probing(
         timed_out=session.timed_out, initial_diagnoses=initial, steps=steps, final=session.diagnoses,
         resolved=len(session.diagnoses) == 1, probes=len(steps), time_s=round(time.perf_counter() - start, 4),
         notes=notes,
+    )
+
+
+def _out_of_time(
+    file: str, strategy: str, flipped: Sequence[str], exc: OutOfTime, notes: list[str], start: float
+) -> ProbeRun:
+    """The labelled partial run of a session whose budget ran out before any diagnosis."""
+    return ProbeRun(
+        file=file, backend="none", strategy=strategy, injected=sorted(flipped), vectors=0, timed_out=True,
+        initial_diagnoses=0, steps=[], final=[], resolved=False, probes=0,
+        time_s=round(time.perf_counter() - start, 4),
+        notes=[*notes, f"time ran out {exc.where}: nothing was diagnosed"],
     )
 
 

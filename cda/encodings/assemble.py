@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
+from cda.contracts.deadline import NO_DEADLINE, Deadline
 from cda.encodings import ast as A
 from cda.encodings.ground import Located, ground_problem
 from cda.encodings.ir import GroundProblem
@@ -176,8 +177,11 @@ def _parse_piece(piece: Piece) -> tuple[A.Statement, str]:
     return A.GoalClaim(piece.kind, formula, pos), written  # type: ignore[arg-type]
 
 
-def assemble(ast: A.ProblemAST, pieces: Sequence[Piece] = (), ken: KenGraph | None = None) -> Assembled:
-    """The DSL's statements, then the pieces', checked and grounded as one problem.
+def assemble(
+    ast: A.ProblemAST, pieces: Sequence[Piece] = (), ken: KenGraph | None = None, deadline: Deadline = NO_DEADLINE
+) -> Assembled:
+    """The DSL's statements, then the pieces', checked and grounded as one problem (within
+    ``deadline``: :func:`~cda.encodings.ground.ground_problem` says what happens when it passes).
 
     >>> from cda.encodings.parse import parse_problem
     >>> try:
@@ -199,4 +203,4 @@ def assemble(ast: A.ProblemAST, pieces: Sequence[Piece] = (), ken: KenGraph | No
             source = "\n" * (piece.origin.line - 1) + piece.text
         text = " ".join(written.split()) if piece.kind in ("prove", "disprove") else None
         extra.append(Located(statement, piece.origin.field, source, piece.line, text))
-    return Assembled(ast, placed, ground_problem(ast, ken, extra))
+    return Assembled(ast, placed, ground_problem(ast, ken, extra, deadline))

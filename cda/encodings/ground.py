@@ -11,6 +11,14 @@ Semantics fixed here (see docs/dsl.md):
 * ``pred`` predicates are *closed*: true exactly for their ``fact`` lines and Ken edges.
 * ``hyp`` (abducibles), ``observable`` and ``var`` atoms are free Boolean choices.
 * metrics are whole numbers of their declared unit, events whole seconds.
+
+Grounding is bounded in time and size. The grounder counts *instances* (each value a quantifier
+variable takes, in every grounding of its body, and each atom of a declared ``hyp``/``observable``
+predicate): past :data:`MAX_GROUND_INSTANCES` it refuses the problem (:class:`~cda.errors.
+BudgetExceeded`, naming the statement) before memory runs into gigabytes, and every
+:attr:`~cda.contracts.deadline.Deadline.EVERY` instances it reads the run's deadline, raising
+:class:`~cda.contracts.deadline.OutOfTime` ("while grounding (N of at most M instances)") that the
+API turns into a labelled partial result.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import product
 
+from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.encodings import ast as A
 from cda.encodings import numbers, units
 from cda.encodings.ir import (
@@ -38,10 +47,17 @@ from cda.encodings.ir import (
     SoftClause,
     walk,
 )
-from cda.errors import DSLTypeError, UnitError
+from cda.errors import BudgetExceeded, DSLTypeError, UnitError
 from cda.ken.graph import KenGraph
 
-__all__ = ["ground_problem", "Located", "RISK_LEVELS"]
+__all__ = ["ground_problem", "Located", "RISK_LEVELS", "MAX_GROUND_INSTANCES", "instance_bound"]
+
+#: the most instances one problem may ground (quantifier instances plus declared hyp/observable
+#: atoms). Measured on ``forall x, y, z`` over ``hyp r(D, D, D)``: 436,000 instances (60 values)
+#: take 2 s and 230 MB to ground and 1 GB with z3's terms; 992,000 (79 values) 2.7 GB; 2 million
+#: (100 values) 5 GB. Past this a problem is refused, naming the statement that overflowed,
+#: rather than let it run the machine out of memory
+MAX_GROUND_INSTANCES = 500_000
 
 RISK_LEVELS = ("low", "medium", "high", "hard")
 
@@ -65,8 +81,12 @@ def _fmt_atom(pred: str, args: Sequence[str]) -> str:
 
 
 class _Grounder:
-    def __init__(self, ast: A.ProblemAST, ken: KenGraph | None) -> None:
+    def __init__(self, ast: A.ProblemAST, ken: KenGraph | None, deadline: Deadline = NO_DEADLINE) -> None:
         self.ast = ast
+        self.deadline = deadline
+        self.instances = 0  # grounded so far (see the module's docstring)
+        self.bound = 0  # at most this many in all: known once :meth:`instance_bound` was asked
+        self.at: A.Pos = (0, 0)  # the statement being grounded, for the size refusal
         self.lines = ast.source.split("\n")  # lark counts lines by "\n" only
         self.filename = ast.filename
         self.f = NodeFactory()
@@ -140,12 +160,39 @@ class _Grounder:
         # every instance of an abducible or observable exists, used or not, in declaration order
         for decl in self.preds.values():
             if decl.kind in ("hyp", "observable"):
+                self.at = decl.pos
+                size = math.prod(len(self.domains[d]) for d in decl.domains)
+                if self.instances + size > MAX_GROUND_INSTANCES:
+                    self.instances += size
+                    raise self._too_large()
                 for args in product(*(self.domains[d] for d in decl.domains)):
+                    self._step()
                     self._register_atom(decl.name, decl.kind, args)
         for name in self.events:
             self.gp.numvars[f"event:{name}"] = NumVar(f"event:{name}", "event", "s")
         for name, metric in self.metrics.items():
             self.gp.numvars[f"metric:{name}"] = NumVar(f"metric:{name}", "metric", metric.unit)
+
+    def _step(self) -> None:
+        """Count one instance: refuse past the size limit, stop when the deadline has passed."""
+        self.instances += 1
+        if self.instances > MAX_GROUND_INSTANCES:
+            raise self._too_large()
+        if self.deadline.tick():
+            if not self.bound:
+                self.bound = instance_bound(self.ast.statements, self.domains)
+            raise OutOfTime(
+                f"while grounding ({self.instances:,} of at most {max(self.bound, self.instances):,} instances)"
+            )
+
+    def _too_large(self) -> BudgetExceeded:
+        where = f"{self.filename or '<input>'}:{self.at[0]}:{self.at[1]}" if self.at[0] else (self.filename or "<input>")
+        return BudgetExceeded(
+            f"{where}: the problem grounds to more than {MAX_GROUND_INSTANCES:,} instances (quantifier instances "
+            f"and declared hyp/observable atoms; {self.instances:,} counted up to this statement): "
+            "use smaller domains, guard quantifiers with a closed predicate (`forall t in D: depends(s, t) "
+            "implies ...` grounds only the facts), or split the problem"
+        )
 
     @staticmethod
     def _known(table: Iterable[str]) -> str:
@@ -334,7 +381,10 @@ class _Grounder:
             values = self.domains.get(node.domain)
             if values is None:
                 raise self.err(f"unknown domain '{node.domain}'{self._known(self.domains)}", node.domain_pos)
-            parts = [self.formula(node.body, {**env, node.var: v}) for v in self._instances(node, values, env)]
+            parts = []
+            for v in self._instances(node, values, env):
+                self._step()
+                parts.append(self.formula(node.body, {**env, node.var: v}))
             return f.and_(parts) if node.quantifier == "forall" else f.or_(parts)
         if isinstance(node, A.FBefore):
             a, b = self.event_var(node.first), self.event_var(node.second)
@@ -564,7 +614,7 @@ class _Grounder:
         ``text`` is a claim's text when the statement was written outside the problem's own
         text (a claim string), where the line cannot be read back.
         """
-        at = (line, st.pos[1])
+        at = self.at = (line, st.pos[1])
         if isinstance(st, A.Fact):
             decl = self.preds.get(st.atom.pred)
             if decl is None:
@@ -656,6 +706,37 @@ class _Grounder:
         return " ".join(text.split())
 
 
+def instance_bound(statements: Sequence[A.Statement], domains: dict[str, tuple[str, ...]]) -> int:
+    """At most how many instances ``statements`` ground to: every quantifier over its whole
+    domain (a guard may skip some), plus the atoms of every declared hyp/observable predicate.
+
+    >>> from cda.encodings.parse import parse_problem
+    >>> ast = parse_problem("domain D = {a, b, c}\\nhyp r(D, D)\\nhard: forall x in D: forall y in D: r(x, y)")
+    >>> instance_bound(ast.statements, {"D": ("a", "b", "c")})
+    21
+    """
+
+    def of(node: object) -> int:
+        if isinstance(node, A.FQuant):
+            return len(domains.get(node.domain, ())) * (1 + of(node.body))
+        if isinstance(node, A.FNot):
+            return of(node.arg)
+        if isinstance(node, (A.FNary, A.FCard)):
+            return sum(of(a) for a in node.args)
+        if isinstance(node, A.FImplies):
+            return of(node.lhs) + of(node.rhs)
+        return 0
+
+    total = 0
+    for st in statements:
+        if isinstance(st, A.PredDecl) and st.kind in ("hyp", "observable"):
+            total += math.prod(len(domains.get(d, ())) for d in st.domains)
+        formula = getattr(st, "formula", None)
+        if formula is not None:
+            total += of(formula)
+    return total
+
+
 @dataclass(frozen=True)
 class Located:
     """A statement written outside the problem's own text: a clause string, a field of an Action.
@@ -676,11 +757,15 @@ def ground_problem(
     ast: A.ProblemAST,
     ken: KenGraph | None = None,
     extra: Sequence[Located] = (),
+    deadline: Deadline = NO_DEADLINE,
 ) -> GroundProblem:
     """Check and ground a parsed problem and the statements written outside it (``extra``),
     after the problem's own, in order; an error in one of those is reported at its origin.
+
+    Raises :class:`~cda.contracts.deadline.OutOfTime` when ``deadline`` passes, and
+    :class:`~cda.errors.BudgetExceeded` past :data:`MAX_GROUND_INSTANCES` instances.
     """
-    g = _Grounder(ast, ken.merged(KenGraph()) if ken is not None else None)
+    g = _Grounder(ast, ken.merged(KenGraph()) if ken is not None else None, deadline)
     try:
         g.statements(ast.statements)
         for located in extra:

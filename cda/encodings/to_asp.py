@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.encodings.ir import (
     NUM_MAX,
     NUM_MIN,
@@ -169,11 +170,19 @@ class AspEncoder:
 
     name = "clingo"
 
-    def __init__(self, sink: AspSink, atom_literal: Callable[[str], int]) -> None:
+    def __init__(
+        self, sink: AspSink, atom_literal: Callable[[str], int], deadline: Deadline = NO_DEADLINE, total: int = 0
+    ) -> None:
         self.sink = sink
+        self.deadline = deadline  # read every few hundred nodes (a clause may hold millions)
+        self.total = total  # how many nodes the problem has, for the note when time runs out
         self._atom_literal = atom_literal
         self._lit: dict[int, int] = {}
         self._true: int | None = None
+
+    def _out_of_time(self, done: int) -> OutOfTime:
+        of = f" of {self.total:,}" if self.total >= done else ""
+        return OutOfTime(f"while encoding for clingo ({done:,}{of} formula nodes)")
 
     def lit(self, node: Node) -> int:
         """The literal true exactly when ``node`` is, encoding what is not encoded yet."""
@@ -182,6 +191,8 @@ class AspEncoder:
         if found is not None:
             return found
         for sub in walk([node], skip=memo):
+            if self.deadline.tick():
+                raise self._out_of_time(len(memo))
             method = _VISIT.get(type(sub))
             if method is None:
                 raise BackendUnsupported(f"the {self.name} backend cannot encode IR node {type(sub).__name__}")

@@ -19,6 +19,7 @@ from typing import Any
 import z3
 from z3 import z3core
 
+from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.encodings.ir import And, Atom, Card, Const, Iff, Linear, Node, Not, Or, Xor, walk
 from cda.errors import BackendUnsupported
 
@@ -48,8 +49,10 @@ class Z3Encoder:
 
     name = "z3"
 
-    def __init__(self, ctx: z3.Context) -> None:
+    def __init__(self, ctx: z3.Context, deadline: Deadline = NO_DEADLINE, total: int = 0) -> None:
         self.ctx = ctx
+        self.deadline = deadline  # read every few hundred nodes (a clause may hold millions)
+        self.total = total  # how many nodes the problem has, for the note when time runs out
         self._c = ctx.ref()
         self._bool_sort_ref = z3.BoolSort(ctx)  # keeps the sort referenced
         self._bool_sort = self._bool_sort_ref.ast
@@ -83,6 +86,10 @@ class Z3Encoder:
             var = self.ints[name] = z3.Int(name, self.ctx)
         return var
 
+    def _out_of_time(self, done: int) -> OutOfTime:
+        of = f" of {self.total:,}" if self.total >= done else ""
+        return OutOfTime(f"while encoding for z3 ({done:,}{of} formula nodes)")
+
     def encode(self, node: Node) -> z3.BoolRef:
         return z3.BoolRef(self._encoded(node), self.ctx)
 
@@ -92,6 +99,8 @@ class Z3Encoder:
         ast = memo.get(node.uid)
         if ast is None:
             for sub in walk([node], skip=memo):
+                if self.deadline.tick():
+                    raise self._out_of_time(len(memo))
                 method = _VISIT.get(type(sub))
                 if method is None:
                     raise BackendUnsupported(f"the {self.name} backend cannot encode IR node {type(sub).__name__}")

@@ -24,7 +24,7 @@ def spend(deadline: Deadline | None, what: str) -> None:
     >>> spend(Deadline(0), "grounding")
     Traceback (most recent call last):
     ...
-    cda.solver.backend._OutOfTime: time ran out while grounding
+    cda.contracts.deadline.OutOfTime: time ran out while grounding
     """
     if deadline is not None and deadline.remaining() == 0:
         raise OutOfTime(f"time ran out while {what}")

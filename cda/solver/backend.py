@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import importlib
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from cda.contracts.deadline import Deadline, OutOfTime
 from cda.encodings.ir import Clause, GroundProblem
 from cda.encodings.scheme import ALL_CLAUSES, claim_key, selector, soft_key
-from cda.errors import BackendUnavailable, CDAError
+from cda.errors import BackendUnavailable
 from cda.gcpause import gc_paused
 
 __all__ = [
@@ -74,21 +74,10 @@ def all_clauses_on(clauses: Sequence[Clause]) -> list[Lit]:
     return [(ALL_CLAUSES, True)] if clauses else []
 
 
-class Deadline:
-    """A wall-clock budget shared by every call of one run; ``None`` means no limit."""
-
-    def __init__(self, seconds: float | None) -> None:
-        self.seconds = None if seconds is None or seconds == math.inf else seconds  # +infinity: no limit
-        self._end = None if self.seconds is None else time.monotonic() + self.seconds
-
-    def remaining(self) -> float | None:
-        if self._end is None:
-            return None
-        return max(0.0, self._end - time.monotonic())
-
-
-class _OutOfTime(CDAError):
-    """Internal: raised when the deadline passed; the engine turns it into a partial result."""
+#: the one deadline type (in :mod:`cda.contracts.deadline`, so the grounder and the encoders,
+#: below the solver, check the same clock); raised as ``_OutOfTime`` when it passes, which the
+#: engine turns into a partial result
+_OutOfTime = OutOfTime
 
 
 @dataclass

@@ -121,12 +121,14 @@ class ClingoBackend:
         """The scheme (:mod:`cda.encodings.scheme`) as ASP, on either sink."""
         local = self._local
         for name in scheme.atoms:
+            if self.deadline.tick():
+                raise _OutOfTime(f"while encoding for clingo (declaring {len(scheme.atoms):,} atoms)")
             self._declare(sink, name, True)
         for key, _ in scheme.guarded:
             self._declare(sink, key, False)
         for key, _ in scheme.defined:
             self._declare(sink, key, False)
-        enc = self.encoder = AspEncoder(sink, local.__getitem__)
+        enc = self.encoder = AspEncoder(sink, local.__getitem__, self.deadline, len(self.problem.factory))
         if scheme.every is not None:
             every = self._declare(sink, scheme.every, False)
             for key, _ in scheme.guarded:

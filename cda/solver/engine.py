@@ -42,6 +42,12 @@ __all__ = ["EngineOptions", "run"]
 
 MAX_SEED = limits.MAX_SEED
 
+#: the most values (models × the atoms and numeric variables of each) a hypothesis enumeration
+#: keeps: every model is kept whole, re-checked and priced, so on a problem of 27,000 atoms a
+#: 5 s budget enumerated thousands of models, held 2.9 GB and spent as long again re-checking
+#: them after the deadline. A problem of more than 500 atoms is capped below max_hypotheses (10,000)
+MAX_MODEL_VALUES = 5_000_000
+
 
 @dataclass(frozen=True)
 class EngineOptions:
@@ -86,18 +92,24 @@ def _checked(name: str, problem: GroundProblem, options: EngineOptions, deadline
     return CheckedBackend(problem, _backend(name, problem, options, deadline))
 
 
-def run(problem: GroundProblem | GroupedProblem, backend_name: str, options: EngineOptions) -> SolveResult:
+def run(
+    problem: GroundProblem | GroupedProblem, backend_name: str, options: EngineOptions, deadline: Deadline | None = None
+) -> SolveResult:
     """Solve ``problem`` on one backend; never raises for a timeout (returns a partial result).
+
+    ``deadline`` is the run's budget when it started earlier (``cda.solve`` starts it before
+    grounding); else one of ``options.timeout`` starts here.
 
     A :class:`~cda.solver.observations.GroupedProblem` (or any problem with ``goal
     minimal_explanations``) is answered by :class:`~cda.solver.minimal.MinimalSearch`, which
     encodes observation groups only as its counterexamples require.
     """
+    if deadline is None:
+        deadline = Deadline(options.timeout)
     if isinstance(problem, GroupedProblem):
-        return _run_minimal(problem, backend_name, options)
+        return _run_minimal(problem, backend_name, options, deadline)
     if problem.minimal is not None:
-        return _run_minimal(split_observations(problem), backend_name, options)
-    deadline = Deadline(options.timeout)
+        return _run_minimal(split_observations(problem), backend_name, options, deadline)
     result = _empty_result(backend_name, options)
     notes: list[str] = []
     solver: CheckedBackend | None = None
@@ -122,12 +134,12 @@ def run(problem: GroundProblem | GroupedProblem, backend_name: str, options: Eng
         result.next_tests, considered = next_tests(solver, ranking, options.max_tested_hypotheses)
         if considered < len(ranking):
             notes.append(f"next tests computed over the {considered} most probable hypotheses")
-    except _OutOfTime:
+    except _OutOfTime as exc:
         result.partial = True
         if solver is not None:
             notes.append("time budget exhausted; the result is partial")
         else:
-            notes.append("time budget exhausted before the problem was encoded")
+            notes.append(_before_encoded(exc))
         _every_claim_answered(result, problem.claims)
     finally:
         result.notes.extend(notes)
@@ -139,7 +151,14 @@ def _ranking(
 ) -> Ranking:
     """The ranked hypotheses; a cap or a timeout noted (``listed``: the result lists them, else
     they serve only the claims' confidences)."""
-    ranking = rank_hypotheses(solver, options.max_hypotheses)
+    width = len(solver.problem.atoms) + len(solver.problem.numvars)
+    cap = min(options.max_hypotheses, max(1, MAX_MODEL_VALUES // max(1, width)))
+    ranking = rank_hypotheses(solver, cap)
+    if ranking.capped and cap < options.max_hypotheses:
+        notes.append(
+            f"each model holds {width:,} values and an enumeration keeps at most {MAX_MODEL_VALUES:,}: "
+            f"hypotheses capped at {cap:,}, not max_hypotheses {options.max_hypotheses:,}"
+        )
     if ranking.timed_out:
         result.partial = True
         notes.append(
@@ -185,14 +204,22 @@ def _conflicting(
     result.verdicts.extend(in_conflict(claim) for claim in solver.problem.claims)
 
 
-def _run_minimal(grouped: GroupedProblem, backend_name: str, options: EngineOptions) -> SolveResult:
+def _before_encoded(exc: _OutOfTime) -> str:
+    """The note for a budget that ran out while the backend was being built, saying where."""
+    if exc.where:
+        return f"time budget exhausted {exc.where}, before the problem was solved; the result is partial"
+    return "time budget exhausted before the problem was encoded"
+
+
+def _run_minimal(
+    grouped: GroupedProblem, backend_name: str, options: EngineOptions, deadline: Deadline
+) -> SolveResult:
     """``goal minimal_explanations``: the counterexample-guided search, then claims or conflicts,
     which need every observation, on the whole problem. A claim is answered as without the goal:
     its confidence and witnesses come from every hypothesis of the whole problem, which the
     result does not list (its answer is the minimal explanations)."""
     from cda.solver.minimal import MinimalSearch  # only this goal needs it
 
-    deadline = Deadline(options.timeout)
     goal = grouped.base.minimal
     mode, k = (goal.mode, goal.k) if goal is not None else ("all", None)
     result = _empty_result(backend_name, options)
@@ -230,7 +257,7 @@ def _run_minimal(grouped: GroupedProblem, backend_name: str, options: EngineOpti
                 ranking = _ranking(solver, options, result, notes, listed=False)
                 for claim in whole.claims:
                     result.verdicts.append(verdict(solver, claim, ranking))
-    except _OutOfTime:
+    except _OutOfTime as exc:
         result.partial = True
         if search is not None:
             result.minimal_explanations = search.partial()
@@ -244,7 +271,7 @@ def _run_minimal(grouped: GroupedProblem, backend_name: str, options: EngineOpti
                 "every observation)"
             )
         else:
-            notes.append("time budget exhausted before the problem was encoded")
+            notes.append(_before_encoded(exc))
         _every_claim_answered(result, grouped.base.claims)
     result.notes.extend(notes)
     return result

@@ -58,11 +58,13 @@ class Z3Backend:
         self.problem = problem
         self.deadline = deadline
         self.ctx = z3.Context()
-        self.enc = Z3Encoder(self.ctx)
+        self.enc = Z3Encoder(self.ctx, deadline, len(problem.factory))
         self.seed = seed
         self._negative: dict[str, z3.BoolRef] = {}  # Not(atom), made once (see _lits)
         scheme = self.scheme = build_scheme(problem, weights)
         for atom in scheme.atoms:  # every atom exists, even if no clause mentions it
+            if deadline.tick():
+                raise _OutOfTime(f"while encoding for z3 (declaring {len(scheme.atoms):,} atoms)")
             self.enc.bool_var(atom)
         #: everything but the clauses (bounds, background, claim and soft keys): in both instances
         self._common: list[z3.BoolRef] = []
