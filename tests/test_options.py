@@ -130,6 +130,7 @@ def test_bad_numbers_exit_2_with_a_message(
     assert "Traceback" not in err and capsys.readouterr() == ("", "")  # nothing past main's own streams
 
 
+@pytest.mark.skipif(not C17.exists(), reason="needs ../shared/data/iscas85/c17.bench")
 def test_probe_library_refuses_what_the_cli_refuses() -> None:
     code, _, err = run("probe", str(C17), "--inject", "10", "--seed", "0")
     assert code == 0, err
