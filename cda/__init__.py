@@ -11,8 +11,9 @@ sympy, numpy, networkx and pint load when a caller reaches them, not at start-up
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cda.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from cda.actions.runner import ActionRun, run_action
@@ -96,15 +97,4 @@ _HOME: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first access and cache the name in this module."""
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'cda' has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _HOME)

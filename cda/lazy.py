@@ -1,0 +1,44 @@
+"""Public names loaded on first use: one module ``__getattr__`` (PEP 562) for every package that
+re-exports names from heavier modules (``cda``, ``cda.contracts``, ``cda.verifiers``).
+
+A package lists where each public name lives; the name's module is imported the first time the
+name is read, and the value is kept in the package so the next read costs nothing. ``import cda``
+and each ``cda`` command then pay only for what they touch.
+
+>>> import sys, types
+>>> pkg = types.ModuleType("pkg"); sys.modules["pkg"] = pkg
+>>> pkg.__getattr__, pkg.__dir__ = lazy_exports("pkg", {"Fraction": "fractions"})
+>>> pkg.Fraction(1, 3), "Fraction" in vars(pkg), "Fraction" in dir(pkg)
+(Fraction(1, 3), True, True)
+>>> pkg.nonesuch
+Traceback (most recent call last):
+...
+AttributeError: module 'pkg' has no attribute 'nonesuch'
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from importlib import import_module
+from typing import Any
+
+__all__ = ["lazy_exports"]
+
+
+def lazy_exports(package: str, home: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of ``package``, whose public name ``n`` lives in the
+    module ``home[n]``."""
+
+    def __getattr__(name: str) -> Any:
+        where = home.get(name)
+        if where is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(import_module(where), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*vars(sys.modules[package]), *home})
+
+    return __getattr__, __dir__
