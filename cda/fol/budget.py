@@ -9,12 +9,9 @@ prover turns it into an *inconclusive* answer whose reason says time ran out.
 
 from __future__ import annotations
 
-from cda.solver.backend import Deadline, _OutOfTime
+from cda.contracts.deadline import Deadline, OutOfTime
 
 __all__ = ["OutOfTime", "spend"]
-
-#: raised by :func:`spend` (the engine's own signal, so one ``except`` catches both)
-OutOfTime = _OutOfTime
 
 
 def spend(deadline: Deadline | None, what: str) -> None:
@@ -26,5 +23,5 @@ def spend(deadline: Deadline | None, what: str) -> None:
     ...
     cda.contracts.deadline.OutOfTime: time ran out while grounding
     """
-    if deadline is not None and deadline.remaining() == 0:
+    if deadline is not None and deadline.expired():
         raise OutOfTime(f"time ran out while {what}")
