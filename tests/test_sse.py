@@ -193,3 +193,30 @@ def test_cda_serve_refuses_an_empty_host_and_prints_errors_like_every_command(tm
     err = io.StringIO()
     assert main_serve(db, "127.0.0.1", 0, io.StringIO(), err) == 2
     assert err.getvalue().startswith("cda: error: ")
+
+
+@pytest.mark.parametrize("body", ["not json", "[" * 100_000 + "]" * 100_000, '{"type": "no_such_event"}'])
+def test_a_bad_stored_event_is_a_500_with_its_reason_not_a_dropped_connection(
+    finished_run: tuple[Path, Any], tmp_path: Path, body: str
+) -> None:
+    """A row the store holds but CDA did not write (or that was damaged) is a clear 500 naming
+    the event, never a traceback in the server and a connection closed without an answer; the
+    answer does not show the server's path to the store."""
+    import shutil
+    import sqlite3
+
+    db_source, run = finished_run
+    db = tmp_path / "receipts.sqlite"
+    shutil.copyfile(db_source, db)
+    action_id = run.outputs.action_id
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("DROP TRIGGER IF EXISTS events_no_update")  # CDA's store refuses edits; this damages it
+        conn.execute("UPDATE events SET body = ? WHERE action_id = ? AND seq = 2", (body, action_id))
+        conn.commit()
+    finally:
+        conn.close()
+    with EventStreamServer(db, poll_s=0.01, heartbeat_s=60) as server:
+        status, answer = _status(server, action_id)
+    assert status == 500 and b"event 2 of action" in answer, answer[:300]
+    assert str(tmp_path).encode() not in answer

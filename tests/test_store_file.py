@@ -279,3 +279,40 @@ def test_reading_events_from_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path
     with pytest.raises(StoreFileError, match="not a readable event store"):
         read_events(text, "a1")
     assert read_events(tmp_path / "missing.sqlite", "a1") == []
+
+
+def _crashed_copy(make: Callable[[sqlite3.Connection], None], folder: Path, source: Path) -> Path:
+    """A database and its ``-wal`` as a crash (or a copy) leaves them: no ``-shm``, no writer."""
+    conn = sqlite3.connect(source, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # keep the writes in the -wal
+        make(conn)
+        folder.mkdir()
+        target = folder / "left.sqlite"
+        target.write_bytes(source.read_bytes())
+        Path(f"{target}-wal").write_bytes(Path(f"{source}-wal").read_bytes())
+    finally:
+        conn.close()
+    return target
+
+
+def test_a_wal_without_its_shm_is_read_without_leaving_a_file(tmp_path: Path) -> None:
+    """A read-only SQLite connection to a WAL database makes a ``-shm`` beside it when none is
+    there; CDA reads such a file through a copy, so nothing appears beside the user's file."""
+    foreign = _crashed_copy(lambda c: (c.execute("CREATE TABLE orders (id INTEGER)"),
+                                       c.execute("INSERT INTO orders VALUES (1)")), tmp_path / "f", tmp_path / "f.db")
+    before = _state(foreign.parent)
+    for read in (verify, lambda p: read_events(p, "a1")):
+        with pytest.raises(StoreFileError, match="not a CDA file"):
+            read(foreign)
+        assert _state(foreign.parent) == before
+    source = tmp_path / "log.sqlite"
+    with ReceiptLog(source) as log:
+        log.append(_receipt(0))
+        log.append(_receipt(1))
+        ours = _crashed_copy(lambda c: None, tmp_path / "c", source)
+    before = _state(ours.parent)
+    report = verify(ours)
+    assert report.ok and report.entries == 2, report
+    assert _state(ours.parent) == before

@@ -41,7 +41,9 @@ True
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -215,6 +217,10 @@ def read_snapshot(path: Path | str, read: Callable[[sqlite3.Connection], T]) -> 
         raise StoreFileError(f"{path}: no such file")
     if not target.is_file():
         raise StoreFileError(f"{path}: not a file")
+    if Path(f"{target}-wal").exists() and not Path(f"{target}-shm").exists():
+        # a WAL left by a crash or a copy, with no writer (a live one keeps its -shm): even a
+        # read-only connection would make a -shm beside it, so read a copy instead
+        return _read_copy(target, read)
     uri = target.resolve().as_uri()
     for attempt in range(_SNAPSHOT_ATTEMPTS):
         if _live(target) or attempt == _SNAPSHOT_ATTEMPTS - 1:
@@ -238,6 +244,19 @@ def read_snapshot(path: Path | str, read: Callable[[sqlite3.Connection], T]) -> 
         finally:
             conn.close()
     raise AssertionError("unreachable: the last attempt reads with an ordinary read-only connection")
+
+
+def _read_copy(target: Path, read: Callable[[sqlite3.Connection], T]) -> T:
+    """``read`` on a copy of ``target`` and its ``-wal`` in a temporary folder, removed after."""
+    with tempfile.TemporaryDirectory(prefix="cda-read-") as folder:
+        copy = Path(folder) / "store.sqlite"
+        shutil.copyfile(target, copy)
+        shutil.copyfile(f"{target}-wal", f"{copy}-wal")
+        conn = _connect_read_only(copy.as_uri() + "?mode=ro", target)
+        try:
+            return read(conn)
+        finally:
+            conn.close()
 
 
 def _connect_read_only(uri: str, where: Path | str) -> sqlite3.Connection:

@@ -11,11 +11,12 @@ anything is written to it); a reader that only serves the events (:func:`read_ev
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from cda.actions.store_file import (
     TABLES,
@@ -27,6 +28,7 @@ from cda.actions.store_file import (
 )
 from cda.contracts.events import ActionEvent, parse_event
 from cda.contracts.receipt import canonical_json
+from cda.files import parse_json
 
 __all__ = ["EventStore", "check_event_file", "read_events"]
 
@@ -68,9 +70,16 @@ def _since(conn: sqlite3.Connection, action_id: str, last_event_id: int | None) 
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone() is None:
         return []  # a CDA file whose event store was never opened: no events yet
     rows = conn.execute(
-        "SELECT body FROM events WHERE action_id = ? AND seq > ? ORDER BY seq", (action_id, after)
+        "SELECT seq, body FROM events WHERE action_id = ? AND seq > ? ORDER BY seq", (action_id, after)
     ).fetchall()
-    return [parse_event(json.loads(body)) for (body,) in rows]
+    events = []
+    for seq, body in rows:
+        where = f"event {seq} of action {action_id}"
+        try:
+            events.append(parse_event(parse_json(body, where, StoreFileError)))
+        except ValidationError as exc:  # a row written by something else than CDA's store
+            raise StoreFileError(f"{where}: not an event CDA wrote ({exc.error_count()} problem(s))") from None
+    return events
 
 
 def check_event_file(path: Path | str) -> None:

@@ -163,7 +163,8 @@ class _StreamHandler(BaseHTTPRequestHandler):
         try:
             stored = read_events(owner.db, action_id)
         except CDAError as exc:  # the file was replaced by one that is not CDA's, or damaged
-            self._plain(500, f"cannot read the event store: {exc}")
+            # the reason, without the server's own path to the store
+            self._plain(500, f"cannot read the event store: {str(exc).replace(str(owner.db), Path(owner.db).name)}")
             return
         if not stored:
             self._plain(404, f"no such action in this store: {action_id} (none of its events is stored)")
