@@ -872,3 +872,16 @@ def test_prove_help_says_the_timeout_is_per_claim(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit):
         main(["prove", "--help"])
     assert "for each claim" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("label", [None, "Yes", "true"])
+def test_a_gold_label_that_is_no_label_is_malformed_not_a_defect(label: str | None) -> None:
+    """A missing or unknown label was scored as 'gold label not entailed', with a reason that
+    quoted 'gold label None'; it is an example the data cannot score."""
+    row = {"premises-FOL": ["Cat(tom)"], "conclusion-FOL": "Cat(tom)", "label": label}
+    if label is None:
+        del row["label"]
+    r = folio_bench.run_example(0, row)
+    assert r.outcome == "malformed gold logic" and "True, False or Uncertain" in r.reason
+    good = folio_bench.run_example(0, {**row, "label": "True"})
+    assert good.outcome == "correct"

@@ -26,7 +26,7 @@ from cda.contracts import limits
 from cda.contracts.action import Budgets, CDAInputs
 from cda.diagnosis.bench_import import read_bench
 from cda.diagnosis.probe import failing_vectors, simulate_probing
-from cda.errors import OptionError
+from cda.errors import CDAError, OptionError
 from cda.solver.engine import EngineOptions
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -324,3 +324,20 @@ def test_goals_top_is_a_count_as_on_the_command_line(top: object) -> None:
     """``true`` was read as 1 and ``2.0``/``"3"`` as counts; the CLI's --top refuses all three."""
     with pytest.raises(ValueError, match="goals.top must be a whole number from 1 to 2147483647"):
         CDAInputs.model_validate({"dsl": "hyp a", "goals": {"top": top}})
+
+
+def test_prove_and_diagnose_take_a_whole_number_of_seconds_past_the_float_range(tmp_path: Path) -> None:
+    """``prove(..., timeout=10**400)`` and ``diagnose(..., timeout=10**400)`` raised OverflowError
+    (the raw value reached a Deadline, and a subtraction); it means no limit, as for ``solve``."""
+    from cda.diagnosis.diagnose import diagnose
+    from cda.fol.prove import prove
+
+    assert prove(["∀x (Cat(x) → Animal(x))", "Cat(tom)"], "Animal(tom)", timeout=10**400).status == "supported"
+    bench = tmp_path / "and.bench"
+    bench.write_text("INPUT(a)\nINPUT(b)\nOUTPUT(z)\nz = AND(a, b)\n")
+    obs = tmp_path / "and.obs"
+    obs.write_text("a=1 b=1 z=0\n")
+    report = diagnose(bench, obs, timeout=10**400)
+    assert report.complete and not report.timed_out and report.diagnoses == [["z"]]
+    with pytest.raises(CDAError, match="unknown diagnosis mode"):
+        diagnose(bench, obs, mode="bogus")  # type: ignore[arg-type]

@@ -309,3 +309,19 @@ def test_probe_refuses_a_gate_injected_twice(inject: list[str]) -> None:
     err = io.StringIO()
     code = main_probe(C17, None, "clingo", 3, 0.01, None, inject, "ig", 1, 0, None, False, io.StringIO(), err)
     assert code == 2 and "cda: error: --inject names gate 10 more than once" in err.getvalue()
+
+
+def test_one_diagnosis_left_of_a_cut_list_is_not_resolved() -> None:
+    """``resolved`` read ``len(diagnoses) == 1`` alone: one diagnosis left of a list cut by the
+    time budget or the cap proves nothing about those it did not hold."""
+    from types import SimpleNamespace
+
+    from cda.diagnosis.probe import _Session
+
+    def resolved(**kw: object) -> bool:
+        state = {"diagnoses": [["10"]], "complete": True, "timed_out": False, **kw}
+        return _Session.resolved(SimpleNamespace(**state))  # type: ignore[arg-type]
+
+    assert resolved()
+    assert not resolved(complete=False) and not resolved(timed_out=True)
+    assert not resolved(diagnoses=[["10"], ["16"]]) and not resolved(diagnoses=[])

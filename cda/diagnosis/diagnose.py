@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict
 
 from cda.contracts import limits
+from cda.contracts.deadline import Deadline
 from cda.diagnosis.bench_import import load_bench, read_bench, read_observations
 from cda.diagnosis.problem import CircuitInstance
 from cda.diagnosis.wcnf_import import load_wcnf, read_wcnf
@@ -86,16 +86,17 @@ def diagnose(
         if k is None:
             raise CDAError("--mode top needs a count of at least 1 (e.g. --mode top 5)")
         limits.count("--mode top K", k)
+    if mode not in ("all", "top", "min_cardinality"):
+        raise CDAError(f"unknown diagnosis mode {mode!r}: all, top K or min_cardinality")
     start = time.perf_counter()
-    options = EngineOptions(  # checked before the instance is read
+    options = EngineOptions(  # checked before the instance is read (10**400 s is no limit, a float)
         seed=seed, timeout=timeout, lazy_observations=lazy_observations, check_minimality=check_minimality
     )
+    deadline = Deadline(options.timeout)  # reading the instance spends the same budget
     goal = MinimalGoal(mode, k if mode == "top" else None)
     inst = load_instance(path, observations, goal)
     name = choose_backend(inst.problem.base, backend)
-    if timeout is not None:  # what reading the instance left of the budget
-        options = replace(options, timeout=max(0.0, timeout - (time.perf_counter() - start)))
-    result = run(inst.problem, name, options)
+    result = run(inst.problem, name, options, deadline)
     gate_of = {a.name: a.args[0] for a in inst.problem.base.atoms.values() if a.kind == "hyp"}
     found = [[gate_of[a] for a in d] for d in (result.minimal_explanations or [])]
     found = sorted((sorted(d) for d in found), key=lambda d: (len(d), d))

@@ -437,6 +437,11 @@ class _Session:
             self.complete, self.timed_out = self.complete and done, self.timed_out or late
             self.state = ProbeState(self.circuit, self.observed, self.diagnoses, self.failure)
 
+    def resolved(self) -> bool:
+        """One diagnosis left of a complete list (within ``max_size``, which the notes state): a
+        list cut by time or by the cap proves nothing about the diagnoses it did not hold."""
+        return len(self.diagnoses) == 1 and self.complete and not self.timed_out
+
     def bound_notes(self) -> list[str]:
         """What ``max_size`` hid: said whenever the bound is set, loudest when nothing is left."""
         k = self.max_size
@@ -583,7 +588,7 @@ def simulate_probing(
     return ProbeRun(
         file=file, backend=session.backend, strategy=strategy, injected=sorted(flipped), vectors=len(drawn),
         timed_out=session.timed_out, initial_diagnoses=initial, steps=steps, final=session.diagnoses,
-        resolved=len(session.diagnoses) == 1, probes=len(steps), time_s=round(time.perf_counter() - start, 4),
+        resolved=session.resolved(), probes=len(steps), time_s=round(time.perf_counter() - start, 4),
         notes=notes,
     )
 

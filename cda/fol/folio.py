@@ -144,6 +144,9 @@ def run_example(
     defects: list[str] = []
     nl = row.get("premises")
     fol = row.get("premises-FOL")
+    if gold not in LABELS:
+        return ExampleResult(index, gold, None, False, "malformed gold logic",
+                             f"label {gold!r}: a gold label is True, False or Uncertain")
     if not isinstance(fol, list) or not isinstance(row.get("conclusion-FOL"), str):
         return ExampleResult(index, gold, None, False, "malformed gold logic", "missing premises-FOL or conclusion-FOL")
     if isinstance(nl, list) and len(nl) != len(fol):

@@ -459,8 +459,7 @@ def checked_timeout(timeout: float | None) -> float | None:
     ...
     cda.errors.OptionError: timeout must be a number of seconds, 0 or more (inf for no limit), not nan
     """
-    EngineOptions(timeout=timeout)
-    return timeout
+    return EngineOptions(timeout=timeout).timeout  # as the engine keeps it: 10**400 s is a float, no limit
 
 
 def prove(
