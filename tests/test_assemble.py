@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 import cda
 from cda.actions.runner import run_action
@@ -183,7 +184,9 @@ def test_a_soft_weight_from_json_is_exact_and_within_the_dsl_range() -> None:
     soft = {s.name: s.weight for s in build(inputs, None).assembled.gp.soft}
     assert soft["input_soft_0"] == Fraction(1, 10)  # the decimal written, not the float's binary value
     error = _error(_outage(constraints={"soft": [{"clause": "not down(cache)", "weight": 1e300}]}))
-    assert error.startswith("constraints.soft[0].weight: syntax error: the number 1e+300 is out of range"), error
+    assert error.startswith("constraints.soft[0].weight: syntax error: the soft weight 1e+300 is out of range"), error
+    with pytest.raises(ValidationError, match="got True"):  # JSON's true is no weight
+        CDAInputs.model_validate({"dsl": "hyp a", "constraints": {"soft": [{"clause": "a", "weight": True}]}})
 
 
 def test_a_bound_beyond_the_numeric_range_is_a_caveat_of_the_action() -> None:

@@ -209,3 +209,12 @@ def test_a_bound_beyond_the_numeric_range_is_named_in_the_result() -> None:
 def test_the_range_note_survives_the_cross_check() -> None:
     r = solve_cross_checked("metric m : s\nhard: value(metric:m) >= 2e9\n")
     assert r.status == "unsat" and any("numeric range" in n for n in r.notes)
+
+
+def test_a_logarithmic_unit_is_compared_in_its_own_unit_and_refused_across_units() -> None:
+    """pint converts dB, Np and decade through a logarithm, which its exact mode cannot take (a
+    TypeError traceback reached the user); comparing in the unit itself stays exact."""
+    assert cda.solve("metric noise : dB\nhard: value(metric:noise) > 3 dB\n").status == "sat"
+    with pytest.raises(cda.UnitError, match="no exact conversion from neper to decibel") as err:
+        cda.solve("metric noise : dB\nhard: value(metric:noise) > 3 Np\n")
+    assert (err.value.line, err.value.column) == (2, 29)

@@ -26,6 +26,7 @@ from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef, SpanRef
 from cda.encodings import ast as A
 from cda.encodings.assemble import Assembled, Origin, Piece, PieceKind, Placed, assemble
+from cda.encodings.numbers import exact_number
 from cda.encodings.parse import parse_problem
 from cda.errors import DSLSyntaxError
 from cda.ken.graph import KenGraph
@@ -69,13 +70,13 @@ def observe_literal(line: str) -> str | None:
 
 
 def _weight(value: float, where: str) -> Fraction:
-    """A soft weight from JSON as the user wrote it: the shortest decimal of the float (1.5, 0.1),
-    within the range the DSL reads a number in (exponents up to ±30)."""
-    text = repr(value)
-    exponent = text.lower().partition("e")[2]
-    if exponent and abs(int(exponent)) > 30:
-        raise DSLSyntaxError(f"the number {text} is out of range (exponents up to ±30)").with_filename(where)
-    return Fraction(text)
+    """A soft weight from JSON as the user wrote it: the shortest decimal the float prints as
+    (1.5, 0.1), within the DSL's number range (one rule,
+    :func:`cda.encodings.numbers.exact_number`)."""
+    try:
+        return exact_number(value)
+    except ValueError as exc:
+        raise DSLSyntaxError(f"the soft weight {value!r} is out of range: {exc}").with_filename(where) from None
 
 
 def action_pieces(inputs: CDAInputs, first_line: int) -> tuple[list[Piece], dict[int, int]]:

@@ -90,6 +90,8 @@ class SoftConstraint(_Model):
     @classmethod
     def _a_number(cls, value: object) -> object:
         # before the ``gt=0`` check, which would call NaN "not greater than 0"
+        if isinstance(value, bool):  # JSON's true is no weight (pydantic would read it as 1)
+            raise ValueError(f"a soft weight must be a number > 0, got {value!r}")
         if isinstance(value, (float, str)):
             try:
                 number = float(value)

@@ -488,6 +488,13 @@ class _Grounder:
             raise self.err(f"unknown metric '{ref.name}'{self._known(self.metrics)}", ref.pos)
         return f"metric:{ref.name}", self.metrics[ref.name].unit
 
+    def affine(self, from_unit: str, to_unit: str, pos: A.Pos) -> tuple[Fraction, Fraction] | None:
+        """:func:`units.affine`, its refusal (a logarithmic unit) placed at ``pos``."""
+        try:
+            return units.affine(from_unit, to_unit)
+        except UnitError as exc:
+            raise self.err(exc.message, pos, UnitError) from None
+
     def quantity_in(self, q: A.AQuantity, unit: str, what: str) -> Fraction:
         """``q`` expressed in ``unit``; ``what`` names the thing ``q`` is compared with."""
         if q.unit is None:
@@ -495,7 +502,7 @@ class _Grounder:
         reason = units.check_unit(q.unit)
         if reason:
             raise self.err(reason, q.pos, UnitError)
-        conversion = units.affine(q.unit, unit)
+        conversion = self.affine(q.unit, unit, q.pos)
         if conversion is None:
             raise self.err(
                 f"unit mismatch: {_num(q.value)} {q.unit} against {what} in {unit} ({units.mismatch(q.unit, unit)})",
@@ -527,14 +534,14 @@ class _Grounder:
             for term in side.terms:
                 if term.ref is not None:
                     var, unit = self.ref_var(term.ref)
-                    if ref_unit is not None and units.affine(unit, ref_unit) is None:
+                    if ref_unit is not None and self.affine(unit, ref_unit, term.pos) is None:
                         raise self.err(
                             f"unit mismatch: {var} is in {unit} but {ref_desc} is in {ref_unit} "
                             f"({units.mismatch(unit, ref_unit)})",
                             term.pos,
                             UnitError,
                         )
-                    a, b = units.affine(unit, ref_unit) if ref_unit else (Fraction(1), Fraction(0))  # type: ignore[misc]
+                    a, b = self.affine(unit, ref_unit, term.pos) if ref_unit else (Fraction(1), Fraction(0))  # type: ignore[misc]
                     coefs[var] = coefs.get(var, Fraction(0)) + sign * term.coef * a
                     constant += sign * term.coef * b
                 else:

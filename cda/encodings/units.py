@@ -68,7 +68,15 @@ def _exact(magnitude: object, from_unit: str, to_unit: str) -> Fraction:
 
 
 def _magnitude(value: int, src: pint.Unit, dst: pint.Unit) -> object:
-    return registry().Quantity(Fraction(value), src).to(dst).magnitude
+    try:
+        return registry().Quantity(Fraction(value), src).to(dst).magnitude
+    except _refused():  # an offset unit against a difference of them: the callers answer None
+        raise
+    except TypeError:  # a logarithmic unit (dB, Np, decade) converts through log(): no exact factor
+        raise UnitError(
+            f"no exact conversion from {src} to {dst}: a logarithmic unit converts through a logarithm, "
+            "which is not a rational factor (compare it with quantities in the same unit)"
+        ) from None
 
 
 @lru_cache(maxsize=4096)
