@@ -1042,3 +1042,17 @@ def test_capped_arithmetic_hypotheses_agree(text: str, cap: int) -> None:
     if len(full.hypotheses) > cap:
         event("capped")
         assert [h.assumed for h in results["clingo"].hypotheses] == [h.assumed for h in full.hypotheses[:cap]]
+
+
+def test_weights_that_sum_past_32_bits_under_a_cap_answer_on_z3() -> None:
+    """Each weight fit clingo's 32 bits but their sum did not: a capped (ranked) enumeration
+    crashed clingo with an integer overflow, and z3's pseudo-Boolean bound with 'k is too large'.
+    auto now picks z3, which bounds the cost with integer arithmetic; clingo refuses by name."""
+    text = "hyp a, b, c, d\n" + "".join(f"soft: not {x} weight 1000000000\n" for x in "abcd")
+    from cda.solver import engine
+
+    result = engine.run(cda.ground(text), "z3", engine.EngineOptions(max_hypotheses=3))
+    assert [h.assumed for h in result.hypotheses[:3]] == [[], ["a"], ["b"]]
+    with pytest.raises(cda.BackendUnsupported, match="sum to 4000000000"):
+        cda.solve(text, backend="clingo")
+    assert cda.solve(text).backend == "z3"

@@ -68,6 +68,11 @@ class ClingoBackend:
                 f"({weights[wide[0]]}), does not fit clingo's 32-bit weights; the z3 backend takes it (or use "
                 "fewer decimals)"
             )
+        if sum(weights.values()) > CLINGO_MAX_WEIGHT:  # a cost bound sums them (ranked enumeration)
+            raise BackendUnsupported(
+                f"the soft weights sum to {sum(weights.values())} in their common whole-number scale, past "
+                "clingo's 32-bit weights; the z3 backend takes it"
+            )
         self.problem = problem
         self.deadline = deadline
         self._hyps = tuple(problem.hyp_atoms)

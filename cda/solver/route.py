@@ -28,7 +28,7 @@ def choose_backend(problem: GroundProblem, requested: str) -> str:
                 f"backend '{requested}' is not installed (available: {', '.join(available_backends())})"
             )
         return requested
-    wide_weights = any(w > CLINGO_MAX_WEIGHT for w in integer_weights(problem).values())
+    wide_weights = sum(integer_weights(problem).values()) > CLINGO_MAX_WEIGHT  # costs sum them: each fits then
     preferred = ["z3", "clingo"] if problem.has_arithmetic or wide_weights else ["clingo", "z3"]
     for name in preferred:
         if _installed(name):

@@ -51,6 +51,10 @@ class _Instance:
     opt: z3.Optimize | None = field(default=None)
 
 
+#: the largest coefficient or bound z3's PbLe takes (a C int)
+_PB_MAX = 2**31 - 1
+
+
 class Z3Backend:
     name = "z3"
 
@@ -430,8 +434,10 @@ class Z3Backend:
 
     def _bound(self, solver: z3.Solver, terms: Sequence[tuple[z3.BoolRef, int]], proj: list[z3.BoolRef], c: int, size: int | None) -> None:
         """Cost at most ``c`` and (unless ``None``) at most ``size`` true projected atoms."""
-        if terms:
+        if terms and c <= _PB_MAX and sum(w for _, w in terms) <= _PB_MAX:
             solver.add(z3.PbLe([(z3.Not(t), w) for t, w in terms], c))
+        elif terms:  # z3's pseudo-Boolean bounds take 32-bit ints: past them, integer arithmetic
+            solver.add(z3.Sum([z3.If(t, 0, w) for t, w in terms]) <= c)
         if size is not None:
             solver.add(self._at_most(proj, size))
 
