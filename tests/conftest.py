@@ -13,3 +13,9 @@ EXAMPLES = ROOT / "examples"
 @pytest.fixture(params=["z3", "clingo"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _private_key_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs sign their receipt logs with the key in $CDA_KEY_DIR: never the real ~/.config/cda."""
+    monkeypatch.setenv("CDA_KEY_DIR", str(tmp_path_factory.getbasetemp() / "cda-keys"))

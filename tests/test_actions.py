@@ -92,13 +92,14 @@ def test_service_outage_matches_the_engine_and_leaves_intact_receipts(tmp_path: 
     kinds = {json.loads(p.read_text())["kind"] for p in receipts}
     assert {"solver", "verifier", "ken", "llm"} <= kinds
     # the receipt log: intact, anchored at the head the run reported; the bundle holds every receipt
-    # but the last, which names the bundle itself
+    # but the last three: the one that names the bundle itself, the attempt's end, the trace's put
     report = verify(tmp_path / "receipts.sqlite", expected_head=run.receipts_head)
-    assert report.ok and report.entries == len(receipts) + 1
+    assert report.ok and report.entries == len(receipts) + 3
     log = ReceiptLog(tmp_path / "receipts.sqlite")
-    last = log.entries()[-1].receipt
+    last = [e.receipt for e in log.entries()[-3:]]
     log.close()
-    assert last.name == "action.converged" and last.result["plan"] == out.plan_bundle_id
+    assert [r.name for r in last] == ["action.converged", "action.end", "reflection.put"]
+    assert last[0].result["plan"] == out.plan_bundle_id
     # the event store holds the same timeline the subscribers saw
     store = EventStore(tmp_path / "receipts.sqlite")
     assert [event_without_time(e) for e in store.since(out.action_id)] == [event_without_time(e) for e in run.events]
@@ -152,6 +153,11 @@ def test_two_runs_give_identical_outputs_events_and_artifacts(tmp_path: Path) ->
     assert a.receipts_head == b.receipts_head
     files_a = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a" / a.outputs.action_id).rglob("*.*"))
     for rel in files_a:
+        if rel.name == "receipts_head.json":  # signs the events' wall times too (outside determinism)
+            heads = [json.loads((tmp_path / run / rel).read_text()) for run in ("a", "b")]
+            assert [{k: v for k, v in h.items() if k not in ("events_head", "meta", "signature")} for h in heads] == [
+                {k: v for k, v in heads[0].items() if k not in ("events_head", "meta", "signature")}] * 2
+            continue
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
 
 

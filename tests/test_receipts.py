@@ -128,7 +128,7 @@ def test_body_and_hash_are_the_documented_bytes(tmp_path: Path) -> None:
     # Spelled out by hand, so a change of the canonical form or of the hash recipe fails here.
     receipt = Receipt(action_id="a1", seq=0, kind="solver", name="z3.check", inputs_hash="00")
     body = (
-        '{"action_id":"a1","caps":{},"citations":[],"inputs_hash":"00","kind":"solver",'
+        '{"action_id":"a1","attempt":null,"caps":{},"citations":[],"inputs_hash":"00","kind":"solver",'
         '"name":"z3.check","result":{},"seed":null,"seq":0,"status":"ok"}'
     )
     with ReceiptLog(tmp_path / "r.db") as log:
@@ -598,9 +598,10 @@ def _cli(db: Path, head: str | None = None, as_json: bool = False) -> tuple[int,
 def test_cli_intact_tampered_and_bad_input(tmp_path: Path) -> None:
     path = tmp_path / "r.db"
     hashes = _make_log(path, 3)
-    assert _cli(path) == (0, f"{path}: intact: 3 entries, head {hashes[-1]}\n", "")
+    unsigned = "note: no signed head: only the chain vouches for the log\n"
+    assert _cli(path) == (0, f"{path}: intact: 3 entries, head {hashes[-1]}\n{unsigned}", "")
     code, out, _ = _cli(path, head=hashes[0].upper())
-    assert code == 0 and out.endswith("anchor found at seq 0 (2 entries after it)\n")
+    assert code == 0 and out.endswith(f"anchor found at seq 0 (2 entries after it)\n{unsigned}")
 
     code, out, err = _cli(path, as_json=True)
     data = json.loads(out)
@@ -629,4 +630,4 @@ def test_cli_intact_tampered_and_bad_input(tmp_path: Path) -> None:
         assert code == 2 and out == "" and message in err and "Traceback" not in err, (db, err)
         assert err.startswith("cda: error: ")
     code, out, err = _cli(path, head="abc")
-    assert code == 2 and "--head must be a SHA-256 hash" in err
+    assert code == 2 and "--head (a SHA-256 hash) must be 64 hex digits" in err

@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import EXAMPLES, ROOT
 
 #: loaded by the Action path, circuit diagnosis, units or FOL, never by a plain check or solve
-HEAVY = ("sympy", "pint", "numpy", "networkx", "cda.actions.runner", "cda.verifiers.arithmetic")
+HEAVY = ("sympy", "pint", "numpy", "networkx", "cryptography", "cda.actions.runner", "cda.verifiers.arithmetic")
 SOLVERS = ("z3", "clingo")
 
 _DRIVER = textwrap.dedent(

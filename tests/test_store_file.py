@@ -136,7 +136,7 @@ def test_files_cda_creates_are_marked_and_reopened(tmp_path: Path) -> None:
     EventStore(path).close()
     with ReceiptLog(path) as log, ReflectionStore(path, log, secret="s") as store:
         store.put("a1", {"k": 1})
-        assert log.count() == 1
+        assert log.count() == 2  # the trace's reflection.put, then the approval
     assert verify(path).ok
     empty = tmp_path / "touched.sqlite"
     empty.touch()  # a 0-byte file holds nothing to lose: it is taken as new
@@ -164,9 +164,9 @@ def test_an_unmarked_log_written_before_the_mark_is_still_accepted(tmp_path: Pat
     events.close()
     with ReceiptLog(path) as log, ReflectionStore(path, log, secret="s") as store:
         store.put("a1", {"k": 1})
-        assert store.read("a1", store.issue_approval("a1", "ana")) == {"k": 1}  # two receipts more
+        assert store.read("a1", store.issue_approval("a1", "ana")) == {"k": 1}  # three receipts more
     report = verify(path, expected_head=heads[-1])
-    assert report.ok and report.entries == 5 and report.anchor_seq == 2
+    assert report.ok and report.entries == 6 and report.anchor_seq == 2
     only_events = tmp_path / "events.sqlite"  # a file that only ever held events
     _sqlite(only_events, LEGACY_SCHEMA[5], wal=True)
     assert read_events(only_events, "a1") == []

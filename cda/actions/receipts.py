@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -47,11 +48,15 @@ from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 __all__ = [
     "GENESIS_HASH",
     "LogEntry",
+    "LogRow",
     "ReceiptLog",
     "ReceiptLogError",
+    "SCHEMA",
+    "TRIGGERS",
     "VerifyReport",
     "entry_hash",
     "verify",
+    "verify_connection",
 ]
 
 GENESIS_HASH = "0" * 64
@@ -61,7 +66,7 @@ _TABLE = "receipts"
 _COLUMNS = ("rowid", "seq", "action_id", "body", "prev_hash", "entry_hash")
 
 # The trigger texts are compared verbatim by verify(): SQLite keeps the CREATE statement as written.
-_TRIGGERS: dict[str, str] = {
+TRIGGERS: dict[str, str] = {
     "receipts_no_update": (
         "CREATE TRIGGER receipts_no_update BEFORE UPDATE ON receipts "
         "BEGIN SELECT RAISE(ABORT, 'receipts are append-only: UPDATE refused'); END"
@@ -82,10 +87,10 @@ _TRIGGERS: dict[str, str] = {
     ),
 }
 
-_SCHEMA = (
+SCHEMA = (
     TABLES[_TABLE],
     "CREATE INDEX receipts_by_action ON receipts (action_id, rowid)",
-    *_TRIGGERS.values(),
+    *TRIGGERS.values(),
 )
 
 
@@ -106,6 +111,15 @@ class LogEntry(BaseModel):
     entry_hash: str
 
 
+class LogRow(NamedTuple):
+    """One row as :func:`verify_connection` read it: its position, the receipt (None when the
+    body does not parse) and its stored entry hash."""
+
+    position: int
+    receipt: Receipt | None
+    entry_hash: str
+
+
 class VerifyReport(BaseModel):
     """What :func:`verify` found. ``ok`` is True only when ``problems`` is empty.
 
@@ -122,6 +136,22 @@ class VerifyReport(BaseModel):
     expected_head: str | None = None
     anchor_seq: int | None = None
     problems: list[str]
+
+
+def _append_locked(conn: sqlite3.Connection, bodies: list[tuple[str, str]]) -> list[str]:
+    """Append (action_id, body) pairs after the current head; the caller holds the write lock."""
+    last = conn.execute("SELECT seq, entry_hash FROM receipts ORDER BY rowid DESC LIMIT 1").fetchone()
+    seq, prev = (int(last[0]) + 1, str(last[1])) if last else (0, GENESIS_HASH)
+    hashes: list[str] = []
+    for action_id, body in bodies:
+        digest = entry_hash(prev, body)
+        conn.execute(
+            "INSERT INTO receipts (seq, action_id, body, prev_hash, entry_hash) VALUES (?, ?, ?, ?, ?)",
+            (seq, action_id, body, prev, digest),
+        )
+        hashes.append(digest)
+        seq, prev = seq + 1, digest
+    return hashes
 
 
 def entry_hash(prev_hash: str, body: str) -> str:
@@ -180,7 +210,7 @@ class ReceiptLog:
                     # Never recreate triggers here: a dropped trigger is evidence for verify().
                     _check_columns(conn, str(path))
                 else:
-                    for statement in _SCHEMA:
+                    for statement in SCHEMA:
                         conn.execute(statement)
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -207,21 +237,72 @@ class ReceiptLog:
         bodies = [(r.action_id, _body(r)) for r in receipts]
         if not bodies:
             return []
-        hashes: list[str] = []
         with self._lock:
             conn = self._connection()
             with _immediate(conn):
-                last = conn.execute("SELECT seq, entry_hash FROM receipts ORDER BY rowid DESC LIMIT 1").fetchone()
-                seq, prev = (int(last[0]) + 1, str(last[1])) if last else (0, GENESIS_HASH)
-                for action_id, body in bodies:
-                    digest = entry_hash(prev, body)
-                    conn.execute(
-                        "INSERT INTO receipts (seq, action_id, body, prev_hash, entry_hash) VALUES (?, ?, ?, ?, ?)",
-                        (seq, action_id, body, prev, digest),
-                    )
-                    hashes.append(digest)
-                    seq, prev = seq + 1, digest
-        return hashes
+                return _append_locked(conn, bodies)
+
+    def begin_attempt(self, action_id: str, receipt_for: Callable[[int], Receipt]) -> tuple[int, str]:
+        """Number a new attempt (run) of ``action_id`` and log its first receipt, atomically.
+
+        The attempt is one more than the largest attempt any receipt of ``action_id`` names
+        (1 for the first run), counted under the write lock, so two processes re-running one
+        action id at once get different numbers. ``receipt_for(attempt)`` builds the receipt to
+        log; returns (attempt, its entry hash).
+        """
+        with self._lock:
+            conn = self._connection()
+            with _immediate(conn):
+                row = conn.execute(
+                    "SELECT MAX(json_extract(body, '$.attempt')) FROM receipts WHERE action_id = ?", (action_id,)
+                ).fetchone()
+                attempt = 1 if row is None or row[0] is None else int(row[0]) + 1
+                receipt = receipt_for(attempt)
+                return attempt, _append_locked(conn, [(receipt.action_id, _body(receipt))])[0]
+
+    def confirm(self, appended: Sequence[str]) -> list[str]:
+        """Problems found re-reading what this run appended: ``appended`` are the entry hashes
+        :meth:`append` returned, in order. Empty when every one of them is still in the log, in
+        that order, and the chain from the first of them to the end re-hashes to what is stored,
+        with the log's triggers as CDA made them.
+
+        Something that rewrote the log meanwhile (even one that recomputed the chain and put the
+        triggers back) changes at least one of these hashes, so this is how a run notices.
+        """
+        if not appended:
+            return []
+        with self._lock:
+            conn = self._connection()
+            try:
+                problems = _trigger_problems(conn)
+                first = conn.execute("SELECT rowid FROM receipts WHERE entry_hash = ?", (appended[0],)).fetchone()
+                if first is None:
+                    return [*problems, f"the run's first receipt (entry {appended[0]}) is no longer in the log"]
+                before = conn.execute(
+                    "SELECT entry_hash FROM receipts WHERE rowid < ? ORDER BY rowid DESC LIMIT 1", (first[0],)
+                ).fetchone()
+                rows = conn.execute(
+                    "SELECT seq, body, prev_hash, entry_hash FROM receipts WHERE rowid >= ? ORDER BY rowid", (first[0],)
+                ).fetchall()
+            except sqlite3.DatabaseError as exc:
+                return [f"{self.path}: the receipt log can no longer be read ({exc})"]
+        prev = GENESIS_HASH if before is None else str(before[0])
+        for seq, body, prev_hash, stored in rows:
+            if prev_hash != prev or not isinstance(body, str) or entry_hash(str(prev_hash), body) != stored:
+                problems.append(f"seq {seq}: the chain no longer re-hashes to what is stored")
+                break
+            prev = str(stored)
+        position = {str(row[3]): index for index, row in enumerate(rows)}
+        last = -1
+        for digest in appended:
+            if position.get(digest, -1) <= last:
+                problems.append(
+                    f"receipt entry {digest} that this run appended is missing or moved: "
+                    "the log was rewritten during the run"
+                )
+                break
+            last = position[digest]
+        return problems
 
     def entries(self, action_id: str | None = None) -> list[LogEntry]:
         """The entries in log order, all of them or those of one action.
@@ -261,11 +342,35 @@ class ReceiptLog:
             row = self._connection().execute("SELECT entry_hash FROM receipts ORDER BY rowid DESC LIMIT 1").fetchone()
         return GENESIS_HASH if row is None else str(row[0])
 
+    def holds(self, head: str, count: int) -> bool:
+        """Whether entry number ``count`` (1-based; 0: the empty log) has the hash ``head``."""
+        if count == 0:
+            return head == GENESIS_HASH
+        with self._lock:
+            row = self._connection().execute(
+                "SELECT entry_hash FROM receipts ORDER BY rowid LIMIT 1 OFFSET ?", (count - 1,)).fetchone()
+        return row is not None and str(row[0]) == head
+
+    def named(self, name: str) -> int:
+        """How many receipts are called ``name`` (such as ``action.tampered``)."""
+        with self._lock:
+            row = self._connection().execute(
+                "SELECT COUNT(*) FROM receipts WHERE json_extract(body, '$.name') = ?", (name,)).fetchone()
+        return int(row[0])
+
+    def tip(self) -> tuple[str, int]:
+        """(the head, how many entries the log holds), read together: what a signed head vouches for."""
+        with self._lock:
+            conn = self._connection()
+            row = conn.execute("SELECT entry_hash, (SELECT COUNT(*) FROM receipts) FROM receipts "
+                               "ORDER BY rowid DESC LIMIT 1").fetchone()
+        return (GENESIS_HASH, 0) if row is None else (str(row[0]), int(row[1]))
+
     def verify(self, expected_head: str | None = None) -> VerifyReport:
         """:func:`verify` on this open log (the only way for a ``":memory:"`` log)."""
         with self._lock:
             try:
-                return _verify_connection(self._connection(), str(self.path), expected_head)
+                return verify_connection(self._connection(), str(self.path), expected_head)
             except sqlite3.DatabaseError as exc:
                 raise ReceiptLogError(f"{self.path}: not a readable receipt log ({exc})") from None
 
@@ -304,12 +409,16 @@ def verify(path: Path | str, expected_head: str | None = None) -> VerifyReport:
     left beside it.
     """
     try:
-        return read_snapshot(path, lambda conn: _verify_connection(conn, str(path), expected_head))
+        return read_snapshot(path, lambda conn: verify_connection(conn, str(path), expected_head))
     except sqlite3.DatabaseError as exc:
         raise ReceiptLogError(f"{path}: not a readable receipt log ({exc})") from None
 
 
-def _verify_connection(conn: sqlite3.Connection, where: str, expected_head: str | None) -> VerifyReport:
+def verify_connection(
+    conn: sqlite3.Connection, where: str, expected_head: str | None, collect: list[LogRow] | None = None
+) -> VerifyReport:
+    """:func:`verify` on an open connection; ``collect`` (when given) receives every row as a
+    :class:`LogRow`, for checks that need the receipts as well (:mod:`cda.actions.audit`)."""
     if where != ":memory:":
         recognise(conn, where)
     if not _has_table(conn, _TABLE):
@@ -329,8 +438,11 @@ def _verify_connection(conn: sqlite3.Connection, where: str, expected_head: str 
     if damage != ["ok"]:
         problems.append("the database file is damaged: " + "; ".join(damage[:5]))
     for index, (rowid, seq, action_id, body, prev_hash, stored) in enumerate(rows):
-        problems.extend(_entry_problems(index, rowid, seq, action_id, body, prev_hash, stored, prev))
+        found, receipt = _entry_problems(index, rowid, seq, action_id, body, prev_hash, stored, prev)
+        problems.extend(found)
         prev, count = str(stored), count + 1
+        if collect is not None:
+            collect.append(LogRow(index, receipt, prev))
         seen.setdefault(prev, index)
     anchor_seq: int | None = None
     if expected_head is not None and expected_head != GENESIS_HASH:
@@ -349,7 +461,7 @@ def _verify_connection(conn: sqlite3.Connection, where: str, expected_head: str 
 def _trigger_problems(conn: sqlite3.Connection) -> list[str]:
     found = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?", (_TABLE,)))
     problems: list[str] = []
-    for name, sql in _TRIGGERS.items():
+    for name, sql in TRIGGERS.items():
         if name not in found:
             problems.append(f"trigger {name} is missing: the log is no longer write-protected")
         elif found[name] != sql:
@@ -359,7 +471,7 @@ def _trigger_problems(conn: sqlite3.Connection) -> list[str]:
 
 def _entry_problems(
     index: int, rowid: object, seq: object, action_id: object, body: object, prev_hash: object, stored: object, prev: str
-) -> list[str]:
+) -> tuple[list[str], Receipt | None]:
     where = f"seq {seq} (rowid {rowid})"
     problems: list[str] = []
     if seq != index:
@@ -371,17 +483,17 @@ def _entry_problems(
         )
     if not (isinstance(body, str) and isinstance(prev_hash, str)):
         problems.append(f"{where}: body or prev_hash is not text")
-        return problems
+        return problems, None
     if entry_hash(prev_hash, body) != stored:
         problems.append(f"{where}: entry hash mismatch: the body or its entry_hash was edited")
     try:
         receipt = Receipt.model_validate_json(body)
     except ValidationError as exc:
         problems.append(f"{where}: body is not a receipt: {_first_error(exc)}")
-        return problems
+        return problems, None
     if receipt.action_id != action_id:
         problems.append(f"{where}: action_id column {action_id!r} disagrees with the body's {receipt.action_id!r}")
-    return problems
+    return problems, receipt
 
 
 def _body(receipt: Receipt) -> str:

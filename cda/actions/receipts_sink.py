@@ -1,11 +1,16 @@
-"""Writing receipts during a run: one :class:`Recorder` per action over any receipt sink.
+"""Writing receipts during a run: one :class:`Recorder` per attempt over any receipt sink.
 
 The sink is the append-only log (:class:`cda.actions.receipts.ReceiptLog`, SQLite, hash-chained;
-``ReceiptLog(":memory:")`` for a quick in-process run).
+``ReceiptLog(":memory:")`` for a quick in-process run). The recorder numbers the attempt
+(:meth:`Recorder.start`, the ``action.start`` receipt), stamps that attempt on every receipt,
+keeps the entry hash of each one it appended (:attr:`Recorder.appended`), and at the end asks
+the sink whether those entries are all still there, unchanged (:meth:`Recorder.confirm`): a
+log rewritten during the run, even with a recomputed chain, fails that check.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from cda.contracts.receipt import Receipt, ReceiptKind, canonical_json, sha256_hex
@@ -19,15 +24,34 @@ class ReceiptSink(Protocol):
 
     def head(self) -> str: ...
 
+    def begin_attempt(self, action_id: str, receipt_for: Callable[[int], Receipt]) -> tuple[int, str]: ...
+
+    def confirm(self, appended: Sequence[str]) -> list[str]: ...
+
 
 class Recorder:
-    """Numbers an action's receipts and keeps a copy for its plan bundle."""
+    """Numbers an attempt's receipts and keeps a copy for its plan bundle."""
 
     def __init__(self, sink: ReceiptSink, action_id: str, seed: str) -> None:
         self.sink = sink
         self.action_id = action_id
         self.seed = seed
+        self.attempt: int | None = None
         self.receipts: list[Receipt] = []
+        self.appended: list[str] = []
+
+    def start(self, inputs_hash: str) -> int:
+        """Begin the attempt: the ``action.start`` receipt (seq 0), numbered by the sink."""
+
+        def receipt_for(attempt: int) -> Receipt:
+            return Receipt(action_id=self.action_id, seq=0, kind="action", name="action.start",
+                           inputs_hash=inputs_hash, seed=self.seed, result={"attempt": attempt}, attempt=attempt)
+
+        attempt, digest = self.sink.begin_attempt(self.action_id, receipt_for)
+        self.attempt = attempt
+        self.receipts.append(receipt_for(attempt))
+        self.appended.append(digest)
+        return attempt
 
     def record(
         self,
@@ -44,10 +68,15 @@ class Recorder:
             action_id=self.action_id, seq=len(self.receipts), kind=kind, name=name,
             inputs_hash=sha256_hex(canonical_json(inputs)), seed=self.seed, caps=caps or {},
             result=result, citations=citations or [], status=status,  # type: ignore[arg-type]
+            attempt=self.attempt,
         )
-        self.sink.append(receipt)
+        self.appended.append(self.sink.append(receipt))
         self.receipts.append(receipt)
         return receipt
+
+    def confirm(self) -> list[str]:
+        """What the sink says is wrong with the entries this attempt appended (empty: all intact)."""
+        return self.sink.confirm(self.appended)
 
     def receipts_json(self) -> list[dict[str, Any]]:
         return [r.model_dump(mode="json") for r in self.receipts]

@@ -8,9 +8,11 @@ and computed over the canonical JSON of ``["cda-reflection-approval-v1", action_
 so a token is good for that action only and cannot be forged without the secret. Tokens do not
 expire; rotating the secret revokes them all.
 
-Every read attempt, granted or denied, and every approval issued, is written as a receipt
-(kind ``action``; name ``reflection.read`` with status ``ok``/``denied``, or
-``reflection.approve``) to the receipt log given to the store. The token itself is never
+Every trace stored, every read attempt, granted or denied, and every approval issued, is
+written as a receipt (kind ``action``; name ``reflection.put`` with the SHA-256 of the stored
+trace, ``reflection.read`` with status ``ok``/``denied``, or ``reflection.approve``) to the
+receipt log given to the store; ``cda receipts verify`` compares each stored trace with the
+hash its latest ``reflection.put`` names. The token itself is never
 logged; the reviewer it names is.
 
 The secret comes from the constructor, else the environment variable ``CDA_REFLECTION_SECRET``,
@@ -20,13 +22,13 @@ anyway.
 
 >>> log = ReceiptLog(":memory:")
 >>> store = ReflectionStore(":memory:", log, secret="s3cret")
->>> store.put("a1", {"steps": ["parse", "solve"]})
+>>> _ = store.put("a1", {"steps": ["parse", "solve"]})
 >>> store.read("a1", None) is None
 True
 >>> store.read("a1", store.issue_approval("a1", "ana"))
 {'steps': ['parse', 'solve']}
 >>> [(e.receipt.name, e.receipt.status) for e in log.entries("a1")]
-[('reflection.read', 'denied'), ('reflection.approve', 'ok'), ('reflection.read', 'ok')]
+[('reflection.put', 'ok'), ('reflection.read', 'denied'), ('reflection.approve', 'ok'), ('reflection.read', 'ok')]
 >>> store.close(); log.close()
 """
 
@@ -48,17 +50,27 @@ from cda.actions.store_file import TABLES, create_if_missing, open_store
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.errors import CDAError
 
-__all__ = ["ReflectionStore", "ReflectionError", "SECRET_ENV", "TOKEN_PREFIX"]
+__all__ = ["REFLECTION_SCHEMA", "ReflectionStore", "ReflectionError", "SECRET_ENV", "TOKEN_PREFIX"]
 
 SECRET_ENV = "CDA_REFLECTION_SECRET"
 TOKEN_PREFIX = "cda-approval-v1:"
 _PURPOSE = "cda-reflection-approval-v1"
 
-_SCHEMA = (create_if_missing(TABLES["reflection_traces"]), create_if_missing(TABLES["reflection_meta"]))
+REFLECTION_SCHEMA = (TABLES["reflection_traces"], TABLES["reflection_meta"])
+"""The reflection store's tables, as SQLite keeps them."""
 
 
 class ReflectionError(CDAError, ValueError):
     """A trace that is not JSON, an empty reviewer or secret, or a reflection DB that cannot be used."""
+
+
+def _same_file(a: Path | str, b: Path | str) -> bool:
+    if str(b) == ":memory:":
+        return False
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
 
 
 class ReflectionStore:
@@ -84,8 +96,8 @@ class ReflectionStore:
         conn = self._connection()
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for statement in _SCHEMA:
-                conn.execute(statement)
+            for statement in REFLECTION_SCHEMA:
+                conn.execute(create_if_missing(statement))
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             if conn.in_transaction:
@@ -121,8 +133,10 @@ class ReflectionStore:
         message = canonical_json([_PURPOSE, action_id, reviewer]).encode("utf-8")
         return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
 
-    def put(self, action_id: str, trace: dict[str, Any]) -> None:
-        """Store the raw trace of an action (JSON-serialisable), replacing an earlier one."""
+    def put(self, action_id: str, trace: dict[str, Any], attempt: int | None = None) -> str:
+        """Store the raw trace of an action (JSON-serialisable), replacing an earlier one, and log
+        a ``reflection.put`` receipt holding the SHA-256 of the stored text (so ``cda receipts
+        verify`` detects an edited trace); returns that receipt's entry hash."""
         try:
             body = canonical_json(trace)
         except (TypeError, ValueError) as exc:
@@ -133,6 +147,9 @@ class ReflectionStore:
                 "ON CONFLICT (action_id) DO UPDATE SET body = excluded.body",
                 (action_id, body),
             )
+        in_log_file = str(self.path) != ":memory:" and _same_file(self.path, self._log.path)
+        result = {"sha256": sha256_hex(body), "in_log_file": in_log_file}
+        return self._record(action_id, "reflection.put", result, "ok", attempt=attempt)
 
     def issue_approval(self, action_id: str, reviewer: str) -> str:
         """A token that lets ``reviewer`` read the trace of ``action_id`` (and no other); the
@@ -171,7 +188,8 @@ class ReflectionStore:
             return reviewer, "invalid approval"
         return reviewer, None
 
-    def _record(self, action_id: str, name: str, result: dict[str, Any], status: Literal["ok", "denied"]) -> None:
+    def _record(self, action_id: str, name: str, result: dict[str, Any], status: Literal["ok", "denied"],
+                attempt: int | None = None) -> str:
         inputs = {"action_id": action_id, "reviewer": result.get("reviewer")}
         with self._lock:
             receipt = Receipt(
@@ -182,8 +200,9 @@ class ReflectionStore:
                 inputs_hash=sha256_hex(canonical_json(inputs)),
                 result=result,
                 status=status,
+                attempt=attempt,
             )
-            self._log.append(receipt)
+            return self._log.append(receipt)
 
     def close(self) -> None:
         """Close the store's connection (not the receipt log, which the caller owns)."""

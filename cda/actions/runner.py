@@ -29,6 +29,7 @@ from cda.actions.artifacts import ArtifactWriter, boundary_summary
 from cda.actions.bindings import Binding, BoundOutput, lock_of, update_available, with_bindings
 from cda.actions.budget import LADDER_TEXT, Budget
 from cda.actions.checks import LLMFactory, VerificationState, run_verifiers
+from cda.actions.event_chain import events_head
 from cda.actions.ken_inputs import ken_from_inputs
 from cda.actions.problem import build, problem_digest
 from cda.actions.receipts import ReceiptLog
@@ -76,6 +77,8 @@ class ActionRun:
     trace: dict[str, Any] = field(default_factory=dict)  # the raw trace, for the reflection store
     bound: list[BoundOutput] = field(default_factory=list)
     bindings: list[Binding] = field(default_factory=list)
+    attempt: int = 1  # which run of this action id (re-runs count up)
+    appended: list[str] = field(default_factory=list)  # entry hashes of the receipts this attempt wrote
 
 
 @dataclass
@@ -134,6 +137,7 @@ def run_action(
     supersedes: str | None = None,
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
+    audit: Callable[[Sequence[ActionEvent]], Sequence[str]] | None = None,
 ) -> ActionRun:
     """Run one CDA Action; never raises for a mistake in the inputs (that is ``action_failed``).
 
@@ -142,15 +146,23 @@ def run_action(
     artifacts (boundary summary, plan bundle, evidence bundle) when given. ``llm`` is an
     ``LLMProvider`` factory for ``inputs.llm.provider == "openai"`` (an adapter supplies the HTTP
     client); the deterministic offline provider needs none.
+
+    Every receipt carries the attempt number ``receipts`` gave the run (``action.start``), and
+    the last one, ``action.end``, names the number of events and the head of their chain
+    (:mod:`cda.actions.event_chain`). Before the terminal event the run re-reads the receipts
+    it appended; ``audit`` (the adapter's check of the stored events) may add problems. Any
+    problem fails the run (``action_failed``, ``error_type`` ``AuditLogTampered``).
     """
     inputs = with_bindings(inputs, bound)
     settings = settings or RunSettings()
     params = _params(inputs, settings)
-    stream = EventStream(params.action_id, list(subscribers), clock=wall_clock)
     sink = receipts if receipts is not None else ReceiptLog(":memory:")
     recorder = Recorder(sink, params.action_id, params.seed.label())
     inputs_json = inputs.model_dump(mode="json")
-    stream.started(sha256_hex(canonical_json(inputs_json)))
+    inputs_hash = sha256_hex(canonical_json(inputs_json))
+    attempt = recorder.start(inputs_hash)
+    stream = EventStream(params.action_id, list(subscribers), clock=wall_clock, attempt=attempt)
+    stream.started(inputs_hash)
     locks = [lock_of(b) for b in bound]
     for b, lock in zip(bound, locks):
         stream.linked(b.action_id, b.ability, "bind")
@@ -159,6 +171,7 @@ def run_action(
     budget = Budget(inputs.budgets.wall, clock=clock)
     writer = ArtifactWriter(out_dir / params.action_id if out_dir is not None else None)
     trace: dict[str, Any] = {"action_id": params.action_id, "seed": params.seed.label(), "rounds": []}
+    failure: tuple[str, str] | None = None
     try:
         outputs = _run(inputs, ken, params, settings, stream, recorder, budget, writer, trace, llm_factory,
                        thresholds or AbstainThresholds())
@@ -169,13 +182,27 @@ def run_action(
         summary_id = writer.write_summary(f"# CDA action {params.action_id}: failed\n\n{message}\n")
         outputs = CDAOutputs(action_id=params.action_id, status="failed", summary_artifact_id=summary_id,
                              caveats=[message])
-        stream.failed(message, type(err).__name__)
-        return ActionRun(outputs, stream.events, sink.head(), writer.folder, trace, list(bound), locks)
-    if outputs.status in ("completed", "abstained"):
+        failure = (message, type(err).__name__)
+    # Before the terminal event: is every receipt (and event) this attempt wrote still as written?
+    problems = recorder.confirm() + (list(audit(stream.events)) if audit is not None else [])
+    if problems:
+        message = (f"the audit log of {params.action_id} was changed during the run ({len(problems)} "
+                   f"problem(s)): {'; '.join(problems[:3])}")
+        recorder.record("action", "action.tampered", {"attempt": attempt}, {"problems": problems[:20]},
+                        status="failed")
+        outputs = CDAOutputs(action_id=params.action_id, status="failed", summary_artifact_id=outputs.summary_artifact_id,
+                             caveats=[message, *outputs.caveats])
+        failure = (message, "AuditLogTampered")
+    if failure is not None:
+        stream.failed(*failure)
+    elif outputs.status in ("completed", "abstained"):
         stream.completed(outputs)
     else:
         stream.partial(outputs)
-    return ActionRun(outputs, stream.events, sink.head(), writer.folder, trace, list(bound), locks)
+    recorder.record("action", "action.end", {"attempt": attempt},
+                    {"status": outputs.status, "events": len(stream.events), "events_head": events_head(stream.events)})
+    return ActionRun(outputs, stream.events, sink.head(), writer.folder, trace, list(bound), locks,
+                     attempt=attempt, appended=list(recorder.appended))
 
 
 def accept_bump(inputs: CDAInputs, previous: ActionRun, offered: BoundOutput, **kwargs: Any) -> ActionRun:

@@ -53,6 +53,7 @@ from cda.errors import CDAError
 __all__ = [
     "APPLICATION_ID",
     "FORMAT_VERSION",
+    "LEGACY_TABLES",
     "TABLES",
     "StoreFileError",
     "create_if_missing",
@@ -64,8 +65,9 @@ __all__ = [
 APPLICATION_ID = 0x43444131
 """``PRAGMA application_id`` of every file CDA creates: the bytes of "CDA1"."""
 
-FORMAT_VERSION = 1
-"""``PRAGMA user_version`` of a file CDA creates; a larger one was written by a newer CDA."""
+FORMAT_VERSION = 2
+"""``PRAGMA user_version`` of a file CDA creates; a larger one was written by a newer CDA.
+Format 2 (attempts, chained events, signed heads) replaced format 1's events table."""
 
 TABLES: dict[str, str] = {
     "receipts": (
@@ -78,15 +80,25 @@ TABLES: dict[str, str] = {
         "entry_hash TEXT NOT NULL)"
     ),
     "events": (
-        "CREATE TABLE events (action_id TEXT NOT NULL, seq INTEGER NOT NULL, "
-        "stored_at REAL NOT NULL, body TEXT NOT NULL, PRIMARY KEY (action_id, seq))"
+        "CREATE TABLE events (action_id TEXT NOT NULL, attempt INTEGER NOT NULL, seq INTEGER NOT NULL, "
+        "body TEXT NOT NULL, prev_hash TEXT NOT NULL, entry_hash TEXT NOT NULL, "
+        "PRIMARY KEY (action_id, attempt, seq))"
     ),
     "reflection_traces": "CREATE TABLE reflection_traces (action_id TEXT PRIMARY KEY, body TEXT NOT NULL)",
     "reflection_meta": "CREATE TABLE reflection_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 }
 """Every table a CDA file holds, as SQLite keeps its ``CREATE`` statement (``IF NOT EXISTS`` is
 not kept). The stores create their tables from these texts, and :func:`recognise` accepts an
-unmarked file only if its tables are among them, word for word."""
+unmarked file only if its tables are among them (or :data:`LEGACY_TABLES`), word for word."""
+
+LEGACY_TABLES: dict[str, str] = {
+    "events": (
+        "CREATE TABLE events (action_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+        "stored_at REAL NOT NULL, body TEXT NOT NULL, PRIMARY KEY (action_id, seq))"
+    ),
+}
+"""Tables as store format 1 wrote them (events without attempts or a chain): still recognised as
+CDA's, but no longer written (:class:`~cda.adapters.event_store.EventStore` asks for a new file)."""
 
 BUSY_TIMEOUT_S = 60.0
 _SNAPSHOT_ATTEMPTS = 5
@@ -127,7 +139,7 @@ def recognise(conn: sqlite3.Connection, where: str) -> None:
     tables = {str(name): sql for kind, name, sql in objects if kind == "table"}
     if not tables:
         raise StoreFileError(f"{refusal} (an SQLite database with no CDA mark and no CDA table)")
-    foreign = sorted(name for name, sql in tables.items() if TABLES.get(name) != sql)
+    foreign = sorted(name for name, sql in tables.items() if sql not in (TABLES.get(name), LEGACY_TABLES.get(name)))
     foreign += sorted(f"view {name}" for kind, name, _ in objects if kind == "view")
     if foreign:
         raise StoreFileError(f"{refusal} (no CDA mark; tables CDA does not create: {', '.join(foreign)})")

@@ -33,14 +33,16 @@ class EventStream:
     """Emits the events of one action to its subscribers and keeps them (``events``)."""
 
     def __init__(self, action_id: str, subscribers: list[Subscriber] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, attempt: int | None = None) -> None:
         self.action_id = action_id
+        self.attempt = attempt
         self.events: list[ActionEvent] = []
         self._subscribers = list(subscribers or [])
         self._clock = clock
 
     def _emit(self, cls: Any, **fields: Any) -> ActionEvent:
-        event: ActionEvent = cls(action_id=self.action_id, seq=len(self.events), ts=self._clock(), **fields)
+        event: ActionEvent = cls(action_id=self.action_id, seq=len(self.events), ts=self._clock(),
+                                 attempt=self.attempt, **fields)
         self.events.append(event)
         for subscriber in self._subscribers:
             subscriber(event)

@@ -7,24 +7,30 @@ provider, the SQLite receipt log, event store and reflection store — so the Ac
 Layout of an output folder::
 
     OUT/receipts.sqlite      the append-only, hash-chained receipt log (WAL); also events and traces
+    OUT/receipts.sqlite.head.json   its head, signed with the key in $CDA_KEY_DIR (cda.actions.signing)
     OUT/<action_id>/summary.md, cda_plan/…, evidence.json
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from cda.actions.audit import file_meta_digest, file_schema_problems
+from cda.actions.event_chain import events_head
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
 from cda.actions.runner import ActionRun, RunSettings, run_action
+from cda.actions.signing import head_path, load_signer, read_head, signature_problems, write_head
 from cda.actions.stream import Subscriber
 from cda.adapters.event_store import EventStore
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs
+from cda.contracts.events import ActionEvent
 from cda.contracts.locations import validation_problems
 from cda.errors import CDAError, KenError
 from cda.files import parse_json, read_text
@@ -32,7 +38,11 @@ from cda.ken.graph import KenGraph
 from cda.ken.loaders import load_ken
 from cda.verifiers.llm_gate import LLMProvider
 
-__all__ = ["InputsError", "load_inputs", "run_inputs"]
+__all__ = ["AuditLogError", "InputsError", "load_inputs", "run_inputs"]
+
+
+class AuditLogError(CDAError):
+    """The receipt log was changed behind the run's back (or its signed head no longer holds)."""
 
 
 class InputsError(CDAError, ValueError):
@@ -88,18 +98,54 @@ def run_inputs(
                           thresholds=thresholds)
     out_dir.mkdir(parents=True, exist_ok=True)
     db = out_dir / "receipts.sqlite"
+    signer = load_signer()  # before anything is written: a key problem stops the run at once
     events = EventStore(db)
     log = ReceiptLog(db)
     try:
+        _check_signed_head(db, log, signer.public_key)
+
+        def sign_start(event: ActionEvent) -> None:
+            if event.type == "action_started":
+                head, count = log.tip()
+                write_head(head_path(db), signer.sign_head(head, count, event.action_id, event.attempt or 1, "start"))
+
         run = run_action(inputs, ken=ken, out_dir=out_dir, receipts=log, settings=settings,
-                         subscribers=[events.append, *subscribers], llm_factory=_http_provider,
-                         thresholds=thresholds)
+                         subscribers=[events.append, sign_start, *subscribers], llm_factory=_http_provider,
+                         thresholds=thresholds, audit=events.confirm)
         store = ReflectionStore(db, log)
         try:
-            store.put(run.outputs.action_id, run.trace)
+            put = store.put(run.outputs.action_id, run.trace, attempt=run.attempt)
         finally:
             store.close()
-        return run
+        problems = log.confirm([*run.appended, put]) + events.confirm(run.events)
+        if problems:
+            raise AuditLogError(f"{db}: the receipt log was changed during the run; its head is not signed: "
+                                + "; ".join(problems[:3]))
+        head, count = log.tip()
+        doc = signer.sign_head(head, count, run.outputs.action_id, run.attempt, "end", len(run.events),
+                               events_head(run.events, timeless=False), file_meta_digest(db))
+        write_head(head_path(db), doc)
+        if run.artifact_dir is not None and (run.artifact_dir / "cda_plan").is_dir():
+            write_head(run.artifact_dir / "cda_plan" / "receipts_head.json", doc)
+        return dataclasses.replace(run, receipts_head=head)
     finally:
         log.close()
         events.close()
+
+
+def _check_signed_head(db: Path, log: ReceiptLog, public_key: str) -> None:
+    """Refuse to extend a log whose schema is not CDA's (an extra trigger could drop the run's
+    receipts) or whose last signed head it no longer holds: signing on top of a rewritten log
+    would vouch for the rewrite."""
+    problems = file_schema_problems(db)
+    if log.named("action.tampered"):
+        problems.append("an earlier run found this log rewritten while it ran (keep it as evidence, use a new --out)")
+    path = head_path(db)
+    if path.exists():
+        doc = read_head(path)
+        problems += signature_problems(doc, public_key)
+        if not log.holds(doc["head"], doc["count"]):
+            problems.append(f"the head signed after the last run (entry {doc['count']}) is no longer in the log")
+    if problems:
+        raise AuditLogError(f"{db}: will not extend this receipt log: " + "; ".join(problems)
+                            + f" (run `cda receipts verify {db}`)")

@@ -149,9 +149,13 @@ def _parser() -> argparse.ArgumentParser:
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
     rc = sub.add_parser("receipts", help="the receipt log")
     rcsub = rc.add_subparsers(dest="receipts_command", required=True)
-    rv = rcsub.add_parser("verify", help="check the hash chain of a receipt log")
+    rv = rcsub.add_parser("verify", help="check a receipt log: signed head, chain, schema, events, traces "
+                          "(exit 0 intact, 1 tampered, 2 not a CDA log)")
     rv.add_argument("db", type=Path)
     rv.add_argument("--head", default=None, help="the head hash an action recorded (detects truncation)")
+    rv.add_argument("--public-key", default=None, help="the signer's Ed25519 public key (64 hex digits); "
+                    "default: the local key in $CDA_KEY_DIR or ~/.config/cda")
+    rv.add_argument("--unsigned", action="store_true", help="accept a log with no signed head beside it")
     rv.add_argument("--json", action="store_true")
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
@@ -313,7 +317,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     if args.command == "receipts":
         from cda.adapters.receipts_cli import main_receipts_verify
 
-        return main_receipts_verify(args.db, args.head, args.json, out, err)
+        return main_receipts_verify(args.db, args.head, args.json, out, err, public_key=args.public_key,
+                                    unsigned=args.unsigned)
     if args.command == "bench":
         from cda.fol.folio import main_bench
 

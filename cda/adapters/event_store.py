@@ -1,12 +1,21 @@
 """Events kept in SQLite (WAL) so a client that lost its stream resumes by ``Last-Event-ID``.
 
-Each event is stored under (action id, seq) as its JSON; :meth:`EventStore.since` returns the
-events after a given seq in order, which is all a reconnecting SSE client needs to see the same
-timeline (spec §7.2, "cursor resume"). Retention is by age (``prune``, default 24 h).
+Each event is stored under (action id, attempt, seq) as its JSON, chained within its attempt
+(:mod:`cda.actions.event_chain`: ``prev_hash``/``entry_hash``), and the attempt's
+``action.end`` receipt names the chain's head, so ``cda receipts verify`` detects an edited,
+dropped, added or reordered event. Rows are never updated (a trigger refuses it).
+
+:meth:`EventStore.since` returns the events of the action's **latest attempt** after a given
+seq, in order: a re-run of an action id starts a new attempt and never mixes its events with an
+earlier one's (spec §7.2, "cursor resume"). Retention is by age (``prune``, default 24 h), one
+whole earlier attempt at a time. (Format 1 kept a ``stored_at`` column outside any hash; format 2
+has none: every column is covered by the chain.)
 
 The writer (:class:`EventStore`) opens CDA's own file only (a foreign database is refused before
 anything is written to it); a reader that only serves the events (:func:`read_events`, what
-``cda serve`` uses) opens the file read-only and leaves no ``-wal``/``-shm`` behind.
+``cda serve`` uses) opens the file read-only and leaves no ``-wal``/``-shm`` behind. A file
+whose events table is store format 1's (no attempts, no chain) is migrated when a writer opens
+it: its events become attempt 1 of their action, chained.
 """
 
 from __future__ import annotations
@@ -14,50 +23,111 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from cda.actions.event_chain import EVENT_SCHEMA, event_body, event_chain
+from cda.actions.receipts import GENESIS_HASH
 from cda.actions.store_file import (
+    LEGACY_TABLES,
     TABLES,
     StoreFileError,
-    create_if_missing,
     open_store,
     read_snapshot,
     recognise,
 )
 from cda.contracts.events import ActionEvent, parse_event
-from cda.contracts.receipt import canonical_json
 from cda.files import parse_json
 
 __all__ = ["EventStore", "check_event_file", "read_events"]
-
-_SCHEMA = create_if_missing(TABLES["events"])
-
 
 class EventStore:
     """Append events as they are emitted (use :meth:`append` as a stream subscriber)."""
 
     def __init__(self, path: Path | str) -> None:
+        self.path = path
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection = open_store(path)
-        with self._lock:
-            self._conn.execute(_SCHEMA)
+        self._heads: dict[tuple[str, int], str] = {}
+        try:
+            with self._lock:
+                self._setup()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise StoreFileError(f"{path}: cannot set up the event store ({exc})") from None
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _setup(self) -> None:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
+            if row is not None and row[0] == LEGACY_TABLES["events"]:
+                _migrate_format1(conn)
+            elif row is None:
+                for statement in EVENT_SCHEMA:
+                    conn.execute(statement)
+            elif row[0] != TABLES["events"]:
+                raise StoreFileError(f"{self.path}: its events table is not the one CDA creates")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def append(self, event: ActionEvent) -> None:
-        body = canonical_json(event.model_dump(mode="json"))
+        """Store one event at the end of its attempt's chain (events without an attempt count as 1)."""
+        attempt = event.attempt or 1
+        body = event_body(event)
+        key = (event.action_id, attempt)
         with self._lock:
-            self._conn.execute("INSERT OR IGNORE INTO events VALUES (?, ?, ?, ?)",
-                               (event.action_id, event.seq, time.time(), body))
+            prev = self._heads.get(key)
+            if prev is None:
+                row = self._conn.execute(
+                    "SELECT entry_hash FROM events WHERE action_id = ? AND attempt = ? ORDER BY seq DESC LIMIT 1", key
+                ).fetchone()
+                prev = GENESIS_HASH if row is None else str(row[0])
+            digest = event_chain([body], prev)[0]
+            self._conn.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)",
+                               (event.action_id, attempt, event.seq, body, prev, digest))
+            self._heads[key] = digest
+
+    def confirm(self, events: Sequence[ActionEvent]) -> list[str]:
+        """Problems found comparing the stored events of an attempt with ``events``, the ones the
+        run emitted (same order, same bytes); empty when they match. The run's ``audit`` hook."""
+        if not events:
+            return []
+        action_id, attempt = events[0].action_id, events[0].attempt or 1
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT seq, body FROM events WHERE action_id = ? AND attempt = ? ORDER BY seq", (action_id, attempt)
+            ).fetchall()
+        stored = [(int(seq), str(body)) for seq, body in rows]
+        emitted = [(e.seq, event_body(e)) for e in events]
+        if stored != emitted:
+            return [f"the stored events of {action_id} attempt {attempt} differ from the ones the run streamed"]
+        return []
 
     def since(self, action_id: str, last_event_id: int | None = None) -> list[ActionEvent]:
-        """The events of ``action_id`` after ``last_event_id`` (all of them for None), in order."""
+        """The events of the latest attempt of ``action_id`` after ``last_event_id`` (all of them
+        for None), in order."""
         with self._lock:
             return _since(self._conn, action_id, last_event_id)
 
     def prune(self, older_than_s: float = 24 * 3600) -> int:
+        """Delete every attempt whose last event was emitted more than ``older_than_s`` ago (by
+        its ``ts``), except each action's latest attempt (the one a client is served); returns
+        how many events went. Whole attempts only: a part of one would look tampered."""
         with self._lock:
-            cur = self._conn.execute("DELETE FROM events WHERE stored_at < ?", (time.time() - older_than_s,))
+            cur = self._conn.execute(
+                "DELETE FROM events WHERE (action_id, attempt) IN (SELECT action_id, attempt FROM events AS e "
+                "WHERE attempt < (SELECT MAX(attempt) FROM events WHERE action_id = e.action_id) "
+                "GROUP BY action_id, attempt HAVING MAX(json_extract(body, '$.ts')) < ?)", (time.time() - older_than_s,))
+            self._heads.clear()
         return cur.rowcount
 
     def close(self) -> None:
@@ -65,15 +135,34 @@ class EventStore:
             self._conn.close()
 
 
+def _migrate_format1(conn: sqlite3.Connection) -> None:
+    """Store format 1's events (no attempts, no chain) as attempt 1 of their action, chained."""
+    rows = conn.execute("SELECT action_id, seq, body FROM events ORDER BY action_id, seq").fetchall()
+    conn.execute("DROP TABLE events")
+    for statement in EVENT_SCHEMA:
+        conn.execute(statement)
+    prev: dict[str, str] = {}
+    for action_id, seq, body in rows:
+        before = prev.get(action_id, GENESIS_HASH)
+        digest = event_chain([str(body)], before)[0]
+        conn.execute("INSERT INTO events VALUES (?, 1, ?, ?, ?, ?)", (action_id, seq, body, before, digest))
+        prev[action_id] = digest
+
+
 def _since(conn: sqlite3.Connection, action_id: str, last_event_id: int | None) -> list[ActionEvent]:
     after = -1 if last_event_id is None else last_event_id
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone() is None:
+    table = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
+    if table is None:
         return []  # a CDA file whose event store was never opened: no events yet
-    rows = conn.execute(
-        "SELECT seq, body FROM events WHERE action_id = ? AND seq > ? ORDER BY seq", (action_id, after)
-    ).fetchall()
+    if table[0] == LEGACY_TABLES["events"]:
+        query = "SELECT seq, body FROM events WHERE action_id = ? AND seq > ? ORDER BY seq"
+        params: tuple[object, ...] = (action_id, after)
+    else:
+        query = ("SELECT seq, body FROM events WHERE action_id = ? AND seq > ? AND attempt = "
+                 "(SELECT MAX(attempt) FROM events WHERE action_id = ?) ORDER BY seq")
+        params = (action_id, after, action_id)
     events = []
-    for seq, body in rows:
+    for seq, body in conn.execute(query, params).fetchall():
         where = f"event {seq} of action {action_id}"
         try:
             events.append(parse_event(parse_json(body, where, StoreFileError)))

@@ -5,7 +5,8 @@ is printed as one JSON line on stdout (the last one is the terminal event, carry
 Without ``--json`` the boundary summary is printed at the end.
 
 Exit codes: 0 completed (or abstained), 2 bad input (the inputs file, the DSL in it, a Ken
-file), 3 partial (budget) or escalated, 1 failed for another reason.
+file), 3 partial (budget) or escalated, 1 failed for another reason (among them a receipt log
+changed during the run: the terminal event is ``action_failed`` with ``AuditLogTampered``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from cda.adapters.action_entry import load_inputs, run_inputs
+from cda.adapters.action_entry import AuditLogError, load_inputs, run_inputs
 from cda.contracts.events import ActionEvent
 from cda.errors import CDAError
 
@@ -69,6 +70,9 @@ def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: 
         subscribers.append(_progress_printer(err))  # type: ignore[arg-type]
     try:
         run = run_inputs(inputs, out_dir, subscribers=subscribers, base_dir=path.parent)  # type: ignore[arg-type]
+    except AuditLogError as exc:  # the log was rewritten behind the run: loud, and not "bad input"
+        err.write(exc.render() + "\n")
+        return 1
     except CDAError as exc:  # a Ken file that cannot be read, a receipt DB that is not one
         err.write(exc.render() + "\n")
         return 2

@@ -40,6 +40,9 @@ class _Event(BaseModel):
     action_id: str
     seq: int = Field(ge=0, description="0-based position in the stream")
     ts: float | None = Field(default=None, description="wall time (Unix seconds); not part of determinism")
+    attempt: int | None = Field(
+        default=None, ge=1, description="which run of the action emitted it (re-runs of one action id count up)"
+    )
 
 
 class ActionStarted(_Event):

@@ -49,3 +49,8 @@ class Receipt(BaseModel):
     result: dict[str, Any] = Field(default_factory=dict)
     citations: list[SpanRef] = Field(default_factory=list)
     status: Literal["ok", "failed", "timeout", "denied", "stub"] = "ok"
+    attempt: int | None = Field(
+        default=None, ge=1,
+        description="which run of the action wrote it (1, 2, … for re-runs of one action id); "
+        "None for receipts outside a run, such as a reviewer reading a trace",
+    )

@@ -1,0 +1,353 @@
+"""Verifying a CDA log file as a whole: what ``cda receipts verify`` checks.
+
+On top of the receipt chain (:func:`cda.actions.receipts.verify_connection`) this checks:
+
+- **the schema**, object by object, against ``sqlite_master`` as CDA writes it (tables,
+  indices, triggers): anything added (an extra ``BEFORE INSERT … RAISE(IGNORE)`` trigger, a
+  view, an index), altered or missing is tampering;
+- **the events** of each attempt: their own hash chain, and for an attempt that ended, the
+  number and chain head its ``action.end`` receipt names (:mod:`cda.actions.event_chain`);
+- **the reflection traces**: each one's SHA-256 against its latest ``reflection.put`` receipt,
+  and the approval secret (``reflection_meta``) against the hash the signed head names;
+- **the attempts**: every run is numbered (``action.start`` … ``action.end``); one without its
+  ``action.end`` was interrupted (killed, crashed) and is reported as such, not as tampering;
+- **the signed head** beside the log (:mod:`cda.actions.signing`): a valid Ed25519 signature
+  by the trusted key, over a head that is still the entry at the count it names. Entries after
+  it (a later reviewer's reflection receipts, an interrupted attempt) are reported as an
+  unsigned tail.
+
+A file that carries CDA's mark, or has a signed head beside it, and cannot be read as a log
+(wiped, truncated, replaced by something else) is *tampered*, not "not a log".
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from cda.actions import receipts as receipts_mod
+from cda.actions.event_chain import EVENT_SCHEMA, timeless_body
+from cda.actions.receipts import GENESIS_HASH, LogRow, ReceiptLogError, entry_hash, verify_connection
+from cda.actions.reflection import REFLECTION_SCHEMA
+from cda.actions.signing import SigningError, head_path, read_head, signature_problems
+from cda.actions.store_file import APPLICATION_ID, LEGACY_TABLES, StoreFileError, read_snapshot
+from cda.contracts.receipt import Receipt, sha256_hex
+
+__all__ = ["AuditReport", "audit_file", "expected_schema", "file_meta_digest", "file_schema_problems", "meta_digest"]
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SchemaObject = tuple[str, str, str | None]  # (type, tbl_name, sql)
+
+
+class AuditReport(BaseModel):
+    """What :func:`audit_file` found; ``ok`` is True only when ``problems`` is empty.
+
+    ``interrupted`` names the attempts (``action_id#attempt``) without an ``action.end``
+    receipt; ``unsigned_tail`` counts the entries after the signed head; ``notes`` says what
+    was not checked and why.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ok: bool
+    entries: int
+    head: str
+    expected_head: str | None = None
+    anchor_seq: int | None = None
+    signed_head: str | None = None
+    signed_count: int | None = None
+    unsigned_tail: int = 0
+    attempts: int = 0
+    interrupted: list[str] = []
+    problems: list[str]
+    notes: list[str] = []
+
+
+@functools.cache
+def expected_schema() -> dict[str, _SchemaObject]:
+    """Every object CDA creates in its file, by name, read back from ``sqlite_master`` of a
+    scratch database built with CDA's own statements."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for statement in (*receipts_mod.SCHEMA, *EVENT_SCHEMA, *REFLECTION_SCHEMA):
+            conn.execute(statement)
+        rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+    finally:
+        conn.close()
+    return {str(name): (str(kind), str(table), sql) for kind, name, table, sql in rows}
+
+
+_LEGACY_OBJECTS: dict[str, _SchemaObject] = {
+    "events": ("table", "events", LEGACY_TABLES["events"]),
+    "sqlite_autoindex_events_1": ("index", "events", None),
+}
+
+
+def _schema_problems(conn: sqlite3.Connection) -> tuple[list[str], bool]:
+    """(problems, whether the events table is store format 1's)."""
+    expected = expected_schema()
+    found = {str(name): (str(kind), str(table), sql)
+             for kind, name, table, sql in conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")}
+    legacy = found.get("events") == _LEGACY_OBJECTS["events"]
+    if legacy:
+        expected = {k: v for k, v in expected.items() if v[1] != "events"} | _LEGACY_OBJECTS
+    problems: list[str] = []
+    for name, obj in sorted(found.items()):
+        if name in receipts_mod.TRIGGERS:
+            continue  # the chain check reports these by name
+        want = expected.get(name)
+        if want is None:
+            problems.append(f"schema: {obj[0]} {name} on {obj[1]} is not one CDA creates (added by someone else)")
+        elif obj != want:
+            problems.append(f"schema: {obj[0]} {name} is not as CDA creates it (altered)")
+    tables = {obj[1] for obj in found.values() if obj[0] == "table"}
+    for name, want in sorted(expected.items()):
+        if want[1] in tables and name not in found and name not in receipts_mod.TRIGGERS:
+            problems.append(f"schema: {want[0]} {name} on {want[1]} is missing")
+    return problems, legacy
+
+
+def file_schema_problems(path: Path | str) -> list[str]:
+    """What :func:`audit_file` would say about the schema of the CDA file at ``path`` (read-only)."""
+    return read_snapshot(path, lambda conn: _schema_problems(conn)[0])
+
+
+class _Attempts:
+    """The attempts the receipts tell of: which started, which ended and what their end vouches for."""
+
+    def __init__(self, rows: list[LogRow]) -> None:
+        self.seen: set[tuple[str, int]] = set()
+        self.ends: dict[tuple[str, int], Receipt] = {}
+        self.puts: dict[str, str] = {}
+        self.tampered: list[str] = []
+        for row in rows:
+            r = row.receipt
+            if r is None:
+                continue
+            if r.attempt is not None:
+                self.seen.add((r.action_id, r.attempt))
+                if r.name == "action.end":
+                    self.ends[(r.action_id, r.attempt)] = r
+            if r.name == "reflection.put" and r.result.get("in_log_file") is True:
+                self.puts[r.action_id] = str(r.result.get("sha256"))
+            elif r.name == "action.tampered":
+                self.tampered.append(f"{r.action_id}#{r.attempt}: the run found its receipt log rewritten while it ran")
+
+    def interrupted(self) -> list[str]:
+        return [f"{a}#{n}" for a, n in sorted(self.seen - set(self.ends))]
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
+def _event_problems(conn: sqlite3.Connection, attempts: _Attempts,
+                    signed: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    """(problems, notes) about the events table, against the attempts' ``action.end`` receipts
+    (the chain over the events without their times) and the signed head (the full chain)."""
+    problems: list[str] = []
+    full: dict[tuple[str, int], tuple[int, str]] = {}
+    timeless: dict[tuple[str, int], str] = {}
+    broken: set[tuple[str, int]] = set()
+    rows = conn.execute(
+        "SELECT action_id, attempt, seq, body, prev_hash, entry_hash FROM events ORDER BY action_id, attempt, seq")
+    for action_id, attempt, seq, body, prev_hash, stored in rows:
+        key = (str(action_id), attempt if isinstance(attempt, int) else -1)
+        count, prev = full.get(key, (0, GENESIS_HASH))
+        where = f"event {seq} of {action_id}#{attempt}"
+        data: dict[str, Any] | None = None
+        if key not in broken:
+            problem = None
+            if seq != count:
+                problem = f"{where}: seq gap (expected {count}): an event was removed or added"
+            elif prev_hash != prev:
+                problem = f"{where}: chain broken: an event before it was removed, added, moved or rewritten"
+            elif not isinstance(body, str) or entry_hash(str(prev_hash), body) != stored:
+                problem = f"{where}: entry hash mismatch: the event or its hash was edited"
+            else:
+                problem, data = _event_body(where, body, key, seq)
+            if problem is not None:
+                problems.append(problem)
+                broken.add(key)
+        full[key] = (count + 1, str(stored))
+        if data is not None:
+            timeless[key] = entry_hash(timeless.get(key, GENESIS_HASH), timeless_body(data))
+    notes: list[str] = []
+    for key, end in sorted(attempts.ends.items()):
+        claimed = (end.result.get("events"), end.result.get("events_head"))
+        if key not in full:
+            if claimed[0]:
+                notes.append(f"the {claimed[0]} events of {key[0]}#{key[1]} are not in this file "
+                             "(pruned, or the run kept no event store)")
+        elif key not in broken and (full[key][0], timeless.get(key)) != claimed:
+            problems.append(f"the events of {key[0]}#{key[1]} are not those its action.end receipt vouches for "
+                            f"({full[key][0]} stored, {claimed[0]} vouched for): an event was edited, removed or added")
+    if signed is not None and signed["phase"] == "end":
+        key = (signed["action_id"], signed["attempt"])
+        if key not in full and signed["events"]:
+            problems.append(f"the {signed['events']} events of {key[0]}#{key[1]} the signed head vouches for were "
+                            "deleted (pruning keeps an action's latest attempt)")
+        elif key in full and key not in broken and full[key] != (signed["events"], signed["events_head"]):
+            problems.append(f"the events of {key[0]}#{key[1]} are not those the signed head vouches for "
+                            "(an event, or its time, was edited)")
+    for key in sorted(set(full) - attempts.seen):
+        problems.append(f"the events of {key[0]}#{key[1]} belong to no attempt in the receipt log (added)")
+    return problems, notes
+
+
+def _event_body(where: str, body: str, key: tuple[str, int], seq: int) -> tuple[str | None, dict[str, Any] | None]:
+    """(a problem or None, the event's fields) for a stored event body."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return f"{where}: not JSON", None
+    if not isinstance(data, dict) or (data.get("action_id"), data.get("attempt") or 1, data.get("seq")) != (*key, seq):
+        return f"{where}: its body names another action, attempt or position than its row", None
+    return None, data
+
+
+def _reflection_problems(conn: sqlite3.Connection, attempts: _Attempts) -> list[str]:
+    problems: list[str] = []
+    stored = dict(conn.execute("SELECT action_id, body FROM reflection_traces").fetchall())
+    for action_id, body in sorted(stored.items()):
+        want = attempts.puts.get(action_id)
+        if want is None:
+            problems.append(f"reflection trace of {action_id}: no reflection.put receipt vouches for it (added)")
+        elif not isinstance(body, str) or sha256_hex(body) != want:
+            problems.append(f"reflection trace of {action_id}: edited (its hash is not the one its receipt names)")
+    for action_id in sorted(set(attempts.puts) - set(stored)):
+        problems.append(f"reflection trace of {action_id}: deleted (a reflection.put receipt names it)")
+    return problems
+
+
+def meta_digest(conn: sqlite3.Connection) -> str:
+    """SHA-256 of the rows of ``reflection_meta`` (the approval secret): the signed head names it,
+    since a receipt naming a random secret's hash would make receipts differ between two runs."""
+    if not _has_table(conn, "reflection_meta"):
+        return GENESIS_HASH
+    rows = conn.execute("SELECT key, value FROM reflection_meta ORDER BY key").fetchall()
+    return sha256_hex(json.dumps([[str(k), str(v)] for k, v in rows], separators=(",", ":")))
+
+
+def file_meta_digest(path: Path | str) -> str:
+    """:func:`meta_digest` of the CDA file at ``path`` (read-only)."""
+    return read_snapshot(path, meta_digest)
+
+
+def _audit_connection(conn: sqlite3.Connection, where: str, expected_head: str | None, rows: list[LogRow],
+                      signed: dict[str, Any] | None) -> tuple[receipts_mod.VerifyReport, list[str], list[str], _Attempts]:
+    rows.clear()  # read_snapshot may call this more than once
+    report = verify_connection(conn, where, expected_head, collect=rows)
+    problems, legacy = _schema_problems(conn)
+    attempts = _Attempts(rows)
+    problems += attempts.tampered
+    if signed is not None and signed["phase"] == "end" and meta_digest(conn) != signed["meta"]:
+        problems.append("reflection_meta: the approval secret is not the one the signed head names (replaced)")
+    notes: list[str] = []
+    if legacy:
+        notes.append("the events table is store format 1's: events are not chained")
+    elif _has_table(conn, "events"):
+        found, more = _event_problems(conn, attempts, signed)
+        problems += found
+        notes += more
+    if _has_table(conn, "reflection_traces") and int(conn.execute("PRAGMA user_version").fetchone()[0]) >= 2:
+        problems += _reflection_problems(conn, attempts)
+    return report, problems, notes, attempts
+
+
+def _cda_header(path: Path) -> bool:
+    """The file starts as an SQLite file with CDA's application_id (bytes 68–71 of the header)."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(100)
+    except OSError:
+        return False
+    return len(header) == 100 and header.startswith(_SQLITE_MAGIC) and int.from_bytes(header[68:72], "big") == APPLICATION_ID
+
+
+def _tampered(expected_head: str | None, problems: list[str], signed: dict[str, Any] | None) -> AuditReport:
+    return AuditReport(ok=False, entries=0, head=GENESIS_HASH, expected_head=expected_head, problems=problems,
+                       signed_head=None if signed is None else signed["head"],
+                       signed_count=None if signed is None else signed["count"])
+
+
+def audit_file(
+    path: Path | str,
+    expected_head: str | None = None,
+    *,
+    trusted_key: str | None = None,
+    require_signature: bool = True,
+) -> AuditReport:
+    """Check the CDA log at ``path`` and the signed head beside it; see the module's docstring.
+
+    ``trusted_key`` is the public key (hex) the head must be signed with (None: the key the head
+    names, with a note). With ``require_signature`` a log in which a run ended must have a signed
+    head. Raises :class:`~cda.actions.store_file.StoreFileError` only when ``path`` is not a
+    CDA log at all (missing, foreign, not SQLite) and no signed head says it was one.
+    """
+    target = Path(path)
+    head_file = head_path(target)
+    signed: dict[str, Any] | None = None
+    problems: list[str] = []
+    if head_file.exists():
+        try:
+            signed = read_head(head_file)
+        except SigningError as exc:
+            problems.append(f"the signed head file is damaged: {exc}")
+    claimed = head_file.exists()
+    if target.exists() and not target.is_file():
+        raise StoreFileError(f"{path}: not a file")
+    if not target.exists():
+        if claimed:
+            return _tampered(expected_head, [*problems, f"{path}: the log is gone, but its signed head is still "
+                                             f"beside it ({head_file.name}): deleted"], signed)
+        raise StoreFileError(f"{path}: no such file")
+    rows: list[LogRow] = []
+    try:
+        report, found, notes, attempts = read_snapshot(
+            target, lambda conn: _audit_connection(conn, str(path), expected_head, rows, signed))
+    except (StoreFileError, ReceiptLogError, sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        if isinstance(exc, UnicodeDecodeError):  # a text column whose bytes are not UTF-8 any more
+            return _tampered(expected_head, [*problems, f"{path}: a text in the log is not UTF-8: its bytes "
+                                             "were edited"], signed)
+        if claimed or _cda_header(target):
+            why = "its signed head is beside it" if claimed else "it carries CDA's mark"
+            return _tampered(expected_head, [*problems, f"{path}: cannot be read as a CDA log, yet {why}: "
+                                             f"wiped, truncated or replaced ({exc})"], signed)
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise StoreFileError(f"{path}: not a readable receipt log ({exc})") from None
+        raise
+    problems = [*report.problems, *found, *problems]
+    unsigned_tail = 0
+    if signed is not None:
+        problems += signature_problems(signed, trusted_key)
+        count = signed["count"]
+        hashes = [row.entry_hash for row in rows]
+        at = GENESIS_HASH if count == 0 else (hashes[count - 1] if count <= len(hashes) else None)
+        if at != signed["head"]:
+            problems.append(f"the signed head (entry {count}, {signed['head'][:16]}…) is not in the log: "
+                            "the log was truncated, wiped, replaced or rewritten")
+        else:
+            unsigned_tail = len(hashes) - count
+            if unsigned_tail:
+                notes.append(f"{unsigned_tail} entries after the signed head are not covered by its signature")
+        if trusted_key is None:
+            notes.append("no trusted key (no local signing key, no --public-key): the head's own key was believed")
+    elif attempts.ends and require_signature:
+        problems.append(f"no signed head beside the log ({head_file.name} is missing) although runs ended in it")
+    else:
+        notes.append("no signed head: only the chain vouches for the log")
+    interrupted = attempts.interrupted()
+    if interrupted:
+        notes.append(f"{len(interrupted)} attempt(s) interrupted (no action.end receipt): {', '.join(interrupted[:10])}")
+    return AuditReport(
+        ok=not problems, entries=report.entries, head=report.head, expected_head=expected_head,
+        anchor_seq=report.anchor_seq, signed_head=None if signed is None else signed["head"],
+        signed_count=None if signed is None else signed["count"], unsigned_tail=unsigned_tail,
+        attempts=len(attempts.seen), interrupted=interrupted, problems=problems, notes=notes,
+    )
