@@ -28,7 +28,16 @@ from hypothesis import strategies as st
 
 from cda.actions.audit import audit_file
 from cda.actions.receipts import GENESIS_HASH, TRIGGERS, ReceiptLog, entry_hash
-from cda.actions.signing import KEY_DIR_ENV, Signer, head_path, load_signer, read_head, write_head
+from cda.actions.signing import (
+    KEY_DIR_ENV,
+    KEY_FILE,
+    Signer,
+    SigningError,
+    head_path,
+    load_signer,
+    read_head,
+    write_head,
+)
 from cda.adapters import run_cli
 from cda.adapters.action_entry import AuditLogError, load_inputs, run_inputs
 from cda.adapters.event_store import EventStore, read_events
@@ -546,6 +555,53 @@ def test_a_rerun_after_different_events_serves_the_new_ones(tmp_path: Path) -> N
     assert [(e.attempt, getattr(e, "message", None)) for e in served] == [(2, None), (2, "supported")]
 
 
+def test_pruning_keeps_the_latest_attempt_and_is_not_tampering(template: Path, tmp_path: Path) -> None:
+    db = _copy(template, tmp_path)
+    store = EventStore(db)
+    try:
+        action_id = read_head(head_path(db))["action_id"]
+        latest = store.since(action_id)
+        removed = store.prune(older_than_s=-1)  # everything is "old": only earlier attempts may go
+        assert removed == len(latest) and store.since(action_id) == latest
+    finally:
+        store.close()
+    code, out = _verify(db)
+    assert code == 0 and f"events of {action_id}#1 are not in this file" in out
+
+
+def test_the_key_is_private_and_a_readable_one_is_refused(tmp_path: Path) -> None:
+    signer = load_signer(tmp_path / "keys")
+    key = tmp_path / "keys" / KEY_FILE
+    assert key.stat().st_mode & 0o777 == 0o600 and (tmp_path / "keys").stat().st_mode & 0o777 == 0o700
+    assert load_signer(tmp_path / "keys").public_key == signer.public_key  # made once, then reused
+    assert [p.name for p in (tmp_path / "keys").iterdir()] == [KEY_FILE]  # no temporary file left
+    key.chmod(0o644)
+    with pytest.raises(SigningError, match="readable by others"):
+        load_signer(tmp_path / "keys")
+
+
+def test_format_1_events_are_migrated_into_chained_attempts(tmp_path: Path) -> None:
+    from cda.actions.store_file import LEGACY_TABLES
+
+    db = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(db)
+    conn.execute(LEGACY_TABLES["events"])
+    for seq in range(3):
+        body = json.dumps({"action_id": "a1", "seq": seq, "ts": 1.0, "type": "action_notice", "level": "info",
+                           "message": f"m{seq}"}, sort_keys=True, separators=(",", ":"))
+        conn.execute("INSERT INTO events VALUES ('a1', ?, 0, ?)", (seq, body))
+    conn.commit()
+    conn.close()
+    assert [e.seq for e in read_events(db, "a1")] == [0, 1, 2]  # read as format 1, untouched
+    EventStore(db).close()
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT attempt, seq, prev_hash, entry_hash FROM events ORDER BY seq").fetchall()
+    conn.close()
+    assert [r[:2] for r in rows] == [(1, 0), (1, 1), (1, 2)]
+    assert [r[2] for r in rows] == [GENESIS_HASH, rows[0][3], rows[1][3]]
+    assert [getattr(e, "message", None) for e in read_events(db, "a1")] == ["m0", "m1", "m2"]
+
+
 def _run_cda(out: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "cda", "run", str(EXAMPLE), "--out", str(out)], env=env,
@@ -559,7 +615,7 @@ def _wait_for_attempt(db: Path, attempt: int, proc: subprocess.Popen[bytes], lim
         try:
             if read_head(head_path(db))["attempt"] >= attempt:
                 return True
-        except Exception:  # not written yet
+        except SigningError:  # not written yet
             pass
         time.sleep(0.005)
     return False
