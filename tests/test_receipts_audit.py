@@ -392,6 +392,16 @@ def test_a_rollback_of_log_and_head_is_caught_by_the_printed_head(template: Path
     assert code == 1 and "anchor" in out  # ... the head `cda run` printed catches it
 
 
+def test_a_run_never_starts_over_a_wiped_or_rewritten_log(template: Path, tmp_path: Path) -> None:
+    for name, attack in (("wiped", _wipe), ("deleted", _delete), ("rewritten", _resign_with_other_key)):
+        db = _copy(template, tmp_path / name)
+        attack(db, tmp_path)
+        before = db.read_bytes() if db.exists() else None
+        with pytest.raises(AuditLogError, match="will not"):
+            run_inputs(load_inputs(EXAMPLE), db.parent, base_dir=EXAMPLE.parent)
+        assert (db.read_bytes() if db.exists() else None) == before, name  # the evidence is left as it was
+
+
 def test_not_a_cda_log_is_exit_2_and_a_missing_one_too(tmp_path: Path) -> None:
     text = tmp_path / "notes.sqlite"
     text.write_text("hello " * 100)

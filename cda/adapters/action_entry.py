@@ -99,6 +99,9 @@ def run_inputs(
     out_dir.mkdir(parents=True, exist_ok=True)
     db = out_dir / "receipts.sqlite"
     signer = load_signer()  # before anything is written: a key problem stops the run at once
+    if head_path(db).exists() and (not db.exists() or db.stat().st_size == 0):  # keep the evidence as it is
+        raise AuditLogError(f"{db}: will not start a new receipt log: the log is gone or wiped, but its signed "
+                            f"head is still beside it (run `cda receipts verify {db}`)")
     events = EventStore(db)
     log = ReceiptLog(db)
     try:
