@@ -155,8 +155,12 @@ def trusted_public_key(directory: Path | None = None) -> str | None:
 def write_head(path: Path, doc: dict[str, Any]) -> None:
     """Write a signed head file atomically (a temporary file renamed over it)."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(canonical_json(doc) + "\n", encoding="utf-8")
-    os.replace(temp, path)
+    try:
+        temp.write_text(canonical_json(doc) + "\n", encoding="utf-8")
+        os.replace(temp, path)
+    except OSError as exc:  # a full disk, a read-only folder
+        temp.unlink(missing_ok=True)
+        raise SigningError(f"{path}: cannot write the signed head ({exc.strerror or exc})") from None
 
 
 def read_head(path: Path) -> dict[str, Any]:
