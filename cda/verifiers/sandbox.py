@@ -67,6 +67,7 @@ MAX_PROCESSES = 32
 #: bytes read from the result channel; anything beyond is dropped unread
 RESULT_LIMIT = 1 << 16
 _CONTROL_LIMIT = 1 << 12
+_STOP_GRACE = 2.0  # seconds the boot has to tear the namespace down after a timeout
 #: CDA's environment variable that makes the boot act as if the kernel refused namespaces
 REFUSE_ENV = "CDA_SANDBOX_REFUSE"
 #: processes of the sandbox itself counted in the user namespace (the boot, init) besides the check
@@ -226,6 +227,18 @@ def namespaces(cfg):
         os.close(status_r)
         os._exit(namespace_init(cfg, libc, ok, status_w))
     os.close(status_w)
+
+    def stop(signum, frame):
+        # the parent's timeout: kill init (the namespace dies with it) and wait until it is gone,
+        # so that nothing of the check is left when the parent reaps this process
+        try:
+            os.kill(init, signal.SIGKILL)
+            os.waitpid(init, 0)
+        except OSError:
+            pass
+        os._exit(128 + signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, stop)
     os.close(control)
     os.close(result)
     status = b""
@@ -373,12 +386,29 @@ def _first_json(raw: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the boot's process group (init with it); only while the boot is unreaped, so the id is ours."""
+def _stop(proc: subprocess.Popen[bytes], isolation: Isolation) -> None:
+    """End the boot and everything it started, and reap it.
+
+    With namespaces, the boot is asked (``SIGTERM``) to kill init and wait for it: the kernel has
+    then killed every process of the PID namespace. Whatever answers too slowly, and every
+    process of a ``process`` run, is killed with its process group, while the boot is unreaped
+    (so the group id is still ours).
+    """
+    if isolation == "namespaces":
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        end = time.monotonic() + _STOP_GRACE
+        while time.monotonic() < end:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                break
+            time.sleep(0.005)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    proc.wait()
 
 
 def run_sandboxed(
@@ -418,8 +448,7 @@ def run_sandboxed(
                     timed_out = True
         finally:
             if proc.returncode is None:
-                _kill_group(proc)
-                proc.wait()
+                _stop(proc, isolation)
     finally:
         os.close(control_r)
         os.close(result_r)

@@ -1,0 +1,418 @@
+"""Attacks on the function-check sandbox (issue 13): each is a real check that tries to escape.
+
+Every attack must fail: the check is not reported passed, the loopback listener the test starts
+receives nothing, files the test owns stay as they were, the parent survives and no process the
+check started outlives it. ``ATTACKS`` is the list the closing note counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cda.contracts.verification import VerifierOutcome
+from cda.verifiers.function_eval import run_function_check
+from cda.verifiers.sandbox import MAX_PROCESSES, REFUSE_ENV
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the kernel sandbox is Linux namespaces")
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A loopback TCP listener; the test asserts nobody connected."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.setblocking(False)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def nobody_connected(server: socket.socket) -> bool:
+    try:
+        conn, _ = server.accept()
+    except BlockingIOError:
+        return True
+    conn.close()
+    return False
+
+
+def check(body: str, **subs: object) -> str:
+    """A check's source: ``body`` is the body of ``check(claim)``; it returns True if the attack worked."""
+    text = textwrap.dedent(body)
+    for key, value in subs.items():
+        text = text.replace(key, str(value))
+    return "import os, sys, socket, subprocess, time, ctypes\ndef check(claim):\n" + textwrap.indent(text, "    ")
+
+
+def run(source: str, timeout_s: float = 5.0, **kwargs: object) -> VerifierOutcome:
+    return run_function_check("attack", source, "the claim", timeout_s=timeout_s, **kwargs)  # type: ignore[arg-type]
+
+
+def survivors(marker: str) -> list[int]:
+    """Host processes whose command line holds ``marker`` (the host's /proc sees every namespace)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+CONNECT = """
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.settimeout(2)
+s.connect(("127.0.0.1", PORT))
+s.sendall(b"escaped")
+return True
+"""
+
+NETWORK_ATTACKS = {
+    "plain socket": CONNECT,
+    "socket.__mro__": """
+        raw = socket.socket.__mro__[-2](2, 1)
+        raw.connect(("127.0.0.1", PORT))
+        return True
+    """,
+    "re-imported _socket": """
+        for name in [m for m in sys.modules if m in ("_socket", "socket")]:
+            del sys.modules[name]
+        import importlib
+        fresh = importlib.import_module("_socket")
+        s = fresh.socket(2, 1)
+        s.connect(("127.0.0.1", PORT))
+        return True
+    """,
+    "ctypes connect": """
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.socket(2, 1, 0)
+        if fd < 0:
+            return False
+        addr = (ctypes.c_ubyte * 16)(2, 0, PORT >> 8, PORT & 255, 127, 0, 0, 1)
+        return libc.connect(fd, addr, 16) == 0
+    """,
+    "python -c subprocess": """
+        code = "import socket; s = socket.create_connection(('127.0.0.1', PORT), 2); s.sendall(b'x')"
+        return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+    """,
+    "loopback brought up": """
+        subprocess.run(["ip", "link", "set", "lo", "up"], capture_output=True)
+        s = socket.socket()
+        s.connect(("127.0.0.1", PORT))
+        return True
+    """,
+}
+
+
+@pytest.mark.parametrize("attack", sorted(NETWORK_ATTACKS))
+def test_network_escapes_fail(attack: str, listener: socket.socket) -> None:
+    port = listener.getsockname()[1]
+    out = run(check(NETWORK_ATTACKS[attack], PORT=port))
+    assert out.status == "failed" and out.data["isolation"] == "namespaces", out
+    assert nobody_connected(listener)
+
+
+def test_writes_outside_the_temporary_directory_fail(tmp_path: Path) -> None:
+    target = tmp_path / "victim.txt"
+    target.write_text("original", encoding="utf-8")
+    source = check("""
+        wrote = 0
+        for i in range(50):
+            try:
+                with open("DIR/escape-%d.txt" % i, "w") as fh:
+                    fh.write("x")
+                wrote += 1
+            except OSError:
+                pass
+        for path in ("DIR/victim.txt", "/tmp/cda-escape-UUID"):
+            try:
+                with open(path, "w") as fh:
+                    fh.write("changed")
+                wrote += 1
+            except OSError:
+                pass
+        try:
+            os.rename("DIR/victim.txt", "DIR/moved.txt")
+            wrote += 1
+        except OSError:
+            pass
+        with open("mine.txt", "w") as fh:  # its own directory stays writable
+            fh.write("ok")
+        print("wrote", wrote)
+        return wrote > 0
+    """, DIR=tmp_path, UUID=uuid.uuid4().hex)
+    out = run(source)
+    assert (out.status, out.data.get("stdout_excerpt")) == ("failed", "wrote 0\n"), out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt"]
+    assert target.read_text(encoding="utf-8") == "original"
+    assert not list(Path("/tmp").glob("cda-escape-*"))
+
+
+def test_a_nested_namespace_cannot_remount_the_filesystem_writable(tmp_path: Path) -> None:
+    source = check("""
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+        steps = [libc.unshare(0x10000000 | 0x00020000)]  # a user and mount namespace of its own
+        steps.append(libc.mount(None, b"/", None, 32 | 4096, None))  # MS_REMOUNT | MS_BIND, without MS_RDONLY
+        steps.append(libc.mount(None, b"DIR", None, 32 | 4096, None))
+        try:
+            with open("DIR/remounted.txt", "w") as fh:
+                fh.write("x")
+            return True
+        except OSError as exc:
+            print(steps, exc.errno)
+            return False
+    """, DIR=tmp_path)
+    out = run(source)
+    assert out.status == "failed", out
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- the parent: environment, descriptors, signals ------------------------------------------
+VICTIM = """
+import json, os, sys
+from cda.verifiers.function_eval import run_function_check
+log = open(sys.argv[1], "a")  # a descriptor the check must not reach through /proc/<ppid>/fd
+source = sys.stdin.read().replace("PARENT", str(os.getpid()))
+out = run_function_check("attack", source, "the claim", timeout_s=float(sys.argv[2]))
+print(json.dumps(out.model_dump(mode="json")))
+"""
+
+
+def run_in_victim(tmp_path: Path, source: str, timeout_s: float = 5.0) -> tuple[VerifierOutcome, str]:
+    """Run ``source`` from a separate CDA process with a secret in its environment and a file open."""
+    secret = "s3cret-" + uuid.uuid4().hex
+    log = tmp_path / "receipts.log"
+    log.write_text("intact\n", encoding="utf-8")
+    env = {**os.environ, "CDA_REFLECTION_SECRET": secret}
+    done = subprocess.run([sys.executable, "-c", VICTIM, str(log), str(timeout_s)], input=source,
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr  # the parent survived and printed its outcome
+    assert log.read_text(encoding="utf-8") == "intact\n"
+    assert secret not in done.stdout and secret not in done.stderr
+    return VerifierOutcome.model_validate(json.loads(done.stdout)), secret
+
+
+def test_the_parents_environment_and_descriptors_are_out_of_reach(tmp_path: Path) -> None:
+    source = check("""
+        seen = []
+        for pid in ("PARENT", str(os.getppid()), "self", "1"):
+            for what in ("environ", "cmdline"):
+                try:
+                    with open("/proc/%s/%s" % (pid, what), "rb") as fh:
+                        seen.append(fh.read().decode("latin-1"))
+                except OSError:
+                    pass
+            try:
+                for fd in os.listdir("/proc/%s/fd" % pid):
+                    target = os.readlink("/proc/%s/fd/%s" % (pid, fd))
+                    seen.append(target)
+                    if "receipts.log" in target:
+                        with open("/proc/%s/fd/%s" % (pid, fd), "w") as fh:
+                            fh.write("tampered")
+            except OSError:
+                pass
+        text = " ".join(seen)
+        print(text[-190:])
+        return "s3cret" in text or "receipts.log" in text
+    """)
+    out, secret = run_in_victim(tmp_path, source)
+    assert out.status == "failed" and out.data["isolation"] == "namespaces", out
+    assert secret not in json.dumps(out.model_dump(mode="json"))
+
+
+def test_killing_the_parent_fails_and_the_parent_survives(tmp_path: Path) -> None:
+    source = check("""
+        import signal
+        hits = 0
+        for pid in (PARENT, os.getppid(), 1):  # never -1: were the sandbox broken, that kills the machine
+            try:
+                os.kill(pid, signal.SIGKILL)
+                hits += 1
+            except OSError:
+                pass
+        time.sleep(0.2)
+        print("signals delivered", hits)
+        return True
+    """)
+    out, _ = run_in_victim(tmp_path, source)
+    assert out.data["isolation"] == "namespaces"  # the victim printed it: it was not killed
+
+
+# ---- processes: fork bomb, setsid children, memory ------------------------------------------
+def test_a_fork_bomb_is_bounded() -> None:
+    marker = "cda-bomb-" + uuid.uuid4().hex
+    source = check("""
+        started = 0
+        for _ in range(200):
+            try:
+                pid = os.fork()
+            except OSError:
+                break
+            if pid == 0:
+                os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(30)", "MARKER"])
+            started += 1
+        print("started", started)
+        return started >= 200
+    """, MARKER=marker)
+    out = run(source)
+    assert out.status == "failed", out
+    started = int(out.data["stdout_excerpt"].split()[1])
+    assert 0 < started < MAX_PROCESSES
+    assert survivors(marker) == []
+
+
+@pytest.mark.parametrize("ends", ["by timing out", "by returning"])
+def test_setsid_children_do_not_outlive_the_check(ends: str, tmp_path: Path, listener: socket.socket) -> None:
+    marker = "cda-daemon-" + uuid.uuid4().hex
+    port = listener.getsockname()[1]
+    late = (f"import os, socket, time\ntime.sleep(1.0)\nopen({str(tmp_path / 'alive')!r}, 'w').write('alive')\n"
+            f"socket.create_connection(('127.0.0.1', {port}), 1)\n")
+    source = check("""
+        subprocess.Popen([sys.executable, "-c", LATE, "MARKER"], start_new_session=True)
+        if os.fork() == 0:  # a classic daemon: fork, setsid, fork again
+            os.setsid()
+            if os.fork() == 0:
+                os.execv(sys.executable, [sys.executable, "-c", LATE, "MARKER"])
+            os._exit(0)
+        time.sleep(0.3)
+        if ENDS:
+            while True:
+                pass
+        return True
+    """, LATE=repr(late), MARKER=marker, ENDS=ends == "by timing out")
+    out = run(source, timeout_s=1.0)
+    assert out.data["isolation"] == "namespaces"
+    assert out.data["reason"] == ("timeout" if ends == "by timing out" else "returned"), out
+    assert survivors(marker) == []
+    time.sleep(1.2)  # past the moment a survivor would write and connect
+    assert survivors(marker) == [] and list(tmp_path.iterdir()) == []
+    assert nobody_connected(listener)
+
+
+def test_a_10_gb_mapping_is_refused() -> None:
+    source = check("""
+        import mmap
+        m = mmap.mmap(-1, 10 << 30)
+        m[-1] = 1
+        return True
+    """)
+    out = run(source)
+    assert out.status == "failed" and out.data["isolation"] == "namespaces", out
+    assert out.detail in ("exceeded memory limit (256 MB)", "raised OSError: [Errno 12] Cannot allocate memory")
+
+
+def test_a_flood_on_the_result_channel_stays_bounded() -> None:
+    source = check("""
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                os.write(int(fd), b'{"kind": "raised", "type": "' + b"T" * 100000 + b'", "message": 7}')
+            except OSError:
+                pass
+        return True
+    """)
+    out = run(source)
+    assert out.status == "failed" and len(out.detail) < 450, out.detail[:100]
+
+
+# ---- a legitimate check, and failing closed -------------------------------------------------
+def test_a_legitimate_check_passes_and_names_its_isolation() -> None:
+    source = check("""
+        import json, re
+        with open("scratch.txt", "w") as fh:
+            fh.write(claim)
+        return re.fullmatch("the claim", open("scratch.txt").read()) is not None
+    """)
+    out = run(source)
+    assert (out.status, out.data["isolation"]) == ("passed", "namespaces")
+
+
+def test_where_the_kernel_refuses_namespaces_the_check_is_not_run(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(REFUSE_ENV, "1")
+    source = check("""
+        open("DIR/ran.txt", "w").write("x")
+        return True
+    """, DIR=tmp_path)
+    out = run(source)
+    assert (out.status, out.data["reason"], out.data["isolation"]) == ("skipped", "isolation_refused", "none")
+    assert "unshare: Operation not permitted" in out.detail and out.confidence_cap == 0.5
+    assert not (tmp_path / "ran.txt").exists()  # not run at all
+    # named by the caller, the weaker mode runs it, and says so (it could write there: it is weaker)
+    weaker = run(source, isolation="process")
+    assert (weaker.status, weaker.data["isolation"]) == ("passed", "process")
+    assert (tmp_path / "ran.txt").exists()
+    monkeypatch.setenv(REFUSE_ENV, "0")
+    (tmp_path / "ran.txt").unlink()
+    assert run(source, isolation="process").data["isolation"] == "namespaces"  # never weaker than needed
+
+
+def test_limits_out_of_range_are_refused_by_the_check_itself() -> None:
+    src = "def check(claim):\n    return True\n"
+    for kwargs in ({"timeout_s": 601.0}, {"memory_mb": 4097}, {"isolation": "none"}):
+        out = run(src, **kwargs)
+        assert (out.status, out.data["reason"], out.data["isolation"]) == ("failed", "invalid_limits", "none")
+
+
+# ---- through the Action runner: the budget, failing closed, the parent's signal ---------------
+def _action(tmp_path: Path, source: str, **function: object) -> tuple[object, dict[str, object]]:
+    from cda.actions.runner import run_action
+    from cda.contracts.action import CDAInputs
+
+    inputs = {"problem": "p", "dsl": "pred a\nhard: a\n", "goals": {"kind": "prove", "claims": ["a"]},
+              "budgets": function.pop("budgets", {"wall": None}),
+              "functions": [{"name": "probe", "source": source, "claims": ["a"], **function}]}
+    run = run_action(CDAInputs.model_validate(inputs), out_dir=tmp_path)
+    verifiers = json.loads((run.artifact_dir / "cda_plan" / "verifiers.json").read_text(encoding="utf-8"))
+    return run, next(v for v in verifiers if v["verifier"] == "function")
+
+
+def test_a_check_is_stopped_when_the_actions_budget_reaches_its_reserve(tmp_path: Path) -> None:
+    start = time.monotonic()
+    run, outcome = _action(tmp_path, "def check(claim):\n    while True:\n        pass\n",
+                           timeout_s=60, budgets={"wall": 2})
+    assert time.monotonic() - start < 2.5  # not 60 s: the check had until the reserve (1.6 s) at most
+    assert (outcome["status"], outcome["data"]["reason"]) == ("failed", "budget")
+    assert run.events[-1].type == "action_partial"  # type: ignore[attr-defined]
+
+
+def test_the_runner_fails_closed_and_names_a_weaker_isolation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(REFUSE_ENV, "1")
+    source = "def check(claim):\n    return True\n"
+    run, outcome = _action(tmp_path / "strict", source)
+    assert (outcome["status"], outcome["data"]["isolation"]) == ("skipped", "none")
+    verdict = run.outputs.verdicts[0]  # type: ignore[attr-defined]
+    assert verdict.confidence <= 0.5 and any("not run: the kernel refused" in c for c in verdict.caveats)
+    run, outcome = _action(tmp_path / "weak", source, isolation="process")
+    assert (outcome["status"], outcome["data"]["isolation"]) == ("passed", "process")
+    assert any("with process isolation only" in c for c in run.outputs.caveats)  # type: ignore[attr-defined]
+
+
+def test_a_check_that_kills_the_parent_leaves_the_run_ending_with_its_terminal_event(tmp_path: Path) -> None:
+    source = check("""
+        import signal
+        for pid in (PARENT, os.getppid(), 1):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        return True
+    """, PARENT=os.getpid())
+    run, outcome = _action(tmp_path, source)
+    assert outcome["data"]["isolation"] == "namespaces"
+    assert run.events[-1].type == "action_completed"  # type: ignore[attr-defined]
