@@ -416,3 +416,27 @@ def test_a_check_that_kills_the_parent_leaves_the_run_ending_with_its_terminal_e
     run, outcome = _action(tmp_path, source)
     assert outcome["data"]["isolation"] == "namespaces"
     assert run.events[-1].type == "action_completed"  # type: ignore[attr-defined]
+
+
+def test_a_check_dies_with_cda(tmp_path: Path) -> None:
+    """CDA killed while a check sleeps: the boot notices its parent is gone and ends the namespace."""
+    marker = "cda-orphan-" + uuid.uuid4().hex
+    source = check("""
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "MARKER"], start_new_session=True)
+        time.sleep(60)
+    """, MARKER=marker)
+    cda = subprocess.Popen([sys.executable, "-c", VICTIM, str(tmp_path / "log"), "30"], stdin=subprocess.PIPE,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert cda.stdin is not None
+    cda.stdin.write(source.encode())
+    cda.stdin.close()
+    end = time.monotonic() + 10
+    while not survivors(marker) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert survivors(marker), "the check never started"
+    cda.kill()
+    cda.wait()
+    end = time.monotonic() + 3
+    while survivors(marker) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert survivors(marker) == []

@@ -16,9 +16,12 @@ two channels below and the output files). What happens next depends on the *isol
     drops every capability (``capset``, ``no_new_privs``), so it can neither undo a mount nor
     bring the loopback up: the network namespace has only ``lo``, down. ``RLIMIT_NPROC`` is
     counted per user namespace (Linux 5.14+), so it bounds the processes the check can start
-    (:data:`MAX_PROCESSES`) whatever the uid outside. When the check's process ends, init ends,
-    and the kernel kills everything left in the PID namespace, ``setsid`` or not; on a timeout
-    the parent kills init's process group, with the same effect.
+    (:data:`MAX_PROCESSES`) whatever the uid outside (as root, the boot's real uid becomes
+    ``nobody`` first: root is exempt from that limit in every namespace; the effective uid stays,
+    so an interpreter under ``/root`` still loads). When the check's process ends, init ends, and
+    the kernel kills everything left in the PID namespace, ``setsid`` or not. On a timeout the
+    parent asks the boot (``SIGTERM``) to kill init and wait for the teardown, and the boot does
+    the same by itself when its parent (CDA) dies.
 
 ``process`` (only when the caller names it, and only where the kernel refuses namespaces)
     The check runs in a plain child process with the same resource limits, no child processes
@@ -172,6 +175,7 @@ def namespaces(cfg):
     import ctypes
     import errno
     import os
+    import select
     import signal
 
     control, result = cfg["control_fd"], cfg["result_fd"]
@@ -243,6 +247,10 @@ def namespaces(cfg):
     os.close(result)
     status = b""
     while True:
+        if not select.select([status_r], [], [], 0.25)[0]:
+            if os.getppid() != cfg["parent"]:  # CDA died: the check dies with it
+                stop(signal.SIGTERM, None)
+            continue
         chunk = os.read(status_r, 64)
         if not chunk:
             break
@@ -425,7 +433,7 @@ def run_sandboxed(
             "memory": memory_bytes, "output": output_bytes,
             "nproc": MAX_PROCESSES + _OWN_PROCESSES if isolation == "namespaces" else 0,
             "control_fd": control_w, "result_fd": result_w,
-            "refuse": os.environ.get(REFUSE_ENV, "") not in ("", "0"),
+            "refuse": os.environ.get(REFUSE_ENV, "") not in ("", "0"), "parent": os.getpid(),
         }
         args: Sequence[str] = [sys.executable, "-s", "-S", "-P", "-c", _BOOT, json.dumps(cfg)]
         with open(stdout, "wb") as out, open(stderr, "wb") as err:
