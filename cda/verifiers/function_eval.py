@@ -15,7 +15,8 @@ own limits, soft and hard alike so the code cannot raise them again:
   kills the process tree as well, which also covers code that sleeps);
 * ``RLIMIT_FSIZE`` — :data:`OUTPUT_LIMIT` bytes per file, which bounds what stdout/stderr (files
   in the temporary directory) can grow to;
-* ``RLIMIT_NPROC`` and ``RLIMIT_CORE`` 0.
+* ``RLIMIT_NPROC`` — :data:`~cda.verifiers.sandbox.MAX_PROCESSES` processes in the namespaces (0 in a
+  ``process`` run), and ``RLIMIT_CORE`` 0.
 
 **Fail closed.** Where the kernel refuses namespaces the check is *not run*: the outcome is
 ``skipped`` with the refused step, never ``passed``. A caller who accepts less says so by name,
