@@ -362,6 +362,46 @@ def test_where_the_kernel_refuses_namespaces_the_check_is_not_run(tmp_path: Path
     assert run(source, isolation="process").data["isolation"] == "namespaces"  # never weaker than needed
 
 
+REAL_REFUSAL = """
+import ctypes, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+go_r, go_w = os.pipe()
+ready_r, ready_w = os.pipe()
+pid = os.fork()
+if pid == 0:  # CDA, in a user namespace whose kernel limit forbids any nested one
+    if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        os._exit(3)
+    os.write(ready_w, b"u")
+    os.read(go_r, 1)
+    with open("/proc/sys/user/max_user_namespaces", "w") as fh:
+        fh.write("0")
+    from cda.verifiers.function_eval import run_function_check
+    source = "def check(claim):\\n    return True\\n"
+    for isolation in ("namespaces", "process"):
+        out = run_function_check("t", source, "c", isolation=isolation)
+        print(json.dumps(out.model_dump(mode="json")), flush=True)
+    os._exit(0)
+os.read(ready_r, 1)
+for name, text in (("uid_map", "0 0 1\\n65534 65534 1\\n"), ("setgroups", "deny"), ("gid_map", "0 0 1\\n")):
+    with open("/proc/%d/%s" % (pid, name), "w") as fh:
+        fh.write(text)
+os.write(go_w, b"m")
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mapping two uids into the harness's namespace needs root")
+def test_a_real_kernel_refusal_fails_closed() -> None:
+    """Not simulated: CDA runs where the kernel refuses user namespaces (max_user_namespaces 0)."""
+    done = subprocess.run([sys.executable, "-c", REAL_REFUSAL], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    strict, weak = (json.loads(line) for line in done.stdout.splitlines())
+    assert (strict["status"], strict["data"]["isolation"]) == ("skipped", "none")
+    assert "unshare: No space left on device" in strict["detail"]
+    assert (weak["status"], weak["data"]["isolation"]) == ("passed", "process")
+
+
 def test_limits_out_of_range_are_refused_by_the_check_itself() -> None:
     src = "def check(claim):\n    return True\n"
     for kwargs in ({"timeout_s": 601.0}, {"memory_mb": 4097}, {"isolation": "none"}):
