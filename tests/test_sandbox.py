@@ -183,6 +183,27 @@ def test_a_nested_namespace_cannot_remount_the_filesystem_writable(tmp_path: Pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_device_nodes_other_than_null_zero_random_cannot_be_opened() -> None:
+    """As root the check's effective uid owns every device node: a raw disk would bypass the
+    read-only mounts (a read-only mount does not cover writes to a device). Only the harmless four open."""
+    disks = sorted("/dev/" + name for name in os.listdir("/sys/block") if os.path.exists("/dev/" + name))
+    source = check("""
+        opened = []
+        for path in DISKS + ["/dev/mem", "/dev/kmem", "/dev/port", "/dev/kmsg", "/dev/loop-control"]:
+            for mode in ("rb", "r+b"):
+                try:
+                    with open(path, mode) as fh:
+                        fh.read(1)
+                    opened.append(path)
+                except OSError:
+                    pass
+        print(opened)
+        return bool(opened)
+    """, DISKS=repr(disks))
+    out = run(source)
+    assert (out.status, out.data.get("stdout_excerpt")) == ("failed", "[]\n"), out
+
+
 # ---- the parent: environment, descriptors, signals ------------------------------------------
 VICTIM = """
 import json, os, sys
@@ -336,6 +357,7 @@ def test_a_legitimate_check_passes_and_names_its_isolation() -> None:
         import json, re
         with open("scratch.txt", "w") as fh:
             fh.write(claim)
+        subprocess.run([sys.executable, "-c", "import os; os.urandom(8)"], stdout=subprocess.DEVNULL, check=True)
         return re.fullmatch("the claim", open("scratch.txt").read()) is not None
     """)
     out = run(source)

@@ -222,7 +222,12 @@ def namespaces(cfg):
             raise Refused("uid_map", exc.errno or 0) from None
         ok(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount: make / private")
         ok(libc.mount(tmp, tmp, None, MS_BIND, None), "mount: bind the temporary directory")
+        devices = [d for d in (b"/dev/null", b"/dev/zero", b"/dev/random", b"/dev/urandom") if os.path.exists(d)]
+        for device in devices:
+            ok(libc.mount(device, device, None, MS_BIND, None), "mount: bind " + device.decode())
         mount_setattr(b"/", True, ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV, 0, "mount_setattr: read-only /")
+        for device in devices:  # every other device node stays unopenable (nodev): disks, /dev/mem
+            mount_setattr(device, False, 0, ATTR_NODEV, "mount_setattr: open " + device.decode())
         mount_setattr(tmp, False, ATTR_NOEXEC, ATTR_RDONLY, "mount_setattr: writable temporary directory")
         os.chdir(tmp)  # the working directory through the writable bind, not the read-only mount beneath
     except Refused as exc:
