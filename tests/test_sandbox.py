@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -23,6 +25,7 @@ import pytest
 from cda.contracts.verification import VerifierOutcome
 from cda.verifiers.function_eval import run_function_check
 from cda.verifiers.sandbox import MAX_PROCESSES, REFUSE_ENV
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the kernel sandbox is Linux namespaces")
 
@@ -125,6 +128,48 @@ def test_network_escapes_fail(attack: str, listener: socket.socket) -> None:
     out = run(check(NETWORK_ATTACKS[attack], PORT=port))
     assert out.status == "failed" and out.data["isolation"] == "namespaces", out
     assert nobody_connected(listener)
+
+
+@pytest.mark.parametrize("where", ["/tmp (hidden)", "elsewhere (covered)"])
+def test_a_unix_socket_on_the_filesystem_cannot_be_reached(where: str, tmp_path: Path) -> None:
+    """A network namespace does not cover a socket reached by its path (a docker.sock, a server's
+    socket): as root, the check's effective uid owns them and a read-only mount does not stop connect."""
+    base = tmp_path if where.startswith("/tmp") else Path(tempfile.mkdtemp(prefix=".sock-", dir=ROOT))
+    path = base / "service.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    server.setblocking(False)
+    try:
+        out = run(check("""
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect("PATH")
+            s.sendall(b"escaped")
+            return True
+        """, PATH=path))
+        assert out.status == "failed" and out.data["isolation"] == "namespaces", out
+        assert nobody_connected(server)
+    finally:
+        server.close()
+        if base != tmp_path:
+            shutil.rmtree(base)
+
+
+def test_a_fifo_of_another_program_cannot_be_written(tmp_path: Path) -> None:
+    """A FIFO (say /run/initctl) is writable by its owner on a read-only mount: /tmp and /run are hidden."""
+    fifo = tmp_path / "control.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        out = run(check("""
+            fd = os.open("FIFO", os.O_WRONLY | os.O_NONBLOCK)
+            os.write(fd, b"shutdown")
+            return True
+        """, FIFO=fifo))
+        assert out.status == "failed", out
+        assert os.read(reader, 100) == b""
+    finally:
+        os.close(reader)
 
 
 def test_writes_outside_the_temporary_directory_fail(tmp_path: Path) -> None:

@@ -211,6 +211,7 @@ def namespaces(cfg):
                 os.setresuid(NOBODY, 0, 0)
             except OSError as exc:  # without it, no process limit would hold: refuse
                 raise Refused("real uid nobody", exc.errno or 0) from None
+        sockets = unix_socket_paths()  # read in the host's network namespace, before leaving it
         uid, gid = os.geteuid(), os.getegid()
         flags = 0x10000000 | 0x00020000 | 0x40000000 | 0x20000000 | 0x08000000 | 0x04000000
         ok(libc.unshare(flags), "unshare")  # user, mount, network, PID, IPC, UTS
@@ -221,7 +222,21 @@ def namespaces(cfg):
         except OSError as exc:
             raise Refused("uid_map", exc.errno or 0) from None
         ok(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount: make / private")
-        ok(libc.mount(tmp, tmp, None, MS_BIND, None), "mount: bind the temporary directory")
+        for path in sockets:  # a socket file is reached by path, not through the network namespace
+            if libc.mount(b"/dev/null", path, None, MS_BIND, None) != 0 and ctypes.get_errno() not in (
+                    errno.ENOENT, errno.ENOTDIR):
+                raise Refused("mount: cover the unix socket " + path.decode("utf-8", "replace")[:100],
+                              ctypes.get_errno())
+        # where sockets and FIFOs of other programs live (and appear while the check runs): hidden
+        # under empty file systems; the check's own directory is bound back in at its path
+        work = os.open(tmp, os.O_PATH | os.O_DIRECTORY)
+        for hidden in (b"/tmp", b"/var/tmp", b"/run", b"/dev/shm"):
+            if os.path.isdir(hidden) and not os.path.islink(hidden):
+                ok(libc.mount(b"tmpfs", hidden, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=1m,mode=755"),
+                   "mount: hide " + hidden.decode())
+        os.makedirs(tmp, exist_ok=True)
+        ok(libc.mount(b"/proc/self/fd/%d" % work, tmp, None, MS_BIND, None), "mount: bind the temporary directory")
+        os.close(work)
         devices = [d for d in (b"/dev/null", b"/dev/zero", b"/dev/random", b"/dev/urandom") if os.path.exists(d)]
         for device in devices:
             ok(libc.mount(device, device, None, MS_BIND, None), "mount: bind " + device.decode())
@@ -270,6 +285,21 @@ def namespaces(cfg):
         signal.signal(number, signal.SIG_DFL)
         os.kill(os.getpid(), number)
     return os.WEXITSTATUS(code) if os.WIFEXITED(code) else 1
+
+
+def unix_socket_paths():
+    # the filesystem unix sockets bound in this network namespace (their paths, as bytes)
+    paths = set()
+    try:
+        with open("/proc/net/unix", "rb") as fh:
+            next(fh, None)
+            for line in fh:
+                fields = line.rstrip(b"\n").split(b" ", 7)
+                if len(fields) == 8 and fields[7].startswith(b"/"):
+                    paths.add(fields[7])
+    except OSError as exc:
+        raise Refused("read /proc/net/unix", exc.errno or 0) from None
+    return sorted(paths)
 
 
 def namespace_init(cfg, libc, ok, status_w):
