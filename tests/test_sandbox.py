@@ -208,6 +208,27 @@ def test_writes_outside_the_temporary_directory_fail(tmp_path: Path) -> None:
     assert not list(Path("/tmp").glob("cda-escape-*"))
 
 
+def test_the_checks_own_directory_is_bounded(tmp_path: Path) -> None:
+    """Its directory is a 64 MiB tmpfs: writing 200 MiB in 1 MiB files fills it, not the host's disk."""
+    before = shutil.disk_usage(tempfile.gettempdir()).free
+    source = check("""
+        written = 0
+        try:
+            for i in range(200):
+                with open("f%d" % i, "wb") as fh:
+                    fh.write(b"x" * (1 << 20))
+                written += 1
+        except OSError as exc:
+            print(written, exc.errno)
+        return written == 200
+    """)
+    out = run(source, timeout_s=20.0)
+    assert out.status == "failed", out
+    written, errno_ = out.data["stdout_excerpt"].split()
+    assert int(written) <= 64 and errno_ in ("28", "27")  # ENOSPC (or EFBIG)
+    assert shutil.disk_usage(tempfile.gettempdir()).free > before - (32 << 20)
+
+
 def test_a_nested_namespace_cannot_remount_the_filesystem_writable(tmp_path: Path) -> None:
     source = check("""
         libc = ctypes.CDLL(None, use_errno=True)

@@ -489,7 +489,7 @@ def test_function_child_runs_isolated() -> None:
         "import os, sys\n"
         "def check(claim):\n"
         "    env_ok = set(os.environ) <= {'PYTHONHASHSEED', 'LC_CTYPE'}\n"  # LC_CTYPE: PEP 538 coercion
-        "    files = sorted(os.listdir('.')) == ['input.json', 'stderr.txt', 'stdout.txt']\n"
+        "    files = sorted(os.listdir('.')) == ['input.json']\n"  # its own tmpfs: stdout/stderr are CDA's files
         "    stdin_empty = sys.stdin.read() == ''\n"
         "    return env_ok and files and stdin_empty\n"
     )

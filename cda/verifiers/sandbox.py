@@ -7,10 +7,14 @@ two channels below and the output files). What happens next depends on the *isol
 ``namespaces`` (the default, required unless the caller accepts less)
     The interpreter (the *boot*) calls ``unshare(2)`` through the C library for new **user,
     mount, network, PID, IPC and UTS** namespaces, maps its own user to uid 1000 of the new
-    user namespace, makes every mount private, binds the check's temporary directory onto
-    itself and turns the whole tree **read-only, nosuid, nodev** with one recursive
-    ``mount_setattr(2)`` (Linux 5.12 or later) except that directory (left writable but
-    ``noexec``). It then forks the namespace's *init* (PID 1), which mounts a fresh ``/proc``
+    user namespace, makes every mount private, covers every unix socket of CDA's network
+    namespace with ``/dev/null`` and hides ``/tmp``, ``/var/tmp``, ``/run`` and ``/dev/shm``
+    under empty file systems (a network namespace stops neither ``connect`` to a socket by path
+    nor a write to a FIFO), mounts a tmpfs of :data:`SCRATCH_BYTES` at the check's temporary
+    directory (with its input copied in), and turns the whole tree **read-only, nosuid, nodev**
+    with one recursive ``mount_setattr(2)`` (Linux 5.12 or later) except that tmpfs (left
+    writable but ``noexec``) and ``/dev/null``, ``zero``, ``random`` and ``urandom`` (the only
+    device nodes that open: as root the check's effective uid owns every disk). It then forks the namespace's *init* (PID 1), which mounts a fresh ``/proc``
     (this PID namespace only: no parent, no parent's environment or descriptors) and ``/sys``
     (this network namespace only), and forks the process that runs the check. That process
     drops every capability (``capset``, ``no_new_privs``), so it can neither undo a mount nor
@@ -58,6 +62,7 @@ __all__ = [
     "MAX_PROCESSES",
     "REFUSE_ENV",
     "RESULT_LIMIT",
+    "SCRATCH_BYTES",
     "Isolation",
     "SandboxRun",
     "run_sandboxed",
@@ -67,6 +72,8 @@ Isolation = Literal["namespaces", "process"]
 ISOLATIONS: tuple[Isolation, ...] = ("namespaces", "process")
 #: processes a check may run at once in the namespace sandbox, itself included
 MAX_PROCESSES = 32
+#: size of the check's own (tmpfs) directory in the namespace sandbox
+SCRATCH_BYTES = 64 << 20
 #: bytes read from the result channel; anything beyond is dropped unread
 RESULT_LIMIT = 1 << 16
 _CONTROL_LIMIT = 1 << 12
@@ -232,15 +239,20 @@ def namespaces(cfg):
                 raise Refused("mount: cover the unix socket " + path.decode("utf-8", "replace")[:100],
                               ctypes.get_errno())
         # where sockets and FIFOs of other programs live (and appear while the check runs): hidden
-        # under empty file systems; the check's own directory is bound back in at its path
-        work = os.open(tmp, os.O_PATH | os.O_DIRECTORY)
+        # under empty file systems
+        with open(os.path.join(tmp, b"input.json"), "rb") as fh:
+            staged = fh.read()
         for hidden in (b"/tmp", b"/var/tmp", b"/run", b"/dev/shm"):
             if os.path.isdir(hidden) and not os.path.islink(hidden):
                 ok(libc.mount(b"tmpfs", hidden, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=1m,mode=755"),
                    "mount: hide " + hidden.decode())
+        # the check's own directory, at the same path: a tmpfs of bounded size (the host's disk is
+        # not its to fill), holding its input; its stdout and stderr are the files CDA opened
         os.makedirs(tmp, exist_ok=True)
-        ok(libc.mount(b"/proc/self/fd/%d" % work, tmp, None, MS_BIND, None), "mount: bind the temporary directory")
-        os.close(work)
+        ok(libc.mount(b"tmpfs", tmp, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      b"size=%d,nr_inodes=4096,mode=700" % cfg["scratch"]), "mount: the temporary directory")
+        with open(os.path.join(tmp, b"input.json"), "wb") as fh:
+            fh.write(staged)
         devices = [d for d in (b"/dev/null", b"/dev/zero", b"/dev/random", b"/dev/urandom") if os.path.exists(d)]
         for device in devices:
             ok(libc.mount(device, device, None, MS_BIND, None), "mount: bind " + device.decode())
@@ -479,6 +491,7 @@ def run_sandboxed(
             "nproc": MAX_PROCESSES + _OWN_PROCESSES if isolation == "namespaces" else 0,
             "control_fd": control_w, "result_fd": result_w,
             "refuse": os.environ.get(REFUSE_ENV, "") not in ("", "0"), "parent": os.getpid(),
+            "scratch": SCRATCH_BYTES,
         }
         args: Sequence[str] = [sys.executable, "-s", "-S", "-P", "-c", _BOOT, json.dumps(cfg)]
         with open(stdout, "wb") as out, open(stderr, "wb") as err:
