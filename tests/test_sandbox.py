@@ -270,6 +270,53 @@ def test_device_nodes_other_than_null_zero_random_cannot_be_opened() -> None:
     assert (out.status, out.data.get("stdout_excerpt")) == ("failed", "[]\n"), out
 
 
+SYSCTL_WRITE = """
+def write_back():  # writes a global sysctl's current value back: harmless, but must be refused
+    wrote = []
+    for path in ("/proc/sys/vm/swappiness", "/proc/sys/kernel/printk_ratelimit"):
+        try:
+            value = open(path).read()
+            with open(path, "w") as fh:
+                fh.write(value)
+            wrote.append(path)
+        except OSError:
+            pass
+    return wrote
+"""
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_global_sysctls_cannot_be_written(nested: bool) -> None:
+    """As root the check's effective uid passes the sysctls' permission test: /proc is read-only,
+    and a fresh /proc in a nested namespace must be read-only too (the kernel locks the flag)."""
+    source = SYSCTL_WRITE + check("""
+        if not NESTED:
+            wrote = write_back()
+        else:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+            if libc.unshare(0x10000000 | 0x00020000 | 0x20000000) != 0:  # user, mount, PID
+                return False
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                mounted = libc.mount(b"proc", b"/proc", b"proc", 0, None) == 0
+                os.write(w, b"mounted " if mounted else b"refused ")
+                os.write(w, " ".join(write_back()).encode())
+                os._exit(0)
+            os.close(w)
+            os.waitpid(pid, 0)
+            text = os.read(r, 1000).decode()
+            print(text)
+            wrote = text.split()[1:]
+        print(wrote)
+        return bool(wrote)
+    """, NESTED=nested)
+    out = run(source)
+    assert out.status == "failed" and out.data["isolation"] == "namespaces", out
+
+
 # ---- the parent: environment, descriptors, signals ------------------------------------------
 VICTIM = """
 import json, os, sys

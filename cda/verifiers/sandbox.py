@@ -326,7 +326,7 @@ def namespace_init(cfg, libc, ok, status_w):
     control, result = cfg["control_fd"], cfg["result_fd"]
     try:
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the boot
-        ok(libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, None), "mount: /proc of the PID namespace")
+        ok(libc.mount(b"proc", b"/proc", b"proc", 1 | 2 | 4 | 8, None), "mount: /proc of the PID namespace")  # read-only: sysctls
         if libc.mount(b"sysfs", b"/sys", b"sysfs", 1 | 2 | 4 | 8, None) != 0:
             ok(libc.mount(b"tmpfs", b"/sys", b"tmpfs", 1 | 2 | 4 | 8, None), "mount: hide /sys")
         libc.sethostname(b"cda-check", 9)
