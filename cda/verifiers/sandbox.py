@@ -14,9 +14,11 @@ two channels below and the output files). What happens next depends on the *isol
     directory (with its input copied in), and turns the whole tree **read-only, nosuid, nodev**
     with one recursive ``mount_setattr(2)`` (Linux 5.12 or later) except that tmpfs (left
     writable but ``noexec``) and ``/dev/null``, ``zero``, ``random`` and ``urandom`` (the only
-    device nodes that open: as root the check's effective uid owns every disk). It then forks the namespace's *init* (PID 1), which mounts a fresh ``/proc``
-    (this PID namespace only: no parent, no parent's environment or descriptors) and ``/sys``
-    (this network namespace only), and forks the process that runs the check. That process
+    device nodes that open: as root the check's effective uid owns every disk). It then forks
+    the namespace's *init* (PID 1), which mounts a fresh, read-only ``/proc`` (this PID namespace
+    only: no parent, no parent's environment or descriptors; read-only because the check's
+    effective uid would pass the sysctls' own permission test) and ``/sys`` (this network
+    namespace only), and forks the process that runs the check. That process
     drops every capability (``capset``, ``no_new_privs``), so it can neither undo a mount nor
     bring the loopback up: the network namespace has only ``lo``, down. ``RLIMIT_NPROC`` is
     counted per user namespace (Linux 5.14+), so it bounds the processes the check can start
