@@ -370,6 +370,43 @@ def test_the_parents_environment_and_descriptors_are_out_of_reach(tmp_path: Path
     assert secret not in json.dumps(out.model_dump(mode="json"))
 
 
+KEYRING_VICTIM = """
+import ctypes, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+long = ctypes.c_long
+assert libc.syscall(long(250), long(1), None) >= 0  # this CDA process: a session keyring of its own
+secret = sys.argv[1].encode()
+assert libc.syscall(long(248), b"user", b"cda-secret", secret, long(len(secret)), long(-3)) > 0  # add_key to @s
+from cda.verifiers.function_eval import run_function_check
+out = run_function_check("attack", sys.stdin.read(), "the claim")
+print(json.dumps(out.model_dump(mode="json")))
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the harness calls keyctl by its x86_64 number")
+def test_cdas_session_keyring_is_out_of_reach() -> None:
+    secret = "k3y-" + uuid.uuid4().hex
+    source = check("""
+        libc = ctypes.CDLL(None, use_errno=True)
+        long = ctypes.c_long
+        found = []
+        for ring in (-3, -4, -5, -1, -2):  # session, user, user-session, thread, process
+            key = libc.syscall(long(250), long(10), long(ring), b"user", b"cda-secret", long(0))  # KEYCTL_SEARCH
+            if key > 0:
+                buf = ctypes.create_string_buffer(200)
+                n = libc.syscall(long(250), long(11), long(key), buf, long(200))  # KEYCTL_READ
+                found.append(buf.raw[:max(n, 0)].decode())
+        print(found)
+        return bool(found)
+    """)
+    done = subprocess.run([sys.executable, "-c", KEYRING_VICTIM, secret], input=source, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert (out["status"], out["data"]["stdout_excerpt"]) == ("failed", "[]\n"), out
+    assert secret not in done.stdout
+
+
 def test_killing_the_parent_fails_and_the_parent_survives(tmp_path: Path) -> None:
     source = check("""
         import signal

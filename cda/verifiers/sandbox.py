@@ -91,6 +91,7 @@ import time
 
 
 NOBODY = 65534
+KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 280, "s390x": 280, "armv7l": 311, "i686": 288}
 
 
 class Refused(Exception):
@@ -223,6 +224,11 @@ def namespaces(cfg):
             except OSError as exc:  # without it, no process limit would hold: refuse
                 raise Refused("real uid nobody", exc.errno or 0) from None
         sockets = unix_socket_paths()  # read in the host's network namespace, before leaving it
+        # CDA's session keyring (its keys readable by any process that possesses it) is replaced
+        # by a fresh, empty one: keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)
+        keyctl = KEYCTL.get(os.uname().machine)
+        if keyctl is None or libc.syscall(ctypes.c_long(keyctl), ctypes.c_long(1), None) < 0:
+            raise Refused("keyctl: a new session keyring", ctypes.get_errno() if keyctl else errno.ENOSYS)
         uid, gid = os.geteuid(), os.getegid()
         flags = 0x10000000 | 0x00020000 | 0x40000000 | 0x20000000 | 0x08000000 | 0x04000000
         ok(libc.unshare(flags), "unshare")  # user, mount, network, PID, IPC, UTS
