@@ -637,8 +637,11 @@ def test_a_check_dies_with_cda(tmp_path: Path) -> None:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "MARKER"], start_new_session=True)
         time.sleep(60)
     """, MARKER=marker)
+    scratch = tmp_path / "tmp"  # the killed CDA cannot remove its temporary directory: keep it in ours
+    scratch.mkdir()
     cda = subprocess.Popen([sys.executable, "-c", VICTIM, str(tmp_path / "log"), "30"], stdin=subprocess.PIPE,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env={**os.environ, "TMPDIR": str(scratch)})
     assert cda.stdin is not None
     cda.stdin.write(source.encode())
     cda.stdin.close()
@@ -652,3 +655,4 @@ def test_a_check_dies_with_cda(tmp_path: Path) -> None:
     while survivors(marker) and time.monotonic() < end:
         time.sleep(0.05)
     assert survivors(marker) == []
+    assert [p.name[:7] for p in scratch.iterdir()] == ["cda-fn-"]  # it ran where we said
