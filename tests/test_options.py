@@ -219,8 +219,13 @@ def test_bad_budgets_are_named(tmp_path: Path, budgets: str, words: str) -> None
 
 def test_function_and_llm_limits_stay_finite() -> None:
     src = "def check(claim):\n    return True\n"
-    with pytest.raises(ValueError, match="functions\\[\\].timeout_s must be .* at most 1000000, not inf"):
-        CDAInputs.model_validate({"dsl": "hyp a", "functions": [{"name": "f", "source": src, "timeout_s": math.inf}]})
+    for bad in (math.inf, 601):  # a function check's time has a bound of its own (the sandbox's)
+        with pytest.raises(ValueError, match=f"functions\\[\\].timeout_s must be .* at most 600, not {bad}"):
+            CDAInputs.model_validate({"dsl": "hyp a", "functions": [{"name": "f", "source": src, "timeout_s": bad}]})
+    with pytest.raises(ValueError, match="functions\\[\\].memory_mb must be a whole number from 32 to 4096, not 4097"):
+        CDAInputs.model_validate({"dsl": "hyp a", "functions": [{"name": "f", "source": src, "memory_mb": 4097}]})
+    with pytest.raises(ValueError, match="isolation"):
+        CDAInputs.model_validate({"dsl": "hyp a", "functions": [{"name": "f", "source": src, "isolation": "none"}]})
     with pytest.raises(ValueError, match="functions\\[\\].memory_mb must be a whole number from 32"):
         CDAInputs.model_validate({"dsl": "hyp a", "functions": [{"name": "f", "source": src, "memory_mb": 1}]})
     with pytest.raises(ValueError, match="llm.timeout_s must be"):

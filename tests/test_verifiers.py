@@ -441,7 +441,13 @@ def test_function_timeout(source: str) -> None:
     assert out.data["reason"] == "timeout"
 
 
-def test_function_socket_is_refused_by_the_runner() -> None:
+@pytest.mark.parametrize(
+    ("refuse", "detail"),
+    [("", "raised OSError: [Errno 101] Network is unreachable"),  # the kernel: a network namespace
+     ("1", "raised PermissionError: network access is disabled in the CDA function sandbox")],  # process: best effort
+)
+def test_function_socket_is_refused(refuse: str, detail: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CDA_SANDBOX_REFUSE", refuse)
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         server.bind(("127.0.0.1", 0))
@@ -454,9 +460,9 @@ def test_function_socket_is_refused_by_the_runner() -> None:
             "    return True\n",
         ]
         for source in sources:
-            out = run_check(source)
-            assert out.status == "failed"
-            assert out.detail == "raised PermissionError: network access is disabled in the CDA function sandbox"
+            out = run_check(source, isolation="process")
+            assert (out.status, out.detail) == ("failed", detail)
+            assert out.data["isolation"] == ("process" if refuse else "namespaces")
         server.setblocking(False)
         with pytest.raises(BlockingIOError):  # nobody connected
             server.accept()
@@ -483,7 +489,7 @@ def test_function_child_runs_isolated() -> None:
         "import os, sys\n"
         "def check(claim):\n"
         "    env_ok = set(os.environ) <= {'PYTHONHASHSEED', 'LC_CTYPE'}\n"  # LC_CTYPE: PEP 538 coercion
-        "    files = sorted(os.listdir('.')) == ['input.json', 'stderr.txt', 'stdout.txt']\n"
+        "    files = sorted(os.listdir('.')) == ['input.json']\n"  # its own tmpfs: stdout/stderr are CDA's files
         "    stdin_empty = sys.stdin.read() == ''\n"
         "    return env_ok and files and stdin_empty\n"
     )

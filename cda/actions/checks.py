@@ -247,12 +247,18 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
                 state.recorder.record("function", f"function.{fn.name}", {"claim": text},
                                       {"reason": "skipped by the degradation ladder"}, status="stub")
                 continue
-            o = _outcome(state, run_function_check(fn.name, fn.source, text, fn.timeout_s, fn.memory_mb))
+            # the check's time counts against the action's wall budget: it stops at the reserve
+            o = _outcome(state, run_function_check(fn.name, fn.source, text, fn.timeout_s, fn.memory_mb,
+                                                   isolation=fn.isolation, budget_s=state.budget.search_remaining()))
             out.outcomes.append(o)
+            isolated = o.data.get("isolation")
             if o.status != "passed":
                 for c in claims:
                     if text in c.claim or c.claim.endswith(" " + text):
                         c.lower("inconclusive", 0.5, [f"function {fn.name}: {o.detail}"])
+            elif isolated != "namespaces":
+                out.caveats.append(f"function {fn.name} passed on {text!r} with {isolated} isolation only "
+                                   "(the kernel refused namespaces; the caller accepted a plain process)")
 
     # Ken evidence for every claim's atoms
     if state.ken is not None:

@@ -55,7 +55,9 @@ Observation = Annotated[SpanRef | ArtifactRef, Field(discriminator="kind")]
 
 KEN_SUFFIXES = (".json", ".csv", ".graphml")
 MIN_FUNCTION_MB = 32  # a Python interpreter does not start in less address space
-MAX_FUNCTION_MB = 1 << 20  # a terabyte: the sandbox's address-space limit is MB << 20 bytes
+#: address space per process of a function check (the sandbox allows a few dozen processes)
+MAX_FUNCTION_MB = 4096
+MAX_FUNCTION_SECONDS = 600  # a function check is a quick deterministic test, not a job
 
 
 class _Model(BaseModel):
@@ -198,11 +200,16 @@ class FunctionCheck(_Model):
     claims: list[str] = Field(default_factory=list)
     timeout_s: float = Field(default=5.0, gt=0)
     memory_mb: int = Field(default=256, gt=0)
+    isolation: Literal["namespaces", "process"] = Field(
+        default="namespaces",
+        description="the weakest isolation accepted: 'namespaces' (the check is not run where the kernel "
+        "refuses them) or 'process' (a plain child process there; best effort, see docs/actions.md)",
+    )
 
     @field_validator("timeout_s", mode="before")
     @classmethod
     def _timeout(cls, value: object) -> object:
-        return limits.seconds("functions[].timeout_s", value, unlimited=False, positive=True)
+        return limits.seconds("functions[].timeout_s", value, unlimited=False, positive=True, high=MAX_FUNCTION_SECONDS)
 
     @field_validator("memory_mb", mode="before")
     @classmethod

@@ -97,12 +97,14 @@ def port(name: str, value: object) -> int:
     return whole(name, value, low=0, high=MAX_PORT)
 
 
-def seconds(name: str, value: object, *, unlimited: bool = True, positive: bool = False) -> float:
+def seconds(
+    name: str, value: object, *, unlimited: bool = True, positive: bool = False, high: float = MAX_FINITE_SECONDS
+) -> float:
     """A duration in seconds: a real number, 0 or more (more than 0 with ``positive``), returned
     as a float (a whole number past the float range is ``inf``).
 
     With ``unlimited`` (the default), ``+inf`` means no limit and any finite value is accepted;
-    without it the value must be finite and at most :data:`MAX_FINITE_SECONDS`.
+    without it the value must be finite and at most ``high`` (default :data:`MAX_FINITE_SECONDS`).
 
     >>> seconds("budgets.wall", float("nan"), positive=True)
     Traceback (most recent call last):
@@ -113,10 +115,10 @@ def seconds(name: str, value: object, *, unlimited: bool = True, positive: bool 
     x = _real(value) if isinstance(value, int | float) and number else math.nan
     ok = number and not math.isnan(x) and (x > 0 if positive else x >= 0)
     if ok and not unlimited:
-        ok = x <= MAX_FINITE_SECONDS
+        ok = x <= min(high, MAX_FINITE_SECONDS)
     if not ok:
         least = "more than 0" if positive else "0 or more"
-        allowed = "(inf for no limit)" if unlimited else f"and at most {MAX_FINITE_SECONDS}"
+        allowed = "(inf for no limit)" if unlimited else f"and at most {min(high, MAX_FINITE_SECONDS)}"
         raise OptionError(f"{name} must be a number of seconds, {least} {allowed}, not {_shown(value)}")
     return x
 
