@@ -47,6 +47,7 @@ from cda.errors import CDAError, DSLError
 from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions, run
 from cda.solver.route import choose_backend
+from cda.verifiers.llm_gate import TokenMeter
 
 __all__ = ["ActionRun", "RunSettings", "accept_bump", "run_action"]
 
@@ -219,7 +220,7 @@ def _run(
     backend = choose_backend(gp, inputs.backend)
     state = VerificationState(inputs=inputs, problem=problem, ken=ken, recorder=recorder, stream=stream,
                               budget=budget, llm_factory=llm_factory,
-                              thresholds=thresholds)
+                              thresholds=thresholds, meter=TokenMeter(inputs.budgets.tokens))
     frontier0 = state.initial_frontier(gp, settings.ken_depth)
     stream.checkpoint("plan_delta", {"round": 0, "frontier_seeds": frontier0, "beam": params.beam,
                                      "backend": backend, "depth_cap": params.depth_cap})
@@ -351,7 +352,7 @@ def _run(
         verifiers=[o.model_dump(mode="json") for o in verified.outcomes],
         receipts=recorder.receipts_json(),
     )
-    evidence_id = writer.write_evidence_bundle(verified.citations, recorder.stubs())
+    evidence_id = writer.write_evidence_bundle(verified.citations, recorder.stubs(), verified.unverified)
     stream.checkpoint("boundary_summary", {"draft": False, "summary_artifact_id": summary_id, "text": summary})
     recorder.record("action", "action.converged", {"status": status},
                     {"summary": summary_id, "plan": plan_id, "evidence": evidence_id})
