@@ -54,7 +54,13 @@ def boundary_summary(
     if inputs.problem.strip():
         out += [f"Problem: {_line(inputs.problem, 300)}", ""]
     if abstain is not None:
-        out += ["## Abstained", "", f"- {_line(str(getattr(abstain, 'summary', abstain)), 300)}", ""]
+        out += ["## Abstained", "", f"- {_line(str(getattr(abstain, 'summary', abstain)), 300)}"]
+        out += [f"- missing: {_line(m, 200)}" for m in list(getattr(abstain, "missing_knowledge", []))[:5]]
+        action = getattr(abstain, "action", None)
+        if action is not None:
+            out.append(f"- next step: {action.next_step} (augment with: "
+                       f"{', '.join(action.suggested_ckg_augment_inputs)})")
+        out += ["- no explanation is offered as a conclusion", ""]
     out += ["## Decisions", ""]
     if not verdicts:
         out.append("- none: no claim was settled")

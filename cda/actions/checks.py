@@ -29,11 +29,12 @@ from typing import Any
 
 from cda.actions.approvals import egress_decision, pii_decision, record_decision
 from cda.actions.budget import Budget
+from cda.actions.grounding import ground_in_ken
 from cda.actions.problem import ActionProblem, observe_literal
 from cda.actions.receipts_sink import Recorder
 from cda.actions.scoring import band_for, normalised_entropy, score
 from cda.actions.stream import EventStream
-from cda.contracts.abstain import AbstainOutput, AbstainThresholds, CoverageReport
+from cda.contracts.abstain import AbstainOutput, AbstainThresholds, CoverageReport, LowCoverageReview
 from cda.contracts.action import ActionVerdict, CDAInputs, NextTestSuggestion
 from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.contracts.refs import SpanRef
@@ -44,7 +45,7 @@ from cda.encodings.ir import GroundProblem
 from cda.errors import CDAError
 from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions
-from cda.verifiers.abstain import low_coverage_reasons, should_abstain
+from cda.verifiers.abstain import low_coverage_reasons
 from cda.verifiers.agreement_outcome import agreement_outcome
 from cda.verifiers.arithmetic import looks_arithmetic, verify_arithmetic
 from cda.verifiers.coverage import coverage_report
@@ -116,9 +117,10 @@ class VerificationState:
     def initial_frontier(self, gp: GroundProblem, depth: int) -> list[str]:
         """Abducibles about Ken's candidate causes of the symptoms first, then the other abducibles."""
         hyps = gp.hyp_atoms
-        if self.ken is None:
-            return hyps[:50]
-        report = coverage_report(self.ken, self.problem.evidence + self.problem.observed_literals,
+        # without a Ken graph coverage is measured on an empty one: every figure is 0, and the
+        # abstain rule reads that as it reads a graph that knows nothing of the anomaly
+        report = coverage_report(self.ken if self.ken is not None else KenGraph(),
+                                 self.problem.evidence + self.problem.observed_literals,
                                  self.symptoms(), depth=depth)
         self.coverage = report
         for q in report.queries:
@@ -140,6 +142,7 @@ class Verified:
     abstain: AbstainOutput | None = None
     unverified: list[dict[str, Any]] = field(default_factory=list)  # claims a required check failed closed on
     review_abstained: list[str] = field(default_factory=list)  # claims the provider's verifier abstained on
+    review: LowCoverageReview | None = None
 
 
 @dataclass
@@ -284,18 +287,8 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
     # the LLM gate
     _llm(state, gp, claims, out, skip_external)
 
-    # abstention (seed 001): Ken must cover the symptoms before an explanation is offered as one
-    if state.coverage is not None:
-        abstain = should_abstain(state.coverage, state.thresholds)
-        settled = any(v.status in ("supported", "refuted") for v in result.verdicts)
-        if abstain is not None and not settled:
-            out.abstain = abstain
-            out.caveats.append(f"abstained: {abstain.reason}")
-        elif abstain is not None:
-            out.caveats.append(f"low Ken coverage ({abstain.reason}): explanations are unverified hypotheses")
-            for c in claims:
-                if c.hypothesis_id.startswith("h") and c.claim.startswith("explanation:"):
-                    c.lower(c.status, 0.49, ["low Ken coverage"])
+    # seed 001: enforcement, the low-coverage verifier pass, the abstain rule
+    _ground(state, result, claims, out)
 
     probs = [h.posterior for h in result.hypotheses]
     uncertainty = normalised_entropy(probs) + (0.0 if result.enumeration_complete else 0.25)
@@ -328,6 +321,36 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
             out.research.append(NextTestSuggestion(question=f"Find evidence for or against: {c.claim}",
                                                    suggested_ability="research"))
     return out
+
+
+def _ground(state: VerificationState, result: SolveResult, claims: list[_Claim], out: Verified) -> None:
+    """Seed 001 on the run (:mod:`cda.actions.grounding`), applied to the claims; only lowers."""
+    if state.coverage is None:  # pragma: no cover - initial_frontier always measures it
+        return
+    g = ground_in_ken(state.coverage, state.thresholds, state.ken, result, state.recorder,
+                      provider_abstained=out.review_abstained)
+    out.review = g.review
+    if g.review is not None and g.review.triggered:
+        _outcome(state, VerifierOutcome(
+            verifier="low_coverage", claim="the run's report", status="passed" if g.review.status == "OK" else "failed",
+            detail=f"{g.review.status}: " + "; ".join(g.review.reasons + [
+                f"{v.kind} {v.span!r} ({v.fix})" for v in g.review.violations[:5]])))
+    out.caveats.extend(g.caveats)
+    for c in claims:
+        if c.hypothesis_id in g.caps:
+            cap, why = g.caps[c.hypothesis_id]
+            c.lower("inconclusive" if cap < 0.5 else c.status, cap, why)
+    settled = any(v.status in ("supported", "refuted") for v in result.verdicts)
+    has_subject = state.ken is not None or bool(state.coverage.observations)
+    if g.abstain is not None and not settled and has_subject:
+        out.abstain = g.abstain
+        out.caveats.append(f"abstained: {g.abstain.reason} ({'; '.join(g.abstain.reasons)})")
+    elif g.abstain is not None:
+        out.caveats.append(f"low Ken coverage ({'; '.join(g.abstain.reasons)}): explanations are unverified "
+                           "hypotheses")
+        for c in claims:
+            if c.claim.startswith("explanation:"):
+                c.lower(c.status, 0.49, ["low Ken coverage"])
 
 
 def _pin(formula: A.Formula) -> tuple[str, A.AQuantity] | None:

@@ -338,9 +338,18 @@ def _run(
     next_tests += verified.research
     partial = result.partial or budget.frozen() or budget.has("conservative_summary")
     status: ActionStatus = "partial" if partial else "completed"
-    if verified.abstain is not None and status == "completed":
-        status = "abstained"
-    summary = boundary_summary(params.action_id, inputs, result, verdicts, next_tests, caveats,
+    shown = result
+    if verified.abstain is not None:
+        # seed 001's abstain is a hard stop: no explanation is offered as a conclusion
+        verdicts = [v for v in verdicts if not v.claim.startswith("explanation:")]
+        shown = result.model_copy(update={"hypotheses": []})
+        next_tests += [NextTestSuggestion(question=f"Collect: {what}", suggested_ability="research")
+                       for what in verified.abstain.action.collect_next[:3]]
+        if status == "completed":
+            status = "abstained"
+    if status == "partial":
+        caveats, next_tests = _partial_says_why(caveats, next_tests, budget)
+    summary = boundary_summary(params.action_id, inputs, shown, verdicts, next_tests, caveats,
                                abstain=verified.abstain, citations=verified.citations)
     summary_id = writer.write_summary(summary)
     plan_id = writer.write_plan_bundle(
@@ -360,7 +369,22 @@ def _run(
     return CDAOutputs(
         action_id=params.action_id, status=status, summary_artifact_id=summary_id, plan_bundle_id=plan_id,
         evidence_bundle_id=evidence_id, verdicts=verdicts, next_tests=next_tests, caveats=caveats,
+        abstain=verified.abstain, review=verified.review,
+        coverage=state.coverage.figures() if state.coverage is not None else None,
     )
+
+
+def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
+                      budget: Budget) -> tuple[list[str], list[NextTestSuggestion]]:
+    """A partial run never ends without caveats and next tests (spec §9, QA scenario 4)."""
+    if not caveats:
+        caveats = [f"the run stopped before it finished ({budget.elapsed():.3g} s of "
+                   f"{'no limit' if budget.wall is None else f'{budget.wall:g} s'}): results are incomplete"]
+    if not next_tests:
+        more = "a larger budgets.wall" if budget.wall is not None else "the same inputs"
+        next_tests = [NextTestSuggestion(question=f"Re-run with {more}: which verdicts change when the search "
+                                         "and the verifiers finish?", suggested_ability="default")]
+    return caveats, next_tests
 
 
 def _plan_graph(stream: EventStream) -> dict[str, Any]:
