@@ -116,7 +116,7 @@ def fake_provider() -> Iterator[FakeProvider]:
     httpd.daemon_threads = True
     httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
     fake.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield fake

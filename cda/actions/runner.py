@@ -38,6 +38,7 @@ from cda.actions.seeds import Seed, derive
 from cda.actions.stream import EventStream, Subscriber
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import ActionStatus, ActionVerdict, CDAInputs, CDAOutputs, NextTestSuggestion
+from cda.contracts.deadline import Deadline, OutOfTime
 from cda.contracts.events import ActionEvent
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.result import SolveResult
@@ -158,6 +159,9 @@ def run_action(
         recorder.record("action", "bind", {"action_id": b.action_id, "artifact_id": lock.artifact_id},
                         {"revision": lock.revision, "sha256": lock.sha256})
     budget = Budget(inputs.budgets.wall, clock=clock)
+    if not budget.floor_kept():
+        stream.notice(f"budgets.wall {budget.wall:g} s is under 40 s: {budget.reserve:.3g} s (half) is reserved for "
+                      "the summary, not the spec's 20 s floor, so that the search can run at all")
     writer = ArtifactWriter(out_dir / params.action_id if out_dir is not None else None)
     trace: dict[str, Any] = {"action_id": params.action_id, "seed": params.seed.label(), "rounds": []}
     try:
@@ -212,7 +216,10 @@ def _run(
     # 1. initialise
     stream.progress("initialise", 0.0, "reading the problem")
     ken = ken_from_inputs(inputs, ken_file)
-    problem = build(inputs, ken)
+    try:
+        problem = build(inputs, ken, Deadline(budget.search_remaining()))
+    except OutOfTime as exc:
+        return _out_of_time(inputs, params, stream, recorder, writer, budget, str(exc))
     if problem.adopted:
         stream.checkpoint("context_delta", {"adopted_observations": problem.adopted})
     gp = problem.assembled.gp
@@ -385,6 +392,22 @@ def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
         next_tests = [NextTestSuggestion(question=f"Re-run with {more}: which verdicts change when the search "
                                          "and the verifiers finish?", suggested_ability="default")]
     return caveats, next_tests
+
+
+def _out_of_time(inputs: CDAInputs, params: _Params, stream: EventStream, recorder: Recorder,
+                 writer: ArtifactWriter, budget: Budget, where: str) -> CDAOutputs:
+    """The budget ran out before the problem was even grounded: a partial with nothing settled."""
+    caveats, next_tests = _partial_says_why(
+        [f"{where} within the search budget of {budget.search_seconds or 0:.3g} s: no hypothesis was "
+         "searched and no claim was checked"], [], budget)
+    recorder.record("action", "action.out_of_time", {"stage": "ground"}, {"reason": where}, status="timeout")
+    result = SolveResult(status=SolverStatus.UNKNOWN, backend="none", seed=params.solver_seed, hypotheses=[],
+                         hypotheses_enumerated=0, enumeration_complete=False, verdicts=[], next_tests=[],
+                         conflict=None, partial=True, notes=[where])
+    summary_id = writer.write_summary(boundary_summary(params.action_id, inputs, result, [], next_tests, caveats))
+    evidence_id = writer.write_evidence_bundle([], recorder.stubs())
+    return CDAOutputs(action_id=params.action_id, status="partial", summary_artifact_id=summary_id,
+                      evidence_bundle_id=evidence_id, next_tests=next_tests, caveats=caveats)
 
 
 def _plan_graph(stream: EventStream) -> dict[str, Any]:
