@@ -142,3 +142,16 @@ def test_a_provider_answering_the_seeds_verifier_contract_is_understood(tmp_path
         assert claim.status == "inconclusive" and claim.confidence <= 0.5
         assert any(f"verifier {status} (UNGROUNDED_ROOT_CAUSE)" in c for c in claim.caveats)
         assert f"verifier {status}" in summary
+
+
+def test_a_provider_abstaining_on_low_coverage_with_nothing_settled_makes_the_run_abstain(
+        tmp_path: Path, fake: FakeProvider) -> None:
+    llm = {"provider": "openai", "base_url": fake.url, "model": "fake", "egress_class": "partner", "timeout_s": 2}
+    fake.mode = _review("OK", [])
+    calm, _ = cda_run(tmp_path, ken=CAUSAL_KEN, llm=llm, policies={"egress": "partner"})
+    assert calm.status == "completed" and calm.abstain is None  # coverage low (2 required nodes), verifier OK
+    fake.mode = _review("ABSTAIN", [{"type": "UNGROUNDED_ROOT_CAUSE", "span": "down(db)", "fix": "abstain"}])
+    out, summary = cda_run(tmp_path, ken=CAUSAL_KEN, llm=llm, policies={"egress": "partner"})
+    assert out.status == "abstained" and out.abstain is not None
+    assert any("the LLM verifier answered ABSTAIN" in r for r in out.abstain.reasons)
+    assert "## Best explanations" not in summary
