@@ -336,9 +336,12 @@ def test_the_abstain_output_says_what_is_missing_and_quotes_the_observations() -
     out = should_abstain(rep, AbstainThresholds())
     assert out is not None
     data = out.model_dump()
-    assert data["decision"] == "ABSTAIN" and data["action"]["next_step"] == "REQUEST_MORE_DATA_OR_AUGMENT_KEN"
+    assert data["mode"] == "ABSTAIN" and data["action"]["next_step"] == "REQUEST_MORE_DATA_OR_AUGMENT_CKG"
+    assert data["reason"] == "Insufficient CKG coverage to support grounded diagnosis"
+    assert data["action"]["suggested_ckg_augment_inputs"] == ["raw_report", "raw_debug_query", "agent_output",
+                                                              "judge_feedback"]
     assert data["coverage"] == {"matched_entities_count": 2, "root_causes_count": 0, "causal_chains_count": 0,
-                                "required_nodes_count": 0, "relevant_fixes_count": 1, "top_similarity": None}
+                                "required_nodes_count": 0, "relevant_fixes_count": 1}
     assert data["observations"] == ["reorg announced for team_a"]
     assert "symptom 'ghost' is not a Ken node" in out.missing_knowledge
     assert any("no Ken node causes 'team_a'" in m for m in out.missing_knowledge)
@@ -347,6 +350,14 @@ def test_the_abstain_output_says_what_is_missing_and_quotes_the_observations() -
 
 
 # ---------------------------------------------------------------- thresholds from the environment
+
+
+def test_the_seeds_flag_names_work_beside_the_cda_aliases() -> None:
+    t = AbstainThresholds.from_env({"MIN_REQUIRED_NODES": "5", "ENABLE_LOW_COVERAGE_VERIFIER": "false",
+                                    "ABSTAIN_MIN_ROOT_CAUSES": "2", "CDA_ABSTAIN_MIN_ROOT_CAUSES": "2"})
+    assert (t.min_required_nodes, t.low_coverage_verifier_enabled, t.min_root_causes) == (5, False, 2)
+    with pytest.raises(AbstainConfigError, match="ABSTAIN_MIN_CHAINS='2' and CDA_ABSTAIN_MIN_CHAINS='3' disagree"):
+        AbstainThresholds.from_env({"ABSTAIN_MIN_CHAINS": "2", "CDA_ABSTAIN_MIN_CHAINS": "3"})
 
 
 def test_thresholds_load_from_env_vars() -> None:
@@ -475,7 +486,7 @@ def draft(**conclusion: object) -> EpistemicReport:
     rep = epistemic_report(OBSERVATIONS, cov, hyps, verdicts)
     data = rep.model_dump()
     data["conclusion"] = {**{k: v for k, v in data["conclusion"].items() if k != "band"}, **conclusion}
-    return EpistemicReport.model_validate(data)
+    return EpistemicReport.model_validate(data, context={"draft": True})  # a model's draft may invent numbers
 
 
 def test_enforce_catches_an_invented_number_and_an_unknown_node() -> None:
@@ -484,7 +495,8 @@ def test_enforce_catches_an_invented_number_and_an_unknown_node() -> None:
                 nodes=["db_pool_exhausted", "ghost_service"])
     found = enforce(rep, OBSERVATIONS, ken)
     assert [(v.kind, v.location, v.span) for v in found] == [
-        ("UNSUPPORTED_METRIC", "conclusion.justification[0]", "4100"),  # 2300.0 is observed, 200 is in a Ken label
+        ("UNSUPPORTED_METRIC", "conclusion.justification[0]", "4100"),  # 2300.0 ms is observed
+        ("UNSUPPORTED_METRIC", "conclusion.justification[1]", "200"),  # a Ken label says 200: no measurement
         ("UNKNOWN_NODE", "conclusion.nodes", "ghost_service"),
     ]
     text = "entity:ghost_service is at 41% while entity:db_slow sits at 97% since 09:40"
@@ -494,6 +506,33 @@ def test_enforce_catches_an_invented_number_and_an_unknown_node() -> None:
     log: list = []
     enforce(text, OBSERVATIONS, GuardedKen(ken), log=log)
     assert log and {q.name for q in log} <= SAFE
+
+
+def test_a_number_is_grounded_only_by_an_observation_with_its_unit() -> None:
+    """Before: "20 mV" passed because a Ken label said "board rev 2024"; a unit was never compared."""
+    ken = KenGraph()
+    ken.add_node("board", label="board rev 2024")
+    observations = ["VCORE at 725mV", "p99 2300 ms", "20 restarts today"]
+    cases = {
+        "VCORE ripple of 20 mV": ["20"],  # 20 is observed, but as restarts, not mV
+        "board rev 2024": ["2024"],  # only in a Ken label
+        "p99 2300 s": ["2300"],  # seconds were never observed
+        "VCORE 725 mV, p99 2300 ms after 20 restarts": [],
+        "2300 in total": [],  # a bare number matches the value under any unit
+    }
+    for text, flagged in cases.items():
+        assert [v.span for v in enforce(text, observations, ken)] == flagged, text
+
+
+def test_an_ungrounded_root_cause_becomes_a_hypothesis_without_the_invented_number() -> None:
+    cov = coverage_report(make_ken(), OBSERVATIONS, ["api_latency"])
+    rep = draft(root_cause="db_pool_exhausted at 4100 ms", confidence=0.8, verified=False)
+    review = low_coverage_review(rep, cov.model_copy(update={"required_nodes": [], "required_nodes_count": 0}),
+                                 AbstainThresholds())
+    assert review.status == "NEEDS_REWRITE" and review.rewritten is not None
+    assert review.rewritten.conclusion.root_cause == "UNKNOWN"
+    demoted = [h for h in review.rewritten.hypotheses if h.id == "conclusion"]
+    assert [h.text for h in demoted] == ["db_pool_exhausted at"] and not demoted[0].verified
 
 
 def test_enforce_requires_observations_verbatim() -> None:
@@ -563,7 +602,7 @@ def test_review_needs_rewrite_for_an_invented_metric_and_an_unreached_node_on_lo
     data = rep.model_dump()
     data["hypotheses"][0]["why"].append("error rate rose to 12%")
     data["hypotheses"].append({"id": "h2", "text": "config_drift", "confidence": 0.4, "nodes": ["config_drift"]})
-    rep = EpistemicReport.model_validate(data)
+    rep = EpistemicReport.model_validate(data, context={"draft": True})
     review = low_coverage_review(rep, cov, AbstainThresholds())
     assert review.status == "NEEDS_REWRITE" and review.triggered
     assert review.reasons == ["required_nodes_count 2 < 3"]
@@ -598,3 +637,17 @@ def test_review_abstains_on_a_root_cause_that_ken_cannot_ground() -> None:
     # and with the review itself disabled, nothing runs
     skipped = low_coverage_review(rep, cov, AbstainThresholds(low_coverage_verifier_enabled=False))
     assert (skipped.status, skipped.triggered) == ("OK", False)
+
+
+def test_a_report_with_an_invented_number_cannot_be_built_unless_it_records_the_violation() -> None:
+    """Before: the docstring said a rule-breaking report could not be built, and it could."""
+    data = draft(justification=["p99 rose to 4100 ms"]).model_dump()
+    data["conclusion"].pop("band")
+    with pytest.raises(ValidationError, match=r"conclusion.justification\[0\]: the number 4100 ms occurs in no observation"):
+        EpistemicReport.model_validate(data)
+    data["violations"] = [{"kind": "UNSUPPORTED_METRIC", "location": "conclusion.justification[0]", "span": "4100",
+                           "fix": "remove", "detail": "downgraded"}]
+    assert EpistemicReport.model_validate(data).violations  # acknowledged (and downgraded): allowed
+    data["violations"] = []
+    data["conclusion"]["justification"] = ["p99 at 2300 ms"]  # observed, with its unit
+    assert EpistemicReport.model_validate(data).conclusion.justification == ["p99 at 2300 ms"]

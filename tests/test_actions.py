@@ -198,7 +198,7 @@ class _ChatServer(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         body = self.rfile.read(int(self.headers["Content-Length"]))
         _ChatServer.requests.append(body)
-        content = json.dumps({"provider": "loopback", "agrees": "yes", "flagged": [], "rationale": "ok"})
+        content = json.dumps({"agrees": "yes", "flagged": [], "rationale": "ok"})  # a key outside it fails closed
         reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

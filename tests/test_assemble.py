@@ -136,6 +136,7 @@ REGEX_ALLOWED = {
     "cda/verifiers/arithmetic.py": "numeric equations in success criteria and free-text observations",
     "cda/verifiers/llm_offline.py": "the offline stand-in for an LLM judge reads a claim as words, as a model does",
     "cda/verifiers/abstain.py": "numbers and Ken ids in free-text abstention inputs, and input locations",
+    "cda/contracts/abstain.py": "numbers and their units in free-text observations and report texts (seed 001 grounding)",
     "cda/verifiers/redact.py": "personal data (emails, phone numbers, IBANs) in free text",
     "cda/adapters/receipts_cli.py": "receipt hashes given on the command line",
     "cda/adapters/sse_server.py": "the request path of the event stream server",

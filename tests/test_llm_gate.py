@@ -455,9 +455,12 @@ def test_http_requests_are_byte_for_byte_deterministic(chat_server: ChatServer) 
     assert first["body"] == second["body"]
 
 
-def test_http_provider_accepts_a_fenced_object_and_ignores_extra_keys(chat_server: ChatServer) -> None:
-    chat_server.script(Reply("```json\n" + _judgement_json(agrees="unsure", note="extra") + "\n```"))
+def test_http_provider_accepts_a_fenced_object_and_refuses_keys_outside_the_contract(chat_server: ChatServer) -> None:
+    chat_server.script(Reply("```json\n" + _judgement_json(agrees="unsure") + "\n```"),
+                       Reply(_judgement_json(agrees="yes", note="extra")))
     assert _provider(chat_server).judge("c", ["e"]).agrees == "unsure"
+    with pytest.raises(LLMProviderError, match="outside the judgement contract .unexpected note"):
+        _provider(chat_server).judge("c", ["e"])
 
 
 @pytest.mark.parametrize(
@@ -479,7 +482,7 @@ def test_http_provider_accepts_a_fenced_object_and_ignores_extra_keys(chat_serve
 def test_http_provider_failures_are_provider_errors(chat_server: ChatServer, reply: Reply, message: str) -> None:
     chat_server.script(reply)
     with pytest.raises(LLMProviderError) as info:
-        _provider(chat_server).judge("c", ["e"])
+        _provider(chat_server, max_attempts=1).judge("c", ["e"])
     assert message in str(info.value)
     assert isinstance(info.value, CDAError)
     assert len(chat_server.requests) == 1
@@ -542,7 +545,7 @@ def test_pii_postures(chat_server: ChatServer, posture: Any, consent: bool, reda
 
 def test_a_failing_provider_is_no_judgement_and_no_change(chat_server: ChatServer) -> None:
     chat_server.script(Reply(status=500, raw=b"{}"), Reply(_judgement_json(agrees="no")))
-    provider = _provider(chat_server)
+    provider = _provider(chat_server, max_attempts=1)
     judgement, error = consult(provider, "db is down", ["db is down"])
     assert judgement is None and error is not None and "HTTP 500" in error
     assert apply_llm_gate("supported", 1.0, judgement) == ("supported", 1.0, [])

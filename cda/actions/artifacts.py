@@ -54,7 +54,13 @@ def boundary_summary(
     if inputs.problem.strip():
         out += [f"Problem: {_line(inputs.problem, 300)}", ""]
     if abstain is not None:
-        out += ["## Abstained", "", f"- {_line(str(getattr(abstain, 'summary', abstain)), 300)}", ""]
+        out += ["## Abstained", "", f"- {_line(str(getattr(abstain, 'summary', abstain)), 300)}"]
+        out += [f"- missing: {_line(m, 200)}" for m in list(getattr(abstain, "missing_knowledge", []))[:5]]
+        action = getattr(abstain, "action", None)
+        if action is not None:
+            out.append(f"- next step: {action.next_step} (augment with: "
+                       f"{', '.join(action.suggested_ckg_augment_inputs)})")
+        out += ["- no explanation is offered as a conclusion", ""]
     out += ["## Decisions", ""]
     if not verdicts:
         out.append("- none: no claim was settled")
@@ -142,9 +148,12 @@ class ArtifactWriter:
             self._write(f"cda_plan/{name}", text)
         return content_id("cda_plan", canonical_json({k: sha256_hex(v) for k, v in files.items()}))
 
-    def write_evidence_bundle(self, citations: list[SpanRef], stubs: list[dict[str, Any]]) -> str:
-        """Citations with their excerpts, and receipt stubs for evidence that could not be had."""
-        body = {"citations": [c.model_dump(mode="json") for c in citations], "missing_evidence": stubs}
+    def write_evidence_bundle(self, citations: list[SpanRef], stubs: list[dict[str, Any]],
+                              unverified: list[dict[str, Any]] | None = None) -> str:
+        """Citations with their excerpts, receipt stubs for evidence that could not be had, and
+        the claims a required verifier failed closed on (``unverified_claims``: claim, reason)."""
+        body = {"citations": [c.model_dump(mode="json") for c in citations], "missing_evidence": stubs,
+                "unverified_claims": unverified or []}
         text = _dump(body)
         self._write("evidence.json", text)
         return content_id("evidence", text)

@@ -1,7 +1,17 @@
 """The wall-time budget of an Action and its degradation ladder (spec §9–§10).
 
-A budget of W seconds is split: 80% for search and verification, 20% reserved for writing the
-summary (at least :data:`MIN_SUMMARY_RESERVE` seconds, or all of W when W is smaller). When
+A budget of W seconds is split: the **reserve** is kept for writing the summary, the rest is for
+search and verification. Spec §9: "reserve ~20% of wall time (>= 20 s)". The reserve is
+``max(0.2 W, min(RESERVE_FLOOR_S, W / 2))``:
+
+* W >= 100 s: 20% of W (which is at least 20 s);
+* 40 s <= W < 100 s: the spec's floor, 20 s;
+* W < 40 s: half of W. A 20 s floor cannot be kept in a wall that small without leaving no
+  search at all; half keeps the floor's intent (a large, safe margin for the summary, which
+  takes milliseconds here) and still lets the search run. The run says so in a notice.
+
+Every search step, solver call, verifier and provider call is given what is left of the search
+part (:meth:`Budget.search_remaining`), so the run ends within W plus one call's overshoot. When
 the search part runs out the action goes **grace → freeze → partial**: the call in flight may
 finish within a grace of 10% of the reserve, nothing new starts (freeze), and the run ends with
 ``action_partial`` and explicit caveats.
@@ -17,9 +27,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["LADDER", "MIN_SUMMARY_RESERVE", "Budget", "Rung"]
+__all__ = ["LADDER", "RESERVE_FLOOR_S", "RESERVE_SHARE", "Budget", "Rung"]
 
-MIN_SUMMARY_RESERVE = 0.2  # seconds: measured time to write the artifacts of a small run, doubled
+RESERVE_SHARE = 0.2
+"""Share of the wall kept for the summary (spec §9: ~20%)."""
+
+RESERVE_FLOOR_S = 20.0
+"""The spec's floor of the reserve (§9: >= 20 s), kept whenever the wall is at least twice it."""
 
 Rung = str
 #: (rung, the pressure at which it is applied), in the spec's order.
@@ -55,7 +69,11 @@ class Budget:
         """Seconds kept for the summary."""
         if self.wall is None:
             return 0.0
-        return min(self.wall, max(0.2 * self.wall, MIN_SUMMARY_RESERVE))
+        return max(RESERVE_SHARE * self.wall, min(RESERVE_FLOOR_S, self.wall / 2))
+
+    def floor_kept(self) -> bool:
+        """Whether the reserve reaches the spec's 20 s floor (False for a wall under 40 s)."""
+        return self.wall is None or self.reserve >= RESERVE_FLOOR_S
 
     @property
     def search_seconds(self) -> float | None:

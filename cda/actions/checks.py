@@ -19,18 +19,22 @@ Each check leaves a receipt and an ``action_checkpoint(kind="verifier_update")``
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import takewhile
 from typing import Any
 
+from cda.actions.approvals import egress_decision, pii_decision, record_decision
 from cda.actions.budget import Budget
+from cda.actions.grounding import ground_in_ken
 from cda.actions.problem import ActionProblem, observe_literal
 from cda.actions.receipts_sink import Recorder
 from cda.actions.scoring import band_for, normalised_entropy, score
 from cda.actions.stream import EventStream
-from cda.contracts.abstain import AbstainOutput, AbstainThresholds, CoverageReport
+from cda.contracts.abstain import AbstainOutput, AbstainThresholds, CoverageReport, LowCoverageReview
 from cda.contracts.action import ActionVerdict, CDAInputs, NextTestSuggestion
 from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.contracts.refs import SpanRef
@@ -38,22 +42,30 @@ from cda.contracts.result import SolveResult
 from cda.contracts.verification import VerifierOutcome
 from cda.encodings import ast as A
 from cda.encodings.ir import GroundProblem
+from cda.errors import CDAError
 from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions
-from cda.verifiers.abstain import should_abstain
+from cda.verifiers.abstain import low_coverage_reasons
 from cda.verifiers.agreement_outcome import agreement_outcome
 from cda.verifiers.arithmetic import looks_arithmetic, verify_arithmetic
 from cda.verifiers.coverage import coverage_report
 from cda.verifiers.function_eval import run_function_check
 from cda.verifiers.ken_evidence import ClaimAtom, ken_evidence
-from cda.verifiers.llm_gate import UNSURE_CAP, LLMJudgement, LLMProvider, apply_llm_gate, consult, llm_outcome
+from cda.verifiers.llm_gate import (
+    LLMJudgement,
+    LLMProvider,
+    TokenMeter,
+    apply_llm_gate,
+    consult,
+    fail_closed,
+    llm_outcome,
+)
 from cda.verifiers.llm_offline import OfflineProvider, claim_fragments
 from cda.verifiers.temporal import verify_temporal_formulas
 from cda.verifiers.units_check import metric_units, to_seconds, verify_units_formulas
 
 __all__ = ["VerificationState", "Verified", "run_verifiers"]
 
-_EGRESS_RANK = {"local": 0, "partner": 1, "external": 2}
 
 LLMFactory = Callable[[Any], LLMProvider]
 
@@ -87,6 +99,7 @@ class VerificationState:
     llm_factory: LLMFactory | None = None
     thresholds: AbstainThresholds = field(default_factory=AbstainThresholds)
     coverage: CoverageReport | None = None
+    meter: TokenMeter = field(default_factory=lambda: TokenMeter(None))
 
     def symptoms(self) -> list[str]:
         """Ken nodes named by the atoms the observations assert (``slow(api)`` -> ``api``)."""
@@ -104,9 +117,10 @@ class VerificationState:
     def initial_frontier(self, gp: GroundProblem, depth: int) -> list[str]:
         """Abducibles about Ken's candidate causes of the symptoms first, then the other abducibles."""
         hyps = gp.hyp_atoms
-        if self.ken is None:
-            return hyps[:50]
-        report = coverage_report(self.ken, self.problem.evidence + self.problem.observed_literals,
+        # without a Ken graph coverage is measured on an empty one: every figure is 0, and the
+        # abstain rule reads that as it reads a graph that knows nothing of the anomaly
+        report = coverage_report(self.ken if self.ken is not None else KenGraph(),
+                                 self.problem.evidence + self.problem.observed_literals,
                                  self.symptoms(), depth=depth)
         self.coverage = report
         for q in report.queries:
@@ -126,6 +140,9 @@ class Verified:
     research: list[NextTestSuggestion] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
     abstain: AbstainOutput | None = None
+    unverified: list[dict[str, Any]] = field(default_factory=list)  # claims a required check failed closed on
+    review_abstained: list[str] = field(default_factory=list)  # claims the provider's verifier abstained on
+    review: LowCoverageReview | None = None
 
 
 @dataclass
@@ -276,18 +293,8 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
     # the LLM gate
     _llm(state, gp, claims, out, skip_external)
 
-    # abstention (seed 001): Ken must cover the symptoms before an explanation is offered as one
-    if state.coverage is not None:
-        abstain = should_abstain(state.coverage, state.thresholds)
-        settled = any(v.status in ("supported", "refuted") for v in result.verdicts)
-        if abstain is not None and not settled:
-            out.abstain = abstain
-            out.caveats.append(f"abstained: {abstain.reason}")
-        elif abstain is not None:
-            out.caveats.append(f"low Ken coverage ({abstain.reason}): explanations are unverified hypotheses")
-            for c in claims:
-                if c.hypothesis_id.startswith("h") and c.claim.startswith("explanation:"):
-                    c.lower(c.status, 0.49, ["low Ken coverage"])
+    # seed 001: enforcement, the low-coverage verifier pass, the abstain rule
+    _ground(state, result, claims, out)
 
     probs = [h.posterior for h in result.hypotheses]
     uncertainty = normalised_entropy(probs) + (0.0 if result.enumeration_complete else 0.25)
@@ -320,6 +327,36 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
             out.research.append(NextTestSuggestion(question=f"Find evidence for or against: {c.claim}",
                                                    suggested_ability="research"))
     return out
+
+
+def _ground(state: VerificationState, result: SolveResult, claims: list[_Claim], out: Verified) -> None:
+    """Seed 001 on the run (:mod:`cda.actions.grounding`), applied to the claims; only lowers."""
+    if state.coverage is None:  # pragma: no cover - initial_frontier always measures it
+        return
+    g = ground_in_ken(state.coverage, state.thresholds, state.ken, result, state.recorder,
+                      provider_abstained=out.review_abstained)
+    out.review = g.review
+    if g.review is not None and g.review.triggered:
+        _outcome(state, VerifierOutcome(
+            verifier="low_coverage", claim="the run's report", status="passed" if g.review.status == "OK" else "failed",
+            detail=f"{g.review.status}: " + "; ".join(g.review.reasons + [
+                f"{v.kind} {v.span!r} ({v.fix})" for v in g.review.violations[:5]])))
+    out.caveats.extend(g.caveats)
+    for c in claims:
+        if c.hypothesis_id in g.caps:
+            cap, why = g.caps[c.hypothesis_id]
+            c.lower("inconclusive" if cap < 0.5 else c.status, cap, why)
+    settled = any(v.status in ("supported", "refuted") for v in result.verdicts)
+    has_subject = state.ken is not None or bool(state.coverage.observations)
+    if g.abstain is not None and not settled and has_subject:
+        out.abstain = g.abstain
+        out.caveats.append(f"abstained: {g.abstain.reason} ({'; '.join(g.abstain.reasons)})")
+    elif g.abstain is not None:
+        out.caveats.append(f"low Ken coverage ({'; '.join(g.abstain.reasons)}): explanations are unverified "
+                           "hypotheses")
+        for c in claims:
+            if c.claim.startswith("explanation:"):
+                c.lower(c.status, 0.49, ["low Ken coverage"])
 
 
 def _pin(formula: A.Formula) -> tuple[str, A.AQuantity] | None:
@@ -454,40 +491,151 @@ def _stated_quantities(claim: _Claim) -> set[str]:
     return words
 
 
+def _offline_judge(state: VerificationState, gp: GroundProblem, claims: list[_Claim]) -> Callable[[_Claim], OfflineProvider]:
+    """The offline checker for a claim: the Ken ids it names, the declared names, its own bound."""
+    known = _ken_ids_named_in(state.ken, [c.claim for c in claims]) if state.ken is not None else set()
+    declared = known | _declared_names(gp)
+    plain = OfflineProvider(known_ids=sorted(declared))
+
+    def judge_for(c: _Claim) -> OfflineProvider:
+        stated = _stated_quantities(c)
+        return OfflineProvider(known_ids=sorted(declared | stated)) if stated else plain
+
+    return judge_for
+
+
+def llm_required_by(state: VerificationState) -> list[str]:
+    """Why the configured LLM check is required (empty: the offline checker is enough).
+
+    An HTTP verifier named in ``inputs.llm`` is required by policy: the inputs ask for that
+    reading, so its absence is never silence. Low Ken coverage (seed 001 §3) and a risk class
+    of ``medium`` or ``high`` add their own reasons, which the caveats repeat.
+    """
+    reasons: list[str] = []
+    if state.inputs.llm.provider == "openai":
+        reasons.append(f"policy: inputs.llm names the {state.inputs.llm.egress_class} verifier")
+    else:
+        return reasons
+    if state.coverage is not None and state.thresholds.low_coverage_verifier_enabled:
+        low = low_coverage_reasons(state.coverage, state.thresholds)
+        if low:
+            reasons.append("coverage: " + ", ".join(low))
+    if state.inputs.risk_class in ("medium", "high"):
+        reasons.append(f"risk_class {state.inputs.risk_class}")
+    return reasons
+
+
+def _consult_all(state: VerificationState, provider: LLMProvider, claims: list[_Claim],
+                 evidence: list[str]) -> dict[int, tuple[LLMJudgement | None, str | None]]:
+    """Ask about every claim at once, all under the action's remaining budget.
+
+    One thread per claim (at most 8): the calls wait on the network, not on the CPU. A call
+    still running at the deadline is left to end by its own socket timeout (which the deadline
+    also bounds) and counts as no judgement.
+    """
+    remaining = state.budget.search_remaining()
+    deadline = None if remaining is None else time.monotonic() + remaining
+    pool = ThreadPoolExecutor(max_workers=max(1, min(8, len(claims))), thread_name_prefix="cda-llm")
+    try:
+        futures = {pool.submit(consult, provider, c.claim, evidence, deadline=deadline, meter=state.meter): i
+                   for i, c in enumerate(claims)}
+        done, _ = wait(futures, timeout=None if deadline is None else max(0.0, deadline - time.monotonic()) + 0.05)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    results = {futures[f]: f.result() for f in done}
+    for i in range(len(claims)):
+        results.setdefault(i, (None, "no judgement within the action's budget"))
+    return results
+
+
 def _llm(state: VerificationState, gp: GroundProblem, claims: list[_Claim], out: Verified,
          skip_external: bool) -> None:
     settings = state.inputs.llm
-    policies = state.inputs.policies
     evidence = state.problem.evidence + state.problem.observed_literals
-    provider: LLMProvider
-    declared: set[str] = set()
-    if settings.provider == "openai":
-        allowed = _EGRESS_RANK[settings.egress_class] <= _EGRESS_RANK[policies.egress]
-        if not allowed or skip_external or state.llm_factory is None:
-            reason = (f"egress '{policies.egress}' forbids a {settings.egress_class} LLM endpoint" if not allowed
-                      else "external calls reduced by the degradation ladder" if skip_external
-                      else "no HTTP client available in this process")
-            state.stream.notice(f"LLM check not run: {reason}", level="warning")
-            for c in claims:
-                state.recorder.record("stub", "llm.judge", {"claim": c.claim}, {"reason": reason}, status="denied")
-                c.lower(c.status, UNSURE_CAP, [f"LLM check missing ({reason}): treated as unsure"])
-            out.caveats.append(f"LLM verification missing: {reason}; receipt stubs recorded")
-            return
-        provider = state.llm_factory(state.inputs)
-    else:
-        known = _ken_ids_named_in(state.ken, [c.claim for c in claims]) if state.ken is not None else set()
-        declared = known | _declared_names(gp)
-        provider = OfflineProvider(known_ids=sorted(declared))
-    for c in claims:
-        judge = provider
-        if isinstance(provider, OfflineProvider) and (stated := _stated_quantities(c)):
-            judge = OfflineProvider(known_ids=sorted(declared | stated))
-        judgement: LLMJudgement | None
-        judgement, error = consult(judge, c.claim, evidence)
-        state.recorder.record("llm", f"llm.{provider.name}", {"claim": c.claim, "evidence": len(evidence)},
-                              {"agrees": judgement.agrees if judgement else None, "error": error},
-                              status="ok" if judgement is not None else "failed")
-        o = _outcome(state, llm_outcome(c.claim, judgement))
-        out.outcomes.append(o)
-        status, conf, caveats = apply_llm_gate(c.status, c.confidence, judgement)  # type: ignore[arg-type]
+    offline_for = _offline_judge(state, gp, claims)
+    if settings.provider != "openai":
+        for c in claims:
+            judge = offline_for(c)
+            judgement, error = consult(judge, c.claim, evidence)
+            state.recorder.record("llm", f"llm.{judge.name}", {"claim": c.claim, "evidence": len(evidence)},
+                                  {"agrees": judgement.agrees if judgement else None, "error": error},
+                                  status="ok" if judgement is not None else "failed")
+            out.outcomes.append(_outcome(state, llm_outcome(c.claim, judgement)))
+            c.lower(*apply_llm_gate(c.status, c.confidence, judgement))  # type: ignore[arg-type]
+        return
+
+    required = llm_required_by(state)
+    egress = egress_decision(state.inputs, settings.egress_class)
+    record_decision(state.recorder, egress, "llm.judge")
+    pii = pii_decision(state.inputs)
+    if state.inputs.policies.pii_posture == "consent":
+        record_decision(state.recorder, pii, "llm.judge")
+    reason: str | None = None
+    if not egress.allowed:
+        reason = egress.reason
+    elif skip_external:
+        reason = "external calls reduced by the degradation ladder (budget)"
+    elif state.budget.frozen():
+        reason = "the action's budget was spent before the LLM check"
+    elif state.meter.exhausted():
+        reason = f"token budget spent ({state.meter.spent} of {state.meter.limit})"
+    elif state.llm_factory is None:
+        reason = "no HTTP client available in this process"
+    results: dict[int, tuple[LLMJudgement | None, str | None]] = {}
+    name = f"http:{settings.model}"
+    if reason is None:
+        assert state.llm_factory is not None
+        try:
+            provider = state.llm_factory(state.inputs)
+        except CDAError as exc:
+            reason = str(exc)
+        else:
+            name = provider.name
+            results = _consult_all(state, provider, claims, evidence)
+    if reason is not None:
+        state.stream.notice(f"LLM check not run: {reason}", level="warning")
+        out.caveats.append(f"LLM verification missing: {reason}; receipt stubs recorded")
+    failed: list[str] = []
+    for i, c in enumerate(claims):
+        judgement, error = results.get(i, (None, reason))
+        if judgement is not None:
+            state.recorder.record("llm", f"llm.{name}", {"claim": c.claim, "evidence": len(evidence)},
+                                  {"agrees": judgement.agrees, "review_status": judgement.review_status,
+                                   "tokens": judgement.tokens, "error": None})
+            out.outcomes.append(_outcome(state, llm_outcome(c.claim, judgement)))
+            c.lower(*apply_llm_gate(c.status, c.confidence, judgement))  # type: ignore[arg-type]
+            if judgement.review_status == "ABSTAIN":
+                out.review_abstained.append(c.claim)
+            continue
+        why = error or "no judgement"
+        stub_status = "denied" if not egress.allowed else "timeout" if "budget" in why or "within" in why else "stub"
+        state.recorder.record("stub", "llm.judge", {"claim": c.claim},
+                              {"reason": why, "required_by": required, "fail_closed": True}, status=stub_status)
+        status, conf, caveats = fail_closed(c.status, c.confidence, _one_line(why, 160))  # type: ignore[arg-type]
         c.lower(status, conf, caveats)
+        out.outcomes.append(_outcome(state, VerifierOutcome(
+            verifier="llm", claim=c.claim, status="failed", confidence_cap=0.5,
+            detail=f"required LLM check ({'; '.join(required)}) gave no judgement: {_one_line(why, 200)}; "
+                   "failed closed")))
+        out.unverified.append({"claim": c.claim, "reason": why, "required_by": required})
+        failed.append(c.claim)
+        fallback = offline_for(c)
+        judgement, _ = consult(fallback, c.claim, evidence)
+        state.recorder.record("llm", "llm.offline", {"claim": c.claim, "fallback_for": name},
+                              {"agrees": judgement.agrees if judgement else None})
+        out.outcomes.append(_outcome(state, llm_outcome(c.claim, judgement)))
+        c.lower(*apply_llm_gate(c.status, c.confidence, judgement))  # type: ignore[arg-type]
+    if failed and reason is None:
+        state.stream.notice(f"LLM check failed for {len(failed)} claim(s); they are inconclusive (failed closed)",
+                            level="warning")
+        out.caveats.append(f"LLM verification failed for {len(failed)} of {len(claims)} claim(s) "
+                           f"(required by {'; '.join(required)}): those claims failed closed to inconclusive; "
+                           "the offline checker ran as fallback")
+    if state.meter.spent or state.meter.limit is not None:
+        limit = "no limit" if state.meter.limit is None else str(state.meter.limit)
+        state.recorder.record("llm", "llm.tokens", {"limit": limit}, {"spent": state.meter.spent})
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from cda.contracts.action import CDAInputs
+from cda.contracts.deadline import NO_DEADLINE, Deadline
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef, SpanRef
 from cda.encodings import ast as A
@@ -111,8 +112,10 @@ def action_pieces(inputs: CDAInputs, first_line: int) -> tuple[list[Piece], dict
     return pieces, observation_of_line
 
 
-def build(inputs: CDAInputs, ken: KenGraph | None) -> ActionProblem:
-    """Parse, check and ground the whole problem of ``inputs``; errors name the field at fault."""
+def build(inputs: CDAInputs, ken: KenGraph | None, deadline: Deadline = NO_DEADLINE) -> ActionProblem:
+    """Parse, check and ground the whole problem of ``inputs``; errors name the field at fault.
+
+    Grounding stops at ``deadline`` with :class:`~cda.contracts.deadline.OutOfTime`."""
     ast = parse_problem(inputs.dsl, "dsl")
     lines = inputs.dsl.split("\n") if inputs.dsl else []
     if lines and lines[-1] == "":
@@ -121,7 +124,7 @@ def build(inputs: CDAInputs, ken: KenGraph | None) -> ActionProblem:
     goals = inputs.goals
     if goals.kind in ("best_explanation", "plan") and not any(isinstance(st, A.GoalBest) for st in ast.statements):
         pieces.append(Piece("best", "", Origin("goals"), len(lines) + len(pieces) + 1, top=goals.top or 3))
-    assembled = assemble(ast, pieces, ken)
+    assembled = assemble(ast, pieces, ken, deadline)
     out = ActionProblem(assembled, pieces, observation_of_line=observation_of_line)
     out.observed_literals = [p.written for p in assembled.placed() if isinstance(p.statement, A.Observe)
                              and p.origin.field == "dsl"]

@@ -39,6 +39,7 @@ from cda.actions.seeds import Seed, derive
 from cda.actions.stream import EventStream, Subscriber
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import ActionStatus, ActionVerdict, CDAInputs, CDAOutputs, NextTestSuggestion
+from cda.contracts.deadline import Deadline, OutOfTime
 from cda.contracts.events import ActionEvent
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.result import SolveResult
@@ -48,6 +49,7 @@ from cda.errors import CDAError, DSLError
 from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions, run
 from cda.solver.route import choose_backend
+from cda.verifiers.llm_gate import TokenMeter
 
 __all__ = ["ActionRun", "RunSettings", "accept_bump", "run_action"]
 
@@ -169,6 +171,9 @@ def run_action(
         recorder.record("action", "bind", {"action_id": b.action_id, "artifact_id": lock.artifact_id},
                         {"revision": lock.revision, "sha256": lock.sha256})
     budget = Budget(inputs.budgets.wall, clock=clock)
+    if not budget.floor_kept():
+        stream.notice(f"budgets.wall {budget.wall:g} s is under 40 s: {budget.reserve:.3g} s (half) is reserved for "
+                      "the summary, not the spec's 20 s floor, so that the search can run at all")
     writer = ArtifactWriter(out_dir / params.action_id if out_dir is not None else None)
     trace: dict[str, Any] = {"action_id": params.action_id, "seed": params.seed.label(), "rounds": []}
     failure: tuple[str, str] | None = None
@@ -238,7 +243,10 @@ def _run(
     # 1. initialise
     stream.progress("initialise", 0.0, "reading the problem")
     ken = ken_from_inputs(inputs, ken_file)
-    problem = build(inputs, ken)
+    try:
+        problem = build(inputs, ken, Deadline(budget.search_remaining()))
+    except OutOfTime as exc:
+        return _out_of_time(inputs, params, stream, recorder, writer, budget, str(exc))
     if problem.adopted:
         stream.checkpoint("context_delta", {"adopted_observations": problem.adopted})
     gp = problem.assembled.gp
@@ -246,7 +254,7 @@ def _run(
     backend = choose_backend(gp, inputs.backend)
     state = VerificationState(inputs=inputs, problem=problem, ken=ken, recorder=recorder, stream=stream,
                               budget=budget, llm_factory=llm_factory,
-                              thresholds=thresholds)
+                              thresholds=thresholds, meter=TokenMeter(inputs.budgets.tokens))
     frontier0 = state.initial_frontier(gp, settings.ken_depth)
     stream.checkpoint("plan_delta", {"round": 0, "frontier_seeds": frontier0, "beam": params.beam,
                                      "backend": backend, "depth_cap": params.depth_cap})
@@ -364,9 +372,18 @@ def _run(
     next_tests += verified.research
     partial = result.partial or budget.frozen() or budget.has("conservative_summary")
     status: ActionStatus = "partial" if partial else "completed"
-    if verified.abstain is not None and status == "completed":
-        status = "abstained"
-    summary = boundary_summary(params.action_id, inputs, result, verdicts, next_tests, caveats,
+    shown = result
+    if verified.abstain is not None:
+        # seed 001's abstain is a hard stop: no explanation is offered as a conclusion
+        verdicts = [v for v in verdicts if not v.claim.startswith("explanation:")]
+        shown = result.model_copy(update={"hypotheses": []})
+        next_tests += [NextTestSuggestion(question=f"Collect: {what}", suggested_ability="research")
+                       for what in verified.abstain.action.collect_next[:3]]
+        if status == "completed":
+            status = "abstained"
+    if status == "partial":
+        caveats, next_tests = _partial_says_why(caveats, next_tests, budget)
+    summary = boundary_summary(params.action_id, inputs, shown, verdicts, next_tests, caveats,
                                abstain=verified.abstain, citations=verified.citations)
     summary_id = writer.write_summary(summary)
     plan_id = writer.write_plan_bundle(
@@ -378,7 +395,7 @@ def _run(
         verifiers=[o.model_dump(mode="json") for o in verified.outcomes],
         receipts=recorder.receipts_json(),
     )
-    evidence_id = writer.write_evidence_bundle(verified.citations, recorder.stubs())
+    evidence_id = writer.write_evidence_bundle(verified.citations, recorder.stubs(), verified.unverified)
     stream.checkpoint("boundary_summary", {"draft": False, "summary_artifact_id": summary_id, "text": summary})
     recorder.record("action", "action.converged", {"status": status},
                     {"summary": summary_id, "plan": plan_id, "evidence": evidence_id})
@@ -386,7 +403,38 @@ def _run(
     return CDAOutputs(
         action_id=params.action_id, status=status, summary_artifact_id=summary_id, plan_bundle_id=plan_id,
         evidence_bundle_id=evidence_id, verdicts=verdicts, next_tests=next_tests, caveats=caveats,
+        abstain=verified.abstain, review=verified.review,
+        coverage=state.coverage.figures() if state.coverage is not None else None,
     )
+
+
+def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
+                      budget: Budget) -> tuple[list[str], list[NextTestSuggestion]]:
+    """A partial run never ends without caveats and next tests (spec §9, QA scenario 4)."""
+    if not caveats:
+        caveats = [f"the run stopped before it finished ({budget.elapsed():.3g} s of "
+                   f"{'no limit' if budget.wall is None else f'{budget.wall:g} s'}): results are incomplete"]
+    if not next_tests:
+        more = "a larger budgets.wall" if budget.wall is not None else "the same inputs"
+        next_tests = [NextTestSuggestion(question=f"Re-run with {more}: which verdicts change when the search "
+                                         "and the verifiers finish?", suggested_ability="default")]
+    return caveats, next_tests
+
+
+def _out_of_time(inputs: CDAInputs, params: _Params, stream: EventStream, recorder: Recorder,
+                 writer: ArtifactWriter, budget: Budget, where: str) -> CDAOutputs:
+    """The budget ran out before the problem was even grounded: a partial with nothing settled."""
+    caveats, next_tests = _partial_says_why(
+        [f"{where} within the search budget of {budget.search_seconds or 0:.3g} s: no hypothesis was "
+         "searched and no claim was checked"], [], budget)
+    recorder.record("action", "action.out_of_time", {"stage": "ground"}, {"reason": where}, status="timeout")
+    result = SolveResult(status=SolverStatus.UNKNOWN, backend="none", seed=params.solver_seed, hypotheses=[],
+                         hypotheses_enumerated=0, enumeration_complete=False, verdicts=[], next_tests=[],
+                         conflict=None, partial=True, notes=[where])
+    summary_id = writer.write_summary(boundary_summary(params.action_id, inputs, result, [], next_tests, caveats))
+    evidence_id = writer.write_evidence_bundle([], recorder.stubs())
+    return CDAOutputs(action_id=params.action_id, status="partial", summary_artifact_id=summary_id,
+                      evidence_bundle_id=evidence_id, next_tests=next_tests, caveats=caveats)
 
 
 def _plan_graph(stream: EventStream) -> dict[str, Any]:

@@ -62,13 +62,17 @@ def load_inputs(path: Path) -> CDAInputs:
 
 
 def _http_provider(inputs: CDAInputs) -> LLMProvider:
+    from cda.actions.approvals import egress_decision, pii_decision
     from cda.adapters.llm_http import OpenAICompatibleProvider
 
     s = inputs.llm
     assert s.base_url is not None and s.model is not None  # checked by LLMSettings
+    # the run asks for the approvals (and receipts them) before it builds a provider; here they
+    # only decide the class the call leaves under and whether consent lifts redaction
+    granted = egress_decision(inputs, s.egress_class).allowed
     return OpenAICompatibleProvider(
-        s.base_url, s.model, timeout_s=s.timeout_s, egress=inputs.policies.egress,
-        pii_posture=inputs.policies.pii_posture,
+        s.base_url, s.model, timeout_s=s.timeout_s, egress=s.egress_class if granted else inputs.policies.egress,
+        pii_posture=inputs.policies.pii_posture, pii_consent=pii_decision(inputs).allowed,
     )
 
 

@@ -17,13 +17,26 @@ Policies of the run (spec §6) are enforced here, at the edge, before anything l
   records that the approval was given; ``"off"`` sends the text as it is.
 
 Every failure (HTTP status, timeout, refused connection, a reply that is not the JSON asked
-for) raises :class:`~cda.verifiers.llm_gate.LLMProviderError`; the caller treats it as no
-judgement, which the gate reads as no change.
+for, a key outside the contract) raises :class:`~cda.verifiers.llm_gate.LLMProviderError`; the
+Action treats it as no judgement, and a required check without a judgement *fails closed*
+(:func:`cda.verifiers.llm_gate.fail_closed`).
+
+A reply is read in either of two contracts: the judgement asked for (``agrees``, ``confidence``,
+``flagged``, ``rationale``) or seed 001's verifier contract (``status`` ``OK | NEEDS_REWRITE |
+ABSTAIN``, typed ``problems``, ``rewritten_report``). Anything else is malformed.
+
+Time and tokens (:meth:`OpenAICompatibleProvider.judge_bounded`): every attempt's socket timeout
+is the smaller of ``timeout_s`` and what is left before the caller's deadline; HTTP 429 and 5xx
+(and a connection reset) are retried at most ``max_attempts`` times with exponential backoff
+(``Retry-After`` honoured up to 5 s) when the wait still fits before the deadline; tokens are
+reserved from the action's :class:`~cda.verifiers.llm_gate.TokenMeter` before sending and
+settled at the reply's ``usage.total_tokens``.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -33,7 +46,7 @@ from pydantic import ValidationError
 
 from cda.contracts.locations import validation_problems
 from cda.errors import CDAError
-from cda.verifiers.llm_gate import LLMJudgement, LLMProviderError
+from cda.verifiers.llm_gate import LLMJudgement, LLMProviderError, TokenMeter
 from cda.verifiers.redact import Redactor
 
 __all__ = ["Egress", "EgressDenied", "LLMProviderError", "OpenAICompatibleProvider", "PiiPosture", "SYSTEM_PROMPT"]
@@ -55,6 +68,19 @@ SYSTEM_PROMPT = (
 )
 
 _JUDGEMENT_KEYS = ("agrees", "confidence", "flagged", "rationale")
+_REVIEW_KEYS = ("status", "problems", "rewritten_report")
+_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+MAX_REPLY_TOKENS = 512
+"""The reply cap asked for (``max_tokens``); part of each call's token reservation."""
+MAX_RETRY_AFTER_S = 5.0
+
+
+class _Retryable(LLMProviderError):
+    """A failure worth another attempt (429, 5xx, a reset connection); carries Retry-After."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class EgressDenied(CDAError, PermissionError):
@@ -81,6 +107,8 @@ class OpenAICompatibleProvider:
         pii_posture: PiiPosture,
         pii_consent: bool = False,
         name: str | None = None,
+        max_attempts: int = 3,
+        backoff_s: float = 0.1,
     ) -> None:
         if egress not in ("local", "partner", "external"):
             raise ValueError(f"egress must be 'local', 'partner' or 'external'; got {egress!r}")
@@ -104,6 +132,10 @@ class OpenAICompatibleProvider:
         self.redacts = pii_posture == "on" or (pii_posture == "consent" and not pii_consent)
         self.name = name or f"http:{model}"
         self._api_key = api_key
+        if not 1 <= max_attempts <= 10:
+            raise ValueError(f"max_attempts must be from 1 to 10; got {max_attempts!r}")
+        self.max_attempts = max_attempts
+        self.backoff_s = float(backoff_s)
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAICompatibleProvider({self.base_url!r}, {self.model!r}, egress={self.egress!r}, pii_posture={self.pii_posture!r})"
@@ -125,47 +157,103 @@ class OpenAICompatibleProvider:
             "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
             "temperature": 0,
             "seed": 0,
+            "max_tokens": MAX_REPLY_TOKENS,
             "response_format": {"type": "json_object"},
         }
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8"), redactor
 
     def judge(self, claim: str, evidence: list[str]) -> LLMJudgement:
         """Ask the model; raise :class:`LLMProviderError` on any failure."""
+        return self.judge_bounded(claim, evidence, None, None)
+
+    def judge_bounded(
+        self, claim: str, evidence: list[str], deadline: float | None, meter: TokenMeter | None
+    ) -> LLMJudgement:
+        """Ask the model before ``deadline`` (``time.monotonic()``), within ``meter``'s tokens."""
         body, redactor = self.request_body(claim, evidence)
-        reply = self._post(body)
+        estimate = len(body) // 4 + MAX_REPLY_TOKENS  # ~4 bytes a token, plus the reply cap
+        if meter is not None and not meter.reserve(estimate):
+            raise LLMProviderError(
+                f"token budget: {meter.spent} of {meter.limit} tokens spent, this call may need {estimate}; not sent"
+            )
+        used = len(body) // 4  # a refused or failed call is counted at its prompt
+        reported: int | None = None
+        try:
+            reply = self._post_with_retries(body, deadline)
+            reported = _usage(reply)
+            used = estimate if reported is None else reported  # no usage given: count the worst case
+        finally:
+            if meter is not None:
+                meter.settle(estimate, used)
         content = _content(reply, self.endpoint)
-        judgement = self._judgement(content)
+        judgement = self._judgement(content).model_copy(update={"tokens": reported})
         if redactor is None:
             return judgement
         return judgement.model_copy(
             update={
                 "flagged": [redactor.restore(text) for text in judgement.flagged],
                 "rationale": redactor.restore(judgement.rationale),
+                "problems": [p.model_copy(update={"span": redactor.restore(p.span)}) for p in judgement.problems],
             }
         )
 
-    def _post(self, body: bytes) -> bytes:
+    def _post_with_retries(self, body: bytes, deadline: float | None) -> bytes:
+        errors: list[str] = []
+        tried = 0
+        for attempt in range(self.max_attempts):
+            timeout = self.timeout_s
+            if deadline is not None:
+                timeout = min(timeout, deadline - time.monotonic())
+                if timeout <= 0.01:
+                    errors.append("no time left in the action's budget")
+                    break
+            tried += 1
+            try:
+                return self._post(body, timeout)
+            except _Retryable as error:
+                errors.append(str(error))
+                if attempt + 1 == self.max_attempts:
+                    break
+                wait = self.backoff_s * (2 ** attempt)
+                if error.retry_after is not None:
+                    wait = max(wait, min(error.retry_after, MAX_RETRY_AFTER_S))
+                if deadline is not None and time.monotonic() + wait >= deadline:
+                    errors.append(f"a retry after {wait:g} s would pass the action's deadline")
+                    break
+                time.sleep(wait)
+        raise LLMProviderError(f"no judgement after {tried} attempt(s): " + " | ".join(errors))
+
+    def _post(self, body: bytes, timeout: float | None = None) -> bytes:
+        timeout = self.timeout_s if timeout is None else timeout
         headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "cda"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
         where = f"LLM provider {self.name} at {self.endpoint}"
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 data: bytes = response.read(MAX_REPLY_BYTES + 1)
         except urllib.error.HTTPError as error:
             try:
                 detail = _excerpt(error.read(2000)) if error.fp is not None else ""
+                retry_after = _seconds(error.headers.get("Retry-After") if error.headers else None)
             finally:
                 error.close()
-            raise LLMProviderError(f"{where} answered HTTP {error.code} {error.reason}: {detail}") from error
+            message = f"{where} answered HTTP {error.code} {error.reason}: {detail}"
+            if error.code in _RETRY_STATUSES:
+                raise _Retryable(message, retry_after) from error
+            raise LLMProviderError(message) from error
         except urllib.error.URLError as error:
             if isinstance(error.reason, TimeoutError):
-                raise LLMProviderError(f"{where} did not answer within {self.timeout_s:g} s") from error
+                raise LLMProviderError(f"{where} did not answer within {timeout:.3g} s") from error
+            if isinstance(error.reason, ConnectionResetError):
+                raise _Retryable(f"{where} reset the connection") from error
             raise LLMProviderError(f"{where} could not be reached: {error.reason}") from error
         except TimeoutError as error:
-            raise LLMProviderError(f"{where} did not answer within {self.timeout_s:g} s") from error
-        except OSError as error:  # connection reset, remote closed mid-reply …
+            raise LLMProviderError(f"{where} did not answer within {timeout:.3g} s") from error
+        except ConnectionResetError as error:
+            raise _Retryable(f"{where} reset the connection: {error}") from error
+        except OSError as error:  # remote closed mid-reply …
             raise LLMProviderError(f"{where} failed: {error}") from error
         if len(data) > MAX_REPLY_BYTES:
             raise LLMProviderError(f"{where} sent a reply larger than {MAX_REPLY_BYTES} bytes")
@@ -187,7 +275,21 @@ class OpenAICompatibleProvider:
             raise LLMProviderError(
                 f"LLM provider {self.name} replied with JSON {type(obj).__name__}, expected an object: {_excerpt(content)}"
             )
-        fields = {key: obj[key] for key in _JUDGEMENT_KEYS if key in obj}  # extra keys are ignored
+        keys = set(obj)
+        if "status" in obj:  # seed 001's verifier contract
+            if keys - set(_REVIEW_KEYS):
+                raise LLMProviderError(
+                    f"LLM provider {self.name} replied outside the verifier contract (unexpected "
+                    f"{', '.join(sorted(keys - set(_REVIEW_KEYS)))}): {_excerpt(content)}"
+                )
+            fields = _from_review(obj)
+        else:
+            if keys - set(_JUDGEMENT_KEYS):
+                raise LLMProviderError(
+                    f"LLM provider {self.name} replied outside the judgement contract (unexpected "
+                    f"{', '.join(sorted(keys - set(_JUDGEMENT_KEYS)))}): {_excerpt(content)}"
+                )
+            fields = dict(obj)
         try:
             return LLMJudgement.model_validate({**fields, "provider": self.name})
         except ValidationError as error:
@@ -214,6 +316,38 @@ def _content(reply: bytes, where: str) -> str:
     if not isinstance(content, str):
         raise LLMProviderError(f"{where} sent a message content that is not a string: {_excerpt(reply)}")
     return content
+
+
+def _from_review(obj: dict[str, Any]) -> dict[str, Any]:
+    """A seed-001 verifier reply as judgement fields: OK agrees, NEEDS_REWRITE and ABSTAIN do not."""
+    status, problems = obj.get("status"), obj.get("problems", [])
+    spans = [p.get("span") for p in problems if isinstance(p, dict)] if isinstance(problems, list) else []
+    rewritten = obj.get("rewritten_report")
+    return {
+        "review_status": status,
+        "problems": problems,
+        "agrees": "yes" if status == "OK" else "no",
+        "flagged": [s for s in spans if isinstance(s, str)],
+        "rationale": f"verifier {status}" + (f"; rewritten: {rewritten}" if isinstance(rewritten, str) and rewritten else ""),
+    }
+
+
+def _usage(reply: bytes) -> int | None:
+    """``usage.total_tokens`` of a chat-completions reply; None when it gives none."""
+    try:
+        total = json.loads(reply.decode("utf-8"))["usage"]["total_tokens"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError):
+        return None
+    return total if isinstance(total, int) and not isinstance(total, bool) and 0 <= total < 1 << 40 else None
+
+
+def _seconds(header: str | None) -> float | None:
+    """A ``Retry-After`` given in seconds (an HTTP date is ignored)."""
+    try:
+        value = float(header) if header is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 <= value < 1e6 else None
 
 
 def _unfence(content: str) -> str:

@@ -13,10 +13,12 @@ them live in :mod:`cda.verifiers.coverage` and :mod:`cda.verifiers.abstain`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
+from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from cda.contracts import limits
 from cda.errors import CDAError, OptionError
@@ -26,6 +28,7 @@ __all__ = [
     "AbstainConfigError",
     "AbstainOutput",
     "AbstainThresholds",
+    "AugmentInput",
     "BAND_CEILING",
     "Band",
     "CALIBRATION",
@@ -44,12 +47,15 @@ __all__ = [
     "Observation",
     "RelevantFix",
     "RootCause",
+    "SUGGESTED_CKG_AUGMENT_INPUTS",
     "UNKNOWN_ROOT_CAUSE",
+    "ungrounded_quantities",
     "Violation",
     "ViolationFix",
     "ViolationKind",
     "band_of",
     "band_rank",
+    "quantities_in",
 ]
 
 Band = Literal["low", "medium", "high"]
@@ -86,6 +92,61 @@ def band_of(confidence: float) -> Band:
         if confidence >= lower:
             return band
     return "low"
+
+
+# A number: digits (optional decimal part) that do not continue an identifier ("p99", "SW_REQ2",
+# "db-2", "v1.2", "soft@25" hold none). Its unit: letters (or %, µ, Ω, °) right after it, or one
+# word after a space unless that word is prose.
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.@])(?<![A-Za-z0-9_]-)\d+(?:\.\d+)?")
+_UNIT = re.compile(r"(?:(%|[A-Za-zµΩ°]+)|[ \u00a0]([A-Za-zµΩ°%][A-Za-zµΩ°/]*))(?![A-Za-z0-9_])")
+_ATOM_ARGS = re.compile(r"(?<=[A-Za-z0-9_])\([^()]*\)")
+_PROSE = frozenset(
+    """a an the and or but nor not no if then else in on at of for to from by with into onto over under about as
+    than via per since until after before while when is are was were be been has have had do does did will would
+    can could may might must so because each every all any some more less most least times""".split()
+)
+
+
+def quantities_in(text: str) -> list[tuple[str, str, str]]:
+    """The numbers of a text with their units, as (as written, canonical value, unit or "").
+
+    A number inside a call's arguments (``level(3)``) is an atom of the problem, not a metric,
+    and is skipped. A word after a space is a unit unless it is prose ("in", "and", "times").
+
+    >>> quantities_in("VCORE 725mV usage is 29.32% after 3 restarts in 20 ms; level(3)")
+    [('725', '725', 'mV'), ('29.32', '29.32', '%'), ('3', '3', 'restarts'), ('20', '20', 'ms')]
+    >>> quantities_in("board rev 2024 and 20 in total")
+    [('2024', '2024', ''), ('20', '20', '')]
+    """
+    masked = _ATOM_ARGS.sub(lambda m: "(" + " " * (len(m.group()) - 2) + ")", text)
+    out = []
+    for match in _NUMBER.finditer(masked):
+        raw = match.group()
+        try:
+            value = format(Decimal(raw).normalize(), "f")
+        except InvalidOperation:  # pragma: no cover - the pattern admits only decimals
+            value = raw
+        unit = ""
+        follow = _UNIT.match(masked, match.end())
+        if follow is not None:
+            word = follow.group(1) or follow.group(2) or ""
+            if follow.group(1) or word.casefold() not in _PROSE:
+                unit = word
+        out.append((raw, value, unit))
+    return out
+
+
+def ungrounded_quantities(fields: Iterable[tuple[str, str]], observations: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(location, number as written, unit) of each number no observation grounds: an observation
+    must hold the same value and, when the number has a unit, the same unit."""
+    pairs = {(value, unit) for text in observations for _, value, unit in quantities_in(text)}
+    values = {value for value, _ in pairs}
+    return [
+        (loc, raw, unit)
+        for loc, text in fields
+        for raw, value, unit in quantities_in(text)
+        if not ((value, unit) in pairs if unit else value in values)
+    ]
 
 
 def band_rank(band: Band) -> int:
@@ -168,7 +229,6 @@ class CoverageFigures(_Model):
     causal_chains_count: int = Field(ge=0)
     required_nodes_count: int = Field(ge=0)
     relevant_fixes_count: int = Field(ge=0)
-    top_similarity: float | None = None
 
 
 _COUNTED: tuple[tuple[str, str], ...] = (
@@ -206,7 +266,6 @@ class CoverageReport(_Model):
     causal_chains_count: int = Field(default=0, ge=0)
     required_nodes_count: int = Field(default=0, ge=0)
     relevant_fixes_count: int = Field(default=0, ge=0)
-    top_similarity: float | None = Field(default=None, description="best vector similarity, when a store gives one")
     queries: list[KenQuery] = Field(default_factory=list, description="every Ken query made, in order")
 
     @model_validator(mode="before")
@@ -231,7 +290,6 @@ class CoverageReport(_Model):
             causal_chains_count=self.causal_chains_count,
             required_nodes_count=self.required_nodes_count,
             relevant_fixes_count=self.relevant_fixes_count,
-            top_similarity=self.top_similarity,
         )
 
     def traversal_nodes(self) -> list[str]:
@@ -268,7 +326,18 @@ class AbstainThresholds(_Model):
     abstain_gate_enabled: bool = True
     low_coverage_verifier_enabled: bool = True
 
-    #: field -> environment variable that sets it.
+    #: field -> the seed's environment variable that sets it (seed 001, "Implementation notes").
+    SEED_ENV_VARS: ClassVar[dict[str, str]] = {
+        "min_root_causes": "ABSTAIN_MIN_ROOT_CAUSES",
+        "min_chains": "ABSTAIN_MIN_CHAINS",
+        "min_entities": "ABSTAIN_MIN_ENTITIES",
+        "min_required_nodes": "MIN_REQUIRED_NODES",
+        "review_min_entities": "REVIEW_MIN_ENTITIES",
+        "abstain_gate_enabled": "ENABLE_ABSTAIN_GATE",
+        "low_coverage_verifier_enabled": "ENABLE_LOW_COVERAGE_VERIFIER",
+    }
+
+    #: field -> CDA's alias of the same variable (``CDA_`` + the seed's name).
     ENV_VARS: ClassVar[dict[str, str]] = {
         "min_root_causes": "CDA_ABSTAIN_MIN_ROOT_CAUSES",
         "min_chains": "CDA_ABSTAIN_MIN_CHAINS",
@@ -283,6 +352,9 @@ class AbstainThresholds(_Model):
     def from_env(cls, environ: Mapping[str, str]) -> AbstainThresholds:
         """Thresholds from environment variables (pass ``os.environ``); unset or empty -> default.
 
+        Each is read under the seed's name (``MIN_REQUIRED_NODES``) and CDA's alias
+        (``CDA_MIN_REQUIRED_NODES``); set under both with different values is an error.
+
         >>> AbstainThresholds.from_env({"CDA_MIN_REQUIRED_NODES": "5"}).min_required_nodes
         5
         >>> AbstainThresholds.from_env({"CDA_ABSTAIN_MIN_CHAINS": "two"})
@@ -290,10 +362,16 @@ class AbstainThresholds(_Model):
         cda.contracts.abstain.AbstainConfigError: CDA_ABSTAIN_MIN_CHAINS: expected a whole number >= 0, got 'two'
         """
         values: dict[str, int | bool] = {}
-        for name, var in cls.ENV_VARS.items():
-            raw = environ.get(var)
-            if raw is None or not raw.strip():
+        for name, alias in cls.ENV_VARS.items():
+            seed_var = cls.SEED_ENV_VARS[name]
+            given = [(v, environ[v]) for v in (seed_var, alias) if environ.get(v) is not None and environ[v].strip()]
+            if not given:
                 continue
+            if len(given) == 2 and given[0][1].strip() != given[1][1].strip():
+                raise AbstainConfigError(
+                    f"{seed_var}={given[0][1]!r} and {alias}={given[1][1]!r} disagree; set one of them"
+                )
+            var, raw = given[0]
             text = raw.strip()
             if cls.model_fields[name].annotation is bool:
                 if text.lower() in _TRUE:
@@ -326,18 +404,34 @@ class AbstainThresholds(_Model):
 # ---------------------------------------------------------------- the ABSTAIN output
 
 
-class AbstainAction(_Model):
-    """What to do instead of answering."""
+AugmentInput = Literal["raw_report", "raw_debug_query", "agent_output", "judge_feedback"]
+"""The inputs seed 001 names for augmenting the knowledge graph (CKG = Ken here)."""
 
-    next_step: Literal["REQUEST_MORE_DATA_OR_AUGMENT_KEN"] = "REQUEST_MORE_DATA_OR_AUGMENT_KEN"
+SUGGESTED_CKG_AUGMENT_INPUTS: tuple[AugmentInput, ...] = ("raw_report", "raw_debug_query", "agent_output", "judge_feedback")
+
+
+class AbstainAction(_Model):
+    """What to do instead of answering (seed 001's ``action`` object, plus CDA's concrete list)."""
+
+    next_step: Literal["REQUEST_MORE_DATA_OR_AUGMENT_CKG"] = "REQUEST_MORE_DATA_OR_AUGMENT_CKG"
+    suggested_ckg_augment_inputs: list[AugmentInput] = Field(
+        default_factory=lambda: list(SUGGESTED_CKG_AUGMENT_INPUTS),
+        description="which inputs would let Ken (the CKG) be augmented, in the seed's vocabulary",
+    )
     collect_next: list[str] = Field(default_factory=list, description="what to collect or add, most useful first")
 
 
 class AbstainOutput(_Model):
-    """The structured ABSTAIN answer: why no grounded diagnosis is possible and what would help."""
+    """The structured ABSTAIN answer (seed 001 §1): why no grounded diagnosis is possible and what would help.
 
-    decision: Literal["ABSTAIN"] = "ABSTAIN"
-    reason: str = "Insufficient Ken coverage to support a grounded diagnosis"
+    The seed's fields, by the seed's names: ``mode``, ``reason``, ``coverage``, verbatim
+    ``observations``, ``missing_knowledge``, ``action.next_step`` and
+    ``action.suggested_ckg_augment_inputs``; ``reasons`` and ``action.collect_next`` are CDA's
+    additions (the rules that fired, and concretely what to collect).
+    """
+
+    mode: Literal["ABSTAIN"] = "ABSTAIN"
+    reason: str = "Insufficient CKG coverage to support grounded diagnosis"
     reasons: list[str] = Field(description="each rule that fired, with its figure and threshold")
     coverage: CoverageFigures
     observations: list[str] = Field(description="the input observations, verbatim")
@@ -451,6 +545,35 @@ class EpistemicReport(_Model):
     min_chains: int = Field(default=1, ge=1, description="causal chains a high conclusion needs")
     caveats: list[str] = Field(default_factory=list)
     violations: list[Violation] = Field(default_factory=list, description="violations applied as downgrades")
+
+    def claim_fields(self) -> list[tuple[str, str]]:
+        """The texts a number must not be invented in, as (location, text): the conclusion and the hypotheses."""
+        c = self.conclusion
+        out = [("conclusion.root_cause", c.root_cause)]
+        out += [(f"conclusion.justification[{j}]", t) for j, t in enumerate(c.justification)]
+        for i, h in enumerate(self.hypotheses):
+            out.append((f"hypotheses[{i}].text", h.text))
+            out += [(f"hypotheses[{i}].why[{j}]", t) for j, t in enumerate(h.why)]
+            out += [(f"hypotheses[{i}].what_would_confirm[{j}]", t) for j, t in enumerate(h.what_would_confirm)]
+        return out
+
+    @model_validator(mode="after")
+    def _no_invented_numbers(self, info: ValidationInfo) -> EpistemicReport:
+        """Seed 001: a number in the conclusion or a hypothesis occurs in an observation with its
+        unit, unless the report records it as an ``UNSUPPORTED_METRIC`` violation (downgraded).
+        A *draft* (``model_validate(data, context={"draft": True})``: a model's output before the
+        verifier pass) may break the rule; a report CDA hands on may not."""
+        if isinstance(info.context, dict) and info.context.get("draft"):
+            return self
+        known = {(v.location, v.span) for v in self.violations if v.kind == "UNSUPPORTED_METRIC"}
+        for loc, raw, unit in ungrounded_quantities(self.claim_fields(), [o.text for o in self.observations]):
+            if (loc, raw) not in known:
+                shown = f"{raw} {unit}" if unit else raw
+                raise ValueError(
+                    f"{loc}: the number {shown} occurs in no observation; a report cannot invent it "
+                    "(record it as an UNSUPPORTED_METRIC violation, or validate the text as a draft)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _high_needs_coverage(self) -> EpistemicReport:

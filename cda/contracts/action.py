@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cda.contracts import limits
+from cda.contracts.abstain import AbstainOutput, CoverageFigures, LowCoverageReview
 from cda.contracts.refs import ArtifactRef, SpanRef
 
 __all__ = [
@@ -342,3 +343,10 @@ class CDAOutputs(_Model):
     display: DisplayPlan = Field(default_factory=DisplayPlan)
     revision: int = Field(default=1, ge=1, description="structure revision: +1 each time a bound update is accepted")
     supersedes: str | None = Field(default=None, description="the plan bundle id of the revision this one replaces")
+    abstain: AbstainOutput | None = Field(
+        default=None, description="seed 001's ABSTAIN output (mode, reason, coverage, observations, "
+        "missing_knowledge, action) when the run abstained; an abstained run lists no explanation as a verdict")
+    coverage: CoverageFigures | None = Field(default=None, description="how much of the anomaly Ken covers (seed 001)")
+    review: LowCoverageReview | None = Field(
+        default=None, description="the low-coverage verifier pass (seed 001 §3): OK | NEEDS_REWRITE | ABSTAIN "
+        "with typed problems; triggered only when coverage is low")

@@ -43,6 +43,7 @@ from cda.contracts.abstain import (
     ViolationFix,
     ViolationKind,
     band_rank,
+    quantities_in,
 )
 from cda.contracts.result import Hypothesis, Verdict
 from cda.ken.graph import KenGraph
@@ -55,12 +56,13 @@ __all__ = [
     "low_coverage_reasons",
     "low_coverage_review",
     "numbers_in",
+    "quantities_in",
     "should_abstain",
 ]
 
 # A number is digits (with an optional decimal part) that do not continue an identifier:
-# "725mV", "29.32%", "-5" count; "p99", "SW_REQ2", "db-2", "v1.2" do not.
-_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?<![A-Za-z0-9_]-)\d+(?:\.\d+)?")
+# "725mV", "29.32%", "-5" count; "p99", "SW_REQ2", "db-2", "v1.2", "soft@25" do not.
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.@])(?<![A-Za-z0-9_]-)\d+(?:\.\d+)?")
 # An explicit reference to a Ken node in prose: "ken:node:<id>" (SpanRef sources) or "entity:<id>" (the DSL).
 _NODE_REF = re.compile(r"(?:\bken:node:|\bentity:)([A-Za-z0-9_][A-Za-z0-9_.\-/]*)")
 _IDENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
@@ -316,14 +318,7 @@ def epistemic_report(
 
 def _text_fields(report: EpistemicReport) -> list[tuple[str, str]]:
     """The fields a number or a node reference must not be invented in, as (location, text)."""
-    c = report.conclusion
-    out = [("conclusion.root_cause", c.root_cause)]
-    out += [(f"conclusion.justification[{j}]", t) for j, t in enumerate(c.justification)]
-    for i, h in enumerate(report.hypotheses):
-        out.append((f"hypotheses[{i}].text", h.text))
-        out += [(f"hypotheses[{i}].why[{j}]", t) for j, t in enumerate(h.why)]
-        out += [(f"hypotheses[{i}].what_would_confirm[{j}]", t) for j, t in enumerate(h.what_would_confirm)]
-    return out
+    return report.claim_fields()
 
 
 def _node_fields(report: EpistemicReport) -> list[tuple[str, list[str]]]:
@@ -347,15 +342,28 @@ def _observation_violations(report: EpistemicReport, inputs: Sequence[str]) -> l
     ]
 
 
+class _Observed:
+    """The quantities of the observations: a number is grounded when one of them has its value
+    and, if the number has a unit, the same unit (a bare number matches any unit)."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        self.pairs = {(value, unit) for text in texts for _, value, unit in quantities_in(text)}
+        self.values = {value for value, _ in self.pairs}
+
+    def __call__(self, value: str, unit: str) -> bool:
+        return (value, unit) in self.pairs if unit else value in self.values
+
+
 def _metric_violations(fields: Iterable[tuple[str, str]], known: Callable[[str, str], bool], where: str) -> list[Violation]:
     out: list[Violation] = []
     for loc, text in fields:
-        for raw, value in numbers_in(text):
-            if not known(raw, value):
+        for raw, value, unit in quantities_in(text):
+            if not known(value, unit):
+                shown = f"{raw} {unit}" if unit else raw
                 out.append(
                     Violation(
                         kind="UNSUPPORTED_METRIC", location=loc, span=raw, fix="remove",
-                        detail=f"the number {raw} appears in no {where}",
+                        detail=f"the number {shown} appears in no {where}" + (" with that unit" if unit else ""),
                     )
                 )
     return out
@@ -406,25 +414,14 @@ def enforce(
     [('UNSUPPORTED_METRIC', '40'), ('UNKNOWN_NODE', 'cache')]
     """
     safe = SafeKen(ken, log)
-    observed = {value for text in observations for _, value in numbers_in(text)}
-
-    def in_ken(raw: str, value: str) -> bool:
-        for hit in safe.search(raw, limit):
-            # a hit through the id must contain the number as a number; through the label
-            # (which the safe set does not show) the substring is all the evidence there is.
-            if raw not in hit or any(v == value for _, v in numbers_in(hit)):
-                return True
-        return False
-
-    def known_number(raw: str, value: str) -> bool:
-        return value in observed or in_ken(raw, value)
+    known_number = _Observed(observations)  # observations only: a Ken label is no measurement
 
     if isinstance(subject, str):
-        found = _metric_violations([("text", subject)], known_number, "observation and no Ken node text")
+        found = _metric_violations([("text", subject)], known_number, "observation")
         found += _node_violations([("text", _node_refs(subject))], safe.has_node, "UNKNOWN_NODE", "Ken has no such node")
         return _dedupe(found)
     found = _observation_violations(subject, observations)
-    found += _metric_violations(_text_fields(subject), known_number, "observation and no Ken node text")
+    found += _metric_violations(_text_fields(subject), known_number, "observation")
     found += _node_violations(_node_fields(subject), safe.has_node, "UNKNOWN_NODE", "Ken has no such node")
     return _dedupe(found)
 
@@ -493,9 +490,8 @@ def _review_violations(report: EpistemicReport, coverage: CoverageReport, gate: 
             )
         )
     found += _observation_violations(report, coverage.observations)
-    sources = [o.text for o in report.observations] + [f.text for f in report.ken_facts] + list(coverage.observations)
-    allowed = {value for text in sources for _, value in numbers_in(text)}
-    found += _metric_violations(_text_fields(report), lambda _raw, value: value in allowed, "observation or Ken fact")
+    observed = _Observed([o.text for o in report.observations] + list(coverage.observations))
+    found += _metric_violations(_text_fields(report), observed, "observation")
     grounded = set(coverage.traversal_nodes())
     found += _node_violations(
         _node_fields(report), grounded.__contains__, "UNGROUNDED_NODE", "not among the nodes the Ken traversal reached"
@@ -514,7 +510,7 @@ def _rewrite(report: EpistemicReport, violations: Sequence[Violation], grounded:
     data: dict[str, Any] = lowered.model_dump()
     drop_items: set[str] = set()  # locations of list items or whole hypotheses to drop
     demote_conclusion = False
-    drop_root_cause = False
+    strip_from_root_cause: list[str] = []
     demote_facts: set[int] = set()
     for v in violations:
         loc = v.location
@@ -522,8 +518,9 @@ def _rewrite(report: EpistemicReport, violations: Sequence[Violation], grounded:
             drop_items.add(loc)
         elif v.kind == "UNGROUNDED_ROOT_CAUSE" or loc == "conclusion.nodes":
             demote_conclusion = True
-        elif loc == "conclusion.root_cause":
-            demote_conclusion = drop_root_cause = True
+        elif loc == "conclusion.root_cause":  # an invented number in it: remove it, keep the rest as a hypothesis
+            demote_conclusion = True
+            strip_from_root_cause.append(v.span)
         elif loc.startswith("ken_facts["):
             demote_facts.add(_index(loc, "ken_facts") or 0)
         elif loc.endswith(".nodes"):  # a hypothesis citing a node coverage never reached: drop the citation
@@ -554,9 +551,14 @@ def _rewrite(report: EpistemicReport, violations: Sequence[Violation], grounded:
         )
     data["ken_facts"] = [f for i, f in enumerate(data["ken_facts"]) if i not in demote_facts]
     if demote_conclusion and conclusion["root_cause"] != UNKNOWN_ROOT_CAUSE:
-        if not drop_root_cause:
+        text = conclusion["root_cause"]
+        for span in strip_from_root_cause:  # the number and its unit
+            units = {unit for raw, _, unit in quantities_in(text) if raw == span and unit}
+            tail = "(?:\\s?(?:" + "|".join(re.escape(u) for u in sorted(units)) + "))?" if units else ""
+            text = " ".join(re.sub(r"(?<![\w.@])" + re.escape(span) + tail + r"(?![\w.])", "", text).split())
+        if text:  # seed 001: an ungrounded root cause is downgraded to a hypothesis, never dropped
             hypotheses.append(
-                {"id": "conclusion", "text": conclusion["root_cause"],
+                {"id": "conclusion", "text": text,
                  "confidence": min(conclusion["confidence"], low), "verified": False,
                  "nodes": [n for n in conclusion["nodes"] if n in grounded], "why": conclusion["justification"]}
             )

@@ -18,7 +18,13 @@ judgement                                  effect
 ``flagged`` not empty                      cap 0.5, supported -> inconclusive
 ``agrees == "unsure"``                     cap 0.8
 ``confidence`` given                       cap at it; below 0.5, supported -> inconclusive
+no judgement where one was required        cap 0.5, supported -> inconclusive
+                                           (:func:`fail_closed`)
 ========================================  ==========================================
+
+A provider may also answer in the low-coverage verifier contract of seed 001 (``status``
+``OK | NEEDS_REWRITE | ABSTAIN`` with typed ``problems``); :class:`LLMJudgement` keeps that
+status and the problems, and reads ``OK`` as agreement and the other two as disagreement.
 
 The caps combine by ``min``; the returned confidence is ``min(confidence, cap)``. A judgement's
 ``confidence`` has the meaning a verdict's has: the provider's probability that the claim holds.
@@ -27,6 +33,7 @@ The caps combine by ``min``; the returned confidence is ``min(confidence, cap)``
 from __future__ import annotations
 
 import math
+import threading
 from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -36,14 +43,18 @@ from cda.contracts.verification import VerifierOutcome, VerifierStatus
 from cda.errors import CDAError
 
 __all__ = [
+    "BoundedLLMProvider",
     "LLMJudgement",
     "LLMProvider",
     "LLMProviderError",
+    "ReviewProblem",
     "Status",
     "DISAGREE_CAP",
+    "TokenMeter",
     "UNSURE_CAP",
     "apply_llm_gate",
     "consult",
+    "fail_closed",
     "judgement_cap",
     "llm_outcome",
 ]
@@ -66,6 +77,22 @@ class LLMProviderError(CDAError, RuntimeError):
     """
 
 
+ReviewStatus = Literal["OK", "NEEDS_REWRITE", "ABSTAIN"]
+ProblemType = Literal[
+    "UNSUPPORTED_METRIC", "UNGROUNDED_ROOT_CAUSE", "UNGROUNDED_NODE", "UNKNOWN_NODE", "UNGROUNDED_OBSERVATION"
+]
+
+
+class ReviewProblem(BaseModel):
+    """One typed problem of the seed-001 verifier contract: what, where (``span``) and the fix."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: ProblemType
+    span: str
+    fix: Literal["remove", "downgrade_to_hypothesis", "abstain"]
+
+
 class LLMJudgement(BaseModel):
     """What one LLM provider says about one claim against the evidence it was shown."""
 
@@ -81,6 +108,11 @@ class LLMJudgement(BaseModel):
         default_factory=list, description="claim fragments with no support in the evidence"
     )
     rationale: str = Field(default="", description="one or two sentences a person can read")
+    review_status: ReviewStatus | None = Field(
+        default=None, description="set when the provider answered in seed 001's verifier contract"
+    )
+    problems: list[ReviewProblem] = Field(default_factory=list, description="the contract's typed problems")
+    tokens: int | None = Field(default=None, ge=0, description="tokens the provider reported for this call")
 
 
 @runtime_checkable
@@ -91,6 +123,57 @@ class LLMProvider(Protocol):
 
     def judge(self, claim: str, evidence: list[str]) -> LLMJudgement:
         """Judge ``claim`` against ``evidence``; raise :class:`LLMProviderError` when no answer."""
+        ...
+
+
+class TokenMeter:
+    """Provider tokens of one action against ``budgets.tokens`` (``None``: counted, not limited).
+
+    A call first *reserves* its worst case (prompt estimate + the reply cap it asks for); a
+    reservation that does not fit is refused, so concurrent calls cannot overshoot together.
+    When the reply arrives the reservation is *settled* at the provider's ``usage`` figure.
+    Thread-safe: the calls for several claims run at once.
+
+    >>> meter = TokenMeter(100)
+    >>> meter.reserve(80), meter.reserve(30)
+    (True, False)
+    >>> meter.settle(80, 25); meter.spent, meter.reserve(70)
+    (25, True)
+    """
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.spent = 0
+        self.reserved = 0
+        self._lock = threading.Lock()
+
+    def reserve(self, tokens: int) -> bool:
+        with self._lock:
+            if self.limit is not None and self.spent + self.reserved + tokens > self.limit:
+                return False
+            self.reserved += tokens
+            return True
+
+    def settle(self, reserved: int, actual: int) -> None:
+        with self._lock:
+            self.reserved -= reserved
+            self.spent += max(0, actual)
+
+    def exhausted(self) -> bool:
+        with self._lock:
+            return self.limit is not None and self.spent >= self.limit
+
+
+@runtime_checkable
+class BoundedLLMProvider(Protocol):
+    """A provider that can keep a deadline (``time.monotonic()`` seconds) and a token meter."""
+
+    name: str
+
+    def judge_bounded(
+        self, claim: str, evidence: list[str], deadline: float | None, meter: TokenMeter | None
+    ) -> LLMJudgement:
+        """:meth:`LLMProvider.judge` that gives up (``LLMProviderError``) at ``deadline``."""
         ...
 
 
@@ -121,7 +204,11 @@ def judgement_cap(judgement: LLMJudgement | None) -> tuple[float, bool, list[str
     cap = 1.0
     demote = False
     reasons: list[str] = []
-    if valid.agrees == "no":
+    if valid.review_status in ("NEEDS_REWRITE", "ABSTAIN"):
+        cap, demote = min(cap, DISAGREE_CAP), True
+        kinds = ", ".join(sorted({p.type for p in valid.problems})) or "no problem listed"
+        reasons.append(f"verifier {valid.review_status} ({kinds})")
+    elif valid.agrees == "no":
         cap, demote = min(cap, DISAGREE_CAP), True
         reasons.append("disagrees")
     elif valid.agrees == "unsure":
@@ -209,15 +296,48 @@ def llm_outcome(claim: str, judgement: LLMJudgement | None) -> VerifierOutcome:
     )
 
 
-def consult(provider: LLMProvider, claim: str, evidence: list[str]) -> tuple[LLMJudgement | None, str | None]:
+def consult(
+    provider: LLMProvider, claim: str, evidence: list[str], *,
+    deadline: float | None = None, meter: TokenMeter | None = None,
+) -> tuple[LLMJudgement | None, str | None]:
     """Ask a provider; a :class:`LLMProviderError` becomes ``(None, message)`` - no judgement.
 
-    Any other exception is a bug in the provider and propagates.
+    A :class:`BoundedLLMProvider` is given the deadline and the token meter. A judgement that
+    does not re-validate (built with ``model_construct``) is no judgement either. Any other
+    exception is a bug in the provider and propagates.
     """
     try:
-        return provider.judge(claim, list(evidence)), None
+        if isinstance(provider, BoundedLLMProvider) and (deadline is not None or meter is not None):
+            judgement = provider.judge_bounded(claim, list(evidence), deadline, meter)
+        else:
+            judgement = provider.judge(claim, list(evidence))
     except LLMProviderError as error:
         return None, str(error)
+    if _valid(judgement) is None:
+        return None, f"provider {getattr(provider, 'name', '?')} returned a judgement outside the contract"
+    return judgement, None
+
+
+def fail_closed(
+    status: Status | VerdictStatus, confidence: float, reason: str
+) -> tuple[VerdictStatus, float, list[str]]:
+    """A *required* LLM check delivered no judgement: the claim cannot stay settled.
+
+    The same ceiling as a disagreement: *supported* becomes *inconclusive* and the confidence is
+    capped at :data:`DISAGREE_CAP`; *refuted* stays refuted (only a solver refutes, and nothing
+    an LLM fails to say makes a refutation weaker). The caveat names the reason.
+
+    >>> fail_closed("supported", 1.0, "HTTP 503") == (
+    ...     "inconclusive", 0.5, ["required LLM check gave no judgement (HTTP 503): supported -> inconclusive"])
+    True
+    """
+    if not isinstance(status, str) or status not in _STATUSES:
+        raise ValueError(f"status must be one of {', '.join(_STATUSES)}; got {status!r}")
+    old = VerdictStatus(status)
+    new = min(old, VerdictStatus.INCONCLUSIVE)
+    caveat = f"required LLM check gave no judgement ({reason})"
+    caveat += f": {old} -> {new}" if new != old else f": confidence capped at {DISAGREE_CAP}"
+    return new, min(float(confidence), DISAGREE_CAP), [caveat]
 
 
 def _one_line(text: str, limit: int = 200) -> str:

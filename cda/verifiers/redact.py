@@ -11,13 +11,16 @@ What is detected, in order of precedence where matches overlap (leftmost, then l
 
 - ``EMAIL``: ``local@domain.tld``;
 - ``IBAN``: two letters, two check digits, 11-30 letters or digits (spaces every four allowed),
-  kept only when the ISO 13616 mod-97 check passes;
+  in either case (``de89 3704 …`` too), kept only when the ISO 13616 mod-97 check passes;
 - ``CARD``: 13-19 digits, single spaces or hyphens between groups allowed, kept only when the
   Luhn check passes;
 - ``IPV4``: four dotted octets 0-255 (not part of a longer dotted number);
-- ``PHONE``: ``+`` and 8-15 digits in groups; ``(area) 123 4567``; ``555-123-4567`` (one
-  separator, used twice); national numbers starting with ``0`` (``030 1234567``); the last two
-  not when they are part of a longer run of digit groups (``3704 0044 0532``);
+- ``PHONE``: ``+`` and 8-15 digits, in groups or not (E.164: ``+14155552671``);
+  ``(area) 123 4567``; ``555-123-4567`` (one separator, used twice); national numbers starting
+  with ``0`` (``030 1234567``; in two to four groups with at least 9 digits: ``020 7946 0958``,
+  ``0171 234 5678``, ``06-12345678``); 10 or 11 bare digits (``5551234567``); the national
+  forms not when they are part of a longer run of digit groups (``3704 0044 0532``). Bare
+  10-11 digit numbers that are not phones (an epoch timestamp) are hidden too;
 - ``PERSON``: only a title and a capitalised name: ``Mr.``/``Mrs.``/``Ms.``/``Mx.``/``Dr.``/
   ``Prof.`` followed by one or two capitalised words. Bare names are not detected.
 
@@ -40,15 +43,20 @@ KINDS: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IPV4", "PHONE", "PERSON")
 
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}")
-_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?(?![A-Za-z0-9])")
+_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}(?: ?[A-Za-z0-9]{4}){2,7}(?: ?[A-Za-z0-9]{1,4})?(?![A-Za-z0-9])")
 _DIGIT_RUN = re.compile(r"(?<![\w.])[0-9]+(?:[ -][0-9]+)*(?![\w]|\.[0-9])")
 _IPV4 = re.compile(rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?![\w]|\.[0-9])")
 _PHONES = (
     re.compile(r"(?<![\w+])\+[0-9]{1,3}(?:[ .\-]?(?:\([0-9]{1,4}\)|[0-9]{1,4})){2,5}(?![\w]|[.\-][0-9])"),
-    re.compile(r"(?<![\w(])\([0-9]{2,4}\)[ .\-]?[0-9]{3,4}[ .\-]?[0-9]{3,4}(?![\w])"),
+    re.compile(r"(?<![\w])\([0-9]{2,4}\)[ .\-]?[0-9]{3,4}[ .\-]?[0-9]{3,4}(?![\w])"),
     re.compile(r"(?<![\w.])(?<![0-9][ -])[0-9]{3}([ .\-])[0-9]{3}\1[0-9]{4}(?![\w]|[ .\-][0-9])"),
     re.compile(r"(?<![\w.])(?<![0-9][ -])0[0-9]{2,4}[ /\-][0-9]{4,8}(?![\w]|[ .\-/][0-9])"),
+    # national numbers in two to four groups: 020 7946 0958, 0171 234 5678, 06-12345678
+    re.compile(r"(?<![\w.+])(?<![0-9][ -])0[0-9]{1,4}(?:[ /\-][0-9]{2,8}){1,3}(?![\w]|[ .\-/][0-9])"),
+    # ten or eleven bare digits: 5551234567, 02079460958
+    re.compile(r"(?<![\w.+,\-])[0-9]{10,11}(?![\w]|[.,\-][0-9])"),
 )
+_MIN_GROUPED_NATIONAL = 9  # digits a grouped national number needs (a date such as 05-10-2024 has 8)
 _PERSON = re.compile(
     r"(?<![\w.])(?:Mr|Mrs|Ms|Mx|Dr|Prof)\.?[ \t]+[A-ZÀ-ÖØ-Þ][^\W\d_]+(?:[ \t-][A-ZÀ-ÖØ-Þ][^\W\d_]+)?"
 )
@@ -125,9 +133,11 @@ def _regex(pattern: re.Pattern[str], check: Callable[[str], bool] = lambda _: Tr
 
 
 def _phones(text: str) -> Iterable[tuple[int, int]]:
-    for pattern in _PHONES:
+    for index, pattern in enumerate(_PHONES):
         for match in pattern.finditer(text):
             candidate = match.group()
+            if index == 4 and len(_digits(candidate)) < _MIN_GROUPED_NATIONAL:
+                continue
             while len(_digits(candidate)) > 15 and re.search(r"[ .\-]", candidate):
                 candidate = re.split(r"[ .\-](?=[^ .\-]*$)", candidate)[0]  # drop a trailing group
             if 7 <= len(_digits(candidate)) <= 15:

@@ -1,0 +1,57 @@
+"""QA scenario 4 with a real clock: a slow provider and a heavy search end within wall + 10%.
+
+Before: a 2 s wall with 1.5 s provider replies ran 9.6 s and ended partial with no caveats and
+verdicts still high; a 1 s wall with a heavy search ran 1.45 s (8 s when the grounding was the
+heavy part) and ended partial with no caveats and no next tests; the reserve was 0.2 s.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cda.actions.budget import RESERVE_FLOOR_S, Budget
+from cda.adapters.action_entry import run_inputs
+from cda.contracts.action import CDAInputs
+from tests.fake_llm import Answer, FakeProvider, chat_reply, fake_provider
+from tests.test_budgets import cyclic
+
+SMALL = ("domain S = {a, b}\nhyp down(S)\nobservable slow(S)\n"
+         "hard: forall s in S: slow(s) iff down(s)\nobserve slow(a)\ngoal prove slow(a)\n")
+
+
+@pytest.fixture
+def slow_provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    with fake_provider() as fake:
+        fake.mode = lambda body: Answer(body=chat_reply(json.dumps({"agrees": "yes"})), delay_s=1.5)
+        yield fake
+
+
+def test_the_reserve_is_a_fifth_of_the_wall_with_the_specs_floor() -> None:
+    assert Budget(200).reserve == 40 and Budget(100).reserve == 20  # 20%
+    assert Budget(50).reserve == RESERVE_FLOOR_S == 20 and Budget(40).reserve == 20  # the floor
+    assert Budget(10).reserve == 5 and Budget(1).reserve == 0.5  # under 40 s: half the wall
+    assert Budget(50).floor_kept() and not Budget(39).floor_kept() and Budget(None).reserve == 0
+
+
+@pytest.mark.parametrize(("dsl", "wall"), [(SMALL, 1.0), (cyclic(20), 2.0), (cyclic(60), 1.0)],
+                         ids=["slow-provider", "slow-provider-heavy-search", "heavy-grounding"])
+def test_qa4_real_clock_ends_within_wall_plus_ten_percent(slow_provider: FakeProvider, dsl: str, wall: float) -> None:
+    llm: dict[str, Any] = {"provider": "openai", "base_url": slow_provider.url, "model": "fake",
+                           "egress_class": "partner", "timeout_s": 5}
+    inputs = CDAInputs(problem="QA 4", dsl=dsl, budgets={"wall": wall}, llm=llm, policies={"egress": "partner"})
+    start = time.monotonic()
+    run = run_inputs(inputs)
+    elapsed = time.monotonic() - start
+    out = run.outputs
+    assert elapsed <= wall * 1.1, elapsed
+    assert out.status == "partial" and run.events[-1].type == "action_partial"
+    assert out.caveats and out.next_tests
+    assert not any(v.status == "supported" for v in out.verdicts)  # the provider never answered in time
+    assert all(v.band != "high" for v in out.verdicts)
