@@ -138,7 +138,7 @@ REGEX_ALLOWED = {
     "cda/verifiers/abstain.py": "numbers and Ken ids in free-text abstention inputs, and input locations",
     "cda/verifiers/redact.py": "personal data (emails, phone numbers, IBANs) in free text",
     "cda/adapters/receipts_cli.py": "receipt hashes given on the command line",
-    "cda/adapters/sse_server.py": "the request path of the event stream server",
+    "cda/adapters/service/streams.py": "action ids in stream paths and the Last-Event-ID header",
     "cda/fol/syntax.py": "first-order logic text, a language of its own",
     "cda/fol/parse.py": "the .fol file format (premise/claim/domain lines): first-order logic, a language of its own",
 }

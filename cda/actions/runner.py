@@ -48,7 +48,7 @@ from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions, run
 from cda.solver.route import choose_backend
 
-__all__ = ["ActionRun", "RunSettings", "accept_bump", "run_action"]
+__all__ = ["ActionRun", "RunSettings", "accept_bump", "action_id_of", "run_action"]
 
 #: weight of an observation turned soft after a conflict: distrusting one observation costs
 #: more than any ordinary preference, so hypotheses that keep every observation rank first.
@@ -101,6 +101,13 @@ def _params(inputs: CDAInputs, settings: RunSettings) -> _Params:
         top=inputs.goals.top or 3,
         depth_cap=settings.depth_cap,
     )
+
+
+def action_id_of(inputs: CDAInputs, settings: RunSettings | None = None,
+                 bound: Sequence[BoundOutput] = ()) -> str:
+    """The id :func:`run_action` gives these inputs (from their seed): a server names the
+    action's stream before the run starts."""
+    return _params(with_bindings(inputs, bound), settings or RunSettings()).action_id
 
 
 def _soften(gp: GroundProblem, names: set[str]) -> GroundProblem:
