@@ -141,6 +141,7 @@ def run_action(
     supersedes: str | None = None,
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
+    action_id: str | None = None,
 ) -> ActionRun:
     """Run one CDA Action; never raises for a mistake in the inputs (that is ``action_failed``).
 
@@ -148,11 +149,14 @@ def run_action(
     job: ``cda.adapters.action_entry``); inline graphs are built here. ``out_dir`` receives the
     artifacts (boundary summary, plan bundle, evidence bundle) when given. ``llm`` is an
     ``LLMProvider`` factory for ``inputs.llm.provider == "openai"`` (an adapter supplies the HTTP
-    client); the deterministic offline provider needs none.
+    client); the deterministic offline provider needs none. ``action_id`` replaces the id derived
+    from the inputs (a server names an action when it is submitted, before approvals change them).
     """
     inputs = with_bindings(inputs, bound)
     settings = settings or RunSettings()
     params = _params(inputs, settings)
+    if action_id is not None:  # a server that named the action when it was submitted (before approvals)
+        params.action_id = action_id
     stream = EventStream(params.action_id, list(subscribers), clock=wall_clock)
     sink = receipts if receipts is not None else ReceiptLog(":memory:")
     recorder = Recorder(sink, params.action_id, params.seed.label())

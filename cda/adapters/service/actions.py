@@ -209,6 +209,9 @@ class ActionManager:
     # -- running ----------------------------------------------------------------------------
     def _execute(self, run: _Run) -> None:
         inputs = run.inputs
+        if run.granted or run.denied:  # approvals-as-input: the decisions are part of what the run reads
+            inputs = inputs.model_copy(update={"policies": inputs.policies.model_copy(update={
+                "approvals": sorted({*inputs.policies.approvals, *run.granted})})})
         if run.denied:
             inputs = inputs.model_copy(update={"policies": inputs.policies.model_copy(update={
                 "egress": self.egress_cap if any(a.startswith("egress:") for a in run.denied)
@@ -225,7 +228,7 @@ class ActionManager:
                 ken = load_ken(path if path.is_absolute() else self.db.parent / path)
             result = run_action(inputs, ken=ken, out_dir=self.db.parent, receipts=self.log,
                                 subscribers=[lambda e: self._emit(run, e)], llm_factory=_http_provider,
-                                thresholds=self.thresholds)
+                                thresholds=self.thresholds, action_id=run.action_id)
             self.reflection.put(run.action_id, result.trace)
         except _Stop as stop:
             reason = "cancelled by the client" if str(stop) == "ActionCancelled" else \

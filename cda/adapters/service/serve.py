@@ -41,6 +41,8 @@ def run_server(app: Any, host: str, port: int, on_ready: Any = None) -> None:
             if state.hub is not None:
                 state.hub.loop.call_soon_threadsafe(state.hub.close)
             super().handle_exit(sig, frame)
+            # a stop asked for is a clean exit (0), not a death by the signal uvicorn would re-raise
+            getattr(self, "_captured_signals", []).clear()
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
