@@ -151,6 +151,8 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--egress-cap", choices=["local", "partner", "external"], default="local",
                     help="egress allowed without an approval")
     sv.add_argument("--debug", action="store_true", help="enable the internal debug.* ToolBus namespace")
+    sv.add_argument("--providers", type=Path, default=None,
+                    help="folder of local sub-action providers: DIR/<research|sandbox|default>/<source>.txt")
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
     sc.add_argument("folder", type=Path)
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
@@ -314,7 +316,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
 
         return main_serve(args.db, args.host, args.port, out, err, auth_file=args.auth, cors=args.cors_origin,
                           retention_h=args.retention_hours, workers=args.workers, egress_cap=args.egress_cap,
-                          debug=args.debug)
+                          debug=args.debug, providers=args.providers)
     if args.command == "schema":
         from cda.adapters.schema_cli import main_schema
 

@@ -27,19 +27,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cda.actions.bindings import BoundOutput, update_available
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
-from cda.actions.runner import action_id_of, run_action
+from cda.actions.runner import ActionRun, accept_bump, action_id_of, run_action
 from cda.adapters.action_entry import _http_provider
 from cda.adapters.event_store import EventStore
 from cda.adapters.service.auth import Principal
-from cda.adapters.service.protocol import ActionGetResult, StartResult
+from cda.adapters.service.cup import decide
+from cda.adapters.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
+from cda.adapters.service.providers import Provider, ProviderError
 from cda.adapters.service.store import TERMINAL, StoredEvent, last_events, read_stream
 from cda.adapters.service.streams import Hub
 from cda.contracts.abstain import AbstainThresholds
-from cda.contracts.action import CDAInputs
-from cda.contracts.events import ActionEvent, ActionFailed, ActionNotice, ActionWaitingUser
+from cda.contracts.action import CDAInputs, NextTestSuggestion
+from cda.contracts.events import (
+    ActionCheckpoint,
+    ActionCompleted,
+    ActionEvent,
+    ActionFailed,
+    ActionLinked,
+    ActionNotice,
+    ActionPartial,
+    ActionStarted,
+    ActionWaitingUser,
+)
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+from cda.contracts.refs import ArtifactRef
 from cda.errors import CDAError
 
 __all__ = ["ActionManager", "EdgeError", "EGRESS_RANK"]
@@ -72,12 +86,17 @@ class _Run:
     stop: str | None = None  # "ActionCancelled" | "ActionInterrupted" once asked to stop
     next_seq: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    bound: list[BoundOutput] = field(default_factory=list)
+    notify: list[SubActionSpec] = field(default_factory=list)
+    previous: ActionRun | None = None  # set for a structure revision (an accepted update)
+    offered: BoundOutput | None = None
 
 
 class ActionManager:
     """Starts, cancels, approves and describes actions; owns the writers of the server's file."""
 
-    def __init__(self, db: Path, hub: Hub, *, workers: int = 2, egress_cap: str = "local") -> None:
+    def __init__(self, db: Path, hub: Hub, *, workers: int = 2, egress_cap: str = "local",
+                 providers: dict[str, Provider] | None = None) -> None:
         self.db = db
         self.hub = hub
         self.egress_cap = egress_cap
@@ -88,6 +107,12 @@ class ActionManager:
         self.runs: dict[str, _Run] = {}
         self.lock = threading.Lock()
         self.thresholds = AbstainThresholds.from_env(os.environ)
+        self.providers = providers or {}
+        self.subs: dict[str, BoundOutput] = {}  # sub-action revision id -> its output
+        self.sources: dict[str, tuple[str, str]] = {}  # sub-action base id -> (ability, source)
+        self.consumers: dict[str, set[str]] = {}  # sub-action base id -> actions that bound it
+        self.results: dict[str, tuple[CDAInputs, ActionRun]] = {}  # consumers, for accept_update
+        self.updates: dict[str, list[str]] = {}  # consumer -> newer revisions offered
 
     # -- receipts and events ---------------------------------------------------------------
     def receipt(self, action_id: str, name: str, inputs: dict[str, Any], result: dict[str, Any],
@@ -112,7 +137,8 @@ class ActionManager:
         self._emit(run, ActionFailed(action_id=run.action_id, seq=0, error=error, error_type=error_type))
 
     # -- the methods ------------------------------------------------------------------------
-    def start(self, who: Principal, inputs: CDAInputs) -> StartResult:
+    def start(self, who: Principal, inputs: CDAInputs, subactions: list[SubActionSpec] | None = None,
+              escalation: Escalation | None = None) -> StartResult:
         if who.profile != "internal":
             if inputs.ken is not None and inputs.ken.path is not None:
                 raise EdgeError("forbidden", "a partner cannot name a file on the server; give the Ken graph inline",
@@ -120,7 +146,15 @@ class ActionManager:
             if inputs.functions:
                 raise EdgeError("forbidden", "function checks run code on the server: internal profile only",
                                 ["params", "inputs", "functions"])
-        action_id = action_id_of(inputs)
+        cup = None
+        if escalation is not None:
+            cup = decide(escalation, inputs.risk_class)
+            if not cup.escalate:
+                raise EdgeError("conflict", f"not escalated: {cup.reason}", ["params", "escalation", "signals"])
+        specs = list(subactions or [])
+        early = [(i, spec, self._spawn(spec, i)) for i, spec in enumerate(specs) if spec.edge != "notify"]
+        bound = [out for _, spec, out in early if spec.edge == "bind"]
+        action_id = action_id_of(inputs, bound=bound)
         with self.lock:
             if action_id in self.runs:
                 return StartResult(action_id=action_id, topic=f"actions/{action_id}",
@@ -129,11 +163,24 @@ class ActionManager:
             if stored:
                 return StartResult(action_id=action_id, topic=f"actions/{action_id}",
                                    status=self.get(action_id).status, existing=True)
-            run = _Run(action_id, who, inputs)
+            run = _Run(action_id, who, inputs, bound=bound, notify=[s for s in specs if s.edge == "notify"])
             self.runs[action_id] = run
             self.hub.live.add(action_id)
         self.receipt(action_id, "service.start", {"principal": who.name, "profile": who.profile},
                      {"inputs_sha256": sha256_hex(canonical_json(inputs.model_dump(mode="json")))})
+        for _, spec, out in early:
+            if spec.edge != "bind":  # the runner links (and locks) what it binds
+                self._emit(run, ActionLinked(action_id=action_id, seq=0, linked_action_id=out.action_id,
+                                             ability=spec.ability, edge=spec.edge))
+        linked = [f"{out.action_id}.r{out.revision}" for _, _, out in early]
+        if cup is not None:
+            self.receipt(action_id, "cup.escalate", {"signals": cup.fired, "risk_class": inputs.risk_class},
+                         {"reason": cup.reason, "wall": cup.wall, "short": cup.short})
+            if cup.short:
+                self._short(run, cup.reason)
+                return StartResult(action_id=action_id, topic=f"actions/{action_id}", status="partial", linked=linked)
+            if cup.wall is not None and (inputs.budgets.wall is None or inputs.budgets.wall > cup.wall):
+                run.inputs = inputs.model_copy(update={"budgets": inputs.budgets.model_copy(update={"wall": cup.wall})})
         if EGRESS_RANK[inputs.policies.egress] > EGRESS_RANK[self.egress_cap]:
             run.needed.append(f"egress:{inputs.policies.egress}")
         if inputs.policies.pii_posture == "consent":
@@ -145,7 +192,114 @@ class ActionManager:
                 reason=f"the server's egress cap is '{self.egress_cap}'; approve or deny: {', '.join(run.needed)}"))
         else:
             self.pool.submit(self._execute, run)
-        return StartResult(action_id=action_id, topic=f"actions/{action_id}", status=run.status)
+        return StartResult(action_id=action_id, topic=f"actions/{action_id}", status=run.status, linked=linked)
+
+    def _short(self, run: _Run, reason: str) -> None:
+        """Escalated with less wall time than CDA reserves: a terminal partial at once (spec §9)."""
+        caveat = f"escalation with too little time: {reason}; no search ran"
+        self._emit(run, ActionStarted(action_id=run.action_id, seq=0))
+        self._finish_with(run, ActionPartial(action_id=run.action_id, seq=0, caveats=[caveat], next_tests=[
+            NextTestSuggestion(question="Escalate again with at least 20 s of wall time left",
+                               suggested_ability="default")]))
+
+    def _finish_with(self, run: _Run, event: ActionEvent) -> None:
+        self._emit(run, event)
+        with self.lock:
+            self.runs.pop(run.action_id, None)
+
+    # -- sub-actions (spec §4): pluggable local providers, bind => lock, update_available --------
+    def _spawn(self, spec: SubActionSpec, index: int) -> BoundOutput:
+        provider = self.providers.get(spec.ability)
+        where: list[str | int] = ["params", "subactions", index, "source"]
+        if provider is None:
+            raise EdgeError("forbidden", f"this server has no provider for {spec.ability!r} sub-actions "
+                            "(cda serve --providers DIR)", ["params", "subactions", index, "ability"])
+        try:
+            text = provider.produce(spec.source)
+        except ProviderError as exc:
+            raise EdgeError("invalid_params", str(exc), where) from None
+        base = f"{spec.ability}-{sha256_hex(spec.source)[:12]}"
+        with self.lock:
+            self.sources[base] = (spec.ability, spec.source)
+            return self._revision(base, spec.ability, text)[0]
+
+    def _revision(self, base: str, ability: str, text: str) -> tuple[BoundOutput, bool]:
+        """The revision of ``base`` holding ``text``: an existing one, or a new one with its stream."""
+        digest = sha256_hex(text)
+        revision = 1
+        while True:
+            rev_id = f"{base}.r{revision}"
+            known = self.subs.get(rev_id)
+            if known is None:
+                stored = read_stream(self.db, rev_id, None)
+                if stored:
+                    payload = _json(stored[1].data).get("payload", {}) if len(stored) > 1 else {}
+                    known = BoundOutput(base, ability, revision,  # type: ignore[arg-type]
+                                        ArtifactRef(artifact_id=f"{base}:output", text=payload.get("text", "")))
+                    self.subs[rev_id] = known
+            if known is None:
+                break
+            if sha256_hex(known.artifact.text or "") == digest:
+                return known, False
+            revision += 1
+        out = BoundOutput(base, ability, revision, ArtifactRef(artifact_id=f"{base}:output", text=text))  # type: ignore[arg-type]
+        self.subs[rev_id] = out
+        stream = _Run(rev_id, Principal("server", "internal"), CDAInputs(problem=f"{ability} sub-action"))
+        self._emit(stream, ActionStarted(action_id=rev_id, seq=0, ability=ability, inputs_hash=sha256_hex(base)))
+        offered_to = sorted(c for c in self.consumers.get(base, ())
+                            if c in self.results and update_available(self.results[c][1].bindings, out))
+        self._emit(stream, ActionCheckpoint(action_id=rev_id, seq=0, kind="context_delta", payload={
+            "artifact_id": out.artifact.artifact_id, "revision": revision, "sha256": digest, "text": text,
+            **({"update_available": {"consumers": offered_to}} if offered_to else {})}))
+        for consumer in offered_to:
+            self.updates.setdefault(consumer, []).append(rev_id)
+            self.receipt(consumer, "bind.update_available", {"sub_action": rev_id}, {"sha256": digest})
+        self._emit(stream, ActionCompleted(action_id=rev_id, seq=0))
+        return out, True
+
+    def refresh(self, who: Principal, action_id: str) -> RefreshResult:
+        """Ask the provider again; new content is a new revision (update_available to its consumers)."""
+        base = action_id.rsplit(".r", 1)[0]
+        if base not in self.sources:
+            raise EdgeError("not_found", f"no sub-action {action_id} on this server", ["params", "action_id"])
+        ability, source = self.sources[base]
+        try:
+            text = self.providers[ability].produce(source)
+        except ProviderError as exc:
+            raise EdgeError("conflict", str(exc), ["params", "action_id"]) from None
+        with self.lock:
+            out, new = self._revision(base, ability, text)
+        if not new:
+            raise EdgeError("conflict", f"{action_id}: the provider's output is unchanged (no new revision)",
+                            ["params", "action_id"])
+        return RefreshResult(action_id=f"{base}.r{out.revision}", revision=out.revision, sha256=sha256_hex(text),
+                             updates_for=sorted(c for c, revs in self.updates.items()
+                                                if f"{base}.r{out.revision}" in revs))
+
+    def accept_update(self, who: Principal, action_id: str, update: str) -> StartResult:
+        """Accept a newer revision of a bound output: a structure revision, a new action."""
+        held = self.results.get(action_id)
+        offered = self.subs.get(update)
+        if held is None:
+            raise EdgeError("not_found", f"no finished action {action_id} with bound outputs on this server",
+                            ["params", "action_id"])
+        if offered is None or not update_available(held[1].bindings, offered):
+            raise EdgeError("conflict", f"{update} is not a newer revision of anything {action_id} bound",
+                            ["params", "update"])
+        inputs, previous = held
+        bound = [offered if b.action_id == offered.action_id else b for b in previous.bound]
+        new_id = action_id_of(inputs, bound=bound)
+        run = _Run(new_id, who, inputs, bound=bound, previous=previous, offered=offered)
+        with self.lock:
+            if new_id in self.runs or read_stream(self.db, new_id, None):
+                return StartResult(action_id=new_id, topic=f"actions/{new_id}", status="running", existing=True,
+                                   revision=previous.outputs.revision + 1)
+            self.runs[new_id] = run
+            self.hub.live.add(new_id)
+        self.receipt(action_id, "bind.accept", {"update": update, "principal": who.name}, {"revision_action": new_id})
+        self.pool.submit(self._execute, run)
+        return StartResult(action_id=new_id, topic=f"actions/{new_id}", status="running",
+                           revision=previous.outputs.revision + 1)
 
     def decide(self, who: Principal, action_id: str, approval: str, grant: bool, reason: str) -> ActionGetResult:
         run = self._own(who, action_id)
@@ -184,7 +338,8 @@ class ActionManager:
         run = self.runs.get(action_id)
         if not events and run is None:
             raise EdgeError("not_found", f"no action {action_id} in this store", ["params", "action_id"])
-        out: dict[str, Any] = {"action_id": action_id, "status": "running"}
+        out: dict[str, Any] = {"action_id": action_id, "status": "running",
+                               "updates_available": list(self.updates.get(action_id, []))}
         if events:
             out["last_event_id"] = events[-1].seq
         for e in events:
@@ -226,10 +381,25 @@ class ActionManager:
                 from cda.ken.loaders import load_ken
                 path = Path(inputs.ken.path)
                 ken = load_ken(path if path.is_absolute() else self.db.parent / path)
-            result = run_action(inputs, ken=ken, out_dir=self.db.parent, receipts=self.log,
-                                subscribers=[lambda e: self._emit(run, e)], llm_factory=_http_provider,
-                                thresholds=self.thresholds, action_id=run.action_id)
+            common: dict[str, Any] = dict(ken=ken, out_dir=self.db.parent, receipts=self.log,
+                                          subscribers=[lambda e: self._emit(run, e)], llm_factory=_http_provider,
+                                          thresholds=self.thresholds, action_id=run.action_id)
+            if run.previous is not None and run.offered is not None:
+                result = accept_bump(inputs, run.previous, run.offered, **common)
+            else:
+                result = run_action(inputs, bound=run.bound, **common)
             self.reflection.put(run.action_id, result.trace)
+            if run.bound:
+                with self.lock:
+                    self.results[run.action_id] = (run.inputs, result)
+                    for b in run.bound:
+                        self.consumers.setdefault(b.action_id, set()).add(run.action_id)
+            for i, spec in enumerate(run.notify):  # notify: told once the consumer is done
+                try:
+                    self._spawn(spec, i)
+                except EdgeError as exc:
+                    self.receipt(run.action_id, "notify.failed", {"source": spec.source}, {"error": str(exc)},
+                                 status="failed")
         except _Stop as stop:
             reason = "cancelled by the client" if str(stop) == "ActionCancelled" else \
                 "interrupted: the server stopped while the action ran; start it again"

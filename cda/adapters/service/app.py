@@ -27,6 +27,7 @@ from starlette.routing import Route, WebSocketRoute
 from cda.adapters.service.actions import ActionManager
 from cda.adapters.service.auth import OPEN, AuthConfig
 from cda.adapters.service.page import PAGE
+from cda.adapters.service.providers import FolderProvider, Provider
 from cda.adapters.service.store import sweep
 from cda.adapters.service.streams import Hub, stream_endpoint
 from cda.adapters.service.toolbus import toolbus_endpoint
@@ -50,6 +51,7 @@ class ServiceConfig:
     workers: int = 2
     egress_cap: str = "local"
     debug: bool = False
+    providers: Path | None = None  # DIR/<ability>/<source>.txt: the local sub-action providers
 
 
 @dataclass
@@ -70,7 +72,8 @@ def build_app(config: ServiceConfig) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         hub = Hub(config.db, buffer=config.buffer)
         manager = await anyio.to_thread.run_sync(
-            lambda: ActionManager(config.db, hub, workers=config.workers, egress_cap=config.egress_cap))
+            lambda: ActionManager(config.db, hub, workers=config.workers, egress_cap=config.egress_cap,
+                                  providers=_providers(config.providers)))
         state.hub, state.manager = hub, manager
         await anyio.to_thread.run_sync(manager.recover)
         state.tasks = [asyncio.create_task(hub.watch_external()), asyncio.create_task(_sweeper(config))]
@@ -100,6 +103,12 @@ def build_app(config: ServiceConfig) -> Starlette:
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.service = state
     return app
+
+
+def _providers(folder: Path | None) -> dict[str, Provider]:
+    if folder is None:
+        return {}
+    return {ability: FolderProvider(folder / ability) for ability in ("research", "sandbox", "default")}
 
 
 async def _sweeper(config: ServiceConfig) -> None:

@@ -14,22 +14,27 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cda.contracts.action import CDAInputs
+from cda.contracts.limits import MAX_FINITE_SECONDS
 
 __all__ = [
     "METHODS",
+    "AcceptParams",
     "ActionGetResult",
     "ActionRef",
     "ApprovalParams",
     "ErrorBody",
     "ErrorFrame",
+    "Escalation",
     "ReflectParams",
+    "RefreshResult",
     "Request",
     "ResultFrame",
     "StartParams",
     "StartResult",
+    "SubActionSpec",
     "toolbus_schemas",
     "write_schemas",
 ]
@@ -49,9 +54,50 @@ class Request(_Frame):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+Signal = Literal["contradictions", "high_doubt", "low_confidence", "policy_risk", "critical_decision"]
+
+
+class Escalation(_Frame):
+    """A CUP escalation (spec §9): the signals that fired and the caller's wall time left."""
+
+    signals: list[Signal] = Field(default_factory=list, max_length=5)
+    wall_remaining: float | None = Field(default=None, gt=0, le=MAX_FINITE_SECONDS,
+                                         description="seconds the escalating caller has left")
+
+    @field_validator("signals")
+    @classmethod
+    def _once(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("each signal at most once")
+        return value
+
+
+class SubActionSpec(_Frame):
+    """A sub-Action CDA spawns through this server's local providers, and how it is linked."""
+
+    ability: Literal["research", "sandbox", "default"]
+    source: str = Field(pattern=r"^[A-Za-z0-9_\-]{1,64}$", description="what the provider is asked for")
+    edge: Literal["dependsOn", "waitFor", "bind", "notify"] = "bind"
+
+
 class StartParams(_Frame):
-    ability: Literal["cda"] = Field(description="the only ability this server runs")
+    ability: Literal["cda"] = Field(description="the only ability a client starts")
     inputs: CDAInputs
+    subactions: list[SubActionSpec] = Field(default_factory=list, max_length=16)
+    escalation: Escalation | None = None
+
+
+class RefreshResult(_Frame):
+    action_id: str = Field(description="the new revision's action (its own stream)")
+    revision: int
+    sha256: str
+    updates_for: list[str] = Field(description="consumers that bound an older revision: update_available")
+
+
+class AcceptParams(_Frame):
+    action_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")
+    update: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$",
+                        description="the sub-action revision to accept (from actions.refresh)")
 
 
 class StartResult(_Frame):
@@ -59,6 +105,8 @@ class StartResult(_Frame):
     topic: str = Field(description="the stream to follow: GET /streams/<topic>")
     status: str = Field(description="'running', 'waiting_user', or the state of an action already started")
     existing: bool = Field(default=False, description="true when these inputs (same seed) were already started")
+    revision: int = Field(default=1, description="structure revision (> 1 after an accepted update)")
+    linked: list[str] = Field(default_factory=list, description="the sub-actions spawned for it")
 
 
 class ActionRef(_Frame):
@@ -86,6 +134,7 @@ class ActionGetResult(_Frame):
     evidence_bundle_id: str | None = None
     boundary_summary: str | None = Field(default=None, description="the latest boundary summary text")
     approvals_needed: list[str] = Field(default_factory=list)
+    updates_available: list[str] = Field(default_factory=list, description="newer revisions of bound outputs")
     last_event_id: int | None = None
 
 
@@ -113,6 +162,8 @@ METHODS: dict[str, tuple[type[BaseModel], type[BaseModel] | None]] = {
     "actions.approve": (ApprovalParams, ActionGetResult),
     "actions.deny": (ApprovalParams, ActionGetResult),
     "actions.get": (ActionRef, ActionGetResult),
+    "actions.refresh": (ActionRef, RefreshResult),
+    "actions.accept_update": (AcceptParams, StartResult),
     "reflect.trace": (ReflectParams, None),
 }
 

@@ -56,7 +56,7 @@ def run_server(app: Any, host: str, port: int, on_ready: Any = None) -> None:
 
 def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth_file: Path | None = None,
                cors: list[str] | None = None, retention_h: float = 24.0, workers: int = 2,
-               egress_cap: str = "local", debug: bool = False) -> int:
+               egress_cap: str = "local", debug: bool = False, providers: Path | None = None) -> int:
     """The ``cda serve`` command."""
     if not host.strip():
         err.write("cda: error: --host is empty; give an address (127.0.0.1, or 0.0.0.0 for every interface)\n")
@@ -77,13 +77,15 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
             raise CDAError(f"{db}: its folder does not exist")
         if db.exists():
             check_event_file(db)
+        if providers is not None and not providers.is_dir():
+            raise CDAError(f"--providers {providers}: not a folder")
     except CDAError as exc:
         err.write(f"cda: error: {exc}\n")
         return 2
     from cda.adapters.service.app import ServiceConfig, build_app
 
     app = build_app(ServiceConfig(db=db, auth=auth, cors_origins=tuple(cors or ()), retention_s=retention_h * 3600,
-                                  workers=workers, egress_cap=egress_cap, debug=debug))
+                                  workers=workers, egress_cap=egress_cap, debug=debug, providers=providers))
 
     def ready(server: Any) -> None:
         sock = server.servers[0].sockets[0].getsockname()

@@ -7,7 +7,9 @@ one :class:`~cda.adapters.service.protocol.Request`, answered by a frame with th
 ``result`` or ``error: {code, message, path}``. Frames and params are validated by the pydantic
 models the committed schemas come from (``schemas/toolbus/``).
 
-Methods: ``actions.start|cancel|approve|deny|get`` for everyone; ``reflect.trace`` (the raw trace,
+Methods: ``actions.start|cancel|approve|deny|get`` for everyone, and for sub-actions
+``actions.refresh`` (ask a sub-action's provider again: a new revision, ``update_available`` to
+the actions that bound an older one) and ``actions.accept_update`` (a structure revision); ``reflect.trace`` (the raw trace,
 read-only) for the internal profile with a reflection approval; ``debug.*`` only when the server
 runs with ``--debug`` and for the internal profile. There is no ``cda.*`` namespace: to everyone
 else those names do not exist (``unknown_method``).
@@ -27,6 +29,7 @@ from cda.adapters.service.actions import ActionManager, EdgeError
 from cda.adapters.service.auth import AuthConfig, Principal
 from cda.adapters.service.protocol import (
     METHODS,
+    AcceptParams,
     ActionRef,
     ApprovalParams,
     ErrorBody,
@@ -115,7 +118,8 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
     try:
         result: BaseModel | dict[str, Any]
         if isinstance(params, StartParams):
-            result = await anyio.to_thread.run_sync(manager.start, who, params.inputs)
+            result = await anyio.to_thread.run_sync(manager.start, who, params.inputs, params.subactions,
+                                                    params.escalation)
         elif isinstance(params, ApprovalParams):
             grant = method == "actions.approve"
             result = await anyio.to_thread.run_sync(manager.decide, who, params.action_id, params.approval, grant,
@@ -125,6 +129,10 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
             if trace is None:
                 raise EdgeError("forbidden", "no trace for this approval (refused, or none stored)", ["params"])
             result = {"action_id": params.action_id, "trace": trace}
+        elif isinstance(params, AcceptParams):
+            result = await anyio.to_thread.run_sync(manager.accept_update, who, params.action_id, params.update)
+        elif isinstance(params, ActionRef) and method == "actions.refresh":
+            result = await anyio.to_thread.run_sync(manager.refresh, who, params.action_id)
         elif isinstance(params, ActionRef) and method == "actions.cancel":
             result = await anyio.to_thread.run_sync(manager.cancel, who, params.action_id)
         elif isinstance(params, ActionRef):
