@@ -227,3 +227,21 @@ def test_a_reader_that_does_not_read_is_dropped_with_a_bounded_buffer() -> None:
 
     held, slow_dropped, fast_dropped = asyncio.run(scenario())
     assert (held, slow_dropped, fast_dropped) == (0, True, False)
+
+
+def test_the_service_relaxes_fsync_on_its_own_connections_only(tmp_path: Path) -> None:
+    from cda.actions.receipts import ReceiptLog as Log
+    from cda.adapters.event_store import EventStore
+    from cda.adapters.service.actions import relax_fsync
+
+    log, events = Log(tmp_path / "r.sqlite"), EventStore(tmp_path / "r.sqlite")
+    try:
+        assert relax_fsync(log) and relax_fsync(events)  # the stores still expose their connection
+        assert [s._conn.execute("PRAGMA synchronous").fetchone()[0] for s in (log, events)] == [1, 1]  # NORMAL
+        other = sqlite3.connect(tmp_path / "r.sqlite")
+        assert other.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL: nobody else's setting changed
+        other.close()
+        assert relax_fsync(object()) is False
+    finally:
+        log.close()
+        events.close()

@@ -151,6 +151,8 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--egress-cap", choices=["local", "partner", "external"], default="local",
                     help="egress allowed without an approval")
     sv.add_argument("--debug", action="store_true", help="enable the internal debug.* ToolBus namespace")
+    sv.add_argument("--fsync", action="store_true",
+                    help="fsync every commit of the store (slower; survives a power loss, not only a crash)")
     sv.add_argument("--providers", type=Path, default=None,
                     help="folder of local sub-action providers: DIR/<research|sandbox|default>/<source>.txt")
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
@@ -316,7 +318,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
 
         return main_serve(args.db, args.host, args.port, out, err, auth_file=args.auth, cors=args.cors_origin,
                           retention_h=args.retention_hours, workers=args.workers, egress_cap=args.egress_cap,
-                          debug=args.debug, providers=args.providers)
+                          debug=args.debug, providers=args.providers, fsync=args.fsync)
     if args.command == "schema":
         from cda.adapters.schema_cli import main_schema
 

@@ -52,6 +52,7 @@ class ServiceConfig:
     egress_cap: str = "local"
     debug: bool = False
     providers: Path | None = None  # DIR/<ability>/<source>.txt: the local sub-action providers
+    fsync: bool = False  # fsync every commit (see actions.relax_fsync)
 
 
 @dataclass
@@ -73,7 +74,7 @@ def build_app(config: ServiceConfig) -> Starlette:
         hub = Hub(config.db, buffer=config.buffer)
         manager = await anyio.to_thread.run_sync(
             lambda: ActionManager(config.db, hub, workers=config.workers, egress_cap=config.egress_cap,
-                                  providers=_providers(config.providers)))
+                                  providers=_providers(config.providers), fsync_each_commit=config.fsync))
         state.hub, state.manager = hub, manager
         await anyio.to_thread.run_sync(manager.recover)
         state.tasks = [asyncio.create_task(hub.watch_external()), asyncio.create_task(_sweeper(config))]

@@ -56,7 +56,8 @@ def run_server(app: Any, host: str, port: int, on_ready: Any = None) -> None:
 
 def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth_file: Path | None = None,
                cors: list[str] | None = None, retention_h: float = 24.0, workers: int = 2,
-               egress_cap: str = "local", debug: bool = False, providers: Path | None = None) -> int:
+               egress_cap: str = "local", debug: bool = False, providers: Path | None = None,
+               fsync: bool = False) -> int:
     """The ``cda serve`` command."""
     if not host.strip():
         err.write("cda: error: --host is empty; give an address (127.0.0.1, or 0.0.0.0 for every interface)\n")
@@ -85,7 +86,8 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
     from cda.adapters.service.app import ServiceConfig, build_app
 
     app = build_app(ServiceConfig(db=db, auth=auth, cors_origins=tuple(cors or ()), retention_s=retention_h * 3600,
-                                  workers=workers, egress_cap=egress_cap, debug=debug, providers=providers))
+                                  workers=workers, egress_cap=egress_cap, debug=debug, providers=providers,
+                                  fsync=fsync))
 
     def ready(server: Any) -> None:
         sock = server.servers[0].sockets[0].getsockname()
