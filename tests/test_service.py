@@ -17,6 +17,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 
 from cda.actions.receipts import ReceiptLog
+from cda.actions.reflection import ReflectionStore
 from cda.adapters.service.auth import token_hash
 from cda.adapters.service.protocol import toolbus_schemas
 from cda.contracts.events import EVENT_TYPES
@@ -176,8 +177,19 @@ def test_auth_tokens_profiles_and_a_policy_close_for_an_unknown_token(tmp_path: 
         follow(server, action_id)
         with toolbus(server, "tok-internal") as ws:
             assert "topics" in call(ws, "debug.topics")["result"]
-            refused = call(ws, "reflect.trace", {"action_id": action_id, "approval": "reflect-v1:bob:00"})
+            refused = call(ws, "reflect.trace", {"action_id": action_id, "approval": "cda-approval-v1:bob:00"})
             assert refused["error"]["code"] == "forbidden"
+            log = ReceiptLog(db)
+            try:
+                with ReflectionStore(db, log) as store:  # a reviewer's approval, issued out of band
+                    approval = store.issue_approval(action_id, "alice")
+            finally:
+                log.close()
+            trace = call(ws, "reflect.trace", {"action_id": action_id, "approval": approval})["result"]["trace"]
+            assert trace["action_id"] == action_id and trace["rounds"]
+            with toolbus(server, "tok-partner") as partner:  # the same approval is no use to a partner
+                assert call(partner, "reflect.trace", {"action_id": action_id, "approval": approval})[
+                    "error"]["code"] == "unknown_method"
             with toolbus(server, "tok-partner") as partner:  # a partner cannot cancel another's action
                 assert call(partner, "actions.cancel", {"action_id": action_id})["error"]["code"] == "not_found"
     log = ReceiptLog(db)

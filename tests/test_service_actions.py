@@ -245,3 +245,24 @@ def test_the_service_relaxes_fsync_on_its_own_connections_only(tmp_path: Path) -
     finally:
         log.close()
         events.close()
+
+
+def test_an_action_written_by_another_process_is_followed_live(server: Server) -> None:
+    from cda.adapters.event_store import EventStore
+    from cda.contracts.events import ActionCompleted, ActionProgress, ActionStarted
+
+    db = Path(server.proc.args[4])  # type: ignore[index]
+    writer = EventStore(db)  # as `cda run --out` beside the server would
+    try:
+        writer.append(ActionStarted(action_id="ext-1", seq=0))
+        got: list[dict[str, Any]] = []
+        reader = threading.Thread(target=lambda: got.extend(follow(server, "ext-1")))
+        reader.start()
+        time.sleep(0.5)
+        for seq in range(1, 60):
+            writer.append(ActionProgress(action_id="ext-1", seq=seq, phase="solve", fraction=0.5))
+        writer.append(ActionCompleted(action_id="ext-1", seq=60))
+        reader.join(30)
+    finally:
+        writer.close()
+    assert [e["id"] for e in got] == list(range(61)) and got[-1]["event"] == "action_completed"

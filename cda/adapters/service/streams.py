@@ -44,10 +44,11 @@ RETRY_MS = 1000
 class Subscriber:
     """One open stream: a bounded buffer the writer fills and an event that wakes the reader."""
 
-    __slots__ = ("buffer", "dropped", "limit", "wake")
+    __slots__ = ("buffer", "cursor", "dropped", "limit", "wake")
 
     def __init__(self, limit: int) -> None:
         self.buffer: deque[StoredEvent] = deque()
+        self.cursor = -1  # the last id this subscriber has sent
         self.limit = limit
         self.wake = asyncio.Event()
         self.dropped = False
@@ -62,6 +63,7 @@ class Hub:
         self.watch_s = watch_s
         self.topics: dict[str, set[Subscriber]] = {}
         self.live: set[str] = set()  # actions running in this process
+        self.seen: dict[str, int] = {}  # topic -> the last id published to it
         self.closing = asyncio.Event()
         self.loop = asyncio.get_running_loop()
         self.dropped = 0  # slow readers dropped since start
@@ -82,6 +84,8 @@ class Hub:
         """Hand ``event`` to every subscriber of ``topic`` (on the loop); drop a full one."""
         if event.type in TERMINAL:
             self.live.discard(topic)
+        if event.seq > self.seen.get(topic, -1):
+            self.seen[topic] = event.seq
         for sub in list(self.topics.get(topic, ())):
             if len(sub.buffer) >= sub.limit:
                 sub.dropped = True
@@ -104,17 +108,20 @@ class Hub:
 
     async def watch_external(self) -> None:
         """One task for all topics with readers that no action in this process writes."""
-        last: dict[str, int] = {}
         while not self.closing.is_set():
             await asyncio.sleep(self.watch_s)
             for topic, subs in list(self.topics.items()):
                 if topic in self.live or not subs:
                     continue
-                seen = max((s.buffer[-1].seq for s in subs if s.buffer), default=last.get(topic, -1))
-                events = await anyio.to_thread.run_sync(read_stream, self.db, topic, seen)
+                after = self.seen.get(topic)
+                if after is None:  # first sight: from the least advanced reader (the others drop repeats)
+                    after = min(s.cursor for s in subs)
+                events = await anyio.to_thread.run_sync(read_stream, self.db, topic, after)
+                self.seen.setdefault(topic, after)
                 for event in events:
                     self.publish(topic, event)
-                    last[topic] = event.seq
+            for topic in [t for t in self.seen if t not in self.topics]:
+                del self.seen[topic]  # nobody reads it any more
 
 
 def _message(event: StoredEvent) -> bytes:
@@ -184,11 +191,14 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float) -> Callable[[
         except ValueError as exc:
             return PlainTextResponse(f"{exc}\n", 400)
         sub = hub.subscribe(action_id)
+        sub.cursor = -1 if last is None else last
         try:
             backlog = await anyio.to_thread.run_sync(read_stream, hub.db, action_id, last)
         except BaseException:
             hub.unsubscribe(action_id, sub)
             raise
+        if backlog:
+            sub.cursor = backlog[-1].seq
         ended = bool(backlog) and backlog[-1].type in TERMINAL
         if not backlog and action_id not in hub.live:
             known = await anyio.to_thread.run_sync(read_stream, hub.db, action_id, None)
@@ -206,12 +216,12 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float) -> Callable[[
 
 async def _follow(hub: Hub, topic: str, sub: Subscriber, backlog: list[StoredEvent], last: int | None,
                   ended: bool, keepalive_s: float) -> AsyncIterator[bytes]:
-    sent = -1 if last is None else last
+    sent = sub.cursor = -1 if last is None else last
     try:
         yield f"retry: {RETRY_MS}\n\n".encode()
         if backlog:
             yield b"".join(_message(e) for e in backlog)
-            sent = backlog[-1].seq
+            sent = sub.cursor = backlog[-1].seq
         if ended:
             return
         while not hub.closing.is_set():
@@ -237,6 +247,7 @@ async def _follow(hub: Hub, topic: str, sub: Subscriber, backlog: list[StoredEve
                     break
             if chunk:
                 yield b"".join(chunk)
+                sub.cursor = sent
             if done:
                 return
     finally:
