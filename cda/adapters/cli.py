@@ -64,6 +64,9 @@ _port = _option("--port", True, limits.port)
 _seconds = _option("--timeout", False, limits.seconds)
 _probability = _option("--prior", False, limits.probability)
 _vectors = _option("--vectors", True, limits.vectors)
+_workers = _option("--workers", True, lambda name, v: limits.whole(name, v, low=1, high=64))
+_retention = _option("--retention-hours", True, lambda name, v: limits.whole(name, v, low=24, high=24 * 365,
+                                                                               why="spec §7.2: at least 24 h"))
 
 
 class _UsageError(Exception):
@@ -146,8 +149,8 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=_port, default=8765, help="TCP port, 0 to 65535 (0: any free port)")
     sv.add_argument("--auth", type=Path, default=None, help="JSON file of hashed bearer tokens and their profiles")
     sv.add_argument("--cors-origin", action="append", default=[], help="an origin allowed to read the streams")
-    sv.add_argument("--retention-hours", type=float, default=24.0, help="keep finished streams this long (>= 24)")
-    sv.add_argument("--workers", type=int, default=2, help="actions run at once (threads)")
+    sv.add_argument("--retention-hours", type=_retention, default=24, help="keep finished streams this long (>= 24)")
+    sv.add_argument("--workers", type=_workers, default=2, help="actions run at once (threads, 1 to 64)")
     sv.add_argument("--egress-cap", choices=["local", "partner", "external"], default="local",
                     help="egress allowed without an approval")
     sv.add_argument("--debug", action="store_true", help="enable the internal debug.* ToolBus namespace")
