@@ -57,18 +57,22 @@ class Server:
             raise AssertionError(f"server did not start: {line!r} {self.proc.stderr.read() if self.proc.stderr else ''}")
         self.host, self.port = match.group(1), int(match.group(2))
         self.base = f"http://{self.host}:{self.port}"
+        self.err_text = ""
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         code = self.proc.wait(timeout)
+        if self.proc.stderr is not None and not self.proc.stderr.closed:
+            self.err_text = self.proc.stderr.read()
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
         return code
 
     def stderr(self) -> str:
-        return self.proc.stderr.read() if self.proc.stderr else ""
+        """What the server wrote to stderr (after :meth:`stop`)."""
+        return self.err_text
 
 
 @contextmanager

@@ -158,6 +158,7 @@ def test_kill_9_mid_action_restart_reports_interrupted_and_the_chain_verifies(tm
         follow(first, done)
         waiting = _start(ws, example_inputs("crash", policies={"pii_posture": "consent"}))
         head = follow(first, waiting, stop_after=1)
+        racing = [_start(ws, example_inputs(f"racing{i}")) for i in range(3)]  # killed mid-run, or just done
     assert first.stop(signal.SIGKILL) == -signal.SIGKILL
     with serving(db) as second, toolbus(second) as ws:
         state = call(ws, "actions.get", {"action_id": waiting})["result"]
@@ -169,6 +170,13 @@ def test_kill_9_mid_action_restart_reports_interrupted_and_the_chain_verifies(tm
         # the interrupted inputs can be seen as existing; nothing is left "running"
         assert call(ws, "actions.start", {"ability": "cda", "inputs": example_inputs(
             "crash", policies={"pii_posture": "consent"})})["result"]["status"] == "interrupted"
+        for action_id in racing:  # whatever the kill cut, each stream is whole and ends exactly once
+            events = follow(second, action_id)
+            assert [e["id"] for e in events] == list(range(len(events)))
+            assert [e["event"] for e in events].count("action_started") <= 1
+            assert sum(e["event"] in ("action_completed", "action_failed", "action_partial") for e in events) == 1
+            assert call(ws, "actions.get", {"action_id": action_id})["result"]["status"] in ("completed",
+                                                                                             "interrupted")
         assert second.stop() == 0  # SIGTERM: a clean stop
     log = ReceiptLog(db)
     try:
@@ -266,3 +274,37 @@ def test_an_action_written_by_another_process_is_followed_live(server: Server) -
     finally:
         writer.close()
     assert [e["id"] for e in got] == list(range(61)) and got[-1]["event"] == "action_completed"
+
+
+def test_a_damaged_store_is_a_plain_error_on_both_transports_never_a_traceback(tmp_path: Path) -> None:
+    db = tmp_path / "receipts.sqlite"
+    with serving(db) as server:
+        with toolbus(server) as ws:
+            action_id = _start(ws, example_inputs("damaged"))
+            follow(server, action_id)
+            junk = tmp_path / "junk"
+            junk.write_bytes(b"this is not an SQLite file any more" * 200)
+            for side in ("-wal", "-shm"):
+                Path(f"{db}{side}").unlink(missing_ok=True)
+            junk.replace(db)  # the file is replaced under the running server
+            answer = call(ws, "actions.get", {"action_id": action_id})
+            assert answer["error"]["code"] == "internal" and str(tmp_path) not in answer["error"]["message"]
+        import httpx
+
+        r = httpx.get(f"{server.base}/streams/actions/{action_id}", timeout=10)
+        assert r.status_code == 500 and "cannot read the event store" in r.text and str(tmp_path) not in r.text
+        server.stop()
+        assert "Traceback" not in server.stderr()
+
+
+def test_an_action_acknowledged_but_killed_before_its_first_event_is_interrupted_after_restart(tmp_path: Path) -> None:
+    from cda.contracts.receipt import Receipt
+
+    db = tmp_path / "receipts.sqlite"
+    log = ReceiptLog(db)  # what a server leaves when killed between answering actions.start and the run
+    log.append(Receipt(action_id="cda-ghost", seq=0, kind="action", name="service.start", inputs_hash="0" * 64))
+    log.close()
+    with serving(db) as server, toolbus(server) as ws:
+        assert call(ws, "actions.get", {"action_id": "cda-ghost"})["result"]["status"] == "interrupted"
+        events = follow(server, "cda-ghost")
+        assert [(e["id"], e["event"]) for e in events] == [(0, "action_failed")]

@@ -38,7 +38,7 @@ from cda.adapters.service.auth import Principal
 from cda.adapters.service.cup import decide
 from cda.adapters.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
 from cda.adapters.service.providers import Provider, ProviderError
-from cda.adapters.service.store import TERMINAL, StoredEvent, last_events, read_stream
+from cda.adapters.service.store import TERMINAL, StoredEvent, last_events, read_stream, started_without_events
 from cda.adapters.service.streams import Hub
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs, NextTestSuggestion
@@ -424,12 +424,14 @@ class ActionManager:
     def recover(self) -> list[str]:
         """Mark every action the store holds unfinished as interrupted (the server restarted)."""
         marked = []
-        for action_id, last in last_events(self.db).items():
-            if last.type in TERMINAL or action_id in self.runs:
+        unfinished = [(a, last.seq) for a, last in last_events(self.db).items() if last.type not in TERMINAL]
+        unfinished += [(a, -1) for a in started_without_events(self.db)]
+        for action_id, last_seq in unfinished:
+            if action_id in self.runs:
                 continue
             run = _Run(action_id, Principal("server", "internal"), CDAInputs(problem="(interrupted)"),
-                       next_seq=last.seq + 1)
-            self.receipt(action_id, "action.interrupted", {"last_event_id": last.seq},
+                       next_seq=last_seq + 1)
+            self.receipt(action_id, "action.interrupted", {"last_event_id": last_seq},
                          {"reason": "the server stopped while the action ran"}, status="failed")
             self._terminal(run, "interrupted: the server stopped while the action ran; start it again",
                            "ActionInterrupted")

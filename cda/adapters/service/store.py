@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from cda.contracts.events import ActionNotice, parse_event
 from cda.contracts.receipt import canonical_json
 
-__all__ = ["TERMINAL", "StoredEvent", "last_events", "read_stream", "sweep"]
+__all__ = ["TERMINAL", "StoredEvent", "last_events", "read_stream", "started_without_events", "sweep"]
 
 TERMINAL = frozenset({"action_completed", "action_partial", "action_failed"})
 
@@ -83,6 +83,23 @@ def last_events(db: Path) -> dict[str, StoredEvent]:
     finally:
         conn.close()
     return {str(a): decode(str(a), int(s), str(b)) for a, s, b in rows}
+
+
+def started_without_events(db: Path) -> list[str]:
+    """Actions the service acknowledged (a ``service.start`` receipt) that stored no event: a
+    crash between the answer and the run's first event."""
+    if not db.exists():
+        return []
+    conn = _connect(db)
+    try:
+        rows = conn.execute(
+            "SELECT DISTINCT action_id FROM receipts WHERE json_extract(body, '$.name') = 'service.start' "
+            "AND action_id NOT IN (SELECT action_id FROM events)").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+    return sorted(str(a) for (a,) in rows)
 
 
 def sweep(db: Path, retention_s: float, now: float | None = None) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sqlite3
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -194,6 +195,9 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float) -> Callable[[
         sub.cursor = -1 if last is None else last
         try:
             backlog = await anyio.to_thread.run_sync(read_stream, hub.db, action_id, last)
+        except sqlite3.Error as exc:  # the file was replaced or damaged: say so, without the server's path
+            hub.unsubscribe(action_id, sub)
+            return PlainTextResponse(f"cannot read the event store: {type(exc).__name__}: {exc}\n", 500)
         except BaseException:
             hub.unsubscribe(action_id, sub)
             raise

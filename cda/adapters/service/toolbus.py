@@ -18,6 +18,7 @@ else those names do not exist (``unknown_method``).
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ from cda.adapters.service.protocol import (
     ResultFrame,
     StartParams,
 )
+from cda.errors import CDAError
 
 __all__ = ["MAX_FRAME", "toolbus_endpoint"]
 
@@ -141,6 +143,10 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
             return _error(request.id, "unknown_method", f"no method {method!r}", ["method"])
     except EdgeError as exc:
         return _error(request.id, exc.code, str(exc), exc.path)
+    except CDAError as exc:  # the store or a provider failed: the reason, not a dropped socket
+        return _error(request.id, "internal", str(exc).replace(str(manager.db), manager.db.name))
+    except sqlite3.Error as exc:
+        return _error(request.id, "internal", f"the store cannot be read ({type(exc).__name__})")
     body = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
     return ResultFrame(id=request.id, result=body).model_dump_json()
 
