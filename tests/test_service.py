@@ -201,3 +201,11 @@ def test_auth_tokens_profiles_and_a_policy_close_for_an_unknown_token(tmp_path: 
         assert log.verify().ok
     finally:
         log.close()
+
+
+def test_help_loads_no_server_library() -> None:
+    from tests.test_startup_imports import loaded
+
+    for argv in (("--help",), ("serve", "--help")):
+        code, mods = loaded(*argv)
+        assert code == 0 and not {"starlette", "uvicorn", "websockets", "anyio", "httpx"} & mods, argv
