@@ -256,8 +256,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="bench_service_"))
     db = folder / "receipts.sqlite"
     port = free_port()
-    server = Server(db, port)
-    out: dict[str, Any] = {}
+    server = Server(db, port, args.workers)
+    out: dict[str, Any] = {"workers": args.workers}
     try:
         out["actions"] = await asyncio.wait_for(phase_actions(server, args.actions, "a"), args.timeout)
         print("actions", out["actions"], flush=True)
@@ -270,7 +270,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                for p in finished]
         await bus.ws.close()
         assert server.stop() == 0
-        server = Server(db, port)
+        server = Server(db, port, args.workers)
         out["storm"] = await asyncio.wait_for(phase_storm(server, args.storm, ids), args.timeout)
         print("storm", out["storm"], flush=True)
     finally:
@@ -285,7 +285,7 @@ def render(r: dict[str, Any]) -> str:
         START,
         "## Service: ToolBus + SSE under load (`benchmarks/bench_service.py`)",
         "",
-        f"{machine()}; server (`cda serve`, 2 worker threads) and load generator in separate processes on "
+        f"{machine()}; server (`cda serve`, {r['workers']} worker threads) and load generator in separate processes on "
         "loopback; 8 engineers shared the 2 cores while this ran, so times are upper bounds.",
         "",
         "| what | measured | target |",
@@ -306,7 +306,7 @@ def render(r: dict[str, Any]) -> str:
         f"{st['clients']} got exactly the rest in {st['wall']:.1f} s; first event p50 / p95 "
         f"{st['first_p50'] * 1000:.0f} / {st['first_p95'] * 1000:.0f} ms | |",
         "",
-        "TTFS here includes waiting for a worker: the actions run two at a time (`--workers 2` on 2 cores), "
+        f"TTFS here includes waiting for a worker: the actions run {r['workers']} at a time (`--workers`), "
         "so the p95 is the queue, not one action (one action's TTFS is in the Action section above).",
         END,
     ])
@@ -319,6 +319,7 @@ def main() -> None:
     parser.add_argument("--storm", type=int, default=500)
     parser.add_argument("--idle-s", type=float, default=10.0)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per phase at most")
+    parser.add_argument("--workers", type=int, default=2, help="the server's action threads")
     parser.add_argument("--write-doc", action="store_true")
     args = parser.parse_args()
     result = asyncio.run(main_async(args))

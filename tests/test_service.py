@@ -172,6 +172,13 @@ def test_auth_tokens_profiles_and_a_policy_close_for_an_unknown_token(tmp_path: 
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
         with toolbus(server, "tok-partner") as ws:
             assert call(ws, "debug.topics")["error"]["code"] == "unknown_method"
+            waiting = call(ws, "actions.start", {"ability": "cda", "inputs": example_inputs(
+                "auth-wait", policies={"pii_posture": "consent"})})["result"]["action_id"]
+            own = call(ws, "actions.approve", {"action_id": waiting, "approval": "pii:consent"})
+            assert own["error"]["code"] == "forbidden"  # a partner cannot approve its own action
+            with toolbus(server, "tok-internal") as reviewer:
+                granted = call(reviewer, "actions.approve", {"action_id": waiting, "approval": "pii:consent"})
+                assert granted["result"]["status"] in ("running", "completed")
             action_id = call(ws, "actions.start", {"ability": "cda", "inputs": example_inputs("auth")})["result"][
                 "action_id"]
         follow(server, action_id)

@@ -97,7 +97,8 @@ class ActionManager:
     """Starts, cancels, approves and describes actions; owns the writers of the server's file."""
 
     def __init__(self, db: Path, hub: Hub, *, workers: int = 2, egress_cap: str = "local",
-                 providers: dict[str, Provider] | None = None, fsync_each_commit: bool = False) -> None:
+                 providers: dict[str, Provider] | None = None, fsync_each_commit: bool = False,
+                 self_approval: bool = True) -> None:
         self.db = db
         self.hub = hub
         self.egress_cap = egress_cap
@@ -112,6 +113,7 @@ class ActionManager:
         self.lock = threading.Lock()
         self.thresholds = AbstainThresholds.from_env(os.environ)
         self.providers = providers or {}
+        self.self_approval = self_approval  # False with --auth: only the internal profile grants
         self.subs: dict[str, BoundOutput] = {}  # sub-action revision id -> its output
         self.sources: dict[str, tuple[str, str]] = {}  # sub-action base id -> (ability, source)
         self.consumers: dict[str, set[str]] = {}  # sub-action base id -> actions that bound it
@@ -307,6 +309,9 @@ class ActionManager:
 
     def decide(self, who: Principal, action_id: str, approval: str, grant: bool, reason: str) -> ActionGetResult:
         run = self._own(who, action_id)
+        if grant and not self.self_approval and who.profile != "internal":
+            raise EdgeError("forbidden", "an approval comes from an internal reviewer on a server with --auth "
+                            "(a partner may deny)", ["method"])
         if run.status != "waiting_user" or approval not in run.needed:
             raise EdgeError("conflict", f"action {action_id} is not waiting for {approval!r} "
                             f"(waiting for: {', '.join(run.needed) or 'nothing'})", ["params", "approval"])
