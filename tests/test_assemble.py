@@ -139,7 +139,8 @@ REGEX_ALLOWED = {
     "cda/contracts/abstain.py": "numbers and their units in free-text observations and report texts (seed 001 grounding)",
     "cda/verifiers/redact.py": "personal data (emails, phone numbers, IBANs) in free text",
     "cda/adapters/receipts_cli.py": "receipt hashes given on the command line",
-    "cda/adapters/sse_server.py": "the request path of the event stream server",
+    "cda/adapters/service/streams.py": "action ids in stream paths and the Last-Event-ID header",
+    "cda/adapters/service/providers.py": "sub-action source names (file names of a provider's folder)",
     "cda/fol/syntax.py": "first-order logic text, a language of its own",
     "cda/fol/parse.py": "the .fol file format (premise/claim/domain lines): first-order logic, a language of its own",
 }

@@ -23,7 +23,7 @@ from cda.actions.reflection import ReflectionStore
 from cda.actions.store_file import APPLICATION_ID, FORMAT_VERSION, StoreFileError, open_store, read_snapshot
 from cda.adapters.cli import main
 from cda.adapters.event_store import EventStore, read_events
-from cda.adapters.sse_server import main_serve
+from cda.adapters.service.serve import main_serve
 from cda.contracts.receipt import Receipt
 from tests.conftest import ROOT
 

@@ -51,7 +51,7 @@ from cda.solver.engine import EngineOptions, run
 from cda.solver.route import choose_backend
 from cda.verifiers.llm_gate import TokenMeter
 
-__all__ = ["ActionRun", "RunSettings", "accept_bump", "run_action"]
+__all__ = ["ActionRun", "RunSettings", "accept_bump", "action_id_of", "run_action"]
 
 #: weight of an observation turned soft after a conflict: distrusting one observation costs
 #: more than any ordinary preference, so hypotheses that keep every observation rank first.
@@ -108,6 +108,13 @@ def _params(inputs: CDAInputs, settings: RunSettings) -> _Params:
     )
 
 
+def action_id_of(inputs: CDAInputs, settings: RunSettings | None = None,
+                 bound: Sequence[BoundOutput] = ()) -> str:
+    """The id :func:`run_action` gives these inputs (from their seed): a server names the
+    action's stream before the run starts."""
+    return _params(with_bindings(inputs, bound), settings or RunSettings()).action_id
+
+
 def _soften(gp: GroundProblem, names: set[str]) -> GroundProblem:
     """The observations named in ``names`` turned into soft clauses of weight DISTRUST_WEIGHT."""
     keep: list[Clause] = []
@@ -140,6 +147,7 @@ def run_action(
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
     audit: Callable[[Sequence[ActionEvent]], Sequence[str]] | None = None,
+    action_id: str | None = None,
 ) -> ActionRun:
     """Run one CDA Action; never raises for a mistake in the inputs (that is ``action_failed``).
 
@@ -147,7 +155,8 @@ def run_action(
     job: ``cda.adapters.action_entry``); inline graphs are built here. ``out_dir`` receives the
     artifacts (boundary summary, plan bundle, evidence bundle) when given. ``llm`` is an
     ``LLMProvider`` factory for ``inputs.llm.provider == "openai"`` (an adapter supplies the HTTP
-    client); the deterministic offline provider needs none.
+    client); the deterministic offline provider needs none. ``action_id`` replaces the id derived
+    from the inputs (a server names an action when it is submitted, before approvals change them).
 
     Every receipt carries the attempt number ``receipts`` gave the run (``action.start``), and
     the last one, ``action.end``, names the number of events and the head of their chain
@@ -158,6 +167,8 @@ def run_action(
     inputs = with_bindings(inputs, bound)
     settings = settings or RunSettings()
     params = _params(inputs, settings)
+    if action_id is not None:  # a server that named the action when it was submitted (before approvals)
+        params.action_id = action_id
     sink = receipts if receipts is not None else ReceiptLog(":memory:")
     recorder = Recorder(sink, params.action_id, params.seed.label())
     inputs_json = inputs.model_dump(mode="json")

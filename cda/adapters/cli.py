@@ -64,6 +64,9 @@ _port = _option("--port", True, limits.port)
 _seconds = _option("--timeout", False, limits.seconds)
 _probability = _option("--prior", False, limits.probability)
 _vectors = _option("--vectors", True, limits.vectors)
+_workers = _option("--workers", True, lambda name, v: limits.whole(name, v, low=1, high=64))
+_retention = _option("--retention-hours", True, lambda name, v: limits.whole(name, v, low=24, high=24 * 365,
+                                                                               why="spec §7.2: at least 24 h"))
 
 
 class _UsageError(Exception):
@@ -140,10 +143,21 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("inputs", type=Path)
     r.add_argument("--out", type=Path, default=None, help="folder for artifacts and receipts.sqlite")
     r.add_argument("--json", action="store_true", help="print every event as one JSON line")
-    sv = sub.add_parser("serve", help="serve the action event streams of a receipts.sqlite over SSE (Last-Event-ID resume)")
-    sv.add_argument("db", type=Path, help="the event store: DIR/receipts.sqlite written by cda run --out DIR")
-    sv.add_argument("--host", default="127.0.0.1")
+    sv = sub.add_parser("serve", help="the CDA service: WebSocket ToolBus, SSE action streams, a page (docs/service.md)")
+    sv.add_argument("db", type=Path, help="the store: DIR/receipts.sqlite (as cda run --out DIR writes; created if missing)")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (not loopback: needs --auth)")
     sv.add_argument("--port", type=_port, default=8765, help="TCP port, 0 to 65535 (0: any free port)")
+    sv.add_argument("--auth", type=Path, default=None, help="JSON file of hashed bearer tokens and their profiles")
+    sv.add_argument("--cors-origin", action="append", default=[], help="an origin allowed to read the streams")
+    sv.add_argument("--retention-hours", type=_retention, default=24, help="keep finished streams this long (>= 24)")
+    sv.add_argument("--workers", type=_workers, default=2, help="actions run at once (threads, 1 to 64)")
+    sv.add_argument("--egress-cap", choices=["local", "partner", "external"], default="local",
+                    help="egress allowed without an approval")
+    sv.add_argument("--debug", action="store_true", help="enable the internal debug.* ToolBus namespace")
+    sv.add_argument("--fsync", action="store_true",
+                    help="fsync every commit of the store (slower; survives a power loss, not only a crash)")
+    sv.add_argument("--providers", type=Path, default=None,
+                    help="folder of local sub-action providers: DIR/<research|sandbox|default>/<source>.txt")
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
     sc.add_argument("folder", type=Path)
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
@@ -307,9 +321,11 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
 
         return main_run(args.inputs, args.out, args.json, out, err)
     if args.command == "serve":
-        from cda.adapters.sse_server import main_serve
+        from cda.adapters.service.serve import main_serve
 
-        return main_serve(args.db, args.host, args.port, out, err)
+        return main_serve(args.db, args.host, args.port, out, err, auth_file=args.auth, cors=args.cors_origin,
+                          retention_h=args.retention_hours, workers=args.workers, egress_cap=args.egress_cap,
+                          debug=args.debug, providers=args.providers, fsync=args.fsync)
     if args.command == "schema":
         from cda.adapters.schema_cli import main_schema
 

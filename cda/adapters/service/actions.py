@@ -1,0 +1,480 @@
+"""Actions the server runs: started over the ToolBus, run off the event loop, streamed as they go.
+
+Each action runs in a worker thread (a bounded pool) through :func:`cda.actions.runner.run_action`;
+the service sequences its stream: every event gets the next ``seq`` of the action, is stored
+(:class:`~cda.adapters.event_store.EventStore`, the SQLite file of the server) and then handed
+to the :class:`~cda.adapters.service.streams.Hub`, which wakes that action's subscribers.
+
+*At the server edge* (before anything runs): a partner may not name a file on the server
+(``ken.path``) or run code (``functions``); an egress class above the server's cap or a PII
+posture of ``consent`` needs an approval: the action waits (``action_waiting_user``) until
+``actions.approve`` or ``actions.deny`` (approvals-as-input, each one a receipt). A denial runs
+the action within the cap, so its external checks become receipt stubs and its summary is the
+conservative one (QA scenario 3).
+
+*Cancel* takes effect at the action's next event (a terminal ``action_failed`` with
+``error_type: "ActionCancelled"``). *Restarts*: an action the store holds unfinished when the
+server starts was cut off by a crash; it gets a terminal ``action_failed`` with
+``error_type: "ActionInterrupted"`` and a receipt, so no client ever sees it "running" forever.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cda.actions.bindings import BoundOutput, update_available
+from cda.actions.receipts import ReceiptLog
+from cda.actions.reflection import ReflectionStore
+from cda.actions.runner import ActionRun, accept_bump, action_id_of, run_action
+from cda.adapters.action_entry import _http_provider
+from cda.adapters.event_store import EventStore
+from cda.adapters.service.auth import Principal
+from cda.adapters.service.cup import decide
+from cda.adapters.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
+from cda.adapters.service.providers import Provider, ProviderError
+from cda.adapters.service.store import TERMINAL, StoredEvent, last_events, read_stream, started_without_events
+from cda.adapters.service.streams import Hub
+from cda.contracts.abstain import AbstainThresholds
+from cda.contracts.action import CDAInputs, NextTestSuggestion
+from cda.contracts.events import (
+    ActionCheckpoint,
+    ActionCompleted,
+    ActionEvent,
+    ActionFailed,
+    ActionLinked,
+    ActionNotice,
+    ActionPartial,
+    ActionStarted,
+    ActionWaitingUser,
+)
+from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+from cda.contracts.refs import ArtifactRef
+from cda.errors import CDAError
+
+__all__ = ["ActionManager", "EdgeError", "EGRESS_RANK"]
+
+EGRESS_RANK = {"local": 0, "partner": 1, "external": 2}
+
+
+class EdgeError(CDAError, ValueError):
+    """A call the server refuses: ``code`` (forbidden, not_found, conflict) and the ``path`` at fault."""
+
+    def __init__(self, code: str, message: str, path: list[str | int] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.path = path or []
+
+
+class _Stop(BaseException):  # noqa: N818 - not an error: unwinds the runner at its next event
+    """Raised inside the run's event callback to end it (cancel, server stopping)."""
+
+
+@dataclass
+class _Run:
+    action_id: str
+    owner: Principal
+    inputs: CDAInputs
+    status: str = "running"
+    needed: list[str] = field(default_factory=list)
+    granted: set[str] = field(default_factory=set)
+    denied: set[str] = field(default_factory=set)
+    stop: str | None = None  # "ActionCancelled" | "ActionInterrupted" once asked to stop
+    next_seq: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    bound: list[BoundOutput] = field(default_factory=list)
+    notify: list[SubActionSpec] = field(default_factory=list)
+    previous: ActionRun | None = None  # set for a structure revision (an accepted update)
+    offered: BoundOutput | None = None
+
+
+class ActionManager:
+    """Starts, cancels, approves and describes actions; owns the writers of the server's file."""
+
+    def __init__(self, db: Path, hub: Hub, *, workers: int = 2, egress_cap: str = "local",
+                 providers: dict[str, Provider] | None = None, fsync_each_commit: bool = False,
+                 self_approval: bool = True) -> None:
+        self.db = db
+        self.hub = hub
+        self.egress_cap = egress_cap
+        self.events = EventStore(db)
+        self.log = ReceiptLog(db)
+        self.reflection = ReflectionStore(db, self.log)
+        if not fsync_each_commit:
+            for store in (self.events, self.log, self.reflection):
+                relax_fsync(store)
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cda-action")
+        self.runs: dict[str, _Run] = {}
+        self.lock = threading.Lock()
+        self.thresholds = AbstainThresholds.from_env(os.environ)
+        self.providers = providers or {}
+        self.self_approval = self_approval  # False with --auth: only the internal profile grants
+        self.subs: dict[str, BoundOutput] = {}  # sub-action revision id -> its output
+        self.sources: dict[str, tuple[str, str]] = {}  # sub-action base id -> (ability, source)
+        self.consumers: dict[str, set[str]] = {}  # sub-action base id -> actions that bound it
+        self.results: dict[str, tuple[CDAInputs, ActionRun]] = {}  # consumers, for accept_update
+        self.updates: dict[str, list[str]] = {}  # consumer -> newer revisions offered
+
+    # -- receipts and events ---------------------------------------------------------------
+    def receipt(self, action_id: str, name: str, inputs: dict[str, Any], result: dict[str, Any],
+                status: str = "ok") -> None:
+        """One receipt of the service's own (approvals, cancels, refusals, interruptions)."""
+        self.log.append(Receipt(action_id=action_id, seq=self.log.count(action_id), kind="action", name=name,
+                                inputs_hash=sha256_hex(canonical_json(inputs)), result=result,
+                                status=status))  # type: ignore[arg-type]
+
+    def _emit(self, run: _Run, event: ActionEvent) -> None:
+        with run.lock:
+            event = event.model_copy(update={"seq": run.next_seq})
+            run.next_seq += 1
+            self.events.append(event)
+        body = canonical_json(event.model_dump(mode="json"))
+        self.hub.publish_threadsafe(run.action_id, StoredEvent(event.seq, event.type, body))
+        if run.stop is not None and event.type not in TERMINAL:
+            raise _Stop(run.stop)
+
+    def _terminal(self, run: _Run, error: str, error_type: str) -> None:
+        run.stop = None
+        self._emit(run, ActionFailed(action_id=run.action_id, seq=0, error=error, error_type=error_type))
+
+    # -- the methods ------------------------------------------------------------------------
+    def start(self, who: Principal, inputs: CDAInputs, subactions: list[SubActionSpec] | None = None,
+              escalation: Escalation | None = None) -> StartResult:
+        if who.profile != "internal":
+            if inputs.ken is not None and inputs.ken.path is not None:
+                raise EdgeError("forbidden", "a partner cannot name a file on the server; give the Ken graph inline",
+                                ["params", "inputs", "ken", "path"])
+            if inputs.functions:
+                raise EdgeError("forbidden", "function checks run code on the server: internal profile only",
+                                ["params", "inputs", "functions"])
+        cup = None
+        if escalation is not None:
+            cup = decide(escalation, inputs.risk_class)
+            if not cup.escalate:
+                raise EdgeError("conflict", f"not escalated: {cup.reason}", ["params", "escalation", "signals"])
+        specs = list(subactions or [])
+        early = [(i, spec, self._spawn(spec, i)) for i, spec in enumerate(specs) if spec.edge != "notify"]
+        bound = [out for _, spec, out in early if spec.edge == "bind"]
+        action_id = action_id_of(inputs, bound=bound)
+        with self.lock:
+            if action_id in self.runs:
+                return StartResult(action_id=action_id, topic=f"actions/{action_id}",
+                                   status=self.runs[action_id].status, existing=True)
+            stored = read_stream(self.db, action_id, None)
+            if stored:
+                return StartResult(action_id=action_id, topic=f"actions/{action_id}",
+                                   status=self.get(action_id).status, existing=True)
+            run = _Run(action_id, who, inputs, bound=bound, notify=[s for s in specs if s.edge == "notify"])
+            self.runs[action_id] = run
+            self.hub.live.add(action_id)
+        self.receipt(action_id, "service.start", {"principal": who.name, "profile": who.profile},
+                     {"inputs_sha256": sha256_hex(canonical_json(inputs.model_dump(mode="json")))})
+        for _, spec, out in early:
+            if spec.edge != "bind":  # the runner links (and locks) what it binds
+                self._emit(run, ActionLinked(action_id=action_id, seq=0, linked_action_id=out.action_id,
+                                             ability=spec.ability, edge=spec.edge))
+        linked = [f"{out.action_id}.r{out.revision}" for _, _, out in early]
+        if cup is not None:
+            self.receipt(action_id, "cup.escalate", {"signals": cup.fired, "risk_class": inputs.risk_class},
+                         {"reason": cup.reason, "wall": cup.wall, "short": cup.short})
+            if cup.short:
+                self._short(run, cup.reason)
+                return StartResult(action_id=action_id, topic=f"actions/{action_id}", status="partial", linked=linked)
+            if cup.wall is not None and (inputs.budgets.wall is None or inputs.budgets.wall > cup.wall):
+                run.inputs = inputs.model_copy(update={"budgets": inputs.budgets.model_copy(update={"wall": cup.wall})})
+        if EGRESS_RANK[inputs.policies.egress] > EGRESS_RANK[self.egress_cap]:
+            run.needed.append(f"egress:{inputs.policies.egress}")
+        if inputs.policies.pii_posture == "consent":
+            run.needed.append("pii:consent")
+        if run.needed:
+            run.status = "waiting_user"
+            self._emit(run, ActionWaitingUser(
+                action_id=action_id, seq=0, approvals_needed=list(run.needed),
+                reason=f"the server's egress cap is '{self.egress_cap}'; approve or deny: {', '.join(run.needed)}"))
+        else:
+            self.pool.submit(self._execute, run)
+        return StartResult(action_id=action_id, topic=f"actions/{action_id}", status=run.status, linked=linked)
+
+    def _short(self, run: _Run, reason: str) -> None:
+        """Escalated with less wall time than CDA reserves: a terminal partial at once (spec §9)."""
+        caveat = f"escalation with too little time: {reason}; no search ran"
+        self._emit(run, ActionStarted(action_id=run.action_id, seq=0))
+        self._finish_with(run, ActionPartial(action_id=run.action_id, seq=0, caveats=[caveat], next_tests=[
+            NextTestSuggestion(question="Escalate again with at least 20 s of wall time left",
+                               suggested_ability="default")]))
+
+    def _finish_with(self, run: _Run, event: ActionEvent) -> None:
+        self._emit(run, event)
+        with self.lock:
+            self.runs.pop(run.action_id, None)
+
+    # -- sub-actions (spec §4): pluggable local providers, bind => lock, update_available --------
+    def _spawn(self, spec: SubActionSpec, index: int) -> BoundOutput:
+        provider = self.providers.get(spec.ability)
+        where: list[str | int] = ["params", "subactions", index, "source"]
+        if provider is None:
+            raise EdgeError("forbidden", f"this server has no provider for {spec.ability!r} sub-actions "
+                            "(cda serve --providers DIR)", ["params", "subactions", index, "ability"])
+        try:
+            text = provider.produce(spec.source)
+        except ProviderError as exc:
+            raise EdgeError("invalid_params", str(exc), where) from None
+        base = f"{spec.ability}-{sha256_hex(spec.source)[:12]}"
+        with self.lock:
+            self.sources[base] = (spec.ability, spec.source)
+            return self._revision(base, spec.ability, text)[0]
+
+    def _revision(self, base: str, ability: str, text: str) -> tuple[BoundOutput, bool]:
+        """The revision of ``base`` holding ``text``: an existing one, or a new one with its stream."""
+        digest = sha256_hex(text)
+        revision = 1
+        while True:
+            rev_id = f"{base}.r{revision}"
+            known = self.subs.get(rev_id)
+            if known is None:
+                stored = read_stream(self.db, rev_id, None)
+                if stored:
+                    payload = _json(stored[1].data).get("payload", {}) if len(stored) > 1 else {}
+                    known = BoundOutput(base, ability, revision,  # type: ignore[arg-type]
+                                        ArtifactRef(artifact_id=f"{base}:output", text=payload.get("text", "")))
+                    self.subs[rev_id] = known
+            if known is None:
+                break
+            if sha256_hex(known.artifact.text or "") == digest:
+                return known, False
+            revision += 1
+        out = BoundOutput(base, ability, revision, ArtifactRef(artifact_id=f"{base}:output", text=text))  # type: ignore[arg-type]
+        self.subs[rev_id] = out
+        stream = _Run(rev_id, Principal("server", "internal"), CDAInputs(problem=f"{ability} sub-action"))
+        self._emit(stream, ActionStarted(action_id=rev_id, seq=0, ability=ability, inputs_hash=sha256_hex(base)))
+        offered_to = sorted(c for c in self.consumers.get(base, ())
+                            if c in self.results and update_available(self.results[c][1].bindings, out))
+        self._emit(stream, ActionCheckpoint(action_id=rev_id, seq=0, kind="context_delta", payload={
+            "artifact_id": out.artifact.artifact_id, "revision": revision, "sha256": digest, "text": text,
+            **({"update_available": {"consumers": offered_to}} if offered_to else {})}))
+        for consumer in offered_to:
+            self.updates.setdefault(consumer, []).append(rev_id)
+            self.receipt(consumer, "bind.update_available", {"sub_action": rev_id}, {"sha256": digest})
+        self._emit(stream, ActionCompleted(action_id=rev_id, seq=0))
+        return out, True
+
+    def refresh(self, who: Principal, action_id: str) -> RefreshResult:
+        """Ask the provider again; new content is a new revision (update_available to its consumers)."""
+        base = action_id.rsplit(".r", 1)[0]
+        if base not in self.sources:
+            raise EdgeError("not_found", f"no sub-action {action_id} on this server", ["params", "action_id"])
+        ability, source = self.sources[base]
+        try:
+            text = self.providers[ability].produce(source)
+        except ProviderError as exc:
+            raise EdgeError("conflict", str(exc), ["params", "action_id"]) from None
+        with self.lock:
+            out, new = self._revision(base, ability, text)
+        if not new:
+            raise EdgeError("conflict", f"{action_id}: the provider's output is unchanged (no new revision)",
+                            ["params", "action_id"])
+        return RefreshResult(action_id=f"{base}.r{out.revision}", revision=out.revision, sha256=sha256_hex(text),
+                             updates_for=sorted(c for c, revs in self.updates.items()
+                                                if f"{base}.r{out.revision}" in revs))
+
+    def accept_update(self, who: Principal, action_id: str, update: str) -> StartResult:
+        """Accept a newer revision of a bound output: a structure revision, a new action."""
+        held = self.results.get(action_id)
+        offered = self.subs.get(update)
+        if held is None:
+            raise EdgeError("not_found", f"no finished action {action_id} with bound outputs on this server",
+                            ["params", "action_id"])
+        if offered is None or not update_available(held[1].bindings, offered):
+            raise EdgeError("conflict", f"{update} is not a newer revision of anything {action_id} bound",
+                            ["params", "update"])
+        inputs, previous = held
+        bound = [offered if b.action_id == offered.action_id else b for b in previous.bound]
+        new_id = action_id_of(inputs, bound=bound)
+        run = _Run(new_id, who, inputs, bound=bound, previous=previous, offered=offered)
+        with self.lock:
+            if new_id in self.runs or read_stream(self.db, new_id, None):
+                return StartResult(action_id=new_id, topic=f"actions/{new_id}", status="running", existing=True,
+                                   revision=previous.outputs.revision + 1)
+            self.runs[new_id] = run
+            self.hub.live.add(new_id)
+        self.receipt(action_id, "bind.accept", {"update": update, "principal": who.name}, {"revision_action": new_id})
+        self.pool.submit(self._execute, run)
+        return StartResult(action_id=new_id, topic=f"actions/{new_id}", status="running",
+                           revision=previous.outputs.revision + 1)
+
+    def decide(self, who: Principal, action_id: str, approval: str, grant: bool, reason: str) -> ActionGetResult:
+        run = self._own(who, action_id)
+        if grant and not self.self_approval and who.profile != "internal":
+            raise EdgeError("forbidden", "an approval comes from an internal reviewer on a server with --auth "
+                            "(a partner may deny)", ["method"])
+        if run.status != "waiting_user" or approval not in run.needed:
+            raise EdgeError("conflict", f"action {action_id} is not waiting for {approval!r} "
+                            f"(waiting for: {', '.join(run.needed) or 'nothing'})", ["params", "approval"])
+        (run.granted if grant else run.denied).add(approval)
+        run.needed.remove(approval)
+        self.receipt(action_id, "approval.granted" if grant else "approval.denied",
+                     {"approval": approval, "principal": who.name}, {"reason": reason},
+                     status="ok" if grant else "denied")
+        if not run.needed:
+            run.status = "running"
+            self.pool.submit(self._execute, run)
+        return self.get(action_id)
+
+    def cancel(self, who: Principal, action_id: str) -> ActionGetResult:
+        run = self._own(who, action_id)
+        self.receipt(action_id, "service.cancel", {"principal": who.name}, {"status_then": run.status})
+        if run.status == "waiting_user":
+            self._finish(run, "cancelled by the client", "ActionCancelled")
+        else:
+            run.stop = "ActionCancelled"
+        return self.get(action_id)
+
+    def _own(self, who: Principal, action_id: str) -> _Run:
+        run = self.runs.get(action_id)
+        if run is None:
+            raise EdgeError("not_found", f"no running action {action_id} on this server", ["params", "action_id"])
+        if who.profile != "internal" and who.name != run.owner.name:
+            raise EdgeError("forbidden", f"action {action_id} was started by another client", ["params", "action_id"])
+        return run
+
+    def get(self, action_id: str) -> ActionGetResult:
+        events = read_stream(self.db, action_id, None)
+        run = self.runs.get(action_id)
+        if not events and run is None:
+            raise EdgeError("not_found", f"no action {action_id} in this store", ["params", "action_id"])
+        out: dict[str, Any] = {"action_id": action_id, "status": "running",
+                               "updates_available": list(self.updates.get(action_id, []))}
+        if events:
+            out["last_event_id"] = events[-1].seq
+        for e in events:
+            if e.type == "action_checkpoint":
+                body = _json(e.data)
+                if body.get("kind") == "boundary_summary":
+                    out["boundary_summary"] = body.get("payload", {}).get("text")
+        if events and events[-1].type in TERMINAL:  # stored: final even while its thread winds down
+            body = _json(events[-1].data)
+            outputs = body.get("outputs") or {}
+            error_type = body.get("error_type")
+            out["status"] = ("interrupted" if error_type == "ActionInterrupted" else
+                             "cancelled" if error_type == "ActionCancelled" else
+                             outputs.get("status") or events[-1].type.removeprefix("action_"))
+            for key in ("revision", "summary_artifact_id", "plan_bundle_id", "evidence_bundle_id"):
+                out[key] = outputs.get(key)
+        elif run is not None:
+            out["status"] = run.status
+            out["approvals_needed"] = list(run.needed)
+        return ActionGetResult.model_validate(out)
+
+    # -- running ----------------------------------------------------------------------------
+    def _execute(self, run: _Run) -> None:
+        inputs = run.inputs
+        if run.granted or run.denied:  # approvals-as-input: the decisions are part of what the run reads
+            inputs = inputs.model_copy(update={"policies": inputs.policies.model_copy(update={
+                "approvals": sorted({*inputs.policies.approvals, *run.granted})})})
+        if run.denied:
+            inputs = inputs.model_copy(update={"policies": inputs.policies.model_copy(update={
+                "egress": self.egress_cap if any(a.startswith("egress:") for a in run.denied)
+                else inputs.policies.egress,
+                "pii_posture": "on" if "pii:consent" in run.denied else inputs.policies.pii_posture})})
+            self._emit(run, ActionNotice(action_id=run.action_id, seq=0, level="warning", message=(
+                f"denied: {', '.join(sorted(run.denied))}; the action runs within the server's caps "
+                "and marks the evidence it could not get with receipt stubs")))
+        try:
+            ken = None
+            if inputs.ken is not None and inputs.ken.path is not None:  # internal profile only (checked at start)
+                from cda.ken.loaders import load_ken
+                path = Path(inputs.ken.path)
+                ken = load_ken(path if path.is_absolute() else self.db.parent / path)
+            common: dict[str, Any] = dict(ken=ken, out_dir=self.db.parent, receipts=self.log,
+                                          subscribers=[lambda e: self._emit(run, e)], llm_factory=_http_provider,
+                                          thresholds=self.thresholds, action_id=run.action_id)
+            if run.previous is not None and run.offered is not None:
+                result = accept_bump(inputs, run.previous, run.offered, **common)
+            else:
+                result = run_action(inputs, bound=run.bound, **common)
+            self.reflection.put(run.action_id, result.trace)
+            if run.bound:
+                with self.lock:
+                    self.results[run.action_id] = (run.inputs, result)
+                    for b in run.bound:
+                        self.consumers.setdefault(b.action_id, set()).add(run.action_id)
+            for i, spec in enumerate(run.notify):  # notify: told once the consumer is done
+                try:
+                    self._spawn(spec, i)
+                except EdgeError as exc:
+                    self.receipt(run.action_id, "notify.failed", {"source": spec.source}, {"error": str(exc)},
+                                 status="failed")
+        except _Stop as stop:
+            reason = "cancelled by the client" if str(stop) == "ActionCancelled" else \
+                "interrupted: the server stopped while the action ran; start it again"
+            self.receipt(run.action_id, "action.stopped", {"reason": str(stop)}, {}, status="failed")
+            self._terminal(run, reason, str(stop))
+        except Exception as exc:  # noqa: BLE001 - a bug must still end the stream
+            self.receipt(run.action_id, "action.crashed", {"error_type": type(exc).__name__}, {}, status="failed")
+            self._terminal(run, f"the action stopped on an internal error ({type(exc).__name__})", "InternalError")
+        finally:
+            with self.lock:
+                self.runs.pop(run.action_id, None)
+
+    def _finish(self, run: _Run, error: str, error_type: str) -> None:
+        self._terminal(run, error, error_type)
+        with self.lock:
+            self.runs.pop(run.action_id, None)
+
+    def recover(self) -> list[str]:
+        """Mark every action the store holds unfinished as interrupted (the server restarted)."""
+        marked = []
+        unfinished = [(a, last.seq) for a, last in last_events(self.db).items() if last.type not in TERMINAL]
+        unfinished += [(a, -1) for a in started_without_events(self.db)]
+        for action_id, last_seq in unfinished:
+            if action_id in self.runs:
+                continue
+            run = _Run(action_id, Principal("server", "internal"), CDAInputs(problem="(interrupted)"),
+                       next_seq=last_seq + 1)
+            self.receipt(action_id, "action.interrupted", {"last_event_id": last_seq},
+                         {"reason": "the server stopped while the action ran"}, status="failed")
+            self._terminal(run, "interrupted: the server stopped while the action ran; start it again",
+                           "ActionInterrupted")
+            marked.append(action_id)
+        return marked
+
+    def shutdown(self) -> None:
+        """Stop: waiting actions end interrupted, running ones at their next event; wait for them."""
+        for run in list(self.runs.values()):
+            if run.status == "waiting_user":
+                self._finish(run, "interrupted: the server stopped while the action waited", "ActionInterrupted")
+            else:
+                run.stop = "ActionInterrupted"
+        self.pool.shutdown(wait=True, cancel_futures=False)
+        self.reflection.close()
+        self.log.close()
+        self.events.close()
+
+
+def relax_fsync(store: object) -> bool:
+    """``PRAGMA synchronous = NORMAL`` on a store's connection (WAL): a commit is not fsynced.
+
+    Measured: an action writes ~125 receipts and ~25 events, each its own commit; fsyncing each
+    took 0.6-1.2 s per action on this machine, 0.09 s without. In WAL mode a commit still
+    survives the death of the process (kill -9: the restart tests) and the file never corrupts;
+    only a power loss or kernel crash may lose the last commits (the chain stays valid up to
+    them). ``cda serve --fsync`` keeps the full fsync. Returns False (and changes nothing) when
+    the store does not expose an SQLite connection as ``_conn`` (it then keeps its own setting).
+    """
+    conn = getattr(store, "_conn", None)
+    if not isinstance(conn, sqlite3.Connection):
+        return False
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return True
+
+
+def _json(text: str) -> dict[str, Any]:
+    import json
+
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,120 @@
+"""The ASGI application of ``cda serve``: the ToolBus, the SSE streams and the page — nothing else.
+
+Three routes (a test enumerates them): ``/toolbus`` (WebSocket), ``/streams/actions/{action_id}``
+(SSE; the topic ``actions/<id>`` that ``actions.start`` returns) and ``/`` (the static page).
+There is no REST surface. On start-up the store's unfinished actions are marked interrupted
+(a crash cut them off); a task sweeps finished streams older than the retention; on shutdown
+every open stream ends (clients resume elsewhere) and running actions end interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route, WebSocketRoute
+
+from cda.adapters.service.actions import ActionManager
+from cda.adapters.service.auth import OPEN, AuthConfig
+from cda.adapters.service.page import PAGE
+from cda.adapters.service.providers import FolderProvider, Provider
+from cda.adapters.service.store import sweep
+from cda.adapters.service.streams import Hub, stream_endpoint
+from cda.adapters.service.toolbus import toolbus_endpoint
+
+__all__ = ["ServiceConfig", "build_app"]
+
+DAY = 24 * 3600.0
+
+
+@dataclass
+class ServiceConfig:
+    """Everything ``cda serve`` lets a person set; the defaults are the safe ones."""
+
+    db: Path
+    auth: AuthConfig = OPEN
+    cors_origins: tuple[str, ...] = ()
+    retention_s: float = DAY
+    sweep_s: float = 3600.0
+    keepalive_s: float = 15.0
+    buffer: int = 512  # events a subscriber may lag behind before it is dropped
+    workers: int = 2
+    egress_cap: str = "local"
+    debug: bool = False
+    providers: Path | None = None  # DIR/<ability>/<source>.txt: the local sub-action providers
+    fsync: bool = False  # fsync every commit (see actions.relax_fsync)
+
+
+@dataclass
+class _State:
+    config: ServiceConfig
+    auth: AuthConfig
+    debug: bool
+    hub: Hub | None = None
+    manager: ActionManager | None = None
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+
+
+def build_app(config: ServiceConfig) -> Starlette:
+    """The application; its lifespan opens the store, recovers, and closes everything."""
+    state = _State(config, config.auth, config.debug)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        hub = Hub(config.db, buffer=config.buffer)
+        manager = await anyio.to_thread.run_sync(
+            lambda: ActionManager(config.db, hub, workers=config.workers, egress_cap=config.egress_cap,
+                                  providers=_providers(config.providers), fsync_each_commit=config.fsync,
+                                  self_approval=config.auth.open))
+        state.hub, state.manager = hub, manager
+        await anyio.to_thread.run_sync(manager.recover)
+        state.tasks = [asyncio.create_task(hub.watch_external()), asyncio.create_task(_sweeper(config))]
+        app.state.service = state
+        try:
+            yield
+        finally:
+            hub.close()
+            for task in state.tasks:
+                task.cancel()
+            await anyio.to_thread.run_sync(manager.shutdown)
+
+    async def page(request: Request) -> Response:
+        return HTMLResponse(PAGE, headers={"Cache-Control": "no-cache"})
+
+    routes = [
+        WebSocketRoute("/toolbus", toolbus_endpoint(lambda: state)),
+        Route("/streams/actions/{action_id}", stream_endpoint(lambda: state.hub, config.keepalive_s),  # type: ignore[arg-type,return-value]
+              methods=["GET", "HEAD", "OPTIONS"]),
+        Route("/", page, methods=["GET", "HEAD"]),
+    ]
+    middleware = []
+    if config.cors_origins:
+        middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),  # type: ignore[arg-type]
+                                     allow_methods=["GET", "HEAD", "OPTIONS"], allow_headers=["Last-Event-ID"],
+                                     max_age=600))
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.service = state
+    return app
+
+
+def _providers(folder: Path | None) -> dict[str, Provider]:
+    if folder is None:
+        return {}
+    return {ability: FolderProvider(folder / ability) for ability in ("research", "sandbox", "default")}
+
+
+async def _sweeper(config: ServiceConfig) -> None:
+    """Drop finished streams older than the retention, every ``sweep_s``."""
+    while True:
+        await asyncio.sleep(config.sweep_s)
+        await anyio.to_thread.run_sync(sweep, config.db, config.retention_s)

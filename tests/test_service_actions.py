@@ -1,0 +1,310 @@
+"""The QA scenarios of spec §12 over the wire, approvals, cancel, restarts and the store's edge cases.
+
+Real server processes, real clients (``websockets``, ``httpx`` + ``httpx-sse``). The restart tests
+kill the server with SIGKILL while an action is in flight and check, on the next server, that the
+action is reported interrupted (a terminal event, never "running"), that a resumed stream is the
+complete timeline and that the receipt chain verifies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cda.actions.receipts import ReceiptLog
+from cda.adapters.service.store import StoredEvent, read_stream, sweep
+from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with serving(tmp_path_factory.mktemp("svc") / "receipts.sqlite") as s:
+        yield s
+
+
+def _start(ws: Any, inputs: dict[str, Any]) -> str:
+    answer = call(ws, "actions.start", {"ability": "cda", "inputs": inputs})
+    assert "result" in answer, answer
+    return str(answer["result"]["action_id"])
+
+
+def test_qa1_conflicting_observations_cycle_to_a_banded_summary_with_next_tests(server: Server) -> None:
+    inputs = example_inputs("qa1", observations=[
+        {"kind": "span", "source": "pager:1", "excerpt": "observe slow(auth)"},
+        {"kind": "span", "source": "probe:2", "excerpt": "observe not slow(api)"},
+    ], goals={"kind": "best_explanation", "claims": ["down(auth)"]})
+    with toolbus(server) as ws:
+        action_id = _start(ws, inputs)
+    events = follow(server, action_id)
+    kinds = [e["data"]["kind"] for e in events if e["event"] == "action_checkpoint"]
+    assert sum(1 for x, y in zip(kinds, kinds[1:]) if (x, y) == ("verifier_update", "plan_delta")) >= 2
+    assert kinds[-1] == "boundary_summary"
+    outputs = events[-1]["data"]["outputs"]
+    assert events[-1]["event"] == "action_completed" and outputs["next_tests"]
+    assert all(v["band"] in ("low", "medium", "high") for v in outputs["verdicts"])
+    assert any("conflict" in c for c in outputs["caveats"])
+
+
+def test_qa4_a_spent_budget_is_a_terminal_partial_with_caveats_and_next_tests(server: Server) -> None:
+    with toolbus(server) as ws:
+        action_id = _start(ws, example_inputs("qa4", budgets={"wall": 0.05}))
+        events = follow(server, action_id)
+        last = events[-1]
+        assert last["event"] == "action_partial"
+        assert any("budget" in c for c in last["data"]["caveats"])
+        assert last["data"]["caveats"] == last["data"]["outputs"]["caveats"]  # explicit on the terminal event
+        assert call(ws, "actions.get", {"action_id": action_id})["result"]["status"] == "partial"
+
+
+class _Chat(http.server.BaseHTTPRequestHandler):
+    hits: list[bytes] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        _Chat.hits.append(self.rfile.read(int(self.headers["Content-Length"])))
+        content = json.dumps({"provider": "loopback", "agrees": "yes", "flagged": [], "rationale": "ok"})
+        body = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def chat() -> Iterator[str]:
+    _Chat.hits = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_qa3_denied_egress_waits_then_gives_a_conservative_summary_with_receipt_stubs(
+        tmp_path: Path, chat: str) -> None:
+    db = tmp_path / "receipts.sqlite"
+    llm = {"provider": "openai", "base_url": chat, "model": "m", "egress_class": "external"}
+    with serving(db) as server, toolbus(server) as ws:
+        denied = _start(ws, example_inputs("qa3-deny", llm=llm, policies={"egress": "external"}))
+        head = follow(server, denied, stop_after=1)  # the stream is open while the action waits
+        assert head[0]["event"] == "action_waiting_user"
+        assert head[0]["data"]["approvals_needed"] == ["egress:external"]
+        got = call(ws, "actions.get", {"action_id": denied})["result"]
+        assert got["status"] == "waiting_user" and got["approvals_needed"] == ["egress:external"]
+        wrong = call(ws, "actions.approve", {"action_id": denied, "approval": "pii:consent"})
+        assert wrong["error"]["code"] == "conflict"
+        call(ws, "actions.deny", {"action_id": denied, "approval": "egress:external", "reason": "no external calls"})
+        events = follow(server, denied, last_event_id=0)
+        outputs = events[-1]["data"]["outputs"]
+        assert events[-1]["event"] == "action_completed" and _Chat.hits == []  # nothing left the server
+        assert all(v["band"] != "high" for v in outputs["verdicts"])
+        assert any("receipt stubs" in c for c in outputs["caveats"])
+        evidence = json.loads((tmp_path / denied / "evidence.json").read_text(encoding="utf-8"))
+        assert [s for s in evidence["missing_evidence"] if s["name"] == "llm.judge" and s["status"] == "denied"]
+
+        allowed = _start(ws, example_inputs("qa3-approve", llm=llm, policies={"egress": "external"}))
+        call(ws, "actions.approve", {"action_id": allowed, "approval": "egress:external"})
+        events = follow(server, allowed)
+        assert events[-1]["event"] == "action_completed" and _Chat.hits  # approved: the endpoint was asked
+        assert any(v["band"] == "high" for v in events[-1]["data"]["outputs"]["verdicts"])
+    log = ReceiptLog(db)
+    try:
+        assert [(e.receipt.name, e.receipt.status) for e in log.entries(denied)
+                if e.receipt.name.startswith("approval.")] == [("approval.denied", "denied")]
+        assert any(e.receipt.name == "approval.granted" for e in log.entries(allowed))
+        assert log.verify().ok
+    finally:
+        log.close()
+
+
+def test_a_live_stream_is_woken_by_the_writer_and_cancel_ends_a_waiting_action(server: Server) -> None:
+    with toolbus(server) as ws:
+        action_id = _start(ws, example_inputs("live", policies={"pii_posture": "consent"}))
+        got: list[dict[str, Any]] = []
+        reader = threading.Thread(target=lambda: got.extend(follow(server, action_id)))
+        reader.start()  # connected before the run starts: everything after is pushed to it
+        time.sleep(0.3)
+        call(ws, "actions.approve", {"action_id": action_id, "approval": "pii:consent"})
+        reader.join(60)
+        assert [e["id"] for e in got] == list(range(len(got))) and got[-1]["event"] == "action_completed"
+        assert got[0]["event"] == "action_waiting_user" and got[1]["event"] == "action_started"
+
+        cancelled = _start(ws, example_inputs("cancel", policies={"pii_posture": "consent"}))
+        call(ws, "actions.cancel", {"action_id": cancelled})
+        events = follow(server, cancelled)
+        assert events[-1]["event"] == "action_failed" and events[-1]["data"]["error_type"] == "ActionCancelled"
+        assert call(ws, "actions.get", {"action_id": cancelled})["result"]["status"] == "cancelled"
+
+
+def test_kill_9_mid_action_restart_reports_interrupted_and_the_chain_verifies(tmp_path: Path) -> None:
+    db = tmp_path / "receipts.sqlite"
+    first = Server(db)
+    with toolbus(first) as ws:
+        done = _start(ws, example_inputs("before-crash"))
+        follow(first, done)
+        waiting = _start(ws, example_inputs("crash", policies={"pii_posture": "consent"}))
+        head = follow(first, waiting, stop_after=1)
+        racing = [_start(ws, example_inputs(f"racing{i}")) for i in range(3)]  # killed mid-run, or just done
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    with serving(db) as second, toolbus(second) as ws:
+        state = call(ws, "actions.get", {"action_id": waiting})["result"]
+        assert state["status"] == "interrupted"
+        rest = follow(second, waiting, last_event_id=head[-1]["id"])
+        assert [e["id"] for e in rest] == [head[-1]["id"] + 1]  # resumed: the rest, nothing twice
+        assert rest[0]["event"] == "action_failed" and rest[0]["data"]["error_type"] == "ActionInterrupted"
+        assert call(ws, "actions.get", {"action_id": done})["result"]["status"] == "completed"
+        # the interrupted inputs can be seen as existing; nothing is left "running"
+        assert call(ws, "actions.start", {"ability": "cda", "inputs": example_inputs(
+            "crash", policies={"pii_posture": "consent"})})["result"]["status"] == "interrupted"
+        for action_id in racing:  # whatever the kill cut, each stream is whole and ends exactly once
+            events = follow(second, action_id)
+            assert [e["id"] for e in events] == list(range(len(events)))
+            assert [e["event"] for e in events].count("action_started") <= 1
+            assert sum(e["event"] in ("action_completed", "action_failed", "action_partial") for e in events) == 1
+            assert call(ws, "actions.get", {"action_id": action_id})["result"]["status"] in ("completed",
+                                                                                             "interrupted")
+        assert second.stop() == 0  # SIGTERM: a clean stop
+    log = ReceiptLog(db)
+    try:
+        assert log.verify().ok
+        assert any(e.receipt.name == "action.interrupted" for e in log.entries(waiting))
+    finally:
+        log.close()
+
+
+def test_sigterm_ends_open_streams_and_a_running_server_exits_0(tmp_path: Path) -> None:
+    db = tmp_path / "receipts.sqlite"
+    server = Server(db)
+    with toolbus(server) as ws:
+        waiting = _start(ws, example_inputs("term", policies={"pii_posture": "consent"}))
+    got: list[dict[str, Any]] = []
+    reader = threading.Thread(target=lambda: got.extend(follow(server, waiting)))
+    reader.start()
+    wait_for(lambda: got or reader.is_alive())
+    time.sleep(0.3)
+    began = time.monotonic()
+    assert server.stop() == 0
+    reader.join(10)
+    assert not reader.is_alive() and time.monotonic() - began < 8
+    events = read_stream(db, waiting)
+    assert events[-1].type == "action_failed" and "ActionInterrupted" in events[-1].data
+
+
+def test_a_bad_stored_event_is_skipped_with_a_notice_and_old_streams_are_swept(server: Server, tmp_path: Path) -> None:
+    with toolbus(server) as ws:
+        action_id = _start(ws, example_inputs("bad-row"))
+    full = follow(server, action_id)
+    db = Path(server.proc.args[4])  # type: ignore[index]
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE events SET body = '{not json' WHERE action_id = ? AND seq = 2", (action_id,))
+    conn.commit()
+    conn.close()
+    again = follow(server, action_id)
+    assert [e["id"] for e in again] == [e["id"] for e in full]  # the same ids, no gap, the stream ends
+    assert again[2]["event"] == "action_notice" and "could not be read" in again[2]["data"]["message"]
+    assert again[-1]["event"] == "action_completed"
+    assert sweep(db, retention_s=24 * 3600) == 0  # young: kept
+    assert sweep(db, retention_s=3600, now=time.time() + 2 * 24 * 3600) >= len(full)
+    assert read_stream(db, action_id) == []
+
+
+def test_a_reader_that_does_not_read_is_dropped_with_a_bounded_buffer() -> None:
+    from cda.adapters.service.streams import Hub
+
+    async def scenario() -> tuple[int, bool, bool]:
+        hub = Hub(Path("/nonexistent.sqlite"), buffer=4)
+        slow, fast = hub.subscribe("a"), hub.subscribe("a")
+        for seq in range(10):
+            hub.publish("a", StoredEvent(seq, "action_progress", "{}"))
+            fast.buffer.clear()  # the fast reader keeps up
+        return len(slow.buffer), slow.dropped, fast.dropped
+
+    held, slow_dropped, fast_dropped = asyncio.run(scenario())
+    assert (held, slow_dropped, fast_dropped) == (0, True, False)
+
+
+def test_the_service_relaxes_fsync_on_its_own_connections_only(tmp_path: Path) -> None:
+    from cda.actions.receipts import ReceiptLog as Log
+    from cda.adapters.event_store import EventStore
+    from cda.adapters.service.actions import relax_fsync
+
+    log, events = Log(tmp_path / "r.sqlite"), EventStore(tmp_path / "r.sqlite")
+    try:
+        assert relax_fsync(log) and relax_fsync(events)  # the stores still expose their connection
+        assert [s._conn.execute("PRAGMA synchronous").fetchone()[0] for s in (log, events)] == [1, 1]  # NORMAL
+        other = sqlite3.connect(tmp_path / "r.sqlite")
+        assert other.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL: nobody else's setting changed
+        other.close()
+        assert relax_fsync(object()) is False
+    finally:
+        log.close()
+        events.close()
+
+
+def test_an_action_written_by_another_process_is_followed_live(server: Server) -> None:
+    from cda.adapters.event_store import EventStore
+    from cda.contracts.events import ActionCompleted, ActionProgress, ActionStarted
+
+    db = Path(server.proc.args[4])  # type: ignore[index]
+    writer = EventStore(db)  # as `cda run --out` beside the server would
+    try:
+        writer.append(ActionStarted(action_id="ext-1", seq=0))
+        got: list[dict[str, Any]] = []
+        reader = threading.Thread(target=lambda: got.extend(follow(server, "ext-1")))
+        reader.start()
+        time.sleep(0.5)
+        for seq in range(1, 60):
+            writer.append(ActionProgress(action_id="ext-1", seq=seq, phase="solve", fraction=0.5))
+        writer.append(ActionCompleted(action_id="ext-1", seq=60))
+        reader.join(30)
+    finally:
+        writer.close()
+    assert [e["id"] for e in got] == list(range(61)) and got[-1]["event"] == "action_completed"
+
+
+def test_a_damaged_store_is_a_plain_error_on_both_transports_never_a_traceback(tmp_path: Path) -> None:
+    db = tmp_path / "receipts.sqlite"
+    with serving(db) as server:
+        with toolbus(server) as ws:
+            action_id = _start(ws, example_inputs("damaged"))
+            follow(server, action_id)
+            junk = tmp_path / "junk"
+            junk.write_bytes(b"this is not an SQLite file any more" * 200)
+            for side in ("-wal", "-shm"):
+                Path(f"{db}{side}").unlink(missing_ok=True)
+            junk.replace(db)  # the file is replaced under the running server
+            answer = call(ws, "actions.get", {"action_id": action_id})
+            assert answer["error"]["code"] == "internal" and str(tmp_path) not in answer["error"]["message"]
+        import httpx
+
+        r = httpx.get(f"{server.base}/streams/actions/{action_id}", timeout=10)
+        assert r.status_code == 500 and "cannot read the event store" in r.text and str(tmp_path) not in r.text
+        server.stop()
+        assert "Traceback" not in server.stderr()
+
+
+def test_an_action_acknowledged_but_killed_before_its_first_event_is_interrupted_after_restart(tmp_path: Path) -> None:
+    from cda.contracts.receipt import Receipt
+
+    db = tmp_path / "receipts.sqlite"
+    log = ReceiptLog(db)  # what a server leaves when killed between answering actions.start and the run
+    log.append(Receipt(action_id="cda-ghost", seq=0, kind="action", name="service.start", inputs_hash="0" * 64))
+    log.close()
+    with serving(db) as server, toolbus(server) as ws:
+        assert call(ws, "actions.get", {"action_id": "cda-ghost"})["result"]["status"] == "interrupted"
+        events = follow(server, "cda-ghost")
+        assert [(e["id"], e["event"]) for e in events] == [(0, "action_failed")]

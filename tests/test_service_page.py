@@ -1,0 +1,144 @@
+"""The page at ``GET /`` in a real browser: Debian's headless chromium, driven over the DevTools protocol.
+
+The page follows an action live to its terminal event (timeline, boundary summary, verdicts with
+bands, next tests), and resumes by itself across a server restart with a complete, duplicate-free
+timeline (its ``EventSource`` reconnects with ``Last-Event-ID``). A screenshot of the finished page
+is written to the test's folder and its path printed. Without chromium the test skips and says so
+(``.ci/run`` installs it when apt is usable).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.sync.client import ClientConnection, connect
+
+from tests.service_harness import Server, call, example_inputs, toolbus
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--remote-debugging-port=0", "--remote-allow-origins=*"]
+
+
+class Page:
+    """One tab over the DevTools protocol: evaluate JavaScript, navigate, take a screenshot."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.ids = count(1)
+
+    def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        my = next(self.ids)
+        self.ws.send(json.dumps({"id": my, "method": method, "params": params or {}}))
+        while True:
+            msg = json.loads(self.ws.recv(timeout=30))
+            if msg.get("id") == my:
+                assert "error" not in msg, msg
+                return msg["result"]  # type: ignore[no-any-return]
+
+    def js(self, expression: str) -> Any:
+        return self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True})["result"].get("value")
+
+    def wait(self, expression: str, timeout: float = 30) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.js(expression)
+            if value:
+                return value
+            time.sleep(0.1)
+        raise AssertionError(f"page never satisfied {expression}: state {self.js('document.body.dataset.state')}")
+
+    def timeline(self) -> list[int]:
+        return self.js("[...document.querySelectorAll('#timeline li')].map(li => Number(li.dataset.id))")  # type: ignore[no-any-return]
+
+
+@contextmanager
+def browser(tmp: Path) -> Iterator[Page]:
+    profile = tmp / "chromium-profile"
+    proc = subprocess.Popen([str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
+            assert time.monotonic() < deadline and proc.poll() is None, "chromium did not start"
+            time.sleep(0.05)
+        port = int(port_file.read_text().splitlines()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+            target = next(t for t in json.load(r) if t["type"] == "page")
+        with connect(target["webSocketDebuggerUrl"], max_size=None, open_timeout=10) as ws:
+            page = Page(ws)
+            page.send("Page.enable")
+            yield page
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_page_follows_an_action_live_and_resumes_across_a_restart(tmp_path: Path) -> None:
+    db = tmp_path / "receipts.sqlite"
+    port = _free_port()
+    server = Server(db, port=port)
+    try:
+        with browser(tmp_path) as page:
+            # 1. live to the terminal event: the action waits for an approval while the page watches
+            with toolbus(server) as ws:
+                live = call(ws, "actions.start", {"ability": "cda", "inputs": example_inputs(
+                    "page-live", policies={"pii_posture": "consent"})})["result"]["action_id"]
+                page.send("Page.navigate", {"url": f"{server.base}/?action={live}"})
+                page.wait("document.body.dataset.state === 'live'")
+                assert page.timeline() == [0]
+                call(ws, "actions.approve", {"action_id": live, "approval": "pii:consent"})
+            page.wait("document.body.dataset.state.startsWith('done')")
+            ids = page.timeline()
+            assert ids == list(range(len(ids))) and len(ids) > 5
+            assert page.js("document.body.dataset.state") == "done action_completed"
+            assert "boundary summary" in page.js("document.getElementById('summary').textContent")
+            bands = page.js("[...document.querySelectorAll('#verdicts td[class^=band-]')].map(td => td.textContent)")
+            assert bands and set(bands) <= {"low", "medium", "high"}
+            assert page.js("document.querySelectorAll('#tests li').length") > 0
+            shot = tmp_path / "page.png"
+            shot.write_bytes(base64.b64decode(page.send("Page.captureScreenshot")["data"]))
+            print(f"screenshot of the finished page: {shot}")
+
+            # 2. across a restart: the page keeps its EventSource; the next server on the same port
+            # serves the rest (here: the interruption the stop caused), nothing twice
+            with toolbus(server) as ws:
+                cut = call(ws, "actions.start", {"ability": "cda", "inputs": example_inputs(
+                    "page-restart", policies={"pii_posture": "consent"})})["result"]["action_id"]
+            page.send("Page.navigate", {"url": f"{server.base}/?action={cut}"})
+            page.wait("document.body.dataset.state === 'live'")
+            assert server.stop() == 0
+            server = Server(db, port=port)
+            page.wait("document.body.dataset.state.startsWith('done')", timeout=30)
+            assert page.timeline() == [0, 1]
+            assert "ActionInterrupted" not in page.js("document.body.innerText")  # a person-readable reason
+            assert "interrupted" in page.js("document.getElementById('timeline').innerText")
+    finally:
+        if server.proc.poll() is None:
+            server.stop()
