@@ -1,0 +1,410 @@
+"""Analyses of Cedar policy sets over every request of an environment, decided by a solver.
+
+An environment is a principal type, an action and a resource type; its requests are every
+(principal, resource) of those types in the given entity store, with any context of the
+action's schema type. Each property is asked as "is there a request that violates it?":
+
+* ``always-allows S`` / ``always-denies S``: S allows / denies every request;
+* ``implies A B``: every request A allows, B allows; ``equivalent A B``; ``disjoint A B`` (no
+  request allowed by both);
+* ``never-errors S``: no policy of S raises an evaluation error on any request;
+* ``no-new-access OLD NEW``: NEW allows nothing OLD does not (``implies NEW OLD``).
+
+z3 decides every property over the fragment :mod:`cda.policy.symbolic` encodes; clingo decides
+it when the context is read only through Booleans (the formula is then propositional and goes
+through CDA's IR to the clingo backend), and refuses by name otherwise. A violated property
+comes with a counterexample request, evaluated again concretely by :mod:`cda.policy.authorize`
+before it is shown (a disagreement is :class:`~cda.errors.EvaluatorDisagreement`, a bug).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import z3
+
+from cda.errors import BackendUnsupported, CDAError, EvaluatorDisagreement, OptionError
+from cda.policy.authorize import Answer, PolicySet, decide
+from cda.policy.entities import Entities, Request
+from cda.policy.schema import EMPTY_RECORD, Schema
+from cda.policy.symbolic import Encoder, SymContext, context_value
+from cda.policy.syntax import Policy
+from cda.policy.values import CRecord, EntityUID, Value, to_json
+
+__all__ = [
+    "Environment",
+    "AnalysisResult",
+    "PROPERTIES",
+    "analyze",
+    "always_allows",
+    "always_denies",
+    "implies",
+    "equivalent",
+    "disjoint",
+    "never_errors",
+    "no_new_access",
+    "environments",
+]
+
+Property = Literal["always-allows", "always-denies", "implies", "equivalent", "disjoint", "never-errors", "no-new-access"]
+PROPERTIES: dict[str, int] = {
+    "always-allows": 1,
+    "always-denies": 1,
+    "never-errors": 1,
+    "implies": 2,
+    "equivalent": 2,
+    "disjoint": 2,
+    "no-new-access": 2,
+}
+Backend = Literal["z3", "clingo"]
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The requests an analysis ranges over."""
+
+    principal_type: str
+    action: EntityUID
+    resource_type: str
+
+
+@dataclass
+class AnalysisResult:
+    """A property's verdict: ``holds``; when not, ``counterexample`` (a request in Cedar's JSON
+    form, with each policy set's answer); when it does, the ``bound`` and ``assumptions``."""
+
+    property: str
+    holds: bool
+    environment: dict[str, str]
+    backend: str
+    requests_checked: str
+    bound: str
+    assumptions: list[str]
+    counterexample: dict[str, Any] | None = None
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds: float = 0.0
+    policies: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def environments(schema: Schema) -> list[Environment]:
+    """Every (principal type, action, resource type) the schema's actions apply to, sorted."""
+    out = [
+        Environment(p, a.uid, r)
+        for a in schema.actions.values()
+        for p in a.principals
+        for r in a.resources
+    ]
+    return sorted(out, key=lambda e: (e.principal_type, str(e.action), e.resource_type))
+
+
+def _context_of(schema: Schema | None, env: Environment) -> SymContext:
+    if schema is None or env.action not in schema.actions:
+        return context_value(EMPTY_RECORD)
+    return context_value(schema.actions[env.action].context)
+
+
+def _pairs(store: Entities, env: Environment) -> list[tuple[EntityUID, EntityUID]]:
+    principals = sorted(u for u in store.attrs if u.type == env.principal_type)
+    resources = sorted(u for u in store.attrs if u.type == env.resource_type)
+    return [(p, r) for p in principals for r in resources]
+
+
+def _set_formulas(policies: list[Policy], enc: Encoder) -> tuple[Any, Any]:
+    """(allows, some policy errors) of one policy set for the encoder's request."""
+    permits: list[Any] = []
+    forbids: list[Any] = []
+    errs: list[Any] = []
+    for p in policies:
+        sat, err = enc.policy_formulas(p)
+        (permits if p.effect == "permit" else forbids).append(sat)
+        errs.append(err)
+    allow = z3.And(z3.Or(False, *permits), z3.Not(z3.Or(False, *forbids)))
+    return allow, z3.Or(False, *errs)
+
+
+def _violation(prop: str, sets: list[tuple[Any, Any]]) -> Any:
+    a_allow, a_err = sets[0]
+    if prop == "always-allows":
+        return z3.Not(a_allow)
+    if prop == "always-denies":
+        return a_allow
+    if prop == "never-errors":
+        return a_err
+    b_allow = sets[1][0]
+    if prop == "implies":
+        return z3.And(a_allow, z3.Not(b_allow))
+    if prop == "equivalent":
+        return a_allow != b_allow
+    if prop == "disjoint":
+        return z3.And(a_allow, b_allow)
+    return z3.And(b_allow, z3.Not(a_allow))  # no-new-access OLD NEW: NEW allows what OLD denies
+
+
+def _violated_concretely(prop: str, answers: list[Answer]) -> bool:
+    a = answers[0]
+    if prop == "always-allows":
+        return a.decision != "allow"
+    if prop == "always-denies":
+        return a.decision == "allow"
+    if prop == "never-errors":
+        return bool(a.errors)
+    b = answers[1]
+    if prop == "implies":
+        return a.decision == "allow" and b.decision != "allow"
+    if prop == "equivalent":
+        return a.decision != b.decision
+    if prop == "disjoint":
+        return a.decision == "allow" and b.decision == "allow"
+    return b.decision == "allow" and a.decision != "allow"
+
+
+def analyze(
+    prop: str,
+    policy_sets: list[PolicySet],
+    env: Environment,
+    *,
+    backend: Backend = "z3",
+    timeout: float = 60.0,
+) -> AnalysisResult:
+    """Decide ``prop`` for the policy sets (one or two, as the property takes) over ``env``,
+    with the first set's schema and entity store."""
+    if prop not in PROPERTIES:
+        raise OptionError(f"unknown property {prop!r}; one of {', '.join(PROPERTIES)}")
+    if len(policy_sets) != PROPERTIES[prop]:
+        raise OptionError(f"{prop} takes {PROPERTIES[prop]} policy set(s), not {len(policy_sets)}")
+    if backend not in ("z3", "clingo"):
+        raise OptionError(f"unknown backend {backend!r}; z3 or clingo")
+    started = time.perf_counter()
+    base = policy_sets[0]
+    store, schema = base.entities, base.schema
+    if env.action not in store.attrs and (schema is None or env.action not in schema.actions):
+        raise CDAError(f"the action {env.action} is neither in the schema nor in the entity store")
+    ctx = _context_of(schema, env)
+    pairs = _pairs(store, env)
+    empty_ctx = CRecord({})
+    sel = z3.Int("request")
+    disjuncts = []
+    for k, (p, r) in enumerate(pairs):
+        enc = Encoder(Request(p, env.action, r, empty_ctx), store, ctx)
+        sets = [_set_formulas(ps.policies, enc) for ps in policy_sets]
+        disjuncts.append(z3.And(sel == k, _violation(prop, sets)))
+    violation = z3.simplify(z3.Or(False, *disjuncts))
+    if backend == "z3":
+        status, model = _solve_z3(z3.And(*ctx.constraints, violation), timeout)
+    else:
+        status, model = _solve_clingo(violation, ctx, timeout)
+    env_json = {"principal_type": env.principal_type, "action": str(env.action), "resource_type": env.resource_type}
+    result = AnalysisResult(
+        property=prop,
+        holds=status == "unsat",
+        environment=env_json,
+        backend=backend,
+        requests_checked=f"{len(pairs)} (principal, resource) pairs from the entity store × every context",
+        bound=(f"principals: the {len({p for p, _ in pairs})} entities of type {env.principal_type} in the store; "
+               f"resources: the {len({r for _, r in pairs})} entities of type {env.resource_type}; the entity store as given"),
+        assumptions=[
+            "requests conform to the schema (the context has the action's context type)",
+            "principals and resources are entities of the store (its attributes and hierarchy are fixed)",
+            "longs and decimals range over Cedar's 64-bit values",
+        ],
+        policies=[len(ps.policies) for ps in policy_sets],
+    )  # fmt: skip
+    if status == "sat":
+        assert model is not None
+        k = model["request"]
+        p, r = pairs[k]
+        context = _context_from_model(ctx, model)
+        req = Request(p, env.action, r, context)
+        answers = [decide(ps.policies, req, store) for ps in policy_sets]
+        if not _violated_concretely(prop, answers):
+            raise EvaluatorDisagreement(
+                f"{backend} found a counterexample to {prop} that the concrete evaluator does not confirm: {req}"
+            )
+        result.counterexample = {
+            "principal": {"type": p.type, "id": p.id},
+            "action": {"type": env.action.type, "id": env.action.id},
+            "resource": {"type": r.type, "id": r.id},
+            "context": to_json(context),
+        }
+        result.answers = {("A", "B")[i] if len(answers) == 2 else "S": a.to_json() for i, a in enumerate(answers)}
+        if prop == "no-new-access":
+            result.answers = {"OLD": answers[0].to_json(), "NEW": answers[1].to_json()}
+    result.seconds = round(time.perf_counter() - started, 6)
+    return result
+
+
+def _solve_z3(formula: Any, timeout: float) -> tuple[str, dict[str, Any] | None]:
+    s = z3.Solver()
+    s.set("timeout", max(1, min(int(timeout * 1000), 2**32 - 1)))
+    s.add(formula)
+    r = s.check()
+    if r == z3.unknown:
+        raise CDAError(f"z3 returned unknown ({s.reason_unknown()}); no verdict")
+    if r == z3.unsat:
+        return "unsat", None
+    m = s.model()
+    out: dict[str, Any] = {}
+    for d in m.decls():
+        v = m[d]
+        if z3.is_int_value(v):
+            out[d.name()] = v.as_long()
+        elif z3.is_true(v) or z3.is_false(v):
+            out[d.name()] = z3.is_true(v)
+        elif z3.is_string_value(v):
+            out[d.name()] = v.as_string()
+    out.setdefault("request", 0)
+    return "sat", out
+
+
+def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, dict[str, Any] | None]:
+    """The propositional formula through CDA's IR to the clingo backend."""
+    from cda.contracts.deadline import Deadline
+    from cda.encodings.ir import AtomInfo, Clause, GroundProblem, NodeFactory
+    from cda.solver.backend import make_backend, selector
+
+    f = NodeFactory()
+    gp = GroundProblem(factory=f)
+    memo: dict[int, Any] = {}
+
+    def conv(t: Any) -> Any:
+        key = t.get_id()
+        if key in memo:
+            return memo[key]
+        if z3.is_true(t):
+            n = f.const(True)
+        elif z3.is_false(t):
+            n = f.const(False)
+        elif z3.is_not(t):
+            n = f.not_(conv(t.arg(0)))
+        elif z3.is_and(t):
+            n = f.and_(conv(c) for c in t.children())
+        elif z3.is_or(t):
+            n = f.or_(conv(c) for c in t.children())
+        elif z3.is_implies(t):
+            n = f.implies(conv(t.arg(0)), conv(t.arg(1)))
+        elif z3.is_eq(t) and z3.is_bool(t.arg(0)):
+            n = f.iff(conv(t.arg(0)), conv(t.arg(1)))
+        elif z3.is_eq(t) and t.arg(0).eq(z3.Int("request")) and z3.is_int_value(t.arg(1)):
+            n = f.atom(_atom(f"request={t.arg(1).as_long()}"))
+        elif z3.is_app_of(t, z3.Z3_OP_ITE) and z3.is_bool(t):
+            c, a, b = (conv(x) for x in t.children())
+            n = f.or_([f.and_([c, a]), f.and_([f.not_(c), b])])
+        elif z3.is_xor(t):
+            n = f.xor(conv(c) for c in t.children())
+        elif z3.is_const(t) and z3.is_bool(t):
+            n = f.atom(_atom(t.decl().name()))
+        else:
+            raise BackendUnsupported(
+                f"clingo decides Cedar policies whose context is read only through Booleans; "
+                f"this one compares {_sort_of(t)} values ({t.sexpr()[:60]}); use z3"
+            )
+        memo[key] = n
+        return n
+
+    # `request` is an index: the formula says request = k for one pair; as atoms, exactly one holds
+    node = conv(formula)
+    req_atoms = sorted(name for name in _atoms_of(node) if name.startswith("request_"))
+    one = f.card("exactly", 1, [f.atom(a) for a in req_atoms]) if req_atoms else f.const(True)
+    node = f.and_([node, one])
+    for name in sorted(_atoms_of(node)):
+        gp.atoms[name] = AtomInfo(name, "var", name, ())
+    gp.clauses.append(Clause("violation", "hard", node, 0))
+    backend = make_backend("clingo", gp, seed=0, deadline=Deadline(timeout), weights={})
+    out = backend.check([(selector("violation"), True)])
+    if out.status == "unknown":
+        raise CDAError("clingo returned unknown (time ran out); no verdict")
+    if out.status == "unsat":
+        return "unsat", None
+    assert out.model is not None
+    model: dict[str, Any] = {"request": 0}
+    for path, sym, pres in ctx.variables:
+        if sym.kind == "Bool":
+            model[path] = bool(out.model.get(_atom(path), False))
+        if pres is not None:
+            model[pres.decl().name()] = bool(out.model.get(_atom(pres.decl().name()), False))
+    for a in req_atoms:
+        if out.model.get(a):
+            model["request"] = int(a.split("_", 1)[1])
+    return "sat", model
+
+
+def _sort_of(t: Any) -> str:
+    sorts = {str(c.sort()) for c in t.children()} or {str(t.sort())}
+    return "/".join(sorted(sorts))
+
+
+def _atom(name: str) -> str:
+    """A z3 variable name as an IR atom name (letters, digits and underscores)."""
+    if name.startswith("request="):
+        return "request_" + name.split("=", 1)[1]
+    return "c_" + "".join(c if c.isalnum() else f"_{ord(c):x}_" for c in name)
+
+
+def _atoms_of(node: Any) -> set[str]:
+    from cda.encodings.ir import Atom, walk
+
+    return {n.name for n in walk([node]) if isinstance(n, Atom)}
+
+
+def _context_from_model(ctx: SymContext, model: dict[str, Any]) -> CRecord:
+    """The context a model describes (an optional attribute is left out when absent)."""
+    from cda.policy.symbolic import Opaque, Sym, SymRecord
+
+    def build(v: Any, path: str) -> Value:
+        if isinstance(v, SymRecord):
+            out: dict[str, Value] = {}
+            for name, sub in v.attrs.items():
+                pres = v.present.get(name)
+                if pres is not None and not model.get(pres.decl().name(), False):
+                    continue
+                out[name] = build(sub, f"{path}.{name}")
+            return CRecord(out)
+        if isinstance(v, Opaque):
+            return v.default  # type: ignore[no-any-return]
+        assert isinstance(v, Sym)
+        name = v.term.decl().name()
+        if v.kind == "Bool":
+            return bool(model.get(name, False))
+        if v.kind == "Long":
+            return int(model.get(name, 0))
+        if v.kind == "String":
+            return str(model.get(name, ""))
+        from cda.policy.values import Decimal
+
+        return Decimal(int(model.get(name, 0)))
+
+    rec = build(ctx.value, "context")
+    assert isinstance(rec, CRecord)
+    return rec
+
+
+def _one(prop: str) -> Any:
+    def run(ps: PolicySet, env: Environment, *, backend: Backend = "z3", timeout: float = 60.0) -> AnalysisResult:
+        return analyze(prop, [ps], env, backend=backend, timeout=timeout)
+
+    run.__name__ = prop.replace("-", "_")
+    run.__doc__ = f"``{prop}``: see :func:`analyze`."
+    return run
+
+
+def _two(prop: str) -> Any:
+    def run(a: PolicySet, b: PolicySet, env: Environment, *, backend: Backend = "z3", timeout: float = 60.0) -> AnalysisResult:
+        return analyze(prop, [a, b], env, backend=backend, timeout=timeout)
+
+    run.__name__ = prop.replace("-", "_")
+    run.__doc__ = f"``{prop}``: see :func:`analyze`."
+    return run
+
+
+always_allows = _one("always-allows")
+always_denies = _one("always-denies")
+never_errors = _one("never-errors")
+implies = _two("implies")
+equivalent = _two("equivalent")
+disjoint = _two("disjoint")
+no_new_access = _two("no-new-access")

@@ -1,0 +1,490 @@
+"""Cedar conditions as z3 formulas over a symbolic request context, for one concrete
+(principal, action, resource) of a finite entity store.
+
+The entity store is fixed, so everything that does not read ``context`` is evaluated
+concretely (by :mod:`cda.policy.evaluate`); what reads it becomes a z3 term of a known Cedar
+type: ``Bool``, ``Long`` (an integer kept within 64 bits, overflow being an error as in Cedar),
+``String`` and ``decimal`` (an integer count of ten-thousandths). Every expression yields a
+pair *(value, error)*: the value (a Cedar value or a :class:`Sym`) and the z3 condition under
+which its evaluation raises an error. A construct outside this fragment (a set or an entity or
+an ``ip`` in the context, an ``if`` whose branches differ in type under a symbolic condition …)
+raises :class:`~cda.policy.syntax.UnsupportedConstruct` naming it, its file, line and column:
+CDA refuses rather than answer wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import z3
+
+from cda.policy.authorize import scope_holds
+from cda.policy.entities import Entities, Request
+from cda.policy.evaluate import EvalError, evaluate
+from cda.policy.schema import SType
+from cda.policy.syntax import (
+    And,
+    Binary,
+    Call,
+    Expr,
+    GetAttr,
+    Has,
+    If,
+    Is,
+    Like,
+    Lit,
+    Method,
+    Or,
+    Policy,
+    Pos,
+    RecLit,
+    SetLit,
+    Unary,
+    UnsupportedConstruct,
+    Var,
+)
+from cda.policy.values import LONG_MAX, LONG_MIN, CRecord, CSet, Decimal, canon
+
+__all__ = ["Sym", "SymRecord", "SymSet", "SymContext", "Encoder", "context_value"]
+
+_TRUE, _FALSE = z3.BoolVal(True), z3.BoolVal(False)
+_ERR = object()  # the value of an expression that always errors (its error condition is true)
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A symbolic value: ``kind`` is Bool, Long, String or Decimal; ``term`` its z3 term."""
+
+    kind: str
+    term: Any
+
+
+@dataclass(frozen=True)
+class SymRecord:
+    """A record some of whose attributes are symbolic; ``present`` is the z3 condition of an
+    optional attribute being there (absent: always there)."""
+
+    attrs: dict[str, Any]
+    present: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SymSet:
+    """A set literal with symbolic elements (only membership questions are encoded)."""
+
+    items: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """A context attribute of a type the analyses do not encode (a set, an entity, an ``ip``):
+    fine while no policy reads it (a counterexample shows ``default``), refused when one does."""
+
+    path: str
+    type: str
+    default: Any
+
+
+def _default(t: SType) -> Any:
+    from cda.policy.values import EntityUID, IPAddr
+
+    if t.kind == "Set":
+        return CSet([])
+    if t.kind == "Entity":
+        return EntityUID(t.name, "")
+    if t.kind == "Ext" and t.name == "ipaddr":
+        return IPAddr(4, 0, 32, "0.0.0.0")
+    if t.kind == "Ext" and t.name == "datetime":
+        from cda.policy.values import Datetime
+
+        return Datetime(0)
+    if t.kind == "Ext" and t.name == "duration":
+        from cda.policy.values import Duration
+
+        return Duration(0)
+    return False
+
+
+@dataclass
+class SymContext:
+    """The request context as z3 variables, built from the schema's context type."""
+
+    value: SymRecord
+    variables: list[tuple[str, Sym, Any]]  # (path, symbol, presence condition or None)
+    constraints: list[Any]
+
+
+def context_value(ty: SType, where: str = "context") -> SymContext:
+    """Fresh z3 variables for a context of record type ``ty``."""
+    variables: list[tuple[str, Sym, Any]] = []
+    constraints: list[Any] = []
+
+    def make(t: SType, path: str, present: Any) -> Any:
+        if t.kind == "Bool":
+            s = Sym("Bool", z3.Bool(path))
+        elif t.kind == "Long":
+            s = Sym("Long", z3.Int(path))
+            constraints.append(z3.And(s.term >= LONG_MIN, s.term <= LONG_MAX))
+        elif t.kind == "String":
+            s = Sym("String", z3.String(path))
+        elif t.kind == "Ext" and t.name == "decimal":
+            s = Sym("Decimal", z3.Int(path))
+            constraints.append(z3.And(s.term >= LONG_MIN, s.term <= LONG_MAX))
+        elif t.kind == "Record":
+            attrs: dict[str, Any] = {}
+            pres: dict[str, Any] = {}
+            for name, at, required in t.attrs:
+                p = None if required else z3.Bool(f"{path}.{name}?")
+                attrs[name] = make(at, f"{path}.{name}", p)
+                if p is not None:
+                    pres[name] = p
+            return SymRecord(attrs, pres)
+        else:
+            what = f"{t.kind} ({t.name})" if t.name else t.kind
+            return Opaque(path, what, _default(t))
+        variables.append((path, s, present))
+        return s
+
+    value = make(ty, where, None)
+    assert isinstance(value, SymRecord)
+    return SymContext(value, variables, constraints)
+
+
+def _refuse(what: str, pos: Pos, policy: Policy) -> UnsupportedConstruct:
+    return UnsupportedConstruct(f"{what} cannot be encoded for the analyses", line=pos[0], column=pos[1],
+                                filename=policy.filename)  # fmt: skip
+
+
+def _reads_context(e: Expr, memo: dict[int, bool]) -> bool:
+    k = id(e)
+    if k in memo:
+        return memo[k]
+    if isinstance(e, Var):
+        r = e.name == "context"
+    elif isinstance(e, Lit):
+        r = False
+    else:
+        r = any(_reads_context(c, memo) for c in _children(e))
+    memo[k] = r
+    return r
+
+
+def _children(e: Expr) -> list[Expr]:
+    if isinstance(e, Unary | Has | Like | GetAttr):
+        return [e.arg]
+    if isinstance(e, Binary | And | Or):
+        return [e.left, e.right]
+    if isinstance(e, If):
+        return [e.cond, e.then, e.orelse]
+    if isinstance(e, Is):
+        return [e.arg] + ([e.within] if e.within is not None else [])
+    if isinstance(e, SetLit):
+        return list(e.items)
+    if isinstance(e, RecLit):
+        return [x for _, x in e.items]
+    if isinstance(e, Call):
+        return list(e.args)
+    if isinstance(e, Method):
+        return [e.arg, *e.args]
+    return []
+
+
+def _lift(v: Any) -> Sym | None:
+    """A concrete Bool/Long/String/decimal as a z3 term, or a Sym as it is."""
+    if isinstance(v, Sym):
+        return v
+    if isinstance(v, bool):
+        return Sym("Bool", z3.BoolVal(v))
+    if isinstance(v, int):
+        return Sym("Long", z3.IntVal(v))
+    if isinstance(v, str):
+        return Sym("String", z3.StringVal(v))
+    if isinstance(v, Decimal):
+        return Sym("Decimal", z3.IntVal(v.scaled))
+    return None
+
+
+def _kind(v: Any) -> str:
+    if isinstance(v, Sym):
+        return v.kind
+    if isinstance(v, bool):
+        return "Bool"
+    if isinstance(v, int):
+        return "Long"
+    if isinstance(v, str):
+        return "String"
+    if isinstance(v, Decimal):
+        return "Decimal"
+    return type(v).__name__
+
+
+def _symbolic(v: Any) -> bool:
+    return isinstance(v, Sym | SymRecord | SymSet)
+
+
+def _in_range(t: Any) -> Any:
+    return z3.And(t >= LONG_MIN, t <= LONG_MAX)
+
+
+class Encoder:
+    """Encodes the policies of a set for one request (concrete entities, symbolic context)."""
+
+    def __init__(self, req: Request, store: Entities, ctx: SymContext) -> None:
+        self.req = req
+        self.store = store
+        self.ctx = ctx
+        self.memo: dict[int, bool] = {}
+        self.policy: Policy | None = None
+
+    # -- a policy: (satisfied, error) as z3 Booleans
+    def policy_formulas(self, p: Policy) -> tuple[Any, Any]:
+        self.policy = p
+        if not scope_holds(p.principal, self.req.principal, self.store):
+            return _FALSE, _FALSE
+        a = p.action
+        if a.kind == "eq" and self.req.action != a.entities[0]:
+            return _FALSE, _FALSE
+        if a.kind == "in" and not any(self.store.is_in(self.req.action, x) for x in a.entities):
+            return _FALSE, _FALSE
+        if not scope_holds(p.resource, self.req.resource, self.store):
+            return _FALSE, _FALSE
+        ok, err = _TRUE, _FALSE
+        for kind, cond in p.conditions:
+            v, e = self.expr(cond)
+            b = self._bool(v)
+            if b is None:
+                e = _TRUE
+                b = _FALSE
+            elif kind == "unless":
+                b = z3.Not(b)
+            err = z3.Or(err, z3.And(ok, e))
+            ok = z3.And(ok, z3.Not(e), b)
+        return z3.simplify(z3.And(ok, z3.Not(err))), z3.simplify(err)
+
+    # -- expressions
+    def _bool(self, v: Any) -> Any:
+        if isinstance(v, bool):
+            return z3.BoolVal(v)
+        if isinstance(v, Sym) and v.kind == "Bool":
+            return v.term
+        return None
+
+    def _concrete(self, node: Expr, err: Any) -> tuple[Any, Any]:
+        """``node`` (its children already replaced by their concrete values) evaluated concretely."""
+        try:
+            return evaluate(node, self.req, self.store), err
+        except EvalError:
+            return _ERR, _TRUE
+
+    def expr(self, e: Expr) -> tuple[Any, Any]:
+        if not _reads_context(e, self.memo):
+            try:
+                return evaluate(e, self.req, self.store), _FALSE
+            except EvalError:
+                return _ERR, _TRUE
+        assert self.policy is not None
+        pol = self.policy
+        if isinstance(e, Var):
+            return self.ctx.value, _FALSE
+        if isinstance(e, And | Or):
+            lv, le = self.expr(e.left)
+            rv, re_ = self.expr(e.right)
+            lb, rb = self._bool(lv), self._bool(rv)
+            if lb is None:
+                return _ERR, _TRUE
+            go_on = lb if isinstance(e, And) else z3.Not(lb)
+            if rb is None:
+                return _ERR, z3.Or(le, go_on)
+            err = z3.Or(le, z3.And(go_on, re_))
+            val = z3.And(lb, rb) if isinstance(e, And) else z3.Or(lb, rb)
+            return Sym("Bool", val), err
+        if isinstance(e, If):
+            cv, ce = self.expr(e.cond)
+            c = self._bool(cv)
+            if c is None:
+                return _ERR, _TRUE
+            tv, te = self.expr(e.then)
+            fv, fe = self.expr(e.orelse)
+            err = z3.Or(ce, z3.If(c, te, fe))
+            if tv is _ERR:
+                return fv, z3.Or(ce, c, fe)
+            if fv is _ERR:
+                return tv, z3.Or(ce, z3.Not(c), te)
+            if not isinstance(tv, Sym | SymRecord | SymSet) and not isinstance(fv, Sym | SymRecord | SymSet):
+                if canon(tv) == canon(fv):
+                    return tv, err
+            ts, fs = _lift(tv), _lift(fv)
+            if ts is None or fs is None or ts.kind != fs.kind:
+                raise _refuse("an if-then-else whose branches are not both Bool, Long, String or decimal", e.pos, pol)
+            return Sym(ts.kind, z3.If(c, ts.term, fs.term)), err
+        if isinstance(e, Unary):
+            v, err = self.expr(e.arg)
+            if v is _ERR:
+                return _ERR, _TRUE
+            if not _symbolic(v):
+                return self._concrete(replace(e, arg=Lit(v, e.pos)), err)
+            if e.op == "!":
+                b = self._bool(v)
+                return (_ERR, _TRUE) if b is None else (Sym("Bool", z3.Not(b)), err)
+            if _kind(v) != "Long":
+                return _ERR, _TRUE
+            t = -_lift(v).term  # type: ignore[union-attr]
+            return Sym("Long", t), z3.Or(err, z3.Not(_in_range(t)))
+        if isinstance(e, Binary):
+            lv, le = self.expr(e.left)
+            rv, re_ = self.expr(e.right)
+            err = z3.Or(le, re_)
+            if lv is _ERR or rv is _ERR:
+                return _ERR, _TRUE
+            if not _symbolic(lv) and not _symbolic(rv):
+                return self._concrete(replace(e, left=Lit(lv, e.pos), right=Lit(rv, e.pos)), err)
+            if e.op in ("==", "!="):
+                eq = self._eq(lv, rv, e.pos)
+                return Sym("Bool", eq if e.op == "==" else z3.Not(eq)), err
+            if e.op == "in":
+                return _ERR, _TRUE  # a symbolic value is never an entity (context entities are refused)
+            if _kind(lv) != "Long" or _kind(rv) != "Long":
+                return _ERR, _TRUE
+            x, y = _lift(lv).term, _lift(rv).term  # type: ignore[union-attr]
+            if e.op in ("<", "<=", ">", ">="):
+                cmp = {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[e.op]
+                return Sym("Bool", cmp), err
+            if e.op == "*" and not (z3.is_int_value(x) or z3.is_int_value(y)):
+                raise _refuse("a product of two context values (non-linear)", e.pos, pol)
+            t = {"+": x + y, "-": x - y, "*": x * y}[e.op]
+            return Sym("Long", t), z3.Or(err, z3.Not(_in_range(t)))
+        if isinstance(e, GetAttr):
+            v, err = self.expr(e.arg)
+            if v is _ERR:
+                return _ERR, _TRUE
+            if not _symbolic(v):
+                return self._concrete(replace(e, arg=Lit(v, e.pos)), err)
+            if isinstance(v, SymRecord):
+                if e.attr not in v.attrs:
+                    return _ERR, _TRUE
+                pres = v.present.get(e.attr)
+                got = v.attrs[e.attr]
+                if isinstance(got, Opaque):
+                    raise _refuse(f"reading {got.path}, of type {got.type},", e.pos, pol)
+                return got, err if pres is None else z3.Or(err, z3.Not(pres))
+            if isinstance(v, CRecord):
+                return (v.attrs[e.attr], err) if e.attr in v.attrs else (_ERR, _TRUE)
+            return _ERR, _TRUE  # a symbolic Bool/Long/String has no attributes
+        if isinstance(e, Has):
+            v, err = self.expr(e.arg)
+            if v is _ERR:
+                return _ERR, _TRUE
+            if not _symbolic(v):
+                return self._concrete(replace(e, arg=Lit(v, e.pos)), err)
+            if isinstance(v, SymRecord):
+                if e.attr not in v.attrs:
+                    return False, err
+                pres = v.present.get(e.attr)
+                return (True, err) if pres is None else (Sym("Bool", pres), err)
+            if isinstance(v, CRecord):
+                return e.attr in v.attrs, err
+            return _ERR, _TRUE
+        if isinstance(e, Like):
+            v, err = self.expr(e.arg)
+            if v is _ERR:
+                return _ERR, _TRUE
+            if not _symbolic(v):
+                return self._concrete(replace(e, arg=Lit(v, e.pos)), err)
+            if _kind(v) != "String":
+                return _ERR, _TRUE
+            return Sym("Bool", z3.InRe(_lift(v).term, _regex(e.pattern))), err  # type: ignore[union-attr]
+        if isinstance(e, Is):
+            v, err = self.expr(e.arg)
+            w, werr = self.expr(e.within) if e.within is not None else (None, _FALSE)
+            if v is _ERR or w is _ERR:
+                return _ERR, _TRUE
+            if _symbolic(v) or _symbolic(w):
+                return _ERR, _TRUE  # a symbolic value is never an entity
+            within = Lit(w, e.pos) if e.within is not None and w is not None else None
+            return self._concrete(replace(e, arg=Lit(v, e.pos), within=within), z3.Or(err, werr))
+        if isinstance(e, SetLit):
+            items = [self.expr(x) for x in e.items]
+            err = z3.Or(_FALSE, *[x[1] for x in items])
+            if any(x[0] is _ERR for x in items):
+                return _ERR, _TRUE
+            vals = [x[0] for x in items]
+            if all(not isinstance(v, Sym | SymRecord | SymSet) for v in vals):
+                return CSet(vals), err
+            return SymSet(tuple(vals)), err
+        if isinstance(e, RecLit):
+            items2 = [(k, self.expr(x)) for k, x in e.items]
+            if any(x[0] is _ERR for _, x in items2):
+                return _ERR, _TRUE
+            err = z3.Or(_FALSE, *[x[1] for _, x in items2])
+            return SymRecord({k: x[0] for k, x in items2}, {}), err
+        if isinstance(e, Call):
+            cargs = [self.expr(a) for a in e.args]
+            if any(a[0] is _ERR for a in cargs):
+                return _ERR, _TRUE
+            if not any(_symbolic(a[0]) for a in cargs):
+                cerr = z3.Or(_FALSE, *[a[1] for a in cargs])
+                return self._concrete(replace(e, args=tuple(Lit(a[0], e.pos) for a in cargs)), cerr)
+            raise _refuse(f"{e.name}() of a context value", e.pos, pol)
+        assert isinstance(e, Method)
+        return self.method(e)
+
+    def method(self, e: Method) -> tuple[Any, Any]:
+        assert self.policy is not None
+        rv, re_ = self.expr(e.arg)
+        args = [self.expr(a) for a in e.args]
+        err = z3.Or(re_, *[a[1] for a in args])
+        if rv is _ERR or any(a[0] is _ERR for a in args):
+            return _ERR, _TRUE
+        argv = [a[0] for a in args]
+        name = e.name
+        if not any(_symbolic(x) for x in [rv, *argv]):
+            return self._concrete(replace(e, arg=Lit(rv, e.pos), args=tuple(Lit(a, e.pos) for a in argv)), err)
+        from cda.policy.parse import METHODS
+
+        if len(argv) != METHODS[name]:
+            return _ERR, _TRUE
+        if name in ("contains", "containsAll", "containsAny", "isEmpty"):
+            if not isinstance(rv, CSet | SymSet):
+                return _ERR, _TRUE
+            elems = list(rv.items) if isinstance(rv, SymSet) else list(rv)
+            if name == "isEmpty":
+                return len(elems) == 0, err
+            if name == "contains":
+                return Sym("Bool", z3.Or(_FALSE, *[self._eq(x, argv[0], e.pos) for x in elems])), err
+            other = argv[0]
+            if not isinstance(other, CSet | SymSet):
+                return _ERR, _TRUE
+            oel = list(other.items) if isinstance(other, SymSet) else list(other)
+            has = [z3.Or(_FALSE, *[self._eq(x, y, e.pos) for x in elems]) for y in oel]
+            return Sym("Bool", z3.And(_TRUE, *has) if name == "containsAll" else z3.Or(_FALSE, *has)), err
+        if name in ("lessThan", "lessThanOrEqual", "greaterThan", "greaterThanOrEqual"):
+            if _kind(rv) != "Decimal" or _kind(argv[0]) != "Decimal":
+                return _ERR, _TRUE
+            x, y = _lift(rv).term, _lift(argv[0]).term  # type: ignore[union-attr]
+            op = {"lessThan": x < y, "lessThanOrEqual": x <= y, "greaterThan": x > y, "greaterThanOrEqual": x >= y}
+            return Sym("Bool", op[name]), err
+        if name in ("getTag", "hasTag"):
+            raise _refuse(f"{name}() with a key read from the context", e.pos, self.policy)
+        if isinstance(rv, Sym) or isinstance(rv, SymRecord):
+            return _ERR, _TRUE  # ip/datetime methods on a Bool/Long/String/decimal/record
+        raise _refuse(f"{name}() with an argument read from the context", e.pos, self.policy)
+
+    def _eq(self, a: Any, b: Any, pos: Pos) -> Any:
+        assert self.policy is not None
+        if isinstance(a, SymRecord | SymSet) or isinstance(b, SymRecord | SymSet):
+            raise _refuse("== on a record or set built from the context", pos, self.policy)
+        if not isinstance(a, Sym) and not isinstance(b, Sym):
+            return z3.BoolVal(canon(a) == canon(b))
+        ka, kb = _kind(a), _kind(b)
+        if ka != kb:
+            return _FALSE
+        return _lift(a).term == _lift(b).term  # type: ignore[union-attr]
+
+
+def _regex(pattern: tuple[str | None, ...]) -> Any:
+    parts = [z3.Star(z3.AllChar(z3.ReSort(z3.StringSort()))) if p is None else z3.Re(z3.StringVal(p)) for p in pattern]
+    if not parts:
+        return z3.Re(z3.StringVal(""))
+    return parts[0] if len(parts) == 1 else z3.Concat(*parts)
+
