@@ -294,8 +294,10 @@ def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, d
         elif z3.is_app_of(t, z3.Z3_OP_ITE) and z3.is_bool(t):
             c, a, b = (conv(x) for x in t.children())
             n = f.or_([f.and_([c, a]), f.and_([f.not_(c), b])])
-        elif z3.is_xor(t):
+        elif z3.is_app_of(t, z3.Z3_OP_XOR):
             n = f.xor(conv(c) for c in t.children())
+        elif z3.is_distinct(t) and t.num_args() == 2 and z3.is_bool(t.arg(0)):
+            n = f.not_(f.iff(conv(t.arg(0)), conv(t.arg(1))))
         elif z3.is_const(t) and z3.is_bool(t):
             n = f.atom(_atom(t.decl().name()))
         else:

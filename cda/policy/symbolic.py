@@ -294,8 +294,8 @@ class Encoder:
             if lb is None:
                 return _ERR, _TRUE
             go_on = lb if isinstance(e, And) else z3.Not(lb)
-            if rb is None:
-                return _ERR, z3.Or(le, go_on)
+            if rb is None:  # the right side is not a Bool: an error when reached, else the left decides
+                return Sym("Bool", lb), z3.Or(le, go_on)
             err = z3.Or(le, z3.And(go_on, re_))
             val = z3.And(lb, rb) if isinstance(e, And) else z3.Or(lb, rb)
             return Sym("Bool", val), err
