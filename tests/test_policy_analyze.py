@@ -224,3 +224,25 @@ def test_cli_analyze_prints_a_counterexample_and_exits_1(tmp_path: Path, capsys:
     assert cex["context"]["flag"] is True and cex["resource"]["id"] == "d1"
     assert res["answers"]["NEW"]["decision"] == "allow" and res["answers"]["OLD"]["decision"] == "deny"
     assert main([*args[:3], str(tmp_path / "new.cedar"), str(tmp_path / "old.cedar"), *args[5:]]) == 0
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "cedar"
+
+
+def test_the_documented_example_fails_no_new_access_with_the_owner_at_midnight() -> None:
+    """docs/policy.md's walk-through: the new owner policy grants ana her plan out of hours."""
+    from cda.policy import implies as implies_fn
+    from cda.policy import load_policy_set, no_new_access
+
+    old, new = (load_policy_set(EXAMPLE / f, EXAMPLE / "schema.cedarschema", EXAMPLE / "entities.json")
+                for f in ("old.cedar", "new.cedar"))  # fmt: skip
+    env = Environment("User", EntityUID("Action", "read"), "Doc")
+    res = no_new_access(old, new, env)
+    assert not res.holds and res.answers["NEW"]["reason"] == ["policy1"]
+    cex = res.counterexample
+    assert cex is not None and cex["principal"]["id"] == "ana" and not 9 <= cex["context"]["hour"] < 18
+    theirs = [cedarpy.is_authorized(cex, (EXAMPLE / f).read_text(), (EXAMPLE / "entities.json").read_text(),
+                                    (EXAMPLE / "schema.cedarschema").read_text()).decision.value
+              for f in ("old.cedar", "new.cedar")]  # fmt: skip
+    assert theirs == ["Deny", "Allow"]
+    assert implies_fn(old, new, env).holds
