@@ -246,3 +246,25 @@ def test_the_documented_example_fails_no_new_access_with_the_owner_at_midnight()
               for f in ("old.cedar", "new.cedar")]  # fmt: skip
     assert theirs == ["Deny", "Allow"]
     assert implies_fn(old, new, env).holds
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 10**400])
+def test_an_unlimited_timeout_is_accepted_on_both_backends(timeout: float) -> None:
+    ps = _set("permit(principal, action, resource) when { context.flag };")
+    for backend in ("z3", "clingo"):
+        assert not analyze("always-allows", [ps], ENV, backend=backend, timeout=timeout).holds  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -1, 0])
+def test_a_bad_timeout_is_an_option_error_naming_it(timeout: float) -> None:
+    from cda.errors import OptionError
+
+    with pytest.raises(OptionError, match="timeout must be a number of seconds"):
+        analyze("always-allows", [_set("permit(principal, action, resource);")], ENV, timeout=timeout)
+
+
+def test_deep_nesting_is_a_located_syntax_error_not_a_recursion_traceback() -> None:
+    from cda.errors import DSLSyntaxError
+
+    with pytest.raises(DSLSyntaxError, match="nested too deeply"):
+        parse_policies("permit(principal, action, resource) when {" + "(" * 3000 + "true" + ")" * 3000 + "};")

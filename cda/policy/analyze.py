@@ -19,17 +19,19 @@ before it is shown (a disagreement is :class:`~cda.errors.EvaluatorDisagreement`
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import z3
 
+from cda.contracts.limits import Z3_MAX_TIMEOUT_MS, seconds
 from cda.errors import BackendUnsupported, CDAError, EvaluatorDisagreement, OptionError
 from cda.policy.authorize import Answer, PolicySet, decide
 from cda.policy.entities import Entities, Request
 from cda.policy.schema import EMPTY_RECORD, Schema
-from cda.policy.symbolic import Encoder, SymContext, context_value
+from cda.policy.symbolic import Encoder, SymContext, and_, as_z3, context_value, not_, or_
 from cda.policy.syntax import Policy
 from cda.policy.values import CRecord, EntityUID, Value, to_json
 
@@ -59,6 +61,8 @@ PROPERTIES: dict[str, int] = {
     "no-new-access": 2,
 }
 Backend = Literal["z3", "clingo"]
+#: (principal, resource) pairs one analysis encodes: each is a copy of the policy set's formulas
+MAX_PAIRS = 100_000
 
 
 @dataclass(frozen=True)
@@ -123,26 +127,26 @@ def _set_formulas(policies: list[Policy], enc: Encoder) -> tuple[Any, Any]:
         sat, err = enc.policy_formulas(p)
         (permits if p.effect == "permit" else forbids).append(sat)
         errs.append(err)
-    allow = z3.And(z3.Or(False, *permits), z3.Not(z3.Or(False, *forbids)))
-    return allow, z3.Or(False, *errs)
+    allow = and_(or_(*permits), not_(or_(*forbids)))
+    return allow, or_(*errs)
 
 
 def _violation(prop: str, sets: list[tuple[Any, Any]]) -> Any:
     a_allow, a_err = sets[0]
     if prop == "always-allows":
-        return z3.Not(a_allow)
+        return not_(a_allow)
     if prop == "always-denies":
         return a_allow
     if prop == "never-errors":
         return a_err
     b_allow = sets[1][0]
     if prop == "implies":
-        return z3.And(a_allow, z3.Not(b_allow))
+        return and_(a_allow, not_(b_allow))
     if prop == "equivalent":
-        return a_allow != b_allow
+        return or_(and_(a_allow, not_(b_allow)), and_(b_allow, not_(a_allow)))
     if prop == "disjoint":
-        return z3.And(a_allow, b_allow)
-    return z3.And(b_allow, z3.Not(a_allow))  # no-new-access OLD NEW: NEW allows what OLD denies
+        return and_(a_allow, b_allow)
+    return and_(b_allow, not_(a_allow))  # no-new-access OLD NEW: NEW allows what OLD denies
 
 
 def _violated_concretely(prop: str, answers: list[Answer]) -> bool:
@@ -179,6 +183,7 @@ def analyze(
         raise OptionError(f"{prop} takes {PROPERTIES[prop]} policy set(s), not {len(policy_sets)}")
     if backend not in ("z3", "clingo"):
         raise OptionError(f"unknown backend {backend!r}; z3 or clingo")
+    timeout = seconds("timeout", timeout, positive=True)
     started = time.perf_counter()
     base = policy_sets[0]
     store, schema = base.entities, base.schema
@@ -186,14 +191,24 @@ def analyze(
         raise CDAError(f"the action {env.action} is neither in the schema nor in the entity store")
     ctx = _context_of(schema, env)
     pairs = _pairs(store, env)
+    if len(pairs) > MAX_PAIRS:
+        raise OptionError(
+            f"the environment has {len(pairs):,} (principal, resource) pairs in the entity store; the analyses "
+            f"encode at most {MAX_PAIRS:,} (narrow the environment or the store)"
+        )
     empty_ctx = CRecord({})
     sel = z3.Int("request")
     disjuncts = []
-    for k, (p, r) in enumerate(pairs):
-        enc = Encoder(Request(p, env.action, r, empty_ctx), store, ctx)
-        sets = [_set_formulas(ps.policies, enc) for ps in policy_sets]
-        disjuncts.append(z3.And(sel == k, _violation(prop, sets)))
-    violation = z3.simplify(z3.Or(False, *disjuncts))
+    try:
+        for k, (p, r) in enumerate(pairs):
+            enc = Encoder(Request(p, env.action, r, empty_ctx), store, ctx)
+            sets = [_set_formulas(ps.policies, enc) for ps in policy_sets]
+            v = _violation(prop, sets)
+            if v is not False:
+                disjuncts.append(and_(sel == k, v))
+    except RecursionError:
+        raise CDAError("a policy condition is nested too deeply to encode") from None
+    violation = z3.simplify(as_z3(or_(*disjuncts)))
     if backend == "z3":
         status, model = _solve_z3(z3.And(*ctx.constraints, violation), timeout)
     else:
@@ -240,7 +255,7 @@ def analyze(
 
 def _solve_z3(formula: Any, timeout: float) -> tuple[str, dict[str, Any] | None]:
     s = z3.Solver()
-    s.set("timeout", max(1, min(int(timeout * 1000), 2**32 - 1)))
+    s.set("timeout", Z3_MAX_TIMEOUT_MS if timeout * 1000 >= Z3_MAX_TIMEOUT_MS else max(1, int(timeout * 1000)))
     s.add(formula)
     r = s.check()
     if r == z3.unknown:
@@ -316,7 +331,7 @@ def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, d
     for name in sorted(_atoms_of(node)):
         gp.atoms[name] = AtomInfo(name, "var", name, ())
     gp.clauses.append(Clause("violation", "hard", node, 0))
-    backend = make_backend("clingo", gp, seed=0, deadline=Deadline(timeout), weights={})
+    backend = make_backend("clingo", gp, seed=0, deadline=Deadline(None if math.isinf(timeout) else timeout), weights={})
     out = backend.check([(selector("violation"), True)])
     if out.status == "unknown":
         raise CDAError("clingo returned unknown (time ran out); no verdict")

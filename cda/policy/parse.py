@@ -77,8 +77,13 @@ def parse_policies(text: str, filename: str = "<policies>") -> list[Policy]:
     """Every policy of ``text``, in order."""
     p = _Parser(text, filename)
     out: list[Policy] = []
-    while p.tok.kind != "eof":
-        out.append(p.policy(f"policy{len(out)}"))
+    try:
+        while p.tok.kind != "eof":
+            out.append(p.policy(f"policy{len(out)}"))
+    except RecursionError:
+        t = p.tok
+        raise DSLSyntaxError("the expression is nested too deeply to read", line=t.line, column=t.column,
+                             filename=filename) from None  # fmt: skip
     return out
 
 

@@ -46,9 +46,56 @@ from cda.policy.syntax import (
 )
 from cda.policy.values import LONG_MAX, LONG_MIN, CRecord, CSet, Decimal, canon
 
-__all__ = ["Sym", "SymRecord", "SymSet", "SymContext", "Encoder", "context_value"]
+__all__ = ["Sym", "SymRecord", "SymSet", "SymContext", "Encoder", "context_value", "and_", "or_", "not_", "as_z3"]
 
-_TRUE, _FALSE = z3.BoolVal(True), z3.BoolVal(False)
+# Boolean formulas are Python ``True``/``False`` while they are constant and z3 terms once they
+# are not: the helpers below fold constants, so a condition on the fixed entity store never
+# reaches z3 (building z3 terms through its Python API is what an encoding spends its time on)
+_TRUE, _FALSE = True, False
+
+
+def and_(*xs: Any) -> Any:
+    out = []
+    for x in xs:
+        if x is False:
+            return False
+        if x is not True:
+            out.append(x)
+    if not out:
+        return True
+    return out[0] if len(out) == 1 else z3.And(*out)
+
+
+def or_(*xs: Any) -> Any:
+    out = []
+    for x in xs:
+        if x is True:
+            return True
+        if x is not False:
+            out.append(x)
+    if not out:
+        return False
+    return out[0] if len(out) == 1 else z3.Or(*out)
+
+
+def not_(x: Any) -> Any:
+    if isinstance(x, bool):
+        return not x
+    return z3.Not(x)
+
+
+def _ite(c: Any, a: Any, b: Any) -> Any:
+    """``if c then a else b`` on Boolean formulas."""
+    if isinstance(c, bool):
+        return a if c else b
+    if a is b and isinstance(a, bool):
+        return a
+    return or_(and_(c, a), and_(not_(c), b))
+
+
+def as_z3(x: Any) -> Any:
+    """A formula as a z3 term (constants become ``BoolVal``)."""
+    return z3.BoolVal(x) if isinstance(x, bool) else x
 _ERR = object()  # the value of an expression that always errors (its error condition is true)
 
 
@@ -257,15 +304,17 @@ class Encoder:
                 e = _TRUE
                 b = _FALSE
             elif kind == "unless":
-                b = z3.Not(b)
-            err = z3.Or(err, z3.And(ok, e))
-            ok = z3.And(ok, z3.Not(e), b)
-        return z3.simplify(z3.And(ok, z3.Not(err))), z3.simplify(err)
+                b = not_(b)
+            err = or_(err, and_(ok, e))
+            ok = and_(ok, not_(e), b)
+            if ok is False:
+                break
+        return and_(ok, not_(err)), err
 
     # -- expressions
     def _bool(self, v: Any) -> Any:
         if isinstance(v, bool):
-            return z3.BoolVal(v)
+            return v
         if isinstance(v, Sym) and v.kind == "Bool":
             return v.term
         return None
@@ -293,11 +342,11 @@ class Encoder:
             lb, rb = self._bool(lv), self._bool(rv)
             if lb is None:
                 return _ERR, _TRUE
-            go_on = lb if isinstance(e, And) else z3.Not(lb)
+            go_on = lb if isinstance(e, And) else not_(lb)
             if rb is None:  # the right side is not a Bool: an error when reached, else the left decides
-                return Sym("Bool", lb), z3.Or(le, go_on)
-            err = z3.Or(le, z3.And(go_on, re_))
-            val = z3.And(lb, rb) if isinstance(e, And) else z3.Or(lb, rb)
+                return Sym("Bool", lb), or_(le, go_on)
+            err = or_(le, and_(go_on, re_))
+            val = and_(lb, rb) if isinstance(e, And) else or_(lb, rb)
             return Sym("Bool", val), err
         if isinstance(e, If):
             cv, ce = self.expr(e.cond)
@@ -306,17 +355,19 @@ class Encoder:
                 return _ERR, _TRUE
             tv, te = self.expr(e.then)
             fv, fe = self.expr(e.orelse)
-            err = z3.Or(ce, z3.If(c, te, fe))
+            err = or_(ce, _ite(c, te, fe))
             if tv is _ERR:
-                return fv, z3.Or(ce, c, fe)
+                return fv, or_(ce, c, fe)
             if fv is _ERR:
-                return tv, z3.Or(ce, z3.Not(c), te)
+                return tv, or_(ce, not_(c), te)
             if not isinstance(tv, Sym | SymRecord | SymSet) and not isinstance(fv, Sym | SymRecord | SymSet):
                 if canon(tv) == canon(fv):
                     return tv, err
             ts, fs = _lift(tv), _lift(fv)
             if ts is None or fs is None or ts.kind != fs.kind:
                 raise _refuse("an if-then-else whose branches are not both Bool, Long, String or decimal", e.pos, pol)
+            if isinstance(c, bool):
+                return (tv if c else fv), err
             return Sym(ts.kind, z3.If(c, ts.term, fs.term)), err
         if isinstance(e, Unary):
             v, err = self.expr(e.arg)
@@ -326,22 +377,22 @@ class Encoder:
                 return self._concrete(replace(e, arg=Lit(v, e.pos)), err)
             if e.op == "!":
                 b = self._bool(v)
-                return (_ERR, _TRUE) if b is None else (Sym("Bool", z3.Not(b)), err)
+                return (_ERR, _TRUE) if b is None else (Sym("Bool", not_(b)), err)
             if _kind(v) != "Long":
                 return _ERR, _TRUE
             t = -_lift(v).term  # type: ignore[union-attr]
-            return Sym("Long", t), z3.Or(err, z3.Not(_in_range(t)))
+            return Sym("Long", t), or_(err, z3.Not(_in_range(t)))
         if isinstance(e, Binary):
             lv, le = self.expr(e.left)
             rv, re_ = self.expr(e.right)
-            err = z3.Or(le, re_)
+            err = or_(le, re_)
             if lv is _ERR or rv is _ERR:
                 return _ERR, _TRUE
             if not _symbolic(lv) and not _symbolic(rv):
                 return self._concrete(replace(e, left=Lit(lv, e.pos), right=Lit(rv, e.pos)), err)
             if e.op in ("==", "!="):
                 eq = self._eq(lv, rv, e.pos)
-                return Sym("Bool", eq if e.op == "==" else z3.Not(eq)), err
+                return Sym("Bool", eq if e.op == "==" else not_(eq)), err
             if e.op == "in":
                 return _ERR, _TRUE  # a symbolic value is never an entity (context entities are refused)
             if _kind(lv) != "Long" or _kind(rv) != "Long":
@@ -353,7 +404,7 @@ class Encoder:
             if e.op == "*" and not (z3.is_int_value(x) or z3.is_int_value(y)):
                 raise _refuse("a product of two context values (non-linear)", e.pos, pol)
             t = {"+": x + y, "-": x - y, "*": x * y}[e.op]
-            return Sym("Long", t), z3.Or(err, z3.Not(_in_range(t)))
+            return Sym("Long", t), or_(err, z3.Not(_in_range(t)))
         if isinstance(e, GetAttr):
             v, err = self.expr(e.arg)
             if v is _ERR:
@@ -367,7 +418,7 @@ class Encoder:
                 got = v.attrs[e.attr]
                 if isinstance(got, Opaque):
                     raise _refuse(f"reading {got.path}, of type {got.type},", e.pos, pol)
-                return got, err if pres is None else z3.Or(err, z3.Not(pres))
+                return got, err if pres is None else or_(err, z3.Not(pres))
             if isinstance(v, CRecord):
                 return (v.attrs[e.attr], err) if e.attr in v.attrs else (_ERR, _TRUE)
             return _ERR, _TRUE  # a symbolic Bool/Long/String has no attributes
@@ -402,10 +453,10 @@ class Encoder:
             if _symbolic(v) or _symbolic(w):
                 return _ERR, _TRUE  # a symbolic value is never an entity
             within = Lit(w, e.pos) if e.within is not None and w is not None else None
-            return self._concrete(replace(e, arg=Lit(v, e.pos), within=within), z3.Or(err, werr))
+            return self._concrete(replace(e, arg=Lit(v, e.pos), within=within), or_(err, werr))
         if isinstance(e, SetLit):
             items = [self.expr(x) for x in e.items]
-            err = z3.Or(_FALSE, *[x[1] for x in items])
+            err = or_(*[x[1] for x in items])
             if any(x[0] is _ERR for x in items):
                 return _ERR, _TRUE
             vals = [x[0] for x in items]
@@ -416,14 +467,14 @@ class Encoder:
             items2 = [(k, self.expr(x)) for k, x in e.items]
             if any(x[0] is _ERR for _, x in items2):
                 return _ERR, _TRUE
-            err = z3.Or(_FALSE, *[x[1] for _, x in items2])
+            err = or_(*[x[1] for _, x in items2])
             return SymRecord({k: x[0] for k, x in items2}, {}), err
         if isinstance(e, Call):
             cargs = [self.expr(a) for a in e.args]
             if any(a[0] is _ERR for a in cargs):
                 return _ERR, _TRUE
             if not any(_symbolic(a[0]) for a in cargs):
-                cerr = z3.Or(_FALSE, *[a[1] for a in cargs])
+                cerr = or_(*[a[1] for a in cargs])
                 return self._concrete(replace(e, args=tuple(Lit(a[0], e.pos) for a in cargs)), cerr)
             raise _refuse(f"{e.name}() of a context value", e.pos, pol)
         assert isinstance(e, Method)
@@ -433,7 +484,7 @@ class Encoder:
         assert self.policy is not None
         rv, re_ = self.expr(e.arg)
         args = [self.expr(a) for a in e.args]
-        err = z3.Or(re_, *[a[1] for a in args])
+        err = or_(re_, *[a[1] for a in args])
         if rv is _ERR or any(a[0] is _ERR for a in args):
             return _ERR, _TRUE
         argv = [a[0] for a in args]
@@ -451,13 +502,13 @@ class Encoder:
             if name == "isEmpty":
                 return len(elems) == 0, err
             if name == "contains":
-                return Sym("Bool", z3.Or(_FALSE, *[self._eq(x, argv[0], e.pos) for x in elems])), err
+                return Sym("Bool", or_(*[self._eq(x, argv[0], e.pos) for x in elems])), err
             other = argv[0]
             if not isinstance(other, CSet | SymSet):
                 return _ERR, _TRUE
             oel = list(other.items) if isinstance(other, SymSet) else list(other)
-            has = [z3.Or(_FALSE, *[self._eq(x, y, e.pos) for x in elems]) for y in oel]
-            return Sym("Bool", z3.And(_TRUE, *has) if name == "containsAll" else z3.Or(_FALSE, *has)), err
+            has = [or_(*[self._eq(x, y, e.pos) for x in elems]) for y in oel]
+            return Sym("Bool", and_(*has) if name == "containsAll" else or_(*has)), err
         if name in ("lessThan", "lessThanOrEqual", "greaterThan", "greaterThanOrEqual"):
             if _kind(rv) != "Decimal" or _kind(argv[0]) != "Decimal":
                 return _ERR, _TRUE
@@ -475,7 +526,7 @@ class Encoder:
         if isinstance(a, SymRecord | SymSet) or isinstance(b, SymRecord | SymSet):
             raise _refuse("== on a record or set built from the context", pos, self.policy)
         if not isinstance(a, Sym) and not isinstance(b, Sym):
-            return z3.BoolVal(canon(a) == canon(b))
+            return bool(canon(a) == canon(b))
         ka, kb = _kind(a), _kind(b)
         if ka != kb:
             return _FALSE
