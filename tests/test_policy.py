@@ -283,3 +283,30 @@ def test_load_policy_set_without_schema_or_entities(tmp_path: Path) -> None:
            "resource": {"type": "U", "id": "b"}}  # fmt: skip
     assert authorize(ps, req).reason == ["policy0"]
     assert authorize(ps, {**req, "principal": {"type": "U", "id": "b"}}).decision == "allow"
+
+
+EXAMPLE = ROOT / "examples" / "cedar"
+_READ = {"principal": {"type": "User", "id": "ana"}, "action": {"type": "Action", "id": "read"},
+         "resource": {"type": "Doc", "id": "plan"}, "context": {"mfa": True, "hour": 10}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"principal": {"type": "Doc", "id": "plan"}}, "principal type Doc is not valid"),
+        ({"context": {"mfa": True}}, "lacks the required attribute 'hour'"),
+        ({"context": {"mfa": True, "hour": "x"}}, "context.hour is not a Long"),
+        ({"context": {"mfa": True, "hour": 10, "extra": 1}}, "'extra', which the schema does not declare"),
+        ({"action": {"type": "Action", "id": "write"}}, 'Action::"write" is not in the schema'),
+    ],
+)
+def test_a_request_the_schema_rejects_gets_no_decision_as_in_cedar(change: dict[str, object], why: str) -> None:
+    from cda.policy.entities import RequestInvalid
+
+    request = {**_READ, **change}
+    files = [(EXAMPLE / n).read_text() for n in ("old.cedar", "entities.json", "schema.cedarschema")]
+    assert cedarpy.is_authorized(request, *files).decision.value == "NoDecision"
+    with pytest.raises(RequestInvalid, match=why):
+        authorize(EXAMPLE / "old.cedar", request, schema=EXAMPLE / "schema.cedarschema", entities=EXAMPLE / "entities.json")
+    assert authorize(EXAMPLE / "old.cedar", _READ, schema=EXAMPLE / "schema.cedarschema",
+                     entities=EXAMPLE / "entities.json").decision == "allow"  # fmt: skip

@@ -106,31 +106,13 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _analyze(args: argparse.Namespace, out: TextIO) -> int:
-    from cda.errors import CDAError, OptionError
-    from cda.policy.analyze import PROPERTIES, Environment, analyze, environments
-    from cda.policy.authorize import load_policy_set
-    from cda.policy.parse import parse_entity_ref
+    from cda.policy.analyze import analyze_files
 
-    want = PROPERTIES[args.property]
-    if len(args.policies) != want:
-        raise OptionError(f"{args.property} takes {want} policy file(s), not {len(args.policies)}")
-    sets = [load_policy_set(p, args.schema, args.entities) for p in args.policies]
-    schema = sets[0].schema
-    assert schema is not None
-    envs = environments(schema)
-    if args.action is not None:
-        action = parse_entity_ref(args.action, default_type="Action")
-        envs = [e for e in envs if e.action == action] or (
-            [Environment(args.principal_type, action, args.resource_type)]
-            if args.principal_type and args.resource_type else []
-        )  # fmt: skip
-    if args.principal_type is not None:
-        envs = [e for e in envs if e.principal_type == args.principal_type]
-    if args.resource_type is not None:
-        envs = [e for e in envs if e.resource_type == args.resource_type]
-    if not envs:
-        raise CDAError("no environment (principal type, action, resource type) matches; see the schema's appliesTo")
-    results = [analyze(args.property, sets, e, backend=args.backend, timeout=args.timeout) for e in envs]
+    results = analyze_files(
+        args.property, args.policies, schema=args.schema, entities=args.entities, action=args.action,
+        principal_type=args.principal_type, resource_type=args.resource_type, backend=args.backend,
+        timeout=args.timeout,
+    )  # fmt: skip
     if args.json:
         out.write(json.dumps([r.to_json() for r in results], sort_keys=True) + "\n")
     else:

@@ -15,6 +15,8 @@ __all__ = [
     "PolicySet",
     "RequestResult",
     "analyze",
+    "analyze_files",
+    "select_environments",
     "always_allows",
     "always_denies",
     "authorize",
@@ -34,7 +36,7 @@ _HOME = {
     **dict.fromkeys(["Answer", "PolicySet", "authorize", "load_policy_set"], "cda.policy.authorize"),
     **dict.fromkeys(["RequestResult", "run_test_dir", "run_test_file", "summarize"], "cda.policy.cedar_tests"),
     **dict.fromkeys(
-        ["AnalysisResult", "Environment", "analyze", "always_allows", "always_denies", "disjoint", "environments",
+        ["AnalysisResult", "Environment", "analyze", "analyze_files", "select_environments", "always_allows", "always_denies", "disjoint", "environments",
          "equivalent", "implies", "never_errors", "no_new_access"],
         "cda.policy.analyze",
     ),

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import z3
@@ -48,6 +50,8 @@ __all__ = [
     "never_errors",
     "no_new_access",
     "environments",
+    "select_environments",
+    "analyze_files",
 ]
 
 Property = Literal["always-allows", "always-denies", "implies", "equivalent", "disjoint", "never-errors", "no-new-access"]
@@ -104,6 +108,55 @@ def environments(schema: Schema) -> list[Environment]:
         for r in a.resources
     ]
     return sorted(out, key=lambda e: (e.principal_type, str(e.action), e.resource_type))
+
+
+def select_environments(
+    schema: Schema, action: str | None = None, principal_type: str | None = None, resource_type: str | None = None
+) -> list[Environment]:
+    """The schema's environments narrowed to an action (``Action::"view"`` or ``view``) and/or a
+    principal and resource type; an action the schema does not list is taken with the two types
+    given. Raises :class:`~cda.errors.CDAError` when none is left."""
+    from cda.policy.parse import parse_entity_ref
+
+    envs = environments(schema)
+    if action is not None:
+        uid = parse_entity_ref(action, default_type="Action")
+        envs = [e for e in envs if e.action == uid] or (
+            [Environment(principal_type, uid, resource_type)] if principal_type and resource_type else []
+        )
+    if principal_type is not None:
+        envs = [e for e in envs if e.principal_type == principal_type]
+    if resource_type is not None:
+        envs = [e for e in envs if e.resource_type == resource_type]
+    if not envs:
+        raise CDAError("no environment (principal type, action, resource type) matches; see the schema's appliesTo")
+    return envs
+
+
+def analyze_files(
+    prop: str,
+    policies: Sequence[str | Path],
+    *,
+    schema: str | Path,
+    entities: str | Path | None = None,
+    action: str | None = None,
+    principal_type: str | None = None,
+    resource_type: str | None = None,
+    backend: Backend = "z3",
+    timeout: float = 60.0,
+) -> list[AnalysisResult]:
+    """``cda policy analyze`` as a function of file paths (what a batch job calls): ``prop`` on
+    the policy files (one, or two for the binary properties) over every environment selected."""
+    from cda.policy.authorize import load_policy_set
+
+    if prop not in PROPERTIES:
+        raise OptionError(f"unknown property {prop!r}; one of {', '.join(PROPERTIES)}")
+    if len(policies) != PROPERTIES[prop]:
+        raise OptionError(f"{prop} takes {PROPERTIES[prop]} policy file(s), not {len(policies)}")
+    sets = [load_policy_set(p, schema, entities) for p in policies]
+    assert sets[0].schema is not None
+    envs = select_environments(sets[0].schema, action, principal_type, resource_type)
+    return [analyze(prop, sets, e, backend=backend, timeout=timeout) for e in envs]
 
 
 def _context_of(schema: Schema | None, env: Environment) -> SymContext:

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cda.errors import DSLError
+from cda.errors import CDAError, DSLError
 from cda.policy.schema import Schema, SType
 from cda.policy.syntax import UnsupportedConstruct
 from cda.policy.values import LONG_MAX, LONG_MIN, CRecord, CSet, Datetime, Decimal, Duration, EntityUID, IPAddr, Value
 
-__all__ = ["Entities", "Request", "read_entities", "read_request", "read_value", "parse_decimal", "parse_ip", "parse_datetime", "parse_duration",
+__all__ = ["Entities", "Request", "RequestInvalid", "validate_request", "read_entities", "read_request", "read_value", "parse_decimal", "parse_ip", "parse_datetime", "parse_duration",
            "ExtensionError"]  # fmt: skip
 
 
@@ -280,4 +280,67 @@ def read_request(data: Mapping[str, Any], schema: Schema | None, where: str = "r
     ctx = read_value(data.get("context") or {}, ctx_type, f"{where}.context")
     if not isinstance(ctx, CRecord):
         raise DSLError(f"{where}.context must be an object")
+    if schema is not None:
+        validate_request(principal, action, resource, ctx, schema, where)
     return Request(principal, action, resource, ctx)
+
+
+class RequestInvalid(CDAError, ValueError):
+    """A request that does not conform to the schema: Cedar refuses to build it (no decision)."""
+
+
+def validate_request(
+    principal: EntityUID, action: EntityUID, resource: EntityUID, ctx: CRecord, schema: Schema, where: str
+) -> None:
+    """Refuse, as Cedar does, a request whose action the schema lacks, whose principal or
+    resource type the action does not apply to, or whose context does not have its type."""
+    decl = schema.actions.get(action)
+    if decl is None:
+        raise RequestInvalid(f"{where}: the action {action} is not in the schema")
+    if principal.type not in decl.principals:
+        raise RequestInvalid(f"{where}: the principal type {principal.type} is not valid for {action}")
+    if resource.type not in decl.resources:
+        raise RequestInvalid(f"{where}: the resource type {resource.type} is not valid for {action}")
+    problem = _mismatch(ctx, decl.context, "context")
+    if problem:
+        raise RequestInvalid(f"{where}: {problem}, so the context is not valid for {action}")
+
+
+def _mismatch(v: Value, t: SType, path: str) -> str | None:
+    """Why ``v`` does not have type ``t`` (None when it does)."""
+    ok = {
+        "Bool": lambda: isinstance(v, bool),
+        "Long": lambda: isinstance(v, int) and not isinstance(v, bool),
+        "String": lambda: isinstance(v, str),
+        "Entity": lambda: isinstance(v, EntityUID) and v.type == t.name,
+        "Ext": lambda: isinstance(v, _EXT_CLASSES.get(t.name, ())),
+    }
+    if t.kind in ok:
+        return None if ok[t.kind]() else f"{path} is not a {t.name or t.kind}"
+    if t.kind == "Set":
+        if not isinstance(v, CSet):
+            return f"{path} is not a set"
+        assert t.elem is not None
+        for x in v:
+            problem = _mismatch(x, t.elem, f"an element of {path}")
+            if problem:
+                return problem
+        return None
+    if not isinstance(v, CRecord):
+        return f"{path} is not a record"
+    declared = t.attr_map()
+    for name in v.attrs:
+        if name not in declared:
+            return f"{path} has the attribute {name!r}, which the schema does not declare"
+    for name, (at, required) in declared.items():
+        if name not in v.attrs:
+            if required:
+                return f"{path} lacks the required attribute {name!r}"
+            continue
+        problem = _mismatch(v.attrs[name], at, f"{path}.{name}")
+        if problem:
+            return problem
+    return None
+
+
+_EXT_CLASSES: dict[str, type] = {"ipaddr": IPAddr, "decimal": Decimal, "datetime": Datetime, "duration": Duration}
