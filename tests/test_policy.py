@@ -310,3 +310,23 @@ def test_a_request_the_schema_rejects_gets_no_decision_as_in_cedar(change: dict[
         authorize(EXAMPLE / "old.cedar", request, schema=EXAMPLE / "schema.cedarschema", entities=EXAMPLE / "entities.json")
     assert authorize(EXAMPLE / "old.cedar", _READ, schema=EXAMPLE / "schema.cedarschema",
                      entities=EXAMPLE / "entities.json").decision == "allow"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mutate", "why"),
+    [
+        (lambda e: e[1]["attrs"].update(level="x"), "level is not a Long"),
+        (lambda e: e[1]["attrs"].clear(), "lacks the required attribute 'level'"),
+        (lambda e: e[1]["attrs"].update(foo=1), "'foo', which the schema does not declare"),
+        (lambda e: e.append({"uid": {"type": "Zzz", "id": "q"}, "attrs": {}, "parents": []}), "Zzz is not declared"),
+        (lambda e: e[1]["parents"].append({"type": "Doc", "id": "memo"}), "may not have a parent of type Doc"),
+    ],
+)
+def test_entities_the_schema_rejects_are_refused_as_in_cedar(mutate: object, why: str, tmp_path: Path) -> None:
+    entities = json.loads((EXAMPLE / "entities.json").read_text())
+    mutate(entities)  # type: ignore[operator]
+    (tmp_path / "e.json").write_text(json.dumps(entities))
+    texts = [(EXAMPLE / "old.cedar").read_text(), json.dumps(entities), (EXAMPLE / "schema.cedarschema").read_text()]
+    assert cedarpy.is_authorized(_READ, *texts).decision.value == "NoDecision"
+    with pytest.raises(DSLError, match=why):
+        authorize(EXAMPLE / "old.cedar", _READ, schema=EXAMPLE / "schema.cedarschema", entities=tmp_path / "e.json")

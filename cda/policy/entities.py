@@ -259,6 +259,8 @@ def read_entities(data: Any, schema: Schema | None, where: str = "entities") -> 
         if not isinstance(parents, list):
             raise DSLError(f"{w}.parents must be a list")
         store.parents[uid] = [_uid(p, f"{w}.parents[{j}]") for j, p in enumerate(parents)]
+        if schema is not None:
+            _conforms(uid, store, schema, w)
     if schema is not None:
         for a in schema.actions.values():
             if a.uid not in store.attrs:
@@ -266,6 +268,34 @@ def read_entities(data: Any, schema: Schema | None, where: str = "entities") -> 
                 store.parents[a.uid] = list(a.parents)
     store.close()
     return store
+
+
+def _conforms(uid: EntityUID, store: Entities, schema: Schema, where: str) -> None:
+    """Refuse, as Cedar does when it reads entities with a schema, an entity whose type is not
+    declared, whose attributes or tags do not have their declared types, an enum entity with
+    an id the enum lacks, or a parent of a type the schema does not allow."""
+    if uid in schema.actions:
+        return
+    decl = schema.entities.get(uid.type)
+    if decl is None:
+        raise DSLError(f"{where}: the entity type {uid.type} is not declared in the schema")
+    if decl.enum is not None and uid.id not in decl.enum:
+        raise DSLError(f"{where}: {uid} is not one of the enumerated entities of {uid.type}")
+    problem = _mismatch(store.attrs[uid], decl.attrs, f"the attributes of {uid}")
+    tags = store.tags.get(uid)
+    if problem is None and tags is not None:
+        if decl.tags is None:
+            problem = f"{uid} has tags but its type declares none"
+        else:
+            for k, v in tags.attrs.items():
+                problem = problem or _mismatch(v, decl.tags, f"the tag {k!r} of {uid}")
+    if problem is None:
+        for p in store.parents[uid]:
+            if p.type not in decl.parents:
+                problem = f"{uid} may not have a parent of type {p.type}"
+                break
+    if problem:
+        raise DSLError(f"{where}: {problem}; the entity does not conform to the schema")
 
 
 def read_request(data: Mapping[str, Any], schema: Schema | None, where: str = "request") -> Request:
