@@ -268,3 +268,48 @@ def test_deep_nesting_is_a_located_syntax_error_not_a_recursion_traceback() -> N
 
     with pytest.raises(DSLSyntaxError, match="nested too deeply"):
         parse_policies("permit(principal, action, resource) when {" + "(" * 3000 + "true" + ")" * 3000 + "};")
+
+
+DELEGATE_SCHEMA = parse_schema(SCHEMA_TEXT.replace("tag?: String", "delegate: User").replace("name:", "name?:"))
+DELEGATE_ENTITIES = [
+    {**e, "attrs": {k: v for k, v in e["attrs"].items() if k != "name"}} if e["uid"]["id"] == "u2" else e
+    for e in ENTITIES
+]  # u2 has no name
+DELEGATE_STORE = read_entities(DELEGATE_ENTITIES, DELEGATE_SCHEMA)
+DELEGATE_POLICIES = [
+    "permit(principal, action, resource) when { context.delegate == principal };",
+    'permit(principal, action, resource) when { context.delegate in Group::"g0" && context.flag };',
+    "forbid(principal, action, resource) when { context.delegate.level > 2 };",
+    "permit(principal, action, resource) when { context.delegate == resource.owner || context.delegate is User };",
+    'permit(principal, action, resource) unless { principal in context.delegate || context.delegate has name };',
+    'permit(principal, action, resource) when { [User::"u2", principal].contains(context.delegate) };',
+]
+
+
+def _delegate_brute_force(prop: str, sets: list[PolicySet]) -> bool:
+    from cda.policy.analyze import _violated_concretely
+
+    for (p, r), f, d in itertools.product(PAIRS, (False, True), ("u0", "u1", "u2")):
+        req = Request(p, ENV.action, r, CRecord({"flag": f, "n": 0, "delegate": EntityUID("User", d)}))
+        if _violated_concretely(prop, [decide(s.policies, req, DELEGATE_STORE) for s in sets]):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("i", range(len(DELEGATE_POLICIES)))
+def test_a_context_entity_ranges_over_the_store_and_agrees_with_brute_force(i: int) -> None:
+    """A context attribute of entity type is one of the store's entities of that type: ==, in,
+    is, has, attribute access and set membership on it, every property, both backends."""
+    def one(k: int) -> PolicySet:
+        return PolicySet(parse_policies(DELEGATE_POLICIES[k % len(DELEGATE_POLICIES)]), DELEGATE_SCHEMA, DELEGATE_STORE)
+
+    for prop, arity in PROPERTIES.items():
+        sets = [one(i)] if arity == 1 else [one(i), one(i + 1)]
+        res = analyze(prop, sets, ENV)
+        assert res.holds == _delegate_brute_force(prop, sets), (prop, i, res.counterexample)
+        if res.counterexample is not None:
+            assert res.counterexample["context"]["delegate"]["__entity"]["type"] == "User"
+        try:
+            assert analyze(prop, sets, ENV, backend="clingo").holds == res.holds, (prop, i)
+        except BackendUnsupported:
+            assert "level" in DELEGATE_POLICIES[i] + DELEGATE_POLICIES[(i + 1) % len(DELEGATE_POLICIES)]

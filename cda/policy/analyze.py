@@ -159,10 +159,10 @@ def analyze_files(
     return [analyze(prop, sets, e, backend=backend, timeout=timeout) for e in envs]
 
 
-def _context_of(schema: Schema | None, env: Environment) -> SymContext:
+def _context_of(schema: Schema | None, env: Environment, store: Entities) -> SymContext:
     if schema is None or env.action not in schema.actions:
         return context_value(EMPTY_RECORD)
-    return context_value(schema.actions[env.action].context)
+    return context_value(schema.actions[env.action].context, store=store)
 
 
 def _pairs(store: Entities, env: Environment) -> list[tuple[EntityUID, EntityUID]]:
@@ -242,7 +242,7 @@ def analyze(
     store, schema = base.entities, base.schema
     if env.action not in store.attrs and (schema is None or env.action not in schema.actions):
         raise CDAError(f"the action {env.action} is neither in the schema nor in the entity store")
-    ctx = _context_of(schema, env)
+    ctx = _context_of(schema, env, store)
     pairs = _pairs(store, env)
     if len(pairs) > MAX_PAIRS:
         raise OptionError(
@@ -277,7 +277,8 @@ def analyze(
                f"resources: the {len({r for _, r in pairs})} entities of type {env.resource_type}; the entity store as given"),
         assumptions=[
             "requests conform to the schema (the context has the action's context type)",
-            "principals and resources are entities of the store (its attributes and hierarchy are fixed)",
+            "principals, resources and entity-valued context attributes are entities of the store (its "
+            "attributes and hierarchy are fixed)",
             "longs and decimals range over Cedar's 64-bit values",
         ],
         policies=[len(ps.policies) for ps in policy_sets],
@@ -333,11 +334,14 @@ def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, d
     """The propositional formula through CDA's IR to the clingo backend."""
     from cda.contracts.deadline import Deadline
     from cda.encodings.ir import AtomInfo, Clause, GroundProblem, NodeFactory
+    from cda.policy.symbolic import SymEntity
     from cda.solver.backend import make_backend, selector
 
     f = NodeFactory()
     gp = GroundProblem(factory=f)
     memo: dict[int, Any] = {}
+    # a context entity is an integer over its candidates: one atom per value, exactly one true
+    domains = {path: len(sym.candidates) for path, sym, _ in ctx.variables if isinstance(sym, SymEntity)}
 
     def conv(t: Any) -> Any:
         key = t.get_id()
@@ -359,6 +363,8 @@ def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, d
             n = f.iff(conv(t.arg(0)), conv(t.arg(1)))
         elif z3.is_eq(t) and t.arg(0).eq(z3.Int("request")) and z3.is_int_value(t.arg(1)):
             n = f.atom(_atom(f"request={t.arg(1).as_long()}"))
+        elif z3.is_eq(t) and z3.is_const(t.arg(0)) and t.arg(0).decl().name() in domains and z3.is_int_value(t.arg(1)):
+            n = f.atom(_value_atom(t.arg(0).decl().name(), t.arg(1).as_long()))
         elif z3.is_app_of(t, z3.Z3_OP_ITE) and z3.is_bool(t):
             c, a, b = (conv(x) for x in t.children())
             n = f.or_([f.and_([c, a]), f.and_([f.not_(c), b])])
@@ -380,7 +386,8 @@ def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, d
     node = conv(formula)
     req_atoms = sorted(name for name in _atoms_of(node) if name.startswith("request_"))
     one = f.card("exactly", 1, [f.atom(a) for a in req_atoms]) if req_atoms else f.const(True)
-    node = f.and_([node, one])
+    node = f.and_([node, one, *[f.card("exactly", 1, [f.atom(_value_atom(name, k)) for k in range(size)])
+                                for name, size in domains.items()]])  # fmt: skip
     for name in sorted(_atoms_of(node)):
         gp.atoms[name] = AtomInfo(name, "var", name, ())
     gp.clauses.append(Clause("violation", "hard", node, 0))
@@ -393,7 +400,9 @@ def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, d
     assert out.model is not None
     model: dict[str, Any] = {"request": 0}
     for path, sym, pres in ctx.variables:
-        if sym.kind == "Bool":
+        if isinstance(sym, SymEntity):
+            model[path] = next((k for k in range(domains[path]) if out.model.get(_value_atom(path, k))), 0)
+        elif sym.kind == "Bool":
             model[path] = bool(out.model.get(_atom(path), False))
         if pres is not None:
             model[pres.decl().name()] = bool(out.model.get(_atom(pres.decl().name()), False))
@@ -401,6 +410,10 @@ def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, d
         if out.model.get(a):
             model["request"] = int(a.split("_", 1)[1])
     return "sat", model
+
+
+def _value_atom(name: str, k: int) -> str:
+    return _atom(name) + f"_is_{k}"
 
 
 def _sort_of(t: Any) -> str:
@@ -423,7 +436,7 @@ def _atoms_of(node: Any) -> set[str]:
 
 def _context_from_model(ctx: SymContext, model: dict[str, Any]) -> CRecord:
     """The context a model describes (an optional attribute is left out when absent)."""
-    from cda.policy.symbolic import Opaque, Sym, SymRecord
+    from cda.policy.symbolic import Opaque, Sym, SymEntity, SymRecord
 
     def build(v: Any, path: str) -> Value:
         if isinstance(v, SymRecord):
@@ -436,6 +449,8 @@ def _context_from_model(ctx: SymContext, model: dict[str, Any]) -> CRecord:
             return CRecord(out)
         if isinstance(v, Opaque):
             return v.default  # type: ignore[no-any-return]
+        if isinstance(v, SymEntity):
+            return v.candidates[int(model.get(v.term.decl().name(), 0))]
         assert isinstance(v, Sym)
         name = v.term.decl().name()
         if v.kind == "Bool":

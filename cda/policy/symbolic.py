@@ -21,7 +21,7 @@ import z3
 
 from cda.policy.authorize import scope_holds
 from cda.policy.entities import Entities, Request
-from cda.policy.evaluate import EvalError, evaluate
+from cda.policy.evaluate import EvalError, _in, evaluate
 from cda.policy.schema import SType
 from cda.policy.syntax import (
     And,
@@ -44,9 +44,9 @@ from cda.policy.syntax import (
     UnsupportedConstruct,
     Var,
 )
-from cda.policy.values import LONG_MAX, LONG_MIN, CRecord, CSet, Decimal, canon
+from cda.policy.values import LONG_MAX, LONG_MIN, CRecord, CSet, Decimal, EntityUID, canon
 
-__all__ = ["Sym", "SymRecord", "SymSet", "SymContext", "Encoder", "context_value", "and_", "or_", "not_", "as_z3"]
+__all__ = ["Sym", "SymEntity", "SymRecord", "SymSet", "SymContext", "Encoder", "context_value", "and_", "or_", "not_", "as_z3"]
 
 # Boolean formulas are Python ``True``/``False`` while they are constant and z3 terms once they
 # are not: the helpers below fold constants, so a condition on the fixed entity store never
@@ -108,6 +108,18 @@ class Sym:
 
 
 @dataclass(frozen=True)
+class SymEntity:
+    """A context attribute of entity type: one of ``candidates`` (the store's entities of its
+    type), the one numbered by the z3 integer ``term``."""
+
+    term: Any
+    candidates: tuple[EntityUID, ...]
+
+    def when(self, k: int) -> Any:
+        return self.term == k
+
+
+@dataclass(frozen=True)
 class SymRecord:
     """A record some of whose attributes are symbolic; ``present`` is the z3 condition of an
     optional attribute being there (absent: always there)."""
@@ -158,13 +170,14 @@ class SymContext:
     """The request context as z3 variables, built from the schema's context type."""
 
     value: SymRecord
-    variables: list[tuple[str, Sym, Any]]  # (path, symbol, presence condition or None)
+    variables: list[tuple[str, Any, Any]]  # (path, Sym or SymEntity, presence condition or None)
     constraints: list[Any]
 
 
-def context_value(ty: SType, where: str = "context") -> SymContext:
-    """Fresh z3 variables for a context of record type ``ty``."""
-    variables: list[tuple[str, Sym, Any]] = []
+def context_value(ty: SType, where: str = "context", store: Entities | None = None) -> SymContext:
+    """Fresh z3 variables for a context of record type ``ty``; an attribute of entity type ranges
+    over the entities of that type in ``store`` (none there: it is opaque)."""
+    variables: list[tuple[str, Any, Any]] = []
     constraints: list[Any] = []
 
     def make(t: SType, path: str, present: Any) -> Any:
@@ -178,6 +191,12 @@ def context_value(ty: SType, where: str = "context") -> SymContext:
         elif t.kind == "Ext" and t.name == "decimal":
             s = Sym("Decimal", z3.Int(path))
             constraints.append(z3.And(s.term >= LONG_MIN, s.term <= LONG_MAX))
+        elif t.kind == "Entity" and store is not None and any(u.type == t.name for u in store.attrs):
+            cands = tuple(sorted(u for u in store.attrs if u.type == t.name))
+            ent = SymEntity(z3.Int(path), cands)
+            constraints.append(z3.And(ent.term >= 0, ent.term < len(cands)))
+            variables.append((path, ent, present))
+            return ent
         elif t.kind == "Record":
             attrs: dict[str, Any] = {}
             pres: dict[str, Any] = {}
@@ -263,11 +282,17 @@ def _kind(v: Any) -> str:
         return "String"
     if isinstance(v, Decimal):
         return "Decimal"
+    if isinstance(v, SymEntity | EntityUID):
+        return "Entity"
     return type(v).__name__
 
 
 def _symbolic(v: Any) -> bool:
-    return isinstance(v, Sym | SymRecord | SymSet)
+    return isinstance(v, Sym | SymRecord | SymSet | SymEntity)
+
+
+def _or_err(*xs: Any) -> Any:
+    return or_(*xs)
 
 
 def _in_range(t: Any) -> Any:
@@ -394,7 +419,9 @@ class Encoder:
                 eq = self._eq(lv, rv, e.pos)
                 return Sym("Bool", eq if e.op == "==" else not_(eq)), err
             if e.op == "in":
-                return _ERR, _TRUE  # a symbolic value is never an entity (context entities are refused)
+                if isinstance(lv, SymEntity) or isinstance(rv, SymEntity):
+                    return self._in_sym(lv, rv, e.pos, err)
+                return _ERR, _TRUE  # a symbolic Bool/Long/String/decimal/record is never an entity
             if _kind(lv) != "Long" or _kind(rv) != "Long":
                 return _ERR, _TRUE
             x, y = _lift(lv).term, _lift(rv).term  # type: ignore[union-attr]
@@ -411,6 +438,8 @@ class Encoder:
                 return _ERR, _TRUE
             if not _symbolic(v):
                 return self._concrete(replace(e, arg=Lit(v, e.pos)), err)
+            if isinstance(v, SymEntity):
+                return self._entity_attr(v, e.attr, e.pos, err)
             if isinstance(v, SymRecord):
                 if e.attr not in v.attrs:
                     return _ERR, _TRUE
@@ -428,6 +457,9 @@ class Encoder:
                 return _ERR, _TRUE
             if not _symbolic(v):
                 return self._concrete(replace(e, arg=Lit(v, e.pos)), err)
+            if isinstance(v, SymEntity):
+                has = [v.when(k) for k, u in enumerate(v.candidates) if e.attr in self.store.attrs[u].attrs]
+                return Sym("Bool", or_(*has)), err
             if isinstance(v, SymRecord):
                 if e.attr not in v.attrs:
                     return False, err
@@ -450,8 +482,15 @@ class Encoder:
             w, werr = self.expr(e.within) if e.within is not None else (None, _FALSE)
             if v is _ERR or w is _ERR:
                 return _ERR, _TRUE
+            if isinstance(v, SymEntity) and not isinstance(w, Sym | SymRecord | SymSet):
+                if v.candidates[0].type != e.type:
+                    return False, _or_err(err, werr)
+                if e.within is None:
+                    return True, err
+                val, ierr = self._in_sym(v, w, e.pos, or_(err, werr))
+                return val, ierr
             if _symbolic(v) or _symbolic(w):
-                return _ERR, _TRUE  # a symbolic value is never an entity
+                return _ERR, _TRUE  # a symbolic Bool/Long/String/decimal/record is never an entity
             within = Lit(w, e.pos) if e.within is not None and w is not None else None
             return self._concrete(replace(e, arg=Lit(v, e.pos), within=within), or_(err, werr))
         if isinstance(e, SetLit):
@@ -521,8 +560,66 @@ class Encoder:
             return _ERR, _TRUE  # ip/datetime methods on a Bool/Long/String/decimal/record
         raise _refuse(f"{name}() with an argument read from the context", e.pos, self.policy)
 
+    def _in_sym(self, a: Any, b: Any, pos: Pos, err: Any) -> tuple[Any, Any]:
+        """``a in b`` where one side is a context entity: a case split over its candidates."""
+        assert self.policy is not None
+        if isinstance(b, SymSet):
+            raise _refuse("'in' a set built from the context", pos, self.policy)
+        la = list(enumerate(a.candidates)) if isinstance(a, SymEntity) else [(None, a)]
+        lb = list(enumerate(b.candidates)) if isinstance(b, SymEntity) else [(None, b)]
+        cases, errs = [], []
+        for i, x in la:
+            for j, y in lb:
+                guard = and_(a.when(i) if i is not None else True, b.when(j) if j is not None else True)
+                try:
+                    if _in(x, y, self.store, pos):
+                        cases.append(guard)
+                except EvalError:
+                    errs.append(guard)
+        if len(errs) == len(la) * len(lb):
+            return _ERR, _TRUE
+        return Sym("Bool", or_(*cases)), or_(err, *errs)
+
+    def _entity_attr(self, v: SymEntity, attr: str, pos: Pos, err: Any) -> tuple[Any, Any]:
+        """``v.attr`` for a context entity: the candidates' values as one symbolic value."""
+        assert self.policy is not None
+        vals: list[tuple[int, Any]] = []
+        errs = []
+        for k, u in enumerate(v.candidates):
+            rec = self.store.attrs[u].attrs
+            if attr in rec:
+                vals.append((k, rec[attr]))
+            else:
+                errs.append(v.when(k))
+        if not vals:
+            return _ERR, _TRUE
+        err = or_(err, *errs)
+        first = vals[0][1]
+        if all(canon(x) == canon(first) for _, x in vals):
+            return first, err
+        lifted = [(k, _lift(x)) for k, x in vals]
+        kinds = {s.kind if s is not None else None for _, s in lifted}
+        if None in kinds or len(kinds) != 1:
+            raise _refuse(f"the attribute {attr!r} of a context entity (values of differing or non-scalar types)",
+                          pos, self.policy)  # fmt: skip
+        term = lifted[-1][1].term  # type: ignore[union-attr]
+        for k, sym in reversed(lifted[:-1]):
+            term = z3.If(v.when(k), sym.term, term)  # type: ignore[union-attr]
+        return Sym(kinds.pop(), term), err  # type: ignore[arg-type]
+
     def _eq(self, a: Any, b: Any, pos: Pos) -> Any:
         assert self.policy is not None
+        if isinstance(a, SymEntity) or isinstance(b, SymEntity):
+            if not isinstance(a, SymEntity):
+                a, b = b, a
+            if isinstance(b, SymEntity):
+                return or_(*[and_(a.when(i), b.when(j)) for i, x in enumerate(a.candidates)
+                             for j, y in enumerate(b.candidates) if x == y])  # fmt: skip
+            if isinstance(b, EntityUID):
+                return or_(*[a.when(i) for i, x in enumerate(a.candidates) if x == b])
+            if isinstance(b, SymRecord | SymSet):
+                raise _refuse("== on a record or set built from the context", pos, self.policy)
+            return False
         if isinstance(a, SymRecord | SymSet) or isinstance(b, SymRecord | SymSet):
             raise _refuse("== on a record or set built from the context", pos, self.policy)
         if not isinstance(a, Sym) and not isinstance(b, Sym):
