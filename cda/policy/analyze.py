@@ -436,7 +436,7 @@ def _atoms_of(node: Any) -> set[str]:
 
 def _context_from_model(ctx: SymContext, model: dict[str, Any]) -> CRecord:
     """The context a model describes (an optional attribute is left out when absent)."""
-    from cda.policy.symbolic import Opaque, Sym, SymEntity, SymRecord
+    from cda.policy.symbolic import Opaque, Sym, SymEntity, SymIP, SymRecord
 
     def build(v: Any, path: str) -> Value:
         if isinstance(v, SymRecord):
@@ -451,6 +451,9 @@ def _context_from_model(ctx: SymContext, model: dict[str, Any]) -> CRecord:
             return v.default  # type: ignore[no-any-return]
         if isinstance(v, SymEntity):
             return v.candidates[int(model.get(v.term.decl().name(), 0))]
+        if isinstance(v, SymIP):
+            return _ip_value(bool(model.get(v.v6.decl().name(), False)), int(model.get(v.addr.decl().name(), 0)),
+                             int(model.get(v.prefix.decl().name(), 0)))  # fmt: skip
         assert isinstance(v, Sym)
         name = v.term.decl().name()
         if v.kind == "Bool":
@@ -466,6 +469,17 @@ def _context_from_model(ctx: SymContext, model: dict[str, Any]) -> CRecord:
     rec = build(ctx.value, "context")
     assert isinstance(rec, CRecord)
     return rec
+
+
+def _ip_value(v6: bool, addr: int, prefix: int) -> Value:
+    """The ``ipaddr`` a model describes, written so that Cedar reads it back (IPv6 in full hex
+    form: Cedar refuses the dotted IPv4-in-IPv6 form Python would print for some addresses)."""
+    import ipaddress
+
+    from cda.policy.entities import parse_ip
+
+    text = ipaddress.IPv6Address(addr).exploded if v6 else str(ipaddress.IPv4Address(addr))
+    return parse_ip(f"{text}/{prefix}")
 
 
 def _one(prop: str) -> Any:

@@ -44,9 +44,9 @@ from cda.policy.syntax import (
     UnsupportedConstruct,
     Var,
 )
-from cda.policy.values import LONG_MAX, LONG_MIN, CRecord, CSet, Decimal, EntityUID, canon
+from cda.policy.values import LONG_MAX, LONG_MIN, CRecord, CSet, Decimal, EntityUID, IPAddr, canon
 
-__all__ = ["Sym", "SymEntity", "SymRecord", "SymSet", "SymContext", "Encoder", "context_value", "and_", "or_", "not_", "as_z3"]
+__all__ = ["Sym", "SymEntity", "SymIP", "SymRecord", "SymSet", "SymContext", "Encoder", "context_value", "and_", "or_", "not_", "as_z3"]
 
 # Boolean formulas are Python ``True``/``False`` while they are constant and z3 terms once they
 # are not: the helpers below fold constants, so a condition on the fixed entity store never
@@ -117,6 +117,17 @@ class SymEntity:
 
     def when(self, k: int) -> Any:
         return self.term == k
+
+
+@dataclass(frozen=True)
+class SymIP:
+    """A context attribute of type ``ipaddr``: ``v6`` (a z3 Boolean), the address and the prefix
+    length (z3 integers). Ranges are aligned blocks, so "within a concrete range of prefix q"
+    is linear: the prefix is at least q and the address lies in the range."""
+
+    v6: Any
+    addr: Any
+    prefix: Any
 
 
 @dataclass(frozen=True)
@@ -197,6 +208,14 @@ def context_value(ty: SType, where: str = "context", store: Entities | None = No
             constraints.append(z3.And(ent.term >= 0, ent.term < len(cands)))
             variables.append((path, ent, present))
             return ent
+        elif t.kind == "Ext" and t.name == "ipaddr":
+            ip = SymIP(z3.Bool(f"{path}#v6"), z3.Int(f"{path}#addr"), z3.Int(f"{path}#prefix"))
+            constraints.append(z3.And(
+                ip.addr >= 0, ip.prefix >= 0,
+                z3.If(ip.v6, z3.And(ip.addr < 2**128, ip.prefix <= 128), z3.And(ip.addr < 2**32, ip.prefix <= 32)),
+            ))  # fmt: skip
+            variables.append((path, ip, present))
+            return ip
         elif t.kind == "Record":
             attrs: dict[str, Any] = {}
             pres: dict[str, Any] = {}
@@ -284,11 +303,19 @@ def _kind(v: Any) -> str:
         return "Decimal"
     if isinstance(v, SymEntity | EntityUID):
         return "Entity"
+    if isinstance(v, SymIP | IPAddr):
+        return "IP"
     return type(v).__name__
 
 
 def _symbolic(v: Any) -> bool:
-    return isinstance(v, Sym | SymRecord | SymSet | SymEntity)
+    return isinstance(v, Sym | SymRecord | SymSet | SymEntity | SymIP)
+
+
+def _ip_within(ip: SymIP, r: IPAddr) -> Any:
+    """The symbolic address's range lies within the concrete range ``r`` (same version)."""
+    low, high = r.bounds()
+    return and_(ip.v6 if r.version == 6 else z3.Not(ip.v6), ip.prefix >= r.prefix, ip.addr >= low, ip.addr <= high)
 
 
 def _or_err(*xs: Any) -> Any:
@@ -556,9 +583,33 @@ class Encoder:
             return Sym("Bool", op[name]), err
         if name in ("getTag", "hasTag"):
             raise _refuse(f"{name}() with a key read from the context", e.pos, self.policy)
-        if isinstance(rv, Sym) or isinstance(rv, SymRecord):
-            return _ERR, _TRUE  # ip/datetime methods on a Bool/Long/String/decimal/record
+        if isinstance(rv, SymIP):
+            return self._ip_method(e, rv, argv, err)
+        if isinstance(rv, Sym | SymRecord | SymEntity):
+            return _ERR, _TRUE  # ip/datetime methods on a Bool/Long/String/decimal/record/entity
         raise _refuse(f"{name}() with an argument read from the context", e.pos, self.policy)
+
+    def _ip_method(self, e: Method, ip: SymIP, args: list[Any], err: Any) -> tuple[Any, Any]:
+        assert self.policy is not None
+        name = e.name
+        if name == "isIpv4":
+            return Sym("Bool", z3.Not(ip.v6)), err
+        if name == "isIpv6":
+            return Sym("Bool", ip.v6), err
+        if name == "isLoopback":
+            return Sym("Bool", or_(_ip_within(ip, IPAddr(4, 0x7F000000, 8, "127.0.0.0/8")),
+                                   _ip_within(ip, IPAddr(6, 1, 128, "::1")))), err  # fmt: skip
+        if name == "isMulticast":
+            return Sym("Bool", or_(_ip_within(ip, IPAddr(4, 0xE0000000, 4, "224.0.0.0/4")),
+                                   _ip_within(ip, IPAddr(6, 0xFF << 120, 8, "ff00::/8")))), err  # fmt: skip
+        if name == "isInRange":
+            other = args[0]
+            if isinstance(other, IPAddr):
+                return Sym("Bool", _ip_within(ip, other)), err
+            if isinstance(other, SymIP):
+                raise _refuse("isInRange() of two addresses read from the context", e.pos, self.policy)
+            return _ERR, _TRUE
+        return _ERR, _TRUE  # a decimal/datetime method on an ipaddr: a type error
 
     def _in_sym(self, a: Any, b: Any, pos: Pos, err: Any) -> tuple[Any, Any]:
         """``a in b`` where one side is a context entity: a case split over its candidates."""
@@ -609,6 +660,16 @@ class Encoder:
 
     def _eq(self, a: Any, b: Any, pos: Pos) -> Any:
         assert self.policy is not None
+        if isinstance(a, SymIP) or isinstance(b, SymIP):
+            if not isinstance(a, SymIP):
+                a, b = b, a
+            if isinstance(b, IPAddr):
+                return and_(a.v6 if b.version == 6 else z3.Not(a.v6), a.addr == b.addr, a.prefix == b.prefix)
+            if isinstance(b, SymIP):
+                return and_(a.v6 == b.v6, a.addr == b.addr, a.prefix == b.prefix)
+            if isinstance(b, SymRecord | SymSet):
+                raise _refuse("== on a record or set built from the context", pos, self.policy)
+            return False
         if isinstance(a, SymEntity) or isinstance(b, SymEntity):
             if not isinstance(a, SymEntity):
                 a, b = b, a
