@@ -249,6 +249,24 @@ def scaling(sizes: list[int], timeout: float) -> list[tuple[int, str, float, boo
     return rows
 
 
+def handwritten_analyses(timeout: float) -> dict[str, Any]:
+    """Every environment of every handwritten test's schema, the three one-set properties."""
+    times: list[float] = []
+    refused: dict[str, int] = defaultdict(int)
+    for f in sorted((CEDAR / "tests").rglob("*.json")):
+        data = json.loads(f.read_text())
+        ps = load_policy_set(CEDAR / data["policies"], CEDAR / data["schema"], CEDAR / data["entities"])
+        assert ps.schema is not None
+        for env in environments(ps.schema):
+            for prop in ("always-allows", "always-denies", "never-errors"):
+                try:
+                    times.append(analyze(prop, [ps], env, timeout=timeout).seconds)
+                except CDAError as e:
+                    refused[str(e).split(": ")[-1][:60]] += 1
+    return {"runs": len(times), "median": statistics.median(times) if times else 0.0,
+            "max": max(times, default=0.0), "refused": dict(refused)}  # fmt: skip
+
+
 def _without_last(ps: PolicySet) -> str:
     """The policy text without its last policy, cut at the last policy's first line (its
     annotations included), so that cedarpy reads the same smaller set."""
@@ -277,12 +295,19 @@ def _confirms(prop: str, ans: list[Any]) -> bool:
     }[prop]
 
 
+def _ms(seconds: float) -> str:
+    ms = 1000 * seconds
+    return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
+
+
 def _pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def render(ag: dict[str, Any], tp: dict[str, Any], an: dict[str, Any], sc: list[tuple[int, str, float, bool]]) -> str:
+def render(
+    ag: dict[str, Any], tp: dict[str, Any], an: dict[str, Any], sc: list[tuple[int, str, float, bool]], hw: dict[str, Any]
+) -> str:
     import cedarpy  # noqa: F401
     import z3
 
@@ -335,15 +360,19 @@ def render(ag: dict[str, Any], tp: dict[str, Any], an: dict[str, Any], sc: list[
             continue
         secs = [t for _, t in ts]
         all_times += secs
-        lines.append(f"| {prop} | {len(ts)} | {1000 * statistics.median(secs):.0f} ms | "
-                     f"{1000 * _pct(secs, 0.95):.0f} ms | {1000 * max(secs):.0f} ms |")  # fmt: skip
+        lines.append(f"| {prop} | {len(ts)} | {_ms(statistics.median(secs))} | {_ms(_pct(secs, 0.95))} | "
+                     f"{_ms(max(secs))} |")  # fmt: skip
     lines += [
         "",
-        f"- Median over all analyses: {1000 * statistics.median(all_times):.0f} ms (target < 1 s). Verdicts: "
+        f"- Median over all analyses: {_ms(statistics.median(all_times))} (target < 1 s). Verdicts: "
         f"{an['held']} hold, {an['failed']} fail with a counterexample; cedarpy confirms {an['confirmed']} of "
         f"{an['failed']} counterexamples ({an['unconfirmed']} not confirmed).",
         "- Refused by name (analyses not run): "
         + (", ".join(f"{k}: {v}" for k, v in sorted(an["refused"].items())) or "none")
+        + ".",
+        f"- Handwritten tests, every environment of their schemas × always-allows/always-denies/never-errors: "
+        f"{hw['runs']} analyses run, median {_ms(hw['median'])}, max {_ms(hw['max'])}; refused: "
+        + (", ".join(f"{k}: {v}" for k, v in sorted(hw["refused"].items())) or "none")
         + ".",
         "",
         "Time against policy-set size: synthetic sets of N random policies over the handwritten `sandbox_b` "
@@ -358,7 +387,7 @@ def render(ag: dict[str, Any], tp: dict[str, Any], an: dict[str, Any], sc: list[
         cells = []
         for prop in PROPERTIES:
             [(secs, holds)] = [(t, h) for k, p, t, h in sc if k == n and p == prop]
-            cells.append(f"{1000 * secs:.0f} ms ({'holds' if holds else 'fails'})")
+            cells.append(f"{_ms(secs)} ({'holds' if holds else 'fails'})")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -397,7 +426,8 @@ def main() -> int:
         tp = throughput(corpus, args.repeat)
         an = analyses(corpus, args.analyses, args.timeout)
     sc = scaling(args.sizes, args.timeout)
-    text = render(ag, tp, an, sc)
+    hw = handwritten_analyses(args.timeout)
+    text = render(ag, tp, an, sc, hw)
     print(text)
     if args.write:
         write_section(DOC, START, END, text)
