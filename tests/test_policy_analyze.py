@@ -395,3 +395,14 @@ def test_ip_ranges_are_decided_exactly(prop: str, a: str, b: str, holds: bool) -
         ents = json.dumps([{"uid": {"type": "U", "id": "x"}, "attrs": {}, "parents": []}])
         schema = "entity U; action a appliesTo { principal: U, resource: U, context: { src: ipaddr } };"
         assert _violates(prop, [cedarpy.is_authorized(res.counterexample, t, ents, schema) for t in texts])
+
+
+def test_the_same_analysis_gives_the_same_bytes(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["policy", "analyze", "no-new-access", str(EXAMPLE / "old.cedar"), str(EXAMPLE / "new.cedar"),
+            "--schema", str(EXAMPLE / "schema.cedarschema"), "--entities", str(EXAMPLE / "entities.json"), "--json"]  # fmt: skip
+    outs = [(main(args), capsys.readouterr().out) for _ in range(2)]
+    assert outs[0] == outs[1] and outs[0][0] == 1
+    sets = [_set(BOOL_ONLY[0] + BOOL_ONLY[2]), _set(BOOL_ONLY[1])]
+    for backend in ("z3", "clingo"):
+        runs = [json.dumps(analyze("equivalent", sets, ENV, backend=backend).to_json()) for _ in range(2)]  # type: ignore[arg-type]
+        assert runs[0] == runs[1] and '"holds": false' in runs[0]

@@ -95,8 +95,13 @@ class AnalysisResult:
     seconds: float = 0.0
     policies: list[int] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self, *, timing: bool = False) -> dict[str, Any]:
+        """The result as JSON; without ``timing`` (the default) the same inputs give the same
+        bytes, so a batch run on a pool or on Dask can be compared byte for byte."""
+        out = asdict(self)
+        if not timing:
+            del out["seconds"]
+        return out
 
 
 def environments(schema: Schema) -> list[Environment]:
@@ -160,9 +165,10 @@ def analyze_files(
 
 
 def _context_of(schema: Schema | None, env: Environment, store: Entities) -> SymContext:
+    zc = z3.Context()
     if schema is None or env.action not in schema.actions:
-        return context_value(EMPTY_RECORD)
-    return context_value(schema.actions[env.action].context, store=store)
+        return context_value(EMPTY_RECORD, zc=zc)
+    return context_value(schema.actions[env.action].context, store=store, zc=zc)
 
 
 def _pairs(store: Entities, env: Environment) -> list[tuple[EntityUID, EntityUID]]:
@@ -250,7 +256,7 @@ def analyze(
             f"encode at most {MAX_PAIRS:,} (narrow the environment or the store)"
         )
     empty_ctx = CRecord({})
-    sel = z3.Int("request")
+    sel = z3.Int("request", ctx.zc)
     disjuncts = []
     try:
         for k, (p, r) in enumerate(pairs):
@@ -261,9 +267,9 @@ def analyze(
                 disjuncts.append(and_(sel == k, v))
     except RecursionError:
         raise CDAError("a policy condition is nested too deeply to encode") from None
-    violation = z3.simplify(as_z3(or_(*disjuncts)))
+    violation = z3.simplify(as_z3(or_(*disjuncts), ctx.zc))
     if backend == "z3":
-        status, model = _solve_z3(z3.And(*ctx.constraints, violation), timeout)
+        status, model = _solve_z3(z3.And(*ctx.constraints, violation), timeout, ctx.zc)
     else:
         status, model = _solve_clingo(violation, ctx, timeout)
     env_json = {"principal_type": env.principal_type, "action": str(env.action), "resource_type": env.resource_type}
@@ -307,8 +313,8 @@ def analyze(
     return result
 
 
-def _solve_z3(formula: Any, timeout: float) -> tuple[str, dict[str, Any] | None]:
-    s = z3.Solver()
+def _solve_z3(formula: Any, timeout: float, zc: Any) -> tuple[str, dict[str, Any] | None]:
+    s = z3.Solver(ctx=zc)
     s.set("timeout", Z3_MAX_TIMEOUT_MS if timeout * 1000 >= Z3_MAX_TIMEOUT_MS else max(1, int(timeout * 1000)))
     s.add(formula)
     r = s.check()
@@ -361,7 +367,7 @@ def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, d
             n = f.implies(conv(t.arg(0)), conv(t.arg(1)))
         elif z3.is_eq(t) and z3.is_bool(t.arg(0)):
             n = f.iff(conv(t.arg(0)), conv(t.arg(1)))
-        elif z3.is_eq(t) and t.arg(0).eq(z3.Int("request")) and z3.is_int_value(t.arg(1)):
+        elif z3.is_eq(t) and z3.is_const(t.arg(0)) and t.arg(0).decl().name() == "request" and z3.is_int_value(t.arg(1)):
             n = f.atom(_atom(f"request={t.arg(1).as_long()}"))
         elif z3.is_eq(t) and z3.is_const(t.arg(0)) and t.arg(0).decl().name() in domains and z3.is_int_value(t.arg(1)):
             n = f.atom(_value_atom(t.arg(0).decl().name(), t.arg(1).as_long()))

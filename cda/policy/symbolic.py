@@ -93,9 +93,9 @@ def _ite(c: Any, a: Any, b: Any) -> Any:
     return or_(and_(c, a), and_(not_(c), b))
 
 
-def as_z3(x: Any) -> Any:
-    """A formula as a z3 term (constants become ``BoolVal``)."""
-    return z3.BoolVal(x) if isinstance(x, bool) else x
+def as_z3(x: Any, zc: Any = None) -> Any:
+    """A formula as a z3 term of context ``zc`` (constants become ``BoolVal``)."""
+    return z3.BoolVal(x, zc) if isinstance(x, bool) else x
 _ERR = object()  # the value of an expression that always errors (its error condition is true)
 
 
@@ -183,9 +183,12 @@ class SymContext:
     value: SymRecord
     variables: list[tuple[str, Any, Any]]  # (path, Sym or SymEntity, presence condition or None)
     constraints: list[Any]
+    #: the z3 context every term of one analysis lives in: a fresh one per analysis, so that the
+    #: solver's answer (and the counterexample) does not depend on what ran before in the process
+    zc: Any = None
 
 
-def context_value(ty: SType, where: str = "context", store: Entities | None = None) -> SymContext:
+def context_value(ty: SType, where: str = "context", store: Entities | None = None, zc: Any = None) -> SymContext:
     """Fresh z3 variables for a context of record type ``ty``; an attribute of entity type ranges
     over the entities of that type in ``store`` (none there: it is opaque)."""
     variables: list[tuple[str, Any, Any]] = []
@@ -193,23 +196,23 @@ def context_value(ty: SType, where: str = "context", store: Entities | None = No
 
     def make(t: SType, path: str, present: Any) -> Any:
         if t.kind == "Bool":
-            s = Sym("Bool", z3.Bool(path))
+            s = Sym("Bool", z3.Bool(path, zc))
         elif t.kind == "Long":
-            s = Sym("Long", z3.Int(path))
+            s = Sym("Long", z3.Int(path, zc))
             constraints.append(z3.And(s.term >= LONG_MIN, s.term <= LONG_MAX))
         elif t.kind == "String":
-            s = Sym("String", z3.String(path))
+            s = Sym("String", z3.String(path, zc))
         elif t.kind == "Ext" and t.name == "decimal":
-            s = Sym("Decimal", z3.Int(path))
+            s = Sym("Decimal", z3.Int(path, zc))
             constraints.append(z3.And(s.term >= LONG_MIN, s.term <= LONG_MAX))
         elif t.kind == "Entity" and store is not None and any(u.type == t.name for u in store.attrs):
             cands = tuple(sorted(u for u in store.attrs if u.type == t.name))
-            ent = SymEntity(z3.Int(path), cands)
+            ent = SymEntity(z3.Int(path, zc), cands)
             constraints.append(z3.And(ent.term >= 0, ent.term < len(cands)))
             variables.append((path, ent, present))
             return ent
         elif t.kind == "Ext" and t.name == "ipaddr":
-            ip = SymIP(z3.Bool(f"{path}#v6"), z3.Int(f"{path}#addr"), z3.Int(f"{path}#prefix"))
+            ip = SymIP(z3.Bool(f"{path}#v6", zc), z3.Int(f"{path}#addr", zc), z3.Int(f"{path}#prefix", zc))
             constraints.append(z3.And(
                 ip.addr >= 0, ip.prefix >= 0,
                 z3.If(ip.v6, z3.And(ip.addr < 2**128, ip.prefix <= 128), z3.And(ip.addr < 2**32, ip.prefix <= 32)),
@@ -220,7 +223,7 @@ def context_value(ty: SType, where: str = "context", store: Entities | None = No
             attrs: dict[str, Any] = {}
             pres: dict[str, Any] = {}
             for name, at, required in t.attrs:
-                p = None if required else z3.Bool(f"{path}.{name}?")
+                p = None if required else z3.Bool(f"{path}.{name}?", zc)
                 attrs[name] = make(at, f"{path}.{name}", p)
                 if p is not None:
                     pres[name] = p
@@ -233,7 +236,7 @@ def context_value(ty: SType, where: str = "context", store: Entities | None = No
 
     value = make(ty, where, None)
     assert isinstance(value, SymRecord)
-    return SymContext(value, variables, constraints)
+    return SymContext(value, variables, constraints, zc)
 
 
 def _refuse(what: str, pos: Pos, policy: Policy) -> UnsupportedConstruct:
@@ -275,18 +278,18 @@ def _children(e: Expr) -> list[Expr]:
     return []
 
 
-def _lift(v: Any) -> Sym | None:
+def _lift(v: Any, zc: Any) -> Sym | None:
     """A concrete Bool/Long/String/decimal as a z3 term, or a Sym as it is."""
     if isinstance(v, Sym):
         return v
     if isinstance(v, bool):
-        return Sym("Bool", z3.BoolVal(v))
+        return Sym("Bool", z3.BoolVal(v, zc))
     if isinstance(v, int):
-        return Sym("Long", z3.IntVal(v))
+        return Sym("Long", z3.IntVal(v, zc))
     if isinstance(v, str):
-        return Sym("String", z3.StringVal(v))
+        return Sym("String", z3.StringVal(v, zc))
     if isinstance(v, Decimal):
-        return Sym("Decimal", z3.IntVal(v.scaled))
+        return Sym("Decimal", z3.IntVal(v.scaled, zc))
     return None
 
 
@@ -333,6 +336,7 @@ class Encoder:
         self.req = req
         self.store = store
         self.ctx = ctx
+        self.zc = ctx.zc
         self.memo: dict[int, bool] = {}
         self.policy: Policy | None = None
 
@@ -415,7 +419,7 @@ class Encoder:
             if not isinstance(tv, Sym | SymRecord | SymSet) and not isinstance(fv, Sym | SymRecord | SymSet):
                 if canon(tv) == canon(fv):
                     return tv, err
-            ts, fs = _lift(tv), _lift(fv)
+            ts, fs = _lift(tv, self.zc), _lift(fv, self.zc)
             if ts is None or fs is None or ts.kind != fs.kind:
                 raise _refuse("an if-then-else whose branches are not both Bool, Long, String or decimal", e.pos, pol)
             if isinstance(c, bool):
@@ -432,7 +436,7 @@ class Encoder:
                 return (_ERR, _TRUE) if b is None else (Sym("Bool", not_(b)), err)
             if _kind(v) != "Long":
                 return _ERR, _TRUE
-            t = -_lift(v).term  # type: ignore[union-attr]
+            t = -_lift(v, self.zc).term  # type: ignore[union-attr]
             return Sym("Long", t), or_(err, z3.Not(_in_range(t)))
         if isinstance(e, Binary):
             lv, le = self.expr(e.left)
@@ -451,7 +455,7 @@ class Encoder:
                 return _ERR, _TRUE  # a symbolic Bool/Long/String/decimal/record is never an entity
             if _kind(lv) != "Long" or _kind(rv) != "Long":
                 return _ERR, _TRUE
-            x, y = _lift(lv).term, _lift(rv).term  # type: ignore[union-attr]
+            x, y = _lift(lv, self.zc).term, _lift(rv, self.zc).term  # type: ignore[union-attr]
             if e.op in ("<", "<=", ">", ">="):
                 cmp = {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[e.op]
                 return Sym("Bool", cmp), err
@@ -503,7 +507,7 @@ class Encoder:
                 return self._concrete(replace(e, arg=Lit(v, e.pos)), err)
             if _kind(v) != "String":
                 return _ERR, _TRUE
-            return Sym("Bool", z3.InRe(_lift(v).term, _regex(e.pattern))), err  # type: ignore[union-attr]
+            return Sym("Bool", z3.InRe(_lift(v, self.zc).term, _regex(e.pattern, self.zc))), err  # type: ignore[union-attr]
         if isinstance(e, Is):
             v, err = self.expr(e.arg)
             w, werr = self.expr(e.within) if e.within is not None else (None, _FALSE)
@@ -578,7 +582,7 @@ class Encoder:
         if name in ("lessThan", "lessThanOrEqual", "greaterThan", "greaterThanOrEqual"):
             if _kind(rv) != "Decimal" or _kind(argv[0]) != "Decimal":
                 return _ERR, _TRUE
-            x, y = _lift(rv).term, _lift(argv[0]).term  # type: ignore[union-attr]
+            x, y = _lift(rv, self.zc).term, _lift(argv[0], self.zc).term  # type: ignore[union-attr]
             op = {"lessThan": x < y, "lessThanOrEqual": x <= y, "greaterThan": x > y, "greaterThanOrEqual": x >= y}
             return Sym("Bool", op[name]), err
         if name in ("getTag", "hasTag"):
@@ -648,7 +652,7 @@ class Encoder:
         first = vals[0][1]
         if all(canon(x) == canon(first) for _, x in vals):
             return first, err
-        lifted = [(k, _lift(x)) for k, x in vals]
+        lifted = [(k, _lift(x, self.zc)) for k, x in vals]
         kinds = {s.kind if s is not None else None for _, s in lifted}
         if None in kinds or len(kinds) != 1:
             raise _refuse(f"the attribute {attr!r} of a context entity (values of differing or non-scalar types)",
@@ -688,12 +692,13 @@ class Encoder:
         ka, kb = _kind(a), _kind(b)
         if ka != kb:
             return _FALSE
-        return _lift(a).term == _lift(b).term  # type: ignore[union-attr]
+        return _lift(a, self.zc).term == _lift(b, self.zc).term  # type: ignore[union-attr]
 
 
-def _regex(pattern: tuple[str | None, ...]) -> Any:
-    parts = [z3.Star(z3.AllChar(z3.ReSort(z3.StringSort()))) if p is None else z3.Re(z3.StringVal(p)) for p in pattern]
+def _regex(pattern: tuple[str | None, ...], zc: Any) -> Any:
+    anything = z3.Star(z3.AllChar(z3.ReSort(z3.StringSort(zc))))
+    parts = [anything if p is None else z3.Re(z3.StringVal(p, zc)) for p in pattern]
     if not parts:
-        return z3.Re(z3.StringVal(""))
+        return z3.Re(z3.StringVal("", zc))
     return parts[0] if len(parts) == 1 else z3.Concat(*parts)
 
