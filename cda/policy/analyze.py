@@ -367,10 +367,10 @@ def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, d
             n = f.implies(conv(t.arg(0)), conv(t.arg(1)))
         elif z3.is_eq(t) and z3.is_bool(t.arg(0)):
             n = f.iff(conv(t.arg(0)), conv(t.arg(1)))
-        elif z3.is_eq(t) and z3.is_const(t.arg(0)) and t.arg(0).decl().name() == "request" and z3.is_int_value(t.arg(1)):
-            n = f.atom(_atom(f"request={t.arg(1).as_long()}"))
-        elif z3.is_eq(t) and z3.is_const(t.arg(0)) and t.arg(0).decl().name() in domains and z3.is_int_value(t.arg(1)):
-            n = f.atom(_value_atom(t.arg(0).decl().name(), t.arg(1).as_long()))
+        elif (eq := _int_eq(t)) is not None and eq[0] == "request":
+            n = f.atom(_atom(f"request={eq[1]}"))
+        elif eq is not None and eq[0] in domains:
+            n = f.atom(_value_atom(*eq))
         elif z3.is_app_of(t, z3.Z3_OP_ITE) and z3.is_bool(t):
             c, a, b = (conv(x) for x in t.children())
             n = f.or_([f.and_([c, a]), f.and_([f.not_(c), b])])
@@ -416,6 +416,18 @@ def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, d
         if out.model.get(a):
             model["request"] = int(a.split("_", 1)[1])
     return "sat", model
+
+
+def _int_eq(t: Any) -> tuple[str, int] | None:
+    """``(name, k)`` when ``t`` is ``name == k`` (either way round) for an integer variable."""
+    if not z3.is_eq(t):
+        return None
+    a, b = t.arg(0), t.arg(1)
+    if z3.is_int_value(a):
+        a, b = b, a
+    if z3.is_const(a) and not z3.is_int_value(a) and z3.is_int(a) and z3.is_int_value(b):
+        return a.decl().name(), b.as_long()
+    return None
 
 
 def _value_atom(name: str, k: int) -> str:
