@@ -143,6 +143,10 @@ REGEX_ALLOWED = {
     "cda/adapters/service/providers.py": "sub-action source names (file names of a provider's folder)",
     "cda/fol/syntax.py": "first-order logic text, a language of its own",
     "cda/fol/parse.py": "the .fol file format (premise/claim/domain lines): first-order logic, a language of its own",
+    "cda/policy/lexer.py": "the tokenizer of Cedar policy and schema text, a language of its own",
+    "cda/policy/entities.py": "Cedar's decimal, datetime and duration literals (their grammar is a regular language)",
+    "cda/policy/evaluate.py": "Cedar's `like` patterns, run as regular expressions",
+    "cda/policy/cedar_tests.py": "the construct a refusal message names, for the per-construct share",
 }
 
 

@@ -171,6 +171,9 @@ def _parser() -> argparse.ArgumentParser:
                     "default: the local key in $CDA_KEY_DIR or ~/.config/cda")
     rv.add_argument("--unsigned", action="store_true", help="accept a log with no signed head beside it")
     rv.add_argument("--json", action="store_true")
+    from cda.adapters.policy_cli import add_policy_parser
+
+    add_policy_parser(sub, _seconds)
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
@@ -335,6 +338,10 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
 
         return main_receipts_verify(args.db, args.head, args.json, out, err, public_key=args.public_key,
                                     unsigned=args.unsigned)
+    if args.command == "policy":
+        from cda.adapters.policy_cli import main_policy
+
+        return main_policy(args, out, err)
     if args.command == "bench":
         from cda.fol.folio import main_bench
 

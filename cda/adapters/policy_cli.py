@@ -1,0 +1,130 @@
+"""``cda policy authorize | test | analyze``: Cedar policies from the command line.
+
+Only argparse is imported here; :mod:`cda.policy` (and z3, for ``analyze``) is loaded when the
+command runs.
+
+Exit codes: ``authorize`` 0 when answered (the decision is printed); ``test`` 0 when every
+imported request agrees with Cedar's expected answer, 1 when one disagrees; ``analyze`` 0 when
+the property holds in every environment asked, 1 when it fails (a counterexample is printed);
+2 bad input (a compiler-style message, never a traceback); 3 a solver gave no verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["add_policy_parser", "main_policy"]
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
+_PROPERTIES = ["always-allows", "always-denies", "never-errors", "implies", "equivalent", "disjoint", "no-new-access"]
+
+
+def add_policy_parser(sub: Any, seconds: Any) -> None:
+    """Register ``cda policy …`` on the main parser's subparsers (``seconds``: the CLI's checked
+    seconds type)."""
+    pol = sub.add_parser("policy", help="Cedar policies: authorize a request, run Cedar tests, analyze (docs/policy.md)")
+    psub = pol.add_subparsers(dest="policy_command", required=True)
+    au = psub.add_parser("authorize", help="Allow or Deny one request, with the determining policies and errors")
+    au.add_argument("policies", type=Path)
+    au.add_argument("--schema", type=Path, default=None)
+    au.add_argument("--entities", type=Path, default=None)
+    au.add_argument("--request", type=Path, required=True, help="a request JSON (principal, action, resource, context)")
+    au.add_argument("--json", action="store_true")
+    te = psub.add_parser("test", help="run Cedar integration-test JSON files and print agreement")
+    te.add_argument("folder", type=Path)
+    te.add_argument("--json", action="store_true")
+    an = psub.add_parser("analyze", help="decide a property over every request of an environment")
+    an.add_argument("property", choices=_PROPERTIES)
+    an.add_argument("policies", type=Path, nargs="+", help="one policy file, or two (A B, or OLD NEW)")
+    an.add_argument("--schema", type=Path, required=True)
+    an.add_argument("--entities", type=Path, default=None)
+    an.add_argument("--principal-type", default=None)
+    an.add_argument("--action", default=None, help='Action::"view" or view (default: every action of the schema)')
+    an.add_argument("--resource-type", default=None)
+    an.add_argument("--backend", choices=["z3", "clingo"], default="z3")
+    an.add_argument("--timeout", type=seconds, default=60.0, help="per environment, seconds")
+    an.add_argument("--json", action="store_true")
+
+
+def main_policy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from cda.errors import BackendUnsupported, CDAError
+
+    try:
+        if args.policy_command == "authorize":
+            return _authorize(args, out)
+        if args.policy_command == "test":
+            return _test(args, out)
+        return _analyze(args, out)
+    except BackendUnsupported as e:
+        err.write(f"cda: error: {e}\n")
+        return EXIT_BAD_INPUT
+    except CDAError as e:
+        err.write(e.render() + "\n")
+        return EXIT_UNKNOWN if "no verdict" in str(e) else EXIT_BAD_INPUT
+
+
+def _authorize(args: argparse.Namespace, out: TextIO) -> int:
+    from cda.policy.authorize import authorize
+
+    ans = authorize(args.policies, args.request, schema=args.schema, entities=args.entities)
+    if args.json:
+        out.write(json.dumps(ans.to_json(), sort_keys=True) + "\n")
+        return EXIT_OK
+    out.write(f"{ans.decision.upper()}\n")
+    out.write(f"determining policies: {', '.join(ans.reason) or '(none)'}\n")
+    out.write(f"errors: {', '.join(ans.errors) or '(none)'}\n")
+    for m in ans.messages:
+        out.write(f"  {m}\n")
+    return EXIT_OK
+
+
+def _test(args: argparse.Namespace, out: TextIO) -> int:
+    from cda.errors import CDAError
+    from cda.policy.cedar_tests import run_test_dir, summarize
+
+    if not args.folder.exists():
+        raise CDAError(f"{args.folder}: no such file or folder")
+    results = run_test_dir(args.folder)
+    summary = summarize(results)
+    bad = summary["imported"] - summary["agreed"]
+    if args.json:
+        out.write(json.dumps(summary, sort_keys=True) + "\n")
+    else:
+        for r in results:
+            if r.imported and not r.agree:
+                out.write(f"DISAGREE {r.file} request {r.index}: expected {r.expected}, CDA {r.decision}\n")
+        for construct, n in summary["refused_by_construct"].items():
+            out.write(f"refused {n} request(s): {construct}\n")
+        out.write(
+            f"{summary['total']} requests, {summary['imported']} imported, {summary['agreed']} agree "
+            f"({bad} disagree)\n"
+        )
+    return EXIT_FAILED if bad else EXIT_OK
+
+
+def _analyze(args: argparse.Namespace, out: TextIO) -> int:
+    from cda.policy.analyze import analyze_files
+
+    results = analyze_files(
+        args.property, args.policies, schema=args.schema, entities=args.entities, action=args.action,
+        principal_type=args.principal_type, resource_type=args.resource_type, backend=args.backend,
+        timeout=args.timeout,
+    )  # fmt: skip
+    if args.json:
+        out.write(json.dumps([r.to_json() for r in results], sort_keys=True) + "\n")
+    else:
+        for r in results:
+            env = r.environment
+            head = f"{r.property} for ({env['principal_type']}, {env['action']}, {env['resource_type']}) on {r.backend}"
+            if r.holds:
+                out.write(f"HOLDS  {head}\n  bound: {r.bound}\n")
+                for a in r.assumptions:
+                    out.write(f"  assuming: {a}\n")
+            else:
+                out.write(f"FAILS  {head}\n  counterexample: {json.dumps(r.counterexample, sort_keys=True)}\n")
+                for name, ans in r.answers.items():
+                    out.write(f"  {name}: {ans['decision']} (reason {ans['reason']}, errors {ans['errors']})\n")
+    return EXIT_OK if all(r.holds for r in results) else EXIT_FAILED
