@@ -1,6 +1,6 @@
 """The ``cda`` command: ``cda solve FILE``, ``cda check FILE``, ``cda prove FILE.fol``,
 ``cda diagnose FILE``, ``cda probe FILE``, ``cda run INPUTS.json``, ``cda serve DB``, ``cda receipts verify DB``, ``cda schema DIR``,
-``cda bench folio FILE.jsonl``.
+``cda bench folio FILE.jsonl``, ``cda jobs run MANIFEST.toml``.
 
 Each subcommand imports its module only when it runs (tests/test_startup_imports.py holds this):
 ``cda --help`` loads neither a solver nor pydantic.
@@ -64,6 +64,7 @@ _port = _option("--port", True, limits.port)
 _seconds = _option("--timeout", False, limits.seconds)
 _probability = _option("--prior", False, limits.probability)
 _vectors = _option("--vectors", True, limits.vectors)
+_workers = _option("--workers", True, lambda name, value: limits.whole(name, value, low=1, high=1024))
 
 
 class _UsageError(Exception):
@@ -153,6 +154,16 @@ def _parser() -> argparse.ArgumentParser:
     rv.add_argument("db", type=Path)
     rv.add_argument("--head", default=None, help="the head hash an action recorded (detects truncation)")
     rv.add_argument("--json", action="store_true")
+    jb = sub.add_parser("jobs", help="batch jobs from a manifest (docs/jobs.md)")
+    jbsub = jb.add_subparsers(dest="jobs_command", required=True)
+    jr = jbsub.add_parser("run", help="run a MANIFEST.toml on a local process pool or Dask; resumes where it stopped")
+    jr.add_argument("manifest", type=Path)
+    jr.add_argument("--out", type=Path, default=None, help="folder for results.sqlite and results.jsonl "
+                    "(default: MANIFEST.results beside the manifest)")
+    jr.add_argument("--workers", type=_workers, default=None, help="jobs at once (default: one per core)")
+    jr.add_argument("--dask", default=None, metavar="SCHEDULER",
+                    help="run on Dask: a scheduler address, or 'local' for a LocalCluster CDA starts and stops")
+    jr.add_argument("--retry-failed", action="store_true", help="run again the jobs recorded as failed")
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
@@ -314,6 +325,10 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         from cda.adapters.receipts_cli import main_receipts_verify
 
         return main_receipts_verify(args.db, args.head, args.json, out, err)
+    if args.command == "jobs":
+        from cda.adapters.jobs.cli import main_jobs_run
+
+        return main_jobs_run(args.manifest, args.out, args.workers, args.dask, args.retry_failed, out, err)
     if args.command == "bench":
         from cda.fol.folio import main_bench
 
