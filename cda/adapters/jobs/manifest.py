@@ -9,7 +9,7 @@ The format (docs/jobs.md)::
     [[job]]
     kind = "solve"          # a registered kind (cda.adapters.jobs.kinds.KINDS)
     file = "claim.cda"      # relative to the manifest
-    name = "claim"          # optional, unique; default "<kind> <file>"
+    name = "claim"          # optional, unique; default "<kind> <file>" (+ " (job N)" if repeated)
     timeout_s = 10          # optional: overrides [defaults]
     params = { backend = "z3", top = 3 }
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +167,8 @@ def read_manifest(path: Path) -> Manifest:
     for i, table in enumerate(tables):
         line = where.job_line(i)
         spec = _job(i, table, base, fallback, where, line)
+        if spec.name in names and "name" not in table:  # a default name repeats: the job's number tells them apart
+            spec = replace(spec, name=f"{spec.name} (job {i + 1})")
         if spec.name in names:
             raise where.error(f"job {i + 1}: the name {spec.name!r} is taken by job {names[spec.name] + 1}", line, "name")
         if spec.key in keys:
