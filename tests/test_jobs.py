@@ -329,3 +329,53 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     (tmp_path / "m.toml").write_text('[[job]]\nkind = "check"\nfile = "m.toml"\n', encoding="utf-8")
     code, _, err = _run(tmp_path / "m.toml", "--workers", "0")
     assert code == 2 and "--workers must be a whole number from 1" in err
+
+
+def test_what_a_kind_raises_is_the_jobs_error_never_the_batchs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cda.adapters.jobs import kinds
+
+    def boom(job: kinds.JobInput) -> object:
+        raise RuntimeError("boom")
+
+    def hog(job: kinds.JobInput) -> object:
+        raise MemoryError
+
+    def not_json(job: kinds.JobInput) -> object:
+        return {"x": float("nan")}
+
+    for name, run in (("boom", boom), ("hog", hog), ("nan", not_json)):
+        monkeypatch.setitem(kinds.KINDS, name, kinds.JobKind(name, run, needs_file=False))
+    assert outcome_of({"kind": "boom", "file": None, "params": {}, "memory_mb": 99}) == {
+        "status": "failed", "error": "internal error: RuntimeError: boom"}
+    assert outcome_of({"kind": "hog", "file": None, "params": {}, "memory_mb": 99}) == {
+        "status": "memory", "error": "the job went over its memory cap of 99 MiB"}
+    assert outcome_of({"kind": "nan", "file": None, "params": {}, "memory_mb": 99})["status"] == "failed"
+
+
+def test_results_store_is_sqlite_in_wal_mode(tmp_path: Path) -> None:
+    (tmp_path / "claim.cda").write_text(CLAIM, encoding="utf-8")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "check"\nfile = "claim.cda"\n', encoding="utf-8")
+    assert _run(manifest)[0] == 0
+    with sqlite3.connect(tmp_path / "m.results" / DB_NAME) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT kind, status, attempt FROM job_results").fetchall() == [("check", "ok", 0)]
+
+
+def test_retry_failed_runs_only_the_failed_jobs_again(tmp_path: Path) -> None:
+    (tmp_path / "claim.cda").write_text(CLAIM, encoding="utf-8")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "check"\nfile = "claim.cda"\n\n[[job]]\nkind = "cedar-test"\nfile = "claim.cda"\n',
+                        encoding="utf-8")
+    assert _run(manifest)[0] == 1
+    code, out, _ = _run(manifest)
+    assert code == 1 and "0 ran now, 2 were done before" in out  # a failed job is done: not run again
+    code, out, _ = _run(manifest, "--retry-failed")
+    assert code == 1 and "1 ran now, 1 were done before" in out
+    db = tmp_path / "m.results" / DB_NAME
+    with sqlite3.connect(db) as conn:
+        assert sorted(conn.execute("SELECT kind, attempt FROM job_results")) == [("cedar-test", 1), ("check", 0)]
+    with ReceiptLog(db) as log:
+        assert sorted((e.receipt.name, e.receipt.seq) for e in log.entries()) == [
+            ("job.cedar-test", 0), ("job.cedar-test", 1), ("job.check", 0)]
+    assert verify_receipts(db).ok
