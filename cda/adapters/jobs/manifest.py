@@ -26,7 +26,6 @@ makes a new job.
 from __future__ import annotations
 
 import hashlib
-import re
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -86,21 +85,34 @@ class _Where:
     def __init__(self, path: Path, text: str) -> None:
         self.path = path
         self.lines = text.splitlines()
-        self.job_lines = [i + 1 for i, line in enumerate(self.lines) if re.match(r"\s*\[\[\s*job\s*\]\]", line)]
-        self.defaults_line = next((i + 1 for i, line in enumerate(self.lines)
-                                   if re.match(r"\s*\[\s*defaults\s*\]", line)), None)
+        squeezed = ["".join(line.split()) for line in self.lines]
+        self.job_lines = [i + 1 for i, line in enumerate(squeezed) if line.startswith("[[job]]")]
+        self.defaults_line = next((i + 1 for i, line in enumerate(squeezed) if line.startswith("[defaults]")), None)
 
     def error(self, message: str, table_line: int | None = None, key: str | None = None) -> ManifestError:
         line = table_line
         if table_line is not None and key is not None:
             end = next((n for n in self.job_lines if n > table_line), len(self.lines) + 1)
-            pattern = re.compile(rf"\s*(params\s*\.\s*)?[\"']?{re.escape(key)}[\"']?\s*=|.*[{{,]\s*{re.escape(key)}\s*=")
-            line = next((n for n in range(table_line, end) if pattern.match(self.lines[n - 1])), table_line)
+            line = next((n for n in range(table_line, end) if _sets(self.lines[n - 1], key)), table_line)
         at = f":{line}" if line is not None else ""
         return ManifestError(f"{self.path}{at}: {message}")
 
     def job_line(self, index: int) -> int | None:
         return self.job_lines[index] if index < len(self.job_lines) else None
+
+
+def _sets(line: str, key: str) -> bool:
+    """Whether a TOML line assigns ``key``: ``key = …``, ``params.key = …`` or inside ``{ key = … }``.
+
+    >>> _sets('params = { top = 0, seed = 1 }', "seed"), _sets("timeout_s = 5", "timeout")
+    (True, False)
+    """
+    for piece in line.replace("{", ",").split(","):
+        name, eq, _ = piece.partition("=")
+        name = name.strip().strip("\"'")
+        if eq and (name == key or name.removeprefix("params.").strip() == key):
+            return True
+    return False
 
 
 def _limits(table: dict[str, Any], where: str, fallback: tuple[float, int]) -> tuple[float, int]:
