@@ -210,8 +210,7 @@ def test_kill_9_mid_batch_then_rerun_finishes_every_job_exactly_once(tmp_path: P
     before = done()
     assert 2 <= len(before) < 8, "the batch was not killed mid-way"
     time.sleep(0.5)  # the running job's process dies with its parent (PR_SET_PDEATHSIG)
-    orphans = subprocess.run(["pgrep", "-f", "cda.adapters.jobs.child"], capture_output=True, text=True).stdout.split()
-    assert not [p for p in orphans if _cwd(int(p)) == tmp_path.resolve()], "a job process outlived its killed batch"
+    assert not _job_processes_in(tmp_path), "a job process outlived its killed batch"
 
     code, out, _ = _run(manifest, "--workers", "2")
     assert code == 0, out
@@ -234,12 +233,20 @@ def test_kill_9_mid_batch_then_rerun_finishes_every_job_exactly_once(tmp_path: P
     assert (tmp_path / "jobs.results" / JSONL_NAME).read_bytes() == first
 
 
-def _cwd(pid: int) -> Path | None:
-    """Where a process runs (a job's process runs in its manifest's folder)."""
-    try:
-        return Path(os.readlink(f"/proc/{pid}/cwd"))
-    except OSError:
-        return None
+def _job_processes_in(folder: Path) -> list[int]:
+    """Live job processes (``cda.adapters.jobs.child``) running in ``folder``, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            cwd = Path(os.readlink(entry / "cwd"))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if b"cda.adapters.jobs.child" in cmdline and cwd == folder.resolve():
+            found.append(int(entry.name))
+    return found
 
 
 def test_cedar_kind_without_cda_policy_is_a_clear_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
