@@ -386,3 +386,40 @@ def test_retry_failed_runs_only_the_failed_jobs_again(tmp_path: Path) -> None:
         assert sorted((e.receipt.name, e.receipt.seq) for e in log.entries()) == [
             ("job.cedar-test", 0), ("job.cedar-test", 1), ("job.check", 0)]
     assert verify_receipts(db).ok
+
+
+def test_a_malformed_dask_scheduler_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "claim.cda").write_text(CLAIM, encoding="utf-8")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "check"\nfile = "claim.cda"\n', encoding="utf-8")
+    code, out, err = _run(manifest, "--dask", "no-port-here")
+    assert code == 2 and "--dask no-port-here: cannot reach the scheduler" in err and "Traceback" not in err
+
+
+def test_ctrl_c_kills_the_running_jobs_and_keeps_the_finished(tmp_path: Path) -> None:
+    _inputs(tmp_path)
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "check"\nfile = "claim.cda"\n\n'
+                        '[[job]]\nkind = "solve"\nfile = "cube.cda"\ntimeout_s = 120\n', encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "cda", "jobs", "run", str(manifest), "--workers", "2"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    db = tmp_path / "m.results" / DB_NAME
+
+    def finished() -> int:
+        try:
+            with sqlite3.connect(db) as conn:
+                return int(conn.execute("SELECT COUNT(*) FROM job_results").fetchone()[0])
+        except sqlite3.OperationalError:  # not made yet
+            return 0
+
+    deadline = time.monotonic() + 30
+    while (not db.exists() or finished() < 1) and time.monotonic() < deadline:  # the check job finishes;
+        time.sleep(0.05)  # the cube job runs on (35 s alone)
+    assert _job_processes_in(tmp_path), "the cube job is not running"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130 and b"interrupted" in err and b"Traceback" not in err
+    assert not _job_processes_in(tmp_path)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT kind, status FROM job_results").fetchall() == [("check", "ok")]

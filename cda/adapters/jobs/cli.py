@@ -1,5 +1,6 @@
 """``cda jobs run MANIFEST.toml``: run a batch, print a summary; exit 0 all jobs ok, 1 some
-failed (or timed out, or went over memory), 2 a bad manifest or option.
+failed (or timed out, or went over memory), 2 a bad manifest or option, 130 interrupted (Ctrl-C:
+the running jobs are killed, the finished ones kept).
 
 On a terminal a one-line progress bar is drawn on stderr (plain text, redrawn with ``\\r``).
 """
@@ -52,6 +53,9 @@ def main_jobs_run(manifest_path: Path, out_dir: Path | None, workers: int | None
     except CDAError as exc:
         err.write(exc.render() + "\n")
         return 2
+    except KeyboardInterrupt:  # the running jobs were killed; the finished ones are in the store
+        err.write("\ncda: interrupted: the finished jobs are kept; run the same command again to resume\n")
+        return 130
     if err.isatty():
         err.write("\r" + " " * (_BAR + 80) + "\r")
     counts = ", ".join(f"{n} {status}" for status, n in sorted(report.statuses.items()))

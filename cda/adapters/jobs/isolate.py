@@ -18,15 +18,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from cda.adapters.jobs.manifest import JobSpec
 
-__all__ = ["Outcome", "run_job"]
+__all__ = ["Outcome", "kill_running", "run_job"]
 
 _STDERR_TAIL = 400
+_LIVE: set[subprocess.Popen[bytes]] = set()  # job processes of this process, for kill_running()
+_LIVE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,14 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
+def kill_running() -> None:
+    """Kill every job process this process has running (a batch stopped by Ctrl-C: the jobs run in
+    sessions of their own, so the terminal's signal does not reach them)."""
+    with _LIVE_LOCK:
+        for proc in list(_LIVE):
+            _kill_group(proc)
+
+
 def run_job(spec: JobSpec) -> Outcome:
     """Run ``spec`` in its own process; never raises for what the job does."""
     start = time.monotonic()
@@ -57,6 +68,8 @@ def run_job(spec: JobSpec) -> Outcome:
         [sys.executable, "-m", "cda.adapters.jobs.child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, cwd=spec.base, env=env, start_new_session=True,
     )
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
     try:
         out, err = proc.communicate(json.dumps(spec.wire()).encode(), timeout=spec.timeout_s)
     except subprocess.TimeoutExpired:
@@ -68,6 +81,9 @@ def run_job(spec: JobSpec) -> Outcome:
         _kill_group(proc)
         proc.communicate()
         raise
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
     seconds = time.monotonic() - start
     lines = out.decode("utf-8", "replace").strip().splitlines()
     if proc.returncode == 0 and lines:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from cda.adapters.jobs.isolate import Outcome, run_job
+from cda.adapters.jobs.isolate import Outcome, kill_running, run_job
 from cda.adapters.jobs.manifest import JobSpec
 from cda.errors import CDAError
 
@@ -38,9 +38,10 @@ def run_local(jobs: Sequence[JobSpec], workers: int, done: Done) -> None:
         try:
             for future in as_completed(futures):
                 done(futures[future], future.result())
-        except BaseException:
+        except BaseException:  # Ctrl-C, a store that cannot be written: stop the batch, kill its jobs
             for future in futures:
                 future.cancel()
+            kill_running()
             raise
 
 
@@ -56,15 +57,18 @@ def run_dask(jobs: Sequence[JobSpec], scheduler: str, workers: int, done: Done) 
         raise DaskUnavailable("--dask needs dask.distributed: pip install 'cda[dask]'") from None
     cluster: Any = None
     if scheduler == "local":
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
+        try:
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   silence_logs=logging.ERROR)
+        except Exception as exc:  # ports, process start: Dask's own errors, translated here
+            raise DaskUnavailable(f"--dask local: cannot start a LocalCluster ({type(exc).__name__}: {exc})") from None
         address: Any = cluster
     else:
         address = scheduler
     try:
         try:
             client = Client(address, timeout="10s")
-        except (OSError, TimeoutError) as exc:
+        except Exception as exc:  # OSError, TimeoutError, ValueError (a malformed address): Dask's, translated
             raise DaskUnavailable(f"--dask {scheduler}: cannot reach the scheduler ({exc})") from None
         try:
             futures = [client.submit(run_job, spec, key=f"cda-job-{spec.key}", pure=False) for spec in jobs]
