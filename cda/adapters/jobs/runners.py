@@ -73,13 +73,17 @@ def run_dask(jobs: Sequence[JobSpec], scheduler: str, workers: int, done: Done) 
         try:
             futures = [client.submit(run_job, spec, key=f"cda-job-{spec.key}", pure=False) for spec in jobs]
             by_key = {future.key: spec for future, spec in zip(futures, jobs)}
-            for future in dask_completed(futures):
-                spec = by_key[future.key]
-                try:
-                    outcome = future.result()
-                except Exception as exc:  # a worker lost mid-task: recorded, the batch goes on
-                    outcome = _crash(spec, exc)
-                done(spec, outcome)
+            try:
+                for future in dask_completed(futures):
+                    spec = by_key[future.key]
+                    try:
+                        outcome = future.result()
+                    except Exception as exc:  # a worker lost mid-task: recorded, the batch goes on
+                        outcome = _crash(spec, exc)
+                    done(spec, outcome)
+            except BaseException:  # Ctrl-C: queued tasks are dropped (a running one ends with its job)
+                client.cancel(futures)
+                raise
         finally:
             client.close()
     finally:
