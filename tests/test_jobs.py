@@ -313,6 +313,10 @@ BAD_MANIFESTS = [
     ('[[job]]\nkind = "check"\nfile = "a.cda"\nfile = "b.cda"\n', "not valid TOML: Cannot overwrite a value (at line 4"),
     ('[[job]\n', "not valid TOML"),
     ('[[job]]\nkind = "check"\nfile = "."\n', "file '.': a folder, not a file"),
+    ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\nparams = { action = "view" }\n',
+     ":4: job 1: a policy-analysis job needs params.analysis"),
+    ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\nparams = { analysis = "always-allow" }\n',
+     "params.analysis must be one of always-allows, always-denies"),
     ('[[job]]\nkind = "diagnose"\nfile = "a.cda"\nparams = { observations = "none.obs" }\n',
      "params.observations 'none.obs': no such file"),
 ]

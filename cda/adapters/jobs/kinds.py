@@ -2,8 +2,8 @@
 the job that returns a JSON-able result.
 
 A kind is one :class:`JobKind`: ``params`` maps each parameter name to a checker (a parameter
-not named there is refused when the manifest is read), ``paths`` names the parameters that are
-files (read relative to the manifest; their bytes go into the job key), and ``run`` takes a
+not named there is refused when the manifest is read), ``required`` names those a job must give,
+``paths`` names the parameters that are files (read relative to the manifest; their bytes go into the job key), and ``run`` takes a
 :class:`JobInput` and returns plain JSON (dicts, lists, str, int, bool, None). ``run`` executes in
 the job's own process (:mod:`cda.adapters.jobs.child`), so it may use all the memory and time
 the job is given; what it raises is recorded as the job's error.
@@ -53,6 +53,7 @@ class JobKind:
     run: Callable[[JobInput], Any]
     params: dict[str, Checker] = field(default_factory=dict)
     paths: frozenset[str] = frozenset()
+    required: frozenset[str] = frozenset()
     needs_file: bool = True
     doc: str = ""
 
@@ -64,9 +65,9 @@ def register(kind: JobKind) -> JobKind:
     """Add ``kind`` to :data:`KINDS` (a name already taken is a programming error)."""
     if kind.name in KINDS:
         raise ValueError(f"job kind {kind.name!r} is registered twice")
-    missing = kind.paths - set(kind.params)
+    missing = (kind.paths | kind.required) - set(kind.params)
     if missing:
-        raise ValueError(f"job kind {kind.name!r}: path parameters {sorted(missing)} have no checker")
+        raise ValueError(f"job kind {kind.name!r}: parameters {sorted(missing)} have no checker")
     KINDS[kind.name] = kind
     return kind
 
@@ -215,8 +216,8 @@ register(JobKind("cedar-test", _cedar_test, doc="a Cedar integration-test JSON f
 register(JobKind("policy-analysis", _policy_analysis,
                  {"analysis": _ANALYSES, "other": text, "schema": text, "entities": text,
                   "principal_type": text, "action": text, "resource_type": text},
-                 paths=frozenset({"other", "schema", "entities"}),
+                 paths=frozenset({"other", "schema", "entities"}), required=frozenset({"analysis"}),
                  doc="an analysis of a Cedar policy set (file), against 'other' for implies/equivalent/disjoint/no-new-access"))
 register(JobKind("request-batch", _request_batch, {"schema": text, "entities": text, "requests": text},
-                 paths=frozenset({"schema", "entities", "requests"}),
+                 paths=frozenset({"schema", "entities", "requests"}), required=frozenset({"requests"}),
                  doc="authorize every request of a JSON list against a Cedar policy set (file)"))
