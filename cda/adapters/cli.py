@@ -1,6 +1,6 @@
 """The ``cda`` command: ``cda solve FILE``, ``cda check FILE``, ``cda prove FILE.fol``,
 ``cda diagnose FILE``, ``cda probe FILE``, ``cda run INPUTS.json``, ``cda serve DB``, ``cda receipts verify DB``, ``cda schema DIR``,
-``cda bench folio FILE.jsonl``.
+``cda bench folio FILE.jsonl``, ``cda jobs run MANIFEST.toml``.
 
 Each subcommand imports its module only when it runs (tests/test_startup_imports.py holds this):
 ``cda --help`` loads neither a solver nor pydantic.
@@ -67,6 +67,7 @@ _vectors = _option("--vectors", True, limits.vectors)
 _workers = _option("--workers", True, lambda name, v: limits.whole(name, v, low=1, high=64))
 _retention = _option("--retention-hours", True, lambda name, v: limits.whole(name, v, low=24, high=24 * 365,
                                                                                why="spec §7.2: at least 24 h"))
+_job_workers = _option("--workers", True, lambda name, value: limits.whole(name, value, low=1, high=1024))
 
 
 class _UsageError(Exception):
@@ -174,6 +175,17 @@ def _parser() -> argparse.ArgumentParser:
     from cda.adapters.policy_cli import add_policy_parser
 
     add_policy_parser(sub, _seconds)
+
+    jb = sub.add_parser("jobs", help="batch jobs from a manifest (docs/jobs.md)")
+    jbsub = jb.add_subparsers(dest="jobs_command", required=True)
+    jr = jbsub.add_parser("run", help="run a MANIFEST.toml on a local process pool or Dask; resumes where it stopped")
+    jr.add_argument("manifest", type=Path)
+    jr.add_argument("--out", type=Path, default=None, help="folder for results.sqlite and results.jsonl "
+                    "(default: MANIFEST.results beside the manifest)")
+    jr.add_argument("--workers", type=_job_workers, default=None, help="jobs at once (default: one per core)")
+    jr.add_argument("--dask", default=None, metavar="SCHEDULER",
+                    help="run on Dask: a scheduler address, or 'local' for a LocalCluster CDA starts and stops")
+    jr.add_argument("--retry-failed", action="store_true", help="run again the jobs recorded as failed")
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
@@ -342,6 +354,10 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         from cda.adapters.policy_cli import main_policy
 
         return main_policy(args, out, err)
+    if args.command == "jobs":
+        from cda.adapters.jobs.cli import main_jobs_run
+
+        return main_jobs_run(args.manifest, args.out, args.workers, args.dask, args.retry_failed, out, err)
     if args.command == "bench":
         from cda.fol.folio import main_bench
 

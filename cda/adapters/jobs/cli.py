@@ -1,0 +1,64 @@
+"""``cda jobs run MANIFEST.toml``: run a batch, print a summary; exit 0 all jobs ok, 1 some
+failed (or timed out, or went over memory), 2 a bad manifest or option, 130 interrupted (Ctrl-C:
+the running jobs are killed, the finished ones kept).
+
+On a terminal a one-line progress bar is drawn on stderr (plain text, redrawn with ``\\r``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TextIO
+
+from cda.adapters.jobs.batch import BatchReport, run_batch
+from cda.adapters.jobs.manifest import JobSpec, read_manifest
+from cda.errors import CDAError
+
+__all__ = ["main_jobs_run", "default_workers"]
+
+_BAR = 24
+
+
+def default_workers() -> int:
+    """One job process per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _bar(err: TextIO) -> object:
+    def show(report: BatchReport, spec: JobSpec | None) -> None:
+        todo = report.total - report.skipped
+        filled = _BAR if todo == 0 else report.ran * _BAR // todo
+        last = f"  {spec.name[:40]}" if spec is not None else ""
+        err.write(f"\r[{'#' * filled}{'-' * (_BAR - filled)}] {report.ran}/{todo} jobs"
+                  f" ({report.skipped} done before){last:<42}")
+        err.flush()
+
+    return show
+
+
+def main_jobs_run(manifest_path: Path, out_dir: Path | None, workers: int | None, dask: str | None,
+                  retry_failed: bool, out: TextIO, err: TextIO) -> int:
+    try:
+        manifest = read_manifest(manifest_path)
+        target = out_dir if out_dir is not None else manifest_path.parent / f"{manifest_path.stem}.results"
+        if target.exists() and not target.is_dir():
+            raise CDAError(f"--out {target}: a file of that name exists; give a folder")
+        bar = _bar(err) if err.isatty() else None
+        report = run_batch(manifest, target, workers=workers or default_workers(), dask=dask,
+                           retry_failed=retry_failed, progress=bar)  # type: ignore[arg-type]
+    except CDAError as exc:
+        err.write(exc.render() + "\n")
+        return 2
+    except KeyboardInterrupt:  # the running jobs were killed; the finished ones are in the store
+        err.write("\ncda: interrupted: the finished jobs are kept; run the same command again to resume\n")
+        return 130
+    if err.isatty():
+        err.write("\r" + " " * (_BAR + 80) + "\r")
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(report.statuses.items()))
+    out.write(f"{report.total} jobs: {counts}; {report.ran} ran now, {report.skipped} were done before\n")
+    out.write(f"results: {report.jsonl}\n")
+    return 1 if report.failed else 0

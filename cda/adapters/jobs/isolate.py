@@ -1,0 +1,111 @@
+"""Run one job in a process of its own, with its time limit and memory cap.
+
+:func:`run_job` is what every runner calls, the local pool in a thread and Dask on a worker:
+it starts ``python -m cda.adapters.jobs.child`` in a new session (its own process group) in
+the manifest's folder, hands it the job, and waits at most the job's ``timeout_s``; past it the
+whole process group is killed and the job is recorded as ``timeout``. A process that dies
+without an answer (a signal, an abort in a solver's native code under the memory cap) is
+recorded as ``crashed`` with its exit status and the tail of its stderr.
+
+The outcome holds no timing but ``seconds``, which the results store keeps and the JSONL leaves
+out: results compare byte for byte across runs and runners.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cda.adapters.jobs.manifest import JobSpec
+
+__all__ = ["Outcome", "kill_running", "run_job"]
+
+_STDERR_TAIL = 400
+_LIVE: set[subprocess.Popen[bytes]] = set()  # job processes of this process, for kill_running()
+_LIVE_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    key: str
+    status: str  # ok | failed | timeout | memory | crashed
+    result: Any
+    error: str | None
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def kill_running() -> None:
+    """Kill every job process this process has running (a batch stopped by Ctrl-C: the jobs run in
+    sessions of their own, so the terminal's signal does not reach them)."""
+    with _LIVE_LOCK:
+        for proc in list(_LIVE):
+            _kill_group(proc)
+
+
+def run_job(spec: JobSpec) -> Outcome:
+    """Run ``spec`` in its own process; never raises for what the job does."""
+    start = time.monotonic()
+    env = dict(os.environ, CDA_JOB_PARENT=str(os.getpid()))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cda.adapters.jobs.child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, cwd=spec.base, env=env, start_new_session=True,
+    )
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
+    try:
+        out, err = proc.communicate(json.dumps(spec.wire()).encode(), timeout=spec.timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.communicate()
+        return Outcome(spec.key, "timeout", None, f"killed after its time limit of {spec.timeout_s:g} s",
+                       time.monotonic() - start)
+    except BaseException:
+        _kill_group(proc)
+        proc.communicate()
+        raise
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
+    seconds = time.monotonic() - start
+    lines = out.decode("utf-8", "replace").strip().splitlines()
+    if proc.returncode == 0 and lines:
+        try:
+            answer = json.loads(lines[-1])
+        except json.JSONDecodeError:
+            answer = None
+        if isinstance(answer, dict) and answer.get("status") in ("ok", "failed", "memory"):
+            return Outcome(spec.key, answer["status"], answer.get("result"), answer.get("error"), seconds)
+    return Outcome(spec.key, "crashed", None, _death(proc.returncode, err, spec.memory_mb), seconds)
+
+
+def _death(code: int, err: bytes, memory_mb: int) -> str:
+    if code < 0:
+        try:
+            how = f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"signal {-code}"
+    else:
+        how = f"exit status {code}"
+    tail = err.decode("utf-8", "replace").strip()[-_STDERR_TAIL:]
+    text = f"the job's process died without an answer ({how}; its memory cap is {memory_mb} MiB)"
+    if tail:
+        text += f": {tail.splitlines()[-1]}"
+    return text

@@ -1,0 +1,73 @@
+"""The results store: one row per finished job, keyed by the job key, in CDA's SQLite file (WAL).
+
+A row is committed as soon as its job finishes, so a batch killed at any moment keeps every
+job finished before the kill; a re-run reads the finished keys and skips them. The file also
+holds the receipt log (:class:`cda.actions.receipts.ReceiptLog`, table ``receipts``): one
+receipt per job attempt, appended after the row; a receipt lost to a kill between the two is
+appended on the next run (:meth:`ResultStore.missing_receipts`).
+
+Only the runner's process writes the file; the job processes return their outcome to it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from cda.actions.store_file import create_if_missing, open_store
+from cda.adapters.jobs.isolate import Outcome
+
+__all__ = ["ResultStore", "Row"]
+
+_TABLE = (
+    "CREATE TABLE job_results (key TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, "
+    "result TEXT, error TEXT, seconds REAL NOT NULL, attempt INTEGER NOT NULL, run_id TEXT NOT NULL, "
+    "finished_at REAL NOT NULL)"
+)
+
+Row = dict[str, Any]
+
+
+class ResultStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._conn = open_store(path)
+        self._conn.execute(create_if_missing(_TABLE))
+
+    def finished(self) -> dict[str, Row]:
+        """Every recorded job by key: status, result (JSON), error, attempt, run_id, seconds."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT key, kind, status, result, error, attempt, run_id, seconds FROM job_results").fetchall()
+        return {
+            key: {"kind": kind, "status": status, "result": None if result is None else json.loads(result),
+                  "error": error, "attempt": attempt, "run_id": run_id, "seconds": seconds}
+            for key, kind, status, result, error, attempt, run_id, seconds in rows
+        }
+
+    def record(self, kind: str, outcome: Outcome, run_id: str) -> int:
+        """Store ``outcome`` (replacing a failed attempt being retried); returns its attempt number."""
+        result = None if outcome.result is None else json.dumps(outcome.result, sort_keys=True, ensure_ascii=False)
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._conn.execute("SELECT attempt FROM job_results WHERE key = ?", (outcome.key,)).fetchone()
+                attempt = 0 if row is None else int(row[0]) + 1
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO job_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (outcome.key, kind, outcome.status, result, outcome.error, outcome.seconds, attempt, run_id,
+                     time.time()),
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        return attempt
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,429 @@
+"""Batch jobs (issue 16): `cda jobs run MANIFEST.toml` on the local process pool and on a Dask
+LocalCluster gives the same JSONL bytes; each result equals a direct call of the public API;
+a failing, timing-out and memory-hogging job is recorded while the others finish; kill -9
+mid-batch and a re-run completes every job exactly once; manifest mistakes name line and field.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cda.actions.receipts import ReceiptLog
+from cda.actions.receipts import verify as verify_receipts
+from cda.adapters.cli import main
+from cda.adapters.jobs.batch import DB_NAME, JSONL_NAME
+from cda.adapters.jobs.child import outcome_of
+from cda.adapters.jobs.manifest import ManifestError, read_manifest
+
+ROOT = Path(__file__).resolve().parent.parent
+CLAIM = (ROOT / "examples" / "claim_check.cda").read_text(encoding="utf-8")
+SYLLOGISM = (ROOT / "examples" / "syllogism.fol").read_text(encoding="utf-8")
+C17 = """INPUT(1)\nINPUT(2)\nINPUT(3)\nINPUT(6)\nINPUT(7)\nOUTPUT(22)\nOUTPUT(23)
+10 = NAND(1, 3)\n11 = NAND(3, 6)\n16 = NAND(2, 11)\n19 = NAND(11, 7)\n22 = NAND(10, 16)\n23 = NAND(16, 19)\n"""
+C17_OBS = "1=1 2=1 3=1 6=1 7=1 22=0 23=0\n"  # the healthy circuit gives 22=1, 23=0: gate 10 or 22 is broken
+
+
+def _cube(n: int) -> str:
+    """A problem that grounds n**3 clauses and solves for a long time: 20 values take ~35 s and 1.4 GB."""
+    values = ", ".join(f"v{i}" for i in range(n))
+    return (f"domain D = {{{values}}}\nhyp r(D, D, D)\n"
+            "hard: forall x in D: forall y in D: forall z in D: r(x, y, z) implies r(y, z, x)\nhard: r(v0, v1, v2)\n")
+
+
+def _inputs(folder: Path) -> None:
+    (folder / "claim.cda").write_text(CLAIM, encoding="utf-8")
+    (folder / "syllogism.fol").write_text(SYLLOGISM, encoding="utf-8")
+    (folder / "c17.bench").write_text(C17, encoding="utf-8")
+    (folder / "c17.obs").write_text(C17_OBS, encoding="utf-8")
+    (folder / "bad.cda").write_text("hyp a\nhard: a and\n", encoding="utf-8")
+    (folder / "cube.cda").write_text(_cube(20), encoding="utf-8")
+
+
+MIXED = """
+[defaults]
+timeout_s = 60
+memory_mb = 2048
+
+[[job]]
+kind = "solve"
+file = "claim.cda"
+params = { backend = "z3", top = 2 }
+
+[[job]]
+name = "claim on clingo"
+kind = "solve"
+file = "claim.cda"
+params = { backend = "clingo", top = 2 }
+
+[[job]]
+kind = "check"
+file = "claim.cda"
+
+[[job]]
+kind = "prove"
+file = "syllogism.fol"
+
+[[job]]
+kind = "diagnose"
+file = "c17.bench"
+params = { observations = "c17.obs" }
+
+[[job]]
+kind = "solve"
+file = "bad.cda"
+
+[[job]]
+kind = "cedar-test"
+file = "bad.cda"
+"""
+
+
+def _run(manifest: Path, *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["jobs", "run", str(manifest), *args], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _lines(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / JSONL_NAME).read_text(encoding="utf-8").splitlines()]
+
+
+def test_pool_and_dask_local_cluster_write_the_same_jsonl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _inputs(tmp_path)
+    manifest = tmp_path / "jobs.toml"
+    manifest.write_text(MIXED, encoding="utf-8")
+    code, out, _ = _run(manifest, "--workers", "2", "--out", str(tmp_path / "pool"))
+    assert code == 1, out  # the bad file and the Cedar job fail; the batch still finishes
+    code_dask, out_dask, err_dask = _run(manifest, "--workers", "2", "--dask", "local", "--out", str(tmp_path / "dask"))
+    assert code_dask == 1, out_dask + err_dask
+    pool_bytes = (tmp_path / "pool" / JSONL_NAME).read_bytes()
+    assert pool_bytes == (tmp_path / "dask" / JSONL_NAME).read_bytes()
+
+    lines = _lines(tmp_path / "pool")
+    assert [r["index"] for r in lines] == list(range(7))
+    assert [r["status"] for r in lines] == ["ok", "ok", "ok", "ok", "ok", "failed", "failed"]
+    for line in pool_bytes.decode().splitlines():  # stable key order, no timing
+        assert list(json.loads(line)) == sorted(json.loads(line))
+        assert "seconds" not in line and "time_s" not in line
+    # each result is what the public API answers when called directly
+    from cda.api import check, solve
+    from cda.diagnosis.diagnose import diagnose
+    from cda.fol.parse import parse_fol
+    from cda.fol.prove import prove_all
+
+    monkeypatch.chdir(tmp_path)
+    assert lines[0]["result"] == json.loads(solve(Path("claim.cda"), backend="z3", top=2).json_text())
+    assert lines[1]["result"] == json.loads(solve(Path("claim.cda"), backend="clingo", top=2).json_text())
+    assert lines[2]["result"] == check(Path("claim.cda")).model_dump(mode="json")
+    proofs = prove_all(parse_fol(SYLLOGISM, filename="syllogism.fol"), 10.0)
+    assert lines[3]["result"] == {"results": [p.model_dump(mode="json") for p in proofs]}
+    assert [p["status"] for p in lines[3]["result"]["results"]] == ["supported", "refuted", "inconclusive"]
+    direct = diagnose(Path("c17.bench"), Path("c17.obs")).model_dump(mode="json")
+    del direct["time_s"]
+    assert lines[4]["result"] == direct and direct["diagnoses"] == [["10"], ["22"]]
+    assert "bad.cda:2:12: syntax error" in lines[5]["error"]
+    assert "cda.policy not available" in lines[6]["error"]
+    # one receipt per job, in an intact chain
+    with ReceiptLog(tmp_path / "pool" / DB_NAME) as log:
+        assert sorted(e.receipt.inputs_hash for e in log.entries()) == sorted(r["key"] for r in lines)
+    assert verify_receipts(tmp_path / "pool" / DB_NAME).ok
+
+
+def test_failing_timed_out_and_memory_hog_jobs_are_recorded_while_others_finish(tmp_path: Path) -> None:
+    _inputs(tmp_path)
+    manifest = tmp_path / "jobs.toml"
+    manifest.write_text("""
+[[job]]
+name = "slow"
+kind = "solve"
+file = "cube.cda"
+timeout_s = 1.5
+
+[[job]]
+name = "hog"
+kind = "solve"
+file = "cube.cda"
+memory_mb = 150
+params = { seed = 1 }
+
+[[job]]
+name = "raises"
+kind = "solve"
+file = "bad.cda"
+
+[[job]]
+name = "fine"
+kind = "check"
+file = "claim.cda"
+""", encoding="utf-8")
+    start = time.monotonic()
+    code, out, _ = _run(manifest, "--workers", "2")
+    assert time.monotonic() - start < 30  # the slow job (35 s alone) was killed, not waited for
+    assert code == 1
+    by_name = {r["name"]: r for r in _lines(tmp_path / "jobs.results")}
+    assert by_name["slow"]["status"] == "timeout" and "time limit of 1.5 s" in by_name["slow"]["error"]
+    assert by_name["hog"]["status"] == "memory", by_name["hog"]
+    assert "150 MiB" in by_name["hog"]["error"]
+    assert by_name["raises"]["status"] == "failed" and "syntax error" in by_name["raises"]["error"]
+    assert by_name["fine"]["status"] == "ok" and by_name["fine"]["result"]["abducibles"] == 3
+    assert "1 failed, 1 memory, 1 ok, 1 timeout" in out
+
+
+def test_kill_9_mid_batch_then_rerun_finishes_every_job_exactly_once(tmp_path: Path) -> None:
+    (tmp_path / "claim.cda").write_text(CLAIM, encoding="utf-8")
+    jobs = "".join(f'[[job]]\nkind = "solve"\nfile = "claim.cda"\nparams = {{ seed = {i}, backend = "z3" }}\n\n'
+                   for i in range(8))
+    manifest = tmp_path / "jobs.toml"
+    manifest.write_text(jobs, encoding="utf-8")
+    db = tmp_path / "jobs.results" / DB_NAME
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    log = tmp_path / "stderr.txt"
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "cda", "jobs", "run", str(manifest), "--workers", "1"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+
+    def done() -> dict[str, tuple[str, int]]:
+        if not db.exists():
+            return {}
+        try:
+            with sqlite3.connect(db) as conn:
+                return {k: (r, a) for k, r, a in conn.execute("SELECT key, run_id, attempt FROM job_results")}
+        except sqlite3.OperationalError:  # the table is not made yet
+            return {}
+
+    deadline = time.monotonic() + 60
+    while len(done()) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, log.read_text()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = done()
+    assert 2 <= len(before) < 8, "the batch was not killed mid-way"
+    time.sleep(0.5)  # the running job's process dies with its parent (PR_SET_PDEATHSIG)
+    assert not _job_processes_in(tmp_path), "a job process outlived its killed batch"
+
+    code, out, _ = _run(manifest, "--workers", "2")
+    assert code == 0, out
+    assert f"{8 - len(before)} ran now, {len(before)} were done before" in out
+    after = done()
+    assert len(after) == 8
+    assert all(after[k] == before[k] for k in before)  # finished jobs were not run again
+    assert all(attempt == 0 for _, attempt in after.values())
+    assert len({run for run, _ in after.values()}) == 2
+    lines = _lines(tmp_path / "jobs.results")
+    assert [r["index"] for r in lines] == list(range(8)) and all(r["status"] == "ok" for r in lines)
+    assert sorted(r["key"] for r in lines) == sorted(after)
+    with ReceiptLog(db) as log:  # exactly one receipt per job, the chain intact
+        assert sorted(e.receipt.inputs_hash for e in log.entries()) == sorted(after)
+    assert verify_receipts(db).ok
+    # a third run finds everything done, runs nothing and writes the same bytes
+    first = (tmp_path / "jobs.results" / JSONL_NAME).read_bytes()
+    code, out, _ = _run(manifest)
+    assert code == 0 and "0 ran now, 8 were done before" in out
+    assert (tmp_path / "jobs.results" / JSONL_NAME).read_bytes() == first
+
+
+def _job_processes_in(folder: Path) -> list[int]:
+    """Live job processes (``cda.adapters.jobs.child``) running in ``folder``, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            cwd = Path(os.readlink(entry / "cwd"))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if b"cda.adapters.jobs.child" in cmdline and cwd == folder.resolve():
+            found.append(int(entry.name))
+    return found
+
+
+def test_cedar_kind_without_cda_policy_is_a_clear_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "cda.policy", None)  # absent, whether or not it is installed
+    monkeypatch.setitem(sys.modules, "cda.policy.jobs", None)
+    for kind in ("cedar-test", "policy-analysis", "request-batch"):
+        outcome = outcome_of({"kind": kind, "file": "x.json", "params": {}, "memory_mb": 1024})
+        assert outcome["status"] == "failed"
+        assert "cda.policy not available" in outcome["error"] and repr(kind) in outcome["error"]
+
+
+def test_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
+    (tmp_path / "claim.cda").write_text(CLAIM, encoding="utf-8")
+    manifest = tmp_path / "jobs.toml"
+    manifest.write_text('[[job]]\nkind = "check"\nfile = "claim.cda"\n', encoding="utf-8")
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Terminal()
+    assert main(["jobs", "run", str(manifest)], stdout=io.StringIO(), stderr=err) == 0
+    assert "[########################] 1/1 jobs" in err.getvalue()
+    code, _, plain = _run(manifest)
+    assert code == 0 and plain == ""
+
+
+def test_job_key_follows_kind_params_and_file_bytes_not_name_or_order(tmp_path: Path) -> None:
+    (tmp_path / "a.cda").write_text(CLAIM, encoding="utf-8")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "solve"\nfile = "a.cda"\nparams = { top = 2, seed = 1 }\n'
+                        '[[job]]\nkind = "check"\nfile = "a.cda"\n', encoding="utf-8")
+    first = [j.key for j in read_manifest(manifest).jobs]
+    manifest.write_text('[[job]]\nkind = "check"\nname = "renamed"\nfile = "a.cda"\ntimeout_s = 5\n'
+                        '[[job]]\nkind = "solve"\nfile = "a.cda"\nparams = { seed = 1, top = 2 }\n', encoding="utf-8")
+    assert [j.key for j in read_manifest(manifest).jobs] == first[::-1]
+    (tmp_path / "a.cda").write_text(CLAIM + "\n# edited\n", encoding="utf-8")
+    assert set(j.key for j in read_manifest(manifest).jobs).isdisjoint(first)
+
+
+BAD_MANIFESTS = [
+    ('[[job]]\nkind = "solve"\nfile = "a.cda"\nparam = {}\n', ":4: job 1: unknown key 'param'"),
+    ('[[job]]\nkind = "check"\nfile = "a.cda"\n\n[[job]]\nkind = "sovle"\nfile = "a.cda"\n',
+     ":6: job 2: unknown kind 'sovle'"),
+    ('[[job]]\nkind = "solve"\nfile = "a.cda"\nparams = { backend = "cvc5" }\n',
+     ":4: job 1: params.backend must be one of auto, z3, clingo, not 'cvc5'"),
+    ('[[job]]\nkind = "solve"\nfile = "a.cda"\nparams = { depth = 3 }\n', ":4: job 1: a solve job has no parameter 'depth'"),
+    ('[[job]]\nkind = "solve"\nfile = "a.cda"\nparams = { top = 0 }\n', "params.top must be a whole number"),
+    ('[[job]]\nkind = "solve"\nfile = "a.cda"\nparams = { seed = -1 }\n', "params.seed must be a whole number from 0"),
+    ('[[job]]\nkind = "solve"\nfile = "a.cda"\nparams = { timeout = inf }\n', "params.timeout must be a number of seconds"),
+    ('[[job]]\nkind = "solve"\nfile = "missing.cda"\n', ":3: job 1: file 'missing.cda': no such file"),
+    ('[[job]]\nkind = "solve"\n', ":1: job 1: missing 'file'"),
+    ('[[job]]\nkind = "check"\nfile = "a.cda"\ntimeout_s = nan\n', ":4: job 1: timeout_s must be a number of seconds"),
+    ('[[job]]\nkind = "check"\nfile = "a.cda"\ntimeout_s = -1\n', "timeout_s must be a number of seconds, more than 0"),
+    ('[[job]]\nkind = "check"\nfile = "a.cda"\nmemory_mb = 10\n', ":4: job 1: memory_mb must be a whole number from 64"),
+    ('[[job]]\nkind = "check"\nfile = "a.cda"\nmemory_mb = 99999999999999999999\n', "memory_mb must be a whole number"),
+    ('[defaults]\ntimeout = 5\n[[job]]\nkind = "check"\nfile = "a.cda"\n', ":2: [defaults]: unknown key 'timeout'"),
+    ('jobs = []\n', "unknown top-level key 'jobs'"),
+    ('[defaults]\ntimeout_s = 5\n', "no jobs"),
+    ('[[job]]\nkind = "check"\nfile = "a.cda"\n[[job]]\nkind = "check"\nfile = "./a.cda"\nname = "again"\n',
+     ":4: job 2 repeats job 1"),
+    ('[[job]]\nkind = "check"\nfile = "a.cda"\nname = "x"\n[[job]]\nkind = "solve"\nfile = "a.cda"\nname = "x"\n',
+     ":8: job 2: the name 'x' is taken by job 1"),
+    ('[[job]]\nkind = "check"\nfile = "a.cda"\nfile = "b.cda"\n', "not valid TOML: Cannot overwrite a value (at line 4"),
+    ('[[job]\n', "not valid TOML"),
+    ('[[job]]\nkind = "check"\nfile = "."\n', "file '.': a folder, not a file"),
+    ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\nparams = { action = "view" }\n',
+     ":4: job 1: a policy-analysis job needs params.analysis"),
+    ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\nparams = { analysis = "always-allow" }\n',
+     "params.analysis must be one of always-allows, always-denies"),
+    ('[[job]]\nkind = "diagnose"\nfile = "a.cda"\nparams = { observations = "none.obs" }\n',
+     "params.observations 'none.obs': no such file"),
+]
+
+
+@pytest.mark.parametrize("text,expected", BAD_MANIFESTS)
+def test_manifest_mistakes_name_the_line_and_field(tmp_path: Path, text: str, expected: str) -> None:
+    (tmp_path / "a.cda").write_text(CLAIM, encoding="utf-8")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(text, encoding="utf-8")
+    with pytest.raises(ManifestError) as info:
+        read_manifest(manifest)
+    assert expected in str(info.value)
+    code, out, err = _run(manifest)
+    assert code == 2 and out == "" and expected in err and "Traceback" not in err
+    assert not (tmp_path / "m.results").exists()  # nothing ran, nothing written
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert _run(tmp_path / "none.toml")[0] == 2
+    (tmp_path / "m.toml").write_text('[[job]]\nkind = "check"\nfile = "m.toml"\n', encoding="utf-8")
+    code, _, err = _run(tmp_path / "m.toml", "--workers", "0")
+    assert code == 2 and "--workers must be a whole number from 1" in err
+
+
+def test_what_a_kind_raises_is_the_jobs_error_never_the_batchs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cda.adapters.jobs import kinds
+
+    def boom(job: kinds.JobInput) -> object:
+        raise RuntimeError("boom")
+
+    def hog(job: kinds.JobInput) -> object:
+        raise MemoryError
+
+    def not_json(job: kinds.JobInput) -> object:
+        return {"x": float("nan")}
+
+    for name, run in (("boom", boom), ("hog", hog), ("nan", not_json)):
+        monkeypatch.setitem(kinds.KINDS, name, kinds.JobKind(name, run, needs_file=False))
+    assert outcome_of({"kind": "boom", "file": None, "params": {}, "memory_mb": 99}) == {
+        "status": "failed", "error": "internal error: RuntimeError: boom"}
+    assert outcome_of({"kind": "hog", "file": None, "params": {}, "memory_mb": 99}) == {
+        "status": "memory", "error": "the job went over its memory cap of 99 MiB"}
+    assert outcome_of({"kind": "nan", "file": None, "params": {}, "memory_mb": 99})["status"] == "failed"
+
+
+def test_results_store_is_sqlite_in_wal_mode(tmp_path: Path) -> None:
+    (tmp_path / "claim.cda").write_text(CLAIM, encoding="utf-8")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "check"\nfile = "claim.cda"\n', encoding="utf-8")
+    assert _run(manifest)[0] == 0
+    with sqlite3.connect(tmp_path / "m.results" / DB_NAME) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT kind, status, attempt FROM job_results").fetchall() == [("check", "ok", 0)]
+
+
+def test_retry_failed_runs_only_the_failed_jobs_again(tmp_path: Path) -> None:
+    (tmp_path / "claim.cda").write_text(CLAIM, encoding="utf-8")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "check"\nfile = "claim.cda"\n\n[[job]]\nkind = "cedar-test"\nfile = "claim.cda"\n',
+                        encoding="utf-8")
+    assert _run(manifest)[0] == 1
+    code, out, _ = _run(manifest)
+    assert code == 1 and "0 ran now, 2 were done before" in out  # a failed job is done: not run again
+    code, out, _ = _run(manifest, "--retry-failed")
+    assert code == 1 and "1 ran now, 1 were done before" in out
+    db = tmp_path / "m.results" / DB_NAME
+    with sqlite3.connect(db) as conn:
+        assert sorted(conn.execute("SELECT kind, attempt FROM job_results")) == [("cedar-test", 1), ("check", 0)]
+    with ReceiptLog(db) as log:
+        assert sorted((e.receipt.name, e.receipt.seq) for e in log.entries()) == [
+            ("job.cedar-test", 0), ("job.cedar-test", 1), ("job.check", 0)]
+    assert verify_receipts(db).ok
+
+
+def test_a_malformed_dask_scheduler_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "claim.cda").write_text(CLAIM, encoding="utf-8")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "check"\nfile = "claim.cda"\n', encoding="utf-8")
+    code, out, err = _run(manifest, "--dask", "no-port-here")
+    assert code == 2 and "--dask no-port-here: cannot reach the scheduler" in err and "Traceback" not in err
+
+
+def test_ctrl_c_kills_the_running_jobs_and_keeps_the_finished(tmp_path: Path) -> None:
+    _inputs(tmp_path)
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "check"\nfile = "claim.cda"\n\n'
+                        '[[job]]\nkind = "solve"\nfile = "cube.cda"\ntimeout_s = 120\n', encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "cda", "jobs", "run", str(manifest), "--workers", "2"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    db = tmp_path / "m.results" / DB_NAME
+
+    def finished() -> int:
+        try:
+            with sqlite3.connect(db) as conn:
+                return int(conn.execute("SELECT COUNT(*) FROM job_results").fetchone()[0])
+        except sqlite3.OperationalError:  # not made yet
+            return 0
+
+    deadline = time.monotonic() + 30
+    while (not db.exists() or finished() < 1) and time.monotonic() < deadline:  # the check job finishes;
+        time.sleep(0.05)  # the cube job runs on (35 s alone)
+    assert _job_processes_in(tmp_path), "the cube job is not running"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130 and b"interrupted" in err and b"Traceback" not in err
+    assert not _job_processes_in(tmp_path)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT kind, status FROM job_results").fetchall() == [("check", "ok")]
