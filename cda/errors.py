@@ -41,8 +41,10 @@ class DSLError(CDAError, ValueError):
         column: int | None = None,
         source_line: str | None = None,
         filename: str | None = None,
+        expected: tuple[str, ...] = (),
     ) -> None:
         self.message = message
+        self.expected = expected  # what the grammar accepted at the spot, in words (syntax errors)
         self.line = line
         self.column = column
         self.source_line = source_line

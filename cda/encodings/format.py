@@ -31,7 +31,7 @@ from fractions import Fraction
 
 from cda.encodings import ast as A
 
-__all__ = ["format_formula", "format_arith", "format_clause", "format_statement", "format_problem"]
+__all__ = ["format_formula", "format_arith", "format_clause", "format_statement", "format_problem", "format_source"]
 
 # binding levels: a context asks for at least this level, or gets parentheses
 _IFF, _IMPL, _OR, _AND, _UNARY, _PRIMARY = range(6)
@@ -312,3 +312,65 @@ def format_statement(st: A.Statement) -> str:
 def format_problem(ast: A.ProblemAST) -> str:
     """A whole problem: one statement per line, in source order, ending with a newline."""
     return "".join(format_statement(st) + "\n" for st in ast.statements)
+
+
+def _split_comment(line: str) -> tuple[str, str]:
+    """A line's code and its ``#`` comment (a ``#`` inside a quoted ``ken`` path is code).
+
+    >>> _split_comment('ken "a#b.json"  # the graph')
+    ('ken "a#b.json"', '# the graph')
+    """
+    quoted = False
+    for i, c in enumerate(line):
+        if c == '"':
+            quoted = not quoted
+        elif c == "#" and not quoted:
+            return line[:i].rstrip(), line[i:].rstrip()
+    return line.rstrip(), ""
+
+
+def format_source(ast: A.ProblemAST) -> str:
+    """The canonical text of a parsed file, its comments and paragraph breaks kept (``cda fmt``).
+
+    Each statement is printed by :func:`format_statement` where it began; a comment at the end of
+    a statement's line stays at the end of its first line; comment lines and one blank line of
+    each run stay between the statements they were between. Lines that continued a statement
+    are replaced by its one-line form (a comment line inside a statement moves below it).
+
+    >>> from cda.encodings.parse import parse_problem
+    >>> print(format_source(parse_problem("# pumps\\nhyp a,b   # two\\n\\n\\nhard :a and\\n  b\\n")), end="")
+    # pumps
+    hyp a  # two
+    hyp b
+    <BLANKLINE>
+    hard: a and b
+    """
+    lines = ast.source.split("\n")
+    starting: dict[int, list[A.Statement]] = {}
+    for st in ast.statements:
+        starting.setdefault(st.pos[0], []).append(st)
+    out: list[str] = []
+    skip_to = 0  # the last line of a fol block, kept verbatim
+    for number, line in enumerate(lines, 1):
+        if number <= skip_to:
+            continue
+        code, comment = _split_comment(line)
+        here = starting.get(number, [])
+        if here:
+            printed = [format_statement(st) for st in here]
+            if comment:
+                printed[0] += "  " + comment
+            out.extend(printed)
+            blocks = [st for st in here if isinstance(st, A.FolBlock)]
+            if blocks:
+                skip_to = number + blocks[-1].text.count("\n")
+        elif code.strip():
+            if comment:  # a continuation line's comment: kept, on its own line
+                out.append(comment)
+        elif comment:
+            out.append(comment.strip())
+        elif out and out[-1] != "":
+            out.append("")
+    while out and out[-1] == "":
+        out.pop()
+    return "".join(line + "\n" for line in out)

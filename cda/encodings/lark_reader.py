@@ -295,7 +295,9 @@ _FRIENDLY = {
 }
 
 
-def _describe(names: set[str]) -> str:
+def _expected_words(names: set[str]) -> list[str]:
+    """The terminals ``names`` in words, words first ("a name"), then keywords in quotes; at
+    most 14 and "…" (the list a syntax error shows and ``--json`` reports as ``expected``)."""
     parser = _parser()
     words = []
     for name in sorted(names):
@@ -315,7 +317,7 @@ def _describe(names: set[str]) -> str:
     unique = sorted(set(words), key=lambda w: (w.startswith("'"), w))
     if len(unique) > 14:
         unique = unique[:14] + ["…"]
-    return ", ".join(unique)
+    return unique
 
 
 def _source_line(text: str, line: int) -> str | None:
@@ -329,26 +331,31 @@ def _syntax_error(text: str, err: lark.exceptions.UnexpectedInput, filename: str
     at_end = isinstance(err, lark.exceptions.UnexpectedEOF) or (
         isinstance(err, lark.exceptions.UnexpectedToken) and err.token.type == "$END"
     )
+    expected: list[str] = []
     if at_end or line is None or line < 1:  # unexpected end of input: point past the last character
         lines = text.rstrip("\n").split("\n")
         line, column = len(lines), len(lines[-1]) + 1
     if isinstance(err, lark.exceptions.UnexpectedToken):
         token = err.token
         found = "end of input" if token.type == "$END" else f"'{token}'"
-        message = f"unexpected {found}; expected {_describe(set(err.expected))}"
+        expected = _expected_words(set(err.expected))
+        message = f"unexpected {found}; expected {', '.join(expected)}"
     elif isinstance(err, lark.exceptions.UnexpectedCharacters):
         at = err.pos_in_stream
         char = text[at] if at is not None and at < len(text) else "?"
         allowed = set(err.allowed or ())
         message = f"unexpected character {char!r}"
         if allowed:
-            message += f"; expected {_describe(allowed)}"
+            expected = _expected_words(allowed)
+            message += f"; expected {', '.join(expected)}"
     elif isinstance(err, lark.exceptions.UnexpectedEOF):
-        message = f"unexpected end of input; expected {_describe(set(err.expected))}"
+        expected = _expected_words(set(err.expected))
+        message = f"unexpected end of input; expected {', '.join(expected)}"
     else:  # pragma: no cover - lark has no other UnexpectedInput subclasses
         message = str(err)
     return DSLSyntaxError(
-        message, line=line, column=column, source_line=_source_line(text, line), filename=filename
+        message, line=line, column=column, source_line=_source_line(text, line), filename=filename,
+        expected=tuple(expected),
     )
 
 
