@@ -49,7 +49,7 @@ def solve_exit_code(result: SolveResult) -> int:
         return EXIT_UNKNOWN
     if any(v.status != "supported" for v in result.verdicts):
         return EXIT_GOAL_FAILED
-    if any(not e.passed for e in getattr(result, "expectations", None) or ()):
+    if any(not e.passed for e in result.expectations):
         return EXIT_GOAL_FAILED
     return EXIT_OK
 
@@ -71,7 +71,7 @@ def solve_cases(result: SolveResult) -> list[Case]:
         if v.reason:
             lines.append(v.reason)
         cases.append(Case(name, failure=f"{str(v.status).upper()}", detail="\n".join(lines)))
-    for e in getattr(result, "expectations", None) or ():
+    for e in result.expectations:
         cases.append(Case(f"expect {e.text}", failure=None if e.passed else e.reason, detail=e.reason))
     incomplete = result.status == "unknown" or result.partial
     if not cases or incomplete:

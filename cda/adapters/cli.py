@@ -277,6 +277,12 @@ def render_table(result: SolveResult) -> str:
             out.append(
                 f"  {t.observable:<24} {_fmt(t.expected_information_gain):>7}   P(true)={_fmt(t.probability_true)}"
             )
+    if result.expectations:
+        out.append("")
+        out.append("expectations:")
+        for e in result.expectations:
+            out.append(f"  expect {e.text}: {'PASSED' if e.passed else 'FAILED'}")
+            out.append(f"    {e.reason}")
     for note in result.notes:
         out.append(f"note: {note}")
     return "\n".join(out) + "\n"

@@ -31,7 +31,8 @@ from fractions import Fraction
 
 from cda.encodings import ast as A
 
-__all__ = ["format_formula", "format_arith", "format_clause", "format_statement", "format_problem", "format_source"]
+__all__ = ["format_formula", "format_arith", "format_clause", "format_statement", "format_problem", "format_source",
+           "format_expectation"]
 
 # binding levels: a context asks for at least this level, or gets parentheses
 _IFF, _IMPL, _OR, _AND, _UNARY, _PRIMARY = range(6)
@@ -300,6 +301,9 @@ def format_statement(st: A.Statement) -> str:
         if st.mode not in ("prove", "disprove"):
             raise ValueError(f"unknown goal {st.mode!r}")
         return f"goal {st.mode} {format_formula(st.formula)}"
+    if isinstance(st, A.Expect):
+        label = f"{_name(st.name)}: " if st.name is not None else ""
+        return f"expect {label}{format_expectation(st)}"
     if isinstance(st, A.KenLoad):
         if '"' in st.path or "\n" in st.path:
             raise ValueError(f"{st.path!r} cannot be quoted in the DSL")
@@ -307,6 +311,26 @@ def format_statement(st: A.Statement) -> str:
     if isinstance(st, A.FolBlock):
         return st.text  # first-order text is kept verbatim (docs/fol.md)
     raise TypeError(f"not a statement: {type(st).__name__}")
+
+
+def format_expectation(st: A.Expect) -> str:
+    """What an ``expect`` asserts, as written after ``expect [name:]``.
+
+    >>> from cda.encodings.parse import parse_problem
+    >>> [format_expectation(s) for s in parse_problem("expect best [{a},{ down(db) }]\\nexpect cost<=2.50").statements]
+    ['best [{a}, {down(db)}]', 'cost <= 2.5']
+    """
+    if st.kind == "status" and st.value in ("sat", "unsat", "unknown"):
+        return f"status {st.value}"
+    if st.kind == "best":
+        return "best [" + ", ".join("{" + ", ".join(_atom(a) for a in s) + "}" for s in st.sets) + "]"
+    if st.kind == "cost" and st.op in _CMP and isinstance(st.value, Fraction):
+        return f"cost {st.op} {_number(st.value)}"
+    if st.kind == "core" and isinstance(st.value, str):
+        return f"in_every_core {_name(st.value)}"
+    if st.kind == "minimal" and st.op in _CMP and isinstance(st.value, int):
+        return f"minimal_explanations {st.op} {_int(st.value)}"
+    raise ValueError(f"an expectation the grammar cannot spell: {st.kind} {st.op} {st.value!r}")
 
 
 def format_problem(ast: A.ProblemAST) -> str:

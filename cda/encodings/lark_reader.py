@@ -156,6 +156,31 @@ class _ToAST(Transformer[Token, Any]):
     def fol_block(self, meta: Any, items: list[Token]) -> A.FolBlock:
         return A.FolBlock(str(items[0]), _pos(items[0]))
 
+    def expect_stmt(self, meta: Any, items: list[Any]) -> A.Expect:
+        name, (kind, op, value, sets, value_pos) = items
+        return A.Expect(
+            str(name) if name is not None else None, kind, op, value, sets, _pos(meta),
+            _pos(name) if name is not None else _pos(meta), value_pos,
+        )
+
+    def expect_status(self, meta: Any, items: list[Token]) -> tuple[Any, ...]:
+        return "status", None, str(items[0]), (), _pos(items[0])
+
+    def expect_best(self, meta: Any, items: list[Any]) -> tuple[Any, ...]:
+        return "best", None, None, tuple(s for s in items if s is not None), _pos(meta)
+
+    def expect_cost(self, meta: Any, items: list[Any]) -> tuple[Any, ...]:
+        return "cost", str(items[0]), items[1], (), _pos(meta)
+
+    def expect_core(self, meta: Any, items: list[Token]) -> tuple[Any, ...]:
+        return "core", None, str(items[0]), (), _pos(items[0])
+
+    def expect_minimal(self, meta: Any, items: list[Token]) -> tuple[Any, ...]:
+        return "minimal", str(items[0]), _int(items[1]), (), _pos(items[1])
+
+    def hyp_set(self, meta: Any, items: list[Any]) -> tuple[A.FAtom, ...]:
+        return tuple(a for a in items if a is not None)
+
     def ken_stmt(self, meta: Any, items: list[Token]) -> A.KenLoad:
         return A.KenLoad(str(items[0])[1:-1], _pos(items[0]))
 
@@ -291,6 +316,7 @@ _FRIENDLY = {
     "ADD_OP": "'+' or '-'",
     "UNIT_OP": "'/' or '*'",
     "HOPS": "'hops'",
+    "STATUS": "sat, unsat or unknown",
     "$END": "end of input",
 }
 
