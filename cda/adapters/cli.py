@@ -186,6 +186,10 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("db", type=Path, help="the event store: DIR/receipts.sqlite written by cda run --out DIR")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on")
     sv.add_argument("--port", type=_port, default=8765, help="TCP port, 0 to 65535 (0: any free port)")
+    mc = sub.add_parser("mcp", help="serve CDA's tools to agents over the Model Context Protocol (docs/agents.md)")
+    mc.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    mc.add_argument("--host", default="127.0.0.1", help="address to listen on (with --http)")
+    mc.add_argument("--port", type=_port, default=8000, help="TCP port (with --http)")
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
     sc.add_argument("folder", type=Path, help="folder of the .schema.json files")
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
@@ -315,6 +319,10 @@ def main(
     except _VersionShown as shown:
         out.write(str(shown))
         return EXIT_OK
+    if args.command == "mcp":
+        from cda.adapters.mcp_server import main_mcp
+
+        return main_mcp("streamable-http" if args.http else "stdio", args.host, args.port, err)
     if args.command == "fmt":
         from cda.adapters.fmt_cli import main_fmt
 

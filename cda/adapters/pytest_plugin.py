@@ -152,6 +152,7 @@ class CdaFile(_SuiteFile):
         names: set[str] = set()
         shown: set[str] = set()
         any_item = False
+        kind: str
         for st in problem.statements:
             if isinstance(st, A.GoalClaim):
                 kind, key = st.mode, _unique(names, None, st.mode, st.pos)
