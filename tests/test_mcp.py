@@ -139,3 +139,40 @@ def test_run_action_reports_progress_and_resources_are_listed(tmp_path: Path) ->
     assert progress and all(0.0 <= v <= 1.0 and t == 1.0 for v, t, _ in progress)
     assert [v for v, _, _ in progress] == sorted(v for v, _, _ in progress)  # in the order of the events
     assert out["bad"].is_error and "inputs do not match CDAInputs" in out["bad"].content[0].text
+
+
+def test_streamable_http_serves_the_same_tools(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    log = (tmp_path / "server.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "cda", "mcp", "--http", "--port", str(port)],
+                            env=env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+                time.sleep(0.1)
+
+        async def main() -> Any:
+            async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=60) as client:
+                good = await client.call_tool("solve", {"dsl": PUMP, "backend": "clingo"})
+                bad = await client.call_tool("check", {"dsl": "hyp a\nhard: (a"})
+                return good, bad
+
+        good, bad = anyio.run(main)
+        assert _structured(good)["verdicts"][0]["status"] == "supported"
+        assert bad.is_error and "dsl:2:9: syntax error" in bad.content[0].text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()

@@ -71,8 +71,9 @@ def solve_cases(result: SolveResult) -> list[Case]:
         if v.reason:
             lines.append(v.reason)
         cases.append(Case(name, failure=f"{str(v.status).upper()}", detail="\n".join(lines)))
-    for e in result.expectations:
-        cases.append(Case(f"expect {e.text}", failure=None if e.passed else e.reason, detail=e.reason))
+    for e in result.expectations:  # named as the pytest plugin names the item
+        label = f"expect {e.text}" if e.name.startswith("expect@") else f"expect {e.name}"
+        cases.append(Case(label, failure=None if e.passed else e.reason, detail=e.reason))
     incomplete = result.status == "unknown" or result.partial
     if not cases or incomplete:
         why = "; ".join(result.notes) or f"status {result.status}"
