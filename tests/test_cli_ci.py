@@ -95,6 +95,14 @@ def test_json_error_is_an_object_on_stdout(suite: list[str]) -> None:
     assert code == 2 and (data["file"], data["line"], data["column"], data["kind"]) == ("<stdin>", 2, 7, "type error")
 
 
+def test_prove_json_error_is_an_object_on_stdout(tmp_path: Path) -> None:
+    f = tmp_path / "bad.fol"
+    f.write_text("premise P(a)\nclaim P(a) ∧\n")
+    code, out, err = run("prove", str(f), "--json")
+    data = json.loads(out)
+    assert code == 2 and err == "" and (data["file"], data["line"], data["kind"]) == (str(f), 2, "syntax error")
+
+
 def test_check_json_and_stdin(suite: list[str]) -> None:
     code, out, _ = run("check", "-", "--json", stdin=OK)
     assert code == 0

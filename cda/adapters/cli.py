@@ -384,9 +384,11 @@ def main(
 
         return main_receipts_verify(args.db, args.head, args.json, out, err)
     if args.command == "bench":
+        from cda.adapters.terminal import progress
         from cda.fol.folio import main_bench
 
-        return main_bench(args.file, args.json, out, timeout=args.timeout, err=err)
+        with progress(err, f"running {args.file}"):
+            return main_bench(args.file, args.json, out, timeout=args.timeout, err=err)
     from cda.adapters.ci_cli import main_check_files, main_solve_files  # here, not at the top: `cda --help` starts fast
 
     fmt = args.format or ("json" if args.json else "text")
