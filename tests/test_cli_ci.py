@@ -103,6 +103,18 @@ def test_prove_json_error_is_an_object_on_stdout(tmp_path: Path) -> None:
     assert code == 2 and err == "" and (data["file"], data["line"], data["kind"]) == (str(f), 2, "syntax error")
 
 
+@pytest.mark.parametrize("command", ["diagnose", "probe"])
+def test_diagnose_and_probe_json_errors_are_objects_on_stdout(tmp_path: Path, command: str) -> None:
+    bench, obs = tmp_path / "c.bench", tmp_path / "obs.txt"
+    bench.write_text("INPUT(a)\nOUTPUT(z)\nz = FOO(a)\n")
+    obs.write_text("a=1 z=0\n")
+    code, out, err = run(command, str(bench), "--observations", str(obs), "--json")
+    data = json.loads(out)
+    assert code == 2 and err == "" and data["file"] == str(bench) and "FOO" in data["message"]
+    code, out, _ = run(command, str(tmp_path / "none.bench"), "--json")
+    assert code == 2 and json.loads(out)["message"].endswith("none.bench: no such file")
+
+
 def test_check_json_and_stdin(suite: list[str]) -> None:
     code, out, _ = run("check", "-", "--json", stdin=OK)
     assert code == 0

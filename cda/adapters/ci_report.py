@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cda.errors import CDAError, DSLError
+from cda.errors import CDAError
 
 __all__ = ["Case", "Outcome", "error_object", "worst_exit_code", "render_json", "render_jsonl", "render_junit",
            "FORMATS"]
@@ -60,16 +60,7 @@ def error_object(exc: CDAError, file: str) -> dict[str, Any]:
     >>> error_object(DSLSyntaxError("unexpected ')'", line=2, column=5, expected=("a name",)), "x.cda")["expected"]
     ['a name']
     """
-    if isinstance(exc, DSLError):
-        return {
-            "file": exc.filename or file,
-            "line": exc.line,
-            "column": exc.column,
-            "kind": exc.kind,
-            "message": exc.message,
-            "expected": list(exc.expected),
-        }
-    return {"file": file, "line": None, "column": None, "kind": "error", "message": str(exc), "expected": []}
+    return exc.as_dict(file)
 
 
 def worst_exit_code(codes: Sequence[int]) -> int:
