@@ -171,6 +171,15 @@ def test_fmt_check_rewrite_and_stdin(tmp_path: Path) -> None:
     assert code == 2 and err.startswith("<stdin>:2:12: syntax error")
 
 
+def test_fmt_keeps_fol_blocks_verbatim_and_the_comments_around_them() -> None:
+    text = ("hyp a  # x\nfol {\n premise P(a) # c\n claim P(a)\n} # after\nhard : a\n"
+            "fol { claim Q(b) } # one line\nfol { claim R(c) # in\n} hard h2: a # t\n")
+    code, out, _ = run("fmt", "-", stdin=text)
+    assert code == 0 and out == (
+        "hyp a  # x\nfol {\n premise P(a) # c\n claim P(a)\n}  # after\nhard: a\n"
+        "fol { claim Q(b) }  # one line\nfol { claim R(c) # in\n}\nhard h2: a  # t\n")
+
+
 def test_fmt_keeps_meaning_and_comments_of_the_examples() -> None:
     from cda.adapters.fmt_cli import formatted
     from cda.api import solve

@@ -374,20 +374,30 @@ def format_source(ast: A.ProblemAST) -> str:
     for st in ast.statements:
         starting.setdefault(st.pos[0], []).append(st)
     out: list[str] = []
-    skip_to = 0  # the last line of a fol block, kept verbatim
+    skip_to = 0  # the last line of a fol block (kept verbatim), once its tail is printed
     for number, line in enumerate(lines, 1):
         if number <= skip_to:
             continue
         code, comment = _split_comment(line)
         here = starting.get(number, [])
-        if here:
+        blocks = [st for st in here if isinstance(st, A.FolBlock)]
+        if blocks:  # a '#' after a block's opening brace is first-order text, kept in the block
+            out.extend(format_statement(st) for st in here)
+            block = blocks[-1]
+            end = number + block.text.count("\n")
+            start = block.pos[1] - 1 if end == number else 0
+            tail = lines[end - 1][start + len(block.text.split("\n")[-1]):]
+            if end > number:  # statements after the closing brace, on its line
+                skip_to = end
+                out.extend(format_statement(st) for st in starting.get(end, []))
+            tail_comment = _split_comment(tail)[1]
+            if tail_comment:
+                out[-1] += "  " + tail_comment
+        elif here:
             printed = [format_statement(st) for st in here]
             if comment:
                 printed[0] += "  " + comment
             out.extend(printed)
-            blocks = [st for st in here if isinstance(st, A.FolBlock)]
-            if blocks:
-                skip_to = number + blocks[-1].text.count("\n")
         elif code.strip():
             if comment:  # a continuation line's comment: kept, on its own line
                 out.append(comment)
