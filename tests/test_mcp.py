@@ -25,6 +25,9 @@ PUMP = "hyp leak, spill\nobservable wet\nobserve wet\nhard: wet iff (leak or spi
        "goal prove leak or spill\n"
 
 
+BENCH = "INPUT(a)\nINPUT(b)\nOUTPUT(z)\ny = AND(a, b)\nz = NOT(y)\n"
+
+
 def _server() -> StdioServerParameters:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return StdioServerParameters(command=sys.executable, args=["-m", "cda", "mcp"], env=env, cwd=str(ROOT))
@@ -57,6 +60,10 @@ def test_tools_answer_with_structured_output_and_errors_keep_the_server_alive() 
             "explain_conflict", {"dsl": "observable o\nobserve x: o\nobserve y: not o\n"}))
         out["prove"] = _structured(await client.call_tool("prove", {"fol": (EXAMPLES / "syllogism.fol").read_text()}))
         out["after"] = _structured(await client.call_tool("solve", {"dsl": "hyp a\nhard: a"}))  # still serving
+        circuit = {"bench": BENCH, "observations": "a=1 b=1 z=1\n"}
+        out["diagnose"] = _structured(await client.call_tool("diagnose", circuit))
+        out["probe"] = _structured(await client.call_tool("probe", circuit))
+        out["bad_bench"] = await client.call_tool("diagnose", {"bench": "INPUT(a)\nz = FOO(a)\n", "observations": ""})
         return out
 
     out = _run(body)
@@ -77,6 +84,10 @@ def test_tools_answer_with_structured_output_and_errors_keep_the_server_alive() 
     assert out["conflict"]["conflict"]["cores"] == [["x", "y"]]
     assert [r["status"] for r in out["prove"]["results"]] == ["supported", "refuted", "inconclusive"]
     assert out["after"]["hypotheses"][0]["assumed"] == ["a"]
+    # z = NOT(AND(a, b)) reads 1 with a = b = 1: either gate may be broken; measuring y tells them apart
+    assert out["diagnose"]["diagnoses"] == [["y"], ["z"]] and out["diagnose"]["complete"]
+    assert out["probe"]["probes"][0]["net"] == "y" and out["probe"]["probes"][0]["gain_bits"] == 1.0
+    assert out["bad_bench"].is_error and "FOO" in out["bad_bench"].content[0].text
 
 
 def test_session_edits_by_name_and_resolves_only_when_changed() -> None:
