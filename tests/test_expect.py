@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import cda
 from cda.encodings.fastparse import read_problem
@@ -66,6 +68,57 @@ def test_type_errors_point_at_the_spot(text: str, where: tuple[int, int], messag
     with pytest.raises(DSLTypeError) as info:
         cda.check(text)
     assert (info.value.line, info.value.column) == where and message in info.value.message
+
+
+_NAMES = st.sampled_from(["a", "b", "down", "status", "cost", "sat", "e1", "in_every_core", "best_x", "weight"])
+_SPACE = st.sampled_from([" ", "  ", "\n", " \n ", "\t"])
+
+
+@st.composite
+def expect_texts(draw: Any) -> str:
+    """Random expect statements (right and wrong ones), spaced at random, after a declaration."""
+    sp = draw(_SPACE)
+
+    def atom() -> str:
+        name = draw(_NAMES)
+        return name + (f"({draw(_NAMES)})" if draw(st.booleans()) else "")
+
+    kind = draw(st.sampled_from(["status", "best", "cost", "core", "minimal", "junk"]))
+    label = f"{draw(_NAMES)}{draw(st.sampled_from([':', ' :', '']))}{sp}" if draw(st.booleans()) else ""
+    if kind == "status":
+        body = f"status{sp}{draw(st.sampled_from(['sat', 'unsat', 'unknown', 'maybe', 'satx']))}"
+    elif kind == "best":
+        sets = ["{" + f",{sp}".join(atom() for _ in range(draw(st.integers(0, 3)))) + "}"
+                for _ in range(draw(st.integers(0, 3)))]
+        body = f"best{sp}[{f',{sp}'.join(sets)}]"
+    elif kind == "cost":
+        body = f"cost{sp}{draw(st.sampled_from(['<=', '<', '=', '!=', '>=', '>', '=>']))}{sp}" \
+               f"{draw(st.sampled_from(['0', '2.5', '-1', '.5', '1e3', '10000000000000000000000000000000000000000001']))}"
+    elif kind == "core":
+        body = f"in_every_core{sp}{draw(_NAMES)}"
+    elif kind == "minimal":
+        body = f"minimal_explanations{sp}{draw(st.sampled_from(['=', '>=', '<']))}{sp}{draw(st.sampled_from(['0', '3', '-2']))}"
+    else:
+        body = draw(_NAMES)
+    tail = draw(st.sampled_from(["", "\nhard: a", " hard: a", "# c"]))
+    return f"hyp a\nexpect {label}{body}{tail}\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(expect_texts())
+def test_the_fast_reader_agrees_with_lark_on_random_expectations(text: str) -> None:
+    """The fast reader builds lark's tree or defers to lark (never a different tree, never a
+    different error)."""
+    try:
+        reference = parse_problem(text, fast=False).statements
+    except DSLSyntaxError as exc:
+        with pytest.raises(DSLSyntaxError) as info:
+            parse_problem(text)
+        assert (info.value.line, info.value.column, info.value.message) == (exc.line, exc.column, exc.message)
+        return
+    assert parse_problem(text).statements == reference
+    printed = format_problem(parse_problem(text))
+    assert format_problem(parse_problem(printed)) == printed
 
 
 PUMP = """\
