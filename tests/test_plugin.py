@@ -111,6 +111,17 @@ def test_breaking_witness_and_counter_world(pytester: pytest.Pytester, monkeypat
     ])
 
 
+def test_claims_of_fol_blocks_in_a_cda_file_are_items(pytester: pytest.Pytester,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makefile(".cda", mixed="hyp a\nhard: a\ngoal prove a\nfol {\n  premise Man(socrates)\n"
+                                    "  claim yes: Man(socrates)\n  claim no: Man(plato)\n}\n")
+    result = _run(pytester, "--cda", "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*mixed.cda::prove a PASSED*", "*mixed.cda::claim yes PASSED*",
+                                 "*mixed.cda::claim no FAILED*", "*no: Man(plato)*", "*INCONCLUSIVE*"])
+
+
 def test_collection_is_opt_in_and_patterns_are_configurable(suite: pytest.Pytester) -> None:
     _run(suite).assert_outcomes()  # no --cda, no ini: nothing collected
     suite.makeini("[pytest]\ncda_collect = true\ncda_patterns = goals.cda\n")

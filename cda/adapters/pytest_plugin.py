@@ -1,7 +1,7 @@
 """The CDA pytest plugin: ``.cda`` and ``.fol`` files as test suites (docs/testing.md).
 
 Each ``goal prove``/``goal disprove`` and each ``expect`` of a ``.cda`` file, and each
-``claim`` of a ``.fol`` file, is one test item, so ``-k``, ``-x``, ``--junitxml`` and
+``claim`` of a ``.fol`` file or of a ``fol { … }`` block, is one test item, so ``-k``, ``-x``, ``--junitxml`` and
 pytest-xdist work on them as on any test. A file is solved once, when its first selected item
 runs (a file whose items are all deselected is never solved), in the same process as every
 other file: the engine and the solvers load once for the whole suite.
@@ -167,6 +167,18 @@ class CdaFile(_SuiteFile):
             shown.add(label)
             any_item = True
             yield CdaItem.from_parent(self, name=label, kind=kind, key=key, line=st.pos[0])
+        if any(isinstance(st, A.FolBlock) for st in problem.statements):  # first-order claims in fol { … }
+            from cda.adapters.fol_cli import read_fol_file
+
+            try:
+                claims = read_fol_file(self.path).claims
+            except CDAError as exc:
+                yield from self.bad_file(exc.render())
+                return
+            for claim in claims:
+                any_item = True
+                yield CdaItem.from_parent(self, name=f"claim {claim.name}", kind="claim", key=claim.name,
+                                          line=claim.line)
         if not any_item:  # a file with nothing to assert is still checked
             yield CdaItem.from_parent(self, name="check", kind="check", key="", line=0)
 
@@ -174,6 +186,19 @@ class CdaFile(_SuiteFile):
         from cda.api import solve
 
         return solve(self.path, backend=_backend(self.config), timeout=_timeout(self.config, None))
+
+    def claims_answer(self) -> dict[str, ProofResult]:
+        """The answers to the file's first-order claims (its ``fol { … }`` blocks), proved once."""
+        if self._claims is None:
+            from cda.errors import CDAError
+
+            try:
+                self._claims = FolFile.prove(self)
+            except CDAError as exc:
+                raise CdaFailure(exc.render()) from None
+        return self._claims
+
+    _claims: dict[str, ProofResult] | None = None
 
 
 class FolFile(_SuiteFile):
@@ -195,11 +220,16 @@ class FolFile(_SuiteFile):
             yield CdaItem.from_parent(self, name=f"claim {claim.name}", kind="claim", key=claim.name, line=claim.line)
 
     def compute(self) -> dict[str, ProofResult]:
+        return self.prove(self)
+
+    @staticmethod
+    def prove(node: _SuiteFile) -> dict[str, ProofResult]:
+        """Every claim of ``node``'s file (a ``.fol`` file, or the fol blocks of a ``.cda`` file)."""
         from cda.adapters.fol_cli import read_fol_file
         from cda.fol.prove import prove_all
 
-        problem = read_fol_file(self.path)
-        results = prove_all(problem, _timeout(self.config, 10.0), backend=_backend(self.config))
+        problem = read_fol_file(node.path)
+        results = prove_all(problem, _timeout(node.config, 10.0), backend=_backend(node.config))
         return {r.claim_name: r for r in results}
 
 
@@ -224,6 +254,9 @@ class CdaItem(pytest.Item):
 
     def runtest(self) -> None:
         assert isinstance(self.parent, _SuiteFile)
+        if self.kind == "claim" and isinstance(self.parent, CdaFile):  # a claim of a fol { … } block
+            _check_claim(self.parent.claims_answer()[self.key])
+            return
         answer = self.parent.answer()
         if self.kind == "check":
             return
