@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto", help=_BACKEND_HELP)
     s.add_argument("--top", type=_count("--top"), default=None, help="how many hypotheses to list")
     s.add_argument("--seed", type=_seed, default=0, help="solver seed: same input and seed, same bytes")
-    s.add_argument("--timeout", type=_seconds, default=None, help=_TIMEOUT_HELP)
+    s.add_argument("--timeout", type=_seconds, default=None, help="wall-clock budget in seconds for each file (inf: no limit)")
     s.add_argument("--ken", type=Path, action="append", default=[], help="Ken graph file (.json/.csv/.graphml)")
     s.add_argument("--json", action="store_true", help=_JSON_HELP)
     s.add_argument("--format", choices=["text", "json", "jsonl", "junit"], default=None, help=_FORMAT_HELP)
