@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,8 +132,32 @@ def check(source: Source, *, hard: Sequence[str] = (), soft: Sequence[SoftSpec] 
 
 
 def _top(gp: GroundProblem, top: int | None) -> int:
-    """How many hypotheses to list: the argument, else the problem's goal, else 3."""
-    return top if top is not None else gp.top if gp.top is not None else 3  # EngineOptions checks it
+    """How many hypotheses to list: the argument, else the problem's goal, else 3; more when an
+    ``expect best`` needs them (one past its sets, to see whether another hypothesis ties)."""
+    k = top if top is not None else gp.top if gp.top is not None else 3  # EngineOptions checks it
+    for e in gp.expectations:
+        if e.kind == "best":
+            k = max(k, len(e.sets) + 1)
+    return k
+
+
+def _check_expectations(gp: GroundProblem, result: SolveResult, extra: Callable[[GroundProblem], SolveResult] | None) -> None:
+    """Check the ``expect`` statements against ``result``. An ``expect minimal_explanations``
+    in a problem without that goal has them computed by ``extra`` (a second engine run on the
+    same ground problem asking for all of them), added to the result it is checked against."""
+    if not gp.expectations:
+        return
+    from cda.verifiers.expectations import check_expectations
+
+    if extra is not None and gp.minimal is None and any(e.kind == "minimal" for e in gp.expectations):
+        from dataclasses import replace
+
+        from cda.encodings.ir import MinimalGoal
+
+        found = extra(replace(gp, minimal=MinimalGoal("all")))
+        result.minimal_explanations, result.minimal_complete = found.minimal_explanations, found.minimal_complete
+        result.partial = result.partial or found.partial
+    result.expectations = check_expectations(gp.expectations, result)
 
 
 def solve(
@@ -175,6 +199,7 @@ def solve(
         k = _top(gp, top)
         options = EngineOptions(top=k, seed=seed, timeout=timeout, max_hypotheses=max_hypotheses)
         result = run(gp, name, options, deadline)
+        _check_expectations(gp, result, lambda minimal: run(minimal, name, options, deadline))
         result.notes.extend(gp.notes)
         if gp.fol_blocks:
             result.notes.append(f"{gp.fol_blocks} fol block(s) not answered here: run `cda prove` on this file")
@@ -219,5 +244,6 @@ def solve_cross_checked(
     half = None if seconds is None else seconds / 2  # checked before halving
     report = cross_check(gp, EngineOptions(top=k, seed=seed, timeout=half, max_hypotheses=max_hypotheses))
     assert report.result is not None
+    _check_expectations(gp, report.result, None)
     report.result.notes.extend(note for note in gp.notes if note not in report.result.notes)
     return report.result

@@ -29,6 +29,11 @@ class CDAError(Exception):
         """How the CLI prints it; mistakes located in DSL text print like a compiler."""
         return f"cda: error: {self}"
 
+    def as_dict(self, file: str | None = None) -> dict[str, object]:
+        """The mistake as the JSON object ``--json`` prints on stdout: ``file``, ``line``,
+        ``column`` (null when it has no place), ``kind``, ``message``, ``expected`` tokens."""
+        return {"file": file, "line": None, "column": None, "kind": "error", "message": str(self), "expected": []}
+
 
 class DSLError(CDAError, ValueError):
     """A mistake in DSL text, located at ``line``/``column`` (1-based) when known."""
@@ -41,8 +46,10 @@ class DSLError(CDAError, ValueError):
         column: int | None = None,
         source_line: str | None = None,
         filename: str | None = None,
+        expected: tuple[str, ...] = (),
     ) -> None:
         self.message = message
+        self.expected = expected  # what the grammar accepted at the spot, in words (syntax errors)
         self.line = line
         self.column = column
         self.source_line = source_line
@@ -67,6 +74,10 @@ class DSLError(CDAError, ValueError):
             lead = "".join("\t" if c == "\t" else " " for c in line[: self.column - 1])
             text += "\n    " + line + "\n    " + lead + "^"
         return text
+
+    def as_dict(self, file: str | None = None) -> dict[str, object]:
+        return {"file": self.filename or file, "line": self.line, "column": self.column, "kind": self.kind,
+                "message": self.message, "expected": list(self.expected)}
 
     def with_filename(self, filename: str) -> DSLError:
         self.filename = filename

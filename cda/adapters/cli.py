@@ -1,11 +1,14 @@
-"""The ``cda`` command: ``cda solve FILE``, ``cda check FILE``, ``cda prove FILE.fol``,
+"""The ``cda`` command: ``cda solve FILE...``, ``cda check FILE...``, ``cda fmt FILE...``, ``cda prove FILE.fol``,
 ``cda diagnose FILE``, ``cda probe FILE``, ``cda run INPUTS.json``, ``cda serve DB``, ``cda receipts verify DB``, ``cda schema DIR``,
 ``cda bench folio FILE.jsonl``, ``cda jobs run MANIFEST.toml``.
 
 Each subcommand imports its module only when it runs (tests/test_startup_imports.py holds this):
 ``cda --help`` loads neither a solver nor pydantic.
 
-Exit codes: 0 answered, 1 a prove/disprove goal failed, 2 bad input, 3 timeout/unknown.
+Exit codes: 0 answered, 1 a prove/disprove goal or an expect failed, 2 bad input, 3 timeout/unknown;
+over several files, the worst of theirs (2 over 3 over 1 over 0).
+``-`` names standard input; ``--format text|json|jsonl|junit`` chooses the report
+(:mod:`cda.adapters.ci_report`); with ``--json`` a mistake is a JSON object on stdout.
 Mistakes in the input print like a compiler (``file:line:col: error: …`` and a caret) and
 never a traceback.
 """
@@ -13,6 +16,7 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -82,48 +86,86 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{self.format_usage()}{self.prog}: error: {message}\n")
 
 
+_FILES_HELP = "DSL files (.cda); - reads standard input"
+_BACKEND_HELP = "solver: auto (chosen per problem), z3 or clingo"
+_JSON_HELP = "print one JSON object (a mistake in the input too, on stdout)"
+_FORMAT_HELP = "report: text (default), json (one object), jsonl (one line per file), junit (JUnit XML)"
+_OBSERVATIONS_HELP = "observation file for a .bench netlist"
+
+
+def _version() -> str:
+    """The installed distribution's version (``0+unknown`` when run from a bare checkout)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cda")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the version is looked up only when asked (no import at start-up)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        raise _VersionShown(f"cda {_version()}\n")
+
+
+class _VersionShown(Exception):
+    """Internal: ``--version`` was given; carries the line to print."""
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="cda", description="Constraint-Driven Abduction")
-    sub = p.add_subparsers(dest="command", required=True)
+    p.add_argument("--version", action=_VersionAction, help="print the version and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     s = sub.add_parser("solve", help="rank explanations, check claims, propose next tests")
-    s.add_argument("file", type=Path)
-    s.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
+    s.add_argument("files", nargs="+", metavar="FILE", help=_FILES_HELP)
+    s.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto", help=_BACKEND_HELP)
     s.add_argument("--top", type=_count("--top"), default=None, help="how many hypotheses to list")
-    s.add_argument("--seed", type=_seed, default=0)
-    s.add_argument("--timeout", type=_seconds, default=None, help=_TIMEOUT_HELP)
+    s.add_argument("--seed", type=_seed, default=0, help="solver seed: same input and seed, same bytes")
+    s.add_argument("--timeout", type=_seconds, default=None, help="wall-clock budget in seconds for each file (inf: no limit)")
     s.add_argument("--ken", type=Path, action="append", default=[], help="Ken graph file (.json/.csv/.graphml)")
-    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--json", action="store_true", help=_JSON_HELP)
+    s.add_argument("--format", choices=["text", "json", "jsonl", "junit"], default=None, help=_FORMAT_HELP)
     s.add_argument(
         "--cross-check",
         action="store_true",
         help="solve on z3 and clingo and compare; any disagreement makes the verdicts inconclusive",
     )
     c = sub.add_parser("check", help="parse and type-check only")
-    c.add_argument("file", type=Path)
-    c.add_argument("--ken", type=Path, action="append", default=[])
+    c.add_argument("files", nargs="+", metavar="FILE", help=_FILES_HELP)
+    c.add_argument("--ken", type=Path, action="append", default=[], help="Ken graph file (.json/.csv/.graphml)")
+    c.add_argument("--json", action="store_true", help=_JSON_HELP)
+    c.add_argument("--format", choices=["text", "json", "jsonl", "junit"], default=None, help=_FORMAT_HELP)
+    fm = sub.add_parser("fmt", help="rewrite .cda files in the canonical layout, comments kept (--check: only report)")
+    fm.add_argument("files", nargs="+", metavar="FILE", help="DSL files (.cda); - formats standard input to stdout")
+    fm.add_argument("--check", action="store_true", help="change nothing; exit 1 naming the files not formatted")
     pr = sub.add_parser("prove", help="prove or refute first-order claims (a .fol file; see docs/fol.md)")
-    pr.add_argument("file", type=Path)
-    pr.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
+    pr.add_argument("file", type=Path, help="a .fol file, or a .cda file with fol { … } blocks")
+    pr.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto", help=_BACKEND_HELP)
     pr.add_argument("--timeout", type=_seconds, default=10.0,
                     help="wall-clock budget in seconds for each claim, not for the whole file (inf: no limit)")
-    pr.add_argument("--json", action="store_true")
+    pr.add_argument("--json", action="store_true", help="print one JSON object")
     pr.add_argument("--cross-check", action="store_true", help="re-solve on the other backend and compare")
     pr.add_argument(
         "--unique-names", action="store_true", help="read distinct constants as distinct objects (see docs/fol.md)"
     )
     d = sub.add_parser("diagnose", help="minimal diagnoses of a circuit (.bench + observations, or mbd-mobs .wcnf.gz)")
-    d.add_argument("file", type=Path)
-    d.add_argument("--observations", type=Path, default=None, help="observation file for a .bench netlist")
-    d.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
+    d.add_argument("file", type=Path, help="a .bench netlist (with --observations) or an mbd-mobs .wcnf.gz instance")
+    d.add_argument("--observations", type=Path, default=None, help=_OBSERVATIONS_HELP)
+    d.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto", help=_BACKEND_HELP)
     d.add_argument("--mode", nargs="+", default=["all"], metavar="MODE", help="all | min_cardinality | top K")
     d.add_argument("--timeout", type=_seconds, default=None, help=_TIMEOUT_HELP)
     d.add_argument("--json", action="store_true", help="print one JSON object")
     pb = sub.add_parser(
         "probe", help="next-best net to measure (expected information gain), or a simulated probing loop"
     )
-    pb.add_argument("file", type=Path)
-    pb.add_argument("--observations", type=Path, default=None, help="observation file for a .bench netlist")
-    pb.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto")
+    pb.add_argument("file", type=Path, help="a .bench netlist (with --observations) or an mbd-mobs .wcnf.gz instance")
+    pb.add_argument("--observations", type=Path, default=None, help=_OBSERVATIONS_HELP)
+    pb.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto", help=_BACKEND_HELP)
     pb.add_argument("--top", type=_count("--top"), default=5, help="how many candidate nets to list")
     pb.add_argument("--prior", type=_probability, default=0.01, help="per-gate failure probability")
     pb.add_argument("--max-size", type=_count("--max-size"), default=None, help="only diagnoses of at most this many gates")
@@ -136,12 +178,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     pb.add_argument("--strategy", choices=["ig", "random"], default="ig", help="probe choice in the simulated loop")
     pb.add_argument("--vectors", type=_vectors, default=1, help="input vectors to observe in the simulated loop")
-    pb.add_argument("--seed", type=_seed, default=0)
+    pb.add_argument("--seed", type=_seed, default=0, help="random seed of the simulated loop and of the solvers")
     pb.add_argument("--timeout", type=_seconds, default=None, help=_TIMEOUT_HELP)
     pb.add_argument("--json", action="store_true", help="print one JSON object")
     pb.add_argument("--interactive", action="store_true", help="ask for each measured value, diagnose again, repeat")
     r = sub.add_parser("run", help="run a CDA Action from inputs.json: events, artifacts, receipts")
-    r.add_argument("inputs", type=Path)
+    r.add_argument("inputs", type=Path, help="the Action's inputs (CDAInputs JSON)")
     r.add_argument("--out", type=Path, default=None, help="folder for artifacts and receipts.sqlite")
     r.add_argument("--json", action="store_true", help="print every event as one JSON line")
     sv = sub.add_parser("serve", help="the CDA service: WebSocket ToolBus, SSE action streams, a page (docs/service.md)")
@@ -159,19 +201,23 @@ def _parser() -> argparse.ArgumentParser:
                     help="fsync every commit of the store (slower; survives a power loss, not only a crash)")
     sv.add_argument("--providers", type=Path, default=None,
                     help="folder of local sub-action providers: DIR/<research|sandbox|default>/<source>.txt")
+    mc = sub.add_parser("mcp", help="serve CDA's tools to agents over the Model Context Protocol (docs/agents.md)")
+    mc.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    mc.add_argument("--host", default="127.0.0.1", help="address to listen on (with --http)")
+    mc.add_argument("--port", type=_port, default=8000, help="TCP port (with --http)")
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
-    sc.add_argument("folder", type=Path)
+    sc.add_argument("folder", type=Path, help="folder of the .schema.json files")
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
     rc = sub.add_parser("receipts", help="the receipt log")
     rcsub = rc.add_subparsers(dest="receipts_command", required=True)
     rv = rcsub.add_parser("verify", help="check a receipt log: signed head, chain, schema, events, traces "
                           "(exit 0 intact, 1 tampered, 2 not a CDA log)")
-    rv.add_argument("db", type=Path)
+    rv.add_argument("db", type=Path, help="the receipt log (receipts.sqlite)")
     rv.add_argument("--head", default=None, help="the head hash an action recorded (detects truncation)")
     rv.add_argument("--public-key", default=None, help="the signer's Ed25519 public key (64 hex digits); "
                     "default: the local key in $CDA_KEY_DIR or ~/.config/cda")
     rv.add_argument("--unsigned", action="store_true", help="accept a log with no signed head beside it")
-    rv.add_argument("--json", action="store_true")
+    rv.add_argument("--json", action="store_true", help="print one JSON object")
     from cda.adapters.policy_cli import add_policy_parser
 
     add_policy_parser(sub, _seconds)
@@ -189,8 +235,8 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
-    folio.add_argument("file", type=Path)
-    folio.add_argument("--json", action="store_true")
+    folio.add_argument("file", type=Path, help="FOLIO examples, one JSON object a line")
+    folio.add_argument("--json", action="store_true", help="print one JSON object")
     folio.add_argument("--timeout", type=_seconds, default=10.0, help="per example, seconds (inf: no limit)")
     return p
 
@@ -268,17 +314,15 @@ def render_table(result: SolveResult) -> str:
             out.append(
                 f"  {t.observable:<24} {_fmt(t.expected_information_gain):>7}   P(true)={_fmt(t.probability_true)}"
             )
+    if result.expectations:
+        out.append("")
+        out.append("expectations:")
+        for e in result.expectations:
+            out.append(f"  expect {e.text}: {'PASSED' if e.passed else 'FAILED'}")
+            out.append(f"    {e.reason}")
     for note in result.notes:
         out.append(f"note: {note}")
     return "\n".join(out) + "\n"
-
-
-def _exit_code(result: SolveResult) -> int:
-    if result.status == "unknown" or result.partial:
-        return EXIT_UNKNOWN
-    if any(v.status != "supported" for v in result.verdicts):
-        return EXIT_GOAL_FAILED
-    return EXIT_OK
 
 
 def _asker(out: TextIO) -> Callable[[str], str | None]:
@@ -293,13 +337,29 @@ def _asker(out: TextIO) -> Callable[[str], str | None]:
     return ask
 
 
-def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    out, err = stdout or sys.stdout, stderr or sys.stderr
+def main(
+    argv: Sequence[str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    stdin: TextIO | None = None,
+) -> int:
+    out, err, inp = stdout or sys.stdout, stderr or sys.stderr, stdin or sys.stdin
     try:
         args = _parser().parse_args(argv)
     except _UsageError as exc:
         err.write(str(exc))
         return EXIT_BAD_INPUT
+    except _VersionShown as shown:
+        out.write(str(shown))
+        return EXIT_OK
+    if args.command == "mcp":
+        from cda.adapters.mcp_server import main_mcp
+
+        return main_mcp("streamable-http" if args.http else "stdio", args.host, args.port, err)
+    if args.command == "fmt":
+        from cda.adapters.fmt_cli import main_fmt
+
+        return main_fmt(args.files, args.check, out, err, inp)
     if args.command == "prove":
         from cda.adapters.fol_cli import main_prove
 
@@ -308,13 +368,22 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
             unique_names=args.unique_names,
         )
     if args.command == "diagnose":
+        from cda.adapters.terminal import progress
         from cda.diagnosis.diagnose import main_diagnose
 
-        return main_diagnose(args.file, args.observations, args.backend, args.mode, args.timeout, args.json, out, err)
+        with progress(err, f"diagnosing {args.file}"):
+            return main_diagnose(args.file, args.observations, args.backend, args.mode, args.timeout, args.json, out, err)
     if args.command == "probe":
+        from cda.adapters.terminal import progress
         from cda.diagnosis.probe import main_probe
 
-        return main_probe(
+        if args.interactive:  # a progress line would overwrite the questions
+            return main_probe(
+                args.file, args.observations, args.backend, args.top, args.prior, args.max_size, args.inject,
+                args.strategy, args.vectors, args.seed, args.timeout, args.json, out, err, interactive=_asker(out),
+            )
+        with progress(err, f"probing {args.file}"):
+            return main_probe(
             args.file,
             args.observations,
             args.backend,
@@ -329,7 +398,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
             args.json,
             out,
             err,
-            interactive=_asker(out) if args.interactive else None,
+            interactive=None,
         )
     if args.command == "run":
         from cda.adapters.run_cli import main_run
@@ -359,11 +428,15 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
 
         return main_jobs_run(args.manifest, args.out, args.workers, args.dask, args.retry_failed, out, err)
     if args.command == "bench":
+        from cda.adapters.terminal import progress
         from cda.fol.folio import main_bench
 
-        return main_bench(args.file, args.json, out, timeout=args.timeout, err=err)
-    from cda.api import check, solve, solve_cross_checked  # here, not at the top: `cda --help` starts fast
+        with progress(err, f"running {args.file}"):
+            return main_bench(args.file, args.json, out, timeout=args.timeout, err=err)
+    from cda.adapters.ci_cli import main_check_files, main_solve_files  # here, not at the top: `cda --help` starts fast
 
+    fmt = args.format or ("json" if args.json else "text")
+    path = Path("-")
     try:
         ken = None
         if args.ken:
@@ -373,24 +446,18 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
             ken = KenGraph()
             for path in args.ken:
                 ken = ken.merged(load_ken(path))
-        if not args.file.exists():
-            raise CDAError(f"{args.file}: no such file")
-        if args.command == "check":
-            report = check(args.file, ken=ken)
-            print(
-                f"{args.file}: ok — " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in report.model_dump().items()),
-                file=out,
-            )
-            return EXIT_OK
-        if args.cross_check:
-            result = solve_cross_checked(args.file, top=args.top, seed=args.seed, timeout=args.timeout, ken=ken)
-        else:
-            result = solve(args.file, backend=args.backend, top=args.top, seed=args.seed, timeout=args.timeout, ken=ken)
     except CDAError as exc:
-        print(exc.render(), file=err)
+        if fmt == "text":
+            err.write(exc.render() + "\n")
+        else:
+            from cda.adapters.ci_report import error_object
+
+            out.write(json.dumps(error_object(exc, str(path)), ensure_ascii=False) + "\n")
         return EXIT_BAD_INPUT
-    out.write(result.json_text() + "\n" if args.json else render_table(result))
-    return _exit_code(result)
+    if args.command == "check":
+        return main_check_files(args.files, fmt, ken, out, err, inp)
+    options = {"backend": args.backend, "top": args.top, "seed": args.seed, "timeout": args.timeout}
+    return main_solve_files(args.files, fmt, options, args.cross_check, ken, out, err, inp)
 
 
 if __name__ == "__main__":  # pragma: no cover

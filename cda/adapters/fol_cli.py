@@ -111,7 +111,12 @@ def main_prove(
             raise CDAError(f"{path}: no claim to prove (add a line 'claim φ')")
         results = prove_all(problem, timeout, backend=backend, cross_check=cross_check, unique_names=unique_names)
     except CDAError as exc:
-        print(exc.render(), file=errors)
+        if as_json:  # a mistake is a JSON object on stdout, as `cda solve --json` prints it
+            from cda.adapters.ci_report import error_object
+
+            stream.write(json.dumps(error_object(exc, str(path)), ensure_ascii=False, indent=2) + "\n")
+        else:
+            print(exc.render(), file=errors)
         return EXIT_BAD_INPUT
     if as_json:
         data = {"file": str(path), "results": [r.model_dump() for r in results]}

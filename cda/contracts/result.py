@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PrivateAttr,
 
 from cda.contracts.status import SolverStatus, VerdictStatus
 
-__all__ = ["Hypothesis", "Witness", "Verdict", "NextTest", "Conflict", "SolveResult", "CheckReport"]
+__all__ = ["Hypothesis", "Witness", "Verdict", "NextTest", "Conflict", "ExpectationResult", "SolveResult",
+           "CheckReport"]
 
 #: the statuses as ordered enums (``min`` lowers them); dumped, and described in the JSON schema,
 #: as their strings (a plain string put in by ``model_copy`` dumps the same, without a warning)
@@ -99,6 +100,15 @@ class Conflict(_Model):
     complete: bool
 
 
+class ExpectationResult(_Model):
+    """An ``expect`` statement checked against the answer: passed, or why not."""
+
+    name: str = Field(description="the expectation's name (expect NAME: …), else expect@LINE")
+    text: str = Field(description="what it asserts, as written after 'expect', in canonical form")
+    passed: bool
+    reason: str = Field(description="what the answer holds, in words (why it failed, or what it matched)")
+
+
 class SolveResult(_Model):
     status: SolverStatusField
     backend: str
@@ -117,6 +127,9 @@ class SolveResult(_Model):
     )
     minimal_complete: bool = Field(
         default=False, description="true when every minimal explanation the goal asks for was found"
+    )
+    expectations: list[ExpectationResult] = Field(
+        default_factory=list, description="the problem's expect statements, checked against this answer, in order"
     )
 
     def json_text(self) -> str:

@@ -145,7 +145,10 @@ def main_diagnose(
         kind, k = _mode(mode)
         report = diagnose(path, observations, backend=backend, mode=kind, k=k, timeout=timeout)
     except CDAError as exc:
-        print(exc.render(), file=err)
+        if as_json:  # the mistake as a JSON object on stdout, as every --json command prints it
+            out.write(json.dumps(exc.as_dict(str(path)), indent=2, ensure_ascii=False) + "\n")
+        else:
+            print(exc.render(), file=err)
         return 2
     if as_json:
         out.write(json.dumps(report.model_dump(), indent=2) + "\n")

@@ -728,7 +728,10 @@ def main_probe(
                 inst, backend=backend, top=top, failure=failure, max_size=max_size, timeout=timeout, file=str(path)
             )
     except CDAError as exc:
-        print(exc.render(), file=err)
+        if as_json:  # the mistake as a JSON object on stdout, as every --json command prints it
+            out.write(json.dumps(exc.as_dict(str(path)), indent=2, ensure_ascii=False) + "\n")
+        else:
+            print(exc.render(), file=err)
         return 2
     if as_json:
         out.write(json.dumps(result.model_dump(), indent=2) + "\n")

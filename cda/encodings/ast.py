@@ -238,6 +238,26 @@ class GoalClaim:
 
 
 @dataclass(frozen=True)
+class Expect:
+    """``expect [name:] …``: what a suite asserts about the whole answer (docs/dsl.md).
+
+    ``kind`` and ``value``: ``status`` (``"sat"``/``"unsat"``/``"unknown"``), ``best`` (``sets``:
+    the assumed atoms of each hypothesis of least cost), ``cost`` (``op`` and a ``Fraction``: the
+    least cost), ``core`` (a clause name that every conflict core holds) and ``minimal`` (``op``
+    and an ``int``: how many minimal explanations).
+    """
+
+    name: str | None
+    kind: Literal["status", "best", "cost", "core", "minimal"]
+    op: str | None
+    value: str | Fraction | int | None
+    sets: tuple[tuple[FAtom, ...], ...]
+    pos: Pos
+    name_pos: Pos = (0, 0)
+    value_pos: Pos = (0, 0)
+
+
+@dataclass(frozen=True)
 class KenLoad:
     path: str
     pos: Pos
@@ -253,7 +273,7 @@ class FolBlock:
 
 Statement = (
     FolBlock | DomainDecl | PredDecl | EventDecl | MetricDecl | Fact | Observe | Hard | Soft | GoalBest | GoalMinimal
-    | GoalClaim | KenLoad
+    | GoalClaim | KenLoad | Expect
 )
 
 

@@ -118,8 +118,11 @@ _FORMULA_WORDS = frozenset(
 #: keywords of the state after a number, where a unit name may follow
 _AFTER_NUMBER = frozenset(
     ("and", "or", "iff", "implies", "of", "weight", "domain", "event", "fact", "goal", "hard", "ken", "metric",
-     "observe", "soft")
+     "observe", "soft", "expect")
 )
+#: keywords of the state after ``expect`` (where a name may also stand: ``expect e1: …``)
+_EXPECT_WORDS = frozenset(("status", "best", "cost", "in_every_core", "minimal_explanations"))
+_STATUSES = frozenset(("sat", "unsat", "unknown"))
 #: identifiers that are not a plain atom at the start of a formula (keywords, prefixes)
 _NOT_PLAIN = _FORMULA_WORDS | _ATOM_KINDS
 
@@ -289,6 +292,8 @@ class _Reader:
                 out.append(A.MetricDecl(name, unit, pos, unit_pos=unit_pos))
             elif tok == "goal":
                 out.append(self.goal())
+            elif tok == "expect":
+                out.append(self.expectation())
             elif tok == "ken":
                 self.i += 1
                 path = t[self.i]
@@ -447,6 +452,62 @@ class _Reader:
             formula, _ = self.formula()
             return A.GoalClaim("prove" if kind == "prove" else "disprove", formula, pos)
         self.fail("expected a goal")
+
+    def expectation(self) -> A.Expect:
+        """``expect [name:] status S | best [{atoms}, …] | cost CMP n | in_every_core NAME |
+        minimal_explanations CMP k``; any other spelling goes to lark."""
+        pos = self.p[self.i]
+        self.i += 1
+        t = self.t
+        name: str | None = None
+        name_pos = pos
+        if t[self.i + 1] == ":" and _is_name(t[self.i]) and t[self.i] not in _EXPECT_WORDS:
+            name, name_pos = t[self.i], self.p[self.i]
+            self.i += 2
+        kind = t[self.i]
+        kind_pos = self.p[self.i]
+        self.i += 1
+        if kind == "status":
+            value = t[self.i]
+            if value not in _STATUSES:
+                self.fail("expected sat, unsat or unknown")
+            self.i += 1
+            return A.Expect(name, "status", None, value, (), pos, name_pos, self.p[self.i - 1])
+        if kind == "best":
+            self.expect("[")
+            sets: list[tuple[A.FAtom, ...]] = []
+            if t[self.i] != "]":
+                sets.append(self.hyp_set())
+                while t[self.i] == ",":
+                    self.i += 1
+                    sets.append(self.hyp_set())
+            self.expect("]")
+            return A.Expect(name, "best", None, None, tuple(sets), pos, name_pos, kind_pos)
+        if kind == "cost" or kind == "minimal_explanations":
+            op = t[self.i]
+            if op not in _CMPS:
+                self.fail("expected a comparison")
+            self.i += 1
+            if kind == "cost":
+                number, _ = self.number()
+                return A.Expect(name, "cost", op, number, (), pos, name_pos, kind_pos)
+            k, k_pos = self.int_()
+            return A.Expect(name, "minimal", op, k, (), pos, name_pos, k_pos)
+        if kind == "in_every_core":
+            clause, clause_pos = self.name()
+            return A.Expect(name, "core", None, clause, (), pos, name_pos, clause_pos)
+        self.fail("expected an expectation")
+
+    def hyp_set(self) -> tuple[A.FAtom, ...]:
+        self.expect("{")
+        atoms: list[A.FAtom] = []
+        if self.t[self.i] != "}":
+            atoms.append(self.atom(formula_start=False)[0])
+            while self.t[self.i] == ",":
+                self.i += 1
+                atoms.append(self.atom(formula_start=False)[0])
+        self.expect("}")
+        return tuple(atoms)
 
     # ---- formulas, loosest binding first: iff, implies (to the right), or, and, not
     def formula(self) -> tuple[A.Formula, A.Pos]:

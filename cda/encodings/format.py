@@ -31,7 +31,8 @@ from fractions import Fraction
 
 from cda.encodings import ast as A
 
-__all__ = ["format_formula", "format_arith", "format_clause", "format_statement", "format_problem"]
+__all__ = ["format_formula", "format_arith", "format_clause", "format_statement", "format_problem", "format_source",
+           "format_expectation"]
 
 # binding levels: a context asks for at least this level, or gets parentheses
 _IFF, _IMPL, _OR, _AND, _UNARY, _PRIMARY = range(6)
@@ -300,6 +301,9 @@ def format_statement(st: A.Statement) -> str:
         if st.mode not in ("prove", "disprove"):
             raise ValueError(f"unknown goal {st.mode!r}")
         return f"goal {st.mode} {format_formula(st.formula)}"
+    if isinstance(st, A.Expect):
+        label = f"{_name(st.name)}: " if st.name is not None else ""
+        return f"expect {label}{format_expectation(st)}"
     if isinstance(st, A.KenLoad):
         if '"' in st.path or "\n" in st.path:
             raise ValueError(f"{st.path!r} cannot be quoted in the DSL")
@@ -309,6 +313,98 @@ def format_statement(st: A.Statement) -> str:
     raise TypeError(f"not a statement: {type(st).__name__}")
 
 
+def format_expectation(st: A.Expect) -> str:
+    """What an ``expect`` asserts, as written after ``expect [name:]``.
+
+    >>> from cda.encodings.parse import parse_problem
+    >>> [format_expectation(s) for s in parse_problem("expect best [{a},{ down(db) }]\\nexpect cost<=2.50").statements]
+    ['best [{a}, {down(db)}]', 'cost <= 2.5']
+    """
+    if st.kind == "status" and st.value in ("sat", "unsat", "unknown"):
+        return f"status {st.value}"
+    if st.kind == "best":
+        return "best [" + ", ".join("{" + ", ".join(_atom(a) for a in s) + "}" for s in st.sets) + "]"
+    if st.kind == "cost" and st.op in _CMP and isinstance(st.value, Fraction):
+        return f"cost {st.op} {_number(st.value)}"
+    if st.kind == "core" and isinstance(st.value, str):
+        return f"in_every_core {_name(st.value)}"
+    if st.kind == "minimal" and st.op in _CMP and isinstance(st.value, int):
+        return f"minimal_explanations {st.op} {_int(st.value)}"
+    raise ValueError(f"an expectation the grammar cannot spell: {st.kind} {st.op} {st.value!r}")
+
+
 def format_problem(ast: A.ProblemAST) -> str:
     """A whole problem: one statement per line, in source order, ending with a newline."""
     return "".join(format_statement(st) + "\n" for st in ast.statements)
+
+
+def _split_comment(line: str) -> tuple[str, str]:
+    """A line's code and its ``#`` comment (a ``#`` inside a quoted ``ken`` path is code).
+
+    >>> _split_comment('ken "a#b.json"  # the graph')
+    ('ken "a#b.json"', '# the graph')
+    """
+    quoted = False
+    for i, c in enumerate(line):
+        if c == '"':
+            quoted = not quoted
+        elif c == "#" and not quoted:
+            return line[:i].rstrip(), line[i:].rstrip()
+    return line.rstrip(), ""
+
+
+def format_source(ast: A.ProblemAST) -> str:
+    """The canonical text of a parsed file, its comments and paragraph breaks kept (``cda fmt``).
+
+    Each statement is printed by :func:`format_statement` where it began; a comment at the end of
+    a statement's line stays at the end of its first line; comment lines and one blank line of
+    each run stay between the statements they were between. Lines that continued a statement
+    are replaced by its one-line form (a comment line inside a statement moves below it).
+
+    >>> from cda.encodings.parse import parse_problem
+    >>> print(format_source(parse_problem("# pumps\\nhyp a,b   # two\\n\\n\\nhard :a and\\n  b\\n")), end="")
+    # pumps
+    hyp a  # two
+    hyp b
+    <BLANKLINE>
+    hard: a and b
+    """
+    lines = ast.source.split("\n")
+    starting: dict[int, list[A.Statement]] = {}
+    for st in ast.statements:
+        starting.setdefault(st.pos[0], []).append(st)
+    out: list[str] = []
+    skip_to = 0  # the last line of a fol block (kept verbatim), once its tail is printed
+    for number, line in enumerate(lines, 1):
+        if number <= skip_to:
+            continue
+        code, comment = _split_comment(line)
+        here = starting.get(number, [])
+        blocks = [st for st in here if isinstance(st, A.FolBlock)]
+        if blocks:  # a '#' after a block's opening brace is first-order text, kept in the block
+            out.extend(format_statement(st) for st in here)
+            block = blocks[-1]
+            end = number + block.text.count("\n")
+            start = block.pos[1] - 1 if end == number else 0
+            tail = lines[end - 1][start + len(block.text.split("\n")[-1]):]
+            if end > number:  # statements after the closing brace, on its line
+                skip_to = end
+                out.extend(format_statement(st) for st in starting.get(end, []))
+            tail_comment = _split_comment(tail)[1]
+            if tail_comment:
+                out[-1] += "  " + tail_comment
+        elif here:
+            printed = [format_statement(st) for st in here]
+            if comment:
+                printed[0] += "  " + comment
+            out.extend(printed)
+        elif code.strip():
+            if comment:  # a continuation line's comment: kept, on its own line
+                out.append(comment)
+        elif comment:
+            out.append(comment.strip())
+        elif out and out[-1] != "":
+            out.append("")
+    while out and out[-1] == "":
+        out.pop()
+    return "".join(line + "\n" for line in out)

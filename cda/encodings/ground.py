@@ -39,6 +39,7 @@ from cda.encodings.ir import (
     Claim,
     Clause,
     Const,
+    Expectation,
     GroundProblem,
     MinimalGoal,
     Node,
@@ -66,7 +67,7 @@ RESERVED = frozenset(
     "domain hyp observable pred var event metric fact observe hard soft goal ken not and or implies iff "
     "xor forall exists in holds prefer at_most at_least exactly before within of path hops hop value time "
     "only_if risk weight top prove disprove best_explanation minimal_explanations min_cardinality true false low medium "
-    "high".split()
+    "high expect".split()
 )
 OPEN_KINDS = ("hyp", "observable", "var")
 _PREFIX_KIND = {"hyp": "hyp", "obs": "observable", "pred": "pred"}
@@ -103,6 +104,8 @@ class _Grounder:
         self._successors: dict[tuple[str, str], frozenset[str]] = {}  # Ken's related_by, as sets
         self.ken = ken if ken is not None else KenGraph()
         self.names: set[str] = set()
+        #: expect in_every_core NAME, checked once every clause is known: the name, its error
+        self.core_names: list[tuple[str, DSLTypeError]] = []
         self.risk_used = False
         # argument-free atoms, once checked: the same node whatever the environment (the checks
         # read only the declarations and the closed facts, which are complete before any formula)
@@ -653,10 +656,36 @@ class _Grounder:
             if st.mode == "top" and (st.k is None or st.k < 1):
                 raise self.err("top must be at least 1", st.pos)
             self.gp.minimal = MinimalGoal(st.mode, st.k)
+        elif isinstance(st, A.Expect):
+            self.expectation(st, at)
         elif isinstance(st, A.GoalClaim):
             node = self.formula(st.formula, {})
             name = self.unique_name(None, st.mode, at)
             self.gp.claims.append(Claim(name, st.mode, node, self._text_of(st) if text is None else text, line))
+
+    def expectation(self, st: A.Expect, at: A.Pos) -> None:
+        """Check an ``expect`` (atoms of ``best`` are declared abducibles with values in their
+        domains; a ``cost`` bound is not negative) and keep it for after the solve."""
+        from cda.encodings.format import format_expectation  # the canonical text names the test
+
+        sets: list[frozenset[str]] = []
+        for atoms in st.sets:
+            names = []
+            for atom in atoms:
+                decl = self.preds.get(atom.pred)
+                if decl is None or decl.kind != "hyp" or atom.kind not in (None, "hyp"):
+                    raise self.err(f"expect best lists hypotheses: '{atom.pred}' is not a declared hyp", atom.pos)
+                names.append(_fmt_atom(decl.name, self._fact_args(atom, decl)))
+            sets.append(frozenset(names))
+        if st.kind == "cost" and isinstance(st.value, Fraction) and st.value < 0:
+            raise self.err("a cost is never negative (a sum of positive weights)", st.value_pos)
+        if st.kind == "core" and isinstance(st.value, str):
+            self.core_names.append((st.value, self.err(
+                f"expect in_every_core: no clause is named '{st.value}' (name it: hard NAME: …)", st.value_pos)))
+        name = self.unique_name(st.name, "expect", at, st.name_pos)
+        self.gp.expectations.append(
+            Expectation(name, st.kind, st.op, st.value, tuple(sets), format_expectation(st), at[0])
+        )
 
     def add_soft(
         self,
@@ -778,6 +807,10 @@ def ground_problem(
         for located in extra:
             g.lines, g.filename = located.source.split("\n"), located.filename
             g.statement(located.statement, located.line, located.text)
+        clauses = {c.name for c in g.gp.clauses} | {s.name for s in g.gp.soft}
+        for name, error in g.core_names:
+            if name not in clauses:
+                raise error
     except RecursionError:
         raise DSLTypeError(
             "a formula is nested too deeply to ground; split it into several named clauses", filename=g.filename

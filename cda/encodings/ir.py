@@ -462,6 +462,21 @@ class MinimalGoal:
     k: int | None = None
 
 
+@dataclass(frozen=True)
+class Expectation:
+    """``expect``: an assertion about the whole answer, checked after solving
+    (:mod:`cda.verifiers.expectations`). ``sets``: for ``best``, the ground names of the atoms
+    of each expected least-cost hypothesis."""
+
+    name: str
+    kind: Literal["status", "best", "cost", "core", "minimal"]
+    op: str | None
+    value: str | Fraction | int | None
+    sets: tuple[frozenset[str], ...]
+    text: str
+    line: int
+
+
 @dataclass
 class GroundProblem:
     """Everything a backend needs, in source order, and nothing it must not see."""
@@ -476,6 +491,7 @@ class GroundProblem:
     observed: set[str] = field(default_factory=set)
     top: int | None = None
     minimal: MinimalGoal | None = None  # goal minimal_explanations, when asked
+    expectations: list[Expectation] = field(default_factory=list)  # expect statements, in order
     filename: str | None = None
     fol_blocks: int = 0  # first-order blocks, answered by `cda prove`, not by the engine
     #: what grounding decided that the user should hear (a bound outside the numeric range)

@@ -156,6 +156,31 @@ class _ToAST(Transformer[Token, Any]):
     def fol_block(self, meta: Any, items: list[Token]) -> A.FolBlock:
         return A.FolBlock(str(items[0]), _pos(items[0]))
 
+    def expect_stmt(self, meta: Any, items: list[Any]) -> A.Expect:
+        name, (kind, op, value, sets, value_pos) = items
+        return A.Expect(
+            str(name) if name is not None else None, kind, op, value, sets, _pos(meta),
+            _pos(name) if name is not None else _pos(meta), value_pos,
+        )
+
+    def expect_status(self, meta: Any, items: list[Token]) -> tuple[Any, ...]:
+        return "status", None, str(items[0]), (), _pos(items[0])
+
+    def expect_best(self, meta: Any, items: list[Any]) -> tuple[Any, ...]:
+        return "best", None, None, tuple(s for s in items if s is not None), _pos(meta)
+
+    def expect_cost(self, meta: Any, items: list[Any]) -> tuple[Any, ...]:
+        return "cost", str(items[0]), items[1], (), _pos(meta)
+
+    def expect_core(self, meta: Any, items: list[Token]) -> tuple[Any, ...]:
+        return "core", None, str(items[0]), (), _pos(items[0])
+
+    def expect_minimal(self, meta: Any, items: list[Token]) -> tuple[Any, ...]:
+        return "minimal", str(items[0]), _int(items[1]), (), _pos(items[1])
+
+    def hyp_set(self, meta: Any, items: list[Any]) -> tuple[A.FAtom, ...]:
+        return tuple(a for a in items if a is not None)
+
     def ken_stmt(self, meta: Any, items: list[Token]) -> A.KenLoad:
         return A.KenLoad(str(items[0])[1:-1], _pos(items[0]))
 
@@ -291,11 +316,14 @@ _FRIENDLY = {
     "ADD_OP": "'+' or '-'",
     "UNIT_OP": "'/' or '*'",
     "HOPS": "'hops'",
+    "STATUS": "sat, unsat or unknown",
     "$END": "end of input",
 }
 
 
-def _describe(names: set[str]) -> str:
+def _expected_words(names: set[str]) -> list[str]:
+    """The terminals ``names`` in words, words first ("a name"), then keywords in quotes; at
+    most 14 and "…" (the list a syntax error shows and ``--json`` reports as ``expected``)."""
     parser = _parser()
     words = []
     for name in sorted(names):
@@ -315,7 +343,7 @@ def _describe(names: set[str]) -> str:
     unique = sorted(set(words), key=lambda w: (w.startswith("'"), w))
     if len(unique) > 14:
         unique = unique[:14] + ["…"]
-    return ", ".join(unique)
+    return unique
 
 
 def _source_line(text: str, line: int) -> str | None:
@@ -329,26 +357,31 @@ def _syntax_error(text: str, err: lark.exceptions.UnexpectedInput, filename: str
     at_end = isinstance(err, lark.exceptions.UnexpectedEOF) or (
         isinstance(err, lark.exceptions.UnexpectedToken) and err.token.type == "$END"
     )
+    expected: list[str] = []
     if at_end or line is None or line < 1:  # unexpected end of input: point past the last character
         lines = text.rstrip("\n").split("\n")
         line, column = len(lines), len(lines[-1]) + 1
     if isinstance(err, lark.exceptions.UnexpectedToken):
         token = err.token
         found = "end of input" if token.type == "$END" else f"'{token}'"
-        message = f"unexpected {found}; expected {_describe(set(err.expected))}"
+        expected = _expected_words(set(err.expected))
+        message = f"unexpected {found}; expected {', '.join(expected)}"
     elif isinstance(err, lark.exceptions.UnexpectedCharacters):
         at = err.pos_in_stream
         char = text[at] if at is not None and at < len(text) else "?"
         allowed = set(err.allowed or ())
         message = f"unexpected character {char!r}"
         if allowed:
-            message += f"; expected {_describe(allowed)}"
+            expected = _expected_words(allowed)
+            message += f"; expected {', '.join(expected)}"
     elif isinstance(err, lark.exceptions.UnexpectedEOF):
-        message = f"unexpected end of input; expected {_describe(set(err.expected))}"
+        expected = _expected_words(set(err.expected))
+        message = f"unexpected end of input; expected {', '.join(expected)}"
     else:  # pragma: no cover - lark has no other UnexpectedInput subclasses
         message = str(err)
     return DSLSyntaxError(
-        message, line=line, column=column, source_line=_source_line(text, line), filename=filename
+        message, line=line, column=column, source_line=_source_line(text, line), filename=filename,
+        expected=tuple(expected),
     )
 
 
