@@ -153,6 +153,9 @@ def _parser() -> argparse.ArgumentParser:
     rv.add_argument("db", type=Path)
     rv.add_argument("--head", default=None, help="the head hash an action recorded (detects truncation)")
     rv.add_argument("--json", action="store_true")
+    from cda.adapters.investigate_cli import add_investigate_parser  # argparse and json only
+
+    add_investigate_parser(sub)
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
@@ -314,6 +317,10 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         from cda.adapters.receipts_cli import main_receipts_verify
 
         return main_receipts_verify(args.db, args.head, args.json, out, err)
+    if args.command == "investigate":
+        from cda.adapters.investigate_cli import main_investigate
+
+        return main_investigate(args, out, err)
     if args.command == "bench":
         from cda.fol.folio import main_bench
 

@@ -84,6 +84,8 @@ class Records:
     selected: str | None
     reason: str
     considered: int
+    #: unobserved observables every hypothesis considered forces to one and the same value
+    agreed: dict[str, bool] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
@@ -187,7 +189,11 @@ def compute_records(
     selected, reason = step_rule(out)
     notes = [] if len(considered) == len(ranking) else [
         f"gains computed over the {len(considered)} most probable hypotheses"]
-    return Records(records=out, tests=tests, selected=selected, reason=reason, considered=len(considered), notes=notes)
+    agreed = {o: bool(considered[0].model[o]) for o in candidates
+              if considered and all(o in known for known in fixed)
+              and len({bool(h.model[o]) for h in considered}) == 1}
+    return Records(records=out, tests=tests, selected=selected, reason=reason, considered=len(considered),
+                   agreed=agreed, notes=notes)
 
 
 def _record(

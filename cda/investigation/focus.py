@@ -1,0 +1,73 @@
+"""The parts of a problem and which one to focus on (seed 004's "Focus Subsystem").
+
+A part is a connected component of the atom–clause graph of the hard clauses: two atoms are in
+one part when some hard clause (each conjunct of a clause on its own) mentions both. The focus
+is the part whose best probe promises the greatest expected reduction in uncertainty (ties: the
+earlier part); with nothing left to probe, the part of the selected hypothesis's atoms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cda.contracts.result import NextTest
+from cda.encodings.ir import And, Atom, GroundProblem, Node, walk
+
+__all__ = ["Part", "parts", "choose_focus"]
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    atoms: frozenset[str]
+
+
+def _conjuncts(node: Node) -> list[Node]:
+    return list(node.args) if isinstance(node, And) else [node]
+
+
+def parts(problem: GroundProblem) -> list[Part]:
+    """The connected components, in the order of their first atom in the problem."""
+    parent = {a: a for a in problem.atoms}
+
+    def find(a: str) -> str:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for clause in problem.clauses:
+        if clause.kind == "observation":
+            continue
+        for part in _conjuncts(clause.node):
+            names = [n.name for n in walk([part]) if isinstance(n, Atom) and n.name in parent]
+            for other in names[1:]:
+                ra, rb = find(names[0]), find(other)
+                if ra != rb:
+                    parent[rb] = ra
+    groups: dict[str, list[str]] = {}
+    for a in problem.atoms:
+        groups.setdefault(find(a), []).append(a)
+    out = []
+    for i, atoms in enumerate(groups.values(), 1):
+        shown = ", ".join(atoms[:3]) + (f", … ({len(atoms)} atoms)" if len(atoms) > 3 else "")
+        out.append(Part(f"part {i}: {shown}", frozenset(atoms)))
+    return out
+
+
+def choose_focus(found: Sequence[Part], tests: Sequence[NextTest], selected_atoms: Sequence[str]) -> tuple[Part | None, str]:
+    """The focus part and why."""
+    best: dict[str, float] = {}
+    for t in tests:
+        for p in found:
+            if t.observable in p.atoms:
+                best[p.name] = max(best.get(p.name, 0.0), t.expected_information_gain)
+    useful = [p for p in found if best.get(p.name, 0.0) > 0]
+    if useful:
+        top = max(useful, key=lambda p: best[p.name])  # max keeps the first of equals
+        return top, f"its best probe gains {best[top.name]:g} bits, the most of the {len(found)} part(s)"
+    for p in found:
+        if set(selected_atoms) & p.atoms:
+            return p, "nothing left to probe; the part of the selected hypothesis"
+    return (found[0] if found else None), "nothing left to probe"
