@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,14 +25,15 @@ from cda.contracts.deadline import Deadline
 from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.contracts.refs import SpanRef
 from cda.contracts.result import Conflict
-from cda.encodings.ir import Clause
+from cda.encodings.ir import Atom, Clause, Not
 from cda.errors import CDAError
 from cda.files import read_text
-from cda.investigation.focus import choose_focus, parts
+from cda.investigation.focus import choose_focus
 from cda.investigation.live import LiveProblem, Observation
 from cda.investigation.store import SessionStore, StoredSession, StoredStep
 from cda.solver.conflicts import conflict
-from cda.solver.hypotheses import rank_hypotheses
+from cda.solver.hypotheses import Ranking, rank_hypotheses
+from cda.solver.information import posterior
 from cda.solver.recheck import CheckedBackend
 from cda.solver.records import cite, compute_records, hypothesis_cap, hypothesis_record
 
@@ -77,7 +79,7 @@ class Investigation:
         self.store = store
         self.stored = stored
         self.live = live
-        self._parts = parts(live.base)
+        self._cache = _Cache()
         self.memory = MemoryBlock.model_validate(stored.memory)
 
     # ---- lifecycle
@@ -96,10 +98,13 @@ class Investigation:
         store = SessionStore(db)
         stored = StoredSession(sid, task, live.text, filename, None if ken is None else str(ken), backend, top,
                                False, 0, {})
-        memory, trace = _compute(live, stored, [])
+        cache = _Cache()
+        memory, trace = _compute(live, stored, [], cache=cache)
         stored = _with(stored, memory=memory)
         store.create(stored, trace, memory["updated_at_utc"])
-        return cls(store, stored, live)
+        inv = cls(store, stored, live)
+        inv._cache = cache
+        return inv
 
     @classmethod
     def open(cls, session_id: str, db: str | Path) -> Investigation:
@@ -131,7 +136,8 @@ class Investigation:
         obs = self.live.parse(text, step)
         self.live.observe(obs)
         try:
-            memory, trace = _compute(self.live, self.stored, self._history_observations(), step=step)
+            memory, trace = _compute(self.live, self.stored, self._history_observations(), step=step,
+                                     cache=self._cache)
         except BaseException:
             self.live.retract(step)
             raise
@@ -147,7 +153,8 @@ class Investigation:
         self.live.retract(last.step)
         step = self.stored.last_step + 1
         try:
-            memory, trace = _compute(self.live, self.stored, self._history_observations(), step=step)
+            memory, trace = _compute(self.live, self.stored, self._history_observations(), step=step,
+                                     cache=self._cache)
         except BaseException:
             self.live.observe(last)
             raise
@@ -194,6 +201,50 @@ class Investigation:
         self.memory = MemoryBlock.model_validate(memory)
 
 
+#: the most hypotheses whose backbones an investigation computes (the gains are over them)
+CONSIDERED = 2_000
+
+
+@dataclass
+class _Cache:
+    """What the live path keeps between steps, never the rebuild: whether H ∧ h entails each
+    observation (it does not depend on the others), and per set of observations in force the
+    ranking and each hypothesis's backbone."""
+
+    entailments: dict[tuple[frozenset[str] | None, str], bool] = field(default_factory=dict)
+    states: dict[tuple[str, ...], tuple[Ranking, list[set[str]]]] = field(default_factory=dict)
+
+    def narrowed(self, key: tuple[str, ...], last: Clause | None) -> tuple[Ranking, list[set[str]]] | None:
+        """The state of ``key`` when known, or derived from the state before ``last`` (a literal):
+        a hypothesis that determined the literal's atom keeps its models (and so its cost,
+        violations and backbone) when it predicted the value observed and is gone otherwise.
+        ``None`` when some hypothesis left the atom open (then it must be solved again)."""
+        if key in self.states:
+            return self.states[key]
+        literal = _literal(last) if last is not None else None
+        before = self.states.get(key[:-1])
+        if literal is None or before is None:
+            return None
+        ranking, fixed = before
+        atom, value = literal
+        if not ranking.complete or len(fixed) != len(ranking) or not all(atom in f for f in fixed):
+            return None
+        keep = [i for i, h in enumerate(ranking.hypotheses) if bool(h.model[atom]) == value]
+        hyps = [ranking.hypotheses[i] for i in keep]
+        narrowed = Ranking(hyps, posterior([h.cost for h in hyps]), complete=True, capped=False, timed_out=False,
+                           cap=ranking.cap)
+        return narrowed, [fixed[i] - {atom} for i in keep]
+
+
+def _literal(clause: Clause) -> tuple[str, bool] | None:
+    node = clause.node
+    if isinstance(node, Atom):
+        return node.name, True
+    if isinstance(node, Not) and isinstance(node.arg, Atom):
+        return node.arg.name, False
+    return None
+
+
 def _with(s: StoredSession, **changes: Any) -> StoredSession:
     import dataclasses
 
@@ -211,7 +262,7 @@ def _load_ken(path: str | Path | None) -> Any:
 def _compute(
     live: LiveProblem, stored: StoredSession, active: list[Observation], *, step: int = 0,
     solver: CheckedBackend | None = None, observations: list[Clause] | None = None,
-    step_of: Callable[[Clause], int | None] | None = None,
+    step_of: Callable[[Clause], int | None] | None = None, cache: _Cache | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The memory block after a step and the step's trace (seed 004's loop, once)."""
     started = time.perf_counter()
@@ -236,7 +287,7 @@ def _compute(
         "session_id": stored.session_id, "task_id": stored.task_id, "step": step,
         "observations": [o.text for o in active], "updated_at_utc": _now(),
     }
-    trace: dict[str, Any] = {"decompose": {"parts": len(parts(live.base))}}
+    trace: dict[str, Any] = {"decompose": {"parts": len(live.parts)}}
     # integrate: global consistency of every clause and observation in force
     if not solver.holds(solver.base, "hard clauses and observations"):
         found = conflict(solver, 16, Deadline(None))
@@ -260,8 +311,14 @@ def _compute(
         trace["integrate"] = {"consistent": False, "cores": cores}
         trace["ms"] = round((time.perf_counter() - started) * 1000, 3)
         return MemoryBlock.model_validate(memory).model_dump(mode="json"), trace
-    ranking = rank_hypotheses(solver, hypothesis_cap(solver.problem, 10_000))
-    found_records = compute_records(solver, ranking, stored.top, observations=observations)
+    key = tuple(c.name for c in observations)
+    known = cache.narrowed(key, observations[-1] if observations else None) if cache is not None else None
+    ranking, fixed = known if known is not None else (rank_hypotheses(solver, hypothesis_cap(solver.problem, 10_000)), None)
+    found_records = compute_records(solver, ranking, stored.top, CONSIDERED, observations=observations, fixed=fixed,
+                                    entailments=cache.entailments if cache is not None else None)
+    if cache is not None:
+        cache.states[key] = (ranking, found_records.fixed)
+    trace["narrowed"] = known is not None
     clauses = {c.name: c for c in solver.problem.clauses}
     soft_lines = {s.name: s.line for s in solver.problem.soft}
     records = []
@@ -274,7 +331,7 @@ def _compute(
             for n in comp.unexplained]
         records.append(rec)
     chosen = next((r for r in found_records.records if r.id == found_records.selected), None)
-    focus, why = choose_focus(parts(live.base), found_records.tests, list(chosen.assumed) if chosen else [])
+    focus, why = choose_focus(live.parts, found_records.tests, list(chosen.assumed) if chosen else [])
     invariants = [f"{'' if v else 'not '}{o} (every hypothesis predicts it)" for o, v in found_records.agreed.items()]
     if ranking.complete and ranking.hypotheses:
         for a in solver.hyps:
