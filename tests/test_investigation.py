@@ -66,7 +66,10 @@ def test_outage_session_incremental_equals_rebuilt_at_every_step(backend: str, t
     inv.release()
     again = Investigation.open(sid, db)
     assert again.status() == m
-    assert [s.kind for s in again.history()] == ["start", "observe", "observe", "observe", "observe", "undo"]
+    history = again.history()
+    assert [s.kind for s in history] == ["start", "observe", "observe", "observe", "observe", "undo"]
+    # every hypothesis determined slow(api): the first observation narrowed the ranking without solving it again
+    assert history[1].trace["narrowed"] is True and history[0].trace["narrowed"] is False
     _same(again)
     again.close()
     with pytest.raises(ClosedInvestigation):
@@ -218,6 +221,12 @@ def test_parts_and_focus_follow_the_best_probe() -> None:
     m = inv.observe("z")
     assert m.focus_subsystem is not None and m.focus_subsystem.startswith("part 1")  # only x is left open
     inv.release()
+
+
+def test_public_name() -> None:
+    import cda
+
+    assert cda.Investigation is Investigation
 
 
 def test_unknown_session_and_bad_observations() -> None:

@@ -201,8 +201,9 @@ class Investigation:
         self.memory = MemoryBlock.model_validate(memory)
 
 
-#: the most hypotheses whose backbones an investigation computes (the gains are over them)
-CONSIDERED = 2_000
+#: the most hypotheses whose backbones an investigation computes (the gains are over them): as
+#: many as it enumerates, so that every step can narrow the ranking instead of solving it again
+CONSIDERED = 10_000
 
 
 @dataclass
