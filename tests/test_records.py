@@ -8,8 +8,10 @@ answers each field from its definition (cda/solver/records.py), on both backends
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -163,3 +165,25 @@ def test_records_cite_clause_and_line_and_say_when_nothing_is_predicted() -> Non
     assert rec.evidence_against[0].excerpt == "violates soft clause soft@5: soft: not a weight 1"  # type: ignore[union-attr]
     assert rec.falsifiers == [] and rec.falsifiers_note == NO_FALSIFIER  # q is unconstrained
     assert rec.next_probe is None
+
+
+def test_action_records_are_the_solvers_and_cite_the_inputs(tmp_path: Path) -> None:
+    """An Action's hypotheses carry the records computed here (not one shared list of next
+    tests): the oracle is solve_records on the same problem as one text."""
+    from cda.ken.loaders import load_ken
+    from tests.test_actions import EXAMPLE, _as_one_text, _outage, run_inputs_here
+
+    inputs = _outage()
+    run = run_inputs_here(inputs, tmp_path)
+    hypotheses = json.loads((tmp_path / run.outputs.action_id / "cda_plan" / "hypotheses.json").read_text())
+    gp = ground(_as_one_text(inputs), ken=load_ken(EXAMPLE.parent / inputs.ken.path))  # type: ignore[union-attr]
+    found = solve_records(gp, "clingo", top=len(hypotheses))
+    assert found is not None and hypotheses and len(found.records) == len(hypotheses)
+    for data, r in zip(hypotheses, found.records):
+        assert data["assumptions"] == list(r.assumed)
+        assert data["falsifiers"] == [f"observe {f.refuting}" for f in r.falsifiers]
+        assert data["next_probe"] == (r.next_probe.observable if r.next_probe else None)
+        assert len(data["evidence_for"]) == len(r.evidence_for) > 0
+        assert data["selected"] == (r.id == found.selected)
+    assert len({tuple(d["falsifiers"]) for d in hypotheses}) > 1  # each its own, not the problem's top 3
+    assert any(e["source"].startswith("pager:") for d in hypotheses for e in d["evidence_for"])

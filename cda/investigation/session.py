@@ -228,10 +228,19 @@ class _Cache:
             return None
         ranking, fixed = before
         atom, value = literal
+        name = last.name if last is not None else ""
         if not ranking.complete or len(fixed) != len(ranking) or not all(atom in f for f in fixed):
             return None
         keep = [i for i, h in enumerate(ranking.hypotheses) if bool(h.model[atom]) == value]
         hyps = [ranking.hypotheses[i] for i in keep]
+        # a hypothesis h for which H ∧ h entails every earlier observation has the same models
+        # under H ∧ h as under them: H ∧ h entails the new literal exactly when h determined its
+        # atom (it did, for every hypothesis, or we would not be here), with no solver call
+        for i in keep:
+            h = ranking.hypotheses[i]
+            if (h.assumed, name) not in self.entailments and all(
+                    self.entailments.get((h.assumed, n)) is True for n in key[:-1]):
+                self.entailments[(h.assumed, name)] = True
         narrowed = Ranking(hyps, posterior([h.cost for h in hyps]), complete=True, capped=False, timed_out=False,
                            cap=ranking.cap)
         return narrowed, [fixed[i] - {atom} for i in keep]
