@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from cda.adapters.cli import main
 from cda.contracts.hypothesis_record import HypothesisRecord
-from cda.errors import DSLError
 from cda.investigation.focus import parts
+from cda.investigation.live import InvestigationError
 from cda.investigation.session import ClosedInvestigation, Investigation, MemoryBlock
 from cda.investigation.store import UnknownSession
 from tests.test_records import problems
@@ -233,7 +233,7 @@ def test_unknown_session_and_bad_observations() -> None:
     with pytest.raises(UnknownSession):
         Investigation.open("nope", ":memory:")
     inv = Investigation.start("hyp a\nobservable o\nmetric m : ms\nhard: o iff (a or value(metric:m) > 5 ms)\n")
-    with pytest.raises(DSLError, match="empty|needed"):
+    with pytest.raises(InvestigationError, match="an observation is needed"):
         inv.observe("   ")
     m = inv.observe("value(metric:m) = 3 ms")  # a metric value goes through the DSL
     assert m.observations == ["value(metric:m) = 3 ms"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from cda.api import ground
 from cda.contracts.deadline import Deadline
 from cda.encodings.ir import And, Atom, Card, Clause, Const, GroundProblem, Iff, Linear, Node, NodeFactory, Not, Or, Xor
-from cda.errors import DSLError
+from cda.errors import CDAError, DSLError
 from cda.investigation.focus import parts
 from cda.ken.graph import KenGraph
 from cda.solver.backend import Backend, Lit, all_clauses_on, integer_weights, make_backend, selector
@@ -30,7 +30,7 @@ from cda.solver.recheck import CheckedBackend
 __all__ = ["Observation", "LiveProblem", "InvestigationError"]
 
 
-class InvestigationError(DSLError):
+class InvestigationError(CDAError, ValueError):
     """An observation the problem cannot take (an unknown atom, an abducible, bad syntax)."""
 
 
