@@ -155,7 +155,7 @@ def _parser() -> argparse.ArgumentParser:
     rv.add_argument("--json", action="store_true")
     from cda.adapters.investigate_cli import add_investigate_parser  # argparse and json only
 
-    add_investigate_parser(sub)
+    add_investigate_parser(sub, _count)
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")

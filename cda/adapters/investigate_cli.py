@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -23,8 +24,9 @@ DEFAULT_DB = Path("investigations.sqlite")
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
-def add_investigate_parser(sub: Any) -> None:
-    """Register ``investigate`` and its commands on the top-level subparsers."""
+def add_investigate_parser(sub: Any, count: Callable[[str], Callable[[str], Any]]) -> None:
+    """Register ``investigate`` and its commands on the top-level subparsers; ``count(name)``
+    is the CLI's checked whole-number type (cda.contracts.limits)."""
     inv = sub.add_parser("investigate", help="an investigation over time: observations, records, next probe")
     isub = inv.add_subparsers(dest="investigate_command", required=True)
 
@@ -37,7 +39,7 @@ def add_investigate_parser(sub: Any) -> None:
     st.add_argument("--ken", type=Path, default=None, help="a Ken graph the problem's Ken paths read")
     st.add_argument("--backend", choices=["z3", "clingo"], default="z3")
     st.add_argument("--task", default=None, help="task id (default: the problem file's name)")
-    st.add_argument("--top", type=int, default=5, help="hypotheses kept as candidate records")
+    st.add_argument("--top", type=count("--top"), default=5, help="hypotheses kept as candidate records")
     common(st)
     ob = isub.add_parser("observe", help="add one observation: 'slow(auth)', 'not slow(auth)', a metric value")
     ob.add_argument("session")
@@ -57,9 +59,6 @@ def main_investigate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     inv = None
     try:
         if command == "start":
-            from cda.contracts import limits
-
-            limits.count("--top", args.top)
             if not args.problem.exists():
                 raise CDAError(f"{args.problem}: no such file")
             inv = Investigation.start(args.problem, db=args.db, backend=args.backend, ken=args.ken,

@@ -14,7 +14,6 @@ written out as DSL and solved from scratch on a fresh backend. It must give the 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,9 +40,6 @@ class Observation:
     text: str
     step: int
     clause: Clause
-
-
-_LITERAL = re.compile(r"^(not\s+)?([A-Za-z_][\w]*(?:\([^()]*\))?)$")
 
 
 def _copy(node: Node, f: NodeFactory) -> Node:
@@ -99,13 +95,16 @@ class LiveProblem:
             raise InvestigationError("an observation is needed, e.g. 'slow(auth)' or 'not slow(auth)'")
         name = f"observe!{step}"  # "!" cannot appear in a DSL clause name
         f = self.problem.factory
-        m = _LITERAL.match(words)
-        if m is not None:
-            atom = m.group(2).replace(" ", "")
-            info = self.problem.atoms.get(atom)
-            if info is not None and info.kind != "hyp":
-                node = f.atom(atom)
-                return Observation(words, step, Clause(name, "observation", f.not_(node) if m.group(1) else node, step))
+        # the usual case, a literal: looked up in the atom table (no parsing); anything else
+        # goes through the DSL below
+        negated = words.startswith("not ")
+        rest = words[4:] if negated else words
+        atom = next((a for a in (rest, rest.replace(" ", ""), rest.replace(" ", "").replace(",", ", "))
+                     if a in self.problem.atoms), rest)
+        info = self.problem.atoms.get(atom)
+        if info is not None and info.kind != "hyp":
+            node = f.atom(atom)
+            return Observation(words, step, Clause(name, "observation", f.not_(node) if negated else node, step))
         # anything else: grounded as the DSL grounds an observe line, then carried into this factory
         try:
             gp = ground(self.text + f"observe {words}\n", ken=self.ken)
