@@ -22,7 +22,7 @@ from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.investigation.focus import parts
 from cda.investigation.live import InvestigationError
 from cda.investigation.session import ClosedInvestigation, Investigation, MemoryBlock
-from cda.investigation.store import UnknownSession
+from cda.investigation.store import SessionMoved, UnknownSession
 from tests.test_records import problems
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -221,6 +221,21 @@ def test_parts_and_focus_follow_the_best_probe() -> None:
     m = inv.observe("z")
     assert m.focus_subsystem is not None and m.focus_subsystem.startswith("part 1")  # only x is left open
     inv.release()
+
+
+def test_two_processes_on_one_session_cannot_both_write_the_next_step(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite"
+    first = Investigation.start(OUTAGE, db=db)
+    second = Investigation.open(first.session_id, db)
+    first.observe("slow(api)")
+    with pytest.raises(SessionMoved, match="moved on"):
+        second.observe("not slow(cache)")
+    assert second.live.active == [] and second.status().step == 0  # the refused step left nothing behind
+    second.release()
+    again = Investigation.open(first.session_id, db)
+    assert again.status() == first.status() and again.status().observations == ["slow(api)"]
+    first.release()
+    again.release()
 
 
 def test_public_name() -> None:

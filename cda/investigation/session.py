@@ -138,10 +138,10 @@ class Investigation:
         try:
             memory, trace = _compute(self.live, self.stored, self._history_observations(), step=step,
                                      cache=self._cache)
-        except BaseException:
+            self._commit("observe", obs.text, None, memory, trace)
+        except BaseException:  # not written: the live solver goes back to the step before
             self.live.retract(step)
             raise
-        self._commit("observe", obs.text, None, memory, trace)
         return self.memory
 
     def undo(self) -> MemoryBlock:
@@ -155,11 +155,11 @@ class Investigation:
         try:
             memory, trace = _compute(self.live, self.stored, self._history_observations(), step=step,
                                      cache=self._cache)
-        except BaseException:
+            trace["undid"] = {"step": last.step, "observation": last.text}
+            self._commit("undo", None, last.step, memory, trace)
+        except BaseException:  # not written: the observation stays in force
             self.live.observe(last)
             raise
-        trace["undid"] = {"step": last.step, "observation": last.text}
-        self._commit("undo", None, last.step, memory, trace)
         return self.memory
 
     def status(self) -> MemoryBlock:

@@ -21,7 +21,7 @@ from typing import Any
 
 from cda.errors import CDAError
 
-__all__ = ["SessionStore", "StoredSession", "StoredStep", "UnknownSession"]
+__all__ = ["SessionMoved", "SessionStore", "StoredSession", "StoredStep", "UnknownSession"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -60,6 +60,10 @@ class UnknownSession(CDAError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown session"
+
+
+class SessionMoved(CDAError):
+    """Another process wrote a step of this session since this one read it."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,12 @@ class SessionStore:
                 c.execute("INSERT INTO sessions (task_id, problem, filename, ken, backend, top, closed, last_step, "
                           "focus_subsystem, global_invariants, candidate_hypotheses, selected_hypothesis_id, "
                           "next_probe, updated_at_utc, memory, session_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
-            else:
+            else:  # optimistic: the step this one follows must still be the last one written
+                current = c.execute("SELECT last_step FROM sessions WHERE session_id=?", (s.session_id,)).fetchone()
+                if current is None or current[0] != step.step - 1:
+                    raise SessionMoved(
+                        f"investigation {s.session_id} moved on (step {current[0] if current else '?'} was written by another "
+                        f"process since this one opened it at step {step.step - 1}): reopen it")
                 c.execute("UPDATE sessions SET task_id=?, problem=?, filename=?, ken=?, backend=?, top=?, closed=?, "
                           "last_step=?, focus_subsystem=?, global_invariants=?, candidate_hypotheses=?, "
                           "selected_hypothesis_id=?, next_probe=?, updated_at_utc=?, memory=? WHERE session_id=?", row)
