@@ -254,3 +254,19 @@ def test_unknown_session_and_bad_observations() -> None:
     assert m.observations == ["value(metric:m) = 3 ms"]
     _same(inv)
     inv.release()
+
+
+def test_with_ken_the_parts_are_its_communities_and_the_focus_follows_the_best_probe() -> None:
+    ken = ROOT / "examples" / "action" / "ken_services.json"
+    inv = Investigation.start(OUTAGE, ken=ken)
+    assert [sorted(p.atoms) for p in inv.live.parts] == [
+        ["down(api)", "down(cache)", "down(web)", "slow(api)", "slow(cache)", "slow(web)"],
+        ["down(auth)", "slow(auth)"],
+        ["down(db)", "down(queue)", "slow(db)", "slow(queue)"],
+    ]
+    m = inv.status()
+    assert m.next_probe == "slow(cache)" and m.focus_subsystem == inv.live.parts[0].name
+    m = inv.observe("not slow(cache)")
+    assert m.next_probe == "slow(auth)" and m.focus_subsystem == inv.live.parts[1].name
+    _same(inv)
+    inv.release()

@@ -1,7 +1,9 @@
 """The parts of a problem and which one to focus on (seed 004's "Focus Subsystem").
 
 A part is a connected component of the atom–clause graph of the hard clauses: two atoms are in
-one part when some hard clause (each conjunct of a clause on its own) mentions both. The focus
+one part when some hard clause (each conjunct of a clause on its own) mentions both. With a Ken
+graph, the parts are the Ken communities (Louvain, seeded) the atoms' arguments fall in, when
+that places at least two parts; the atoms naming no Ken node form one more part. The focus
 is the part whose best probe promises the greatest expected reduction in uncertainty (ties: the
 earlier part); with nothing left to probe, the part of the selected hypothesis's atoms.
 """
@@ -10,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cda.contracts.result import NextTest
 from cda.encodings.ir import And, Atom, GroundProblem, Node, walk
 
-__all__ = ["Part", "parts", "choose_focus"]
+__all__ = ["Part", "parts", "ken_parts", "choose_focus"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,32 @@ def parts(problem: GroundProblem) -> list[Part]:
     for i, atoms in enumerate(groups.values(), 1):
         shown = ", ".join(atoms[:3]) + (f", … ({len(atoms)} atoms)" if len(atoms) > 3 else "")
         out.append(Part(f"part {i}: {shown}", frozenset(atoms)))
+    return out
+
+
+def ken_parts(problem: GroundProblem, ken: Any) -> list[Part] | None:
+    """The atoms grouped by the Ken community of their first argument that is a Ken node;
+    ``None`` when Ken gives fewer than two parts (then the components are used)."""
+    import networkx as nx
+
+    graph = getattr(ken, "graph", None)
+    if not isinstance(graph, nx.Graph) or graph.number_of_nodes() == 0:
+        return None
+    simple = nx.Graph(graph.to_undirected()) if graph.is_directed() or graph.is_multigraph() else graph
+    communities = sorted((sorted(map(str, c)) for c in nx.community.louvain_communities(simple, seed=0)),
+                         key=lambda c: c[0])
+    where = {node: i for i, c in enumerate(communities) for node in c}
+    groups: dict[int, list[str]] = {}
+    for name, info in problem.atoms.items():
+        home = next((where[a] for a in info.args if a in where), -1)
+        groups.setdefault(home, []).append(name)
+    if len([k for k in groups if k >= 0]) < 2:
+        return None
+    out: list[Part] = []
+    for k in sorted(groups, key=lambda k: (k < 0, k)):
+        label = ("no Ken node" if k < 0 else "ken community " + ", ".join(communities[k][:3])
+                 + (f", … ({len(communities[k])} nodes)" if len(communities[k]) > 3 else ""))
+        out.append(Part(f"part {len(out) + 1}: {label}", frozenset(groups[k])))
     return out
 
 

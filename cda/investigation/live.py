@@ -21,7 +21,7 @@ from cda.api import ground
 from cda.contracts.deadline import Deadline
 from cda.encodings.ir import And, Atom, Card, Clause, Const, GroundProblem, Iff, Linear, Node, NodeFactory, Not, Or, Xor
 from cda.errors import CDAError, DSLError
-from cda.investigation.focus import parts
+from cda.investigation.focus import ken_parts, parts
 from cda.ken.graph import KenGraph
 from cda.solver.backend import Backend, Lit, all_clauses_on, integer_weights, make_backend, selector
 from cda.solver.recheck import CheckedBackend
@@ -84,7 +84,7 @@ class LiveProblem:
         self.encoded: set[str] = set()
         self.active: list[Observation] = []
         self.solver = self._checked()
-        self.parts = parts(self.base)
+        self.parts = (ken_parts(self.base, ken) if ken is not None else None) or parts(self.base)
 
     # ---- observations
     def parse(self, text: str, step: int) -> Observation:

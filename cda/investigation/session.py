@@ -96,7 +96,7 @@ class Investigation:
         sid = session_id or uuid.uuid4().hex[:16]
         task = task_id or (Path(filename).stem if filename else "task")
         store = SessionStore(db)
-        stored = StoredSession(sid, task, live.text, filename, None if ken is None else str(ken), backend, top,
+        stored = StoredSession(sid, task, live.text, filename, None if ken is None else str(Path(ken).resolve()), backend, top,
                                False, 0, {})
         cache = _Cache()
         memory, trace = _compute(live, stored, [], cache=cache)
