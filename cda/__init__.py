@@ -33,10 +33,12 @@ if TYPE_CHECKING:
         OptionError,
         UnitError,
     )
+    from cda.investigation.session import Investigation
 
 __all__ = [
     "run_action",
     "ActionRun",
+    "Investigation",
     "CDAInputs",
     "CDAOutputs",
     "solve",
@@ -67,6 +69,7 @@ __version__ = "0.1.0"
 #: Where each public name lives; ``__getattr__`` imports that module on first access.
 _HOME: dict[str, str] = {
     "run_action": "cda.actions.runner",
+    "Investigation": "cda.investigation.session",
     "ActionRun": "cda.actions.runner",
     "CDAInputs": "cda.contracts.action",
     "CDAOutputs": "cda.contracts.action",

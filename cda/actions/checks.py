@@ -36,7 +36,8 @@ from cda.actions.scoring import band_for, normalised_entropy, score
 from cda.actions.stream import EventStream
 from cda.contracts.abstain import AbstainOutput, AbstainThresholds, CoverageReport, LowCoverageReview
 from cda.contracts.action import ActionVerdict, CDAInputs, NextTestSuggestion
-from cda.contracts.hypothesis_record import HypothesisRecord
+from cda.contracts.deadline import OutOfTime
+from cda.contracts.hypothesis_record import Evidence, HypothesisRecord
 from cda.contracts.refs import SpanRef
 from cda.contracts.result import SolveResult
 from cda.contracts.verification import VerifierOutcome
@@ -45,6 +46,7 @@ from cda.encodings.ir import GroundProblem
 from cda.errors import CDAError
 from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions
+from cda.solver.records import ComputedRecord, hypothesis_record, solve_records
 from cda.verifiers.abstain import low_coverage_reasons
 from cda.verifiers.agreement_outcome import agreement_outcome
 from cda.verifiers.arithmetic import looks_arithmetic, verify_arithmetic
@@ -306,19 +308,24 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
                                           caveats=c.caveats))
     symptoms = set(state.symptoms())
     causes = {rc.node for rc in state.coverage.root_causes} if state.coverage is not None else set()
+    computed, why_not = _solver_records(state, gp, result, backend)
     for h in result.hypotheses:
         salience = (len(symptoms & _reached(state, h.assumed)) / len(symptoms)) if symptoms else 0.0
-        rec = HypothesisRecord(
-            id=h.id, statement="assume " + (", ".join(h.assumed) or "nothing"),
-            assumptions=list(h.assumed), evidence_for=[], evidence_against=[f"violates {v}" for v in h.violated],
-            falsifiers=[f"observe {t.observable} = {'false' if t.probability_true >= 0.5 else 'true'}"
-                        for t in result.next_tests[:3]],
-            confidence=h.posterior,
-            next_probe=result.next_tests[0].observable if result.next_tests else None,
-        )
+        comp = computed.get(h.id)
+        if comp is not None and comp[0].assumed == tuple(h.assumed):
+            rec = comp[1]
+        else:  # the records could not be computed: say so rather than invent them
+            rec = HypothesisRecord(
+                id=h.id, statement="assume " + (", ".join(h.assumed) or "nothing"), assumptions=list(h.assumed),
+                evidence_against=[f"violates {v}" for v in h.violated], confidence=h.posterior,
+                falsifiers_note=f"not computed: {why_not or 'the records did not match the hypotheses'}",
+            )
         data = rec.model_dump(mode="json")
         data["score"] = score(salience, h.posterior, float(h.cost) / total_soft, min(1.0, uncertainty))
         data["ken_candidate"] = bool({a for x in h.assumed for a in atom_args(gp, x)} & causes)
+        data["selected"] = comp is not None and comp[2] is not None
+        if comp is not None and comp[2] is not None:
+            data["selected_reason"] = comp[2]
         out.records.append(data)
     for c in claims:
         if c.claim.startswith("explanation:"):
@@ -357,6 +364,36 @@ def _ground(state: VerificationState, result: SolveResult, claims: list[_Claim],
         for c in claims:
             if c.claim.startswith("explanation:"):
                 c.lower(c.status, 0.49, ["low Ken coverage"])
+
+
+def _solver_records(state: VerificationState, gp: GroundProblem, result: SolveResult, backend: str
+                    ) -> tuple[dict[str, tuple[ComputedRecord, HypothesisRecord, str | None]], str | None]:
+    """Each listed hypothesis's record computed by the solver (:mod:`cda.solver.records`), its
+    evidence cited by the Action's own observation references; the step rule's reason on the
+    selected one. Empty, with why, when the result has no complete list or time ran out."""
+    if result.status != "sat" or not result.hypotheses or gp.minimal is not None:
+        return {}, "no ranked hypotheses"
+    try:
+        found = solve_records(gp, backend, len(result.hypotheses), seed=result.seed,
+                              timeout=state.budget.search_remaining())
+    except OutOfTime:
+        return {}, "the time budget ran out"
+    if found is None:
+        return {}, "the hard clauses and observations conflict"
+    clauses = {c.name: c for c in gp.clauses}
+    soft_lines = {s.name: s.line for s in gp.soft}
+    lines = state.problem.assembled.ast.source.split("\n")
+    source = gp.filename or "dsl"
+    out: dict[str, tuple[ComputedRecord, HypothesisRecord, str | None]] = {}
+    for comp in found.records:
+        rec = hypothesis_record(comp, clauses, soft_lines, source, lines)
+        cited: list[Evidence] = []
+        for name in comp.evidence_for:  # the Action's own reference for each observation, when it has one
+            refs = _observation_citations(state, [name])
+            cited.append(refs[0] if refs else rec.evidence_for[len(cited)])
+        rec.evidence_for = cited
+        out[comp.id] = (comp, rec, found.reason if comp.id == found.selected else None)
+    return out, None
 
 
 def _pin(formula: A.Formula) -> tuple[str, A.AQuantity] | None:

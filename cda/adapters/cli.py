@@ -232,6 +232,10 @@ def _parser() -> argparse.ArgumentParser:
     jr.add_argument("--dask", default=None, metavar="SCHEDULER",
                     help="run on Dask: a scheduler address, or 'local' for a LocalCluster CDA starts and stops")
     jr.add_argument("--retry-failed", action="store_true", help="run again the jobs recorded as failed")
+
+    from cda.adapters.investigate_cli import add_investigate_parser  # argparse and json only
+
+    add_investigate_parser(sub, _count)
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
@@ -427,6 +431,10 @@ def main(
         from cda.adapters.jobs.cli import main_jobs_run
 
         return main_jobs_run(args.manifest, args.out, args.workers, args.dask, args.retry_failed, out, err)
+    if args.command == "investigate":
+        from cda.adapters.investigate_cli import main_investigate
+
+        return main_investigate(args, out, err)
     if args.command == "bench":
         from cda.adapters.terminal import progress
         from cda.fol.folio import main_bench

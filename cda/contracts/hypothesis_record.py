@@ -34,6 +34,9 @@ class HypothesisRecord(_Model):
     evidence_for: list[Evidence] = Field(default_factory=list)
     evidence_against: list[Evidence] = Field(default_factory=list)
     falsifiers: list[str] = Field(default_factory=list, description="observations that would refute it")
+    falsifiers_note: str | None = Field(
+        default=None, exclude_if=lambda note: note is None,  # the seed's template round-trips unchanged
+        description="why falsifiers is empty when it is (the hypothesis predicts nothing observable)")
     confidence: float = Field(ge=0.0, le=1.0)
     next_probe: str | None = Field(default=None, description="the next test step; None when nothing is left to probe")
 

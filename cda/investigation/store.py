@@ -1,0 +1,161 @@
+"""Sessions on disk: one SQLite file in WAL mode, a row per session and a row per step.
+
+The ``sessions`` row is seed 004's runtime memory block (``session_id, task_id,
+focus_subsystem, global_invariants, candidate_hypotheses, selected_hypothesis_id, next_probe,
+updated_at_utc``) plus what a restart needs to rebuild the solver (the problem text, the
+backend). The ``steps`` table is the trace: one row per start, observation, undo and close.
+
+A step is computed in memory first and written in one transaction (the step's row and the new
+memory block together, ``synchronous=FULL``): a process killed while computing leaves the
+session as it was before the step, one killed while writing leaves it before or after, never
+between.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cda.errors import CDAError
+
+__all__ = ["SessionMoved", "SessionStore", "StoredSession", "StoredStep", "UnknownSession"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL,
+    problem TEXT NOT NULL,
+    filename TEXT,
+    ken TEXT,
+    backend TEXT NOT NULL,
+    top INTEGER NOT NULL,
+    closed INTEGER NOT NULL DEFAULT 0,
+    last_step INTEGER NOT NULL,
+    focus_subsystem TEXT,
+    global_invariants TEXT NOT NULL,
+    candidate_hypotheses TEXT NOT NULL,
+    selected_hypothesis_id TEXT,
+    next_probe TEXT,
+    updated_at_utc TEXT NOT NULL,
+    memory TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS steps (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id),
+    step INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    observation TEXT,
+    undoes INTEGER,
+    trace TEXT NOT NULL,
+    at_utc TEXT NOT NULL,
+    PRIMARY KEY (session_id, step)
+);
+"""
+
+
+class UnknownSession(CDAError, KeyError):
+    """No session by that id in this store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown session"
+
+
+class SessionMoved(CDAError):
+    """Another process wrote a step of this session since this one read it."""
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    session_id: str
+    task_id: str
+    problem: str
+    filename: str | None
+    ken: str | None
+    backend: str
+    top: int
+    closed: bool
+    last_step: int
+    memory: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredStep:
+    step: int
+    kind: str
+    observation: str | None
+    undoes: int | None
+    trace: dict[str, Any]
+    at_utc: str
+
+
+class SessionStore:
+    """The sessions of one SQLite file (``":memory:"`` for a session that lives in this process)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self.conn = sqlite3.connect(self.path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.execute("PRAGMA busy_timeout=5000")
+        self.conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def create(self, session: StoredSession, trace: dict[str, Any], at: str) -> None:
+        self._write(session, StoredStep(0, "start", None, None, trace, at), insert=True)
+
+    def step(self, session: StoredSession, step: StoredStep) -> None:
+        self._write(session, step, insert=False)
+
+    def _write(self, s: StoredSession, step: StoredStep, *, insert: bool) -> None:
+        m = s.memory
+        row = (s.task_id, s.problem, s.filename, s.ken, s.backend, s.top, int(s.closed), s.last_step,
+               m.get("focus_subsystem"), json.dumps(m.get("global_invariants", [])),
+               json.dumps(m.get("candidate_hypotheses", [])), m.get("selected_hypothesis_id"), m.get("next_probe"),
+               m["updated_at_utc"], json.dumps(m, sort_keys=True), s.session_id)
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            if insert:
+                c.execute("INSERT INTO sessions (task_id, problem, filename, ken, backend, top, closed, last_step, "
+                          "focus_subsystem, global_invariants, candidate_hypotheses, selected_hypothesis_id, "
+                          "next_probe, updated_at_utc, memory, session_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
+            else:  # optimistic: the step this one follows must still be the last one written
+                current = c.execute("SELECT last_step FROM sessions WHERE session_id=?", (s.session_id,)).fetchone()
+                if current is None or current[0] != step.step - 1:
+                    raise SessionMoved(
+                        f"investigation {s.session_id} moved on (step {current[0] if current else '?'} was written by another "
+                        f"process since this one opened it at step {step.step - 1}): reopen it")
+                c.execute("UPDATE sessions SET task_id=?, problem=?, filename=?, ken=?, backend=?, top=?, closed=?, "
+                          "last_step=?, focus_subsystem=?, global_invariants=?, candidate_hypotheses=?, "
+                          "selected_hypothesis_id=?, next_probe=?, updated_at_utc=?, memory=? WHERE session_id=?", row)
+            c.execute("INSERT INTO steps (session_id, step, kind, observation, undoes, trace, at_utc) "
+                      "VALUES (?,?,?,?,?,?,?)", (s.session_id, step.step, step.kind, step.observation, step.undoes,
+                                                 json.dumps(step.trace, sort_keys=True), step.at_utc))
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    def load(self, session_id: str) -> StoredSession:
+        row = self.conn.execute(
+            "SELECT session_id, task_id, problem, filename, ken, backend, top, closed, last_step, memory "
+            "FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+        if row is None:
+            raise UnknownSession(f"no investigation {session_id!r} in {self.path}")
+        return StoredSession(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8],
+                             json.loads(row[9]))
+
+    def steps(self, session_id: str) -> list[StoredStep]:
+        rows = self.conn.execute("SELECT step, kind, observation, undoes, trace, at_utc FROM steps "
+                                 "WHERE session_id=? ORDER BY step", (session_id,)).fetchall()
+        return [StoredStep(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows]
+
+    def active_observations(self, session_id: str) -> list[tuple[int, str]]:
+        """(step, text) of every observation in force: observed and not undone, in order."""
+        steps = self.steps(session_id)
+        undone = {s.undoes for s in steps if s.kind == "undo"}
+        return [(s.step, s.observation or "") for s in steps if s.kind == "observe" and s.step not in undone]
