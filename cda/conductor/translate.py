@@ -204,19 +204,29 @@ def render_answer(
 ) -> tuple[str, str]:
     """The reply and its status: ``answered`` (every obligation resolved and verified),
     ``uncertain`` (a verification failed: its answer is replaced by an uncertainty message),
-    ``unanswered`` (something is still owed: a CLARIFY, DISCOVER_OP, JUSTIFY or ERROR)."""
-    lines: list[str] = []
-    status = "answered"
+    ``unanswered`` (something is still owed: a CLARIFY, DISCOVER_OP, JUSTIFY or ERROR).
+
+    One line per obligation in the order of the request, each followed by what it still owes."""
+    children: dict[int | None, list[Obligation]] = {}
     for o in obligations:
+        children.setdefault(o.parent_id, []).append(o)
+    lines: list[str] = []
+    owed = uncertain = False
+
+    def walk(o: Obligation) -> None:
+        nonlocal owed, uncertain
         if o.type in META_TYPES:
             lines.append(_meta_line(o))
-            if status == "answered":
-                status = "unanswered"
-            continue
-        if o.id in failed_checks:
+            owed = True
+        elif o.id in failed_checks:
             lines.append(f"UNCERTAIN ({o.type}): the answer did not survive verification ({failed_checks[o.id]})")
-            status = "uncertain"
+            uncertain = True
         elif o.status is ObligationStatus.RESOLVED and o.id in resolved_by:
             run = resolved_by[o.id]
             lines.append(f"{o.type} [{run.tool}]: {summarize(o, run.outputs or {})}")
-    return "\n".join(lines), status
+        for child in children.get(o.id, []):
+            walk(child)
+
+    for root in children.get(None, []):
+        walk(root)
+    return "\n".join(lines), "uncertain" if uncertain else "unanswered" if owed else "answered"

@@ -124,7 +124,8 @@ def verify_request(request_id: int, registry: Registry, db: IRDatabase, ctx: Too
                        else _rules(db, registry, ctx, run))
             except Exception as exc:  # a re-check that cannot run does not confirm the answer
                 why = f"the re-check failed: {type(exc).__name__}: {exc}"[:2000]
-        finding = Verification(obligation_id=o.id, kind=kind, ok=why is None, detail=why or "re-evaluated: the same")
+        same = "in the IR, from a run that finished ok, not contradicted" if kind == "facts" else "re-evaluated: the same"
+        finding = Verification(obligation_id=o.id, kind=kind, ok=why is None, detail=why or same)
         with db.transaction() as conn:
             db.add_verification(conn, request_id, finding)
             if why is not None:
