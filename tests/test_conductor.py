@@ -522,3 +522,66 @@ def test_a_conductor_killed_mid_request_resumes_from_the_database(tmp_path: Path
         interrupted = [r for r in trace.tool_runs if r.status is ToolRunStatus.INTERRUPTED]
         assert len(interrupted) == 1 and interrupted[0].inputs["k"] == kill_after_starts
         assert [a.value for a in trace.assertions if a.key == "value"] == ["10", "20", "30", "40"]
+
+
+def test_verify_db_requeries_and_notices_data_that_changed_under_the_answer(tmp_path: Path) -> None:
+    data = tmp_path / "data.sqlite"
+    conn = sqlite3.connect(data)
+    conn.execute("CREATE TABLE t (a INTEGER)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.commit()
+    conn.close()
+    query = builtin_toolbox().tools["sqlite.query"]
+
+    def answer_then_someone_writes(inputs: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        outputs = query.run(inputs, ctx)
+        writer = sqlite3.connect(data)  # another program changes the data before the reply
+        writer.execute("INSERT INTO t VALUES (2)")
+        writer.commit()
+        writer.close()
+        return outputs
+
+    toolbox = builtin_toolbox().merged(Toolbox(tools={"sqlite.query": Tool(answer_then_someone_writes, query.recheck)}))
+    trace = Conductor(IRDatabase(":memory:"), load_registry(None, toolbox), context=ToolContext(tmp_path)).handle(
+        "query data.sqlite: SELECT a FROM t ORDER BY a")
+    assert trace.verifications[0].kind == "db" and not trace.verifications[0].ok
+    assert "different rows" in trace.verifications[0].detail and trace.status == "uncertain"
+
+
+def test_the_openai_translator_over_http(tmp_path: Path) -> None:
+    import http.server
+    import threading
+
+    bodies: list[dict[str, Any]] = []
+
+    class Fake(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (the http.server name)
+            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            content = json.dumps({"obligations": [{"type": "compute", "inputs": {"expression": "6 * 7"}}]})
+            reply = json.dumps({"choices": [{"message": {"content": content}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Fake)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        out, err = _io(), _io()
+        code = main(["conduct", "what is six times seven", "--db", str(tmp_path / "ir.sqlite"), "--translator",
+                     "openai", "--llm-base-url", f"http://127.0.0.1:{server.server_address[1]}/v1",
+                     "--llm-model", "m", "--llm-timeout", "10"], out, err)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 0, err.getvalue()
+    assert "6 * 7 = 42" in out.getvalue()
+    assert bodies[0]["messages"][1]["content"] == "what is six times seven"
+    out, err = _io(), _io()
+    assert main(["conduct", "x", "--db", str(tmp_path / "ir.sqlite"), "--translator", "openai"], out, err) == 2
+    assert "needs --llm-base-url" in err.getvalue()
