@@ -140,6 +140,10 @@ REGEX_ALLOWED = {
     "cda/adapters/receipts_cli.py": "receipt hashes given on the command line",
     "cda/adapters/sse_server.py": "the request path of the event stream server",
     "cda/fol/syntax.py": "first-order logic text, a language of its own",
+    "cda/contracts/conductor.py": "the conductor's fact literals (pred(arg, ...)) and obligation type names, not DSL",
+    "cda/conductor/tooling.py": "condition calls of a tool registry (name(arg, ...))",
+    "cda/conductor/tools.py": "Ken ids that can be fact arguments, and an exact number's text",
+    "cda/conductor/translate.py": "the conductor's rule grammar for requests in words, and a fenced LLM reply",
     "cda/fol/parse.py": "the .fol file format (premise/claim/domain lines): first-order logic, a language of its own",
 }
 
