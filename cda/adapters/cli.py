@@ -1,6 +1,6 @@
 """The ``cda`` command: ``cda solve FILE...``, ``cda check FILE...``, ``cda fmt FILE...``, ``cda prove FILE.fol``,
 ``cda diagnose FILE``, ``cda probe FILE``, ``cda run INPUTS.json``, ``cda serve DB``, ``cda receipts verify DB``, ``cda schema DIR``,
-``cda bench folio FILE.jsonl``, ``cda jobs run MANIFEST.toml``.
+``cda bench folio FILE.jsonl``, ``cda jobs run MANIFEST.toml``, ``cda conduct "utterance" --db IR``.
 
 Each subcommand imports its module only when it runs (tests/test_startup_imports.py holds this):
 ``cda --help`` loads neither a solver nor pydantic.
@@ -236,6 +236,19 @@ def _parser() -> argparse.ArgumentParser:
     from cda.adapters.investigate_cli import add_investigate_parser  # argparse and json only
 
     add_investigate_parser(sub, _count)
+    cd = sub.add_parser("conduct", help="the conductor: a request -> obligations -> tools -> verified reply (docs/conductor.md)")
+    cd.add_argument("utterance", help="the request, e.g. 'compute (1 + 2) * 0.1; solve problem.cda'")
+    cd.add_argument("--db", type=Path, required=True, help="the IR database (SQLite, created if missing)")
+    cd.add_argument("--registry", type=Path, default=None, help="tools.toml (default: the shipped registry)")
+    cd.add_argument("--ken", type=Path, action="append", default=[], help="Ken graph file for ken.lookup")
+    cd.add_argument("--translator", choices=["rules", "openai"], default="rules",
+                    help="Translator-In: the rule grammar (default) or an OpenAI-compatible model")
+    cd.add_argument("--llm-base-url", default=None, help="with --translator openai: the provider's base URL")
+    cd.add_argument("--llm-model", default=None, help="with --translator openai: the model name")
+    cd.add_argument("--llm-timeout", type=_option("--llm-timeout", False, limits.seconds), default=30.0,
+                    help="with --translator openai: seconds to wait for the model")
+    cd.add_argument("--seed", type=_seed, default=0)
+    cd.add_argument("--json", action="store_true", help="print the trace as one JSON object")
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
@@ -435,6 +448,13 @@ def main(
         from cda.adapters.investigate_cli import main_investigate
 
         return main_investigate(args, out, err)
+    if args.command == "conduct":
+        from cda.adapters.conduct_cli import main_conduct
+
+        return main_conduct(
+            args.utterance, args.db, args.registry, args.ken, args.json, out, err, translator=args.translator,
+            llm_base_url=args.llm_base_url, llm_model=args.llm_model, llm_timeout=args.llm_timeout, seed=args.seed,
+        )
     if args.command == "bench":
         from cda.adapters.terminal import progress
         from cda.fol.folio import main_bench

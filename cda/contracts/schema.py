@@ -32,6 +32,7 @@ from cda.contracts.action import (
     KenSource,
     NextTestSuggestion,
 )
+from cda.contracts.conductor import ObligationsDoc, ToolSpec, Trace
 from cda.contracts.events import EVENT_TYPES, ActionEvent
 from cda.contracts.hypothesis_record import HypothesisRecord, TraceRecord
 from cda.contracts.receipt import Receipt
@@ -79,6 +80,10 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     "EpistemicReport": EpistemicReport,
     "LowCoverageReview": LowCoverageReview,
     "Violation": Violation,
+    # the conductor (seed 002): Translator-In's output, the registry's entries, a request's trace
+    "ObligationsDoc": ObligationsDoc,
+    "ToolSpec": ToolSpec,
+    "ConductorTrace": Trace,
 }
 """Every model that crosses a boundary, by the name its schema file carries."""
 

@@ -1,0 +1,122 @@
+"""What a tool is to the conductor: an implementation that turns inputs into outputs, an
+optional independent re-check for the verify loop, and named conditions checked before and after.
+
+Implementations are plain functions registered by name in a :class:`Toolbox`; the registry file
+(:mod:`cda.conductor.registry`) says which implementation each :class:`ToolSpec` runs. The
+conductor ships the tools it can build on the engine's public API (:mod:`cda.conductor.tools`);
+tools built on other products — ``cda.prove`` on :mod:`cda.fol`, ``cda.diagnose`` on
+:mod:`cda.diagnosis` — are added by the adapter that wires the command (products do not import
+each other), and so may any user's own.
+
+Conditions are written in the registry as ``name`` or ``name(arg, …)``; each name maps to a
+deterministic check that returns ``None`` when it holds and the reason when it does not. Unknown
+names are refused when the registry is read, never at run time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cda.errors import CDAError
+
+if TYPE_CHECKING:
+    from cda.ken.graph import KenGraph
+
+__all__ = [
+    "Condition",
+    "ConditionCall",
+    "ConductorError",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "Toolbox",
+    "parse_condition",
+]
+
+
+class ConductorError(CDAError, ValueError):
+    """A mistake in what the conductor was given: a registry, an option, a database."""
+
+
+class ToolError(CDAError):
+    """A tool could not produce an answer (its input was refused, its file missing, …): the run
+    is recorded as ``error`` with this message and the next candidate is tried."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may use besides its inputs: the folder relative paths are read from, the Ken
+    graph when one was given, and the seed of deterministic tools."""
+
+    base_dir: Path = field(default_factory=Path.cwd)
+    ken: KenGraph | None = None
+    seed: int = 0
+
+    def path(self, value: object) -> Path:
+        """An input naming a file, resolved against :attr:`base_dir`."""
+        p = Path(str(value))
+        return p if p.is_absolute() else self.base_dir / p
+
+
+Outputs = dict[str, Any]
+RunFn = Callable[[Mapping[str, Any], ToolContext], Outputs]
+RecheckFn = Callable[[Mapping[str, Any], Outputs, ToolContext], "str | None"]
+Condition = Callable[[Mapping[str, Any], "Outputs | None", ToolContext, tuple[str, ...]], "str | None"]
+"""``(inputs, outputs or None before the run, context, arguments) -> None | why it fails``."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An implementation: ``run`` answers; ``recheck`` (optional) re-evaluates an answer by an
+    independent route for the verify loop (the other backend, another arithmetic) and returns
+    ``None`` when it agrees."""
+
+    run: RunFn
+    recheck: RecheckFn | None = None
+
+
+@dataclass(frozen=True)
+class ConditionCall:
+    """A condition as the registry writes it: ``suffix(problem, .cda)``."""
+
+    name: str
+    args: tuple[str, ...]
+    text: str
+
+
+_CALL = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*(?:\((.*)\))?\s*$")
+
+
+def parse_condition(text: str) -> ConditionCall:
+    """``name`` or ``name(a, b)`` (arguments are plain words, split on commas).
+
+    >>> parse_condition("suffix(problem, .cda)")
+    ConditionCall(name='suffix', args=('problem', '.cda'), text='suffix(problem, .cda)')
+    """
+    m = _CALL.match(text)
+    if m is None:
+        raise ConductorError(f"condition {text!r}: write name or name(arg, ...)")
+    args = tuple(a.strip() for a in m[2].split(",")) if m[2] is not None and m[2].strip() else ()
+    if any(not a for a in args):
+        raise ConductorError(f"condition {text!r}: an empty argument")
+    return ConditionCall(m[1], args, text.strip())
+
+
+@dataclass
+class Toolbox:
+    """Implementations and conditions by name (the built-ins plus whatever an adapter adds)."""
+
+    tools: dict[str, Tool] = field(default_factory=dict)
+    preconditions: dict[str, Condition] = field(default_factory=dict)
+    postconditions: dict[str, Condition] = field(default_factory=dict)
+
+    def merged(self, other: Toolbox) -> Toolbox:
+        return Toolbox(
+            {**self.tools, **other.tools},
+            {**self.preconditions, **other.preconditions},
+            {**self.postconditions, **other.postconditions},
+        )
