@@ -225,7 +225,7 @@ def _parser() -> argparse.ArgumentParser:
     jb = sub.add_parser("jobs", help="batch jobs from a manifest (docs/jobs.md)")
     jbsub = jb.add_subparsers(dest="jobs_command", required=True)
     jr = jbsub.add_parser("run", help="run a MANIFEST.toml on a local process pool or Dask; resumes where it stopped")
-    jr.add_argument("manifest", type=Path)
+    jr.add_argument("manifest", type=Path, help="the manifest (docs/jobs.md)")
     jr.add_argument("--out", type=Path, default=None, help="folder for results.sqlite and results.jsonl "
                     "(default: MANIFEST.results beside the manifest)")
     jr.add_argument("--workers", type=_job_workers, default=None, help="jobs at once (default: one per core)")
@@ -247,7 +247,7 @@ def _parser() -> argparse.ArgumentParser:
     cd.add_argument("--llm-model", default=None, help="with --translator openai: the model name")
     cd.add_argument("--llm-timeout", type=_option("--llm-timeout", False, limits.seconds), default=30.0,
                     help="with --translator openai: seconds to wait for the model")
-    cd.add_argument("--seed", type=_seed, default=0)
+    cd.add_argument("--seed", type=_seed, default=0, help="seed of the deterministic tools")
     cd.add_argument("--json", action="store_true", help="print the trace as one JSON object")
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)

@@ -32,23 +32,23 @@ def add_investigate_parser(sub: Any, count: Callable[[str], Callable[[str], Any]
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"the session store (default {DEFAULT_DB})")
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
 
     st = isub.add_parser("start", help="start an investigation of a .cda problem; prints its id")
-    st.add_argument("problem", type=Path)
+    st.add_argument("problem", type=Path, help="the problem file (.cda)")
     st.add_argument("--ken", type=Path, default=None, help="a Ken graph the problem's Ken paths read")
-    st.add_argument("--backend", choices=["z3", "clingo"], default="z3")
+    st.add_argument("--backend", choices=["z3", "clingo"], default="z3", help="the live solver")
     st.add_argument("--task", default=None, help="task id (default: the problem file's name)")
     st.add_argument("--top", type=count("--top"), default=5, help="hypotheses kept as candidate records")
     common(st)
     ob = isub.add_parser("observe", help="add one observation: 'slow(auth)', 'not slow(auth)', a metric value")
-    ob.add_argument("session")
-    ob.add_argument("observation")
+    ob.add_argument("session", help="the session id")
+    ob.add_argument("observation", help="what was seen: 'slow(auth)', 'not slow(auth)', or a metric's value")
     common(ob)
     for name, text in (("status", "the records, the focus and the next probe"), ("history", "the trace of each step"),
                        ("undo", "take the last observation back"), ("close", "close the investigation")):
         p = isub.add_parser(name, help=text)
-        p.add_argument("session")
+        p.add_argument("session", help="the session id")
         common(p)
 
 
