@@ -245,7 +245,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="Translator-In: the rule grammar (default) or an OpenAI-compatible model")
     cd.add_argument("--llm-base-url", default=None, help="with --translator openai: the provider's base URL")
     cd.add_argument("--llm-model", default=None, help="with --translator openai: the model name")
-    cd.add_argument("--llm-timeout", type=_option("--llm-timeout", False, limits.seconds), default=30.0,
+    cd.add_argument("--llm-timeout", type=_option("--llm-timeout", False, lambda n, v: limits.seconds(n, v, unlimited=False, positive=True, high=3600)), default=30.0,
                     help="with --translator openai: seconds to wait for the model")
     cd.add_argument("--seed", type=_seed, default=0, help="seed of the deterministic tools")
     cd.add_argument("--json", action="store_true", help="print the trace as one JSON object")
