@@ -427,3 +427,48 @@ def test_ctrl_c_kills_the_running_jobs_and_keeps_the_finished(tmp_path: Path) ->
     assert not _job_processes_in(tmp_path)
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT kind, status FROM job_results").fetchall() == [("check", "ok")]
+
+
+def test_cedar_kinds_run_through_cda_policy(tmp_path: Path) -> None:
+    """The three Cedar kinds, wired to cda.policy.jobs; each answer equals the direct call."""
+    from cda.policy.analyze import analyze_files
+    from cda.policy.authorize import authorize
+
+    cedar = ROOT / "examples" / "cedar"
+    for name in ("old.cedar", "new.cedar", "schema.cedarschema", "entities.json"):
+        (tmp_path / name).write_bytes((cedar / name).read_bytes())
+    request = json.loads((cedar / "request.json").read_text(encoding="utf-8"))
+    (tmp_path / "requests.json").write_text(json.dumps([request, {**request, "context": {"mfa": True, "hour": 10}}]))
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(
+        '[[job]]\nkind = "policy-analysis"\nfile = "new.cedar"\n'
+        'params = { analysis = "no-new-access", other = "old.cedar", schema = "schema.cedarschema", '
+        'entities = "entities.json" }\n\n'
+        '[[job]]\nkind = "request-batch"\nfile = "new.cedar"\n'
+        'params = { schema = "schema.cedarschema", entities = "entities.json", requests = "requests.json" }\n',
+        encoding="utf-8")
+    code, _, err = _run(manifest)
+    assert code == 0, err
+    lines = [json.loads(line) for line in (tmp_path / "m.results" / "results.jsonl").read_text().splitlines()]
+    analysis, batch = (line["result"] for line in lines)
+    direct = analyze_files("no-new-access", [tmp_path / "new.cedar", tmp_path / "old.cedar"],
+                           schema=tmp_path / "schema.cedarschema", entities=tmp_path / "entities.json")
+    assert analysis["environments"] == [r.to_json() for r in direct]
+    assert analysis["holds"] == all(r.holds for r in direct)
+    answers = [authorize(tmp_path / "new.cedar", r, schema=tmp_path / "schema.cedarschema",
+                         entities=tmp_path / "entities.json").to_json() for r in json.loads(
+        (tmp_path / "requests.json").read_text())]
+    assert batch["answers"] == answers
+
+
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "data" / "cedar" / "tests").is_dir(),
+                    reason="needs ../shared/data/cedar/tests (Cedar's handwritten integration tests)")
+def test_a_cedar_test_job_agrees_with_cedar(tmp_path: Path) -> None:
+    tests = ROOT.parent / "shared" / "data" / "cedar" / "tests"
+    first = sorted(tests.rglob("*.json"))[0]
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(f'[[job]]\nkind = "cedar-test"\nfile = "{first}"\n', encoding="utf-8")
+    code, _, err = _run(manifest)
+    assert code == 0, err
+    (line,) = [json.loads(x) for x in (tmp_path / "m.results" / "results.jsonl").read_text().splitlines()]
+    assert line["result"]["total"] >= 1 and line["result"]["agreed"] == line["result"]["total"]

@@ -1,0 +1,67 @@
+"""The policy package's entry points for batch jobs (``cda jobs run``: kinds ``cedar-test``,
+``policy-analysis``, ``request-batch``; docs/jobs.md).
+
+Each takes the job as the batch runner hands it (its main ``file`` and its checked ``params``,
+paths relative to the manifest's folder, where the job process runs) and returns plain JSON with
+no timings, so the same job gives the same bytes on the process pool and on Dask.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from cda.errors import CDAError
+from cda.files import parse_json, read_text
+
+__all__ = ["cedar_test", "policy_analysis", "request_batch"]
+
+
+class Job(Protocol):
+    """What the batch runner passes (``cda.adapters.jobs.kinds.JobInput``)."""
+
+    file: Path | None
+    params: dict[str, Any]
+
+
+def _file(job: Job) -> Path:
+    if job.file is None:
+        raise CDAError("this job needs a file")
+    return Path(job.file)
+
+
+def cedar_test(job: Job) -> dict[str, Any]:
+    """A Cedar integration-test JSON file: agreement per request (as ``cda policy test --json``)."""
+    from cda.policy.cedar_tests import run_test_file, summarize
+
+    return summarize(run_test_file(_file(job)))
+
+
+def policy_analysis(job: Job) -> dict[str, Any]:
+    """An analysis of the policy file, against ``other`` for the binary properties."""
+    from cda.policy.analyze import PROPERTIES, analyze_files
+
+    p = job.params
+    prop = str(p["analysis"])
+    files = [_file(job)] + ([Path(p["other"])] if "other" in p else [])
+    if PROPERTIES.get(prop) == 2 and len(files) != 2:
+        raise CDAError(f"a {prop} job needs a second policy file: params.other")
+    if "schema" not in p:
+        raise CDAError("a policy-analysis job needs params.schema")
+    results = analyze_files(prop, files, schema=p["schema"], entities=p.get("entities"), action=p.get("action"),
+                            principal_type=p.get("principal_type"), resource_type=p.get("resource_type"))
+    return {"analysis": prop, "holds": all(r.to_json()["holds"] for r in results),
+            "environments": [r.to_json() for r in results]}
+
+
+def request_batch(job: Job) -> dict[str, Any]:
+    """Every request of a JSON list (``params.requests``) authorized against the policy file."""
+    from cda.policy.authorize import authorize, load_policy_set
+
+    p = job.params
+    ps = load_policy_set(_file(job), p.get("schema"), p.get("entities"))
+    where = str(p["requests"])
+    requests = parse_json(read_text(Path(where)), where, CDAError)
+    if not isinstance(requests, list) or not all(isinstance(r, dict) for r in requests):
+        raise CDAError(f"{where}: a JSON list of request objects")
+    return {"answers": [authorize(ps, r).to_json() for r in requests]}
