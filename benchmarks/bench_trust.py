@@ -1,5 +1,7 @@
 """Trust-boundary benchmarks (issue 13), one section of docs/benchmarks.md per measure.
 
+* **log** — signing the head of a 10,000-receipt log with Ed25519 and verifying the whole file
+  as ``cda receipts verify`` does (target: verify >= 50,000 receipts/s); ``bench_trust_log.py``.
 * **isolation** — the cost of the kernel sandbox: a trivial function check run through
   :func:`cda.verifiers.sandbox.run_sandboxed` with ``namespaces`` against the same check, staged
   the same way, with ``process`` (a plain child process), alternated in one run so both see the
@@ -130,8 +132,20 @@ def section_isolation(args: argparse.Namespace) -> str:
     ])
 
 
+def section_log(args: argparse.Namespace) -> str:
+    """Signing and verifying a 10,000-receipt log (target: verify >= 50,000 receipts/s); the
+    measurement lives in ``bench_trust_log.py``, which also runs alone."""
+    import bench_trust_log
+
+    load0 = os.getloadavg()[0]
+    started = time.perf_counter()
+    result = bench_trust_log.bench_signing(10_000, 2 if args.quick else 5)
+    return bench_trust_log.render(result, time.perf_counter() - started, (load0, os.getloadavg()[0]))
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace], str]] = {
     "isolation": section_isolation,
+    "log": section_log,
 }
 
 
