@@ -16,13 +16,15 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cda.actions.event_chain import EVENT_SCHEMA
 from cda.actions.receipts import ReceiptLog
-from cda.adapters.service.store import StoredEvent, read_stream, sweep
+from cda.adapters.service.store import StoredEvent, last_events, read_stream, sweep
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for
 
 
@@ -61,7 +63,7 @@ def test_qa4_a_spent_budget_is_a_terminal_partial_with_caveats_and_next_tests(se
         events = follow(server, action_id)
         last = events[-1]
         assert last["event"] == "action_partial"
-        assert any("budget" in c for c in last["data"]["caveats"])
+        assert any("budget" in c for c in last["data"]["caveats"]), last["data"]["caveats"]
         assert last["data"]["caveats"] == last["data"]["outputs"]["caveats"]  # explicit on the terminal event
         assert call(ws, "actions.get", {"action_id": action_id})["result"]["status"] == "partial"
 
@@ -71,7 +73,8 @@ class _Chat(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         _Chat.hits.append(self.rfile.read(int(self.headers["Content-Length"])))
-        content = json.dumps({"provider": "loopback", "agrees": "yes", "flagged": [], "rationale": "ok"})
+        # the reply contract only: a key outside it (failclosed, issue 14) is no judgement, so fails closed
+        content = json.dumps({"agrees": "yes", "flagged": [], "rationale": "ok"})
         body = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -123,8 +126,11 @@ def test_qa3_denied_egress_waits_then_gives_a_conservative_summary_with_receipt_
         assert any(v["band"] == "high" for v in events[-1]["data"]["outputs"]["verdicts"])
     log = ReceiptLog(db)
     try:
-        assert [(e.receipt.name, e.receipt.status) for e in log.entries(denied)
-                if e.receipt.name.startswith("approval.")] == [("approval.denied", "denied")]
+        # the reviewer's decision (the service's receipt), then the run's refused use of the egress
+        # (issue 14's approvals: every use and refusal is receipted, a refusal as a denied stub)
+        assert [(e.receipt.kind, e.receipt.name, e.receipt.status) for e in log.entries(denied)
+                if e.receipt.name.startswith("approval.")] == [("action", "approval.denied", "denied"),
+                                                               ("stub", "approval.refused", "denied")]
         assert any(e.receipt.name == "approval.granted" for e in log.entries(allowed))
         assert log.verify().ok
     finally:
@@ -209,10 +215,15 @@ def test_a_bad_stored_event_is_skipped_with_a_notice_and_old_streams_are_swept(s
         action_id = _start(ws, example_inputs("bad-row"))
     full = follow(server, action_id)
     db = Path(server.proc.args[4])  # type: ignore[index]
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE events SET body = '{not json' WHERE action_id = ? AND seq = 2", (action_id,))
-    conn.commit()
-    conn.close()
+    # events are append-only (issue 13: a trigger refuses UPDATE), so damage a row as a bad disk or an
+    # outside writer would: past the trigger. Closed whatever happens: an open write transaction here
+    # would lock the module's shared server file for the next tests.
+    with closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("DROP TRIGGER events_no_update")
+        conn.execute("UPDATE events SET body = '{not json' WHERE action_id = ? AND seq = 2", (action_id,))
+        conn.execute(EVENT_SCHEMA[1])
+        conn.execute("COMMIT")
     again = follow(server, action_id)
     assert [e["id"] for e in again] == [e["id"] for e in full]  # the same ids, no gap, the stream ends
     assert again[2]["event"] == "action_notice" and "could not be read" in again[2]["data"]["message"]
@@ -235,6 +246,34 @@ def test_a_reader_that_does_not_read_is_dropped_with_a_bounded_buffer() -> None:
 
     held, slow_dropped, fast_dropped = asyncio.run(scenario())
     assert (held, slow_dropped, fast_dropped) == (0, True, False)
+
+
+def test_streams_serve_the_latest_attempt_and_the_sweep_spares_the_signed_heads_attempt(tmp_path: Path) -> None:
+    from cda.adapters.event_store import EventStore
+    from cda.contracts.events import ActionCompleted, ActionProgress, ActionStarted
+
+    db = tmp_path / "receipts.sqlite"
+    store = EventStore(db)
+    try:
+        for attempt in (1, 2):  # two runs of one action id (store format 2 keeps both)
+            store.append(ActionStarted(action_id="a", seq=0, attempt=attempt, ts=1000.0))
+            store.append(ActionProgress(action_id="a", seq=1, attempt=attempt, phase=f"run{attempt}",
+                                        fraction=0.5, ts=1000.0))
+            store.append(ActionCompleted(action_id="a", seq=2, attempt=attempt, ts=1000.0))
+        store.append(ActionStarted(action_id="b", seq=0, ts=1000.0))
+        store.append(ActionCompleted(action_id="b", seq=1, ts=1000.0))
+    finally:
+        store.close()
+    stream = read_stream(db, "a")
+    assert [e.seq for e in stream] == [0, 1, 2] and all(json.loads(e.data)["attempt"] == 2 for e in stream)
+    assert json.loads(last_events(db)["a"].data)["attempt"] == 2
+    (tmp_path / "receipts.sqlite.head.json").write_text("{}", encoding="utf-8")  # read as the head below:
+    real_head = {"action_id": "a", "attempt": 2, "phase": "end"}  # `cda run` signed a's attempt 2
+    import cda.actions.signing as signing
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(signing, "read_head", lambda _path: real_head)
+        assert sweep(db, retention_s=3600, now=1000.0 + 7200) == 3 + 2  # a's attempt 1 and all of b
+    assert [e.seq for e in read_stream(db, "a")] == [0, 1, 2] and read_stream(db, "b") == []
 
 
 def test_the_service_relaxes_fsync_on_its_own_connections_only(tmp_path: Path) -> None:

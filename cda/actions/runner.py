@@ -422,6 +422,10 @@ def _run(
 def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
                       budget: Budget) -> tuple[list[str], list[NextTestSuggestion]]:
     """A partial run never ends without caveats and next tests (spec §9, QA scenario 4)."""
+    if not caveats and budget.frozen():  # the budget ran out after the last rung was looked at
+        caveats = [f"search budget spent ({budget.elapsed():.3g} s of budgets.wall {budget.wall:g} s, "
+                   f"{budget.reserve:.3g} s of it reserved for the summary): the run stopped before it "
+                   "finished and results are incomplete"]
     if not caveats:
         caveats = [f"the run stopped before it finished ({budget.elapsed():.3g} s of "
                    f"{'no limit' if budget.wall is None else f'{budget.wall:g} s'}): results are incomplete"]

@@ -33,6 +33,11 @@ class StoredEvent:
     data: str
 
 
+_LATEST = "attempt = (SELECT MAX(attempt) FROM events AS a WHERE a.action_id = events.action_id)"
+"""Store format 2 (issue 13) keeps every attempt of an action id; a stream is its latest one
+(as :meth:`~cda.adapters.event_store.EventStore.since` serves it)."""
+
+
 def _connect(db: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30, check_same_thread=False)
     conn.execute("PRAGMA query_only = 1")
@@ -59,8 +64,8 @@ def read_stream(db: Path, action_id: str, after: int | None = None) -> list[Stor
         return []
     conn = _connect(db)
     try:
-        rows = conn.execute("SELECT seq, body FROM events WHERE action_id = ? AND seq > ? ORDER BY seq",
-                            (action_id, -1 if after is None else after)).fetchall()
+        rows = conn.execute(f"SELECT seq, body FROM events WHERE action_id = ? AND seq > ? AND {_LATEST} "
+                            "ORDER BY seq", (action_id, -1 if after is None else after)).fetchall()
     except sqlite3.OperationalError:  # no events table yet
         return []
     finally:
@@ -76,8 +81,9 @@ def last_events(db: Path) -> dict[str, StoredEvent]:
     try:
         rows = conn.execute(
             "SELECT e.action_id, e.seq, e.body FROM events e JOIN "
-            "(SELECT action_id, MAX(seq) AS m FROM events GROUP BY action_id) l "
-            "ON e.action_id = l.action_id AND e.seq = l.m").fetchall()
+            "(SELECT action_id, attempt, MAX(seq) AS m FROM events AS events "
+            f"WHERE {_LATEST} GROUP BY action_id) l "
+            "ON e.action_id = l.action_id AND e.attempt = l.attempt AND e.seq = l.m").fetchall()
     except sqlite3.OperationalError:
         return {}
     finally:
@@ -105,20 +111,41 @@ def started_without_events(db: Path) -> list[str]:
 def sweep(db: Path, retention_s: float, now: float | None = None) -> int:
     """Delete the events of finished actions whose last event is older than ``retention_s``.
 
-    A running action's events are kept whatever their age (its stream must stay complete).
+    A running action's events are kept whatever their age (its stream must stay complete). Age is
+    the events' own ``ts`` (store format 2 has no ``stored_at``); whole attempts go, never a part
+    of one (that would look tampered to ``cda receipts verify``), and never the attempt the signed
+    head beside the file vouches for (deleting it is tampering: the head says those events exist).
     """
     cutoff = (time.time() if now is None else now) - retention_s
+    vouched = _vouched(db)
     conn = sqlite3.connect(str(db), timeout=30, isolation_level=None)
     try:
         old = conn.execute(
-            "SELECT action_id, MAX(seq), MAX(stored_at) FROM events GROUP BY action_id HAVING MAX(stored_at) < ?",
-            (cutoff,)).fetchall()
+            "SELECT action_id, MAX(attempt) FROM events GROUP BY action_id "
+            "HAVING MAX(CASE WHEN json_valid(body) THEN json_extract(body, '$.ts') END) < ?", (cutoff,)).fetchall()
         removed = 0
-        for action_id, seq, _ in old:
-            row = conn.execute("SELECT body FROM events WHERE action_id = ? AND seq = ?", (action_id, seq)).fetchone()
-            if decode(action_id, seq, row[0]).type not in TERMINAL:
+        for action_id, attempt in old:
+            seq, body = conn.execute("SELECT seq, body FROM events WHERE action_id = ? AND attempt = ? "
+                                     "ORDER BY seq DESC LIMIT 1", (action_id, attempt)).fetchone()
+            if decode(action_id, seq, body).type not in TERMINAL:
                 continue
-            removed += conn.execute("DELETE FROM events WHERE action_id = ?", (action_id,)).rowcount
+            keep = vouched[1] if vouched is not None and vouched[0] == action_id else None
+            removed += conn.execute("DELETE FROM events WHERE action_id = ? AND attempt IS NOT ?",
+                                    (action_id, keep)).rowcount
         return removed
     finally:
         conn.close()
+
+
+def _vouched(db: Path) -> tuple[str, int] | None:
+    """The (action id, attempt) whose events the signed head beside ``db`` covers, if any."""
+    from cda.actions.signing import SigningError, head_path, read_head
+
+    path = head_path(db)
+    if not path.exists():
+        return None
+    try:
+        doc = read_head(path)
+    except SigningError:
+        return None  # not ours to judge here: `cda receipts verify` reports it
+    return (str(doc["action_id"]), int(doc["attempt"])) if doc["phase"] == "end" else None
