@@ -8,6 +8,7 @@ file; sessions are their starter's; a session survives a restart of the server.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -155,3 +156,39 @@ def test_sessions_are_their_starters_and_survive_a_restart(tmp_path: Path) -> No
         after = _valid(call(alice, "investigate.observe", {"session_id": sid, "observation": "not slow(auth)"}),
                        "investigate.observe")["memory"]
         assert after["step"] == 2 and after["observations"][-2:] == ["slow(api)", "not slow(auth)"]
+
+
+def test_solver_work_runs_off_the_event_loop(server: Server) -> None:
+    """While one socket's start enumerates 4,096 hypotheses (~2 s), another socket is answered."""
+    names = ", ".join(f"s{i}" for i in range(12))
+    heavy = f"domain S = {{{names}}}\nhyp down(S)\nobservable slow(S)\nhard p: forall s in S: slow(s) iff down(s)\n"
+    with toolbus(server) as slow, toolbus(server) as quick:
+        slow.send(json.dumps({"id": "heavy", "method": "investigate.start", "params": {"problem": heavy}}))
+        time.sleep(0.1)  # the heavy start is under way
+        light = _valid(call(quick, "investigate.start", {"problem": "hyp a\nobservable o\nhard: o iff a\n"}),
+                       "investigate.start")
+        assert light["memory"]["hypotheses_total"] == 2
+        with pytest.raises(TimeoutError):
+            slow.recv(timeout=0)  # the heavy one was still running when the light one was answered
+        answer = json.loads(slow.recv(timeout=30))
+        assert answer["id"] == "heavy" and answer["result"]["memory"]["hypotheses_total"] == 4096
+
+
+def test_an_unexpected_failure_is_an_internal_frame_without_its_detail(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from cda.adapters.service.actions import EdgeError
+    from cda.adapters.service.auth import Principal
+    from cda.adapters.service.investigations import InvestigateStartParams, InvestigationDesk, SessionRef
+    from cda.investigation.session import Investigation
+
+    desk = InvestigationDesk(tmp_path / "receipts.sqlite")
+    who = Principal("anonymous", "partner")
+    sid = desk.call(who, "investigate.start", InvestigateStartParams(problem=OUTAGE)).session_id  # type: ignore[attr-defined]
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"solver crashed in {tmp_path}")
+
+    monkeypatch.setattr(Investigation, "open", broken)
+    with pytest.raises(EdgeError) as failed:
+        desk.call(who, "investigate.status", SessionRef(session_id=sid))
+    assert failed.value.code == "internal" and str(failed.value) == "the investigation failed (RuntimeError)"
