@@ -121,6 +121,9 @@ def test_a_partner_names_no_server_file(server: Server, tmp_path: Path) -> None:
                              "target": e["target"]} for e in graph.get("links", graph.get("edges", []))]}
         started = _valid(call(ws, "investigate.start", {"problem": OUTAGE, "ken": inline}), "investigate.start")
         assert started["memory"]["focus_subsystem"] is not None
+        step = _valid(call(ws, "investigate.observe", {"session_id": started["session_id"], "observation": "slow(api)"}),
+                      "investigate.observe")  # reopened from the store with the graph kept beside it
+        assert step["memory"]["step"] == 1 and step["memory"]["focus_subsystem"] is not None
 
 
 def test_sessions_are_their_starters_and_survive_a_restart(tmp_path: Path) -> None:
