@@ -30,7 +30,12 @@ __all__ = ["Observation", "LiveProblem", "InvestigationError"]
 
 
 class InvestigationError(CDAError, ValueError):
-    """An observation the problem cannot take (an unknown atom, an abducible, bad syntax)."""
+    """An observation the problem cannot take (an unknown atom, an abducible, bad syntax);
+    ``column``: where in the observation (whitespace collapsed) the DSL found the fault, when known."""
+
+    def __init__(self, message: str, column: int | None = None) -> None:
+        super().__init__(message)
+        self.column = column
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,8 @@ class LiveProblem:
         try:
             gp = ground(self.text + f"observe {words}\n", ken=self.ken)
         except DSLError as exc:
-            raise InvestigationError(f"cannot observe {words!r}: {exc.message}") from None
+            column = exc.column - len("observe ") if exc.column is not None and exc.column > len("observe ") else None
+            raise InvestigationError(f"cannot observe {words!r}: {exc.message}", column) from None
         clause = gp.clauses[-1]
         if clause.kind != "observation":  # pragma: no cover - the last statement is the observe line
             raise InvestigationError(f"cannot observe {words!r}")

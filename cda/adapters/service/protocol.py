@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cda.adapters.service.investigations import INVESTIGATE_METHODS
 from cda.contracts.action import CDAInputs
 from cda.contracts.limits import MAX_FINITE_SECONDS
 
@@ -165,6 +166,7 @@ METHODS: dict[str, tuple[type[BaseModel], type[BaseModel] | None]] = {
     "actions.refresh": (ActionRef, RefreshResult),
     "actions.accept_update": (AcceptParams, StartResult),
     "reflect.trace": (ReflectParams, None),
+    **INVESTIGATE_METHODS,  # investigate.start|observe|status|history|undo|close (investigations.py)
 }
 
 

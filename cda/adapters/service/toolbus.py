@@ -10,7 +10,8 @@ models the committed schemas come from (``schemas/toolbus/``).
 Methods: ``actions.start|cancel|approve|deny|get`` for everyone, and for sub-actions
 ``actions.refresh`` (ask a sub-action's provider again: a new revision, ``update_available`` to
 the actions that bound an older one) and ``actions.accept_update`` (a structure revision); ``reflect.trace`` (the raw trace,
-read-only) for the internal profile with a reflection approval; ``debug.*`` only when the server
+read-only) for the internal profile with a reflection approval; ``investigate.start|observe|status|
+history|undo|close`` (an investigation session, :mod:`~cda.adapters.service.investigations`); ``debug.*`` only when the server
 runs with ``--debug`` and for the internal profile. There is no ``cda.*`` namespace: to everyone
 else those names do not exist (``unknown_method``).
 """
@@ -28,6 +29,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from cda.adapters.service.actions import ActionManager, EdgeError
 from cda.adapters.service.auth import AuthConfig, Principal
+from cda.adapters.service.investigations import desk_for
 from cda.adapters.service.protocol import (
     METHODS,
     AcceptParams,
@@ -139,6 +141,8 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
             result = await anyio.to_thread.run_sync(manager.cancel, who, params.action_id)
         elif isinstance(params, ActionRef):
             result = await anyio.to_thread.run_sync(manager.get, params.action_id)
+        elif namespace == "investigate":  # investigations.py: each call in a worker thread
+            result = await anyio.to_thread.run_sync(lambda: desk_for(manager.db).call(who, method, params))
         else:  # pragma: no cover - METHODS and this dispatch are kept together
             return _error(request.id, "unknown_method", f"no method {method!r}", ["method"])
     except EdgeError as exc:
