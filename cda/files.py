@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from cda.errors import CDAError
 
-__all__ = ["parse_json", "read_json", "read_text"]
+__all__ = ["KEY_DIR_ENV", "key_dir", "parse_json", "read_json", "read_text"]
 
 
 def read_text(path: Path) -> str:
@@ -61,3 +62,15 @@ def read_json(path: Path, error: type[CDAError] = CDAError) -> Any:
     except CDAError as exc:
         raise error(str(exc)) from None
     return parse_json(text, str(path), error)
+
+
+KEY_DIR_ENV = "CDA_KEY_DIR"
+"""The environment variable naming the folder of CDA's signing key."""
+
+
+def key_dir() -> Path:
+    """Where CDA's signing key lives: ``$CDA_KEY_DIR``, else ``~/.config/cda``. Here, at the
+    bottom layer, because two parts need it: the signer (:mod:`cda.actions.signing`) and the
+    sandbox, which hides this folder from every check (:mod:`cda.verifiers.sandbox`)."""
+    configured = os.environ.get(KEY_DIR_ENV)
+    return Path(configured) if configured else Path.home() / ".config" / "cda"

@@ -656,3 +656,23 @@ def test_a_check_dies_with_cda(tmp_path: Path) -> None:
         time.sleep(0.05)
     assert survivors(marker) == []
     assert [p.name[:7] for p in scratch.iterdir()] == ["cda-fn-"]  # it ran where we said
+
+
+def test_the_signing_key_is_hidden_from_a_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check that read CDA's signing key could sign a forged log's head: its folder is covered,
+    wherever it is (here under the home folder, outside the /tmp the sandbox hides anyway)."""
+    from cda.actions.signing import load_signer
+
+    folder = Path.home() / f".cda-sandbox-key-{uuid.uuid4().hex}"
+    monkeypatch.setenv("CDA_KEY_DIR", str(folder))
+    try:
+        signer = load_signer()
+        key_file = next(folder.iterdir())
+        secret = key_file.read_text().strip()
+        source = f"def check(claim):\n    raise ValueError(open({str(key_file)!r}).read())\n"
+        outcome = run(source)
+        assert secret[:16] not in json.dumps(outcome.model_dump())
+        assert outcome.status != "passed" and outcome.data.get("isolation") == "namespaces"
+        assert signer is not None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -33,7 +33,7 @@ from typing import Any
 
 from cda.contracts.receipt import canonical_json
 from cda.errors import CDAError
-from cda.files import parse_json
+from cda.files import KEY_DIR_ENV, key_dir, parse_json
 
 __all__ = [
     "HEAD_FORMAT",
@@ -50,7 +50,6 @@ __all__ = [
     "write_head",
 ]
 
-KEY_DIR_ENV = "CDA_KEY_DIR"
 KEY_FILE = "receipts-ed25519.key"
 HEAD_FORMAT = "cda-receipts-head-v1"
 _HEAD_FIELDS = ("format", "head", "count", "action_id", "attempt", "phase", "events", "events_head", "meta",
@@ -59,12 +58,6 @@ _HEAD_FIELDS = ("format", "head", "count", "action_id", "attempt", "phase", "eve
 
 class SigningError(CDAError, ValueError):
     """The signing key cannot be made or read, or a signed head file is not one."""
-
-
-def key_dir() -> Path:
-    """Where the signing key lives: ``$CDA_KEY_DIR``, else ``~/.config/cda``."""
-    configured = os.environ.get(KEY_DIR_ENV)
-    return Path(configured) if configured else Path.home() / ".config" / "cda"
 
 
 def head_path(db: Path | str) -> Path:

@@ -59,6 +59,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from cda.files import key_dir
+
 __all__ = [
     "ISOLATIONS",
     "MAX_PROCESSES",
@@ -250,6 +252,11 @@ def namespaces(cfg):
         # under empty file systems
         with open(os.path.join(tmp, b"input.json"), "rb") as fh:
             staged = fh.read()
+        for secret in cfg["secrets"]:  # hidden under an empty, unreadable file system
+            folder = secret.encode()
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                ok(libc.mount(b"tmpfs", folder, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=000"),
+                   "mount: hide the signing key's folder")
         for hidden in (b"/tmp", b"/var/tmp", b"/run", b"/dev/shm"):
             if os.path.isdir(hidden) and not os.path.islink(hidden):
                 ok(libc.mount(b"tmpfs", hidden, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=1m,mode=755"),
@@ -500,6 +507,8 @@ def run_sandboxed(
             "control_fd": control_w, "result_fd": result_w,
             "refuse": os.environ.get(REFUSE_ENV, "") not in ("", "0"), "parent": os.getpid(),
             "scratch": SCRATCH_BYTES,
+            # CDA's signing key: a check that read it could sign a forged log's head
+            "secrets": [os.path.realpath(key_dir())],
         }
         args: Sequence[str] = [sys.executable, "-s", "-S", "-P", "-c", _BOOT, json.dumps(cfg)]
         with open(stdout, "wb") as out, open(stderr, "wb") as err:
