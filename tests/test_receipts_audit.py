@@ -662,3 +662,30 @@ def test_kill_9_at_random_points_leaves_a_log_that_verifies(tmp_path: Path) -> N
     assert _verify(db)[0] == 0
     served = read_events(db, action_id)
     assert {e.attempt for e in served} == {max(started_attempts) + 1} and served[-1].type == "action_completed"
+
+
+def test_a_forged_attempt_appended_after_the_signed_head_is_tampering(template: Path, tmp_path: Path) -> None:
+    """Appending needs no key: a whole attempt copied after the signed head (action.start …
+    action.end) must not pass as an uncovered tail."""
+    from cda.actions.receipts import ReceiptLog
+
+    db = _copy(template, tmp_path / "forged")
+    with ReceiptLog(db) as log:
+        second = [e.receipt for e in log.entries() if e.receipt.attempt == 2]
+        log.append_many([r.model_copy(update={"attempt": 3}) for r in second])
+    code, text = _verify(db)
+    assert code == 1 and "ended after the signed head" in text, text
+
+
+def test_without_a_trusted_key_a_head_signed_by_anyone_is_not_believed(template: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    db = _copy(template, tmp_path / "resigned")
+    _resign_with_other_key(db, tmp_path)
+    monkeypatch.setenv(KEY_DIR_ENV, str(tmp_path / "no-key-here"))  # another machine: no local key
+    code, text = _verify(db)
+    assert code == 1 and "--public-key" in text, text
+    pristine = _copy(template, tmp_path / "pristine")
+    public = read_head(head_path(pristine))["public_key"]
+    out, err = io.StringIO(), io.StringIO()
+    assert main_receipts_verify(pristine, None, False, out, err, public_key=public) == 0, out.getvalue()
+    assert main_receipts_verify(db, None, False, io.StringIO(), io.StringIO(), public_key=public) == 1

@@ -334,10 +334,20 @@ def audit_file(
                             "the log was truncated, wiped, replaced or rewritten")
         else:
             unsigned_tail = len(hashes) - count
-            if unsigned_tail:
-                notes.append(f"{unsigned_tail} entries after the signed head are not covered by its signature")
+            # every finished run signs a head after its action.end, so an ended attempt past the
+            # signed head was appended by something that could not sign (or a signer killed in
+            # the instant between the two): nothing vouches for it
+            ended = [f"{r.receipt.action_id}#{r.receipt.attempt}" for r in rows[count:]
+                     if r.receipt is not None and r.receipt.name == "action.end"]
+            if ended:
+                problems.append(f"attempt(s) {', '.join(ended[:5])} ended after the signed head, and no "
+                                "signature covers them: appended by something that could not sign")
+            elif unsigned_tail:
+                notes.append(f"{unsigned_tail} entries after the signed head are not covered by its signature "
+                             "(an attempt still running or interrupted)")
         if trusted_key is None:
-            notes.append("no trusted key (no local signing key, no --public-key): the head's own key was believed")
+            problems.append("no trusted key to check the head's signature against (no local signing key here): "
+                            "give the signer's --public-key; a head signed by any key would pass otherwise")
     elif attempts.ends and require_signature:
         problems.append(f"no signed head beside the log ({head_file.name} is missing) although runs ended in it")
     else:
