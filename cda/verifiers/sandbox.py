@@ -259,8 +259,17 @@ def namespaces(cfg):
                    "mount: hide the signing key's folder")
         for hidden in (b"/tmp", b"/var/tmp", b"/run", b"/dev/shm"):
             if os.path.isdir(hidden) and not os.path.islink(hidden):
+                # Python's own installation (a virtual environment made under /tmp, as CI does) is
+                # put back read-only at its path: a check may start sys.executable
+                kept = [(k, os.open(k, os.O_PATH | os.O_DIRECTORY)) for k in (x.encode() for x in cfg["keep"])
+                        if k.startswith(hidden + b"/") and os.path.isdir(k)]
                 ok(libc.mount(b"tmpfs", hidden, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=1m,mode=755"),
                    "mount: hide " + hidden.decode())
+                for path, fd in kept:
+                    os.makedirs(path, exist_ok=True)
+                    ok(libc.mount(b"/proc/self/fd/%d" % fd, path, None, MS_BIND | MS_REC, None),
+                       "mount: keep Python's installation")
+                    os.close(fd)
         # the check's own directory, at the same path: a tmpfs of bounded size (the host's disk is
         # not its to fill), holding its input; its stdout and stderr are the files CDA opened
         os.makedirs(tmp, exist_ok=True)
@@ -509,6 +518,9 @@ def run_sandboxed(
             "scratch": SCRATCH_BYTES,
             # CDA's signing key: a check that read it could sign a forged log's head
             "secrets": [os.path.realpath(key_dir())],
+            # where the interpreter lives, kept visible when it lies under a hidden folder
+            "keep": sorted({os.path.abspath(p) for p in (sys.prefix, sys.exec_prefix)}
+                           | {os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix)}),
         }
         args: Sequence[str] = [sys.executable, "-s", "-S", "-P", "-c", _BOOT, json.dumps(cfg)]
         with open(stdout, "wb") as out, open(stderr, "wb") as err:
