@@ -143,3 +143,31 @@ def test_token_budget_counts_usage_and_refuses_calls_past_it(fake: FakeProvider)
     refused = [v for v in tight.outputs.verdicts if any("token budget" in c for c in v.caveats)]
     assert len(refused) == 5 - sent and all(v.status != "supported" for v in refused)
     assert 900 * sent <= 2000
+
+
+def test_a_provider_reporting_zero_tokens_cannot_switch_the_token_budget_off(fake: FakeProvider) -> None:
+    fake.mode = lambda body: MODES["ok"]().__class__(body=chat_reply(json.dumps({"agrees": "yes"}), usage=0))
+    tight = run_inputs(_inputs(fake.url, budgets={"wall": 60, "tokens": 2000}))
+    assert 1 <= len(fake.bodies) < 5  # each call is counted at least at its prompt's size
+    assert any(any("token budget" in c for c in v.caveats) for v in tight.outputs.verdicts)
+
+
+def test_a_confidence_that_is_not_a_number_is_out_of_contract() -> None:
+    from pydantic import ValidationError
+
+    from cda.verifiers.llm_gate import LLMJudgement
+
+    for bad in (True, "1"):
+        with pytest.raises(ValidationError):
+            LLMJudgement.model_validate({"provider": "p", "agrees": "yes", "confidence": bad})
+    assert LLMJudgement.model_validate({"provider": "p", "agrees": "yes", "confidence": 0.5}).confidence == 0.5
+
+
+def test_a_failed_function_check_that_names_no_claim_is_not_silent() -> None:
+    data = json.loads((ROOT / "examples" / "action" / "service_outage.json").read_text())
+    data["functions"] = [{"name": "never", "source": "def check(claim):\n    return False\n", "claims": ["Slow(api)"]}]
+    data.pop("ken", None)
+    from cda.actions.runner import run_action
+
+    run = run_action(CDAInputs.model_validate(data))
+    assert any("function never did not pass on 'Slow(api)'" in c for c in run.outputs.caveats), run.outputs.caveats

@@ -272,9 +272,12 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
             out.outcomes.append(o)
             isolated = o.data.get("isolation")
             if o.status != "passed":
-                for c in claims:
-                    if text in c.claim or c.claim.endswith(" " + text):
-                        c.lower("inconclusive", 0.5, [f"function {fn.name}: {o.detail}"])
+                matched = [c for c in claims if text in c.claim]
+                for c in matched:
+                    c.lower("inconclusive", 0.5, [f"function {fn.name}: {o.detail}"])
+                if not matched:  # a failed check whose text names no claim still says so: never silent
+                    out.caveats.append(f"function {fn.name} did not pass on {text!r} ({o.detail}), and no claim "
+                                       "of the run carries that text: write the claim as the verdicts print it")
             elif isolated != "namespaces":
                 out.caveats.append(f"function {fn.name} passed on {text!r} with {isolated} isolation only "
                                    "(the kernel refused namespaces; the caller accepted a plain process)")

@@ -181,7 +181,9 @@ class OpenAICompatibleProvider:
         try:
             reply = self._post_with_retries(body, deadline)
             reported = _usage(reply)
-            used = estimate if reported is None else reported  # no usage given: count the worst case
+            # no usage given: the worst case; a usage below the prompt's own size is not believed (a reply
+            # saying 0 tokens would switch budgets.tokens off)
+            used = estimate if reported is None else max(reported, len(body) // 4)
         finally:
             if meter is not None:
                 meter.settle(estimate, used)

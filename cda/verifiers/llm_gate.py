@@ -101,7 +101,7 @@ class LLMJudgement(BaseModel):
     provider: str = Field(description="the provider's name, e.g. 'offline' or 'http:<model>'")
     agrees: Literal["yes", "no", "unsure"] = Field(description="does the evidence support the claim?")
     confidence: float | None = Field(
-        default=None, ge=0.0, le=1.0,
+        default=None, ge=0.0, le=1.0, strict=True,  # true or "1" is not a probability: out of contract
         description="the provider's probability that the claim holds (None: it gave none)",
     )
     flagged: list[str] = Field(
