@@ -585,3 +585,32 @@ def test_the_openai_translator_over_http(tmp_path: Path) -> None:
     out, err = _io(), _io()
     assert main(["conduct", "x", "--db", str(tmp_path / "ir.sqlite"), "--translator", "openai"], out, err) == 2
     assert "needs --llm-base-url" in err.getvalue()
+
+
+def test_a_second_conductor_on_the_same_unfinished_request_is_refused(tmp_path: Path) -> None:
+    """Two conductors answering one request would each run its tools and write two answers (a
+    review reproduced it): the second is refused while the first is alive; a dead holder's request
+    is taken over (the kill -9 test)."""
+    import threading
+
+    calls: list[str] = []
+
+    def slow(inputs: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        calls.append("run")
+        time.sleep(1.0)
+        return {"value": "42"}
+
+    def conductor() -> Conductor:
+        return _conductor([_tool("slow", ["n"], impl="slow")], Toolbox(tools={"slow": Tool(slow)}),
+                          db=IRDatabase(tmp_path / "ir.sqlite"), translator_in=_translator({"type": "n"}))
+
+    first = threading.Thread(target=lambda: conductor().handle("forty-two"))
+    first.start()
+    time.sleep(0.3)
+    with pytest.raises(ConductorError, match="being answered by another conductor"):
+        conductor().handle("forty-two")
+    first.join()
+    trace = conductor().trace(1)
+    assert calls == ["run", "run"] and trace.status == "answered"  # the run and the verify loop's re-run
+    assert [r.status for r in trace.tool_runs] == [ToolRunStatus.OK]
+    assert [e.kind for e in trace.events].count("final_response") == 1

@@ -7,7 +7,7 @@ says which step is next, so :meth:`Conductor.handle` on a request a killed condu
 unfinished carries on from there (a tool run it cut short is marked ``interrupted`` and run
 again). Nothing is kept in memory between steps.
 
->>> from cda.conductor.irdb import IRDatabase
+>>> from cda.conductor.irdb import IRDatabase, holder_id
 >>> c = Conductor(IRDatabase(":memory:"))
 >>> c.handle("compute (1 + 2) * 0.1; what is 2 ** -2").answer
 'compute [calculator]: (1 + 2) * 0.1 = 3/10\\ncompute [calculator]: 2 ** -2 = 1/4'
@@ -15,7 +15,7 @@ again). Nothing is kept in memory between steps.
 
 from __future__ import annotations
 
-from cda.conductor.irdb import IRDatabase
+from cda.conductor.irdb import IRDatabase, holder_id
 from cda.conductor.plan import plan_obligation
 from cda.conductor.registry import Registry, load_registry
 from cda.conductor.tooling import Toolbox, ToolContext
@@ -49,9 +49,21 @@ class Conductor:
 
     def resume(self, request_id: int) -> Trace:
         db = self.db
+        _, stage, _, _ = db.request(request_id)
+        if stage == "answered":
+            return self.trace(request_id)
+        holder = holder_id()
+        db.claim(request_id, holder)  # refused while another live conductor answers it
+        try:
+            self._steps(request_id)
+        finally:
+            db.release(request_id, holder)
+        return self.trace(request_id)
+
+    def _steps(self, request_id: int) -> None:
+        db = self.db
         utterance, stage, _, _ = db.request(request_id)
-        if stage != "answered":
-            db.mark_interrupted(request_id)
+        db.mark_interrupted(request_id)  # runs left 'started' by a conductor that is gone
         if stage == "new":
             doc = self.translator_in(utterance)
             with db.transaction() as conn:
@@ -86,7 +98,6 @@ class Conductor:
             failed = {v.obligation_id: v.detail for v in db.verifications(request_id) if not v.ok}
             answer, status = render_answer(obligations, resolved_by, failed)
             db.finish(request_id, status, answer)
-        return self.trace(request_id)
 
     def trace(self, request_id: int) -> Trace:
         """The request as the IR holds it, without times (the same bytes for the same run)."""

@@ -16,6 +16,7 @@ redo those steps.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cda.actions.store_file import StoreFileError, create_if_missing, open_store
+from cda.conductor.tooling import ConductorError
 from cda.contracts.conductor import (
     Assertion,
     ConductEvent,
@@ -35,12 +37,12 @@ from cda.contracts.conductor import (
     Verification,
 )
 
-__all__ = ["IRDatabase", "canonical"]
+__all__ = ["IRDatabase", "canonical", "holder_id"]
 
 TABLES: dict[str, str] = {
     "requests": (
         "CREATE TABLE requests (id INTEGER PRIMARY KEY, utterance TEXT NOT NULL, stage TEXT NOT NULL, "
-        "status TEXT, answer TEXT)"
+        "status TEXT, answer TEXT, holder TEXT)"
     ),
     "obligations": (
         "CREATE TABLE obligations (id INTEGER PRIMARY KEY, request_id INTEGER NOT NULL, parent_id INTEGER, "
@@ -69,6 +71,34 @@ TABLES: dict[str, str] = {
 }
 """The conductor's tables. ``events.at_utc`` and ``tool_runs.duration_ms`` are the only
 measured values, and the trace leaves both out."""
+
+
+def _start_time(pid: int) -> str:
+    """The kernel's start time of process ``pid`` (so a reused pid is not taken for the holder)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def holder_id() -> str:
+    """This conductor: ``pid:start time:token`` (a token per call, so two in one process differ)."""
+    import secrets
+
+    return f"{os.getpid()}:{_start_time(os.getpid())}:{secrets.token_hex(4)}"
+
+
+def _alive(holder: str) -> bool:
+    pid_text, start, _ = (holder.split(":") + ["", ""])[:3]
+    try:
+        pid = int(pid_text)
+        os.kill(pid, 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return _start_time(pid) == start
 
 
 def canonical(value: Any) -> str:
@@ -148,6 +178,22 @@ class IRDatabase:
             raise StoreFileError(f"{self.path}: no request {request_id}")
         return str(row[0]), str(row[1]), row[2], row[3]
 
+    def claim(self, request_id: int, holder: str) -> None:
+        """Take the request for ``holder`` (``pid:start:token``, see :func:`holder_id`), unless a
+        live conductor holds it: two conductors on one request would each run its tools and each
+        write an answer. A holder whose process is gone (killed) is taken over."""
+        with self.transaction() as conn:
+            row = conn.execute("SELECT holder FROM requests WHERE id = ?", (request_id,)).fetchone()
+            current = None if row is None else row[0]
+            if current and current != holder and _alive(current):
+                raise ConductorError(f"request {request_id} is being answered by another conductor "
+                                     f"(process {current.split(':')[0]}); run the command again when it ends")
+            conn.execute("UPDATE requests SET holder = ? WHERE id = ?", (holder, request_id))
+
+    def release(self, request_id: int, holder: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("UPDATE requests SET holder = NULL WHERE id = ? AND holder = ?", (request_id, holder))
+
     def set_stage(self, conn: sqlite3.Connection, request_id: int, stage: str) -> None:
         conn.execute("UPDATE requests SET stage = ? WHERE id = ?", (stage, request_id))
 
@@ -206,10 +252,13 @@ class IRDatabase:
         self, conn: sqlite3.Connection, obligation: Obligation, run_id: int, status: ToolRunStatus,
         outputs: dict[str, Any] | None, detail: str | None, duration_ms: float | None,
     ) -> None:
-        conn.execute(
-            "UPDATE tool_runs SET status = ?, outputs = ?, detail = ?, duration_ms = ? WHERE id = ?",
-            (status.value, None if outputs is None else canonical(outputs), detail, duration_ms, run_id),
+        cur = conn.execute(
+            "UPDATE tool_runs SET status = ?, outputs = ?, detail = ?, duration_ms = ? WHERE id = ? AND status = ?",
+            (status.value, None if outputs is None else canonical(outputs), detail, duration_ms, run_id,
+             ToolRunStatus.STARTED.value),
         )
+        if cur.rowcount != 1:  # taken over meanwhile: this run's answer is not written
+            raise ConductorError(f"tool run {run_id} was taken over by another conductor; its answer is not used")
         self._event(conn, obligation.request_id, "tool_finished",
                     {"obligation": obligation.id, "run": run_id, "status": status.value, "detail": detail})
 
