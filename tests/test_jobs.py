@@ -472,3 +472,17 @@ def test_a_cedar_test_job_agrees_with_cedar(tmp_path: Path) -> None:
     assert code == 0, err
     (line,) = [json.loads(x) for x in (tmp_path / "m.results" / "results.jsonl").read_text().splitlines()]
     assert line["result"]["total"] >= 1 and line["result"]["agreed"] == line["result"]["total"]
+
+
+def test_a_policy_analysis_job_with_no_request_to_range_over_fails(tmp_path: Path) -> None:
+    """Without entities the environment has no request: the job fails, never a vacuous holds."""
+    cedar = ROOT / "examples" / "cedar"
+    for name in ("old.cedar", "schema.cedarschema"):
+        (tmp_path / name).write_bytes((cedar / name).read_bytes())
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "policy-analysis"\nfile = "old.cedar"\n'
+                        'params = { analysis = "always-allows", schema = "schema.cedarschema" }\n', encoding="utf-8")
+    code, _, _ = _run(manifest)
+    (line,) = _lines(tmp_path / "m.results")
+    assert code == 1 and line["status"] == "failed" and line["result"] is None
+    assert "no User/Doc entities in the store: nothing to decide" in line["error"]

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from cda.adapters.cli import main
-from cda.errors import BackendUnsupported
+from cda.errors import BackendUnsupported, CDAError
 from cda.policy.analyze import PROPERTIES, Environment, analyze, environments
 from cda.policy.authorize import PolicySet, decide
 from cda.policy.entities import Request, read_entities, read_request
@@ -406,3 +406,23 @@ def test_the_same_analysis_gives_the_same_bytes(capsys: pytest.CaptureFixture[st
     for backend in ("z3", "clingo"):
         runs = [json.dumps(analyze("equivalent", sets, ENV, backend=backend).to_json()) for _ in range(2)]  # type: ignore[arg-type]
         assert runs[0] == runs[1] and '"holds": false' in runs[0]
+
+
+@pytest.mark.parametrize("prop", ["always-allows", "always-denies", "never-errors"])
+def test_no_request_to_range_over_is_refused_not_a_vacuous_holds(
+    prop: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --entities (or with no entity of a type) there is no request: refused, exit 2."""
+    schema = str(EXAMPLE / "schema.cedarschema")
+    assert main(["policy", "analyze", prop, str(EXAMPLE / "old.cedar"), "--schema", schema]) == 2
+    captured = capsys.readouterr()
+    assert "HOLDS" not in captured.out and "no User/Doc entities in the store: nothing to decide" in captured.err
+    (tmp_path / "users.json").write_text(json.dumps([e for e in ENTITIES if e["uid"]["type"] != "Doc"]))
+    (tmp_path / "s.cedarschema").write_text(SCHEMA_TEXT)
+    args = ["policy", "analyze", prop, str(EXAMPLE / "old.cedar"), "--schema", str(tmp_path / "s.cedarschema"),
+            "--entities", str(tmp_path / "users.json")]  # fmt: skip
+    assert main(args) == 2
+    assert "no User/Doc entities in the store: nothing to decide" in capsys.readouterr().err
+    with pytest.raises(CDAError, match="nothing to decide"):
+        analyze(prop, [PolicySet(parse_policies("permit(principal, action, resource);"), SCHEMA,
+                                 read_entities([], SCHEMA))], ENV)
