@@ -15,7 +15,7 @@ import cedarpy
 import pytest
 
 from cda.adapters.cli import main
-from cda.errors import DSLError, DSLSyntaxError
+from cda.errors import CDAError, DSLError, DSLSyntaxError
 from cda.policy.authorize import authorize, decide, load_policy_set
 from cda.policy.cedar_tests import run_test_dir, run_test_file, summarize
 from cda.policy.entities import read_entities, read_request
@@ -268,6 +268,22 @@ def test_cli_bad_policy_is_a_compiler_style_message_and_exit_2(tmp_path: Path, c
     err = capsys.readouterr().err
     assert code == 2
     assert f"{pol}:1:48: syntax error: expected an expression" in err and "Traceback" not in err
+
+
+def test_a_forbid_nested_too_deeply_to_evaluate_is_refused_not_dropped(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Skipping the forbid as an evaluation error would answer ALLOW where Cedar denies."""
+    pol = tmp_path / "deep.cedar"
+    pol.write_text("permit(principal, action, resource);\nforbid(principal, action, resource) when { "
+                   + " && ".join(["true"] * 1000) + " };\n")
+    ex = ROOT / "examples" / "cedar"
+    code = main(["policy", "authorize", str(pol), "--schema", str(ex / "schema.cedarschema"),
+                 "--entities", str(ex / "entities.json"), "--request", str(ex / "request.json")])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 2 and "ALLOW" not in captured.out and "Traceback" not in captured.err
+    assert f"{pol}:2:1: policy policy1: a condition is nested too deeply to evaluate" in captured.err
+    with pytest.raises(CDAError, match="policy1: a condition is nested too deeply"):
+        authorize(pol, json.loads((ex / "request.json").read_text()))
 
 
 def test_an_invalid_escape_is_a_syntax_error_as_in_cedar() -> None:
