@@ -447,14 +447,21 @@ def test_cedar_kinds_run_through_cda_policy(tmp_path: Path) -> None:
         '[[job]]\nkind = "request-batch"\nfile = "new.cedar"\n'
         'params = { schema = "schema.cedarschema", entities = "entities.json", requests = "requests.json" }\n',
         encoding="utf-8")
-    code, _, err = _run(manifest)
-    assert code == 0, err
+    _run(manifest)
     lines = [json.loads(line) for line in (tmp_path / "m.results" / "results.jsonl").read_text().splitlines()]
     analysis, batch = (line["result"] for line in lines)
-    direct = analyze_files("no-new-access", [tmp_path / "new.cedar", tmp_path / "old.cedar"],
+    assert lines[1]["status"] == "ok", lines[1]["error"]
+    # the job's file is NEW and other is OLD: the verdict is the CLI's `no-new-access OLD NEW`
+    cli = ["policy", "analyze", "no-new-access", str(tmp_path / "old.cedar"), str(tmp_path / "new.cedar"),
+           "--schema", str(tmp_path / "schema.cedarschema"), "--entities", str(tmp_path / "entities.json"), "--json"]
+    out = io.StringIO()
+    assert main(cli, stdout=out, stderr=io.StringIO()) == 1  # FAILS: the owner policy of new.cedar is new access
+    assert analysis["holds"] is False and analysis["environments"] == json.loads(out.getvalue())
+    direct = analyze_files("no-new-access", [tmp_path / "old.cedar", tmp_path / "new.cedar"],
                            schema=tmp_path / "schema.cedarschema", entities=tmp_path / "entities.json")
     assert analysis["environments"] == [r.to_json() for r in direct]
     assert analysis["holds"] == all(r.holds for r in direct)
+    assert analysis["environments"][0]["answers"]["NEW"]["decision"] == "allow"
     answers = [authorize(tmp_path / "new.cedar", r, schema=tmp_path / "schema.cedarschema",
                          entities=tmp_path / "entities.json").to_json() for r in json.loads(
         (tmp_path / "requests.json").read_text())]
