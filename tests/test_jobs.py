@@ -493,3 +493,32 @@ def test_a_policy_analysis_job_with_no_request_to_range_over_fails(tmp_path: Pat
     (line,) = _lines(tmp_path / "m.results")
     assert code == 1 and line["status"] == "failed" and line["result"] is None
     assert "no User/Doc entities in the store: nothing to decide" in line["error"]
+
+
+def test_a_cedar_test_jobs_key_follows_the_policy_schema_and_entities_it_names(tmp_path: Path) -> None:
+    """Editing the policy file a Cedar test names makes a new job (its tests run again)."""
+    cedar = ROOT / "examples" / "cedar"
+    for name in ("old.cedar", "schema.cedarschema", "entities.json"):
+        (tmp_path / name).write_bytes((cedar / name).read_bytes())
+    request = json.loads((cedar / "request.json").read_text(encoding="utf-8"))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "t.json").write_text(json.dumps(
+        {"policies": "old.cedar", "schema": "schema.cedarschema", "entities": "entities.json",
+         "requests": [{**request, "decision": "deny", "reason": ["policy1"], "errors": []}]}), encoding="utf-8")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "cedar-test"\nfile = "tests/t.json"\n', encoding="utf-8")
+    keys = [read_manifest(manifest).jobs[0].key]
+    for name, edit in (("old.cedar", "\n// edited\n"), ("schema.cedarschema", "\n"), ("entities.json", "\n")):
+        with (tmp_path / name).open("a", encoding="utf-8") as f:
+            f.write(edit)
+        keys.append(read_manifest(manifest).jobs[0].key)
+    assert len(set(keys)) == 4
+    code, out, _ = _run(manifest)
+    assert code == 0 and "1 ran now" in out
+    (tmp_path / "old.cedar").write_text("permit(principal, action, resource);\n", encoding="utf-8")
+    code, out, _ = _run(manifest)
+    assert "1 ran now, 0 were done before" in out  # the edited policy is run, not skipped
+    (line,) = _lines(tmp_path / "m.results")
+    assert line["result"]["agreed"] == 0 and line["result"]["imported"] == 1
+    (tmp_path / "old.cedar").unlink()  # a named file that is gone is keyed as absent; the job reports it
+    assert read_manifest(manifest).jobs[0].key not in keys

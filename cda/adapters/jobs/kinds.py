@@ -56,6 +56,10 @@ class JobKind:
     required: frozenset[str] = frozenset()
     needs_file: bool = True
     doc: str = ""
+    #: the further files the main file names (read when the manifest is), by a label: their bytes
+    #: go into the job key too, so editing one makes a new job; a path that cannot be read is
+    #: keyed as absent (the job itself reports it)
+    inputs: Callable[[Path], dict[str, Path]] | None = None
 
 
 KINDS: dict[str, JobKind] = {}
@@ -207,12 +211,29 @@ def _request_batch(job: JobInput) -> Any:
     return _policy("request-batch").request_batch(job)
 
 
+def _cedar_test_inputs(file: Path) -> dict[str, Path]:
+    """The policy, schema and entities files a Cedar test file names, where the test reads them
+    (relative to the folder above ``tests/`` or ``corpus-tests/``). A file that is not a readable
+    test names none (the job fails on it with the reason)."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    root = next((d.parent for d in file.resolve().parents if d.name in ("tests", "corpus-tests")),
+                file.resolve().parent)  # as cda.policy.cedar_tests.test_root
+    return {name: root / data[name] for name in ("policies", "schema", "entities")
+            if isinstance(data.get(name), str) and data[name]}
+
+
 _ANALYSES = choice("always-allows", "always-denies", "implies", "equivalent", "disjoint", "never-errors",
                    "no-new-access")
 
 # The plug-in point for cda.policy: each kind calls cda.policy.jobs.<function>(job: JobInput)
 # -> JSON. Parameters are checked here, so a bad manifest is refused before anything runs.
-register(JobKind("cedar-test", _cedar_test, doc="a Cedar integration-test JSON file: agreement per request"))
+register(JobKind("cedar-test", _cedar_test, doc="a Cedar integration-test JSON file: agreement per request",
+                 inputs=_cedar_test_inputs))
 register(JobKind("policy-analysis", _policy_analysis,
                  {"analysis": _ANALYSES, "other": text, "schema": text, "entities": text,
                   "principal_type": text, "action": text, "resource_type": text},
