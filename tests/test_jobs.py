@@ -447,10 +447,13 @@ def test_cedar_kinds_run_through_cda_policy(tmp_path: Path) -> None:
         '[[job]]\nkind = "request-batch"\nfile = "new.cedar"\n'
         'params = { schema = "schema.cedarschema", entities = "entities.json", requests = "requests.json" }\n',
         encoding="utf-8")
-    _run(manifest)
+    code, out, _ = _run(manifest)
+    assert code == 1 and "1 failed, 1 ok" in out  # the analysis does not hold: failed, as the CLI exits 1
     lines = [json.loads(line) for line in (tmp_path / "m.results" / "results.jsonl").read_text().splitlines()]
-    analysis, batch = (line["result"] for line in lines)
+    analysis, batch = (line["result"] for line in lines)  # the failed analysis keeps its result
     assert lines[1]["status"] == "ok", lines[1]["error"]
+    assert lines[0]["status"] == "failed"
+    assert lines[0]["error"].startswith('no-new-access does not hold for (User, Action::"read", Doc)')
     # the job's file is NEW and other is OLD: the verdict is the CLI's `no-new-access OLD NEW`
     cli = ["policy", "analyze", "no-new-access", str(tmp_path / "old.cedar"), str(tmp_path / "new.cedar"),
            "--schema", str(tmp_path / "schema.cedarschema"), "--entities", str(tmp_path / "entities.json"), "--json"]
@@ -520,5 +523,19 @@ def test_a_cedar_test_jobs_key_follows_the_policy_schema_and_entities_it_names(t
     assert "1 ran now, 0 were done before" in out  # the edited policy is run, not skipped
     (line,) = _lines(tmp_path / "m.results")
     assert line["result"]["agreed"] == 0 and line["result"]["imported"] == 1
+    # a disagreement is a failed job with its result kept, and the batch exits 1 as `cda policy test` does
+    assert code == 1 and line["status"] == "failed"
+    assert line["error"].startswith("1 of 1 imported request(s) disagree with Cedar's expected answer")
+    assert main(["policy", "test", str(tmp_path / "tests")], stdout=io.StringIO(), stderr=io.StringIO()) == 1
+    with ReceiptLog(tmp_path / "m.results" / DB_NAME) as log:
+        assert len(list(log.entries())) == 2
+    assert verify_receipts(tmp_path / "m.results" / DB_NAME).ok
     (tmp_path / "old.cedar").unlink()  # a named file that is gone is keyed as absent; the job reports it
     assert read_manifest(manifest).jobs[0].key not in keys
+
+
+def test_a_cedar_test_job_with_no_request_fails(tmp_path: Path) -> None:
+    (tmp_path / "t.json").write_text('{"policies": "p.cedar", "requests": []}', encoding="utf-8")
+    (tmp_path / "p.cedar").write_text("permit(principal, action, resource);", encoding="utf-8")
+    outcome = outcome_of({"kind": "cedar-test", "file": str(tmp_path / "t.json"), "params": {}, "memory_mb": 1024})
+    assert outcome["status"] == "failed" and "nothing checked" in outcome["error"]

@@ -34,7 +34,10 @@ def cedar_test(job: Job) -> dict[str, Any]:
     """A Cedar integration-test JSON file: agreement per request (as ``cda policy test --json``)."""
     from cda.policy.cedar_tests import run_test_file, summarize
 
-    return summarize(run_test_file(_file(job)))
+    summary = summarize(run_test_file(_file(job)))
+    if summary["total"] == 0:
+        raise CDAError(f"{job.file}: the test file has no request: nothing checked")
+    return summary
 
 
 def policy_analysis(job: Job) -> dict[str, Any]:

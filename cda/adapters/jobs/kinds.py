@@ -60,6 +60,10 @@ class JobKind:
     #: go into the job key too, so editing one makes a new job; a path that cannot be read is
     #: keyed as absent (the job itself reports it)
     inputs: Callable[[Path], dict[str, Path]] | None = None
+    #: for a kind whose result is a verdict: the error when the result is a negative one (a
+    #: property that fails, a test that disagrees), else None; the job is then recorded as
+    #: ``failed`` with that error and its result kept, so the batch exits 1 as the CLI does
+    verdict: Callable[[Any], str | None] | None = None
 
 
 KINDS: dict[str, JobKind] = {}
@@ -227,18 +231,36 @@ def _cedar_test_inputs(file: Path) -> dict[str, Path]:
             if isinstance(data.get(name), str) and data[name]}
 
 
+def _cedar_test_verdict(result: Any) -> str | None:
+    bad = int(result["imported"]) - int(result["agreed"])
+    if bad:
+        return (f"{bad} of {result['imported']} imported request(s) disagree with Cedar's expected answer "
+                "(as `cda policy test` exits 1; the result lists them)")
+    return None
+
+
+def _analysis_verdict(result: Any) -> str | None:
+    if result["holds"]:
+        return None
+    failed = [e["environment"] for e in result["environments"] if not e["holds"]]
+    where = "; ".join(f"({e['principal_type']}, {e['action']}, {e['resource_type']})" for e in failed)
+    return (f"{result['analysis']} does not hold for {where} (as `cda policy analyze` exits 1; the "
+            "counterexample is in the result)")
+
+
 _ANALYSES = choice("always-allows", "always-denies", "implies", "equivalent", "disjoint", "never-errors",
                    "no-new-access")
 
 # The plug-in point for cda.policy: each kind calls cda.policy.jobs.<function>(job: JobInput)
 # -> JSON. Parameters are checked here, so a bad manifest is refused before anything runs.
 register(JobKind("cedar-test", _cedar_test, doc="a Cedar integration-test JSON file: agreement per request",
-                 inputs=_cedar_test_inputs))
+                 inputs=_cedar_test_inputs, verdict=_cedar_test_verdict))
 register(JobKind("policy-analysis", _policy_analysis,
                  {"analysis": _ANALYSES, "other": text, "schema": text, "entities": text,
                   "principal_type": text, "action": text, "resource_type": text},
                  paths=frozenset({"other", "schema", "entities"}), required=frozenset({"analysis"}),
-                 doc="an analysis of a Cedar policy set (file), against 'other' for implies/equivalent/disjoint/no-new-access"))
+                 doc="an analysis of a Cedar policy set (file), against 'other' for implies/equivalent/disjoint/no-new-access",
+                 verdict=_analysis_verdict))
 register(JobKind("request-batch", _request_batch, {"schema": text, "entities": text, "requests": text},
                  paths=frozenset({"schema", "entities", "requests"}), required=frozenset({"requests"}),
                  doc="authorize every request of a JSON list against a Cedar policy set (file)"))
