@@ -317,6 +317,16 @@ BAD_MANIFESTS = [
      ":4: job 1: a policy-analysis job needs params.analysis"),
     ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\nparams = { analysis = "always-allow" }\n',
      "params.analysis must be one of always-allows, always-denies"),
+    ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\nparams = { analysis = "always-allows" }\n',
+     ":4: job 1: a policy-analysis job needs params.schema"),
+    ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\n'
+     'params = { analysis = "no-new-access", schema = "a.cda" }\n',
+     ":4: job 1: no-new-access compares two policy sets: a policy-analysis job needs params.other"),
+    ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\nparams.analysis = "implies"\nparams.schema = "a.cda"\n',
+     ":4: job 1: implies compares two policy sets: a policy-analysis job needs params.other"),
+    ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\n'
+     'params = { analysis = "never-errors", schema = "a.cda", other = "a.cda" }\n',
+     ":4: job 1: never-errors analyses one policy set: params.other would not be read"),
     ('[[job]]\nkind = "diagnose"\nfile = "a.cda"\nparams = { observations = "none.obs" }\n',
      "params.observations 'none.obs': no such file"),
 ]

@@ -64,6 +64,9 @@ class JobKind:
     #: property that fails, a test that disagrees), else None; the job is then recorded as
     #: ``failed`` with that error and its result kept, so the batch exits 1 as the CLI does
     verdict: Callable[[Any], str | None] | None = None
+    #: checks the parameters together once each is checked (when the manifest is read):
+    #: ``(parameter, message)`` for a mistake, else None
+    check: Callable[[dict[str, Any]], tuple[str, str] | None] | None = None
 
 
 KINDS: dict[str, JobKind] = {}
@@ -248,6 +251,19 @@ def _analysis_verdict(result: Any) -> str | None:
             "counterexample is in the result)")
 
 
+#: analyses that compare the job's file with a second policy set (params.other)
+_BINARY_ANALYSES = frozenset({"implies", "equivalent", "disjoint", "no-new-access"})
+
+
+def _check_analysis(params: dict[str, Any]) -> tuple[str, str] | None:
+    analysis = params["analysis"]
+    if analysis in _BINARY_ANALYSES and "other" not in params:
+        return "analysis", f"{analysis} compares two policy sets: a policy-analysis job needs params.other (the second file)"
+    if analysis not in _BINARY_ANALYSES and "other" in params:
+        return "other", f"{analysis} analyses one policy set: params.other would not be read"
+    return None
+
+
 _ANALYSES = choice("always-allows", "always-denies", "implies", "equivalent", "disjoint", "never-errors",
                    "no-new-access")
 
@@ -258,7 +274,8 @@ register(JobKind("cedar-test", _cedar_test, doc="a Cedar integration-test JSON f
 register(JobKind("policy-analysis", _policy_analysis,
                  {"analysis": _ANALYSES, "other": text, "schema": text, "entities": text,
                   "principal_type": text, "action": text, "resource_type": text},
-                 paths=frozenset({"other", "schema", "entities"}), required=frozenset({"analysis"}),
+                 paths=frozenset({"other", "schema", "entities"}), required=frozenset({"analysis", "schema"}),
+                 check=_check_analysis,
                  doc="an analysis of a Cedar policy set (file), against 'other' for implies/equivalent/disjoint/no-new-access",
                  verdict=_analysis_verdict))
 register(JobKind("request-batch", _request_batch, {"schema": text, "entities": text, "requests": text},

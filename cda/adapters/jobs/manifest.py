@@ -244,6 +244,9 @@ def _job(i: int, table: dict[str, Any], base: Path, fallback: tuple[float, int],
     absent = sorted(kind.required - set(params))
     if absent:
         raise where.error(f"{label}: a {kind_name} job needs params.{absent[0]}", line, "params")
+    mistake = kind.check(params) if kind.check is not None else None
+    if mistake is not None:
+        raise where.error(f"{label}: {mistake[1]}", line, mistake[0])
     display = table.get("name", f"{kind_name} {file}" if file is not None else f"{kind_name} #{i + 1}")
     if not isinstance(display, str) or not display or len(display) > 200:
         raise where.error(f"{label}: 'name' must be a non-empty string of at most 200 characters", line, "name")
