@@ -111,14 +111,24 @@ def _brute_force_holds(prop: str, sets: list[PolicySet]) -> bool:
     return True
 
 
+def _decided(ans: Any) -> tuple[str, bool]:
+    """cedarpy's (decision, any error) for a request it built and answered. A NoDecision (cedarpy
+    could not build the request: "failed to build request: …") is no confirmation of anything:
+    it would count as "not allow" and confirm every always-allows counterexample."""
+    decision = ans.decision.value.lower()
+    errors = [str(e) for e in ans.diagnostics.errors]
+    assert decision in ("allow", "deny"), (decision, errors)
+    assert not any("failed to build request" in e for e in errors), errors
+    return decision, bool(errors)
+
+
 def _cedarpy_answer(text: str, request: dict[str, Any]) -> tuple[str, bool]:
-    ans = cedarpy.is_authorized(request, text, ENTITIES, SCHEMA_TEXT)
-    return ans.decision.value.lower(), bool(ans.diagnostics.errors)
+    return _decided(cedarpy.is_authorized(request, text, ENTITIES, SCHEMA_TEXT))
 
 
 def _violates(prop: str, got: list[Any]) -> bool:
     """Whether cedarpy's answers (``AuthzResult``s, one per set) violate ``prop``."""
-    return _answers_violate(prop, [(g.decision.value.lower(), bool(g.diagnostics.errors)) for g in got])
+    return _answers_violate(prop, [_decided(g) for g in got])
 
 
 def _confirmed_by_cedarpy(prop: str, texts: list[str], cex: dict[str, Any]) -> bool:
@@ -426,3 +436,17 @@ def test_no_request_to_range_over_is_refused_not_a_vacuous_holds(
     with pytest.raises(CDAError, match="nothing to decide"):
         analyze(prop, [PolicySet(parse_policies("permit(principal, action, resource);"), SCHEMA,
                                  read_entities([], SCHEMA))], ENV)
+
+
+def test_the_cedarpy_oracle_does_not_take_no_decision_as_confirmation() -> None:
+    """A request cedarpy cannot build (an action the schema lacks) gets NoDecision: never "not allow"."""
+    text = "permit(principal, action, resource);"
+    unbuildable = {"principal": {"type": "User", "id": "u0"}, "action": {"type": "Action", "id": "nope"},
+                   "resource": {"type": "Doc", "id": "d0"}, "context": {"flag": True, "n": 0}}  # fmt: skip
+    with pytest.raises(AssertionError, match="failed to build request"):
+        _confirmed_by_cedarpy("always-allows", [text], unbuildable)
+    with pytest.raises(AssertionError, match="failed to build request"):
+        _violates("always-allows", [cedarpy.is_authorized(unbuildable, text, ENTITIES, SCHEMA_TEXT)])
+    built = {**unbuildable, "action": {"type": "Action", "id": "read"}}
+    assert not _confirmed_by_cedarpy("always-allows", [text], built)
+    assert _confirmed_by_cedarpy("always-denies", [text], built)
