@@ -317,6 +317,16 @@ BAD_MANIFESTS = [
      ":4: job 1: a policy-analysis job needs params.analysis"),
     ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\nparams = { analysis = "always-allow" }\n',
      "params.analysis must be one of always-allows, always-denies"),
+    ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\nparams = { analysis = "always-allows" }\n',
+     ":4: job 1: a policy-analysis job needs params.schema"),
+    ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\n'
+     'params = { analysis = "no-new-access", schema = "a.cda" }\n',
+     ":4: job 1: no-new-access compares two policy sets: a policy-analysis job needs params.other"),
+    ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\nparams.analysis = "implies"\nparams.schema = "a.cda"\n',
+     ":4: job 1: implies compares two policy sets: a policy-analysis job needs params.other"),
+    ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\n'
+     'params = { analysis = "never-errors", schema = "a.cda", other = "a.cda" }\n',
+     ":4: job 1: never-errors analyses one policy set: params.other would not be read"),
     ('[[job]]\nkind = "diagnose"\nfile = "a.cda"\nparams = { observations = "none.obs" }\n',
      "params.observations 'none.obs': no such file"),
 ]
@@ -447,14 +457,24 @@ def test_cedar_kinds_run_through_cda_policy(tmp_path: Path) -> None:
         '[[job]]\nkind = "request-batch"\nfile = "new.cedar"\n'
         'params = { schema = "schema.cedarschema", entities = "entities.json", requests = "requests.json" }\n',
         encoding="utf-8")
-    code, _, err = _run(manifest)
-    assert code == 0, err
+    code, out, _ = _run(manifest)
+    assert code == 1 and "1 failed, 1 ok" in out  # the analysis does not hold: failed, as the CLI exits 1
     lines = [json.loads(line) for line in (tmp_path / "m.results" / "results.jsonl").read_text().splitlines()]
-    analysis, batch = (line["result"] for line in lines)
-    direct = analyze_files("no-new-access", [tmp_path / "new.cedar", tmp_path / "old.cedar"],
+    analysis, batch = (line["result"] for line in lines)  # the failed analysis keeps its result
+    assert lines[1]["status"] == "ok", lines[1]["error"]
+    assert lines[0]["status"] == "failed"
+    assert lines[0]["error"].startswith('no-new-access does not hold for (User, Action::"read", Doc)')
+    # the job's file is NEW and other is OLD: the verdict is the CLI's `no-new-access OLD NEW`
+    cli = ["policy", "analyze", "no-new-access", str(tmp_path / "old.cedar"), str(tmp_path / "new.cedar"),
+           "--schema", str(tmp_path / "schema.cedarschema"), "--entities", str(tmp_path / "entities.json"), "--json"]
+    out = io.StringIO()
+    assert main(cli, stdout=out, stderr=io.StringIO()) == 1  # FAILS: the owner policy of new.cedar is new access
+    assert analysis["holds"] is False and analysis["environments"] == json.loads(out.getvalue())
+    direct = analyze_files("no-new-access", [tmp_path / "old.cedar", tmp_path / "new.cedar"],
                            schema=tmp_path / "schema.cedarschema", entities=tmp_path / "entities.json")
     assert analysis["environments"] == [r.to_json() for r in direct]
     assert analysis["holds"] == all(r.holds for r in direct)
+    assert analysis["environments"][0]["answers"]["NEW"]["decision"] == "allow"
     answers = [authorize(tmp_path / "new.cedar", r, schema=tmp_path / "schema.cedarschema",
                          entities=tmp_path / "entities.json").to_json() for r in json.loads(
         (tmp_path / "requests.json").read_text())]
@@ -472,3 +492,60 @@ def test_a_cedar_test_job_agrees_with_cedar(tmp_path: Path) -> None:
     assert code == 0, err
     (line,) = [json.loads(x) for x in (tmp_path / "m.results" / "results.jsonl").read_text().splitlines()]
     assert line["result"]["total"] >= 1 and line["result"]["agreed"] == line["result"]["total"]
+
+
+def test_a_policy_analysis_job_with_no_request_to_range_over_fails(tmp_path: Path) -> None:
+    """Without entities the environment has no request: the job fails, never a vacuous holds."""
+    cedar = ROOT / "examples" / "cedar"
+    for name in ("old.cedar", "schema.cedarschema"):
+        (tmp_path / name).write_bytes((cedar / name).read_bytes())
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "policy-analysis"\nfile = "old.cedar"\n'
+                        'params = { analysis = "always-allows", schema = "schema.cedarschema" }\n', encoding="utf-8")
+    code, _, _ = _run(manifest)
+    (line,) = _lines(tmp_path / "m.results")
+    assert code == 1 and line["status"] == "failed" and line["result"] is None
+    assert "no User/Doc entities in the store: nothing to decide" in line["error"]
+
+
+def test_a_cedar_test_jobs_key_follows_the_policy_schema_and_entities_it_names(tmp_path: Path) -> None:
+    """Editing the policy file a Cedar test names makes a new job (its tests run again)."""
+    cedar = ROOT / "examples" / "cedar"
+    for name in ("old.cedar", "schema.cedarschema", "entities.json"):
+        (tmp_path / name).write_bytes((cedar / name).read_bytes())
+    request = json.loads((cedar / "request.json").read_text(encoding="utf-8"))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "t.json").write_text(json.dumps(
+        {"policies": "old.cedar", "schema": "schema.cedarschema", "entities": "entities.json",
+         "requests": [{**request, "decision": "deny", "reason": ["policy1"], "errors": []}]}), encoding="utf-8")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "cedar-test"\nfile = "tests/t.json"\n', encoding="utf-8")
+    keys = [read_manifest(manifest).jobs[0].key]
+    for name, edit in (("old.cedar", "\n// edited\n"), ("schema.cedarschema", "\n"), ("entities.json", "\n")):
+        with (tmp_path / name).open("a", encoding="utf-8") as f:
+            f.write(edit)
+        keys.append(read_manifest(manifest).jobs[0].key)
+    assert len(set(keys)) == 4
+    code, out, _ = _run(manifest)
+    assert code == 0 and "1 ran now" in out
+    (tmp_path / "old.cedar").write_text("permit(principal, action, resource);\n", encoding="utf-8")
+    code, out, _ = _run(manifest)
+    assert "1 ran now, 0 were done before" in out  # the edited policy is run, not skipped
+    (line,) = _lines(tmp_path / "m.results")
+    assert line["result"]["agreed"] == 0 and line["result"]["imported"] == 1
+    # a disagreement is a failed job with its result kept, and the batch exits 1 as `cda policy test` does
+    assert code == 1 and line["status"] == "failed"
+    assert line["error"].startswith("1 of 1 imported request(s) disagree with Cedar's expected answer")
+    assert main(["policy", "test", str(tmp_path / "tests")], stdout=io.StringIO(), stderr=io.StringIO()) == 1
+    with ReceiptLog(tmp_path / "m.results" / DB_NAME) as log:
+        assert len(list(log.entries())) == 2
+    assert verify_receipts(tmp_path / "m.results" / DB_NAME).ok
+    (tmp_path / "old.cedar").unlink()  # a named file that is gone is keyed as absent; the job reports it
+    assert read_manifest(manifest).jobs[0].key not in keys
+
+
+def test_a_cedar_test_job_with_no_request_fails(tmp_path: Path) -> None:
+    (tmp_path / "t.json").write_text('{"policies": "p.cedar", "requests": []}', encoding="utf-8")
+    (tmp_path / "p.cedar").write_text("permit(principal, action, resource);", encoding="utf-8")
+    outcome = outcome_of({"kind": "cedar-test", "file": str(tmp_path / "t.json"), "params": {}, "memory_mb": 1024})
+    assert outcome["status"] == "failed" and "nothing checked" in outcome["error"]

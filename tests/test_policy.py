@@ -15,7 +15,7 @@ import cedarpy
 import pytest
 
 from cda.adapters.cli import main
-from cda.errors import DSLError, DSLSyntaxError
+from cda.errors import CDAError, DSLError, DSLSyntaxError
 from cda.policy.authorize import authorize, decide, load_policy_set
 from cda.policy.cedar_tests import run_test_dir, run_test_file, summarize
 from cda.policy.entities import read_entities, read_request
@@ -243,6 +243,79 @@ def test_cli_test_json_has_the_fields_of_the_issue(capsys: pytest.CaptureFixture
     assert {"file", "index", "expected", "decision", "imported", "agree", "refusal"} <= out["results"][0].keys()
 
 
+def _cedar_test_folder(tmp_path: Path, policies: str = "p.cedar") -> Path:
+    """A test folder in Cedar's layout over examples/cedar: tests/t.json names the three files."""
+    (tmp_path / "tests").mkdir()
+    for name in ("old.cedar", "schema.cedarschema", "entities.json"):
+        (tmp_path / name).write_bytes((EXAMPLE / name).read_bytes())
+    (tmp_path / "p.cedar").write_bytes((EXAMPLE / "old.cedar").read_bytes())
+    test = {"policies": policies, "schema": "schema.cedarschema", "entities": "entities.json",
+            "requests": [{**_READ, "decision": "allow", "reason": ["policy0"], "errors": []}]}
+    (tmp_path / "tests" / "t.json").write_text(json.dumps(test))
+    return tmp_path / "tests"
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "why"),
+    [
+        ("p.cedar", None, "cannot read"),  # the policy file is missing
+        ("p.cedar", "permit(principal, action, resource) when { 1 + };", "p.cedar:1:48: syntax error"),
+        ("schema.cedarschema", "entity User = {", "schema.cedarschema:1"),
+        ("entities.json", "[{", "entities.json"),
+    ],
+)
+def test_cli_test_exits_2_naming_the_file_when_the_test_data_is_broken(
+    file: str, text: str | None, why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Broken test data is no refusal of a construct: exit 2, the test file named."""
+    tests = _cedar_test_folder(tmp_path)
+    assert main(["policy", "test", str(tests)]) == 0
+    assert "1 requests, 1 imported, 1 agree" in capsys.readouterr().out
+    if text is None:
+        (tmp_path / file).unlink()
+    else:
+        (tmp_path / file).write_text(text)
+    for json_flag in ([], ["--json"]):
+        assert main(["policy", "test", str(tests), *json_flag]) == 2
+        captured = capsys.readouterr()
+        assert f"{tests / 't.json'}: cannot load the test's policies, schema or entities" in captured.err
+        assert why in captured.err and "Traceback" not in captured.err and captured.out == ""
+
+
+def test_a_refused_construct_is_still_a_refusal_not_an_error(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    tests = _cedar_test_folder(tmp_path)
+    (tmp_path / "p.cedar").write_text("permit(principal, action, resource == ?resource);")
+    assert main(["policy", "test", str(tests)]) == 0
+    assert "refused 1 request(s): template slot" in capsys.readouterr().out
+
+
+def test_a_request_that_cannot_be_read_is_an_error_naming_it(tmp_path: Path) -> None:
+    tests = _cedar_test_folder(tmp_path)
+    data = json.loads((tests / "t.json").read_text())
+    data["requests"][0]["context"] = {"mfa": True}  # the schema requires hour
+    (tests / "t.json").write_text(json.dumps(data))
+    with pytest.raises(CDAError, match=r"t.json: requests\[0\] cannot be read: .*hour"):
+        run_test_file(tests / "t.json")
+
+
+def test_cli_test_reports_unparseable_json_and_refuses_an_empty_folder(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    tests = _cedar_test_folder(tmp_path)
+    (tests / "u.json").write_text('{"requests": [')
+    assert main(["policy", "test", str(tests)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tests / 'u.json'}: not readable JSON, so not run" in err
+    (tmp_path / "empty").mkdir()
+    assert main(["policy", "test", str(tmp_path / "empty")]) == 2
+    captured = capsys.readouterr()
+    assert "no Cedar test request found" in captured.err and "0 requests" not in captured.out
+    (tests / "u.json").write_text('{"policies": "p.cedar", "requests": []}')
+    (tests / "t.json").unlink()
+    assert main(["policy", "test", str(tests), "--json"]) == 2
+    assert "nothing checked" in capsys.readouterr().err
+
+
 @needs_data
 def test_cli_authorize_prints_the_decision_reason_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     test = json.loads((CEDAR / "tests" / "multi" / "3.json").read_text())
@@ -268,6 +341,22 @@ def test_cli_bad_policy_is_a_compiler_style_message_and_exit_2(tmp_path: Path, c
     err = capsys.readouterr().err
     assert code == 2
     assert f"{pol}:1:48: syntax error: expected an expression" in err and "Traceback" not in err
+
+
+def test_a_forbid_nested_too_deeply_to_evaluate_is_refused_not_dropped(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Skipping the forbid as an evaluation error would answer ALLOW where Cedar denies."""
+    pol = tmp_path / "deep.cedar"
+    pol.write_text("permit(principal, action, resource);\nforbid(principal, action, resource) when { "
+                   + " && ".join(["true"] * 1000) + " };\n")
+    ex = ROOT / "examples" / "cedar"
+    code = main(["policy", "authorize", str(pol), "--schema", str(ex / "schema.cedarschema"),
+                 "--entities", str(ex / "entities.json"), "--request", str(ex / "request.json")])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 2 and "ALLOW" not in captured.out and "Traceback" not in captured.err
+    assert f"{pol}:2:1: policy policy1: a condition is nested too deeply to evaluate" in captured.err
+    with pytest.raises(CDAError, match="policy1: a condition is nested too deeply"):
+        authorize(pol, json.loads((ex / "request.json").read_text()))
 
 
 def test_an_invalid_escape_is_a_syntax_error_as_in_cedar() -> None:

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from cda.adapters.cli import main
-from cda.errors import BackendUnsupported
+from cda.errors import BackendUnsupported, CDAError
 from cda.policy.analyze import PROPERTIES, Environment, analyze, environments
 from cda.policy.authorize import PolicySet, decide
 from cda.policy.entities import Request, read_entities, read_request
@@ -111,14 +111,24 @@ def _brute_force_holds(prop: str, sets: list[PolicySet]) -> bool:
     return True
 
 
+def _decided(ans: Any) -> tuple[str, bool]:
+    """cedarpy's (decision, any error) for a request it built and answered. A NoDecision (cedarpy
+    could not build the request: "failed to build request: …") is no confirmation of anything:
+    it would count as "not allow" and confirm every always-allows counterexample."""
+    decision = ans.decision.value.lower()
+    errors = [str(e) for e in ans.diagnostics.errors]
+    assert decision in ("allow", "deny"), (decision, errors)
+    assert not any("failed to build request" in e for e in errors), errors
+    return decision, bool(errors)
+
+
 def _cedarpy_answer(text: str, request: dict[str, Any]) -> tuple[str, bool]:
-    ans = cedarpy.is_authorized(request, text, ENTITIES, SCHEMA_TEXT)
-    return ans.decision.value.lower(), bool(ans.diagnostics.errors)
+    return _decided(cedarpy.is_authorized(request, text, ENTITIES, SCHEMA_TEXT))
 
 
 def _violates(prop: str, got: list[Any]) -> bool:
     """Whether cedarpy's answers (``AuthzResult``s, one per set) violate ``prop``."""
-    return _answers_violate(prop, [(g.decision.value.lower(), bool(g.diagnostics.errors)) for g in got])
+    return _answers_violate(prop, [_decided(g) for g in got])
 
 
 def _confirmed_by_cedarpy(prop: str, texts: list[str], cex: dict[str, Any]) -> bool:
@@ -406,3 +416,37 @@ def test_the_same_analysis_gives_the_same_bytes(capsys: pytest.CaptureFixture[st
     for backend in ("z3", "clingo"):
         runs = [json.dumps(analyze("equivalent", sets, ENV, backend=backend).to_json()) for _ in range(2)]  # type: ignore[arg-type]
         assert runs[0] == runs[1] and '"holds": false' in runs[0]
+
+
+@pytest.mark.parametrize("prop", ["always-allows", "always-denies", "never-errors"])
+def test_no_request_to_range_over_is_refused_not_a_vacuous_holds(
+    prop: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --entities (or with no entity of a type) there is no request: refused, exit 2."""
+    schema = str(EXAMPLE / "schema.cedarschema")
+    assert main(["policy", "analyze", prop, str(EXAMPLE / "old.cedar"), "--schema", schema]) == 2
+    captured = capsys.readouterr()
+    assert "HOLDS" not in captured.out and "no User/Doc entities in the store: nothing to decide" in captured.err
+    (tmp_path / "users.json").write_text(json.dumps([e for e in ENTITIES if e["uid"]["type"] != "Doc"]))
+    (tmp_path / "s.cedarschema").write_text(SCHEMA_TEXT)
+    args = ["policy", "analyze", prop, str(EXAMPLE / "old.cedar"), "--schema", str(tmp_path / "s.cedarschema"),
+            "--entities", str(tmp_path / "users.json")]  # fmt: skip
+    assert main(args) == 2
+    assert "no User/Doc entities in the store: nothing to decide" in capsys.readouterr().err
+    with pytest.raises(CDAError, match="nothing to decide"):
+        analyze(prop, [PolicySet(parse_policies("permit(principal, action, resource);"), SCHEMA,
+                                 read_entities([], SCHEMA))], ENV)
+
+
+def test_the_cedarpy_oracle_does_not_take_no_decision_as_confirmation() -> None:
+    """A request cedarpy cannot build (an action the schema lacks) gets NoDecision: never "not allow"."""
+    text = "permit(principal, action, resource);"
+    unbuildable = {"principal": {"type": "User", "id": "u0"}, "action": {"type": "Action", "id": "nope"},
+                   "resource": {"type": "Doc", "id": "d0"}, "context": {"flag": True, "n": 0}}  # fmt: skip
+    with pytest.raises(AssertionError, match="failed to build request"):
+        _confirmed_by_cedarpy("always-allows", [text], unbuildable)
+    with pytest.raises(AssertionError, match="failed to build request"):
+        _violates("always-allows", [cedarpy.is_authorized(unbuildable, text, ENTITIES, SCHEMA_TEXT)])
+    built = {**unbuildable, "action": {"type": "Action", "id": "read"}}
+    assert not _confirmed_by_cedarpy("always-allows", [text], built)
+    assert _confirmed_by_cedarpy("always-denies", [text], built)

@@ -4,9 +4,13 @@ Only argparse is imported here; :mod:`cda.policy` (and z3, for ``analyze``) is l
 command runs.
 
 Exit codes: ``authorize`` 0 when answered (the decision is printed); ``test`` 0 when every
-imported request agrees with Cedar's expected answer, 1 when one disagrees; ``analyze`` 0 when
-the property holds in every environment asked, 1 when it fails (a counterexample is printed);
-2 bad input (a compiler-style message, never a traceback); 3 a solver gave no verdict.
+imported request agrees with Cedar's expected answer, 1 when one disagrees, 2 when the test data
+is broken (a test file that is not JSON, a policy/schema/entities file missing or unparseable, a
+request that cannot be read: the message names the test file) or holds no request at all (only a
+refused construct is counted, not failed); ``analyze`` 0 when the property holds in every
+environment asked, 1 when it fails (a counterexample is printed); 2 bad input (a compiler-style
+message, never a traceback), or an environment with no request in the entity store; 3 a solver
+gave no verdict.
 """
 
 from __future__ import annotations
@@ -89,6 +93,9 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
         raise CDAError(f"{args.folder}: no such file or folder")
     results = run_test_dir(args.folder)
     summary = summarize(results)
+    if summary["total"] == 0:
+        raise CDAError(f"{args.folder}: no Cedar test request found (no JSON file with 'requests', or only "
+                       "empty ones): nothing checked")
     bad = summary["imported"] - summary["agreed"]
     if args.json:
         out.write(json.dumps(summary, sort_keys=True) + "\n")

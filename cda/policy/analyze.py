@@ -250,6 +250,13 @@ def analyze(
         raise CDAError(f"the action {env.action} is neither in the schema nor in the entity store")
     ctx = _context_of(schema, env, store)
     pairs = _pairs(store, env)
+    if not pairs:  # no request to range over: any property would hold vacuously
+        raise CDAError(
+            f"no {env.principal_type}/{env.resource_type} entities in the store: nothing to decide (the requests of "
+            f"({env.principal_type}, {env.action}, {env.resource_type}) range over the entity store's "
+            f"{env.principal_type} and {env.resource_type} entities; give an entity store that has both, or narrow "
+            "the environment)"
+        )
     if len(pairs) > MAX_PAIRS:
         raise OptionError(
             f"the environment has {len(pairs):,} (principal, resource) pairs in the entity store; the analyses "

@@ -77,7 +77,9 @@ def policy_applies(p: Policy, req: Request, store: Entities) -> bool:
 
 
 def decide(policies: list[Policy], req: Request, store: Entities) -> Answer:
-    """The answer for one request."""
+    """The answer for one request. Raises :class:`~cda.errors.CDAError` naming the policy when a
+    condition is nested too deeply to evaluate (skipping it, as an evaluation error, could turn a
+    forbid's deny into an allow)."""
     permits: list[str] = []
     forbids: list[str] = []
     errors: list[str] = []
@@ -89,10 +91,11 @@ def decide(policies: list[Policy], req: Request, store: Entities) -> Answer:
             errors.append(p.id)
             messages.append(f"{p.id} ({p.filename}:{e.pos[0]}:{e.pos[1]}): {e}")
             continue
-        except RecursionError:
-            errors.append(p.id)
-            messages.append(f"{p.id}: expression nested too deeply to evaluate")
-            continue
+        except RecursionError:  # not an evaluation error: dropping the policy (a forbid) would change the answer
+            raise CDAError(
+                f"{p.filename}:{p.pos[0]}:{p.pos[1]}: policy {p.id}: a condition is nested too deeply to evaluate; "
+                "no decision"
+            ) from None
         if ok:
             (permits if p.effect == "permit" else forbids).append(p.id)
     if forbids:

@@ -3,7 +3,10 @@
 A test file names a policy file, an entities file and a schema (paths relative to the folder
 that holds ``tests/`` and ``sample-data/``, or ``corpus-tests/``) and lists requests with the
 expected ``decision``, ``reason`` and ``errors``. A request CDA cannot import (a refused
-construct) is reported with the refusal and its construct, never answered.
+construct, :class:`~cda.policy.syntax.UnsupportedConstruct`) is reported with the refusal and
+its construct, never answered. Broken test data is no refusal: a test file that is not JSON, a
+policy, schema or entities file that is missing or does not parse, a request that cannot be read
+raise :class:`~cda.errors.CDAError` naming the test file.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from cda.errors import CDAError, DSLError
 from cda.files import parse_json, read_text
 from cda.policy.authorize import PolicySet, decide, load_policy_set
 from cda.policy.entities import read_request
+from cda.policy.syntax import UnsupportedConstruct
 
 __all__ = ["RequestResult", "run_test_file", "run_test_dir", "summarize", "test_root", "construct_of"]
 
@@ -71,16 +75,20 @@ def run_test_file(path: str | Path, root: str | Path | None = None) -> list[Requ
     if not isinstance(data, dict) or not isinstance(data.get("requests"), list):
         raise CDAError(f"{path}: not a Cedar test file (an object with 'requests')")
     requests: list[dict[str, Any]] = data["requests"]
+    if not all(isinstance(r, dict) for r in requests):
+        raise CDAError(f"{path}: every entry of 'requests' must be a JSON object")
     ps: PolicySet | None = None
-    refusal: CDAError | None = None
+    refusal: UnsupportedConstruct | None = None
     try:
         ps = load_policy_set(
             base / data["policies"],
             base / data["schema"] if data.get("schema") else None,
             base / data["entities"] if data.get("entities") else None,
         )
-    except CDAError as e:
+    except UnsupportedConstruct as e:  # a construct CDA does not encode: a refusal, counted per construct
         refusal = e
+    except CDAError as e:  # a missing file, a syntax error: broken test data, not a refusal
+        raise CDAError(f"{path}: cannot load the test's policies, schema or entities: {e}") from None
     except KeyError as e:
         raise CDAError(f"{path}: the test file has no {e} field") from None
     out: list[RequestResult] = []
@@ -92,9 +100,11 @@ def run_test_file(path: str | Path, root: str | Path | None = None) -> list[Requ
             continue
         try:
             req = read_request(r, ps.schema, f"{path}: requests[{i}]")
-        except CDAError as e:
+        except UnsupportedConstruct as e:
             out.append(RequestResult(str(path), i, exp, None, False, False, str(e), construct_of(str(e))))
             continue
+        except CDAError as e:
+            raise CDAError(f"{path}: requests[{i}] cannot be read: {e}") from None
         ans = decide(ps.policies, req, ps.entities)
         got = {"decision": ans.decision, "reason": sorted(ans.reason), "errors": sorted(ans.errors)}
         out.append(RequestResult(str(path), i, exp, got, True, got == exp))
@@ -113,8 +123,8 @@ def run_test_dir(folder: str | Path) -> list[RequestResult]:
             continue
         try:
             head = parse_json(read_text(f), str(f), DSLError)
-        except CDAError:
-            continue
+        except CDAError as e:  # a test file that cannot be read is reported, never skipped
+            raise CDAError(f"{f}: not readable JSON, so not run: {e}") from None
         if isinstance(head, dict) and "requests" in head:
             results.extend(run_test_file(f))
     return results

@@ -34,11 +34,18 @@ def cedar_test(job: Job) -> dict[str, Any]:
     """A Cedar integration-test JSON file: agreement per request (as ``cda policy test --json``)."""
     from cda.policy.cedar_tests import run_test_file, summarize
 
-    return summarize(run_test_file(_file(job)))
+    summary = summarize(run_test_file(_file(job)))
+    if summary["total"] == 0:
+        raise CDAError(f"{job.file}: the test file has no request: nothing checked")
+    return summary
 
 
 def policy_analysis(job: Job) -> dict[str, Any]:
-    """An analysis of the policy file, against ``other`` for the binary properties."""
+    """An analysis of the policy file, against ``other`` for the binary properties: the job's
+    ``file`` is the policy set under review and ``other`` the one it is compared with, so
+    ``implies`` asks "file implies other" (``equivalent``, ``disjoint``: file and other) and
+    ``no-new-access`` asks "file (NEW) allows nothing other (OLD) denies", i.e. it runs
+    ``cda policy analyze no-new-access OTHER FILE``."""
     from cda.policy.analyze import PROPERTIES, analyze_files
 
     p = job.params
@@ -46,6 +53,8 @@ def policy_analysis(job: Job) -> dict[str, Any]:
     files = [_file(job)] + ([Path(p["other"])] if "other" in p else [])
     if PROPERTIES.get(prop) == 2 and len(files) != 2:
         raise CDAError(f"a {prop} job needs a second policy file: params.other")
+    if prop == "no-new-access":  # analyze_files takes OLD NEW; the job's file is NEW, other is OLD
+        files.reverse()
     if "schema" not in p:
         raise CDAError("a policy-analysis job needs params.schema")
     results = analyze_files(prop, files, schema=p["schema"], entities=p.get("entities"), action=p.get("action"),

@@ -3,7 +3,9 @@ it finishes (row, then receipt), write the JSONL in manifest order.
 
 The JSONL (``results.jsonl``) has one line per job of the manifest, keys sorted:
 ``index``, ``name``, ``kind``, ``key``, ``status`` (ok, failed, timeout, memory, crashed),
-``result`` (the kind's JSON, or null) and ``error`` (null when ok). It holds no timing and
+``result`` (the kind's JSON, or null) and ``error`` (null when ok). A job whose result is a
+negative verdict (a policy analysis that does not hold, a Cedar test that disagrees) is
+``failed`` with its error and keeps its result. It holds no timing and
 nothing about the run (which runner, which attempt, when): the same manifest and inputs give
 the same bytes on the local pool and on Dask, in one run or resumed after a kill. Timings stay
 in the results store (``seconds`` of table ``job_results``).
@@ -54,6 +56,8 @@ def jsonl_line(spec: JobSpec, row: Row) -> str:
 
 def _receipt(spec: JobSpec, row: Row) -> Receipt:
     answer = row["result"] if row["status"] == "ok" else row["error"]
+    if row["status"] != "ok" and row["result"] is not None:  # a negative verdict: the receipt binds its result
+        answer = {"error": row["error"], "result": row["result"]}
     seed = spec.params.get("seed")
     return Receipt(
         action_id=f"job-{spec.key}", seq=row["attempt"], kind="action", name=f"job.{spec.kind}",

@@ -42,8 +42,10 @@ def _cap(memory_mb: int) -> None:
 
 
 def outcome_of(wire: dict[str, Any]) -> dict[str, Any]:
-    """Run one job in this process: ``{"status": "ok", "result": …}`` or
-    ``{"status": "failed" | "memory", "error": …}``; never raises for what the job does."""
+    """Run one job in this process: ``{"status": "ok", "result": …}``,
+    ``{"status": "failed" | "memory", "error": …}``, or for a negative verdict (the kind's
+    ``verdict``) ``{"status": "failed", "error": …, "result": …}``; never raises for what the job
+    does."""
     from cda.adapters.jobs.kinds import KINDS, JobInput
     from cda.errors import CDAError
 
@@ -55,6 +57,8 @@ def outcome_of(wire: dict[str, Any]) -> dict[str, Any]:
     try:
         result = kind.run(job)
         text = json.dumps(result, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        answer = json.loads(text)
+        negative = kind.verdict(answer) if kind.verdict is not None else None
     except MemoryError:
         return {"status": "memory", "error": f"the job went over its memory cap of {wire['memory_mb']} MiB"}
     except CDAError as exc:
@@ -63,7 +67,9 @@ def outcome_of(wire: dict[str, Any]) -> dict[str, Any]:
         return {"status": "failed", "error": "internal error: RecursionError (the input nests too deeply)"}
     except Exception as exc:  # recorded, never a stop of the batch
         return {"status": "failed", "error": f"internal error: {type(exc).__name__}: {exc}"}
-    return {"status": "ok", "result": json.loads(text)}
+    if negative is not None:  # a negative verdict: failed, as the CLI exits 1, with the result kept
+        return {"status": "failed", "error": negative, "result": answer}
+    return {"status": "ok", "result": answer}
 
 
 def main() -> int:

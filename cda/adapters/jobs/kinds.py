@@ -56,6 +56,17 @@ class JobKind:
     required: frozenset[str] = frozenset()
     needs_file: bool = True
     doc: str = ""
+    #: the further files the main file names (read when the manifest is), by a label: their bytes
+    #: go into the job key too, so editing one makes a new job; a path that cannot be read is
+    #: keyed as absent (the job itself reports it)
+    inputs: Callable[[Path], dict[str, Path]] | None = None
+    #: for a kind whose result is a verdict: the error when the result is a negative one (a
+    #: property that fails, a test that disagrees), else None; the job is then recorded as
+    #: ``failed`` with that error and its result kept, so the batch exits 1 as the CLI does
+    verdict: Callable[[Any], str | None] | None = None
+    #: checks the parameters together once each is checked (when the manifest is read):
+    #: ``(parameter, message)`` for a mistake, else None
+    check: Callable[[dict[str, Any]], tuple[str, str] | None] | None = None
 
 
 KINDS: dict[str, JobKind] = {}
@@ -207,17 +218,66 @@ def _request_batch(job: JobInput) -> Any:
     return _policy("request-batch").request_batch(job)
 
 
+def _cedar_test_inputs(file: Path) -> dict[str, Path]:
+    """The policy, schema and entities files a Cedar test file names, where the test reads them
+    (relative to the folder above ``tests/`` or ``corpus-tests/``). A file that is not a readable
+    test names none (the job fails on it with the reason)."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    root = next((d.parent for d in file.resolve().parents if d.name in ("tests", "corpus-tests")),
+                file.resolve().parent)  # as cda.policy.cedar_tests.test_root
+    return {name: root / data[name] for name in ("policies", "schema", "entities")
+            if isinstance(data.get(name), str) and data[name]}
+
+
+def _cedar_test_verdict(result: Any) -> str | None:
+    bad = int(result["imported"]) - int(result["agreed"])
+    if bad:
+        return (f"{bad} of {result['imported']} imported request(s) disagree with Cedar's expected answer "
+                "(as `cda policy test` exits 1; the result lists them)")
+    return None
+
+
+def _analysis_verdict(result: Any) -> str | None:
+    if result["holds"]:
+        return None
+    failed = [e["environment"] for e in result["environments"] if not e["holds"]]
+    where = "; ".join(f"({e['principal_type']}, {e['action']}, {e['resource_type']})" for e in failed)
+    return (f"{result['analysis']} does not hold for {where} (as `cda policy analyze` exits 1; the "
+            "counterexample is in the result)")
+
+
+#: analyses that compare the job's file with a second policy set (params.other)
+_BINARY_ANALYSES = frozenset({"implies", "equivalent", "disjoint", "no-new-access"})
+
+
+def _check_analysis(params: dict[str, Any]) -> tuple[str, str] | None:
+    analysis = params["analysis"]
+    if analysis in _BINARY_ANALYSES and "other" not in params:
+        return "analysis", f"{analysis} compares two policy sets: a policy-analysis job needs params.other (the second file)"
+    if analysis not in _BINARY_ANALYSES and "other" in params:
+        return "other", f"{analysis} analyses one policy set: params.other would not be read"
+    return None
+
+
 _ANALYSES = choice("always-allows", "always-denies", "implies", "equivalent", "disjoint", "never-errors",
                    "no-new-access")
 
 # The plug-in point for cda.policy: each kind calls cda.policy.jobs.<function>(job: JobInput)
 # -> JSON. Parameters are checked here, so a bad manifest is refused before anything runs.
-register(JobKind("cedar-test", _cedar_test, doc="a Cedar integration-test JSON file: agreement per request"))
+register(JobKind("cedar-test", _cedar_test, doc="a Cedar integration-test JSON file: agreement per request",
+                 inputs=_cedar_test_inputs, verdict=_cedar_test_verdict))
 register(JobKind("policy-analysis", _policy_analysis,
                  {"analysis": _ANALYSES, "other": text, "schema": text, "entities": text,
                   "principal_type": text, "action": text, "resource_type": text},
-                 paths=frozenset({"other", "schema", "entities"}), required=frozenset({"analysis"}),
-                 doc="an analysis of a Cedar policy set (file), against 'other' for implies/equivalent/disjoint/no-new-access"))
+                 paths=frozenset({"other", "schema", "entities"}), required=frozenset({"analysis", "schema"}),
+                 check=_check_analysis,
+                 doc="an analysis of a Cedar policy set (file), against 'other' for implies/equivalent/disjoint/no-new-access",
+                 verdict=_analysis_verdict))
 register(JobKind("request-batch", _request_batch, {"schema": text, "entities": text, "requests": text},
                  paths=frozenset({"schema", "entities", "requests"}), required=frozenset({"requests"}),
                  doc="authorize every request of a JSON list against a Cedar policy set (file)"))

@@ -18,7 +18,8 @@ naming the manifest, the line (TOML's own syntax errors carry line and column; f
 line of its ``[[job]]`` table or of the key, found in the text) and the field.
 
 The **job key** is the SHA-256 of the canonical JSON of the kind, the checked parameters and
-the SHA-256 of the bytes of every input file: it names a job's work, so a finished job is
+the SHA-256 of the bytes of every input file (the main file, the file parameters, and the files
+the main file names for a kind that says so: a Cedar test's policies, schema and entities): it names a job's work, so a finished job is
 skipped on a re-run however the manifest was reordered or renamed, and an edited input file
 makes a new job.
 """
@@ -206,7 +207,7 @@ def _job(i: int, table: dict[str, Any], base: Path, fallback: tuple[float, int],
         timeout, memory = _limits(table, f"{label}: ", fallback)
     except OptionError as exc:
         raise where.error(str(exc), line, "timeout_s" if "timeout_s" in str(exc) else "memory_mb") from None
-    digests: dict[str, str] = {}
+    digests: dict[str, str | None] = {}
     file = table.get("file")
     if kind.needs_file:
         if file is None:
@@ -217,6 +218,12 @@ def _job(i: int, table: dict[str, Any], base: Path, fallback: tuple[float, int],
             digests["file"] = _file_digest(base, file, f"{label}: file")
         except OptionError as exc:
             raise where.error(str(exc), line, "file") from None
+        if kind.inputs is not None:  # the files the main file names (a Cedar test's policies, …)
+            for what, named in sorted(kind.inputs(base / file).items()):
+                try:
+                    digests[f"file:{what}"] = hashlib.sha256(named.read_bytes()).hexdigest()
+                except OSError:
+                    digests[f"file:{what}"] = None
     elif file is not None:
         raise where.error(f"{label}: a {kind_name} job takes no 'file'", line, "file")
     raw = table.get("params", {})
@@ -237,6 +244,9 @@ def _job(i: int, table: dict[str, Any], base: Path, fallback: tuple[float, int],
     absent = sorted(kind.required - set(params))
     if absent:
         raise where.error(f"{label}: a {kind_name} job needs params.{absent[0]}", line, "params")
+    mistake = kind.check(params) if kind.check is not None else None
+    if mistake is not None:
+        raise where.error(f"{label}: {mistake[1]}", line, mistake[0])
     display = table.get("name", f"{kind_name} {file}" if file is not None else f"{kind_name} #{i + 1}")
     if not isinstance(display, str) or not display or len(display) > 200:
         raise where.error(f"{label}: 'name' must be a non-empty string of at most 200 characters", line, "name")
