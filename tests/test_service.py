@@ -181,7 +181,7 @@ def test_auth_tokens_profiles_and_a_policy_close_for_an_unknown_token(tmp_path: 
                 assert granted["result"]["status"] in ("running", "completed")
             action_id = call(ws, "actions.start", {"ability": "cda", "inputs": example_inputs("auth")})["result"][
                 "action_id"]
-        follow(server, action_id)
+        follow(server, action_id, token="tok-partner")
         with toolbus(server, "tok-internal") as ws:
             assert "topics" in call(ws, "debug.topics")["result"]
             refused = call(ws, "reflect.trace", {"action_id": action_id, "approval": "cda-approval-v1:bob:00"})
@@ -216,3 +216,40 @@ def test_help_loads_no_server_library() -> None:
     for argv in (("--help",), ("serve", "--help")):
         code, mods = loaded(*argv)
         assert code == 0 and not {"starlette", "uvicorn", "websockets", "anyio", "httpx"} & mods, argv
+
+
+def test_auth_guards_the_streams_and_get_refresh_accept_are_the_owners(tmp_path: Path) -> None:
+    """With --auth a stream needs a known token (header or ?token=); get/refresh/accept_update: the owner or internal."""
+    auth = tmp_path / "auth.json"
+    auth.write_text(json.dumps({"tokens": [
+        {"name": "alice", "sha256": token_hash("tok-alice"), "profile": "partner"},
+        {"name": "bob", "sha256": token_hash("tok-bob"), "profile": "partner"},
+        {"name": "reviewer", "sha256": token_hash("tok-internal"), "profile": "internal"},
+    ]}), encoding="utf-8")
+    providers = tmp_path / "providers"
+    (providers / "research").mkdir(parents=True)
+    (providers / "research" / "probe-auth.txt").write_text("observe slow(auth)\n", encoding="utf-8")
+    with serving(tmp_path / "receipts.sqlite", "--auth", str(auth), "--providers", str(providers)) as server:
+        with toolbus(server, "tok-alice") as alice:
+            started = call(alice, "actions.start", {"ability": "cda", "inputs": example_inputs("guard"), "subactions": [
+                {"ability": "research", "source": "probe-auth", "edge": "bind"}]})["result"]
+            action_id, (sub,) = started["action_id"], started["linked"]
+            events = follow(server, action_id, token="tok-alice")
+            assert events and events[-1]["event"].startswith("action_")
+            url = f"{server.base}/streams/actions/{action_id}"
+            with httpx.Client(timeout=30) as client:
+                for headers, query in (({}, ""), ({"Authorization": "Bearer wrong"}, ""), ({}, "?token=wrong")):
+                    assert client.get(url + query, headers=headers).status_code == 401
+                    assert client.head(url + query, headers=headers).status_code == 401
+                assert client.head(url, headers={"Authorization": "Bearer tok-bob"}).status_code == 200
+                assert client.head(url + "?token=tok-alice").status_code == 200  # what the page sends
+            with toolbus(server, "tok-bob") as bob:
+                for method, params in (("actions.get", {"action_id": action_id}),
+                                       ("actions.refresh", {"action_id": sub}),
+                                       ("actions.accept_update", {"action_id": action_id, "update": sub})):
+                    answer = call(bob, method, params)
+                    assert answer.get("error", {}).get("code") == "forbidden", (method, answer)
+            assert call(alice, "actions.get", {"action_id": action_id})["result"]["action_id"] == action_id
+            assert call(alice, "actions.refresh", {"action_id": sub})["error"]["code"] == "conflict"  # unchanged
+            with toolbus(server, "tok-internal") as reviewer:
+                assert call(reviewer, "actions.get", {"action_id": action_id})["result"]["action_id"] == action_id

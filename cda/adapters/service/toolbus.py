@@ -140,7 +140,7 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
         elif isinstance(params, ActionRef) and method == "actions.cancel":
             result = await anyio.to_thread.run_sync(manager.cancel, who, params.action_id)
         elif isinstance(params, ActionRef):
-            result = await anyio.to_thread.run_sync(manager.get, params.action_id)
+            result = await anyio.to_thread.run_sync(manager.get, params.action_id, who)
         elif namespace == "investigate":  # investigations.py: each call in a worker thread
             result = await anyio.to_thread.run_sync(lambda: desk_for(manager.db).call(who, method, params))
         else:  # pragma: no cover - METHODS and this dispatch are kept together
