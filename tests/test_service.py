@@ -253,3 +253,18 @@ def test_auth_guards_the_streams_and_get_refresh_accept_are_the_owners(tmp_path:
             assert call(alice, "actions.refresh", {"action_id": sub})["error"]["code"] == "conflict"  # unchanged
             with toolbus(server, "tok-internal") as reviewer:
                 assert call(reviewer, "actions.get", {"action_id": action_id})["result"]["action_id"] == action_id
+
+
+def test_a_binary_or_deeply_nested_frame_is_an_invalid_frame_and_the_socket_stays(tmp_path: Path) -> None:
+    with serving(tmp_path / "receipts.sqlite") as server:
+        with toolbus(server) as ws:
+            for frame in (b'{"id": 1, "method": "actions.get", "params": {}}', "[" * 200000 + "]" * 200000,
+                          '{"id": 2, "params": ' + "{\"a\": " * 100000 + "1" + "}" * 100000 + "}"):
+                ws.send(frame)
+                bad = json.loads(ws.recv(timeout=10))
+                _valid(bad)
+                assert bad["error"]["code"] == "invalid_frame", bad
+            missing = call(ws, "actions.get", {"action_id": "cda-nope"})  # the same socket still answers
+            assert missing["error"]["code"] == "not_found"
+        server.stop()
+        assert "Traceback" not in server.stderr(), server.stderr()

@@ -86,7 +86,13 @@ def toolbus_endpoint(state: Callable[[], Any]) -> Callable[[WebSocket], Any]:
             return
         try:
             while True:
-                text = await ws.receive_text()
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                if text is None:  # a binary frame: answered, the socket kept
+                    await ws.send_text(_error(None, "invalid_frame", "a binary frame: send JSON as a text frame"))
+                    continue
                 await ws.send_text(await _answer(text, who, st))
         except WebSocketDisconnect:
             return
@@ -101,6 +107,8 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
         raw = json.loads(text)
     except ValueError as exc:
         return _error(None, "invalid_frame", f"not JSON: {exc}")
+    except RecursionError:  # '[' * 200000: deeper than the parser goes
+        return _error(None, "invalid_frame", "not JSON this server reads: nested too deeply")
     frame_id = raw.get("id") if isinstance(raw, dict) else None
     try:
         request = Request.model_validate(raw)
