@@ -268,3 +268,19 @@ def test_a_binary_or_deeply_nested_frame_is_an_invalid_frame_and_the_socket_stay
             assert missing["error"]["code"] == "not_found"
         server.stop()
         assert "Traceback" not in server.stderr(), server.stderr()
+
+
+def test_frame_ids_are_bounded_as_the_schema_says(server: Server) -> None:
+    """A string id of at most 128 characters, an integer within ±2**53; any other is invalid_frame, not echoed."""
+    with toolbus(server) as ws:
+        for bad_id in ("x" * 129, "y" * 100000, 2**53 + 1, -(2**53) - 1, 10**400):
+            ws.send(json.dumps({"id": bad_id, "method": "actions.get", "params": {"action_id": "cda-nope"}}))
+            bad = json.loads(ws.recv(timeout=10))
+            _valid(bad)
+            assert bad["id"] is None and bad["error"]["code"] == "invalid_frame", bad
+            assert bad["error"]["path"][:1] == ["id"], bad
+        for good_id in ("z" * 128, 2**53, -(2**53), 0):
+            ws.send(json.dumps({"id": good_id, "method": "actions.get", "params": {"action_id": "cda-nope"}}))
+            answer = json.loads(ws.recv(timeout=10))
+            _valid(answer)
+            assert answer["id"] == good_id and answer["error"]["code"] == "not_found", answer

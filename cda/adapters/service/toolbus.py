@@ -41,6 +41,7 @@ from cda.adapters.service.protocol import (
     Request,
     ResultFrame,
     StartParams,
+    valid_frame_id,
 )
 from cda.errors import CDAError
 
@@ -51,7 +52,7 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def _error(frame_id: Any, code: str, message: str, path: list[str | int] | None = None) -> str:
-    return ErrorFrame(id=frame_id if isinstance(frame_id, int | str) else None,
+    return ErrorFrame(id=frame_id if valid_frame_id(frame_id) else None,
                       error=ErrorBody(code=code, message=message, path=path or [])).model_dump_json()  # type: ignore[arg-type]
 
 
