@@ -235,3 +235,31 @@ def test_an_action_dsl_ken_statement_reads_no_server_file(server: Server, tmp_pa
             assert "SECRET" not in text and str(tmp_path) not in text and "No such file" not in text
             ends.append(("event", events[-1]["event"]))
     assert len(set(ends)) == 1, ends
+
+
+def test_slow_investigations_do_not_stall_the_streams(tmp_path: Path) -> None:
+    """investigate.* has its own few threads: 44 slow starts in flight, a stream still opens at once."""
+    import signal
+
+    import httpx
+
+    names = ", ".join(f"s{i}" for i in range(10))
+    heavy = f"domain S = {{{names}}}\nhyp down(S)\nobservable slow(S)\nhard p: forall s in S: slow(s) iff down(s)\n"
+    from contextlib import ExitStack
+
+    server = Server(tmp_path / "receipts.sqlite")
+    sockets = ExitStack()
+    try:
+        for i in range(44):
+            ws = sockets.enter_context(toolbus(server))
+            ws.send(json.dumps({"id": f"heavy{i}", "method": "investigate.start", "params": {"problem": heavy}}))
+        time.sleep(0.5)  # the starts are under way
+        began = time.monotonic()
+        with httpx.Client(timeout=60) as client:
+            answer = client.head(f"{server.base}/streams/actions/cda-nothing")
+        took = time.monotonic() - began
+        assert answer.status_code == 204
+        assert took < 2.0, f"a stream took {took:.1f} s to open behind the investigations"
+    finally:
+        sockets.close()
+        server.stop(signal.SIGKILL)

@@ -101,6 +101,21 @@ def toolbus_endpoint(state: Callable[[], Any]) -> Callable[[WebSocket], Any]:
     return endpoint
 
 
+INVESTIGATE_THREADS = 4  # investigate.* gets its own few threads: slow ones never stall actions or streams
+_limiters: dict[int, anyio.CapacityLimiter] = {}
+
+
+def _investigate_limiter() -> anyio.CapacityLimiter:
+    """The ``investigate.*`` threads of the running event loop (apart from anyio's default 40)."""
+    import asyncio
+
+    key = id(asyncio.get_running_loop())
+    if key not in _limiters:
+        _limiters.clear()  # one server, one loop (a test's new loop starts afresh)
+        _limiters[key] = anyio.CapacityLimiter(INVESTIGATE_THREADS)
+    return _limiters[key]
+
+
 async def _answer(text: str, who: Principal, st: Any) -> str:
     if len(text) > MAX_FRAME:
         return _error(None, "invalid_frame", f"frame larger than {MAX_FRAME} bytes")
@@ -151,7 +166,8 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
         elif isinstance(params, ActionRef):
             result = await anyio.to_thread.run_sync(manager.get, params.action_id, who)
         elif namespace == "investigate":  # investigations.py: each call in a worker thread
-            result = await anyio.to_thread.run_sync(lambda: desk_for(manager.db).call(who, method, params))
+            result = await anyio.to_thread.run_sync(lambda: desk_for(manager.db).call(who, method, params),
+                                                    limiter=_investigate_limiter())
         else:  # pragma: no cover - METHODS and this dispatch are kept together
             return _error(request.id, "unknown_method", f"no method {method!r}", ["method"])
     except EdgeError as exc:
