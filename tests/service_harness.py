@@ -103,9 +103,11 @@ def call(ws: ClientConnection, method: str, params: dict[str, Any] | None = None
 
 
 def follow(server: Server, action_id: str, last_event_id: int | None = None, stop_after: int | None = None,
-           timeout: float = 60) -> list[dict[str, Any]]:
+           timeout: float = 60, token: str | None = None) -> list[dict[str, Any]]:
     """The SSE messages of an action's stream as {id, event, data}, until it ends (or ``stop_after``)."""
     headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
     out: list[dict[str, Any]] = []
     with httpx.Client(timeout=timeout) as client, \
             connect_sse(client, "GET", f"{server.base}/streams/actions/{action_id}", headers=headers) as source:

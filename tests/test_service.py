@@ -181,7 +181,7 @@ def test_auth_tokens_profiles_and_a_policy_close_for_an_unknown_token(tmp_path: 
                 assert granted["result"]["status"] in ("running", "completed")
             action_id = call(ws, "actions.start", {"ability": "cda", "inputs": example_inputs("auth")})["result"][
                 "action_id"]
-        follow(server, action_id)
+        follow(server, action_id, token="tok-partner")
         with toolbus(server, "tok-internal") as ws:
             assert "topics" in call(ws, "debug.topics")["result"]
             refused = call(ws, "reflect.trace", {"action_id": action_id, "approval": "cda-approval-v1:bob:00"})
@@ -216,3 +216,71 @@ def test_help_loads_no_server_library() -> None:
     for argv in (("--help",), ("serve", "--help")):
         code, mods = loaded(*argv)
         assert code == 0 and not {"starlette", "uvicorn", "websockets", "anyio", "httpx"} & mods, argv
+
+
+def test_auth_guards_the_streams_and_get_refresh_accept_are_the_owners(tmp_path: Path) -> None:
+    """With --auth a stream needs a known token (header or ?token=); get/refresh/accept_update: the owner or internal."""
+    auth = tmp_path / "auth.json"
+    auth.write_text(json.dumps({"tokens": [
+        {"name": "alice", "sha256": token_hash("tok-alice"), "profile": "partner"},
+        {"name": "bob", "sha256": token_hash("tok-bob"), "profile": "partner"},
+        {"name": "reviewer", "sha256": token_hash("tok-internal"), "profile": "internal"},
+    ]}), encoding="utf-8")
+    providers = tmp_path / "providers"
+    (providers / "research").mkdir(parents=True)
+    (providers / "research" / "probe-auth.txt").write_text("observe slow(auth)\n", encoding="utf-8")
+    with serving(tmp_path / "receipts.sqlite", "--auth", str(auth), "--providers", str(providers)) as server:
+        with toolbus(server, "tok-alice") as alice:
+            started = call(alice, "actions.start", {"ability": "cda", "inputs": example_inputs("guard"), "subactions": [
+                {"ability": "research", "source": "probe-auth", "edge": "bind"}]})["result"]
+            action_id, (sub,) = started["action_id"], started["linked"]
+            events = follow(server, action_id, token="tok-alice")
+            assert events and events[-1]["event"].startswith("action_")
+            url = f"{server.base}/streams/actions/{action_id}"
+            with httpx.Client(timeout=30) as client:
+                for headers, query in (({}, ""), ({"Authorization": "Bearer wrong"}, ""), ({}, "?token=wrong")):
+                    assert client.get(url + query, headers=headers).status_code == 401
+                    assert client.head(url + query, headers=headers).status_code == 401
+                assert client.head(url, headers={"Authorization": "Bearer tok-bob"}).status_code == 200
+                assert client.head(url + "?token=tok-alice").status_code == 200  # what the page sends
+            with toolbus(server, "tok-bob") as bob:
+                for method, params in (("actions.get", {"action_id": action_id}),
+                                       ("actions.refresh", {"action_id": sub}),
+                                       ("actions.accept_update", {"action_id": action_id, "update": sub})):
+                    answer = call(bob, method, params)
+                    assert answer.get("error", {}).get("code") == "forbidden", (method, answer)
+            assert call(alice, "actions.get", {"action_id": action_id})["result"]["action_id"] == action_id
+            assert call(alice, "actions.refresh", {"action_id": sub})["error"]["code"] == "conflict"  # unchanged
+            with toolbus(server, "tok-internal") as reviewer:
+                assert call(reviewer, "actions.get", {"action_id": action_id})["result"]["action_id"] == action_id
+
+
+def test_a_binary_or_deeply_nested_frame_is_an_invalid_frame_and_the_socket_stays(tmp_path: Path) -> None:
+    with serving(tmp_path / "receipts.sqlite") as server:
+        with toolbus(server) as ws:
+            for frame in (b'{"id": 1, "method": "actions.get", "params": {}}', "[" * 200000 + "]" * 200000,
+                          '{"id": 2, "params": ' + "{\"a\": " * 100000 + "1" + "}" * 100000 + "}"):
+                ws.send(frame)
+                bad = json.loads(ws.recv(timeout=10))
+                _valid(bad)
+                assert bad["error"]["code"] == "invalid_frame", bad
+            missing = call(ws, "actions.get", {"action_id": "cda-nope"})  # the same socket still answers
+            assert missing["error"]["code"] == "not_found"
+        server.stop()
+        assert "Traceback" not in server.stderr(), server.stderr()
+
+
+def test_frame_ids_are_bounded_as_the_schema_says(server: Server) -> None:
+    """A string id of at most 128 characters, an integer within ±2**53; any other is invalid_frame, not echoed."""
+    with toolbus(server) as ws:
+        for bad_id in ("x" * 129, "y" * 100000, 2**53 + 1, -(2**53) - 1, 10**400):
+            ws.send(json.dumps({"id": bad_id, "method": "actions.get", "params": {"action_id": "cda-nope"}}))
+            bad = json.loads(ws.recv(timeout=10))
+            _valid(bad)
+            assert bad["id"] is None and bad["error"]["code"] == "invalid_frame", bad
+            assert bad["error"]["path"][:1] == ["id"], bad
+        for good_id in ("z" * 128, 2**53, -(2**53), 0):
+            ws.send(json.dumps({"id": good_id, "method": "actions.get", "params": {"action_id": "cda-nope"}}))
+            answer = json.loads(ws.recv(timeout=10))
+            _valid(answer)
+            assert answer["id"] == good_id and answer["error"]["code"] == "not_found", answer

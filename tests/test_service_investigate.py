@@ -195,3 +195,71 @@ def test_an_unexpected_failure_is_an_internal_frame_without_its_detail(tmp_path:
     with pytest.raises(EdgeError) as failed:
         desk.call(who, "investigate.status", SessionRef(session_id=sid))
     assert failed.value.code == "internal" and str(failed.value) == "the investigation failed (RuntimeError)"
+
+
+def test_a_partner_loads_no_ken_file_from_the_problem_text(server: Server, tmp_path: Path) -> None:
+    """``ken "FILE"`` inside the problem text would be read from the server's folder: refused, with its position."""
+    secret = tmp_path / "secret.csv"
+    secret.write_text("SECRET-FIRST-LINE,x\n", encoding="utf-8")
+    with toolbus(server) as ws:
+        for name in (str(secret), str(tmp_path / "missing.json"), str(KEN)):
+            problem = OUTAGE + f'\nken "{name}"\n'
+            line = problem.split("\n").index(f'ken "{name}"') + 1
+            refused = _error(call(ws, "investigate.start", {"problem": problem}))
+            assert refused["code"] == "forbidden", refused
+            assert refused["path"] == ["params", "problem", line, 5], refused  # the file name's column
+            assert "SECRET" not in refused["message"] and str(tmp_path) not in refused["message"]
+        # the same problem without the statement starts
+        assert _valid(call(ws, "investigate.start", {"problem": OUTAGE}), "investigate.start")["session_id"]
+
+
+def test_an_action_dsl_ken_statement_reads_no_server_file(server: Server, tmp_path: Path) -> None:
+    """``inputs.dsl`` with ``ken "FILE"`` must not read the file: an existing, a missing and a secret file end alike."""
+    from tests.service_harness import example_inputs, follow
+
+    secret = tmp_path / "secret.csv"
+    secret.write_text("SECRET-FIRST-LINE,x\n", encoding="utf-8")
+    ends = []
+    with toolbus(server) as ws:
+        for name in (str(secret), str(tmp_path / "missing.json"), str(KEN)):
+            inputs = example_inputs("kenload")
+            inputs["dsl"] = f'ken "{name}"\n' + inputs.get("dsl", "")
+            answer = call(ws, "actions.start", {"ability": "cda", "inputs": inputs})
+            text = json.dumps(answer)
+            assert "SECRET" not in text and str(tmp_path) not in text, answer
+            if "error" in answer:
+                ends.append(("error", answer["error"]["code"]))
+                continue
+            events = follow(server, answer["result"]["action_id"])
+            text = json.dumps(events)
+            assert "SECRET" not in text and str(tmp_path) not in text and "No such file" not in text
+            ends.append(("event", events[-1]["event"]))
+    assert len(set(ends)) == 1, ends
+
+
+def test_slow_investigations_do_not_stall_the_streams(tmp_path: Path) -> None:
+    """investigate.* has its own few threads: 44 slow starts in flight, a stream still opens at once."""
+    import signal
+
+    import httpx
+
+    names = ", ".join(f"s{i}" for i in range(10))
+    heavy = f"domain S = {{{names}}}\nhyp down(S)\nobservable slow(S)\nhard p: forall s in S: slow(s) iff down(s)\n"
+    from contextlib import ExitStack
+
+    server = Server(tmp_path / "receipts.sqlite")
+    sockets = ExitStack()
+    try:
+        for i in range(44):
+            ws = sockets.enter_context(toolbus(server))
+            ws.send(json.dumps({"id": f"heavy{i}", "method": "investigate.start", "params": {"problem": heavy}}))
+        time.sleep(0.5)  # the starts are under way
+        began = time.monotonic()
+        with httpx.Client(timeout=60) as client:
+            answer = client.head(f"{server.base}/streams/actions/cda-nothing")
+        took = time.monotonic() - began
+        assert answer.status_code == 204
+        assert took < 2.0, f"a stream took {took:.1f} s to open behind the investigations"
+    finally:
+        sockets.close()
+        server.stop(signal.SIGKILL)

@@ -119,6 +119,7 @@ class ActionManager:
         self.consumers: dict[str, set[str]] = {}  # sub-action base id -> actions that bound it
         self.results: dict[str, tuple[CDAInputs, ActionRun]] = {}  # consumers, for accept_update
         self.updates: dict[str, list[str]] = {}  # consumer -> newer revisions offered
+        self.owners: dict[str, str] = {}  # action id / sub-action base id -> the name of who started it
 
     # -- receipts and events ---------------------------------------------------------------
     def receipt(self, action_id: str, name: str, inputs: dict[str, Any], result: dict[str, Any],
@@ -158,7 +159,7 @@ class ActionManager:
             if not cup.escalate:
                 raise EdgeError("conflict", f"not escalated: {cup.reason}", ["params", "escalation", "signals"])
         specs = list(subactions or [])
-        early = [(i, spec, self._spawn(spec, i)) for i, spec in enumerate(specs) if spec.edge != "notify"]
+        early = [(i, spec, self._spawn(spec, i, who)) for i, spec in enumerate(specs) if spec.edge != "notify"]
         bound = [out for _, spec, out in early if spec.edge == "bind"]
         action_id = action_id_of(inputs, bound=bound)
         with self.lock:
@@ -171,6 +172,7 @@ class ActionManager:
                                    status=self.get(action_id).status, existing=True)
             run = _Run(action_id, who, inputs, bound=bound, notify=[s for s in specs if s.edge == "notify"])
             self.runs[action_id] = run
+            self.owners.setdefault(action_id, who.name)
             self.hub.live.add(action_id)
         self.receipt(action_id, "service.start", {"principal": who.name, "profile": who.profile},
                      {"inputs_sha256": sha256_hex(canonical_json(inputs.model_dump(mode="json")))})
@@ -214,7 +216,7 @@ class ActionManager:
             self.runs.pop(run.action_id, None)
 
     # -- sub-actions (spec §4): pluggable local providers, bind => lock, update_available --------
-    def _spawn(self, spec: SubActionSpec, index: int) -> BoundOutput:
+    def _spawn(self, spec: SubActionSpec, index: int, who: Principal) -> BoundOutput:
         provider = self.providers.get(spec.ability)
         where: list[str | int] = ["params", "subactions", index, "source"]
         if provider is None:
@@ -227,6 +229,7 @@ class ActionManager:
         base = f"{spec.ability}-{sha256_hex(spec.source)[:12]}"
         with self.lock:
             self.sources[base] = (spec.ability, spec.source)
+            self.owners.setdefault(base, who.name)
             return self._revision(base, spec.ability, text)[0]
 
     def _revision(self, base: str, ability: str, text: str) -> tuple[BoundOutput, bool]:
@@ -266,6 +269,7 @@ class ActionManager:
     def refresh(self, who: Principal, action_id: str) -> RefreshResult:
         """Ask the provider again; new content is a new revision (update_available to its consumers)."""
         base = action_id.rsplit(".r", 1)[0]
+        self.check_owner(who, base, action_id)
         if base not in self.sources:
             raise EdgeError("not_found", f"no sub-action {action_id} on this server", ["params", "action_id"])
         ability, source = self.sources[base]
@@ -284,6 +288,7 @@ class ActionManager:
 
     def accept_update(self, who: Principal, action_id: str, update: str) -> StartResult:
         """Accept a newer revision of a bound output: a structure revision, a new action."""
+        self.check_owner(who, action_id)
         held = self.results.get(action_id)
         offered = self.subs.get(update)
         if held is None:
@@ -301,6 +306,7 @@ class ActionManager:
                 return StartResult(action_id=new_id, topic=f"actions/{new_id}", status="running", existing=True,
                                    revision=previous.outputs.revision + 1)
             self.runs[new_id] = run
+            self.owners.setdefault(new_id, who.name)
             self.hub.live.add(new_id)
         self.receipt(action_id, "bind.accept", {"update": update, "principal": who.name}, {"revision_action": new_id})
         self.pool.submit(self._execute, run)
@@ -342,7 +348,21 @@ class ActionManager:
             raise EdgeError("forbidden", f"action {action_id} was started by another client", ["params", "action_id"])
         return run
 
-    def get(self, action_id: str) -> ActionGetResult:
+    def check_owner(self, who: Principal, key: str, action_id: str | None = None) -> None:
+        """Forbidden unless ``who`` started ``key`` (an action or a sub-action's base) or is internal.
+
+        An action this server process did not start (one recovered from the store) has no known owner."""
+        owner = self.owners.get(key)
+        run = self.runs.get(key)
+        if owner is None and run is not None:
+            owner = run.owner.name
+        if who.profile != "internal" and owner is not None and owner != who.name:
+            raise EdgeError("forbidden", f"action {action_id or key} was started by another client",
+                            ["params", "action_id"])
+
+    def get(self, action_id: str, who: Principal | None = None) -> ActionGetResult:
+        if who is not None:  # a client's actions.get: its own actions only (internal: any)
+            self.check_owner(who, action_id)
         events = read_stream(self.db, action_id, None)
         run = self.runs.get(action_id)
         if not events and run is None:
@@ -405,7 +425,7 @@ class ActionManager:
                         self.consumers.setdefault(b.action_id, set()).add(run.action_id)
             for i, spec in enumerate(run.notify):  # notify: told once the consumer is done
                 try:
-                    self._spawn(spec, i)
+                    self._spawn(spec, i, run.owner)
                 except EdgeError as exc:
                     self.receipt(run.action_id, "notify.failed", {"source": spec.source}, {"error": str(exc)},
                                  status="failed")

@@ -93,14 +93,14 @@ def build_app(config: ServiceConfig) -> Starlette:
 
     routes = [
         WebSocketRoute("/toolbus", toolbus_endpoint(lambda: state)),
-        Route("/streams/actions/{action_id}", stream_endpoint(lambda: state.hub, config.keepalive_s),  # type: ignore[arg-type,return-value]
+        Route("/streams/actions/{action_id}", stream_endpoint(lambda: state.hub, config.keepalive_s, config.auth),  # type: ignore[arg-type,return-value]
               methods=["GET", "HEAD", "OPTIONS"]),
         Route("/", page, methods=["GET", "HEAD"]),
     ]
     middleware = []
     if config.cors_origins:
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),  # type: ignore[arg-type]
-                                     allow_methods=["GET", "HEAD", "OPTIONS"], allow_headers=["Last-Event-ID"],
+                                     allow_methods=["GET", "HEAD", "OPTIONS"], allow_headers=["Last-Event-ID", "Authorization"],
                                      max_age=600))
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.service = state

@@ -154,6 +154,14 @@ class InvestigationDesk:
             if p.ken is not None and p.ken.path is not None:
                 raise _edge("forbidden", "ken.path names a server file: send the graph inline (nodes/edges)",
                             ["params", "ken", "path"])
+            if p.problem is not None:
+                from cda.api import parse
+                from cda.encodings.ast import KenLoad
+
+                for st in parse(p.problem).statements:
+                    if isinstance(st, KenLoad):  # loaded from the server's folder: a partner names no server file
+                        raise _edge("forbidden", "a 'ken' statement names a server file: send the graph inline "
+                                    "as 'ken' (nodes/edges)", ["params", "problem", st.pos[0], st.pos[1]])
         sid = uuid.uuid4().hex[:16]
         ken: Path | None = None
         if p.ken is not None and p.ken.path is not None:

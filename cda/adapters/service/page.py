@@ -70,7 +70,8 @@ function show(ev) {
 let source = null;
 if (id) {
   $("action").textContent = id;
-  source = new EventSource("streams/actions/" + encodeURIComponent(id));
+  const token = params.get("token");  // a server with --auth: the page's own ?token= opens the stream
+  source = new EventSource("streams/actions/" + encodeURIComponent(id) + (token ? "?token=" + encodeURIComponent(token) : ""));
   for (const name of ["action_started", "action_progress", "action_notice", "action_waiting_user", "action_linked",
                       "action_checkpoint", "action_completed", "action_partial", "action_failed"]) {
     source.addEventListener(name, show);

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -40,7 +40,20 @@ __all__ = [
     "write_schemas",
 ]
 
-FrameId = int | str
+MAX_FRAME_ID_CHARS = 128
+MAX_FRAME_ID_INT = 2**53  # an id a JavaScript client reads back exactly
+
+FrameId = (Annotated[int, Field(ge=-MAX_FRAME_ID_INT, le=MAX_FRAME_ID_INT)]
+           | Annotated[str, Field(max_length=MAX_FRAME_ID_CHARS)])
+
+
+def valid_frame_id(value: Any) -> bool:
+    """Whether ``value`` is an id a frame may carry (echoed back on an error only then)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -MAX_FRAME_ID_INT <= value <= MAX_FRAME_ID_INT
+    return isinstance(value, str) and len(value) <= MAX_FRAME_ID_CHARS
 
 
 class _Frame(BaseModel):
@@ -50,7 +63,7 @@ class _Frame(BaseModel):
 class Request(_Frame):
     """One call: the client chooses ``id`` and gets it back on the answer."""
 
-    id: FrameId = Field(description="the client's id for this call (string <= 128 chars or integer)")
+    id: FrameId = Field(description="the client's id for this call (string <= 128 chars or integer within ±2**53)")
     method: str = Field(min_length=1, max_length=64, pattern=r"^[a-z]+(\.[a-z_]+)+$")
     params: dict[str, Any] = Field(default_factory=dict)
 

@@ -33,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from cda.adapters.service.auth import AuthConfig
 from cda.adapters.service.store import TERMINAL, StoredEvent, read_stream
 
 __all__ = ["EventStreamResponse", "Hub", "Subscriber", "stream_endpoint"]
@@ -174,13 +175,24 @@ def parse_last_event_id(raw: str | None) -> int | None:
     return value
 
 
-def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float) -> Callable[[Request], Awaitable[Response]]:
-    """The handler of ``/streams/actions/{action_id}`` (GET, HEAD, OPTIONS)."""
+def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float,
+                    auth: AuthConfig | None = None) -> Callable[[Request], Awaitable[Response]]:
+    """The handler of ``/streams/actions/{action_id}`` (GET, HEAD, OPTIONS).
+
+    With ``--auth`` a stream needs a known token too (``Authorization: Bearer`` or ``?token=``,
+    for a browser's ``EventSource``, which cannot set headers): 401 without one."""
 
     async def endpoint(request: Request) -> Response:
         hub = hub_of()
         if request.method == "OPTIONS":
             return Response(status_code=204, headers={"Allow": "GET, HEAD, OPTIONS"})
+        if auth is not None and not auth.open:
+            header = request.headers.get("authorization", "")
+            token = header[7:].strip() if header[:7].lower() == "bearer " else None
+            token = token or request.query_params.get("token")
+            if auth.principal(token) is None:
+                return PlainTextResponse("a known token is required (Authorization: Bearer, or ?token=)\n", 401,
+                                         headers={"WWW-Authenticate": "Bearer"})
         action_id = request.path_params["action_id"]
         if not ACTION_ID.match(action_id):
             return PlainTextResponse("no such stream: an action id is 1-200 of A-Z a-z 0-9 _ . : -\n", 404)

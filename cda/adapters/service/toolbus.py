@@ -41,6 +41,7 @@ from cda.adapters.service.protocol import (
     Request,
     ResultFrame,
     StartParams,
+    valid_frame_id,
 )
 from cda.errors import CDAError
 
@@ -51,7 +52,7 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def _error(frame_id: Any, code: str, message: str, path: list[str | int] | None = None) -> str:
-    return ErrorFrame(id=frame_id if isinstance(frame_id, int | str) else None,
+    return ErrorFrame(id=frame_id if valid_frame_id(frame_id) else None,
                       error=ErrorBody(code=code, message=message, path=path or [])).model_dump_json()  # type: ignore[arg-type]
 
 
@@ -86,12 +87,33 @@ def toolbus_endpoint(state: Callable[[], Any]) -> Callable[[WebSocket], Any]:
             return
         try:
             while True:
-                text = await ws.receive_text()
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                if text is None:  # a binary frame: answered, the socket kept
+                    await ws.send_text(_error(None, "invalid_frame", "a binary frame: send JSON as a text frame"))
+                    continue
                 await ws.send_text(await _answer(text, who, st))
         except WebSocketDisconnect:
             return
 
     return endpoint
+
+
+INVESTIGATE_THREADS = 4  # investigate.* gets its own few threads: slow ones never stall actions or streams
+_limiters: dict[int, anyio.CapacityLimiter] = {}
+
+
+def _investigate_limiter() -> anyio.CapacityLimiter:
+    """The ``investigate.*`` threads of the running event loop (apart from anyio's default 40)."""
+    import asyncio
+
+    key = id(asyncio.get_running_loop())
+    if key not in _limiters:
+        _limiters.clear()  # one server, one loop (a test's new loop starts afresh)
+        _limiters[key] = anyio.CapacityLimiter(INVESTIGATE_THREADS)
+    return _limiters[key]
 
 
 async def _answer(text: str, who: Principal, st: Any) -> str:
@@ -101,6 +123,8 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
         raw = json.loads(text)
     except ValueError as exc:
         return _error(None, "invalid_frame", f"not JSON: {exc}")
+    except RecursionError:  # '[' * 200000: deeper than the parser goes
+        return _error(None, "invalid_frame", "not JSON this server reads: nested too deeply")
     frame_id = raw.get("id") if isinstance(raw, dict) else None
     try:
         request = Request.model_validate(raw)
@@ -140,9 +164,10 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
         elif isinstance(params, ActionRef) and method == "actions.cancel":
             result = await anyio.to_thread.run_sync(manager.cancel, who, params.action_id)
         elif isinstance(params, ActionRef):
-            result = await anyio.to_thread.run_sync(manager.get, params.action_id)
+            result = await anyio.to_thread.run_sync(manager.get, params.action_id, who)
         elif namespace == "investigate":  # investigations.py: each call in a worker thread
-            result = await anyio.to_thread.run_sync(lambda: desk_for(manager.db).call(who, method, params))
+            result = await anyio.to_thread.run_sync(lambda: desk_for(manager.db).call(who, method, params),
+                                                    limiter=_investigate_limiter())
         else:  # pragma: no cover - METHODS and this dispatch are kept together
             return _error(request.id, "unknown_method", f"no method {method!r}", ["method"])
     except EdgeError as exc:
