@@ -2,7 +2,12 @@
 
 import sys
 
-from cda.adapters.cli import main
-
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        from cda.adapters.cli import main
+
+        code = main()
+    except KeyboardInterrupt:  # Ctrl-C while starting (importing), before a command handles it
+        sys.stderr.write("\ncda: interrupted\n")
+        code = 130
+    sys.exit(code)

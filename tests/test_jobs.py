@@ -410,14 +410,41 @@ def test_a_malformed_dask_scheduler_is_a_usage_error(tmp_path: Path) -> None:
     assert code == 2 and "--dask no-port-here: cannot reach the scheduler" in err and "Traceback" not in err
 
 
-def test_ctrl_c_kills_the_running_jobs_and_keeps_the_finished(tmp_path: Path) -> None:
-    _inputs(tmp_path)
-    manifest = tmp_path / "m.toml"
+def _interrupt(proc: subprocess.Popen[bytes], folder: Path) -> bytes:
+    """SIGINT to the batch; its stderr. A batch that does not end in 20 s is killed (with its job
+    processes) before the test fails, so no process outlives the test."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        for pid in _job_processes_in(folder):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        pytest.fail("the batch did not end within 20 s of Ctrl-C")
+    return err
+
+
+def _ctrl_c_manifest(folder: Path) -> Path:
+    _inputs(folder)
+    manifest = folder / "m.toml"
     manifest.write_text('[[job]]\nkind = "check"\nfile = "claim.cda"\n\n'
                         '[[job]]\nkind = "solve"\nfile = "cube.cda"\ntimeout_s = 120\n', encoding="utf-8")
+    return manifest
+
+
+def _start(manifest: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "cda", "jobs", "run", str(manifest), "--workers", "2"], env=env,
+    return subprocess.Popen([sys.executable, "-m", "cda", "jobs", "run", str(manifest), "--workers", "2"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def test_ctrl_c_kills_the_running_jobs_and_keeps_the_finished(tmp_path: Path) -> None:
+    manifest = _ctrl_c_manifest(tmp_path)
+    proc = _start(manifest)
     db = tmp_path / "m.results" / DB_NAME
 
     def finished() -> int:
@@ -430,13 +457,53 @@ def test_ctrl_c_kills_the_running_jobs_and_keeps_the_finished(tmp_path: Path) ->
     deadline = time.monotonic() + 30
     while (not db.exists() or finished() < 1) and time.monotonic() < deadline:  # the check job finishes;
         time.sleep(0.05)  # the cube job runs on (35 s alone)
-    assert _job_processes_in(tmp_path), "the cube job is not running"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
+    if not _job_processes_in(tmp_path):
+        _interrupt(proc, tmp_path)
+        pytest.fail("the cube job is not running")
+    err = _interrupt(proc, tmp_path)  # right after the check job's row: its receipt may be being written
     assert proc.returncode == 130 and b"interrupted" in err and b"Traceback" not in err
     assert not _job_processes_in(tmp_path)
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT kind, status FROM job_results").fetchall() == [("check", "ok")]
+
+
+def test_ctrl_c_at_any_moment_ends_the_batch(tmp_path: Path) -> None:
+    """Ctrl-C at random moments of a batch (starting, jobs starting, the check job's row being
+    committed, the cube running): exit 130 promptly, no job process left, only finished rows kept."""
+    import random
+
+    rng = random.Random()
+    for attempt in range(4):
+        folder = tmp_path / str(attempt)
+        folder.mkdir()
+        manifest = _ctrl_c_manifest(folder)
+        proc = _start(manifest)
+        time.sleep(rng.uniform(0.0, 1.5))
+        err = _interrupt(proc, folder)
+        assert proc.returncode == 130, (attempt, proc.returncode, err)
+        assert b"interrupted" in err and b"Traceback" not in err, err
+        assert not _job_processes_in(folder)
+        db = folder / "m.results" / DB_NAME
+        if db.exists():
+            with sqlite3.connect(db) as conn:
+                assert conn.execute("SELECT kind, status FROM job_results").fetchall() in ([], [("check", "ok")])
+
+
+def test_a_job_started_after_the_stop_is_killed_at_once(tmp_path: Path) -> None:
+    """The pool's thread that had taken a job but not yet started its process when the batch was
+    stopped: its process is never started, or killed at once (it is not yet in kill_running's set)."""
+    import threading
+
+    from cda.adapters.jobs.isolate import kill_running, run_job
+
+    _inputs(tmp_path)
+    spec = read_manifest(_ctrl_c_manifest(tmp_path)).jobs[1]
+    stop = threading.Event()
+    kill_running(stop)
+    start = time.monotonic()
+    outcome = run_job(spec, stop)
+    assert outcome.status == "crashed" and time.monotonic() - start < 5
+    assert not _job_processes_in(tmp_path)
 
 
 def test_cedar_kinds_run_through_cda_policy(tmp_path: Path) -> None:

@@ -52,24 +52,39 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def kill_running() -> None:
+def kill_running(stop: threading.Event | None = None) -> None:
     """Kill every job process this process has running (a batch stopped by Ctrl-C: the jobs run in
-    sessions of their own, so the terminal's signal does not reach them)."""
+    sessions of their own, so the terminal's signal does not reach them).
+
+    ``stop`` (set here, before the kill) is the batch's: a :func:`run_job` given it that starts its
+    process after this kill kills that process at once, so no job outlives the stop, whatever the
+    moment its thread was at."""
+    if stop is not None:
+        stop.set()
     with _LIVE_LOCK:
         for proc in list(_LIVE):
             _kill_group(proc)
 
 
-def run_job(spec: JobSpec) -> Outcome:
-    """Run ``spec`` in its own process; never raises for what the job does."""
+def _stopped(spec: JobSpec, start: float) -> Outcome:
+    return Outcome(spec.key, "crashed", None, "the batch was stopped before the job finished", time.monotonic() - start)
+
+
+def run_job(spec: JobSpec, stop: threading.Event | None = None) -> Outcome:
+    """Run ``spec`` in its own process; never raises for what the job does. Once ``stop`` is set
+    (by :func:`kill_running`), the job is not started, or its process is killed."""
     start = time.monotonic()
+    if stop is not None and stop.is_set():
+        return _stopped(spec, start)
     env = dict(os.environ, CDA_JOB_PARENT=str(os.getpid()))
     proc = subprocess.Popen(
         [sys.executable, "-m", "cda.adapters.jobs.child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, cwd=spec.base, env=env, start_new_session=True,
     )
-    with _LIVE_LOCK:
+    with _LIVE_LOCK:  # under the lock kill_running takes after setting stop: one of the two kills it
         _LIVE.add(proc)
+        if stop is not None and stop.is_set():
+            _kill_group(proc)
     try:
         out, err = proc.communicate(json.dumps(spec.wire()).encode(), timeout=spec.timeout_s)
     except subprocess.TimeoutExpired:

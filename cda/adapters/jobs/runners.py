@@ -15,8 +15,12 @@ batch; any other value is a scheduler address. Dask is imported only here (extra
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from cda.adapters.jobs.isolate import Outcome, kill_running, run_job
@@ -32,16 +36,53 @@ class DaskUnavailable(CDAError, RuntimeError):
     """``--dask`` without dask.distributed installed, or a scheduler that cannot be reached."""
 
 
+_POLL_S = 0.05
+
+
+@contextmanager
+def _ctrl_c_as_flag() -> Iterator[list[bool]]:
+    """While the pool runs, Ctrl-C (SIGINT) only sets a flag, polled by the runner's loop.
+
+    The default handler raises ``KeyboardInterrupt`` at whatever bytecode the main thread is at:
+    inside ``concurrent.futures``/``threading`` code that holds a lock (a future's condition, an
+    event's), which then stays held, the pool's thread that finishes its job blocks on it and the
+    batch waits for that thread forever; or halfway through a store commit. The handler only
+    appends to a list (no lock), and the loop raises ``KeyboardInterrupt`` itself between jobs.
+    Outside the main thread (a runner embedded in another program) signals are left alone."""
+    hit: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield hit
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        hit.append(True)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield hit
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if hit:  # a Ctrl-C that came as the pool was ending still stops the batch
+        raise KeyboardInterrupt
+
+
 def run_local(jobs: Sequence[JobSpec], workers: int, done: Done) -> None:
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cda-job") as pool:
-        futures = {pool.submit(run_job, spec): spec for spec in jobs}
+    stop = threading.Event()
+    with _ctrl_c_as_flag() as interrupted, ThreadPoolExecutor(max_workers=workers,
+                                                              thread_name_prefix="cda-job") as pool:
+        futures = {pool.submit(run_job, spec, stop): spec for spec in jobs}
+        pending = set(futures)
         try:
-            for future in as_completed(futures):
-                done(futures[future], future.result())
+            while pending:
+                if interrupted:
+                    raise KeyboardInterrupt
+                finished, pending = wait(pending, timeout=_POLL_S, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    done(futures[future], future.result())
         except BaseException:  # Ctrl-C, a store that cannot be written: stop the batch, kill its jobs
             for future in futures:
                 future.cancel()
-            kill_running()
+            kill_running(stop)
             raise
 
 
