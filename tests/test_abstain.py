@@ -651,3 +651,16 @@ def test_a_report_with_an_invented_number_cannot_be_built_unless_it_records_the_
     data["violations"] = []
     data["conclusion"]["justification"] = ["p99 at 2300 ms"]  # observed, with its unit
     assert EpistemicReport.model_validate(data).conclusion.justification == ["p99 at 2300 ms"]
+
+
+def test_a_number_keeps_its_sign_grouping_and_exponent_when_grounded() -> None:
+    """Enforcement: '-40 C' is not grounded by '40 C', nor '2,300 ms' by '300 ms over 2 hosts',
+    nor '1.5e3 ms' by '1.5 s' (a review found all three passing as grounded)."""
+    from cda.contracts.abstain import ungrounded_quantities
+
+    for claim, observation in [("temp -40 C", "temp 40 C"), ("p99 2,300 ms", "300 ms over 2 hosts"),
+                               ("latency 1.5e3 ms", "1.5 s")]:
+        assert ungrounded_quantities([("c", claim)], [observation]) != [], (claim, observation)
+    for claim, observation in [("temp -40 C", "it read -40 C"), ("p99 2,300 ms", "p99 2,300 ms"),
+                               ("1.5e3 ms", "1500 ms")]:
+        assert ungrounded_quantities([("c", claim)], [observation]) == [], (claim, observation)

@@ -94,10 +94,13 @@ def band_of(confidence: float) -> Band:
     return "low"
 
 
-# A number: digits (optional decimal part) that do not continue an identifier ("p99", "SW_REQ2",
-# "db-2", "v1.2", "soft@25" hold none). Its unit: letters (or %, µ, Ω, °) right after it, or one
-# word after a space unless that word is prose.
-_NUMBER = re.compile(r"(?<![A-Za-z0-9_.@])(?<![A-Za-z0-9_]-)\d+(?:\.\d+)?")
+# A number: an optional minus, digits (grouped by commas in threes, "2,300"), an optional decimal
+# part and exponent, not continuing an identifier ("p99", "SW_REQ2", "db-2", "v1.2", "soft@25"
+# hold none). Sign, grouping and exponent are part of it: "-40 C" is not grounded by "40 C", nor
+# "2,300 ms" by "300 ms". Its unit: letters (or %, µ, Ω, °) right after it, or one word after a
+# space unless that word is prose.
+_NUMBER = re.compile(
+    r"(?<![A-Za-z0-9_.@])(?<![A-Za-z0-9_]-)-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][+-]?\d+(?![A-Za-z]))?")
 _UNIT = re.compile(r"(?:(%|[A-Za-zµΩ°]+)|[ \u00a0]([A-Za-zµΩ°%][A-Za-zµΩ°/]*))(?![A-Za-z0-9_])")
 _ATOM_ARGS = re.compile(r"(?<=[A-Za-z0-9_])\([^()]*\)")
 _PROSE = frozenset(
@@ -117,13 +120,15 @@ def quantities_in(text: str) -> list[tuple[str, str, str]]:
     [('725', '725', 'mV'), ('29.32', '29.32', '%'), ('3', '3', 'restarts'), ('20', '20', 'ms')]
     >>> quantities_in("board rev 2024 and 20 in total")
     [('2024', '2024', ''), ('20', '20', '')]
+    >>> quantities_in("temp -40 C, p99 2,300 ms, 1.5e3 ms; db-2")
+    [('-40', '-40', 'C'), ('2,300', '2300', 'ms'), ('1.5e3', '1500', 'ms')]
     """
     masked = _ATOM_ARGS.sub(lambda m: "(" + " " * (len(m.group()) - 2) + ")", text)
     out = []
     for match in _NUMBER.finditer(masked):
         raw = match.group()
         try:
-            value = format(Decimal(raw).normalize(), "f")
+            value = format(Decimal(raw.replace(",", "")).normalize(), "f")
         except InvalidOperation:  # pragma: no cover - the pattern admits only decimals
             value = raw
         unit = ""

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from cda.contracts.abstain import (
@@ -55,34 +54,14 @@ __all__ = [
     "epistemic_report",
     "low_coverage_reasons",
     "low_coverage_review",
-    "numbers_in",
     "quantities_in",
     "should_abstain",
 ]
 
-# A number is digits (with an optional decimal part) that do not continue an identifier:
-# "725mV", "29.32%", "-5" count; "p99", "SW_REQ2", "db-2", "v1.2", "soft@25" do not.
-_NUMBER = re.compile(r"(?<![A-Za-z0-9_.@])(?<![A-Za-z0-9_]-)\d+(?:\.\d+)?")
 # An explicit reference to a Ken node in prose: "ken:node:<id>" (SpanRef sources) or "entity:<id>" (the DSL).
 _NODE_REF = re.compile(r"(?:\bken:node:|\bentity:)([A-Za-z0-9_][A-Za-z0-9_.\-/]*)")
 _IDENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _BY_RANK: tuple[Band, ...] = ("low", "medium", "high")
-
-
-def numbers_in(text: str) -> list[tuple[str, str]]:
-    """The numbers of a text as (as written, canonical value), in order.
-
-    >>> numbers_in("VCORE 725mV usage is 29.320% (p99 2,300 ms, SW_REQ2)")
-    [('725', '725'), ('29.320', '29.32'), ('2', '2'), ('300', '300')]
-    """
-    out = []
-    for raw in _NUMBER.findall(text):
-        try:
-            value = format(Decimal(raw).normalize(), "f")
-        except InvalidOperation:  # pragma: no cover - the pattern admits only decimals
-            value = raw
-        out.append((raw, value))
-    return out
 
 
 def _node_refs(text: str) -> list[str]:
