@@ -54,28 +54,26 @@ __all__ = ["Sym", "SymEntity", "SymIP", "SymRecord", "SymSet", "SymContext", "En
 _TRUE, _FALSE = True, False
 
 
-def and_(*xs: Any) -> Any:
+def _fold(xs: tuple[Any, ...], absorbing: bool, op: Any) -> Any:
+    """``op`` over ``xs`` with Python Booleans folded away: ``absorbing`` (False for and, True
+    for or) decides at once, the other constant drops out."""
     out = []
     for x in xs:
-        if x is False:
-            return False
-        if x is not True:
+        if x is absorbing:
+            return absorbing
+        if x is not (not absorbing):
             out.append(x)
     if not out:
-        return True
-    return out[0] if len(out) == 1 else z3.And(*out)
+        return not absorbing
+    return out[0] if len(out) == 1 else op(*out)
+
+
+def and_(*xs: Any) -> Any:
+    return _fold(xs, False, z3.And)
 
 
 def or_(*xs: Any) -> Any:
-    out = []
-    for x in xs:
-        if x is True:
-            return True
-        if x is not False:
-            out.append(x)
-    if not out:
-        return False
-    return out[0] if len(out) == 1 else z3.Or(*out)
+    return _fold(xs, True, z3.Or)
 
 
 def not_(x: Any) -> Any:
