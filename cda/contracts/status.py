@@ -26,7 +26,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["SolverStatus", "VerdictStatus"]
+__all__ = ["OrderedStrEnum", "SolverStatus", "VerdictStatus"]
 
 
 class _Ordered(StrEnum):
@@ -120,3 +120,7 @@ class VerdictStatus(_Ordered):
         True
         """
         return cls.SUPPORTED if goal_holds else cls.REFUTED
+
+
+#: The base for any other enum whose declaration order means something (the guardian's decisions).
+OrderedStrEnum = _Ordered
