@@ -479,14 +479,22 @@ def test_ctrl_c_at_any_moment_ends_the_batch(tmp_path: Path) -> None:
         manifest = _ctrl_c_manifest(folder)
         proc = _start(manifest)
         time.sleep(rng.uniform(0.0, 1.5))
+        running = (folder / "m.results").is_dir()  # the batch command has started (imports done)
         err = _interrupt(proc, folder)
-        assert proc.returncode == 130, (attempt, proc.returncode, err)
-        assert b"interrupted" in err and b"Traceback" not in err, err
+        if running:
+            assert proc.returncode == 130, (attempt, proc.returncode, err)
+            assert b"interrupted" in err and b"Traceback" not in err, err
+        else:  # still starting: CDA's handler in __main__ (130), or earlier, the interpreter's own start-up
+            # (killed by the signal: -2; a KeyboardInterrupt while importing `site`: 1, "Fatal Python error")
+            assert proc.returncode in (130, -signal.SIGINT) or (
+                proc.returncode == 1 and b"init_import_site" in err), (attempt, proc.returncode, err)
         assert not _job_processes_in(folder)
         db = folder / "m.results" / DB_NAME
-        if db.exists():
+        if db.exists():  # a Ctrl-C as the store was being made may leave it marked but without the table
             with sqlite3.connect(db) as conn:
-                assert conn.execute("SELECT kind, status FROM job_results").fetchall() in ([], [("check", "ok")])
+                made = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'job_results'").fetchone()
+                rows = conn.execute("SELECT kind, status FROM job_results").fetchall() if made else []
+            assert rows in ([], [("check", "ok")])
 
 
 def test_a_job_started_after_the_stop_is_killed_at_once(tmp_path: Path) -> None:
