@@ -38,6 +38,7 @@ from cda.contracts.metrics import (
     UncitedClaim,
     VerifierMetrics,
 )
+from cda.contracts.receipt import Receipt
 from cda.contracts.result import SolveResult
 from cda.contracts.verification import VerifierOutcome
 from cda.encodings.ir import GroundProblem
@@ -51,9 +52,11 @@ __all__ = [
     "constraint_counts",
     "frontier_counts",
     "verifier_counts",
+    "verifier_results",
 ]
 
 _US = 1_000_000
+_OUTCOME_STATUSES = ("passed", "failed", "inconclusive", "skipped")  # VerifierStatus
 
 
 def _us(seconds: float) -> int:
@@ -184,21 +187,34 @@ def constraint_counts(gp: GroundProblem | None, result: SolveResult | None) -> C
     return ConstraintMetrics(hard_total=len(hard), soft_total=len(soft))
 
 
-def verifier_counts(outcomes: Iterable[VerifierOutcome]) -> VerifierMetrics:
-    """Verifier pass rate: passed / (passed + failed), overall and per verifier."""
+def verifier_results(receipts: Iterable[Receipt]) -> list[tuple[str, str]]:
+    """``(verifier, status)`` of every verifier receipt: each outcome a verifier reported left
+    one (``verifier.<name>``, its status in ``result``), including checks such as the seed 001
+    low-coverage pass that lower nothing themselves. Receipts of kind ``verifier`` that are not
+    an outcome (the enforcement pass's list of violations, the review's verdict) are left out."""
+    return [(r.name.removeprefix("verifier."), str(r.result["status"])) for r in receipts
+            if r.kind == "verifier" and r.result.get("status") in _OUTCOME_STATUSES]
+
+
+def verifier_counts(results: Iterable[tuple[str, str]]) -> VerifierMetrics:
+    """Verifier pass rate: passed / (passed + failed), overall and per verifier.
+
+    >>> verifier_counts([("units", "passed"), ("llm", "failed"), ("llm", "passed"), ("ken", "skipped")]).pass_rate
+    Ratio(numerator=2, denominator=3)
+    """
     passed = failed = undecided = 0
     by: dict[str, tuple[int, int]] = {}
-    for o in outcomes:
-        ok, decided = by.get(o.verifier, (0, 0))
-        if o.status == "passed":
+    for verifier, status in results:
+        ok, decided = by.get(verifier, (0, 0))
+        if status == "passed":
             passed += 1
-            by[o.verifier] = (ok + 1, decided + 1)
-        elif o.status == "failed":
+            by[verifier] = (ok + 1, decided + 1)
+        elif status == "failed":
             failed += 1
-            by[o.verifier] = (ok, decided + 1)
+            by[verifier] = (ok, decided + 1)
         else:
             undecided += 1
-            by.setdefault(o.verifier, (ok, decided))
+            by.setdefault(verifier, (ok, decided))
     return VerifierMetrics(
         pass_rate=Ratio(numerator=passed, denominator=passed + failed), passed=passed, failed=failed,
         undecided=undecided,
@@ -259,12 +275,17 @@ def action_counts(
     gp: GroundProblem | None = None,
     outcomes: Sequence[VerifierOutcome] = (),
     verdicts: Sequence[ActionVerdict] = (),
+    receipts: Sequence[Receipt] = (),
     ken_queries: int = 0,
 ) -> ActionMetrics:
-    """The deterministic part of a run's metrics (``measurements`` None)."""
+    """The deterministic part of a run's metrics (``measurements`` None).
+
+    ``outcomes`` give the citations of each claim, ``receipts`` (the attempt's) the verifier
+    results counted by the pass rate.
+    """
     return ActionMetrics(
         action_id=action_id, status=status, partial=status == "partial",
         frontier=frontier_counts(seeds, rounds, result), constraints=constraint_counts(gp, result),
-        verifiers=verifier_counts(outcomes), citations=citation_coverage(verdicts, outcomes, result),
+        verifiers=verifier_counts(verifier_results(receipts)), citations=citation_coverage(verdicts, outcomes, result),
         ken_queries=ken_queries,
     )

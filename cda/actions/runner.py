@@ -411,7 +411,8 @@ def _run(
     if status == "partial":
         caveats, next_tests = _partial_says_why(caveats, next_tests, budget)
     counts = action_counts(params.action_id, status, seeds=len(frontier0), rounds=rounds, result=result, gp=gp,
-                           outcomes=verified.outcomes, verdicts=verdicts, ken_queries=len(probe.ken_us))
+                           outcomes=verified.outcomes, verdicts=verdicts, receipts=recorder.receipts,
+                           ken_queries=len(probe.ken_us))
     summary = boundary_summary(params.action_id, inputs, shown, verdicts, next_tests, caveats,
                                abstain=verified.abstain, citations=verified.citations, support=counts.citations)
     summary_id = writer.write_summary(summary)
