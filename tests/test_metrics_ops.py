@@ -239,3 +239,51 @@ def test_cda_metrics_loads_no_service_and_no_opentelemetry(store: tuple[Path, li
     code, mods = loaded("metrics", str(store[0]))
     assert code == 1
     assert not {"opentelemetry", "starlette", "uvicorn", "cda.actions.runner", "z3", "clingo"} & mods
+
+
+def otel_points(metrics_data: Any) -> dict[str, dict[str, Any]]:
+    """The SDK's collected data as {instrument: {count, sum, min, max} or {value} or {status: value}}."""
+    found: dict[str, dict[str, Any]] = {}
+    for resource in metrics_data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    if hasattr(point, "bucket_counts"):
+                        found[metric.name] = {"count": point.count, "sum": point.sum, "min": point.min,
+                                              "max": point.max}
+                    elif point.attributes:
+                        found.setdefault(metric.name, {})[str(dict(point.attributes))] = point.value
+                    else:
+                        found[metric.name] = {"value": point.value}
+    return found
+
+
+def test_opentelemetry_in_memory_reader_receives_the_numbers_cda_metrics_prints(
+        store: tuple[Path, list[ActionRun]]) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from cda.actions.metrics_runs import read_runs
+    from cda.adapters.otel_export import OtelExport
+
+    db, runs = store
+    reader = InMemoryMetricReader()
+    export = OtelExport(MeterProvider(metric_readers=[reader]))
+    for run in read_runs(db).runs:  # what the service's feed hands the export, run by run
+        export.record(run)
+    points = otel_points(reader.get_metrics_data())
+    export.shutdown()
+    doc = json.loads(cli(str(db), "--json")[1])["metrics"]
+    histograms = {"cda.ttfs": "ttfs_us", "cda.run.duration": "run_total_us", "cda.ken.query.p95": "ken_query_p95_us",
+                  "cda.ken.query.max": "ken_query_max_us", "cda.ken.queries": "ken_queries",
+                  "cda.approval.wait": "approval_wait_us", "cda.frontier.size": "frontier_size",
+                  "cda.constraints.satisfied": "constraints_satisfied",
+                  "cda.constraints.violated": "constraints_violated"}
+    for instrument, key in histograms.items():
+        assert points[instrument] == {k: doc[key][k] for k in ("count", "sum", "min", "max")}, instrument
+    for num, den, key in (("cda.verifiers.passed", "cda.verifiers.decided", "verifier_pass_rate"),
+                          ("cda.claims.cited", "cda.claims.supported", "citation_coverage")):
+        assert (points[num]["value"], points[den]["value"]) == (doc[key]["numerator"], doc[key]["denominator"])
+    assert sum(points["cda.runs"].values()) == doc["partial_ratio"]["denominator"] == len(runs)
+    assert points["cda.runs"] == {str({"status": s}): n for s, n in
+                                  json.loads(cli(str(db), "--json")[1])["statuses"].items()}
