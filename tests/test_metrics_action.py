@@ -336,3 +336,30 @@ def test_the_probe_notes_the_first_draft_even_after_a_final_summary() -> None:
     probe.see(ActionCheckpoint(action_id="a", seq=1, kind="boundary_summary", payload={"draft": True}))
     m = probe.measurements()
     assert (m.first_summary_us, m.ttfs_us, m.total_us) == (1_000_000, 2_000_000, 5_000_000)
+
+
+def test_every_ken_query_of_the_run_is_timed_the_grounders_included(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the oracle: every call of the four safe-set queries on any KenGraph, counted at the class
+    calls: list[str] = []
+    for kind in ("search", "neighborhood", "related_by", "path"):
+        inner = getattr(KenGraph, kind)
+
+        def counting(self: KenGraph, *args: Any, _inner: Any = inner, _kind: str = kind, **kwargs: Any) -> Any:
+            calls.append(_kind)
+            return _inner(self, *args, **kwargs)
+
+        monkeypatch.setattr(KenGraph, kind, counting)
+    # dep is closed and has no facts here: the grounder reads dep(s, t) from Ken (related_by)
+    inputs = _small(dsl=DSL.replace("fact dep(a, b)\n", ""))
+    run = run_action(inputs)
+    m = _terminal_metrics(run.events)
+    assert "related_by" in calls and m.ken_queries == len(calls) == m.measurements.ken.count  # type: ignore[union-attr]
+
+
+def test_a_merged_view_stays_timed() -> None:
+    ken = KenGraph()
+    ken.add_edge("a", "dep", "b")
+    spent: list[int] = []
+    ticks = iter([0.0, 0.002])
+    merged = TimedKen.over(ken, lambda: next(ticks), spent).merged(KenGraph())
+    assert isinstance(merged, TimedKen) and merged.related_by("a", "dep") == ["b"] and spent == [2000]

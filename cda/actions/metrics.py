@@ -68,7 +68,8 @@ class TimedKen(KenGraph):
     """A view of a Ken graph (same storage, no copy) whose safe-set queries are timed.
 
     Only the four queries of the safe set are timed (``search``, ``neighborhood``,
-    ``related_by``, ``path``); a memoised answer that never reaches Ken is not a query.
+    ``related_by``, ``path``), on this view and on what :meth:`merged` makes of it; a memoised
+    answer that never reaches Ken is not a query.
     """
 
     _clock: Callable[[], float]
@@ -83,6 +84,15 @@ class TimedKen(KenGraph):
         view._clock = clock
         view._spent = spent
         return view
+
+    def merged(self, other: KenGraph) -> KenGraph:
+        """The merged graph, timed too: the grounder asks its ``related_by`` and ``path`` on a
+        merge of Ken with the problem's facts."""
+        merged = super().merged(other)
+        merged.__class__ = TimedKen  # the same object: no extra holder of its storage
+        assert isinstance(merged, TimedKen)
+        merged._clock, merged._spent = self._clock, self._spent
+        return merged
 
     def _timed(self, call: Callable[[], Any]) -> Any:
         start = self._clock()
