@@ -102,11 +102,15 @@ class MetricsFeed:
 
     async def run(self) -> None:
         """The one task that reads the store for every listener: on a poke, or every ``watch_s``.
-        Primes the window first, so every run that ends from now on is read as a new one."""
-        try:
-            await self.prime()
-        except CDAError:
-            pass  # not readable now: the first listener primes it (and says why it cannot)
+
+        With an exporter the window is primed first, so every run that ends from now on is
+        exported; without one, nothing is read until the first listener comes (a server nobody
+        watches pays nothing)."""
+        if self.observers:
+            try:
+                await self.prime()
+            except CDAError:
+                pass  # not readable now: the first refresh primes it
         while not self.closing.is_set():
             try:
                 await asyncio.wait_for(self.dirty.wait(), self.watch_s)
