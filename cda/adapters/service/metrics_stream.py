@@ -7,8 +7,10 @@ store (the rowid of its terminal event, which only grows), ``data`` = ``{"run", 
 "attempt", "status", "ended_at", "metrics", "slo", "window"}`` where ``metrics`` is the run's
 :class:`~cda.contracts.metrics.ActionMetrics` (null for a run that recorded none) and ``slo`` the
 three SLOs judged over the rolling window *including* this run (as ``cda metrics`` judges them;
-at most 20 runs over a target are named). A client that reconnects with ``Last-Event-ID`` gets
-the runs that ended after it (at most :data:`REPLAY_MAX`, from the store), then the live ones.
+at most 20 runs over a target are named; runs read together share one judgement, made once, in
+a worker thread, after the last of them). A client that reconnects with ``Last-Event-ID`` gets
+the runs that ended after it (at most :data:`REPLAY_MAX`, from the store, each with the status
+as last judged), then the live ones.
 
 *Rolling window.* The runs that ended in the last :attr:`MetricsFeed.window_s` seconds (one
 hour), at most :attr:`MetricsFeed.max_runs` (1000) of them.
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -83,6 +86,7 @@ class MetricsFeed:
         self.recent: deque[tuple[int, bytes]] = deque(maxlen=buffer)
         self.key: int | None = None  # the last run read (None: not primed yet)
         self.evicted = 0  # the key of the last message pushed out of ``recent``
+        self.current: dict[str, Any] = self._status()  # the rolling status, as last judged
         self.listeners: set[_Listener] = set()
         self.dirty = asyncio.Event()
         self.closing = asyncio.Event()
@@ -120,40 +124,50 @@ class MetricsFeed:
             self.dirty.clear()
             try:
                 await self.refresh()
-            except CDAError:
+            except (CDAError, sqlite3.Error):
                 await asyncio.sleep(self.watch_s)  # the file was replaced meanwhile: the streams say so on reconnect
 
     async def prime(self) -> None:
-        """Fill the rolling window from the store (once, at the first listener)."""
+        """Fill the rolling window from the store (once: at the first listener, or at start with an
+        exporter). The reading and the judging run in a worker thread, never on the event loop."""
         async with self.lock:
-            if self.key is not None:
-                return
-            since = time.time() - self.window_s
-            found = await anyio.to_thread.run_sync(_read, self.db, since, 0, self.max_runs)
-            self.window.extend(found.runs)
-            latest = await anyio.to_thread.run_sync(_read, self.db, None, found.last_key, None)
-            self.window.extend(latest.runs)  # ended between the two reads
-            self.key = latest.last_key
-            self._evict()
+            if self.key is None:
+                await anyio.to_thread.run_sync(self._prime)
+
+    def _prime(self) -> None:
+        found = _read(self.db, time.time() - self.window_s, 0, self.max_runs)
+        latest = _read(self.db, None, found.last_key, None)  # ended between the two reads
+        self.window.extend([*found.runs, *latest.runs])
+        self._evict()
+        self.current = self._status()
+        self.key = latest.last_key
 
     async def refresh(self) -> None:
         """Read the runs that ended since the last read; queue one message each and wake listeners."""
         await self.prime()
         async with self.lock:
-            assert self.key is not None
-            found = await anyio.to_thread.run_sync(_read, self.db, None, self.key, None)
-            self.key = found.last_key
-            for run in found.runs:
-                self.window.append(run)
-                self._evict()
+            runs, messages = await anyio.to_thread.run_sync(self._absorb)
+            for run, message in zip(runs, messages):
                 if len(self.recent) == self.recent.maxlen:
                     self.evicted = self.recent[0][0]  # the oldest message goes: a reader behind it is dropped
-                self.recent.append((run.key, self.message(run)))
+                self.recent.append((run.key, message))
                 for observe in self.observers:
                     observe(run)
-        if found.runs:
+        if runs:
             for listener in list(self.listeners):
                 listener.wake.set()
+
+    def _absorb(self) -> tuple[list[RunMetrics], list[bytes]]:
+        """(worker thread) The new runs into the window, judged once, and their messages."""
+        assert self.key is not None
+        found = _read(self.db, None, self.key, None)
+        if not found.runs:
+            return [], []
+        self.window.extend(found.runs)
+        self._evict()
+        self.current = self._status()
+        self.key = found.last_key
+        return found.runs, [self.message(run) for run in found.runs]
 
     def _evict(self) -> None:
         cutoff = time.time() - self.window_s
@@ -162,7 +176,7 @@ class MetricsFeed:
             self.window.popleft()
 
     # -- messages ------------------------------------------------------------------------------
-    def status(self) -> dict[str, Any]:
+    def _status(self) -> dict[str, Any]:
         """The rolling SLO status over the window, as the ``slo``/``window`` fields carry it."""
         report = summarise(list(self.window))
         slos = []
@@ -175,14 +189,15 @@ class MetricsFeed:
                                         "statuses": dict(sorted(report.statuses.items()))}}
 
     def message(self, run: RunMetrics) -> bytes:
+        """The ``action_metrics`` message of ``run``, with the rolling status as last judged."""
         data = {"run": run.name, "action_id": run.action_id, "attempt": run.attempt, "status": run.status,
                 "ended_at": run.ended_at,
-                "metrics": None if run.metrics is None else run.metrics.model_dump(mode="json"), **self.status()}
+                "metrics": None if run.metrics is None else run.metrics.model_dump(mode="json"), **self.current}
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return f"id: {run.key}\nevent: action_metrics\ndata: {text}\n\n".encode()
 
     def snapshot(self) -> bytes:
-        text = json.dumps(self.status(), sort_keys=True, separators=(",", ":"))
+        text = json.dumps(self.current, sort_keys=True, separators=(",", ":"))
         return f"event: slo_status\ndata: {text}\n\n".encode()
 
     # -- the readers' side -----------------------------------------------------------------------
