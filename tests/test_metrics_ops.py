@@ -287,3 +287,14 @@ def test_opentelemetry_in_memory_reader_receives_the_numbers_cda_metrics_prints(
     assert sum(points["cda.runs"].values()) == doc["partial_ratio"]["denominator"] == len(runs)
     assert points["cda.runs"] == {str({"status": s}): n for s, n in
                                   json.loads(cli(str(db), "--json")[1])["statuses"].items()}
+
+
+def test_a_server_without_an_endpoint_never_imports_opentelemetry(tmp_path: Path) -> None:
+    from tests.test_startup_imports import loaded
+
+    code = ("from pathlib import Path\nfrom starlette.testclient import TestClient\n"
+            "from cda.adapters.service.app import ServiceConfig, build_app\n"
+            f"with TestClient(build_app(ServiceConfig(db=Path({str(tmp_path / 'r.sqlite')!r})))) as client:\n"
+            "    assert client.head('/streams/metrics').status_code == 200\n")
+    _, mods = loaded("--python", code)
+    assert "cda.adapters.service.metrics_stream" in mods and "opentelemetry" not in mods
