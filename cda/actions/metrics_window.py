@@ -19,7 +19,6 @@ never shows as 95.00%.
 from __future__ import annotations
 
 import math
-import re
 from datetime import UTC, datetime
 
 from cda.errors import OptionError
@@ -32,8 +31,19 @@ UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_AGE_S = 3650 * 86400
 """The oldest a relative ``--since`` may reach back: ten years."""
 
-_AGE = re.compile(r"([0-9]{1,12})\s*([smhdw])")
 _FUTURE_SLACK_S = 60.0  # clocks of two machines disagree a little; a minute ahead is still "now"
+
+
+def _age(text: str) -> int | None:
+    """``text`` as an age in seconds when it is one (1 to 12 ASCII digits, then a unit), else None.
+
+    >>> _age("90m"), _age("7 d"), _age("1.5h"), _age("h")
+    (5400, 604800, None, None)
+    """
+    number, unit = text[:-1].rstrip(), text[-1:]
+    if unit not in UNITS or not 1 <= len(number) <= 12 or not (number.isascii() and number.isdigit()):
+        return None
+    return int(number) * UNITS[unit]
 
 
 def since_instant(text: str, *, now: float) -> float:
@@ -41,9 +51,9 @@ def since_instant(text: str, *, now: float) -> float:
     :class:`~cda.errors.OptionError` that names ``--since`` and the accepted forms otherwise."""
     raw = text.strip()
     forms = "give an ISO-8601 time (2026-11-24T20:00Z; no offset means UTC) or an age such as 90m, 24h, 7d"
-    match = _AGE.fullmatch(raw.lower())
-    if match is not None:
-        seconds = int(match.group(1)) * UNITS[match.group(2)]
+    age = _age(raw.lower())
+    if age is not None:
+        seconds = age
         if not 1 <= seconds <= MAX_AGE_S:
             raise OptionError(f"--since {text!r}: an age must be from 1 second to 10 years")
         return now - seconds
