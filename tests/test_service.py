@@ -142,7 +142,7 @@ def test_frames_are_validated_and_errors_name_the_path(server: Server) -> None:
         _valid(missing)
 
 
-def test_routes_are_only_the_toolbus_the_streams_and_the_page(tmp_path: Path) -> None:
+def test_routes_are_only_the_toolbus_the_streams_the_metrics_topic_and_the_page(tmp_path: Path) -> None:
     from starlette.routing import Route, WebSocketRoute
 
     from cda.adapters.service.app import ServiceConfig, build_app
@@ -152,6 +152,7 @@ def test_routes_are_only_the_toolbus_the_streams_and_the_page(tmp_path: Path) ->
     assert found == {
         ("WebSocketRoute", "/toolbus", ()),
         ("Route", "/streams/actions/{action_id}", ("GET", "HEAD", "OPTIONS")),
+        ("Route", "/streams/metrics", ("GET", "HEAD", "OPTIONS")),
         ("Route", "/", ("GET", "HEAD")),
     }
     assert all(isinstance(r, Route | WebSocketRoute) for r in app.routes)

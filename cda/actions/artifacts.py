@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cda.contracts.action import ActionVerdict, CDAInputs, NextTestSuggestion
+from cda.contracts.metrics import CitationCoverage
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.refs import SpanRef
 from cda.contracts.result import SolveResult
@@ -48,8 +49,14 @@ def boundary_summary(
     *,
     abstain: Any | None = None,
     citations: Sequence[SpanRef] = (),
+    support: CitationCoverage | None = None,
 ) -> str:
-    """The boundary summary as Markdown, at most SUMMARY_MAX_CHARS characters."""
+    """The boundary summary as Markdown, at most SUMMARY_MAX_CHARS characters.
+
+    ``support`` (the run's citation coverage) adds a *Support* section: which supported claims
+    stand on cited evidence and which on the solver alone (justified by clauses, no citation),
+    so that coverage below spec §10's 95% names the claims that pull it down.
+    """
     out = [f"# CDA boundary summary: {action_id}", ""]
     if inputs.problem.strip():
         out += [f"Problem: {_line(inputs.problem, 300)}", ""]
@@ -82,6 +89,8 @@ def boundary_summary(
         out += ["## Conflicting evidence", ""]
         out += [f"- {', '.join(core)}" for core in result.conflict.cores[:5]]
         out.append("")
+    if support is not None and support.coverage.denominator:
+        out += _support(support, verdicts)
     if citations:
         out += ["## Key evidence", ""]
         out += [f"- {c.source}" + (f": {_line(c.excerpt, 100)}" if c.excerpt else "") for c in citations[:5]]
@@ -103,6 +112,23 @@ def boundary_summary(
     if len(text) > SUMMARY_MAX_CHARS:
         text = text[: SUMMARY_MAX_CHARS - len(_TRUNCATED)] + _TRUNCATED
     return text
+
+
+def _support(support: CitationCoverage, verdicts: Sequence[ActionVerdict]) -> list[str]:
+    """The Support section: cited supported claims, then the uncited ones and what they stand on."""
+    claim_of = {v.hypothesis_id: v.claim for v in verdicts}
+    ratio = support.coverage
+    out = ["## Support", "", f"- citation coverage: {ratio.numerator} of {ratio.denominator} supported claim(s) "
+           "carry a citation (observation or Ken evidence)"]
+    out += [f"- on cited evidence: {_line(claim_of.get(h, h), 120)}" for h in support.cited]
+    for u in support.uncited:
+        if u.stands_on == "solver":
+            why = f" (clauses {_line(', '.join(u.justification), 80)})" if u.justification else ""
+            out.append(f"- on the solver alone, no citation: {_line(u.claim, 100)}{why}")
+        else:
+            out.append(f"- on nothing recorded, no citation: {_line(u.claim, 100)}")
+    out.append("")
+    return out
 
 
 def _dump(value: Any) -> str:

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from cda.actions.receipts import GENESIS_HASH, entry_hash
 from cda.actions.store_file import TABLES
+from cda.contracts.events import without_time
 from cda.contracts.receipt import canonical_json
 
 __all__ = ["EVENT_SCHEMA", "event_body", "event_chain", "events_head", "timeless_body"]
@@ -55,8 +56,9 @@ def event_chain(bodies: Iterable[str], prev: str = GENESIS_HASH) -> list[str]:
 
 
 def timeless_body(data: dict[str, Any]) -> str:
-    """The canonical JSON of an event's fields without its wall time ``ts``."""
-    return canonical_json({k: v for k, v in data.items() if k != "ts"})
+    """The canonical JSON of an event's fields without its wall time (``ts``, and the
+    ``measurements`` of a terminal event's metrics: :func:`cda.contracts.events.without_time`)."""
+    return canonical_json(without_time(data))
 
 
 def events_head(events: Sequence[BaseModel], *, timeless: bool = True) -> str:

@@ -31,6 +31,7 @@ from cda.actions.budget import LADDER_TEXT, Budget
 from cda.actions.checks import LLMFactory, VerificationState, run_verifiers
 from cda.actions.event_chain import events_head
 from cda.actions.ken_inputs import ken_from_inputs
+from cda.actions.metrics import ActionProbe, action_counts
 from cda.actions.problem import build, problem_digest
 from cda.actions.receipts import ReceiptLog
 from cda.actions.receipts_sink import ReceiptSink, Recorder
@@ -41,6 +42,7 @@ from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import ActionStatus, ActionVerdict, CDAInputs, CDAOutputs, NextTestSuggestion
 from cda.contracts.deadline import Deadline, OutOfTime
 from cda.contracts.events import ActionEvent
+from cda.contracts.metrics import ApprovalWait
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.result import SolveResult
 from cda.contracts.status import SolverStatus
@@ -148,6 +150,7 @@ def run_action(
     wall_clock: Callable[[], float] = time.time,
     audit: Callable[[Sequence[ActionEvent]], Sequence[str]] | None = None,
     action_id: str | None = None,
+    approval_waits: Sequence[ApprovalWait] = (),
 ) -> ActionRun:
     """Run one CDA Action; never raises for a mistake in the inputs (that is ``action_failed``).
 
@@ -163,7 +166,13 @@ def run_action(
     (:mod:`cda.actions.event_chain`). Before the terminal event the run re-reads the receipts
     it appended; ``audit`` (the adapter's check of the stored events) may add problems. Any
     problem fails the run (``action_failed``, ``error_type`` ``AuditLogTampered``).
+
+    The run measures its own spec §10 metrics (:mod:`cda.actions.metrics`) on ``clock``:
+    ``outputs.metrics`` has the deterministic counts, the terminal event's ``metrics`` adds the
+    wall-clock measurements; ``approval_waits`` are the approvals a caller (the service) waited
+    for before starting the run, with how long each took.
     """
+    probe = ActionProbe(clock, approval_waits)  # first thing: TTFS and the total count from here
     inputs = with_bindings(inputs, bound)
     settings = settings or RunSettings()
     params = _params(inputs, settings)
@@ -174,7 +183,7 @@ def run_action(
     inputs_json = inputs.model_dump(mode="json")
     inputs_hash = sha256_hex(canonical_json(inputs_json))
     attempt = recorder.start(inputs_hash)
-    stream = EventStream(params.action_id, list(subscribers), clock=wall_clock, attempt=attempt)
+    stream = EventStream(params.action_id, [probe.see, *subscribers], clock=wall_clock, attempt=attempt)
     stream.started(inputs_hash)
     locks = [lock_of(b) for b in bound]
     for b, lock in zip(bound, locks):
@@ -190,7 +199,7 @@ def run_action(
     failure: tuple[str, str] | None = None
     try:
         outputs = _run(inputs, ken, params, settings, stream, recorder, budget, writer, trace, llm_factory,
-                       thresholds or AbstainThresholds())
+                       thresholds or AbstainThresholds(), probe)
         outputs = outputs.model_copy(update={"revision": revision, "supersedes": supersedes})
     except CDAError as err:
         message = err.render() if isinstance(err, DSLError) else str(err)
@@ -199,6 +208,7 @@ def run_action(
         outputs = CDAOutputs(action_id=params.action_id, status="failed", summary_artifact_id=summary_id,
                              caveats=[message])
         failure = (message, type(err).__name__)
+    counts = outputs.metrics or action_counts(params.action_id, outputs.status, ken_queries=len(probe.ken_us))
     # Before the terminal event: is every receipt (and event) this attempt wrote still as written?
     problems = recorder.confirm() + (list(audit(stream.events)) if audit is not None else [])
     if problems:
@@ -209,12 +219,15 @@ def run_action(
         outputs = CDAOutputs(action_id=params.action_id, status="failed", summary_artifact_id=outputs.summary_artifact_id,
                              caveats=[message, *outputs.caveats])
         failure = (message, "AuditLogTampered")
+    counts = counts.model_copy(update={"status": outputs.status, "partial": outputs.status == "partial"})
+    outputs = outputs.model_copy(update={"metrics": counts})
+    measured = counts.model_copy(update={"measurements": probe.measurements()})
     if failure is not None:
-        stream.failed(*failure)
+        stream.failed(*failure, metrics=measured)
     elif outputs.status in ("completed", "abstained"):
-        stream.completed(outputs)
+        stream.completed(outputs, metrics=measured)
     else:
-        stream.partial(outputs)
+        stream.partial(outputs, metrics=measured)
     recorder.record("action", "action.end", {"attempt": attempt},
                     {"status": outputs.status, "events": len(stream.events), "events_head": events_head(stream.events)})
     return ActionRun(outputs, stream.events, sink.head(), writer.folder, trace, list(bound), locks,
@@ -247,13 +260,14 @@ def _run(
     trace: dict[str, Any],
     llm_factory: LLMFactory | None,
     thresholds: AbstainThresholds,
+    probe: ActionProbe,
 ) -> CDAOutputs:
     if inputs.risk_class == "hard":
         return _escalate(inputs, params, stream, recorder, writer)
 
     # 1. initialise
     stream.progress("initialise", 0.0, "reading the problem")
-    ken = ken_from_inputs(inputs, ken_file)
+    ken = probe.timed(ken_from_inputs(inputs, ken_file))
     try:
         problem = build(inputs, ken, Deadline(budget.search_remaining()))
     except OutOfTime as exc:
@@ -277,6 +291,7 @@ def _run(
     dropped_soft = False
     previous: list[tuple[str, ...]] | None = None
     result: SolveResult | None = None
+    rounds: list[SolveResult] = []  # each round's answer, for the frontier metrics
     draft_sent = False
 
     def degrade(stage: str) -> None:
@@ -307,6 +322,7 @@ def _run(
                                 max_hypotheses=beam, call_log=solver_call)
         stream.progress("propagate", round_no / (params.depth_cap + 1), f"round {round_no}: beam {beam}")
         result = run(gp, backend, options)
+        rounds.append(result)
         recorder.record(
             "solver", f"{backend}.solve",
             {"problem": digest, "softened": sorted(softened), "dropped_soft": dropped_soft,
@@ -394,8 +410,11 @@ def _run(
             status = "abstained"
     if status == "partial":
         caveats, next_tests = _partial_says_why(caveats, next_tests, budget)
+    counts = action_counts(params.action_id, status, seeds=len(frontier0), rounds=rounds, result=result, gp=gp,
+                           outcomes=verified.outcomes, verdicts=verdicts, receipts=recorder.receipts,
+                           ken_queries=len(probe.ken_us))
     summary = boundary_summary(params.action_id, inputs, shown, verdicts, next_tests, caveats,
-                               abstain=verified.abstain, citations=verified.citations)
+                               abstain=verified.abstain, citations=verified.citations, support=counts.citations)
     summary_id = writer.write_summary(summary)
     plan_id = writer.write_plan_bundle(
         hypotheses=verified.records,
@@ -416,6 +435,7 @@ def _run(
         evidence_bundle_id=evidence_id, verdicts=verdicts, next_tests=next_tests, caveats=caveats,
         abstain=verified.abstain, review=verified.review,
         coverage=state.coverage.figures() if state.coverage is not None else None,
+        metrics=counts,
     )
 
 

@@ -63,14 +63,15 @@ class EventStream:
     def checkpoint(self, kind: CheckpointKind, payload: dict[str, Any]) -> None:
         self._emit(ActionCheckpoint, kind=kind, payload=payload)
 
-    def completed(self, outputs: Any) -> None:
-        self._emit(ActionCompleted, outputs=outputs)
+    def completed(self, outputs: Any, metrics: Any = None) -> None:
+        self._emit(ActionCompleted, outputs=outputs, metrics=metrics)
 
-    def partial(self, outputs: Any) -> None:
-        self._emit(ActionPartial, caveats=list(outputs.caveats), next_tests=list(outputs.next_tests), outputs=outputs)
+    def partial(self, outputs: Any, metrics: Any = None) -> None:
+        self._emit(ActionPartial, caveats=list(outputs.caveats), next_tests=list(outputs.next_tests), outputs=outputs,
+                   metrics=metrics)
 
-    def failed(self, error: str, error_type: str | None) -> None:
-        self._emit(ActionFailed, error=error, error_type=error_type)
+    def failed(self, error: str, error_type: str | None, metrics: Any = None) -> None:
+        self._emit(ActionFailed, error=error, error_type=error_type, metrics=metrics)
 
     @property
     def terminal(self) -> ActionEvent | None:

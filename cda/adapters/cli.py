@@ -201,6 +201,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="fsync every commit of the store (slower; survives a power loss, not only a crash)")
     sv.add_argument("--providers", type=Path, default=None,
                     help="folder of local sub-action providers: DIR/<research|sandbox|default>/<source>.txt")
+    sv.add_argument("--otel-endpoint", default=None, metavar="URL",
+                    help="export each run's §10 metrics to this OTLP/HTTP collector (needs cda[otel]; default off)")
     mc = sub.add_parser("mcp", help="serve CDA's tools to agents over the Model Context Protocol (docs/agents.md)")
     mc.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
     mc.add_argument("--host", default="127.0.0.1", help="address to listen on (with --http)")
@@ -218,6 +220,11 @@ def _parser() -> argparse.ArgumentParser:
                     "default: the local key in $CDA_KEY_DIR or ~/.config/cda")
     rv.add_argument("--unsigned", action="store_true", help="accept a log with no signed head beside it")
     rv.add_argument("--json", action="store_true", help="print one JSON object")
+    mt = sub.add_parser("metrics", help="spec §10 metrics across the runs of a store, SLOs as a gate "
+                        "(exit 0 met, 1 broken, 2 usage, 3 no run; docs/operations.md)")
+    mt.add_argument("store", type=Path, help="the store: receipts.sqlite of cda run --out / cda serve (or its folder)")
+    mt.add_argument("--since", default=None, help="only runs ended since: ISO-8601 (UTC if no offset) or an age (90m, 24h, 7d)")
+    mt.add_argument("--json", action="store_true", help="print one JSON object")
     from cda.adapters.policy_cli import add_policy_parser
 
     add_policy_parser(sub, _seconds)
@@ -426,7 +433,8 @@ def main(
 
         return main_serve(args.db, args.host, args.port, out, err, auth_file=args.auth, cors=args.cors_origin,
                           retention_h=args.retention_hours, workers=args.workers, egress_cap=args.egress_cap,
-                          debug=args.debug, providers=args.providers, fsync=args.fsync)
+                          debug=args.debug, providers=args.providers, fsync=args.fsync,
+                          otel_endpoint=args.otel_endpoint)
     if args.command == "schema":
         from cda.adapters.schema_cli import main_schema
 
@@ -436,6 +444,10 @@ def main(
 
         return main_receipts_verify(args.db, args.head, args.json, out, err, public_key=args.public_key,
                                     unsigned=args.unsigned)
+    if args.command == "metrics":
+        from cda.adapters.metrics_cli import main_metrics
+
+        return main_metrics(args.store, args.since, args.json, out, err)
     if args.command == "policy":
         from cda.adapters.policy_cli import main_policy
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     )
     from cda.contracts.events import ActionEvent, event_without_time, parse_event
     from cda.contracts.hypothesis_record import HypothesisRecord, TraceRecord
+    from cda.contracts.metrics import ActionMetrics
     from cda.contracts.receipt import Receipt
     from cda.contracts.refs import ArtifactRef, SpanRef
     from cda.contracts.result import CheckReport, Conflict, Hypothesis, NextTest, SolveResult, Verdict, Witness
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ActionEvent",
+    "ActionMetrics",
     "ActionVerdict",
     "ArtifactRef",
     "Budgets",
@@ -90,6 +92,7 @@ _HOME: dict[str, str] = {
     ),
     **dict.fromkeys(("ActionEvent", "event_without_time", "parse_event"), "cda.contracts.events"),
     **dict.fromkeys(("HypothesisRecord", "TraceRecord"), "cda.contracts.hypothesis_record"),
+    **dict.fromkeys(("ActionMetrics",), "cda.contracts.metrics"),
     **dict.fromkeys(("Receipt",), "cda.contracts.receipt"),
     **dict.fromkeys(("ArtifactRef", "SpanRef"), "cda.contracts.refs"),
     **dict.fromkeys(

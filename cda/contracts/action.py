@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from cda.contracts import limits
 from cda.contracts.abstain import AbstainOutput, CoverageFigures, LowCoverageReview
+from cda.contracts.metrics import ActionMetrics
 from cda.contracts.refs import ArtifactRef, SpanRef
 
 __all__ = [
@@ -350,3 +351,6 @@ class CDAOutputs(_Model):
     review: LowCoverageReview | None = Field(
         default=None, description="the low-coverage verifier pass (seed 001 §3): OK | NEEDS_REWRITE | ABSTAIN "
         "with typed problems; triggered only when coverage is low")
+    metrics: ActionMetrics | None = Field(
+        default=None, description="spec §10, the deterministic part: frontier, constraints, verifier pass rate, "
+        "citation coverage (measurements is None here; the terminal event's metrics has the timings)")

@@ -2,8 +2,9 @@
 
 Every event carries the ``action_id``, its ``seq`` (0-based position in the stream, which is
 also its SSE ``Last-Event-ID`` for cursor resume) and ``ts``, the wall time it was emitted.
-``ts`` is the only field that may differ between two runs of the same inputs, so determinism
-is compared on :func:`event_without_time`.
+``ts`` and the wall-clock ``measurements`` of a terminal event's ``metrics`` are the only
+fields that may differ between two runs of the same inputs, so determinism is compared on
+:func:`event_without_time` (:func:`without_time` on JSON data).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from cda.contracts.action import CDAOutputs, NextTestSuggestion
+from cda.contracts.metrics import ActionMetrics
 
 __all__ = [
     "ActionCheckpoint",
@@ -29,6 +31,7 @@ __all__ = [
     "EVENT_TYPES",
     "event_without_time",
     "parse_event",
+    "without_time",
 ]
 
 CheckpointKind = Literal["boundary_summary", "plan_delta", "verifier_update", "context_delta"]
@@ -90,6 +93,9 @@ class ActionCheckpoint(_Event):
 class ActionCompleted(_Event):
     type: Literal["action_completed"] = "action_completed"
     outputs: CDAOutputs | None = None
+    metrics: ActionMetrics | None = Field(
+        default=None, description="spec §10 for this attempt, with the runner's wall-clock measurements "
+        "(not part of determinism)")
 
 
 class ActionPartial(_Event):
@@ -99,12 +105,18 @@ class ActionPartial(_Event):
     caveats: list[str] = Field(default_factory=list)
     next_tests: list[NextTestSuggestion] = Field(default_factory=list)
     outputs: CDAOutputs | None = None
+    metrics: ActionMetrics | None = Field(
+        default=None, description="spec §10 for this attempt, with the runner's wall-clock measurements "
+        "(not part of determinism)")
 
 
 class ActionFailed(_Event):
     type: Literal["action_failed"] = "action_failed"
     error: str = Field(description="one line a person can read")
     error_type: str | None = Field(default=None, description="the error's class name, e.g. 'DSLSyntaxError'")
+    metrics: ActionMetrics | None = Field(
+        default=None, description="spec §10 for this attempt, with the runner's wall-clock measurements "
+        "(not part of determinism)")
 
 
 ActionEvent = Annotated[
@@ -153,4 +165,17 @@ def event_without_time(event: ActionEvent) -> dict[str, Any]:
     >>> event_without_time(ActionNotice(action_id="a1", seq=0, ts=12.5, message="hi"))["message"]
     'hi'
     """
-    return event.model_dump(mode="json", exclude={"ts"})
+    return without_time(event.model_dump(mode="json"))
+
+
+def without_time(data: dict[str, Any]) -> dict[str, Any]:
+    """An event's JSON data without what wall time decides: ``ts`` and ``metrics.measurements``.
+
+    >>> without_time({"type": "action_completed", "ts": 1.5, "metrics": {"partial": False, "measurements": {}}})
+    {'type': 'action_completed', 'metrics': {'partial': False}}
+    """
+    out = {k: v for k, v in data.items() if k != "ts"}
+    metrics = out.get("metrics")
+    if isinstance(metrics, dict) and "measurements" in metrics:
+        out["metrics"] = {k: v for k, v in metrics.items() if k != "measurements"}
+    return out

@@ -35,6 +35,7 @@ from cda.contracts.action import (
 from cda.contracts.conductor import ObligationsDoc, ToolSpec, Trace
 from cda.contracts.events import EVENT_TYPES, ActionEvent
 from cda.contracts.hypothesis_record import HypothesisRecord, TraceRecord
+from cda.contracts.metrics import ActionMetrics
 from cda.contracts.receipt import Receipt
 from cda.contracts.refs import ArtifactRef, SpanRef
 from cda.contracts.result import SolveResult
@@ -62,6 +63,7 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     "NextTestSuggestion": NextTestSuggestion,
     "KenSource": KenSource,
     "FunctionCheck": FunctionCheck,
+    "ActionMetrics": ActionMetrics,
     # hypotheses and traces
     "HypothesisRecord": HypothesisRecord,
     "TraceRecord": TraceRecord,

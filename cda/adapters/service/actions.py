@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,7 @@ from cda.contracts.events import (
     ActionStarted,
     ActionWaitingUser,
 )
+from cda.contracts.metrics import ApprovalWait
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
 from cda.errors import CDAError
@@ -91,6 +93,8 @@ class _Run:
     notify: list[SubActionSpec] = field(default_factory=list)
     previous: ActionRun | None = None  # set for a structure revision (an accepted update)
     offered: BoundOutput | None = None
+    waiting_since: float | None = None  # time.monotonic() when the action began to wait for approvals
+    waits: list[ApprovalWait] = field(default_factory=list)  # each decision and how long it took (§10)
 
 
 class ActionManager:
@@ -195,6 +199,7 @@ class ActionManager:
             run.needed.append("pii:consent")
         if run.needed:
             run.status = "waiting_user"
+            run.waiting_since = time.monotonic()
             self._emit(run, ActionWaitingUser(
                 action_id=action_id, seq=0, approvals_needed=list(run.needed),
                 reason=f"the server's egress cap is '{self.egress_cap}'; approve or deny: {', '.join(run.needed)}"))
@@ -323,6 +328,8 @@ class ActionManager:
                             f"(waiting for: {', '.join(run.needed) or 'nothing'})", ["params", "approval"])
         (run.granted if grant else run.denied).add(approval)
         run.needed.remove(approval)
+        waited = time.monotonic() - (run.waiting_since if run.waiting_since is not None else time.monotonic())
+        run.waits.append(ApprovalWait(approval=approval, granted=grant, waited_us=max(0, round(waited * 1_000_000))))
         self.receipt(action_id, "approval.granted" if grant else "approval.denied",
                      {"approval": approval, "principal": who.name}, {"reason": reason},
                      status="ok" if grant else "denied")
@@ -412,7 +419,8 @@ class ActionManager:
                 ken = load_ken(path if path.is_absolute() else self.db.parent / path)
             common: dict[str, Any] = dict(ken=ken, out_dir=self.db.parent, receipts=self.log,
                                           subscribers=[lambda e: self._emit(run, e)], llm_factory=_http_provider,
-                                          thresholds=self.thresholds, action_id=run.action_id)
+                                          thresholds=self.thresholds, action_id=run.action_id,
+                                          approval_waits=list(run.waits))
             if run.previous is not None and run.offered is not None:
                 result = accept_bump(inputs, run.previous, run.offered, **common)
             else:

@@ -1,7 +1,9 @@
 """The ASGI application of ``cda serve``: the ToolBus, the SSE streams and the page — nothing else.
 
-Three routes (a test enumerates them): ``/toolbus`` (WebSocket), ``/streams/actions/{action_id}``
-(SSE; the topic ``actions/<id>`` that ``actions.start`` returns) and ``/`` (the static page).
+Four routes (a test enumerates them): ``/toolbus`` (WebSocket), ``/streams/actions/{action_id}``
+(SSE; the topic ``actions/<id>`` that ``actions.start`` returns), ``/streams/metrics`` (SSE; each
+finished run's spec §10 metrics and the rolling SLO status, :mod:`.metrics_stream`) and ``/``
+(the static page).
 There is no REST surface. On start-up the store's unfinished actions are marked interrupted
 (a crash cut them off); a task sweeps finished streams older than the retention; on shutdown
 every open stream ends (clients resume elsewhere) and running actions end interrupted.
@@ -14,7 +16,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.applications import Starlette
@@ -26,11 +28,15 @@ from starlette.routing import Route, WebSocketRoute
 
 from cda.adapters.service.actions import ActionManager
 from cda.adapters.service.auth import OPEN, AuthConfig
+from cda.adapters.service.metrics_stream import MetricsFeed, metrics_endpoint
 from cda.adapters.service.page import PAGE
 from cda.adapters.service.providers import FolderProvider, Provider
 from cda.adapters.service.store import sweep
 from cda.adapters.service.streams import Hub, stream_endpoint
 from cda.adapters.service.toolbus import toolbus_endpoint
+
+if TYPE_CHECKING:
+    from cda.adapters.otel_export import OtelExport
 
 __all__ = ["ServiceConfig", "build_app"]
 
@@ -53,6 +59,7 @@ class ServiceConfig:
     debug: bool = False
     providers: Path | None = None  # DIR/<ability>/<source>.txt: the local sub-action providers
     fsync: bool = False  # fsync every commit (see actions.relax_fsync)
+    otel_endpoint: str | None = None  # an OTLP/HTTP collector to export the metrics topic to (off: None)
 
 
 @dataclass
@@ -62,6 +69,7 @@ class _State:
     debug: bool
     hub: Hub | None = None
     manager: ActionManager | None = None
+    metrics: MetricsFeed | None = None
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
 
@@ -71,6 +79,7 @@ def build_app(config: ServiceConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        export = _otel(config)
         hub = Hub(config.db, buffer=config.buffer)
         manager = await anyio.to_thread.run_sync(
             lambda: ActionManager(config.db, hub, workers=config.workers, egress_cap=config.egress_cap,
@@ -78,15 +87,21 @@ def build_app(config: ServiceConfig) -> Starlette:
                                   self_approval=config.auth.open))
         state.hub, state.manager = hub, manager
         await anyio.to_thread.run_sync(manager.recover)
-        state.tasks = [asyncio.create_task(hub.watch_external()), asyncio.create_task(_sweeper(config))]
+        feed = state.metrics = MetricsFeed(config.db, observers=[] if export is None else [export.record])
+        hub.on_finish.append(feed.poke)
+        state.tasks = [asyncio.create_task(hub.watch_external()), asyncio.create_task(_sweeper(config)),
+                       asyncio.create_task(feed.run())]
         app.state.service = state
         try:
             yield
         finally:
             hub.close()
+            feed.close()
             for task in state.tasks:
                 task.cancel()
             await anyio.to_thread.run_sync(manager.shutdown)
+            if export is not None:
+                await anyio.to_thread.run_sync(export.shutdown)  # the last numbers reach the collector
 
     async def page(request: Request) -> Response:
         return HTMLResponse(PAGE, headers={"Cache-Control": "no-cache"})
@@ -94,6 +109,8 @@ def build_app(config: ServiceConfig) -> Starlette:
     routes = [
         WebSocketRoute("/toolbus", toolbus_endpoint(lambda: state)),
         Route("/streams/actions/{action_id}", stream_endpoint(lambda: state.hub, config.keepalive_s, config.auth),  # type: ignore[arg-type,return-value]
+              methods=["GET", "HEAD", "OPTIONS"]),
+        Route("/streams/metrics", metrics_endpoint(lambda: state.metrics, config.keepalive_s, config.auth),
               methods=["GET", "HEAD", "OPTIONS"]),
         Route("/", page, methods=["GET", "HEAD"]),
     ]
@@ -111,6 +128,15 @@ def _providers(folder: Path | None) -> dict[str, Provider]:
     if folder is None:
         return {}
     return {ability: FolderProvider(folder / ability) for ability in ("research", "sandbox", "default")}
+
+
+def _otel(config: ServiceConfig) -> OtelExport | None:
+    """The OpenTelemetry export of each finished run, when an endpoint is configured (lazy import)."""
+    if config.otel_endpoint is None:
+        return None
+    from cda.adapters.otel_export import OtelExport
+
+    return OtelExport.to_endpoint(config.otel_endpoint)
 
 
 async def _sweeper(config: ServiceConfig) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cda.adapters.event_store import check_event_file
+from cda.adapters.otel_config import check_otel_endpoint
 from cda.adapters.service.auth import OPEN, AuthConfig
 from cda.errors import CDAError
 
@@ -57,7 +58,7 @@ def run_server(app: Any, host: str, port: int, on_ready: Any = None) -> None:
 def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth_file: Path | None = None,
                cors: list[str] | None = None, retention_h: float = 24.0, workers: int = 2,
                egress_cap: str = "local", debug: bool = False, providers: Path | None = None,
-               fsync: bool = False) -> int:
+               fsync: bool = False, otel_endpoint: str | None = None) -> int:
     """The ``cda serve`` command."""
     if not host.strip():
         err.write("cda: error: --host is empty; give an address (127.0.0.1, or 0.0.0.0 for every interface)\n")
@@ -80,6 +81,8 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
             check_event_file(db)
         if providers is not None and not providers.is_dir():
             raise CDAError(f"--providers {providers}: not a folder")
+        if otel_endpoint is not None:
+            check_otel_endpoint(otel_endpoint)
     except CDAError as exc:
         err.write(f"cda: error: {exc}\n")
         return 2
@@ -87,7 +90,7 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
 
     app = build_app(ServiceConfig(db=db, auth=auth, cors_origins=tuple(cors or ()), retention_s=retention_h * 3600,
                                   workers=workers, egress_cap=egress_cap, debug=debug, providers=providers,
-                                  fsync=fsync))
+                                  fsync=fsync, otel_endpoint=otel_endpoint))
 
     def ready(server: Any) -> None:
         sock = server.servers[0].sockets[0].getsockname()

@@ -69,6 +69,7 @@ class Hub:
         self.closing = asyncio.Event()
         self.loop = asyncio.get_running_loop()
         self.dropped = 0  # slow readers dropped since start
+        self.on_finish: list[Callable[[str], None]] = []  # told each terminal event (the metrics topic)
 
     def subscribe(self, topic: str) -> Subscriber:
         sub = Subscriber(self.buffer)
@@ -86,6 +87,8 @@ class Hub:
         """Hand ``event`` to every subscriber of ``topic`` (on the loop); drop a full one."""
         if event.type in TERMINAL:
             self.live.discard(topic)
+            for hook in self.on_finish:
+                hook(topic)
         if event.seq > self.seen.get(topic, -1):
             self.seen[topic] = event.seq
         for sub in list(self.topics.get(topic, ())):
