@@ -346,3 +346,34 @@ def test_prediction_is_a_value() -> None:
     with pytest.raises(KeyError):
         p.kpi("nope")
     assert MAX_SAMPLES == 1_000_000
+
+
+# --------------------------------------------------------------------- docs/causal.md is true
+
+
+def _approx_equal(shown: Any, fresh: Any) -> bool:
+    """Strings, Booleans and whole numbers exactly; floats to 1e-9 (the last bits of tanh may
+    differ between CPUs)."""
+    if isinstance(shown, dict) and isinstance(fresh, dict):
+        return shown.keys() == fresh.keys() and all(_approx_equal(shown[k], fresh[k]) for k in shown)
+    if isinstance(shown, float) or isinstance(fresh, float):
+        return isinstance(fresh, float) and fresh == pytest.approx(shown, rel=1e-9, abs=1e-12)
+    return bool(shown == fresh)
+
+
+def test_the_docs_show_what_the_simulator_answers() -> None:
+    doc = (ROOT / "docs" / "causal.md").read_text(encoding="utf-8")
+    sim = CausalSimulator(EXAMPLES / "guardian" / "marketing_launch.toml", samples=1000, seed=0)
+    after = doc[doc.index("(a test checks this block against a fresh run):"):]
+    block = after[after.index("```json\n") + 8:after.index("```\n", after.index("```json\n") + 8)]
+    assert _approx_equal(json.loads(block), sim.simulate({"budget_usd": 20000, "ads_per_day": 7}).summary)
+    rows = [line for line in doc.splitlines() if line.startswith("| `budget_usd")]
+    assert len(rows) == 4
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        params = {k: int(v) for k, v in (p.split(" = ") for p in cells[0].strip("`").split(", "))}
+        p = sim.simulate(params)
+        shown = [float(c.split()[0]) for c in cells[1:]]
+        fresh = [k.crossing_probability for k in p.kpis] + [p.risk_score, p.risk_upper_95]
+        assert shown == [round(x, 3) for x in fresh], row
+        assert f"(± {p.risk_standard_error:.3f})" in cells[4]
