@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 import sympy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from cda.guardian.causal import (
@@ -176,6 +178,49 @@ def test_an_intervention_cuts_the_incoming_edges() -> None:
     assert done.inputs == {"m": "4"} and seen.inputs == {}
 
 
+_COEFS = [Fraction(c, 2) for c in range(-4, 5) if c]
+
+
+@st.composite
+def linear_gaussian_models(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Fraction]]:
+    """A random linear-Gaussian DAG of 2 to 6 nodes (edges only from lower to higher index),
+    every node noisy, perhaps one node intervened on through an optional input."""
+    k = draw(st.integers(2, 6))
+    nodes: dict[str, Any] = {}
+    for j in range(k):
+        parents = draw(st.lists(st.integers(0, j - 1), unique=True, max_size=j)) if j else []
+        nodes[f"n{j}"] = {"mechanism": "linear", "intercept": draw(st.integers(-3, 3)),
+                          "parents": {f"n{i}": draw(st.sampled_from(_COEFS)) for i in parents},
+                          "noise": draw(st.sampled_from([Fraction(1, 2), Fraction(1), Fraction(2)]))}
+    do: dict[str, Fraction] = {}
+    target = draw(st.none() | st.integers(0, k - 1))
+    if target is not None:
+        nodes[f"n{target}"]["input"] = "set"
+        do[f"n{target}"] = Fraction(draw(st.integers(-5, 5)))
+    kpis = [{"node": name, "threshold": draw(st.integers(-4, 4)), "direction": draw(st.sampled_from(["above", "below"]))}
+            for name in nodes]
+    return {"nodes": nodes, "kpis": kpis}, do
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(linear_gaussian_models(), st.integers(0, 2**32 - 1))
+def test_random_linear_gaussian_dags_match_the_closed_form(case: tuple[dict[str, Any], dict[str, Fraction]],
+                                                          seed: int) -> None:
+    spec, do = case
+    n = 20_000
+    params = {"set": next(iter(do.values()))} if do else {}
+    prediction = simulate(load_causal_model(spec), params, samples=n, seed=seed)
+    mean, cov = gaussian_moments(spec, do)
+    for kpi in spec["kpis"]:
+        est, node = prediction.kpi(kpi["node"]), kpi["node"]
+        mu, var = float(mean[node]), float(cov[node, node])
+        assert close(est.mean, mu, 1.25 * math.sqrt(var / n)), (node, est.mean, mu)  # 5 standard errors
+        assert close(est.variance, var, 1.25 * math.sqrt(2 * var * var / (n - 1))), (node, est.variance, var)
+        p = normal_tail(mu, var, kpi["threshold"], kpi["direction"]) if var else float(
+            mu > kpi["threshold"] if kpi["direction"] == "above" else mu < kpi["threshold"])
+        assert close(est.crossing_probability, p, 1.25 * max(math.sqrt(p * (1 - p) / n), 1 / n))
+
+
 # ---------------------------------------------------------------------------------- logistic
 
 
@@ -275,6 +320,8 @@ def test_the_id_names_model_inputs_samples_and_seed() -> None:
     d = simulate(model, {"budget_usd": Decimal("20000.1")}, samples=500, seed=1)
     f = simulate(model, {"budget_usd": Fraction(200001, 10)}, samples=500, seed=1)
     assert d.id == f.id and d.inputs == {"spend": "20000.1"}
+    # a float is the decimal its repr writes, not its binary expansion
+    assert simulate(model, {"budget_usd": 20000.1}, samples=500, seed=1).id == d.id
 
 
 # ---------------------------------------------------------------------- the example and API

@@ -251,7 +251,7 @@ def _texts(value: Any) -> Any:
 def read_number(value: object, where: str, error: type[CausalError] = CausalModelError, **extra: Any) -> Fraction:
     """``value`` as an exact, bounded number; ``where`` names it in the refusal (raised as
     ``error(message, **extra)``). Accepts ``int``, :class:`Decimal`, :class:`Fraction` and a finite
-    ``float`` (taken as the exact binary value it holds); refuses Booleans, text, NaN, infinities
+    ``float`` (read as the decimal its shortest repr writes: ``0.1`` is 1/10); refuses Booleans, text, NaN, infinities
     and sizes outside 1e-30..1e12 (0 is fine).
 
     >>> read_number(Decimal("0.25"), "x")
@@ -276,7 +276,8 @@ def read_number(value: object, where: str, error: type[CausalError] = CausalMode
         raise refuse(f"must be at most 1e12 in size, not {_cut(value)}")
     if isinstance(value, Fraction) and max(value.numerator.bit_length(), value.denominator.bit_length()) > _MAX_BITS:
         raise refuse(f"must be a number of at most {_MAX_BITS} bits over {_MAX_BITS} bits")
-    exact = Fraction(value)
+    # a float is the number its shortest repr writes (0.1 is 1/10, as the user typed it)
+    exact = Fraction(Decimal(repr(value))) if isinstance(value, float) else Fraction(value)
     if exact and not _MIN_MAGNITUDE <= abs(exact) <= MAX_MAGNITUDE:
         raise refuse(f"must be 0 or between 1e-30 and 1e12 in size, not {_cut(value)}")
     return exact
