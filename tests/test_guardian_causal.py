@@ -358,11 +358,14 @@ def test_the_hypothesis_is_the_seeds_record() -> None:
     assert h.inputs["model_digest"] == p.model_digest and h.inputs["inputs"] == {"e": "2"}
     assert h.prediction["kpis"] == p.summary["kpis"]
     assert CausalHypothesis.model_validate_json(h.model_dump_json()) == h
+    assert h.tool_id is None
+    tool = CausalHypothesis.from_prediction(p, agent_id="agent-42", created_at=at, tool_id="ads.launch:1")
+    assert tool.tool_id == "ads.launch:1" and tool.hypothesis_id == h.hypothesis_id
     seed_fields = {"hypothesis_id", "agent_id", "description", "inputs", "prediction", "risk_score", "created_at",
                    "state"}
     assert seed_fields <= set(h.model_dump())
     for bad in ({"created_at": datetime(2026, 11, 24)}, {"risk_score": 1.5}, {"state": "approved"},
-                {"risk_score": float("nan")}, {"agent_id": ""}):
+                {"risk_score": float("nan")}, {"agent_id": ""}, {"tool_id": "a b"}, {"extra": 1}):
         with pytest.raises(ValidationError):
             CausalHypothesis(**{**h.model_dump(), **bad})
 

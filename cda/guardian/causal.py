@@ -331,7 +331,8 @@ _ID = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 class CausalHypothesis(BaseModel):
     """The seed's CAUSAL_HYPOTHESIS: what was simulated (``inputs``), what came out
     (``prediction``: KPIs with mean, variance and crossing probability) and the risk score, for
-    the guardian's store to keep as JSON.
+    the guardian's store to keep as JSON; ``tool_id`` links it to the tool registry (the seed's
+    ERD: a tool is used_by hypotheses).
 
     ``state`` is ``simulated`` when made; ``confirmed`` or ``refuted`` once the action's real
     outcome is compared with the prediction. ``risk_score`` is a Monte Carlo estimate: its
@@ -350,6 +351,7 @@ class CausalHypothesis(BaseModel):
     approximate: Literal[True] = True
     created_at: datetime
     state: HypothesisState = "simulated"
+    tool_id: str | None = Field(default=None, pattern=_ID, description="the tool the action would call (the ERD's used_by)")
 
     @field_validator("created_at")
     @classmethod
@@ -361,7 +363,7 @@ class CausalHypothesis(BaseModel):
     @classmethod
     def from_prediction(cls, prediction: CausalPrediction, *, agent_id: str, created_at: datetime,
                         description: str = "", hypothesis_id: str | None = None,
-                        state: HypothesisState = "simulated") -> CausalHypothesis:
+                        state: HypothesisState = "simulated", tool_id: str | None = None) -> CausalHypothesis:
         """The hypothesis a simulation makes; its id defaults to ``hyp-`` and the prediction's id
         (the same simulation, the same hypothesis)."""
         summary = prediction.summary
@@ -369,4 +371,5 @@ class CausalHypothesis(BaseModel):
         outputs = {k: v for k, v in summary.items() if k not in inputs}
         return cls(hypothesis_id=hypothesis_id or f"hyp-{prediction.id}", agent_id=agent_id, description=description,
                    inputs=inputs, prediction=outputs, risk_score=prediction.risk_score,
-                   risk_standard_error=prediction.risk_standard_error, created_at=created_at, state=state)
+                   risk_standard_error=prediction.risk_standard_error, created_at=created_at, state=state,
+                   tool_id=tool_id)
