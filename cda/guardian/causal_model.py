@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,9 +80,20 @@ after many layers of coefficients (and an overflow is still caught when simulati
 _MIN_MAGNITUDE = Fraction(1, 10**30)
 _MAX_DIGITS = 40
 _MAX_BITS = 256  # a Fraction given directly: numerator and denominator this long at most
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_SEGMENT = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_ASCII_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _MAX_SEGMENTS = 8
+
+
+
+def _is_name(text: str) -> bool:
+    """A node or KPI name: a letter or ``_``, then letters, digits or ``_``; 64 at most."""
+    return 0 < len(text) <= 64 and not text[0].isdigit() and set(text) <= _ASCII_WORD
+
+
+def _is_segment(text: str) -> bool:
+    """One name of a field path: letters, digits, ``_`` or ``-``; 64 at most."""
+    return 0 < len(text) <= 64 and set(text) <= _ASCII_WORD | {"-"}
+
 
 Mechanism = Literal["linear", "bernoulli", "logistic"]
 Direction = Literal["above", "below"]
@@ -398,7 +408,7 @@ def _known_keys(table: Mapping[str, Any], known: set[str], path: str, fail: Any)
 def _text(value: object, path: str, fail: Any, *, pattern: bool = False, empty: bool = False) -> str:
     if not isinstance(value, str):
         raise fail(path, f"must be text, not {_kind(value)}")
-    if pattern and not (empty and value == "") and not _NAME.fullmatch(value):
+    if pattern and not (empty and value == "") and not _is_name(value):
         raise fail(path, f"a name is a letter or _ then letters, digits or _ (at most 64), not {_cut(value)!r}")
     if len(value) > 1024:
         raise fail(path, "at most 1024 characters")
@@ -416,7 +426,7 @@ def _node(key: object, value: object, where: str, fail: Any) -> Node:
     if source is not None:
         source = _text(source, f"{at}.input", fail)
         segments = source.split(".")
-        if len(segments) > _MAX_SEGMENTS or not all(_SEGMENT.fullmatch(s) for s in segments):
+        if len(segments) > _MAX_SEGMENTS or not all(_is_segment(s) for s in segments):
             raise fail(f"{at}.input", f"a field path is up to {_MAX_SEGMENTS} dot-separated names "
                                       f"(letters, digits, _ or -), not {_cut(source)!r}")
     mechanism = value.get("mechanism")
