@@ -84,7 +84,6 @@ _ASCII_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _MAX_SEGMENTS = 8
 
 
-
 def _is_name(text: str) -> bool:
     """A node or KPI name: a letter or ``_``, then letters, digits or ``_``; 64 at most."""
     return 0 < len(text) <= 64 and not text[0].isdigit() and set(text) <= _ASCII_WORD
