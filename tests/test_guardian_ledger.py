@@ -33,7 +33,7 @@ def test_json_numbers_are_read_exactly_and_written_back_the_same() -> None:
 @pytest.mark.parametrize("bad, words", [
     (0.5, "not a float"), (True, "exact amount"), ("1.5", "exact amount"), (Decimal("NaN"), "finite"),
     (Decimal("Infinity"), "finite"), (-1, "0 or more"), (Decimal("-0.01"), "0 or more"),
-    (10**16, "at most"), (10**400, "at most"), (Decimal("1e400"), "at most"), (Decimal("0.123456789"), "8 decimal places"),
+    (10**16, "at most"), (10**400, "at most"), (Decimal("1e400"), "at most"), (Decimal("0.1234567891"), "9 decimal places"),
 ])
 def test_bad_amounts_are_refused_naming_the_field(bad: object, words: str) -> None:
     with pytest.raises(OptionError, match=f"^cost_estimate .*{words}"):

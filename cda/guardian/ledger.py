@@ -58,13 +58,14 @@ __all__ = [
     "Ledger",
     "LedgerEntry",
     "LedgerError",
+    "TX_ID_PATTERN",
 ]
 
 DEFAULT_CURRENCY = "USD"
 """The currency of an amount given without one (the seed's actions carry only ``cost_estimate``)."""
 
 EntryStatus = Literal["reserved", "settled", "released"]
-_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$"
+TX_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$"
 
 
 class LedgerError(CDAError, ValueError):
@@ -84,7 +85,7 @@ class LedgerEntry(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tx_id: str = Field(pattern=_ID_PATTERN)
+    tx_id: str = Field(pattern=TX_ID_PATTERN)
     agent_id: str = Field(min_length=1, max_length=256)
     tx_type: Literal["reservation"] = "reservation"
     amount: Amount
@@ -204,21 +205,27 @@ class Ledger:
         does not fit (nothing is written then). ``tx_id`` defaults to ``tx-<n>``, ``n`` counting
         the file's entries from 1, so the same operations give the same ids."""
         asked, code, refs = amount("cost_estimate", cost), currency("currency", currency_code), _refs(evidence)
-        if tx_id is not None and not re.fullmatch(_ID_PATTERN, tx_id):
-            raise LedgerError(f"tx_id must match {_ID_PATTERN}, not {tx_id!r}")
+        if tx_id is not None and not re.fullmatch(TX_ID_PATTERN, tx_id):
+            raise LedgerError(f"tx_id must match {TX_ID_PATTERN}, not {tx_id!r}")
+        with self.store.transaction() as conn:
+            return self.reserve_in(conn, agent_id, asked, code, tx_id=tx_id, evidence=refs, tool_id=tool_id)
+
+    def reserve_in(self, conn: sqlite3.Connection, agent_id: str, asked: Decimal, code: str, *,
+                   tx_id: str | None = None, evidence: list[str], tool_id: str | None = None) -> LedgerEntry:
+        """:meth:`reserve` inside the caller's open transaction (checked arguments), so a
+        reservation and another write (a task's execution record) commit together or not at all."""
         try:
-            with self.store.transaction() as conn:
-                self.store.ensure_agent(agent_id)
-                seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM financial_ledger").fetchone()[0])
-                ident = tx_id if tx_id is not None else f"tx-{seq}"
-                self._commit(conn, agent_id, code, asked, f"reservation {ident}")
-                now = self.store.now()
-                conn.execute(
-                    "INSERT INTO financial_ledger (tx_id, agent_id, tx_type, amount, currency, status, created_at, "
-                    "seq, settled_amount, evidence, tool_id, updated_at) VALUES (?, ?, 'reservation', ?, ?, "
-                    "'reserved', ?, ?, NULL, ?, ?, ?)",
-                    (ident, agent_id, text(asked), code, now, seq, json.dumps(refs), tool_id, now))
-                return self._entry(conn, ident)
+            self.store.ensure_agent(agent_id)
+            seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM financial_ledger").fetchone()[0])
+            ident = tx_id if tx_id is not None else f"tx-{seq}"
+            self._commit(conn, agent_id, code, asked, f"reservation {ident}")
+            now = self.store.now()
+            conn.execute(
+                "INSERT INTO financial_ledger (tx_id, agent_id, tx_type, amount, currency, status, created_at, "
+                "seq, settled_amount, evidence, tool_id, updated_at) VALUES (?, ?, 'reservation', ?, ?, "
+                "'reserved', ?, ?, NULL, ?, ?, ?)",
+                (ident, agent_id, text(asked), code, now, seq, json.dumps(evidence), tool_id, now))
+            return self._entry(conn, ident)
         except sqlite3.IntegrityError as exc:
             raise LedgerError(f"reservation {tx_id or ''} cannot be recorded ({exc}): a tx_id is used once, "
                               f"a tool_id must be registered") from None

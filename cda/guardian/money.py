@@ -49,11 +49,12 @@ __all__ = [
 
 MAX_AMOUNT = Decimal(10) ** 15
 """The largest amount or budget (a quadrillion units of any currency): far past any real spend,
-and with :data:`MAX_PLACES` still only 23 digits, which ``Decimal``'s default 28-digit context adds
+and with :data:`MAX_PLACES` still only 25 digits, which ``Decimal``'s default 28-digit context adds
 and subtracts exactly."""
 
-MAX_PLACES = 8
-"""Decimal places an amount may have (a satoshi is 1e-8 BTC; fiat currencies use 0 to 3)."""
+MAX_PLACES = 9
+"""Decimal places an amount may have (fiat currencies use 0 to 3, a satoshi is 1e-8 BTC; 9 as the
+gate's cost estimates, :data:`cda.guardian.action.MAX_COST_PLACES`)."""
 
 _CURRENCY = re.compile(r"[A-Z][A-Z0-9]{2,9}")
 

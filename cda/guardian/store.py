@@ -38,6 +38,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
 from cda.errors import CDAError
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "Clock",
     "GuardianStore",
     "GuardianStoreError",
+    "ToolRegistration",
     "utc_now",
 ]
 
@@ -106,6 +109,22 @@ Append only; never edit one that has shipped."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
 """The version a file has once this CDA has opened it."""
+
+
+class ToolRegistration(BaseModel):
+    """One row of the seed's MCP_TOOL_REGISTRY: a tool's id, name, version and capability schema."""
+
+    tool_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
+    name: str = Field(min_length=1, max_length=128)
+    version: str = Field(min_length=1, max_length=64)
+    schema_: dict[str, Any] = Field(alias="schema")
+    registered_at: AwareDatetime
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def to_document(self) -> dict[str, Any]:
+        return {"tool_id": self.tool_id, "name": self.name, "version": self.version, "schema": self.schema_,
+                "registered_at": self.registered_at.isoformat()}
 
 
 class GuardianStoreError(CDAError, ValueError):
@@ -269,28 +288,38 @@ class GuardianStore:
                                 "WHERE agent_id = ?", (agent_id,)).fetchone()
         return None if row is None else dict(zip(("agent_id", "persona_ref", "wallet_address", "created_at"), row))
 
-    def register_tool(self, tool_id: str, name: str, version: str, schema: dict[str, Any]) -> None:
+    def register_tool(self, tool_id: str, name: str, version: str, schema: dict[str, Any]) -> ToolRegistration:
         """Add a tool to the MCP tool registry; a tool id registered twice must say the same thing."""
-        _check_id("tool_id", tool_id)
+        from pydantic import ValidationError
+
         from cda.contracts.receipt import canonical_json
 
-        body = canonical_json(schema)
+        try:
+            entry = ToolRegistration(tool_id=tool_id, name=name, version=version, schema=schema,
+                                     registered_at=self.clock())
+            body = canonical_json(entry.schema_)
+        except (ValidationError, TypeError, ValueError) as exc:
+            raise GuardianStoreError(f"tool {tool_id!r} cannot be registered: {exc}") from None
         with self.transaction() as conn:
             row = conn.execute("SELECT name, version, schema FROM mcp_tool_registry WHERE tool_id = ?",
                                (tool_id,)).fetchone()
             if row is None:
                 conn.execute("INSERT INTO mcp_tool_registry VALUES (?, ?, ?, ?, ?)",
-                             (tool_id, name, version, body, self.now()))
+                             (tool_id, name, version, body, entry.registered_at.isoformat()))
             elif tuple(row) != (name, version, body):
                 raise GuardianStoreError(f"tool {tool_id!r} is registered already with another name, version or schema")
+        found = self.tool(tool_id)
+        assert found is not None
+        return found
 
-    def tool(self, tool_id: str) -> dict[str, Any] | None:
+    def tool(self, tool_id: str) -> ToolRegistration | None:
+        """The registered tool ``tool_id`` (None: not registered)."""
         row = self.conn.execute("SELECT tool_id, name, version, schema, registered_at FROM mcp_tool_registry "
                                 "WHERE tool_id = ?", (tool_id,)).fetchone()
         if row is None:
             return None
-        return {"tool_id": row[0], "name": row[1], "version": row[2], "schema": json.loads(row[3]),
-                "registered_at": row[4]}
+        return ToolRegistration(tool_id=row[0], name=row[1], version=row[2], schema=json.loads(row[3]),
+                                registered_at=datetime.fromisoformat(row[4]))
 
     def record_hypothesis(self, hypothesis_id: str, agent_id: str, description: str, inputs: dict[str, Any],
                           prediction: dict[str, Any], risk_score: object, state: str = "simulated",
