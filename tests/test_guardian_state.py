@@ -12,7 +12,7 @@ import pytest
 
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.guardian.ledger import Ledger
-from cda.guardian.store import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, GuardianStore, GuardianStoreError, migrate
+from cda.guardian.store import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, GuardianStore, GuardianStoreError
 
 CLOCK = lambda: datetime(2026, 11, 24, 20, 0, tzinfo=UTC)  # noqa: E731
 

@@ -117,8 +117,8 @@ def execute(task: TaskSigned, decision: DecisionRecord, ledger: Ledger, *, actio
         raise ExecutionRefused(f"task {task.task_id!r} is not executed: {exc}") from None
     try:
         result = run(task) if run is not None else {}
-        executed = TaskExecuted(**{name: getattr(task, name) for name in TaskSigned.model_fields if name != "state"},
-                                executed_at=clock(), result=result, audit_ref=f"ledger://{entry.tx_id}",
+        executed = TaskExecuted(**task.carried(TaskSigned),
+                                state="executed", executed_at=clock(), result=result, audit_ref=f"ledger://{entry.tx_id}",
                                 receipts=refs)
     except BaseException:
         ledger.release(entry.tx_id, evidence=[f"failed:{task.task_id}"])

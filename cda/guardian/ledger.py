@@ -44,11 +44,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from cda.errors import CDAError
 from cda.guardian.money import Amount, amount, currency, dump_exact, plain, text
-from cda.guardian.store import Clock, GuardianStore, GuardianStoreError, utc_now
+from cda.guardian.store import Clock, GuardianStore, GuardianStoreError, Moment, utc_now
 
 __all__ = [
     "DEFAULT_CURRENCY",
@@ -87,14 +87,14 @@ class LedgerEntry(BaseModel):
 
     tx_id: str = Field(pattern=TX_ID_PATTERN)
     agent_id: str = Field(min_length=1, max_length=256)
-    tx_type: Literal["reservation"] = "reservation"
+    tx_type: Literal["reservation"]
     amount: Amount
     currency: str = Field(pattern=r"^[A-Z][A-Z0-9]{2,9}$")
     status: EntryStatus
-    created_at: AwareDatetime
-    updated_at: AwareDatetime
+    created_at: Moment
+    updated_at: Moment
     settled_amount: Amount | None = None
-    evidence: list[str] = Field(default_factory=list)
+    evidence: list[str]
     tool_id: str | None = None
 
     @property

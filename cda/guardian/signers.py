@@ -161,8 +161,8 @@ def sign(draft: TaskDraft, signer_id: str, private_hex: str, registry: SignerReg
     signed_at = _aware(clock())
     key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(private_hex))
     signature = key.sign(draft.signing_bytes(signer_id, signed_at)).hex()
-    fields = {name: getattr(draft, name) for name in TaskDraft.model_fields if name != "state"}
-    return TaskSigned(**fields, signature=Signature(signer_id=signer_id, signature=signature, signed_at=signed_at))
+    mark = Signature(signer_id=signer_id, signature=signature, signed_at=signed_at)
+    return TaskSigned(**draft.carried(TaskDraft), state="signed", signature=mark)
 
 
 def verify_problems(task: TaskSigned, registry: SignerRegistry) -> list[str]:

@@ -36,9 +36,9 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from cda.errors import CDAError
 
@@ -49,6 +49,7 @@ __all__ = [
     "Clock",
     "GuardianStore",
     "GuardianStoreError",
+    "Moment",
     "ToolRegistration",
     "utc_now",
 ]
@@ -60,6 +61,17 @@ Clock = Callable[[], datetime]
 """A source of timezone-aware times; tests inject a fixed one for byte-identical output."""
 
 BUSY_TIMEOUT_S = 60.0
+
+
+def _text_or_datetime(value: object) -> object:
+    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+        raise ValueError("a time is ISO 8601 text with a UTC offset, not a number")
+    return value
+
+
+Moment = Annotated[AwareDatetime, BeforeValidator(_text_or_datetime)]
+"""A pydantic field type for a time: timezone-aware, from ISO 8601 text (or a ``datetime``), never a
+number (pydantic would read one as a Unix time, which the schemas' ``date-time`` refuses)."""
 
 
 def utc_now() -> datetime:
@@ -118,7 +130,7 @@ class ToolRegistration(BaseModel):
     name: str = Field(min_length=1, max_length=128)
     version: str = Field(min_length=1, max_length=64)
     schema_: dict[str, Any] = Field(alias="schema")
-    registered_at: AwareDatetime
+    registered_at: Moment
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -30,11 +30,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, ClassVar, Literal, Self
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cda.errors import CDAError
 from cda.guardian.money import Amount, dump_exact, load_exact, plain, text
-from cda.guardian.store import Clock, utc_now
+from cda.guardian.store import Clock, Moment, utc_now
 
 __all__ = [
     "ID_PATTERN",
@@ -67,7 +67,7 @@ class Signature(BaseModel):
     signer_id: str = Field(pattern=ID_PATTERN)
     sig_type: Literal["HITL"] = "HITL"
     signature: str = Field(pattern=r"^[0-9a-f]{128}$")
-    signed_at: AwareDatetime
+    signed_at: Moment
 
 
 class TaskDraft(BaseModel):
@@ -84,14 +84,22 @@ class TaskDraft(BaseModel):
     currency: str = Field(default="USD", pattern=r"^[A-Z][A-Z0-9]{2,9}$")
     priority: Priority = "medium"
     state: TaskState = "draft"
-    created_at: AwareDatetime
+    created_at: Moment
     action_digest: str | None = Field(default=None, pattern=DIGEST_PATTERN)
+
+    @field_validator("action_digest", mode="before")
+    @classmethod
+    def _no_null_digest(cls, value: object) -> object:
+        if value is None:  # absent is allowed (the default); an explicit null is not a digest
+            raise ValueError("action_digest is a SHA-256 in hex; leave it out rather than null")
+        return value
 
     @model_validator(mode="before")
     @classmethod
     def _own_state(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            data = {"state": cls.STATE, **data}
+            if "state" not in data:
+                raise ValueError(f"a {cls.__name__} has state {cls.STATE!r}; the field is required")
             if data["state"] != cls.STATE:
                 raise ValueError(f"a {cls.__name__} has state {cls.STATE!r}, not {data['state']!r}")
         return data
@@ -101,9 +109,16 @@ class TaskDraft(BaseModel):
             **fields: Any) -> TaskDraft:
         """A fresh draft stamped by ``clock`` (inject a fixed one for reproducible bytes)."""
         try:
-            return TaskDraft(task_id=task_id, agent_id=agent_id, description=description, created_at=clock(), **fields)
+            return TaskDraft(task_id=task_id, agent_id=agent_id, description=description, created_at=clock(),
+                             state="draft", **{k: v for k, v in fields.items() if v is not None})
         except ValidationError as exc:
             raise TaskError(_first_problem(exc, "the draft")) from None
+
+    def carried(self, model: type[TaskDraft]) -> dict[str, Any]:
+        """The fields ``model`` shares with this task, ``state`` and absent values left out: what
+        a transition copies into the next model."""
+        return {name: getattr(self, name) for name in model.model_fields
+                if name != "state" and getattr(self, name) is not None}
 
     def draft_fields(self) -> dict[str, Any]:
         """The draft's own fields (``state`` aside) as canonical JSON values: what is signed."""
@@ -122,8 +137,7 @@ class TaskDraft(BaseModel):
 
     def as_draft(self) -> TaskDraft:
         """The draft this task began as (what its signature covers)."""
-        return TaskDraft.model_validate({name: getattr(self, name) for name in TaskDraft.model_fields
-                                         if name != "state"})
+        return TaskDraft.model_validate(self.carried(TaskDraft) | {"state": "draft"})
 
     def to_document(self) -> dict[str, Any]:
         """The task as a JSON-ready dict, ``cost_estimate`` a ``Decimal`` (see :func:`dump_exact`)."""
@@ -164,7 +178,7 @@ class TaskExecuted(TaskSigned):
     STATE: ClassVar[TaskState] = "executed"
 
     state: TaskState = "executed"
-    executed_at: AwareDatetime
+    executed_at: Moment
     result: dict[str, Any]
     audit_ref: str = Field(pattern=r"^ledger://[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
     receipts: list[str] = Field(default_factory=list)
