@@ -1,0 +1,132 @@
+"""``cda guard``: exit 0 approve, 1 reject, 4 escalate; 2 (one clear line, no traceback) when it
+cannot decide; ``--json`` prints the decision record as one object."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cda.adapters.cli import main
+from cda.guardian.ledger import Ledger
+
+POLICIES = '''\
+[config]
+max_auto_launch_risk = 0.2
+
+[facts]
+deletes = { action_type = ["db.delete"] }
+touches_prod = { resource = ["prod/*"] }
+
+[[policy]]
+id = "no_prod_delete"
+dsl = "not (deletes and touches_prod)"
+
+[[policy]]
+id = "spend_cap"
+dsl = """
+value(metric:cost) <= 500 USD"""
+'''
+
+
+def doc(**changes: Any) -> str:
+    base: dict[str, Any] = {"action_id": "a1", "agent_id": "agent-7", "tool": {"name": "sql", "version": "1.0"},
+                            "action_type": "db.read", "resources": ["staging/db"], "cost_estimate": 12.5}  # fmt: skip
+    base.update(changes)
+    return json.dumps(base)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "policies.toml").write_text(POLICIES)
+    ledger = Ledger.open(tmp_path / "guardian.db")
+    ledger.set_budget("agent-7", "USD", Decimal(100))
+    ledger.close()
+    return tmp_path
+
+
+def guard(folder: Path, action_text: str | None, *extra: str) -> tuple[int, str, str]:
+    if action_text is not None:
+        (folder / "action.json").write_text(action_text)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["guard", str(folder / "action.json"), "--policies", str(folder / "policies.toml"),
+                 "--ledger", str(folder / "guardian.db"), *extra], stdout=out, stderr=err)  # fmt: skip
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_each_decision_has_its_exit_status_and_json_record(files: Path) -> None:
+    cases = [
+        (doc(), 0, "APPROVE", "policy_clear"),
+        (doc(action_type="db.delete", resources=["prod/users"]), 1, "REJECT", "policy:no_prod_delete"),
+        (doc(cost_estimate="250"), 4, "ESCALATE", "budget_exceeded"),
+        (doc(cost_estimate=-5), 1, "REJECT", "malformed_action"),
+        ("{not json", 1, "REJECT", "malformed_action"),
+    ]
+    for text, status, decision, reason in cases:
+        code, out, err = guard(files, text, "--json")
+        record = json.loads(out)
+        assert (code, record["decision"], record["reason"], err) == (status, decision, reason, ""), text
+        assert set(record) >= {"decision", "reason", "details", "action_digest", "seed", "receipt"}
+
+
+def test_the_text_report_names_the_violating_facts(files: Path) -> None:
+    code, out, _ = guard(files, doc(action_type="db.delete", resources=["x", "prod/users"]))
+    assert code == 1
+    assert out.splitlines()[:3] == ["REJECT policy:no_prod_delete", "  fact deletes = True  ($.action_type)",
+                                    "  fact touches_prod = True  ($.resources[1])"]  # fmt: skip
+
+
+def test_the_same_action_gives_the_same_bytes(files: Path) -> None:
+    first, second = guard(files, doc(), "--json"), guard(files, None, "--json")
+    assert first == second
+
+
+def test_receipts_are_appended(files: Path) -> None:
+    from cda.actions.receipts import ReceiptLog
+
+    guard(files, doc(), "--receipts", str(files / "receipts.db"))
+    guard(files, doc(cost_estimate=900), "--receipts", str(files / "receipts.db"))
+    log = ReceiptLog(files / "receipts.db")
+    assert [e.receipt.result["reason"] for e in log.entries()] == ["policy_clear", "policy:spend_cap"]
+    log.close()
+
+
+def test_what_cannot_be_decided_exits_2_with_one_clear_line(files: Path) -> None:
+    (files / "action.json").write_text(doc())
+    code, out, err = guard(files, None, "--ledger", str(files / "missing.db"))
+    assert (code, out) == (2, "") and "cannot read" in err and "missing.db" in err
+    (files / "action.json").unlink()
+    code, _, err = guard(files, None)
+    assert code == 2 and "cannot read" in err and "action.json" in err
+    (files / "policies.toml").write_text(POLICIES.replace("<= 500 USD", "<= 500 USD and nonesuch"))
+    code, _, err = guard(files, doc())
+    assert code == 2 and err.startswith(f"{files / 'policies.toml'}:15:35: error: policy spend_cap: ")
+    (files / "policies.toml").write_text("[config\n")
+    code, _, err = guard(files, doc())
+    assert code == 2 and "policies.toml:1:8: error: not valid TOML" in err
+    code, _, err = guard(files, doc(), "--seed", "nan")
+    assert code == 2 and "--seed" in err and "Traceback" not in err
+
+
+def test_sim_says_clearly_when_the_model_cannot_be_used(files: Path) -> None:
+    (files / "model.json").write_text("{}")
+    code, out, err = guard(files, doc(), "--sim", str(files / "model.json"))
+    assert code == 2 and out == "" and "Traceback" not in err
+    if importlib.util.find_spec("cda.guardian.causal") is None:
+        assert "needs the causal simulator (cda.guardian.causal" in err
+    else:  # after gsim's branch merged: an empty model is refused by its loader
+        assert err.startswith(("cda: error:", str(files)))
+
+
+def test_the_console_command_runs_without_a_traceback(files: Path) -> None:
+    (files / "action.json").write_text(doc(action_type="db.delete", resources=["prod/x"]))
+    run = subprocess.run([sys.executable, "-m", "cda", "guard", str(files / "action.json"), "--policies", str(files / "policies.toml"),
+                          "--ledger", str(files / "guardian.db"), "--json"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 1 and json.loads(run.stdout)["reason"] == "policy:no_prod_delete" and run.stderr == ""
