@@ -212,13 +212,15 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     task = read_task(_read(args.task, "the task"), str(args.task))
     if not isinstance(task, TaskSigned) or isinstance(task, TaskExecuted):
         raise _Refused([f"{args.task}: task {task.task_id!r} is {task.state}: only a signed task can be executed"])
+    from cda.files import parse_json
+
+    decision_doc = parse_json(_read(args.decision, "the decision"), str(args.decision))
     try:
-        decision_doc = json.loads(_read(args.decision, "the decision"))
         decision = DecisionRecord.model_validate(decision_doc)
-    except (ValueError, ValidationError) as exc:
-        first = str(exc).splitlines()[0] if not isinstance(exc, ValidationError) else \
-            f"{'.'.join(map(str, exc.errors()[0]['loc']))}: {exc.errors()[0]['msg']}"
-        raise _bad(f"{args.decision}: not a guardian DecisionRecord ({first})") from None
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(map(str, first["loc"])) or "the document"
+        raise _bad(f"{args.decision}: not a guardian DecisionRecord ({where}: {first['msg']})") from None
     action = None
     if args.action is not None:
         parsed = read_action(_read(args.action, "the action"))
