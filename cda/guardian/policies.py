@@ -321,7 +321,7 @@ def _build(layout: _StoreFile, where: str, folder: Path, text: str | None) -> Po
                 raise PolicyFileError(f"policy {p.id}: requires the parameter {name!r}, which [parameters] does not declare", filename=where)
         dsl = DslPolicy(p.id, p.kind == "hard", Fraction(p.weight), tuple(p.action_types), tuple(p.resources),
                         tuple(p.requires), p.dsl)  # fmt: skip
-        _check_dsl(dsl, facts, layout.parameters, where, _dsl_start(text, index) if text else None)
+        _check_dsl(dsl, facts, layout.parameters, where, _dsl_start(text, index) if text else None, text)
         policies.append(dsl)
     for c in layout.cedar:
         _unique(c.id, ids, where)
@@ -395,7 +395,7 @@ def _soft(p: DslPolicy) -> tuple[str, float]:
 
 
 def _check_dsl(p: DslPolicy, facts: Sequence[FactRule], parameters: Mapping[str, str], where: str | None,
-               start: tuple[int, int] | None) -> None:  # fmt: skip
+               start: tuple[int, int] | None, text: str | None = None) -> None:  # fmt: skip
     """Have the engine check the policy's formula against the fact vocabulary; its refusal
     becomes a :class:`PolicyFileError` at the store file's line and column."""
     from cda.api import check
@@ -412,8 +412,9 @@ def _check_dsl(p: DslPolicy, facts: Sequence[FactRule], parameters: Mapping[str,
         if start is not None and line is not None:
             column = (start[1] + (column or 1) - 1) if line == 1 else column
             line = start[0] + line - 1
+            shown = _line(text, line) if text is not None else None
             raise PolicyFileError(f"policy {p.id}: {exc.message}", line=line, column=column, filename=where,
-                                  source_line=exc.source_line) from None  # fmt: skip
+                                  source_line=shown) from None  # fmt: skip
         raise PolicyFileError(f"policy {p.id}: line {line}, column {column} of its dsl: {exc.message}", filename=where) from None
     except CDAError as exc:
         raise PolicyFileError(f"policy {p.id}: {exc}", filename=where) from None
