@@ -143,3 +143,27 @@ def test_a_naive_clock_is_refused() -> None:
     store = GuardianStore.open(":memory:", lambda: datetime(2026, 1, 1))
     with pytest.raises(GuardianStoreError, match="timezone-aware"):
         store.ensure_agent("a")
+
+
+def test_connections_racing_to_create_one_file_agree_on_it(tmp_path: Path) -> None:
+    import threading
+
+    path, errors, barrier = tmp_path / "fresh.sqlite", [], threading.Barrier(6)
+
+    def opener() -> None:
+        barrier.wait()
+        try:
+            with GuardianStore.open(path, CLOCK) as store:
+                store.ensure_agent("agent-1")
+        except Exception as exc:  # noqa: BLE001 - collected and asserted on below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=opener) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    with GuardianStore.open(path, CLOCK) as store:
+        assert [r[0] for r in store.conn.execute("SELECT version FROM schema_version")] == list(range(1, SCHEMA_VERSION + 1))
+        assert store.agent("agent-1") is not None

@@ -383,3 +383,26 @@ def test_the_signed_schema_refuses_a_draft_and_the_executed_schema_a_signed_task
     assert not _validator("task.signed").is_valid(samples["task.draft"][1])
     assert not _validator("task.executed").is_valid(samples["task.signed"][1])
     assert _validator("task.draft").is_valid(samples["task.executed"][1])  # the seed's allOf: a base for all
+
+
+def test_the_same_inputs_and_clock_give_the_same_bytes() -> None:
+    def run() -> tuple[str, str]:
+        ledger, registry = _world()
+        signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+        done = execute(signed, _approve(ledger), ledger, receipts=["r"], clock=CLOCK, run=lambda t: {"n": 0.25})
+        entry = ledger.entry("tx-1")
+        assert entry is not None
+        return done.to_json(), entry.to_json()
+
+    assert run() == run()
+
+
+def test_a_draft_for_an_action_is_bound_to_it_and_executes_with_its_approval() -> None:
+    ledger, registry = _world()
+    action = _action(resources=["s3://bucket/hero.mp4"], priority="high", description="Render hero video")
+    draft = TaskDraft.for_action(action, clock=CLOCK)
+    assert (draft.task_id, draft.action_digest, draft.cost_estimate) == ("t-1", action.digest(), Decimal("150.25"))
+    signed = sign(draft, "alice", ALICE, registry, CLOCK)
+    assert execute(signed, _approve(ledger, action.digest()), ledger, action=action).state == "executed"
+    with pytest.raises(TaskError, match="names no task_id"):
+        TaskDraft.for_action(_action(task_id=None), clock=CLOCK)

@@ -36,11 +36,14 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from cda.errors import CDAError
+
+if TYPE_CHECKING:
+    from cda.guardian.decision import DecisionRecord
 
 __all__ = [
     "APPLICATION_ID",
@@ -367,7 +370,7 @@ class GuardianStore:
         found["inputs"], found["prediction"] = json.loads(found["inputs"]), json.loads(found["prediction"])
         return found
 
-    def record_decision(self, record: Any) -> int:
+    def record_decision(self, record: DecisionRecord) -> int:
         """Store a :class:`~cda.guardian.decision.DecisionRecord`; returns its row id."""
         from cda.contracts.receipt import canonical_json
 

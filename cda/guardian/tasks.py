@@ -28,13 +28,16 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, ClassVar, Literal, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cda.errors import CDAError
 from cda.guardian.money import Amount, dump_exact, load_exact, plain, text
 from cda.guardian.store import Clock, Moment, utc_now
+
+if TYPE_CHECKING:
+    from cda.guardian.action import ProposedAction
 
 __all__ = [
     "ID_PATTERN",
@@ -113,6 +116,18 @@ class TaskDraft(BaseModel):
                              state="draft", **{k: v for k, v in fields.items() if v is not None})
         except ValidationError as exc:
             raise TaskError(_first_problem(exc, "the draft")) from None
+
+    @classmethod
+    def for_action(cls, action: ProposedAction, *, task_id: str | None = None, clock: Clock = utc_now) -> TaskDraft:
+        """The draft that stands for a proposed action: its agent, description, resources, cost,
+        currency and priority, and its digest as ``action_digest`` (``task_id``: the action's own
+        ``task_id`` unless given)."""
+        ident = task_id or action.task_id
+        if ident is None:
+            raise TaskError(f"action {action.action_id!r} names no task_id; give one")
+        return cls.new(ident, action.agent_id, action.description, clock=clock, resources=list(action.resources),
+                       cost_estimate=action.cost_estimate, currency=action.currency, priority=action.priority,
+                       action_digest=action.digest())
 
     def carried(self, model: type[TaskDraft]) -> dict[str, Any]:
         """The fields ``model`` shares with this task, ``state`` and absent values left out: what
