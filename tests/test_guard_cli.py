@@ -130,3 +130,23 @@ def test_the_console_command_runs_without_a_traceback(files: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "cda", "guard", str(files / "action.json"), "--policies", str(files / "policies.toml"),
                           "--ledger", str(files / "guardian.db"), "--json"], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == 1 and json.loads(run.stdout)["reason"] == "policy:no_prod_delete" and run.stderr == ""
+
+
+def test_the_documented_examples_decide_as_docs_guardian_md_says(tmp_path: Path) -> None:
+    """docs/guardian.md walks examples/guardian/ through the gate; without --sim the causal step
+    is skipped, which the page says turns the fourth action's ESCALATE into APPROVE."""
+    root = Path(__file__).resolve().parent.parent / "examples" / "guardian"
+    ledger = Ledger.open(tmp_path / "guardian.db")
+    ledger.set_budget("agent-7", "USD", Decimal(2000))
+    ledger.close()
+    expected = {"launch": (0, "APPROVE policy_clear"), "delete": (1, "REJECT policy:no_prod_delete"),
+                "big_launch": (4, "ESCALATE budget_exceeded"), "pushy_launch": (0, "APPROVE policy_clear"),
+                "malformed": (1, "REJECT malformed_action")}  # fmt: skip
+    page = (root.parent.parent / "docs" / "guardian.md").read_text()
+    for name, (status, first) in expected.items():
+        out = io.StringIO()
+        code = main(["guard", str(root / f"{name}.json"), "--policies", str(root / "policies.toml"),
+                     "--ledger", str(tmp_path / "guardian.db")], stdout=out, stderr=io.StringIO())  # fmt: skip
+        assert (code, out.getvalue().splitlines()[0]) == (status, first), name
+        if name in ("delete", "big_launch", "malformed"):  # not simulated: as the page shows them, receipt and all
+            assert out.getvalue() in page, name

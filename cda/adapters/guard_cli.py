@@ -46,9 +46,12 @@ def _render(record: Any) -> str:
         for fact in details["facts"]:
             out.append(f"  fact {fact['fact']} = {fact['value']}  ({', '.join(fact['paths'])})")
     else:
-        for key in ("cost", "remaining", "risk", "threshold", "sim_id", "soft_score", "error"):
-            if details.get(key) is not None:
-                out.append(f"  {key}: {details[key]}")
+        money = {"cost", "remaining"}
+        for key in ("cost", "remaining", "risk", "threshold", "sim_id", "soft_score", "soft_violated", "error"):
+            value = details.get(key)
+            if value is not None and value != []:
+                shown = ", ".join(value) if isinstance(value, list) else value
+                out.append(f"  {key}: {shown}{' ' + details['currency'] if key in money else ''}")
     out.append(f"  receipt: {record.receipt}")
     return "\n".join(out) + "\n"
 
