@@ -195,3 +195,15 @@ def test_the_committed_action_schema_is_current_and_agrees_with_the_model() -> N
     checked = read_action(good)
     assert isinstance(checked, ProposedAction)
     assert validator.is_valid(checked.model_dump(mode="json"))
+
+
+def test_a_sum_of_parameters_is_decided_by_z3_when_clingo_cannot() -> None:
+    """Policies are solved on clingo(-dl) first; a linear sum of two metrics is beyond difference
+    logic, so the same policy is decided on z3 — with the same answer an exact sum gives."""
+    store = load_policy_store({"parameters": {"cpu": "count", "gpu": "count"},
+                               "policy": [{"id": "total", "requires": ["cpu", "gpu"], "dsl": "value(metric:param_cpu) + 2 * value(metric:param_gpu) <= 10"}]})  # fmt: skip
+    for cpu, gpu in itertools.product(range(0, 12, 3), range(0, 6, 2)):
+        verdict = judge(store, _action({}, parameters={"cpu": cpu, "gpu": gpu}))
+        assert (verdict.violation is None) == (cpu + 2 * gpu <= 10), (cpu, gpu)
+        if verdict.violation is not None:
+            assert {f.name for f in verdict.violation.facts} == {"param_cpu", "param_gpu"}
