@@ -9,6 +9,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.guardian.ledger import Ledger
@@ -167,3 +169,17 @@ def test_connections_racing_to_create_one_file_agree_on_it(tmp_path: Path) -> No
     with GuardianStore.open(path, CLOCK) as store:
         assert [r[0] for r in store.conn.execute("SELECT version FROM schema_version")] == list(range(1, SCHEMA_VERSION + 1))
         assert store.agent("agent-1") is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from("aZ09_.:@/-é \n"), max_size=130) | st.text(max_size=5))
+def test_the_id_check_without_regexes_agrees_with_the_schemas_patterns(text: str) -> None:
+    import re
+
+    from cda.guardian.ledger import TX_ID_PATTERN
+    from cda.guardian.store import is_identifier
+    from cda.guardian.tasks import ID_PATTERN, ID_PUNCTUATION
+
+    assert is_identifier(text, ID_PUNCTUATION) == bool(re.fullmatch(ID_PATTERN, text))
+    assert is_identifier(text, "_.:@/-") == bool(re.fullmatch(TX_ID_PATTERN, text))
+    assert is_identifier("a" * 128, "_") and not is_identifier("a" * 129, "_")

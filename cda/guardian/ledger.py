@@ -36,7 +36,6 @@ reserve nothing there but zero.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from collections.abc import Iterable
 from datetime import datetime
@@ -48,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cda.errors import CDAError
 from cda.guardian.money import Amount, amount, currency, dump_exact, plain, text
-from cda.guardian.store import Clock, GuardianStore, GuardianStoreError, Moment, utc_now
+from cda.guardian.store import Clock, GuardianStore, GuardianStoreError, Moment, is_identifier, utc_now
 
 __all__ = [
     "DEFAULT_CURRENCY",
@@ -65,6 +64,7 @@ DEFAULT_CURRENCY = "USD"
 """The currency of an amount given without one (the seed's actions carry only ``cost_estimate``)."""
 
 EntryStatus = Literal["reserved", "settled", "released"]
+_TX_ID_PUNCTUATION = "_.:@/-"
 TX_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$"
 
 
@@ -205,7 +205,7 @@ class Ledger:
         does not fit (nothing is written then). ``tx_id`` defaults to ``tx-<n>``, ``n`` counting
         the file's entries from 1, so the same operations give the same ids."""
         asked, code, refs = amount("cost_estimate", cost), currency("currency", currency_code), _refs(evidence)
-        if tx_id is not None and not re.fullmatch(TX_ID_PATTERN, tx_id):
+        if tx_id is not None and not is_identifier(tx_id, _TX_ID_PUNCTUATION):
             raise LedgerError(f"tx_id must match {TX_ID_PATTERN}, not {tx_id!r}")
         with self.store.transaction() as conn:
             return self.reserve_in(conn, agent_id, asked, code, tx_id=tx_id, evidence=refs, tool_id=tool_id)

@@ -27,15 +27,14 @@ read is refused. The seed asks for HSM-held keys in production; a key file is th
 from __future__ import annotations
 
 import os
-import re
 import secrets
 from datetime import datetime
 from pathlib import Path
 
 from cda.actions.signing import SigningError
 from cda.files import KEY_DIR_ENV, key_dir
-from cda.guardian.store import Clock, GuardianStore, utc_now
-from cda.guardian.tasks import ID_PATTERN, Signature, TaskDraft, TaskError, TaskSigned
+from cda.guardian.store import Clock, GuardianStore, is_identifier, utc_now
+from cda.guardian.tasks import ID_PATTERN, ID_PUNCTUATION, Signature, TaskDraft, TaskError, TaskSigned
 
 __all__ = [
     "SignerError",
@@ -48,7 +47,12 @@ __all__ = [
     "verify_problems",
 ]
 
-_HEX_KEY = re.compile(r"[0-9a-f]{64}")
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+def _is_hex_key(value: object) -> bool:
+    """32 bytes as 64 lowercase hex digits."""
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX_DIGITS
 
 
 class SignerError(SigningError):
@@ -56,7 +60,7 @@ class SignerError(SigningError):
 
 
 def _check_signer_id(signer_id: str) -> str:
-    if not isinstance(signer_id, str) or not re.fullmatch(ID_PATTERN, signer_id):
+    if not is_identifier(signer_id, ID_PUNCTUATION):
         raise SignerError(f"a signer id matches {ID_PATTERN}, not {signer_id!r}")
     return signer_id
 
@@ -70,7 +74,7 @@ class SignerRegistry:
     def register(self, signer_id: str, public_key: str) -> None:
         """Register a signer; the same id again is a no-op with the same key and refused with another."""
         _check_signer_id(signer_id)
-        if not isinstance(public_key, str) or not _HEX_KEY.fullmatch(public_key):
+        if not _is_hex_key(public_key):
             raise SignerError(f"signer {signer_id!r}: a public key is 64 lowercase hex digits")
         with self.store.transaction() as conn:
             row = conn.execute("SELECT public_key FROM signers WHERE signer_id = ?", (signer_id,)).fetchone()
@@ -139,7 +143,7 @@ def load_signer_key(path: Path) -> str:
         content = path.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError) as exc:
         raise SignerError(f"{path}: cannot read the signer's key ({getattr(exc, 'strerror', None) or exc})") from None
-    if not _HEX_KEY.fullmatch(content):
+    if not _is_hex_key(content):
         raise SignerError(f"{path}: not an Ed25519 private key (64 lowercase hex digits)")
     return content
 

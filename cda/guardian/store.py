@@ -49,6 +49,7 @@ __all__ = [
     "APPLICATION_ID",
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "is_identifier",
     "Clock",
     "GuardianStore",
     "GuardianStoreError",
@@ -380,6 +381,13 @@ class GuardianStore:
                                   "VALUES (?, ?, ?, ?, ?)",
                                   (record.action_digest, str(record.decision), record.reason, body, self.now()))
         return int(cursor.lastrowid or 0)
+
+
+def is_identifier(value: object, punctuation: str) -> bool:
+    """Whether ``value`` is an id: an ASCII letter or digit, then up to 127 ASCII letters, digits
+    or characters of ``punctuation`` (the models' ``^[A-Za-z0-9][A-Za-z0-9<punctuation>]{0,127}$``)."""
+    return (isinstance(value, str) and 1 <= len(value) <= 128 and value[0].isascii() and value[0].isalnum()
+            and all(c.isascii() and (c.isalnum() or c in punctuation) for c in value))
 
 
 def _check_id(name: str, value: object) -> str:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ID_PATTERN",
+    "ID_PUNCTUATION",
     "Priority",
     "Signature",
     "TaskDraft",
@@ -53,6 +54,7 @@ __all__ = [
 
 TaskState = Literal["draft", "signed", "executed"]
 Priority = Literal["low", "medium", "high"]
+ID_PUNCTUATION = "_.:@-"
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 DIGEST_PATTERN = r"^[0-9a-f]{64}$"
 SIGNATURE_FORMAT = "cda-task-signature-v1"
