@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from cda.adapters.cli import main
+from cda.guardian.action import ProposedAction, read_action
 from cda.guardian.ledger import Ledger
 
 POLICIES = '''\
@@ -74,6 +75,20 @@ def test_each_decision_has_its_exit_status_and_json_record(files: Path) -> None:
         record = json.loads(out)
         assert (code, record["decision"], record["reason"], err) == (status, decision, reason, ""), text
         assert set(record) >= {"decision", "reason", "details", "action_digest", "seed", "receipt"}
+
+
+def test_each_decision_is_recorded_in_the_guardian_file(files: Path) -> None:
+    """`cda task execute` accepts only a decision the guardian recorded in its file."""
+    from cda.contracts.receipt import canonical_json
+    from cda.guardian.decision import DecisionRecord
+    from cda.guardian.store import GuardianStore
+
+    _, out, _ = guard(files, doc(), "--json")
+    record = DecisionRecord.model_validate_json(out)
+    store = GuardianStore.open(files / "guardian.db")
+    rows = store.conn.execute("SELECT action_digest, decision, body FROM decisions").fetchall()
+    store.close()
+    assert rows == [(record.action_digest, "APPROVE", canonical_json(record.model_dump(mode="json")))]
 
 
 def test_the_text_report_names_the_violating_facts(files: Path) -> None:
@@ -150,3 +165,34 @@ def test_the_documented_examples_decide_as_docs_guardian_md_says(tmp_path: Path)
         assert (code, out.getvalue().splitlines()[0]) == (status, first), name
         if name in ("delete", "big_launch", "malformed"):  # not simulated: as the page shows them, receipt and all
             assert out.getvalue() in page, name
+
+
+def test_an_approved_action_executes_as_a_signed_task_and_a_rejected_one_does_not(files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate and the task lifecycle together: `cda guard` decides and records; the task drawn
+    from the same action is signed and executes on the APPROVE, and is refused on a REJECT."""
+    from cda.guardian.tasks import TaskDraft
+
+    monkeypatch.setenv("CDA_KEY_DIR", str(files / "keys"))
+    monkeypatch.chdir(files)
+    db = str(files / "guardian.db")
+
+    def cli(*argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        return main(list(argv), stdout=out, stderr=err), out.getvalue(), err.getvalue()
+
+    assert cli("task", "add-signer", "alice", "--store", db)[0] == 0
+    for name, text, status in (("ok", doc(task_id="t-ok"), 0), ("bad", doc(task_id="t-bad", action_type="db.delete", resources=["prod/x"]), 1)):
+        (files / f"{name}.json").write_text(text)
+        code, out, _ = cli("guard", f"{name}.json", "--policies", "policies.toml", "--ledger", db, "--json")
+        assert code == status
+        (files / f"{name}.decision.json").write_text(out)
+        parsed = read_action(text)
+        assert isinstance(parsed, ProposedAction)
+        (files / f"{name}.draft.json").write_text(TaskDraft.for_action(parsed).to_json())
+        assert cli("task", "sign", f"{name}.draft.json", "--store", db, "--signer", "alice", "--out", f"{name}.signed.json")[0] == 0
+        code, out, err = cli("task", "execute", f"{name}.signed.json", "--store", db, "--decision", f"{name}.decision.json",
+                             "--action", f"{name}.json")  # fmt: skip
+        if status == 0:
+            assert code == 0 and json.loads(out)["state"] == "executed", err
+        else:
+            assert code == 1 and "not APPROVE" in err

@@ -5,6 +5,9 @@ Exit status: 0 APPROVE, 1 REJECT, 4 ESCALATE (a malformed action is a decision: 
 ``malformed_action``, exit 1); 2 when the command cannot decide (a missing or unreadable file, a
 bad policy store, a bad option), with one clear line on stderr and never a traceback.
 
+Each decision is recorded in the guardian file given as ``--ledger`` (its ``decisions`` table):
+``cda task execute`` accepts only a decision the guardian recorded there.
+
 This module is imported when ``cda`` builds its parser, so it imports nothing heavy at the top.
 """
 
@@ -101,6 +104,7 @@ def _guard(args: argparse.Namespace, out: TextIO, inp: TextIO | None) -> int:
 
             receipts = ReceiptLog(args.receipts)
         record = evaluate(raw, store, simulator, ledger, seed=args.seed, receipts=receipts)
+        ledger.store.record_decision(record)  # what `cda task execute` checks a decision against
     finally:
         ledger.close()
         if receipts is not None:
