@@ -113,7 +113,13 @@ def test_hypotheses_keep_json_and_the_exact_risk_score() -> None:
     found = store.hypothesis("h-1")
     assert found is not None and found["inputs"] == inputs and found["prediction"] == prediction
     assert found["risk_score"] == "0.30000000000000004" and found["agent_id"] == "agent-42"
-    store.record_hypothesis("h-2", "agent-42", "x", {}, {}, Decimal("0.125"))
+    from pydantic import BaseModel
+
+    class Prediction(BaseModel):  # as a simulator's model would be
+        kpis: dict[str, Decimal]
+
+    store.record_hypothesis("h-2", "agent-42", "x", {}, Prediction(kpis={"ctr": Decimal("0.031")}), Decimal("0.125"))
+    assert store.hypothesis("h-2")["prediction"] == {"kpis": {"ctr": "0.031"}}  # type: ignore[index]
     assert store.hypothesis("h-2")["risk_score"] == "0.125"  # type: ignore[index]
     for bad in (1.5, -0.1, float("nan"), "abc", True):
         with pytest.raises(GuardianStoreError, match="risk_score"):

@@ -337,18 +337,20 @@ class GuardianStore:
         return ToolRegistration(tool_id=row[0], name=row[1], version=row[2], schema=json.loads(row[3]),
                                 registered_at=datetime.fromisoformat(row[4]))
 
-    def record_hypothesis(self, hypothesis_id: str, agent_id: str, description: str, inputs: dict[str, Any],
-                          prediction: dict[str, Any], risk_score: object, state: str = "simulated",
-                          tool_id: str | None = None) -> None:
+    def record_hypothesis(self, hypothesis_id: str, agent_id: str, description: str,
+                          inputs: dict[str, Any] | BaseModel, prediction: dict[str, Any] | BaseModel,
+                          risk_score: object, state: str = "simulated", tool_id: str | None = None) -> None:
         """Store one causal simulation as the seed's CAUSAL_HYPOTHESIS: ``inputs`` and
-        ``prediction`` as canonical JSON (what the simulator's model dumps), ``risk_score`` in
-        [0, 1] as the exact text it was given."""
+        ``prediction`` as canonical JSON (a dict, or the simulator's pydantic model, dumped in JSON
+        mode), ``risk_score`` in [0, 1] as the exact text it was given."""
         from cda.contracts.receipt import canonical_json
 
         _check_id("hypothesis_id", hypothesis_id)
         score = _exact_text("risk_score", risk_score)
         try:
-            inputs_text, prediction_text = canonical_json(inputs), canonical_json(prediction)
+            inputs_text, prediction_text = (
+                canonical_json(part.model_dump(mode="json") if isinstance(part, BaseModel) else part)
+                for part in (inputs, prediction))
         except (TypeError, ValueError) as exc:
             raise GuardianStoreError(f"hypothesis {hypothesis_id!r}: inputs and prediction must be JSON ({exc})") from None
         with self.transaction() as conn:
