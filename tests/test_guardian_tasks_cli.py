@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,18 @@ def test_bad_input_exits_2_with_a_clear_line(world: Path, argv: list[str], words
 def test_bad_options_are_usage_errors(world: Path, argv: list[str], words: str) -> None:
     code, _, err = _cda(*argv)
     assert code == 2 and words in err
+
+
+def test_budget_is_set_exactly_and_bad_amounts_exit_2(world: Path) -> None:
+    code, out, _ = _cda("task", "budget", "agent-7", "2000.10", "--store", "g.sqlite", "--json")
+    assert code == 0 and json.loads(out) == {"agent_id": "agent-7", "currency": "USD", "budget": "2000.1",
+                                             "committed": "0", "remaining": "2000.1"}
+    ledger = Ledger.open("g.sqlite")
+    assert ledger.within_budget("agent-7", Decimal("2000.1"), "USD") and not ledger.within_budget("agent-7", 2001, "USD")
+    ledger.close()
+    for bad, words in (("NaN", "finite"), ("-5", "0 or more"), ("1e400", "at most"), ("ten", "exact decimal"),
+                       ("0.0000000001", "decimal places")):
+        code, _, err = _cda("task", "budget", "agent-7", bad, "--store", "g.sqlite")
+        assert code == 2 and words in err, (bad, err)
+    code, _, err = _cda("task", "budget", "agent-7", "5", "--currency", "usd", "--store", "g.sqlite")
+    assert code == 2 and "--currency must be a currency code" in err

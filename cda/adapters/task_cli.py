@@ -1,9 +1,11 @@
-"""``cda task add-signer | sign | verify | execute``: the seed's task lifecycle from the command line.
+"""``cda task add-signer | budget | sign | verify | execute``: the seed's task lifecycle from the command line.
 
 * ``cda task add-signer ID --store G.sqlite [--public-key HEX]`` registers a HITL signer in the
   guardian file (created if missing); without ``--public-key`` a new private key is made in
   ``$CDA_KEY_DIR/signers/ID.ed25519.key`` (mode 0600; default folder ``~/.config/cda``, which the
   check sandbox hides) and its public key registered.
+* ``cda task budget AGENT AMOUNT --store G [--currency USD]`` sets an agent's budget in the CFO
+  ledger (the amount read as an exact decimal) and prints its balance.
 * ``cda task sign DRAFT.json --store G --signer ID [--key FILE] [--out FILE]`` signs a draft with
   the signer's key (default: its file in the key folder) and writes the signed task.
 * ``cda task verify SIGNED.json --store G`` checks the signature against the registry.
@@ -41,6 +43,12 @@ def add_task_parser(sub: Any) -> None:
     ad.add_argument("--store", type=Path, required=True, help=_STORE_HELP + "; created if missing")
     ad.add_argument("--public-key", default=None, help="the signer's Ed25519 public key (64 hex digits)")
     ad.add_argument("--json", action="store_true", help=_JSON_HELP)
+    bu = tsub.add_parser("budget", help="set an agent's budget in the CFO ledger (and print its balance)")
+    bu.add_argument("agent", help="the agent's id")
+    bu.add_argument("amount", help="the budget, an exact decimal number (e.g. 2000 or 150.25)")
+    bu.add_argument("--currency", default="USD", help="the currency code (default USD)")
+    bu.add_argument("--store", type=Path, required=True, help=_STORE_HELP + "; created if missing")
+    bu.add_argument("--json", action="store_true", help=_JSON_HELP)
     sg = tsub.add_parser("sign", help="sign a draft task as a registered signer")
     sg.add_argument("task", type=Path, help="the draft task (JSON)")
     sg.add_argument("--store", type=Path, required=True, help=_STORE_HELP)
@@ -71,6 +79,8 @@ def main_task(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         if args.task_command == "add-signer":
             return _add_signer(args, out)
+        if args.task_command == "budget":
+            return _budget(args, out)
         if args.task_command == "sign":
             return _sign(args, out, err)
         if args.task_command == "verify":
@@ -152,6 +162,32 @@ def _add_signer(args: argparse.Namespace, out: TextIO) -> int:
                              sort_keys=True) + "\n")
     else:
         out.write(f"registered {args.signer} {public}" + (f" (private key: {key_file})" if key_file else "") + "\n")
+    return EXIT_OK
+
+
+def _budget(args: argparse.Namespace, out: TextIO) -> int:
+    from decimal import Decimal, InvalidOperation
+
+    from cda.guardian.ledger import Ledger
+    from cda.guardian.money import amount, currency, text
+
+    try:
+        number = Decimal(args.amount.strip())
+    except InvalidOperation:
+        raise _bad(f"AMOUNT must be an exact decimal number such as 2000 or 150.25, not {args.amount[:40]!r}") from None
+    limit, code = amount("AMOUNT", number), currency("--currency", args.currency)
+    ledger = Ledger.open(args.store)
+    try:
+        balance = ledger.set_budget(args.agent, code, limit)
+    finally:
+        ledger.close()
+    doc = {"agent_id": args.agent, "currency": code, "budget": text(balance.budget),
+           "committed": text(balance.committed), "remaining": text(balance.remaining)}
+    if args.json:
+        out.write(json.dumps(doc, sort_keys=True) + "\n")
+    else:
+        out.write(f"{args.agent}: budget {doc['budget']} {code}, committed {doc['committed']}, "
+                  f"remaining {doc['remaining']}\n")
     return EXIT_OK
 
 
