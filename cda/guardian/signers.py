@@ -185,7 +185,7 @@ def verify_problems(task: TaskSigned, registry: SignerRegistry) -> list[str]:
         Ed25519PublicKey.from_public_bytes(bytes.fromhex(registered)).verify(
             bytes.fromhex(sig.signature), task.as_draft().signing_bytes(sig.signer_id, sig.signed_at))
     except (ValueError, InvalidSignature):
-        return [f"the signature does not match the task's fields under {sig.signer_id!r}'s registered key "
+        return [f"the signature does not match the task's fields under the registered key of {sig.signer_id!r} "
                 f"(a field was changed after signing, or another key signed it)"]
     return []
 
