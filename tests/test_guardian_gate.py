@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +188,7 @@ def test_each_decision_is_one_receipt_in_the_chain(store: PolicyStore, ledger: L
     log.close()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     cost=st.decimals(min_value=0, max_value=1000, places=2),
     budget=st.decimals(min_value=0, max_value=1000, places=2),
@@ -221,7 +222,7 @@ def test_adding_a_hard_policy_never_lowers_the_decision(cost: Decimal, kind: str
     doc = action(cost_estimate=str(cost), action_type=kind, resources=["prod/a" if prod else "dev/a"], parameters={"spend": spend})
     sim = GaussianOverrunSimulator()
     before = evaluate(doc, store, sim, None).decision
-    stricter = store.with_policy(DslPolicy("extra", True, __import__("fractions").Fraction(1), (), (), (), extra))
+    stricter = store.with_policy(DslPolicy("extra", True, Fraction(1), (), (), (), extra))
     after = evaluate(doc, stricter, sim, None)
     assert after.decision >= before
     if before is Decision.REJECT:
