@@ -207,3 +207,15 @@ def test_a_sum_of_parameters_is_decided_by_z3_when_clingo_cannot() -> None:
         assert (verdict.violation is None) == (cpu + 2 * gpu <= 10), (cpu, gpu)
         if verdict.violation is not None:
             assert {f.name for f in verdict.violation.facts} == {"param_cpu", "param_gpu"}
+
+
+def test_a_bad_cedar_file_is_an_error_at_its_place(tmp_path: Path) -> None:
+    (tmp_path / "access.cedar").write_text('permit(principal, action, resource);\nforbid(principal, action ==, resource);\n')
+    (tmp_path / "p.toml").write_text('[[cedar]]\nid = "access"\npolicies = "access.cedar"\n')
+    with pytest.raises(PolicyFileError) as caught:
+        load_policy_store(tmp_path / "p.toml")
+    shown = str(caught.value)
+    assert shown.startswith(f"{tmp_path / 'access.cedar'}:2:") and "cedar access: " in shown, shown
+    (tmp_path / "p.toml").write_text('[[cedar]]\nid = "access"\npolicies = "missing.cedar"\n')
+    with pytest.raises(PolicyFileError, match="cannot read .*missing.cedar"):
+        load_policy_store(tmp_path / "p.toml")
