@@ -219,3 +219,19 @@ def test_a_bad_cedar_file_is_an_error_at_its_place(tmp_path: Path) -> None:
     (tmp_path / "p.toml").write_text('[[cedar]]\nid = "access"\npolicies = "missing.cedar"\n')
     with pytest.raises(PolicyFileError, match="cannot read .*missing.cedar"):
         load_policy_store(tmp_path / "p.toml")
+
+
+def test_a_policy_added_in_python_is_checked_as_the_file_s_are() -> None:
+    from fractions import Fraction
+
+    from cda.guardian.policies import DslPolicy
+
+    store = _store("a")
+    with pytest.raises(PolicyFileError, match="two policies have the id 'p0'"):
+        store.with_policy(DslPolicy("p0", True, Fraction(1), (), (), (), "b"))
+    with pytest.raises(PolicyFileError, match="does not declare"):
+        store.with_policy(DslPolicy("q", True, Fraction(1), (), (), ("n",), "b"))
+    with pytest.raises(PolicyFileError, match="unknown predicate 'zz'"):
+        store.with_policy(DslPolicy("q", True, Fraction(1), (), (), (), "zz"))
+    bigger = store.with_policy(DslPolicy("q", True, Fraction(1), (), (), (), "b"))
+    assert [p.id for p in bigger.policies] == ["p0", "q"] and bigger.digest != store.digest

@@ -239,7 +239,12 @@ class PolicyStore:
 
     def with_policy(self, policy: Policy) -> PolicyStore:
         """This store with one more policy at the end (checked as the file's policies are)."""
+        if any(p.id == policy.id for p in self.policies):
+            raise PolicyFileError(f"two policies have the id {policy.id!r}")
         if isinstance(policy, DslPolicy):
+            for name in policy.requires:
+                if name not in self.parameters:
+                    raise PolicyFileError(f"policy {policy.id}: requires the parameter {name!r}, which the store does not declare")
             _check_dsl(policy, self.facts, self.parameters, None, None)
         body = {"base": self.digest, "added": _policy_json(policy)}
         return PolicyStore((*self.policies, policy), self.facts, self.parameters, self.thresholds, sha256_hex(canonical_json(body)))
