@@ -259,6 +259,16 @@ def test_lowering_a_budget_never_lowers_the_decision(tmp_path_factory: pytest.Te
 def test_validation_never_raises(doc: Any) -> None:
     result = read_action(doc)
     assert isinstance(result, ProposedAction) or result.path.startswith("$")
+    record = evaluate(doc, EMPTY_STORE, None, None)  # the gate answers anything with a decision
+    assert record.decision is (Decision.APPROVE if isinstance(result, ProposedAction) else Decision.REJECT)
+
+
+def test_an_empty_store_approves_a_valid_action() -> None:
+    record = evaluate(action(), EMPTY_STORE, GaussianOverrunSimulator(), None)
+    assert (record.decision, record.details["threshold"], record.details["matched"]) == (Decision.APPROVE, "0.2", [])
+
+
+EMPTY_STORE = PolicyStore()
 
 
 # -- the one call path for side-effecting tools ------------------------------------------------

@@ -101,7 +101,7 @@ class _Strict(BaseModel):
 
 
 class _Config(_Strict):
-    max_auto_launch_risk: Decimal = Field(default=Decimal("0.2"), ge=0, le=1)
+    max_auto_launch_risk: Decimal = Field(default=Decimal("0.2"), ge=0, le=1)  # DEFAULT_THRESHOLDS
     min_soft_score: Decimal = Field(default=Decimal(0), ge=0, le=1)
 
     @field_validator("max_auto_launch_risk", "min_soft_score", mode="before")
@@ -213,6 +213,9 @@ class CedarPolicy:
 
 Policy = DslPolicy | CedarPolicy
 
+#: the thresholds of a store whose ``[config]`` does not set them
+DEFAULT_THRESHOLDS = {"max_auto_launch_risk": Fraction(1, 5), "min_soft_score": Fraction(0)}
+
 
 @dataclass(frozen=True)
 class PolicyStore:
@@ -221,7 +224,7 @@ class PolicyStore:
     policies: tuple[Policy, ...] = ()
     facts: tuple[FactRule, ...] = ()
     parameters: Mapping[str, str] = field(default_factory=dict)
-    thresholds: Mapping[str, Fraction] = field(default_factory=dict)
+    thresholds: Mapping[str, Fraction] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     digest: str = ""
 
     def match(self, action: ProposedAction) -> list[Policy]:
