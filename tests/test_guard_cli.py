@@ -140,11 +140,19 @@ def test_sim_says_clearly_when_the_model_cannot_be_used(files: Path) -> None:
         assert err.startswith(("cda: error:", str(files)))
 
 
-def test_the_console_command_runs_without_a_traceback(files: Path) -> None:
-    (files / "action.json").write_text(doc(action_type="db.delete", resources=["prod/x"]))
-    run = subprocess.run([sys.executable, "-m", "cda", "guard", str(files / "action.json"), "--policies", str(files / "policies.toml"),
-                          "--ledger", str(files / "guardian.db"), "--json"], capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert run.returncode == 1 and json.loads(run.stdout)["reason"] == "policy:no_prod_delete" and run.stderr == ""
+def test_the_console_command_decides_the_same_bytes_in_two_processes(files: Path) -> None:
+    """Two processes with different string hashing (set and dict orders) print the same record."""
+    import os
+
+    (files / "action.json").write_text(doc(action_type="db.delete", resources=["prod/x", "prod/y"]))
+    outs = []
+    for hash_seed in ("1", "2"):
+        run = subprocess.run([sys.executable, "-m", "cda", "guard", str(files / "action.json"), "--policies", str(files / "policies.toml"),
+                              "--ledger", str(files / "guardian.db"), "--json"], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONHASHSEED": hash_seed})  # fmt: skip
+        assert run.returncode == 1 and json.loads(run.stdout)["reason"] == "policy:no_prod_delete" and run.stderr == ""
+        outs.append(run.stdout)
+    assert outs[0] == outs[1]
 
 
 def test_the_documented_examples_decide_as_docs_guardian_md_says(tmp_path: Path) -> None:
