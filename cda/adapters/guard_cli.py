@@ -86,7 +86,7 @@ def _guard(args: argparse.Namespace, out: TextIO, inp: TextIO | None) -> int:
     store = load_policy_store(args.policies)
     if not args.ledger.is_file():
         raise CDAError(f"cannot read {args.ledger}: No such file (the ledger is the guardian's SQLite file; "
-                       "budgets are set with the CFO ledger, docs/guardian.md)")  # fmt: skip
+                       f"`cda task budget AGENT AMOUNT --store {args.ledger}` creates it with a budget)")  # fmt: skip
     simulator = None
     if args.sim is not None:
         from cda.guardian.simulation import load_simulator
