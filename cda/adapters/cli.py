@@ -228,6 +228,9 @@ def _parser() -> argparse.ArgumentParser:
     from cda.adapters.policy_cli import add_policy_parser
 
     add_policy_parser(sub, _seconds)
+    from cda.adapters.task_cli import add_task_parser  # argparse only
+
+    add_task_parser(sub)
 
     jb = sub.add_parser("jobs", help="batch jobs from a manifest (docs/jobs.md)")
     jbsub = jb.add_subparsers(dest="jobs_command", required=True)
@@ -243,6 +246,9 @@ def _parser() -> argparse.ArgumentParser:
     from cda.adapters.investigate_cli import add_investigate_parser  # argparse and json only
 
     add_investigate_parser(sub, _count)
+    from cda.adapters.guard_cli import add_guard_parser  # argparse only
+
+    add_guard_parser(sub, _seed, _count)
     cd = sub.add_parser("conduct", help="the conductor: a request -> obligations -> tools -> verified reply (docs/conductor.md)")
     cd.add_argument("utterance", help="the request, e.g. 'compute (1 + 2) * 0.1; solve problem.cda'")
     cd.add_argument("--db", type=Path, required=True, help="the IR database (SQLite, created if missing)")
@@ -376,6 +382,10 @@ def main(
     except _VersionShown as shown:
         out.write(str(shown))
         return EXIT_OK
+    if args.command == "guard":
+        from cda.adapters.guard_cli import main_guard
+
+        return main_guard(args, out, err, inp)
     if args.command == "mcp":
         from cda.adapters.mcp_server import main_mcp
 
@@ -452,6 +462,10 @@ def main(
         from cda.adapters.policy_cli import main_policy
 
         return main_policy(args, out, err)
+    if args.command == "task":
+        from cda.adapters.task_cli import main_task
+
+        return main_task(args, out, err)
     if args.command == "jobs":
         from cda.adapters.jobs.cli import main_jobs_run
 

@@ -1,0 +1,113 @@
+"""``cda guard ACTION.json --policies P --ledger L [--sim MODEL] [--json]``: the guardian's gate
+on one proposed action, from the command line (docs/guardian.md).
+
+Exit status: 0 APPROVE, 1 REJECT, 4 ESCALATE (a malformed action is a decision: REJECT
+``malformed_action``, exit 1); 2 when the command cannot decide (a missing or unreadable file, a
+bad policy store, a bad option), with one clear line on stderr and never a traceback.
+
+Each decision is recorded in the guardian file given as ``--ledger`` (its ``decisions`` table):
+``cda task execute`` accepts only a decision the guardian recorded there.
+
+This module is imported when ``cda`` builds its parser, so it imports nothing heavy at the top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["add_guard_parser", "main_guard"]
+
+EXIT_BAD_INPUT = 2
+
+
+def add_guard_parser(sub: Any, seed: Callable[[str], Any], count: Callable[[str], Callable[[str], Any]]) -> None:
+    """Add ``cda guard`` to the subcommands ``sub`` (``seed``/``count`` are cli.py's checked option types)."""
+    g = sub.add_parser("guard", help="the guardian: APPROVE / REJECT / ESCALATE one proposed action (docs/guardian.md)")
+    g.add_argument("action", help="the proposed action (JSON); - reads standard input")
+    g.add_argument("--policies", type=Path, required=True, help="the policy store (TOML)")
+    g.add_argument("--ledger", type=Path, required=True, help="the guardian's SQLite file holding the CFO ledger")
+    g.add_argument("--sim", type=Path, default=None, help="a causal model (JSON, docs/causal.md) to simulate the action with")
+    g.add_argument("--samples", type=count("--samples"), default=1000, help="Monte Carlo samples of --sim (default 1000)")
+    g.add_argument("--seed", type=seed, default=0, help="seed of the simulation (the same seed, the same decision)")
+    g.add_argument("--receipts", type=Path, default=None, help="append the decision's receipt to this receipt log")
+    g.add_argument("--json", action="store_true", help="print the decision record as one JSON object")
+
+
+def _render(record: Any) -> str:
+    """The decision in a few lines: the decision and reason, then the details that say why."""
+    out = [f"{record.decision.value} {record.reason}"]
+    details = record.details
+    if record.reason == "malformed_action":
+        out.append(f"  at {details['path']}: {details['message']}")
+    elif "facts" in details:
+        if details.get("problem"):
+            out.append(f"  {details['problem']}")
+        for fact in details["facts"]:
+            out.append(f"  fact {fact['fact']} = {fact['value']}  ({', '.join(fact['paths'])})")
+    else:
+        money = {"cost", "remaining"}
+        for key in ("cost", "remaining", "risk", "threshold", "sim_id", "soft_score", "soft_violated", "error"):
+            value = details.get(key)
+            if value is not None and value != []:
+                shown = ", ".join(value) if isinstance(value, list) else value
+                out.append(f"  {key}: {shown}{' ' + details['currency'] if key in money else ''}")
+    out.append(f"  receipt: {record.receipt}")
+    return "\n".join(out) + "\n"
+
+
+def main_guard(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
+    """Run ``cda guard`` with parsed ``args``; returns the exit status."""
+    from cda.errors import CDAError
+
+    try:
+        return _guard(args, out, inp)
+    except CDAError as exc:
+        err.write(exc.render() + "\n")
+        return EXIT_BAD_INPUT
+
+
+def _guard(args: argparse.Namespace, out: TextIO, inp: TextIO | None) -> int:
+    from cda.errors import CDAError
+    from cda.guardian.decision import exit_code
+    from cda.guardian.evaluate import evaluate
+    from cda.guardian.policies import load_policy_store
+
+    if args.action == "-":
+        raw: str | bytes = (inp or sys.stdin).read()
+    else:
+        try:
+            raw = Path(args.action).read_bytes()
+        except OSError as exc:
+            raise CDAError(f"cannot read {args.action}: {exc.strerror}") from None
+    store = load_policy_store(args.policies)
+    if not args.ledger.is_file():
+        raise CDAError(f"cannot read {args.ledger}: No such file (the ledger is the guardian's SQLite file; "
+                       f"`cda task budget AGENT AMOUNT --store {args.ledger}` creates it with a budget)")  # fmt: skip
+    simulator = None
+    if args.sim is not None:
+        from cda.guardian.simulation import load_simulator
+
+        if not args.sim.is_file():
+            raise CDAError(f"cannot read {args.sim}: No such file")
+        simulator = load_simulator(args.sim, samples=args.samples)
+    from cda.guardian.ledger import Ledger
+
+    ledger = Ledger.open(args.ledger)
+    receipts = None
+    try:
+        if args.receipts is not None:
+            from cda.actions.receipts import ReceiptLog
+
+            receipts = ReceiptLog(args.receipts)
+        record = evaluate(raw, store, simulator, ledger, seed=args.seed, receipts=receipts)
+        ledger.store.record_decision(record)  # what `cda task execute` checks a decision against
+    finally:
+        ledger.close()
+        if receipts is not None:
+            receipts.close()
+    out.write(record.model_dump_json() + "\n" if args.json else _render(record))
+    return exit_code(record.decision)

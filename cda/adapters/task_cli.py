@@ -1,0 +1,287 @@
+"""``cda task add-signer | budget | sign | verify | execute``: the seed's task lifecycle from the command line.
+
+* ``cda task add-signer ID --store G.sqlite [--public-key HEX]`` registers a HITL signer in the
+  guardian file (created if missing); without ``--public-key`` a new private key is made in
+  ``$CDA_KEY_DIR/signers/ID.ed25519.key`` (mode 0600; default folder ``~/.config/cda``, which the
+  check sandbox hides) and its public key registered.
+* ``cda task budget AGENT AMOUNT --store G [--currency USD]`` sets an agent's budget in the CFO
+  ledger (the amount read as an exact decimal) and prints its balance.
+* ``cda task sign DRAFT.json --store G --signer ID [--key FILE] [--out FILE]`` signs a draft with
+  the signer's key (default: its file in the key folder) and writes the signed task.
+* ``cda task verify SIGNED.json --store G`` checks the signature against the registry.
+* ``cda task execute SIGNED.json --store G --decision DECISION.json [--action ACTION.json]
+  [--result RESULT.json] [--receipt ID]... [--out FILE]`` records the execution of an approved
+  signed task once: its ledger reservation, its result, its receipts.
+
+Exit codes: 0 done (signed, verified, executed); 1 refused (a signature that does not verify, an
+execution the guardian does not allow, a signer not registered); 2 bad input (a missing or
+malformed file, a bad option: one line on stderr, or with ``--json`` one JSON object on stdout,
+never a traceback). Only argparse is imported here; pydantic, sqlite and ``cryptography`` load
+when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["add_task_parser", "main_task"]
+
+EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
+_STORE_HELP = "the guardian's SQLite file (its signer registry, ledger and decisions)"
+_JSON_HELP = "print one JSON object"
+
+
+def add_task_parser(sub: Any) -> None:
+    """Register ``cda task …`` on the main parser's subparsers."""
+    task = sub.add_parser("task", help="the guardian's task lifecycle: draft -> signed -> executed (docs/guardian.md)")
+    tsub = task.add_subparsers(dest="task_command", required=True)
+    ad = tsub.add_parser("add-signer", help="register a HITL signer (making its key unless --public-key is given)")
+    ad.add_argument("signer", help="the signer's id, e.g. orchestrator:alice")
+    ad.add_argument("--store", type=Path, required=True, help=_STORE_HELP + "; created if missing")
+    ad.add_argument("--public-key", default=None, help="the signer's Ed25519 public key (64 hex digits)")
+    ad.add_argument("--json", action="store_true", help=_JSON_HELP)
+    bu = tsub.add_parser("budget", help="set an agent's budget in the CFO ledger (and print its balance)")
+    bu.add_argument("agent", help="the agent's id")
+    bu.add_argument("amount", help="the budget, an exact decimal number (e.g. 2000 or 150.25)")
+    bu.add_argument("--currency", default="USD", help="the currency code (default USD)")
+    bu.add_argument("--store", type=Path, required=True, help=_STORE_HELP + "; created if missing")
+    bu.add_argument("--json", action="store_true", help=_JSON_HELP)
+    sg = tsub.add_parser("sign", help="sign a draft task as a registered signer")
+    sg.add_argument("task", type=Path, help="the draft task (JSON)")
+    sg.add_argument("--store", type=Path, required=True, help=_STORE_HELP)
+    sg.add_argument("--signer", required=True, help="the registered signer's id")
+    sg.add_argument("--key", type=Path, default=None,
+                    help="the signer's private key file (default: signers/ID.ed25519.key in $CDA_KEY_DIR)")
+    sg.add_argument("--out", type=Path, default=None, help="write the signed task here (default: stdout)")
+    sg.add_argument("--json", action="store_true", help=_JSON_HELP)
+    ve = tsub.add_parser("verify", help="check a signed task's signature against the signer registry")
+    ve.add_argument("task", type=Path, help="the signed (or executed) task (JSON)")
+    ve.add_argument("--store", type=Path, required=True, help=_STORE_HELP)
+    ve.add_argument("--json", action="store_true", help=_JSON_HELP)
+    ex = tsub.add_parser("execute", help="execute an approved signed task once (ledger entry, result, receipts)")
+    ex.add_argument("task", type=Path, help="the signed task (JSON)")
+    ex.add_argument("--store", type=Path, required=True, help=_STORE_HELP)
+    ex.add_argument("--decision", type=Path, required=True, help="the guardian's DecisionRecord (cda guard --json)")
+    ex.add_argument("--action", type=Path, default=None, help="the proposed action the decision is about")
+    ex.add_argument("--result", type=Path, default=None, help="the result to record (a JSON object; default {})")
+    ex.add_argument("--receipt", action="append", default=[], help="a receipt id of the run (repeatable)")
+    ex.add_argument("--out", type=Path, default=None, help="write the executed task here (default: stdout)")
+    ex.add_argument("--json", action="store_true", help=_JSON_HELP)
+
+
+def main_task(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run ``cda task …``; see the module's docstring for the exit codes."""
+    from cda.errors import CDAError
+
+    try:
+        if args.task_command == "add-signer":
+            return _add_signer(args, out)
+        if args.task_command == "budget":
+            return _budget(args, out)
+        if args.task_command == "sign":
+            return _sign(args, out, err)
+        if args.task_command == "verify":
+            return _verify(args, out)
+        return _execute(args, out, err)
+    except _Refused as refused:
+        return _report(args, out, err, {"ok": False, "problems": refused.problems}, EXIT_REFUSED)
+    except CDAError as exc:
+        if args.json:
+            out.write(json.dumps(exc.as_dict(str(getattr(args, "task", args.store))), ensure_ascii=False) + "\n")
+        else:
+            err.write(exc.render() + "\n")
+        return EXIT_BAD_INPUT
+
+
+class _Refused(Exception):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def _report(args: argparse.Namespace, out: TextIO, err: TextIO, doc: dict[str, Any], code: int) -> int:
+    if args.json:
+        out.write(json.dumps(doc, sort_keys=True, ensure_ascii=False) + "\n")
+    else:
+        for problem in doc.get("problems", []):
+            err.write(f"cda: refused: {problem}\n")
+    return code
+
+
+def _open_existing(path: Path) -> Any:
+    from cda.guardian.store import GuardianStore, GuardianStoreError
+
+    if not path.exists():
+        raise GuardianStoreError(f"{path}: no such guardian file (cda task add-signer creates one)")
+    return GuardianStore.open(path)
+
+
+def _read(path: Path, what: str) -> str:
+    from cda.files import read_text
+
+    if str(path) == "-":
+        raise _bad(f"{what}: standard input is not read here; give a file")
+    return read_text(path)
+
+
+def _bad(message: str) -> Exception:
+    from cda.errors import CDAError
+
+    return CDAError(message)
+
+
+def _write_task(doc_text: str, path: Path | None, out: TextIO) -> None:
+    if path is None:
+        out.write(doc_text + "\n")
+        return
+    try:
+        path.write_text(doc_text + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise _bad(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _add_signer(args: argparse.Namespace, out: TextIO) -> int:
+    from cda.guardian.signers import SignerRegistry, create_signer_key, signer_key_path
+    from cda.guardian.store import GuardianStore
+
+    with GuardianStore.open(args.store) as store:
+        registry = SignerRegistry(store)
+        key_file = None
+        public = args.public_key
+        if public is None:
+            if registry.public_key(args.signer) is not None:
+                raise _bad(f"{args.signer!r} is registered already")
+            public = create_signer_key(args.signer)
+            key_file = str(signer_key_path(args.signer))
+        registry.register(args.signer, public)
+    if args.json:
+        out.write(json.dumps({"signer_id": args.signer, "public_key": public, "key_file": key_file},
+                             sort_keys=True) + "\n")
+    else:
+        out.write(f"registered {args.signer} {public}" + (f" (private key: {key_file})" if key_file else "") + "\n")
+    return EXIT_OK
+
+
+def _budget(args: argparse.Namespace, out: TextIO) -> int:
+    from decimal import Decimal, InvalidOperation
+
+    from cda.guardian.ledger import Ledger
+    from cda.guardian.money import amount, currency, text
+
+    try:
+        number = Decimal(args.amount.strip())
+    except InvalidOperation:
+        raise _bad(f"AMOUNT must be an exact decimal number such as 2000 or 150.25, not {args.amount[:40]!r}") from None
+    limit, code = amount("AMOUNT", number), currency("--currency", args.currency)
+    ledger = Ledger.open(args.store)
+    try:
+        balance = ledger.set_budget(args.agent, code, limit)
+    finally:
+        ledger.close()
+    doc = {"agent_id": args.agent, "currency": code, "budget": text(balance.budget),
+           "committed": text(balance.committed), "remaining": text(balance.remaining)}
+    if args.json:
+        out.write(json.dumps(doc, sort_keys=True) + "\n")
+    else:
+        out.write(f"{args.agent}: budget {doc['budget']} {code}, committed {doc['committed']}, "
+                  f"remaining {doc['remaining']}\n")
+    return EXIT_OK
+
+
+def _sign(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from cda.guardian.signers import SignerError, SignerRegistry, load_signer_key, sign, signer_key_path
+    from cda.guardian.tasks import TaskDraft
+
+    draft = TaskDraft.from_json(_read(args.task, "the draft"), str(args.task))
+    with _open_existing(args.store) as store:
+        registry = SignerRegistry(store)
+        if registry.public_key(args.signer) is None:
+            raise _Refused([f"{args.signer!r} is not in the signer registry of {args.store}"])
+        key = load_signer_key(args.key or signer_key_path(args.signer))
+        try:
+            signed = sign(draft, args.signer, key, registry)
+        except SignerError as exc:  # the key is not the registered signer's
+            raise _Refused([str(exc)]) from None
+    if args.json and args.out is not None:
+        _write_task(signed.to_json(), args.out, out)
+        out.write(json.dumps({"ok": True, "task_id": signed.task_id, "signer_id": args.signer, "out": str(args.out)},
+                             sort_keys=True) + "\n")
+    else:
+        _write_task(signed.to_json(), args.out, out)
+        if args.out is not None:
+            err.write(f"signed {signed.task_id} as {args.signer} -> {args.out}\n")
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace, out: TextIO) -> int:
+    from cda.guardian.signers import SignerRegistry, verify_problems
+    from cda.guardian.tasks import TaskSigned, read_task
+
+    with _open_existing(args.store) as store:
+        task = read_task(_read(args.task, "the task"), str(args.task))
+        if not isinstance(task, TaskSigned):
+            raise _Refused([f"{args.task}: task {task.task_id!r} is a draft: it carries no signature"])
+        problems = verify_problems(task, SignerRegistry(store))
+    if problems:
+        raise _Refused(problems)
+    doc = {"ok": True, "task_id": task.task_id, "signer_id": task.signature.signer_id, "problems": []}
+    if args.json:
+        out.write(json.dumps(doc, sort_keys=True) + "\n")
+    else:
+        out.write(f"verified: {task.task_id} signed by {task.signature.signer_id}\n")
+    return EXIT_OK
+
+
+def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from pydantic import ValidationError
+
+    from cda.guardian.action import Malformed, read_action
+    from cda.guardian.decision import DecisionRecord
+    from cda.guardian.execution import ExecutionRefused, execute
+    from cda.guardian.ledger import Ledger
+    from cda.guardian.money import load_exact
+    from cda.guardian.tasks import TaskExecuted, TaskSigned, read_task
+
+    task = read_task(_read(args.task, "the task"), str(args.task))
+    if not isinstance(task, TaskSigned) or isinstance(task, TaskExecuted):
+        raise _Refused([f"{args.task}: task {task.task_id!r} is {task.state}: only a signed task can be executed"])
+    from cda.files import parse_json
+
+    decision_doc = parse_json(_read(args.decision, "the decision"), str(args.decision))
+    try:
+        decision = DecisionRecord.model_validate(decision_doc)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(map(str, first["loc"])) or "the document"
+        raise _bad(f"{args.decision}: not a guardian DecisionRecord ({where}: {first['msg']})") from None
+    action = None
+    if args.action is not None:
+        parsed = read_action(_read(args.action, "the action"))
+        if isinstance(parsed, Malformed):
+            raise _bad(f"{args.action}: not a proposed action: {parsed.path}: {parsed.message}")
+        action = parsed
+    result: dict[str, Any] = {}
+    if args.result is not None:
+        loaded = load_exact(_read(args.result, "the result"), str(args.result))
+        if not isinstance(loaded, dict):
+            raise _bad(f"{args.result}: the result is a JSON object")
+        result = loaded
+    with _open_existing(args.store) as store:
+        try:
+            done = execute(task, decision, Ledger(store), action=action, run=lambda _task: result,
+                           receipts=args.receipt)
+        except ExecutionRefused as exc:
+            hint = " (cda guard records its decisions in the guardian file it is given)" \
+                if "not one the guardian recorded" in str(exc) else ""
+            raise _Refused([str(exc) + hint]) from None
+    _write_task(done.to_json(), args.out, out)
+    if args.out is not None:
+        if args.json:
+            out.write(json.dumps({"ok": True, "task_id": done.task_id, "audit_ref": done.audit_ref,
+                                  "out": str(args.out)}, sort_keys=True) + "\n")
+        else:
+            err.write(f"executed {done.task_id}: {done.audit_ref} -> {args.out}\n")
+    return EXIT_OK

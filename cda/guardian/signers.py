@@ -1,0 +1,196 @@
+"""Human-in-the-loop signatures on task drafts: a signer registry and Ed25519 over canonical bytes.
+
+*The registry* (the ``signers`` table of the guardian's file) maps a ``signer_id`` to the Ed25519
+public key that speaks for it. A signer is registered once; registering another key under the
+same id is refused (a key is rotated by a new signer id), so a signature can never be made to
+verify by swapping the registry's key behind it.
+
+*Signing* (:func:`sign`) refuses a signer that is not registered and a private key whose public
+key is not the registered one. The signature covers :meth:`TaskDraft.signing_bytes
+<cda.guardian.tasks.TaskDraft.signing_bytes>`: the canonical JSON
+(:func:`cda.contracts.receipt.canonical_json`) of every field of the draft, the signer's id,
+``HITL`` and the signing time, so none of them can be changed afterwards.
+
+*Verifying* (:func:`verify_problems`) re-derives those bytes from the signed task and checks them
+against the registered key: a changed field, a changed signer id or time, a signature made by
+another key, or an unknown signer is a problem, named.
+
+*Keys* live where CDA's receipt signing key lives (:func:`cda.files.key_dir`: ``$CDA_KEY_DIR`` or
+``~/.config/cda``, a folder the check sandbox hides), under ``signers/<signer_id>.ed25519.key``:
+the raw private key in hex, mode 0600 in a 0700 folder, made atomically; a key file others can
+read is refused. The seed asks for HSM-held keys in production; a key file is the local stand-in
+(:func:`sign` takes the private key's hex, so a caller backed by an HSM can pass its own signer).
+
+``cryptography`` is imported only when a key is made, loaded or a signature checked.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from datetime import datetime
+from pathlib import Path
+
+from cda.actions.signing import SigningError
+from cda.files import KEY_DIR_ENV, key_dir
+from cda.guardian.store import Clock, GuardianStore, is_identifier, utc_now
+from cda.guardian.tasks import ID_PATTERN, ID_PUNCTUATION, Signature, TaskDraft, TaskError, TaskSigned
+
+__all__ = [
+    "SignerError",
+    "SignerRegistry",
+    "create_signer_key",
+    "load_signer_key",
+    "public_key_of",
+    "sign",
+    "signer_key_path",
+    "verify_problems",
+]
+
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+def _is_hex_key(value: object) -> bool:
+    """32 bytes as 64 lowercase hex digits."""
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX_DIGITS
+
+
+class SignerError(SigningError):
+    """A signer or key that cannot sign: not registered, not the registered key, unreadable."""
+
+
+def _check_signer_id(signer_id: str) -> str:
+    if not is_identifier(signer_id, ID_PUNCTUATION):
+        raise SignerError(f"a signer id matches {ID_PATTERN}, not {signer_id!r}")
+    return signer_id
+
+
+class SignerRegistry:
+    """``signer_id`` -> Ed25519 public key (hex), in the guardian's store."""
+
+    def __init__(self, store: GuardianStore) -> None:
+        self.store = store
+
+    def register(self, signer_id: str, public_key: str) -> None:
+        """Register a signer; the same id again is a no-op with the same key and refused with another."""
+        _check_signer_id(signer_id)
+        if not _is_hex_key(public_key):
+            raise SignerError(f"signer {signer_id!r}: a public key is 64 lowercase hex digits")
+        with self.store.transaction() as conn:
+            row = conn.execute("SELECT public_key FROM signers WHERE signer_id = ?", (signer_id,)).fetchone()
+            if row is None:
+                conn.execute("INSERT INTO signers VALUES (?, ?, ?)", (signer_id, public_key, self.store.now()))
+            elif row[0] != public_key:
+                raise SignerError(f"signer {signer_id!r} is registered with another key; "
+                                  f"a key is replaced by registering a new signer id")
+
+    def public_key(self, signer_id: str) -> str | None:
+        """The registered public key of ``signer_id`` (None: not a registered signer)."""
+        row = self.store.conn.execute("SELECT public_key FROM signers WHERE signer_id = ?", (signer_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def signers(self) -> list[str]:
+        return [str(r[0]) for r in self.store.conn.execute("SELECT signer_id FROM signers ORDER BY signer_id")]
+
+
+def signer_key_path(signer_id: str, directory: Path | None = None) -> Path:
+    """Where the private key of ``signer_id`` lives: ``<key dir>/signers/<signer_id>.ed25519.key``."""
+    return (directory or key_dir()) / "signers" / f"{_check_signer_id(signer_id)}.ed25519.key"
+
+
+def public_key_of(private_hex: str) -> str:
+    """The public key (hex) of an Ed25519 private key (hex)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    try:
+        key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(private_hex))
+    except ValueError:
+        raise SignerError("not an Ed25519 private key (64 hex digits)") from None
+    return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+
+
+def create_signer_key(signer_id: str, directory: Path | None = None) -> str:
+    """Make a new private key for ``signer_id`` (refused when one exists) and return its public key."""
+    path = signer_key_path(signer_id, directory)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        private = secrets.token_bytes(32).hex()
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as handle:
+                handle.write(private + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.link(temp, path)  # never over an existing key
+        finally:
+            temp.unlink(missing_ok=True)
+    except FileExistsError:
+        raise SignerError(f"{path}: a key for {signer_id!r} exists already; it is never overwritten") from None
+    except OSError as exc:
+        raise SignerError(f"{path}: cannot make the signer's key ({exc.strerror or exc}); "
+                          f"set {KEY_DIR_ENV} to a private folder") from None
+    return public_key_of(private)
+
+
+def load_signer_key(path: Path) -> str:
+    """The private key (hex) in ``path``; refused when others can read the file or it is not a key."""
+    try:
+        mode = path.stat().st_mode & 0o777
+        if mode & 0o077:
+            raise SignerError(f"{path}: the signer's key is readable by others (mode {mode:o}); chmod 600 it")
+        content = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SignerError(f"{path}: cannot read the signer's key ({getattr(exc, 'strerror', None) or exc})") from None
+    if not _is_hex_key(content):
+        raise SignerError(f"{path}: not an Ed25519 private key (64 lowercase hex digits)")
+    return content
+
+
+def sign(draft: TaskDraft, signer_id: str, private_hex: str, registry: SignerRegistry,
+         clock: Clock = utc_now) -> TaskSigned:
+    """The draft signed by ``signer_id``; refused (:class:`SignerError`) when the signer is not
+    registered or ``private_hex`` is not the registered signer's key, and (:class:`TaskError`)
+    when ``draft`` is not a draft."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    if type(draft) is not TaskDraft:
+        raise TaskError(f"task {draft.task_id!r} is {draft.state}: only a draft can be signed")
+    registered = registry.public_key(_check_signer_id(signer_id))
+    if registered is None:
+        raise SignerError(f"{signer_id!r} is not in the signer registry: only registered signers may sign")
+    if public_key_of(private_hex) != registered:
+        raise SignerError(f"the key given is not the one registered for {signer_id!r}")
+    signed_at = _aware(clock())
+    key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(private_hex))
+    signature = key.sign(draft.signing_bytes(signer_id, signed_at)).hex()
+    mark = Signature(signer_id=signer_id, signature=signature, signed_at=signed_at)
+    return TaskSigned(**draft.carried(TaskDraft), state="signed", signature=mark)
+
+
+def verify_problems(task: TaskSigned, registry: SignerRegistry) -> list[str]:
+    """Why the signature on ``task`` is not to be believed (empty: it verifies against the
+    registered key of its signer)."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    if not isinstance(task, TaskSigned):
+        return [f"task {task.task_id!r} is {task.state}: it carries no signature"]
+    sig = task.signature
+    registered = registry.public_key(sig.signer_id)
+    if registered is None:
+        return [f"the signer {sig.signer_id!r} is not in the signer registry"]
+    try:
+        Ed25519PublicKey.from_public_bytes(bytes.fromhex(registered)).verify(
+            bytes.fromhex(sig.signature), task.as_draft().signing_bytes(sig.signer_id, sig.signed_at))
+    except (ValueError, InvalidSignature):
+        return [f"the signature does not match the task's fields under the registered key of {sig.signer_id!r} "
+                f"(a field was changed after signing, or another key signed it)"]
+    return []
+
+
+def _aware(moment: datetime) -> datetime:
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise TaskError("the signing clock must give timezone-aware times")
+    return moment

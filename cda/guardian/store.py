@@ -1,0 +1,398 @@
+"""The guardian's one SQLite file: the seed's data model, created and migrated by CDA.
+
+One file (write-ahead logging, so readers never block the writer) holds everything the guardian
+keeps: the seed's ERD — ``agent_identity``, ``causal_hypothesis``, ``financial_ledger``,
+``mcp_tool_registry`` — and what the lifecycle needs beside it: ``budgets`` (per agent and
+currency), ``signers`` (the HITL signer registry), ``tasks`` and ``decisions``.
+
+*Marked and versioned.* A file this module creates carries ``PRAGMA application_id`` =
+:data:`APPLICATION_ID` ("CDAG") and a ``schema_version`` table with one row per migration
+applied. :data:`MIGRATIONS` is the list of those migrations, in order; opening a file written by
+an older CDA applies the missing ones in one transaction, so a file is always at one version.
+
+*Never another program's file.* Before anything is written, an existing file is read without a
+trace (:func:`cda.actions.store_file.read_snapshot`): a file that is not SQLite, has another
+``application_id``, or has tables but no mark is refused with a :class:`GuardianStoreError`
+naming what was found, and left byte for byte as it was. A file written by a newer CDA (a
+version past :data:`SCHEMA_VERSION`) is refused too. An empty (0-byte) file counts as new.
+
+Money is stored as exact decimal text (:mod:`cda.guardian.money`), never as SQLite ``REAL``;
+a causal hypothesis's ``risk_score`` as the exact text it was given.
+
+>>> import tempfile, pathlib
+>>> store = GuardianStore.open(pathlib.Path(tempfile.mkdtemp()) / "guardian.sqlite")
+>>> store.version
+2
+>>> store.close()
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+
+from cda.errors import CDAError
+
+if TYPE_CHECKING:
+    from cda.guardian.decision import DecisionRecord
+
+__all__ = [
+    "APPLICATION_ID",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "is_identifier",
+    "Clock",
+    "GuardianStore",
+    "GuardianStoreError",
+    "Moment",
+    "ToolRegistration",
+    "utc_now",
+]
+
+APPLICATION_ID = 0x43444147
+"""``PRAGMA application_id`` of a guardian file: the bytes of "CDAG" (CDA's receipt files are "CDA1")."""
+
+Clock = Callable[[], datetime]
+"""A source of timezone-aware times; tests inject a fixed one for byte-identical output."""
+
+BUSY_TIMEOUT_S = 60.0
+
+
+def _text_or_datetime(value: object) -> object:
+    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+        raise ValueError("a time is ISO 8601 text with a UTC offset, not a number")
+    return value
+
+
+Moment = Annotated[AwareDatetime, BeforeValidator(_text_or_datetime)]
+"""A pydantic field type for a time: timezone-aware, from ISO 8601 text (or a ``datetime``), never a
+number (pydantic would read one as a Unix time, which the schemas' ``date-time`` refuses)."""
+
+
+def utc_now() -> datetime:
+    """The default clock: now, in UTC."""
+    return datetime.now(UTC)
+
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # version 1: the seed's ERD as written (technical.md §1)
+    (
+        "CREATE TABLE agent_identity (agent_id TEXT PRIMARY KEY, persona_ref TEXT NOT NULL DEFAULT '', "
+        "wallet_address TEXT NOT NULL DEFAULT '', created_at TEXT NOT NULL)",
+        "CREATE TABLE mcp_tool_registry (tool_id TEXT PRIMARY KEY, name TEXT NOT NULL, version TEXT NOT NULL, "
+        "schema TEXT NOT NULL, registered_at TEXT NOT NULL)",
+        "CREATE TABLE causal_hypothesis (hypothesis_id TEXT PRIMARY KEY, "
+        "agent_id TEXT NOT NULL REFERENCES agent_identity(agent_id), description TEXT NOT NULL, "
+        "inputs TEXT NOT NULL, prediction TEXT NOT NULL, risk_score TEXT NOT NULL, created_at TEXT NOT NULL, "
+        "state TEXT NOT NULL)",
+        "CREATE TABLE financial_ledger (tx_id TEXT PRIMARY KEY, "
+        "agent_id TEXT NOT NULL REFERENCES agent_identity(agent_id), tx_type TEXT NOT NULL, "
+        "amount TEXT NOT NULL, currency TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL)",
+    ),
+    # version 2: budgets, evidence and settlement on ledger entries, tools on hypotheses and
+    # entries (the ERD's used_by / invoked_by), signers, tasks and decisions
+    (
+        "CREATE TABLE budgets (agent_id TEXT NOT NULL REFERENCES agent_identity(agent_id), "
+        "currency TEXT NOT NULL, budget TEXT NOT NULL, committed TEXT NOT NULL, updated_at TEXT NOT NULL, "
+        "PRIMARY KEY (agent_id, currency))",
+        "ALTER TABLE financial_ledger ADD COLUMN seq INTEGER",
+        "ALTER TABLE financial_ledger ADD COLUMN settled_amount TEXT",
+        "ALTER TABLE financial_ledger ADD COLUMN evidence TEXT NOT NULL DEFAULT '[]'",
+        "ALTER TABLE financial_ledger ADD COLUMN tool_id TEXT REFERENCES mcp_tool_registry(tool_id)",
+        "ALTER TABLE financial_ledger ADD COLUMN updated_at TEXT",
+        "UPDATE financial_ledger SET seq = rowid, updated_at = created_at",
+        "CREATE UNIQUE INDEX financial_ledger_seq ON financial_ledger(seq)",
+        "ALTER TABLE causal_hypothesis ADD COLUMN tool_id TEXT REFERENCES mcp_tool_registry(tool_id)",
+        "CREATE TABLE signers (signer_id TEXT PRIMARY KEY, public_key TEXT NOT NULL, registered_at TEXT NOT NULL)",
+        "CREATE TABLE decisions (decision_id INTEGER PRIMARY KEY, action_digest TEXT NOT NULL, "
+        "decision TEXT NOT NULL, reason TEXT NOT NULL, body TEXT NOT NULL, recorded_at TEXT NOT NULL)",
+        "CREATE INDEX decisions_action ON decisions(action_digest)",
+        "CREATE TABLE tasks (task_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, state TEXT NOT NULL, "
+        "body TEXT NOT NULL, tx_id TEXT REFERENCES financial_ledger(tx_id), updated_at TEXT NOT NULL)",
+    ),
+)
+"""Every migration, in order: ``MIGRATIONS[i]`` takes a file from version ``i`` to ``i + 1``.
+Append only; never edit one that has shipped."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The version a file has once this CDA has opened it."""
+
+
+class ToolRegistration(BaseModel):
+    """One row of the seed's MCP_TOOL_REGISTRY: a tool's id, name, version and capability schema."""
+
+    tool_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
+    name: str = Field(min_length=1, max_length=128)
+    version: str = Field(min_length=1, max_length=64)
+    schema_: dict[str, Any] = Field(alias="schema")
+    registered_at: Moment
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def to_document(self) -> dict[str, Any]:
+        return {"tool_id": self.tool_id, "name": self.name, "version": self.version, "schema": self.schema_,
+                "registered_at": self.registered_at.isoformat()}
+
+
+class GuardianStoreError(CDAError, ValueError):
+    """A guardian file CDA cannot use: not SQLite, another program's, or written by a newer CDA."""
+
+
+def _recognise(conn: sqlite3.Connection, where: str) -> int:
+    """The version of the guardian file behind ``conn``; :class:`GuardianStoreError` when it is
+    not ours (an empty database someone else made included). Only reads."""
+    app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    tables = [str(row[0]) for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE name NOT GLOB 'sqlite_*' ORDER BY name")]
+    refusal = f"{where}: not a CDA guardian file, and CDA never modifies files it did not create"
+    if app_id != APPLICATION_ID:
+        found = (f"application_id {app_id:#010x}" if app_id else
+                 f"tables {', '.join(tables[:5])} and no guardian mark" if tables else "an empty database, no guardian mark")
+        raise GuardianStoreError(f"{refusal} ({found})")
+    if "schema_version" not in tables:
+        raise GuardianStoreError(f"{refusal} (it has the guardian mark but no schema_version table)")
+    version = int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise GuardianStoreError(f"{where}: written by a newer CDA (guardian schema {version}; "
+                                 f"this CDA reads up to {SCHEMA_VERSION})")
+    return version
+
+
+def migrate(conn: sqlite3.Connection, clock: Clock = utc_now, *, upto: int = SCHEMA_VERSION) -> int:
+    """Apply the migrations a marked file is missing, up to version ``upto``, inside the caller's
+    transaction; returns the version reached. (``upto`` lower than the newest makes an old file,
+    which is how the migration from an older version is tested.)"""
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+    version = int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
+    for number in range(version + 1, upto + 1):
+        for statement in MIGRATIONS[number - 1]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_version VALUES (?, ?)", (number, clock().isoformat()))
+    return max(version, upto)
+
+
+def _exact_text(name: str, value: object) -> str:
+    """A number kept as the exact text it was given (a float by its shortest round-trip repr)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal | Fraction | str):
+        raise GuardianStoreError(f"{name} must be a number, not {type(value).__name__}")
+    try:
+        exact = Fraction(value) if not isinstance(value, str) else Fraction(value.strip())
+    except (ValueError, ZeroDivisionError, OverflowError):
+        raise GuardianStoreError(f"{name} must be a finite number, not {value!r}") from None
+    if not 0 <= exact <= 1:
+        raise GuardianStoreError(f"{name} must be in [0, 1], not {value}")
+    return value.strip() if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
+
+
+class GuardianStore:
+    """A read-write connection to one guardian file, created and migrated on open.
+
+    Writers use :meth:`transaction` (``BEGIN IMMEDIATE``: the write lock is taken first, so a
+    read-check-write inside it cannot interleave with another process's). Use one store per
+    thread or process; the file is shared safely between processes.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, where: str, clock: Clock = utc_now) -> None:
+        self.conn = conn
+        self.where = where
+        self.clock = clock
+
+    @classmethod
+    def open(cls, path: Path | str, clock: Clock = utc_now, *, upto: int = SCHEMA_VERSION) -> GuardianStore:
+        """Open (creating or migrating) the guardian file at ``path``; ``":memory:"`` for a private one."""
+        where = str(path)
+        if where != ":memory:":
+            target = Path(path)
+            if target.exists() and not target.is_file():
+                raise GuardianStoreError(f"{path}: not a file")
+            if target.exists() and target.stat().st_size > 0:
+                from cda.actions.store_file import StoreFileError, read_snapshot
+
+                try:
+                    read_snapshot(target, lambda c: _recognise(c, where))
+                except (sqlite3.DatabaseError, StoreFileError) as exc:
+                    raise GuardianStoreError(f"{path}: not an SQLite database ({exc})") from None
+            uri, is_uri = target.resolve().as_uri() + "?mode=rwc", True
+        else:
+            uri, is_uri = ":memory:", False
+        try:
+            conn = sqlite3.connect(uri, uri=is_uri, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise GuardianStoreError(f"cannot open {path}: {exc}") from None
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if where != ":memory:" and Path(path).stat().st_size > 0:
+                    _recognise(conn, where)  # again, under the write lock: another process may have made it
+                migrate(conn, clock, upto=upto)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            if where != ":memory:":
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise GuardianStoreError(f"{path}: SQLite would not switch to WAL mode (journal_mode is {mode!r})")
+                conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise GuardianStoreError(f"{path}: cannot use it as the guardian file ({exc})") from None
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, where, clock)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> GuardianStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def version(self) -> int:
+        return int(self.conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0])
+
+    def now(self) -> str:
+        """The store clock's time as ISO 8601 text (refused when the clock is not timezone-aware)."""
+        moment = self.clock()
+        if moment.tzinfo is None or moment.utcoffset() is None:
+            raise GuardianStoreError("the guardian's clock must give timezone-aware times")
+        return moment.isoformat()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on any exception)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # ------------------------------------------------------------------ the seed's ERD
+
+    def ensure_agent(self, agent_id: str, *, persona_ref: str = "", wallet_address: str = "") -> None:
+        """Record the agent (a no-op when it is already known), inside the caller's transaction or its own."""
+        _check_id("agent_id", agent_id)
+        sql = "INSERT OR IGNORE INTO agent_identity VALUES (?, ?, ?, ?)"
+        values = (agent_id, persona_ref, wallet_address, self.now())
+        if self.conn.in_transaction:
+            self.conn.execute(sql, values)
+        else:
+            with self.transaction() as conn:
+                conn.execute(sql, values)
+
+    def agent(self, agent_id: str) -> dict[str, str] | None:
+        row = self.conn.execute("SELECT agent_id, persona_ref, wallet_address, created_at FROM agent_identity "
+                                "WHERE agent_id = ?", (agent_id,)).fetchone()
+        return None if row is None else dict(zip(("agent_id", "persona_ref", "wallet_address", "created_at"), row))
+
+    def register_tool(self, tool_id: str, name: str, version: str, schema: dict[str, Any]) -> ToolRegistration:
+        """Add a tool to the MCP tool registry; a tool id registered twice must say the same thing."""
+        from pydantic import ValidationError
+
+        from cda.contracts.receipt import canonical_json
+
+        try:
+            entry = ToolRegistration(tool_id=tool_id, name=name, version=version, schema=schema,
+                                     registered_at=self.clock())
+            body = canonical_json(entry.schema_)
+        except (ValidationError, TypeError, ValueError) as exc:
+            raise GuardianStoreError(f"tool {tool_id!r} cannot be registered: {exc}") from None
+        with self.transaction() as conn:
+            row = conn.execute("SELECT name, version, schema FROM mcp_tool_registry WHERE tool_id = ?",
+                               (tool_id,)).fetchone()
+            if row is None:
+                conn.execute("INSERT INTO mcp_tool_registry VALUES (?, ?, ?, ?, ?)",
+                             (tool_id, name, version, body, entry.registered_at.isoformat()))
+            elif tuple(row) != (name, version, body):
+                raise GuardianStoreError(f"tool {tool_id!r} is registered already with another name, version or schema")
+        found = self.tool(tool_id)
+        assert found is not None
+        return found
+
+    def tool(self, tool_id: str) -> ToolRegistration | None:
+        """The registered tool ``tool_id`` (None: not registered)."""
+        row = self.conn.execute("SELECT tool_id, name, version, schema, registered_at FROM mcp_tool_registry "
+                                "WHERE tool_id = ?", (tool_id,)).fetchone()
+        if row is None:
+            return None
+        return ToolRegistration(tool_id=row[0], name=row[1], version=row[2], schema=json.loads(row[3]),
+                                registered_at=datetime.fromisoformat(row[4]))
+
+    def record_hypothesis(self, hypothesis_id: str, agent_id: str, description: str,
+                          inputs: dict[str, Any] | BaseModel, prediction: dict[str, Any] | BaseModel,
+                          risk_score: object, state: str = "simulated", tool_id: str | None = None) -> None:
+        """Store one causal simulation as the seed's CAUSAL_HYPOTHESIS: ``inputs`` and
+        ``prediction`` as canonical JSON (a dict, or the simulator's pydantic model, dumped in JSON
+        mode), ``risk_score`` in [0, 1] as the exact text it was given."""
+        from cda.contracts.receipt import canonical_json
+
+        _check_id("hypothesis_id", hypothesis_id)
+        score = _exact_text("risk_score", risk_score)
+        try:
+            inputs_text, prediction_text = (
+                canonical_json(part.model_dump(mode="json") if isinstance(part, BaseModel) else part)
+                for part in (inputs, prediction))
+        except (TypeError, ValueError) as exc:
+            raise GuardianStoreError(f"hypothesis {hypothesis_id!r}: inputs and prediction must be JSON ({exc})") from None
+        with self.transaction() as conn:
+            self.ensure_agent(agent_id)
+            try:
+                conn.execute("INSERT INTO causal_hypothesis VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (hypothesis_id, agent_id, description, inputs_text, prediction_text, score, self.now(),
+                              state, tool_id))
+            except sqlite3.IntegrityError as exc:
+                raise GuardianStoreError(f"hypothesis {hypothesis_id!r} cannot be stored ({exc})") from None
+
+    def hypothesis(self, hypothesis_id: str) -> dict[str, Any] | None:
+        cols = ("hypothesis_id", "agent_id", "description", "inputs", "prediction", "risk_score", "created_at",
+                "state", "tool_id")
+        row = self.conn.execute(f"SELECT {', '.join(cols)} FROM causal_hypothesis WHERE hypothesis_id = ?",
+                                (hypothesis_id,)).fetchone()
+        if row is None:
+            return None
+        found = dict(zip(cols, row))
+        found["inputs"], found["prediction"] = json.loads(found["inputs"]), json.loads(found["prediction"])
+        return found
+
+    def record_decision(self, record: DecisionRecord) -> int:
+        """Store a :class:`~cda.guardian.decision.DecisionRecord`; returns its row id."""
+        from cda.contracts.receipt import canonical_json
+
+        body = canonical_json(record.model_dump(mode="json"))
+        with self.transaction() as conn:
+            cursor = conn.execute("INSERT INTO decisions (action_digest, decision, reason, body, recorded_at) "
+                                  "VALUES (?, ?, ?, ?, ?)",
+                                  (record.action_digest, str(record.decision), record.reason, body, self.now()))
+        return int(cursor.lastrowid or 0)
+
+
+def is_identifier(value: object, punctuation: str) -> bool:
+    """Whether ``value`` is an id: an ASCII letter or digit, then up to 127 ASCII letters, digits
+    or characters of ``punctuation`` (the models' ``^[A-Za-z0-9][A-Za-z0-9<punctuation>]{0,127}$``)."""
+    return (isinstance(value, str) and 1 <= len(value) <= 128 and value[0].isascii() and value[0].isalnum()
+            and all(c.isascii() and (c.isalnum() or c in punctuation) for c in value))
+
+
+def _check_id(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value or len(value) > 256 or not value.isprintable():
+        raise GuardianStoreError(f"{name} must be printable text of 1 to 256 characters, not {value!r}")
+    return value

@@ -1,0 +1,206 @@
+"""``cda guard``: exit 0 approve, 1 reject, 4 escalate; 2 (one clear line, no traceback) when it
+cannot decide; ``--json`` prints the decision record as one object."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cda.adapters.cli import main
+from cda.guardian.action import ProposedAction, read_action
+from cda.guardian.ledger import Ledger
+
+POLICIES = '''\
+[config]
+max_auto_launch_risk = 0.2
+
+[facts]
+deletes = { action_type = ["db.delete"] }
+touches_prod = { resource = ["prod/*"] }
+
+[[policy]]
+id = "no_prod_delete"
+dsl = "not (deletes and touches_prod)"
+
+[[policy]]
+id = "spend_cap"
+dsl = """
+value(metric:cost) <= 500 USD"""
+'''
+
+
+def doc(**changes: Any) -> str:
+    base: dict[str, Any] = {"action_id": "a1", "agent_id": "agent-7", "tool": {"name": "sql", "version": "1.0"},
+                            "action_type": "db.read", "resources": ["staging/db"], "cost_estimate": 12.5}  # fmt: skip
+    base.update(changes)
+    return json.dumps(base)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "policies.toml").write_text(POLICIES)
+    ledger = Ledger.open(tmp_path / "guardian.db")
+    ledger.set_budget("agent-7", "USD", Decimal(100))
+    ledger.close()
+    return tmp_path
+
+
+def guard(folder: Path, action_text: str | None, *extra: str) -> tuple[int, str, str]:
+    if action_text is not None:
+        (folder / "action.json").write_text(action_text)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["guard", str(folder / "action.json"), "--policies", str(folder / "policies.toml"),
+                 "--ledger", str(folder / "guardian.db"), *extra], stdout=out, stderr=err)  # fmt: skip
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_each_decision_has_its_exit_status_and_json_record(files: Path) -> None:
+    cases = [
+        (doc(), 0, "APPROVE", "policy_clear"),
+        (doc(action_type="db.delete", resources=["prod/users"]), 1, "REJECT", "policy:no_prod_delete"),
+        (doc(cost_estimate="250"), 4, "ESCALATE", "budget_exceeded"),
+        (doc(cost_estimate=-5), 1, "REJECT", "malformed_action"),
+        ("{not json", 1, "REJECT", "malformed_action"),
+    ]
+    for text, status, decision, reason in cases:
+        code, out, err = guard(files, text, "--json")
+        record = json.loads(out)
+        assert (code, record["decision"], record["reason"], err) == (status, decision, reason, ""), text
+        assert set(record) >= {"decision", "reason", "details", "action_digest", "seed", "receipt"}
+
+
+def test_each_decision_is_recorded_in_the_guardian_file(files: Path) -> None:
+    """`cda task execute` accepts only a decision the guardian recorded in its file."""
+    from cda.contracts.receipt import canonical_json
+    from cda.guardian.decision import DecisionRecord
+    from cda.guardian.store import GuardianStore
+
+    _, out, _ = guard(files, doc(), "--json")
+    record = DecisionRecord.model_validate_json(out)
+    store = GuardianStore.open(files / "guardian.db")
+    rows = store.conn.execute("SELECT action_digest, decision, body FROM decisions").fetchall()
+    store.close()
+    assert rows == [(record.action_digest, "APPROVE", canonical_json(record.model_dump(mode="json")))]
+
+
+def test_the_text_report_names_the_violating_facts(files: Path) -> None:
+    code, out, _ = guard(files, doc(action_type="db.delete", resources=["x", "prod/users"]))
+    assert code == 1
+    assert out.splitlines()[:3] == ["REJECT policy:no_prod_delete", "  fact deletes = True  ($.action_type)",
+                                    "  fact touches_prod = True  ($.resources[1])"]  # fmt: skip
+
+
+def test_the_same_action_gives_the_same_bytes(files: Path) -> None:
+    first, second = guard(files, doc(), "--json"), guard(files, None, "--json")
+    assert first == second
+
+
+def test_receipts_are_appended(files: Path) -> None:
+    from cda.actions.receipts import ReceiptLog
+
+    guard(files, doc(), "--receipts", str(files / "receipts.db"))
+    guard(files, doc(cost_estimate=900), "--receipts", str(files / "receipts.db"))
+    log = ReceiptLog(files / "receipts.db")
+    assert [e.receipt.result["reason"] for e in log.entries()] == ["policy_clear", "policy:spend_cap"]
+    log.close()
+
+
+def test_what_cannot_be_decided_exits_2_with_one_clear_line(files: Path) -> None:
+    (files / "action.json").write_text(doc())
+    code, out, err = guard(files, None, "--ledger", str(files / "missing.db"))
+    assert (code, out) == (2, "") and "cannot read" in err and "missing.db" in err
+    (files / "action.json").unlink()
+    code, _, err = guard(files, None)
+    assert code == 2 and "cannot read" in err and "action.json" in err
+    (files / "policies.toml").write_text(POLICIES.replace("<= 500 USD", "<= 500 USD and nonesuch"))
+    code, _, err = guard(files, doc())
+    assert code == 2 and err.startswith(f"{files / 'policies.toml'}:15:35: error: policy spend_cap: ")
+    (files / "policies.toml").write_text("[config\n")
+    code, _, err = guard(files, doc())
+    assert code == 2 and "policies.toml:1:8: error: not valid TOML" in err
+    code, _, err = guard(files, doc(), "--seed", "nan")
+    assert code == 2 and "--seed" in err and "Traceback" not in err
+
+
+def test_sim_says_clearly_when_the_model_cannot_be_used(files: Path) -> None:
+    (files / "model.json").write_text("{}")
+    code, out, err = guard(files, doc(), "--sim", str(files / "model.json"))
+    assert code == 2 and out == "" and "Traceback" not in err
+    if importlib.util.find_spec("cda.guardian.causal") is None:
+        assert "needs the causal simulator (cda.guardian.causal" in err
+    else:  # after gsim's branch merged: an empty model is refused by its loader
+        assert err.startswith(("cda: error:", str(files)))
+
+
+def test_the_console_command_decides_the_same_bytes_in_two_processes(files: Path) -> None:
+    """Two processes with different string hashing (set and dict orders) print the same record."""
+    import os
+
+    (files / "action.json").write_text(doc(action_type="db.delete", resources=["prod/x", "prod/y"]))
+    outs = []
+    for hash_seed in ("1", "2"):
+        run = subprocess.run([sys.executable, "-m", "cda", "guard", str(files / "action.json"), "--policies", str(files / "policies.toml"),
+                              "--ledger", str(files / "guardian.db"), "--json"], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONHASHSEED": hash_seed})  # fmt: skip
+        assert run.returncode == 1 and json.loads(run.stdout)["reason"] == "policy:no_prod_delete" and run.stderr == ""
+        outs.append(run.stdout)
+    assert outs[0] == outs[1]
+
+
+def test_the_documented_examples_decide_as_docs_guardian_md_says(tmp_path: Path) -> None:
+    """docs/guardian.md walks examples/guardian/ through the gate; without --sim the causal step
+    is skipped, which the page says turns the fourth action's ESCALATE into APPROVE."""
+    root = Path(__file__).resolve().parent.parent / "examples" / "guardian"
+    ledger = Ledger.open(tmp_path / "guardian.db")
+    ledger.set_budget("agent-7", "USD", Decimal(2000))
+    ledger.close()
+    expected = {"launch": (0, "APPROVE policy_clear"), "delete": (1, "REJECT policy:no_prod_delete"),
+                "big_launch": (4, "ESCALATE budget_exceeded"), "pushy_launch": (0, "APPROVE policy_clear"),
+                "malformed": (1, "REJECT malformed_action")}  # fmt: skip
+    page = (root.parent.parent / "docs" / "guardian.md").read_text()
+    for name, (status, first) in expected.items():
+        out = io.StringIO()
+        code = main(["guard", str(root / f"{name}.json"), "--policies", str(root / "policies.toml"),
+                     "--ledger", str(tmp_path / "guardian.db")], stdout=out, stderr=io.StringIO())  # fmt: skip
+        assert (code, out.getvalue().splitlines()[0]) == (status, first), name
+        if name in ("delete", "big_launch", "malformed"):  # not simulated: as the page shows them, receipt and all
+            assert out.getvalue() in page, name
+
+
+def test_an_approved_action_executes_as_a_signed_task_and_a_rejected_one_does_not(files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate and the task lifecycle together: `cda guard` decides and records; the task drawn
+    from the same action is signed and executes on the APPROVE, and is refused on a REJECT."""
+    from cda.guardian.tasks import TaskDraft
+
+    monkeypatch.setenv("CDA_KEY_DIR", str(files / "keys"))
+    monkeypatch.chdir(files)
+    db = str(files / "guardian.db")
+
+    def cli(*argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        return main(list(argv), stdout=out, stderr=err), out.getvalue(), err.getvalue()
+
+    assert cli("task", "add-signer", "alice", "--store", db)[0] == 0
+    for name, text, status in (("ok", doc(task_id="t-ok"), 0), ("bad", doc(task_id="t-bad", action_type="db.delete", resources=["prod/x"]), 1)):
+        (files / f"{name}.json").write_text(text)
+        code, out, _ = cli("guard", f"{name}.json", "--policies", "policies.toml", "--ledger", db, "--json")
+        assert code == status
+        (files / f"{name}.decision.json").write_text(out)
+        parsed = read_action(text)
+        assert isinstance(parsed, ProposedAction)
+        (files / f"{name}.draft.json").write_text(TaskDraft.for_action(parsed).to_json())
+        assert cli("task", "sign", f"{name}.draft.json", "--store", db, "--signer", "alice", "--out", f"{name}.signed.json")[0] == 0
+        code, out, err = cli("task", "execute", f"{name}.signed.json", "--store", db, "--decision", f"{name}.decision.json",
+                             "--action", f"{name}.json")  # fmt: skip
+        if status == 0:
+            assert code == 0 and json.loads(out)["state"] == "executed", err
+        else:
+            assert code == 1 and "not APPROVE" in err

@@ -1,0 +1,408 @@
+"""The task lifecycle: exact drafts, HITL signatures, execution once and only on APPROVE, schemas."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import threading
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cda.guardian.action import ProposedAction, read_action
+from cda.guardian.decision import Decision, DecisionRecord
+from cda.guardian.execution import ExecutionRefused, execute, task_state
+from cda.guardian.ledger import Ledger
+from cda.guardian.money import load_exact
+from cda.guardian.schemas import (
+    SCHEMA_IDS,
+    check_guardian_schemas,
+    guardian_schemas,
+    render_guardian_schemas,
+    schema_registry,
+)
+from cda.guardian.signers import (
+    SignerError,
+    SignerRegistry,
+    create_signer_key,
+    load_signer_key,
+    public_key_of,
+    sign,
+    signer_key_path,
+    verify_problems,
+)
+from cda.guardian.store import GuardianStore
+from cda.guardian.tasks import TaskDraft, TaskError, TaskExecuted, TaskSigned, read_task
+
+ROOT = Path(__file__).resolve().parents[1]
+T0 = datetime(2026, 11, 24, 20, 0, tzinfo=UTC)
+CLOCK = lambda: T0  # noqa: E731
+ALICE, BOB = "11" * 32, "22" * 32
+
+
+def _action(**change: Any) -> ProposedAction:
+    doc = {"action_id": "a1", "agent_id": "agent-42", "tool": {"name": "render", "version": "1"},
+           "action_type": "video.render", "cost_estimate": Decimal("150.25"), "task_id": "t-1", **change}
+    action = read_action(doc)
+    assert isinstance(action, ProposedAction), action
+    return action
+
+
+def _world(path: Path | str = ":memory:") -> tuple[Ledger, SignerRegistry]:
+    store = GuardianStore.open(path, CLOCK)
+    ledger, registry = Ledger(store), SignerRegistry(store)
+    ledger.set_budget("agent-42", "USD", 500)
+    registry.register("alice", public_key_of(ALICE))
+    registry.register("bob", public_key_of(BOB))
+    return ledger, registry
+
+
+def _draft(**change: Any) -> TaskDraft:
+    fields = {"cost_estimate": Decimal("150.25"), "resources": ["s3://bucket/hero.mp4"], "priority": "high",
+              "action_digest": _action().digest(), **change}
+    return TaskDraft.new("t-1", "agent-42", "Render hero video", clock=CLOCK, **fields)
+
+
+def _approve(ledger: Ledger, digest: str | None = None, decision: Decision = Decision.APPROVE) -> DecisionRecord:
+    reason = {Decision.APPROVE: "policy_clear", Decision.ESCALATE: "causal_risk", Decision.REJECT: "policy:p1"}[decision]
+    record = DecisionRecord(decision=decision, reason=reason, action_digest=digest or _action().digest())
+    ledger.store.record_decision(record)
+    return record
+
+
+# ---------------------------------------------------------------- drafts
+
+
+def test_a_draft_round_trips_exactly_and_the_same_bytes_every_time() -> None:
+    draft = _draft(cost_estimate=load_exact("12345678.123456789", "x"))
+    text = draft.to_json()
+    assert '"cost_estimate":12345678.123456789' in text and text == _draft(
+        cost_estimate=Decimal("12345678.1234567890")).to_json()
+    assert TaskDraft.from_json(text) == draft and read_task(text) == draft
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"cost_estimate": 150.25}, "not a float"),
+    ({"cost_estimate": -1}, "0 or more"),
+    ({"cost_estimate": Decimal("NaN")}, "finite"),
+    ({"priority": "urgent"}, "priority"),
+    ({"state": "signed"}, "has state 'draft'"),
+    ({"created_at": datetime(2026, 1, 1)}, "timezone"),
+    ({"surprise": 1}, "surprise"),
+    ({"action_digest": "xyz"}, "action_digest"),
+])
+def test_bad_drafts_are_refused_naming_the_field(change: dict[str, Any], words: str) -> None:
+    fields = {"task_id": "t-1", "agent_id": "a", "description": "d", "created_at": T0, "state": "draft", **change}
+    with pytest.raises(TaskError, match=words):
+        TaskDraft.from_document(fields)
+
+
+def test_json_numbers_are_never_floats_on_the_way_in() -> None:
+    text = '{"task_id": "t", "agent_id": "a", "description": "d", "created_at": "2026-11-24T20:00:00Z", ' \
+           '"cost_estimate": 0.1, "state": "draft"}'
+    assert TaskDraft.from_json(text).cost_estimate + Decimal("0.2") == Decimal("0.3")
+    with pytest.raises(TaskError, match=r"x.json:1:\d+: not valid JSON"):
+        TaskDraft.from_json('{"task_id": ', "x.json")
+    with pytest.raises(TaskError, match="x.json: not valid JSON"):
+        TaskDraft.from_json(text.replace("0.1", "NaN"), "x.json")
+
+
+# ---------------------------------------------------------------- signatures
+
+
+def test_a_registered_signer_signs_and_the_signature_verifies() -> None:
+    _, registry = _world()
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    assert signed.state == "signed" and signed.signature.sig_type == "HITL" and verify_problems(signed, registry) == []
+    assert sign(_draft(), "alice", ALICE, registry, CLOCK) == signed  # Ed25519 is deterministic: same bytes
+    assert TaskSigned.from_json(signed.to_json()) == signed and read_task(signed.to_json()) == signed
+
+
+def test_sign_refuses_an_unknown_signer_and_a_key_that_is_not_the_registered_one() -> None:
+    _, registry = _world()
+    with pytest.raises(SignerError, match="not in the signer registry"):
+        sign(_draft(), "mallory", "33" * 32, registry, CLOCK)
+    with pytest.raises(SignerError, match="not the one registered for 'alice'"):
+        sign(_draft(), "alice", BOB, registry, CLOCK)
+    with pytest.raises(SignerError, match="registered with another key"):
+        registry.register("alice", public_key_of(BOB))
+
+
+def test_only_a_draft_is_signed() -> None:
+    _, registry = _world()
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    with pytest.raises(TaskError, match="only a draft can be signed"):
+        sign(signed, "alice", ALICE, registry, CLOCK)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("description", "Render hero video and delete prod"), ("cost_estimate", 15025), ("resources", []),
+    ("priority", "low"), ("agent_id", "agent-43"), ("task_id", "t-2"), ("currency", "EUR"),
+    ("created_at", "2026-11-24T20:00:01+00:00"), ("action_digest", "0" * 64),
+])
+def test_a_field_changed_after_signing_is_detected(field: str, value: Any) -> None:
+    _, registry = _world()
+    doc = load_exact(sign(_draft(), "alice", ALICE, registry, CLOCK).to_json(), "t")
+    doc[field] = value
+    tampered = TaskSigned.from_document(doc)
+    assert verify_problems(tampered, registry) and "does not match" in verify_problems(tampered, registry)[0]
+
+
+@pytest.mark.parametrize("field, value", [
+    ("signer_id", "bob"), ("signed_at", "2026-11-24T21:00:00+00:00"), ("signature", "0" * 128),
+])
+def test_a_changed_signature_block_is_detected(field: str, value: str) -> None:
+    _, registry = _world()
+    doc = load_exact(sign(_draft(), "alice", ALICE, registry, CLOCK).to_json(), "t")
+    doc["signature"][field] = value
+    assert verify_problems(TaskSigned.from_document(doc), registry) != []
+
+
+def test_a_signature_by_an_unregistered_signer_does_not_verify() -> None:
+    _, registry = _world()
+    other_store = GuardianStore.open(":memory:", CLOCK)
+    SignerRegistry(other_store).register("mallory", public_key_of("33" * 32))
+    forged = sign(_draft(), "mallory", "33" * 32, SignerRegistry(other_store), CLOCK)
+    assert verify_problems(forged, registry) == ["the signer 'mallory' is not in the signer registry"]
+
+
+def test_signer_keys_are_private_files_made_once(tmp_path: Path) -> None:
+    public = create_signer_key("alice", tmp_path)
+    path = signer_key_path("alice", tmp_path)
+    assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
+    assert public_key_of(load_signer_key(path)) == public
+    with pytest.raises(SignerError, match="exists already"):
+        create_signer_key("alice", tmp_path)
+    os.chmod(path, 0o644)
+    with pytest.raises(SignerError, match="readable by others"):
+        load_signer_key(path)
+    with pytest.raises(SignerError, match="a signer id matches"):
+        signer_key_path("../evil", tmp_path)
+
+
+# ---------------------------------------------------------------- execution
+
+
+def test_an_approved_signed_task_executes_once_referencing_its_ledger_entry() -> None:
+    ledger, registry = _world()
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    calls: list[str] = []
+    done = execute(signed, _approve(ledger), ledger, action=_action(), receipts=["receipt:7"], clock=CLOCK,
+                   run=lambda task: calls.append(task.task_id) or {"artifact_url": "https://x/hero.mp4"})
+    assert calls == ["t-1"] and isinstance(done, TaskExecuted) and done.state == "executed"
+    assert done.audit_ref == "ledger://tx-1" and done.receipts == ["receipt:7"]
+    entry = ledger.entry("tx-1")
+    assert entry is not None and entry.status == "settled" and entry.settled_amount == Decimal("150.25")
+    assert "receipt:7" in entry.evidence and "task:t-1" in entry.evidence
+    assert ledger.remaining("agent-42", "USD") == Decimal("349.75") and task_state(ledger, "t-1") == "executed"
+    assert verify_problems(done, registry) == []  # the signature still covers the executed task's draft
+    assert TaskExecuted.from_json(done.to_json()) == done
+    with pytest.raises(ExecutionRefused, match="executed already: a task id executes once"):
+        execute(signed, _approve(ledger), ledger, run=lambda task: calls.append("again") or {})
+    assert calls == ["t-1"] and ledger.remaining("agent-42", "USD") == Decimal("349.75")
+
+
+@pytest.mark.parametrize("decision", [Decision.REJECT, Decision.ESCALATE])
+def test_a_decision_other_than_approve_runs_nothing(decision: Decision) -> None:
+    ledger, registry = _world()
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    calls: list[str] = []
+    with pytest.raises(ExecutionRefused, match=f"decision is {decision}"):
+        execute(signed, _approve(ledger, decision=decision), ledger, run=lambda t: calls.append("ran") or {})
+    assert calls == [] and ledger.entries() == [] and task_state(ledger, "t-1") is None
+
+
+def test_a_decision_about_another_action_or_not_recorded_runs_nothing() -> None:
+    ledger, registry = _world()
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    other = _action(cost_estimate=Decimal("1"))
+    with pytest.raises(ExecutionRefused, match="about another action"):
+        execute(signed, _approve(ledger, other.digest()), ledger)
+    with pytest.raises(ExecutionRefused, match="not the one the task names.*not the task's 150.25 USD"):
+        execute(signed, _approve(ledger), ledger, action=other)
+    forged = DecisionRecord(decision=Decision.APPROVE, reason="policy_clear", action_digest=_action().digest(),
+                            seed=7)
+    with pytest.raises(ExecutionRefused, match="not one the guardian recorded"):
+        execute(signed, forged, ledger)
+    unbound = sign(_draft(action_digest=None), "alice", ALICE, registry, CLOCK)
+    with pytest.raises(ExecutionRefused, match="names no action_digest"):
+        execute(unbound, _approve(ledger), ledger)
+    assert ledger.entries() == []
+
+
+def test_a_tampered_or_unsigned_task_runs_nothing() -> None:
+    ledger, registry = _world()
+    doc = load_exact(sign(_draft(), "alice", ALICE, registry, CLOCK).to_json(), "t")
+    doc["cost_estimate"] = Decimal("1.00")
+    with pytest.raises(ExecutionRefused, match="signature does not match"):
+        execute(TaskSigned.from_document(doc), _approve(ledger), ledger)
+    with pytest.raises(ExecutionRefused, match="only a signed task"):
+        execute(_draft(), _approve(ledger), ledger)  # type: ignore[arg-type]
+
+
+def test_a_task_over_budget_is_refused_and_may_run_once_the_budget_allows() -> None:
+    ledger, registry = _world()
+    ledger.set_budget("agent-42", "USD", 100)
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    with pytest.raises(ExecutionRefused, match="does not fit the budget"):
+        execute(signed, _approve(ledger), ledger)
+    assert task_state(ledger, "t-1") is None  # the claim was rolled back with the reservation
+    ledger.set_budget("agent-42", "USD", 200)
+    assert execute(signed, _approve(ledger), ledger).audit_ref == "ledger://tx-1"
+
+
+def test_a_run_that_fails_releases_its_money_and_is_not_run_again() -> None:
+    ledger, registry = _world()
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+
+    def boom(task: TaskSigned) -> dict[str, Any]:
+        raise RuntimeError("the tool fell over")
+
+    with pytest.raises(RuntimeError, match="fell over"):
+        execute(signed, _approve(ledger), ledger, run=boom)
+    assert task_state(ledger, "t-1") == "failed" and ledger.remaining("agent-42", "USD") == 500
+    assert ledger.entry("tx-1").status == "released"  # type: ignore[union-attr]
+    with pytest.raises(ExecutionRefused, match="failed already"):
+        execute(signed, _approve(ledger), ledger)
+
+
+def test_racing_executions_of_one_signed_task_run_it_once(tmp_path: Path) -> None:
+    path = tmp_path / "g.sqlite"
+    ledger, registry = _world(path)
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    decision = _approve(ledger)
+    ledger.close()
+    ran, refused, barrier = [], [], threading.Barrier(8)
+
+    def racer() -> None:
+        mine = Ledger.open(path, CLOCK)  # one connection each: the race is between SQLite connections
+        barrier.wait()
+        try:
+            execute(signed, decision, mine, run=lambda t: ran.append(1) or {})
+        except ExecutionRefused as exc:
+            refused.append(str(exc))
+        finally:
+            mine.close()
+
+    threads = [threading.Thread(target=racer) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(ran) == 1 and len(refused) == 7 and all("a task id executes once" in r for r in refused)
+    after = Ledger.open(path, CLOCK)
+    assert len(after.entries()) == 1 and after.remaining("agent-42", "USD") == Decimal("349.75")
+
+
+# ---------------------------------------------------------------- the committed schemas
+
+
+def test_committed_guardian_schemas_are_current() -> None:
+    folder = ROOT / "schemas" / "guardian"
+    assert check_guardian_schemas(folder) == [], "run: python -c 'from pathlib import Path; from " \
+        "cda.guardian.schemas import write_guardian_schemas; write_guardian_schemas(Path(\"schemas/guardian\"))'"
+    assert render_guardian_schemas() == render_guardian_schemas()
+    for stem, schema_id in SCHEMA_IDS.items():
+        assert json.loads((folder / f"{stem}.schema.json").read_text())["$id"] == schema_id
+    assert SCHEMA_IDS["task.signed"] == "https://chimera.ai/schemas/task.signed.json"
+    assert guardian_schemas()["task.executed"]["allOf"] == [{"$ref": "https://chimera.ai/schemas/task.signed.json"}]
+
+
+def _validator(stem: str) -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(guardian_schemas()[stem], registry=schema_registry())
+
+
+def _samples() -> dict[str, tuple[Any, dict[str, Any]]]:
+    """stem -> (the model's reader, a document the model wrote)."""
+    ledger, registry = _world()
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    done = execute(signed, _approve(ledger), ledger, receipts=["r1"], clock=lambda: T0 + timedelta(seconds=3),
+                   run=lambda t: {"url": "https://x", "frames": 240, "score": Decimal("0.5")})
+    tool = ledger.store.register_tool("render", "render", "1.0", {"type": "object"})
+    from cda.guardian.ledger import LedgerEntry
+    from cda.guardian.store import ToolRegistration
+
+    entry = ledger.entry("tx-1")
+    assert entry is not None
+    return {
+        "task.draft": (TaskDraft.from_document, load_exact(_draft().to_json(), "d")),
+        "task.signed": (TaskSigned.from_document, load_exact(signed.to_json(), "s")),
+        "task.executed": (TaskExecuted.from_document, load_exact(done.to_json(), "e")),
+        "ledger.entry": (LedgerEntry.model_validate, load_exact(entry.to_json(), "l")),
+        "tool.registration": (lambda d: ToolRegistration.model_validate(d), tool.to_document()),
+    }
+
+
+_ODD_VALUES: list[Any] = [None, True, 0, -1, Decimal("0.5"), Decimal("1E+16"), "", "x", "2026-11-24T20:00:00+00:00",
+                          "0" * 64, [], ["x"], [1], {}, {"k": "v"}]
+
+
+def _mutations(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every way to drop a field or give one (or a signature's field) an odd value."""
+    out = []
+    for key in doc:
+        dropped = copy.deepcopy(doc)
+        del dropped[key]
+        out.append(dropped)
+        for value in _ODD_VALUES:
+            changed = copy.deepcopy(doc)
+            changed[key] = value
+            out.append(changed)
+            if isinstance(doc[key], dict):
+                for inner in doc[key]:
+                    deep = copy.deepcopy(doc)
+                    deep[key][inner] = value
+                    out.append(deep)
+    return out
+
+
+@pytest.mark.parametrize("stem", sorted(SCHEMA_IDS))
+def test_every_model_output_validates_and_what_the_schema_refuses_the_model_refuses(stem: str) -> None:
+    read, doc = _samples()[stem]
+    validator = _validator(stem)
+    assert list(validator.iter_errors(doc)) == [], "the model's own output must validate"
+    read(doc)
+    refused_by_schema = 0
+    for mutated in _mutations(doc):
+        if validator.is_valid(mutated):
+            continue
+        refused_by_schema += 1
+        with pytest.raises((TaskError, ValueError)):
+            read(mutated)
+    assert refused_by_schema > 20  # the mutations do exercise the schema
+
+
+def test_the_signed_schema_refuses_a_draft_and_the_executed_schema_a_signed_task() -> None:
+    samples = _samples()
+    assert not _validator("task.signed").is_valid(samples["task.draft"][1])
+    assert not _validator("task.executed").is_valid(samples["task.signed"][1])
+    assert _validator("task.draft").is_valid(samples["task.executed"][1])  # the seed's allOf: a base for all
+
+
+def test_the_same_inputs_and_clock_give_the_same_bytes() -> None:
+    def run() -> tuple[str, str]:
+        ledger, registry = _world()
+        signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+        done = execute(signed, _approve(ledger), ledger, receipts=["r"], clock=CLOCK, run=lambda t: {"n": 0.25})
+        entry = ledger.entry("tx-1")
+        assert entry is not None
+        return done.to_json(), entry.to_json()
+
+    assert run() == run()
+
+
+def test_a_draft_for_an_action_is_bound_to_it_and_executes_with_its_approval() -> None:
+    ledger, registry = _world()
+    action = _action(resources=["s3://bucket/hero.mp4"], priority="high", description="Render hero video")
+    draft = TaskDraft.for_action(action, clock=CLOCK)
+    assert (draft.task_id, draft.action_digest, draft.cost_estimate) == ("t-1", action.digest(), Decimal("150.25"))
+    signed = sign(draft, "alice", ALICE, registry, CLOCK)
+    assert execute(signed, _approve(ledger, action.digest()), ledger, action=action).state == "executed"
+    with pytest.raises(TaskError, match="names no task_id"):
+        TaskDraft.for_action(_action(task_id=None), clock=CLOCK)
