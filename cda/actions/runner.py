@@ -148,6 +148,7 @@ def run_action(
     wall_clock: Callable[[], float] = time.time,
     audit: Callable[[Sequence[ActionEvent]], Sequence[str]] | None = None,
     action_id: str | None = None,
+    prelude: Sequence[ActionEvent] = (),
 ) -> ActionRun:
     """Run one CDA Action; never raises for a mistake in the inputs (that is ``action_failed``).
 
@@ -163,6 +164,10 @@ def run_action(
     (:mod:`cda.actions.event_chain`). Before the terminal event the run re-reads the receipts
     it appended; ``audit`` (the adapter's check of the stored events) may add problems. Any
     problem fails the run (``action_failed``, ``error_type`` ``AuditLogTampered``).
+
+    ``prelude`` are the events a server already streamed for this attempt before the run
+    (``action_waiting_user``, ``action_linked``...), numbered 0.. with the attempt ``receipts``
+    gives the run: the run's own events follow them, and ``action.end`` vouches for them all.
     """
     inputs = with_bindings(inputs, bound)
     settings = settings or RunSettings()
@@ -175,6 +180,9 @@ def run_action(
     inputs_hash = sha256_hex(canonical_json(inputs_json))
     attempt = recorder.start(inputs_hash)
     stream = EventStream(params.action_id, list(subscribers), clock=wall_clock, attempt=attempt)
+    if [(e.action_id, e.attempt, e.seq) for e in prelude] != [(params.action_id, attempt, i) for i in range(len(prelude))]:
+        raise ValueError(f"prelude events of {params.action_id} must be numbered 0.. in attempt {attempt}")
+    stream.events.extend(prelude)  # already streamed: counted and chained, not sent again
     stream.started(inputs_hash)
     locks = [lock_of(b) for b in bound]
     for b, lock in zip(bound, locks):

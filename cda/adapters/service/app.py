@@ -75,7 +75,7 @@ def build_app(config: ServiceConfig) -> Starlette:
         manager = await anyio.to_thread.run_sync(
             lambda: ActionManager(config.db, hub, workers=config.workers, egress_cap=config.egress_cap,
                                   providers=_providers(config.providers), fsync_each_commit=config.fsync,
-                                  self_approval=config.auth.open))
+                                  self_approval=config.auth.open, auth=config.auth))
         state.hub, state.manager = hub, manager
         await anyio.to_thread.run_sync(manager.recover)
         state.tasks = [asyncio.create_task(hub.watch_external()), asyncio.create_task(_sweeper(config))]
