@@ -241,7 +241,9 @@ def test_auth_guards_the_streams_and_get_refresh_accept_are_the_owners(tmp_path:
                 for headers, query in (({}, ""), ({"Authorization": "Bearer wrong"}, ""), ({}, "?token=wrong")):
                     assert client.get(url + query, headers=headers).status_code == 401
                     assert client.head(url + query, headers=headers).status_code == 401
-                assert client.head(url, headers={"Authorization": "Bearer tok-bob"}).status_code == 200
+                assert client.head(url, headers={"Authorization": "Bearer tok-bob"}).status_code == 204  # not his
+                assert client.get(url, headers={"Authorization": "Bearer tok-bob"}).status_code == 204  # as unknown
+                assert client.head(url, headers={"Authorization": "Bearer tok-internal"}).status_code == 200
                 assert client.head(url + "?token=tok-alice").status_code == 200  # what the page sends
             with toolbus(server, "tok-bob") as bob:  # another partner: answered as for an unknown id
                 for method, params, unknown in (

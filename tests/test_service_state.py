@@ -113,6 +113,8 @@ def _owner_checks(server: Server, action_id: str) -> None:
     for token in ("tok-alice", "tok-internal"):
         with toolbus(server, token) as ws:
             assert call(ws, "actions.get", {"action_id": action_id})["result"]["action_id"] == action_id, token
+    assert follow(server, action_id, token="tok-bob") == []  # his stream: 204, as for an unknown id
+    assert follow(server, action_id, token="tok-alice")[-1]["event"].startswith("action_")
 
 
 def test_owners_survive_a_restart_and_an_older_store_is_migrated(tmp_path: Path) -> None:

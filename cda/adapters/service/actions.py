@@ -234,7 +234,7 @@ class ActionManager:
                 return StartResult(action_id=action_id, topic=f"actions/{action_id}",
                                    status=self.runs[action_id].status, existing=True)
             stored = read_stream(self.db, action_id, None)
-            if stored and not (self._rerunnable(stored[-1]) and self._visible(who, action_id)):
+            if stored and not (self._rerunnable(stored[-1]) and self.visible(who, action_id)):
                 return StartResult(action_id=action_id, topic=f"actions/{action_id}",
                                    status=self.get(action_id).status, existing=True)
             run = _Run(action_id, who, inputs, bound=bound, notify=[s for s in specs if s.edge == "notify"])
@@ -353,7 +353,7 @@ class ActionManager:
         """Ask the provider again; new content is a new revision (update_available to its consumers)."""
         base = action_id.rsplit(".r", 1)[0]
         known = self.state.source(base)
-        if known is None or not self._visible(who, base):
+        if known is None or not self.visible(who, base):
             raise EdgeError("not_found", f"no sub-action {action_id} on this server", ["params", "action_id"])
         ability, source = known
         try:
@@ -373,7 +373,7 @@ class ActionManager:
     def accept_update(self, who: Principal, action_id: str, update: str) -> StartResult:
         """Accept a newer revision of a bound output: a structure revision, a new action."""
         held = self.state.consumer(action_id)
-        if held is None or not self._visible(who, action_id):
+        if held is None or not self.visible(who, action_id):
             raise EdgeError("not_found", f"no finished action {action_id} with bound outputs on this server",
                             ["params", "action_id"])
         offered = self.state.revision(update)
@@ -427,11 +427,11 @@ class ActionManager:
 
     def _own(self, who: Principal, action_id: str) -> _Run:
         run = self.runs.get(action_id)
-        if run is None or not self._visible(who, action_id):
+        if run is None or not self.visible(who, action_id):
             raise EdgeError("not_found", f"no running action {action_id} on this server", ["params", "action_id"])
         return run
 
-    def _visible(self, who: Principal, key: str) -> bool:
+    def visible(self, who: Principal, key: str) -> bool:
         """Whether ``who`` may see ``key`` (an action, a sub-action's base or revision): its starter
         and the internal profile. To anyone else it is answered as an unknown id would be (its
         existence is not disclosed). Owners are kept in the state file, so this holds after a
@@ -452,7 +452,7 @@ class ActionManager:
     def get(self, action_id: str, who: Principal | None = None) -> ActionGetResult:
         events = read_stream(self.db, action_id, None)
         run = self.runs.get(action_id)
-        if (not events and run is None) or (who is not None and not self._visible(who, action_id)):
+        if (not events and run is None) or (who is not None and not self.visible(who, action_id)):
             raise EdgeError("not_found", f"no action {action_id} in this store", ["params", "action_id"])
         out: dict[str, Any] = {"action_id": action_id, "status": "running",
                                "updates_available": self.state.offers(action_id)}

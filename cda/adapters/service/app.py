@@ -93,7 +93,8 @@ def build_app(config: ServiceConfig) -> Starlette:
 
     routes = [
         WebSocketRoute("/toolbus", toolbus_endpoint(lambda: state)),
-        Route("/streams/actions/{action_id}", stream_endpoint(lambda: state.hub, config.keepalive_s, config.auth),  # type: ignore[arg-type,return-value]
+        Route("/streams/actions/{action_id}", stream_endpoint(lambda: state.hub, config.keepalive_s, config.auth,  # type: ignore[arg-type,return-value]
+                                                              lambda: state.manager),
               methods=["GET", "HEAD", "OPTIONS"]),
         Route("/", page, methods=["GET", "HEAD"]),
     ]

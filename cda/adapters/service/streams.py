@@ -33,6 +33,7 @@ import sqlite3
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 from starlette.requests import Request
@@ -196,12 +197,15 @@ def _attempt_param(raw: str | None) -> int | None:
     return int(raw)
 
 
-def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float,
-                    auth: AuthConfig | None = None) -> Callable[[Request], Awaitable[Response]]:
+def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float, auth: AuthConfig | None = None,
+                    owners: Callable[[], Any] | None = None) -> Callable[[Request], Awaitable[Response]]:
     """The handler of ``/streams/actions/{action_id}`` (GET, HEAD, OPTIONS).
 
     With ``--auth`` a stream needs a known token too (``Authorization: Bearer`` or ``?token=``,
-    for a browser's ``EventSource``, which cannot set headers): 401 without one."""
+    for a browser's ``EventSource``, which cannot set headers): 401 without one; and the stream
+    of an action another partner started is answered as an unknown one (204), as the ToolBus
+    answers ``not_found`` (``owners()``: what has ``visible(principal, action_id)``, the
+    :class:`~cda.adapters.service.actions.ActionManager`)."""
 
     async def endpoint(request: Request) -> Response:
         hub = hub_of()
@@ -211,12 +215,16 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float,
             header = request.headers.get("authorization", "")
             token = header[7:].strip() if header[:7].lower() == "bearer " else None
             token = token or request.query_params.get("token")
-            if auth.principal(token) is None:
+            who = auth.principal(token)
+            if who is None:
                 return PlainTextResponse("a known token is required (Authorization: Bearer, or ?token=)\n", 401,
                                          headers={"WWW-Authenticate": "Bearer"})
         action_id = request.path_params["action_id"]
         if not ACTION_ID.match(action_id):
             return PlainTextResponse("no such stream: an action id is 1-200 of A-Z a-z 0-9 _ . : -\n", 404)
+        manager = owners() if owners is not None and auth is not None and not auth.open else None
+        if manager is not None and not await anyio.to_thread.run_sync(manager.visible, who, action_id):
+            return Response(status_code=204)  # another partner's action: as an unknown one
         raw = request.headers.get("last-event-id")
         if raw is None:
             raw = request.query_params.get("last_event_id")
