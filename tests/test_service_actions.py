@@ -13,6 +13,8 @@ import http.server
 import json
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -191,6 +193,10 @@ def test_kill_9_mid_action_restart_reports_interrupted_and_the_chain_verifies(tm
         assert any(e.receipt.name == "action.interrupted" for e in log.entries(waiting))
     finally:
         log.close()
+    # the whole file too: events against their action.end receipts, attempts, the signed head
+    audit = subprocess.run([sys.executable, "-m", "cda", "receipts", "verify", str(db)], capture_output=True,
+                           text=True, timeout=60)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
 
 
 def test_sigterm_ends_open_streams_and_a_running_server_exits_0(tmp_path: Path) -> None:

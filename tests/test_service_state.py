@@ -196,3 +196,45 @@ def test_a_rerun_of_an_action_id_files_every_event_under_its_own_attempt(tmp_pat
     assert [row[:2] for row in stored[2:]] == [(2, i) for i in range(len(second_run))]
     assert all(row[3] == 2 for row in stored[2:])
     assert "signed head at entry" in _verify(db)
+
+
+def test_the_server_signs_what_a_crash_left_and_never_on_top_of_a_rewritten_log(tmp_path: Path) -> None:
+    """A server killed between an attempt's ``action.end`` and its signature leaves an ended
+    attempt after the signed head; the next start signs it (it is the signer that wrote it). A
+    log that no longer holds its signed head is refused, and its head kept as evidence."""
+    from cda.actions.receipts import TRIGGERS
+    from cda.contracts.receipt import Receipt
+
+    db = tmp_path / "receipts.sqlite"
+    with serving(db) as first:
+        with toolbus(first) as ws:
+            action_id = call(ws, "actions.start", {"ability": "cda", "inputs": _inputs("signed")})["result"]["action_id"]
+        follow(first, action_id)
+        assert first.stop() == 0
+    log = ReceiptLog(db)  # what the killed server had written in that instant
+    try:
+        log.append(Receipt(action_id=action_id, seq=0, kind="action", name="action.end", inputs_hash="0" * 64,
+                           result={"status": "completed", "events": 0}, attempt=2))
+    finally:
+        log.close()
+    unsigned = subprocess.run([sys.executable, "-m", "cda", "receipts", "verify", str(db)], capture_output=True,
+                              text=True, cwd=ROOT, timeout=60)
+    assert unsigned.returncode != 0 and "ended after the signed head" in unsigned.stdout
+    with serving(db) as second:
+        assert second.stop() == 0
+    assert "signed head at entry" in _verify(db)
+    head = (tmp_path / "receipts.sqlite.head.json").read_text(encoding="utf-8")
+
+    with closing(sqlite3.connect(db, isolation_level=None)) as conn:  # truncate the log past its triggers
+        conn.execute("BEGIN IMMEDIATE")
+        for name in TRIGGERS:
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("DELETE FROM receipts WHERE rowid > (SELECT MAX(rowid) - 3 FROM receipts)")
+        for statement in TRIGGERS.values():
+            conn.execute(statement)
+        conn.execute("COMMIT")
+    refused = subprocess.run([sys.executable, "-m", "cda", "serve", str(db), "--port", "0"], capture_output=True,
+                             text=True, cwd=ROOT, timeout=60)
+    assert refused.returncode == 2 and "no longer in the log" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert (tmp_path / "receipts.sqlite.head.json").read_text(encoding="utf-8") == head  # the evidence is kept

@@ -37,6 +37,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,8 @@ from cda.actions.event_chain import events_head
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
 from cda.actions.runner import action_id_of, run_action
-from cda.actions.signing import head_path, load_signer, write_head
-from cda.adapters.action_entry import _http_provider
+from cda.actions.signing import head_path, load_signer, read_head, write_head
+from cda.adapters.action_entry import _check_signed_head, _http_provider
 from cda.adapters.event_store import EventStore
 from cda.adapters.service.auth import OPEN, AuthConfig, Principal
 from cda.adapters.service.cup import decide
@@ -74,7 +75,7 @@ from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
 from cda.errors import CDAError
 
-__all__ = ["ActionManager", "EdgeError", "EGRESS_RANK"]
+__all__ = ["ActionManager", "EdgeError", "EGRESS_RANK", "check_signable"]
 
 EGRESS_RANK = {"local": 0, "partner": 1, "external": 2}
 RERUNNABLE = frozenset({"ActionInterrupted", "ActionCancelled"})  # ended so: a new start runs a new attempt
@@ -159,6 +160,7 @@ class ActionManager:
         known = [Principal("anonymous", "partner")] if auth.open else [who for _, who in auth.entries]
         self.state = ServiceState(db, known)  # owners, sub-action revisions, consumers: they survive a restart
         self.signer = load_signer()  # the key `cda run` signs with ($CDA_KEY_DIR)
+        _check_signed_head(db, self.log, self.signer.public_key)  # never sign on top of a rewritten log
         self.sign_lock = threading.Lock()
 
     # -- receipts and events ---------------------------------------------------------------
@@ -504,8 +506,8 @@ class ActionManager:
                                 thresholds=self.thresholds, action_id=run.action_id, bound=run.bound,
                                 revision=run.revision, supersedes=run.supersedes, prelude=list(run.events),
                                 audit=self.events.confirm)
+            self._sign(run.action_id, result.attempt, result.events)  # first: the action.end is just written
             self.reflection.put(run.action_id, result.trace, attempt=result.attempt)
-            self._sign(run.action_id, result.attempt, result.events)
             if run.bound:  # accept_update needs these, also after a restart
                 self.state.put_consumer(run.action_id, run.inputs, result.outputs.revision,
                                         result.outputs.plan_bundle_id, run.bound)
@@ -557,7 +559,23 @@ class ActionManager:
             self._terminal(run, "interrupted: the server stopped while the action ran; start it again",
                            "ActionInterrupted")
             marked.append(action_id)
+        self._sign_found()
         return marked
+
+    def _sign_found(self) -> None:
+        """Sign the log as this start finds it, when entries follow the signed head: what the
+        stopped server wrote after its last signature (an attempt it ended in the instant before
+        kill -9, the interruptions just marked) is vouched for now, as the next attempt's end
+        would vouch for it anyway. A ``start`` head: it names no attempt's events."""
+        head, count = self.log.tip()
+        path = head_path(self.db)
+        if count == 0 or (path.exists() and read_head(path)["count"] == count):
+            return
+        with closing(sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=60)) as conn:
+            action_id, attempt = conn.execute("SELECT action_id, json_extract(body, '$.attempt') FROM receipts "
+                                              "ORDER BY rowid DESC LIMIT 1").fetchone()
+        with self.sign_lock:
+            write_head(path, self.signer.sign_head(head, count, str(action_id), int(attempt or 1), "start"))
 
     def shutdown(self) -> None:
         """Stop: waiting actions end interrupted, running ones at their next event; wait for them."""
@@ -571,6 +589,20 @@ class ActionManager:
         self.reflection.close()
         self.log.close()
         self.events.close()
+
+
+def check_signable(db: Path) -> None:
+    """What the server checks before it signs heads on ``db``: the signing key can be read (or
+    made), and the log still holds the head signed last and CDA's schema (an
+    :class:`~cda.adapters.action_entry.AuditLogError` that says what to run otherwise)."""
+    if not db.exists():
+        return
+    signer = load_signer()
+    log = ReceiptLog(db)
+    try:
+        _check_signed_head(db, log, signer.public_key)
+    finally:
+        log.close()
 
 
 def relax_fsync(store: object) -> bool:
