@@ -51,15 +51,15 @@ def test_accept_update_after_kill_9_and_restart_gives_revision_2_and_the_file_ve
     source = providers / "research" / "probe-auth.txt"
     source.write_text("observe slow(auth)\n", encoding="utf-8")
     db = tmp_path / "receipts.sqlite"
-    first = Server(db, "--providers", str(providers))
-    with toolbus(first) as ws:
-        started = call(ws, "actions.start", {"ability": "cda", "inputs": _inputs("restart-bind"), "subactions": [
-            {"ability": "research", "source": "probe-auth", "edge": "bind"}]})["result"]
-    consumer, (sub_r1,) = started["action_id"], started["linked"]
-    before = follow(first, consumer)
-    assert before[-1]["event"] == "action_completed" and before[-1]["data"]["outputs"]["revision"] == 1
-    wait_signed(db, consumer)  # the consumer's attempt has ended (and is signed) when the server dies
-    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    with serving(db, "--providers", str(providers)) as first:  # stopped even when an assertion fails
+        with toolbus(first) as ws:
+            started = call(ws, "actions.start", {"ability": "cda", "inputs": _inputs("restart-bind"), "subactions": [
+                {"ability": "research", "source": "probe-auth", "edge": "bind"}]})["result"]
+        consumer, (sub_r1,) = started["action_id"], started["linked"]
+        before = follow(first, consumer)
+        assert before[-1]["event"] == "action_completed" and before[-1]["data"]["outputs"]["revision"] == 1
+        wait_signed(db, consumer)  # the consumer's attempt has ended (and is signed) when the server dies
+        assert first.stop(signal.SIGKILL) == -signal.SIGKILL
 
     source.write_text("observe slow(auth)\nobserve not slow(db)\n", encoding="utf-8")
     with serving(db, "--providers", str(providers)) as second:
@@ -119,14 +119,14 @@ def _owner_checks(server: Server, action_id: str) -> None:
 
 def test_owners_survive_a_restart_and_an_older_store_is_migrated(tmp_path: Path) -> None:
     db, auth = tmp_path / "receipts.sqlite", _auth(tmp_path)
-    first = Server(db, "--auth", str(auth))
-    with toolbus(first, "tok-alice") as alice:
-        done = call(alice, "actions.start", {"ability": "cda", "inputs": _inputs("owned")})["result"]["action_id"]
-        waiting = call(alice, "actions.start", {"ability": "cda", "inputs": _inputs(
-            "owned-waiting", policies={"pii_posture": "consent"})})["result"]["action_id"]
-    follow(first, done, token="tok-alice")
-    _owner_checks(first, done)
-    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    with serving(db, "--auth", str(auth)) as first:  # stopped even when an assertion fails
+        with toolbus(first, "tok-alice") as alice:
+            done = call(alice, "actions.start", {"ability": "cda", "inputs": _inputs("owned")})["result"]["action_id"]
+            waiting = call(alice, "actions.start", {"ability": "cda", "inputs": _inputs(
+                "owned-waiting", policies={"pii_posture": "consent"})})["result"]["action_id"]
+        follow(first, done, token="tok-alice")
+        _owner_checks(first, done)
+        assert first.stop(signal.SIGKILL) == -signal.SIGKILL
     with serving(db, "--auth", str(auth)) as second:  # recovered: `waiting` is now interrupted
         for action_id in (done, waiting):
             _owner_checks(second, action_id)
@@ -151,12 +151,12 @@ def test_owners_survive_a_restart_and_an_older_store_is_migrated(tmp_path: Path)
 def test_a_rerun_of_an_action_id_files_every_event_under_its_own_attempt(tmp_path: Path) -> None:
     db = tmp_path / "receipts.sqlite"
     inputs = _inputs("rerun", policies={"pii_posture": "consent"})
-    first = Server(db)
-    with toolbus(first) as ws:
-        action_id = call(ws, "actions.start", {"ability": "cda", "inputs": inputs})["result"]["action_id"]
-    head = follow(first, action_id, stop_after=1)
-    assert head[0]["event"] == "action_waiting_user" and head[0]["data"]["attempt"] == 1
-    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    with serving(db) as first:  # stopped even when an assertion fails
+        with toolbus(first) as ws:
+            action_id = call(ws, "actions.start", {"ability": "cda", "inputs": inputs})["result"]["action_id"]
+        head = follow(first, action_id, stop_after=1)
+        assert head[0]["event"] == "action_waiting_user" and head[0]["data"]["attempt"] == 1
+        assert first.stop(signal.SIGKILL) == -signal.SIGKILL
     with serving(db) as second:
         with toolbus(second) as ws:
             assert call(ws, "actions.get", {"action_id": action_id})["result"]["status"] == "interrupted"
