@@ -102,22 +102,25 @@ def call(ws: ClientConnection, method: str, params: dict[str, Any] | None = None
     return answer  # type: ignore[no-any-return]
 
 
-def follow(server: Server, action_id: str, last_event_id: int | None = None, stop_after: int | None = None,
-           timeout: float = 60, token: str | None = None) -> list[dict[str, Any]]:
-    """The SSE messages of an action's stream as {id, event, data}, until it ends (or ``stop_after``)."""
+def follow(server: Server, action_id: str, last_event_id: int | str | None = None, stop_after: int | None = None,
+           timeout: float = 60, token: str | None = None, query: str = "") -> list[dict[str, Any]]:
+    """The SSE messages of an action's stream as {id (the seq), attempt, sse_id, event, data}, until
+    it ends (or ``stop_after``); ``query`` is added to the URL (``?attempt=2``)."""
     headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     out: list[dict[str, Any]] = []
     with httpx.Client(timeout=timeout) as client, \
-            connect_sse(client, "GET", f"{server.base}/streams/actions/{action_id}", headers=headers) as source:
+            connect_sse(client, "GET", f"{server.base}/streams/actions/{action_id}{query}", headers=headers) as source:
         if source.response.status_code == 204:
             return out
         source.response.raise_for_status()
         for sse in source.iter_sse():
             if not sse.data:
                 continue  # the opening "retry:" alone (a browser dispatches nothing for it)
-            out.append({"id": int(sse.id), "event": sse.event, "data": json.loads(sse.data)})
+            attempt, _, seq = sse.id.rpartition(":")  # "seq", or "attempt:seq" for a re-run
+            out.append({"id": int(seq), "attempt": int(attempt or 1), "sse_id": sse.id, "event": sse.event,
+                        "data": json.loads(sse.data)})
             if stop_after is not None and len(out) >= stop_after:
                 break
     return out
@@ -131,3 +134,17 @@ def wait_for(predicate: Any, timeout: float = 30, every: float = 0.05) -> Any:
             return value
         time.sleep(every)
     raise AssertionError("timed out waiting")
+
+
+def wait_signed(db: Path, action_id: str, attempt: int = 1, timeout: float = 30) -> dict[str, Any]:
+    """The signed head beside ``db`` once it vouches for the end of ``action_id``'s ``attempt``
+    (the server signs just after an attempt's terminal event, which a client may see first)."""
+    from cda.actions.signing import head_path, read_head
+
+    def signed() -> dict[str, Any] | None:
+        path = head_path(db)
+        doc = read_head(path) if path.exists() else None
+        ok = doc is not None and (doc["action_id"], doc["attempt"], doc["phase"]) == (action_id, attempt, "end")
+        return doc if ok else None
+
+    return wait_for(signed, timeout)  # type: ignore[no-any-return]

@@ -242,14 +242,19 @@ def test_auth_guards_the_streams_and_get_refresh_accept_are_the_owners(tmp_path:
                 for headers, query in (({}, ""), ({"Authorization": "Bearer wrong"}, ""), ({}, "?token=wrong")):
                     assert client.get(url + query, headers=headers).status_code == 401
                     assert client.head(url + query, headers=headers).status_code == 401
-                assert client.head(url, headers={"Authorization": "Bearer tok-bob"}).status_code == 200
+                assert client.head(url, headers={"Authorization": "Bearer tok-bob"}).status_code == 204  # not his
+                assert client.get(url, headers={"Authorization": "Bearer tok-bob"}).status_code == 204  # as unknown
+                assert client.head(url, headers={"Authorization": "Bearer tok-internal"}).status_code == 200
                 assert client.head(url + "?token=tok-alice").status_code == 200  # what the page sends
-            with toolbus(server, "tok-bob") as bob:
-                for method, params in (("actions.get", {"action_id": action_id}),
-                                       ("actions.refresh", {"action_id": sub}),
-                                       ("actions.accept_update", {"action_id": action_id, "update": sub})):
-                    answer = call(bob, method, params)
-                    assert answer.get("error", {}).get("code") == "forbidden", (method, answer)
+            with toolbus(server, "tok-bob") as bob:  # another partner: answered as for an unknown id
+                for method, params, unknown in (
+                        ("actions.get", {"action_id": action_id}, {"action_id": "cda-0000000000000000"}),
+                        ("actions.refresh", {"action_id": sub}, {"action_id": "research-000000000000.r1"}),
+                        ("actions.accept_update", {"action_id": action_id, "update": sub},
+                         {"action_id": "cda-0000000000000000", "update": sub})):
+                    answer, other = call(bob, method, params)["error"], call(bob, method, unknown)["error"]
+                    assert answer["code"] == other["code"] == "not_found", (method, answer)
+                    assert answer["message"] == other["message"].replace(unknown["action_id"], params["action_id"])
             assert call(alice, "actions.get", {"action_id": action_id})["result"]["action_id"] == action_id
             assert call(alice, "actions.refresh", {"action_id": sub})["error"]["code"] == "conflict"  # unchanged
             with toolbus(server, "tok-internal") as reviewer:

@@ -13,6 +13,8 @@ import http.server
 import json
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +27,7 @@ import pytest
 from cda.actions.event_chain import EVENT_SCHEMA
 from cda.actions.receipts import ReceiptLog
 from cda.adapters.service.store import StoredEvent, last_events, read_stream, sweep
-from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for
+from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for, wait_signed
 
 
 @pytest.fixture(scope="module")
@@ -173,9 +175,10 @@ def test_kill_9_mid_action_restart_reports_interrupted_and_the_chain_verifies(tm
         assert [e["id"] for e in rest] == [head[-1]["id"] + 1]  # resumed: the rest, nothing twice
         assert rest[0]["event"] == "action_failed" and rest[0]["data"]["error_type"] == "ActionInterrupted"
         assert call(ws, "actions.get", {"action_id": done})["result"]["status"] == "completed"
-        # the interrupted inputs can be seen as existing; nothing is left "running"
-        assert call(ws, "actions.start", {"ability": "cda", "inputs": example_inputs(
-            "crash", policies={"pii_posture": "consent"})})["result"]["status"] == "interrupted"
+        # nothing is left "running"; "start it again" runs a new attempt (tests/test_service_state.py)
+        again = call(ws, "actions.start", {"ability": "cda", "inputs": example_inputs(
+            "crash", policies={"pii_posture": "consent"})})["result"]
+        assert again["existing"] is False and again["status"] == "waiting_user"
         for action_id in racing:  # whatever the kill cut, each stream is whole and ends exactly once
             events = follow(second, action_id)
             assert [e["id"] for e in events] == list(range(len(events)))
@@ -190,6 +193,10 @@ def test_kill_9_mid_action_restart_reports_interrupted_and_the_chain_verifies(tm
         assert any(e.receipt.name == "action.interrupted" for e in log.entries(waiting))
     finally:
         log.close()
+    # the whole file too: events against their action.end receipts, attempts, the signed head
+    audit = subprocess.run([sys.executable, "-m", "cda", "receipts", "verify", str(db)], capture_output=True,
+                           text=True, timeout=60)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
 
 
 def test_sigterm_ends_open_streams_and_a_running_server_exits_0(tmp_path: Path) -> None:
@@ -228,6 +235,10 @@ def test_a_bad_stored_event_is_skipped_with_a_notice_and_old_streams_are_swept(s
     assert [e["id"] for e in again] == [e["id"] for e in full]  # the same ids, no gap, the stream ends
     assert again[2]["event"] == "action_notice" and "could not be read" in again[2]["data"]["message"]
     assert again[-1]["event"] == "action_completed"
+    with toolbus(server) as ws:  # the signed head moves on to another action (the sweep spares its attempt)
+        later = _start(ws, example_inputs("bad-row-later"))
+    follow(server, later)
+    wait_signed(db, later)
     assert sweep(db, retention_s=24 * 3600) == 0  # young: kept
     assert sweep(db, retention_s=3600, now=time.time() + 2 * 24 * 3600) >= len(full)
     assert read_stream(db, action_id) == []

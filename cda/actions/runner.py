@@ -151,6 +151,7 @@ def run_action(
     audit: Callable[[Sequence[ActionEvent]], Sequence[str]] | None = None,
     action_id: str | None = None,
     approval_waits: Sequence[ApprovalWait] = (),
+    prelude: Sequence[ActionEvent] = (),
 ) -> ActionRun:
     """Run one CDA Action; never raises for a mistake in the inputs (that is ``action_failed``).
 
@@ -171,6 +172,10 @@ def run_action(
     ``outputs.metrics`` has the deterministic counts, the terminal event's ``metrics`` adds the
     wall-clock measurements; ``approval_waits`` are the approvals a caller (the service) waited
     for before starting the run, with how long each took.
+
+    ``prelude`` are the events a server already streamed for this attempt before the run
+    (``action_waiting_user``, ``action_linked``...), numbered 0.. with the attempt ``receipts``
+    gives the run: the run's own events follow them, and ``action.end`` vouches for them all.
     """
     probe = ActionProbe(clock, approval_waits)  # first thing: TTFS and the total count from here
     inputs = with_bindings(inputs, bound)
@@ -184,6 +189,9 @@ def run_action(
     inputs_hash = sha256_hex(canonical_json(inputs_json))
     attempt = recorder.start(inputs_hash)
     stream = EventStream(params.action_id, [probe.see, *subscribers], clock=wall_clock, attempt=attempt)
+    if [(e.action_id, e.attempt, e.seq) for e in prelude] != [(params.action_id, attempt, i) for i in range(len(prelude))]:
+        raise ValueError(f"prelude events of {params.action_id} must be numbered 0.. in attempt {attempt}")
+    stream.events.extend(prelude)  # already streamed: counted and chained, not sent again
     stream.started(inputs_hash)
     locks = [lock_of(b) for b in bound]
     for b, lock in zip(bound, locks):

@@ -15,7 +15,19 @@ conservative one (QA scenario 3).
 *Cancel* takes effect at the action's next event (a terminal ``action_failed`` with
 ``error_type: "ActionCancelled"``). *Restarts*: an action the store holds unfinished when the
 server starts was cut off by a crash; it gets a terminal ``action_failed`` with
-``error_type: "ActionInterrupted"`` and a receipt, so no client ever sees it "running" forever.
+``error_type: "ActionInterrupted"`` and a receipt, so no client ever sees it "running" forever;
+starting an interrupted or cancelled action again runs a new attempt of it.
+
+*Attempts.* Every run of an action id is an attempt (issue 13), begun by the service itself
+(its ``service.start`` receipt is numbered by the log): everything the service streams for the
+action — ``action_waiting_user``, ``action_linked`` and notices before the run, the terminal
+event of a cancel or an interruption — is filed under that attempt, and the runner continues the
+same attempt (its events follow the service's, so ``action.end`` vouches for them all). After
+each attempt ends the service signs the log's head (``<store>.head.json``, as ``cda run`` does),
+so ``cda receipts verify`` checks a server's file like any other.
+
+*State across restarts* (owners, sub-action revisions, the bindings ``accept_update`` needs)
+is kept in :class:`~cda.adapters.service.state.ServiceState`.
 """
 
 from __future__ import annotations
@@ -24,21 +36,27 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cda.actions.bindings import BoundOutput, update_available
+from cda.actions.audit import file_meta_digest
+from cda.actions.bindings import BoundOutput, lock_of, update_available
+from cda.actions.event_chain import events_head
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
-from cda.actions.runner import ActionRun, accept_bump, action_id_of, run_action
-from cda.adapters.action_entry import _http_provider
+from cda.actions.runner import action_id_of, run_action
+from cda.actions.signing import head_path, load_signer, read_head, write_head
+from cda.adapters.action_entry import _check_signed_head, _http_provider
 from cda.adapters.event_store import EventStore
-from cda.adapters.service.auth import Principal
+from cda.adapters.service.auth import OPEN, AuthConfig, Principal
 from cda.adapters.service.cup import decide
 from cda.adapters.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
 from cda.adapters.service.providers import Provider, ProviderError
+from cda.adapters.service.state import ServiceState
 from cda.adapters.service.store import TERMINAL, StoredEvent, last_events, read_stream, started_without_events
 from cda.adapters.service.streams import Hub
 from cda.contracts.abstain import AbstainThresholds
@@ -59,9 +77,10 @@ from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
 from cda.errors import CDAError
 
-__all__ = ["ActionManager", "EdgeError", "EGRESS_RANK"]
+__all__ = ["ActionManager", "EdgeError", "EGRESS_RANK", "check_signable"]
 
 EGRESS_RANK = {"local": 0, "partner": 1, "external": 2}
+RERUNNABLE = frozenset({"ActionInterrupted", "ActionCancelled"})  # ended so: a new start runs a new attempt
 
 
 class EdgeError(CDAError, ValueError):
@@ -91,10 +110,33 @@ class _Run:
     lock: threading.Lock = field(default_factory=threading.Lock)
     bound: list[BoundOutput] = field(default_factory=list)
     notify: list[SubActionSpec] = field(default_factory=list)
-    previous: ActionRun | None = None  # set for a structure revision (an accepted update)
-    offered: BoundOutput | None = None
+    revision: int = 1  # > 1 for a structure revision (an accepted update)
+    supersedes: str | None = None  # the plan bundle a structure revision supersedes
+    attempt: int = 1  # the attempt the service began (its events and receipts are filed under it)
+    events: list[ActionEvent] = field(default_factory=list)  # what this attempt streamed so far
     waiting_since: float | None = None  # time.monotonic() when the action began to wait for approvals
     waits: list[ApprovalWait] = field(default_factory=list)  # each decision and how long it took (§10)
+
+
+class _AttemptSink:
+    """The receipt log, for a run whose attempt the service already began: the runner's
+    ``action.start`` continues that attempt instead of numbering a new one."""
+
+    def __init__(self, log: ReceiptLog, attempt: int) -> None:
+        self.log = log
+        self.attempt = attempt
+
+    def append(self, receipt: Receipt) -> str:
+        return self.log.append(receipt)
+
+    def head(self) -> str:
+        return self.log.head()
+
+    def begin_attempt(self, action_id: str, receipt_for: Callable[[int], Receipt]) -> tuple[int, str]:
+        return self.attempt, self.log.append(receipt_for(self.attempt))
+
+    def confirm(self, appended: Sequence[str]) -> list[str]:
+        return self.log.confirm(appended)
 
 
 class ActionManager:
@@ -102,7 +144,7 @@ class ActionManager:
 
     def __init__(self, db: Path, hub: Hub, *, workers: int = 2, egress_cap: str = "local",
                  providers: dict[str, Provider] | None = None, fsync_each_commit: bool = False,
-                 self_approval: bool = True) -> None:
+                 self_approval: bool = True, auth: AuthConfig = OPEN) -> None:
         self.db = db
         self.hub = hub
         self.egress_cap = egress_cap
@@ -118,28 +160,55 @@ class ActionManager:
         self.thresholds = AbstainThresholds.from_env(os.environ)
         self.providers = providers or {}
         self.self_approval = self_approval  # False with --auth: only the internal profile grants
-        self.subs: dict[str, BoundOutput] = {}  # sub-action revision id -> its output
-        self.sources: dict[str, tuple[str, str]] = {}  # sub-action base id -> (ability, source)
-        self.consumers: dict[str, set[str]] = {}  # sub-action base id -> actions that bound it
-        self.results: dict[str, tuple[CDAInputs, ActionRun]] = {}  # consumers, for accept_update
-        self.updates: dict[str, list[str]] = {}  # consumer -> newer revisions offered
-        self.owners: dict[str, str] = {}  # action id / sub-action base id -> the name of who started it
+        self.open = auth.open  # every client is the same anonymous partner: an action of unknown owner is theirs
+        known = [Principal("anonymous", "partner")] if auth.open else [who for _, who in auth.entries]
+        self.state = ServiceState(db, known)  # owners, sub-action revisions, consumers: they survive a restart
+        self.signer = load_signer()  # the key `cda run` signs with ($CDA_KEY_DIR)
+        _check_signed_head(db, self.log, self.signer.public_key)  # never sign on top of a rewritten log
+        self.sign_lock = threading.Lock()
 
     # -- receipts and events ---------------------------------------------------------------
     def receipt(self, action_id: str, name: str, inputs: dict[str, Any], result: dict[str, Any],
-                status: str = "ok") -> None:
-        """One receipt of the service's own (approvals, cancels, refusals, interruptions)."""
+                status: str = "ok", attempt: int | None = None) -> None:
+        """One receipt of the service's own (approvals, cancels, refusals, interruptions), filed
+        under ``attempt`` when it concerns one run of the action."""
         self.log.append(Receipt(action_id=action_id, seq=self.log.count(action_id), kind="action", name=name,
                                 inputs_hash=sha256_hex(canonical_json(inputs)), result=result,
-                                status=status))  # type: ignore[arg-type]
+                                status=status, attempt=attempt))  # type: ignore[arg-type]
+
+    def _begin(self, action_id: str, name: str, inputs: dict[str, Any], result: dict[str, Any]) -> int:
+        """Begin a new attempt of ``action_id`` with the service's receipt ``name``; its number."""
+        seq = self.log.count(action_id)
+        attempt, _ = self.log.begin_attempt(action_id, lambda n: Receipt(
+            action_id=action_id, seq=seq, kind="action", name=name, inputs_hash=sha256_hex(canonical_json(inputs)),
+            result=result, attempt=n))
+        return attempt
+
+    def _close(self, run: _Run, status: str) -> None:
+        """End an attempt the runner did not end (a cancel, a short escalation, a sub-action
+        revision): its ``action.end`` vouches for the events it streamed; then sign."""
+        self.receipt(run.action_id, "action.end", {"attempt": run.attempt}, {
+            "status": status, "events": len(run.events), "events_head": events_head(run.events)},
+            attempt=run.attempt)
+        self._sign(run.action_id, run.attempt, run.events)
+
+    def _sign(self, action_id: str, attempt: int, events: Sequence[ActionEvent]) -> None:
+        """Sign the log's head after an attempt ended (``cda receipts verify`` wants every
+        ``action.end`` under a signature); one at a time, so the last head written is the latest."""
+        with self.sign_lock:
+            head, count = self.log.tip()
+            write_head(head_path(self.db), self.signer.sign_head(
+                head, count, action_id, attempt, "end", len(events), events_head(events, timeless=False),
+                file_meta_digest(self.db)))
 
     def _emit(self, run: _Run, event: ActionEvent) -> None:
         with run.lock:
-            event = event.model_copy(update={"seq": run.next_seq})
+            event = event.model_copy(update={"seq": run.next_seq, "attempt": run.attempt})
             run.next_seq += 1
             self.events.append(event)
+            run.events.append(event)
         body = canonical_json(event.model_dump(mode="json"))
-        self.hub.publish_threadsafe(run.action_id, StoredEvent(event.seq, event.type, body))
+        self.hub.publish_threadsafe(run.action_id, StoredEvent(event.seq, event.type, body, run.attempt))
         if run.stop is not None and event.type not in TERMINAL:
             raise _Stop(run.stop)
 
@@ -171,15 +240,15 @@ class ActionManager:
                 return StartResult(action_id=action_id, topic=f"actions/{action_id}",
                                    status=self.runs[action_id].status, existing=True)
             stored = read_stream(self.db, action_id, None)
-            if stored:
+            if stored and not (self._rerunnable(stored[-1]) and self.visible(who, action_id)):
                 return StartResult(action_id=action_id, topic=f"actions/{action_id}",
                                    status=self.get(action_id).status, existing=True)
             run = _Run(action_id, who, inputs, bound=bound, notify=[s for s in specs if s.edge == "notify"])
             self.runs[action_id] = run
-            self.owners.setdefault(action_id, who.name)
             self.hub.live.add(action_id)
-        self.receipt(action_id, "service.start", {"principal": who.name, "profile": who.profile},
-                     {"inputs_sha256": sha256_hex(canonical_json(inputs.model_dump(mode="json")))})
+        self.state.own(action_id, who)  # before any receipt: a crash never leaves a started action ownerless
+        run.attempt = self._begin(action_id, "service.start", {"principal": who.name, "profile": who.profile},
+                                  {"inputs_sha256": sha256_hex(canonical_json(inputs.model_dump(mode="json")))})
         for _, spec, out in early:
             if spec.edge != "bind":  # the runner links (and locks) what it binds
                 self._emit(run, ActionLinked(action_id=action_id, seq=0, linked_action_id=out.action_id,
@@ -187,7 +256,7 @@ class ActionManager:
         linked = [f"{out.action_id}.r{out.revision}" for _, _, out in early]
         if cup is not None:
             self.receipt(action_id, "cup.escalate", {"signals": cup.fired, "risk_class": inputs.risk_class},
-                         {"reason": cup.reason, "wall": cup.wall, "short": cup.short})
+                         {"reason": cup.reason, "wall": cup.wall, "short": cup.short}, attempt=run.attempt)
             if cup.short:
                 self._short(run, cup.reason)
                 return StartResult(action_id=action_id, topic=f"actions/{action_id}", status="partial", linked=linked)
@@ -207,6 +276,11 @@ class ActionManager:
             self.pool.submit(self._execute, run)
         return StartResult(action_id=action_id, topic=f"actions/{action_id}", status=run.status, linked=linked)
 
+    @staticmethod
+    def _rerunnable(last: StoredEvent) -> bool:
+        """The latest attempt ended interrupted or cancelled: starting the action again runs it again."""
+        return last.type == "action_failed" and _json(last.data).get("error_type") in RERUNNABLE
+
     def _short(self, run: _Run, reason: str) -> None:
         """Escalated with less wall time than CDA reserves: a terminal partial at once (spec §9)."""
         caveat = f"escalation with too little time: {reason}; no search ran"
@@ -217,6 +291,7 @@ class ActionManager:
 
     def _finish_with(self, run: _Run, event: ActionEvent) -> None:
         self._emit(run, event)
+        self._close(run, "partial")
         with self.lock:
             self.runs.pop(run.action_id, None)
 
@@ -232,9 +307,9 @@ class ActionManager:
         except ProviderError as exc:
             raise EdgeError("invalid_params", str(exc), where) from None
         base = f"{spec.ability}-{sha256_hex(spec.source)[:12]}"
+        self.state.own(base, who)
+        self.state.put_source(base, spec.ability, spec.source)
         with self.lock:
-            self.sources[base] = (spec.ability, spec.source)
-            self.owners.setdefault(base, who.name)
             return self._revision(base, spec.ability, text)[0]
 
     def _revision(self, base: str, ability: str, text: str) -> tuple[BoundOutput, bool]:
@@ -243,80 +318,91 @@ class ActionManager:
         revision = 1
         while True:
             rev_id = f"{base}.r{revision}"
-            known = self.subs.get(rev_id)
-            if known is None:
-                stored = read_stream(self.db, rev_id, None)
-                if stored:
-                    payload = _json(stored[1].data).get("payload", {}) if len(stored) > 1 else {}
-                    known = BoundOutput(base, ability, revision,  # type: ignore[arg-type]
-                                        ArtifactRef(artifact_id=f"{base}:output", text=payload.get("text", "")))
-                    self.subs[rev_id] = known
+            known = self.state.revision(rev_id) or self._legacy_revision(base, ability, revision)
             if known is None:
                 break
             if sha256_hex(known.artifact.text or "") == digest:
                 return known, False
             revision += 1
         out = BoundOutput(base, ability, revision, ArtifactRef(artifact_id=f"{base}:output", text=text))  # type: ignore[arg-type]
-        self.subs[rev_id] = out
+        self.state.put_revision(out)
         stream = _Run(rev_id, Principal("server", "internal"), CDAInputs(problem=f"{ability} sub-action"))
+        stream.attempt = self._begin(rev_id, "subaction.revision", {"base": base, "revision": revision},
+                                     {"sha256": digest})
         self._emit(stream, ActionStarted(action_id=rev_id, seq=0, ability=ability, inputs_hash=sha256_hex(base)))
-        offered_to = sorted(c for c in self.consumers.get(base, ())
-                            if c in self.results and update_available(self.results[c][1].bindings, out))
+        offered_to = []
+        for consumer in self.state.consumers_of(base):
+            held = self.state.consumer(consumer)
+            if held is not None and update_available([lock_of(b) for b in held.bound], out):
+                offered_to.append(consumer)
         self._emit(stream, ActionCheckpoint(action_id=rev_id, seq=0, kind="context_delta", payload={
             "artifact_id": out.artifact.artifact_id, "revision": revision, "sha256": digest, "text": text,
             **({"update_available": {"consumers": offered_to}} if offered_to else {})}))
         for consumer in offered_to:
-            self.updates.setdefault(consumer, []).append(rev_id)
+            self.state.offer(consumer, rev_id)
             self.receipt(consumer, "bind.update_available", {"sub_action": rev_id}, {"sha256": digest})
         self._emit(stream, ActionCompleted(action_id=rev_id, seq=0))
+        self._close(stream, "completed")
         return out, True
+
+    def _legacy_revision(self, base: str, ability: str, revision: int) -> BoundOutput | None:
+        """A revision a server before the state file streamed (its text is in its stream), recorded now."""
+        stored = read_stream(self.db, f"{base}.r{revision}", None)
+        if not stored:
+            return None
+        payload = _json(stored[1].data).get("payload", {}) if len(stored) > 1 else {}
+        out = BoundOutput(base, ability, revision,  # type: ignore[arg-type]
+                          ArtifactRef(artifact_id=f"{base}:output", text=str(payload.get("text", ""))))
+        self.state.put_revision(out)
+        return out
 
     def refresh(self, who: Principal, action_id: str) -> RefreshResult:
         """Ask the provider again; new content is a new revision (update_available to its consumers)."""
         base = action_id.rsplit(".r", 1)[0]
-        self.check_owner(who, base, action_id)
-        if base not in self.sources:
+        known = self.state.source(base)
+        if known is None or not self.visible(who, base):
             raise EdgeError("not_found", f"no sub-action {action_id} on this server", ["params", "action_id"])
-        ability, source = self.sources[base]
+        ability, source = known
         try:
             text = self.providers[ability].produce(source)
-        except ProviderError as exc:
-            raise EdgeError("conflict", str(exc), ["params", "action_id"]) from None
+        except (KeyError, ProviderError) as exc:
+            message = str(exc) if isinstance(exc, ProviderError) else f"this server has no {ability!r} provider now"
+            raise EdgeError("conflict", message, ["params", "action_id"]) from None
         with self.lock:
             out, new = self._revision(base, ability, text)
         if not new:
             raise EdgeError("conflict", f"{action_id}: the provider's output is unchanged (no new revision)",
                             ["params", "action_id"])
-        return RefreshResult(action_id=f"{base}.r{out.revision}", revision=out.revision, sha256=sha256_hex(text),
-                             updates_for=sorted(c for c, revs in self.updates.items()
-                                                if f"{base}.r{out.revision}" in revs))
+        rev_id = f"{base}.r{out.revision}"
+        return RefreshResult(action_id=rev_id, revision=out.revision, sha256=sha256_hex(text),
+                             updates_for=[c for c in self.state.consumers_of(base) if rev_id in self.state.offers(c)])
 
     def accept_update(self, who: Principal, action_id: str, update: str) -> StartResult:
         """Accept a newer revision of a bound output: a structure revision, a new action."""
-        self.check_owner(who, action_id)
-        held = self.results.get(action_id)
-        offered = self.subs.get(update)
-        if held is None:
+        held = self.state.consumer(action_id)
+        if held is None or not self.visible(who, action_id):
             raise EdgeError("not_found", f"no finished action {action_id} with bound outputs on this server",
                             ["params", "action_id"])
-        if offered is None or not update_available(held[1].bindings, offered):
+        offered = self.state.revision(update)
+        if offered is None or not update_available([lock_of(b) for b in held.bound], offered):
             raise EdgeError("conflict", f"{update} is not a newer revision of anything {action_id} bound",
                             ["params", "update"])
-        inputs, previous = held
-        bound = [offered if b.action_id == offered.action_id else b for b in previous.bound]
-        new_id = action_id_of(inputs, bound=bound)
-        run = _Run(new_id, who, inputs, bound=bound, previous=previous, offered=offered)
+        bound = [offered if b.action_id == offered.action_id else b for b in held.bound]
+        new_id = action_id_of(held.inputs, bound=bound)
+        run = _Run(new_id, who, held.inputs, bound=bound, revision=held.revision + 1, supersedes=held.plan_bundle_id)
         with self.lock:
             if new_id in self.runs or read_stream(self.db, new_id, None):
                 return StartResult(action_id=new_id, topic=f"actions/{new_id}", status="running", existing=True,
-                                   revision=previous.outputs.revision + 1)
+                                   revision=held.revision + 1)
             self.runs[new_id] = run
-            self.owners.setdefault(new_id, who.name)
             self.hub.live.add(new_id)
+        self.state.own(new_id, who)
+        run.attempt = self._begin(new_id, "service.start", {"principal": who.name, "profile": who.profile},
+                                  {"inputs_sha256": sha256_hex(canonical_json(held.inputs.model_dump(mode="json"))),
+                                   "revision_of": action_id})
         self.receipt(action_id, "bind.accept", {"update": update, "principal": who.name}, {"revision_action": new_id})
         self.pool.submit(self._execute, run)
-        return StartResult(action_id=new_id, topic=f"actions/{new_id}", status="running",
-                           revision=previous.outputs.revision + 1)
+        return StartResult(action_id=new_id, topic=f"actions/{new_id}", status="running", revision=held.revision + 1)
 
     def decide(self, who: Principal, action_id: str, approval: str, grant: bool, reason: str) -> ActionGetResult:
         run = self._own(who, action_id)
@@ -332,7 +418,7 @@ class ActionManager:
         run.waits.append(ApprovalWait(approval=approval, granted=grant, waited_us=max(0, round(waited * 1_000_000))))
         self.receipt(action_id, "approval.granted" if grant else "approval.denied",
                      {"approval": approval, "principal": who.name}, {"reason": reason},
-                     status="ok" if grant else "denied")
+                     status="ok" if grant else "denied", attempt=run.attempt)
         if not run.needed:
             run.status = "running"
             self.pool.submit(self._execute, run)
@@ -340,7 +426,8 @@ class ActionManager:
 
     def cancel(self, who: Principal, action_id: str) -> ActionGetResult:
         run = self._own(who, action_id)
-        self.receipt(action_id, "service.cancel", {"principal": who.name}, {"status_then": run.status})
+        self.receipt(action_id, "service.cancel", {"principal": who.name}, {"status_then": run.status},
+                     attempt=run.attempt)
         if run.status == "waiting_user":
             self._finish(run, "cancelled by the client", "ActionCancelled")
         else:
@@ -349,33 +436,35 @@ class ActionManager:
 
     def _own(self, who: Principal, action_id: str) -> _Run:
         run = self.runs.get(action_id)
-        if run is None:
+        if run is None or not self.visible(who, action_id):
             raise EdgeError("not_found", f"no running action {action_id} on this server", ["params", "action_id"])
-        if who.profile != "internal" and who.name != run.owner.name:
-            raise EdgeError("forbidden", f"action {action_id} was started by another client", ["params", "action_id"])
         return run
 
-    def check_owner(self, who: Principal, key: str, action_id: str | None = None) -> None:
-        """Forbidden unless ``who`` started ``key`` (an action or a sub-action's base) or is internal.
-
-        An action this server process did not start (one recovered from the store) has no known owner."""
-        owner = self.owners.get(key)
-        run = self.runs.get(key)
-        if owner is None and run is not None:
-            owner = run.owner.name
-        if who.profile != "internal" and owner is not None and owner != who.name:
-            raise EdgeError("forbidden", f"action {action_id or key} was started by another client",
-                            ["params", "action_id"])
+    def visible(self, who: Principal, key: str) -> bool:
+        """Whether ``who`` may see ``key`` (an action, a sub-action's base or revision): its starter
+        and the internal profile. To anyone else it is answered as an unknown id would be (its
+        existence is not disclosed). Owners are kept in the state file, so this holds after a
+        restart; an action of no recorded owner (written by ``cda run`` into the same file, or
+        started by a server that no known principal matches) is the internal profile's, or, on
+        an open server, the one anonymous partner's."""
+        if who.profile == "internal":
+            return True
+        owner = self.state.owner(key)
+        if owner is None and key in self.runs:
+            owner = self.runs[key].owner.name
+        if owner is None and ".r" in key:  # a sub-action revision: its base's starter
+            owner = self.state.owner(key.rsplit(".r", 1)[0])
+        if owner is None:
+            return self.open
+        return owner == who.name
 
     def get(self, action_id: str, who: Principal | None = None) -> ActionGetResult:
-        if who is not None:  # a client's actions.get: its own actions only (internal: any)
-            self.check_owner(who, action_id)
         events = read_stream(self.db, action_id, None)
         run = self.runs.get(action_id)
-        if not events and run is None:
+        if (not events and run is None) or (who is not None and not self.visible(who, action_id)):
             raise EdgeError("not_found", f"no action {action_id} in this store", ["params", "action_id"])
         out: dict[str, Any] = {"action_id": action_id, "status": "running",
-                               "updates_available": list(self.updates.get(action_id, []))}
+                               "updates_available": self.state.offers(action_id)}
         if events:
             out["last_event_id"] = events[-1].seq
         for e in events:
@@ -417,20 +506,20 @@ class ActionManager:
                 from cda.ken.loaders import load_ken
                 path = Path(inputs.ken.path)
                 ken = load_ken(path if path.is_absolute() else self.db.parent / path)
-            common: dict[str, Any] = dict(ken=ken, out_dir=self.db.parent, receipts=self.log,
-                                          subscribers=[lambda e: self._emit(run, e)], llm_factory=_http_provider,
-                                          thresholds=self.thresholds, action_id=run.action_id,
-                                          approval_waits=list(run.waits))
-            if run.previous is not None and run.offered is not None:
-                result = accept_bump(inputs, run.previous, run.offered, **common)
-            else:
-                result = run_action(inputs, bound=run.bound, **common)
-            self.reflection.put(run.action_id, result.trace)
-            if run.bound:
-                with self.lock:
-                    self.results[run.action_id] = (run.inputs, result)
-                    for b in run.bound:
-                        self.consumers.setdefault(b.action_id, set()).add(run.action_id)
+            # the run continues the attempt the service began: after the events already streamed
+            # (prelude), its receipts under that attempt (_AttemptSink), its audit over the stored events
+            result = run_action(inputs, ken=ken, out_dir=self.db.parent, receipts=_AttemptSink(self.log, run.attempt),
+                                subscribers=[lambda e: self._emit(run, e)], llm_factory=_http_provider,
+                                thresholds=self.thresholds, action_id=run.action_id, bound=run.bound,
+                                revision=run.revision, supersedes=run.supersedes, prelude=list(run.events), approval_waits=list(run.waits),
+                                audit=self.events.confirm)
+            self._sign(run.action_id, result.attempt, result.events)  # first: the action.end is just written
+            self.reflection.put(run.action_id, result.trace, attempt=result.attempt)
+            if run.bound:  # accept_update needs these, also after a restart
+                self.state.put_consumer(run.action_id, run.inputs, result.outputs.revision,
+                                        result.outputs.plan_bundle_id, run.bound)
+                for b in run.bound:
+                    self.state.put_revision(b)
             for i, spec in enumerate(run.notify):  # notify: told once the consumer is done
                 try:
                     self._spawn(spec, i, run.owner)
@@ -440,36 +529,60 @@ class ActionManager:
         except _Stop as stop:
             reason = "cancelled by the client" if str(stop) == "ActionCancelled" else \
                 "interrupted: the server stopped while the action ran; start it again"
-            self.receipt(run.action_id, "action.stopped", {"reason": str(stop)}, {}, status="failed")
+            self.receipt(run.action_id, "action.stopped", {"reason": str(stop)}, {}, status="failed",
+                         attempt=run.attempt)
             self._terminal(run, reason, str(stop))
+            self._close(run, "failed")
         except Exception as exc:  # noqa: BLE001 - a bug must still end the stream
-            self.receipt(run.action_id, "action.crashed", {"error_type": type(exc).__name__}, {}, status="failed")
-            self._terminal(run, f"the action stopped on an internal error ({type(exc).__name__})", "InternalError")
+            self.receipt(run.action_id, "action.crashed", {"error_type": type(exc).__name__}, {}, status="failed",
+                         attempt=run.attempt)
+            if not (run.events and run.events[-1].type in TERMINAL):  # ended already: no second terminal
+                self._terminal(run, f"the action stopped on an internal error ({type(exc).__name__})",
+                               "InternalError")
+                self._close(run, "failed")
         finally:
             with self.lock:
                 self.runs.pop(run.action_id, None)
 
     def _finish(self, run: _Run, error: str, error_type: str) -> None:
         self._terminal(run, error, error_type)
+        self._close(run, "failed")
         with self.lock:
             self.runs.pop(run.action_id, None)
 
     def recover(self) -> list[str]:
         """Mark every action the store holds unfinished as interrupted (the server restarted)."""
         marked = []
-        unfinished = [(a, last.seq) for a, last in last_events(self.db).items() if last.type not in TERMINAL]
-        unfinished += [(a, -1) for a in started_without_events(self.db)]
-        for action_id, last_seq in unfinished:
+        unfinished = [(a, last.attempt, last.seq) for a, last in last_events(self.db).items()
+                      if last.type not in TERMINAL]
+        unfinished += [(a, attempt, -1) for a, attempt in started_without_events(self.db)]
+        for action_id, attempt, last_seq in unfinished:
             if action_id in self.runs:
                 continue
             run = _Run(action_id, Principal("server", "internal"), CDAInputs(problem="(interrupted)"),
-                       next_seq=last_seq + 1)
+                       next_seq=last_seq + 1, attempt=attempt)  # its terminal event: in the attempt it ends
             self.receipt(action_id, "action.interrupted", {"last_event_id": last_seq},
-                         {"reason": "the server stopped while the action ran"}, status="failed")
+                         {"reason": "the server stopped while the action ran"}, status="failed", attempt=attempt)
             self._terminal(run, "interrupted: the server stopped while the action ran; start it again",
                            "ActionInterrupted")
             marked.append(action_id)
+        self._sign_found()
         return marked
+
+    def _sign_found(self) -> None:
+        """Sign the log as this start finds it, when entries follow the signed head: what the
+        stopped server wrote after its last signature (an attempt it ended in the instant before
+        kill -9, the interruptions just marked) is vouched for now, as the next attempt's end
+        would vouch for it anyway. A ``start`` head: it names no attempt's events."""
+        head, count = self.log.tip()
+        path = head_path(self.db)
+        if count == 0 or (path.exists() and read_head(path)["count"] == count):
+            return
+        with closing(sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=60)) as conn:
+            action_id, attempt = conn.execute("SELECT action_id, json_extract(body, '$.attempt') FROM receipts "
+                                              "ORDER BY rowid DESC LIMIT 1").fetchone()
+        with self.sign_lock:
+            write_head(path, self.signer.sign_head(head, count, str(action_id), int(attempt or 1), "start"))
 
     def shutdown(self) -> None:
         """Stop: waiting actions end interrupted, running ones at their next event; wait for them."""
@@ -479,9 +592,24 @@ class ActionManager:
             else:
                 run.stop = "ActionInterrupted"
         self.pool.shutdown(wait=True, cancel_futures=False)
+        self.state.close()
         self.reflection.close()
         self.log.close()
         self.events.close()
+
+
+def check_signable(db: Path) -> None:
+    """What the server checks before it signs heads on ``db``: the signing key can be read (or
+    made), and the log still holds the head signed last and CDA's schema (an
+    :class:`~cda.adapters.action_entry.AuditLogError` that says what to run otherwise)."""
+    if not db.exists():
+        return
+    signer = load_signer()
+    log = ReceiptLog(db)
+    try:
+        _check_signed_head(db, log, signer.public_key)
+    finally:
+        log.close()
 
 
 def relax_fsync(store: object) -> bool:

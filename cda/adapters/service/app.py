@@ -84,7 +84,7 @@ def build_app(config: ServiceConfig) -> Starlette:
         manager = await anyio.to_thread.run_sync(
             lambda: ActionManager(config.db, hub, workers=config.workers, egress_cap=config.egress_cap,
                                   providers=_providers(config.providers), fsync_each_commit=config.fsync,
-                                  self_approval=config.auth.open))
+                                  self_approval=config.auth.open, auth=config.auth))
         state.hub, state.manager = hub, manager
         await anyio.to_thread.run_sync(manager.recover)
         feed = state.metrics = MetricsFeed(config.db, observers=[] if export is None else [export.record])
@@ -108,7 +108,8 @@ def build_app(config: ServiceConfig) -> Starlette:
 
     routes = [
         WebSocketRoute("/toolbus", toolbus_endpoint(lambda: state)),
-        Route("/streams/actions/{action_id}", stream_endpoint(lambda: state.hub, config.keepalive_s, config.auth),  # type: ignore[arg-type,return-value]
+        Route("/streams/actions/{action_id}", stream_endpoint(lambda: state.hub, config.keepalive_s, config.auth,  # type: ignore[arg-type,return-value]
+                                                              lambda: state.manager),
               methods=["GET", "HEAD", "OPTIONS"]),
         Route("/streams/metrics", metrics_endpoint(lambda: state.metrics, config.keepalive_s, config.auth),
               methods=["GET", "HEAD", "OPTIONS"]),

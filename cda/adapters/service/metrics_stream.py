@@ -258,10 +258,13 @@ def metrics_endpoint(feed_of: Callable[[], MetricsFeed | None], keepalive_s: flo
         raw = request.headers.get("last-event-id")
         if raw is None:
             raw = request.query_params.get("last_event_id")
-        try:
-            last = parse_last_event_id(raw)
+        try:  # the topic's ids are plain numbers (no attempts): "attempt:seq" is not one of them
+            parsed = parse_last_event_id(raw)
+            if parsed is not None and ":" in (raw or ""):
+                raise ValueError(f"Last-Event-ID of the metrics topic is a whole number, got {raw[:40]!r}")
         except ValueError as exc:
             return PlainTextResponse(f"{exc}\n", 400)
+        last = None if parsed is None else parsed[1]
         if request.method == "HEAD":
             return Response(status_code=200, media_type="text/event-stream; charset=utf-8",
                             headers={"Cache-Control": "no-cache"})

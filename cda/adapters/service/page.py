@@ -50,10 +50,10 @@ function outputs(o) {
   for (const t of o.next_tests || []) ul.append(text("li", t.question));
 }
 function show(ev) {
-  const n = Number(ev.lastEventId);
-  if (seen.has(n)) return;  // a resumed stream never shows an event twice
-  seen.add(n);
+  if (seen.has(ev.lastEventId)) return;  // a resumed stream never shows an event twice
+  seen.add(ev.lastEventId);  // "seq", or "attempt:seq" for a re-run
   const d = JSON.parse(ev.data);
+  const n = d.seq;
   let what = d.type;
   if (d.type === "action_checkpoint") {
     what += " " + d.kind;
@@ -61,7 +61,7 @@ function show(ev) {
   } else if (d.type === "action_progress") { what += " " + d.phase; }
   else if (d.type === "action_notice" || d.type === "action_waiting_user") { what += ": " + (d.message || d.reason); }
   else if (d.type === "action_failed") { what += ": " + d.error; }
-  const li = text("li", what); li.value = n; li.dataset.id = String(n);
+  const li = text("li", what); li.value = n; li.dataset.id = ev.lastEventId;
   $("timeline").append(li);
   if (d.type === "action_completed" || d.type === "action_partial" || d.type === "action_failed") {
     outputs(d.outputs); state("done " + d.type); source.close();

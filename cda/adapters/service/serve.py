@@ -79,6 +79,9 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
             raise CDAError(f"{db}: its folder does not exist")
         if db.exists():
             check_event_file(db)
+            from cda.adapters.service.actions import check_signable
+
+            check_signable(db)  # the server signs heads: never on top of a rewritten log
         if providers is not None and not providers.is_dir():
             raise CDAError(f"--providers {providers}: not a folder")
         if otel_endpoint is not None:

@@ -19,18 +19,27 @@ from pydantic import ValidationError
 from cda.contracts.events import ActionNotice, parse_event
 from cda.contracts.receipt import canonical_json
 
-__all__ = ["TERMINAL", "StoredEvent", "last_events", "read_stream", "started_without_events", "sweep"]
+__all__ = ["TERMINAL", "StoredEvent", "last_events", "latest_attempt", "read_stream", "started_without_events",
+           "sweep"]
 
 TERMINAL = frozenset({"action_completed", "action_partial", "action_failed"})
 
 
 @dataclass(frozen=True)
 class StoredEvent:
-    """One event as a stream sends it: its id (``seq``), its SSE name and its JSON text."""
+    """One event as a stream sends it: its ``seq``, its SSE name, its JSON text and the attempt
+    (the run of its action id) it belongs to; its SSE id is :attr:`sse_id`."""
 
     seq: int
     type: str
     data: str
+    attempt: int = 1
+
+    @property
+    def sse_id(self) -> str:
+        """``seq`` for a first attempt (as ever); ``attempt:seq`` for a re-run, so a client's
+        ``Last-Event-ID`` names the attempt it followed and its resume never crosses into another."""
+        return str(self.seq) if self.attempt == 1 else f"{self.attempt}:{self.seq}"
 
 
 _LATEST = "attempt = (SELECT MAX(attempt) FROM events AS a WHERE a.action_id = events.action_id)"
@@ -44,33 +53,50 @@ def _connect(db: Path) -> sqlite3.Connection:
     return conn
 
 
-def decode(action_id: str, seq: int, body: str) -> StoredEvent:
+def decode(action_id: str, seq: int, body: str, attempt: int = 1) -> StoredEvent:
     """A stored row as a stream message; a row that is not a CDA event becomes a notice."""
     try:
         event = parse_event(json.loads(body))
-        if event.action_id != action_id or event.seq != seq:
-            raise ValueError("its action id or seq does not match its row")
-        return StoredEvent(seq, event.type, body)
+        if event.action_id != action_id or event.seq != seq or (event.attempt or 1) != attempt:
+            raise ValueError("its action id, attempt or seq does not match its row")
+        return StoredEvent(seq, event.type, body, attempt)
     except (ValueError, ValidationError, TypeError) as exc:
         reason = type(exc).__name__
         notice = ActionNotice(action_id=action_id, seq=seq, level="warning",
                               message=f"event {seq} of this action could not be read ({reason}): skipped")
-        return StoredEvent(seq, notice.type, canonical_json(notice.model_dump(mode="json")))
+        return StoredEvent(seq, notice.type, canonical_json(notice.model_dump(mode="json")), attempt)
 
 
-def read_stream(db: Path, action_id: str, after: int | None = None) -> list[StoredEvent]:
-    """The events of ``action_id`` after ``after`` (all for None), in order; [] for none."""
+def read_stream(db: Path, action_id: str, after: int | None = None, attempt: int | None = None) -> list[StoredEvent]:
+    """The events of ``action_id``'s latest attempt (or of ``attempt``) after ``after`` (all for
+    None), in order; [] for none."""
     if not db.exists():
         return []
     conn = _connect(db)
+    which = _LATEST if attempt is None else "attempt = ?"
     try:
-        rows = conn.execute(f"SELECT seq, body FROM events WHERE action_id = ? AND seq > ? AND {_LATEST} "
-                            "ORDER BY seq", (action_id, -1 if after is None else after)).fetchall()
+        rows = conn.execute(f"SELECT seq, body, attempt FROM events WHERE action_id = ? AND seq > ? AND {which} "
+                            "ORDER BY seq", (action_id, -1 if after is None else after,
+                                             *(() if attempt is None else (attempt,)))).fetchall()
     except sqlite3.OperationalError:  # no events table yet
         return []
     finally:
         conn.close()
-    return [decode(action_id, int(seq), str(body)) for seq, body in rows]
+    return [decode(action_id, int(seq), str(body), int(n)) for seq, body, n in rows]
+
+
+def latest_attempt(db: Path, action_id: str) -> int | None:
+    """The number of ``action_id``'s latest attempt that has events (None: none)."""
+    if not db.exists():
+        return None
+    conn = _connect(db)
+    try:
+        row = conn.execute("SELECT MAX(attempt) FROM events WHERE action_id = ?", (action_id,)).fetchone()
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def last_events(db: Path) -> dict[str, StoredEvent]:
@@ -80,7 +106,7 @@ def last_events(db: Path) -> dict[str, StoredEvent]:
     conn = _connect(db)
     try:
         rows = conn.execute(
-            "SELECT e.action_id, e.seq, e.body FROM events e JOIN "
+            "SELECT e.action_id, e.seq, e.body, e.attempt FROM events e JOIN "
             "(SELECT action_id, attempt, MAX(seq) AS m FROM events AS events "
             f"WHERE {_LATEST} GROUP BY action_id) l "
             "ON e.action_id = l.action_id AND e.attempt = l.attempt AND e.seq = l.m").fetchall()
@@ -88,24 +114,27 @@ def last_events(db: Path) -> dict[str, StoredEvent]:
         return {}
     finally:
         conn.close()
-    return {str(a): decode(str(a), int(s), str(b)) for a, s, b in rows}
+    return {str(a): decode(str(a), int(s), str(b), int(n)) for a, s, b, n in rows}
 
 
-def started_without_events(db: Path) -> list[str]:
-    """Actions the service acknowledged (a ``service.start`` receipt) that stored no event: a
-    crash between the answer and the run's first event."""
+def started_without_events(db: Path) -> list[tuple[str, int]]:
+    """Attempts the service began (a ``service.start`` receipt) that stored no event: a crash
+    between the answer and the attempt's first event; (action id, attempt), the attempt 1 for a
+    receipt of a server that did not number them."""
     if not db.exists():
         return []
     conn = _connect(db)
     try:
         rows = conn.execute(
-            "SELECT DISTINCT action_id FROM receipts WHERE json_extract(body, '$.name') = 'service.start' "
-            "AND action_id NOT IN (SELECT action_id FROM events)").fetchall()
+            "SELECT s.action_id, s.n FROM (SELECT action_id, MAX(COALESCE(json_extract(body, '$.attempt'), 1)) AS n "
+            "FROM receipts WHERE json_extract(body, '$.name') = 'service.start' GROUP BY action_id) s "
+            "WHERE s.n > COALESCE((SELECT MAX(attempt) FROM events WHERE events.action_id = s.action_id), 0)"
+        ).fetchall()
     except sqlite3.OperationalError:
         return []
     finally:
         conn.close()
-    return sorted(str(a) for (a,) in rows)
+    return sorted((str(a), int(n)) for a, n in rows)
 
 
 def sweep(db: Path, retention_s: float, now: float | None = None) -> int:
@@ -127,7 +156,7 @@ def sweep(db: Path, retention_s: float, now: float | None = None) -> int:
         for action_id, attempt in old:
             seq, body = conn.execute("SELECT seq, body FROM events WHERE action_id = ? AND attempt = ? "
                                      "ORDER BY seq DESC LIMIT 1", (action_id, attempt)).fetchone()
-            if decode(action_id, seq, body).type not in TERMINAL:
+            if decode(action_id, seq, body, attempt).type not in TERMINAL:
                 continue
             keep = vouched[1] if vouched is not None and vouched[0] == action_id else None
             removed += conn.execute("DELETE FROM events WHERE action_id = ? AND attempt IS NOT ?",

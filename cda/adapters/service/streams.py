@@ -16,7 +16,13 @@ freed and its stream ends; the client resumes later with ``Last-Event-ID`` from 
 
 *Every stream ends.* An unknown action, and a finished one resumed at or past its terminal
 event, is **204 No Content** (the SSE specification's "stop reconnecting"). A ``Last-Event-ID``
-that is not a whole number in [-1, 2**63) is a 400 that says so.
+that is not an event id (below) is a 400 that says so.
+
+*Attempts.* A stream is one attempt (one run) of its action: by default the latest, or the one
+``?attempt=N`` names. Event ids are the seq for a first attempt and ``N:seq`` for attempt N > 1,
+so a ``Last-Event-ID`` names its attempt: a client that followed an attempt resumes that attempt
+(its rest, or 204 when it had it all), even when the action has been run again meanwhile, and a
+stream never mixes the events of two attempts.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import sqlite3
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 from starlette.requests import Request
@@ -34,23 +41,25 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from cda.adapters.service.auth import AuthConfig
-from cda.adapters.service.store import TERMINAL, StoredEvent, read_stream
+from cda.adapters.service.store import TERMINAL, StoredEvent, latest_attempt, read_stream
 
 __all__ = ["EventStreamResponse", "Hub", "Subscriber", "stream_endpoint"]
 
 ACTION_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
 MAX_ID = 2**63 - 1
+MAX_ATTEMPT = 2**31 - 1
 RETRY_MS = 1000
 
 
 class Subscriber:
     """One open stream: a bounded buffer the writer fills and an event that wakes the reader."""
 
-    __slots__ = ("buffer", "cursor", "dropped", "limit", "wake")
+    __slots__ = ("attempt", "buffer", "cursor", "dropped", "limit", "wake")
 
     def __init__(self, limit: int) -> None:
         self.buffer: deque[StoredEvent] = deque()
-        self.cursor = -1  # the last id this subscriber has sent
+        self.cursor = -1  # the last seq this subscriber has sent
+        self.attempt: int | None = None  # the attempt it follows (None: the first one it is sent)
         self.limit = limit
         self.wake = asyncio.Event()
         self.dropped = False
@@ -65,7 +74,7 @@ class Hub:
         self.watch_s = watch_s
         self.topics: dict[str, set[Subscriber]] = {}
         self.live: set[str] = set()  # actions running in this process
-        self.seen: dict[str, int] = {}  # topic -> the last id published to it
+        self.seen: dict[str, tuple[int, int]] = {}  # topic -> the last (attempt, seq) published to it
         self.closing = asyncio.Event()
         self.loop = asyncio.get_running_loop()
         self.dropped = 0  # slow readers dropped since start
@@ -89,8 +98,8 @@ class Hub:
             self.live.discard(topic)
             for hook in self.on_finish:
                 hook(topic)
-        if event.seq > self.seen.get(topic, -1):
-            self.seen[topic] = event.seq
+        if (event.attempt, event.seq) > self.seen.get(topic, (0, -1)):
+            self.seen[topic] = (event.attempt, event.seq)
         for sub in list(self.topics.get(topic, ())):
             if len(sub.buffer) >= sub.limit:
                 sub.dropped = True
@@ -118,19 +127,19 @@ class Hub:
             for topic, subs in list(self.topics.items()):
                 if topic in self.live or not subs:
                     continue
-                after = self.seen.get(topic)
-                if after is None:  # first sight: from the least advanced reader (the others drop repeats)
-                    after = min(s.cursor for s in subs)
-                events = await anyio.to_thread.run_sync(read_stream, self.db, topic, after)
+                # first sight: the latest attempt from its start (each reader drops what it sent)
+                after = self.seen.get(topic, (0, -1))
+                events = await anyio.to_thread.run_sync(read_stream, self.db, topic, None)
                 self.seen.setdefault(topic, after)
                 for event in events:
-                    self.publish(topic, event)
+                    if (event.attempt, event.seq) > after:
+                        self.publish(topic, event)
             for topic in [t for t in self.seen if t not in self.topics]:
                 del self.seen[topic]  # nobody reads it any more
 
 
 def _message(event: StoredEvent) -> bytes:
-    return f"id: {event.seq}\nevent: {event.type}\ndata: {event.data}\n\n".encode()
+    return f"id: {event.sse_id}\nevent: {event.type}\ndata: {event.data}\n\n".encode()
 
 
 class EventStreamResponse(Response):
@@ -165,25 +174,41 @@ class EventStreamResponse(Response):
             group.start_soon(watch)
 
 
-def parse_last_event_id(raw: str | None) -> int | None:
-    """The client's cursor; ValueError (with the reason) for anything but an id in range."""
+def parse_last_event_id(raw: str | None) -> tuple[int, int] | None:
+    """The client's cursor as (attempt, seq): ``seq`` (attempt 1) or ``attempt:seq``; ValueError
+    (with the reason) for anything but an id in range."""
     if raw is None or raw.strip() == "":
         return None
     text = raw.strip()
-    if len(text) > 20 or not re.fullmatch(r"-?[0-9]+", text):
-        raise ValueError(f"Last-Event-ID must be an event id (a whole number), got {raw[:40]!r}")
-    value = int(text)
+    match = re.fullmatch(r"(?:([0-9]{1,10}):)?(-?[0-9]{1,19})", text)
+    if match is None:
+        raise ValueError(f"Last-Event-ID must be an event id (a whole number, or attempt:number), got {raw[:40]!r}")
+    attempt, value = int(match.group(1) or 1), int(match.group(2))
     if value < -1 or value > MAX_ID:
-        raise ValueError(f"Last-Event-ID must be between -1 and {MAX_ID}, got {text}")
-    return value
+        raise ValueError(f"Last-Event-ID must be between -1 and {MAX_ID}, got {match.group(2)}")
+    if not 1 <= attempt <= MAX_ATTEMPT:
+        raise ValueError(f"Last-Event-ID: the attempt must be between 1 and {MAX_ATTEMPT}, got {match.group(1)}")
+    return attempt, value
 
 
-def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float,
-                    auth: AuthConfig | None = None) -> Callable[[Request], Awaitable[Response]]:
+def _attempt_param(raw: str | None) -> int | None:
+    """``?attempt=N``: the attempt to stream (None: the latest); ValueError for anything else."""
+    if raw is None:
+        return None
+    if not re.fullmatch(r"[0-9]{1,10}", raw) or not 1 <= int(raw) <= MAX_ATTEMPT:
+        raise ValueError(f"attempt must be a whole number between 1 and {MAX_ATTEMPT}, got {raw[:40]!r}")
+    return int(raw)
+
+
+def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float, auth: AuthConfig | None = None,
+                    owners: Callable[[], Any] | None = None) -> Callable[[Request], Awaitable[Response]]:
     """The handler of ``/streams/actions/{action_id}`` (GET, HEAD, OPTIONS).
 
     With ``--auth`` a stream needs a known token too (``Authorization: Bearer`` or ``?token=``,
-    for a browser's ``EventSource``, which cannot set headers): 401 without one."""
+    for a browser's ``EventSource``, which cannot set headers): 401 without one; and the stream
+    of an action another partner started is answered as an unknown one (204), as the ToolBus
+    answers ``not_found`` (``owners()``: what has ``visible(principal, action_id)``, the
+    :class:`~cda.adapters.service.actions.ActionManager`)."""
 
     async def endpoint(request: Request) -> Response:
         hub = hub_of()
@@ -193,23 +218,36 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float,
             header = request.headers.get("authorization", "")
             token = header[7:].strip() if header[:7].lower() == "bearer " else None
             token = token or request.query_params.get("token")
-            if auth.principal(token) is None:
+            who = auth.principal(token)
+            if who is None:
                 return PlainTextResponse("a known token is required (Authorization: Bearer, or ?token=)\n", 401,
                                          headers={"WWW-Authenticate": "Bearer"})
         action_id = request.path_params["action_id"]
         if not ACTION_ID.match(action_id):
             return PlainTextResponse("no such stream: an action id is 1-200 of A-Z a-z 0-9 _ . : -\n", 404)
+        manager = owners() if owners is not None and auth is not None and not auth.open else None
+        if manager is not None and not await anyio.to_thread.run_sync(manager.visible, who, action_id):
+            return Response(status_code=204)  # another partner's action: as an unknown one
         raw = request.headers.get("last-event-id")
         if raw is None:
             raw = request.query_params.get("last_event_id")
         try:
-            last = parse_last_event_id(raw)
+            cursor = parse_last_event_id(raw)
+            pinned = _attempt_param(request.query_params.get("attempt"))
         except ValueError as exc:
             return PlainTextResponse(f"{exc}\n", 400)
+        if cursor is not None and pinned is not None and cursor[0] != pinned:
+            return PlainTextResponse(f"Last-Event-ID names attempt {cursor[0]}, the URL attempt {pinned}\n", 400)
+        last = None if cursor is None else cursor[1]
+        if cursor is not None:
+            pinned = cursor[0]  # resume the attempt the client followed, whatever ran since
         sub = hub.subscribe(action_id)
         sub.cursor = -1 if last is None else last
+        sub.attempt = pinned
         try:
-            backlog = await anyio.to_thread.run_sync(read_stream, hub.db, action_id, last)
+            if pinned is not None and pinned == await anyio.to_thread.run_sync(latest_attempt, hub.db, action_id):
+                pinned = None  # the latest attempt: read as such (a newer one may begin meanwhile)
+            backlog = await anyio.to_thread.run_sync(read_stream, hub.db, action_id, last, pinned)
         except sqlite3.Error as exc:  # the file was replaced or damaged: say so, without the server's path
             hub.unsubscribe(action_id, sub)
             return PlainTextResponse(f"cannot read the event store: {type(exc).__name__}: {exc}\n", 500)
@@ -217,10 +255,10 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float,
             hub.unsubscribe(action_id, sub)
             raise
         if backlog:
-            sub.cursor = backlog[-1].seq
+            sub.cursor, sub.attempt = backlog[-1].seq, backlog[-1].attempt
         ended = bool(backlog) and backlog[-1].type in TERMINAL
-        if not backlog and action_id not in hub.live:
-            known = await anyio.to_thread.run_sync(read_stream, hub.db, action_id, None)
+        if not backlog and (action_id not in hub.live or pinned is not None):
+            known = await anyio.to_thread.run_sync(read_stream, hub.db, action_id, None, pinned)
             if not known or known[-1].type in TERMINAL:
                 hub.unsubscribe(action_id, sub)
                 return Response(status_code=204)  # unknown, or finished with nothing after the cursor
@@ -257,8 +295,10 @@ async def _follow(hub: Hub, topic: str, sub: Subscriber, backlog: list[StoredEve
             done = False
             while sub.buffer:
                 event = sub.buffer.popleft()
-                if event.seq <= sent:
-                    continue  # already sent from the backlog
+                if sub.attempt is None:
+                    sub.attempt = event.attempt
+                if event.attempt != sub.attempt or event.seq <= sent:
+                    continue  # another attempt's, or already sent from the backlog
                 chunk.append(_message(event))
                 sent = event.seq
                 if event.type in TERMINAL:
