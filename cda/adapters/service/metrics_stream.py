@@ -261,7 +261,7 @@ def metrics_endpoint(feed_of: Callable[[], MetricsFeed | None], keepalive_s: flo
         try:  # the topic's ids are plain numbers (no attempts): "attempt:seq" is not one of them
             parsed = parse_last_event_id(raw)
             if parsed is not None and ":" in (raw or ""):
-                raise ValueError(f"Last-Event-ID of the metrics topic is a whole number, got {(raw or "")[:40]!r}")
+                raise ValueError(f"Last-Event-ID of the metrics topic is a whole number, got {(raw or '')[:40]!r}")
         except ValueError as exc:
             return PlainTextResponse(f"{exc}\n", 400)
         last = None if parsed is None else parsed[1]
