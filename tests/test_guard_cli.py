@@ -204,3 +204,45 @@ def test_an_approved_action_executes_as_a_signed_task_and_a_rejected_one_does_no
             assert code == 0 and json.loads(out)["state"] == "executed", err
         else:
             assert code == 1 and "not APPROVE" in err
+
+
+def test_every_cda_guard_command_of_docs_guardian_md_prints_what_the_page_shows(tmp_path: Path) -> None:
+    """The page's commands run as written (the guardian file in a temporary folder), the causal
+    simulator included: each prints exactly the block shown under it."""
+    import re
+    import shlex
+
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "docs" / "guardian.md").read_text()
+    db = str(tmp_path / "guardian.db")
+    blocks = re.findall(r"```console\n\$ (cda (?:task budget|guard) [^\n]*)\n(.*?)```", page, flags=re.S)
+    assert sum(cmd.startswith("cda guard") and "--sim" in cmd for cmd, _ in blocks) >= 5, "the page's examples moved"
+    for command, shown in blocks:
+        argv = [db if word == "guardian.db" else str(root / word) if word.startswith("examples/") else word
+                for word in shlex.split(command)[1:]]
+        out = io.StringIO()
+        main(argv, stdout=out, stderr=io.StringIO())
+        assert out.getvalue() == shown, command
+
+
+def test_the_gate_reports_the_simulators_own_risk_and_id() -> None:
+    """The gate with gsim's real simulator: the record's risk and sim_id are those of a direct
+    ``simulate`` of the action's parameters with the gate's seed and samples (no rounding, no
+    other seed), and the risk decides against the store's threshold."""
+    from cda.guardian.causal import simulate
+    from cda.guardian.causal_model import load_causal_model
+    from cda.guardian.evaluate import evaluate
+    from cda.guardian.policies import load_policy_store
+    from cda.guardian.simulation import load_simulator
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "guardian"
+    store = load_policy_store(root / "policies.toml")
+    model = load_causal_model(root / "marketing_launch.toml")
+    for name, seed in (("launch", 0), ("launch", 7), ("pushy_launch", 3)):
+        action = read_action((root / f"{name}.json").read_text())
+        assert isinstance(action, ProposedAction)
+        record = evaluate(action, store, load_simulator(root / "marketing_launch.toml", samples=1000), None, seed=seed)
+        direct = simulate(model, dict(action.parameters), samples=1000, seed=seed)
+        assert (record.details["risk"], record.details["sim_id"]) == (direct.risk_score, direct.id), name
+        over = direct.risk_score > store.get_threshold("max_auto_launch_risk")
+        assert record.reason == ("causal_risk" if over else "policy_clear"), (name, direct.risk_score)
