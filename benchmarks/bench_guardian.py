@@ -11,8 +11,7 @@ the whole :func:`cda.guardian.evaluate.evaluate`: validation from JSON text, the
 through ``cda.api.solve``, the ledger read, the simulation, the receipt (hashed, not logged).
 
 **Simulator**: gsim's causal simulator (``cda.guardian.causal``) on its 10-node example model
-``examples/guardian/marketing_launch.toml``. Until gsim's branch is merged, both are read from
-that branch (``git show gsim:…`` in ``../gsim``) into this process only; the script says which.
+``examples/guardian/marketing_launch.toml``.
 
 Run ``python benchmarks/bench_guardian.py`` (about a minute; ``--write`` rewrites this script's
 section of docs/benchmarks.md, ``--quick`` runs 40 decisions).
@@ -28,7 +27,6 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,33 +41,13 @@ from benchmarks.doc_section import machine, write_section  # noqa: E402
 
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- bench_guardian:start -->", "<!-- bench_guardian:end -->"
-GSIM = ROOT.parent / "gsim"
 MODEL = "examples/guardian/marketing_launch.toml"
 
 
-def _from_gsim_branch(path: str) -> str:
-    return subprocess.run(["git", "-C", str(GSIM), "show", f"gsim:{path}"], check=True, capture_output=True, text=True).stdout
-
-
 def causal_simulator() -> tuple[Any, Path, str]:
-    """The causal module, the model file and where they came from (this tree, or gsim's branch)."""
-    try:
-        module = importlib.import_module("cda.guardian.causal")
-        return module, ROOT / MODEL, "cda.guardian.causal in this tree"
-    except ModuleNotFoundError:
-        pass
-    for name in ("causal_model", "causal"):  # the model first: the simulator imports it
-        full = f"cda.guardian.{name}"
-        spec = importlib.util.spec_from_loader(full, loader=None)
-        assert spec is not None
-        module = importlib.util.module_from_spec(spec)
-        module.__file__ = str(GSIM / "cda" / "guardian" / f"{name}.py")
-        sys.modules[full] = module
-        exec(compile(_from_gsim_branch(f"cda/guardian/{name}.py"), module.__file__, "exec"), module.__dict__)  # noqa: S102
-    model = Path(tempfile.mkdtemp()) / "marketing_launch.toml"
-    model.write_text(_from_gsim_branch(MODEL))
-    commit = subprocess.run(["git", "-C", str(GSIM), "rev-parse", "--short", "gsim"], capture_output=True, text=True).stdout.strip()
-    return sys.modules["cda.guardian.causal"], model, f"gsim's branch at {commit} (not merged yet), read with git show"
+    """The causal module, the model file and what they are."""
+    module = importlib.import_module("cda.guardian.causal")
+    return module, ROOT / MODEL, "cda.guardian.causal"
 
 
 def policy_store() -> Any:
