@@ -217,28 +217,15 @@ class CausalModel:
 
 
 def exact_text(value: Fraction) -> str:
-    """An exact number as text: ``12``, ``0.05`` (a terminating decimal) or ``1/3``.
+    """An exact number as text: ``12``, ``0.05`` (a terminating decimal) or ``1/3``, as the
+    engine's unit checks write numbers (:func:`cda.verifiers.units_check.format_number`).
 
     >>> exact_text(Fraction(1, 20)), exact_text(Fraction(-7)), exact_text(Fraction(1, 3))
     ('0.05', '-7', '1/3')
     """
-    if value.denominator == 1:
-        return str(value.numerator)
-    d = value.denominator
-    twos = fives = 0
-    while d % 2 == 0:
-        d //= 2
-        twos += 1
-    while d % 5 == 0:
-        d //= 5
-        fives += 1
-    if d != 1:
-        return f"{value.numerator}/{value.denominator}"
-    places = max(twos, fives)
-    scaled = value * 10**places
-    sign = "-" if scaled < 0 else ""
-    digits = str(abs(scaled.numerator)).rjust(places + 1, "0")
-    return f"{sign}{digits[:-places]}.{digits[-places:]}"
+    from cda.verifiers.units_check import format_number
+
+    return format_number(value)
 
 
 def _plain(value: Fraction) -> int | Fraction:
