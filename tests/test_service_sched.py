@@ -1,0 +1,145 @@
+"""The service's scheduler: every queued action reaches its draft before any action's rest (TTFS).
+
+Nothing here is timed: the order is checked, not the speed. A test holds the only slot while
+the actions queue up (it waits until the scheduler shows them all waiting), then lets go; from
+then on the order is fixed by (stage, arrival) alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cda.adapters.service.actions import ActionManager, is_draft
+from cda.adapters.service.auth import Principal
+from cda.adapters.service.scheduler import DRAFT, REST, StageScheduler
+from cda.adapters.service.streams import Hub
+from cda.contracts.action import CDAInputs
+from cda.contracts.events import ActionCheckpoint, ActionStarted
+from tests.service_harness import example_inputs, wait_for
+
+
+def _queued(sched: StageScheduler, n: int) -> Callable[[], bool]:
+    return lambda: len(sched.waiting()) == n
+
+
+def _jobs(sched: StageScheduler, n: int, log: list[tuple[str, int]]) -> list[threading.Thread]:
+    """n actions, each: its way to the draft (logged), advance, its rest (logged); queued in order."""
+    def job(i: int, ticket: Any) -> None:
+        sched.acquire(ticket)
+        try:
+            log.append(("draft", i))
+            sched.advance(ticket, REST)
+            log.append(("rest", i))
+        finally:
+            sched.release(ticket)
+
+    threads = [threading.Thread(target=job, args=(i, sched.ticket())) for i in range(n)]
+    return threads
+
+
+def test_one_slot_every_draft_before_any_rest_in_arrival_order() -> None:
+    sched = StageScheduler(1)
+    blocker = sched.ticket()
+    sched.acquire(blocker)
+    log: list[tuple[str, int]] = []
+    threads = _jobs(sched, 12, log)
+    for t in reversed(threads):  # started in reverse: the order must come from the tickets, not the threads
+        t.start()
+    wait_for(_queued(sched, 12), timeout=20, every=0.01)
+    assert sched.waiting() == [(DRAFT, i) for i in range(1, 13)]  # arrival 0 is the blocker
+    sched.release(blocker)
+    for t in threads:
+        t.join(20)
+    assert log == [("draft", i) for i in range(12)] + [("rest", i) for i in range(12)]
+    assert sched.running == 0 and sched.waiting() == []
+
+
+def test_two_slots_no_rest_starts_while_a_draft_waits() -> None:
+    sched = StageScheduler(2)
+    blockers = [sched.ticket(), sched.ticket()]
+    for b in blockers:
+        sched.acquire(b)
+    log: list[tuple[str, int]] = []
+    threads = _jobs(sched, 10, log)
+    for t in threads:
+        t.start()
+    wait_for(_queued(sched, 10), timeout=20, every=0.01)
+    for b in blockers:
+        sched.release(b)
+    for t in threads:
+        t.join(20)
+    first_rest = log.index(next(e for e in log if e[0] == "rest"))
+    # with two slots, at most one other draft can still be on its way when the first rest begins
+    # (the other slot's holder may still be on its way), and nobody is lost or run twice
+    assert sum(1 for kind, _ in log[:first_rest] if kind == "draft") >= 9
+    assert sorted(log) == sorted([("draft", i) for i in range(10)] + [("rest", i) for i in range(10)])
+
+
+def test_an_action_keeps_its_slot_when_nobody_waits_for_an_earlier_stage() -> None:
+    sched = StageScheduler(1)
+    t = sched.ticket()
+    sched.acquire(t)
+    sched.advance(t, REST)  # no one waits: no hand-over, no blocking
+    assert t.holding and sched.running == 1
+    sched.release(t)
+    sched.release(t)  # a second release is a no-op, not a slot too many
+    assert sched.running == 0
+    with pytest.raises(ValueError):
+        StageScheduler(0)
+
+
+def test_is_draft_is_the_draft_boundary_summary_only() -> None:
+    def cp(kind: str, payload: dict[str, Any]) -> ActionCheckpoint:
+        return ActionCheckpoint(action_id="a", seq=0, kind=kind, payload=payload)  # type: ignore[arg-type]
+
+    assert is_draft(cp("boundary_summary", {"draft": True, "text": "x"}))
+    assert not is_draft(cp("boundary_summary", {"draft": False, "text": "x"}))
+    assert not is_draft(cp("plan_delta", {"draft": True}))
+    assert not is_draft(ActionStarted(action_id="a", seq=0))
+
+
+def test_the_service_sends_every_queued_draft_before_any_actions_rest(tmp_path: Path) -> None:
+    """Five real actions queued behind a held slot (one worker): in the store, every draft
+    boundary summary is written before any event that follows a draft (the rowid is the order
+    of writing). Without the scheduler the first action would run to its end first."""
+    db = tmp_path / "receipts.sqlite"
+
+    async def scenario() -> list[str]:
+        hub = Hub(db)
+        manager = ActionManager(db, hub, workers=1)
+        try:
+            held = manager.scheduler.ticket()
+            manager.scheduler.acquire(held)
+            who = Principal("t", "partner")
+            ids = [manager.start(who, CDAInputs.model_validate(example_inputs(f"sched{i}"))).action_id
+                   for i in range(5)]
+            await asyncio.to_thread(wait_for, _queued(manager.scheduler, 5), 30, 0.01)
+            manager.scheduler.release(held)
+            await asyncio.to_thread(wait_for, lambda: not manager.runs, 120, 0.05)
+            return ids
+        finally:
+            await asyncio.to_thread(manager.shutdown)
+
+    ids = asyncio.run(scenario())
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT rowid, action_id, seq, body FROM events ORDER BY rowid").fetchall()
+    draft_at: dict[str, int] = {}
+    for rowid, action_id, _seq, body in rows:
+        data = json.loads(body)
+        if data.get("kind") == "boundary_summary" and data.get("payload", {}).get("draft") is True:
+            draft_at[action_id] = rowid
+    assert set(draft_at) == set(ids)
+    after_a_draft = [rowid for rowid, a, _, _ in rows if rowid > draft_at[a]]
+    assert after_a_draft, "the actions ran on past their drafts"
+    assert min(after_a_draft) > max(draft_at.values())  # every draft is out before anyone's rest
+    assert sorted(ids, key=draft_at.__getitem__) == ids  # and the drafts came in arrival order
+    terminal = {a for _, a, _, body in rows if json.loads(body)["type"] == "action_completed"}
+    assert terminal == set(ids)
