@@ -70,10 +70,11 @@ def inputs(purpose: str, **extra: Any) -> dict[str, Any]:
 
 
 class Server:
-    def __init__(self, db: Path, port: int = 0, workers: int = 2) -> None:
+    def __init__(self, db: Path, port: int = 0, workers: int = 2, processes: int = 0) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen([sys.executable, "-m", "cda", "serve", str(db), "--port", str(port),
-                                      "--workers", str(workers)], stdout=subprocess.PIPE, text=True, env=env)
+                                      "--workers", str(workers), "--processes", str(processes)],
+                                     stdout=subprocess.PIPE, text=True, env=env)
         assert self.proc.stdout is not None
         match = re.search(r"http://([0-9.]+):([0-9]+)/", self.proc.stdout.readline())
         assert match, "server did not start"
@@ -98,7 +99,7 @@ class Server:
 
 
 async def sse(host: str, port: int, action_id: str, last: int | None = None, *,
-              want: str | None = None, t0: float | None = None) -> dict[str, Any]:
+              want: str | None = None, t0: float | None = None, on_want: Any = None) -> dict[str, Any]:
     """Read one stream to its end: ids, the time of the first message, of ``action_started`` and of
     the first ``want`` checkpoint (for ``boundary_summary``: the draft, ``"draft":true``)."""
     reader, writer = await asyncio.open_connection(host, port, limit=1 << 22)
@@ -129,6 +130,8 @@ async def sse(host: str, port: int, action_id: str, last: int | None = None, *,
             if want and out["want"] is None and '"kind":"' + want + '"' in fields["data"] and (
                     want != "boundary_summary" or '"draft":true' in fields["data"]):
                 out["want"] = now - began
+                if on_want is not None:
+                    on_want()
             if fields.get("event") in TERMINAL:
                 break
         fields = {}
@@ -172,11 +175,13 @@ def pct(values: list[float], q: float) -> float:
 
 async def phase_actions(server: Server, n: int, tag: str) -> dict[str, Any]:
     conns = await buses(server, 20)
+    drafts: list[float] = []  # the server's CPU seconds as each draft arrived
 
     async def one(i: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         started = await conns[i % len(conns)].call("actions.start", {"ability": "cda", "inputs": inputs(f"{tag}{i}")})
-        return await sse(server.host, server.port, started["action_id"], want="boundary_summary", t0=t0)
+        return await sse(server.host, server.port, started["action_id"], want="boundary_summary", t0=t0,
+                         on_want=lambda: drafts.append(server.cpu_s() - cpu0))
 
     load = Path("/proc/loadavg").read_text().split()[0]
     cpu0 = server.cpu_s()
@@ -192,7 +197,8 @@ async def phase_actions(server: Server, n: int, tag: str) -> dict[str, Any]:
     return {"actions": n, "ttfs_p50": pct(ttfs, 0.5), "ttfs_p95": pct(ttfs, 0.95), "ttfs_max": max(ttfs),
             "drafts": len(ttfs), "queue_p50": pct(queued, 0.5), "queue_p95": pct(queued, 0.95),
             "wall": wall, "events": events, "events_per_s": events / wall, "complete": complete,
-            "server_cpu_s": server.cpu_s() - cpu0, "load": float(load)}
+            "server_cpu_s": server.cpu_s() - cpu0, "load": float(load),
+            "server_cpu_p95_draft": drafts[min(len(drafts) - 1, int(0.95 * len(drafts)))] if drafts else float("nan")}
 
 
 def cost_to_draft(n: int) -> dict[str, Any]:
@@ -310,11 +316,11 @@ def free_port() -> int:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {"workers": args.workers, "cost": cost_to_draft(args.cost_n), "runs": []}
+    out: dict[str, Any] = {"workers": args.workers, "processes": args.processes, "cost": cost_to_draft(args.cost_n), "runs": []}
     print("cost", out["cost"], flush=True)
     for k in range(args.repeat - 1):  # the extra runs, each on a fresh server and file
         folder = Path(tempfile.mkdtemp(prefix="bench_service_"))
-        server = Server(folder / "receipts.sqlite", free_port(), args.workers)
+        server = Server(folder / "receipts.sqlite", free_port(), args.workers, args.processes)
         try:
             out["runs"].append(await asyncio.wait_for(phase_actions(server, args.actions, f"r{k}x"), args.timeout))
             print("actions", out["runs"][-1], flush=True)
@@ -323,7 +329,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="bench_service_"))
     db = folder / "receipts.sqlite"
     port = free_port()
-    server = Server(db, port, args.workers)
+    server = Server(db, port, args.workers, args.processes)
     try:
         out["actions"] = await asyncio.wait_for(phase_actions(server, args.actions, "a"), args.timeout)
         out["runs"].append(out["actions"])
@@ -339,7 +345,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                for p in finished]
         await bus.ws.close()
         assert server.stop() == 0
-        server = Server(db, port, args.workers)
+        server = Server(db, port, args.workers, args.processes)
         out["storm"] = await asyncio.wait_for(phase_storm(server, args.storm, ids), args.timeout)
         print("storm", out["storm"], flush=True)
     finally:
@@ -371,6 +377,9 @@ def render(r: dict[str, Any]) -> str:
         f"| one action's CPU to its draft / to its end (runner + stores, in-process, median of {c['n']}) | "
         f"{c['draft_cpu'] * 1000:.1f} / {c['total_cpu'] * 1000:.1f} ms | |",
         f"| the floor that cost sets: {a['actions']} x CPU to the draft / {CORES} cores | {floor:.2f} s | |",
+        f"| the server's CPU until 95% of the drafts were out (ToolBus, SSE, stores, runners) | "
+        f"{a['server_cpu_p95_draft']:.2f} s = {a['server_cpu_p95_draft'] / (0.95 * a['actions']) * 1000:.1f} ms "
+        "per action | |",
     ]
     if "subscribers" in r:
         s, st = r["subscribers"], r["storm"]
@@ -404,6 +413,7 @@ def main() -> None:
     parser.add_argument("--idle-s", type=float, default=10.0)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per phase at most")
     parser.add_argument("--workers", type=int, default=2, help="the server's slots (actions running at once)")
+    parser.add_argument("--processes", type=int, default=2, help="the server's runner processes (0: threads)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of the actions phase (the spread)")
     parser.add_argument("--actions-only", action="store_true", help="only the cost and the actions phase")
     parser.add_argument("--cost-n", type=int, default=20, help="actions measured in-process for the cost")

@@ -143,3 +143,70 @@ def test_the_service_sends_every_queued_draft_before_any_actions_rest(tmp_path: 
     assert sorted(ids, key=draft_at.__getitem__) == ids  # and the drafts came in arrival order
     terminal = {a for _, a, _, body in rows if json.loads(body)["type"] == "action_completed"}
     assert terminal == set(ids)
+
+
+def test_a_runner_process_gives_the_same_bytes_as_an_in_process_run(tmp_path: Path) -> None:
+    """Runner processes (``cda serve --processes``): the same inputs give the same outputs,
+    artifact files, events (but their wall-clock ``ts``) and receipt bodies as an in-process run."""
+    from cda.actions.receipts import ReceiptLog
+    from cda.actions.runner import run_action
+    from cda.adapters.service.workers import RunnerJob, RunnerPool
+    from cda.contracts.abstain import AbstainThresholds
+
+    inputs = CDAInputs.model_validate(example_inputs("same-bytes"))
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    log = ReceiptLog(here / "receipts.sqlite")
+    local = run_action(inputs, out_dir=here, receipts=log, thresholds=AbstainThresholds(), action_id="cda-same")
+    log.close()
+    seen: list[Any] = []
+    pool = RunnerPool(1, there / "receipts.sqlite")
+    try:
+        remote = pool.run(0, RunnerJob("cda-same", inputs, there, AbstainThresholds()), seen.append)
+    finally:
+        pool.close()
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {str(f.relative_to(root)): f.read_bytes() for f in sorted((root / "cda-same").rglob("*")) if f.is_file()}
+
+    def bodies(db: Path) -> list[str]:
+        with sqlite3.connect(db) as conn:
+            return [str(b) for (b,) in conn.execute("SELECT body FROM receipts ORDER BY rowid")]
+
+    assert remote.outputs.model_dump_json() == local.outputs.model_dump_json()
+    assert files(there) == files(here) and files(here)
+    assert [e.model_dump(mode="json", exclude={"ts"}) for e in seen] == \
+        [e.model_dump(mode="json", exclude={"ts"}) for e in local.events]
+    assert len(seen) == len(local.events) > 5
+    assert bodies(there / "receipts.sqlite") == bodies(here / "receipts.sqlite")
+    assert remote.receipts_head == local.receipts_head
+
+
+def test_the_service_with_runner_processes_keeps_the_stage_order(tmp_path: Path) -> None:
+    """The draft-first order holds when the actions run in a runner process (one lane)."""
+    db = tmp_path / "receipts.sqlite"
+
+    async def scenario() -> list[str]:
+        manager = ActionManager(db, Hub(db), processes=1)
+        try:
+            held = manager.scheduler.ticket()
+            manager.scheduler.acquire(held)
+            who = Principal("t", "partner")
+            ids = [manager.start(who, CDAInputs.model_validate(example_inputs(f"proc{i}"))).action_id
+                   for i in range(3)]
+            await asyncio.to_thread(wait_for, _queued(manager.scheduler, 3), 30, 0.01)
+            manager.scheduler.release(held)
+            await asyncio.to_thread(wait_for, lambda: not manager.runs, 120, 0.05)
+            return ids
+        finally:
+            await asyncio.to_thread(manager.shutdown)
+
+    ids = asyncio.run(scenario())
+    with sqlite3.connect(db) as conn:
+        rows = [(r, a, json.loads(b)) for r, a, b in conn.execute("SELECT rowid, action_id, body FROM events")]
+    draft_at = {a: r for r, a, d in rows if d.get("kind") == "boundary_summary" and d["payload"].get("draft")}
+    assert sorted(ids, key=draft_at.__getitem__) == ids
+    assert min(r for r, a, _ in rows if r > draft_at[a]) > max(draft_at.values())
+    assert {a for _, a, d in rows if d["type"] == "action_completed"} == set(ids)
+    assert [d["seq"] for _, a, d in rows if a == ids[0]] == list(range(sum(1 for _, x, _ in rows if x == ids[0])))

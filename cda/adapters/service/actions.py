@@ -23,7 +23,6 @@ server starts was cut off by a crash; it gets a terminal ``action_failed`` with
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,9 +39,11 @@ from cda.adapters.service.auth import Principal
 from cda.adapters.service.cup import decide
 from cda.adapters.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
 from cda.adapters.service.providers import Provider, ProviderError
-from cda.adapters.service.scheduler import DRAFT, REST, StageScheduler, Ticket
+from cda.adapters.service.scheduler import DRAFT, REST, StageScheduler, Ticket, is_draft
+from cda.adapters.service.sqlite_writes import relax_fsync, share_write_lock
 from cda.adapters.service.store import TERMINAL, StoredEvent, last_events, read_stream, started_without_events
 from cda.adapters.service.streams import Hub
+from cda.adapters.service.workers import RunnerJob, RunnerPool
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs, NextTestSuggestion
 from cda.contracts.events import (
@@ -99,6 +100,7 @@ class _Run:
     previous: ActionRun | None = None  # set for a structure revision (an accepted update)
     offered: BoundOutput | None = None
     ticket: Ticket | None = None  # its place with the scheduler, once submitted to run
+    lane: int = 0  # which scheduler (and runner process, with --processes) runs it
 
 
 class ActionManager:
@@ -106,7 +108,7 @@ class ActionManager:
 
     def __init__(self, db: Path, hub: Hub, *, workers: int = 2, egress_cap: str = "local",
                  providers: dict[str, Provider] | None = None, fsync_each_commit: bool = False,
-                 self_approval: bool = True) -> None:
+                 self_approval: bool = True, processes: int = 0) -> None:
         self.db = db
         self.hub = hub
         self.egress_cap = egress_cap
@@ -117,7 +119,11 @@ class ActionManager:
             for store in (self.events, self.log, self.reflection):
                 relax_fsync(store)
         share_write_lock(self.events, self.log, self.reflection)
-        self.scheduler = StageScheduler(workers)
+        # in-process: one scheduler with `workers` slots; with runner processes: one slot per process
+        self.runners = RunnerPool(processes, db, fsync=fsync_each_commit) if processes else None
+        self.schedulers = [StageScheduler(1) for _ in range(processes)] if processes else [StageScheduler(workers)]
+        self.scheduler = self.schedulers[0]
+        self._lanes = 0
         self.pool = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="cda-action")
         self.runs: dict[str, _Run] = {}
         self.lock = threading.Lock()
@@ -147,7 +153,7 @@ class ActionManager:
         body = canonical_json(event.model_dump(mode="json"))
         self.hub.publish_threadsafe(run.action_id, StoredEvent(event.seq, event.type, body))
         if run.ticket is not None and run.ticket.stage == DRAFT and is_draft(event):
-            self.scheduler.advance(run.ticket, REST)  # the draft is out: the others' drafts go first
+            self.schedulers[run.lane].advance(run.ticket, REST)  # the draft is out: the others' drafts go first
         if run.stop is not None and event.type not in TERMINAL:
             raise _Stop(run.stop)
 
@@ -406,16 +412,19 @@ class ActionManager:
     def _submit(self, run: _Run) -> None:
         """Queue ``run``: its place (stage DRAFT, the next arrival) is taken now, its thread runs
         it once the scheduler grants a slot."""
-        run.ticket = self.scheduler.ticket()
+        with self.lock:  # the lanes (runner processes) take the actions in turn
+            run.lane, self._lanes = self._lanes % len(self.schedulers), self._lanes + 1
+        run.ticket = self.schedulers[run.lane].ticket()
         self.pool.submit(self._execute, run)
 
     def _execute(self, run: _Run) -> None:
         assert run.ticket is not None
-        self.scheduler.acquire(run.ticket)
+        scheduler = self.schedulers[run.lane]
+        scheduler.acquire(run.ticket)
         try:
             self._run(run)
         finally:
-            self.scheduler.release(run.ticket)
+            scheduler.release(run.ticket)
 
     def _run(self, run: _Run) -> None:
         inputs = run.inputs
@@ -431,18 +440,25 @@ class ActionManager:
                 f"denied: {', '.join(sorted(run.denied))}; the action runs within the server's caps "
                 "and marks the evidence it could not get with receipt stubs")))
         try:
-            ken = None
+            ken, ken_path = None, None
             if inputs.ken is not None and inputs.ken.path is not None:  # internal profile only (checked at start)
-                from cda.ken.loaders import load_ken
                 path = Path(inputs.ken.path)
-                ken = load_ken(path if path.is_absolute() else self.db.parent / path)
-            common: dict[str, Any] = dict(ken=ken, out_dir=self.db.parent, receipts=self.log,
-                                          subscribers=[lambda e: self._emit(run, e)], llm_factory=_http_provider,
-                                          thresholds=self.thresholds, action_id=run.action_id)
-            if run.previous is not None and run.offered is not None:
-                result = accept_bump(inputs, run.previous, run.offered, **common)
+                ken_path = path if path.is_absolute() else self.db.parent / path
+            if self.runners is not None:  # in a runner process; its events come back through _emit
+                job = RunnerJob(run.action_id, inputs, self.db.parent, self.thresholds, list(run.bound), ken_path,
+                                run.previous, run.offered)
+                result = self.runners.run(run.lane, job, lambda e: self._emit(run, e))
             else:
-                result = run_action(inputs, bound=run.bound, **common)
+                if ken_path is not None:
+                    from cda.ken.loaders import load_ken
+                    ken = load_ken(ken_path)
+                common: dict[str, Any] = dict(ken=ken, out_dir=self.db.parent, receipts=self.log,
+                                              subscribers=[lambda e: self._emit(run, e)], llm_factory=_http_provider,
+                                              thresholds=self.thresholds, action_id=run.action_id)
+                if run.previous is not None and run.offered is not None:
+                    result = accept_bump(inputs, run.previous, run.offered, **common)
+                else:
+                    result = run_action(inputs, bound=run.bound, **common)
             self.reflection.put(run.action_id, result.trace)
             if run.bound:
                 with self.lock:
@@ -497,47 +513,11 @@ class ActionManager:
             else:
                 run.stop = "ActionInterrupted"
         self.pool.shutdown(wait=True, cancel_futures=False)
+        if self.runners is not None:
+            self.runners.close()
         self.reflection.close()
         self.log.close()
         self.events.close()
-
-
-def relax_fsync(store: object) -> bool:
-    """``PRAGMA synchronous = NORMAL`` on a store's connection (WAL): a commit is not fsynced.
-
-    Measured: an action writes ~125 receipts and ~25 events, each its own commit; fsyncing each
-    took 0.6-1.2 s per action on this machine, 0.09 s without. In WAL mode a commit still
-    survives the death of the process (kill -9: the restart tests) and the file never corrupts;
-    only a power loss or kernel crash may lose the last commits (the chain stays valid up to
-    them). ``cda serve --fsync`` keeps the full fsync. Returns False (and changes nothing) when
-    the store does not expose an SQLite connection as ``_conn`` (it then keeps its own setting).
-    """
-    conn = getattr(store, "_conn", None)
-    if not isinstance(conn, sqlite3.Connection):
-        return False
-    conn.execute("PRAGMA synchronous = NORMAL")
-    return True
-
-
-def share_write_lock(*stores: object) -> threading.RLock:
-    """One lock around every write of the server's stores (events, receipts, traces: one file).
-
-    Each store has its own SQLite connection and its own lock; two threads writing through two
-    connections to one file meet at SQLite's file lock instead, and the loser sleeps in SQLite's
-    busy handler (1, 2, 5, 10... ms). Measured (40 actions, 2 threads): 3.83 CPU-s with a lock
-    per store, 2.85 with one shared lock. Re-entrant, so a store that calls another (the
-    reflection store logs a receipt) cannot deadlock on it."""
-    lock = threading.RLock()
-    for store in stores:
-        if hasattr(store, "_lock"):
-            store._lock = lock  # type: ignore[attr-defined]
-    return lock
-
-
-def is_draft(event: ActionEvent) -> bool:
-    """Whether ``event`` is the draft boundary summary (what TTFS measures)."""
-    return (isinstance(event, ActionCheckpoint) and event.kind == "boundary_summary"
-            and event.payload.get("draft") is True)
 
 
 def _json(text: str) -> dict[str, Any]:

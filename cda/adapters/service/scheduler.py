@@ -27,12 +27,20 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 
-__all__ = ["DRAFT", "REST", "StageScheduler", "Ticket"]
+from cda.contracts.events import ActionCheckpoint, ActionEvent
+
+__all__ = ["DRAFT", "REST", "StageScheduler", "Ticket", "is_draft"]
 
 DRAFT = 0
 """Stage of an action that has not yet sent its draft boundary summary."""
 REST = 1
 """Stage of an action whose draft is out (verification, bundles, the terminal event)."""
+
+
+def is_draft(event: ActionEvent) -> bool:
+    """Whether ``event`` is the draft boundary summary (what TTFS measures; the end of DRAFT)."""
+    return (isinstance(event, ActionCheckpoint) and event.kind == "boundary_summary"
+            and event.payload.get("draft") is True)
 
 
 @dataclass(order=True)

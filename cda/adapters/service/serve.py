@@ -55,7 +55,7 @@ def run_server(app: Any, host: str, port: int, on_ready: Any = None) -> None:
 
 
 def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth_file: Path | None = None,
-               cors: list[str] | None = None, retention_h: float = 24.0, workers: int = 2,
+               cors: list[str] | None = None, retention_h: float = 24.0, workers: int = 2, processes: int = 0,
                egress_cap: str = "local", debug: bool = False, providers: Path | None = None,
                fsync: bool = False) -> int:
     """The ``cda serve`` command."""
@@ -74,6 +74,8 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
                            f"got {retention_h:g}")
         if not 1 <= workers <= 64:
             raise CDAError(f"--workers must be between 1 and 64, got {workers}")
+        if not 0 <= processes <= 64:
+            raise CDAError(f"--processes must be between 0 and 64, got {processes}")
         if not db.parent.is_dir():
             raise CDAError(f"{db}: its folder does not exist")
         if db.exists():
@@ -86,7 +88,7 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
     from cda.adapters.service.app import ServiceConfig, build_app
 
     app = build_app(ServiceConfig(db=db, auth=auth, cors_origins=tuple(cors or ()), retention_s=retention_h * 3600,
-                                  workers=workers, egress_cap=egress_cap, debug=debug, providers=providers,
+                                  workers=workers, processes=processes, egress_cap=egress_cap, debug=debug, providers=providers,
                                   fsync=fsync))
 
     def ready(server: Any) -> None:
