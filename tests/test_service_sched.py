@@ -210,3 +210,61 @@ def test_the_service_with_runner_processes_keeps_the_stage_order(tmp_path: Path)
     assert min(r for r, a, _ in rows if r > draft_at[a]) > max(draft_at.values())
     assert {a for _, a, d in rows if d["type"] == "action_completed"} == set(ids)
     assert [d["seq"] for _, a, d in rows if a == ids[0]] == list(range(sum(1 for _, x, _ in rows if x == ids[0])))
+
+
+def test_receipts_are_group_committed_and_in_the_log_before_the_next_event(tmp_path: Path) -> None:
+    """Group commit (the runner's cost to the draft): one transaction per event, not per receipt,
+    and every receipt recorded before an event is readable (committed) when that event arrives."""
+    from cda.actions.receipts import ReceiptLog
+    from cda.actions.runner import run_action
+
+    db = tmp_path / "receipts.sqlite"
+    log = ReceiptLog(db)
+    commits: list[str] = []
+    log._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)  # type: ignore[union-attr]
+    at_draft: list[list[str]] = []
+
+    def on_event(event: Any) -> None:
+        if is_draft(event):  # what another connection (the server's readers) sees at the draft
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+                at_draft.append([json.loads(b)["name"] for (b,) in conn.execute("SELECT body FROM receipts")])
+
+    result = run_action(CDAInputs.model_validate(example_inputs("grouped")), receipts=log, subscribers=[on_event])
+    names = [e.receipt.name for e in log.entries()]
+    log.close()
+    assert len(names) == len(result.appended) > 50
+    assert len(commits) <= len(result.events) + 2 < len(names) // 2  # was one commit per receipt
+    (seen,) = at_draft
+    assert any(n.endswith(".solve") for n in seen)  # round 1's solver receipts precede the draft
+    assert seen == names[:len(seen)] and names[-1] == "action.end"
+
+
+def test_a_receipt_the_log_refuses_is_dropped_and_the_others_are_written(tmp_path: Path) -> None:
+    from cda.actions.receipts import ReceiptLog, ReceiptLogError
+    from cda.actions.receipts_sink import Recorder
+    from cda.contracts.receipt import Receipt
+
+    class Refusing(ReceiptLog):
+        """A log that cannot take one receipt (as NaN in a body once could not be logged)."""
+
+        def append_many(self, receipts: Any) -> list[str]:
+            batch = list(receipts)
+            if any(r.name == "bad" for r in batch):
+                raise ReceiptLogError("receipt bad cannot be logged")
+            return super().append_many(batch)
+
+        def append(self, receipt: Receipt) -> str:
+            return self.append_many([receipt])[-1]
+
+    log = Refusing(tmp_path / "receipts.sqlite")
+    recorder = Recorder(log, "cda-x", "seed")
+    recorder.start("0" * 64)
+    for name in ("before", "bad", "after"):
+        recorder.record("action", name, {}, {"n": 1})
+    assert [e.receipt.name for e in log.entries()] == ["action.start"]  # nothing written until a flush
+    with pytest.raises(ReceiptLogError):
+        recorder.flush()
+    assert [e.receipt.name for e in log.entries()] == ["action.start", "before", "after"]
+    assert [r.name for r in recorder.receipts] == ["action.start", "before", "after"]
+    assert recorder.confirm() == [] and recorder.pending == []
+    log.close()

@@ -174,7 +174,8 @@ def run_action(
     inputs_json = inputs.model_dump(mode="json")
     inputs_hash = sha256_hex(canonical_json(inputs_json))
     attempt = recorder.start(inputs_hash)
-    stream = EventStream(params.action_id, list(subscribers), clock=wall_clock, attempt=attempt)
+    stream = EventStream(params.action_id, list(subscribers), clock=wall_clock, attempt=attempt,
+                         before_emit=recorder.flush)
     stream.started(inputs_hash)
     locks = [lock_of(b) for b in bound]
     for b, lock in zip(bound, locks):
@@ -199,6 +200,9 @@ def run_action(
         outputs = CDAOutputs(action_id=params.action_id, status="failed", summary_artifact_id=summary_id,
                              caveats=[message])
         failure = (message, type(err).__name__)
+    except BaseException:  # stopped by a subscriber (cancel, shutdown): what was recorded is kept
+        recorder.flush()
+        raise
     # Before the terminal event: is every receipt (and event) this attempt wrote still as written?
     problems = recorder.confirm() + (list(audit(stream.events)) if audit is not None else [])
     if problems:
@@ -217,6 +221,7 @@ def run_action(
         stream.partial(outputs)
     recorder.record("action", "action.end", {"attempt": attempt},
                     {"status": outputs.status, "events": len(stream.events), "events_head": events_head(stream.events)})
+    recorder.flush()
     return ActionRun(outputs, stream.events, sink.head(), writer.folder, trace, list(bound), locks,
                      attempt=attempt, appended=list(recorder.appended))
 
