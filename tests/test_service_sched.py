@@ -268,3 +268,41 @@ def test_a_receipt_the_log_refuses_is_dropped_and_the_others_are_written(tmp_pat
     assert [r.name for r in recorder.receipts] == ["action.start", "before", "after"]
     assert recorder.confirm() == [] and recorder.pending == []
     log.close()
+
+
+def test_a_cancel_reaches_a_run_in_a_runner_process(tmp_path: Path) -> None:
+    """Cancelled while it waits for a slot, an action in a runner process stops at its first
+    event: a complete stream ending ``ActionCancelled``, its receipts chained."""
+    from cda.actions.receipts import ReceiptLog
+
+    db = tmp_path / "receipts.sqlite"
+
+    async def scenario() -> str:
+        manager = ActionManager(db, Hub(db), processes=1)
+        try:
+            held = manager.scheduler.ticket()
+            manager.scheduler.acquire(held)
+            who = Principal("t", "partner")
+            action_id = manager.start(who, CDAInputs.model_validate(example_inputs("cancel-proc"))).action_id
+            await asyncio.to_thread(wait_for, _queued(manager.scheduler, 1), 30, 0.01)
+            manager.cancel(who, action_id)
+            manager.scheduler.release(held)
+            await asyncio.to_thread(wait_for, lambda: not manager.runs, 60, 0.05)
+            return action_id
+        finally:
+            await asyncio.to_thread(manager.shutdown)
+
+    action_id = asyncio.run(scenario())
+    with sqlite3.connect(db) as conn:
+        events = [json.loads(b) for (b,) in conn.execute("SELECT body FROM events WHERE action_id = ? ORDER BY seq",
+                                                          (action_id,))]
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    assert events[-1]["type"] == "action_failed" and events[-1]["error_type"] == "ActionCancelled"
+    assert not any(e.get("kind") == "boundary_summary" for e in events)
+    log = ReceiptLog(db)
+    try:
+        names = [e.receipt.name for e in log.entries(action_id)]
+        assert log.verify().ok
+    finally:
+        log.close()
+    assert "service.cancel" in names and "action.stopped" in names
