@@ -149,8 +149,7 @@ class ActionManager:
         with run.lock:
             event = event.model_copy(update={"seq": run.next_seq})
             run.next_seq += 1
-            self.events.append(event)
-        body = canonical_json(event.model_dump(mode="json"))
+            body = self.events.store(event)  # its canonical JSON, stored and now streamed
         self.hub.publish_threadsafe(run.action_id, StoredEvent(event.seq, event.type, body))
         if run.ticket is not None and run.ticket.stage == DRAFT and is_draft(event):
             self.schedulers[run.lane].advance(run.ticket, REST)  # the draft is out: the others' drafts go first
