@@ -81,8 +81,16 @@ class Server:
         self.host, self.port = match.group(1), int(match.group(2))
 
     def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """CPU seconds of the server and of its runner processes (``--processes``)."""
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if stat.parent.name == str(self.proc.pid) or fields[1] == str(self.proc.pid):
+                total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
 
     def rss_mb(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -361,8 +369,9 @@ def render(r: dict[str, Any]) -> str:
         START,
         "## Service: ToolBus + SSE under load (`benchmarks/bench_service.py`)",
         "",
-        f"{machine()}; server (`cda serve`, {r['workers']} slots, actions scheduled by stage: every draft before "
-        "any action's rest) and load generator in separate processes on loopback; 8 engineers shared the "
+        f"{machine()}; server (`cda serve --processes {r['processes']}`: "
+        f"{r['processes'] or r['workers']} slots, {'runner processes' if r['processes'] else 'threads'}; actions "
+        "scheduled by stage: every draft before any action's rest) and load generator in separate processes on loopback; 8 engineers shared the "
         "2 cores while this ran, so times are upper bounds.",
         "",
         "| what | measured | target |",
@@ -377,7 +386,7 @@ def render(r: dict[str, Any]) -> str:
         f"| one action's CPU to its draft / to its end (runner + stores, in-process, median of {c['n']}) | "
         f"{c['draft_cpu'] * 1000:.1f} / {c['total_cpu'] * 1000:.1f} ms | |",
         f"| the floor that cost sets: {a['actions']} x CPU to the draft / {CORES} cores | {floor:.2f} s | |",
-        f"| the server's CPU until 95% of the drafts were out (ToolBus, SSE, stores, runners) | "
+        f"| the server's CPU (with its runner processes) until 95% of the drafts were out | "
         f"{a['server_cpu_p95_draft']:.2f} s = {a['server_cpu_p95_draft'] / (0.95 * a['actions']) * 1000:.1f} ms "
         "per action | |",
     ]
