@@ -306,3 +306,33 @@ def test_a_cancel_reaches_a_run_in_a_runner_process(tmp_path: Path) -> None:
     finally:
         log.close()
     assert "service.cancel" in names and "action.stopped" in names
+
+
+def test_a_trace_asked_for_on_the_terminal_event_is_there(tmp_path: Path) -> None:
+    """The run files its trace just after its terminal event; ``reflect.trace`` asked at that
+    moment waits for it (the trace store is slowed here, so the gap is wide open)."""
+    import time
+
+    db = tmp_path / "receipts.sqlite"
+
+    async def scenario() -> tuple[dict[str, Any] | None, int]:
+        manager = ActionManager(db, Hub(db), workers=1)
+        put = manager.reflection.put
+
+        def slow_put(*args: Any, **kwargs: Any) -> str:
+            time.sleep(1.0)
+            return put(*args, **kwargs)
+
+        manager.reflection.put = slow_put  # type: ignore[method-assign]
+        try:
+            who = Principal("t", "internal")
+            action_id = manager.start(who, CDAInputs.model_validate(example_inputs("trace-race"))).action_id
+            await asyncio.to_thread(wait_for, lambda: manager.get(action_id).status != "running", 60, 0.01)
+            approval = manager.reflection.issue_approval(action_id, "alice")
+            trace = await asyncio.to_thread(manager.read_trace, action_id, approval)
+            return trace, len(manager.runs)
+        finally:
+            await asyncio.to_thread(manager.shutdown)
+
+    trace, running = asyncio.run(scenario())
+    assert trace is not None and trace["rounds"] and running == 0

@@ -95,6 +95,7 @@ class _Run:
     stop: str | None = None  # "ActionCancelled" | "ActionInterrupted" once asked to stop
     next_seq: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    settled: threading.Event = field(default_factory=threading.Event)  # its thread is done (trace filed)
     bound: list[BoundOutput] = field(default_factory=list)
     notify: list[SubActionSpec] = field(default_factory=list)
     previous: ActionRun | None = None  # set for a structure revision (an accepted update)
@@ -481,6 +482,18 @@ class ActionManager:
         finally:
             with self.lock:
                 self.runs.pop(run.action_id, None)
+            run.settled.set()
+
+    def read_trace(self, action_id: str, approval: str | None, wait_s: float = 30.0) -> dict[str, Any] | None:
+        """The raw trace (``reflect.trace``), once the run has filed it.
+
+        The run's thread files the trace right after the terminal event, so a client that acts
+        on that event can ask a moment too early (under load: seen in the auth test); a running
+        action is waited for, at most ``wait_s``."""
+        run = self.runs.get(action_id)
+        if run is not None and run.status == "running":
+            run.settled.wait(wait_s)
+        return self.reflection.read(action_id, approval)
 
     def _finish(self, run: _Run, error: str, error_type: str) -> None:
         self._terminal(run, error, error_type)
