@@ -413,6 +413,8 @@ def render(r: dict[str, Any]) -> str:
                   "| run | load avg | TTFS p50 | TTFS p95 | queue wait p95 | all finished |", "|---|---|---|---|---|---|"]
         lines += [f"| {i + 1} | {x['load']:.2f} | {x['ttfs_p50']:.2f} s | {x['ttfs_p95']:.2f} s | "
                   f"{x['queue_p95']:.2f} s | {x['wall']:.1f} s |" for i, x in enumerate(runs)]
+    lines += ["", "TTFS is almost all waiting for a slot; why the p95 moves with the machine's load, and what "
+              "would cut it further: docs/service.md, \"Throughput\"."]
     return "\n".join([*lines, END])
 
 
