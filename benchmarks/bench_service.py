@@ -183,16 +183,17 @@ def pct(values: list[float], q: float) -> float:
 
 async def phase_actions(server: Server, n: int, tag: str) -> dict[str, Any]:
     conns = await buses(server, 20)
-    drafts: list[tuple[float, float]] = []  # the server's CPU seconds (all, main process) as each draft arrived
+    drafts: list[tuple[float, float, float]] = []  # CPU seconds (server, its own process, this one) at each draft
 
     async def one(i: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         started = await conns[i % len(conns)].call("actions.start", {"ability": "cda", "inputs": inputs(f"{tag}{i}")})
         return await sse(server.host, server.port, started["action_id"], want="boundary_summary", t0=t0,
-                         on_want=lambda: drafts.append((server.cpu_s() - cpu0, server.cpu_s(False) - main0)))
+                         on_want=lambda: drafts.append((server.cpu_s() - cpu0, server.cpu_s(False) - main0,
+                                                        time.process_time() - own0)))
 
     load = Path("/proc/loadavg").read_text().split()[0]
-    cpu0, main0 = server.cpu_s(), server.cpu_s(False)
+    cpu0, main0, own0 = server.cpu_s(), server.cpu_s(False), time.process_time()
     began = time.perf_counter()
     results = await asyncio.gather(*(one(i) for i in range(n)))
     wall = time.perf_counter() - began
@@ -207,7 +208,8 @@ async def phase_actions(server: Server, n: int, tag: str) -> dict[str, Any]:
             "wall": wall, "events": events, "events_per_s": events / wall, "complete": complete,
             "server_cpu_s": server.cpu_s() - cpu0, "load": float(load),
             "server_cpu_p95_draft": drafts[min(len(drafts) - 1, int(0.95 * len(drafts)))][0] if drafts else float("nan"),
-            "main_cpu_p95_draft": drafts[min(len(drafts) - 1, int(0.95 * len(drafts)))][1] if drafts else float("nan")}
+            "main_cpu_p95_draft": drafts[min(len(drafts) - 1, int(0.95 * len(drafts)))][1] if drafts else float("nan"),
+            "client_cpu_p95_draft": drafts[min(len(drafts) - 1, int(0.95 * len(drafts)))][2] if drafts else float("nan")}
 
 
 def cost_to_draft(n: int) -> dict[str, Any]:
@@ -389,8 +391,8 @@ def render(r: dict[str, Any]) -> str:
         f"| the floor that cost sets: {a['actions']} x CPU to the draft / {CORES} cores | {floor:.2f} s | |",
         f"| the server's CPU (with its runner processes) until 95% of the drafts were out | "
         f"{a['server_cpu_p95_draft']:.2f} s = {a['server_cpu_p95_draft'] / (0.95 * a['actions']) * 1000:.1f} ms "
-        f"per action, of which the server's own process {a['main_cpu_p95_draft'] / (0.95 * a['actions']) * 1000:.1f} ms "
-        "| |",
+        f"per action, of which the server's own process {a['main_cpu_p95_draft'] / (0.95 * a['actions']) * 1000:.1f} ms; "
+        f"the load generator meanwhile: {a['client_cpu_p95_draft']:.2f} s | |",
     ]
     if "subscribers" in r:
         s, st = r["subscribers"], r["storm"]

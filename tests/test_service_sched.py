@@ -188,7 +188,7 @@ def test_the_service_with_runner_processes_keeps_the_stage_order(tmp_path: Path)
     db = tmp_path / "receipts.sqlite"
 
     async def scenario() -> list[str]:
-        manager = ActionManager(db, Hub(db), processes=1)
+        manager = ActionManager(db, Hub(db), workers=1, processes=1)
         try:
             held = manager.scheduler.ticket()
             manager.scheduler.acquire(held)
@@ -278,7 +278,7 @@ def test_a_cancel_reaches_a_run_in_a_runner_process(tmp_path: Path) -> None:
     db = tmp_path / "receipts.sqlite"
 
     async def scenario() -> str:
-        manager = ActionManager(db, Hub(db), processes=1)
+        manager = ActionManager(db, Hub(db), workers=1, processes=1)
         try:
             held = manager.scheduler.ticket()
             manager.scheduler.acquire(held)

@@ -196,7 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--retention-hours", type=_retention, default=24, help="keep finished streams this long (>= 24)")
     sv.add_argument("--workers", type=_workers, default=2, help="actions run at once (threads, 1 to 64)")
     sv.add_argument("--processes", type=_processes, default=0,
-                    help="run the actions in N runner processes, one at a time each (0: in the server's threads)")
+                    help="run the actions in N runner processes, --workers at a time in each (0: in the server's threads)")
     sv.add_argument("--egress-cap", choices=["local", "partner", "external"], default="local",
                     help="egress allowed without an approval")
     sv.add_argument("--debug", action="store_true", help="enable the internal debug.* ToolBus namespace")

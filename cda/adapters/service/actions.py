@@ -120,9 +120,10 @@ class ActionManager:
             for store in (self.events, self.log, self.reflection):
                 relax_fsync(store)
         share_write_lock(self.events, self.log, self.reflection)
-        # in-process: one scheduler with `workers` slots; with runner processes: one slot per process
+        # in-process: one scheduler with `workers` slots; with runner processes: `workers` slots in
+        # each (two runs per process keep it busy while the other waits for the server's answer)
         self.runners = RunnerPool(processes, db, fsync=fsync_each_commit) if processes else None
-        self.schedulers = [StageScheduler(1) for _ in range(processes)] if processes else [StageScheduler(workers)]
+        self.schedulers = [StageScheduler(workers) for _ in range(max(1, processes))]
         self.scheduler = self.schedulers[0]
         self._lanes = 0
         self.pool = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="cda-action")
