@@ -5,10 +5,18 @@ load generator (asyncio: the ``websockets`` client for the ToolBus, a small HTTP
 the streams, so a thousand subscribers cost the generator little). Every phase is bounded in
 count and time (``--timeout`` per phase).
 
+0. **Cost to the draft** (in this process, before any server starts): ``--cost-n`` actions run
+   one after another through the runner with the server's stores (one SQLite file, WAL,
+   ``synchronous=NORMAL``): CPU seconds (``process_time``) from the inputs to the draft boundary
+   summary and to the end, median; and the floor that cost sets: ``actions x cost / cores``.
 1. **Actions**: ``--actions`` (200) actions started at once over the ToolBus (20 connections), each
-   followed on its stream; TTFS = from sending ``actions.start`` to the first
-   ``action_checkpoint(kind: boundary_summary)`` seen by the subscriber; p50 / p95 / max, the
-   time to finish all, events/s delivered.
+   followed on its stream; TTFS = from sending ``actions.start`` to the draft boundary summary
+   (the first ``action_checkpoint`` with ``kind: boundary_summary`` and ``draft: true``, spec
+   §10) seen by the subscriber; p50 / p95 / max; the queue wait apart (from sending
+   ``actions.start`` to the action's ``action_started``, the runner's first event: before it the
+   action only waited for a slot); the time to finish all, events/s delivered, the server's CPU
+   seconds. ``--repeat K`` runs this phase K times on fresh servers (the spread; the load average
+   of the machine is read before each run), ``--actions-only`` skips phases 2-4.
 2. **Subscribers**: ``--subscribers`` (1,000): half idle (on actions waiting for an approval that
    never comes), half live (on 10 actions, approved once every subscriber is connected); every live
    subscriber's timeline is checked against the store (every event once, in order: 0 lost,
@@ -47,6 +55,7 @@ from benchmarks.doc_section import machine, write_section  # noqa: E402
 EXAMPLE = ROOT / "examples" / "action" / "service_outage.json"
 TERMINAL = {"action_completed", "action_partial", "action_failed"}
 START, END = "<!-- bench_service:start -->", "<!-- bench_service:end -->"
+CORES = os.cpu_count() or 1
 
 
 def inputs(purpose: str, **extra: Any) -> dict[str, Any]:
@@ -61,18 +70,27 @@ def inputs(purpose: str, **extra: Any) -> dict[str, Any]:
 
 
 class Server:
-    def __init__(self, db: Path, port: int = 0, workers: int = 2) -> None:
+    def __init__(self, db: Path, port: int = 0, workers: int = 2, processes: int = 0) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen([sys.executable, "-m", "cda", "serve", str(db), "--port", str(port),
-                                      "--workers", str(workers)], stdout=subprocess.PIPE, text=True, env=env)
+                                      "--workers", str(workers), "--processes", str(processes)],
+                                     stdout=subprocess.PIPE, text=True, env=env)
         assert self.proc.stdout is not None
         match = re.search(r"http://([0-9.]+):([0-9]+)/", self.proc.stdout.readline())
         assert match, "server did not start"
         self.host, self.port = match.group(1), int(match.group(2))
 
-    def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    def cpu_s(self, children: bool = True) -> float:
+        """CPU seconds of the server and (unless ``children`` is False) of its runner processes."""
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if stat.parent.name == str(self.proc.pid) or (children and fields[1] == str(self.proc.pid)):
+                total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
 
     def rss_mb(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -89,8 +107,9 @@ class Server:
 
 
 async def sse(host: str, port: int, action_id: str, last: int | None = None, *,
-              want: str | None = None, t0: float | None = None) -> dict[str, Any]:
-    """Read one stream to its end: ids, the time of the first message and of the first ``want`` checkpoint."""
+              want: str | None = None, t0: float | None = None, on_want: Any = None) -> dict[str, Any]:
+    """Read one stream to its end: ids, the time of the first message, of ``action_started`` and of
+    the first ``want`` checkpoint (for ``boundary_summary``: the draft, ``"draft":true``)."""
     reader, writer = await asyncio.open_connection(host, port, limit=1 << 22)
     extra = f"Last-Event-ID: {last}\r\n" if last is not None else ""
     writer.write(f"GET /streams/actions/{action_id} HTTP/1.0\r\nHost: b\r\nAccept: text/event-stream\r\n{extra}\r\n"
@@ -99,26 +118,26 @@ async def sse(host: str, port: int, action_id: str, last: int | None = None, *,
     status = int((await reader.readline()).split()[1])
     while (await reader.readline()) not in (b"\r\n", b""):
         pass
-    out: dict[str, Any] = {"status": status, "ids": [], "first": None, "want": None}
-    fields: dict[str, str] = {}
-    while status == 200:
-        raw = await reader.readline()
-        if not raw:
+    out: dict[str, Any] = {"status": status, "ids": [], "first": None, "want": None, "started": None}
+    while status == 200:  # one message (lines up to a blank line) per read: the generator shares the cores
+        try:
+            block = await reader.readuntil(b"\n\n")
+        except asyncio.IncompleteReadError:
             break
-        line = raw.decode().rstrip("\n")
-        if line:
-            name, _, value = line.partition(": ")
-            fields[name] = value
-            continue
+        fields = dict(line.partition(": ")[::2] for line in block.decode().split("\n") if line)
         if "data" in fields:
             now = time.perf_counter()
             out["ids"].append(int(fields["id"]))
             out["first"] = out["first"] or now - began
-            if want and out["want"] is None and '"kind":"' + want + '"' in fields["data"]:
+            if out["started"] is None and fields.get("event") == "action_started":
+                out["started"] = now - began
+            if want and out["want"] is None and '"kind":"' + want + '"' in fields["data"] and (
+                    want != "boundary_summary" or '"draft":true' in fields["data"]):
                 out["want"] = now - began
+                if on_want is not None:
+                    on_want()
             if fields.get("event") in TERMINAL:
                 break
-        fields = {}
     writer.close()
     return out
 
@@ -159,22 +178,78 @@ def pct(values: list[float], q: float) -> float:
 
 async def phase_actions(server: Server, n: int, tag: str) -> dict[str, Any]:
     conns = await buses(server, 20)
+    drafts: list[int] = []  # drafts seen so far
+    at_p95: list[float] = []  # CPU seconds (server, its own process, this one) when the p95 draft came
+    target = min(n, int(0.95 * n) + 1)
+
+    def on_draft() -> None:
+        drafts.append(1)
+        if len(drafts) == target:  # read /proc once, not at every draft (it costs this process CPU)
+            at_p95.extend([server.cpu_s() - cpu0, server.cpu_s(False) - main0, time.process_time() - own0])
 
     async def one(i: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         started = await conns[i % len(conns)].call("actions.start", {"ability": "cda", "inputs": inputs(f"{tag}{i}")})
-        return await sse(server.host, server.port, started["action_id"], want="boundary_summary", t0=t0)
+        return await sse(server.host, server.port, started["action_id"], want="boundary_summary", t0=t0,
+                         on_want=on_draft)
 
+    load = Path("/proc/loadavg").read_text().split()[0]
+    cpu0, main0, own0 = server.cpu_s(), server.cpu_s(False), time.process_time()
     began = time.perf_counter()
     results = await asyncio.gather(*(one(i) for i in range(n)))
     wall = time.perf_counter() - began
     for c in conns:
         await c.ws.close()
     ttfs = [r["want"] for r in results if r["want"] is not None]
+    queued = [r["started"] for r in results if r["started"] is not None]
     events = sum(len(r["ids"]) for r in results)
     complete = sum(1 for r in results if r["ids"] == list(range(len(r["ids"]))) and r["ids"])
     return {"actions": n, "ttfs_p50": pct(ttfs, 0.5), "ttfs_p95": pct(ttfs, 0.95), "ttfs_max": max(ttfs),
-            "wall": wall, "events": events, "events_per_s": events / wall, "complete": complete}
+            "drafts": len(ttfs), "queue_p50": pct(queued, 0.5), "queue_p95": pct(queued, 0.95),
+            "wall": wall, "events": events, "events_per_s": events / wall, "complete": complete,
+            "server_cpu_s": server.cpu_s() - cpu0, "load": float(load),
+            "server_cpu_p95_draft": at_p95[0] if at_p95 else float("nan"),
+            "main_cpu_p95_draft": at_p95[1] if at_p95 else float("nan"),
+            "client_cpu_p95_draft": at_p95[2] if at_p95 else float("nan")}
+
+
+def cost_to_draft(n: int) -> dict[str, Any]:
+    """CPU seconds of one action up to its draft and to its end, in this process, with the server's
+    stores (median of ``n`` actions, after two to warm the imports)."""
+    from cda.actions.receipts import ReceiptLog
+    from cda.actions.runner import run_action
+    from cda.adapters.event_store import EventStore
+    from cda.adapters.service.actions import is_draft, relax_fsync, share_write_lock
+    from cda.contracts.action import CDAInputs
+    from cda.contracts.events import ActionEvent
+    from cda.contracts.receipt import canonical_json
+
+    folder = Path(tempfile.mkdtemp(prefix="bench_service_cost_"))
+    db = folder / "receipts.sqlite"
+    events, log = EventStore(db), ReceiptLog(db)
+    for store in (events, log):
+        relax_fsync(store)
+    share_write_lock(events, log)
+    drafts: list[float] = []
+    totals: list[float] = []
+    for i in range(n + 2):
+        mark: list[float] = []
+
+        def on_event(event: ActionEvent, mark: list[float] = mark) -> None:
+            events.append(event)
+            canonical_json(event.model_dump(mode="json"))  # what the server sends
+            if is_draft(event):
+                mark.append(time.process_time())
+
+        c0 = time.process_time()
+        run_action(CDAInputs.model_validate(inputs(f"cost{i}")), out_dir=folder, receipts=log,
+                   subscribers=[on_event])
+        if i >= 2:
+            drafts.append(mark[0] - c0)
+            totals.append(time.process_time() - c0)
+    events.close()
+    log.close()
+    return {"n": n, "draft_cpu": pct(drafts, 0.5), "total_cpu": pct(totals, 0.5)}
 
 
 async def phase_subscribers(server: Server, n: int, idle_s: float) -> dict[str, Any]:
@@ -253,14 +328,26 @@ def free_port() -> int:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"workers": args.workers, "processes": args.processes, "cost": cost_to_draft(args.cost_n), "runs": []}
+    print("cost", out["cost"], flush=True)
+    for k in range(args.repeat - 1):  # the extra runs, each on a fresh server and file
+        folder = Path(tempfile.mkdtemp(prefix="bench_service_"))
+        server = Server(folder / "receipts.sqlite", free_port(), args.workers, args.processes)
+        try:
+            out["runs"].append(await asyncio.wait_for(phase_actions(server, args.actions, f"r{k}x"), args.timeout))
+            print("actions", out["runs"][-1], flush=True)
+        finally:
+            server.stop()
     folder = Path(tempfile.mkdtemp(prefix="bench_service_"))
     db = folder / "receipts.sqlite"
     port = free_port()
-    server = Server(db, port, args.workers)
-    out: dict[str, Any] = {"workers": args.workers}
+    server = Server(db, port, args.workers, args.processes)
     try:
         out["actions"] = await asyncio.wait_for(phase_actions(server, args.actions, "a"), args.timeout)
+        out["runs"].append(out["actions"])
         print("actions", out["actions"], flush=True)
+        if args.actions_only:
+            return out
         out["subscribers"] = await asyncio.wait_for(phase_subscribers(server, args.subscribers, args.idle_s),
                                                     args.timeout)
         print("subscribers", out["subscribers"], flush=True)
@@ -270,7 +357,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                for p in finished]
         await bus.ws.close()
         assert server.stop() == 0
-        server = Server(db, port, args.workers)
+        server = Server(db, port, args.workers, args.processes)
         out["storm"] = await asyncio.wait_for(phase_storm(server, args.storm, ids), args.timeout)
         print("storm", out["storm"], flush=True)
     finally:
@@ -280,36 +367,59 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def render(r: dict[str, Any]) -> str:
-    a, s, st = r["actions"], r["subscribers"], r["storm"]
-    return "\n".join([
+    a, c, runs = r["actions"], r["cost"], r["runs"]
+    floor = a["actions"] * c["draft_cpu"] / CORES
+    layout = (f"{r['processes']} runner processes x {r['workers']} slots" if r["processes"]
+              else f"{r['workers']} threads")
+    lines = [
         START,
         "## Service: ToolBus + SSE under load (`benchmarks/bench_service.py`)",
         "",
-        f"{machine()}; server (`cda serve`, {r['workers']} worker threads) and load generator in separate processes on "
+        f"{machine()}; server (`cda serve --processes {r['processes']} --workers {r['workers']}`: {layout}; actions "
+        "scheduled by stage: every draft before any action's rest) and load generator in separate processes on "
         "loopback; 8 engineers shared the 2 cores while this ran, so times are upper bounds.",
         "",
         "| what | measured | target |",
         "|---|---|---|",
-        f"| {a['actions']} concurrent actions over the ToolBus: TTFS p50 / p95 / max | {a['ttfs_p50']:.2f} / "
-        f"{a['ttfs_p95']:.2f} / {a['ttfs_max']:.2f} s | p95 <= 3.0 s |",
+        f"| {a['actions']} concurrent actions over the ToolBus: TTFS (to the draft) p50 / p95 / max | "
+        f"{a['ttfs_p50']:.2f} / {a['ttfs_p95']:.2f} / {a['ttfs_max']:.2f} s (load avg {a['load']:.2f}) "
+        "| p95 <= 3.0 s |",
+        f"| ... of it, waiting for a slot (start sent to `action_started` received) p50 / p95 | "
+        f"{a['queue_p50']:.2f} / {a['queue_p95']:.2f} s | |",
         f"| ... all {a['actions']} finished, streams complete | {a['wall']:.1f} s, {a['complete']}/{a['actions']} "
-        f"complete, {a['events_per_s']:.0f} events/s | |",
-        f"| {s['live']} live + {s['idle_subscribers'] - s['live']} idle subscribers: lost / duplicated | "
-        f"{s['lost']} / {s['duplicated']} ({s['in_order']}/{s['live']} timelines exact) | 0 / 0 |",
-        f"| ... first-event latency p50 / p95 | {s['first_p50'] * 1000:.0f} / {s['first_p95'] * 1000:.0f} ms | |",
-        f"| ... {s['events']} events delivered to the live subscribers in | {s['delivered_s']:.1f} s | |",
-        f"| server RSS with 40 clients that never read (before / peak) | {s['rss_before']:.0f} / "
-        f"{s['rss_peak']:.0f} MB | < 500 MB |",
-        f"| server CPU with {s['idle_subscribers']} idle subscribers | {s['idle_cpu'] * 100:.1f}% of a core "
-        f"| < 5% |",
-        f"| reconnect storm after a restart: {st['clients']} clients with Last-Event-ID | {st['complete']}/"
-        f"{st['clients']} got exactly the rest in {st['wall']:.1f} s; first event p50 / p95 "
-        f"{st['first_p50'] * 1000:.0f} / {st['first_p95'] * 1000:.0f} ms | |",
-        "",
-        f"TTFS here includes waiting for a worker: the actions run {r['workers']} at a time (`--workers`), "
-        "so the p95 is the queue, not one action (one action's TTFS is in the Action section above).",
-        END,
-    ])
+        f"complete, {a['events_per_s']:.0f} events/s; server CPU {a['server_cpu_s']:.1f} s | |",
+        f"| one action's CPU to its draft / to its end (runner + stores, in-process, median of {c['n']}) | "
+        f"{c['draft_cpu'] * 1000:.1f} / {c['total_cpu'] * 1000:.1f} ms | |",
+        f"| the floor that cost sets: {a['actions']} x CPU to the draft / {CORES} cores | {floor:.2f} s | |",
+        f"| the server's CPU (with its runner processes) until 95% of the drafts were out | "
+        f"{a['server_cpu_p95_draft']:.2f} s = {a['server_cpu_p95_draft'] / (0.95 * a['actions']) * 1000:.1f} ms "
+        f"per action, of which the server's own process {a['main_cpu_p95_draft'] / (0.95 * a['actions']) * 1000:.1f} ms; "
+        f"the load generator meanwhile: {a['client_cpu_p95_draft']:.2f} s | |",
+    ]
+    if "subscribers" in r:
+        s, st = r["subscribers"], r["storm"]
+        lines += [
+            f"| {s['live']} live + {s['idle_subscribers'] - s['live']} idle subscribers: lost / duplicated | "
+            f"{s['lost']} / {s['duplicated']} ({s['in_order']}/{s['live']} timelines exact) | 0 / 0 |",
+            f"| ... first-event latency p50 / p95 | {s['first_p50'] * 1000:.0f} / {s['first_p95'] * 1000:.0f} ms | |",
+            f"| ... {s['events']} events delivered to the live subscribers in | {s['delivered_s']:.1f} s | |",
+            f"| server RSS with 40 clients that never read (before / peak) | {s['rss_before']:.0f} / "
+            f"{s['rss_peak']:.0f} MB | < 500 MB |",
+            f"| server CPU with {s['idle_subscribers']} idle subscribers | {s['idle_cpu'] * 100:.1f}% of a core "
+            f"| < 5% |",
+            f"| reconnect storm after a restart: {st['clients']} clients with Last-Event-ID | {st['complete']}/"
+            f"{st['clients']} got exactly the rest in {st['wall']:.1f} s; first event p50 / p95 "
+            f"{st['first_p50'] * 1000:.0f} / {st['first_p95'] * 1000:.0f} ms | |",
+        ]
+    if len(runs) > 1:
+        lines += ["", f"The actions phase, {len(runs)} runs, each on a fresh server (load average: `/proc/loadavg`, "
+                  "1 minute, as the run began):", "",
+                  "| run | load avg | TTFS p50 | TTFS p95 | queue wait p95 | all finished |", "|---|---|---|---|---|---|"]
+        lines += [f"| {i + 1} | {x['load']:.2f} | {x['ttfs_p50']:.2f} s | {x['ttfs_p95']:.2f} s | "
+                  f"{x['queue_p95']:.2f} s | {x['wall']:.1f} s |" for i, x in enumerate(runs)]
+    lines += ["", "TTFS is almost all waiting for a slot; why the p95 moves with the machine's load, and what "
+              "would cut it further: docs/service.md, \"Throughput\"."]
+    return "\n".join([*lines, END])
 
 
 def main() -> None:
@@ -319,7 +429,11 @@ def main() -> None:
     parser.add_argument("--storm", type=int, default=500)
     parser.add_argument("--idle-s", type=float, default=10.0)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per phase at most")
-    parser.add_argument("--workers", type=int, default=2, help="the server's action threads")
+    parser.add_argument("--workers", type=int, default=2, help="the server's slots (actions running at once)")
+    parser.add_argument("--processes", type=int, default=2, help="the server's runner processes (0: threads)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of the actions phase (the spread)")
+    parser.add_argument("--actions-only", action="store_true", help="only the cost and the actions phase")
+    parser.add_argument("--cost-n", type=int, default=20, help="actions measured in-process for the cost")
     parser.add_argument("--write-doc", action="store_true")
     args = parser.parse_args()
     result = asyncio.run(main_async(args))

@@ -188,7 +188,8 @@ def run_action(
     inputs_json = inputs.model_dump(mode="json")
     inputs_hash = sha256_hex(canonical_json(inputs_json))
     attempt = recorder.start(inputs_hash)
-    stream = EventStream(params.action_id, [probe.see, *subscribers], clock=wall_clock, attempt=attempt)
+    stream = EventStream(params.action_id, [probe.see, *subscribers], clock=wall_clock, attempt=attempt,
+                         before_emit=recorder.flush)
     if [(e.action_id, e.attempt, e.seq) for e in prelude] != [(params.action_id, attempt, i) for i in range(len(prelude))]:
         raise ValueError(f"prelude events of {params.action_id} must be numbered 0.. in attempt {attempt}")
     stream.events.extend(prelude)  # already streamed: counted and chained, not sent again
@@ -216,6 +217,9 @@ def run_action(
         outputs = CDAOutputs(action_id=params.action_id, status="failed", summary_artifact_id=summary_id,
                              caveats=[message])
         failure = (message, type(err).__name__)
+    except BaseException:  # stopped by a subscriber (cancel, shutdown): what was recorded is kept
+        recorder.flush()
+        raise
     counts = outputs.metrics or action_counts(params.action_id, outputs.status, ken_queries=len(probe.ken_us))
     # Before the terminal event: is every receipt (and event) this attempt wrote still as written?
     problems = recorder.confirm() + (list(audit(stream.events)) if audit is not None else [])
@@ -238,6 +242,7 @@ def run_action(
         stream.partial(outputs, metrics=measured)
     recorder.record("action", "action.end", {"attempt": attempt},
                     {"status": outputs.status, "events": len(stream.events), "events_head": events_head(stream.events)})
+    recorder.flush()
     return ActionRun(outputs, stream.events, sink.head(), writer.folder, trace, list(bound), locks,
                      attempt=attempt, appended=list(recorder.appended))
 

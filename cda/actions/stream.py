@@ -33,14 +33,20 @@ class EventStream:
     """Emits the events of one action to its subscribers and keeps them (``events``)."""
 
     def __init__(self, action_id: str, subscribers: list[Subscriber] | None = None,
-                 clock: Callable[[], float] = time.time, attempt: int | None = None) -> None:
+                 clock: Callable[[], float] = time.time, attempt: int | None = None,
+                 before_emit: Callable[[], None] | None = None) -> None:
+        """``before_emit`` runs before each event is made (the runner writes its pending receipts
+        there, so every receipt is in the log before the event that follows it)."""
         self.action_id = action_id
+        self._before_emit = before_emit
         self.attempt = attempt
         self.events: list[ActionEvent] = []
         self._subscribers = list(subscribers or [])
         self._clock = clock
 
     def _emit(self, cls: Any, **fields: Any) -> ActionEvent:
+        if self._before_emit is not None:
+            self._before_emit()
         event: ActionEvent = cls(action_id=self.action_id, seq=len(self.events), ts=self._clock(),
                                  attempt=self.attempt, **fields)
         self.events.append(event)

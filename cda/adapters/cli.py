@@ -69,6 +69,7 @@ _seconds = _option("--timeout", False, limits.seconds)
 _probability = _option("--prior", False, limits.probability)
 _vectors = _option("--vectors", True, limits.vectors)
 _workers = _option("--workers", True, lambda name, v: limits.whole(name, v, low=1, high=64))
+_processes = _option("--processes", True, lambda name, v: limits.whole(name, v, low=0, high=64))
 _retention = _option("--retention-hours", True, lambda name, v: limits.whole(name, v, low=24, high=24 * 365,
                                                                                why="spec §7.2: at least 24 h"))
 _job_workers = _option("--workers", True, lambda name, value: limits.whole(name, value, low=1, high=1024))
@@ -194,6 +195,8 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--cors-origin", action="append", default=[], help="an origin allowed to read the streams")
     sv.add_argument("--retention-hours", type=_retention, default=24, help="keep finished streams this long (>= 24)")
     sv.add_argument("--workers", type=_workers, default=2, help="actions run at once (threads, 1 to 64)")
+    sv.add_argument("--processes", type=_processes, default=0,
+                    help="run the actions in N runner processes, --workers at a time in each (0: in the server's threads)")
     sv.add_argument("--egress-cap", choices=["local", "partner", "external"], default="local",
                     help="egress allowed without an approval")
     sv.add_argument("--debug", action="store_true", help="enable the internal debug.* ToolBus namespace")
@@ -442,8 +445,8 @@ def main(
         from cda.adapters.service.serve import main_serve
 
         return main_serve(args.db, args.host, args.port, out, err, auth_file=args.auth, cors=args.cors_origin,
-                          retention_h=args.retention_hours, workers=args.workers, egress_cap=args.egress_cap,
-                          debug=args.debug, providers=args.providers, fsync=args.fsync,
+                          retention_h=args.retention_hours, workers=args.workers, processes=args.processes,
+                          egress_cap=args.egress_cap, debug=args.debug, providers=args.providers, fsync=args.fsync,
                           otel_endpoint=args.otel_endpoint)
     if args.command == "schema":
         from cda.adapters.schema_cli import main_schema

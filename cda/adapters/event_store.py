@@ -81,6 +81,11 @@ class EventStore:
 
     def append(self, event: ActionEvent) -> None:
         """Store one event at the end of its attempt's chain (events without an attempt count as 1)."""
+        self.store(event)
+
+    def store(self, event: ActionEvent) -> str:
+        """:meth:`append`, returning the stored text (what a stream sends: the server need not
+        serialise the event a second time)."""
         attempt = event.attempt or 1
         body = event_body(event)
         key = (event.action_id, attempt)
@@ -95,6 +100,7 @@ class EventStore:
             self._conn.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)",
                                (event.action_id, attempt, event.seq, body, prev, digest))
             self._heads[key] = digest
+        return body
 
     def confirm(self, events: Sequence[ActionEvent]) -> list[str]:
         """Problems found comparing the stored events of an attempt with ``events``, the ones the

@@ -1,7 +1,9 @@
 """Actions the server runs: started over the ToolBus, run off the event loop, streamed as they go.
 
-Each action runs in a worker thread (a bounded pool) through :func:`cda.actions.runner.run_action`;
-the service sequences its stream: every event gets the next ``seq`` of the action, is stored
+Each action runs in a thread of its own (a bounded pool) through :func:`cda.actions.runner.run_action`,
+but only ``workers`` of them at once: a :class:`~cda.adapters.service.scheduler.StageScheduler`
+hands out the slots, every action's way to its draft boundary summary before any action's rest
+(TTFS, spec §10; docs/service.md, "Throughput"). The service sequences each stream: every event gets the next ``seq`` of the action, is stored
 (:class:`~cda.adapters.event_store.EventStore`, the SQLite file of the server) and then handed
 to the :class:`~cda.adapters.service.streams.Hub`, which wakes that action's subscribers.
 
@@ -36,7 +38,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -48,17 +50,20 @@ from cda.actions.bindings import BoundOutput, lock_of, update_available
 from cda.actions.event_chain import events_head
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
-from cda.actions.runner import action_id_of, run_action
+from cda.actions.runner import action_id_of
 from cda.actions.signing import head_path, load_signer, read_head, write_head
-from cda.adapters.action_entry import _check_signed_head, _http_provider
+from cda.adapters.action_entry import _check_signed_head
 from cda.adapters.event_store import EventStore
 from cda.adapters.service.auth import OPEN, AuthConfig, Principal
 from cda.adapters.service.cup import decide
 from cda.adapters.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
 from cda.adapters.service.providers import Provider, ProviderError
+from cda.adapters.service.scheduler import DRAFT, REST, StageScheduler, Ticket, is_draft
+from cda.adapters.service.sqlite_writes import relax_fsync, share_write_lock
 from cda.adapters.service.state import ServiceState
 from cda.adapters.service.store import TERMINAL, StoredEvent, last_events, read_stream, started_without_events
 from cda.adapters.service.streams import Hub
+from cda.adapters.service.workers import RunnerJob, RunnerPool, run_job
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs, NextTestSuggestion
 from cda.contracts.events import (
@@ -77,10 +82,15 @@ from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
 from cda.errors import CDAError
 
-__all__ = ["ActionManager", "EdgeError", "EGRESS_RANK", "check_signable"]
+__all__ = ["ActionManager", "EdgeError", "EGRESS_RANK", "MAX_THREADS", "check_signable", "is_draft", "relax_fsync",
+           "share_write_lock"]
 
 EGRESS_RANK = {"local": 0, "partner": 1, "external": 2}
 RERUNNABLE = frozenset({"ActionInterrupted", "ActionCancelled"})  # ended so: a new start runs a new attempt
+
+MAX_THREADS = 256
+"""Actions that may hold a thread at once (running, or parked by the scheduler after their draft);
+more wait for a thread in submission order. A parked thread costs its stack, not CPU."""
 
 
 class EdgeError(CDAError, ValueError):
@@ -108,6 +118,7 @@ class _Run:
     stop: str | None = None  # "ActionCancelled" | "ActionInterrupted" once asked to stop
     next_seq: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    settled: threading.Event = field(default_factory=threading.Event)  # its thread is done (trace filed)
     bound: list[BoundOutput] = field(default_factory=list)
     notify: list[SubActionSpec] = field(default_factory=list)
     revision: int = 1  # > 1 for a structure revision (an accepted update)
@@ -117,26 +128,9 @@ class _Run:
     waiting_since: float | None = None  # time.monotonic() when the action began to wait for approvals
     waits: list[ApprovalWait] = field(default_factory=list)  # each decision and how long it took (§10)
 
+    ticket: Ticket | None = None  # its place with the scheduler, once submitted to run
+    lane: int = 0  # which scheduler (and runner process, with --processes) runs it
 
-class _AttemptSink:
-    """The receipt log, for a run whose attempt the service already began: the runner's
-    ``action.start`` continues that attempt instead of numbering a new one."""
-
-    def __init__(self, log: ReceiptLog, attempt: int) -> None:
-        self.log = log
-        self.attempt = attempt
-
-    def append(self, receipt: Receipt) -> str:
-        return self.log.append(receipt)
-
-    def head(self) -> str:
-        return self.log.head()
-
-    def begin_attempt(self, action_id: str, receipt_for: Callable[[int], Receipt]) -> tuple[int, str]:
-        return self.attempt, self.log.append(receipt_for(self.attempt))
-
-    def confirm(self, appended: Sequence[str]) -> list[str]:
-        return self.log.confirm(appended)
 
 
 class ActionManager:
@@ -144,7 +138,7 @@ class ActionManager:
 
     def __init__(self, db: Path, hub: Hub, *, workers: int = 2, egress_cap: str = "local",
                  providers: dict[str, Provider] | None = None, fsync_each_commit: bool = False,
-                 self_approval: bool = True, auth: AuthConfig = OPEN) -> None:
+                 self_approval: bool = True, auth: AuthConfig = OPEN, processes: int = 0) -> None:
         self.db = db
         self.hub = hub
         self.egress_cap = egress_cap
@@ -154,7 +148,14 @@ class ActionManager:
         if not fsync_each_commit:
             for store in (self.events, self.log, self.reflection):
                 relax_fsync(store)
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cda-action")
+        share_write_lock(self.events, self.log, self.reflection)
+        # in-process: one scheduler with `workers` slots; with runner processes: `workers` slots in
+        # each (two runs per process keep it busy while the other waits for the server's answer)
+        self.runners = RunnerPool(processes, db, fsync=fsync_each_commit) if processes else None
+        self.schedulers = [StageScheduler(workers) for _ in range(max(1, processes))]
+        self.scheduler = self.schedulers[0]
+        self._lanes = 0
+        self.pool = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="cda-action")
         self.runs: dict[str, _Run] = {}
         self.lock = threading.Lock()
         self.thresholds = AbstainThresholds.from_env(os.environ)
@@ -205,10 +206,11 @@ class ActionManager:
         with run.lock:
             event = event.model_copy(update={"seq": run.next_seq, "attempt": run.attempt})
             run.next_seq += 1
-            self.events.append(event)
+            body = self.events.store(event)  # its canonical JSON, stored and now streamed
             run.events.append(event)
-        body = canonical_json(event.model_dump(mode="json"))
         self.hub.publish_threadsafe(run.action_id, StoredEvent(event.seq, event.type, body, run.attempt))
+        if run.ticket is not None and run.ticket.stage == DRAFT and is_draft(event):
+            self.schedulers[run.lane].advance(run.ticket, REST)  # the draft is out: the others' drafts go first
         if run.stop is not None and event.type not in TERMINAL:
             raise _Stop(run.stop)
 
@@ -273,7 +275,7 @@ class ActionManager:
                 action_id=action_id, seq=0, approvals_needed=list(run.needed),
                 reason=f"the server's egress cap is '{self.egress_cap}'; approve or deny: {', '.join(run.needed)}"))
         else:
-            self.pool.submit(self._execute, run)
+            self._submit(run)
         return StartResult(action_id=action_id, topic=f"actions/{action_id}", status=run.status, linked=linked)
 
     @staticmethod
@@ -401,7 +403,7 @@ class ActionManager:
                                   {"inputs_sha256": sha256_hex(canonical_json(held.inputs.model_dump(mode="json"))),
                                    "revision_of": action_id})
         self.receipt(action_id, "bind.accept", {"update": update, "principal": who.name}, {"revision_action": new_id})
-        self.pool.submit(self._execute, run)
+        self._submit(run)
         return StartResult(action_id=new_id, topic=f"actions/{new_id}", status="running", revision=held.revision + 1)
 
     def decide(self, who: Principal, action_id: str, approval: str, grant: bool, reason: str) -> ActionGetResult:
@@ -421,7 +423,7 @@ class ActionManager:
                      status="ok" if grant else "denied", attempt=run.attempt)
         if not run.needed:
             run.status = "running"
-            self.pool.submit(self._execute, run)
+            self._submit(run)
         return self.get(action_id)
 
     def cancel(self, who: Principal, action_id: str) -> ActionGetResult:
@@ -487,7 +489,24 @@ class ActionManager:
         return ActionGetResult.model_validate(out)
 
     # -- running ----------------------------------------------------------------------------
+    def _submit(self, run: _Run) -> None:
+        """Queue ``run``: its place (stage DRAFT, the next arrival) is taken now, its thread runs
+        it once the scheduler grants a slot."""
+        with self.lock:  # the lanes (runner processes) take the actions in turn
+            run.lane, self._lanes = self._lanes % len(self.schedulers), self._lanes + 1
+        run.ticket = self.schedulers[run.lane].ticket()
+        self.pool.submit(self._execute, run)
+
     def _execute(self, run: _Run) -> None:
+        assert run.ticket is not None
+        scheduler = self.schedulers[run.lane]
+        scheduler.acquire(run.ticket)
+        try:
+            self._run(run)
+        finally:
+            scheduler.release(run.ticket)
+
+    def _run(self, run: _Run) -> None:
         inputs = run.inputs
         if run.granted or run.denied:  # approvals-as-input: the decisions are part of what the run reads
             inputs = inputs.model_copy(update={"policies": inputs.policies.model_copy(update={
@@ -501,18 +520,22 @@ class ActionManager:
                 f"denied: {', '.join(sorted(run.denied))}; the action runs within the server's caps "
                 "and marks the evidence it could not get with receipt stubs")))
         try:
-            ken = None
+            ken, ken_path = None, None
             if inputs.ken is not None and inputs.ken.path is not None:  # internal profile only (checked at start)
-                from cda.ken.loaders import load_ken
                 path = Path(inputs.ken.path)
-                ken = load_ken(path if path.is_absolute() else self.db.parent / path)
+                ken_path = path if path.is_absolute() else self.db.parent / path
             # the run continues the attempt the service began: after the events already streamed
             # (prelude), its receipts under that attempt (_AttemptSink), its audit over the stored events
-            result = run_action(inputs, ken=ken, out_dir=self.db.parent, receipts=_AttemptSink(self.log, run.attempt),
-                                subscribers=[lambda e: self._emit(run, e)], llm_factory=_http_provider,
-                                thresholds=self.thresholds, action_id=run.action_id, bound=run.bound,
-                                revision=run.revision, supersedes=run.supersedes, prelude=list(run.events), approval_waits=list(run.waits),
-                                audit=self.events.confirm)
+            job = RunnerJob(run.action_id, inputs, self.db.parent, self.thresholds, list(run.bound), ken_path,
+                            revision=run.revision, supersedes=run.supersedes, attempt=run.attempt,
+                            prelude=list(run.events), approval_waits=list(run.waits))
+            if self.runners is not None:  # in a runner process; its events come back through _emit
+                result = self.runners.run(run.lane, job, lambda e: self._emit(run, e), audit=self.events.confirm)
+            else:
+                if ken_path is not None:
+                    from cda.ken.loaders import load_ken
+                    ken = load_ken(ken_path)
+                result = run_job(job, ken, self.log, lambda e: self._emit(run, e), self.events.confirm)
             self._sign(run.action_id, result.attempt, result.events)  # first: the action.end is just written
             self.reflection.put(run.action_id, result.trace, attempt=result.attempt)
             if run.bound:  # accept_update needs these, also after a restart
@@ -543,6 +566,18 @@ class ActionManager:
         finally:
             with self.lock:
                 self.runs.pop(run.action_id, None)
+            run.settled.set()
+
+    def read_trace(self, action_id: str, approval: str | None, wait_s: float = 30.0) -> dict[str, Any] | None:
+        """The raw trace (``reflect.trace``), once the run has filed it.
+
+        The run's thread files the trace right after the terminal event, so a client that acts
+        on that event can ask a moment too early (under load: seen in the auth test); a running
+        action is waited for, at most ``wait_s``."""
+        run = self.runs.get(action_id)
+        if run is not None and run.status == "running":
+            run.settled.wait(wait_s)
+        return self.reflection.read(action_id, approval)
 
     def _finish(self, run: _Run, error: str, error_type: str) -> None:
         self._terminal(run, error, error_type)
@@ -593,6 +628,8 @@ class ActionManager:
                 run.stop = "ActionInterrupted"
         self.pool.shutdown(wait=True, cancel_futures=False)
         self.state.close()
+        if self.runners is not None:
+            self.runners.close()
         self.reflection.close()
         self.log.close()
         self.events.close()
@@ -611,22 +648,6 @@ def check_signable(db: Path) -> None:
     finally:
         log.close()
 
-
-def relax_fsync(store: object) -> bool:
-    """``PRAGMA synchronous = NORMAL`` on a store's connection (WAL): a commit is not fsynced.
-
-    Measured: an action writes ~125 receipts and ~25 events, each its own commit; fsyncing each
-    took 0.6-1.2 s per action on this machine, 0.09 s without. In WAL mode a commit still
-    survives the death of the process (kill -9: the restart tests) and the file never corrupts;
-    only a power loss or kernel crash may lose the last commits (the chain stays valid up to
-    them). ``cda serve --fsync`` keeps the full fsync. Returns False (and changes nothing) when
-    the store does not expose an SQLite connection as ``_conn`` (it then keeps its own setting).
-    """
-    conn = getattr(store, "_conn", None)
-    if not isinstance(conn, sqlite3.Connection):
-        return False
-    conn.execute("PRAGMA synchronous = NORMAL")
-    return True
 
 
 def _json(text: str) -> dict[str, Any]:

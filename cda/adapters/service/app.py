@@ -55,6 +55,7 @@ class ServiceConfig:
     keepalive_s: float = 15.0
     buffer: int = 512  # events a subscriber may lag behind before it is dropped
     workers: int = 2
+    processes: int = 0  # runner processes (0: the actions run in the server's threads)
     egress_cap: str = "local"
     debug: bool = False
     providers: Path | None = None  # DIR/<ability>/<source>.txt: the local sub-action providers
@@ -82,7 +83,8 @@ def build_app(config: ServiceConfig) -> Starlette:
         export = _otel(config)
         hub = Hub(config.db, buffer=config.buffer)
         manager = await anyio.to_thread.run_sync(
-            lambda: ActionManager(config.db, hub, workers=config.workers, egress_cap=config.egress_cap,
+            lambda: ActionManager(config.db, hub, workers=config.workers, processes=config.processes,
+                                  egress_cap=config.egress_cap,
                                   providers=_providers(config.providers), fsync_each_commit=config.fsync,
                                   self_approval=config.auth.open, auth=config.auth))
         state.hub, state.manager = hub, manager

@@ -56,7 +56,7 @@ def run_server(app: Any, host: str, port: int, on_ready: Any = None) -> None:
 
 
 def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth_file: Path | None = None,
-               cors: list[str] | None = None, retention_h: float = 24.0, workers: int = 2,
+               cors: list[str] | None = None, retention_h: float = 24.0, workers: int = 2, processes: int = 0,
                egress_cap: str = "local", debug: bool = False, providers: Path | None = None,
                fsync: bool = False, otel_endpoint: str | None = None) -> int:
     """The ``cda serve`` command."""
@@ -75,6 +75,8 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
                            f"got {retention_h:g}")
         if not 1 <= workers <= 64:
             raise CDAError(f"--workers must be between 1 and 64, got {workers}")
+        if not 0 <= processes <= 64:
+            raise CDAError(f"--processes must be between 0 and 64, got {processes}")
         if not db.parent.is_dir():
             raise CDAError(f"{db}: its folder does not exist")
         if db.exists():
@@ -92,8 +94,8 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
     from cda.adapters.service.app import ServiceConfig, build_app
 
     app = build_app(ServiceConfig(db=db, auth=auth, cors_origins=tuple(cors or ()), retention_s=retention_h * 3600,
-                                  workers=workers, egress_cap=egress_cap, debug=debug, providers=providers,
-                                  fsync=fsync, otel_endpoint=otel_endpoint))
+                                  workers=workers, processes=processes, egress_cap=egress_cap, debug=debug,
+                                  providers=providers, fsync=fsync, otel_endpoint=otel_endpoint))
 
     def ready(server: Any) -> None:
         sock = server.servers[0].sockets[0].getsockname()

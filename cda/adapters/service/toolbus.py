@@ -153,7 +153,7 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
             result = await anyio.to_thread.run_sync(manager.decide, who, params.action_id, params.approval, grant,
                                                     params.reason)
         elif isinstance(params, ReflectParams):
-            trace = await anyio.to_thread.run_sync(manager.reflection.read, params.action_id, params.approval)
+            trace = await anyio.to_thread.run_sync(manager.read_trace, params.action_id, params.approval)
             if trace is None:
                 raise EdgeError("forbidden", "no trace for this approval (refused, or none stored)", ["params"])
             result = {"action_id": params.action_id, "trace": trace}
