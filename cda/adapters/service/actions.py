@@ -536,13 +536,14 @@ class ActionManager:
                     from cda.ken.loaders import load_ken
                     ken = load_ken(ken_path)
                 result = run_job(job, ken, self.log, lambda e: self._emit(run, e), self.events.confirm)
-            self._sign(run.action_id, result.attempt, result.events)  # first: the action.end is just written
-            self.reflection.put(run.action_id, result.trace, attempt=result.attempt)
-            if run.bound:  # accept_update needs these, also after a restart
+            if run.bound:  # accept_update needs these, also after a restart: kept before the head is
+                # signed, so an attempt a client sees signed can always be updated (kill -9 right after)
                 self.state.put_consumer(run.action_id, run.inputs, result.outputs.revision,
                                         result.outputs.plan_bundle_id, run.bound)
                 for b in run.bound:
                     self.state.put_revision(b)
+            self._sign(run.action_id, result.attempt, result.events)  # the action.end is just written
+            self.reflection.put(run.action_id, result.trace, attempt=result.attempt)
             for i, spec in enumerate(run.notify):  # notify: told once the consumer is done
                 try:
                     self._spawn(spec, i, run.owner)
