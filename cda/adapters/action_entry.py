@@ -103,9 +103,7 @@ def run_inputs(
     out_dir.mkdir(parents=True, exist_ok=True)
     db = out_dir / "receipts.sqlite"
     signer = load_signer()  # before anything is written: a key problem stops the run at once
-    if head_path(db).exists() and (not db.exists() or db.stat().st_size == 0):  # keep the evidence as it is
-        raise AuditLogError(f"{db}: will not start a new receipt log: the log is gone or wiped, but its signed "
-                            f"head is still beside it (run `cda receipts verify {db}`)")
+    refuse_lost_log(db)
     events = EventStore(db)
     log = ReceiptLog(db)
     try:
@@ -138,6 +136,14 @@ def run_inputs(
     finally:
         log.close()
         events.close()
+
+
+def refuse_lost_log(db: Path) -> None:
+    """Refuse to start a new receipt log where one was signed and is now gone or wiped (its
+    signed head still beside it): creating a fresh file there would bury the evidence."""
+    if head_path(db).exists() and (not db.exists() or (db.is_file() and db.stat().st_size == 0)):
+        raise AuditLogError(f"{db}: will not start a new receipt log: the log is gone or wiped, but its signed "
+                            f"head is still beside it (run `cda receipts verify {db}`)")
 
 
 def _check_signed_head(db: Path, log: ReceiptLog, public_key: str) -> None:
