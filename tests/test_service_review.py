@@ -275,3 +275,34 @@ def test_the_state_file_is_marked_and_an_unmarked_one_of_version_1_is_taken_over
         state.close()
     with closing(sqlite3.connect(state_path(db))) as conn:
         assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
+def test_a_sub_action_a_server_before_the_state_file_spawned_can_be_refreshed(tmp_path: Path) -> None:
+    """That server kept the sub-action's source in memory; its stream ``<base>.r1`` is in the file."""
+    from cda.contracts.events import ActionCheckpoint
+    from cda.contracts.receipt import sha256_hex
+
+    providers = tmp_path / "providers"
+    (providers / "research").mkdir(parents=True)
+    source = providers / "research" / "probe-legacy.txt"
+    source.write_text("observe slow(auth)\n", encoding="utf-8")
+    base = f"research-{sha256_hex('probe-legacy')[:12]}"
+    db = tmp_path / "receipts.sqlite"
+    store = EventStore(db)  # what the server before the state file streamed for revision 1
+    try:
+        store.append(ActionStarted(action_id=f"{base}.r1", seq=0, ability="research", inputs_hash=sha256_hex(base)))
+        store.append(ActionCheckpoint(action_id=f"{base}.r1", seq=1, kind="context_delta", payload={
+            "artifact_id": f"{base}:output", "revision": 1, "sha256": sha256_hex(source.read_text(encoding="utf-8")),
+            "text": source.read_text(encoding="utf-8")}))
+        store.append(ActionCompleted(action_id=f"{base}.r1", seq=2))
+    finally:
+        store.close()
+    with serving(db, "--providers", str(providers)) as server:
+        with toolbus(server) as ws:
+            same = call(ws, "actions.refresh", {"action_id": f"{base}.r1"})["error"]
+            assert same["code"] == "conflict" and "unchanged" in same["message"], same  # known, and its text too
+            source.write_text("observe slow(auth)\nobserve not slow(db)\n", encoding="utf-8")
+            refreshed = call(ws, "actions.refresh", {"action_id": f"{base}.r1"})["result"]
+            assert (refreshed["action_id"], refreshed["revision"]) == (f"{base}.r2", 2)
+        assert [e["event"] for e in follow(server, f"{base}.r2")][-1] == "action_completed"
+        assert server.stop() == 0

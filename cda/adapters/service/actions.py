@@ -396,10 +396,26 @@ class ActionManager:
         self.state.put_revision(out)
         return out
 
+    def _legacy_source(self, base: str) -> tuple[str, str] | None:
+        """The provider and source of a sub-action a server before the state file spawned (that
+        server kept them in memory; its stream ``<base>.r1`` is in the file): the base is the
+        ability and the first 12 hex digits of the source name's SHA-256, matched against the
+        sources the provider lists now
+        (:meth:`~cda.adapters.service.providers.FolderProvider.sources`), and recorded."""
+        ability, _, digest = base.rpartition("-")
+        listing = getattr(self.providers.get(ability), "sources", None)
+        if listing is None or not read_stream(self.db, f"{base}.r1", None, 1):
+            return None
+        for source in listing():
+            if sha256_hex(source)[:12] == digest:
+                self.state.put_source(base, ability, source)
+                return ability, source
+        return None
+
     def refresh(self, who: Principal, action_id: str) -> RefreshResult:
         """Ask the provider again; new content is a new revision (update_available to its consumers)."""
         base = action_id.rsplit(".r", 1)[0]
-        known = self.state.source(base)
+        known = self.state.source(base) or self._legacy_source(base)
         if known is None or not self.visible(who, base):
             raise EdgeError("not_found", f"no sub-action {action_id} on this server", ["params", "action_id"])
         ability, source = known
