@@ -146,12 +146,14 @@ def refuse_lost_log(db: Path) -> None:
                             f"head is still beside it (run `cda receipts verify {db}`)")
 
 
-def _check_signed_head(db: Path, log: ReceiptLog, public_key: str) -> None:
+def _check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: bool = True) -> None:
     """Refuse to extend a log whose schema is not CDA's (an extra trigger could drop the run's
     receipts) or whose last signed head it no longer holds: signing on top of a rewritten log
-    would vouch for the rewrite."""
+    would vouch for the rewrite. ``recorded``: also refuse a log in which a run recorded
+    ``action.tampered`` (a scan of every receipt: a long-lived writer that checked it once and
+    tracks its own findings may skip it before each signature)."""
     problems = file_schema_problems(db)
-    if log.named("action.tampered"):
+    if recorded and log.named("action.tampered"):
         problems.append("an earlier run found this log rewritten while it ran (keep it as evidence, use a new --out)")
     path = head_path(db)
     if path.exists():

@@ -206,9 +206,9 @@ class ActionManager:
                 head, count, action_id, attempt, "end", len(events), events_head(events, timeless=False),
                 file_meta_digest(self.db)))
 
-    def _check_log(self) -> None:
+    def _check_log(self, recorded: bool = True) -> None:
         """:func:`~cda.adapters.action_entry._check_signed_head` on the open log (AuditLogError)."""
-        _check_signed_head(self.db, self.log, self.signer.public_key)
+        _check_signed_head(self.db, self.log, self.signer.public_key, recorded=recorded)
 
     def _signable(self, action_id: str, attempt: int) -> bool:
         """Under ``sign_lock``, before a head is signed: whether the log still holds the head signed
@@ -218,8 +218,8 @@ class ActionManager:
         ``cda receipts verify`` reports it and the next start of a server or a run refuses the log."""
         if self.tampered:
             return False
-        try:
-            self._check_log()
+        try:  # recorded tampering was checked at start; since then the server tracks its own (7 ms, not 29 ms, at 30k receipts)
+            self._check_log(recorded=False)
         except AuditLogError as exc:
             self.tampered = True
             self.receipt(action_id, "action.tampered", {"attempt": attempt}, {"problems": [str(exc)]},
