@@ -306,3 +306,18 @@ def test_a_sub_action_a_server_before_the_state_file_spawned_can_be_refreshed(tm
             assert (refreshed["action_id"], refreshed["revision"]) == (f"{base}.r2", 2)
         assert [e["event"] for e in follow(server, f"{base}.r2")][-1] == "action_completed"
         assert server.stop() == 0
+
+
+def test_an_attempt_begun_with_no_event_yet_is_followed_not_answered_204(tmp_path: Path) -> None:
+    """One worker, busy with a first action: the second is begun (its ``service.start`` receipt)
+    but queued, with no event yet; ``?attempt=1`` follows it to its end instead of telling the
+    client to stop reconnecting."""
+    db = tmp_path / "receipts.sqlite"
+    with serving(db, "--workers", "1") as server:
+        with toolbus(server) as ws:
+            call(ws, "actions.start", {"ability": "cda", "inputs": _inputs("busy")})
+            queued = call(ws, "actions.start", {"ability": "cda", "inputs": _inputs("queued")})["result"]["action_id"]
+        events = follow(server, queued, query="?attempt=1", timeout=30)
+        assert events and [e["id"] for e in events] == list(range(len(events)))
+        assert events[-1]["event"] == "action_completed"
+        assert server.stop() == 0

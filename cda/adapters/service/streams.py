@@ -9,14 +9,19 @@ thread running an action publishes each event after storing it (``publish_thread
 wakes exactly the subscribers of that topic — no thread and no poll per stream. A subscriber
 registers before reading the store, and drops ids it already sent, so nothing falls between the
 stored backlog and the live tail. Actions written by another process (``cda run --out`` on the
-same file) are followed by one shared watcher task for all such topics.
+same file) are followed by one shared watcher task for all such topics, which reads each topic
+once whole, then only what follows its (attempt, seq) cursor.
 
 *Slow readers.* A subscriber whose buffer fills (it does not read) is dropped: its buffer is
 freed and its stream ends; the client resumes later with ``Last-Event-ID`` from the store.
 
 *Every stream ends.* An unknown action, and a finished one resumed at or past its terminal
-event, is **204 No Content** (the SSE specification's "stop reconnecting"). A ``Last-Event-ID``
-that is not an event id (below) is a 400 that says so.
+event, is **204 No Content** (the SSE specification's "stop reconnecting"). An attempt older than
+the action's latest is over, with or without a terminal event (a run killed mid-way, then run
+again): its stored rest is sent and the stream ends (204 when there is none). A stream following
+an attempt live ends at its terminal event, or when a newer attempt begins. An attempt begun but
+with no event yet (queued) is followed. A ``Last-Event-ID`` that is not an event id (below) is a
+400 that says so.
 
 *Attempts.* A stream is one attempt (one run) of its action: by default the latest, or the one
 ``?attempt=N`` names. Event ids are the seq for a first attempt and ``N:seq`` for attempt N > 1,
