@@ -103,9 +103,7 @@ def run_inputs(
     out_dir.mkdir(parents=True, exist_ok=True)
     db = out_dir / "receipts.sqlite"
     signer = load_signer()  # before anything is written: a key problem stops the run at once
-    if head_path(db).exists() and (not db.exists() or db.stat().st_size == 0):  # keep the evidence as it is
-        raise AuditLogError(f"{db}: will not start a new receipt log: the log is gone or wiped, but its signed "
-                            f"head is still beside it (run `cda receipts verify {db}`)")
+    refuse_lost_log(db)
     events = EventStore(db)
     log = ReceiptLog(db)
     try:
@@ -140,12 +138,22 @@ def run_inputs(
         events.close()
 
 
-def _check_signed_head(db: Path, log: ReceiptLog, public_key: str) -> None:
+def refuse_lost_log(db: Path) -> None:
+    """Refuse to start a new receipt log where one was signed and is now gone or wiped (its
+    signed head still beside it): creating a fresh file there would bury the evidence."""
+    if head_path(db).exists() and (not db.exists() or (db.is_file() and db.stat().st_size == 0)):
+        raise AuditLogError(f"{db}: will not start a new receipt log: the log is gone or wiped, but its signed "
+                            f"head is still beside it (run `cda receipts verify {db}`)")
+
+
+def _check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: bool = True) -> None:
     """Refuse to extend a log whose schema is not CDA's (an extra trigger could drop the run's
     receipts) or whose last signed head it no longer holds: signing on top of a rewritten log
-    would vouch for the rewrite."""
+    would vouch for the rewrite. ``recorded``: also refuse a log in which a run recorded
+    ``action.tampered`` (a scan of every receipt: a long-lived writer that checked it once and
+    tracks its own findings may skip it before each signature)."""
     problems = file_schema_problems(db)
-    if log.named("action.tampered"):
+    if recorded and log.named("action.tampered"):
         problems.append("an earlier run found this log rewritten while it ran (keep it as evidence, use a new --out)")
     path = head_path(db)
     if path.exists():

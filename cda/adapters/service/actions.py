@@ -35,12 +35,11 @@ is kept in :class:`~cda.adapters.service.state.ServiceState`.
 from __future__ import annotations
 
 import os
-import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,15 +51,16 @@ from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
 from cda.actions.runner import action_id_of
 from cda.actions.signing import head_path, load_signer, read_head, write_head
-from cda.adapters.action_entry import _check_signed_head
-from cda.adapters.event_store import EventStore
+from cda.actions.store_file import read_snapshot
+from cda.adapters.action_entry import AuditLogError, _check_signed_head, refuse_lost_log
+from cda.adapters.event_store import EventStore, check_event_file
 from cda.adapters.service.auth import OPEN, AuthConfig, Principal
 from cda.adapters.service.cup import decide
 from cda.adapters.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
 from cda.adapters.service.providers import Provider, ProviderError
 from cda.adapters.service.scheduler import DRAFT, REST, StageScheduler, Ticket, is_draft
 from cda.adapters.service.sqlite_writes import relax_fsync, share_write_lock
-from cda.adapters.service.state import ServiceState
+from cda.adapters.service.state import ServiceState, check_state
 from cda.adapters.service.store import TERMINAL, StoredEvent, last_events, read_stream, started_without_events
 from cda.adapters.service.streams import Hub
 from cda.adapters.service.workers import RunnerJob, RunnerPool, run_job
@@ -162,11 +162,13 @@ class ActionManager:
         self.providers = providers or {}
         self.self_approval = self_approval  # False with --auth: only the internal profile grants
         self.open = auth.open  # every client is the same anonymous partner: an action of unknown owner is theirs
-        known = [Principal("anonymous", "partner")] if auth.open else [who for _, who in auth.entries]
-        self.state = ServiceState(db, known)  # owners, sub-action revisions, consumers: they survive a restart
         self.signer = load_signer()  # the key `cda run` signs with ($CDA_KEY_DIR)
-        _check_signed_head(db, self.log, self.signer.public_key)  # never sign on top of a rewritten log
         self.sign_lock = threading.Lock()
+        self.tampered = False  # set once a signing found the log rewritten: nothing is signed after that
+        with self.sign_lock:
+            self._check_log()  # never sign on top of a rewritten log (before the state file is touched)
+        known = [Principal("anonymous", "partner")] if auth.open else [who for _, who in auth.entries]
+        self.state = ServiceState(db, known)  # owners, sub-action revisions, consumers: survive a restart
 
     # -- receipts and events ---------------------------------------------------------------
     def receipt(self, action_id: str, name: str, inputs: dict[str, Any], result: dict[str, Any],
@@ -197,10 +199,34 @@ class ActionManager:
         """Sign the log's head after an attempt ended (``cda receipts verify`` wants every
         ``action.end`` under a signature); one at a time, so the last head written is the latest."""
         with self.sign_lock:
+            if not self._signable(action_id, attempt):
+                return
             head, count = self.log.tip()
             write_head(head_path(self.db), self.signer.sign_head(
                 head, count, action_id, attempt, "end", len(events), events_head(events, timeless=False),
                 file_meta_digest(self.db)))
+
+    def _check_log(self, recorded: bool = True) -> None:
+        """:func:`~cda.adapters.action_entry._check_signed_head` on the open log (AuditLogError)."""
+        _check_signed_head(self.db, self.log, self.signer.public_key, recorded=recorded)
+
+    def _signable(self, action_id: str, attempt: int) -> bool:
+        """Under ``sign_lock``, before a head is signed: whether the log still holds the head signed
+        last (and CDA's schema). A server lives for days; a log rewritten meanwhile (receipts
+        deleted past the triggers) must not get a signature over the rewrite. If it was, nothing is
+        signed, from now on, and an ``action.tampered`` receipt records it, as ``cda run`` does:
+        ``cda receipts verify`` reports it and the next start of a server or a run refuses the log."""
+        if self.tampered:
+            return False
+        try:  # recorded tampering was checked at start; since then the server tracks its own (7 ms, not 29 ms, at 30k receipts)
+            self._check_log(recorded=False)
+        except AuditLogError as exc:
+            self.tampered = True
+            self.receipt(action_id, "action.tampered", {"attempt": attempt}, {"problems": [str(exc)]},
+                         status="failed", attempt=attempt)
+            print(f"cda serve: {exc}; no head is signed any more", file=sys.stderr, flush=True)
+            return False
+        return True
 
     def _emit(self, run: _Run, event: ActionEvent) -> None:
         with run.lock:
@@ -236,7 +262,7 @@ class ActionManager:
         specs = list(subactions or [])
         early = [(i, spec, self._spawn(spec, i, who)) for i, spec in enumerate(specs) if spec.edge != "notify"]
         bound = [out for _, spec, out in early if spec.edge == "bind"]
-        action_id = action_id_of(inputs, bound=bound)
+        action_id = self._id_of(who, inputs, bound)
         with self.lock:
             if action_id in self.runs:
                 return StartResult(action_id=action_id, topic=f"actions/{action_id}",
@@ -278,6 +304,19 @@ class ActionManager:
             self._submit(run)
         return StartResult(action_id=action_id, topic=f"actions/{action_id}", status=run.status, linked=linked)
 
+    def _scope(self, who: Principal) -> str:
+        """What makes ``who``'s content-addressed ids their own: on a server with ``--auth`` a
+        partner's action ids and sub-action bases are seeded with the partner's name too, so two
+        partners sending the same inputs (or binding the same source) get two actions, and neither
+        can tell from an answer that the other's exists. Empty (the ids ``cda run`` gives) for the
+        internal profile and on an open server (one anonymous partner)."""
+        return "" if self.open or who.profile == "internal" else f"partner:{who.name}\n"
+
+    def _id_of(self, who: Principal, inputs: CDAInputs, bound: Sequence[BoundOutput]) -> str:
+        content = action_id_of(inputs, bound=bound)
+        scope = self._scope(who)
+        return content if not scope else "cda-" + sha256_hex(scope + content)[:16]
+
     @staticmethod
     def _rerunnable(last: StoredEvent) -> bool:
         """The latest attempt ended interrupted or cancelled: starting the action again runs it again."""
@@ -308,7 +347,7 @@ class ActionManager:
             text = provider.produce(spec.source)
         except ProviderError as exc:
             raise EdgeError("invalid_params", str(exc), where) from None
-        base = f"{spec.ability}-{sha256_hex(spec.source)[:12]}"
+        base = f"{spec.ability}-{sha256_hex(self._scope(who) + spec.source)[:12]}"
         self.state.own(base, who)
         self.state.put_source(base, spec.ability, spec.source)
         with self.lock:
@@ -358,10 +397,26 @@ class ActionManager:
         self.state.put_revision(out)
         return out
 
+    def _legacy_source(self, base: str) -> tuple[str, str] | None:
+        """The provider and source of a sub-action a server before the state file spawned (that
+        server kept them in memory; its stream ``<base>.r1`` is in the file): the base is the
+        ability and the first 12 hex digits of the source name's SHA-256, matched against the
+        sources the provider lists now
+        (:meth:`~cda.adapters.service.providers.FolderProvider.sources`), and recorded."""
+        ability, _, digest = base.rpartition("-")
+        listing = getattr(self.providers.get(ability), "sources", None)
+        if listing is None or not read_stream(self.db, f"{base}.r1", None, 1):
+            return None
+        for source in listing():
+            if sha256_hex(source)[:12] == digest:
+                self.state.put_source(base, ability, source)
+                return ability, source
+        return None
+
     def refresh(self, who: Principal, action_id: str) -> RefreshResult:
         """Ask the provider again; new content is a new revision (update_available to its consumers)."""
         base = action_id.rsplit(".r", 1)[0]
-        known = self.state.source(base)
+        known = self.state.source(base) or self._legacy_source(base)
         if known is None or not self.visible(who, base):
             raise EdgeError("not_found", f"no sub-action {action_id} on this server", ["params", "action_id"])
         ability, source = known
@@ -377,7 +432,8 @@ class ActionManager:
                             ["params", "action_id"])
         rev_id = f"{base}.r{out.revision}"
         return RefreshResult(action_id=rev_id, revision=out.revision, sha256=sha256_hex(text),
-                             updates_for=[c for c in self.state.consumers_of(base) if rev_id in self.state.offers(c)])
+                             updates_for=[c for c in self.state.consumers_of(base)
+                                          if rev_id in self.state.offers(c) and self.visible(who, c)])
 
     def accept_update(self, who: Principal, action_id: str, update: str) -> StartResult:
         """Accept a newer revision of a bound output: a structure revision, a new action."""
@@ -390,7 +446,7 @@ class ActionManager:
             raise EdgeError("conflict", f"{update} is not a newer revision of anything {action_id} bound",
                             ["params", "update"])
         bound = [offered if b.action_id == offered.action_id else b for b in held.bound]
-        new_id = action_id_of(held.inputs, bound=bound)
+        new_id = self._id_of(who, held.inputs, bound)
         run = _Run(new_id, who, held.inputs, bound=bound, revision=held.revision + 1, supersedes=held.plan_bundle_id)
         with self.lock:
             if new_id in self.runs or read_stream(self.db, new_id, None):
@@ -468,7 +524,7 @@ class ActionManager:
         out: dict[str, Any] = {"action_id": action_id, "status": "running",
                                "updates_available": self.state.offers(action_id)}
         if events:
-            out["last_event_id"] = events[-1].seq
+            out["last_event_id"] = events[-1].seq if events[-1].attempt == 1 else events[-1].sse_id
         for e in events:
             if e.type == "action_checkpoint":
                 body = _json(e.data)
@@ -614,11 +670,12 @@ class ActionManager:
         path = head_path(self.db)
         if count == 0 or (path.exists() and read_head(path)["count"] == count):
             return
-        with closing(sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=60)) as conn:
-            action_id, attempt = conn.execute("SELECT action_id, json_extract(body, '$.attempt') FROM receipts "
-                                              "ORDER BY rowid DESC LIMIT 1").fetchone()
+        action_id, attempt = read_snapshot(self.db, lambda conn: conn.execute(
+            "SELECT action_id, json_extract(body, '$.attempt') FROM receipts ORDER BY rowid DESC LIMIT 1").fetchone())
         with self.sign_lock:
-            write_head(path, self.signer.sign_head(head, count, str(action_id), int(attempt or 1), "start"))
+            if self._signable(str(action_id), int(attempt or 1)):
+                head, count = self.log.tip()
+                write_head(path, self.signer.sign_head(head, count, str(action_id), int(attempt or 1), "start"))
 
     def shutdown(self) -> None:
         """Stop: waiting actions end interrupted, running ones at their next event; wait for them."""
@@ -637,9 +694,15 @@ class ActionManager:
 
 
 def check_signable(db: Path) -> None:
-    """What the server checks before it signs heads on ``db``: the signing key can be read (or
-    made), and the log still holds the head signed last and CDA's schema (an
-    :class:`~cda.adapters.action_entry.AuditLogError` that says what to run otherwise)."""
+    """The server's pre-flight on ``db``, before anything is created or modified (a
+    :class:`~cda.errors.CDAError` that says what is wrong; ``cda serve`` exits 2): the log is not
+    gone or wiped under a kept signed head (the check ``cda run`` makes), it is CDA's file, the state file is the
+    service's own, the signing key can be read (or made), and the log still holds the head signed
+    last and CDA's schema. :class:`ActionManager` checks the log again when it opens it."""
+    refuse_lost_log(db)  # before anything is created: a new empty log beside a kept head buries evidence
+    if db.exists():
+        check_event_file(db)  # CDA's own file (a foreign one is never modified), read without a trace
+    check_state(db)  # the service's own state file, of a version this CDA reads, or refused untouched
     if not db.exists():
         return
     signer = load_signer()

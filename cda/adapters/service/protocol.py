@@ -149,7 +149,9 @@ class ActionGetResult(_Frame):
     boundary_summary: str | None = Field(default=None, description="the latest boundary summary text")
     approvals_needed: list[str] = Field(default_factory=list)
     updates_available: list[str] = Field(default_factory=list, description="newer revisions of bound outputs")
-    last_event_id: int | None = None
+    last_event_id: int | str | None = Field(default=None, description=(
+        "the SSE id of the latest attempt's last event, what a client resumes with as Last-Event-ID: "
+        "its seq (a number) for a first attempt, 'attempt:seq' for a re-run"))
 
 
 class ErrorBody(_Frame):

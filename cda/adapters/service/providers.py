@@ -37,6 +37,14 @@ class FolderProvider:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
+    def sources(self) -> list[str]:
+        """The source names this folder holds now (what finds the source of a sub-action a server
+        before the state file spawned: its id keeps only a hash of the name)."""
+        try:
+            return sorted(p.stem for p in self.folder.glob("*.txt") if SOURCE.match(p.stem))
+        except OSError:
+            return []
+
     def produce(self, source: str) -> str:
         if not SOURCE.match(source):
             raise ProviderError(f"source {source[:80]!r}: 1-64 of A-Z a-z 0-9 _ -")

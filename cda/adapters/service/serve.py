@@ -12,7 +12,6 @@ import ipaddress
 from pathlib import Path
 from typing import Any, TextIO
 
-from cda.adapters.event_store import check_event_file
 from cda.adapters.otel_config import check_otel_endpoint
 from cda.adapters.service.auth import OPEN, AuthConfig
 from cda.errors import CDAError
@@ -79,11 +78,9 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
             raise CDAError(f"--processes must be between 0 and 64, got {processes}")
         if not db.parent.is_dir():
             raise CDAError(f"{db}: its folder does not exist")
-        if db.exists():
-            check_event_file(db)
-            from cda.adapters.service.actions import check_signable
+        from cda.adapters.service.actions import check_signable
 
-            check_signable(db)  # the server signs heads: never on top of a rewritten log
+        check_signable(db)  # nothing created yet: a lost log, a foreign state file, a rewritten log are exit 2
         if providers is not None and not providers.is_dir():
             raise CDAError(f"--providers {providers}: not a folder")
         if otel_endpoint is not None:

@@ -14,6 +14,14 @@ object by object by ``cda receipts verify``, so the service adds no table to it.
   and plan bundle, the revisions it locked — so ``actions.accept_update`` works after a restart;
 - **offers**: the newer revisions offered to a consumer (``updates_available``).
 
+*Marked.* The file carries ``PRAGMA application_id`` = :data:`APPLICATION_ID` ("CDAS"; CDA's
+receipt files are "CDA1", the guardian's "CDAG"), written with its tables in one transaction.
+Before the file is opened for writing it is recognised through
+:func:`cda.actions.store_file.read_snapshot` (no trace left): the mark, or, unmarked, exactly
+this module's tables (a file written before the mark existed, then marked); anything else
+(another program's file, a foreign table, a newer version, a folder) is a
+:class:`~cda.actions.store_file.StoreFileError` and the file is left as it was.
+
 *Migrations.* ``PRAGMA user_version`` is the schema's version; opening a file of an older
 version (or none: a store written before this file existed) brings it forward in one
 transaction. Version 1 also recovers the owners of actions started before it: their
@@ -33,15 +41,18 @@ from pathlib import Path
 from typing import Any
 
 from cda.actions.bindings import BoundOutput
-from cda.actions.store_file import StoreFileError
+from cda.actions.store_file import StoreFileError, read_snapshot
 from cda.adapters.service.auth import Principal
 from cda.contracts.action import CDAInputs
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
 
-__all__ = ["SCHEMA_VERSION", "Consumer", "ServiceState", "state_path"]
+__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "Consumer", "ServiceState", "check_state", "state_path"]
 
 SCHEMA_VERSION = 1
+
+APPLICATION_ID = 0x43444153
+"""``PRAGMA application_id`` of the service's state file: the bytes of "CDAS"."""
 
 _V1 = (
     "CREATE TABLE owners (key TEXT PRIMARY KEY, principal TEXT NOT NULL, profile TEXT NOT NULL)",
@@ -58,6 +69,46 @@ _V1 = (
 def state_path(db: Path) -> Path:
     """The service's state file beside the server's CDA file ``db``."""
     return Path(f"{db}.service.sqlite")
+
+
+def _tables() -> dict[str, str]:
+    return {statement.split()[2]: statement for statement in _V1}
+
+
+def _recognise(conn: sqlite3.Connection, where: Path) -> int:
+    """The schema version of the state file behind ``conn`` (0: nothing in it yet), or a
+    :class:`StoreFileError` when it is not the service's own or is newer than this CDA. Only reads."""
+    app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    objects = {str(name): sql for name, sql in conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE name NOT GLOB 'sqlite_*'").fetchall()}
+    refusal = f"{where}: not the service's state file, and CDA never modifies files it did not create"
+    if app_id not in (0, APPLICATION_ID):
+        raise StoreFileError(f"{refusal} (its application_id is {app_id:#010x}, another program's format)")
+    if app_id == 0:
+        if not objects and version == 0:
+            return 0  # an empty database: nothing to lose (SQLite's own first page, or a crash mid-creation)
+        if objects != _tables() or version != 1:  # unmarked: only as the first version wrote it
+            found = ", ".join(sorted(set(objects) - set(_tables()))) or f"user_version {version}"
+            raise StoreFileError(f"{refusal} (no CDA mark; {found})")
+    if version > SCHEMA_VERSION:
+        raise StoreFileError(f"{where}: written by a newer CDA (state version {version}; "
+                             f"this CDA reads up to {SCHEMA_VERSION})")
+    return version
+
+
+def check_state(db: Path) -> None:
+    """Raise :class:`StoreFileError` unless the state file beside ``db`` is missing, empty or
+    the service's own of a version this CDA reads; reads it without a trace, creates nothing."""
+    path = state_path(db)
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_file() and path.stat().st_size == 0:
+        return
+    try:
+        read_snapshot(path, lambda conn: _recognise(conn, path))
+    except sqlite3.DatabaseError as exc:
+        raise StoreFileError(f"{path}: not an SQLite database ({exc})") from None
 
 
 @dataclass(frozen=True)
@@ -77,6 +128,7 @@ class ServiceState:
     def __init__(self, db: Path, principals: Iterable[Principal] = ()) -> None:
         self.path = state_path(db)
         self._lock = threading.Lock()
+        check_state(db)  # before it is opened for writing: a foreign file stays untouched
         try:
             self._conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
             self._conn.execute("PRAGMA journal_mode=WAL")
@@ -89,10 +141,8 @@ class ServiceState:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            if version > SCHEMA_VERSION:
-                raise StoreFileError(f"{self.path}: written by a newer CDA (state version {version}; "
-                                     f"this CDA reads up to {SCHEMA_VERSION})")
+            version = _recognise(conn, self.path)  # again, under the write lock
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             if version < 1:
                 for statement in _V1:
                     conn.execute(statement)
@@ -202,14 +252,15 @@ def _owners_from_receipts(db: Path, principals: list[Principal]) -> dict[str, Pr
     if not principals or not db.exists():
         return {}
     by_hash = {sha256_hex(canonical_json({"principal": p.name, "profile": p.profile})): p for p in principals}
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=60)
-    try:
-        rows = conn.execute("SELECT action_id, json_extract(body, '$.inputs_hash') FROM receipts "
-                            "WHERE json_extract(body, '$.name') = 'service.start'").fetchall()
-    except sqlite3.OperationalError:  # no receipts table yet
-        return {}
-    finally:
-        conn.close()
+
+    def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+        try:
+            return conn.execute("SELECT action_id, json_extract(body, '$.inputs_hash') FROM receipts "
+                                "WHERE json_extract(body, '$.name') = 'service.start'").fetchall()
+        except sqlite3.OperationalError:  # no receipts table yet
+            return []
+
+    rows = read_snapshot(db, read)
     found: dict[str, Principal] = {}
     for action_id, digest in rows:
         if digest in by_hash:

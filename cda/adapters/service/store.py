@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from cda.contracts.events import ActionNotice, parse_event
 from cda.contracts.receipt import canonical_json
 
-__all__ = ["TERMINAL", "StoredEvent", "last_events", "latest_attempt", "read_stream", "started_without_events",
+__all__ = ["TERMINAL", "StoredEvent", "last_events", "latest_attempt", "read_after", "read_stream", "started_without_events",
            "sweep"]
 
 TERMINAL = frozenset({"action_completed", "action_partial", "action_failed"})
@@ -83,6 +83,23 @@ def read_stream(db: Path, action_id: str, after: int | None = None, attempt: int
     finally:
         conn.close()
     return [decode(action_id, int(seq), str(body), int(n)) for seq, body, n in rows]
+
+
+def read_after(db: Path, action_id: str, attempt: int, seq: int) -> list[StoredEvent]:
+    """The events of ``action_id`` after the cursor (``attempt``, ``seq``): the rest of that
+    attempt, then any newer attempt, in order (what a watcher that has seen up to there needs)."""
+    if not db.exists():
+        return []
+    conn = _connect(db)
+    try:
+        rows = conn.execute("SELECT seq, body, attempt FROM events WHERE action_id = ? AND "
+                            "(attempt > ? OR (attempt = ? AND seq > ?)) ORDER BY attempt, seq",
+                            (action_id, attempt, attempt, seq)).fetchall()
+    except sqlite3.OperationalError:  # no events table yet
+        return []
+    finally:
+        conn.close()
+    return [decode(action_id, int(s), str(body), int(n)) for s, body, n in rows]
 
 
 def latest_attempt(db: Path, action_id: str) -> int | None:

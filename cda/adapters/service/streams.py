@@ -9,14 +9,19 @@ thread running an action publishes each event after storing it (``publish_thread
 wakes exactly the subscribers of that topic — no thread and no poll per stream. A subscriber
 registers before reading the store, and drops ids it already sent, so nothing falls between the
 stored backlog and the live tail. Actions written by another process (``cda run --out`` on the
-same file) are followed by one shared watcher task for all such topics.
+same file) are followed by one shared watcher task for all such topics, which reads each topic
+once whole, then only what follows its (attempt, seq) cursor.
 
 *Slow readers.* A subscriber whose buffer fills (it does not read) is dropped: its buffer is
 freed and its stream ends; the client resumes later with ``Last-Event-ID`` from the store.
 
 *Every stream ends.* An unknown action, and a finished one resumed at or past its terminal
-event, is **204 No Content** (the SSE specification's "stop reconnecting"). A ``Last-Event-ID``
-that is not an event id (below) is a 400 that says so.
+event, is **204 No Content** (the SSE specification's "stop reconnecting"). An attempt older than
+the action's latest is over, with or without a terminal event (a run killed mid-way, then run
+again): its stored rest is sent and the stream ends (204 when there is none). A stream following
+an attempt live ends at its terminal event, or when a newer attempt begins. An attempt begun but
+with no event yet (queued) is followed. A ``Last-Event-ID`` that is not an event id (below) is a
+400 that says so.
 
 *Attempts.* A stream is one attempt (one run) of its action: by default the latest, or the one
 ``?attempt=N`` names. Event ids are the seq for a first attempt and ``N:seq`` for attempt N > 1,
@@ -41,7 +46,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from cda.adapters.service.auth import AuthConfig
-from cda.adapters.service.store import TERMINAL, StoredEvent, latest_attempt, read_stream
+from cda.adapters.service.store import TERMINAL, StoredEvent, latest_attempt, read_after, read_stream
 
 __all__ = ["EventStreamResponse", "Hub", "Subscriber", "stream_endpoint"]
 
@@ -127,10 +132,13 @@ class Hub:
             for topic, subs in list(self.topics.items()):
                 if topic in self.live or not subs:
                     continue
-                # first sight: the latest attempt from its start (each reader drops what it sent)
-                after = self.seen.get(topic, (0, -1))
-                events = await anyio.to_thread.run_sync(read_stream, self.db, topic, None)
-                self.seen.setdefault(topic, after)
+                after = self.seen.get(topic)
+                if after is None:  # first sight: its latest attempt from the start (each reader drops what it sent)
+                    events = await anyio.to_thread.run_sync(read_stream, self.db, topic, None)
+                    after = (0, -1)
+                    self.seen[topic] = after
+                else:  # after the cursor: the rest of that attempt and any newer one
+                    events = await anyio.to_thread.run_sync(read_after, self.db, topic, *after)
                 for event in events:
                     if (event.attempt, event.seq) > after:
                         self.publish(topic, event)
@@ -245,8 +253,7 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float, auth: AuthCon
         sub.cursor = -1 if last is None else last
         sub.attempt = pinned
         try:
-            if pinned is not None and pinned == await anyio.to_thread.run_sync(latest_attempt, hub.db, action_id):
-                pinned = None  # the latest attempt: read as such (a newer one may begin meanwhile)
+            latest = await anyio.to_thread.run_sync(latest_attempt, hub.db, action_id)
             backlog = await anyio.to_thread.run_sync(read_stream, hub.db, action_id, last, pinned)
         except sqlite3.Error as exc:  # the file was replaced or damaged: say so, without the server's path
             hub.unsubscribe(action_id, sub)
@@ -256,12 +263,16 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float, auth: AuthCon
             raise
         if backlog:
             sub.cursor, sub.attempt = backlog[-1].seq, backlog[-1].attempt
-        ended = bool(backlog) and backlog[-1].type in TERMINAL
-        if not backlog and (action_id not in hub.live or pinned is not None):
-            known = await anyio.to_thread.run_sync(read_stream, hub.db, action_id, None, pinned)
-            if not known or known[-1].type in TERMINAL:
+        # an attempt older than the latest is over, ended or not (a run killed before its terminal
+        # event, then run again): its backlog, then the end; it is never followed live
+        older = pinned is not None and latest is not None and pinned < latest
+        ended = older or (bool(backlog) and backlog[-1].type in TERMINAL)
+        if not backlog:
+            known = [] if older else await anyio.to_thread.run_sync(read_stream, hub.db, action_id, None, pinned)
+            # nothing to send: follow only an attempt still going (or begun, with no event yet, here)
+            if older or (known[-1].type in TERMINAL if known else action_id not in hub.live):
                 hub.unsubscribe(action_id, sub)
-                return Response(status_code=204)  # unknown, or finished with nothing after the cursor
+                return Response(status_code=204)  # unknown, over, or finished with nothing after the cursor
         if request.method == "HEAD":
             hub.unsubscribe(action_id, sub)
             return Response(status_code=200, media_type="text/event-stream; charset=utf-8",
@@ -297,8 +308,13 @@ async def _follow(hub: Hub, topic: str, sub: Subscriber, backlog: list[StoredEve
                 event = sub.buffer.popleft()
                 if sub.attempt is None:
                     sub.attempt = event.attempt
-                if event.attempt != sub.attempt or event.seq <= sent:
-                    continue  # another attempt's, or already sent from the backlog
+                if event.attempt != sub.attempt:
+                    if event.attempt > sub.attempt or event.type in TERMINAL:
+                        done = True  # a newer attempt began (ours is over), or the one running ended
+                        break
+                    continue
+                if event.seq <= sent:
+                    continue  # already sent from the backlog
                 chunk.append(_message(event))
                 sent = event.seq
                 if event.type in TERMINAL:
