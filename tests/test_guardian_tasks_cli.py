@@ -11,11 +11,15 @@ from pathlib import Path
 import pytest
 
 from cda.adapters.cli import main
+from cda.guardian.action import ProposedAction, read_action
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.guardian.ledger import Ledger
 from cda.guardian.store import GuardianStore
 
-DIGEST = "ab" * 32
+ACTION = {"action_id": "a1", "agent_id": "agent-42", "tool": {"name": "render", "version": "1"},
+          "action_type": "video.render", "cost_estimate": "150.250000001", "task_id": "t-1"}
+DIGEST = read_action(ACTION).digest()  # type: ignore[union-attr]
+PIN = "cd" * 32
 DRAFT = {"task_id": "t-1", "agent_id": "agent-42", "description": "Render hero video", "cost_estimate": 150.25,
          "state": "draft", "created_at": "2026-11-24T20:00:00Z", "action_digest": DIGEST}
 
@@ -42,10 +46,16 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _record(decision: Decision = Decision.APPROVE) -> None:
+    """Record a decision on ACTION under the policy store the file pins (pinned by alice)."""
+    from cda.guardian.signers import SignerRegistry, load_signer_key, pin_policy_store, signer_key_path
+
     record = DecisionRecord(decision=decision, reason="policy_clear" if decision is Decision.APPROVE else "causal_risk",
-                            action_digest=DIGEST)
+                            action_digest=DIGEST, policy_digest=PIN)
+    action = read_action(ACTION)
+    assert isinstance(action, ProposedAction)
     with GuardianStore.open("g.sqlite") as store:
-        store.record_decision(record)
+        pin_policy_store(SignerRegistry(store), PIN, "alice", load_signer_key(signer_key_path("alice")))
+        store.record_decision(record, action)
     Path("decision.json").write_text(record.model_dump_json())
 
 
@@ -91,7 +101,7 @@ def test_execute_needs_an_approve_the_guardian_recorded(world: Path) -> None:
 def test_unknown_signer_and_wrong_key_are_refused(world: Path) -> None:
     code, _, err = _cda("task", "sign", "draft.json", "--store", "g.sqlite", "--signer", "mallory")
     assert code == 1 and "not in the signer registry" in err
-    assert _cda("task", "add-signer", "bob", "--store", "g.sqlite")[0] == 0
+    assert _cda("task", "add-signer", "bob", "--store", "g.sqlite", "--by", "alice")[0] == 0
     code, _, err = _cda("task", "sign", "draft.json", "--store", "g.sqlite", "--signer", "alice",
                         "--key", str(world / "keys" / "signers" / "bob.ed25519.key"))
     assert code == 1 and "not the one registered for 'alice'" in err

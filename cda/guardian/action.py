@@ -31,6 +31,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import PydanticCustomError
 
 from cda.contracts.receipt import canonical_json, sha256_hex
+from cda.guardian.money import CURRENCY_PATTERN, MAX_PLACES
 
 __all__ = [
     "MAX_ACTION_BYTES",
@@ -47,8 +48,8 @@ __all__ = [
 MAX_ACTION_BYTES = 64 * 1024
 #: the largest cost estimate, in units of its currency
 MAX_COST = 10**9
-#: the most decimal places a cost estimate may have (a billionth of a unit)
-MAX_COST_PLACES = 9
+#: the most decimal places a cost estimate may have: the ledger's (a billionth of a unit)
+MAX_COST_PLACES = MAX_PLACES
 #: the largest magnitude of a number among the parameters
 MAX_PARAMETER_NUMBER = 10**15
 _MAX_DIGITS = 40  # digits of one number (as the DSL's literals, cda.encodings.numbers)
@@ -56,7 +57,7 @@ _MAX_DEPTH = 8  # nesting of the parameters
 _MAX_ITEMS = 256  # entries of one parameter list or object
 _MAX_STRING = 4096  # characters of one parameter string
 
-_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"  # the tasks' and the ledger's ids (cda.guardian.tasks.ID_PATTERN)
 _PARAM_KEY = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _DECIMAL_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
@@ -183,7 +184,7 @@ class ProposedAction(BaseModel):
     action_type: str = Field(pattern=r"^[a-z][a-z0-9_.-]{0,63}$", description="what kind of act: 'db.delete', 'ads.launch'")
     resources: list[Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,256}$")]] = Field(default_factory=list, max_length=64)
     cost_estimate: Cost = Decimal(0)
-    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+    currency: str = Field(default="USD", pattern=CURRENCY_PATTERN)
     parameters: Annotated[
         dict[str, Any],
         WithJsonSchema({"type": "object", "maxProperties": 64, "propertyNames": {"pattern": "^[a-z][a-z0-9_]{0,63}$"},
