@@ -420,3 +420,28 @@ def test_a_signed_task_runs_its_tool_through_the_gate_after_every_check(tmp_path
             gate.execute(signed, record, proposed)
     assert calls == [{"limit": 2}] and ledger.balance("agent-7", "USD").committed == Decimal("12.5")
     ledger.close()
+
+
+def test_a_cost_the_policies_cannot_state_is_malformed_not_a_policy_violation(store: PolicyStore) -> None:
+    """999.999999999 USD would be 999,999,999,999 nUSD, past the DSL's 10^9: REJECT
+    malformed_action at $.cost_estimate (was: REJECT policy:no_prod_delete on a harmless read)."""
+    record = evaluate(action(cost_estimate="999.999999999"), store, None, None)
+    assert (record.reason, record.details["path"]) == ("malformed_action", "$.cost_estimate")
+    assert "more digits than the policies can state" in record.details["message"]
+    for fits in ("999.999999", "999999.999", "1000000000"):
+        assert evaluate(action(cost_estimate=fits), store, None, None).reason != "malformed_action", fits
+
+
+def test_actions_use_the_ledgers_currency_and_id_rules() -> None:
+    """A budget can be set only where an action can spend it: USDC and ids with @ on both sides,
+    an agent id with a space on neither."""
+    from cda.guardian.store import GuardianStore, GuardianStoreError
+
+    assert isinstance(read_action(action(currency="USDC", agent_id="ops@agent-7")), ProposedAction)
+    ledger = Ledger(GuardianStore.open(":memory:"))
+    ledger.set_budget("ops@agent-7", "USDC", 5)
+    assert ledger.reserve("ops@agent-7", 5, "USDC").amount == 5
+    assert not isinstance(read_action(action(agent_id="a b")), ProposedAction)
+    with pytest.raises(GuardianStoreError, match="agent_id must match"):
+        ledger.set_budget("a b", "USD", 5)
+    ledger.close()

@@ -17,7 +17,7 @@ from cda.guardian.ledger import Ledger
 from cda.guardian.store import GuardianStore
 
 ACTION = {"action_id": "a1", "agent_id": "agent-42", "tool": {"name": "render", "version": "1"},
-          "action_type": "video.render", "cost_estimate": "150.250000001", "task_id": "t-1"}
+          "action_type": "video.render", "cost_estimate": "0.150250001", "task_id": "t-1"}
 DIGEST = read_action(ACTION).digest()  # type: ignore[union-attr]
 PIN = "cd" * 32
 DRAFT = {"task_id": "t-1", "agent_id": "agent-42", "description": "Render hero video", "cost_estimate": 150.25,
@@ -35,7 +35,7 @@ def _cda(*argv: str) -> tuple[int, str, str]:
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CDA_KEY_DIR", str(tmp_path / "keys"))
     monkeypatch.chdir(tmp_path)
-    Path("draft.json").write_text(json.dumps(DRAFT).replace("150.25", "150.250000001"))
+    Path("draft.json").write_text(json.dumps(DRAFT).replace("150.25", "0.150250001"))
     code, out, _ = _cda("task", "add-signer", "alice", "--store", "g.sqlite", "--json")
     assert code == 0 and json.loads(out)["key_file"].endswith("signers/alice.ed25519.key")
     assert os.stat(json.loads(out)["key_file"]).st_mode & 0o777 == 0o600
@@ -62,7 +62,7 @@ def _record(decision: Decision = Decision.APPROVE) -> None:
 def test_sign_verify_execute_end_to_end(world: Path) -> None:
     assert _cda("task", "sign", "draft.json", "--store", "g.sqlite", "--signer", "alice", "--out", "signed.json")[0] == 0
     signed = json.loads(Path("signed.json").read_text(), parse_float=str)
-    assert signed["state"] == "signed" and signed["cost_estimate"] == "150.250000001"  # exact, as written
+    assert signed["state"] == "signed" and signed["cost_estimate"] == "0.150250001"  # exact, as written
     code, out, _ = _cda("task", "verify", "signed.json", "--store", "g.sqlite", "--json")
     assert code == 0 and json.loads(out) == {"ok": True, "problems": [], "signer_id": "alice", "task_id": "t-1"}
     _record()

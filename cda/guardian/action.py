@@ -35,12 +35,15 @@ from cda.guardian.money import CURRENCY_PATTERN, MAX_PLACES
 
 __all__ = [
     "MAX_ACTION_BYTES",
+    "COST_PREFIXES",
     "MAX_COST",
+    "MAX_COST_UNITS",
     "MAX_PARAMETER_NUMBER",
     "Malformed",
     "ProposedAction",
     "ToolRef",
     "action_schema",
+    "cost_units",
     "read_action",
 ]
 
@@ -50,6 +53,10 @@ MAX_ACTION_BYTES = 64 * 1024
 MAX_COST = 10**9
 #: the most decimal places a cost estimate may have: the ledger's (a billionth of a unit)
 MAX_COST_PLACES = MAX_PLACES
+#: the unit prefixes a cost may be counted in, by decimal places (the DSL's: USD, dUSD, cUSD, ...)
+COST_PREFIXES = ((0, ""), (1, "d"), (2, "c"), (3, "m"), (6, "u"), (9, "n"))
+#: every numeric variable of the DSL lies in ±10^9 of its unit (docs/dsl.md), the cost included
+MAX_COST_UNITS = 10**9
 #: the largest magnitude of a number among the parameters
 MAX_PARAMETER_NUMBER = 10**15
 _MAX_DIGITS = 40  # digits of one number (as the DSL's literals, cda.encodings.numbers)
@@ -94,6 +101,20 @@ def _exact(value: object) -> Decimal | int:
     return int(normal) if normal == normal.to_integral_value() else normal
 
 
+def cost_units(cost: Decimal, currency: str) -> tuple[str, int] | None:
+    """The cost as the policies state it: a whole number of the coarsest unit that makes it whole
+    (``12.5 USD`` is ``125 dUSD``), or None when that number passes :data:`MAX_COST_UNITS` (the
+    policies could not state the cost exactly)."""
+    exponent = cost.normalize().as_tuple().exponent
+    assert isinstance(exponent, int)
+    places = max(0, -exponent)
+    for k, prefix in COST_PREFIXES:
+        if k >= places:
+            scaled = int(cost * 10**k)
+            return (prefix + currency, scaled) if scaled <= MAX_COST_UNITS else None
+    return None
+
+
 def _cost(value: object) -> Decimal:
     number = _exact(value)
     if number < 0:
@@ -106,6 +127,10 @@ def _cost(value: object) -> Decimal:
     if -exponent > MAX_COST_PLACES:
         raise PydanticCustomError("cost", "the cost estimate may have at most {places} decimal places, not {value}",
                                   {"places": MAX_COST_PLACES, "value": str(number)})  # fmt: skip
+    if cost_units(exact, "") is None:  # 999.999999999 would be 999,999,999,999 nano-units
+        raise PydanticCustomError("cost", "the cost estimate {value} has more digits than the policies can state: at most "
+                                  "{units} of its smallest unit (999.999999, 999999.999, 1000000000)",
+                                  {"value": str(number), "units": MAX_COST_UNITS})  # fmt: skip
     return exact
 
 
@@ -118,7 +143,8 @@ Cost = Annotated[
                 {"type": "number", "minimum": 0, "maximum": MAX_COST},
                 {"type": "string", "pattern": r"^(0|[1-9][0-9]{0,9})(\.[0-9]{1,9})?$"},
             ],
-            "description": "the expected cost in units of `currency`, read exactly (a JSON number or a decimal string)",
+            "description": "the expected cost in units of `currency`, read exactly (a JSON number or a decimal string); "
+            "at most 10^9 of its smallest unit, so the policies can state it (999.999999, 999999.999)",
         }
     ),
 ]
