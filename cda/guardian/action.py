@@ -31,6 +31,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import PydanticCustomError
 
 from cda.contracts.receipt import canonical_json, sha256_hex
+from cda.encodings.numbers import exact_number
 from cda.guardian.money import CURRENCY_PATTERN, MAX_PLACES
 
 __all__ = [
@@ -49,17 +50,17 @@ __all__ = [
 
 #: the largest action document, in bytes of its JSON text (an action is a request, not a payload)
 MAX_ACTION_BYTES = 64 * 1024
-#: the largest cost estimate, in units of its currency
-MAX_COST = 10**9
 #: the most decimal places a cost estimate may have: the ledger's (a billionth of a unit)
 MAX_COST_PLACES = MAX_PLACES
 #: the unit prefixes a cost may be counted in, by decimal places (the DSL's: USD, dUSD, cUSD, ...)
 COST_PREFIXES = ((0, ""), (1, "d"), (2, "c"), (3, "m"), (6, "u"), (9, "n"))
 #: every numeric variable of the DSL lies in ±10^9 of its unit (docs/dsl.md), the cost included
 MAX_COST_UNITS = 10**9
+#: the largest cost estimate, in units of its currency: the DSL's range (the ledger's
+#: cda.guardian.money.MAX_AMOUNT, 10^15, bounds budgets, which add up many costs)
+MAX_COST = MAX_COST_UNITS
 #: the largest magnitude of a number among the parameters
 MAX_PARAMETER_NUMBER = 10**15
-_MAX_DIGITS = 40  # digits of one number (as the DSL's literals, cda.encodings.numbers)
 _MAX_DEPTH = 8  # nesting of the parameters
 _MAX_ITEMS = 256  # entries of one parameter list or object
 _MAX_STRING = 4096  # characters of one parameter string
@@ -71,34 +72,26 @@ _DECIMAL_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 def _exact(value: object) -> Decimal | int:
     """A number given in JSON or from Python, exactly: ``int`` as is, ``Decimal`` (what the JSON
-    reader makes of a number's text), a decimal string, or a float as the decimal it prints as.
-    Raises ``PydanticCustomError`` saying what is wrong (NaN, infinity, no number, too long)."""
+    reader makes of a number's text), a decimal string, or a float as the decimal it prints as,
+    within the DSL literals' bounds (:func:`cda.encodings.numbers.exact_number`: 40 digits,
+    exponents up to ±30). Raises ``PydanticCustomError`` saying what is wrong."""
     if isinstance(value, bool):
         raise PydanticCustomError("exact_number", "a number is expected, not a Boolean")
-    if isinstance(value, int):
-        if abs(value).bit_length() > 140:  # 40+ decimal digits
-            raise PydanticCustomError("exact_number", "the number has more than 40 digits")
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise PydanticCustomError("exact_number", "the number must be finite, not {value}", {"value": repr(value)})
-        value = Decimal(repr(value))
-    elif isinstance(value, str):
+    if isinstance(value, str):
         if len(value) > 64 or not _DECIMAL_TEXT.fullmatch(value):
             raise PydanticCustomError("exact_number", "a decimal number is expected, not the text {text!r}", {"text": value[:64]})
-        value = Decimal(value)
-    if not isinstance(value, Decimal):
+    elif isinstance(value, float | Decimal):
+        if not (math.isfinite(value) if isinstance(value, float) else value.is_finite()):
+            raise PydanticCustomError("exact_number", "the number must be finite, not {value}", {"value": str(value)})
+    elif not isinstance(value, int):
         raise PydanticCustomError("exact_number", "a number is expected, not {kind}", {"kind": type(value).__name__})
-    if not value.is_finite():
-        raise PydanticCustomError("exact_number", "the number must be finite, not {value}", {"value": str(value)})
-    sign, digits, exponent = value.as_tuple()
-    assert isinstance(exponent, int)
-    if len(digits) > _MAX_DIGITS or abs(exponent) > 60:
-        raise PydanticCustomError("exact_number", "the number {value} has too many digits or too large an exponent", {"value": str(value)[:40]})
-    if exponent >= 0:  # a whole number: an int, so 2 and 2.0 and 2e0 read the same
-        return int(value)
-    normal = value.normalize()
-    return int(normal) if normal == normal.to_integral_value() else normal
+    try:
+        exact = exact_number(value)
+    except ValueError as exc:
+        raise PydanticCustomError("exact_number", "{problem}", {"problem": str(exc)}) from None
+    if exact.denominator == 1:  # a whole number: an int, so 2 and 2.0 and 2e0 read the same
+        return int(exact)
+    return Decimal(repr(value) if isinstance(value, float) else value).normalize()  # type: ignore[arg-type]
 
 
 def cost_units(cost: Decimal, currency: str) -> tuple[str, int] | None:
