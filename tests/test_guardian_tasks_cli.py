@@ -101,7 +101,12 @@ def test_execute_needs_an_approve_the_guardian_recorded(world: Path) -> None:
 def test_unknown_signer_and_wrong_key_are_refused(world: Path) -> None:
     code, _, err = _cda("task", "sign", "draft.json", "--store", "g.sqlite", "--signer", "mallory")
     assert code == 1 and "not in the signer registry" in err
+    code, _, err = _cda("task", "add-signer", "bob", "--store", "g.sqlite")
+    assert code == 1 and "has signers already" in err
     assert _cda("task", "add-signer", "bob", "--store", "g.sqlite", "--by", "alice")[0] == 0
+    code, _, err = _cda("task", "add-signer", "carol", "--store", "g.sqlite", "--by", "alice",
+                        "--by-key", str(world / "keys" / "signers" / "bob.ed25519.key"))
+    assert code == 1 and "not its registered one" in err and not (world / "keys" / "signers" / "carol.ed25519.key").exists()
     code, _, err = _cda("task", "sign", "draft.json", "--store", "g.sqlite", "--signer", "alice",
                         "--key", str(world / "keys" / "signers" / "bob.ed25519.key"))
     assert code == 1 and "not the one registered for 'alice'" in err

@@ -174,7 +174,14 @@ def _write_task(doc_text: str, path: Path | None, out: TextIO) -> None:
 
 
 def _add_signer(args: argparse.Namespace, out: TextIO) -> int:
-    from cda.guardian.signers import SignerError, SignerRegistry, create_signer_key, load_signer_key, signer_key_path
+    from cda.guardian.signers import (
+        SignerError,
+        SignerRegistry,
+        create_signer_key,
+        load_signer_key,
+        public_key_of,
+        signer_key_path,
+    )
     from cda.guardian.store import GuardianStore
 
     with GuardianStore.open(args.store) as store:
@@ -184,6 +191,9 @@ def _add_signer(args: argparse.Namespace, out: TextIO) -> int:
         by_key = None
         if args.by is not None:
             by_key = load_signer_key(args.by_key or signer_key_path(args.by))
+            # checked before a key is made, so a refused signer leaves no key file behind
+            if registry.signers() and registry.public_key(args.by) != public_key_of(by_key):
+                raise _Refused([f"--by {args.by!r}: not a registered signer, or the key given is not its registered one"])
         elif registry.signers():
             raise _Refused([f"{args.store} has signers already: a new signer is added only by a registered one "
                             f"(--by SIGNER, with its key)"])
