@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -41,8 +42,9 @@ _STORE_HELP = "the guardian's SQLite file (its signer registry, ledger and decis
 _JSON_HELP = "print one JSON object"
 
 
-def add_task_parser(sub: Any) -> None:
-    """Register ``cda task …`` on the main parser's subparsers."""
+def add_task_parser(sub: Any, count: Callable[[str], Callable[[str], Any]]) -> None:
+    """Register ``cda task …`` on the main parser's subparsers (``count`` is cli.py's checked
+    option type for a count)."""
     task = sub.add_parser("task", help="the guardian's task lifecycle: draft -> signed -> executed (docs/guardian.md)")
     tsub = task.add_subparsers(dest="task_command", required=True)
     ad = tsub.add_parser("add-signer", help="register a HITL signer (making its key unless --public-key is given)")
@@ -59,7 +61,7 @@ def add_task_parser(sub: Any) -> None:
     pin.add_argument("--by", required=True, help="the registered signer who pins it")
     pin.add_argument("--sim", type=Path, default=None,
                      help="also require decisions simulated with this causal model (cda guard --sim)")
-    pin.add_argument("--samples", type=int, default=1000, help="... at this many samples (default 1000, as cda guard)")
+    pin.add_argument("--samples", type=count("--samples"), default=1000, help="... at this many samples (default 1000, as cda guard)")
     pin.add_argument("--key", type=Path, default=None,
                      help="the signer's private key file (default: signers/BY.ed25519.key in $CDA_KEY_DIR)")
     pin.add_argument("--json", action="store_true", help=_JSON_HELP)
@@ -215,7 +217,6 @@ def _add_signer(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _pin(args: argparse.Namespace, out: TextIO) -> int:
-    from cda.contracts import limits
     from cda.guardian.policies import load_policy_store
     from cda.guardian.signers import SignerError, SignerRegistry, load_signer_key, pin_policy_store, signer_key_path
 
@@ -224,7 +225,7 @@ def _pin(args: argparse.Namespace, out: TextIO) -> int:
     if args.sim is not None:
         from cda.guardian.causal_model import load_causal_model
 
-        model_digest, samples = load_causal_model(args.sim).digest, limits.count("--samples", args.samples)
+        model_digest, samples = load_causal_model(args.sim).digest, args.samples
     with _open_existing(args.store) as store:
         registry = SignerRegistry(store)
         if registry.public_key(args.by) is None:
