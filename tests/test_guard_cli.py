@@ -176,10 +176,9 @@ def test_the_documented_examples_decide_as_docs_guardian_md_says(tmp_path: Path)
 
 
 def test_an_approved_action_executes_as_a_signed_task_and_a_rejected_one_does_not(files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The gate and the task lifecycle together: `cda guard` decides and records; the task drawn
-    from the same action is signed and executes on the APPROVE, and is refused on a REJECT."""
-    from cda.guardian.tasks import TaskDraft
-
+    """The gate and the task lifecycle together: `cda guard` decides and records; the task drafted
+    from the same action (`cda task draft`) is signed and executes on the APPROVE made under the
+    pinned policy store, and is refused on a REJECT."""
     monkeypatch.setenv("CDA_KEY_DIR", str(files / "keys"))
     monkeypatch.chdir(files)
     db = str(files / "guardian.db")
@@ -189,21 +188,85 @@ def test_an_approved_action_executes_as_a_signed_task_and_a_rejected_one_does_no
         return main(list(argv), stdout=out, stderr=err), out.getvalue(), err.getvalue()
 
     assert cli("task", "add-signer", "alice", "--store", db)[0] == 0
+    assert cli("task", "pin-policies", "policies.toml", "--store", db, "--by", "alice")[0] == 0
     for name, text, status in (("ok", doc(task_id="t-ok"), 0), ("bad", doc(task_id="t-bad", action_type="db.delete", resources=["prod/x"]), 1)):
         (files / f"{name}.json").write_text(text)
         code, out, _ = cli("guard", f"{name}.json", "--policies", "policies.toml", "--ledger", db, "--json")
         assert code == status
         (files / f"{name}.decision.json").write_text(out)
-        parsed = read_action(text)
-        assert isinstance(parsed, ProposedAction)
-        (files / f"{name}.draft.json").write_text(TaskDraft.for_action(parsed).to_json())
+        assert cli("task", "draft", f"{name}.json", "--out", f"{name}.draft.json")[0] == 0
         assert cli("task", "sign", f"{name}.draft.json", "--store", db, "--signer", "alice", "--out", f"{name}.signed.json")[0] == 0
-        code, out, err = cli("task", "execute", f"{name}.signed.json", "--store", db, "--decision", f"{name}.decision.json",
-                             "--action", f"{name}.json")  # fmt: skip
+        code, out, err = cli("task", "execute", f"{name}.signed.json", "--store", db, "--decision", f"{name}.decision.json")
         if status == 0:
             assert code == 0 and json.loads(out)["state"] == "executed", err
         else:
             assert code == 1 and "not APPROVE" in err
+
+
+def test_an_approve_from_a_laxer_policy_store_does_not_execute(files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The review's repro: REJECT under the real policies, then APPROVE under an empty store
+    recorded in the same file; the signed task is refused (the file pins the real store), and a
+    caller without a signer's key cannot register a signer of its own."""
+    monkeypatch.setenv("CDA_KEY_DIR", str(files / "keys"))
+    monkeypatch.chdir(files)
+    db = str(files / "guardian.db")
+
+    def cli(*argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        return main(list(argv), stdout=out, stderr=err), out.getvalue(), err.getvalue()
+
+    assert cli("task", "add-signer", "alice", "--store", db)[0] == 0
+    assert cli("task", "pin-policies", "policies.toml", "--store", db, "--by", "alice")[0] == 0
+    (files / "empty.toml").write_text("")
+    (files / "delete.json").write_text(doc(task_id="t-2", action_type="db.delete", resources=["prod/x"], cost_estimate=0))
+    assert cli("guard", "delete.json", "--policies", "policies.toml", "--ledger", db)[0] == 1
+    code, forged, _ = cli("guard", "delete.json", "--policies", "empty.toml", "--ledger", db, "--json")
+    assert code == 0 and json.loads(forged)["policy_digest"] != ""
+    (files / "forged.json").write_text(forged)
+    assert cli("task", "draft", "delete.json", "--out", "draft.json")[0] == 0
+    assert cli("task", "sign", "draft.json", "--store", db, "--signer", "alice", "--out", "signed.json")[0] == 0
+    code, _, err = cli("task", "execute", "signed.json", "--store", db, "--decision", "forged.json")
+    assert code == 1 and "not the one this file pins" in err
+    code, _, err = cli("task", "add-signer", "mallory", "--store", db)
+    assert code == 1 and "has signers already" in err
+    code, _, err = cli("task", "pin-policies", "empty.toml", "--store", db, "--by", "mallory")
+    assert code == 1 and "not in the signer registry" in err
+
+
+def test_a_simulation_is_stored_as_a_causal_hypothesis(tmp_path: Path) -> None:
+    from cda.guardian.store import GuardianStore
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "guardian"
+    ledger = Ledger.open(tmp_path / "guardian.db")
+    ledger.set_budget("agent-7", "USD", Decimal(2000))
+    ledger.close()
+    argv = ["guard", str(root / "launch.json"), "--policies", str(root / "policies.toml"), "--ledger",
+            str(tmp_path / "guardian.db"), "--sim", str(root / "marketing_launch.toml"), "--json"]
+    out = io.StringIO()
+    assert main(argv, stdout=out, stderr=io.StringIO()) == 0
+    assert main(argv, stdout=io.StringIO(), stderr=io.StringIO()) == 0  # the same simulation: stored once
+    record = json.loads(out.getvalue())
+    assert record["samples"] == 1000 and record["sim_id"] == record["details"]["sim_id"] and record["model_digest"]
+    with GuardianStore.open(tmp_path / "guardian.db") as store:
+        rows = store.conn.execute("SELECT hypothesis_id, agent_id, risk_score, state FROM causal_hypothesis").fetchall()
+        found = store.hypothesis(f"hyp-{record['sim_id']}")
+    assert rows == [(f"hyp-{record['sim_id']}", "agent-7", repr(record["details"]["risk"]), "simulated")]
+    assert found is not None and found["inputs"]["samples"] == 1000 and found["inputs"]["model_digest"] == record["model_digest"]
+
+
+def test_a_directory_where_a_file_belongs_is_named_as_one(files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, _, err = guard(files, doc(), "--ledger", str(files))
+    assert code == 2 and "it is a directory" in err and "No such file" not in err
+    monkeypatch.setenv("CDA_KEY_DIR", str(files / "keys"))
+    (files / "draft.json").write_text("{}")
+    out, errs = io.StringIO(), io.StringIO()
+    main(["task", "add-signer", "alice", "--store", str(files / "guardian.db")], stdout=out, stderr=errs)
+    (files / "d.json").write_text(doc(task_id="t-1"))
+    main(["task", "draft", str(files / "d.json"), "--out", str(files / "draft.json")], stdout=out, stderr=errs)
+    errs = io.StringIO()
+    code = main(["task", "sign", str(files / "draft.json"), "--store", str(files / "guardian.db"), "--signer", "alice",
+                 "--key", str(files)], stdout=io.StringIO(), stderr=errs)  # fmt: skip
+    assert code == 2 and "a directory, not a signer's key file" in errs.getvalue() and "readable" not in errs.getvalue()
 
 
 def test_every_cda_guard_command_of_docs_guardian_md_prints_what_the_page_shows(tmp_path: Path) -> None:

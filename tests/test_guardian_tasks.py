@@ -30,6 +30,7 @@ from cda.guardian.signers import (
     SignerRegistry,
     create_signer_key,
     load_signer_key,
+    pin_policy_store,
     public_key_of,
     sign,
     signer_key_path,
@@ -42,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 11, 24, 20, 0, tzinfo=UTC)
 CLOCK = lambda: T0  # noqa: E731
 ALICE, BOB = "11" * 32, "22" * 32
+PIN = "cd" * 32  # the policy store digest the test files pin
 
 
 def _action(**change: Any) -> ProposedAction:
@@ -56,8 +58,9 @@ def _world(path: Path | str = ":memory:") -> tuple[Ledger, SignerRegistry]:
     store = GuardianStore.open(path, CLOCK)
     ledger, registry = Ledger(store), SignerRegistry(store)
     ledger.set_budget("agent-42", "USD", 500)
-    registry.register("alice", public_key_of(ALICE))
-    registry.register("bob", public_key_of(BOB))
+    registry.register("alice", public_key_of(ALICE))  # the file's first signer: its owner
+    registry.register("bob", public_key_of(BOB), by="alice", key=ALICE)
+    pin_policy_store(registry, PIN, "alice", ALICE)
     return ledger, registry
 
 
@@ -67,10 +70,14 @@ def _draft(**change: Any) -> TaskDraft:
     return TaskDraft.new("t-1", "agent-42", "Render hero video", clock=CLOCK, **fields)
 
 
-def _approve(ledger: Ledger, digest: str | None = None, decision: Decision = Decision.APPROVE) -> DecisionRecord:
+def _approve(ledger: Ledger, digest: str | None = None, decision: Decision = Decision.APPROVE, *,
+             policy_digest: str = PIN, action: ProposedAction | None = None) -> DecisionRecord:
+    """Record a decision as ``cda guard`` does: with its action (the default one unless another
+    digest is given, then without one unless ``action`` is)."""
     reason = {Decision.APPROVE: "policy_clear", Decision.ESCALATE: "causal_risk", Decision.REJECT: "policy:p1"}[decision]
-    record = DecisionRecord(decision=decision, reason=reason, action_digest=digest or _action().digest())
-    ledger.store.record_decision(record)
+    record = DecisionRecord(decision=decision, reason=reason, action_digest=digest or _action().digest(),
+                            policy_digest=policy_digest)
+    ledger.store.record_decision(record, action or (_action() if digest is None else None))
     return record
 
 
@@ -222,7 +229,7 @@ def test_a_decision_about_another_action_or_not_recorded_runs_nothing() -> None:
     other = _action(cost_estimate=Decimal("1"))
     with pytest.raises(ExecutionRefused, match="about another action"):
         execute(signed, _approve(ledger, other.digest()), ledger)
-    with pytest.raises(ExecutionRefused, match="not the one the task names.*not the task's 150.25 USD"):
+    with pytest.raises(ExecutionRefused, match="not the one the task names"):
         execute(signed, _approve(ledger), ledger, action=other)
     forged = DecisionRecord(decision=Decision.APPROVE, reason="policy_clear", action_digest=_action().digest(),
                             seed=7)
@@ -406,3 +413,110 @@ def test_a_draft_for_an_action_is_bound_to_it_and_executes_with_its_approval() -
     assert execute(signed, _approve(ledger, action.digest()), ledger, action=action).state == "executed"
     with pytest.raises(TaskError, match="names no task_id"):
         TaskDraft.for_action(_action(task_id=None), clock=CLOCK)
+
+
+# ---------------------------------------------------------------- what an APPROVE must be
+
+
+def test_only_the_latest_decision_under_the_pinned_policy_store_counts() -> None:
+    """An earlier REJECT is not undone by an older APPROVE, nor by a later APPROVE made under
+    another (e.g. empty) policy store, unless a signer pins that store."""
+    ledger, registry = _world()
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    approve = _approve(ledger)
+    _approve(ledger, decision=Decision.REJECT)
+    with pytest.raises(ExecutionRefused, match=r"not the latest .* REJECT \(policy:p1"):
+        execute(signed, approve, ledger)
+    lax = _approve(ledger, policy_digest="ee" * 32)  # e.g. `cda guard --policies empty.toml`
+    with pytest.raises(ExecutionRefused, match="not the one this file pins"):
+        execute(signed, lax, ledger)
+    assert ledger.entries() == [] and task_state(ledger, "t-1") is None
+    pin_policy_store(registry, "ee" * 32, "bob", BOB)  # a signer decides that store is the one
+    assert execute(signed, lax, ledger).state == "executed"
+
+
+def test_a_file_without_a_pinned_or_with_a_forged_pin_executes_nothing() -> None:
+    store = GuardianStore.open(":memory:", CLOCK)
+    ledger, registry = Ledger(store), SignerRegistry(store)
+    ledger.set_budget("agent-42", "USD", 500)
+    registry.register("alice", public_key_of(ALICE))
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    decision = _approve(ledger)
+    with pytest.raises(ExecutionRefused, match="pins no policy store"):
+        execute(signed, decision, ledger)
+    with pytest.raises(SignerError, match="not the one registered"):
+        pin_policy_store(registry, PIN, "alice", BOB)
+    store.set_setting("policy_digest", PIN, "alice", "00" * 64)  # written behind the signers' back
+    with pytest.raises(ExecutionRefused, match="not signed by the registered signer"):
+        execute(signed, decision, ledger)
+    assert ledger.entries() == []
+
+
+def test_a_second_signer_needs_a_registered_signers_signature() -> None:
+    _, registry = _world()
+    carol = public_key_of("44" * 32)
+    with pytest.raises(SignerError, match="has signers already"):
+        registry.register("carol", carol)
+    with pytest.raises(SignerError, match="not the one registered for 'alice'"):
+        registry.register("carol", carol, by="alice", key="44" * 32)
+    with pytest.raises(SignerError, match="not in the signer registry"):
+        registry.register("carol", carol, by="mallory", key="44" * 32)
+    assert registry.public_key("carol") is None
+    registry.register("carol", carol, by="bob", key=BOB)
+    row = registry.store.conn.execute("SELECT endorsed_by, endorsement FROM signers WHERE signer_id = 'carol'").fetchone()
+    assert row[0] == "bob" and len(row[1]) == 128
+
+
+def test_the_task_must_cost_what_the_recorded_action_costs() -> None:
+    """Without --action the recorded decision's action still fixes the task's cost and currency."""
+    ledger, registry = _world()
+    _approve(ledger)
+    cheap = sign(_draft(cost_estimate=Decimal(0)), "alice", ALICE, registry, CLOCK)
+    with pytest.raises(ExecutionRefused, match="the action's cost 150.25 USD is not the task's 0 USD"):
+        execute(cheap, _approve(ledger), ledger)
+    assert ledger.entries() == []
+    bare = DecisionRecord(decision=Decision.APPROVE, reason="policy_clear", action_digest=_action().digest(),
+                          policy_digest=PIN, seed=3)
+    ledger.store.record_decision(bare)  # recorded without its action: nothing says what it costs
+    with pytest.raises(ExecutionRefused, match="recorded without its action"):
+        execute(sign(_draft(), "alice", ALICE, registry, CLOCK), bare, ledger)
+
+
+def test_a_result_that_cannot_be_recorded_still_settles_the_spend() -> None:
+    ledger, registry = _world()
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    ran: list[int] = []
+    with pytest.raises(TaskError, match=r"ran and its cost was settled \(tx-1\).*result"):
+        execute(signed, _approve(ledger), ledger, run=lambda t: ran.append(1) or {"x": float("nan")})
+    entry = ledger.entry("tx-1")
+    assert ran == [1] and entry is not None and entry.status == "settled"
+    assert ledger.remaining("agent-42", "USD") == Decimal("349.75") and task_state(ledger, "t-1") == "executed"
+    with pytest.raises(ExecutionRefused, match="executed already"):
+        execute(signed, _approve(ledger), ledger)
+
+
+def test_a_reservation_inside_a_transaction_checks_its_amount() -> None:
+    from cda.errors import OptionError
+
+    ledger, _ = _world()
+    assert not hasattr(ledger, "reserve_in")
+    with pytest.raises(OptionError, match="0 or more"), ledger.store.transaction() as conn:
+        ledger._reserve_in(conn, "agent-42", Decimal(-5), "USD")
+    assert ledger.balance("agent-42", "USD").committed == 0
+
+
+def test_a_pinned_causal_model_must_have_simulated_the_decision() -> None:
+    """Leaving --sim out skips the causal step, so a file that pins a model refuses its APPROVE."""
+    ledger, registry = _world()
+    pin_policy_store(registry, PIN, "alice", ALICE, model_digest="9f" * 32, samples=1000)
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    with pytest.raises(ExecutionRefused, match="not simulated, but this file pins the causal model 9f9f.* 1000 samples"):
+        execute(signed, _approve(ledger), ledger)
+    few = DecisionRecord(decision=Decision.APPROVE, reason="policy_clear", action_digest=_action().digest(),
+                         policy_digest=PIN, sim_id="s1", samples=10, model_digest="9f" * 32)
+    ledger.store.record_decision(few, _action())
+    with pytest.raises(ExecutionRefused, match="simulated with 9f9f"):
+        execute(signed, few, ledger)
+    simulated = few.model_copy(update={"samples": 1000})
+    ledger.store.record_decision(simulated, _action())
+    assert execute(signed, simulated, ledger).state == "executed"

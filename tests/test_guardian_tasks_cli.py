@@ -11,11 +11,15 @@ from pathlib import Path
 import pytest
 
 from cda.adapters.cli import main
+from cda.guardian.action import ProposedAction, read_action
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.guardian.ledger import Ledger
 from cda.guardian.store import GuardianStore
 
-DIGEST = "ab" * 32
+ACTION = {"action_id": "a1", "agent_id": "agent-42", "tool": {"name": "render", "version": "1"},
+          "action_type": "video.render", "cost_estimate": "0.150250001", "task_id": "t-1"}
+DIGEST = read_action(ACTION).digest()  # type: ignore[union-attr]
+PIN = "cd" * 32
 DRAFT = {"task_id": "t-1", "agent_id": "agent-42", "description": "Render hero video", "cost_estimate": 150.25,
          "state": "draft", "created_at": "2026-11-24T20:00:00Z", "action_digest": DIGEST}
 
@@ -31,7 +35,7 @@ def _cda(*argv: str) -> tuple[int, str, str]:
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CDA_KEY_DIR", str(tmp_path / "keys"))
     monkeypatch.chdir(tmp_path)
-    Path("draft.json").write_text(json.dumps(DRAFT).replace("150.25", "150.250000001"))
+    Path("draft.json").write_text(json.dumps(DRAFT).replace("150.25", "0.150250001"))
     code, out, _ = _cda("task", "add-signer", "alice", "--store", "g.sqlite", "--json")
     assert code == 0 and json.loads(out)["key_file"].endswith("signers/alice.ed25519.key")
     assert os.stat(json.loads(out)["key_file"]).st_mode & 0o777 == 0o600
@@ -42,17 +46,23 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _record(decision: Decision = Decision.APPROVE) -> None:
+    """Record a decision on ACTION under the policy store the file pins (pinned by alice)."""
+    from cda.guardian.signers import SignerRegistry, load_signer_key, pin_policy_store, signer_key_path
+
     record = DecisionRecord(decision=decision, reason="policy_clear" if decision is Decision.APPROVE else "causal_risk",
-                            action_digest=DIGEST)
+                            action_digest=DIGEST, policy_digest=PIN)
+    action = read_action(ACTION)
+    assert isinstance(action, ProposedAction)
     with GuardianStore.open("g.sqlite") as store:
-        store.record_decision(record)
+        pin_policy_store(SignerRegistry(store), PIN, "alice", load_signer_key(signer_key_path("alice")))
+        store.record_decision(record, action)
     Path("decision.json").write_text(record.model_dump_json())
 
 
 def test_sign_verify_execute_end_to_end(world: Path) -> None:
     assert _cda("task", "sign", "draft.json", "--store", "g.sqlite", "--signer", "alice", "--out", "signed.json")[0] == 0
     signed = json.loads(Path("signed.json").read_text(), parse_float=str)
-    assert signed["state"] == "signed" and signed["cost_estimate"] == "150.250000001"  # exact, as written
+    assert signed["state"] == "signed" and signed["cost_estimate"] == "0.150250001"  # exact, as written
     code, out, _ = _cda("task", "verify", "signed.json", "--store", "g.sqlite", "--json")
     assert code == 0 and json.loads(out) == {"ok": True, "problems": [], "signer_id": "alice", "task_id": "t-1"}
     _record()
@@ -91,7 +101,12 @@ def test_execute_needs_an_approve_the_guardian_recorded(world: Path) -> None:
 def test_unknown_signer_and_wrong_key_are_refused(world: Path) -> None:
     code, _, err = _cda("task", "sign", "draft.json", "--store", "g.sqlite", "--signer", "mallory")
     assert code == 1 and "not in the signer registry" in err
-    assert _cda("task", "add-signer", "bob", "--store", "g.sqlite")[0] == 0
+    code, _, err = _cda("task", "add-signer", "bob", "--store", "g.sqlite")
+    assert code == 1 and "has signers already" in err
+    assert _cda("task", "add-signer", "bob", "--store", "g.sqlite", "--by", "alice")[0] == 0
+    code, _, err = _cda("task", "add-signer", "carol", "--store", "g.sqlite", "--by", "alice",
+                        "--by-key", str(world / "keys" / "signers" / "bob.ed25519.key"))
+    assert code == 1 and "not its registered one" in err and not (world / "keys" / "signers" / "carol.ed25519.key").exists()
     code, _, err = _cda("task", "sign", "draft.json", "--store", "g.sqlite", "--signer", "alice",
                         "--key", str(world / "keys" / "signers" / "bob.ed25519.key"))
     assert code == 1 and "not the one registered for 'alice'" in err

@@ -233,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
     add_policy_parser(sub, _seconds)
     from cda.adapters.task_cli import add_task_parser  # argparse only
 
-    add_task_parser(sub)
+    add_task_parser(sub, _count)
 
     jb = sub.add_parser("jobs", help="batch jobs from a manifest (docs/jobs.md)")
     jbsub = jb.add_subparsers(dest="jobs_command", required=True)

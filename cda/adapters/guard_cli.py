@@ -5,8 +5,11 @@ Exit status: 0 APPROVE, 1 REJECT, 4 ESCALATE (a malformed action is a decision: 
 ``malformed_action``, exit 1); 2 when the command cannot decide (a missing or unreadable file, a
 bad policy store, a bad option), with one clear line on stderr and never a traceback.
 
-Each decision is recorded in the guardian file given as ``--ledger`` (its ``decisions`` table):
-``cda task execute`` accepts only a decision the guardian recorded there.
+Each decision is recorded in the guardian file given as ``--ledger`` (its ``decisions`` table,
+with the action's agent, task id, cost and currency): ``cda task execute`` accepts only the latest
+decision the guardian recorded there for the action, made under the policy store the file pins.
+With ``--sim``, each simulation that ran is also stored as the seed's CAUSAL_HYPOTHESIS (the
+``causal_hypothesis`` table, id ``hyp-<sim_id>``).
 
 This module is imported when ``cda`` builds its parser, so it imports nothing heavy at the top.
 """
@@ -70,8 +73,22 @@ def main_guard(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO |
         return EXIT_BAD_INPUT
 
 
+class _Recording:
+    """A simulator that keeps its last prediction, so the command can store the simulation the
+    gate ran as a CAUSAL_HYPOTHESIS without running it twice."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.last: Any = None
+
+    def simulate(self, action: Any, *, seed: int) -> Any:
+        self.last = self.inner.simulate(action, seed=seed)
+        return self.last
+
+
 def _guard(args: argparse.Namespace, out: TextIO, inp: TextIO | None) -> int:
     from cda.errors import CDAError
+    from cda.guardian.action import ProposedAction, read_action
     from cda.guardian.decision import exit_code
     from cda.guardian.evaluate import evaluate
     from cda.guardian.policies import load_policy_store
@@ -84,6 +101,8 @@ def _guard(args: argparse.Namespace, out: TextIO, inp: TextIO | None) -> int:
         except OSError as exc:
             raise CDAError(f"cannot read {args.action}: {exc.strerror}") from None
     store = load_policy_store(args.policies)
+    if args.ledger.is_dir():
+        raise CDAError(f"cannot use {args.ledger}: it is a directory, not the guardian's SQLite file")
     if not args.ledger.is_file():
         raise CDAError(f"cannot read {args.ledger}: No such file (the ledger is the guardian's SQLite file; "
                        f"`cda task budget AGENT AMOUNT --store {args.ledger}` creates it with a budget)")  # fmt: skip
@@ -92,10 +111,11 @@ def _guard(args: argparse.Namespace, out: TextIO, inp: TextIO | None) -> int:
         from cda.guardian.simulation import load_simulator
 
         if not args.sim.is_file():
-            raise CDAError(f"cannot read {args.sim}: No such file")
-        simulator = load_simulator(args.sim, samples=args.samples)
+            raise CDAError(f"cannot read {args.sim}: {'it is a directory' if args.sim.is_dir() else 'No such file'}")
+        simulator = _Recording(load_simulator(args.sim, samples=args.samples))
     from cda.guardian.ledger import Ledger
 
+    action = read_action(raw)
     ledger = Ledger.open(args.ledger)
     receipts = None
     try:
@@ -103,11 +123,25 @@ def _guard(args: argparse.Namespace, out: TextIO, inp: TextIO | None) -> int:
             from cda.actions.receipts import ReceiptLog
 
             receipts = ReceiptLog(args.receipts)
-        record = evaluate(raw, store, simulator, ledger, seed=args.seed, receipts=receipts)
-        ledger.store.record_decision(record)  # what `cda task execute` checks a decision against
+        record = evaluate(action, store, simulator, ledger, seed=args.seed, receipts=receipts)
+        proposed = action if isinstance(action, ProposedAction) else None
+        ledger.store.record_decision(record, proposed)  # what `cda task execute` checks a decision against
+        if simulator is not None and simulator.last is not None and proposed is not None and record.sim_id:
+            _record_hypothesis(ledger.store, proposed, simulator.last)
     finally:
         ledger.close()
         if receipts is not None:
             receipts.close()
     out.write(record.model_dump_json() + "\n" if args.json else _render(record))
     return exit_code(record.decision)
+
+
+def _record_hypothesis(store: Any, action: Any, prediction: Any) -> None:
+    """Store the simulation as the seed's CAUSAL_HYPOTHESIS (once per simulation id)."""
+    from cda.guardian.causal import CausalHypothesis
+
+    hypothesis = CausalHypothesis.from_prediction(prediction, agent_id=action.agent_id, created_at=store.clock(),
+                                                  description=(action.description or action.action_type)[:1024])
+    if store.hypothesis(hypothesis.hypothesis_id) is None:
+        store.record_hypothesis(hypothesis.hypothesis_id, hypothesis.agent_id, hypothesis.description,
+                                hypothesis.inputs, hypothesis.prediction, hypothesis.risk_score, hypothesis.state)

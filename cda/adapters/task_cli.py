@@ -1,9 +1,16 @@
-"""``cda task add-signer | budget | sign | verify | execute``: the seed's task lifecycle from the command line.
+"""``cda task add-signer | pin-policies | budget | draft | sign | verify | execute``: the seed's task
+lifecycle from the command line.
 
-* ``cda task add-signer ID --store G.sqlite [--public-key HEX]`` registers a HITL signer in the
-  guardian file (created if missing); without ``--public-key`` a new private key is made in
-  ``$CDA_KEY_DIR/signers/ID.ed25519.key`` (mode 0600; default folder ``~/.config/cda``, which the
-  check sandbox hides) and its public key registered.
+* ``cda task add-signer ID --store G.sqlite [--public-key HEX] [--by SIGNER [--by-key FILE]]``
+  registers a HITL signer in the guardian file (created if missing); without ``--public-key`` a
+  new private key is made in ``$CDA_KEY_DIR/signers/ID.ed25519.key`` (mode 0600; default folder
+  ``~/.config/cda``, which the check sandbox hides) and its public key registered. The file's
+  first signer needs no authority; every later one needs ``--by`` a registered signer, whose key
+  signs the registration.
+* ``cda task pin-policies POLICIES.toml --store G --by SIGNER [--key FILE]`` pins the policy store
+  whose decisions ``execute`` accepts (its digest, signed by a registered signer).
+* ``cda task draft ACTION.json [--task-id T] [--out FILE]`` writes the draft task bound to a
+  proposed action (its digest, agent, cost, currency, resources, priority).
 * ``cda task budget AGENT AMOUNT --store G [--currency USD]`` sets an agent's budget in the CFO
   ledger (the amount read as an exact decimal) and prints its balance.
 * ``cda task sign DRAFT.json --store G --signer ID [--key FILE] [--out FILE]`` signs a draft with
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,15 +42,34 @@ _STORE_HELP = "the guardian's SQLite file (its signer registry, ledger and decis
 _JSON_HELP = "print one JSON object"
 
 
-def add_task_parser(sub: Any) -> None:
-    """Register ``cda task …`` on the main parser's subparsers."""
+def add_task_parser(sub: Any, count: Callable[[str], Callable[[str], Any]]) -> None:
+    """Register ``cda task …`` on the main parser's subparsers (``count`` is cli.py's checked
+    option type for a count)."""
     task = sub.add_parser("task", help="the guardian's task lifecycle: draft -> signed -> executed (docs/guardian.md)")
     tsub = task.add_subparsers(dest="task_command", required=True)
     ad = tsub.add_parser("add-signer", help="register a HITL signer (making its key unless --public-key is given)")
     ad.add_argument("signer", help="the signer's id, e.g. orchestrator:alice")
     ad.add_argument("--store", type=Path, required=True, help=_STORE_HELP + "; created if missing")
     ad.add_argument("--public-key", default=None, help="the signer's Ed25519 public key (64 hex digits)")
+    ad.add_argument("--by", default=None, help="a registered signer who authorises this one (needed once the file has a signer)")
+    ad.add_argument("--by-key", type=Path, default=None,
+                    help="the --by signer's private key file (default: signers/BY.ed25519.key in $CDA_KEY_DIR)")
     ad.add_argument("--json", action="store_true", help=_JSON_HELP)
+    pin = tsub.add_parser("pin-policies", help="pin the policy store whose decisions `cda task execute` accepts")
+    pin.add_argument("policies", type=Path, help="the policy store (TOML) cda guard is run with")
+    pin.add_argument("--store", type=Path, required=True, help=_STORE_HELP)
+    pin.add_argument("--by", required=True, help="the registered signer who pins it")
+    pin.add_argument("--sim", type=Path, default=None,
+                     help="also require decisions simulated with this causal model (cda guard --sim)")
+    pin.add_argument("--samples", type=count("--samples"), default=1000, help="... at this many samples (default 1000, as cda guard)")
+    pin.add_argument("--key", type=Path, default=None,
+                     help="the signer's private key file (default: signers/BY.ed25519.key in $CDA_KEY_DIR)")
+    pin.add_argument("--json", action="store_true", help=_JSON_HELP)
+    dr = tsub.add_parser("draft", help="write the draft task bound to a proposed action (what a human signs)")
+    dr.add_argument("action", type=Path, help="the proposed action (JSON), as given to cda guard")
+    dr.add_argument("--task-id", default=None, help="the task's id (default: the action's task_id)")
+    dr.add_argument("--out", type=Path, default=None, help="write the draft here (default: stdout)")
+    dr.add_argument("--json", action="store_true", help=_JSON_HELP)
     bu = tsub.add_parser("budget", help="set an agent's budget in the CFO ledger (and print its balance)")
     bu.add_argument("agent", help="the agent's id")
     bu.add_argument("amount", help="the budget, an exact decimal number (e.g. 2000 or 150.25)")
@@ -79,6 +106,10 @@ def main_task(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         if args.task_command == "add-signer":
             return _add_signer(args, out)
+        if args.task_command == "pin-policies":
+            return _pin(args, out)
+        if args.task_command == "draft":
+            return _draft(args, out, err)
         if args.task_command == "budget":
             return _budget(args, out)
         if args.task_command == "sign":
@@ -90,7 +121,8 @@ def main_task(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _report(args, out, err, {"ok": False, "problems": refused.problems}, EXIT_REFUSED)
     except CDAError as exc:
         if args.json:
-            out.write(json.dumps(exc.as_dict(str(getattr(args, "task", args.store))), ensure_ascii=False) + "\n")
+            where = getattr(args, "task", None) or getattr(args, "action", None) or getattr(args, "store", "")
+            out.write(json.dumps(exc.as_dict(str(where)), ensure_ascii=False) + "\n")
         else:
             err.write(exc.render() + "\n")
         return EXIT_BAD_INPUT
@@ -144,24 +176,89 @@ def _write_task(doc_text: str, path: Path | None, out: TextIO) -> None:
 
 
 def _add_signer(args: argparse.Namespace, out: TextIO) -> int:
-    from cda.guardian.signers import SignerRegistry, create_signer_key, signer_key_path
+    from cda.guardian.signers import (
+        SignerError,
+        SignerRegistry,
+        create_signer_key,
+        load_signer_key,
+        public_key_of,
+        signer_key_path,
+    )
     from cda.guardian.store import GuardianStore
 
     with GuardianStore.open(args.store) as store:
         registry = SignerRegistry(store)
+        if registry.public_key(args.signer) is not None and args.public_key is None:
+            raise _bad(f"{args.signer!r} is registered already")
+        by_key = None
+        if args.by is not None:
+            by_key = load_signer_key(args.by_key or signer_key_path(args.by))
+            # checked before a key is made, so a refused signer leaves no key file behind
+            if registry.signers() and registry.public_key(args.by) != public_key_of(by_key):
+                raise _Refused([f"--by {args.by!r}: not a registered signer, or the key given is not its registered one"])
+        elif registry.signers():
+            raise _Refused([f"{args.store} has signers already: a new signer is added only by a registered one "
+                            f"(--by SIGNER, with its key)"])
         key_file = None
         public = args.public_key
         if public is None:
-            if registry.public_key(args.signer) is not None:
-                raise _bad(f"{args.signer!r} is registered already")
             public = create_signer_key(args.signer)
             key_file = str(signer_key_path(args.signer))
-        registry.register(args.signer, public)
+        try:
+            registry.register(args.signer, public, by=args.by, key=by_key)
+        except SignerError as exc:
+            raise _Refused([str(exc)]) from None
     if args.json:
-        out.write(json.dumps({"signer_id": args.signer, "public_key": public, "key_file": key_file},
-                             sort_keys=True) + "\n")
+        out.write(json.dumps({"signer_id": args.signer, "public_key": public, "key_file": key_file,
+                              "endorsed_by": args.by}, sort_keys=True) + "\n")
     else:
         out.write(f"registered {args.signer} {public}" + (f" (private key: {key_file})" if key_file else "") + "\n")
+    return EXIT_OK
+
+
+def _pin(args: argparse.Namespace, out: TextIO) -> int:
+    from cda.guardian.policies import load_policy_store
+    from cda.guardian.signers import SignerError, SignerRegistry, load_signer_key, pin_policy_store, signer_key_path
+
+    digest = load_policy_store(args.policies).digest
+    model_digest, samples = None, None
+    if args.sim is not None:
+        from cda.guardian.causal_model import load_causal_model
+
+        model_digest, samples = load_causal_model(args.sim).digest, args.samples
+    with _open_existing(args.store) as store:
+        registry = SignerRegistry(store)
+        if registry.public_key(args.by) is None:
+            raise _Refused([f"{args.by!r} is not in the signer registry of {args.store}"])
+        key = load_signer_key(args.key or signer_key_path(args.by))
+        try:
+            pin_policy_store(registry, digest, args.by, key, model_digest=model_digest, samples=samples)
+        except SignerError as exc:
+            raise _Refused([str(exc)]) from None
+    if args.json:
+        out.write(json.dumps({"ok": True, "policy_digest": digest, "model_digest": model_digest, "samples": samples,
+                              "by": args.by}, sort_keys=True) + "\n")
+    else:
+        sim = f" and causal model {model_digest} at {samples} samples" if model_digest else ""
+        out.write(f"pinned policy store {digest}{sim} by {args.by}\n")
+    return EXIT_OK
+
+
+def _draft(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from cda.guardian.action import Malformed, read_action
+    from cda.guardian.tasks import TaskDraft
+
+    parsed = read_action(_read(args.action, "the action"))
+    if isinstance(parsed, Malformed):
+        raise _bad(f"{args.action}: not a proposed action: {parsed.path}: {parsed.message}")
+    draft = TaskDraft.for_action(parsed, task_id=args.task_id)
+    _write_task(draft.to_json(), args.out, out)
+    if args.out is not None:
+        if args.json:
+            out.write(json.dumps({"ok": True, "task_id": draft.task_id, "action_digest": draft.action_digest,
+                                  "out": str(args.out)}, sort_keys=True) + "\n")
+        else:
+            err.write(f"drafted {draft.task_id} for action {parsed.action_id} -> {args.out}\n")
     return EXIT_OK
 
 

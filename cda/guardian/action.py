@@ -31,66 +31,81 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import PydanticCustomError
 
 from cda.contracts.receipt import canonical_json, sha256_hex
+from cda.encodings.numbers import exact_number
+from cda.guardian.money import CURRENCY_PATTERN, MAX_PLACES
 
 __all__ = [
     "MAX_ACTION_BYTES",
+    "COST_PREFIXES",
     "MAX_COST",
+    "MAX_COST_UNITS",
     "MAX_PARAMETER_NUMBER",
     "Malformed",
     "ProposedAction",
     "ToolRef",
     "action_schema",
+    "cost_units",
     "read_action",
 ]
 
 #: the largest action document, in bytes of its JSON text (an action is a request, not a payload)
 MAX_ACTION_BYTES = 64 * 1024
-#: the largest cost estimate, in units of its currency
-MAX_COST = 10**9
-#: the most decimal places a cost estimate may have (a billionth of a unit)
-MAX_COST_PLACES = 9
+#: the most decimal places a cost estimate may have: the ledger's (a billionth of a unit)
+MAX_COST_PLACES = MAX_PLACES
+#: the unit prefixes a cost may be counted in, by decimal places (the DSL's: USD, dUSD, cUSD, ...)
+COST_PREFIXES = ((0, ""), (1, "d"), (2, "c"), (3, "m"), (6, "u"), (9, "n"))
+#: every numeric variable of the DSL lies in ±10^9 of its unit (docs/dsl.md), the cost included
+MAX_COST_UNITS = 10**9
+#: the largest cost estimate, in units of its currency: the DSL's range (the ledger's
+#: cda.guardian.money.MAX_AMOUNT, 10^15, bounds budgets, which add up many costs)
+MAX_COST = MAX_COST_UNITS
 #: the largest magnitude of a number among the parameters
 MAX_PARAMETER_NUMBER = 10**15
-_MAX_DIGITS = 40  # digits of one number (as the DSL's literals, cda.encodings.numbers)
 _MAX_DEPTH = 8  # nesting of the parameters
 _MAX_ITEMS = 256  # entries of one parameter list or object
 _MAX_STRING = 4096  # characters of one parameter string
 
-_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"  # the tasks' and the ledger's ids (cda.guardian.tasks.ID_PATTERN)
 _PARAM_KEY = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _DECIMAL_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 
 def _exact(value: object) -> Decimal | int:
     """A number given in JSON or from Python, exactly: ``int`` as is, ``Decimal`` (what the JSON
-    reader makes of a number's text), a decimal string, or a float as the decimal it prints as.
-    Raises ``PydanticCustomError`` saying what is wrong (NaN, infinity, no number, too long)."""
+    reader makes of a number's text), a decimal string, or a float as the decimal it prints as,
+    within the DSL literals' bounds (:func:`cda.encodings.numbers.exact_number`: 40 digits,
+    exponents up to ±30). Raises ``PydanticCustomError`` saying what is wrong."""
     if isinstance(value, bool):
         raise PydanticCustomError("exact_number", "a number is expected, not a Boolean")
-    if isinstance(value, int):
-        if abs(value).bit_length() > 140:  # 40+ decimal digits
-            raise PydanticCustomError("exact_number", "the number has more than 40 digits")
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise PydanticCustomError("exact_number", "the number must be finite, not {value}", {"value": repr(value)})
-        value = Decimal(repr(value))
-    elif isinstance(value, str):
+    if isinstance(value, str):
         if len(value) > 64 or not _DECIMAL_TEXT.fullmatch(value):
             raise PydanticCustomError("exact_number", "a decimal number is expected, not the text {text!r}", {"text": value[:64]})
-        value = Decimal(value)
-    if not isinstance(value, Decimal):
+    elif isinstance(value, float | Decimal):
+        if not (math.isfinite(value) if isinstance(value, float) else value.is_finite()):
+            raise PydanticCustomError("exact_number", "the number must be finite, not {value}", {"value": str(value)})
+    elif not isinstance(value, int):
         raise PydanticCustomError("exact_number", "a number is expected, not {kind}", {"kind": type(value).__name__})
-    if not value.is_finite():
-        raise PydanticCustomError("exact_number", "the number must be finite, not {value}", {"value": str(value)})
-    sign, digits, exponent = value.as_tuple()
+    try:
+        exact = exact_number(value)
+    except ValueError as exc:
+        raise PydanticCustomError("exact_number", "{problem}", {"problem": str(exc)}) from None
+    if exact.denominator == 1:  # a whole number: an int, so 2 and 2.0 and 2e0 read the same
+        return int(exact)
+    return Decimal(repr(value) if isinstance(value, float) else value).normalize()  # type: ignore[arg-type]
+
+
+def cost_units(cost: Decimal, currency: str) -> tuple[str, int] | None:
+    """The cost as the policies state it: a whole number of the coarsest unit that makes it whole
+    (``12.5 USD`` is ``125 dUSD``), or None when that number passes :data:`MAX_COST_UNITS` (the
+    policies could not state the cost exactly)."""
+    exponent = cost.normalize().as_tuple().exponent
     assert isinstance(exponent, int)
-    if len(digits) > _MAX_DIGITS or abs(exponent) > 60:
-        raise PydanticCustomError("exact_number", "the number {value} has too many digits or too large an exponent", {"value": str(value)[:40]})
-    if exponent >= 0:  # a whole number: an int, so 2 and 2.0 and 2e0 read the same
-        return int(value)
-    normal = value.normalize()
-    return int(normal) if normal == normal.to_integral_value() else normal
+    places = max(0, -exponent)
+    for k, prefix in COST_PREFIXES:
+        if k >= places:
+            scaled = int(cost * 10**k)
+            return (prefix + currency, scaled) if scaled <= MAX_COST_UNITS else None
+    return None
 
 
 def _cost(value: object) -> Decimal:
@@ -105,6 +120,10 @@ def _cost(value: object) -> Decimal:
     if -exponent > MAX_COST_PLACES:
         raise PydanticCustomError("cost", "the cost estimate may have at most {places} decimal places, not {value}",
                                   {"places": MAX_COST_PLACES, "value": str(number)})  # fmt: skip
+    if cost_units(exact, "") is None:  # 999.999999999 would be 999,999,999,999 nano-units
+        raise PydanticCustomError("cost", "the cost estimate {value} has more digits than the policies can state: at most "
+                                  "{units} of its smallest unit (999.999999, 999999.999, 1000000000)",
+                                  {"value": str(number), "units": MAX_COST_UNITS})  # fmt: skip
     return exact
 
 
@@ -117,7 +136,8 @@ Cost = Annotated[
                 {"type": "number", "minimum": 0, "maximum": MAX_COST},
                 {"type": "string", "pattern": r"^(0|[1-9][0-9]{0,9})(\.[0-9]{1,9})?$"},
             ],
-            "description": "the expected cost in units of `currency`, read exactly (a JSON number or a decimal string)",
+            "description": "the expected cost in units of `currency`, read exactly (a JSON number or a decimal string); "
+            "at most 10^9 of its smallest unit, so the policies can state it (999.999999, 999999.999)",
         }
     ),
 ]
@@ -183,7 +203,7 @@ class ProposedAction(BaseModel):
     action_type: str = Field(pattern=r"^[a-z][a-z0-9_.-]{0,63}$", description="what kind of act: 'db.delete', 'ads.launch'")
     resources: list[Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,256}$")]] = Field(default_factory=list, max_length=64)
     cost_estimate: Cost = Decimal(0)
-    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+    currency: str = Field(default="USD", pattern=CURRENCY_PATTERN)
     parameters: Annotated[
         dict[str, Any],
         WithJsonSchema({"type": "object", "maxProperties": 64, "propertyNames": {"pattern": "^[a-z][a-z0-9_]{0,63}$"},

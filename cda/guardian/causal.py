@@ -325,7 +325,7 @@ class CausalSimulator:
 
 
 HypothesisState = Literal["simulated", "confirmed", "refuted"]
-_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"  # the guardian's ids (cda.guardian.tasks.ID_PATTERN)
 
 
 class CausalHypothesis(BaseModel):

@@ -40,6 +40,12 @@ class DecisionRecord(BaseModel):
 
     ``action_digest`` is the SHA-256 of the action's canonical JSON (what was decided on);
     ``receipt`` is the id of the receipt that records the decision (empty until it is written).
+
+    What produced the decision is part of it, so an APPROVE cannot be passed off as another's:
+    ``policy_digest`` is the digest of the policy store it was decided under
+    (:attr:`cda.guardian.policies.PolicyStore.digest`; a guardian file pins the one it accepts,
+    :mod:`cda.guardian.execution`), and when the causal step ran, ``sim_id``, ``samples`` and
+    ``model_digest`` name the simulation (empty / 0 when it did not run).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -49,6 +55,10 @@ class DecisionRecord(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     action_digest: str = ""
     seed: int = 0
+    policy_digest: str = ""
+    sim_id: str = ""
+    samples: int = Field(default=0, ge=0)
+    model_digest: str = ""
     receipt: str = ""
 
     @field_validator("reason")

@@ -32,26 +32,21 @@ from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.errors import CDAError
 from cda.guardian.action import Malformed, ProposedAction, read_action
 from cda.guardian.decision import Decision, DecisionRecord
+from cda.guardian.money import text
 from cda.guardian.policies import PolicyStore, judge
 from cda.guardian.simulation import BudgetLedger, Simulator
+from cda.verifiers.units_check import format_number
 
 if TYPE_CHECKING:
     from cda.actions.receipts import ReceiptLog
 
-__all__ = ["decimal_text", "evaluate", "receipt_for"]
+__all__ = ["budget_refusal", "decimal_text", "evaluate", "receipt_for"]
 
 
 def decimal_text(value: Fraction | Decimal) -> str:
-    """An exact number as text: a Decimal as written (normalised), a Fraction as a decimal when it
-    has one of at most 12 places, else ``p/q``."""
-    if isinstance(value, Decimal):
-        text = format(value.normalize(), "f")
-        return text
-    for places in range(13):
-        scaled = value * 10**places
-        if scaled.denominator == 1:
-            return decimal_text(Decimal(scaled.numerator).scaleb(-places))
-    return f"{value.numerator}/{value.denominator}"
+    """An exact number as text: a Decimal as the ledger writes it (:func:`cda.guardian.money.text`),
+    a Fraction as the engine writes one (:func:`cda.verifiers.units_check.format_number`)."""
+    return text(value) if isinstance(value, Decimal) else format_number(value)
 
 
 def _json_safe(value: Any, depth: int = 0) -> Any:
@@ -106,7 +101,7 @@ def evaluate(
         inputs["action"] = checked.digest
         record = DecisionRecord(decision=Decision.REJECT, reason="malformed_action",
                                 details={"path": checked.path, "message": checked.message},
-                                action_digest=checked.digest, seed=seed)  # fmt: skip
+                                action_digest=checked.digest, seed=seed, policy_digest=policy_store.digest)  # fmt: skip
         return _with_receipt(record, "malformed", inputs, receipts)
     digest = checked.digest()
     inputs["action"] = digest
@@ -121,10 +116,40 @@ def _with_receipt(record: DecisionRecord, action_id: str, inputs: dict[str, Any]
     return record.model_copy(update={"receipt": sha256_hex(canonical_json(receipt.model_dump(mode="json")))})
 
 
+def _simulation_fields(sim_id: str, summary: Any) -> dict[str, Any]:
+    """What names a simulation in a DecisionRecord: its id, and (when the simulator's summary says
+    them, as the causal model's does) its sample count and model digest."""
+    fields: dict[str, Any] = {"sim_id": sim_id}
+    if isinstance(summary, Mapping):
+        samples, model = summary.get("samples"), summary.get("model_digest")
+        if isinstance(samples, int) and not isinstance(samples, bool) and samples >= 0:
+            fields["samples"] = samples
+        if isinstance(model, str):
+            fields["model_digest"] = model
+    return fields
+
+
+def budget_refusal(action: ProposedAction, policy_store: PolicyStore, problem: str, *, seed: int = 0,
+                   receipts: ReceiptLog | None = None) -> DecisionRecord:
+    """ESCALATE ``budget_exceeded`` for an approved action whose reservation the CFO ledger
+    refused (another call spent the budget between the check and the reservation), with its own
+    receipt: what :meth:`cda.guardian.gate.Gate.call` answers instead of running the tool."""
+    digest = action.digest()
+    record = DecisionRecord(decision=Decision.ESCALATE, reason="budget_exceeded",
+                            details={"agent_id": action.agent_id, "cost": text(action.cost_estimate),
+                                     "currency": action.currency, "error": problem},
+                            action_digest=digest, seed=seed, policy_digest=policy_store.digest)  # fmt: skip
+    inputs = {"policies": policy_store.digest, "seed": seed, "action": digest, "reservation": "refused"}
+    return _with_receipt(record, action.action_id, inputs, receipts)
+
+
 def _decide(action: ProposedAction, store: PolicyStore, simulator: Simulator | None, ledger: BudgetLedger | None,
             seed: int, digest: str, inputs: dict[str, Any]) -> DecisionRecord:  # fmt: skip
+    simulated: dict[str, Any] = {}  # what names the simulation, once it has run
+
     def record(decision: Decision, reason: str, details: dict[str, Any]) -> DecisionRecord:
-        return DecisionRecord(decision=decision, reason=reason, details=details, action_digest=digest, seed=seed)
+        return DecisionRecord(decision=decision, reason=reason, details=details, action_digest=digest, seed=seed,
+                              policy_digest=store.digest, **simulated)
 
     verdict = judge(store, action, seed=seed)
     matched = list(verdict.matched)
@@ -157,6 +182,7 @@ def _decide(action: ProposedAction, store: PolicyStore, simulator: Simulator | N
         except CDAError as exc:
             return record(Decision.ESCALATE, "causal_risk", {"error": f"the simulation failed: {exc}"})
         inputs["simulation"] = sim_id
+        simulated.update(_simulation_fields(sim_id, summary))
         valid = isinstance(score, float | int) and not isinstance(score, bool) and math.isfinite(score) and 0 <= score <= 1
         if not valid:
             return record(Decision.ESCALATE, "causal_risk", {"error": f"the simulator's risk {score!r} is not a number in [0, 1]",

@@ -1,6 +1,18 @@
 """The one call path for side-effecting tools: a tool registry (the seed's MCP_TOOL_REGISTRY: name,
-version, JSON Schema of its arguments) and :meth:`Gate.call`, which consults the guardian first
-and runs the tool only on APPROVE.
+version, JSON Schema of its arguments) and a :class:`Gate`, which consults the guardian first
+and runs the tool only on APPROVE, paying for it in the CFO ledger.
+
+A tool runs by one of two doors of the same gate, and both check the tool's schema and move money
+through the ledger the same way:
+
+* :meth:`Gate.call`: an agent's action, decided now. On APPROVE the action's ``cost_estimate`` is
+  **reserved** in the ledger before the tool runs (tx ``call:<action_id>``, so an action id runs
+  once), settled when it returns, released when it raises. A reservation the ledger refuses (the
+  budget was spent since the check) is ESCALATE ``budget_exceeded``, and nothing runs: repeated
+  calls can never overspend. Without a ledger an action that costs anything does not run.
+* :meth:`Gate.execute`: a human-signed task (:mod:`cda.guardian.execution`: the signature, the
+  recorded and pinned APPROVE, the task id once, the reservation), whose side effect is this
+  registry's tool called with the action's arguments.
 
 A registered tool's implementation is held privately by the registry and reached only through
 :meth:`Gate.call`: there is no other way to run it from here. Before the policies are asked, the
@@ -20,18 +32,22 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from cda.contracts.receipt import sha256_hex
 from cda.errors import CDAError
 from cda.guardian.action import Malformed, ProposedAction, read_action
 from cda.guardian.decision import DecisionRecord
-from cda.guardian.evaluate import evaluate
+from cda.guardian.evaluate import budget_refusal, evaluate
+from cda.guardian.execution import ExecutionRefused, execute
+from cda.guardian.ledger import InsufficientBudget, Ledger, LedgerError
 from cda.guardian.policies import PolicyStore
-from cda.guardian.simulation import BudgetLedger, Simulator
+from cda.guardian.simulation import Simulator
 
 if TYPE_CHECKING:
     from cda.actions.receipts import ReceiptLog
     from cda.guardian.store import GuardianStore
+    from cda.guardian.tasks import TaskExecuted, TaskSigned
 
-__all__ = ["Gate", "GatedCall", "RegisteredTool", "ToolRegistry", "ToolRegistryError", "tool_id"]
+__all__ = ["Gate", "GatedCall", "RegisteredTool", "ToolCallRefused", "ToolRegistry", "ToolRegistryError", "tool_id"]
 
 ToolFunction = Callable[[Mapping[str, Any]], Any]
 
@@ -39,6 +55,11 @@ ToolFunction = Callable[[Mapping[str, Any]], Any]
 class ToolRegistryError(CDAError, ValueError):
     """A tool that cannot be registered: a bad name or version, a schema that is not a JSON
     Schema, or a second registration that says something else."""
+
+
+class ToolCallRefused(ExecutionRefused):
+    """A call the gate will not make although the guardian approved the action: its action id
+    ran (or started to) before."""
 
 
 def tool_id(name: str, version: str) -> str:
@@ -138,7 +159,7 @@ class Gate:
         registry: ToolRegistry,
         policy_store: PolicyStore,
         simulator: Simulator | None,
-        ledger: BudgetLedger | None,
+        ledger: Ledger | None,
         *,
         seed: int = 0,
         receipts: ReceiptLog | None = None,
@@ -152,11 +173,65 @@ class Gate:
 
     def call(self, action: ProposedAction | str | bytes | Mapping[str, Any]) -> GatedCall:
         """Validate the action (and its arguments against the tool's schema), ask the guardian,
-        and run the tool once if and only if the decision is APPROVE."""
+        and on APPROVE reserve its cost and run the tool once (see the module's docstring);
+        :class:`ToolCallRefused` when the action id has run before."""
         checked = action if isinstance(action, ProposedAction) else read_action(action)
         if isinstance(checked, ProposedAction):
             checked = self.registry._problem(checked) or checked
         record = evaluate(checked, self.policy_store, self.simulator, self.ledger, seed=self.seed, receipts=self.receipts)
         if not record.approved or not isinstance(checked, ProposedAction):
             return GatedCall(record, called=False)
-        return GatedCall(record, called=True, result=self.registry._run(checked))
+        if self.ledger is None:
+            if checked.cost_estimate > 0:
+                refused = budget_refusal(checked, self.policy_store, "the gate has no CFO ledger to reserve the cost in",
+                                         seed=self.seed, receipts=self.receipts)  # fmt: skip
+                return GatedCall(refused, called=False)
+            return GatedCall(record, called=True, result=self.registry._run(checked))
+        tx = _call_tx(checked.action_id)
+        try:
+            entry = self.ledger.reserve(checked.agent_id, checked.cost_estimate, checked.currency, tx_id=tx,
+                                        evidence=[f"decision:{record.receipt}", f"action:{checked.action_id}"],
+                                        tool_id=None)  # fmt: skip
+        except InsufficientBudget as exc:
+            refused = budget_refusal(checked, self.policy_store, str(exc), seed=self.seed, receipts=self.receipts)
+            return GatedCall(refused, called=False)
+        except LedgerError:
+            if self.ledger.entry(tx) is not None:
+                raise ToolCallRefused(f"action {checked.action_id!r} was called already ({tx}): an action id runs once") from None
+            raise
+        try:
+            result = self.registry._run(checked)
+        except BaseException:
+            self.ledger.release(entry.tx_id, evidence=[f"failed:{checked.action_id}"])
+            raise
+        self.ledger.settle(entry.tx_id, checked.cost_estimate, evidence=[f"called:{checked.action_id}"])
+        return GatedCall(record, called=True, result=result)
+
+    def execute(self, task: TaskSigned, decision: DecisionRecord, action: ProposedAction | str | bytes | Mapping[str, Any],
+                *, receipts: list[str] | None = None) -> TaskExecuted:  # fmt: skip
+        """Execute a human-signed task whose side effect is the action's tool: the action must be
+        well formed and its arguments match the tool's schema, then
+        :func:`cda.guardian.execution.execute` checks the signature, the recorded and pinned
+        APPROVE, the task id once and the reservation before the tool runs; a result that is
+        not a JSON object is recorded as ``{"result": value}``."""
+        checked = action if isinstance(action, ProposedAction) else read_action(action)
+        problem = checked if isinstance(checked, Malformed) else self.registry._problem(checked)
+        if problem is not None or not isinstance(checked, ProposedAction):
+            assert problem is not None
+            raise ExecutionRefused(f"task {task.task_id!r} is not executed: its action is malformed at {problem.path}: "
+                                   f"{problem.message}")
+        if self.ledger is None:
+            raise ExecutionRefused(f"task {task.task_id!r} is not executed: the gate has no CFO ledger")
+        tool_action = checked
+
+        def run(_task: TaskSigned) -> dict[str, Any]:
+            result = self.registry._run(tool_action)
+            return result if isinstance(result, dict) else {"result": result}
+
+        return execute(task, decision, self.ledger, action=checked, run=run, receipts=receipts or [])
+
+
+def _call_tx(action_id: str) -> str:
+    """The ledger entry of a gated call: ``call:<action_id>`` (hashed when that would be too long)."""
+    tx = f"call:{action_id}"
+    return tx if len(tx) <= 128 else f"call:sha256:{sha256_hex(action_id)}"

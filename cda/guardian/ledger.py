@@ -46,7 +46,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from cda.errors import CDAError
-from cda.guardian.money import Amount, amount, currency, dump_exact, plain, text
+from cda.guardian.money import CURRENCY_PATTERN, Amount, amount, currency, dump_exact, plain, text
 from cda.guardian.store import Clock, GuardianStore, GuardianStoreError, Moment, is_identifier, utc_now
 
 __all__ = [
@@ -89,7 +89,7 @@ class LedgerEntry(BaseModel):
     agent_id: str = Field(min_length=1, max_length=256)
     tx_type: Literal["reservation"]
     amount: Amount
-    currency: str = Field(pattern=r"^[A-Z][A-Z0-9]{2,9}$")
+    currency: str = Field(pattern=CURRENCY_PATTERN)
     status: EntryStatus
     created_at: Moment
     updated_at: Moment
@@ -204,16 +204,17 @@ class Ledger:
         """Reserve ``cost`` of the agent's budget, atomically; :class:`InsufficientBudget` when it
         does not fit (nothing is written then). ``tx_id`` defaults to ``tx-<n>``, ``n`` counting
         the file's entries from 1, so the same operations give the same ids."""
+        with self.store.transaction() as conn:
+            return self._reserve_in(conn, agent_id, cost, currency_code, tx_id=tx_id, evidence=evidence, tool_id=tool_id)
+
+    def _reserve_in(self, conn: sqlite3.Connection, agent_id: str, cost: Decimal | int, currency_code: str, *,
+                    tx_id: str | None = None, evidence: Iterable[str] = (), tool_id: str | None = None) -> LedgerEntry:
+        """:meth:`reserve` inside the caller's open transaction, so a reservation and another write
+        (a task's execution record) commit together or not at all. Private: the arguments are
+        checked again here (an amount, a currency, a tx_id), as :meth:`reserve` checks them."""
         asked, code, refs = amount("cost_estimate", cost), currency("currency", currency_code), _refs(evidence)
         if tx_id is not None and not is_identifier(tx_id, _TX_ID_PUNCTUATION):
             raise LedgerError(f"tx_id must match {TX_ID_PATTERN}, not {tx_id!r}")
-        with self.store.transaction() as conn:
-            return self.reserve_in(conn, agent_id, asked, code, tx_id=tx_id, evidence=refs, tool_id=tool_id)
-
-    def reserve_in(self, conn: sqlite3.Connection, agent_id: str, asked: Decimal, code: str, *,
-                   tx_id: str | None = None, evidence: list[str], tool_id: str | None = None) -> LedgerEntry:
-        """:meth:`reserve` inside the caller's open transaction (checked arguments), so a
-        reservation and another write (a task's execution record) commit together or not at all."""
         try:
             self.store.ensure_agent(agent_id)
             seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM financial_ledger").fetchone()[0])
@@ -224,7 +225,7 @@ class Ledger:
                 "INSERT INTO financial_ledger (tx_id, agent_id, tx_type, amount, currency, status, created_at, "
                 "seq, settled_amount, evidence, tool_id, updated_at) VALUES (?, ?, 'reservation', ?, ?, "
                 "'reserved', ?, ?, NULL, ?, ?, ?)",
-                (ident, agent_id, text(asked), code, now, seq, json.dumps(evidence), tool_id, now))
+                (ident, agent_id, text(asked), code, now, seq, json.dumps(refs), tool_id, now))
             return self._entry(conn, ident)
         except sqlite3.IntegrityError as exc:
             raise LedgerError(f"reservation {tx_id or ''} cannot be recorded ({exc}): a tx_id is used once, "

@@ -37,6 +37,7 @@ from cda.errors import CDAError, OptionError
 __all__ = [
     "MAX_AMOUNT",
     "MAX_PLACES",
+    "CURRENCY_PATTERN",
     "Amount",
     "amount",
     "canonical",
@@ -53,8 +54,11 @@ and with :data:`MAX_PLACES` still only 25 digits, which ``Decimal``'s default 28
 and subtracts exactly."""
 
 MAX_PLACES = 9
-"""Decimal places an amount may have (fiat currencies use 0 to 3, a satoshi is 1e-8 BTC; 9 as the
-gate's cost estimates, :data:`cda.guardian.action.MAX_COST_PLACES`)."""
+"""Decimal places an amount may have (fiat currencies use 0 to 3, a satoshi is 1e-8 BTC; also the
+limit of the gate's cost estimates, :data:`cda.guardian.action.MAX_COST_PLACES`)."""
+
+CURRENCY_PATTERN = r"^[A-Z][A-Z0-9]{2,9}$"
+"""What :func:`currency` accepts, as the models' and schemas' pattern (actions, tasks, ledger entries)."""
 
 _CURRENCY_CHARS = frozenset(string.ascii_uppercase + string.digits)
 

@@ -63,7 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.errors import BackendUnsupported, CDAError, DSLError
 from cda.files import read_text
-from cda.guardian.action import ProposedAction
+from cda.guardian.action import MAX_COST_UNITS, ProposedAction, cost_units
 
 if TYPE_CHECKING:
     from cda.policy.authorize import PolicySet
@@ -83,9 +83,7 @@ __all__ = [
 
 _NAME = r"^[a-z][a-z0-9_]{0,63}$"
 _POLICY_ID = r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$"
-_MAX_METRIC = 10**9  # every numeric variable of the DSL lies in ±10^9 of its unit (docs/dsl.md)
-#: decimal places → the pint prefix that makes an amount a whole number of its unit
-_PREFIX = ((0, ""), (1, "d"), (2, "c"), (3, "m"), (6, "u"), (9, "n"))
+_MAX_METRIC = MAX_COST_UNITS  # every numeric variable of the DSL lies in ±10^9 of its unit (docs/dsl.md)
 
 
 class PolicyFileError(DSLError):
@@ -493,17 +491,11 @@ class PolicyJudgement:
 
 
 def _cost_unit(action: ProposedAction) -> tuple[str, int]:
-    exponent = action.cost_estimate.normalize().as_tuple().exponent
-    assert isinstance(exponent, int)
-    places = max(0, -exponent)
-    for k, prefix in _PREFIX:
-        if k >= places:
-            scaled = int(action.cost_estimate * 10**k)
-            if scaled > _MAX_METRIC:
-                break
-            return prefix + action.currency, scaled
-    raise CDAError(f"the cost estimate {action.cost_estimate} {action.currency} has too many digits for the policies "
-                   f"(at most {_MAX_METRIC} of its smallest unit)")  # fmt: skip
+    found = cost_units(action.cost_estimate, action.currency)  # a validated action's cost always fits
+    if found is None:
+        raise CDAError(f"the cost estimate {action.cost_estimate} {action.currency} has too many digits for the policies "
+                       f"(at most {_MAX_METRIC} of its smallest unit)")  # fmt: skip
+    return found
 
 
 def _parameter_value(action: ProposedAction, name: str, unit: str) -> str | None:

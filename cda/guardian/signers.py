@@ -5,6 +5,11 @@ public key that speaks for it. A signer is registered once; registering another 
 same id is refused (a key is rotated by a new signer id), so a signature can never be made to
 verify by swapping the registry's key behind it.
 
+*Authority.* The first signer of a guardian file needs none (whoever makes the file owns it);
+every later signer, and the pinned policy store (:func:`pin_policy_store`: the one store whose
+decisions :func:`cda.guardian.execution.execute` accepts), must be authorised by a registered
+signer's Ed25519 signature, which is stored beside what it authorised and checked again when used.
+
 *Signing* (:func:`sign`) refuses a signer that is not registered and a private key whose public
 key is not the registered one. The signature covers :meth:`TaskDraft.signing_bytes
 <cda.guardian.tasks.TaskDraft.signing_bytes>`: the canonical JSON
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -40,6 +46,11 @@ __all__ = [
     "SignerError",
     "SignerRegistry",
     "create_signer_key",
+    "endorse",
+    "endorsed",
+    "pin_policy_store",
+    "pinned_policy_digest",
+    "pinned_setting",
     "load_signer_key",
     "public_key_of",
     "sign",
@@ -48,6 +59,8 @@ __all__ = [
 ]
 
 _HEX_DIGITS = frozenset("0123456789abcdef")
+REGISTRATION_FORMAT = "cda-signer-registration-v1"
+SETTING_FORMAT = "cda-guardian-setting-v1"
 
 
 def _is_hex_key(value: object) -> bool:
@@ -71,18 +84,34 @@ class SignerRegistry:
     def __init__(self, store: GuardianStore) -> None:
         self.store = store
 
-    def register(self, signer_id: str, public_key: str) -> None:
-        """Register a signer; the same id again is a no-op with the same key and refused with another."""
+    def register(self, signer_id: str, public_key: str, *, by: str | None = None, key: str | None = None) -> None:
+        """Register a signer; the same id again is a no-op with the same key and refused with another.
+
+        Who may add a signer: the first signer of a file needs no authority (whoever creates
+        the guardian file owns it); every later one must be endorsed by a registered signer
+        ``by`` holding its private ``key`` (hex), whose Ed25519 signature over the registration
+        is stored beside the new signer. So a caller who can run ``cda`` on the file but holds
+        no signer's key cannot register a signer of its own."""
         _check_signer_id(signer_id)
         if not _is_hex_key(public_key):
             raise SignerError(f"signer {signer_id!r}: a public key is 64 lowercase hex digits")
         with self.store.transaction() as conn:
             row = conn.execute("SELECT public_key FROM signers WHERE signer_id = ?", (signer_id,)).fetchone()
-            if row is None:
-                conn.execute("INSERT INTO signers VALUES (?, ?, ?)", (signer_id, public_key, self.store.now()))
-            elif row[0] != public_key:
-                raise SignerError(f"signer {signer_id!r} is registered with another key; "
-                                  f"a key is replaced by registering a new signer id")
+            if row is not None:
+                if row[0] != public_key:
+                    raise SignerError(f"signer {signer_id!r} is registered with another key; "
+                                      f"a key is replaced by registering a new signer id")
+                return
+            endorsement = None
+            if conn.execute("SELECT COUNT(*) FROM signers").fetchone()[0]:
+                if by is None or key is None:
+                    raise SignerError(f"{self.store.where} has signers already: a new signer is added only with the "
+                                      f"signature of a registered one (by= and its key; cda task add-signer --by)")
+                payload = {"format": REGISTRATION_FORMAT, "signer_id": signer_id, "public_key": public_key, "by": by}
+                endorsement = endorse(payload, by, key, self)
+            conn.execute("INSERT INTO signers (signer_id, public_key, registered_at, endorsed_by, endorsement) "
+                         "VALUES (?, ?, ?, ?, ?)", (signer_id, public_key, self.store.now(), by if endorsement else None,
+                                                    endorsement))
 
     def public_key(self, signer_id: str) -> str | None:
         """The registered public key of ``signer_id`` (None: not a registered signer)."""
@@ -91,6 +120,78 @@ class SignerRegistry:
 
     def signers(self) -> list[str]:
         return [str(r[0]) for r in self.store.conn.execute("SELECT signer_id FROM signers ORDER BY signer_id")]
+
+
+def endorse(payload: Mapping[str, object], by: str, private_hex: str, registry: SignerRegistry) -> str:
+    """The Ed25519 signature (hex) of registered signer ``by`` over ``payload``'s canonical JSON;
+    refused when ``by`` is not registered or ``private_hex`` is not its registered key."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from cda.contracts.receipt import canonical_json
+
+    registered = registry.public_key(_check_signer_id(by))
+    if registered is None:
+        raise SignerError(f"{by!r} is not in the signer registry: only a registered signer may authorise this")
+    if public_key_of(private_hex) != registered:
+        raise SignerError(f"the key given is not the one registered for {by!r}")
+    key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(private_hex))
+    return key.sign(canonical_json(dict(payload)).encode("utf-8")).hex()
+
+
+def endorsed(payload: Mapping[str, object], by: str, signature: str, registry: SignerRegistry) -> bool:
+    """Whether ``signature`` is registered signer ``by``'s over ``payload`` (see :func:`endorse`)."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from cda.contracts.receipt import canonical_json
+
+    registered = registry.public_key(by)
+    if registered is None:
+        return False
+    try:
+        Ed25519PublicKey.from_public_bytes(bytes.fromhex(registered)).verify(
+            bytes.fromhex(signature), canonical_json(dict(payload)).encode("utf-8"))
+    except (ValueError, InvalidSignature):
+        return False
+    return True
+
+
+def _pin_payload(key: str, value: str, by: str) -> dict[str, object]:
+    return {"format": SETTING_FORMAT, "key": key, "value": value, "by": by}
+
+
+def pin_policy_store(registry: SignerRegistry, digest: str, by: str, private_hex: str, *,
+                     model_digest: str | None = None, samples: int | None = None) -> None:
+    """Pin the policy store (its :attr:`~cda.guardian.policies.PolicyStore.digest`) whose
+    decisions the guardian file accepts for execution, and optionally the causal model (its
+    digest) and sample count they must have been simulated with; only a registered signer, with
+    its key, may (the signature is stored with each setting and checked at every execution).
+    Pinning again replaces the pin (a model left out is no longer required)."""
+    if not _is_hex_key(digest):
+        raise SignerError(f"a policy store digest is 64 lowercase hex digits, not {digest[:70]!r}")
+    simulation = "" if model_digest is None else f"{model_digest}:{samples or 0}"
+    for key, value in (("policy_digest", digest), ("simulation", simulation)):
+        registry.store.set_setting(key, value, by, endorse(_pin_payload(key, value, by), by, private_hex, registry))
+
+
+def pinned_setting(registry: SignerRegistry, key: str) -> tuple[str | None, str]:
+    """A pinned setting (``policy_digest``; ``simulation``: ``MODEL_DIGEST:SAMPLES`` or empty) and,
+    when it cannot be used, why: (None, why) when it is not set or its signature does not verify
+    against the registered signer that set it."""
+    row = registry.store.conn.execute("SELECT value, set_by, signature FROM guardian_config WHERE key = ?",
+                                      (key,)).fetchone()
+    if row is None:
+        return None, (f"{registry.store.where} pins no policy store, so no decision of the guardian counts "
+                      f"(a signer pins one: cda task pin-policies POLICIES --store FILE --by SIGNER)")
+    value, by, signature = (str(part) for part in row)
+    if not endorsed(_pin_payload(key, value, by), by, signature, registry):
+        return None, f"the pinned {key} of {registry.store.where} is not signed by the registered signer {by!r}"
+    return value, ""
+
+
+def pinned_policy_digest(registry: SignerRegistry) -> tuple[str | None, str]:
+    """The pinned policy store digest, or (None, why) (see :func:`pinned_setting`)."""
+    return pinned_setting(registry, "policy_digest")
 
 
 def signer_key_path(signer_id: str, directory: Path | None = None) -> Path:
@@ -136,6 +237,8 @@ def create_signer_key(signer_id: str, directory: Path | None = None) -> str:
 
 def load_signer_key(path: Path) -> str:
     """The private key (hex) in ``path``; refused when others can read the file or it is not a key."""
+    if path.is_dir():
+        raise SignerError(f"{path}: a directory, not a signer's key file")
     try:
         mode = path.stat().st_mode & 0o777
         if mode & 0o077:

@@ -22,7 +22,7 @@ a causal hypothesis's ``risk_score`` as the exact text it was given.
 >>> import tempfile, pathlib
 >>> store = GuardianStore.open(pathlib.Path(tempfile.mkdtemp()) / "guardian.sqlite")
 >>> store.version
-2
+3
 >>> store.close()
 """
 
@@ -36,13 +36,14 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from cda.errors import CDAError
 
 if TYPE_CHECKING:
+    from cda.guardian.action import ProposedAction
     from cda.guardian.decision import DecisionRecord
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "GuardianStore",
     "GuardianStoreError",
     "Moment",
+    "RecordedDecision",
     "ToolRegistration",
     "utc_now",
 ]
@@ -118,6 +120,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX decisions_action ON decisions(action_digest)",
         "CREATE TABLE tasks (task_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, state TEXT NOT NULL, "
         "body TEXT NOT NULL, tx_id TEXT REFERENCES financial_ledger(tx_id), updated_at TEXT NOT NULL)",
+    ),
+    # version 3: what a decision was about (its action's agent, task, cost and currency, so an
+    # execution is tied to them), the file's settings (the pinned policy store) and who endorsed
+    # each signer after the first
+    (
+        "ALTER TABLE decisions ADD COLUMN agent_id TEXT",
+        "ALTER TABLE decisions ADD COLUMN task_id TEXT",
+        "ALTER TABLE decisions ADD COLUMN cost TEXT",
+        "ALTER TABLE decisions ADD COLUMN currency TEXT",
+        "CREATE TABLE guardian_config (key TEXT PRIMARY KEY, value TEXT NOT NULL, set_by TEXT NOT NULL, "
+        "signature TEXT NOT NULL, set_at TEXT NOT NULL)",
+        "ALTER TABLE signers ADD COLUMN endorsed_by TEXT",
+        "ALTER TABLE signers ADD COLUMN endorsement TEXT",
     ),
 )
 """Every migration, in order: ``MIGRATIONS[i]`` takes a file from version ``i`` to ``i + 1``.
@@ -290,7 +305,8 @@ class GuardianStore:
 
     def ensure_agent(self, agent_id: str, *, persona_ref: str = "", wallet_address: str = "") -> None:
         """Record the agent (a no-op when it is already known), inside the caller's transaction or its own."""
-        _check_id("agent_id", agent_id)
+        if not is_identifier(agent_id, "_.:@-"):  # the tasks' and actions' ids (cda.guardian.tasks.ID_PATTERN)
+            raise GuardianStoreError(f"agent_id must match ^[A-Za-z0-9][A-Za-z0-9_.:@-]{{0,127}}$, not {agent_id!r}")
         sql = "INSERT OR IGNORE INTO agent_identity VALUES (?, ?, ?, ?)"
         values = (agent_id, persona_ref, wallet_address, self.now())
         if self.conn.in_transaction:
@@ -373,16 +389,58 @@ class GuardianStore:
         found["inputs"], found["prediction"] = json.loads(found["inputs"]), json.loads(found["prediction"])
         return found
 
-    def record_decision(self, record: DecisionRecord) -> int:
-        """Store a :class:`~cda.guardian.decision.DecisionRecord`; returns its row id."""
+    def record_decision(self, record: DecisionRecord, action: ProposedAction | None = None) -> int:
+        """Store a :class:`~cda.guardian.decision.DecisionRecord` (with the proposed action it
+        decided on, whose agent, task id, cost and currency an execution must then match);
+        returns its row id. The latest row of an action is the decision that counts."""
         from cda.contracts.receipt import canonical_json
+        from cda.guardian.money import text
 
         body = canonical_json(record.model_dump(mode="json"))
+        about: tuple[str | None, ...] = (None, None, None, None)
+        if action is not None:
+            if action.digest() != record.action_digest:
+                raise GuardianStoreError("the action given is not the one the decision is about (its digest differs)")
+            about = (action.agent_id, action.task_id, text(action.cost_estimate), action.currency)
         with self.transaction() as conn:
-            cursor = conn.execute("INSERT INTO decisions (action_digest, decision, reason, body, recorded_at) "
-                                  "VALUES (?, ?, ?, ?, ?)",
-                                  (record.action_digest, str(record.decision), record.reason, body, self.now()))
+            cursor = conn.execute("INSERT INTO decisions (action_digest, decision, reason, body, recorded_at, agent_id, "
+                                  "task_id, cost, currency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                  (record.action_digest, str(record.decision), record.reason, body, self.now(), *about))
         return int(cursor.lastrowid or 0)
+
+    def latest_decision(self, action_digest: str) -> RecordedDecision | None:
+        """The decision recorded last for the action ``action_digest`` (None: none was)."""
+        row = self.conn.execute("SELECT body, agent_id, task_id, cost, currency FROM decisions WHERE action_digest = ? "
+                                "ORDER BY decision_id DESC LIMIT 1", (action_digest,)).fetchone()
+        if row is None:
+            return None
+        return RecordedDecision(str(row[0]), row[1], row[2], None if row[3] is None else Decimal(row[3]), row[4])
+
+    # ------------------------------------------------------------------ the file's settings
+
+    def setting(self, key: str) -> str | None:
+        """A setting of this guardian file (``policy_digest``: the policy store it accepts)."""
+        row = self.conn.execute("SELECT value FROM guardian_config WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_setting(self, key: str, value: str, set_by: str, signature: str) -> None:
+        """Set a setting, with the id and signature of the signer who authorised it
+        (:func:`cda.guardian.signers.pin_policy_store` checks both before calling this)."""
+        with self.transaction() as conn:
+            conn.execute("INSERT INTO guardian_config VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+                         "value = excluded.value, set_by = excluded.set_by, signature = excluded.signature, "
+                         "set_at = excluded.set_at", (key, value, set_by, signature, self.now()))
+
+
+class RecordedDecision(NamedTuple):
+    """A row of the ``decisions`` table: the record's canonical JSON and what its action was
+    (None for each when the action was not recorded with it)."""
+
+    body: str
+    agent_id: str | None
+    task_id: str | None
+    cost: Decimal | None
+    currency: str | None
 
 
 def is_identifier(value: object, punctuation: str) -> bool:

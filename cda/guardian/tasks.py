@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cda.errors import CDAError
-from cda.guardian.money import Amount, dump_exact, load_exact, plain, text
+from cda.guardian.money import CURRENCY_PATTERN, Amount, dump_exact, load_exact, plain, text
 from cda.guardian.store import Clock, Moment, utc_now
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class TaskDraft(BaseModel):
     description: str = Field(max_length=4096)
     resources: list[str] = Field(default_factory=list, max_length=64)
     cost_estimate: Amount = Decimal(0)
-    currency: str = Field(default="USD", pattern=r"^[A-Z][A-Z0-9]{2,9}$")
+    currency: str = Field(default="USD", pattern=CURRENCY_PATTERN)
     priority: Priority = "medium"
     state: TaskState = "draft"
     created_at: Moment
