@@ -46,8 +46,9 @@ hard single: at_most(1, [down(a), down(b), down(c)])
 hard c_up: not down(c)
 soft a_rare weight 1: not down(a)
 soft b_rare weight 2: not down(b)
-observe slow(a)
 """
+#: the observation arrives as an input (a pager's span), not as a line of the problem's text
+PAGER = {"kind": "span", "source": "pager:17", "excerpt": "observe slow(a)"}
 
 
 def _small(**update: Any) -> CDAInputs:
@@ -57,6 +58,7 @@ def _small(**update: Any) -> CDAInputs:
         "goals": {"kind": "best_explanation", "claims": ["slow(a)", "not down(c)", "dep(a, b)"],
                   "success_criteria": ["1 + 1 = 2", "2 + 2 = 5"]},
         "ken": {"nodes": [{"id": "a"}, {"id": "b"}], "edges": [{"source": "a", "relation": "dep", "target": "b"}]},
+        "observations": [PAGER],
     }
     data.update(update)
     return CDAInputs.model_validate(data)
@@ -110,7 +112,7 @@ def test_a_small_action_counted_by_hand() -> None:
     assert (statuses.count("passed"), statuses.count("failed")) == (9, 2)
 
     # Citation coverage. Supported: the three goals (the explanations are two, so neither is
-    # settled). "slow(a)" cites its observation, "dep(a, b)" Ken's edge; "not down(c)" rests on
+    # settled). "slow(a)" cites its input observation, "dep(a, b)" Ken's edge; "not down(c)" rests on
     # the hard clause c_up alone: 2 of 3, and the uncited one is listed with its clause.
     supported = [x.hypothesis_id for x in run.outputs.verdicts if x.status == "supported"]
     assert len(supported) == 3
@@ -133,8 +135,29 @@ def test_the_boundary_summary_says_which_claims_stand_on_the_solver_alone() -> N
                    and e.kind == "boundary_summary").payload["text"]  # type: ignore[union-attr]
     support = summary.split("## Support\n", 1)[1].split("\n## ", 1)[0]
     assert "citation coverage: 2 of 3 supported claim(s)" in support
-    assert "- on cited evidence: prove slow(a)" in support and "- on cited evidence: prove dep(a, b)" in support
     assert "- on the solver alone, no citation: prove not down(c) (clauses c_up)" in support
+    assert "slow(a)" not in support and "dep(a, b)" not in support  # the cited ones are the Decisions
+
+
+def test_the_problems_own_observe_line_is_not_a_citation() -> None:
+    # the same observation as a line of the DSL, with no input behind it: it cites the problem to
+    # itself (dsl:line:N), so slow(a) now stands on the solver alone
+    run = run_action(_small(dsl=DSL + "observe slow(a)\n", observations=[]))
+    cov = run.outputs.metrics.citations  # type: ignore[union-attr]
+    assert cov.coverage == Ratio(numerator=1, denominator=3)
+    assert sorted(u.claim for u in cov.uncited) == ["prove not down(c)", "prove slow(a)"]
+    assert all(u.stands_on == "solver" for u in cov.uncited)
+    summary = next(e for e in reversed(run.events) if e.type == "action_checkpoint"  # type: ignore[union-attr]
+                   and e.kind == "boundary_summary").payload["text"]  # type: ignore[union-attr]
+    assert "citation coverage: 1 of 3 supported claim(s)" in summary
+    assert "- on the solver alone, no citation: prove slow(a)" in summary
+    # and by itself: a dsl:line citation is none, an input's span or a Ken node is one
+    verdict = ActionVerdict(hypothesis_id="prove@1", status="supported", confidence=1.0, band="high",
+                            claim="prove ok(x)")
+    for source, counted in (("dsl:line:3", 0), ("pager:1", 1), ("ken:node:x", 1)):
+        outcome = VerifierOutcome(verifier="citation", claim="prove ok(x)", status="passed", detail="cited",
+                                  citations=[SpanRef(source=source, excerpt="observe ok(x)")])
+        assert citation_coverage([verdict], [outcome], None).coverage == Ratio(numerator=counted, denominator=1)
 
 
 def test_a_clause_name_is_not_a_citation() -> None:

@@ -53,9 +53,11 @@ def boundary_summary(
 ) -> str:
     """The boundary summary as Markdown, at most SUMMARY_MAX_CHARS characters.
 
-    ``support`` (the run's citation coverage) adds a *Support* section: which supported claims
-    stand on cited evidence and which on the solver alone (justified by clauses, no citation),
-    so that coverage below spec §10's 95% names the claims that pull it down.
+    ``support`` (the run's citation coverage) adds a *Support* section, last: how many supported
+    claims carry a citation, then the first :data:`SUPPORT_LISTED` that do not (on the solver
+    alone, or on nothing), so that coverage below spec §10's 95% names the claims that pull it
+    down. Being last and capped, it can only be the part the size cap cuts, never Residual
+    uncertainty or Next tests.
     """
     out = [f"# CDA boundary summary: {action_id}", ""]
     if inputs.problem.strip():
@@ -89,8 +91,6 @@ def boundary_summary(
         out += ["## Conflicting evidence", ""]
         out += [f"- {', '.join(core)}" for core in result.conflict.cores[:5]]
         out.append("")
-    if support is not None and support.coverage.denominator:
-        out += _support(support, verdicts)
     if citations:
         out += ["## Key evidence", ""]
         out += [f"- {c.source}" + (f": {_line(c.excerpt, 100)}" if c.excerpt else "") for c in citations[:5]]
@@ -108,25 +108,32 @@ def boundary_summary(
             power = "" if t.expected_discriminative_power is None else f" ({t.expected_discriminative_power:.3f} bits)"
             out.append(f"- {_line(t.question, 120)}{power}")
         out.append("")
+    if support is not None and support.coverage.denominator:
+        out += _support(support)  # last, and capped: it never crowds out the sections above
     text = "\n".join(out)
     if len(text) > SUMMARY_MAX_CHARS:
         text = text[: SUMMARY_MAX_CHARS - len(_TRUNCATED)] + _TRUNCATED
     return text
 
 
-def _support(support: CitationCoverage, verdicts: Sequence[ActionVerdict]) -> list[str]:
-    """The Support section: cited supported claims, then the uncited ones and what they stand on."""
-    claim_of = {v.hypothesis_id: v.claim for v in verdicts}
+SUPPORT_LISTED = 5
+"""The most uncited supported claims the Support section names (the outputs' metrics list all)."""
+
+
+def _support(support: CitationCoverage) -> list[str]:
+    """The Support section: the coverage count, then at most :data:`SUPPORT_LISTED` uncited
+    supported claims and what they stand on (the cited ones are the Decisions above)."""
     ratio = support.coverage
     out = ["## Support", "", f"- citation coverage: {ratio.numerator} of {ratio.denominator} supported claim(s) "
-           "carry a citation (observation or Ken evidence)"]
-    out += [f"- on cited evidence: {_line(claim_of.get(h, h), 120)}" for h in support.cited]
-    for u in support.uncited:
+           "carry a citation (input observation or Ken evidence)"]
+    for u in support.uncited[:SUPPORT_LISTED]:
         if u.stands_on == "solver":
             why = f" (clauses {_line(', '.join(u.justification), 80)})" if u.justification else ""
             out.append(f"- on the solver alone, no citation: {_line(u.claim, 100)}{why}")
         else:
             out.append(f"- on nothing recorded, no citation: {_line(u.claim, 100)}")
+    if len(support.uncited) > SUPPORT_LISTED:
+        out.append(f"- … and {len(support.uncited) - SUPPORT_LISTED} more uncited (outputs.metrics.citations.uncited)")
     out.append("")
     return out
 

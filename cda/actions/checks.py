@@ -30,6 +30,7 @@ from typing import Any
 from cda.actions.approvals import egress_decision, pii_decision, record_decision
 from cda.actions.budget import Budget
 from cda.actions.grounding import ground_in_ken
+from cda.actions.metrics import PROBLEM_LINE_SOURCE
 from cda.actions.problem import ActionProblem, observe_literal
 from cda.actions.receipts_sink import Recorder
 from cda.actions.scoring import band_for, normalised_entropy, score
@@ -178,7 +179,7 @@ def _observation_citations(state: VerificationState, justification: list[str]) -
             continue
         index = state.problem.observation_of_line.get(line)
         if index is None:
-            cites.append(SpanRef(source=f"dsl:line:{line}", excerpt=source[line - 1].strip()))
+            cites.append(SpanRef(source=f"{PROBLEM_LINE_SOURCE}{line}", excerpt=source[line - 1].strip()))
             continue
         ref = state.inputs.observations[index]
         if isinstance(ref, SpanRef):

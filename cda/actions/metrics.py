@@ -20,6 +20,7 @@ keeps wall time (``ts``) outside determinism, so the measurements sit beside it,
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Iterable, Sequence
 
@@ -44,6 +45,7 @@ from cda.encodings.ir import GroundProblem
 from cda.ken.graph import KenGraph
 
 __all__ = [
+    "PROBLEM_LINE_SOURCE",
     "ActionProbe",
     "TimedKen",
     "action_counts",
@@ -55,6 +57,10 @@ __all__ = [
 ]
 
 _US = 1_000_000
+
+PROBLEM_LINE_SOURCE = "dsl:line:"
+"""The source prefix of a SpanRef that points at a line of the problem's own text (an ``observe``
+line no input observation stands behind): the problem restating itself, not a citation."""
 _OUTCOME_STATUSES = ("passed", "failed", "inconclusive", "skipped")  # VerifierStatus
 
 
@@ -77,9 +83,9 @@ class TimedKen(KenGraph):
     @classmethod
     def over(cls, ken: KenGraph, clock: Callable[[], float], spent: list[int]) -> TimedKen:
         """A timed view of ``ken``: durations (microseconds) are appended to ``spent``."""
-        view = cls.__new__(cls)
-        view.__dict__.update(ken.__dict__)
-        ken._store.holders.add(view)  # a holder like any copy: a write through either copies first
+        view = copy.copy(ken)  # a holder like any copy: a write through either copies first
+        view.__class__ = cls
+        assert isinstance(view, TimedKen)
         view._clock = clock
         view._spent = spent
         return view
@@ -150,14 +156,13 @@ class ActionProbe:
 
     def see(self, event: ActionEvent) -> None:
         """A stream subscriber: note the first boundary summary, and the first draft one."""
-        if event.type != "action_checkpoint" or event.kind != "boundary_summary":
-            return
-        if self.first_summary_us is None or (self.ttfs_us is None and event.payload.get("draft") is True):
-            now = self.elapsed_us()
-            if self.first_summary_us is None:
-                self.first_summary_us = now
-            if self.ttfs_us is None and event.payload.get("draft") is True:
-                self.ttfs_us = now
+        if event.type != "action_checkpoint" or event.kind != "boundary_summary" or self.ttfs_us is not None:
+            return  # once a draft is stamped, both fields are set
+        now = self.elapsed_us()
+        if self.first_summary_us is None:
+            self.first_summary_us = now
+        if event.payload.get("draft") is True:
+            self.ttfs_us = now
 
     def timed(self, ken: KenGraph | None) -> KenGraph | None:
         """The run's view of Ken, every safe-set query timed (None stays None)."""
@@ -260,16 +265,19 @@ def _claim_keys(verdict: ActionVerdict, result: SolveResult | None) -> tuple[set
 
 def citation_coverage(verdicts: Sequence[ActionVerdict], outcomes: Sequence[VerifierOutcome],
                       result: SolveResult | None) -> CitationCoverage:
-    """Supported claims carrying >= 1 citation (a SpanRef or Ken evidence from a verifier
-    outcome about the claim or one of its atoms) over all supported claims.
+    """Supported claims carrying >= 1 citation (an input observation or Ken evidence, from a
+    verifier outcome about the claim or one of its atoms) over all supported claims.
 
     A claim the solver proves from clauses alone is uncited and ``stands_on`` ``solver``: its
-    clause names are listed, not counted as citations.
+    clause names are listed, not counted as citations; nor is a line of the problem's own text
+    (``dsl:line:N``, :data:`PROBLEM_LINE_SOURCE`): an ``observe`` line nothing outside the
+    problem stands behind cites the problem to itself.
     """
     cited_by: dict[str, int] = {}
     for o in outcomes:
-        if o.citations:
-            cited_by[o.claim] = cited_by.get(o.claim, 0) + len(o.citations)
+        outside = [c for c in o.citations if not c.source.startswith(PROBLEM_LINE_SOURCE)]
+        if outside:
+            cited_by[o.claim] = cited_by.get(o.claim, 0) + len(outside)
     supported = [v for v in verdicts if v.status == "supported"]
     cited: list[str] = []
     uncited: list[UncitedClaim] = []

@@ -9,14 +9,22 @@ nearest-rank (:func:`~cda.contracts.metrics.nearest_rank`): every figure is one 
 The SLOs (spec §10 "Targets (MVP)"), each judged over the window, with the runs over the target
 always listed (they are the ones that break it when it is not met):
 
-* **TTFS**: the p95 over runs of the time to the first draft boundary summary <= 3.0 s
-  (runs that sent no draft, e.g. rejected inputs, are not timed and are counted apart);
+* **TTFS**: the p95 over runs of the time to the first summary <= 3.0 s. Each run's sample is
+  :func:`ttfs_sample`: its time to the first *draft* boundary summary; a run that sent no draft
+  (it hit its budget in round 1, stopped unsat, ran out of time) gives its first summary of any
+  kind, else its whole duration, so the slowest runs are never dropped. Only a ``failed`` or
+  ``escalated`` run without a draft is left out (it summarised nothing: its failure is what it
+  sent; it counts in the statuses and is noted). A run timed by a fallback is over the target
+  like any other when its sample passes 3 s;
 * **citation coverage**: supported claims with a citation / supported claims, pooled, >= 95%;
   a run is over the target when its own coverage is below 95%;
-* **Ken p95**: the p95 over runs of each run's Ken query p95 <= 700 ms (the runner's Ken queries
-  ask for at most 50 candidates: "at top-50"); a run is over the target when its own p95 is.
-  If every run holds, the pooled p95 of all queries holds too (each run has at most 5% of its
-  queries above 700 ms, so the pool does), so a met SLO here is never a flattering average.
+* **Ken p95**: the *largest* of the runs' Ken query p95s <= 700 ms (the runner's ``search``
+  asks for at most 50 candidates: "at top-50"; ``neighborhood``, ``related_by`` and ``path``
+  have no candidate limit and are timed too); a run is over the target when its own p95 is. A
+  store keeps each run's summary, not every query, so the pooled p95 of all queries cannot be
+  computed exactly; judging on the maximum makes "met" mean every run holds, and then the
+  pooled p95 holds too (each run has at most 5% of its queries above 700 ms, so the pool
+  does): a met SLO here is never a flattering average.
 
 An SLO is ``met``, ``not_met``, or ``no_data`` (nothing in the window measured it: not met
 vacuously, and not broken either).
@@ -40,10 +48,28 @@ from cda.contracts.metrics import (
     nearest_rank,
 )
 
-__all__ = ["Distribution", "MetricsReport", "PooledRatio", "SLOResult", "SLOStatus", "summarise"]
+__all__ = ["UNTIMED_STATUSES", "Distribution", "MetricsReport", "PooledRatio", "SLOResult", "SLOStatus", "ms",
+           "summarise", "ttfs_sample"]
 
 SLOStatus = Literal["met", "not_met", "no_data"]
 _HALF, _P95 = Fraction(1, 2), Fraction(95, 100)
+
+UNTIMED_STATUSES = frozenset({"failed", "escalated"})
+"""Statuses of runs that, without a draft, are not in TTFS: they summarised nothing."""
+
+
+def ttfs_sample(run: RunMetrics) -> int | None:
+    """The run's TTFS sample (µs) for the SLO: ``ttfs_us``, else ``first_summary_us``, else
+    ``total_us``; None only for a run without measurements, or a ``failed``/``escalated`` run that
+    sent no draft. The one definition ``cda metrics``, the live topic and the OTel export share."""
+    x = None if run.metrics is None else run.metrics.measurements
+    if x is None:
+        return None
+    if x.ttfs_us is not None:
+        return x.ttfs_us
+    if run.status in UNTIMED_STATUSES:
+        return None
+    return x.first_summary_us if x.first_summary_us is not None else x.total_us
 
 
 @dataclass(frozen=True)
@@ -140,10 +166,10 @@ class MetricsReport:
         }
 
 
-def _ms(us: int | None) -> str:
+def ms(us: int | None) -> str:
     """Microseconds as exact milliseconds.
 
-    >>> _ms(1_203_456)
+    >>> ms(1_203_456)
     '1203.456 ms'
     """
     return "n/a" if us is None else f"{us // 1000}.{us % 1000:03d} ms"
@@ -157,7 +183,7 @@ def _limit(us: int) -> str:
     """
     if us % 1_000_000 == 0:
         return f"{us // 1_000_000}.0 s"
-    return f"{us // 1000} ms" if us % 1000 == 0 else _ms(us)
+    return f"{us // 1000} ms" if us % 1000 == 0 else ms(us)
 
 
 def _pool(runs: Sequence[tuple[str, ActionMetrics]], get: Callable[[ActionMetrics], tuple[int, int]]) -> PooledRatio:
@@ -166,14 +192,14 @@ def _pool(runs: Sequence[tuple[str, ActionMetrics]], get: Callable[[ActionMetric
 
 
 def _slo_ttfs(timed: list[tuple[str, int]]) -> SLOResult:
-    title, target = "TTFS (time to the first draft boundary summary)", f"p95 <= {_limit(SLO_TTFS_US)}"
+    title, target = "TTFS (time to the first boundary summary)", f"p95 <= {_limit(SLO_TTFS_US)}"
     if not timed:
-        return SLOResult("ttfs", title, target, "p95 over runs", "no_data", "no run sent a draft", 0, [])
+        return SLOResult("ttfs", title, target, "p95 over runs", "no_data", "no run was timed", 0, [])
     p95 = nearest_rank([us for _, us in timed], _P95)
     assert p95 is not None
     over = [name for name, us in timed if us > SLO_TTFS_US]
     status: SLOStatus = "met" if p95 <= SLO_TTFS_US else "not_met"
-    return SLOResult("ttfs", title, target, "p95 over runs", status, _ms(p95), len(timed), over)
+    return SLOResult("ttfs", title, target, "p95 over runs", status, ms(p95), len(timed), over)
 
 
 def _slo_citations(runs: Sequence[tuple[str, ActionMetrics]], pooled: PooledRatio) -> SLOResult:
@@ -192,14 +218,13 @@ def _slo_citations(runs: Sequence[tuple[str, ActionMetrics]], pooled: PooledRati
 
 def _slo_ken(per_run: list[tuple[str, int]]) -> SLOResult:
     title, target = "Ken query p95 (top-50)", f"p95 <= {_limit(SLO_KEN_P95_US)}"
+    statistic = "max over runs of each run's p95"
     if not per_run:
-        return SLOResult("ken_p95", title, target, "p95 over runs of each run's p95", "no_data",
-                         "no Ken query in the window", 0, [])
-    p95 = nearest_rank([us for _, us in per_run], _P95)
-    assert p95 is not None
+        return SLOResult("ken_p95", title, target, statistic, "no_data", "no Ken query in the window", 0, [])
+    worst = max(us for _, us in per_run)
     over = [name for name, us in per_run if us > SLO_KEN_P95_US]
-    status: SLOStatus = "met" if p95 <= SLO_KEN_P95_US else "not_met"
-    return SLOResult("ken_p95", title, target, "p95 over runs of each run's p95", status, _ms(p95), len(per_run), over)
+    status: SLOStatus = "met" if worst <= SLO_KEN_P95_US else "not_met"
+    return SLOResult("ken_p95", title, target, statistic, status, ms(worst), len(per_run), over)
 
 
 def summarise(runs: Sequence[RunMetrics]) -> MetricsReport:
@@ -207,7 +232,7 @@ def summarise(runs: Sequence[RunMetrics]) -> MetricsReport:
     ordered = sorted(runs, key=lambda r: r.key)
     measured = [(r.name, r.metrics) for r in ordered if r.metrics is not None]
     timed = [(n, m.measurements) for n, m in measured if m.measurements is not None]
-    ttfs = [(n, x.ttfs_us) for n, x in timed if x.ttfs_us is not None]
+    ttfs = [(r.name, us) for r in ordered if (us := ttfs_sample(r)) is not None]
     ken = [(n, x.ken.p95_us) for n, x in timed if x.ken.p95_us is not None]
     waits = [w.waited_us for _, x in timed for w in x.approval_waits]
     ken_max = [x.ken.max_us for _, x in timed if x.ken.max_us is not None]
@@ -238,7 +263,11 @@ def summarise(runs: Sequence[RunMetrics]) -> MetricsReport:
         slos=[_slo_ttfs(ttfs), _slo_citations(measured, coverage), _slo_ken(ken)],
         uncited_claims=sum(len(m.citations.uncited) for _, m in measured),
     )
-    untimed = len(measured) - len(ttfs)
+    drafted = sum(1 for _, x in timed if x.ttfs_us is not None)
+    if len(ttfs) > drafted:
+        report.notes.append(f"{len(ttfs) - drafted} run(s) sent no draft: timed in TTFS by their first summary, "
+                            "else their whole run")
+    untimed = len(timed) - len(ttfs)
     if untimed:
-        report.notes.append(f"{untimed} run(s) with metrics sent no draft boundary summary: not in TTFS")
+        report.notes.append(f"{untimed} failed or escalated run(s) sent no draft: not in TTFS")
     return report

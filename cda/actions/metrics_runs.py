@@ -10,8 +10,9 @@ behind), after :func:`~cda.actions.store_file.recognise` (a file CDA did not cre
 
 A terminal event without metrics (the service's own ``action_failed`` for a cancelled or
 interrupted action, a store written before metrics existed) is still a run: it counts in the
-statuses and the partial ratio, and no distribution. A row that does not parse is reported as
-unreadable, never fatal. Each run is named ``action_id`` (``action_id#attempt`` from the second
+statuses and the partial ratio, and no distribution. A row that does not parse, or holds a number
+no run could have written (a ``ts`` of ``1e400`` or ``NaN``, a metric that is not a whole
+number), is skipped and reported as unreadable, never fatal. Each run is named ``action_id`` (``action_id#attempt`` from the second
 attempt on). ``key`` is the row's SQLite rowid: it only grows as terminal events are appended,
 which is what the service's ``metrics`` stream resumes by.
 """
@@ -32,9 +33,15 @@ __all__ = ["TERMINAL_TYPES", "RunMetrics", "StoreRuns", "read_runs", "read_runs_
 
 TERMINAL_TYPES = ("action_completed", "action_partial", "action_failed")
 
-_QUERY = ("SELECT rowid, action_id, attempt, body FROM events WHERE rowid > ? AND "
-          "json_valid(body) AND json_extract(body, '$.type') IN (?, ?, ?) "
-          "AND (? IS NULL OR json_extract(body, '$.ts') >= ?) ORDER BY rowid")
+# A row SQLite cannot read as JSON (a NaN written by hand, a torn row) is selected too (CASE is
+# evaluated lazily: json_extract never sees it) and judged in Python: a terminal event there is
+# reported as unreadable, anything else is left alone.
+_QUERY = ("SELECT rowid, action_id, attempt, body, json_valid(body) FROM events WHERE rowid > ? AND "
+          "CASE WHEN json_valid(body) THEN json_extract(body, '$.type') IN (?, ?, ?) "
+          "AND (? IS NULL OR json_extract(body, '$.ts') >= ?) ELSE 1 END ORDER BY rowid")
+
+
+_LAST_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z: the last instant a report can print
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,18 @@ def run_of_row(key: int, action_id: str, attempt: int, text: str) -> RunMetrics:
         raise ValueError(f"its metrics do not match ActionMetrics ({exc.error_count()} problem(s))") from None
     ts = body.get("ts")
     ended = float(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else None
+    if ended is not None and not 0 <= ended <= _LAST_TS:  # NaN fails both comparisons
+        raise ValueError(f"its ts ({str(ts)[:40]}) is not a time")
     return RunMetrics(key, action_id, attempt, _status(body, kind, metrics), ended, metrics)
+
+
+def _terminal_to_python(text: object) -> bool:
+    """Whether a row SQLite could not read as JSON is a terminal event to Python's reader."""
+    try:
+        body = json.loads(str(text))
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(body, dict) and body.get("type") in TERMINAL_TYPES
 
 
 def read_runs_conn(conn: sqlite3.Connection, since: float | None = None, after_key: int = 0,
@@ -101,11 +119,13 @@ def read_runs_conn(conn: sqlite3.Connection, since: float | None = None, after_k
     rows = conn.execute(query, (after_key, *TERMINAL_TYPES, since, since)).fetchall()
     if limit is not None:
         rows = rows[-limit:]
-    for key, action_id, number, text in rows:
+    for key, action_id, number, text, valid in rows:
         found.last_key = max(found.last_key, int(key))
+        if not valid and not _terminal_to_python(text):
+            continue  # not a terminal event (nor JSON to Python either): not a run
         try:
             found.runs.append(run_of_row(int(key), str(action_id), int(number), str(text)))
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             found.unreadable.append(f"the terminal event of {action_id} (attempt {number}): {exc}")
     return found
 

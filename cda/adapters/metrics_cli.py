@@ -9,8 +9,9 @@ Exit codes (docs/operations.md, "Gating a deploy"):
 * 0 — every SLO with data in the window is met;
 * 1 — some SLO is not met (the runs that break it are named);
 * 2 — usage error: no such file, not a CDA store, a bad ``--since``; one line, no traceback;
-* 3 — nothing to judge: no run ended in the window, or none measured any SLO (never "met"
-  vacuously).
+* 3 — not every SLO could be judged: no run ended in the window, or ANY of the three SLOs has
+  no data (e.g. no run queried Ken): a gate never passes with a target unmeasured (a broken SLO
+  still wins: 1).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from cda.actions.metrics_report import MetricsReport, summarise
+from cda.actions.metrics_report import MetricsReport, ms, summarise
 from cda.actions.metrics_runs import read_runs
 from cda.actions.metrics_window import since_instant
 from cda.errors import CDAError
@@ -32,7 +33,7 @@ __all__ = ["EXIT_BROKEN", "EXIT_MET", "EXIT_NO_RUNS", "EXIT_USAGE", "exit_code",
 EXIT_MET, EXIT_BROKEN, EXIT_USAGE, EXIT_NO_RUNS = 0, 1, 2, 3
 
 _LABELS = {
-    "ttfs_us": "TTFS (first draft summary)",
+    "ttfs_us": "TTFS (first summary)",
     "ken_query_p95_us": "Ken query p95 (per run)",
     "ken_query_max_us": "Ken query max (per run)",
     "ken_queries": "Ken queries",
@@ -59,10 +60,10 @@ def store_path(path: Path) -> Path:
 
 
 def exit_code(report: MetricsReport) -> int:
-    """0 met, 1 broken, 3 nothing to judge (see the module's docstring)."""
+    """0 every SLO met, 1 some SLO broken, 3 some SLO unmeasured (see the module's docstring)."""
     if report.broken:
         return EXIT_BROKEN
-    if report.runs == 0 or all(s.status == "no_data" for s in report.slos):
+    if report.runs == 0 or any(s.status == "no_data" for s in report.slos):
         return EXIT_NO_RUNS
     return EXIT_MET
 
@@ -74,9 +75,7 @@ def _when(ts: float | None) -> str:
 def _value(unit: str, value: int | None) -> str:
     if value is None:
         return "-"
-    if unit == "us":
-        return f"{value // 1000}.{value % 1000:03d} ms"
-    return str(value)
+    return ms(value) if unit == "us" else str(value)
 
 
 def render_text(store: Path | str, report: MetricsReport, since: float | None) -> str:

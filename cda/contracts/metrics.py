@@ -189,10 +189,11 @@ class UncitedClaim(_Model):
 class CitationCoverage(_Model):
     """Citation coverage: the share of SUPPORTED claims carrying at least one citation.
 
-    A citation is a SpanRef (an input observation, a line of the problem's text that states an
-    observation) or Ken evidence (a node or edge, as a SpanRef ``ken:…``), attached to the claim
-    by a verifier outcome. A clause name is not a citation: a claim the solver proves from hard
-    clauses alone stands on the solver and is listed in ``uncited``.
+    A citation is an input observation (its SpanRef, or its artifact id) or Ken evidence (a node
+    or edge, as a SpanRef ``ken:…``), attached to the claim by a verifier outcome. A clause name
+    is not a citation, nor is a line of the problem's own text (``dsl:line:N``, an ``observe``
+    line no input stands behind): a claim the solver proves from its clauses and its own text
+    alone stands on the solver and is listed in ``uncited``.
     """
 
     coverage: Ratio = Field(default_factory=lambda: Ratio(numerator=0, denominator=0),
@@ -261,13 +262,15 @@ METRICS: tuple[MetricInfo, ...] = (
     MetricInfo("verifier pass rate", "verifiers.pass_rate", "ratio (integers)",
                "passed / (passed + failed) over every VerifierOutcome of the run"),
     MetricInfo("citation coverage", "citations.coverage", "ratio (integers)",
-               "supported claims with >= 1 SpanRef or Ken citation / supported claims; uncited ones listed",
+               "supported claims with >= 1 input-observation or Ken citation (not dsl:line:N) / supported "
+               "claims; uncited ones listed",
                f">= {SLO_CITATION_COVERAGE.numerator}/{SLO_CITATION_COVERAGE.denominator}"),
     MetricInfo("Ken query p95", "measurements.ken.p95_us", "microseconds",
                "each safe-set Ken query timed by the runner (monotonic clock), nearest-rank p95",
                f"<= {SLO_KEN_P95_US} us"),
     MetricInfo("TTFS", "measurements.ttfs_us", "microseconds",
-               "run start to the first boundary_summary checkpoint with draft true (monotonic clock)",
+               "run start to the first boundary_summary checkpoint with draft true (monotonic clock); "
+               "across runs a run without a draft is timed by first_summary_us, else total_us",
                f"<= {SLO_TTFS_US} us"),
     MetricInfo("partial ratio", "partial", "boolean per run (ratio over runs)", "status == 'partial'"),
     MetricInfo("approvals latency", "measurements.approvals.p95_us", "microseconds",

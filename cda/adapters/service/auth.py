@@ -20,7 +20,7 @@ from typing import Literal
 
 from cda.errors import CDAError
 
-__all__ = ["OPEN", "AuthConfig", "AuthError", "Principal", "token_hash"]
+__all__ = ["OPEN", "AuthConfig", "AuthError", "Principal", "presented_token", "token_hash"]
 
 Profile = Literal["partner", "internal"]
 
@@ -35,6 +35,17 @@ class Principal:
 
     name: str
     profile: Profile
+
+
+def presented_token(authorization: str, query_token: str | None) -> str | None:
+    """The token a stream request presents: ``Authorization: Bearer <token>``, else ``?token=``
+    (a browser's ``EventSource`` cannot set headers); None when neither is given.
+
+    >>> presented_token("bearer  abc ", None), presented_token("Basic x", "q"), presented_token("", None)
+    ('abc', 'q', None)
+    """
+    token = authorization[7:].strip() if authorization[:7].lower() == "bearer " else None
+    return token or query_token
 
 
 def token_hash(token: str) -> str:

@@ -45,7 +45,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from cda.actions.metrics_report import summarise
 from cda.actions.metrics_runs import RunMetrics, StoreRuns, read_runs
-from cda.adapters.service.auth import AuthConfig
+from cda.adapters.service.auth import AuthConfig, presented_token
 from cda.adapters.service.streams import RETRY_MS, EventStreamResponse, parse_last_event_id
 from cda.errors import CDAError
 
@@ -243,9 +243,8 @@ def metrics_endpoint(feed_of: Callable[[], MetricsFeed | None], keepalive_s: flo
         if request.method == "OPTIONS":
             return Response(status_code=204, headers={"Allow": "GET, HEAD, OPTIONS"})
         if auth is not None and not auth.open:
-            header = request.headers.get("authorization", "")
-            token = header[7:].strip() if header[:7].lower() == "bearer " else None
-            who = auth.principal(token or request.query_params.get("token"))
+            who = auth.principal(presented_token(request.headers.get("authorization", ""),
+                                                 request.query_params.get("token")))
             if who is None:
                 return PlainTextResponse("a known token is required (Authorization: Bearer, or ?token=)\n", 401,
                                          headers={"WWW-Authenticate": "Bearer"})
@@ -270,8 +269,8 @@ def metrics_endpoint(feed_of: Callable[[], MetricsFeed | None], keepalive_s: flo
                             headers={"Cache-Control": "no-cache"})
         try:
             await feed.prime()
-        except CDAError as exc:
-            return PlainTextResponse(f"cannot read the store: {exc}\n", 500)
+        except CDAError as exc:  # the message names the server's file: the client gets its kind only
+            return PlainTextResponse(f"cannot read the store ({type(exc).__name__})\n", 500)
         return EventStreamResponse(feed.follow(last, keepalive_s), {})
 
     return endpoint

@@ -45,7 +45,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from cda.adapters.service.auth import AuthConfig
+from cda.adapters.service.auth import AuthConfig, presented_token
 from cda.adapters.service.store import TERMINAL, StoredEvent, latest_attempt, read_after, read_stream
 
 __all__ = ["EventStreamResponse", "Hub", "Subscriber", "stream_endpoint"]
@@ -223,10 +223,8 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float, auth: AuthCon
         if request.method == "OPTIONS":
             return Response(status_code=204, headers={"Allow": "GET, HEAD, OPTIONS"})
         if auth is not None and not auth.open:
-            header = request.headers.get("authorization", "")
-            token = header[7:].strip() if header[:7].lower() == "bearer " else None
-            token = token or request.query_params.get("token")
-            who = auth.principal(token)
+            who = auth.principal(presented_token(request.headers.get("authorization", ""),
+                                                 request.query_params.get("token")))
             if who is None:
                 return PlainTextResponse("a known token is required (Authorization: Bearer, or ?token=)\n", 401,
                                          headers={"WWW-Authenticate": "Bearer"})
