@@ -177,8 +177,8 @@ def section(r: dict[str, Any]) -> str:
         "decision costs on an idle core.",
         "",
         f"Environment: {machine()}, Python {platform.python_version()}, on {time.strftime('%Y-%m-%d', time.gmtime())}; "
-        f"load average {r['load'][0]:.1f} before and {r['load'][1]:.1f} after the run: measured while 8 engineers shared "
-        "the 2 cores, so the wall-clock figures are pessimistic. A REJECT costs more than an APPROVE: the engine then "
+        f"load average {r['load'][0]:.1f} before and {r['load'][1]:.1f} after the run (other work on the "
+        "machine counts in the wall-clock figures, not in the CPU ones). A REJECT costs more than an APPROVE: the engine then "
         "enumerates the conflict's minimal cores (the violated policy's minimal facts).",
         "",
         "Reproduce: `pip install -e '.[test]' && python benchmarks/bench_guardian.py --write` (rewrites this section; "
