@@ -433,8 +433,14 @@ class ActionManager:
         if run.status == "waiting_user":
             self._finish(run, "cancelled by the client", "ActionCancelled")
         else:
-            run.stop = "ActionCancelled"
+            self._stop(run, "ActionCancelled")
         return self.get(action_id)
+
+    def _stop(self, run: _Run, reason: str) -> None:
+        """Stop ``run`` at its next event; a runner process is told at once (as in-process, no more work)."""
+        run.stop = reason
+        if self.runners is not None:
+            self.runners.stop(run.lane, run.action_id, run.attempt)
 
     def _own(self, who: Principal, action_id: str) -> _Run:
         run = self.runs.get(action_id)
@@ -530,7 +536,8 @@ class ActionManager:
                             revision=run.revision, supersedes=run.supersedes, attempt=run.attempt,
                             prelude=list(run.events), approval_waits=list(run.waits))
             if self.runners is not None:  # in a runner process; its events come back through _emit
-                result = self.runners.run(run.lane, job, lambda e: self._emit(run, e), audit=self.events.confirm)
+                result = self.runners.run(run.lane, job, lambda e: self._emit(run, e), audit=self.events.confirm,
+                                          stopping=lambda: run.stop is not None)
             else:
                 if ken_path is not None:
                     from cda.ken.loaders import load_ken
@@ -625,7 +632,7 @@ class ActionManager:
             if run.status == "waiting_user":
                 self._finish(run, "interrupted: the server stopped while the action waited", "ActionInterrupted")
             else:
-                run.stop = "ActionInterrupted"
+                self._stop(run, "ActionInterrupted")
         self.pool.shutdown(wait=True, cancel_futures=False)
         self.state.close()
         if self.runners is not None:
