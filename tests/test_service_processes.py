@@ -320,8 +320,11 @@ def test_kill_9_mid_run_restart_and_rerun_is_attempt_2_never_mixed(tmp_path: Pat
             last = _quiet(first, action_id)
             seen = follow(first, action_id, stop_after=last + 1)
             runners = _children(first.proc.pid)
-            assert first.stop(signal.SIGKILL) == -signal.SIGKILL
-            assert not _reap(runners), "runner processes outlived a killed server"
+            first.proc.kill()
+            # they end at once, their LLM calls still held (they used to run on until those returned)
+            assert not _reap(runners, 5), "runner processes outlived a killed server"
+            assert first.stop() == -signal.SIGKILL
+            after_kill = _receipts(db, action_id)
         gate.open()
         with _serving(db, *PROCESSES) as second:
             with toolbus(second) as ws:
@@ -345,7 +348,75 @@ def test_kill_9_mid_run_restart_and_rerun_is_attempt_2_never_mixed(tmp_path: Pat
                                                             (action_id,))]
     assert stored == [(1, i, 1) for i in range(len(first_run))] + [(2, i, 2) for i in range(len(second_run))]
     assert [r["attempt"] for r in receipts if r["name"] == "action.start"] == [1, 2]
+    first_attempt = [r for r in receipts if r["attempt"] == 1]
+    assert first_attempt[-1]["name"] == "action.interrupted"  # nothing of the killed run's came after it
+    assert [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in first_attempt[:-1]] == [
+        json.dumps(json.loads(b), sort_keys=True, separators=(",", ":")) for b in after_kill]
     ends = [r for r in receipts if r["name"] == "action.end"]
     assert [(r["attempt"], r["result"]["events"]) for r in ends] == [(2, len(second_run))]
     done = _verify(db)
     assert done.returncode == 0 and "intact" in done.stdout, done.stdout
+
+
+# ------------------------------------------------------------------------ a child's run unwinds
+
+
+class _Refused(Exception):
+    """What the server's side raises in these tests (a store error, a stop)."""
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def test_a_stop_while_the_child_waits_for_its_audit_answer_unwinds_its_run(tmp_path: Path) -> None:
+    """In a runner process the run asks the server for its audit and waits. When the server's
+    side fails there (the audit raises), or stops the run at the last event before it (the stop
+    is then queued while the child waits for the audit's answer), the child's run must unwind:
+    its thread ends, and the next run in that child is served as usual."""
+    from cda.adapters.service.workers import RunnerJob, RunnerPool
+    from cda.contracts.abstain import AbstainThresholds
+    from cda.contracts.action import CDAInputs
+
+    inputs = CDAInputs.model_validate(example_inputs("unwind"))
+    pool = RunnerPool(1, tmp_path / "receipts.sqlite")
+    pid = pool.children[0].process.pid
+    try:
+        def job(n: int) -> RunnerJob:
+            return RunnerJob("cda-unwind", inputs, tmp_path, AbstainThresholds(), attempt=n)
+
+        seen: list[Any] = []
+        done = pool.run(0, job(1), seen.append, audit=lambda events: [])
+        assert done.outputs.status == "completed"
+        idle = _threads(pid)  # the child's threads between runs (its pools warmed up by the first)
+
+        def refuse(events: Any) -> list[str]:
+            raise _Refused("the store failed while auditing")
+
+        try:
+            pool.run(0, job(2), lambda e: None, audit=refuse)
+        except _Refused:
+            pass
+        else:
+            raise AssertionError("the audit's failure was not raised")
+        wait_for(lambda: _threads(pid) <= idle, 10)  # the run's thread ended (it used to wait forever)
+
+        before_audit = len(seen) - 1  # the count of the last event before the audit (the terminal follows)
+
+        def stop_late(event: Any, count: list[int] = [0]) -> None:  # noqa: B006 - a counter
+            count[0] += 1
+            if count[0] == before_audit:
+                raise _Refused("cancelled")
+
+        try:
+            pool.run(0, job(3), stop_late, audit=lambda events: [])
+        except _Refused:
+            pass
+        else:
+            raise AssertionError("the stop was not raised")
+        wait_for(lambda: _threads(pid) <= idle, 10)
+        again = pool.run(0, job(4), lambda e: None, audit=lambda events: [])
+        assert again.outputs.status == "completed" and again.attempt == 4
+    finally:
+        pool.close()
+    assert not pool.children[0].process.is_alive()

@@ -20,12 +20,13 @@ log is safe between processes, ``BEGIN IMMEDIATE``). It returns the finished
 is in its job (inputs, bound outputs, the action id, thresholds), so its outputs are the same
 bytes as an in-process run's (tests/test_service_sched.py compares them). Children are started
 with ``spawn`` (never ``fork``: the server holds threads and SQLite connections) and end when
-the server closes the pool, or when the server dies (their pipe reaches end of file).
+the server closes the pool, or at once when the server dies (their pipe reaches end of file).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -294,8 +295,10 @@ def child_main(conn: Connection, db: str, fsync: bool) -> None:
     while True:
         try:
             kind, action_id, payload = conn.recv()
-        except (EOFError, OSError):  # the server died: nothing left to run for
-            break
+        except (EOFError, OSError):  # the server died: nothing left to run for, at once
+            # (a normal exit would wait for a run's pool threads, an LLM call for up to its timeout,
+            # and the run would go on writing receipts after a restarted server marked it interrupted)
+            os._exit(0)
         if kind == "run":
             replies[action_id] = queue.SimpleQueue()
             cancel = cancels.setdefault((action_id, payload.attempt), threading.Event())
