@@ -420,3 +420,24 @@ def test_a_stop_while_the_child_waits_for_its_audit_answer_unwinds_its_run(tmp_p
     finally:
         pool.close()
     assert not pool.children[0].process.is_alive()
+
+
+def test_a_service_run_group_commits_its_receipts(tmp_path: Path) -> None:
+    """The attempt the service began (AttemptSink, both paths) keeps the runner's group commit:
+    one transaction per event, not one per receipt."""
+    from cda.actions.receipts import ReceiptLog
+    from cda.adapters.service.workers import RunnerJob, run_job
+    from cda.contracts.abstain import AbstainThresholds
+    from cda.contracts.action import CDAInputs
+
+    log = ReceiptLog(tmp_path / "receipts.sqlite")
+    commits: list[str] = []
+    log._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)  # type: ignore[union-attr]
+    try:
+        job = RunnerJob("cda-grouped", CDAInputs.model_validate(example_inputs("grouped")), tmp_path,
+                        AbstainThresholds())
+        result = run_job(job, None, log, lambda e: None, None)
+    finally:
+        log.close()
+    assert len(result.appended) > 50 and result.outputs.status == "completed"
+    assert len(commits) <= len(result.events) + 2 < len(result.appended) // 2

@@ -77,6 +77,11 @@ class AttemptSink:
     def append(self, receipt: Any) -> str:
         return str(self.log.append(receipt))
 
+    def append_many(self, receipts: Any) -> list[str]:
+        """Group commit (:meth:`~cda.actions.receipts_sink.Recorder.flush`): one transaction per event,
+        not per receipt (without it a service run committed each of its ~136 receipts alone)."""
+        return list(self.log.append_many(receipts))
+
     def head(self) -> str:
         return str(self.log.head())
 
