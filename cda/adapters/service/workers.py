@@ -215,10 +215,12 @@ class RunnerPool:
                         child.send(("reply", job.action_id, problems))
                 except BaseException:  # the run must unwind in the child too, never wait there forever
                     child.send(("reply", job.action_id, "stop"))
-                    if kind == "event":
-                        while inbox.get()[0] == "event":  # until the child has unwound the run
-                            pass
-                    else:  # it waits for this audit's answer: the stop is that answer
+                    # until the child has unwound the run (its last message: a later attempt of
+                    # the same action id in this child must never get it)
+                    last = kind if kind == "audit" else "event"
+                    while last == "event":
+                        last = inbox.get()[0]
+                    if last == "audit":  # it waits for the audit's answer: the stop is that answer
                         inbox.get()
                     raise
                 if kind in ("event", "audit"):
