@@ -208,7 +208,7 @@ def _scenarios(db: Path, args: tuple[str, ...], fake: FakeProvider) -> dict[str,
         _quiet(server, cancelled)
         with toolbus(server) as ws:
             assert call(ws, "actions.cancel", {"action_id": cancelled})["result"]["status"] == "running"
-        time.sleep(0.3)  # the child has read the cancel (sent before the answer) while its LLM call waits
+        time.sleep(0.5)  # the child has read the cancel (sent before the answer) while its LLM call waits
         gate.open()
         out["cancelled"] = follow(server, cancelled)
         wait_signed(db, cancelled)
