@@ -127,14 +127,6 @@ def _rewrite_event(db: Path, action_id: str, seq: int) -> None:
         conn.execute("COMMIT")
 
 
-def _consumer_filed(db: Path, action_id: str) -> bool:
-    """Whether the server has filed ``action_id``'s bindings in its state file (``accept_update`` needs them)."""
-    from cda.adapters.service.state import state_path
-
-    with closing(sqlite3.connect(f"file:{state_path(db)}?mode=ro", uri=True)) as conn:
-        return conn.execute("SELECT 1 FROM consumers WHERE action_id = ?", (action_id,)).fetchone() is not None
-
-
 # ---------------------------------------------------------------------------------- the LLM gate
 
 
@@ -288,7 +280,7 @@ def test_bind_new_revision_accept_update_gives_revision_2_in_runner_processes(tm
             consumer, (sub_r1,) = started["action_id"], started["linked"]
             before = follow(server, consumer)
             assert before[-1]["event"] == "action_completed" and before[-1]["data"]["outputs"]["revision"] == 1
-            wait_for(lambda: _consumer_filed(db, consumer))  # filed just after its terminal event
+            # refreshed as soon as the consumer's terminal event is seen: it is offered the update
             source.write_text("observe slow(auth)\nobserve not slow(db)\n", encoding="utf-8")
             refreshed = call(ws, "actions.refresh", {"action_id": sub_r1})["result"]
             assert refreshed["revision"] == 2 and refreshed["updates_for"] == [consumer]

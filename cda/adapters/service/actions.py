@@ -203,6 +203,10 @@ class ActionManager:
                 file_meta_digest(self.db)))
 
     def _emit(self, run: _Run, event: ActionEvent) -> None:
+        outputs = getattr(event, "outputs", None)
+        if run.bound and event.type in TERMINAL and outputs is not None:  # before a client sees the end:
+            self._file_consumer(run, outputs)  # it may refresh a bound output at once (a runner process
+            # returns its result later: its consumer was missing from update_available)
         with run.lock:
             event = event.model_copy(update={"seq": run.next_seq, "attempt": run.attempt})
             run.next_seq += 1
@@ -213,6 +217,12 @@ class ActionManager:
             self.schedulers[run.lane].advance(run.ticket, REST)  # the draft is out: the others' drafts go first
         if run.stop is not None and event.type not in TERMINAL:
             raise _Stop(run.stop)
+
+    def _file_consumer(self, run: _Run, outputs: Any) -> None:
+        """Remember that ``run`` bound its outputs (``accept_update``, ``update_available``), also after a restart."""
+        self.state.put_consumer(run.action_id, run.inputs, outputs.revision, outputs.plan_bundle_id, run.bound)
+        for b in run.bound:
+            self.state.put_revision(b)
 
     def _terminal(self, run: _Run, error: str, error_type: str) -> None:
         run.stop = None
@@ -546,10 +556,7 @@ class ActionManager:
             self._sign(run.action_id, result.attempt, result.events)  # first: the action.end is just written
             self.reflection.put(run.action_id, result.trace, attempt=result.attempt)
             if run.bound:  # accept_update needs these, also after a restart
-                self.state.put_consumer(run.action_id, run.inputs, result.outputs.revision,
-                                        result.outputs.plan_bundle_id, run.bound)
-                for b in run.bound:
-                    self.state.put_revision(b)
+                self._file_consumer(run, result.outputs)
             for i, spec in enumerate(run.notify):  # notify: told once the consumer is done
                 try:
                     self._spawn(spec, i, run.owner)
