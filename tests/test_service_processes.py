@@ -265,40 +265,52 @@ def test_runner_processes_stream_receipt_and_audit_as_the_in_process_server(tmp_
     assert there["verify_after_text"] == here["verify_after_text"]
 
 
-def test_bind_new_revision_accept_update_gives_revision_2_in_runner_processes(tmp_path: Path) -> None:
-    providers = tmp_path / "providers"
+def _bind_and_accept(root: Path, *args: str) -> dict[str, Any]:
+    """Bind a research output, refresh it to revision 2 at once, accept it: what each step gave."""
+    providers = root / "providers"
     (providers / "research").mkdir(parents=True)
     source = providers / "research" / "probe-auth.txt"
     source.write_text("observe slow(auth)\n", encoding="utf-8")
-    db = tmp_path / "receipts.sqlite"
+    db = root / "receipts.sqlite"
     inputs = example_inputs("proc-bind", observations=[{"kind": "span", "source": "pager:1",
                                                          "excerpt": "observe slow(web)"}])
-    with _serving(db, "--providers", str(providers), *PROCESSES) as server:
+    with _serving(db, "--providers", str(providers), *args) as server:
         with toolbus(server) as ws:
             started = call(ws, "actions.start", {"ability": "cda", "inputs": inputs, "subactions": [
                 {"ability": "research", "source": "probe-auth", "edge": "bind"}]})["result"]
             consumer, (sub_r1,) = started["action_id"], started["linked"]
             before = follow(server, consumer)
-            assert before[-1]["event"] == "action_completed" and before[-1]["data"]["outputs"]["revision"] == 1
             # refreshed as soon as the consumer's terminal event is seen: it is offered the update
             source.write_text("observe slow(auth)\nobserve not slow(db)\n", encoding="utf-8")
             refreshed = call(ws, "actions.refresh", {"action_id": sub_r1})["result"]
-            assert refreshed["revision"] == 2 and refreshed["updates_for"] == [consumer]
             accepted = call(ws, "actions.accept_update", {"action_id": consumer,
                                                           "update": refreshed["action_id"]})["result"]
-            assert accepted["revision"] == 2
         after = follow(server, accepted["action_id"])
-        outputs = after[-1]["data"]["outputs"]
-        assert after[-1]["event"] == "action_completed" and outputs["revision"] == 2
-        assert outputs["supersedes"] == before[-1]["data"]["outputs"]["plan_bundle_id"]
-        assert [e["id"] for e in after] == list(range(len(after)))
         wait_signed(db, accepted["action_id"])
         assert server.stop() == 0
-    binds = [json.loads(b) for b in _receipts(db, accepted["action_id"])]
+    return {"consumer": consumer, "before": before, "refreshed": refreshed, "accepted": accepted, "after": after,
+            "receipts": _receipts(db, accepted["action_id"]), "files": _files(root / accepted["action_id"]),
+            "verify": _verify(db)}
+
+
+def test_bind_new_revision_accept_update_gives_revision_2_in_runner_processes(tmp_path: Path) -> None:
+    there = _bind_and_accept(tmp_path / "processes", *PROCESSES)
+    before, after = there["before"], there["after"]
+    assert before[-1]["event"] == "action_completed" and before[-1]["data"]["outputs"]["revision"] == 1
+    assert there["refreshed"]["revision"] == 2 and there["refreshed"]["updates_for"] == [there["consumer"]]
+    assert there["accepted"]["revision"] == 2
+    outputs = after[-1]["data"]["outputs"]
+    assert after[-1]["event"] == "action_completed" and outputs["revision"] == 2
+    assert outputs["supersedes"] == before[-1]["data"]["outputs"]["plan_bundle_id"]
+    assert [e["id"] for e in after] == list(range(len(after)))
+    binds = [json.loads(b) for b in there["receipts"]]
     assert [b["result"]["revision"] for b in binds if b["name"] == "bind"] == [2]
     assert {b["attempt"] for b in binds} == {1}  # the runner's receipts continue the service's attempt
-    done = _verify(db)
-    assert done.returncode == 0 and "intact" in done.stdout, done.stdout
+    assert there["verify"].returncode == 0 and "intact" in there["verify"].stdout, there["verify"].stdout
+    # the oracle: the same revision in the server's own threads
+    here = _bind_and_accept(tmp_path / "in-process")
+    assert _comparable(after) == _comparable(here["after"])
+    assert there["receipts"] == here["receipts"] and there["files"] == here["files"] and there["files"]
 
 
 def test_kill_9_mid_run_restart_and_rerun_is_attempt_2_never_mixed(tmp_path: Path) -> None:
