@@ -229,6 +229,10 @@ class ActionManager:
         return True
 
     def _emit(self, run: _Run, event: ActionEvent) -> None:
+        outputs = getattr(event, "outputs", None)
+        if run.bound and event.type in TERMINAL and outputs is not None:  # before a client sees the end:
+            self._file_consumer(run, outputs)  # it may refresh a bound output at once (a runner process
+            # returns its result later: its consumer was missing from update_available)
         with run.lock:
             event = event.model_copy(update={"seq": run.next_seq, "attempt": run.attempt})
             run.next_seq += 1
@@ -239,6 +243,12 @@ class ActionManager:
             self.schedulers[run.lane].advance(run.ticket, REST)  # the draft is out: the others' drafts go first
         if run.stop is not None and event.type not in TERMINAL:
             raise _Stop(run.stop)
+
+    def _file_consumer(self, run: _Run, outputs: Any) -> None:
+        """Remember that ``run`` bound its outputs (``accept_update``, ``update_available``), also after a restart."""
+        self.state.put_consumer(run.action_id, run.inputs, outputs.revision, outputs.plan_bundle_id, run.bound)
+        for b in run.bound:
+            self.state.put_revision(b)
 
     def _terminal(self, run: _Run, error: str, error_type: str) -> None:
         run.stop = None
@@ -489,8 +499,14 @@ class ActionManager:
         if run.status == "waiting_user":
             self._finish(run, "cancelled by the client", "ActionCancelled")
         else:
-            run.stop = "ActionCancelled"
+            self._stop(run, "ActionCancelled")
         return self.get(action_id)
+
+    def _stop(self, run: _Run, reason: str) -> None:
+        """Stop ``run`` at its next event; a runner process is told at once (as in-process, no more work)."""
+        run.stop = reason
+        if self.runners is not None:
+            self.runners.stop(run.lane, run.action_id, run.attempt)
 
     def _own(self, who: Principal, action_id: str) -> _Run:
         run = self.runs.get(action_id)
@@ -586,20 +602,17 @@ class ActionManager:
                             revision=run.revision, supersedes=run.supersedes, attempt=run.attempt,
                             prelude=list(run.events), approval_waits=list(run.waits))
             if self.runners is not None:  # in a runner process; its events come back through _emit
-                result = self.runners.run(run.lane, job, lambda e: self._emit(run, e), audit=self.events.confirm)
+                result = self.runners.run(run.lane, job, lambda e: self._emit(run, e), audit=self.events.confirm,
+                                          stopping=lambda: run.stop is not None)
             else:
                 if ken_path is not None:
                     from cda.ken.loaders import load_ken
                     ken = load_ken(ken_path)
                 result = run_job(job, ken, self.log, lambda e: self._emit(run, e), self.events.confirm)
-            if run.bound:  # accept_update needs these, also after a restart: kept before the head is
-                # signed, so an attempt a client sees signed can always be updated (kill -9 right after)
-                self.state.put_consumer(run.action_id, run.inputs, result.outputs.revision,
-                                        result.outputs.plan_bundle_id, run.bound)
-                for b in run.bound:
-                    self.state.put_revision(b)
-            self._sign(run.action_id, result.attempt, result.events)  # the action.end is just written
             self.reflection.put(run.action_id, result.trace, attempt=result.attempt)
+            self._sign(run.action_id, result.attempt, result.events)  # over the action.end and the trace's receipt
+            if run.bound:  # accept_update needs these, also after a restart
+                self._file_consumer(run, result.outputs)
             for i, spec in enumerate(run.notify):  # notify: told once the consumer is done
                 try:
                     self._spawn(spec, i, run.owner)
@@ -683,7 +696,7 @@ class ActionManager:
             if run.status == "waiting_user":
                 self._finish(run, "interrupted: the server stopped while the action waited", "ActionInterrupted")
             else:
-                run.stop = "ActionInterrupted"
+                self._stop(run, "ActionInterrupted")
         self.pool.shutdown(wait=True, cancel_futures=False)
         self.state.close()
         if self.runners is not None:

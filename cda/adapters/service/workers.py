@@ -9,7 +9,10 @@ stages hold across processes), and the terminal event, after which the run write
 ``action.end`` receipt naming the stored events (so that receipt never names an event the server
 has not stored). Other events do not wait: a round trip per event leaves the child idle while
 the server's loop holds the GIL. A ``stop`` (cancel, shutdown) takes effect at the run's next
-event, as in-process; the events a child sent past it are not stored.
+event, as in-process: the server tells the child at once (:meth:`RunnerPool.stop`), so the run
+does no more work past its next event than an in-process run would (without it a child ran on
+to the event after, LLM calls included); the events a child sent past the server's stop are not
+stored.
 
 A child writes the run's receipts to the server's file itself (its own connection: the receipt
 log is safe between processes, ``BEGIN IMMEDIATE``). It returns the finished
@@ -17,12 +20,13 @@ log is safe between processes, ``BEGIN IMMEDIATE``). It returns the finished
 is in its job (inputs, bound outputs, the action id, thresholds), so its outputs are the same
 bytes as an in-process run's (tests/test_service_sched.py compares them). Children are started
 with ``spawn`` (never ``fork``: the server holds threads and SQLite connections) and end when
-the server closes the pool, or when the server dies (their pipe reaches end of file).
+the server closes the pool, or at once when the server dies (their pipe reaches end of file).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -72,6 +76,11 @@ class AttemptSink:
 
     def append(self, receipt: Any) -> str:
         return str(self.log.append(receipt))
+
+    def append_many(self, receipts: Any) -> list[str]:
+        """Group commit (:meth:`~cda.actions.receipts_sink.Recorder.flush`): one transaction per event,
+        not per receipt (without it a service run committed each of its ~136 receipts alone)."""
+        return list(self.log.append_many(receipts))
 
     def head(self) -> str:
         return str(self.log.head())
@@ -164,12 +173,26 @@ class RunnerPool:
             for inbox in child.inboxes.values():
                 inbox.put(("error", "the runner process ended"))
 
+    def stop(self, index: int, action_id: str, attempt: int) -> None:
+        """Tell the child running ``action_id``'s ``attempt`` to stop at its next event (not at its terminal event),
+        as an in-process run does: cancel and shutdown, at once rather than at the event after."""
+        child = self.children[index]
+        with child.lock:
+            if not child.alive:
+                return
+        try:
+            child.send(("cancel", action_id, attempt))
+        except (OSError, ValueError):
+            pass
+
     def run(self, index: int, job: RunnerJob, on_event: Callable[[Any], None],
-            audit: Callable[[Sequence[Any]], Sequence[str]] | None = None) -> Any:
+            audit: Callable[[Sequence[Any]], Sequence[str]] | None = None,
+            stopping: Callable[[], bool] = lambda: False) -> Any:
         """Run ``job`` in child ``index``; each event goes to ``on_event`` (in this thread) before the
         run goes on. An exception ``on_event`` raises stops the run there and is re-raised here.
         ``audit`` is the server's check of the stored events, asked by the run before its terminal
-        event: the pipe is ordered, so every event the run sent before is stored by then."""
+        event: the pipe is ordered, so every event the run sent before is stored by then.
+        ``stopping`` says whether the run was asked to stop before it reached the child."""
         child = self.children[index]
         inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         with child.lock:
@@ -178,25 +201,33 @@ class RunnerPool:
             child.inboxes[job.action_id] = inbox
         try:
             child.send(("run", job.action_id, job))
+            if stopping():  # asked before it was here: RunnerPool.stop may have found no child to tell
+                self.stop(index, job.action_id, job.attempt)
             while True:
                 kind, payload = inbox.get()
-                if kind == "event":
-                    try:
+                try:
+                    if kind == "event":
                         on_event(payload)
-                    except BaseException:
-                        child.send(("reply", job.action_id, "stop"))
-                        while inbox.get()[0] == "event":  # until the child has unwound the run
-                            pass
-                        raise
-                    if waits_for_answer(payload):
-                        child.send(("reply", job.action_id, "go"))
-                elif kind == "audit":
-                    problems = list(audit(payload)) if audit is not None else []
-                    child.send(("reply", job.action_id, problems))
-                elif kind == "done":
+                        if waits_for_answer(payload):
+                            child.send(("reply", job.action_id, "go"))
+                    elif kind == "audit":
+                        problems = list(audit(payload)) if audit is not None else []
+                        child.send(("reply", job.action_id, problems))
+                except BaseException:  # the run must unwind in the child too, never wait there forever
+                    child.send(("reply", job.action_id, "stop"))
+                    # until the child has unwound the run (its last message: a later attempt of
+                    # the same action id in this child must never get it)
+                    last = kind if kind == "audit" else "event"
+                    while last == "event":
+                        last = inbox.get()[0]
+                    if last == "audit":  # it waits for the audit's answer: the stop is that answer
+                        inbox.get()
+                    raise
+                if kind in ("event", "audit"):
+                    continue
+                if kind == "done":
                     return payload
-                else:
-                    raise RunnerCrashed(f"the run failed in its runner process: {payload}")
+                raise RunnerCrashed(f"the run failed in its runner process: {payload}")
         finally:
             with child.lock:
                 child.inboxes.pop(job.action_id, None)
@@ -226,12 +257,13 @@ def child_main(conn: Connection, db: str, fsync: bool) -> None:
         relax_fsync(log)
     send_lock = threading.Lock()
     replies: dict[str, queue.SimpleQueue[str]] = {}
+    cancels: dict[tuple[str, int], threading.Event] = {}  # by (action id, attempt): never a later attempt's
 
     def send(message: tuple[str, str, Any]) -> None:
         with send_lock:
             conn.send(message)
 
-    def run_one(job: RunnerJob, answers: queue.SimpleQueue[str]) -> None:
+    def run_one(job: RunnerJob, answers: queue.SimpleQueue[str], cancel: threading.Event) -> None:
         def on_event(event: Any) -> None:
             send(("event", job.action_id, event))
             if waits_for_answer(event):
@@ -239,6 +271,8 @@ def child_main(conn: Connection, db: str, fsync: bool) -> None:
                     raise _Stopped
             elif not answers.empty():  # only a stop can be waiting here
                 answers.get()
+                raise _Stopped
+            elif cancel.is_set():  # cancel, shutdown: the server stops it at this event too
                 raise _Stopped
 
         def audit(events: Sequence[Any]) -> list[str]:  # the server checks what it stored
@@ -260,17 +294,24 @@ def child_main(conn: Connection, db: str, fsync: bool) -> None:
         except BaseException as exc:  # noqa: BLE001 - reported to the server, which ends the stream
             send(("error", job.action_id, type(exc).__name__))
         finally:
-            replies.pop(job.action_id, None)
+            if replies.get(job.action_id) is answers:  # not a later attempt's
+                replies.pop(job.action_id, None)
+            cancels.pop((job.action_id, job.attempt), None)
 
     send(("ready", "", None))
     while True:
         try:
             kind, action_id, payload = conn.recv()
-        except (EOFError, OSError):  # the server died: nothing left to run for
-            break
+        except (EOFError, OSError):  # the server died: nothing left to run for, at once
+            # (a normal exit would wait for a run's pool threads, an LLM call for up to its timeout,
+            # and the run would go on writing receipts after a restarted server marked it interrupted)
+            os._exit(0)
         if kind == "run":
             replies[action_id] = queue.SimpleQueue()
-            threading.Thread(target=run_one, args=(payload, replies[action_id]), daemon=True).start()
+            cancel = cancels.setdefault((action_id, payload.attempt), threading.Event())
+            threading.Thread(target=run_one, args=(payload, replies[action_id], cancel), daemon=True).start()
+        elif kind == "cancel":
+            cancels.setdefault((action_id, int(payload)), threading.Event()).set()
         elif kind == "reply" and action_id in replies:
             replies[action_id].put(payload)
         elif kind == "exit":
