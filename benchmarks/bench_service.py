@@ -377,7 +377,7 @@ def render(r: dict[str, Any]) -> str:
         "",
         f"{machine()}; server (`cda serve --processes {r['processes']} --workers {r['workers']}`: {layout}; actions "
         "scheduled by stage: every draft before any action's rest) and load generator in separate processes on "
-        "loopback; 8 engineers shared the 2 cores while this ran, so times are upper bounds.",
+        "loopback, sharing the 2 cores (the load averages below include both).",
         "",
         "| what | measured | target |",
         "|---|---|---|",
