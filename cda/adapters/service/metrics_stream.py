@@ -45,8 +45,8 @@ from starlette.responses import PlainTextResponse, Response
 
 from cda.actions.metrics_report import summarise
 from cda.actions.metrics_runs import RunMetrics, StoreRuns, read_runs
-from cda.adapters.service.auth import AuthConfig, presented_token
-from cda.adapters.service.streams import RETRY_MS, EventStreamResponse, parse_last_event_id
+from cda.adapters.service.auth import AuthConfig
+from cda.adapters.service.streams import RETRY_MS, EventStreamResponse, parse_last_event_id, stream_principal
 from cda.errors import CDAError
 
 __all__ = ["REPLAY_MAX", "MetricsFeed", "metrics_endpoint"]
@@ -242,13 +242,10 @@ def metrics_endpoint(feed_of: Callable[[], MetricsFeed | None], keepalive_s: flo
     async def endpoint(request: Request) -> Response:
         if request.method == "OPTIONS":
             return Response(status_code=204, headers={"Allow": "GET, HEAD, OPTIONS"})
-        if auth is not None and not auth.open:
-            who = auth.principal(presented_token(request.headers.get("authorization", ""),
-                                                 request.query_params.get("token")))
-            if who is None:
-                return PlainTextResponse("a known token is required (Authorization: Bearer, or ?token=)\n", 401,
-                                         headers={"WWW-Authenticate": "Bearer"})
-            if who.profile != "internal":
+        who, refused = stream_principal(request, auth)
+        if refused is not None:
+            return refused
+        if who is not None and who.profile != "internal":
                 return PlainTextResponse("the metrics topic carries every action's numbers: internal profile only\n",
                                          403)
         feed = feed_of()

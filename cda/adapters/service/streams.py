@@ -45,7 +45,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from cda.adapters.service.auth import AuthConfig, presented_token
+from cda.adapters.service.auth import AuthConfig, Principal, presented_token
 from cda.adapters.service.store import TERMINAL, StoredEvent, latest_attempt, read_after, read_stream
 
 __all__ = ["EventStreamResponse", "Hub", "Subscriber", "stream_endpoint"]
@@ -208,6 +208,19 @@ def _attempt_param(raw: str | None) -> int | None:
     return int(raw)
 
 
+def stream_principal(request: Request, auth: AuthConfig | None) -> tuple[Principal | None, Response | None]:
+    """Who a stream request is, by the token it presents (``Authorization: Bearer``, or ``?token=``
+    for a browser's ``EventSource``); with ``--auth``, an unknown or missing token is the 401 to
+    answer. Without ``--auth`` every client is the same anonymous partner (None)."""
+    if auth is None or auth.open:
+        return None, None
+    who = auth.principal(presented_token(request.headers.get("authorization", ""), request.query_params.get("token")))
+    if who is None:
+        return None, PlainTextResponse("a known token is required (Authorization: Bearer, or ?token=)\n", 401,
+                                       headers={"WWW-Authenticate": "Bearer"})
+    return who, None
+
+
 def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float, auth: AuthConfig | None = None,
                     owners: Callable[[], Any] | None = None) -> Callable[[Request], Awaitable[Response]]:
     """The handler of ``/streams/actions/{action_id}`` (GET, HEAD, OPTIONS).
@@ -222,12 +235,9 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float, auth: AuthCon
         hub = hub_of()
         if request.method == "OPTIONS":
             return Response(status_code=204, headers={"Allow": "GET, HEAD, OPTIONS"})
-        if auth is not None and not auth.open:
-            who = auth.principal(presented_token(request.headers.get("authorization", ""),
-                                                 request.query_params.get("token")))
-            if who is None:
-                return PlainTextResponse("a known token is required (Authorization: Bearer, or ?token=)\n", 401,
-                                         headers={"WWW-Authenticate": "Bearer"})
+        who, refused = stream_principal(request, auth)
+        if refused is not None:
+            return refused
         action_id = request.path_params["action_id"]
         if not ACTION_ID.match(action_id):
             return PlainTextResponse("no such stream: an action id is 1-200 of A-Z a-z 0-9 _ . : -\n", 404)
