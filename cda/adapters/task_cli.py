@@ -253,13 +253,20 @@ def _draft(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise _bad(f"{args.action}: not a proposed action: {parsed.path}: {parsed.message}")
     draft = TaskDraft.for_action(parsed, task_id=args.task_id)
     _write_task(draft.to_json(), args.out, out)
-    if args.out is not None:
-        if args.json:
-            out.write(json.dumps({"ok": True, "task_id": draft.task_id, "action_digest": draft.action_digest,
-                                  "out": str(args.out)}, sort_keys=True) + "\n")
-        else:
-            err.write(f"drafted {draft.task_id} for action {parsed.action_id} -> {args.out}\n")
+    _tell_written(args, out, err, {"task_id": draft.task_id, "action_digest": draft.action_digest},
+                  f"drafted {draft.task_id} for action {parsed.action_id}")
     return EXIT_OK
+
+
+def _tell_written(args: argparse.Namespace, out: TextIO, err: TextIO, fields: dict[str, str | None], done: str) -> None:
+    """With ``--out``, the task went to a file: say so (one JSON object with ``--json``, else a line
+    on stderr); without it, the task itself was the output."""
+    if args.out is None:
+        return
+    if args.json:
+        out.write(json.dumps({"ok": True, **fields, "out": str(args.out)}, sort_keys=True) + "\n")
+    else:
+        err.write(f"{done} -> {args.out}\n")
 
 
 def _budget(args: argparse.Namespace, out: TextIO) -> int:
@@ -375,10 +382,6 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 if "not one the guardian recorded" in str(exc) else ""
             raise _Refused([str(exc) + hint]) from None
     _write_task(done.to_json(), args.out, out)
-    if args.out is not None:
-        if args.json:
-            out.write(json.dumps({"ok": True, "task_id": done.task_id, "audit_ref": done.audit_ref,
-                                  "out": str(args.out)}, sort_keys=True) + "\n")
-        else:
-            err.write(f"executed {done.task_id}: {done.audit_ref} -> {args.out}\n")
+    _tell_written(args, out, err, {"task_id": done.task_id, "audit_ref": done.audit_ref},
+                  f"executed {done.task_id}: {done.audit_ref}")
     return EXIT_OK
