@@ -520,3 +520,42 @@ def test_a_pinned_causal_model_must_have_simulated_the_decision() -> None:
     simulated = few.model_copy(update={"samples": 1000})
     ledger.store.record_decision(simulated, _action())
     assert execute(signed, simulated, ledger).state == "executed"
+
+
+def test_one_approve_runs_its_action_once_whatever_the_task_id() -> None:
+    """An action that names no task: signed tasks under new ids cannot run its one APPROVE again
+    (budget raised or not); a run that failed does not use the approval up."""
+    ledger, registry = _world()
+    ledger.set_budget("agent-42", "USD", 10_000)
+    doc = {"action_id": "a2", "agent_id": "agent-42", "tool": {"name": "render", "version": "1"},
+           "action_type": "video.render", "cost_estimate": Decimal("150.25")}
+    action = read_action(doc)
+    assert isinstance(action, ProposedAction) and action.task_id is None
+    record = _approve(ledger, action.digest(), action=action)
+
+    def task(task_id: str) -> TaskSigned:
+        draft = TaskDraft.new(task_id, "agent-42", "Render hero video", clock=CLOCK, cost_estimate=Decimal("150.25"),
+                              action_digest=action.digest())
+        return sign(draft, "alice", ALICE, registry, CLOCK)
+
+    def boom(t: TaskSigned) -> dict[str, Any]:
+        raise RuntimeError("the tool fell over")
+
+    with pytest.raises(RuntimeError):
+        execute(task("t-0"), record, ledger, run=boom)
+    calls: list[str] = []
+    assert execute(task("t-1"), record, ledger, run=lambda t: calls.append(t.task_id) or {}).state == "executed"
+    for again in ("t-2", "t-3"):
+        with pytest.raises(ExecutionRefused, match="executed already by task 't-1'"):
+            execute(task(again), record, ledger, run=lambda t: calls.append(t.task_id) or {})
+    assert calls == ["t-1"] and ledger.remaining("agent-42", "USD") == Decimal("9849.75")
+
+
+@pytest.mark.parametrize("text", ["NaN", "  5", "0x10"])
+def test_a_cost_given_as_bad_text_is_malformed_with_that_text_in_the_message(text: str) -> None:
+    from cda.guardian.action import Malformed
+
+    parsed = read_action({"action_id": "a3", "agent_id": "agent-42", "tool": {"name": "render", "version": "1"},
+                          "action_type": "video.render", "cost_estimate": text})
+    assert isinstance(parsed, Malformed) and parsed.path == "$.cost_estimate"
+    assert repr(text) in parsed.message and "{" not in parsed.message, parsed.message

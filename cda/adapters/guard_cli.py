@@ -33,7 +33,7 @@ def add_guard_parser(sub: Any, seed: Callable[[str], Any], count: Callable[[str]
     g.add_argument("action", help="the proposed action (JSON); - reads standard input")
     g.add_argument("--policies", type=Path, required=True, help="the policy store (TOML)")
     g.add_argument("--ledger", type=Path, required=True, help="the guardian's SQLite file holding the CFO ledger")
-    g.add_argument("--sim", type=Path, default=None, help="a causal model (JSON, docs/causal.md) to simulate the action with")
+    g.add_argument("--sim", type=Path, default=None, help="a causal model (TOML or JSON, docs/causal.md) to simulate the action with")
     g.add_argument("--samples", type=count("--samples"), default=1000, help="Monte Carlo samples of --sim (default 1000)")
     g.add_argument("--seed", type=seed, default=0, help="seed of the simulation (the same seed, the same decision)")
     g.add_argument("--receipts", type=Path, default=None, help="append the decision's receipt to this receipt log")

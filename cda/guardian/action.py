@@ -79,7 +79,7 @@ def _exact(value: object) -> Decimal | int:
         raise PydanticCustomError("exact_number", "a number is expected, not a Boolean")
     if isinstance(value, str):
         if len(value) > 64 or not _DECIMAL_TEXT.fullmatch(value):
-            raise PydanticCustomError("exact_number", "a decimal number is expected, not the text {text!r}", {"text": value[:64]})
+            raise PydanticCustomError("exact_number", "a decimal number is expected, not the text {text}", {"text": repr(value[:64])})
     elif isinstance(value, float | Decimal):
         if not (math.isfinite(value) if isinstance(value, float) else value.is_finite()):
             raise PydanticCustomError("exact_number", "the number must be finite, not {value}", {"value": str(value)})

@@ -22,7 +22,9 @@
    action's approval, or the reverse;
 6. a task id that has executed (or started to) before: the ``tasks`` table's primary key makes
    this hold across processes, and the claim, the ledger reservation of ``cost_estimate`` and the
-   task's record commit in one transaction, so two racing executions cannot both pass.
+   task's record commit in one transaction, so two racing executions cannot both pass;
+7. an action that another task has executed (or started to): an APPROVE is used up by the run
+   it allowed, so new task ids cannot run one approval again (a failed run does not use it up).
 
 Then ``run(task)`` (the side effect; none by default) runs. When it raises, the reservation is
 released and the task stays ``failed``: it is not run again under the same id. Once it has
@@ -147,6 +149,13 @@ def execute(task: TaskSigned, decision: DecisionRecord, ledger: Ledger, *, actio
     evidence = [f"task:{task.task_id}", f"decision:{decision.action_digest}", *refs]
     try:
         with store.transaction() as conn:
+            ran = conn.execute("SELECT task_id FROM tasks WHERE state IN ('executing', 'executed') "
+                               "AND json_extract(body, '$.action_digest') = ? AND task_id != ?",
+                               (task.action_digest, task.task_id)).fetchone()
+            if ran is not None:  # the APPROVE is used up: another signed task ran the same action
+                raise ExecutionRefused(f"task {task.task_id!r} is not executed: its action {task.action_digest[:16]}… "
+                                       f"was executed already by task {ran[0]!r}; an APPROVE runs its action once "
+                                       "(run cda guard again for a new decision on a new action)")
             try:
                 conn.execute("INSERT INTO tasks (task_id, agent_id, state, body, tx_id, updated_at) "
                              "VALUES (?, ?, 'executing', ?, NULL, ?)",

@@ -40,6 +40,8 @@ def run_server(app: Any, host: str, port: int, on_ready: Any = None) -> None:
             state = app.state.service
             if state.hub is not None:
                 state.hub.loop.call_soon_threadsafe(state.hub.close)
+                if state.metrics is not None:  # the metrics topic's streams end at once too
+                    state.hub.loop.call_soon_threadsafe(state.metrics.close)
             super().handle_exit(sig, frame)
             # a stop asked for is a clean exit (0), not a death by the signal uvicorn would re-raise
             getattr(self, "_captured_signals", []).clear()
