@@ -108,7 +108,7 @@ def _recorded_problems(task: TaskSigned, decision: DecisionRecord, store: Guardi
         if simulation is None:
             problems.append(why)
         elif simulation and made != simulation:
-            problems.append(f"the decision was {'simulated with ' + made[:16] + '…' if made else 'not simulated'}, "
+            problems.append(f"the decision was {'simulated with ' + made[:16] + '… at ' + str(decision.samples) + ' samples' if made else 'not simulated'}, "
                             f"but this file pins the causal model {simulation[:16]}… at {simulation.rsplit(':', 1)[1]} samples")
     if latest.cost is not None:
         agent, task_id, cost, currency = latest.agent_id, latest.task_id, latest.cost, latest.currency
@@ -153,7 +153,7 @@ def execute(task: TaskSigned, decision: DecisionRecord, ledger: Ledger, *, actio
                                "AND json_extract(body, '$.action_digest') = ? AND task_id != ?",
                                (task.action_digest, task.task_id)).fetchone()
             if ran is not None:  # the APPROVE is used up: another signed task ran the same action
-                raise ExecutionRefused(f"task {task.task_id!r} is not executed: its action {task.action_digest[:16]}… "
+                raise ExecutionRefused(f"task {task.task_id!r} is not executed: its action {(task.action_digest or '')[:16]}… "
                                        f"was executed already by task {ran[0]!r}; an APPROVE runs its action once "
                                        "(run cda guard again for a new decision on a new action)")
             try:
