@@ -676,3 +676,39 @@ def test_the_signing_key_is_hidden_from_a_check(monkeypatch: pytest.MonkeyPatch)
         assert signer is not None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_runs_own_store_reads_as_empty_in_a_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The receipt store of the run (other actions' data, the approval secret in reflection_meta)
+    is covered for the check (it reads as empty, or not at all), wherever it is; a file beside it
+    is not, so the test tells covered from unreadable. The folder is inside Python's installation: a place the sandbox keeps
+    readable (read-only) wherever the tests run, /tmp included."""
+    import sys
+
+    from cda.actions.runner import _store_files
+
+    folder = Path(sys.prefix) / f"cda-sandbox-store-{uuid.uuid4().hex}"
+    folder.mkdir(mode=0o755)
+    try:
+        store, beside = folder / "receipts.sqlite", folder / "notes.txt"
+        store.write_text("SECRET-APPROVAL-KEY-0123456789")
+        beside.write_text("PLAIN-NOTE")
+
+        class Log:
+            path = store
+
+        cover = _store_files(Log())
+        assert store in cover
+        source = ("def check(claim):\n"
+                  f"    note = open({str(beside)!r}).read()\n"
+                  "    try:\n"
+                  f"        data = open({str(store)!r}).read()\n"
+                  "    except OSError as exc:\n"
+                  "        data = type(exc).__name__\n"
+                  "    raise ValueError(note + ' | ' + repr(data))\n")
+        outcome = run_function_check("peek", source, "x", cover=cover)
+        text = json.dumps(outcome.model_dump())
+        assert "SECRET-APPROVAL" not in text and "PLAIN-NOTE" in text, text
+        assert outcome.data.get("isolation") == "namespaces"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

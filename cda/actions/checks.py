@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import takewhile
+from pathlib import Path
 from typing import Any
 
 from cda.actions.approvals import egress_decision, pii_decision, record_decision
@@ -103,6 +104,7 @@ class VerificationState:
     thresholds: AbstainThresholds = field(default_factory=AbstainThresholds)
     coverage: CoverageReport | None = None
     meter: TokenMeter = field(default_factory=lambda: TokenMeter(None))
+    stores: tuple[Path, ...] = ()  # the run's SQLite files: a function check reads them as empty
 
     def symptoms(self) -> list[str]:
         """Ken nodes named by the atoms the observations assert (``slow(api)`` -> ``api``)."""
@@ -269,7 +271,8 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
                 continue
             # the check's time counts against the action's wall budget: it stops at the reserve
             o = _outcome(state, run_function_check(fn.name, fn.source, text, fn.timeout_s, fn.memory_mb,
-                                                   isolation=fn.isolation, budget_s=state.budget.search_remaining()))
+                                                   isolation=fn.isolation, budget_s=state.budget.search_remaining(),
+                                                   cover=state.stores))
             out.outcomes.append(o)
             isolated = o.data.get("isolation")
             if o.status != "passed":

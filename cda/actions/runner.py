@@ -247,6 +247,16 @@ def run_action(
                      attempt=attempt, appended=list(recorder.appended))
 
 
+def _store_files(sink: Any) -> tuple[Path, ...]:
+    """The SQLite files a run's receipts go to (and the service's state file beside them): what a
+    function check must not read (other actions' data, the approval secret in reflection_meta)."""
+    path = getattr(getattr(sink, "log", sink), "path", None)
+    if path is None or str(path) == ":memory:":
+        return ()
+    store = Path(path)
+    return store, store.with_name(store.name + ".service.sqlite")
+
+
 def accept_bump(inputs: CDAInputs, previous: ActionRun, offered: BoundOutput, **kwargs: Any) -> ActionRun:
     """Accept a newer revision of a bound sub-Action output: a new structure revision.
 
@@ -292,7 +302,8 @@ def _run(
     backend = choose_backend(gp, inputs.backend)
     state = VerificationState(inputs=inputs, problem=problem, ken=ken, recorder=recorder, stream=stream,
                               budget=budget, llm_factory=llm_factory,
-                              thresholds=thresholds, meter=TokenMeter(inputs.budgets.tokens))
+                              thresholds=thresholds, meter=TokenMeter(inputs.budgets.tokens),
+                              stores=_store_files(recorder.sink))
     frontier0 = state.initial_frontier(gp, settings.ken_depth)
     stream.checkpoint("plan_delta", {"round": 0, "frontier_seeds": frontier0, "beam": params.beam,
                                      "backend": backend, "depth_cap": params.depth_cap})

@@ -40,6 +40,7 @@ import math
 import signal
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,14 +143,15 @@ def _limits_problem(timeout_s: object, memory_mb: object, isolation: object) -> 
 
 def run_function_check(
     name: str, source: str, claim: str, timeout_s: float = 5.0, memory_mb: int = 256,
-    *, isolation: Isolation = "namespaces", budget_s: float | None = None,
+    *, isolation: Isolation = "namespaces", budget_s: float | None = None, cover: Sequence[Path] = (),
 ) -> VerifierOutcome:
     """Run ``check(claim)`` from ``source`` in the sandbox; never raises.
 
     ``isolation`` is the weakest isolation the caller accepts: ``namespaces`` (the default; the
     check is not run where the kernel refuses them) or ``process`` (namespaces where the kernel
     allows, else a plain process). ``budget_s`` is what is left of the caller's wall budget: the
-    check is stopped when it runs out (``None``: no budget).
+    check is stopped when it runs out (``None``: no budget). ``cover``: files the check must read as
+    empty (the run's SQLite stores: other actions' data, the approval secret).
 
     >>> src = "def check(claim):\\n    return claim.count('a') == 2\\n"
     >>> run_function_check("two_as", src, "banana").detail, run_function_check("two_as", src, "aa").status
@@ -163,13 +165,13 @@ def run_function_check(
     if budget_s is not None and not budget_s > 0:
         return _outcome(name, claim, "skipped", "budget", "not run: the action's wall budget reached its reserve", base)
     try:
-        return _run(name, source, claim, limits, base, isolation, budget_s)
+        return _run(name, source, claim, limits, base, isolation, budget_s, cover)
     except Exception as exc:  # the promise is "never an exception out of CDA": report instead
         return _outcome(name, claim, "failed", "sandbox_error", f"the sandbox could not run: {type(exc).__name__}: {exc}", base)
 
 
 def _run(name: str, source: str, claim: str, limits: dict[str, Any], base: dict[str, Any],
-         accepted: Isolation, budget_s: float | None) -> VerifierOutcome:
+         accepted: Isolation, budget_s: float | None, cover: Sequence[Path] = ()) -> VerifierOutcome:
     timeout_s = float(limits["timeout_s"])
     budget_cut = budget_s is not None and budget_s < timeout_s
     wall = min(timeout_s, budget_s) if budget_s is not None else timeout_s
@@ -182,6 +184,7 @@ def _run(name: str, source: str, claim: str, limits: dict[str, Any], base: dict[
             return run_sandboxed(
                 work, isolation, timeout_s=timeout_s, memory_bytes=int(limits["memory_mb"]) << 20,
                 output_bytes=OUTPUT_LIMIT, deadline=deadline, stdout=work / "stdout.txt", stderr=work / "stderr.txt",
+                cover=cover,
             )
 
         run = attempt("namespaces")

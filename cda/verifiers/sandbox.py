@@ -248,6 +248,10 @@ def namespaces(cfg):
                     errno.ENOENT, errno.ENOTDIR):
                 raise Refused("mount: cover the unix socket " + path.decode("utf-8", "replace")[:100],
                               ctypes.get_errno())
+        for path in cfg["cover"]:  # the run's own stores (receipts, approval secret): read as empty
+            if libc.mount(b"/dev/null", path.encode(), None, MS_BIND, None) != 0 and ctypes.get_errno() not in (
+                    errno.ENOENT, errno.ENOTDIR):
+                raise Refused("mount: cover the store " + path[:100], ctypes.get_errno())
         # where sockets and FIFOs of other programs live (and appear while the check runs): hidden
         # under empty file systems
         with open(os.path.join(tmp, b"input.json"), "rb") as fh:
@@ -502,10 +506,11 @@ def _stop(proc: subprocess.Popen[bytes], isolation: Isolation) -> None:
 
 def run_sandboxed(
     work: Path, isolation: Isolation, *, timeout_s: float, memory_bytes: int, output_bytes: int,
-    deadline: float, stdout: Path, stderr: Path,
+    deadline: float, stdout: Path, stderr: Path, cover: Sequence[Path] = (),
 ) -> SandboxRun:
     """Run the check staged in ``work`` (``input.json``) under ``isolation`` until ``deadline``
-    (``time.monotonic``); the whole process tree is gone when this returns."""
+    (``time.monotonic``); the whole process tree is gone when this returns. The files ``cover``
+    (the run's own SQLite stores and their ``-wal``/``-shm``) read as empty inside the sandbox."""
     control_r, control_w = os.pipe()
     result_r, result_w = os.pipe()
     try:
@@ -518,6 +523,8 @@ def run_sandboxed(
             "scratch": SCRATCH_BYTES,
             # CDA's signing key: a check that read it could sign a forged log's head
             "secrets": [os.path.realpath(key_dir())],
+            # the run's stores: other actions' data and the approval secret (reflection_meta)
+            "cover": sorted({os.path.realpath(str(p) + suffix) for p in cover for suffix in ("", "-wal", "-shm")}),
             # where the interpreter lives, kept visible when it lies under a hidden folder
             "keep": sorted({os.path.abspath(p) for p in (sys.prefix, sys.exec_prefix)}
                            | {os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix)}),
