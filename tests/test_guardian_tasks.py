@@ -559,3 +559,42 @@ def test_a_cost_given_as_bad_text_is_malformed_with_that_text_in_the_message(tex
                           "action_type": "video.render", "cost_estimate": text})
     assert isinstance(parsed, Malformed) and parsed.path == "$.cost_estimate"
     assert repr(text) in parsed.message and "{" not in parsed.message, parsed.message
+
+
+def test_an_action_escalated_for_its_simulated_risk_cannot_be_reseeded_into_an_approve() -> None:
+    """causal_risk under one seed, APPROVE under another (the latest): the task is refused; a
+    budget ESCALATE followed by an APPROVE (the budget was raised) is not held against it."""
+    ledger, registry = _world()
+    signed = sign(_draft(), "alice", ALICE, registry, CLOCK)
+    digest = _action().digest()
+    ledger.store.record_decision(DecisionRecord(decision=Decision.ESCALATE, reason="causal_risk", action_digest=digest,
+                                                policy_digest=PIN, seed=0), _action())
+    approve = _approve(ledger)  # recorded after: the latest
+    calls: list[str] = []
+    with pytest.raises(ExecutionRefused, match="simulated risk before"):
+        execute(signed, approve, ledger, run=lambda t: calls.append("ran") or {})
+    assert calls == [] and ledger.entries() == []
+
+    ledger2, registry2 = _world()
+    signed2 = sign(_draft(), "alice", ALICE, registry2, CLOCK)
+    ledger2.store.record_decision(DecisionRecord(decision=Decision.ESCALATE, reason="budget_exceeded",
+                                                 action_digest=digest, policy_digest=PIN), _action())
+    assert execute(signed2, _approve(ledger2), ledger2).state == "executed"
+
+
+def test_a_signer_written_into_the_file_by_hand_speaks_for_no_one() -> None:
+    """A row added past register() (no endorsement, or one that does not verify) is not a signer:
+    its signatures do not verify and it cannot endorse others; the endorsed signer still is."""
+    ledger, registry = _world()
+    mallory = "33" * 32
+    conn = ledger.store.conn
+    conn.execute("INSERT INTO signers (signer_id, public_key, registered_at) VALUES ('mallory', ?, 'now')",
+                 (public_key_of(mallory),))
+    conn.execute("INSERT INTO signers (signer_id, public_key, registered_at, endorsed_by, endorsement) "
+                 "VALUES ('eve', ?, 'now', 'alice', ?)", (public_key_of("44" * 32), "00" * 64))
+    assert registry.public_key("mallory") is None and registry.public_key("eve") is None
+    assert registry.public_key("bob") == public_key_of(BOB)  # endorsed by alice, the first
+    with pytest.raises(SignerError):
+        sign(_draft(), "mallory", mallory, registry, CLOCK)
+    with pytest.raises(SignerError):
+        registry.register("trudy", public_key_of("55" * 32), by="mallory", key=mallory)

@@ -309,14 +309,9 @@ def _sign(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             signed = sign(draft, args.signer, key, registry)
         except SignerError as exc:  # the key is not the registered signer's
             raise _Refused([str(exc)]) from None
-    if args.json and args.out is not None:
-        _write_task(signed.to_json(), args.out, out)
-        out.write(json.dumps({"ok": True, "task_id": signed.task_id, "signer_id": args.signer, "out": str(args.out)},
-                             sort_keys=True) + "\n")
-    else:
-        _write_task(signed.to_json(), args.out, out)
-        if args.out is not None:
-            err.write(f"signed {signed.task_id} as {args.signer} -> {args.out}\n")
+    _write_task(signed.to_json(), args.out, out)
+    _tell_written(args, out, err, {"task_id": signed.task_id, "signer_id": args.signer},
+                  f"signed {signed.task_id} as {args.signer}")
     return EXIT_OK
 
 

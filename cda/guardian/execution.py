@@ -23,7 +23,9 @@
 6. a task id that has executed (or started to) before: the ``tasks`` table's primary key makes
    this hold across processes, and the claim, the ledger reservation of ``cost_estimate`` and the
    task's record commit in one transaction, so two racing executions cannot both pass;
-7. an action that another task has executed (or started to): an APPROVE is used up by the run
+7. an action the guardian once escalated for its simulated risk (``causal_risk``): the simulation
+   is random, so guarding it again under another seed until the risk draws low proves nothing;
+8. an action that another task has executed (or started to): an APPROVE is used up by the run
    it allowed, so new task ids cannot run one approval again (a failed run does not use it up).
 
 Then ``run(task)`` (the side effect; none by default) runs. When it raises, the reservation is
@@ -94,6 +96,11 @@ def _recorded_problems(task: TaskSigned, decision: DecisionRecord, store: Guardi
         shown = DecisionRecord.model_validate_json(latest.body)
         return [f"the decision is not the latest the guardian recorded for this action, which is "
                 f"{shown.decision} ({shown.reason}, receipt {shown.receipt[:16]}…): only the latest counts"]
+    risky = store.conn.execute("SELECT 1 FROM decisions WHERE action_digest = ? AND reason = 'causal_risk' LIMIT 1",
+                               (decision.action_digest,)).fetchone()
+    if risky is not None:  # the simulation is random: another seed draws other noise, not a safer action
+        return ["the guardian escalated this action for its simulated risk before (causal_risk); simulating it "
+                "again (another --seed) does not undo that: a human decides, or a changed action is guarded anew"]
     problems = []
     signers = SignerRegistry(store)
     pinned, why = pinned_policy_digest(signers)

@@ -113,10 +113,23 @@ class SignerRegistry:
                          "VALUES (?, ?, ?, ?, ?)", (signer_id, public_key, self.store.now(), by if endorsement else None,
                                                     endorsement))
 
-    def public_key(self, signer_id: str) -> str | None:
-        """The registered public key of ``signer_id`` (None: not a registered signer)."""
-        row = self.store.conn.execute("SELECT public_key FROM signers WHERE signer_id = ?", (signer_id,)).fetchone()
-        return None if row is None else str(row[0])
+    def public_key(self, signer_id: str, _asking: tuple[str, ...] = ()) -> str | None:
+        """The registered public key of ``signer_id`` (None: not a registered signer). Every signer
+        after the file's first counts only while its endorsement verifies against its endorser's
+        key, itself checked the same way up to the first signer: a row written into the file by
+        hand, past :meth:`register`, speaks for no one."""
+        conn = self.store.conn
+        row = conn.execute("SELECT public_key, endorsed_by, endorsement, rowid FROM signers WHERE signer_id = ?",
+                           (signer_id,)).fetchone()
+        if row is None:
+            return None
+        public_key, by, endorsement, rowid = str(row[0]), row[1], row[2], row[3]
+        if rowid == conn.execute("SELECT MIN(rowid) FROM signers").fetchone()[0]:
+            return public_key
+        if by is None or endorsement is None or by in _asking or by == signer_id:
+            return None
+        payload = {"format": REGISTRATION_FORMAT, "signer_id": signer_id, "public_key": public_key, "by": by}
+        return public_key if _verifies(self.public_key(by, (*_asking, signer_id)), payload, endorsement) else None
 
     def signers(self) -> list[str]:
         return [str(r[0]) for r in self.store.conn.execute("SELECT signer_id FROM signers ORDER BY signer_id")]
@@ -140,16 +153,21 @@ def endorse(payload: Mapping[str, object], by: str, private_hex: str, registry: 
 
 def endorsed(payload: Mapping[str, object], by: str, signature: str, registry: SignerRegistry) -> bool:
     """Whether ``signature`` is registered signer ``by``'s over ``payload`` (see :func:`endorse`)."""
+    return _verifies(registry.public_key(by), payload, signature)
+
+
+def _verifies(public_hex: str | None, payload: Mapping[str, object], signature: str) -> bool:
+    """Whether ``signature`` (hex) is the Ed25519 signature of ``public_hex``'s key over
+    ``payload``'s canonical JSON (False for no key)."""
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from cda.contracts.receipt import canonical_json
 
-    registered = registry.public_key(by)
-    if registered is None:
+    if public_hex is None:
         return False
     try:
-        Ed25519PublicKey.from_public_bytes(bytes.fromhex(registered)).verify(
+        Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_hex)).verify(
             bytes.fromhex(signature), canonical_json(dict(payload)).encode("utf-8"))
     except (ValueError, InvalidSignature):
         return False
