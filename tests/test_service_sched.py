@@ -337,3 +337,51 @@ def test_a_trace_asked_for_on_the_terminal_event_is_there(tmp_path: Path) -> Non
 
     trace, running = asyncio.run(scenario())
     assert trace is not None and trace["rounds"] and running == 0
+
+
+def test_two_approvals_at_once_submit_the_action_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ToolBus decides on worker threads: two approvals arriving together (each receipt slow)
+    both used to find nothing left to approve and both submit the run; one submits now."""
+    import time as clock
+
+    from cda.adapters.service.actions import _Run
+
+    db = tmp_path / "receipts.sqlite"
+    who = Principal("t", "partner")
+    submitted: list[str] = []
+    run = _Run("cda-race", who, CDAInputs.model_validate(example_inputs("race")), status="waiting_user",
+               needed=["a", "b"])
+
+    async def scenario() -> None:
+        manager = ActionManager(db, Hub(db), workers=1)
+        try:
+            monkeypatch.setattr(manager, "_submit", lambda r: submitted.append(r.action_id))
+            monkeypatch.setattr(manager, "receipt", lambda *a, **k: clock.sleep(0.2))
+            monkeypatch.setattr(manager, "get", lambda action_id: None)
+            monkeypatch.setattr(manager, "_own", lambda w, a: run)
+            await asyncio.gather(*(asyncio.to_thread(manager.decide, who, "cda-race", name, True, "ok")
+                                   for name in "ab"))
+        finally:
+            manager.shutdown()
+
+    asyncio.run(scenario())
+    assert submitted == ["cda-race"] and run.needed == [] and run.status == "running"
+
+
+def test_a_run_its_runner_process_stopped_ends_as_stopped_not_as_a_crash() -> None:
+    """The child may see a cancel first and answer ``stopped``: the pool raises RunnerStopped
+    (the service then ends the stream ActionCancelled), not RunnerCrashed (an InternalError)."""
+    from cda.adapters.service.workers import RunnerCrashed, RunnerJob, RunnerPool, RunnerStopped, _Child
+
+    class Conn:  # the child's side of the pipe: it answers the run with "stopped"
+        def send(self, message: tuple[str, str, Any]) -> None:
+            if message[0] == "run":
+                child.inboxes[message[1]].put(("stopped", None))
+
+    child = _Child(process=None, conn=Conn())  # type: ignore[arg-type]
+    pool = object.__new__(RunnerPool)
+    pool.children = [child]
+    job = RunnerJob("cda-stopped", CDAInputs.model_validate(example_inputs("stopped")), Path("."), None)
+    with pytest.raises(RunnerStopped):
+        pool.run(0, job, lambda event: None)
+    assert not issubclass(RunnerStopped, RunnerCrashed) and child.inboxes == {}

@@ -63,7 +63,7 @@ from cda.adapters.service.sqlite_writes import relax_fsync, share_write_lock
 from cda.adapters.service.state import ServiceState, check_state
 from cda.adapters.service.store import TERMINAL, StoredEvent, last_events, read_stream, started_without_events
 from cda.adapters.service.streams import Hub
-from cda.adapters.service.workers import RunnerJob, RunnerPool, run_job
+from cda.adapters.service.workers import RunnerJob, RunnerPool, RunnerStopped, run_job
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs, NextTestSuggestion
 from cda.contracts.events import (
@@ -118,6 +118,7 @@ class _Run:
     stop: str | None = None  # "ActionCancelled" | "ActionInterrupted" once asked to stop
     next_seq: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    gate: threading.Lock = field(default_factory=threading.Lock)  # approvals and cancel, one at a time
     settled: threading.Event = field(default_factory=threading.Event)  # its thread is done (trace filed)
     bound: list[BoundOutput] = field(default_factory=list)
     notify: list[SubActionSpec] = field(default_factory=list)
@@ -459,11 +460,13 @@ class ActionManager:
         new_id = self._id_of(who, held.inputs, bound)
         run = _Run(new_id, who, held.inputs, bound=bound, revision=held.revision + 1, supersedes=held.plan_bundle_id)
         with self.lock:
-            if new_id in self.runs or read_stream(self.db, new_id, None):
-                return StartResult(action_id=new_id, topic=f"actions/{new_id}", status="running", existing=True,
-                                   revision=held.revision + 1)
-            self.runs[new_id] = run
-            self.hub.live.add(new_id)
+            existing = bool(new_id in self.runs or read_stream(self.db, new_id, None))
+            if not existing:
+                self.runs[new_id] = run
+                self.hub.live.add(new_id)
+        if existing:  # accepted before: its state now (it may have finished), as start answers
+            return StartResult(action_id=new_id, topic=f"actions/{new_id}", status=self.get(new_id).status,
+                               existing=True, revision=held.revision + 1)
         self.state.own(new_id, who)
         run.attempt = self._begin(new_id, "service.start", {"principal": who.name, "profile": who.profile},
                                   {"inputs_sha256": sha256_hex(canonical_json(held.inputs.model_dump(mode="json"))),
@@ -477,29 +480,33 @@ class ActionManager:
         if grant and not self.self_approval and who.profile != "internal":
             raise EdgeError("forbidden", "an approval comes from an internal reviewer on a server with --auth "
                             "(a partner may deny)", ["method"])
-        if run.status != "waiting_user" or approval not in run.needed:
-            raise EdgeError("conflict", f"action {action_id} is not waiting for {approval!r} "
-                            f"(waiting for: {', '.join(run.needed) or 'nothing'})", ["params", "approval"])
-        (run.granted if grant else run.denied).add(approval)
-        run.needed.remove(approval)
-        waited = time.monotonic() - (run.waiting_since if run.waiting_since is not None else time.monotonic())
-        run.waits.append(ApprovalWait(approval=approval, granted=grant, waited_us=max(0, round(waited * 1_000_000))))
-        self.receipt(action_id, "approval.granted" if grant else "approval.denied",
-                     {"approval": approval, "principal": who.name}, {"reason": reason},
-                     status="ok" if grant else "denied", attempt=run.attempt)
-        if not run.needed:
-            run.status = "running"
-            self._submit(run)
+        with run.gate:  # two approvals (or an approval and a cancel) at once: one submits, at most
+            if run.status != "waiting_user" or approval not in run.needed:
+                raise EdgeError("conflict", f"action {action_id} is not waiting for {approval!r} "
+                                f"(waiting for: {', '.join(run.needed) or 'nothing'})", ["params", "approval"])
+            (run.granted if grant else run.denied).add(approval)
+            run.needed.remove(approval)
+            waited = time.monotonic() - (run.waiting_since if run.waiting_since is not None else time.monotonic())
+            run.waits.append(ApprovalWait(approval=approval, granted=grant,
+                                          waited_us=max(0, round(waited * 1_000_000))))
+            self.receipt(action_id, "approval.granted" if grant else "approval.denied",
+                         {"approval": approval, "principal": who.name}, {"reason": reason},
+                         status="ok" if grant else "denied", attempt=run.attempt)
+            if not run.needed:
+                run.status = "running"
+                self._submit(run)
         return self.get(action_id)
 
     def cancel(self, who: Principal, action_id: str) -> ActionGetResult:
         run = self._own(who, action_id)
-        self.receipt(action_id, "service.cancel", {"principal": who.name}, {"status_then": run.status},
-                     attempt=run.attempt)
-        if run.status == "waiting_user":
-            self._finish(run, "cancelled by the client", "ActionCancelled")
-        else:
-            self._stop(run, "ActionCancelled")
+        with run.gate:
+            self.receipt(action_id, "service.cancel", {"principal": who.name}, {"status_then": run.status},
+                         attempt=run.attempt)
+            if run.status == "waiting_user":
+                run.status = "failed"  # an approval racing this cancel finds nothing to approve
+                self._finish(run, "cancelled by the client", "ActionCancelled")
+            else:
+                self._stop(run, "ActionCancelled")
         return self.get(action_id)
 
     def _stop(self, run: _Run, reason: str) -> None:
@@ -602,8 +609,11 @@ class ActionManager:
                             revision=run.revision, supersedes=run.supersedes, attempt=run.attempt,
                             prelude=list(run.events), approval_waits=list(run.waits))
             if self.runners is not None:  # in a runner process; its events come back through _emit
-                result = self.runners.run(run.lane, job, lambda e: self._emit(run, e), audit=self.events.confirm,
-                                          stopping=lambda: run.stop is not None)
+                try:
+                    result = self.runners.run(run.lane, job, lambda e: self._emit(run, e), audit=self.events.confirm,
+                                              stopping=lambda: run.stop is not None)
+                except RunnerStopped:  # the child saw the stop first: the same end as in-process
+                    raise _Stop(run.stop or "ActionInterrupted") from None
             else:
                 if ken_path is not None:
                     from cda.ken.loaders import load_ken
@@ -618,7 +628,7 @@ class ActionManager:
                     self._spawn(spec, i, run.owner)
                 except EdgeError as exc:
                     self.receipt(run.action_id, "notify.failed", {"source": spec.source}, {"error": str(exc)},
-                                 status="failed")
+                                 status="failed", attempt=run.attempt)
         except _Stop as stop:
             reason = "cancelled by the client" if str(stop) == "ActionCancelled" else \
                 "interrupted: the server stopped while the action ran; start it again"

@@ -38,11 +38,15 @@ from typing import Any
 from cda.adapters.service.scheduler import is_draft
 from cda.errors import CDAError
 
-__all__ = ["AttemptSink", "RunnerCrashed", "RunnerJob", "RunnerPool", "run_job", "waits_for_answer"]
+__all__ = ["AttemptSink", "RunnerCrashed", "RunnerStopped", "RunnerJob", "RunnerPool", "run_job", "waits_for_answer"]
 
 TERMINAL = frozenset({"action_completed", "action_partial", "action_failed"})
 
 READY_S = 120.0
+
+
+class RunnerStopped(CDAError, RuntimeError):
+    """The run was stopped in its runner process (it saw the stop asked for at an event of its own)."""
 
 
 class RunnerCrashed(CDAError, RuntimeError):
@@ -227,6 +231,8 @@ class RunnerPool:
                     continue
                 if kind == "done":
                     return payload
+                if kind == "stopped":  # it saw the stop (a cancel, a shutdown) before the server did
+                    raise RunnerStopped(job.action_id)
                 raise RunnerCrashed(f"the run failed in its runner process: {payload}")
         finally:
             with child.lock:
