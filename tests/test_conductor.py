@@ -614,3 +614,31 @@ def test_a_second_conductor_on_the_same_unfinished_request_is_refused(tmp_path: 
     assert calls == ["run", "run"] and trace.status == "answered"  # the run and the verify loop's re-run
     assert [r.status for r in trace.tool_runs] == [ToolRunStatus.OK]
     assert [e.kind for e in trace.events].count("final_response") == 1
+
+
+def test_an_ir_database_from_before_request_holders_is_brought_up_to_date(tmp_path: Path) -> None:
+    """A file an earlier CDA made (requests without ``holder``) gets the column and then works; a
+    table of another shape is refused by name, the file left as it was."""
+    from cda.actions.store_file import StoreFileError, open_store
+    from cda.conductor.irdb import IRDatabase
+
+    old = tmp_path / "old.sqlite"
+    conn = open_store(old)
+    conn.execute("CREATE TABLE requests (id INTEGER PRIMARY KEY, utterance TEXT NOT NULL, stage TEXT NOT NULL, "
+                 "status TEXT, answer TEXT)")
+    conn.execute("INSERT INTO requests (utterance, stage) VALUES ('2 + 2', 'translate')")
+    conn.commit()
+    conn.close()
+    with IRDatabase(old) as db:
+        db.claim(1, "me")
+        assert db.request(1)[0] == "2 + 2"
+
+    odd = tmp_path / "odd.sqlite"
+    conn = open_store(odd)
+    conn.execute("CREATE TABLE requests (id INTEGER PRIMARY KEY, utterance TEXT NOT NULL)")
+    conn.commit()
+    conn.close()
+    before = odd.read_bytes()
+    with pytest.raises(StoreFileError, match="table requests has columns id, utterance"):
+        IRDatabase(odd)
+    assert odd.read_bytes() == before

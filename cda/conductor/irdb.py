@@ -20,7 +20,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,14 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _columns_of(statement: str) -> list[tuple[Any, ...]]:
+    """The columns ``statement`` (a CREATE TABLE) makes, as ``PRAGMA table_info`` lists them."""
+    with closing(sqlite3.connect(":memory:")) as scratch:
+        scratch.execute(statement)
+        table = statement.split()[2]
+        return list(scratch.execute(f"PRAGMA table_info({table})"))
+
+
 class IRDatabase:
     """The conductor's IR database at ``path`` (``":memory:"`` for a private one)."""
 
@@ -129,9 +137,24 @@ class IRDatabase:
         with self.transaction():
             for statement in TABLES.values():
                 conn.execute(create_if_missing(statement))
+            self._upgrade(conn)
             conn.execute("CREATE INDEX IF NOT EXISTS obligations_by_request ON obligations (request_id, id)")
             conn.execute("CREATE INDEX IF NOT EXISTS runs_by_obligation ON tool_runs (obligation_id, id)")
             conn.execute("CREATE INDEX IF NOT EXISTS assertions_by_key ON assertions (key, id)")
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """Bring a file an earlier CDA made to today's columns (``requests.holder``: who holds a
+        request); any other difference from today's tables is refused, the file left as it was."""
+        for table, statement in TABLES.items():
+            have = [str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")]
+            want = [str(r[1]) for r in _columns_of(statement)]
+            if have == want:
+                continue
+            if table == "requests" and have + ["holder"] == want:
+                conn.execute("ALTER TABLE requests ADD COLUMN holder TEXT")
+                continue
+            raise StoreFileError(f"{self.path}: table {table} has columns {', '.join(have)}, not those of this CDA "
+                                 f"({', '.join(want)}): a conductor IR database of another version")
 
     def close(self) -> None:
         self._conn.close()
