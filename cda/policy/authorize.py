@@ -18,7 +18,7 @@ from cda.policy.parse import parse_policies
 from cda.policy.schema import Schema, read_schema_text
 from cda.policy.syntax import Policy, Scope
 
-__all__ = ["Answer", "PolicySet", "authorize", "decide", "load_policy_set", "policy_applies", "scope_holds"]
+__all__ = ["Answer", "PolicySet", "authorize", "decide", "load_policy_set", "policy_applies", "scope_holds", "scope_matches"]
 
 
 @dataclass(frozen=True)
@@ -56,16 +56,20 @@ def scope_holds(s: Scope, v: Any, store: Entities) -> bool:
     return s.kind == "is" or store.is_in(v, s.entity)  # type: ignore[arg-type]
 
 
-def policy_applies(p: Policy, req: Request, store: Entities) -> bool:
-    """Whether ``p`` is satisfied by ``req``; raises :class:`EvalError` as Cedar would."""
-    if not scope_holds(p.principal, req.principal, store):
-        return False
+def scope_matches(p: Policy, req: Request, store: Entities) -> bool:
+    """Whether ``req``'s principal, action and resource are in ``p``'s scope (no conditions yet):
+    the same for the concrete evaluator and the symbolic encoder, whose requests are concrete."""
     a = p.action
     if a.kind == "eq" and req.action != a.entities[0]:
         return False
     if a.kind == "in" and not any(store.is_in(req.action, x) for x in a.entities):
         return False
-    if not scope_holds(p.resource, req.resource, store):
+    return scope_holds(p.principal, req.principal, store) and scope_holds(p.resource, req.resource, store)
+
+
+def policy_applies(p: Policy, req: Request, store: Entities) -> bool:
+    """Whether ``p`` is satisfied by ``req``; raises :class:`EvalError` as Cedar would."""
+    if not scope_matches(p, req, store):
         return False
     for kind, cond in p.conditions:
         v = evaluate(cond, req, store)

@@ -59,7 +59,7 @@ def policy_analysis(job: Job) -> dict[str, Any]:
         raise CDAError("a policy-analysis job needs params.schema")
     results = analyze_files(prop, files, schema=p["schema"], entities=p.get("entities"), action=p.get("action"),
                             principal_type=p.get("principal_type"), resource_type=p.get("resource_type"))
-    return {"analysis": prop, "holds": all(r.to_json()["holds"] for r in results),
+    return {"analysis": prop, "holds": all(r.holds for r in results),
             "environments": [r.to_json() for r in results]}
 
 

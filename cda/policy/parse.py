@@ -1,8 +1,8 @@
 """Cedar policy text to :class:`~cda.policy.syntax.Policy` objects (recursive descent).
 
 Errors name the file, line and column and what was expected there. Constructs of Cedar that CDA
-does not encode (templates' ``?principal`` slots, the ``datetime``/``duration`` extension) are
-refused by name with :class:`~cda.policy.syntax.UnsupportedConstruct`. Policy ids follow Cedar's
+does not encode (templates' ``?principal`` slots, ``action is`` in a scope) are refused by name
+with :class:`~cda.policy.syntax.UnsupportedConstruct`. Policy ids follow Cedar's
 ``PolicySet::from_str``: ``policy0``, ``policy1``, … in order (an ``@id`` annotation is kept
 as an annotation).
 """
@@ -35,7 +35,7 @@ from cda.policy.syntax import (
     UnsupportedConstruct,
     Var,
 )
-from cda.policy.values import LONG_MAX, EntityUID
+from cda.policy.values import LONG_MAX, LONG_MIN, EntityUID
 
 __all__ = ["parse_policies", "parse_expression", "parse_entity_ref", "EXTENSION_FUNCTIONS", "METHODS"]
 
@@ -67,8 +67,6 @@ METHODS = {
     "toSeconds": 0,
     "toMilliseconds": 0,
 }
-_UNSUPPORTED_FUNCTIONS: set[str] = set()
-_UNSUPPORTED_METHODS: set[str] = set()
 _VARS = ("principal", "action", "resource", "context")
 _RELOPS = ("==", "!=", "<", "<=", ">", ">=")
 
@@ -363,7 +361,7 @@ class _Parser:
 
     def int_lit(self, t: Token, negative: bool = False) -> Lit:
         v = -int(t.text) if negative else int(t.text)
-        if not (-(2**63) <= v <= LONG_MAX):
+        if not (LONG_MIN <= v <= LONG_MAX):
             self.fail("a long within 64 bits", t)
         return Lit(v, (t.line, t.column))
 
@@ -375,8 +373,6 @@ class _Parser:
                 name_tok = self.expect_kind("ident", "an attribute or method name")
                 pos = (name_tok.line, name_tok.column)
                 if self.at("("):
-                    if name_tok.text in _UNSUPPORTED_METHODS:
-                        self.refuse(f"the datetime/duration method {name_tok.text}()", name_tok)
                     if name_tok.text not in METHODS:
                         self.fail("a known method name", name_tok)
                     args = self.call_args()  # a wrong arity is an evaluation error, as in Cedar
@@ -463,8 +459,6 @@ class _Parser:
             parts.append(self.expect_kind("ident", "a name or a quoted id").text)
         name = "::".join(parts)
         if self.at("("):
-            if name in _UNSUPPORTED_FUNCTIONS:
-                self.refuse(f"the {name}() extension function", t)
             if name not in EXTENSION_FUNCTIONS:
                 self.fail("a known extension function (ip, decimal, datetime, duration)", t)
             args = self.call_args()  # a wrong arity is an evaluation error, as in Cedar

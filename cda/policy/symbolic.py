@@ -19,7 +19,7 @@ from typing import Any
 
 import z3
 
-from cda.policy.authorize import scope_holds
+from cda.policy.authorize import scope_matches
 from cda.policy.entities import Entities, Request
 from cda.policy.evaluate import EvalError, _in, evaluate
 from cda.policy.schema import SType
@@ -197,12 +197,12 @@ def context_value(ty: SType, where: str = "context", store: Entities | None = No
             s = Sym("Bool", z3.Bool(path, zc))
         elif t.kind == "Long":
             s = Sym("Long", z3.Int(path, zc))
-            constraints.append(z3.And(s.term >= LONG_MIN, s.term <= LONG_MAX))
+            constraints.append(_in_range(s.term))
         elif t.kind == "String":
             s = Sym("String", z3.String(path, zc))
         elif t.kind == "Ext" and t.name == "decimal":
             s = Sym("Decimal", z3.Int(path, zc))
-            constraints.append(z3.And(s.term >= LONG_MIN, s.term <= LONG_MAX))
+            constraints.append(_in_range(s.term))
         elif t.kind == "Entity" and store is not None and any(u.type == t.name for u in store.attrs):
             cands = tuple(sorted(u for u in store.attrs if u.type == t.name))
             ent = SymEntity(z3.Int(path, zc), cands)
@@ -319,10 +319,6 @@ def _ip_within(ip: SymIP, r: IPAddr) -> Any:
     return and_(ip.v6 if r.version == 6 else z3.Not(ip.v6), ip.prefix >= r.prefix, ip.addr >= low, ip.addr <= high)
 
 
-def _or_err(*xs: Any) -> Any:
-    return or_(*xs)
-
-
 def _in_range(t: Any) -> Any:
     return z3.And(t >= LONG_MIN, t <= LONG_MAX)
 
@@ -341,14 +337,7 @@ class Encoder:
     # -- a policy: (satisfied, error) as z3 Booleans
     def policy_formulas(self, p: Policy) -> tuple[Any, Any]:
         self.policy = p
-        if not scope_holds(p.principal, self.req.principal, self.store):
-            return _FALSE, _FALSE
-        a = p.action
-        if a.kind == "eq" and self.req.action != a.entities[0]:
-            return _FALSE, _FALSE
-        if a.kind == "in" and not any(self.store.is_in(self.req.action, x) for x in a.entities):
-            return _FALSE, _FALSE
-        if not scope_holds(p.resource, self.req.resource, self.store):
+        if not scope_matches(p, self.req, self.store):
             return _FALSE, _FALSE
         ok, err = _TRUE, _FALSE
         for kind, cond in p.conditions:
@@ -513,7 +502,7 @@ class Encoder:
                 return _ERR, _TRUE
             if isinstance(v, SymEntity) and not isinstance(w, Sym | SymRecord | SymSet):
                 if v.candidates[0].type != e.type:
-                    return False, _or_err(err, werr)
+                    return False, or_(err, werr)
                 if e.within is None:
                     return True, err
                 val, ierr = self._in_sym(v, w, e.pos, or_(err, werr))
