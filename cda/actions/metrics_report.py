@@ -45,10 +45,11 @@ from cda.contracts.metrics import (
     SLO_KEN_P95_US,
     SLO_TTFS_US,
     ActionMetrics,
+    Ratio,
     nearest_rank,
 )
 
-__all__ = ["UNTIMED_STATUSES", "Distribution", "MetricsReport", "PooledRatio", "SLOResult", "SLOStatus", "ms",
+__all__ = ["UNTIMED_STATUSES", "Distribution", "MetricsReport", "SLOResult", "SLOStatus", "ms", "ratio_json",
            "summarise", "ttfs_sample"]
 
 SLOStatus = Literal["met", "not_met", "no_data"]
@@ -99,20 +100,9 @@ class Distribution:
                 "p95": self.p95, "max": self.max}
 
 
-@dataclass(frozen=True)
-class PooledRatio:
-    """Sum of numerators over sum of denominators, kept as integers."""
-
-    numerator: int
-    denominator: int
-
-    @property
-    def value(self) -> Fraction | None:
-        return Fraction(self.numerator, self.denominator) if self.denominator else None
-
-    def as_json(self) -> dict[str, Any]:
-        return {"numerator": self.numerator, "denominator": self.denominator,
-                "percent": percent(self.numerator, self.denominator)}
+def ratio_json(r: Ratio) -> dict[str, Any]:
+    """A pooled ratio as the report shows it: both integers and the percentage."""
+    return {"numerator": r.numerator, "denominator": r.denominator, "percent": percent(r.numerator, r.denominator)}
 
 
 @dataclass(frozen=True)
@@ -145,7 +135,7 @@ class MetricsReport:
     first_end: float | None
     last_end: float | None
     distributions: dict[str, Distribution]
-    ratios: dict[str, PooledRatio]
+    ratios: dict[str, Ratio]
     slos: list[SLOResult]
     uncited_claims: int = 0
     notes: list[str] = field(default_factory=list)
@@ -160,7 +150,7 @@ class MetricsReport:
             "runs_without_metrics": self.without_metrics,
             "first_end": self.first_end, "last_end": self.last_end,
             "metrics": {**{k: d.as_json() for k, d in self.distributions.items()},
-                        **{k: r.as_json() for k, r in self.ratios.items()}},
+                        **{k: ratio_json(r) for k, r in self.ratios.items()}},
             "uncited_claims": self.uncited_claims,
             "slos": [s.as_json() for s in self.slos], "notes": self.notes,
         }
@@ -186,9 +176,9 @@ def _limit(us: int) -> str:
     return f"{us // 1000} ms" if us % 1000 == 0 else ms(us)
 
 
-def _pool(runs: Sequence[tuple[str, ActionMetrics]], get: Callable[[ActionMetrics], tuple[int, int]]) -> PooledRatio:
+def _pool(runs: Sequence[tuple[str, ActionMetrics]], get: Callable[[ActionMetrics], tuple[int, int]]) -> Ratio:
     pairs = [get(m) for _, m in runs]
-    return PooledRatio(sum(n for n, _ in pairs), sum(d for _, d in pairs))
+    return Ratio(numerator=sum(n for n, _ in pairs), denominator=sum(d for _, d in pairs))
 
 
 def _slo_ttfs(timed: list[tuple[str, int]]) -> SLOResult:
@@ -202,7 +192,7 @@ def _slo_ttfs(timed: list[tuple[str, int]]) -> SLOResult:
     return SLOResult("ttfs", title, target, "p95 over runs", status, ms(p95), len(timed), over)
 
 
-def _slo_citations(runs: Sequence[tuple[str, ActionMetrics]], pooled: PooledRatio) -> SLOResult:
+def _slo_citations(runs: Sequence[tuple[str, ActionMetrics]], pooled: Ratio) -> SLOResult:
     goal = SLO_CITATION_COVERAGE
     title, target = "citation coverage of supported claims", f">= {percent(goal.numerator, goal.denominator)}"
     value = pooled.value
@@ -252,7 +242,7 @@ def summarise(runs: Sequence[RunMetrics]) -> MetricsReport:
         "verifier_pass_rate": _pool(measured, lambda m: (m.verifiers.pass_rate.numerator,
                                                          m.verifiers.pass_rate.denominator)),
         "citation_coverage": coverage,
-        "partial_ratio": PooledRatio(sum(1 for r in ordered if r.status == "partial"), len(ordered)),
+        "partial_ratio": Ratio(numerator=sum(1 for r in ordered if r.status == "partial"), denominator=len(ordered)),
     }
     ends = [r.ended_at for r in ordered if r.ended_at is not None]
     report = MetricsReport(

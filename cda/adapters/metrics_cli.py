@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from cda.actions.metrics_report import MetricsReport, ms, summarise
+from cda.actions.metrics_report import MetricsReport, ms, ratio_json, summarise
 from cda.actions.metrics_runs import read_runs
 from cda.actions.metrics_window import since_instant
 from cda.errors import CDAError
@@ -91,7 +91,7 @@ def render_text(store: Path | str, report: MetricsReport, since: float | None) -
         lines.append(f"{_LABELS[key]:<32}{dist.count:>6}{_value(dist.unit, dist.p50):>15}"
                      f"{_value(dist.unit, dist.p95):>15}{_value(dist.unit, dist.max):>15}")
     for key, ratio in report.ratios.items():
-        shown = ratio.as_json()["percent"]
+        shown = ratio_json(ratio)["percent"]
         lines.append(f"{_LABELS[key]:<32}{'':>6}{shown:>15}   ({ratio.numerator}/{ratio.denominator})")
     lines += ["", "SLOs (spec §10):"]
     for slo in report.slos:
