@@ -275,16 +275,13 @@ def test_qa4_budget_exhaustion_is_a_partial_with_caveats_and_next_tests() -> Non
 
 
 def test_a_partial_is_never_labelled_completed_under_a_real_wall_budget() -> None:
-    # 2^16 hypotheses with no structure: a 0.3 s budget cannot enumerate them and rank them all
-    names = ", ".join(f"a{i}" for i in range(16))
+    # 2^22 hypotheses with no structure: no machine enumerates and ranks them all in 0.3 s
+    names = ", ".join(f"a{i}" for i in range(22))
     inputs = CDAInputs(problem="many", dsl=f"hyp {names}\nobservable o\nhard: o or not o\n",
                        budgets={"wall": 0.3}, backend="z3")
     run = run_action(inputs, settings=RunSettings(base_beam=100_000, max_beam=100_000))
-    assert run.outputs.status in ("partial", "completed")
-    if run.outputs.status == "completed":  # only if the machine finished everything in time
-        assert all("ran out" not in c for c in run.outputs.caveats)
-    else:
-        assert run.events[-1].type == "action_partial" and run.outputs.caveats
+    assert run.outputs.status == "partial" and run.events[-1].type == "action_partial"
+    assert any("ran out of time" in c for c in run.outputs.caveats), run.outputs.caveats
 
 
 def test_risk_class_hard_escalates_without_search() -> None:
