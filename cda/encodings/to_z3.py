@@ -20,10 +20,27 @@ import z3
 from z3 import z3core
 
 from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
-from cda.encodings.ir import And, Atom, Card, Const, Iff, Linear, Node, Not, Or, Xor, walk
+from cda.encodings.ir import (
+    And,
+    Atom,
+    Card,
+    Const,
+    Eq,
+    Iff,
+    Like,
+    Linear,
+    Node,
+    Not,
+    Or,
+    Sort,
+    Term,
+    TermConst,
+    Xor,
+    walk,
+)
 from cda.errors import BackendUnsupported
 
-__all__ = ["Z3Encoder", "smtlib"]
+__all__ = ["Z3Encoder", "like_regex", "smtlib"]
 
 _mk_not = z3core.Z3_mk_not
 _mk_and = z3core.Z3_mk_and
@@ -59,6 +76,11 @@ class Z3Encoder:
         self._ast: dict[int, Any] = {}  # node uid → raw AST, referenced once by the encoder
         self.bools: dict[str, z3.BoolRef] = {}
         self.ints: dict[str, z3.ArithRef] = {}
+        self.sorts: dict[str, z3.SortRef] = {}  # a population is an uninterpreted sort, a string z3's
+        self.terms: dict[tuple[str, str, str], z3.ExprRef] = {}  # (var|const, sort, name) → term
+        #: the constants made, per population sort: they differ from each other (the backend
+        #: asserts it, :meth:`population_constants`)
+        self.constants: dict[str, list[z3.ExprRef]] = {}
 
     def bool_var(self, name: str) -> z3.BoolRef:
         """``z3.Bool(name)``, the very same term, made with three C calls instead of a dozen."""
@@ -85,6 +107,30 @@ class Z3Encoder:
         if var is None:
             var = self.ints[name] = z3.Int(name, self.ctx)
         return var
+
+    def sort(self, sort: Sort) -> z3.SortRef:
+        """z3's sort for ``sort``: its strings, or an uninterpreted sort of the same name."""
+        found = self.sorts.get(sort.name)
+        if found is None:
+            made = z3.StringSort(self.ctx) if sort.kind == "string" else z3.DeclareSort(sort.name, self.ctx)
+            found = self.sorts[sort.name] = made
+        return found
+
+    def term(self, t: Term) -> z3.ExprRef:
+        """The z3 term of a term variable (a constant of its sort) or a named constant (a
+        string literal; for a population, a constant ``sort::value`` of the sort)."""
+        key = ("const" if isinstance(t, TermConst) else "var", t.sort.name, t.value if isinstance(t, TermConst) else t.name)
+        found = self.terms.get(key)
+        if found is None:
+            if isinstance(t, TermConst) and t.sort.kind == "string":
+                found = z3.StringVal(t.value, self.ctx)
+            elif isinstance(t, TermConst):
+                found = z3.Const(f"{t.sort.name}::{t.value}", self.sort(t.sort))
+                self.constants.setdefault(t.sort.name, []).append(found)
+            else:
+                found = z3.Const(t.name, self.sort(t.sort))
+            self.terms[key] = found
+        return found
 
     def _out_of_time(self, done: int) -> OutOfTime:
         of = f" of {self.total:,}" if self.total >= done else ""
@@ -158,10 +204,26 @@ class Z3Encoder:
         lhs = z3.Sum([c * self.int_var(v) for c, v in node.terms])
         return self._held_term(lhs <= node.bound)
 
+    def visit_Eq(self, node: Eq) -> Any:
+        return self._held_term(self.term(node.lhs) == self.term(node.rhs))
+
+    def visit_Like(self, node: Like) -> Any:
+        return self._held_term(z3.InRe(self.term(node.term), like_regex(node.pattern, self.ctx)))
+
+
+def like_regex(pattern: tuple[str | None, ...], ctx: z3.Context) -> z3.ReRef:
+    """A wildcard pattern as a z3 regular expression (``None``: any text, the empty one too)."""
+    anything = z3.Star(z3.AllChar(z3.ReSort(z3.StringSort(ctx))))
+    parts = [anything if p is None else z3.Re(z3.StringVal(p, ctx)) for p in pattern]
+    if not parts:
+        return z3.Re(z3.StringVal("", ctx))
+    return parts[0] if len(parts) == 1 else z3.Concat(*parts)
+
 
 #: one visitor per IR node type, looked up by the node's exact type
 _VISIT: dict[type, Callable[[Z3Encoder, Any], Any]] = {
-    kind: getattr(Z3Encoder, f"visit_{kind.__name__}") for kind in (Const, Atom, Not, And, Or, Iff, Xor, Card, Linear)
+    kind: getattr(Z3Encoder, f"visit_{kind.__name__}")
+    for kind in (Const, Atom, Not, And, Or, Iff, Xor, Card, Linear, Eq, Like)
 }
 
 

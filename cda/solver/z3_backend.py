@@ -23,8 +23,8 @@ import z3
 from z3 import z3core
 
 from cda.contracts.limits import Z3_MAX_TIMEOUT_MS
-from cda.encodings.ir import NUM_MAX, NUM_MIN, Clause, GroundProblem
-from cda.encodings.scheme import build_scheme, guarded_clauses, rank_order
+from cda.encodings.ir import Clause, GroundProblem, Sort, TermConst, TermVar, fresh_labels
+from cda.encodings.scheme import SortUse, build_scheme, guarded_clauses, rank_order
 from cda.encodings.to_z3 import Z3Encoder
 from cda.solver.backend import (
     ALL_CLAUSES,
@@ -65,6 +65,7 @@ class Z3Backend:
         self.enc = Z3Encoder(self.ctx, deadline, len(problem.factory))
         self.seed = seed
         self._negative: dict[str, z3.BoolRef] = {}  # Not(atom), made once (see _lits)
+        self._term_vars: list[tuple[str, Sort]] = []  # every term variable, for models
         scheme = self.scheme = build_scheme(problem, weights)
         for atom in scheme.atoms:  # every atom exists, even if no clause mentions it
             if deadline.tick():
@@ -72,9 +73,10 @@ class Z3Backend:
             self.enc.bool_var(atom)
         #: everything but the clauses (bounds, background, claim and soft keys): in both instances
         self._common: list[z3.BoolRef] = []
-        for var in scheme.numvars:
+        for var, (low, high) in zip(scheme.numvars, scheme.ranges):
             x = self.enc.int_var(var)
-            self._common += [x >= NUM_MIN, x <= NUM_MAX]
+            self._common += [x >= low, x <= high]
+        self._common += self._sort_axioms(scheme.sorts)
         for node in scheme.background:
             self._common.append(self.enc.encode(node))
         for key, node in scheme.defined:
@@ -87,9 +89,31 @@ class Z3Backend:
         self._atom_decl_list = [self.enc.bools[name].decl() for name in scheme.atoms]
         self._true_ast = z3.BoolVal(True, self.ctx).as_ast()
 
+    def _sort_axioms(self, uses: Sequence[SortUse]) -> list[z3.BoolRef]:
+        """The constants of each population differ; a closed sort's variables take one of its
+        domain's values. (Strings need neither: z3's string literals are distinct values.)"""
+        out: list[z3.BoolRef] = []
+        for use in uses:
+            sort = use.sort
+            for name in use.variables:
+                self._term_vars.append((name, sort))
+            if sort.kind == "string":
+                continue
+            consts = [self.enc.term(TermConst(sort, v)) for v in use.constants]
+            if len(consts) > 1:
+                out.append(z3.Distinct(*consts))
+            if sort.domain is not None:
+                allowed = [self.enc.term(TermConst(sort, v)) for v in sort.domain]
+                for name in use.variables:
+                    var = self.enc.term(TermVar(name, sort))
+                    out.append(z3.Or([var == c for c in allowed]) if allowed else z3.BoolVal(False, self.ctx))
+        return out
+
     # ---- the two instances
     def _instance(self, structure: list[z3.BoolRef]) -> _Instance:
-        if self.problem.numvars:
+        if self.scheme.sorts:
+            solver = z3.Solver(ctx=self.ctx)  # strings, uninterpreted sorts: z3's combined theories
+        elif self.problem.numvars:
             solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
         else:
             # Boolean problems: z3's incremental SAT core (Booleans and native cardinality
@@ -181,7 +205,29 @@ class Z3Backend:
         out: Model = dict(zip(self._atom_names, self._truth(m, self._atom_decl_list)))
         for name in self.problem.numvars:
             out[name] = m.eval(self.enc.ints[name], model_completion=True).as_long()
+        for name, sort in self._term_vars:
+            out[name] = self._term_value(m, name, sort)
         return out
+
+    def _term_value(self, m: z3.ModelRef, name: str, sort: Sort) -> str:
+        """A term variable's value: a string's text; for a population, the constant it equals,
+        else its element's fresh label (:func:`~cda.encodings.ir.fresh_labels`, by the element's
+        place in the model's universe of the sort)."""
+        value = m.eval(self.enc.term(TermVar(name, sort)), model_completion=True)
+        if sort.kind == "string":
+            return str(value.as_string())
+        consts = self.enc.constants.get(sort.name, [])
+        for const in consts:
+            if m.eval(const, model_completion=True).eq(value):
+                return self._const_value(const, sort)
+        universe = m.get_universe(self.enc.sort(sort)) or []
+        index = next((i for i, u in enumerate(universe) if u.eq(value)), len(universe))
+        names = {self._const_value(c, sort) for c in consts}
+        return fresh_labels(names, index + 1)[index]
+
+    @staticmethod
+    def _const_value(const: z3.ExprRef, sort: Sort) -> str:
+        return str(const.decl().name())[len(sort.name) + 2 :]
 
     def _status(self, r: z3.CheckSatResult) -> str:
         return "sat" if r == z3.sat else "unsat" if r == z3.unsat else "unknown"
@@ -335,7 +381,15 @@ class Z3Backend:
         if self.deadline.remaining() == 0:
             raise _OutOfTime()
         fresh = [a for a in atoms if a not in self.enc.bools]
+        known = {name: len(consts) for name, consts in self.enc.constants.items()}
+        seen = {name for name, _ in self._term_vars}
         formulas = [self.enc.guarded(key, node) for key, node in guarded_clauses(clauses)]
+        for sort_name, consts in self.enc.constants.items():  # new constants differ from the others
+            for i in range(known.get(sort_name, 0), len(consts)):
+                formulas += [z3.Not(consts[i] == c) for c in consts[:i]]
+        new_vars = [v for v in self.problem.terms.values() if v.name not in seen]
+        if new_vars:
+            formulas += self._sort_axioms([SortUse(v.sort, (), (v.name,)) for v in new_vars])
         for name in fresh:
             self.enc.bool_var(name)
             self._atom_names.append(name)
