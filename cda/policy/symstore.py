@@ -1,0 +1,349 @@
+"""Symbolic entity stores: what a lowered policy reads of the entities.
+
+Two stores answer the same questions (an entity's attribute record and whether it exists, ``in``,
+tags) for :class:`~cda.policy.lower.Lowering`:
+
+* :class:`SchemaStore`, **every store the schema allows** (the default meaning of an analysis):
+  each entity type is a population (an uninterpreted sort: the entities a policy names, and any
+  others), an entity's attributes and tags are uninterpreted functions of it, read through one
+  variable per application and made functions by *congruence* (equal entities, equal
+  attributes: Ackermann's reduction), and the ``in`` hierarchy is one atom per pair of entity
+  terms whose types the schema's ``memberOf`` allows, transitive and acyclic over every term of
+  the problem (SymCC's enforcer). A store is *well formed* as SymCC's are: every entity a
+  request, an attribute, a tag or a policy names is in it, with the schema's attributes.
+* :class:`FixedStore`, **one given store** (``--entities``): a term is one of the store's
+  entities of its type (a closed sort), and what it reads is a case split over them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from cda.policy.entities import Entities
+from cda.policy.lower import Lowering
+from cda.policy.schema import Schema, SType
+from cda.policy.solving import Node, Sort, Term, TermConst, TermVar
+from cda.policy.symvalues import BoolV, EntV, Leaf, Out, RecV, SetV, StrV, Val, alternatives, join, term_key
+from cda.policy.values import EntityUID
+
+__all__ = ["SymStore", "SchemaStore", "FixedStore", "ancestor_types"]
+
+
+class SymStore(Protocol):
+    """What a lowering asks of the entity store."""
+
+    def sort(self, etype: str) -> Sort: ...
+
+    def record(self, x: EntV) -> tuple[Val, Node]:
+        """``x``'s attributes (a record, or cases of records) and the node that says it exists."""
+        ...
+
+    def in_(self, a: EntV, b: EntV) -> Node: ...
+
+    def has_tag(self, x: EntV, key: StrV) -> Node: ...
+
+    def get_tag(self, x: EntV, key: StrV) -> Out: ...
+
+    def close(self) -> None: ...
+
+
+def ancestor_types(schema: Schema) -> dict[str, set[str]]:
+    """Each entity type's possible ancestor types: the transitive closure of ``memberOf``."""
+    out: dict[str, set[str]] = {}
+    for name in schema.entities:
+        seen: set[str] = set()
+        todo = list(schema.entities[name].parents)
+        while todo:
+            t = todo.pop()
+            if t not in seen:
+                seen.add(t)
+                todo.extend(schema.entities[t].parents if t in schema.entities else [])
+        out[name] = seen
+    return out
+
+
+def _action_ancestors(schema: Schema) -> dict[EntityUID, set[EntityUID]]:
+    out: dict[EntityUID, set[EntityUID]] = {}
+    for uid in schema.actions:
+        seen: set[EntityUID] = set()
+        todo = list(schema.actions[uid].parents)
+        while todo:
+            a = todo.pop()
+            if a not in seen:
+                seen.add(a)
+                todo.extend(schema.actions[a].parents if a in schema.actions else [])
+        out[uid] = seen
+    return out
+
+
+class SchemaStore:
+    """Every entity store the schema allows (see the module docstring)."""
+
+    def __init__(self, low: Lowering, schema: Schema) -> None:
+        self.low = low
+        self.schema = schema
+        low.store = self
+        self.anc_types = ancestor_types(schema)
+        self.action_anc = _action_ancestors(schema)
+        self.action_types = {uid.type for uid in schema.actions}
+        self._sorts: dict[str, Sort] = {}
+        #: applications of each attribute function: (entity type, path) → [(arguments, leaf)]
+        self.apps: dict[tuple[str, tuple[str, ...]], list[tuple[tuple[Term, ...], Leaf]]] = {}
+        self._records: dict[tuple[str, Any], RecV] = {}
+        self._tag_keys: dict[tuple[str, Any], SetV] = {}
+        self._tag_vals: dict[tuple[str, Any, Any], Val] = {}
+        self.anc: dict[tuple[Any, Any], Node] = {}  # (descendant key, ancestor key) → atom
+        self._anc_leaves: dict[tuple[Any, Any], tuple[EntV, EntV]] = {}
+
+    def sort(self, etype: str) -> Sort:
+        found = self._sorts.get(etype)
+        if found is None:
+            decl = self.schema.entities.get(etype)
+            if decl is not None and decl.enum is not None:
+                found = Sort(etype, "population", tuple(decl.enum))
+            elif etype in self.action_types:
+                found = Sort(etype, "population", tuple(sorted(u.id for u in self.schema.actions if u.type == etype)))
+            else:
+                found = Sort(etype, "population")
+            self._sorts[etype] = found
+        return found
+
+    def _exists(self, x: EntV) -> bool:
+        """Whether a store the schema allows can hold ``x`` (a declared type; a listed id of an
+        enumerated type or of the actions)."""
+        sort = self.sort(x.etype)
+        if x.etype not in self.schema.entities and x.etype not in self.action_types:
+            return False
+        return not (sort.domain is not None and x.const_id is not None and x.const_id not in sort.domain)
+
+    def record(self, x: EntV) -> tuple[Val, Node]:
+        f = self.low.f
+        if not self._exists(x):
+            return RecV({}), f.false
+        decl = self.schema.entities.get(x.etype)
+        if decl is None or decl.enum is not None:  # actions and enumerated entities: no attributes
+            return RecV({}), f.true
+        k = (x.etype, term_key(x.term))
+        rec = self._records.get(k)
+        if rec is None:
+            args = (x.term,)
+
+            def on_leaf(path: tuple[str, ...], leaf: Leaf) -> None:
+                self.apps.setdefault((x.etype, path), []).append((args, leaf))
+
+            made = self.low.fresh_value(decl.attrs, f"{x.etype}[{_show(x.term)}]", on_leaf)
+            assert isinstance(made, RecV)
+            rec = self._records[k] = made
+        return rec, f.true
+
+    def in_(self, a: EntV, b: EntV) -> Node:
+        f = self.low.f
+        if a.etype in self.action_types or b.etype in self.action_types:
+            return self._action_in(a, b)
+        same = f.eq(a.term, b.term) if a.etype == b.etype else f.false
+        if not (self._exists(a) and self._exists(b)) or b.etype not in self.anc_types.get(a.etype, set()):
+            return same
+        return f.or_([same, self._anc_atom(a, b)])
+
+    def _action_in(self, a: EntV, b: EntV) -> Node:
+        f = self.low.f
+        pairs = []
+        for x in _values(a):
+            for y in _values(b):
+                ux, uy = EntityUID(a.etype, x), EntityUID(b.etype, y)
+                if ux == uy or uy in self.action_anc.get(ux, set()):
+                    pairs.append(f.and_([_is(f, a, x), _is(f, b, y)]))
+        return f.or_(pairs)
+
+    def _anc_atom(self, a: EntV, b: EntV) -> Node:
+        k = (a.key(), b.key())
+        atom = self.anc.get(k)
+        if atom is None:
+            atom = self.anc[k] = self.low.fresh_atom(f"in[{_show(a.term)}→{_show(b.term)}]")
+            self._anc_leaves[k] = (a, b)
+            self.low.avoid.append((f"ancestor:{_show(a.term)}", atom, 1))
+        return atom
+
+    def _tag_type(self, x: EntV) -> SType | None:
+        decl = self.schema.entities.get(x.etype)
+        return None if decl is None or decl.enum is not None else decl.tags
+
+    def _keys(self, x: EntV) -> SetV:
+        k = (x.etype, term_key(x.term))
+        keys = self._tag_keys.get(k)
+        if keys is None:
+            args = (x.term,)
+
+            def on_leaf(path: tuple[str, ...], leaf: Leaf) -> None:
+                self.apps.setdefault((x.etype, ("#tags", *path)), []).append((args, leaf))
+
+            made = self.low.fresh_value(SType("Set", elem=SType("String")), f"{x.etype}[{_show(x.term)}].tags", on_leaf)
+            assert isinstance(made, SetV)
+            keys = self._tag_keys[k] = made
+        return keys
+
+    def has_tag(self, x: EntV, key: StrV) -> Node:
+        f = self.low.f
+        if self._tag_type(x) is None or not self._exists(x):
+            return f.false
+        return self.low.member(self._keys(x), key)
+
+    def get_tag(self, x: EntV, key: StrV) -> Out:
+        f = self.low.f
+        t = self._tag_type(x)
+        if t is None or not self._exists(x):
+            return BoolV(f.false), f.true
+        k = (x.etype, term_key(x.term), term_key(key.term))
+        value = self._tag_vals.get(k)
+        if value is None:
+            args = (x.term, key.term)
+
+            def on_leaf(path: tuple[str, ...], leaf: Leaf) -> None:
+                self.apps.setdefault((x.etype, ("#tag", *path)), []).append((args, leaf))
+
+            value = self._tag_vals[k] = self.low.fresh_value(t, f"{x.etype}[{_show(x.term)}].tag[{_show(key.term)}]", on_leaf)
+        return value, f.not_(self.has_tag(x, key))
+
+    # ---- axioms over the final universe
+    def close(self) -> None:
+        low, f = self.low, self.low.f
+        for (_etype, _path), apps in self.apps.items():  # equal arguments, equal values
+            for i, (args_i, leaf_i) in enumerate(apps):
+                for args_j, leaf_j in apps[i + 1 :]:
+                    same_args = f.and_(f.eq(a, b) for a, b in zip(args_i, args_j))
+                    if same_args is f.false:
+                        continue
+                    if isinstance(leaf_i, SetV) and leaf_i.var is not None and isinstance(leaf_j, SetV) and leaf_j.var is not None:
+                        same = low.set_members_equal(leaf_i.var, leaf_j.var)
+                    else:
+                        same = low.leaf_eq(leaf_i, leaf_j)
+                    low.background(f.implies(same_args, same))
+        entities = [x for key, xs in low.universe.items() if key.startswith("Entity:") for x in xs.values()]
+        terms = [x for x in entities if isinstance(x, EntV) and self._exists(x) and x.etype not in self.action_types]
+        for a in terms:  # every allowed pair gets its atom: transitivity ranges over all of them
+            for b in terms:
+                if b.etype in self.anc_types.get(a.etype, set()):
+                    self._anc_atom(a, b)
+        anc = self.anc
+        for (ka, kb), atom in list(anc.items()):
+            a, b = self._anc_leaves[(ka, kb)]
+            if ka == kb:
+                low.background(f.not_(atom))  # acyclic: no entity is its own ancestor
+        by_type: dict[str, list[EntV]] = {}
+        for x in terms:
+            by_type.setdefault(x.etype, []).append(x)
+        for xs in by_type.values():  # congruence: equal entities have the same ancestors …
+            for i, x in enumerate(xs):
+                for y in xs[i + 1 :]:
+                    same = f.eq(x.term, y.term)
+                    if same is f.false:
+                        continue
+                    for b in terms:
+                        kx, ky = (x.key(), b.key()), (y.key(), b.key())
+                        if kx in anc and ky in anc:
+                            low.background(f.implies(same, f.iff(anc[kx], anc[ky])))
+                        kx, ky = (b.key(), x.key()), (b.key(), y.key())
+                        if kx in anc and ky in anc:  # … and the same descendants
+                            low.background(f.implies(same, f.iff(anc[kx], anc[ky])))
+        for (ka, kb), ab in list(anc.items()):  # transitive
+            for c in terms:
+                bc = anc.get((kb, c.key()))
+                ac = anc.get((ka, c.key()))
+                if bc is not None and ac is not None:
+                    low.background(f.implies(f.and_([ab, bc]), ac))
+
+
+class FixedStore:
+    """One given entity store: a term is one of its entities of the term's type."""
+
+    def __init__(self, low: Lowering, store: Entities) -> None:
+        self.low = low
+        self.store = store
+        low.store = self
+        self._sorts: dict[str, Sort] = {}
+        self._records: dict[EntityUID, RecV] = {}
+        self._by_type: dict[str, list[EntityUID]] = {}
+        for uid in sorted(store.attrs):
+            self._by_type.setdefault(uid.type, []).append(uid)
+
+    def sort(self, etype: str) -> Sort:
+        found = self._sorts.get(etype)
+        if found is None:
+            found = self._sorts[etype] = Sort(etype, "population", tuple(u.id for u in self._by_type.get(etype, [])))
+        return found
+
+    def candidates(self, x: EntV) -> list[EntityUID]:
+        if isinstance(x.term, TermConst):
+            return [EntityUID(x.etype, x.term.value)]
+        return list(self._by_type.get(x.etype, []))
+
+    def _record_of(self, uid: EntityUID) -> RecV:
+        rec = self._records.get(uid)
+        if rec is None:
+            value = self.low.const(self.store.attrs[uid])
+            assert isinstance(value, RecV)
+            rec = self._records[uid] = value
+        return rec
+
+    def record(self, x: EntV) -> tuple[Val, Node]:
+        f = self.low.f
+        cases = [(_is(f, x, u.id), self._record_of(u)) for u in self.candidates(x) if u in self.store.attrs]
+        exists = f.or_(g for g, _ in cases)
+        return join(f, cases), exists
+
+    def in_(self, a: EntV, b: EntV) -> Node:
+        f = self.low.f
+        ancestors = self.store.ancestors
+        wanted = {u.id for u in self.candidates(b)}
+        out = []
+        for u in self.candidates(a):
+            reach = [w for w in [u, *ancestors.get(u, ())] if w.type == b.etype and w.id in wanted]
+            if reach:
+                out.append(f.and_([_is(f, a, u.id), f.or_(_is(f, b, w.id) for w in reach)]))
+        return f.or_(out)
+
+    def has_tag(self, x: EntV, key: StrV) -> Node:
+        f = self.low.f
+        out = []
+        for u in self.candidates(x):
+            tags = self.store.tags.get(u)
+            if tags is not None and u in self.store.attrs:
+                out.append(f.and_([_is(f, x, u.id), f.or_(f.eq(key.term, self.low.string(k).term) for k in tags.attrs)]))
+        return f.or_(out)
+
+    def get_tag(self, x: EntV, key: StrV) -> Out:
+        f = self.low.f
+        cases = []
+        for u in self.candidates(x):
+            tags = self.store.tags.get(u)
+            if tags is None or u not in self.store.attrs:
+                continue
+            for k, v in tags.attrs.items():
+                cases.append((f.and_([_is(f, x, u.id), f.eq(key.term, self.low.string(k).term)]), self.low.const(v)))
+        return join(f, cases), f.not_(self.has_tag(x, key))
+
+    def close(self) -> None:
+        """Nothing to add: the store is fixed."""
+
+
+def _values(x: EntV) -> Iterable[str]:
+    sort = x.term.sort
+    if isinstance(x.term, TermConst):
+        return [x.term.value]
+    return sort.domain or ()
+
+
+def _is(f: Any, x: EntV, ident: str) -> Node:
+    """``x`` is the entity ``ident`` of its type."""
+    if isinstance(x.term, TermConst):
+        return f.const(x.term.value == ident)  # type: ignore[no-any-return]
+    return f.eq(x.term, TermConst(x.term.sort, ident))  # type: ignore[no-any-return]
+
+
+def _show(t: Term) -> str:
+    return t.name if isinstance(t, TermVar) else f'"{t.value}"'
+
+
+def leaves_of(v: Val, f: Any) -> list[Leaf]:
+    return [leaf for _, leaf in alternatives(v, f)]
