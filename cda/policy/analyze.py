@@ -318,12 +318,12 @@ def _small_scenario(low: Lowering, gp: GroundProblem) -> None:
 # ---------------------------------------------------------------------------- the analysis
 
 
-def _proved_for(store: tuple[Entities, str] | None) -> str:
+def _proved_for(store: tuple[Entities, str] | None, schema: Schema) -> str:
     if store is None:
         return EVERY_STORE
     entities, where = store
-    n = sum(1 for u in entities.attrs if not u.type.endswith("Action") and u.type.split("::")[-1] != "Action")
-    return f"the entity store {where} as given ({n} entities)"
+    n = sum(1 for u in entities.attrs if u not in schema.actions)
+    return f"the entity store {where} as given ({n} entities besides the schema's actions)"
 
 
 def _assumptions(store: tuple[Entities, str] | None) -> list[str]:
@@ -375,7 +375,7 @@ def analyze(
     result = AnalysisResult(
         property=prop, status=PropertyStatus.UNKNOWN,
         environment={"principal_type": env.principal_type, "action": str(env.action), "resource_type": env.resource_type},
-        backend=backend, proved_for=_proved_for(store), assumptions=_assumptions(store),
+        backend=backend, proved_for=_proved_for(store, schema), assumptions=_assumptions(store),
         policies=[len(ps.policies) for ps in policy_sets],
     )  # fmt: skip
     every = [c.name for c in lowered.problem.clauses if not c.name.startswith("drop:")]
@@ -423,7 +423,7 @@ def _has_requests(store: Entities, env: Environment) -> None:
 def _scenario(prop: str, lowered: Lowered, model: dict[str, Any], policy_sets: list[PolicySet], schema: Schema,
               store: tuple[Entities, str] | None) -> tuple[dict[str, Any], list[Answer]]:  # fmt: skip
     """The model as a Cedar scenario, read back by Cedar's readers and re-evaluated concretely."""
-    from cda.policy.scenario import Decoder, StoreBuilder, request_json
+    from cda.policy.scenario import Decoder, StoreBuilder, named_in_request, request_json
 
     low = lowered.low
     dec = Decoder(low, model)
@@ -433,11 +433,16 @@ def _scenario(prop: str, lowered: Lowered, model: dict[str, Any], policy_sets: l
         builder = StoreBuilder(dec, low.store, schema)
         builder.build()
         request = request_json(dec, lowered.request, ctx_type, builder.entity_of)
-        entities_json: list[dict[str, Any]] | None = builder.to_json()
-        try:
-            concrete = read_entities(entities_json, schema, "counterexample.entities")
-        except CDAError as exc:
-            raise EvaluatorDisagreement(f"the counterexample's entity store does not conform to the schema: {exc}") from None
+        full = builder.to_json()
+        small = builder.to_json(keep=named_in_request(request))
+        for entities_json in ([small, full] if len(small) < len(full) else [full]):
+            try:
+                concrete = read_entities(entities_json, schema, "counterexample.entities")
+            except CDAError as exc:
+                raise EvaluatorDisagreement(f"the counterexample's entity store does not conform to the schema: {exc}") from None
+            answers = _answers(request, schema, concrete, policy_sets)
+            if violated(prop, answers) or entities_json is full:
+                break
     else:
         concrete = store[0]
         entities_json = None
@@ -446,11 +451,7 @@ def _scenario(prop: str, lowered: Lowered, model: dict[str, Any], policy_sets: l
             return min(u for u in concrete.attrs if u.type == etype)
 
         request = request_json(dec, lowered.request, ctx_type, existing)
-    try:
-        req = read_request(request, schema, "counterexample.request")
-    except CDAError as exc:
-        raise EvaluatorDisagreement(f"the counterexample's request does not conform to the schema: {exc}") from None
-    answers = [decide(ps.policies, req, concrete) for ps in policy_sets]
+        answers = _answers(request, schema, concrete, policy_sets)
     if not violated(prop, answers):
         raise EvaluatorDisagreement(
             f"the solver's counterexample to {prop} is not one for CDA's concrete evaluator: {request} "
@@ -460,6 +461,15 @@ def _scenario(prop: str, lowered: Lowered, model: dict[str, Any], policy_sets: l
     if entities_json is not None:
         cex["entities"] = entities_json
     return cex, answers
+
+
+def _answers(request: dict[str, Any], schema: Schema, store: Entities, policy_sets: list[PolicySet]) -> list[Answer]:
+    """Each policy set's concrete answer to a request read back against the schema."""
+    try:
+        req = read_request(request, schema, "counterexample.request")
+    except CDAError as exc:
+        raise EvaluatorDisagreement(f"the counterexample's request does not conform to the schema: {exc}") from None
+    return [decide(ps.policies, req, store) for ps in policy_sets]
 
 
 def _one(prop: str) -> Any:

@@ -218,7 +218,10 @@ class Lowering:
         elif t.kind == "String":
             leaf = StrV(self.term_var(prefix, self.string_sort))
         elif t.kind == "Entity":
-            leaf = EntV(self.term_var(prefix, self.store.sort(t.name)), t.name)
+            sort = self.store.sort(t.name)
+            if sort.domain is not None and not sort.domain:  # a fixed store without such an entity
+                return Opaque(f"{prefix}, of entity type {t.name}, of which the store has no entity")
+            leaf = EntV(self.term_var(prefix, sort), t.name)
             self.register(leaf)
         elif t.kind == "Ext" and t.name in ("decimal", "duration"):
             leaf = IntV(self.int_var(prefix, *LONG), t.name)
@@ -297,7 +300,12 @@ class Lowering:
         """A placeholder atom for ``build(witness)``, defined when the universe is final."""
         atom = self.fresh_atom(prefix)
         w = None
-        if witness is not None and witness != "mixed":
+        closed = self.store.sort(witness[7:]).domain if witness is not None and witness.startswith("Entity:") else None
+        if closed is not None:  # a closed population: its values are the universe, no witness needed
+            assert witness is not None
+            for ident in closed:
+                self.entity(EntityUID(witness[7:], ident))
+        elif witness is not None and witness != "mixed":
             w = self.fresh_leaf(witness, f"{prefix}.witness")
             self.register(w)
         self.deferred.append(_Deferred(atom, w, build))
@@ -774,13 +782,26 @@ class Lowering:
                 block = (x.addr.const >> k) << k
                 cases.append(f.and_([lin_eq(f, y.prefix, Lin.of(p)), in_range(f, y.addr, block, block | ((1 << k) - 1))]))
             return f.and_([is_version, f.or_(cases)])
-        raise self.refuse("isInRange() between two addresses that are not literals", pos)
+        # both symbolic: split on y's prefix length p; x's range is within y's when x's prefix
+        # is at least p and both addresses have the same network part, floor(addr / 2^(w-p))
+        cases = []
+        for version, bits in ((4, 32), (6, 128)):
+            is_version = f.and_([x.v6, y.v6]) if version == 6 else f.and_([f.not_(x.v6), f.not_(y.v6)])
+            for p in range(bits + 1):
+                k = bits - p
+                same = f.true
+                if k:
+                    qx, _ = self._divmod_floor(x.addr, 1 << k, (0, (1 << 128) - 1))
+                    qy, _ = self._divmod_floor(y.addr, 1 << k, (0, (1 << 128) - 1))
+                    same = lin_eq(f, qx, qy)
+                cases.append(f.and_([is_version, lin_eq(f, y.prefix, Lin.of(p)), le(f, Lin.of(p), x.prefix), same]))
+        return f.or_(cases)
 
-    def _divmod_floor(self, x: Lin, k: int) -> tuple[Lin, Lin]:
-        """``(x div k, x mod k)`` rounding down: fresh ``q``, ``r`` with ``x = k·q + r``,
-        ``0 <= r < k`` (as background: they are functions of ``x``)."""
+    def _divmod_floor(self, x: Lin, k: int, bounds: tuple[int, int] = LONG) -> tuple[Lin, Lin]:
+        """``(x div k, x mod k)`` rounding down, for ``x`` within ``bounds``: fresh ``q``, ``r``
+        with ``x = k·q + r``, ``0 <= r < k`` (as background: they are functions of ``x``)."""
         f = self.f
-        q = self.int_var("div", LONG[0] // k - 1, LONG[1] // k + 1)
+        q = self.int_var("div", bounds[0] // k - 1, bounds[1] // k + 1)
         r = self.int_var("mod", 0, k - 1)
         self.background(lin_eq(f, q.scale(k) + r, x))
         return q, r

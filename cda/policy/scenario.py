@@ -26,7 +26,7 @@ from cda.policy.symstore import SchemaStore
 from cda.policy.symvalues import BoolV, Cases, EntV, IntV, IPV, Leaf, Opaque, RecV, SetV, StrV, Val
 from cda.policy.values import CRecord, CSet, Datetime, Decimal, Duration, EntityUID, IPAddr, Value, to_json
 
-__all__ = ["Scenario", "Decoder", "StoreBuilder", "request_json", "default_value", "ip_value"]
+__all__ = ["Scenario", "Decoder", "StoreBuilder", "request_json", "default_value", "ip_value", "named_in_request"]
 
 
 @dataclass
@@ -129,6 +129,36 @@ class Decoder:
         raise ValueError(f"no value for {leaf.what}")
 
 
+def _named(v: Value) -> list[EntityUID]:
+    """Every entity a value names."""
+    if isinstance(v, EntityUID):
+        return [v]
+    if isinstance(v, CSet):
+        return [u for x in v for u in _named(x)]
+    if isinstance(v, CRecord):
+        return [u for x in v.attrs.values() for u in _named(x)]
+    return []
+
+
+def named_in_request(request: dict[str, Any]) -> set[EntityUID]:
+    """The entities a request (in Cedar's JSON) names: principal, resource, the context's."""
+    out = {EntityUID(request[k]["type"], request[k]["id"]) for k in ("principal", "resource")}
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            if "__entity" in x:
+                out.add(EntityUID(x["__entity"]["type"], x["__entity"]["id"]))
+            else:
+                for y in x.values():
+                    walk(y)
+        elif isinstance(x, list):
+            for y in x:
+                walk(y)
+
+    walk(request.get("context"))
+    return out
+
+
 def ip_value(v6: bool, addr: int, prefix: int) -> IPAddr:
     """The ``ipaddr`` a model describes, written so that Cedar reads it back (IPv6 in full hex
     form: Cedar refuses the dotted IPv4-in-IPv6 form Python prints for some addresses)."""
@@ -229,9 +259,28 @@ class StoreBuilder:
         while self._todo:
             self._fill(self._todo.pop(0))
 
-    def to_json(self) -> list[dict[str, Any]]:
+    def to_json(self, keep: set[EntityUID] | None = None) -> list[dict[str, Any]]:
+        """The store as Cedar's entities JSON; with ``keep``, only the entities reachable from
+        it (and from every entity whose attributes, tags or ancestors a policy reads) through
+        attributes, tags and parents: an entity a policy only names (``principal in
+        Team::"eng"``) changes no answer when it is absent."""
         self.drain()
-        return [self._json(uid) for uid in sorted(self.entities)]
+        chosen = sorted(self.entities)
+        if keep is not None:
+            todo = list(keep) + [self.dec.uid(x) for x in self.store.read]
+            todo += [u for u, e in self.entities.items() if e.parents]
+            seen: set[EntityUID] = set()
+            while todo:
+                u = todo.pop()
+                if u in seen or u not in self.entities:
+                    continue
+                seen.add(u)
+                ent = self.entities[u]
+                todo.extend(ent.parents)
+                for v in [*ent.attrs.values(), *ent.tags.values()]:
+                    todo.extend(_named(v))
+            chosen = [u for u in chosen if u in seen]
+        return [self._json(uid) for uid in chosen]
 
     def _fill(self, uid: EntityUID) -> None:
         decl = self.schema.entities[uid.type]

@@ -95,6 +95,8 @@ class SchemaStore:
         self._tag_vals: dict[tuple[str, Any, Any], Val] = {}
         self.anc: dict[tuple[Any, Any], Node] = {}  # (descendant key, ancestor key) → atom
         self._anc_leaves: dict[tuple[Any, Any], tuple[EntV, EntV]] = {}
+        #: the entity terms whose attributes or tags a policy reads (a scenario keeps them)
+        self.read: list[EntV] = []
 
     def sort(self, etype: str) -> Sort:
         found = self._sorts.get(etype)
@@ -135,6 +137,7 @@ class SchemaStore:
             made = self.low.fresh_value(decl.attrs, f"{x.etype}[{_show(x.term)}]", on_leaf)
             assert isinstance(made, RecV)
             rec = self._records[k] = made
+            self.read.append(x)
         return rec, f.true
 
     def in_(self, a: EntV, b: EntV) -> Node:
@@ -181,6 +184,7 @@ class SchemaStore:
             made = self.low.fresh_value(SType("Set", elem=SType("String")), f"{x.etype}[{_show(x.term)}].tags", on_leaf)
             assert isinstance(made, SetV)
             keys = self._tag_keys[k] = made
+            self.read.append(x)
         return keys
 
     def has_tag(self, x: EntV, key: StrV) -> Node:
