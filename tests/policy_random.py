@@ -356,8 +356,11 @@ class _Answer:
     errors: list[str]
 
 
-def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = "z3") -> Stats:
-    """Every property on seed ``seed``'s world, against the oracles (module docstring)."""
+def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = "z3", against: str | None = None) -> Stats:
+    """Every property on seed ``seed``'s world, against the oracles (module docstring); with
+    ``against``, also against that backend's verdict. A construct or a backend that refuses by
+    name counts as ``refused``."""
+    from cda.errors import BackendUnsupported
     from cda.policy.syntax import UnsupportedConstruct
 
     w = world(seed)
@@ -374,10 +377,14 @@ def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = 
         where = f"seed {seed} {prop}:\n{text}--- A\n{a_text}\n--- B\n{b_text}"
         try:
             res = analyze(prop, chosen, env, backend=backend, repair=False)  # type: ignore[arg-type]
-        except UnsupportedConstruct:
+        except (UnsupportedConstruct, BackendUnsupported):
             stats.refused += 1
             continue
         stats.analyses += 1
+        if against is not None:
+            other = analyze(prop, chosen, env, backend=against, repair=False)  # type: ignore[arg-type]
+            if other.status != res.status:
+                stats.problems.append(f"{backend} says {res.status}, {against} says {other.status}: {where}")
         if res.status is PropertyStatus.UNKNOWN:
             stats.unknown += 1
             continue

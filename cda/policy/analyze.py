@@ -184,7 +184,7 @@ def analyze_files(
     sets = [load_policy_set(p, schema, entities) for p in policies]
     assert sets[0].schema is not None
     envs = select_environments(sets[0].schema, action, principal_type, resource_type)
-    given = None if entities is None else (sets[0].entities, str(entities))
+    given = None if entities is None else (sets[0].entities, Path(entities).name)  # the same on every door
     return [analyze(prop, sets, e, backend=backend, timeout=timeout, store=given, explain=explain) for e in envs]
 
 
@@ -229,7 +229,10 @@ def _set_nodes(low: Lowering, tag: str, policies: list[Policy], req: Request,
                defs: list[Clause]) -> tuple[Node, Node, list[tuple[str, Policy, Node, Node]]]:  # fmt: skip
     """(allows, some policy errors) of one policy set, each policy's meaning a named clause."""
     f = low.f
-    permits, forbids, errs, out = [], [], [], []
+    permits: list[Node] = []
+    forbids: list[Node] = []
+    errs: list[Node] = []
+    out: list[tuple[str, Policy, Node, Node]] = []
     for i, p in enumerate(policies):
         sat, err = low.policy_nodes(p, req)
         name = f"{tag}:{p.id}" if tag else p.id

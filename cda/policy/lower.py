@@ -30,13 +30,12 @@ from cda.policy.parse import METHODS
 from cda.policy.schema import SType
 from cda.policy.solving import AtomInfo, GroundProblem, Node, NodeFactory, Sort, TermConst, TermVar
 from cda.policy.symvalues import (
+    IPV,
     LONG,
     BoolV,
-    Cases,
     EntV,
     Field,
     IntV,
-    IPV,
     Leaf,
     Lin,
     Opaque,
@@ -364,8 +363,9 @@ class Lowering:
 
     def leaf_eq(self, x: Leaf, y: Leaf) -> Node:
         f = self.f
-        if isinstance(x, Opaque) or isinstance(y, Opaque):
-            raise self.refuse(f"comparing {(x if isinstance(x, Opaque) else y).what}", None)  # type: ignore[union-attr]
+        for z in (x, y):
+            if isinstance(z, Opaque):
+                raise self.refuse(f"comparing {z.what}", None)
         if x.ty != y.ty:
             return f.false
         if isinstance(x, BoolV):
@@ -669,8 +669,10 @@ class Lowering:
                 return self.error()
             if not isinstance(x.term, TermConst):
                 raise self.refuse(f"{e.name}() of a string that is not a literal", e.pos)
+            readers: dict[str, Callable[[str], Value]] = {"ip": parse_ip, "decimal": parse_decimal,
+                                                          "datetime": parse_datetime, "duration": parse_duration}  # fmt: skip
             try:
-                v = {"ip": parse_ip, "decimal": parse_decimal, "datetime": parse_datetime, "duration": parse_duration}[e.name](x.term.value)
+                v = readers[e.name](x.term.value)
             except ExtensionError:
                 return self.error()
             return self.const(v), f.false
@@ -827,7 +829,7 @@ class Lowering:
             for x in list(self.universe.get(key, {}).values()):
                 self._member_atom(name, x)
         self.closed = True
-        for name, key in self.set_vars.items():
+        for name in self.set_vars:
             items = list(self._member_leaf[name].items())
             atoms = self.members[name]
             for i, (kx, x) in enumerate(items):

@@ -23,6 +23,7 @@ stands on, the same on both backends.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cda.policy.solving import OutOfTime, Query, SolverStatus
@@ -56,7 +57,9 @@ def _where(lowered: Lowered, name: str) -> dict[str, Any]:
     for pols in lowered.policies:
         for n, p, _, _ in pols:
             if n == name:
-                return {"policy": n, "id": p.id, "effect": p.effect, "file": p.filename, "line": p.pos[0]}
+                # the file's name, not its path: the same answer on every door (a job names files
+                # relative to its manifest, the CLI as typed)
+                return {"policy": n, "id": p.id, "effect": p.effect, "file": Path(p.filename).name, "line": p.pos[0]}
     raise KeyError(name)
 
 

@@ -23,7 +23,7 @@ from cda.policy.lower import Lowering, Request
 from cda.policy.schema import Schema, SType
 from cda.policy.solving import Node, TermConst, evaluate
 from cda.policy.symstore import SchemaStore
-from cda.policy.symvalues import BoolV, Cases, EntV, IntV, IPV, Leaf, Opaque, RecV, SetV, StrV, Val
+from cda.policy.symvalues import IPV, BoolV, Cases, EntV, IntV, Leaf, Opaque, RecV, SetV, StrV, Val
 from cda.policy.values import CRecord, CSet, Datetime, Decimal, Duration, EntityUID, IPAddr, Value, to_json
 
 __all__ = ["Scenario", "Decoder", "StoreBuilder", "request_json", "default_value", "ip_value", "named_in_request"]
@@ -110,7 +110,8 @@ class Decoder:
             return self.truth(leaf.node)
         if isinstance(leaf, IntV):
             n = self.number(leaf)
-            return {"Long": n, "decimal": Decimal(n), "datetime": Datetime(n), "duration": Duration(n)}[leaf.kind]
+            kinds: dict[str, Value] = {"Long": n, "decimal": Decimal(n), "datetime": Datetime(n), "duration": Duration(n)}
+            return kinds[leaf.kind]
         if isinstance(leaf, StrV):
             return self.text(leaf.term)
         if isinstance(leaf, EntV):
@@ -182,8 +183,9 @@ def default_value(t: SType, entity_of: Callable[[str], EntityUID]) -> Value:
         return CSet([])
     if t.kind == "Record":
         return CRecord({n: default_value(at, entity_of) for n, at, required in t.attrs if required})
-    return {"decimal": Decimal(0), "datetime": Datetime(0), "duration": Duration(0),
-            "ipaddr": IPAddr(4, 0, 32, "0.0.0.0")}[t.name]  # fmt: skip
+    defaults: dict[str, Value] = {"decimal": Decimal(0), "datetime": Datetime(0), "duration": Duration(0),
+                                  "ipaddr": IPAddr(4, 0, 32, "0.0.0.0")}  # fmt: skip
+    return defaults[t.name]
 
 
 class StoreBuilder:
