@@ -258,18 +258,19 @@ def test_a_failing_property_comes_with_a_rechecked_repair() -> None:
     sets, env = _sets(case)
     two = "permit(principal, action, resource) when { principal.level > 3 };\n" + case.a
     sets[0] = PolicySet(parse_policies(two, "a.cedar"), sets[0].schema, sets[0].entities)
-    res = analyze("implies", sets, env)
+    res = analyze("implies", sets, env, repair=True)
     assert res.status is FAILS and res.repair is not None and res.repair["restores"]
     assert [(p["id"], p["line"]) for p in res.repair["remove"]] == [("policy0", 1), ("policy1", 2)]
     blanket = PolicySet(parse_policies("permit(principal, action, resource);\nforbid(principal, action, resource) "
                                        "when { principal.level > 3 };\nforbid(principal, action, resource) when { false };"),
                         sets[0].schema, sets[0].entities)  # fmt: skip
-    fix = analyze("always-allows", [blanket], env).repair
+    fix = analyze("always-allows", [blanket], env, repair=True).repair
     assert fix is not None and [p["id"] for p in fix["remove"]] == ["policy1"] and fix["restores"]
     hopeless = PolicySet(parse_policies("permit(principal, action, resource) when { principal.level > 3 };"),
                          sets[0].schema, sets[0].entities)  # fmt: skip
-    nothing = analyze("always-allows", [hopeless], env).repair
+    nothing = analyze("always-allows", [hopeless], env, repair=True).repair
     assert nothing is not None and not nothing["restores"] and "does not restore" in nothing["note"]
+    assert analyze("always-allows", [hopeless], env).repair is None  # only when asked for
 
 
 def test_explain_names_the_policies_a_holding_property_stands_on() -> None:
@@ -306,7 +307,7 @@ def test_the_cli_prints_the_scenario_and_what_it_was_proved_for(tmp_path: Path, 
     (tmp_path / "new.cedar").write_text('permit(principal in Team::"eng", action, resource);\n'
                                         'permit(principal, action, resource) when { resource.owner == principal };')
     args = ["policy", "analyze", "no-new-access", str(tmp_path / "old.cedar"), str(tmp_path / "new.cedar"),
-            "--schema", str(tmp_path / "s.cedarschema")]  # fmt: skip
+            "--schema", str(tmp_path / "s.cedarschema"), "--repair"]  # fmt: skip
     assert main(args) == 1
     out = capsys.readouterr().out
     assert out.startswith("FAILS  no-new-access for (User, Action::\"read\", Doc) on z3\n")

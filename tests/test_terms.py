@@ -153,3 +153,23 @@ def test_eq_of_two_sorts_is_false_and_like_needs_a_string() -> None:
     assert f.eq(x, TermVar("w", TEXT)) is f.false
     with pytest.raises(ValueError, match="like needs a string"):
         f.like(x, ("a",))
+
+
+@pytest.mark.parametrize("text", ["a\x00b", "x\\u{41}y", "é\U0001f600", "\\", 'q"', ""])
+def test_any_text_is_one_string_and_one_entity_id_on_both_backends(text: str) -> None:
+    """z3 reads escapes inside string literals and symbols as C strings: a NUL or a backslash
+    must neither merge two values nor change one. A string equal to ``text`` and matching its
+    first character's pattern is found with exactly that text; two ids differing after a NUL
+    stay two entities."""
+    from cda.solver.query import Query
+    from cda.contracts.deadline import Deadline
+
+    f = NodeFactory()
+    p = GroundProblem(f)
+    w = p.declare_term("w", TEXT)
+    x = p.declare_term("x", POP)
+    p.clauses.append(Clause("c", "hard", f.and_([
+        f.eq(w, TermConst(TEXT, text)), f.like(w, (text[:1], None)),
+        f.eq(x, TermConst(POP, text + "\x00one")), f.not_(f.eq(x, TermConst(POP, text + "\x00two")))]), 1))  # fmt: skip
+    answer = Query(p, "z3", Deadline(None)).check()
+    assert answer.model is not None and answer.model["w"] == text and answer.model["x"] == text + "\x00one"

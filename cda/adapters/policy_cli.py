@@ -53,6 +53,8 @@ def add_policy_parser(sub: Any, seconds: Any) -> None:
     an.add_argument("--backend", choices=["z3", "clingo"], default="z3", help="the solver that decides it")
     an.add_argument("--timeout", type=seconds, default=60.0, help="per environment, seconds")
     an.add_argument("--explain", action="store_true", help="for a property that holds: the policies it stands on")
+    an.add_argument("--repair", action="store_true",
+                    help="for a property that fails: the policies whose removal restores it (re-checked)")
     an.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -122,7 +124,7 @@ def _analyze(args: argparse.Namespace, out: TextIO) -> int:
     results = analyze_files(
         args.property, args.policies, schema=args.schema, entities=args.entities, action=args.action,
         principal_type=args.principal_type, resource_type=args.resource_type, backend=args.backend,
-        timeout=args.timeout, explain=args.explain,
+        timeout=args.timeout, explain=args.explain, repair=args.repair,
     )  # fmt: skip
     if args.json:
         out.write(json.dumps([r.to_json() for r in results], sort_keys=True) + "\n")

@@ -40,7 +40,7 @@ from cda.encodings.ir import (
 )
 from cda.errors import BackendUnsupported
 
-__all__ = ["Z3Encoder", "like_regex", "smtlib"]
+__all__ = ["Z3Encoder", "like_regex", "smtlib", "string_val", "string_value", "z3_name"]
 
 _mk_not = z3core.Z3_mk_not
 _mk_and = z3core.Z3_mk_and
@@ -81,12 +81,13 @@ class Z3Encoder:
         #: the constants made, per population sort: they differ from each other (the backend
         #: asserts it, :meth:`population_constants`)
         self.constants: dict[str, list[z3.ExprRef]] = {}
+        self.constant_values: dict[int, str] = {}  # a population constant's term id → its value
 
     def bool_var(self, name: str) -> z3.BoolRef:
         """``z3.Bool(name)``, the very same term, made with three C calls instead of a dozen."""
         var = self.bools.get(name)
         if var is None:
-            symbol = _mk_string_symbol(self._c, name)
+            symbol = _mk_string_symbol(self._c, z3_name(name))
             var = self.bools[name] = z3.BoolRef(_mk_const(self._c, symbol, self._bool_sort), self.ctx)
         return var
 
@@ -105,7 +106,7 @@ class Z3Encoder:
     def int_var(self, name: str) -> z3.ArithRef:
         var = self.ints.get(name)
         if var is None:
-            var = self.ints[name] = z3.Int(name, self.ctx)
+            var = self.ints[name] = z3.Int(z3_name(name), self.ctx)
         return var
 
     def sort(self, sort: Sort) -> z3.SortRef:
@@ -123,12 +124,14 @@ class Z3Encoder:
         found = self.terms.get(key)
         if found is None:
             if isinstance(t, TermConst) and t.sort.kind == "string":
-                found = z3.StringVal(t.value, self.ctx)
-            elif isinstance(t, TermConst):
-                found = z3.Const(f"{t.sort.name}::{t.value}", self.sort(t.sort))
-                self.constants.setdefault(t.sort.name, []).append(found)
+                found = string_val(t.value, self.ctx)
+            elif isinstance(t, TermConst):  # named by its place, not its text (an id may hold any character)
+                named = self.constants.setdefault(t.sort.name, [])
+                found = z3.Const(z3_name(f"{t.sort.name}!{len(named)}"), self.sort(t.sort))
+                named.append(found)
+                self.constant_values[found.get_id()] = t.value
             else:
-                found = z3.Const(t.name, self.sort(t.sort))
+                found = z3.Const(z3_name(t.name), self.sort(t.sort))
             self.terms[key] = found
         return found
 
@@ -211,12 +214,41 @@ class Z3Encoder:
         return self._held_term(z3.InRe(self.term(node.term), like_regex(node.pattern, self.ctx)))
 
 
+def string_val(text: str, ctx: z3.Context) -> z3.SeqRef:
+    """``text`` as a z3 string literal, character for character: z3 reads ``\\u{…}`` in a
+    literal as an escape, so a backslash and every character outside printable ASCII is written
+    as one (:func:`string_value` reads a model's strings back)."""
+    if all(" " <= c <= "~" and c != "\\" for c in text):
+        return z3.StringVal(text, ctx)
+    return z3.StringVal("".join(c if " " <= c <= "~" and c != "\\" else f"\\u{{{ord(c):x}}}" for c in text), ctx)
+
+
+def string_value(term: z3.ExprRef) -> str:
+    """A model's string value as the text it stands for (z3 prints characters outside printable
+    ASCII, and a backslash before ``u{``, as ``\\u{…}`` escapes)."""
+    import re
+
+    return re.sub(r"\\u\{([0-9a-fA-F]+)\}", lambda m: chr(int(m.group(1), 16)), term.as_string())  # type: ignore[attr-defined]
+
+
+def z3_name(name: str) -> str:
+    """``name`` as a z3 symbol: z3 reads symbols as C strings, so a NUL would cut a name short
+    and make two names one constant; NUL and backslash are escaped (distinct names stay distinct).
+
+    >>> z3_name("a\\x00b") == "a\\\\0b", z3_name("plain")
+    (True, 'plain')
+    """
+    if "\x00" in name or "\\" in name:
+        return name.replace("\\", "\\\\").replace("\x00", "\\0")
+    return name
+
+
 def like_regex(pattern: tuple[str | None, ...], ctx: z3.Context) -> z3.ReRef:
     """A wildcard pattern as a z3 regular expression (``None``: any text, the empty one too)."""
     anything = z3.Star(z3.AllChar(z3.ReSort(z3.StringSort(ctx))))
-    parts = [anything if p is None else z3.Re(z3.StringVal(p, ctx)) for p in pattern]
+    parts = [anything if p is None else z3.Re(string_val(p, ctx)) for p in pattern]
     if not parts:
-        return z3.Re(z3.StringVal("", ctx))
+        return z3.Re(string_val("", ctx))
     return parts[0] if len(parts) == 1 else z3.Concat(*parts)
 
 

@@ -23,9 +23,9 @@ status). A violation comes back as a least-cost model (soft clauses keep the sce
 fewer entities, attributes, ancestors, set members), read as a request and an entity store in
 Cedar's JSON (:mod:`cda.policy.scenario`), read back by Cedar's readers against the schema and
 evaluated again by CDA's concrete evaluator before it is shown: a disagreement is
-:class:`~cda.errors.EvaluatorDisagreement`, a bug, never an answer. A failing property also gets a
-repair (:mod:`cda.policy.repair`): the policies whose removal restores it, re-checked; a holding
-one, with ``explain``, the policies it stands on (a minimal core).
+:class:`~cda.errors.EvaluatorDisagreement`, a bug, never an answer. Asked for
+(:mod:`cda.policy.repair`), a failing property gets a repair (the policies whose removal restores
+it, re-checked) and a holding one the policies it stands on (a minimal core).
 """
 
 from __future__ import annotations
@@ -171,6 +171,7 @@ def analyze_files(
     backend: Backend = "z3",
     timeout: float = 60.0,
     explain: bool = False,
+    repair: bool = False,
 ) -> list[AnalysisResult]:
     """``cda policy analyze`` as a function of file paths (what a batch job calls): ``prop`` on
     the policy files (one, or two for the binary properties) over every environment selected,
@@ -185,7 +186,8 @@ def analyze_files(
     assert sets[0].schema is not None
     envs = select_environments(sets[0].schema, action, principal_type, resource_type)
     given = None if entities is None else (sets[0].entities, Path(entities).name)  # the same on every door
-    return [analyze(prop, sets, e, backend=backend, timeout=timeout, store=given, explain=explain) for e in envs]
+    return [analyze(prop, sets, e, backend=backend, timeout=timeout, store=given, explain=explain, repair=repair)
+            for e in envs]  # fmt: skip
 
 
 def violated(prop: str, answers: list[Answer]) -> bool:
@@ -221,7 +223,6 @@ class Lowered:
     #: per policy set: [(clause name, policy, satisfied atom, errors atom)]
     policies: list[list[tuple[str, Policy, Node, Node]]]
     violation: str  # the violation clause's name
-    drops: dict[str, str]  # policy clause → the clause that removes the policy (for repairs)
     env: Environment
 
 
@@ -290,13 +291,8 @@ def lower_analysis(prop: str, policy_sets: list[PolicySet], env: Environment, sc
     gp = low.gp
     gp.clauses.extend(defs)
     gp.clauses.append(Clause("violation", "hard", _violation(f, prop, sets), 0))
-    drops: dict[str, str] = {}
-    for pols in per_set:
-        for name, _, s_atom, e_atom in pols:
-            drops[name] = f"drop:{name}"
-            gp.clauses.append(Clause(f"drop:{name}", "hard", f.and_([f.not_(s_atom), f.not_(e_atom)]), 0))
     _small_scenario(low, gp)
-    return Lowered(low, req, gp, per_set, "violation", drops, env)
+    return Lowered(low, req, gp, per_set, "violation", env)
 
 
 def _small_scenario(low: Lowering, gp: GroundProblem) -> None:
@@ -352,11 +348,12 @@ def analyze(
     timeout: float = 60.0,
     store: tuple[Entities, str] | None = None,
     explain: bool = False,
-    repair: bool = True,
+    repair: bool = False,
 ) -> AnalysisResult:
     """Decide ``prop`` for the policy sets (one or two, as the property takes) over ``env``:
     for every entity store the first set's schema allows, or, with ``store`` (an entity store
-    and where it came from), for that store."""
+    and where it came from), for that store. ``repair`` (a failing property) and ``explain``
+    (a holding one) ask for more solving, within the same ``timeout``."""
     if prop not in PROPERTIES:
         raise OptionError(f"unknown property {prop!r}; one of {', '.join(PROPERTIES)}")
     if len(policy_sets) != PROPERTIES[prop]:
@@ -381,8 +378,7 @@ def analyze(
         backend=backend, proved_for=_proved_for(store, schema), assumptions=_assumptions(store),
         policies=[len(ps.policies) for ps in policy_sets],
     )  # fmt: skip
-    every = [c.name for c in lowered.problem.clauses if not c.name.startswith("drop:")]
-    decided = query.check(every)
+    decided = query.check()
     if decided.status is SolverStatus.UNKNOWN:
         result.note = f"{backend} gave no verdict: {decided.note or 'unknown'}; nothing is claimed"
     elif decided.status is SolverStatus.UNSAT:
@@ -394,7 +390,7 @@ def analyze(
             if note:
                 result.note = note
     else:
-        small = query.cheapest(every)
+        small = query.cheapest()
         model = small.model if small.status is SolverStatus.SAT else decided.model
         if small.status is not SolverStatus.SAT:
             result.note = "the counterexample is not minimised (time ran out while making it small)"
@@ -477,8 +473,8 @@ def _answers(request: dict[str, Any], schema: Schema, store: Entities, policy_se
 
 def _one(prop: str) -> Any:
     def run(ps: PolicySet, env: Environment, *, backend: Backend = "z3", timeout: float = 60.0,
-            store: tuple[Entities, str] | None = None, explain: bool = False) -> AnalysisResult:  # fmt: skip
-        return analyze(prop, [ps], env, backend=backend, timeout=timeout, store=store, explain=explain)
+            store: tuple[Entities, str] | None = None, explain: bool = False, repair: bool = False) -> AnalysisResult:  # fmt: skip
+        return analyze(prop, [ps], env, backend=backend, timeout=timeout, store=store, explain=explain, repair=repair)
 
     run.__name__ = prop.replace("-", "_")
     run.__doc__ = f"``{prop}``: see :func:`analyze`."
@@ -487,8 +483,8 @@ def _one(prop: str) -> Any:
 
 def _two(prop: str) -> Any:
     def run(a: PolicySet, b: PolicySet, env: Environment, *, backend: Backend = "z3", timeout: float = 60.0,
-            store: tuple[Entities, str] | None = None, explain: bool = False) -> AnalysisResult:  # fmt: skip
-        return analyze(prop, [a, b], env, backend=backend, timeout=timeout, store=store, explain=explain)
+            store: tuple[Entities, str] | None = None, explain: bool = False, repair: bool = False) -> AnalysisResult:  # fmt: skip
+        return analyze(prop, [a, b], env, backend=backend, timeout=timeout, store=store, explain=explain, repair=repair)
 
     run.__name__ = prop.replace("-", "_")
     run.__doc__ = f"``{prop}``: see :func:`analyze`."

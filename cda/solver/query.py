@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 from cda.contracts.deadline import Deadline, OutOfTime
 from cda.contracts.status import SolverStatus
-from cda.encodings.ir import GroundProblem
+from cda.encodings.evaluate import evaluate_many
+from cda.encodings.ir import GroundProblem, Node
+from cda.errors import EvaluatorDisagreement
 from cda.solver.backend import Lit, Model, integer_weights, make_backend, selector
 from cda.solver.cores import quickxplain
 from cda.solver.recheck import CheckedBackend
@@ -55,6 +57,7 @@ class Query:
         self.seed = seed
         self._solver: CheckedBackend | None = None
         self._names = [c.name for c in problem.clauses]
+        self._added: dict[str, Node] = {}  # selector of a clause added later → its node
 
     def _checked(self) -> CheckedBackend:
         if self._solver is None:
@@ -63,21 +66,33 @@ class Query:
             self._solver = CheckedBackend(self.problem, backend)
         return self._solver
 
-    def _assumptions(self, on: Sequence[str] | None) -> list[Lit]:
-        if on is None:
-            return self._checked().base
+    def _assumptions(self, on: Sequence[str] | None, also: Sequence[str] = ()) -> list[Lit]:
+        extra = [(sel, True) for sel in also]
+        if on is None:  # every clause on, in one literal: the backend's plain instance answers
+            return [*self._checked().base, *extra]
         chosen = set(on)
-        return [(selector(n), n in chosen) for n in self._names]
+        return [*((selector(n), n in chosen) for n in self._names), *extra]
 
-    def check(self, on: Sequence[str] | None = None) -> QueryAnswer:
-        """Is there a model with the clauses ``on`` (all of them when ``None``) switched on?"""
+    def add(self, node: Node) -> str:
+        """A hard clause added to the built problem, off unless a question names it in
+        ``also``; its selector."""
+        sel = self._checked().add_clause(node)
+        self._added[sel] = node
+        return sel
+
+    def check(self, on: Sequence[str] | None = None, also: Sequence[str] = ()) -> QueryAnswer:
+        """Is there a model with the clauses ``on`` (all of them when ``None``) switched on, and
+        the added clauses ``also``? Its model re-checked against all of them."""
         try:
             solver = self._checked()
-            assumptions = self._assumptions(on)
+            assumptions = self._assumptions(on, also)
             out = solver.backend.check(assumptions)
             status = SolverStatus(out.status)
             if status is SolverStatus.SAT:
-                return QueryAnswer(status, solver.verified(out.model, assumptions, "query"))
+                model = solver.verified(out.model, assumptions, "query")
+                if not all(evaluate_many([self._added[sel] for sel in also], model)):
+                    raise EvaluatorDisagreement(f"{self.backend_name} returned a model violating an added clause")
+                return QueryAnswer(status, model)
             return QueryAnswer(status, note="" if status is SolverStatus.UNSAT else "time ran out while solving")
         except OutOfTime as exc:
             return QueryAnswer(SolverStatus.UNKNOWN, note=str(exc))

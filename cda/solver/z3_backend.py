@@ -25,7 +25,7 @@ from z3 import z3core
 from cda.contracts.limits import Z3_MAX_TIMEOUT_MS
 from cda.encodings.ir import Clause, GroundProblem, Sort, TermConst, TermVar, fresh_labels
 from cda.encodings.scheme import SortUse, build_scheme, guarded_clauses, rank_order
-from cda.encodings.to_z3 import Z3Encoder
+from cda.encodings.to_z3 import Z3Encoder, string_value
 from cda.solver.backend import (
     ALL_CLAUSES,
     Deadline,
@@ -215,7 +215,7 @@ class Z3Backend:
         place in the model's universe of the sort)."""
         value = m.eval(self.enc.term(TermVar(name, sort)), model_completion=True)
         if sort.kind == "string":
-            return str(value.as_string())
+            return string_value(value)
         consts = self.enc.constants.get(sort.name, [])
         for const in consts:
             if m.eval(const, model_completion=True).eq(value):
@@ -225,9 +225,8 @@ class Z3Backend:
         names = {self._const_value(c, sort) for c in consts}
         return fresh_labels(names, index + 1)[index]
 
-    @staticmethod
-    def _const_value(const: z3.ExprRef, sort: Sort) -> str:
-        return str(const.decl().name())[len(sort.name) + 2 :]
+    def _const_value(self, const: z3.ExprRef, sort: Sort) -> str:
+        return self.enc.constant_values[const.get_id()]
 
     def _status(self, r: z3.CheckSatResult) -> str:
         return "sat" if r == z3.sat else "unsat" if r == z3.unsat else "unknown"
