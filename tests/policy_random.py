@@ -322,11 +322,13 @@ class Stats:
     holds_contradicted: int = 0
     unknown: int = 0
     refused: int = 0
+    bounded_refused: int = 0  # bounded analyses refused by name (a store without an entity a context needs)
     samples: int = 0
     problems: list[str] = field(default_factory=list)
 
     def add(self, other: Stats) -> None:
-        for k in ("analyses", "fails", "fails_confirmed", "holds", "holds_contradicted", "unknown", "refused", "samples"):
+        for k in ("analyses", "fails", "fails_confirmed", "holds", "holds_contradicted", "unknown", "refused",
+                  "bounded_refused", "samples"):  # fmt: skip
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.problems += other.problems
 
@@ -360,7 +362,7 @@ def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = 
     """Every property on seed ``seed``'s world, against the oracles (module docstring); with
     ``against``, also against that backend's verdict. A construct or a backend that refuses by
     name counts as ``refused``."""
-    from cda.errors import BackendUnsupported
+    from cda.errors import BackendUnsupported, CDAError
     from cda.policy.syntax import UnsupportedConstruct
 
     w = world(seed)
@@ -397,7 +399,13 @@ def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = 
             else:
                 stats.problems.append(f"FAILS not confirmed by cedarpy: {where}\n{json.dumps(cex)}")
             own = read_entities(cex["entities"], schema)
-            bounded = analyze(prop, chosen, env, backend=backend, store=(own, "the counterexample's"), repair=False)  # type: ignore[arg-type]
+            try:
+                bounded = analyze(prop, chosen, env, backend=backend, store=(own, "the counterexample's"), repair=False)  # type: ignore[arg-type]
+            except (UnsupportedConstruct, CDAError) as exc:  # a context entity of a type the (pruned) store has none of
+                if not isinstance(exc, UnsupportedConstruct) and "nothing to decide" not in str(exc):
+                    raise
+                stats.bounded_refused += 1
+                continue
             if bounded.status is not PropertyStatus.FAILS:
                 stats.problems.append(f"bounded to the counterexample's own store: {bounded.status}: {where}")
             continue
@@ -412,7 +420,13 @@ def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = 
             if any(ours) or any(theirs):
                 contradicted = True
                 stats.problems.append(f"HOLDS contradicted by a sampled request: {where}\n{json.dumps(entities)}")
-            bounded = analyze(prop, chosen, env, backend=backend, store=(concrete, "sampled"), repair=False)  # type: ignore[arg-type]
+            try:
+                bounded = analyze(prop, chosen, env, backend=backend, store=(concrete, "sampled"), repair=False)  # type: ignore[arg-type]
+            except (UnsupportedConstruct, CDAError) as exc:  # refused by name: a context entity the store has none of
+                if not isinstance(exc, UnsupportedConstruct) and "nothing to decide" not in str(exc):
+                    raise
+                stats.bounded_refused += 1
+                continue
             if bounded.status is PropertyStatus.FAILS:
                 contradicted = True
                 stats.problems.append(f"HOLDS over every store, FAILS on a sampled store: {where}\n{json.dumps(entities)}")

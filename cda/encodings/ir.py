@@ -12,7 +12,7 @@ exactly the values of its domain). Terms appear only in :class:`Eq` (two terms a
 :class:`Like` (a string matches a wildcard pattern). z3 decides them in its theories of
 uninterpreted sorts, strings and regular languages; a backend without those reads each sort as
 a finite domain (:mod:`cda.encodings.finite`: the constants the problem names and one fresh
-value per variable are all a model ever needs), or refuses by name (``Like`` on a variable).
+value per variable are all a model ever needs), or refuses by name (``Like`` on a variable);
 docs/architecture.md, "The IR".
 
 Nodes are interned by :class:`NodeFactory`: building the same formula twice returns the same
@@ -710,6 +710,10 @@ class GroundProblem:
     notes: list[str] = field(default_factory=list)
     #: term variables (strings, members of populations), by name: a model gives each a string
     terms: dict[str, TermVar] = field(default_factory=dict)
+    #: least-cost models also minimise each soft clause in turn, so that the violated set is the
+    #: same on every backend (hypotheses need that); a product that only wants a cheap model
+    #: (a small counterexample over hundreds of soft clauses) turns it off: one objective
+    canonical_soft: bool = True
 
     def declare_int(self, name: str, low: int, high: int) -> NumVar:
         """A plain integer variable in [``low``, ``high``], known to the factory and the backends."""

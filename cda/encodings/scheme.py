@@ -141,7 +141,8 @@ def build_scheme(problem: GroundProblem, weights: dict[str, int]) -> Scheme:
     """
     soft = problem.soft
     objectives = [Objective(tuple((s.node, weights[s.name]) for s in soft))] if soft else []
-    objectives += [Objective(((s.node, 1),)) for s in soft]
+    if problem.canonical_soft:
+        objectives += [Objective(((s.node, 1),)) for s in soft]
     return Scheme(
         atoms=tuple(problem.atoms),
         numvars=tuple(problem.numvars),

@@ -312,6 +312,7 @@ def _small_scenario(low: Lowering, gp: GroundProblem) -> None:
     for i, (name, node, w) in enumerate(soft):
         if node is not f.true:
             gp.soft.append(SoftClause(f"small#{i}:{name}", node, Fraction(w), 0))
+    gp.canonical_soft = False  # the least total is small enough; a canonical violated set costs a level per clause
 
 
 # ---------------------------------------------------------------------------- the analysis
@@ -368,7 +369,7 @@ def analyze(
     if env.action not in schema.actions:
         raise CDAError(f"the action {env.action} is not in the schema")
     if store is not None:
-        _has_requests(store[0], env)
+        _has_requests(store[0], env, schema)
     lowered = lower_analysis(prop, policy_sets, env, schema, None if store is None else store[0])
     deadline = Deadline(timeout)
     query = Query(lowered.problem, backend, deadline)
@@ -408,9 +409,25 @@ def analyze(
     return result
 
 
-def _has_requests(store: Entities, env: Environment) -> None:
+def _has_requests(store: Entities, env: Environment, schema: Schema) -> None:
+    """Refuse a given store in which the environment has no request (every property would hold
+    vacuously): no principal or resource of its types, or no entity for a required context
+    attribute of entity type."""
+    have = {u.type for u in store.attrs}
+
+    def required_entities(t: Any, path: str) -> list[tuple[str, str]]:
+        if t.kind == "Entity":
+            return [(path, t.name)]
+        if t.kind == "Record":
+            return [x for name, at, required in t.attrs if required for x in required_entities(at, f"{path}.{name}")]
+        return []
+
+    for path, t in required_entities(schema.actions[env.action].context, "context"):
+        if t not in have:
+            raise CDAError(f"no {t} entities in the store: nothing to decide (every request's {path} is an entity of "
+                           f"type {t} of the given store)")  # fmt: skip
     for t in (env.principal_type, env.resource_type):
-        if not any(u.type == t for u in store.attrs):
+        if t not in have:
             raise CDAError(
                 f"no {t} entities in the store: nothing to decide (the requests of ({env.principal_type}, {env.action}, "
                 f"{env.resource_type}) range over the given store's {env.principal_type} and {env.resource_type} "

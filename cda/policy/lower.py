@@ -833,7 +833,10 @@ class Lowering:
             items = list(self._member_leaf[name].items())
             atoms = self.members[name]
             for i, (kx, x) in enumerate(items):
+                named = isinstance(x, StrV | EntV) and isinstance(x.term, TermConst)
                 for ky, y in items[i + 1 :]:
+                    if named and isinstance(y, StrV | EntV) and isinstance(y.term, TermConst):
+                        continue  # two names: never equal
                     same = self.leaf_eq(x, y)
                     if same is not f.false:
                         self.background(f.implies(same, f.iff(atoms[kx], atoms[ky])))

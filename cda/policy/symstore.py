@@ -95,6 +95,8 @@ class SchemaStore:
         self._tag_vals: dict[tuple[str, Any, Any], Val] = {}
         self.anc: dict[tuple[Any, Any], Node] = {}  # (descendant key, ancestor key) → atom
         self._anc_leaves: dict[tuple[Any, Any], tuple[EntV, EntV]] = {}
+        self._by_descendant: dict[str, list[tuple[Any, Any]]] = {}  # the pairs, by their descendant's type
+        self._by_ancestor: dict[str, list[tuple[Any, Any]]] = {}  # and by their ancestor's type
         #: the entity terms whose attributes or tags a policy reads (a scenario keeps them)
         self.read: list[EntV] = []
 
@@ -165,6 +167,8 @@ class SchemaStore:
         if atom is None:
             atom = self.anc[k] = self.low.fresh_atom(f"in[{_show(a.term)}→{_show(b.term)}]")
             self._anc_leaves[k] = (a, b)
+            self._by_descendant.setdefault(a.etype, []).append(k)
+            self._by_ancestor.setdefault(b.etype, []).append(k)
             self.low.avoid.append((f"ancestor:{_show(a.term)}", atom, 1))
         return atom
 
@@ -223,39 +227,62 @@ class SchemaStore:
                     else:
                         same = low.leaf_eq(leaf_i, leaf_j)
                     low.background(f.implies(same_args, same))
-        entities = [x for key, xs in low.universe.items() if key.startswith("Entity:") for x in xs.values()]
-        terms = [x for x in entities if isinstance(x, EntV) and self._exists(x) and x.etype not in self.action_types]
-        for a in terms:  # every allowed pair gets its atom: transitivity ranges over all of them
-            for b in terms:
-                if b.etype in self.anc_types.get(a.etype, set()):
-                    self._anc_atom(a, b)
+        self._close_hierarchy()
+
+    def _close_hierarchy(self) -> None:
+        """The hierarchy axioms over the pairs a policy asks about, closed under composition.
+
+        A scenario's parents are the true atoms' pairs, so Cedar's transitive closure of them
+        must agree with every atom: whenever two asked pairs chain (``a in c``, ``c' in b``, with
+        ``c`` and ``c'`` possibly the same entity) the pair ``a in b`` is asked too, and forced
+        true when both links hold; equal entities have the same ancestors; no entity is its own
+        ancestor. Pairs nobody asks about need no atom (they are not in the scenario), which
+        keeps a store of hundreds of named groups and tenants to the pairs that matter."""
+        low, f = self.low, self.low.f
+        pairs = self._anc_leaves
+        chains: dict[tuple[Any, Any], tuple[EntV, EntV]] = {}  # (a→c, c'→b) → (c, c'): with c = c', a→b
+        todo = list(pairs)
+        while todo:
+            k = todo.pop()
+            a, c = pairs[k]
+            # k then a pair from an entity c may be; a pair to an entity a may be, then k
+            joins = [(k, k2) for k2 in list(self._by_descendant.get(c.etype, []))]
+            joins += [(k2, k) for k2 in list(self._by_ancestor.get(a.etype, []))]
+            for first, second in joins:
+                (x, mid), (mid2, y) = pairs[first], pairs[second]
+                if (first, second) in chains or not _may_equal(f, mid, mid2):
+                    continue
+                if y.etype not in self.anc_types.get(x.etype, set()):
+                    continue
+                goal = (x.key(), y.key())
+                if goal not in pairs:
+                    self._anc_atom(x, y)
+                    todo.append(goal)
+                chains[(first, second)] = (mid, mid2)
         anc = self.anc
-        for (ka, kb), atom in list(anc.items()):
-            a, b = self._anc_leaves[(ka, kb)]
-            if ka == kb:
-                low.background(f.not_(atom))  # acyclic: no entity is its own ancestor
-        by_type: dict[str, list[EntV]] = {}
-        for x in terms:
-            by_type.setdefault(x.etype, []).append(x)
-        for xs in by_type.values():  # congruence: equal entities have the same ancestors …
-            for i, x in enumerate(xs):
-                for y in xs[i + 1 :]:
-                    same = f.eq(x.term, y.term)
-                    if same is f.false:
-                        continue
-                    for b in terms:
-                        kx, ky = (x.key(), b.key()), (y.key(), b.key())
-                        if kx in anc and ky in anc:
-                            low.background(f.implies(same, f.iff(anc[kx], anc[ky])))
-                        kx, ky = (b.key(), x.key()), (b.key(), y.key())
-                        if kx in anc and ky in anc:  # … and the same descendants
-                            low.background(f.implies(same, f.iff(anc[kx], anc[ky])))
-        for (ka, kb), ab in list(anc.items()):  # transitive
-            for c in terms:
-                bc = anc.get((kb, c.key()))
-                ac = anc.get((ka, c.key()))
-                if bc is not None and ac is not None:
-                    low.background(f.implies(f.and_([ab, bc]), ac))
+        for (first, second), (mid, mid2) in chains.items():
+            a, _ = pairs[first]
+            _, b = pairs[second]
+            link = f.and_([anc[first], f.eq(mid.term, mid2.term), anc[second]])
+            low.background(f.implies(link, anc[(a.key(), b.key())]))
+        items = list(pairs.items())
+        for k, (a, b) in items:  # acyclic: an entity is never its own ancestor
+            if _may_equal(f, a, b):
+                low.background(f.implies(f.eq(a.term, b.term), f.not_(anc[k])))
+        groups: dict[tuple[str, str], list[tuple[Any, tuple[EntV, EntV]]]] = {}
+        for k, (a, b) in items:
+            groups.setdefault((a.etype, b.etype), []).append((k, (a, b)))
+        for group in groups.values():  # congruence: equal pairs, equal answers
+            for i, (k, (a, b)) in enumerate(group):
+                for k2, (a2, b2) in group[i + 1 :]:
+                    if _may_equal(f, a, a2) and _may_equal(f, b, b2):
+                        same = f.and_([f.eq(a.term, a2.term), f.eq(b.term, b2.term)])
+                        low.background(f.implies(same, f.iff(anc[k], anc[k2])))
+
+
+def _may_equal(f: Any, x: EntV, y: EntV) -> bool:
+    """Whether two entity terms can denote one entity (same type, not two different names)."""
+    return x.etype == y.etype and f.eq(x.term, y.term) is not f.false
 
 
 class FixedStore:

@@ -205,25 +205,30 @@ class Z3Backend:
         out: Model = dict(zip(self._atom_names, self._truth(m, self._atom_decl_list)))
         for name in self.problem.numvars:
             out[name] = m.eval(self.enc.ints[name], model_completion=True).as_long()
+        elements: dict[str, dict[int, str]] = {}  # per population: element's id → its value
         for name, sort in self._term_vars:
-            out[name] = self._term_value(m, name, sort)
+            value = m.eval(self.enc.term(TermVar(name, sort)), model_completion=True)
+            if sort.kind == "string":
+                out[name] = string_value(value)
+                continue
+            if sort.name not in elements:
+                elements[sort.name] = self._elements(m, sort)
+            found = elements[sort.name].get(value.get_id())
+            if found is None:  # an element outside the model's universe: a fresh one of its own
+                found = elements[sort.name][value.get_id()] = fresh_labels(set(elements[sort.name].values()), 1)[0]
+            out[name] = found
         return out
 
-    def _term_value(self, m: z3.ModelRef, name: str, sort: Sort) -> str:
-        """A term variable's value: a string's text; for a population, the constant it equals,
-        else its element's fresh label (:func:`~cda.encodings.ir.fresh_labels`, by the element's
-        place in the model's universe of the sort)."""
-        value = m.eval(self.enc.term(TermVar(name, sort)), model_completion=True)
-        if sort.kind == "string":
-            return string_value(value)
+    def _elements(self, m: z3.ModelRef, sort: Sort) -> dict[int, str]:
+        """The value of each element of a population in ``m``: the constant that names it, else
+        a fresh label (:func:`~cda.encodings.ir.fresh_labels`) by its place in the universe."""
         consts = self.enc.constants.get(sort.name, [])
-        for const in consts:
-            if m.eval(const, model_completion=True).eq(value):
-                return self._const_value(const, sort)
+        named = {m.eval(c, model_completion=True).get_id(): self._const_value(c, sort) for c in consts}
         universe = m.get_universe(self.enc.sort(sort)) or []
-        index = next((i for i, u in enumerate(universe) if u.eq(value)), len(universe))
-        names = {self._const_value(c, sort) for c in consts}
-        return fresh_labels(names, index + 1)[index]
+        labels = fresh_labels(set(named.values()), len(universe))
+        out = {u.get_id(): named.get(u.get_id(), labels[i]) for i, u in enumerate(universe)}
+        out.update(named)
+        return out
 
     def _const_value(self, const: z3.ExprRef, sort: Sort) -> str:
         return self.enc.constant_values[const.get_id()]
