@@ -189,7 +189,7 @@ def _atom(w: World) -> str:
         else:
             choices += [f"{path}.contains(principal)", f"principal in {path}", f"{path}.contains({_lit(w, a.ref)})",
                         f"{path}.isEmpty()", f"resource in {path}"]  # fmt: skip
-        for other, b in _paths(w, "Set", a.ref):
+        for other, _ in _paths(w, "Set", a.ref):
             if other != path:
                 choices += [f"{path}.containsAll({other})", f"{path}.containsAny({other})", f"{path} == {other}"]
     for path, a in _paths(w, "Ext"):

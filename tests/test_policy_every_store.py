@@ -84,6 +84,8 @@ CASES = [
          permit('context.now.offset(duration("1d")) < datetime("2025-01-02T00:00:01Z")'), HOLDS),
     Case("datetime-offset-overflows", ORG, "never-errors", permit('context.now.offset(context.d) > datetime("2025-01-01")'),
          None, FAILS),
+    Case("datetime-day-rounding-overflows", ORG, "never-errors",
+         permit('context.now.offset(context.d).toDate() < datetime("2024-01-01")'), None, FAILS),
     Case("time-of-day-halves", ORG, "disjoint", permit('context.now.toTime() < duration("12h")'),
          permit('context.now.toTime() >= duration("12h")'), HOLDS),
     Case("to-date-keeps-the-day", ORG, "implies", permit('context.now >= datetime("2024-03-01")'),

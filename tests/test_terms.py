@@ -161,8 +161,8 @@ def test_any_text_is_one_string_and_one_entity_id_on_both_backends(text: str) ->
     must neither merge two values nor change one. A string equal to ``text`` and matching its
     first character's pattern is found with exactly that text; two ids differing after a NUL
     stay two entities."""
-    from cda.solver.query import Query
     from cda.contracts.deadline import Deadline
+    from cda.solver.query import Query
 
     f = NodeFactory()
     p = GroundProblem(f)
@@ -173,3 +173,18 @@ def test_any_text_is_one_string_and_one_entity_id_on_both_backends(text: str) ->
         f.eq(x, TermConst(POP, text + "\x00one")), f.not_(f.eq(x, TermConst(POP, text + "\x00two")))]), 1))  # fmt: skip
     answer = Query(p, "z3", Deadline(None)).check()
     assert answer.model is not None and answer.model["w"] == text and answer.model["x"] == text + "\x00one"
+
+
+def test_a_problem_may_ask_for_one_cost_objective_instead_of_a_level_per_soft_clause() -> None:
+    """Hypotheses need the violated set canonical (a level per soft clause after the cost); a
+    product that only wants a cheap model turns that off and gets the cost alone."""
+    from fractions import Fraction
+
+    from cda.encodings.ir import SoftClause
+    from cda.encodings.scheme import build_scheme
+
+    f = NodeFactory()
+    p = GroundProblem(f, soft=[SoftClause(n, f.atom(n), Fraction(1), 0) for n in ("a", "b", "c")])
+    assert len(build_scheme(p, dict.fromkeys("abc", 1)).objectives) == 4
+    p.canonical_soft = False
+    assert len(build_scheme(p, dict.fromkeys("abc", 1)).objectives) == 1

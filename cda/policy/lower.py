@@ -238,13 +238,11 @@ class Lowering:
         elif t.kind == "Record":
             fields: dict[str, Field] = {}
             for name, at, required in t.attrs:
-                present = f.true
-                if not required:
-                    present = self.fresh_atom(f"{prefix}.{name}?")
-                    self.avoid.append((f"absent:{prefix}.{name}", present, 1))
-                    if on_leaf is not None:
-                        on_leaf((*path, name, "?"), BoolV(present))
-                fields[name] = Field(present, _maker(self, at, f"{prefix}.{name}", on_leaf, (*path, name)))
+                make = _maker(self, at, f"{prefix}.{name}", on_leaf, (*path, name))
+                if required:
+                    fields[name] = Field(make, _present=f.true)
+                else:
+                    fields[name] = Field(make, _presence(self, at, f"{prefix}.{name}", on_leaf, (*path, name)))
             return RecV(fields)
         else:
             what = f"{t.kind}<{t.elem.kind}>" if t.kind == "Set" and t.elem is not None else t.kind
@@ -252,6 +250,16 @@ class Lowering:
         if on_leaf is not None:
             on_leaf(path, leaf)
         return leaf
+
+    def inhabited(self, t: SType) -> bool:
+        """Whether type ``t`` has a value: an entity type has one unless the store is given and
+        holds no entity of it; a record, unless a required attribute has none."""
+        if t.kind == "Entity":
+            domain = self.store.sort(t.name).domain
+            return domain is None or bool(domain)
+        if t.kind == "Record":
+            return all(self.inhabited(at) for _, at, required in t.attrs if required)
+        return True
 
     def fresh_ip(self, prefix: str) -> IPV:
         f = self.f
@@ -852,7 +860,23 @@ class Lowering:
 
 
 def _const_field(f: NodeFactory, v: Val) -> Field:
-    return Field(f.true, lambda: v, v)
+    return Field(lambda: v, _value=v, _present=f.true)
+
+
+def _presence(low: Lowering, t: SType, prefix: str, on_leaf: Any, path: tuple[str, ...]) -> Callable[[], Node]:
+    """The presence atom of an optional attribute, made when a policy asks about it; false when
+    its type has no value at all (an entity type of which a given store has no entity)."""
+
+    def make() -> Node:
+        if not low.inhabited(t):
+            return low.f.false
+        atom = low.fresh_atom(f"{prefix}?")
+        low.avoid.append((f"absent:{prefix}", atom, 1))
+        if on_leaf is not None:
+            on_leaf((*path, "?"), BoolV(atom))
+        return atom
+
+    return make
 
 
 def _maker(low: Lowering, t: SType, prefix: str, on_leaf: Any, path: tuple[str, ...]) -> Callable[[], Val]:

@@ -125,7 +125,7 @@ class Decoder:
             chosen = [x for k, x in self.low._member_leaf[leaf.var].items() if self.model.get(self.low.members[leaf.var][k].name)]  # type: ignore[attr-defined]
             return CSet(self.value(x) for x in chosen)
         if isinstance(leaf, RecV):
-            return CRecord({k: self.value(fld.value()) for k, fld in leaf.fields.items() if self.truth(fld.present)})
+            return CRecord({k: self.value(fld.value()) for k, fld in leaf.fields.items() if _present(self, fld)})
         assert isinstance(leaf, Opaque)
         raise ValueError(f"no value for {leaf.what}")
 
@@ -158,6 +158,12 @@ def named_in_request(request: dict[str, Any]) -> set[EntityUID]:
 
     walk(request.get("context"))
     return out
+
+
+def _present(dec: Decoder, fld: Any) -> bool:
+    """An attribute is in the scenario when required, or asked about and present in the model
+    (an optional attribute no policy asked about is left out: smaller, and it changes nothing)."""
+    return bool(fld.required or (fld.asked and dec.truth(fld.present)))
 
 
 def ip_value(v6: bool, addr: int, prefix: int) -> IPAddr:
@@ -389,7 +395,7 @@ def request_json(dec: Decoder, req: Request, context_type: SType, entity_of: Cal
     attrs: dict[str, Value] = {}
     types = context_type.attr_map()
     for name, fld in ctx.fields.items():
-        if not dec.truth(fld.present):
+        if not _present(dec, fld):
             continue
         if fld._value is None:  # never read by a policy
             attrs[name] = default_value(types[name][0], entity_of)
@@ -408,7 +414,7 @@ def _filled(dec: Decoder, v: Val, t: SType, entity_of: Callable[[str], EntityUID
         types = t.attr_map()
         out: dict[str, Value] = {}
         for name, fld in leaf.fields.items():
-            if not dec.truth(fld.present):
+            if not _present(dec, fld):
                 continue
             sub = types[name][0]
             out[name] = default_value(sub, entity_of) if fld._value is None else _filled(dec, fld.value(), sub, entity_of)

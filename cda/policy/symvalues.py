@@ -189,11 +189,29 @@ class SetV(Leaf):
 
 @dataclass
 class Field:
-    """A record attribute: ``present`` (a node), and its value, made on first use."""
+    """A record attribute: its value and, for an optional one, the node that says it is present,
+    each made on first use (a scenario leaves out an optional attribute no policy asked about)."""
 
-    present: Node
     make: Callable[[], Val]
+    presence: Callable[[], Node] | None = None  # None: required, always present
     _value: Val | None = None
+    _present: Node | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.presence is None
+
+    @property
+    def present(self) -> Node:
+        if self._present is None:
+            assert self.presence is not None, "a required attribute has its presence set"
+            self._present = self.presence()
+        return self._present
+
+    @property
+    def asked(self) -> bool:
+        """Whether a policy asked about its presence (or it is required)."""
+        return self.presence is None or self._present is not None
 
     def value(self) -> Val:
         if self._value is None:
