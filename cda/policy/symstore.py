@@ -48,33 +48,29 @@ class SymStore(Protocol):
     def close(self) -> None: ...
 
 
+def _closure(parents: dict[Any, list[Any]]) -> dict[Any, set[Any]]:
+    """Each node's ancestors: the transitive closure of ``parents``."""
+    out: dict[Any, set[Any]] = {}
+    for node in parents:
+        seen: set[Any] = set()
+        todo = list(parents[node])
+        while todo:
+            p = todo.pop()
+            if p not in seen:
+                seen.add(p)
+                todo.extend(parents.get(p, []))
+        out[node] = seen
+    return out
+
+
 def ancestor_types(schema: Schema) -> dict[str, set[str]]:
     """Each entity type's possible ancestor types: the transitive closure of ``memberOf``."""
-    out: dict[str, set[str]] = {}
-    for name in schema.entities:
-        seen: set[str] = set()
-        todo = list(schema.entities[name].parents)
-        while todo:
-            t = todo.pop()
-            if t not in seen:
-                seen.add(t)
-                todo.extend(schema.entities[t].parents if t in schema.entities else [])
-        out[name] = seen
-    return out
+    return _closure({name: decl.parents for name, decl in schema.entities.items()})
 
 
 def _action_ancestors(schema: Schema) -> dict[EntityUID, set[EntityUID]]:
-    out: dict[EntityUID, set[EntityUID]] = {}
-    for uid in schema.actions:
-        seen: set[EntityUID] = set()
-        todo = list(schema.actions[uid].parents)
-        while todo:
-            a = todo.pop()
-            if a not in seen:
-                seen.add(a)
-                todo.extend(schema.actions[a].parents if a in schema.actions else [])
-        out[uid] = seen
-    return out
+    """Each action's groups, transitively (the schema's action hierarchy is fixed)."""
+    return _closure({uid: decl.parents for uid, decl in schema.actions.items()})
 
 
 class SchemaStore:
