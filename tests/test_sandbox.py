@@ -2,7 +2,9 @@
 
 Every attack must fail: the check is not reported passed, the loopback listener the test starts
 receives nothing, files the test owns stay as they were, the parent survives and no process the
-check started outlives it. ``ATTACKS`` is the list the closing note counts.
+check started outlives it. The tests here are the escapes (network, filesystem, processes, the
+parent); the attacks on the host's resources (memory, disk, descriptors, other processes) are in
+``tests/test_sandbox_resources.py``.
 """
 
 from __future__ import annotations

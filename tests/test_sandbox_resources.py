@@ -586,3 +586,133 @@ def test_the_documented_bound_adds_up() -> None:
     assert bound == 32 * ((256 << 20) + (32 << 20) + 64 * PIPE_BYTES) + SCRATCH_BYTES + 64 * 4096
     text = (Path(__file__).resolve().parents[1] / "docs" / "actions.md").read_text(encoding="utf-8")
     assert f"{bound >> 20} MiB" in text
+
+
+# ---- the limits that bound a file, a crash, an orphan ----------------------------------------
+@pytest.mark.parametrize("isolation", ["namespaces", "process"])
+def test_a_file_past_one_mib_is_refused(isolation: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RLIMIT_FSIZE: under ``process`` isolation the check writes to the host's disk, 1 MiB a file."""
+    monkeypatch.setenv(REFUSE_ENV, "1" if isolation == "process" else "0")
+    out = run("def check(claim):\n    open('big', 'wb').write(b'x' * (2 << 20))\n    return True\n",
+              isolation="process")
+    assert (out.data["isolation"], out.status, out.data["reason"]) == (isolation, "failed", "output"), out
+
+
+CORE_VICTIM = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))  # CDA's own: dumps on
+from cda.verifiers.function_eval import run_function_check
+out = run_function_check("attack", sys.stdin.read(), "the claim", timeout_s=30.0)
+print(json.dumps(out.model_dump(mode="json")))
+"""
+
+
+@pytest.mark.skipif(Path("/proc/sys/kernel/core_pattern").read_text().startswith("|"),
+                    reason="core_pattern pipes to a helper on this host: no core file to look for")
+def test_a_crash_leaves_no_core_dump() -> None:
+    """RLIMIT_CORE 0 even where CDA itself may dump core: a crashing child writes no core file."""
+    source = ("import os, signal\ndef check(claim):\n    pid = os.fork()\n    if pid == 0:\n"
+              "        os.kill(os.getpid(), signal.SIGSEGV)\n    os.waitpid(pid, 0)\n"
+              "    dumped = [n for n in os.listdir('.') if n.startswith('core')]\n    print(dumped)\n"
+              "    return bool(dumped)\n")
+    done = subprocess.run([sys.executable, "-c", CORE_VICTIM], input=source, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert (out["status"], out["detail"], out["data"]["stdout_excerpt"]) == (
+        "failed", "check returned False", "[]\n"), out
+
+
+def test_an_orphaned_process_check_stops_at_its_cpu_limit(tmp_path: Path) -> None:
+    """RLIMIT_CPU: a ``process`` check outlives a killed CDA (no namespace to end), but not past
+    its CPU limit (timeout + 2 s of CPU). CDA is killed before its own 4 s deadline would stop it."""
+    source = "def check(claim):\n    open('started', 'w').close()\n    while True:\n        pass\n"
+    victim = VICTIM.replace('timeout_s=float(sys.argv[2])', 'timeout_s=float(sys.argv[2]), isolation="process"')
+    cda = subprocess.Popen([sys.executable, "-c", victim, str(tmp_path / "log"), "4"], stdin=subprocess.PIPE,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env={**os.environ, REFUSE_ENV: "1", "TMPDIR": str(tmp_path)})
+    assert cda.stdin is not None
+    cda.stdin.write(source.encode())
+    cda.stdin.close()
+    end = time.monotonic() + 20
+    while not list(tmp_path.glob("cda-fn-*/run-*/started")) and time.monotonic() < end:
+        time.sleep(0.01)
+    # the boot's configuration names its CDA and its isolation
+    spinning = [pid for pid in survivors(f'"parent": {cda.pid},') if pid in survivors('"isolation": "process"')]
+    cda.kill()
+    assert spinning, "the check never started"
+    assert cda.wait() == -signal.SIGKILL  # killed, not ended by its own deadline
+    try:
+        end = time.monotonic() + 180  # 6 s of CPU, on a machine shared by eight
+        while any(_alive(pid) for pid in spinning) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not any(_alive(pid) for pid in spinning)
+    finally:
+        for pid in spinning:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its new parent to reap it does not)."""
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+
+# ---- a sibling check, running at the same time ------------------------------------------------
+def test_a_check_cannot_see_signal_or_trace_a_sibling_check() -> None:
+    """Two checks at once, each in its own PID namespace: the second finds nothing of the first
+    in its /proc (to signal, trace or read), and the first runs on to its end."""
+    import threading
+
+    from tests.conftest import ROOT
+
+    marker = "cda-sibling-" + uuid.uuid4().hex
+    release = ROOT / f".{marker}"  # a path both checks can read (the repository is visible, read-only)
+    first_source = (
+        "import os, subprocess, sys, time\ndef check(claim):\n"
+        f"    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {marker!r}])\n"
+        f"    while not os.path.exists({str(release)!r}):\n        time.sleep(0.05)\n"
+        "    return child.poll() is None\n")
+    outcomes: list[VerifierOutcome] = []
+    first = threading.Thread(target=lambda: outcomes.append(run_function_check("first", first_source, "c",
+                                                                                timeout_s=60.0)))
+    first.start()
+    try:
+        end = time.monotonic() + 30
+        while not survivors(marker) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert survivors(marker), "the first check never started"
+        second = attack_source(f"""
+            found = []
+            for entry in os.listdir("/proc"):
+                if entry.isdigit():
+                    try:
+                        if {marker!r}.encode() in open("/proc/%s/cmdline" % entry, "rb").read():
+                            found.append(int(entry))
+                    except OSError:
+                        pass
+            hit = 0
+            for pid in found:
+                for act in (lambda: os.kill(pid, 9), lambda: libc.ptrace(16, pid, None, None)):
+                    try:
+                        act()
+                        hit += 1
+                    except OSError:
+                        pass
+            print(len(found), hit)
+            return bool(found or hit)
+        """)
+        out = run(second)
+        assert (out.status, out.detail, out.data["stdout_excerpt"]) == ("failed", "check returned False", "0 0\n"), out
+        assert survivors(marker)
+    finally:
+        release.touch()
+        first.join(60)
+        release.unlink()
+    assert (outcomes[0].status, outcomes[0].data["isolation"]) == ("passed", "namespaces"), outcomes
