@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -598,13 +599,22 @@ def test_a_file_past_one_mib_is_refused(isolation: str, monkeypatch: pytest.Monk
     assert (out.data["isolation"], out.status, out.data["reason"]) == (isolation, "failed", "output"), out
 
 
-CORE_VICTIM = """
+LIMITED_VICTIM = """
 import json, resource, sys
-resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))  # CDA's own: dumps on
+for name, value in json.loads(sys.argv[1]).items():  # CDA's own limits, raised before it runs the check
+    resource.setrlimit(getattr(resource, name), (value, value))
 from cda.verifiers.function_eval import run_function_check
 out = run_function_check("attack", sys.stdin.read(), "the claim", timeout_s=30.0)
 print(json.dumps(out.model_dump(mode="json")))
 """
+
+
+def run_in_victim_with(limits: dict[str, int], source: str) -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-c", LIMITED_VICTIM, json.dumps(limits)], input=source,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out: dict[str, object] = json.loads(done.stdout)
+    return out
 
 
 @pytest.mark.skipif(Path("/proc/sys/kernel/core_pattern").read_text().startswith("|"),
@@ -615,12 +625,33 @@ def test_a_crash_leaves_no_core_dump() -> None:
               "        os.kill(os.getpid(), signal.SIGSEGV)\n    os.waitpid(pid, 0)\n"
               "    dumped = [n for n in os.listdir('.') if n.startswith('core')]\n    print(dumped)\n"
               "    return bool(dumped)\n")
-    done = subprocess.run([sys.executable, "-c", CORE_VICTIM], input=source, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)
-    assert (out["status"], out["detail"], out["data"]["stdout_excerpt"]) == (
+    out = run_in_victim_with({"RLIMIT_CORE": resource.RLIM_INFINITY}, source)
+    assert (out["status"], out["detail"], out["data"]["stdout_excerpt"]) == (  # type: ignore[index]
         "failed", "check returned False", "[]\n"), out
+
+
+@pytest.mark.skipif(resource.getrlimit(resource.RLIMIT_RTPRIO)[1] < 99 or resource.getrlimit(resource.RLIMIT_NICE)[1] < 40,
+                    reason="this host's hard RLIMIT_RTPRIO/RLIMIT_NICE are below 99/40 (and raising a hard limit "
+                           "needs CAP_SYS_RESOURCE): CDA here cannot stand for a host that grants real time")
+def test_a_check_gets_neither_real_time_nor_a_higher_priority() -> None:
+    """Where CDA's user may take real-time scheduling or lower its nice value (an audio group,
+    root), a check spinning under SCHED_FIFO would starve the host: RLIMIT_RTPRIO and RLIMIT_NICE are 0."""
+    source = attack_source("""
+        class Param(ctypes.Structure):
+            _fields_ = [("priority", ctypes.c_int)]
+        fifo = libc.sched_setscheduler(0, 1, ctypes.byref(Param(10)))  # SCHED_FIFO
+        fifo_errno = ctypes.get_errno()
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, -10)
+            nice_errno = 0
+        except OSError as exc:
+            nice_errno = exc.errno
+        print("errno", fifo_errno if fifo else 0, nice_errno)
+        return fifo == 0 or nice_errno == 0
+    """)
+    out = run_in_victim_with({"RLIMIT_RTPRIO": 99, "RLIMIT_NICE": 40}, source)
+    assert (out["status"], out["detail"], out["data"]["stdout_excerpt"]) == (  # type: ignore[index]
+        "failed", "check returned False", "errno 1 13\n"), out
 
 
 def test_an_orphaned_process_check_stops_at_its_cpu_limit(tmp_path: Path) -> None:

@@ -19,7 +19,8 @@ own limits, soft and hard alike so the code cannot raise them again:
   stdout and then closes the pipe (the next write fails: "exceeded the output limit");
 * ``RLIMIT_NPROC`` — :data:`~cda.verifiers.sandbox.MAX_PROCESSES` processes in the namespaces (0 in a
   ``process`` run); ``RLIMIT_NOFILE`` — :data:`~cda.verifiers.sandbox.MAX_DESCRIPTORS` descriptors;
-  ``RLIMIT_SIGPENDING`` — :data:`~cda.verifiers.sandbox.MAX_PENDING_SIGNALS`; ``RLIMIT_CORE`` 0.
+  ``RLIMIT_SIGPENDING`` — :data:`~cda.verifiers.sandbox.MAX_PENDING_SIGNALS`; ``RLIMIT_CORE``,
+  ``RLIMIT_RTPRIO`` and ``RLIMIT_NICE`` 0.
 
 **Fail closed.** Where the kernel refuses namespaces (or the seccomp filter) the check is *not
 run*: the outcome is ``skipped`` with the refused step, never ``passed``. A caller who accepts

@@ -294,7 +294,7 @@ def run_check(cfg, data, fd):
     cpu = int(cfg["timeout_s"]) + 2
     for which, value in ((resource.RLIMIT_AS, cfg["memory"]), (resource.RLIMIT_CPU, cpu),
                          (resource.RLIMIT_FSIZE, cfg["output"]), (resource.RLIMIT_NPROC, cfg["nproc"]),
-                         (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, cfg["files"]),
+                         (resource.RLIMIT_CORE, 0), (resource.RLIMIT_RTPRIO, 0), (resource.RLIMIT_NICE, 0), (resource.RLIMIT_NOFILE, cfg["files"]),
                          (resource.RLIMIT_SIGPENDING, cfg["signals"])):
         soft, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
