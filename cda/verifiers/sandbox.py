@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import select
 import shutil
 import signal
@@ -707,7 +706,14 @@ def _stop(proc: subprocess.Popen[bytes], isolation: Isolation) -> None:
 
 
 # ---- the process isolation's directory: swept when its owner is gone -------------------------
-_RUN_NAME = re.compile(r"run-(\d+)-(\d+)-[A-Za-z0-9_]+")
+def _run_owner(name: str) -> tuple[int, int] | None:
+    """(pid, start time) of the CDA process that made the folder ``name`` (``run-<pid>-<start
+    time>-<mkdtemp's letters>``), or None for a name CDA does not make."""
+    parts = name.split("-", 3)
+    if len(parts) == 4 and parts[0] == "run" and parts[1].isdigit() and parts[2].isdigit() \
+            and parts[3] and parts[3].replace("_", "").isalnum() and parts[3].isascii():
+        return int(parts[1]), int(parts[2])
+    return None
 
 
 def process_scratch_root() -> Path:
@@ -737,11 +743,13 @@ def _process_scratch() -> Iterator[Path]:
     st = os.lstat(root)
     if not os.path.isdir(root) or os.path.islink(root) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         raise PermissionError(f"{root} is not a private folder of this user: refusing to run a check there")
-    for entry in os.listdir(root):
-        found = _RUN_NAME.fullmatch(entry)
-        if found and _start_time(int(found[1])) != int(found[2]):
-            shutil.rmtree(root / entry, ignore_errors=True)
     own = _start_time(os.getpid())
+    if own is None:  # without start times a live run's folder could not be told from a dead one's
+        raise OSError("cannot read /proc/self/stat: refusing to sweep or make a check's folder")
+    for entry in os.listdir(root):
+        owner = _run_owner(entry)
+        if owner is not None and _start_time(owner[0]) != owner[1]:
+            shutil.rmtree(root / entry, ignore_errors=True)
     work = Path(tempfile.mkdtemp(prefix=f"run-{os.getpid()}-{own}-", dir=root))
     try:
         yield work
