@@ -288,6 +288,7 @@ ATTACKS: dict[str, tuple[str, str, int]] = {
         return made > MAX_PENDING_SIGNALS
     """, EAGAIN),
     "threads past the process limit": ("RLIMIT_NPROC", """
+        threading.stack_size(1 << 18)  # small stacks: the address space is not what stops them
         stop = threading.Event()
         started = 0
         try:
@@ -551,10 +552,16 @@ def test_a_kernel_that_refuses_seccomp_filters_fails_closed(monkeypatch: pytest.
     assert (strict["status"], strict["data"]["isolation"]) == ("skipped", "none"), strict
     assert "seccomp: load the filter: Invalid argument" in strict["detail"]
     assert (weak["status"], weak["data"]["isolation"]) == ("skipped", "none"), weak
+    assert weak["detail"].endswith("(seccomp: load the filter: Invalid argument); a plain child process "
+                                   "(isolation 'process') was refused as well"), weak
     monkeypatch.setattr(sandbox, "seccomp_program", lambda machine: None)  # a machine CDA has no table for
     out = run("def check(claim):\n    return True\n")
     assert (out.status, out.data["reason"]) == ("skipped", "isolation_refused")
     assert "seccomp: no system-call table for this machine" in out.detail
+    monkeypatch.setattr(sys, "platform", "darwin")  # no Linux at all: refused before anything starts
+    out = run("def check(claim):\n    return True\n", isolation="process")
+    assert (out.status, out.data["reason"]) == ("skipped", "isolation_refused")
+    assert "Linux namespaces and seccomp (this is darwin)" in out.detail
 
 
 # ---- the filter's numbers, against an independent table --------------------------------------

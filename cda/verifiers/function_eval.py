@@ -191,8 +191,9 @@ def _run(name: str, source: str, claim: str, limits: dict[str, Any], base: dict[
     if run.refused is not None and accepted == "process":
         run = attempt("process")
     if run.refused is not None:
-        detail = (f"not run: the kernel refused the sandbox ({run.refused}); "
-                  "isolation 'process' accepts a plain child process instead")
+        instead = ("isolation 'process' accepts a plain child process instead" if accepted == "namespaces"
+                   else "a plain child process (isolation 'process') was refused as well")
+        detail = f"not run: the kernel refused the sandbox ({run.refused}); {instead}"
         return _outcome(name, claim, "skipped", "isolation_refused", detail, base)
     if run.isolation is None:  # the boot never said what it set up: no user code was trusted to run
         if run.eof:

@@ -766,6 +766,9 @@ def run_sandboxed(
     so is every file of the check. The files ``cover`` (the run's own SQLite stores and their
     ``-wal``/``-shm``) read as empty inside the sandbox. The first ``stdout_kept`` bytes of its
     stdout are kept; past ``output_bytes`` of it, CDA closes the pipe."""
+    if not sys.platform.startswith("linux"):  # no namespaces, no seccomp: refused under either isolation
+        return SandboxRun(control={"refused": f"Linux namespaces and seccomp (this is {sys.platform[:40]})",
+                                   "errno": 38}, raw=b"", eof=True, returncode=0)
     if isolation == "process":
         with _process_scratch() as work:
             return _run(payload, isolation, work, timeout_s, memory_bytes, output_bytes, deadline, cover, stdout_kept)
