@@ -70,6 +70,15 @@ def went_through(call):
     return value >= 0
 
 
+def forked(call):
+    # a fork-like call's (value, errno): a child (0) leaves at once, the parent reaps it
+    if call[0] == 0:
+        os._exit(0)
+    if call[0] > 0:
+        os.waitpid(call[0], 0)
+    return call
+
+
 def attempt(action):
     # a Python call: print the errno it raised (0 if none) and say whether it succeeded
     try:
@@ -223,22 +232,12 @@ ATTACKS: dict[str, tuple[str, str, int]] = {
         return True
     """, EPERM),
     "clone(CLONE_NEWUSER)": (FILTER, """
-        value, err = sc("clone", 0x10000000 | 17, 0, 0, 0, 0)
-        if value == 0:
-            os._exit(0)
-        if value > 0:
-            os.waitpid(value, 0)
-        return went_through((value, err))
+        return went_through(forked(sc("clone", 0x10000000 | 17, 0, 0, 0, 0)))  # CLONE_NEWUSER, SIGCHLD
     """, EPERM),
     "clone3 (flags the filter cannot read)": ("seccomp filter (ENOSYS)", """
         args = ctypes.create_string_buffer((0x10000000).to_bytes(8, "little") + bytes(24)
                                            + (17).to_bytes(8, "little") + bytes(48), 88)
-        value, err = sc("clone3", args, 88)
-        if value == 0:
-            os._exit(0)
-        if value > 0:
-            os.waitpid(value, 0)
-        return went_through((value, err))
+        return went_through(forked(sc("clone3", args, 88)))
     """, ENOSYS),
     # -- what the resource limits bound -------------------------------------------------------
     "descriptors past 64": ("RLIMIT_NOFILE", """
