@@ -16,7 +16,7 @@ from typing import Any
 import cedarpy
 import pytest
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 from cda.contracts.status import PropertyStatus
 from cda.errors import BackendUnsupported
 from cda.policy.analyze import PROPERTIES, Environment, analyze, environments, violated
