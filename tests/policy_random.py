@@ -402,7 +402,7 @@ def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = 
             try:
                 bounded = analyze(prop, chosen, env, backend=backend, store=(own, "the counterexample's"), repair=False)  # type: ignore[arg-type]
             except (UnsupportedConstruct, CDAError) as exc:  # a context entity of a type the (pruned) store has none of
-                if not isinstance(exc, UnsupportedConstruct) and "nothing to decide" not in str(exc):
+                if not isinstance(exc, UnsupportedConstruct | BackendUnsupported) and "nothing to decide" not in str(exc):
                     raise
                 stats.bounded_refused += 1
                 continue
@@ -423,7 +423,7 @@ def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = 
             try:
                 bounded = analyze(prop, chosen, env, backend=backend, store=(concrete, "sampled"), repair=False)  # type: ignore[arg-type]
             except (UnsupportedConstruct, CDAError) as exc:  # refused by name: a context entity the store has none of
-                if not isinstance(exc, UnsupportedConstruct) and "nothing to decide" not in str(exc):
+                if not isinstance(exc, UnsupportedConstruct | BackendUnsupported) and "nothing to decide" not in str(exc):
                     raise
                 stats.bounded_refused += 1
                 continue

@@ -46,6 +46,8 @@ action read appliesTo { principal: [User], resource: [Doc],
              meta?: { level?: Long, note: String } } };"""
 GROUPS = """entity Group in [Group];
 action join appliesTo { principal: [Group], resource: [Group] };"""
+NESTED = """entity User in [Group]; entity Group in [Group];
+action a appliesTo { principal: [User], resource: [Group], context: { g1: Group, g2: Group, g3: Group } };"""
 TAGGED = """entity User tags String; entity Doc tags String;
 action read appliesTo { principal: [User], resource: [Doc] };"""
 ENUM = """entity Color enum ["red", "blue"]; entity User; entity Doc = { color: Color };
@@ -62,6 +64,16 @@ CASES = [
          permit("principal in resource && resource in principal && principal != resource"), None, HOLDS),
     Case("hierarchy-is-transitive", GROUPS, "implies", permit('principal in resource && resource in Group::"g"'),
          permit('principal in Group::"g"'), HOLDS),
+    Case("hierarchy-composes", NESTED, "implies", permit("principal in context.g1 && context.g1 in context.g2"),
+         permit("principal in context.g2"), HOLDS),
+    Case("hierarchy-composes-through-equal-entities", NESTED, "implies",
+         permit("principal in context.g1 && context.g2 in context.g3 && context.g1 == context.g2"),
+         permit("principal in context.g3"), HOLDS),
+    Case("hierarchy-needs-the-link", NESTED, "implies", permit("principal in context.g1 && context.g2 in context.g3"),
+         permit("principal in context.g3"), FAILS),
+    Case("hierarchy-no-cycle-through-three", NESTED, "always-denies",
+         permit("context.g1 in context.g2 && context.g2 in context.g3 && context.g3 in context.g1 && context.g1 != context.g2"),
+         None, HOLDS),
     Case("contains-is-in-for-users", ORG, "equivalent", permit("resource.viewers.contains(principal)"),
          permit("principal in resource.viewers"), HOLDS),
     Case("in-a-set-of-teams", ORG, "always-denies", permit("principal in resource.editors"), None, FAILS),

@@ -33,6 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
@@ -297,18 +298,17 @@ def lower_analysis(prop: str, policy_sets: list[PolicySet], env: Environment, sc
 
 def _small_scenario(low: Lowering, gp: GroundProblem) -> None:
     """Soft clauses that make a counterexample small: the entity terms of a type equal where they
-    may be (fewer entities), optional attributes absent, fewer ancestors and set members."""
+    may be (fewer entities; not over a given store, whose entities are there anyway), optional
+    attributes absent, fewer ancestors and set members."""
     f = low.f
     soft = [(name, f.not_(node), w) for name, node, w in low.avoid]
     for key, xs in low.universe.items():
-        if not key.startswith("Entity:"):
+        if not key.startswith("Entity:") or isinstance(low.store, FixedStore):
             continue
         terms = [x for x in xs.values() if isinstance(x, EntV) and x.const_id is None]
         for i, x in enumerate(terms):
             for y in terms[i + 1 :]:
                 soft.append((f"merge:{key}", f.eq(x.term, y.term), 1))
-    from fractions import Fraction
-
     for i, (name, node, w) in enumerate(soft):
         if node is not f.true:
             gp.soft.append(SoftClause(f"small#{i}:{name}", node, Fraction(w), 0))
