@@ -334,3 +334,23 @@ def test_the_cli_prints_the_scenario_and_what_it_was_proved_for(tmp_path: Path, 
         res["counterexample"], ORG)
     assert main(["policy", "analyze", "implies", *args[3:5], *args[5:], "--explain"]) == 0
     assert "stands on: A:policy0, B:policy0" in capsys.readouterr().out
+
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.mark.parametrize("args", [["no-new-access", "old.cedar", "new.cedar", "--repair"],
+                                  ["implies", "old.cedar", "new.cedar", "--explain"]], ids=["fails", "holds"])
+def test_the_documented_analyses_print_as_the_golden_files(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """What docs/policy.md shows, byte for byte (regenerate on purpose with CDA_UPDATE_GOLDEN=1)."""
+    import os
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "cedar"
+    argv = ["policy", "analyze", args[0], str(example / args[1]), str(example / args[2]),
+            "--schema", str(example / "schema.cedarschema"), *args[3:]]  # fmt: skip
+    main(argv)
+    out = capsys.readouterr().out.replace(str(example) + "/", "")
+    golden = GOLDEN / f"cedar_{args[0]}.txt"
+    if os.environ.get("CDA_UPDATE_GOLDEN") == "1":
+        golden.write_text(out)
+    assert out == golden.read_text()
