@@ -216,6 +216,20 @@ def _atom(w: World) -> str:
                         ('"a"' if tags == "String" else "1"), f'{who}.getTag("k") == ' + ('"a"' if tags == "String" else "1")]  # fmt: skip
     choices += [f"principal in {_lit(w, rng.choice([t.name for t in w.types]))}", f"resource is {rng.choice([t.name for t in w.types])}",
                 f"principal == {_lit(w, w.principal)}", "true", "principal.nope == 1"]  # fmt: skip
+    # values of other types inside conditions: if-then-else of longs and entities, set and record literals
+    simple = [c for c in choices if " && " not in c and "getTag" not in c] or ["true"]
+    longs = [p for p, _ in _paths(w, "Long")]
+    if longs:
+        x = rng.choice(longs)
+        choices += [f"(if {rng.choice(simple)} then {x} else 0) < 2", f"-({x}) > 1", f"({x} - 1) * 3 < 10",
+                    f'{{"k": {x}}} == {{"k": 1}}']  # fmt: skip
+    ents = [p for p, a in _paths(w, "Entity")]
+    choices += [f"(if {rng.choice(simple)} then principal else {_lit(w, w.principal)}) == principal",
+                f"[{_lit(w, w.principal)}, principal].contains(principal)", f"principal in [{_lit(w, rng.choice([t.name for t in w.types]))}]",
+                f'{{"a": principal}} == {{"a": resource}}']  # fmt: skip
+    if ents:
+        e = rng.choice(ents)
+        choices += [f"[{e}, principal].contains(resource)", f"resource in [{e}]", f"(if {rng.choice(simple)} then {e} else resource) == resource"]
     return rng.choice(choices)
 
 
