@@ -125,6 +125,7 @@ class Lowering:
         self.avoid: list[tuple[str, Node, int]] = []
         self._names: dict[str, int] = {}
         self.policy: Policy | None = None  # the policy being lowered (for the place of a refusal)
+        self._attr_reads: dict[Any, Out] = {}  # (entity term, attribute) → what reading it gives
         self.closed = False
 
     # ------------------------------------------------------------------ names and variables
@@ -607,9 +608,13 @@ class Lowering:
     def _get_attr(self, x: Leaf, attr: str, pos: Pos) -> Out:
         f = self.f
         if isinstance(x, EntV):  # an entity that does not exist has no attribute: an error
-            rec, exists = self.store.record(x)
-            r, e2 = self.map1(rec, lambda y: self._get_attr(y, attr, pos))
-            return r, f.or_([f.not_(exists), e2])
+            k = (x.key(), attr)
+            found = self._attr_reads.get(k)
+            if found is None:  # read once per entity term: a set of 1,000 policies reads principal.x often
+                rec, exists = self.store.record(x)
+                r, e2 = self.map1(rec, lambda y: self._get_attr(y, attr, pos))
+                found = self._attr_reads[k] = (r, f.or_([f.not_(exists), e2]))
+            return found
         if isinstance(x, RecV):
             fld = x.fields.get(attr)
             if fld is None:

@@ -291,6 +291,8 @@ class FixedStore:
         self._sorts: dict[str, Sort] = {}
         self._records: dict[EntityUID, RecV] = {}
         self._by_type: dict[str, list[EntityUID]] = {}
+        self._cases: dict[Any, tuple[Val, Node]] = {}  # an entity term's record, as cases over the store
+        self._ins: dict[tuple[Any, Any], Node] = {}
         for uid in sorted(store.attrs):
             self._by_type.setdefault(uid.type, []).append(uid)
 
@@ -314,12 +316,22 @@ class FixedStore:
         return rec
 
     def record(self, x: EntV) -> tuple[Val, Node]:
-        f = self.low.f
-        cases = [(_is(f, x, u.id), self._record_of(u)) for u in self.candidates(x) if u in self.store.attrs]
-        exists = f.or_(g for g, _ in cases)
-        return join(f, cases), exists
+        k = x.key()
+        found = self._cases.get(k)
+        if found is None:
+            f = self.low.f
+            cases = [(_is(f, x, u.id), self._record_of(u)) for u in self.candidates(x) if u in self.store.attrs]
+            found = self._cases[k] = (join(f, cases), f.or_(g for g, _ in cases))
+        return found
 
     def in_(self, a: EntV, b: EntV) -> Node:
+        k = (a.key(), b.key())
+        found = self._ins.get(k)
+        if found is None:
+            found = self._ins[k] = self._in(a, b)
+        return found
+
+    def _in(self, a: EntV, b: EntV) -> Node:
         f = self.low.f
         ancestors = self.store.ancestors
         wanted = {u.id for u in self.candidates(b)}
