@@ -33,6 +33,7 @@ from cda.policy.symvalues import (
     IPV,
     LONG,
     BoolV,
+    Cases,
     EntV,
     Field,
     IntV,
@@ -456,6 +457,8 @@ class Lowering:
     def to_bool(self, v: Val) -> tuple[Node, Node]:
         """(value, type error) of a condition: a non-Boolean leaf is a type error."""
         f = self.f
+        if isinstance(v, BoolV):  # the common case, without the guards' bookkeeping
+            return v.node, f.false
         vals, errs = [], []
         for g, leaf in alternatives(v, f):
             if isinstance(leaf, BoolV):
@@ -469,6 +472,10 @@ class Lowering:
     def map1(self, v: Val, fn: Callable[[Leaf], Out]) -> Out:
         """``fn`` over each leaf of ``v``: the results joined, the errors under their guards."""
         f = self.f
+        if not isinstance(v, Cases):  # one leaf: no guards to carry
+            if isinstance(v, Opaque):
+                raise self.refuse(f"reading {v.what}", None)
+            return fn(v)
         vals, errs = [], []
         for g, leaf in alternatives(v, f):
             if isinstance(leaf, Opaque):
