@@ -342,25 +342,25 @@ class FixedStore:
                 out.append(f.and_([_is(f, a, u.id), f.or_(_is(f, b, w.id) for w in reach)]))
         return f.or_(out)
 
-    def has_tag(self, x: EntV, key: StrV) -> Node:
+    def _tags(self, x: EntV, key: StrV) -> list[tuple[Node, Val]]:
+        """Each tag ``x`` may have under ``key``: (``x`` is that entity and ``key`` that tag, its value)."""
         f = self.low.f
-        out = []
-        for u in self.candidates(x):
-            tags = self.store.tags.get(u)
-            if tags is not None and u in self.store.attrs:
-                out.append(f.and_([_is(f, x, u.id), f.or_(f.eq(key.term, self.low.string(k).term) for k in tags.attrs)]))
-        return f.or_(out)
-
-    def get_tag(self, x: EntV, key: StrV) -> Out:
-        f = self.low.f
-        cases = []
+        cases: list[tuple[Node, Val]] = []
         for u in self.candidates(x):
             tags = self.store.tags.get(u)
             if tags is None or u not in self.store.attrs:
                 continue
             for k, v in tags.attrs.items():
                 cases.append((f.and_([_is(f, x, u.id), f.eq(key.term, self.low.string(k).term)]), self.low.const(v)))
-        return join(f, cases), f.not_(self.has_tag(x, key))
+        return cases
+
+    def has_tag(self, x: EntV, key: StrV) -> Node:
+        return self.low.f.or_(g for g, _ in self._tags(x, key))
+
+    def get_tag(self, x: EntV, key: StrV) -> Out:
+        f = self.low.f
+        cases = self._tags(x, key)
+        return join(f, cases), f.not_(f.or_(g for g, _ in cases))
 
     def close(self) -> None:
         """Nothing to add: the store is fixed."""
