@@ -226,9 +226,19 @@ def string_val(text: str, ctx: z3.Context) -> z3.SeqRef:
 def string_value(term: z3.ExprRef) -> str:
     """A model's string value as the text it stands for (z3 prints characters outside printable
     ASCII, and a backslash before ``u{``, as ``\\u{…}`` escapes)."""
-    import re
-
-    return re.sub(r"\\u\{([0-9a-fA-F]+)\}", lambda m: chr(int(m.group(1), 16)), term.as_string())  # type: ignore[attr-defined]
+    text: str = term.as_string()  # type: ignore[attr-defined]
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        end = text.find("}", i + 3) if text.startswith("\\u{", i) else -1
+        digits = text[i + 3 : end] if end > 0 else ""
+        if digits and all(c in "0123456789abcdefABCDEF" for c in digits):
+            out.append(chr(int(digits, 16)))
+            i = end + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
 
 
 def z3_name(name: str) -> str:
