@@ -98,6 +98,7 @@ CASES = [
          None, FAILS),
     Case("datetime-day-rounding-overflows", ORG, "never-errors",
          permit('context.now.offset(context.d).toDate() < datetime("2024-01-01")'), None, FAILS),
+    Case("datetime-in-year-one", ORG, "always-denies", permit('context.now < datetime("0002-01-01")'), None, FAILS),
     Case("time-of-day-halves", ORG, "disjoint", permit('context.now.toTime() < duration("12h")'),
          permit('context.now.toTime() >= duration("12h")'), HOLDS),
     Case("to-date-keeps-the-day", ORG, "implies", permit('context.now >= datetime("2024-03-01")'),
