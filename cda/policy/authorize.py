@@ -45,6 +45,18 @@ class PolicySet:
     policies: list[Policy]
     schema: Schema | None
     entities: Entities
+    _compiled: tuple[Sequence[Policy], tuple[Policy, ...], Authorizer] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def decide(self, req: Request, store: Entities | None = None) -> Answer:
+        """Cedar's answer to ``req`` over ``store`` (this set's entities when None), the policies
+        compiled on the first call and again only when :attr:`policies` has changed."""
+        kept = self._compiled
+        if kept is None or not _still(kept, self.policies):
+            auth = Authorizer(self.policies)
+            kept = self._compiled = (self.policies, auth.policies, auth)
+        return kept[2].decide(req, self.entities if store is None else store)
 
 
 def scope_holds(s: Scope, v: Any, store: Entities) -> bool:
@@ -101,13 +113,22 @@ def authorizer(policies: Sequence[Policy]) -> Authorizer:
     object is the same and holds the same policy objects (a list changed in place is compiled
     again; the list is held, so its id cannot be reused meanwhile)."""
     kept = _AUTHORIZERS.get(id(policies))
-    if kept is not None and kept[0] is policies and len(kept[1]) == len(policies) and all(map(is_, kept[1], policies)):
+    if kept is not None and _still(kept, policies):
         return kept[2]
     auth = Authorizer(policies)
     if len(_AUTHORIZERS) >= _AUTHORIZERS_KEPT:
         del _AUTHORIZERS[next(iter(_AUTHORIZERS))]
     _AUTHORIZERS[id(policies)] = (policies, auth.policies, auth)
     return auth
+
+
+def _still(kept: tuple[Sequence[Policy], tuple[Policy, ...], Authorizer], policies: Sequence[Policy]) -> bool:
+    """Whether ``kept`` was compiled from this very list, holding the same policy objects now."""
+    return kept[0] is policies and len(kept[1]) == len(policies) and all(map(is_, kept[1], policies))
+
+
+#: up to this many policies, each one's scope is checked directly: cheaper than the index's lookups
+_UNINDEXED = 4
 
 
 def _too_deep(frame: Frame) -> bool:
@@ -209,6 +230,8 @@ class Authorizer:
         """The policies (indices, in order) whose scope ``req`` is in."""
         if store.ancestors is not self._ancestors or len(self._masks) > self._CACHE_LIMIT:
             self._ancestors, self._masks = store.ancestors, {}
+        if len(self.policies) <= _UNINDEXED:
+            return tuple(i for i, p in enumerate(self.policies) if scope_matches(p, req, store))
         masks = self._masks
         m = -1
         for which, index, v in ((0, self.action, req.action), (1, self.principal, req.principal),
@@ -290,4 +313,4 @@ def authorize(
             raise CDAError(f"{request}: a request is a JSON object")
         request = data
     req = read_request(request, ps.schema)
-    return decide(ps.policies, req, ps.entities)
+    return ps.decide(req)
