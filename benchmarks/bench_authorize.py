@@ -43,7 +43,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.doc_section import machine, write_section  # noqa: E402
+from benchmarks.bench_policy import _version  # noqa: E402
+from benchmarks.doc_section import load_average, machine, write_section  # noqa: E402
 from cda.policy.authorize import Authorizer  # noqa: E402
 from cda.policy.entities import read_entities, read_request  # noqa: E402
 from cda.policy.parse import parse_policies  # noqa: E402
@@ -185,10 +186,6 @@ def corpus_rate(repeat: int) -> dict[str, Any]:
         return throughput(unpack(Path(tmp)), repeat)
 
 
-def _load() -> str:
-    return Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
-
-
 def render(rows: list[dict[str, Any]], corpus: dict[str, Any], load: tuple[str, str], seconds: float) -> str:
     lines = [
         START,
@@ -231,12 +228,6 @@ def render(rows: list[dict[str, Any]], corpus: dict[str, Any], load: tuple[str, 
     return "\n".join(lines)
 
 
-def _version(pkg: str) -> str:
-    from importlib.metadata import version
-
-    return version(pkg)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -247,7 +238,7 @@ def main() -> int:
     if not (CEDAR / "corpus-dev.tar.gz").exists():
         print(f"Cedar data not found at {CEDAR} (set CDA_DATA; see ../shared/data/README.md)", file=sys.stderr)
         return 2
-    load0, t0 = _load(), time.perf_counter()
+    load0, t0 = load_average(), time.perf_counter()
     rows = []
     for family in FAMILIES:
         for n in args.sizes:
@@ -256,7 +247,7 @@ def main() -> int:
             print(f"{family} N={n}: CDA/cedarpy {r['cedarpy_s'] / r['cda_s']:.2f}x, agree {r['agree']}/{r['requests']}",
                   file=sys.stderr)  # fmt: skip
     corpus = {"requests": 1, "cda_s": 1.0, "cedarpy_s": 0.0, "agree_cedarpy": 0} if args.no_corpus else corpus_rate(args.repeat)
-    text = render(rows, corpus, (load0, _load()), time.perf_counter() - t0)
+    text = render(rows, corpus, (load0, load_average()), time.perf_counter() - t0)
     print(text)
     if args.write:
         write_section(DOC, START, END, text)

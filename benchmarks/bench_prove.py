@@ -43,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.doc_section import machine, write_section  # noqa: E402
+from benchmarks.doc_section import load_average, machine, write_section  # noqa: E402
 from cda.errors import CDAError  # noqa: E402
 from cda.fol.parse import build_problem  # noqa: E402
 from cda.fol.syntax import And, Atom, BoolConst, Eq, Formula, Iff, Implies, Not, Or, Quant, Term, Xor  # noqa: E402
@@ -199,10 +199,6 @@ def run_cda(rows: list[dict[str, Any]], timeout: int) -> tuple[float, float, dic
     return cpu, wall, answers
 
 
-def _load() -> str:
-    return Path("/proc/loadavg").read_text().split()[0]
-
-
 def render(st: dict[str, list[float]], suite: dict[str, Any] | None, load: tuple[str, str], seconds: float) -> str:
     med = {k: statistics.median(v) for k, v in st.items()}
     floor = med["floor"]
@@ -265,7 +261,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=int, default=10, help="per problem, both systems")
     ap.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md")
     args = ap.parse_args()
-    load0, t0 = _load(), time.perf_counter()
+    load0, t0 = load_average(), time.perf_counter()
     st = startup(args.rounds)
     suite = None
     eprover = shutil.which("eprover")
@@ -296,7 +292,7 @@ def main() -> int:
             "differ": ", ".join(f"#{n} (E {e_ans[n]}, CDA {c_ans[n]}, gold {gold[n]})" for n in both if e_ans[n] != c_ans[n]),
             "e_version": version.replace("E ", "").strip(),
         }  # fmt: skip
-    text = render(st, suite, (load0, _load()), time.perf_counter() - t0)
+    text = render(st, suite, (load0, load_average()), time.perf_counter() - t0)
     print(text)
     if args.write:
         write_section(DOC, START, END, text)

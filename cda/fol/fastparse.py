@@ -105,12 +105,14 @@ class _Reader:
             raise Fallback
 
     def formula(self) -> tuple[Formula, Pos]:
-        first, start = self._impl()
-        out = first
-        while self._peek() == "IFF":
+        return self._left("IFF", self._impl, Iff)
+
+    def _left(self, op: str, part: Callable[[], tuple[Formula, Pos]], node: type[Iff] | type[Xor]) -> tuple[Formula, Pos]:
+        """``part (op part)*``, grouped to the left, every node at the first part's start."""
+        out, start = part()
+        while self._peek() == op:
             self.i += 1
-            rhs, _ = self._impl()
-            out = Iff(out, rhs, start)
+            out = node(out, part()[0], start)
         return out, start
 
     def _impl(self) -> tuple[Formula, Pos]:
@@ -122,12 +124,7 @@ class _Reader:
         return Implies(lhs, rhs, start), start
 
     def _xor(self) -> tuple[Formula, Pos]:
-        out, start = self._or()
-        while self._peek() == "XOR":
-            self.i += 1
-            rhs, _ = self._or()
-            out = Xor(out, rhs, start)
-        return out, start
+        return self._left("XOR", self._or, Xor)
 
     def _or(self) -> tuple[Formula, Pos]:
         return self._chain("OR", self._and, Or)
