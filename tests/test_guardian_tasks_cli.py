@@ -120,7 +120,7 @@ def test_unknown_signer_and_wrong_key_are_refused(world: Path) -> None:
     (["task", "execute", "signed.json", "--store", "g.sqlite", "--decision", "notjson.json"], "not valid JSON"),
     (["task", "execute", "signed.json", "--store", "g.sqlite", "--decision", "draft.json"],
      "not a guardian DecisionRecord"),
-    (["task", "verify", "draft.json", "--store", "foreign.sqlite"], "not a CDA guardian file"),
+    (["task", "verify", "draft.json", "--store", "foreign.sqlite"], "not a CDA file"),
 ])
 def test_bad_input_exits_2_with_a_clear_line(world: Path, argv: list[str], words: str) -> None:
     import sqlite3

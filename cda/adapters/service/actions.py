@@ -51,7 +51,6 @@ from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
 from cda.actions.runner import action_id_of
 from cda.actions.signing import head_path, load_signer, read_head, write_head
-from cda.actions.store_file import read_snapshot
 from cda.adapters.action_entry import AuditLogError, _check_signed_head, refuse_lost_log
 from cda.adapters.event_store import EventStore, check_event_file
 from cda.adapters.service.auth import OPEN, AuthConfig, Principal
@@ -81,6 +80,7 @@ from cda.contracts.metrics import ApprovalWait
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
 from cda.errors import CDAError
+from cda.store import read_snapshot
 
 __all__ = ["ActionManager", "EdgeError", "EGRESS_RANK", "MAX_THREADS", "check_signable", "is_draft", "relax_fsync",
            "share_write_lock"]
