@@ -80,7 +80,7 @@ from cda.contracts.metrics import ApprovalWait
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
 from cda.errors import CDAError
-from cda.store import read_snapshot
+from cda.store import Durability, read_snapshot
 
 __all__ = ["ActionManager", "EdgeError", "EGRESS_RANK", "MAX_THREADS", "check_signable", "is_draft", "relax_fsync",
            "share_write_lock"]
@@ -169,7 +169,7 @@ class ActionManager:
         with self.sign_lock:
             self._check_log()  # never sign on top of a rewritten log (before the state file is touched)
         known = [Principal("anonymous", "partner")] if auth.open else [who for _, who in auth.entries]
-        self.state = ServiceState(db, known)  # owners, sub-action revisions, consumers: survive a restart
+        self.state = ServiceState(db, known, durability=Durability.FULL if fsync_each_commit else Durability.NORMAL)
 
     # -- receipts and events ---------------------------------------------------------------
     def receipt(self, action_id: str, name: str, inputs: dict[str, Any], result: dict[str, Any],
