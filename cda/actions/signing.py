@@ -27,10 +27,10 @@ can sign anything; keep it out of shared folders and backups of the logs.
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
+from cda.actions.key_files import create_key_file, read_key_file
 from cda.contracts.receipt import canonical_json
 from cda.errors import CDAError
 from cda.files import KEY_DIR_ENV, key_dir, parse_json
@@ -91,47 +91,17 @@ def _signed_bytes(doc: dict[str, Any]) -> bytes:
     return canonical_json({k: v for k, v in doc.items() if k != "signature"}).encode("utf-8")
 
 
-def _read_key(path: Path) -> str:
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        raise SigningError(f"{path}: the signing key is readable by others (mode {mode:o}); chmod 600 it")
-    text = path.read_text(encoding="ascii").strip()
-    try:
-        if len(bytes.fromhex(text)) != 32:
-            raise ValueError
-    except ValueError:
-        raise SigningError(f"{path}: not an Ed25519 key (64 hex digits)") from None
-    return text
+_WHAT = "the signing key"
 
 
 def load_signer(directory: Path | None = None) -> Signer:
-    """The signing key in ``directory`` (default :func:`key_dir`), created on first use.
-
-    Creation is atomic (a 0600 temporary file linked into place), so two processes starting at
-    once agree on one key and a killed process never leaves half a key behind.
-    """
-    folder = directory or key_dir()
-    path = folder / KEY_FILE
-    try:
-        if not path.exists():
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            temp = folder / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                with os.fdopen(fd, "w", encoding="ascii") as handle:
-                    handle.write(secrets.token_bytes(32).hex() + "\n")
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                try:
-                    os.link(temp, path)
-                except FileExistsError:
-                    pass  # another process made the key first: use theirs
-            finally:
-                temp.unlink(missing_ok=True)
-        return Signer(_read_key(path))
-    except OSError as exc:
-        raise SigningError(f"{path}: cannot make or read the signing key ({exc.strerror or exc}); "
-                           f"set {KEY_DIR_ENV} to a private folder") from None
+    """The signing key in ``directory`` (default :func:`key_dir`), created on first use
+    (:func:`cda.actions.key_files.create_key_file`: atomic, so two processes starting at once
+    agree on one key and a killed process never leaves half a key behind)."""
+    path = (directory or key_dir()) / KEY_FILE
+    if path.exists():
+        return Signer(read_key_file(path, SigningError, _WHAT))
+    return Signer(create_key_file(path, SigningError, _WHAT, keep_existing=True))
 
 
 def trusted_public_key(directory: Path | None = None) -> str | None:
@@ -139,10 +109,7 @@ def trusted_public_key(directory: Path | None = None) -> str | None:
     path = (directory or key_dir()) / KEY_FILE
     if not path.exists():
         return None
-    try:
-        return Signer(_read_key(path)).public_key
-    except OSError as exc:
-        raise SigningError(f"{path}: cannot read the signing key ({exc.strerror or exc})") from None
+    return Signer(read_key_file(path, SigningError, _WHAT)).public_key
 
 
 def write_head(path: Path, doc: dict[str, Any]) -> None:

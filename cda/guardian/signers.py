@@ -31,14 +31,13 @@ read is refused. The seed asks for HSM-held keys in production; a key file is th
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
+from cda.actions.key_files import create_key_file, read_key_file
 from cda.actions.signing import SigningError
-from cda.files import KEY_DIR_ENV, key_dir
+from cda.files import key_dir
 from cda.guardian.store import Clock, GuardianStore, is_identifier, utc_now
 from cda.guardian.tasks import ID_PATTERN, ID_PUNCTUATION, Signature, TaskDraft, TaskError, TaskSigned
 
@@ -229,44 +228,18 @@ def public_key_of(private_hex: str) -> str:
     return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
 
 
+_WHAT = "a signer's key"
+
+
 def create_signer_key(signer_id: str, directory: Path | None = None) -> str:
     """Make a new private key for ``signer_id`` (refused when one exists) and return its public key."""
-    path = signer_key_path(signer_id, directory)
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        temp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        private = secrets.token_bytes(32).hex()
-        try:
-            with os.fdopen(fd, "w", encoding="ascii") as handle:
-                handle.write(private + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.link(temp, path)  # never over an existing key
-        finally:
-            temp.unlink(missing_ok=True)
-    except FileExistsError:
-        raise SignerError(f"{path}: a key for {signer_id!r} exists already; it is never overwritten") from None
-    except OSError as exc:
-        raise SignerError(f"{path}: cannot make the signer's key ({exc.strerror or exc}); "
-                          f"set {KEY_DIR_ENV} to a private folder") from None
-    return public_key_of(private)
+    return public_key_of(create_key_file(signer_key_path(signer_id, directory), SignerError, _WHAT,
+                                         keep_existing=False))
 
 
 def load_signer_key(path: Path) -> str:
     """The private key (hex) in ``path``; refused when others can read the file or it is not a key."""
-    if path.is_dir():
-        raise SignerError(f"{path}: a directory, not a signer's key file")
-    try:
-        mode = path.stat().st_mode & 0o777
-        if mode & 0o077:
-            raise SignerError(f"{path}: the signer's key is readable by others (mode {mode:o}); chmod 600 it")
-        content = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SignerError(f"{path}: cannot read the signer's key ({getattr(exc, 'strerror', None) or exc})") from None
-    if not _is_hex_key(content):
-        raise SignerError(f"{path}: not an Ed25519 private key (64 lowercase hex digits)")
-    return content
+    return read_key_file(path, SignerError, _WHAT)
 
 
 def sign(draft: TaskDraft, signer_id: str, private_hex: str, registry: SignerRegistry,
