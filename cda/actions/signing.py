@@ -30,6 +30,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cda.actions.ed25519 import public_key_of, sign_bytes, verifies
 from cda.actions.key_files import create_key_file, read_key_file
 from cda.contracts.receipt import canonical_json
 from cda.errors import CDAError
@@ -66,14 +67,15 @@ def head_path(db: Path | str) -> Path:
 
 
 class Signer:
-    """An Ed25519 private key that signs heads."""
+    """An Ed25519 private key that signs heads (and, for the guardian, the header of its file)."""
 
     def __init__(self, private_hex: str) -> None:
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+        self._private = private_hex
+        self.public_key = public_key_of(private_hex)
 
-        self._key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(private_hex))
-        self.public_key = self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+    def sign_bytes(self, data: bytes) -> str:
+        """The signature (hex) of this key over ``data``."""
+        return sign_bytes(self._private, data)
 
     def sign_head(self, head: str, count: int, action_id: str, attempt: int, phase: str,
                   events: int = 0, events_head: str = "0" * 64, meta: str = "0" * 64) -> dict[str, Any]:
@@ -83,7 +85,7 @@ class Signer:
         doc: dict[str, Any] = {"format": HEAD_FORMAT, "head": head, "count": count, "action_id": action_id,
                                "attempt": attempt, "phase": phase, "events": events, "events_head": events_head,
                                "meta": meta, "public_key": self.public_key}
-        doc["signature"] = self._key.sign(_signed_bytes(doc)).hex()
+        doc["signature"] = self.sign_bytes(_signed_bytes(doc))
         return doc
 
 
@@ -144,16 +146,10 @@ def read_head(path: Path) -> dict[str, Any]:
 def signature_problems(doc: dict[str, Any], trusted: str | None) -> list[str]:
     """Why the signed head ``doc`` is not to be believed (empty: signed by ``trusted``, or by the
     key it names when no key is trusted)."""
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
     problems: list[str] = []
     if trusted is not None and doc["public_key"] != trusted:
         problems.append(f"the head was signed by another key ({doc['public_key'][:16]}…), not the trusted one "
                         f"({trusted[:16]}…)")
-    try:
-        Ed25519PublicKey.from_public_bytes(bytes.fromhex(doc["public_key"])).verify(
-            bytes.fromhex(doc["signature"]), _signed_bytes(doc))
-    except (ValueError, InvalidSignature):
+    if not verifies(doc["public_key"], _signed_bytes(doc), doc["signature"]):
         problems.append("the signature of the head file does not match its contents")
     return problems

@@ -135,8 +135,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE signers ADD COLUMN endorsed_by TEXT",
         "ALTER TABLE signers ADD COLUMN endorsement TEXT",
     ),
-    # version 4: the version is PRAGMA user_version (cda.store), no longer a table of its own
-    ("DROP TABLE IF EXISTS schema_version",),
+    # version 4: the version is PRAGMA user_version (cda.store), no longer a table of its own; the
+    # signed header that names the first signer (cda.guardian.signers: the root of every signer)
+    (
+        "DROP TABLE IF EXISTS schema_version",
+        "CREATE TABLE guardian_header (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL, "
+        "root_signature TEXT NOT NULL, anchor_signature TEXT NOT NULL)",
+    ),
 )
 """Every migration, in order: ``MIGRATIONS[i]`` takes a file from version ``i`` to ``i + 1``.
 Append only; never edit one that has shipped."""
@@ -200,16 +205,21 @@ class GuardianStore:
     thread or process; the file is shared safely between processes.
     """
 
-    def __init__(self, conn: sqlite3.Connection, where: str, clock: Clock = utc_now) -> None:
+    def __init__(self, conn: sqlite3.Connection, where: str, clock: Clock = utc_now, root: str | None = None) -> None:
         self.conn = conn
         self.where = where
         self.clock = clock
+        self.root = root
+        """The fingerprint of the file's first signer, given from outside the file (``cda task
+        --root``): its header is then trusted by it, not by this CDA's key (cda.guardian.signers)."""
 
     @classmethod
-    def open(cls, path: Path | str, clock: Clock = utc_now, *, upto: int = SCHEMA_VERSION) -> GuardianStore:
+    def open(cls, path: Path | str, clock: Clock = utc_now, *, upto: int = SCHEMA_VERSION,
+             root: str | None = None) -> GuardianStore:
         """Open (creating or migrating) the guardian file at ``path``; ``":memory:"`` for a private
-        one. (``upto`` below :data:`SCHEMA_VERSION` makes a file of an older version, which is how
-        a migration from it is tested.)"""
+        one. ``root``: the first signer's fingerprint, given from outside the file (:attr:`root`).
+        (``upto`` below :data:`SCHEMA_VERSION` makes a file of an older version, which is how a
+        migration from it is tested.)"""
         fmt = GUARDIAN_FORMAT if upto == SCHEMA_VERSION else replace(GUARDIAN_FORMAT, migrations=MIGRATIONS[:upto])
         try:
             store = open_store(path, fmt)
@@ -218,7 +228,10 @@ class GuardianStore:
         except StoreFileError as exc:
             raise GuardianStoreError(str(exc)) from None
         store.conn.execute("PRAGMA foreign_keys = ON")
-        return cls(store.conn, str(path), clock)
+        if root is not None and not (len(root) == 64 and set(root) <= set("0123456789abcdef")):
+            store.close()
+            raise GuardianStoreError(f"a first signer's fingerprint is 64 lowercase hex digits, not {root[:70]!r}")
+        return cls(store.conn, str(path), clock, root)
 
     def close(self) -> None:
         self.conn.close()
