@@ -253,8 +253,7 @@ def test_another_users_process_trusts_the_root_by_its_fingerprint(victim: Path, 
     """Without this CDA's key (another user, another machine) the header is trusted only by the
     first signer's fingerprint given from outside the file: the right one works, none or a wrong
     one is refused."""
-    from cda.guardian.signers import public_key_of
-    from cda.guardian.signers import fingerprint
+    from cda.guardian.signers import fingerprint, public_key_of
 
     db = victim / "guardian.db"
     alice = _row(victim, "alice")[0]

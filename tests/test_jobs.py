@@ -368,9 +368,9 @@ def test_what_a_kind_raises_is_the_jobs_error_never_the_batchs(monkeypatch: pyte
     for name, run in (("boom", boom), ("hog", hog), ("nan", not_json)):
         monkeypatch.setitem(kinds.KINDS, name, kinds.JobKind(name, run, needs_file=False))
     assert outcome_of({"kind": "boom", "file": None, "params": {}, "memory_mb": 99}) == {
-        "status": "failed", "error": "internal error: RuntimeError: boom"}
+        "status": "failed", "error": "internal error: RuntimeError: boom", "reads": {}}
     assert outcome_of({"kind": "hog", "file": None, "params": {}, "memory_mb": 99}) == {
-        "status": "memory", "error": "the job went over its memory cap of 99 MiB"}
+        "status": "memory", "error": "the job went over its memory cap of 99 MiB", "reads": {}}
     assert outcome_of({"kind": "nan", "file": None, "params": {}, "memory_mb": 99})["status"] == "failed"
 
 
