@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -76,34 +77,26 @@ def test_a_new_file_is_marked_at_the_newest_version_and_reopening_changes_nothin
     assert _state(tmp_path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["f.sqlite"]
 
 
-def _foreign(path: Path) -> None:
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, total TEXT)")
-    conn.execute("INSERT INTO orders VALUES (1, '9.99')")
-    conn.commit()
-    conn.close()
+def _sqlite(*statements: str) -> Callable[[Path], None]:
+    """A database another program made with ``statements``."""
 
+    def make(path: Path) -> None:
+        conn = sqlite3.connect(path)
+        for statement in statements:
+            conn.execute(statement)
+        conn.commit()
+        conn.close()
 
-def _other_program(path: Path) -> None:
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA application_id = 1196444487")
-    conn.execute("CREATE TABLE gpkg_contents (table_name TEXT)")
-    conn.commit()
-    conn.close()
-
-
-def _empty_database(path: Path) -> None:
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 7")
-    conn.commit()
-    conn.close()
+    return make
 
 
 REFUSED = {
-    "another program's tables": (_foreign, "not a CDA file, and CDA never modifies files it did not create"),
-    "another program's mark": (_other_program, "application_id is 0x47504b47"),
-    "an empty database someone else made": (_empty_database, "no CDA mark and no table"),
+    "another program's tables": (_sqlite("PRAGMA journal_mode=WAL", "CREATE TABLE orders (id INTEGER PRIMARY KEY, total TEXT)",
+                                         "INSERT INTO orders VALUES (1, '9.99')"),
+                                 "not a CDA file, and CDA never modifies files it did not create"),
+    "another program's mark": (_sqlite("PRAGMA application_id = 1196444487", "CREATE TABLE gpkg_contents (t TEXT)"),
+                               "application_id is 0x47504b47"),
+    "an empty database someone else made": (_sqlite("PRAGMA user_version = 7"), "no CDA mark and no table"),
     "a text file": (lambda p: p.write_text("id,total\n1,9.99\n" * 40), "not an SQLite database"),
     "a folder": (lambda p: p.mkdir(), "not a file"),
 }
@@ -197,14 +190,15 @@ def test_an_older_version_is_migrated_step_by_step(tmp_path: Path, name: str) ->
         assert [n for n, _ in schema(old)] == [n for n, _ in schema(fresh)], (name, start)
 
 
-def test_processes_racing_to_create_one_file_agree_on_it(tmp_path: Path) -> None:
-    path, errors = tmp_path / "fresh.sqlite", []
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_connections_racing_to_create_one_file_agree_on_it(tmp_path: Path, name: str) -> None:
+    fmt, path, errors = FORMATS[name], tmp_path / "fresh.sqlite", []
     barrier = threading.Barrier(6)
 
     def opener() -> None:
         barrier.wait()
         try:
-            open_store(path, INVESTIGATIONS_FORMAT).close()
+            open_store(path, fmt).close()
         except Exception as exc:  # noqa: BLE001 - collected and asserted on below
             errors.append(exc)
 
@@ -214,7 +208,7 @@ def test_processes_racing_to_create_one_file_agree_on_it(tmp_path: Path) -> None
     for thread in threads:
         thread.join(120)
     assert errors == []
-    assert _pragmas(path) == (INVESTIGATIONS_FORMAT.app_id, INVESTIGATIONS_FORMAT.version, "wal")
+    assert _pragmas(path) == (fmt.app_id, fmt.version, "wal")
 
 
 def test_stores_of_one_file_can_share_one_lock(tmp_path: Path) -> None:

@@ -285,15 +285,19 @@ class SignerRegistry:
         return sorted(keys), sorted(set(rows) - set(keys))
 
     def _authorise(self, payload: Mapping[str, object], by: str, private_hex: str) -> str:
-        """The Ed25519 signature (hex) of ``by`` over ``payload``; refused when ``by`` speaks for no
-        one or ``private_hex`` is not its key."""
-        registered = self.public_key(_check_signer_id(by))
+        """The Ed25519 signature (hex) of ``by`` over ``payload`` (see :meth:`sign_as`)."""
+        return self.sign_as(by, private_hex, _canonical(payload), "authorise this")
+
+    def sign_as(self, signer_id: str, private_hex: str, data: bytes, doing: str = "sign") -> str:
+        """The Ed25519 signature (hex) of ``signer_id`` over ``data``; refused when it speaks for no
+        one in the file (or the file's header cannot be trusted) or ``private_hex`` is not its key."""
+        registered = self.public_key(_check_signer_id(signer_id))
         if registered is None:
-            raise SignerError(f"{by!r} does not speak for {self.store.where}: only a signer endorsed back to its "
-                              f"first signer may authorise this")
+            raise SignerError(f"{signer_id!r} does not speak for {self.store.where}: only a registered signer "
+                              f"endorsed back to its first signer may {doing}")
         if public_key_of(private_hex) != registered:
-            raise SignerError(f"the key given is not the one registered for {by!r}")
-        return sign_bytes(private_hex, _canonical(payload))
+            raise SignerError(f"the key given is not the one registered for {signer_id!r}")
+        return sign_bytes(private_hex, data)
 
     # ---- who speaks for the file
     def public_key(self, signer_id: str) -> str | None:
@@ -403,14 +407,8 @@ def sign(draft: TaskDraft, signer_id: str, private_hex: str, registry: SignerReg
     key, and (:class:`TaskError`) when ``draft`` is not a draft."""
     if type(draft) is not TaskDraft:
         raise TaskError(f"task {draft.task_id!r} is {draft.state}: only a draft can be signed")
-    registered = registry.public_key(_check_signer_id(signer_id))
-    if registered is None:
-        raise SignerError(f"{signer_id!r} does not speak for {registry.store.where}: only a registered signer "
-                          f"endorsed back to its first signer may sign")
-    if public_key_of(private_hex) != registered:
-        raise SignerError(f"the key given is not the one registered for {signer_id!r}")
     signed_at = _aware(clock())
-    signature = sign_bytes(private_hex, draft.signing_bytes(signer_id, signed_at))
+    signature = registry.sign_as(signer_id, private_hex, draft.signing_bytes(signer_id, signed_at))
     mark = Signature(signer_id=signer_id, signature=signature, signed_at=signed_at)
     return TaskSigned(**draft.carried(TaskDraft), state="signed", signature=mark)
 

@@ -34,7 +34,7 @@ from cda.store.format import (
     tables_of,
 )
 from cda.store.policy import BUSY_TIMEOUT_S, Durability
-from cda.store.snapshot import read_snapshot
+from cda.store.snapshot import connect_read_only, read_snapshot
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -46,6 +46,7 @@ __all__ = [
     "StoreFileError",
     "columns_of",
     "companion",
+    "connect_read_only",
     "family",
     "has_columns",
     "open_store",
