@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 
 LOADS = 150  # loads per flipping file: bounded, whatever the machine's speed
 

@@ -23,10 +23,10 @@ import pytest
 
 from cda.actions.store_file import LOG_FORMAT
 from cda.adapters.jobs.store import JOBS_FORMAT
-from cda.adapters.service.state import _format as service_format
 from cda.conductor.irdb import IR_FORMAT
 from cda.guardian.store import GUARDIAN_FORMAT
 from cda.investigation.store import INVESTIGATIONS_FORMAT
+from cda.service.state import _format as service_format
 from cda.store import MARKS, Durability, FileFormat, StoreFileError, family, open_store, read_store, share_lock
 
 FORMATS: dict[str, FileFormat] = {

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 from tests.conftest import ROOT
 
 OLD = ROOT / "tests" / "data" / "stores-37fbddd"
@@ -145,9 +145,9 @@ def test_an_old_guardian_file_keeps_its_ledger_and_pins(old: Path) -> None:
 
 
 def test_an_old_servers_state_and_sessions_open(old: Path) -> None:
-    from cda.adapters.service.auth import Principal
-    from cda.adapters.service.investigations import InvestigateObserveParams, SessionRef, desk_for
-    from cda.adapters.service.state import ServiceState
+    from cda.service.auth import Principal
+    from cda.service.investigations import InvestigateObserveParams, SessionRef, desk_for
+    from cda.service.state import ServiceState
 
     db = old / "server.sqlite"
     shutil.copy(old / "receipts.sqlite", db)
@@ -164,7 +164,7 @@ def test_an_old_servers_state_and_sessions_open(old: Path) -> None:
     sessions.close()
     memory = desk.call(alice, "investigate.status", SessionRef(session_id=sid))
     assert memory.memory.observations == ["slow(auth)"]  # type: ignore[attr-defined]
-    from cda.adapters.service.actions import EdgeError
+    from cda.service.actions import EdgeError
 
     with pytest.raises(EdgeError):  # the owner recorded by the old server still holds
         desk.call(bob, "investigate.observe", InvestigateObserveParams(session_id=sid, observation="slow(db)"))

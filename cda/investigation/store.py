@@ -15,7 +15,7 @@ The file is :data:`INVESTIGATIONS_FORMAT` (opened, marked "CDAI" and migrated by
 log), a text file or a folder is refused by name and left as it was. A reader
 (``SessionStore(path, read_only=True)``: ``cda investigate status|history``) never creates or
 changes the file. The ``owners`` table is the server's (who started a session over the ToolBus:
-:mod:`cda.adapters.service.investigations`). A file an earlier CDA wrote (unmarked, these tables)
+:mod:`cda.service.investigations`). A file an earlier CDA wrote (unmarked, these tables)
 is recognised and marked when a writer opens it.
 """
 
@@ -200,7 +200,7 @@ class SessionStore:
         undone = {s.undoes for s in steps if s.kind == "undo"}
         return [(s.step, s.observation or "") for s in steps if s.kind == "observe" and s.step not in undone]
 
-    # ---- the server's owners of sessions (cda.adapters.service.investigations)
+    # ---- the server's owners of sessions (cda.service.investigations)
     def owner(self, session_id: str) -> str | None:
         """The principal who started ``session_id`` over the ToolBus (None: none recorded)."""
         row = self._read(lambda conn: conn.execute("SELECT owner FROM owners WHERE session_id=?",
