@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 _HOME = {
-    **dict.fromkeys(["Answer", "PolicySet", "authorize", "load_policy_set"], "cda.policy.authorize"),
+    **dict.fromkeys(["Answer", "PolicySet", "authorize", "load_policy_set"], "cda.policy.authorization"),
     **dict.fromkeys(["RequestResult", "run_test_dir", "run_test_file", "summarize"], "cda.policy.cedar_tests"),
     **dict.fromkeys(
         ["AnalysisResult", "Environment", "analyze", "analyze_files", "select_environments", "always_allows", "always_denies", "disjoint", "environments",

@@ -13,7 +13,7 @@ action's schema type. Each property is asked as "is there a request that violate
 z3 decides every property over the fragment :mod:`cda.policy.symbolic` encodes; clingo decides
 it when the context is read only through Booleans (the formula is then propositional and goes
 through CDA's IR to the clingo backend), and refuses by name otherwise. A violated property
-comes with a counterexample request, evaluated again concretely by :mod:`cda.policy.authorize`
+comes with a counterexample request, evaluated again concretely by :mod:`cda.policy.authorization`
 before it is shown (a disagreement is :class:`~cda.errors.EvaluatorDisagreement`, a bug).
 """
 
@@ -30,7 +30,7 @@ import z3
 
 from cda.contracts.limits import Z3_MAX_TIMEOUT_MS, seconds
 from cda.errors import BackendUnsupported, CDAError, EvaluatorDisagreement, OptionError
-from cda.policy.authorize import Answer, PolicySet, decide
+from cda.policy.authorization import Answer, PolicySet, decide
 from cda.policy.entities import Entities, Request
 from cda.policy.schema import EMPTY_RECORD, Schema
 from cda.policy.symbolic import Encoder, SymContext, and_, as_z3, context_value, not_, or_
@@ -152,7 +152,7 @@ def analyze_files(
 ) -> list[AnalysisResult]:
     """``cda policy analyze`` as a function of file paths (what a batch job calls): ``prop`` on
     the policy files (one, or two for the binary properties) over every environment selected."""
-    from cda.policy.authorize import load_policy_set
+    from cda.policy.authorization import load_policy_set
 
     if prop not in PROPERTIES:
         raise OptionError(f"unknown property {prop!r}; one of {', '.join(PROPERTIES)}")
