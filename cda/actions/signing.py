@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from cda.contracts.receipt import canonical_json
-from cda.errors import CDAError
+from cda.errors import SigningError
 from cda.files import KEY_DIR_ENV, key_dir, parse_json
 
 __all__ = [
@@ -54,10 +54,6 @@ KEY_FILE = "receipts-ed25519.key"
 HEAD_FORMAT = "cda-receipts-head-v1"
 _HEAD_FIELDS = ("format", "head", "count", "action_id", "attempt", "phase", "events", "events_head", "meta",
                 "public_key", "signature")
-
-
-class SigningError(CDAError, ValueError):
-    """The signing key cannot be made or read, or a signed head file is not one."""
 
 
 def head_path(db: Path | str) -> Path:

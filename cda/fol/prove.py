@@ -29,7 +29,9 @@ from dataclasses import replace
 from itertools import product
 from typing import Any, Protocol
 
+from cda.contracts.deadline import Deadline
 from cda.contracts.fol import ProofResult, World
+from cda.engine import Options, claim_key, make_backend, quickxplain, selector
 from cda.errors import BackendUnavailable, BackendUnsupported, CDAError, EvaluatorDisagreement
 from cda.fol.budget import OutOfTime, spend
 from cda.fol.evaluate import Structure, evaluate, minimise
@@ -38,9 +40,6 @@ from cda.fol.ground import GroundedClaim, atom_name, ground_claim, herbrand_stru
 from cda.fol.parse import build_problem
 from cda.fol.syntax import FOLProblem, Statement
 from cda.fol.to_z3 import AtomValue, Check, Z3Oracle
-from cda.solver.backend import Deadline, _OutOfTime, claim_key, make_backend, selector
-from cda.solver.cores import quickxplain
-from cda.solver.engine import EngineOptions
 
 __all__ = [
     "World",
@@ -115,7 +114,7 @@ class _GroundOracle:
                 lits.append((key, value))
         try:
             out = self.backend.check(lits)
-        except _OutOfTime:
+        except OutOfTime:
             return "unknown", None, "time ran out"
         if out.status == "unknown":
             return "unknown", None, f"{self.backend.name} returned unknown (time ran out)"
@@ -452,14 +451,14 @@ def _prove_one(
 def checked_timeout(timeout: float | None) -> float | None:
     """``timeout`` when the engine would take it (seconds, 0 or more, ``inf`` or None for no
     limit); else ``OptionError`` with the same message ``cda solve`` gives (one check, the
-    engine's: :class:`~cda.solver.engine.EngineOptions`).
+    engine's: :class:`cda.engine.Options`).
 
     >>> checked_timeout(float("nan"))
     Traceback (most recent call last):
     ...
     cda.errors.OptionError: timeout must be a number of seconds, 0 or more (inf for no limit), not nan
     """
-    return EngineOptions(timeout=timeout).timeout  # as the engine keeps it: 10**400 s is a float, no limit
+    return Options(timeout=timeout).timeout  # as the engine keeps it: 10**400 s is a float, no limit
 
 
 def prove(

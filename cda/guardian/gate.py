@@ -43,7 +43,7 @@ from cda.guardian.policies import PolicyStore
 from cda.guardian.simulation import Simulator
 
 if TYPE_CHECKING:
-    from cda.actions.receipts import ReceiptLog
+    from cda.contracts.receipt import ReceiptSink
     from cda.guardian.store import GuardianStore
     from cda.guardian.tasks import TaskExecuted, TaskSigned
 
@@ -162,7 +162,7 @@ class Gate:
         ledger: Ledger | None,
         *,
         seed: int = 0,
-        receipts: ReceiptLog | None = None,
+        receipts: ReceiptSink | None = None,
     ) -> None:
         self.registry = registry
         self.policy_store = policy_store

@@ -66,7 +66,7 @@ from cda.files import read_text
 from cda.guardian.action import MAX_COST_UNITS, ProposedAction, cost_units
 
 if TYPE_CHECKING:
-    from cda.policy.authorization import PolicySet
+    from cda.policy import PolicySet
 
 __all__ = [
     "CedarPolicy",
@@ -427,7 +427,7 @@ def _check_dsl(p: DslPolicy, facts: Sequence[FactRule], parameters: Mapping[str,
 
 
 def _cedar(c: _Cedar, where: str, folder: Path) -> CedarPolicy:
-    from cda.policy.authorization import load_policy_set
+    from cda.policy import load_policy_set
 
     def at(name: str | None) -> Path | None:
         return None if name is None else folder / name
@@ -637,7 +637,7 @@ def _judge_dsl(store: PolicyStore, action: ProposedAction, policies: Sequence[Ds
 
 
 def _judge_cedar(p: CedarPolicy, action: ProposedAction) -> Violation | None:
-    from cda.policy.authorization import authorize
+    from cda.policy import authorize
 
     resources = list(enumerate(action.resources)) or [(-1, "")]
     context = {"tool": action.tool.name, "tool_version": action.tool.version, "currency": action.currency}

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from cda.actions.signing import SigningError
+from cda.errors import SigningError
 from cda.files import KEY_DIR_ENV, key_dir
 from cda.guardian.store import Clock, GuardianStore, is_identifier, utc_now
 from cda.guardian.tasks import ID_PATTERN, ID_PUNCTUATION, Signature, TaskDraft, TaskError, TaskSigned

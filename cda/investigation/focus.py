@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cda.contracts.result import NextTest
-from cda.encodings.ir import And, Atom, GroundProblem, Node, walk
+from cda.ir import And, Atom, GroundProblem, Node, walk
 
 __all__ = ["Part", "parts", "ken_parts", "choose_focus"]
 

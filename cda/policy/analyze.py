@@ -346,9 +346,9 @@ def _solve_z3(formula: Any, timeout: float, zc: Any) -> tuple[str, dict[str, Any
 def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, dict[str, Any] | None]:
     """The propositional formula through CDA's IR to the clingo backend."""
     from cda.contracts.deadline import Deadline
-    from cda.encodings.ir import AtomInfo, Clause, GroundProblem, NodeFactory
+    from cda.engine import make_backend, selector
+    from cda.ir import AtomInfo, Clause, GroundProblem, NodeFactory
     from cda.policy.symbolic import SymEntity
-    from cda.solver.backend import make_backend, selector
 
     f = NodeFactory()
     gp = GroundProblem(factory=f)
@@ -454,7 +454,7 @@ def _atom(name: str) -> str:
 
 
 def _atoms_of(node: Any) -> set[str]:
-    from cda.encodings.ir import Atom, walk
+    from cda.ir import Atom, walk
 
     return {n.name for n in walk([node]) if isinstance(n, Atom)}
 
