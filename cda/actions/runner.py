@@ -39,7 +39,7 @@ from cda.actions.scoring import band_for
 from cda.actions.seeds import Seed, derive
 from cda.actions.stream import EventStream, Subscriber
 from cda.contracts.abstain import AbstainThresholds
-from cda.contracts.action import ActionStatus, ActionVerdict, CDAInputs, CDAOutputs, NextTestSuggestion
+from cda.contracts.action import ActionStatus, CDAInputs, CDAOutputs, NextTestSuggestion
 from cda.contracts.deadline import Deadline, OutOfTime
 from cda.contracts.events import ActionEvent
 from cda.contracts.metrics import ApprovalWait
@@ -517,7 +517,3 @@ def _escalate(inputs: CDAInputs, params: _Params, stream: EventStream, recorder:
     return CDAOutputs(action_id=params.action_id, status="escalated", summary_artifact_id=summary_id,
                       caveats=[reason])
 
-
-def verdict_of(status: str, confidence: float, hypothesis_id: str, claim: str, caveats: list[str]) -> ActionVerdict:
-    return ActionVerdict(hypothesis_id=hypothesis_id, status=status,  # type: ignore[arg-type]
-                         confidence=confidence, band=band_for(confidence, status), claim=claim, caveats=caveats)

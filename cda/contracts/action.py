@@ -23,6 +23,7 @@ from cda.contracts import limits
 from cda.contracts.abstain import AbstainOutput, CoverageFigures, LowCoverageReview
 from cda.contracts.metrics import ActionMetrics
 from cda.contracts.refs import ArtifactRef, SpanRef
+from cda.contracts.result import VerdictStatusField
 
 __all__ = [
     "ActionStatus",
@@ -301,7 +302,7 @@ class ActionVerdict(_Model):
     """The verdict on one hypothesis or claim, with a calibrated band and its caveats."""
 
     hypothesis_id: str
-    status: Literal["supported", "refuted", "inconclusive"]
+    status: VerdictStatusField  # the ordered enum in Python, its string in JSON
     confidence: float = Field(ge=0.0, le=1.0)
     band: Literal["low", "medium", "high"]
     claim: str
