@@ -9,7 +9,6 @@ structure and lets the user write only the formulas), or as a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,8 +37,6 @@ __all__ = [
 
 SoftSpec = str | tuple[str, float]
 
-_NAME = re.compile(r"[a-z_][A-Za-z0-9_]*")
-
 
 @dataclass(frozen=True)
 class Vocabulary:
@@ -67,15 +64,21 @@ class Vocabulary:
             out.append(PredDecl("var", name, (), (i, 1), ()))
         for j, (name, unit) in enumerate(self.metrics.items(), len(out) + 1):
             _declared_name(name, f"metrics[{name!r}]")
-            if not isinstance(unit, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,31}", unit):
+            if not isinstance(unit, str) or not _identifier(unit) or len(unit) > 32:
                 raise DSLTypeError(f"metric {name}: the unit {unit!r} is not a unit name ('count', 'ms', 'USD')",
                                    filename="vocabulary")
             out.append(MetricDecl(name, unit, (j, 1), (j, 1)))
         return out
 
 
+def _identifier(text: str) -> bool:
+    """ASCII letters, digits and ``_``, not starting with a digit (a name the DSL's lexer reads)."""
+    return text.isascii() and text.isidentifier()
+
+
 def _declared_name(name: object, where: str) -> None:
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > 128:
+    if not isinstance(name, str) or not _identifier(name) or not (name[0].islower() or name[0] == "_") \
+            or len(name) > 128:
         raise DSLTypeError(f"{where}: {name!r} is not a name the DSL can declare (a lowercase letter or _, then "
                            "letters, digits and _)", filename="vocabulary")
 
