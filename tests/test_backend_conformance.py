@@ -31,9 +31,9 @@ from cda.contracts.deadline import Deadline, OutOfTime
 from cda.encodings.evaluate import evaluate as evaluate_ir
 from cda.errors import BackendUnsupported
 from cda.fol.backends import FolQuestion
-from cda.fol.evaluate import Structure
-from cda.fol.evaluate import evaluate as evaluate_fol
 from cda.fol.parse import build_problem
+from cda.fol.structures import Structure
+from cda.fol.structures import evaluate as evaluate_fol
 from cda.fol.syntax import FOLProblem
 from cda.ir import AtomInfo, Claim, Clause, GroundProblem, NodeFactory
 from cda.solver import TEMPLATE

@@ -25,12 +25,12 @@ from cda.fol import folio as folio_bench
 from cda.fol import prove as fol_prove
 from cda.fol import syntax as fol
 from cda.fol import to_z3
-from cda.fol.evaluate import Structure
 from cda.fol.fragments import fragment
-from cda.fol.ground import ground_claim
 from cda.fol.parse import build_problem, parse_fol, parse_formula
 from cda.fol.prove import OPEN_DOMAIN_NOTE, prove
+from cda.fol.structures import Structure
 from cda.fol.syntax import format_formula
+from cda.fol.to_ir import ground_claim
 from tests.conftest import ROOT
 
 FOLIO = ROOT.parent / "shared" / "data" / "folio" / "folio-v0.0-validation-dev.jsonl"

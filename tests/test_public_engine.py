@@ -126,8 +126,8 @@ def test_a_bad_vocabulary_is_a_dsl_error(vocabulary: api.Vocabulary) -> None:
 def test_the_guardian_decides_its_policies_without_writing_dsl(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only the policies' own formulas are read (as clauses); no problem text is parsed."""
     from cda.encodings import assemble
-    from cda.guardian.action import read_action
     from cda.guardian.policies import judge, load_policy_store
+    from cda.guardian.proposal import read_action
 
     store = load_policy_store({
         "facts": {"deletes": {"action_type": ["db.delete"]}, "prod": {"resource": ["prod/*"]}},

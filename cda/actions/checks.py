@@ -34,7 +34,7 @@ from typing import Any
 
 from cda.actions.approvals import egress_decision, pii_decision, record_decision
 from cda.actions.budget import Budget
-from cda.actions.grounding import ground_in_ken
+from cda.actions.ken_grounding import ground_in_ken
 from cda.actions.metrics import PROBLEM_LINE_SOURCE
 from cda.actions.problem import ActionProblem, observe_literal
 from cda.actions.receipts_sink import Recorder

@@ -16,7 +16,7 @@ of a ground atom (``Owns(tom, rex)``) fixes that atom. The other questions of th
   exist), so it answers ``sat`` or ``unknown``, never ``unsat``.
 
 What either finds is a world, read back with :meth:`structure` and re-checked by the independent
-evaluator (:func:`cda.fol.evaluate.evaluate`) before the prover shows it.
+evaluator (:func:`cda.fol.structures.evaluate`) before the prover shows it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from cda.contracts.deadline import Deadline, OutOfTime
 from cda.engine import ALL_CLAUSES, Enumeration, Lit, Outcome, SetStream, claim_key, selector
 from cda.errors import BackendUnsupported
 from cda.fol.budget import spend
-from cda.fol.evaluate import Structure
+from cda.fol.structures import Structure
 from cda.fol.syntax import FOLProblem, Statement
 from cda.fol.to_z3 import AtomValue, Z3Oracle
 
@@ -83,7 +83,7 @@ def read_literals(problem: FOLProblem, assumptions: Sequence[Lit]) -> tuple[list
 
 
 def _atom(problem: FOLProblem, name: str, value: bool) -> AtomValue:
-    """``P(a, b)`` (as :func:`cda.fol.ground.atom_name` writes it) as ``(P, (a, b), value)``."""
+    """``P(a, b)`` (as :func:`cda.fol.to_ir.atom_name` writes it) as ``(P, (a, b), value)``."""
     pred, _, rest = name.partition("(")
     args = tuple(a.strip() for a in rest.rstrip(")").split(",")) if rest else ()
     arity = problem.signature.predicates.get(pred)

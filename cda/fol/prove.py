@@ -8,7 +8,7 @@ For premises P1…Pn and a claim C (DESIGN.md, "Verdicts"):
   the fixed context;
 * **inconclusive** otherwise, with two small worlds — one where C holds, one where it fails —
   each re-checked against every premise by the independent evaluator
-  (:func:`cda.fol.evaluate.evaluate`) before it is shown. A solver ``unknown`` or a timeout is
+  (:func:`cda.fol.structures.evaluate`) before it is shown. A solver ``unknown`` or a timeout is
   also *inconclusive* (``unknown`` is true and ``reason`` says why), never supported or refuted.
   When the premises contradict each other, ``conflict`` holds a minimal inconsistent subset.
 
@@ -18,7 +18,7 @@ one uninterpreted sort, one z3 function per predicate and function symbol, const
 constants; z3 decides the effectively propositional (EPR) fragment. Outside it, z3 may answer
 ``unknown``; then ``fol-finite`` (domains of 1…6 elements, quantifiers expanded) looks for the
 worlds. ASP cannot decide open-domain FOL, so ``clingo`` is offered only when the domain is
-declared finite: the problem is then grounded (:func:`cda.fol.ground.ground_claim`) and solved
+declared finite: the problem is then grounded (:func:`cda.fol.to_ir.ground_claim`) and solved
 by the ordinary clingo backend. ``cross_check=True`` solves again on the other backend (for an open domain,
 clingo over the Herbrand universe of an EPR problem) and lowers a verdict the two disagree on.
 """
@@ -37,11 +37,11 @@ from cda.engine import Backend, Options, claim_key, make_backend, quickxplain, s
 from cda.errors import BackendUnavailable, BackendUnsupported, CDAError, EvaluatorDisagreement
 from cda.fol.backends import FINITE_SEARCH_SIZES, FolQuestion, search_sizes
 from cda.fol.budget import OutOfTime, spend
-from cda.fol.evaluate import Structure, evaluate, minimise
 from cda.fol.fragments import Fragment, fragment
-from cda.fol.ground import GroundedClaim, atom_name, ground_claim, herbrand_structure
 from cda.fol.parse import build_problem
+from cda.fol.structures import Structure, evaluate, minimise
 from cda.fol.syntax import FOLProblem, Statement
+from cda.fol.to_ir import GroundedClaim, atom_name, ground_claim, herbrand_structure
 from cda.fol.to_z3 import AtomValue, Check
 
 __all__ = [
@@ -187,7 +187,7 @@ def _verified(
     """Re-check a world with the independent evaluator, then make it small. Over a declared
     domain, with the ``oracle`` that found it: the canonical world (:func:`_least_world`, the
     same on every backend), re-checked in turn; otherwise (or when that runs out of time) the
-    world shrunk by :func:`~cda.fol.evaluate.minimise`."""
+    world shrunk by :func:`~cda.fol.structures.minimise`."""
     _recheck(s, problem, claim, claim_holds, who, deadline)
     if oracle is not None and problem.domain is not None:
         least = _least_world(oracle, problem, claim_holds, s, deadline)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from cda.contracts.deadline import Deadline
 from cda.errors import BackendUnsupported
 from cda.fol.budget import spend
-from cda.fol.evaluate import Structure
+from cda.fol.structures import Structure
 from cda.fol.syntax import (
     And,
     Atom,

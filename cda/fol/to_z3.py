@@ -20,7 +20,7 @@ from cda.contracts.deadline import Deadline
 from cda.contracts.limits import Z3_MAX_TIMEOUT_MS
 from cda.errors import EvaluatorDisagreement
 from cda.fol.budget import spend
-from cda.fol.evaluate import Structure
+from cda.fol.structures import Structure
 from cda.fol.syntax import (
     And,
     Atom,

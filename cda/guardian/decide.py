@@ -1,7 +1,7 @@
 """The gate: :func:`evaluate` decides APPROVE, ESCALATE or REJECT on one proposed action, in the
 seed's order, and records the decision as one receipt.
 
-1. **validation**: a document that is not a :class:`~cda.guardian.action.ProposedAction` is
+1. **validation**: a document that is not a :class:`~cda.guardian.proposal.ProposedAction` is
    REJECT ``malformed_action``, with the JSON path of its first problem;
 2. **hard policies**: the first matched hard policy the action violates is REJECT
    ``policy:<id>``, with a minimal set of the action's facts that violate it; then the **soft
@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 from cda.contracts import limits
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.errors import CDAError
-from cda.guardian.action import Malformed, ProposedAction, read_action
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.guardian.money import text
 from cda.guardian.policies import PolicyStore, judge
+from cda.guardian.proposal import Malformed, ProposedAction, read_action
 from cda.guardian.simulation import BudgetLedger, Simulator
 from cda.ir import show_number
 

@@ -34,12 +34,12 @@ from pydantic import ValidationError
 
 from cda.contracts.receipt import sha256_hex
 from cda.errors import CDAError
-from cda.guardian.action import Malformed, ProposedAction, read_action
+from cda.guardian.decide import budget_refusal, evaluate
 from cda.guardian.decision import DecisionRecord
-from cda.guardian.evaluate import budget_refusal, evaluate
 from cda.guardian.execution import ExecutionRefused, execute
 from cda.guardian.ledger import InsufficientBudget, Ledger, LedgerError
 from cda.guardian.policies import PolicyStore
+from cda.guardian.proposal import Malformed, ProposedAction, read_action
 from cda.guardian.simulation import Simulator
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class ToolRegistry:
         from jsonschema.exceptions import SchemaError
         from jsonschema.validators import validator_for
 
-        from cda.guardian.action import ToolRef
+        from cda.guardian.proposal import ToolRef
 
         try:
             ToolRef(name=name, version=version)

@@ -66,7 +66,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.errors import BackendUnsupported, CDAError, DSLError
 from cda.files import read_text
-from cda.guardian.action import MAX_COST_UNITS, ProposedAction, cost_units
+from cda.guardian.proposal import MAX_COST_UNITS, ProposedAction, cost_units
 
 if TYPE_CHECKING:
     from cda.api import Vocabulary
