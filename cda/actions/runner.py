@@ -1,4 +1,4 @@
-"""The CDA Action (``ability: "cda"``): the loop of spec §4 around the engine.
+"""The CDA Action (``ability: "cda"``): the loop of docs/actions.md around the engine.
 
 1. **initialise** — seed (hmac-v1), parameters, the problem text, Ken; the frontier starts from
    the observations: Ken's candidate causes of the observed symptoms plus the declared abducibles;

@@ -1,6 +1,6 @@
 """The contracts of the CDA Action: what ``actions.start{ability: "cda", inputs}`` takes and returns.
 
-``CDAInputs`` follows the spec (seed 000, §2.1) and adds what the engine needs to run without a
+``CDAInputs`` follows the Action contract of docs/actions.md ("Inputs") and adds what the engine needs to run without a
 guess: the problem's DSL text (``dsl``; the spec leaves the transport of declarations and
 observations open), a Ken graph, the claims of a prove/disprove goal, a user's deterministic
 check functions and a backend choice. ``CDAOutputs`` is §2.2 plus the run's status and caveats;

@@ -1,5 +1,5 @@
 """The gate: :func:`evaluate` decides APPROVE, ESCALATE or REJECT on one proposed action, in the
-seed's order, and records the decision as one receipt.
+order of docs/guardian.md, and records the decision as one receipt.
 
 1. **validation**: a document that is not a :class:`~cda.guardian.proposal.ProposedAction` is
    REJECT ``malformed_action``, with the JSON path of its first problem;

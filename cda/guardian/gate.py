@@ -1,4 +1,4 @@
-"""The one call path for side-effecting tools: a tool registry (the seed's MCP_TOOL_REGISTRY: name,
+"""The one call path for side-effecting tools: a tool registry (docs/guardian.md, "The one call path": name,
 version, JSON Schema of its arguments) and a :class:`Gate`, which consults the guardian first
 and runs the tool only on APPROVE, paying for it in the CFO ledger.
 
@@ -17,7 +17,7 @@ through the ledger the same way:
 A registered tool's implementation is held privately by the registry and reached only through
 :meth:`Gate.call`: there is no other way to run it from here. Before the policies are asked, the
 action's tool must be registered and its ``parameters`` (the tool's arguments) must match the
-tool's registered schema; either failure is part of the seed's syntactic validation, so it is
+tool's registered schema; either failure is part of the gate's syntactic validation, so it is
 REJECT ``malformed_action`` with the path (``$.tool``, ``$.parameters.limit``).
 
 When a :class:`~cda.guardian.store.GuardianStore` is given, registrations are written to its

@@ -1,4 +1,4 @@
-"""The parts of a problem and which one to focus on (seed 004's "Focus Subsystem").
+"""The parts of a problem and which one to focus on (docs/investigate.md, "How it works").
 
 A part is a connected component of the atom–clause graph of the hard clauses: two atoms are in
 one part when some hard clause (each conjunct of a clause on its own) mentions both. With a Ken

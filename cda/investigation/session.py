@@ -1,6 +1,6 @@
 """An investigation: a problem, observations over time, and the memory block after each step.
 
-Each step runs seed 004's loop once: *decompose* (the problem's parts, :mod:`.focus`), *ground*
+Each step runs the loop of docs/investigate.md once: *decompose* (the problem's parts, :mod:`.focus`), *ground*
 (the observation into the live solver, :mod:`.live`), *integrate* (global consistency: are the
 hard clauses and every observation still satisfiable? if not, the step ends with the conflict's
 cores) and *execute* (the records of the hypotheses, the step rule's choice and its next probe,

@@ -22,7 +22,7 @@ no judgement where one was required        cap 0.5, supported -> inconclusive
                                            (:func:`fail_closed`)
 ========================================  ==========================================
 
-A provider may also answer in the low-coverage verifier contract of seed 001 (``status``
+A provider may also answer in the low-coverage verifier contract (docs/actions.md, "Abstention") (``status``
 ``OK | NEEDS_REWRITE | ABSTAIN`` with typed ``problems``); :class:`LLMJudgement` keeps that
 status and the problems, and reads ``OK`` as agreement and the other two as disagreement.
 
