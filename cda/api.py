@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cda.contracts import limits
 from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.contracts.result import CheckReport, SolveResult
 from cda.encodings.assemble import Origin, Piece, assemble
@@ -325,7 +324,7 @@ def _unsolved(backend: str, seed: int, exc: OutOfTime) -> SolveResult:
 
 
 def solve_cross_checked(
-    source: Source,
+    source: Source | GroundProblem,
     top: int | None = None,
     seed: int = 0,
     timeout: float | None = None,
@@ -334,20 +333,23 @@ def solve_cross_checked(
     soft: Sequence[SoftSpec] = (),
     ken: KenGraph | None = None,
     max_hypotheses: int = 10_000,
+    options: EngineOptions | None = None,
 ) -> SolveResult:
     """Solve on both backends and compare; a disagreement downgrades the verdicts it may touch to
-    inconclusive (see :mod:`cda.verifiers.agreement`)."""
-    from cda.solver.engine import EngineOptions
+    inconclusive (see :mod:`cda.verifiers.agreement`). ``source`` and ``options`` as for
+    :func:`solve` (``options.backend`` is not read: both backends run)."""
     from cda.verifiers.agreement import cross_check
 
-    seconds = None if timeout is None else limits.seconds("timeout", timeout)
+    options = _options(options, "auto", top, seed, timeout, max_hypotheses)
     try:  # grounding is done once, for both: it may take the whole budget
-        gp = ground(source, hard=hard, soft=soft, ken=ken, deadline=Deadline(seconds))
+        if isinstance(source, GroundProblem):
+            gp = _given(source, hard, soft, ken)
+        else:
+            gp = ground(source, hard=hard, soft=soft, ken=ken, deadline=Deadline(options.timeout))
     except OutOfTime as exc:
-        return _unsolved("z3+clingo", seed, exc)
-    k = _top(gp, top)
-    half = None if seconds is None else seconds / 2  # checked before halving
-    report = cross_check(gp, EngineOptions(top=k, seed=seed, timeout=half, max_hypotheses=max_hypotheses))
+        return _unsolved("z3+clingo", options.seed, exc)
+    half = None if options.timeout is None else options.timeout / 2  # checked before halving
+    report = cross_check(gp, replace(options, top=_top(gp, options.top), timeout=half))
     assert report.result is not None
     _check_expectations(gp, report.result, None)
     report.result.notes.extend(note for note in gp.notes if note not in report.result.notes)

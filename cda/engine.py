@@ -40,7 +40,9 @@ if TYPE_CHECKING:
     from cda.solver.backend import (
         ALL_CLAUSES,
         BACKENDS,
+        REGISTRY,
         Backend,
+        BackendSpec,
         Enumeration,
         Lit,
         Model,
@@ -76,6 +78,8 @@ __all__ = [
     "Enumeration",
     "SetStream",
     "BACKENDS",
+    "REGISTRY",
+    "BackendSpec",
     "available_backends",
     "choose_backend",
     "make_backend",
@@ -110,7 +114,8 @@ __all__ = [
 
 _HOME: dict[str, str] = {
     **dict.fromkeys(
-        ("Backend", "Lit", "Model", "Outcome", "Enumeration", "SetStream", "BACKENDS", "available_backends",
+        ("Backend", "Lit", "Model", "Outcome", "Enumeration", "SetStream", "BACKENDS", "REGISTRY", "BackendSpec",
+         "available_backends",
          "make_backend", "integer_weights", "selector", "claim_key", "soft_key", "ALL_CLAUSES", "all_clauses_on"),
         "cda.solver.backend",
     ),

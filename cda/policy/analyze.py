@@ -344,7 +344,13 @@ def _solve_z3(formula: Any, timeout: float, zc: Any) -> tuple[str, dict[str, Any
 
 
 def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, dict[str, Any] | None]:
-    """The propositional formula through CDA's IR to the clingo backend."""
+    """The propositional formula through CDA's IR to the clingo backend.
+
+    It reaches the engine only through :mod:`cda.ir` and :mod:`cda.engine` (docs/architecture.md),
+    but it converts z3 terms back into IR nodes: Cedar is compiled to z3 first
+    (:mod:`cda.policy.symbolic`). Lowering Cedar to :mod:`cda.ir` directly, so that both backends
+    and the independent re-check decide it, is issue 28's Cedar part, done separately.
+    """
     from cda.contracts.deadline import Deadline
     from cda.engine import make_backend, selector
     from cda.ir import AtomInfo, Clause, GroundProblem, NodeFactory
