@@ -43,81 +43,32 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from cda.encodings import ir as _nodes
+from cda.encodings.ir import *  # noqa: F403  (every node type, the factory, a problem's parts: _nodes.__all__)
 from cda.encodings.ir import (
-    NUM_MAX,
-    NUM_MIN,
-    And,
     Atom,
     AtomInfo,
-    Card,
     Claim,
     Clause,
-    Const,
     GroundProblem,
-    Iff,
     Linear,
-    MinimalGoal,
     Node,
     NodeFactory,
-    Not,
     NumVar,
-    Or,
     SoftClause,
-    Xor,
-    is_difference,
     walk,
 )
 from cda.encodings.numbers import exact_number
 from cda.encodings.numbers import show as show_number
 from cda.errors import ProblemError
-from cda.solver.observations import (
-    ConsistencyOracle,
-    GroupContractError,
-    GroupedProblem,
-    ObservationGroup,
-    OracleUndecided,
-    split_observations,
-)
+from cda.solver import observations as _groups
+from cda.solver.observations import *  # noqa: F403  (observation groups: _groups.__all__)
 
-__all__ = [
-    # nodes and their factory
-    "Node",
-    "Const",
-    "Atom",
-    "Not",
-    "And",
-    "Or",
-    "Iff",
-    "Xor",
-    "Card",
-    "Linear",
-    "NodeFactory",
-    "walk",
-    "is_difference",
-    "NUM_MIN",
-    "NUM_MAX",
-    # what a problem is made of
-    "AtomInfo",
-    "NumVar",
-    "Clause",
-    "SoftClause",
-    "Claim",
-    "MinimalGoal",
-    "GroundProblem",
-    "metric",
-    "event",
-    # observation groups
-    "ObservationGroup",
-    "GroupedProblem",
-    "ConsistencyOracle",
-    "OracleUndecided",
-    "GroupContractError",
-    "split_observations",
-    # checking a problem built by hand; numbers in and out, exactly
-    "check_problem",
-    "exact_number",
-    "show_number",
-]
+#: what encodings/ir.py and solver/observations.py publish (a node type added there is public
+#: here too), and the helpers below
+__all__ = ["metric", "event", "check_problem", "exact_number", "show_number"]
+__all__ += _nodes.__all__
+__all__ += _groups.__all__
 
 
 def metric(name: str) -> str:
