@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 from cda.guardian.ledger import Ledger
 from cda.guardian.proposal import ProposedAction, read_action
 

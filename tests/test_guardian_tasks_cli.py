@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.guardian.ledger import Ledger
 from cda.guardian.proposal import ProposedAction, read_action

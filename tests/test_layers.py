@@ -55,5 +55,6 @@ def test_products_reach_the_engine_only_through_its_public_modules() -> None:
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     [products] = [c for c in contracts if c["type"] == "forbidden" and "cda.fol" in c["source_modules"]]
     assert sorted(products["source_modules"]) == sorted(f"cda.{p}" for p in PRODUCTS)
-    internal = {"cda.encodings", "cda.solver", "cda.verifiers", "cda.actions", "cda.ken", "cda.adapters"}
+    internal = {"cda.encodings", "cda.solver", "cda.verifiers", "cda.actions", "cda.ken", "cda.adapters", "cda.cli",
+                "cda.service", "cda.mcp"}
     assert internal <= set(products["forbidden_modules"])
