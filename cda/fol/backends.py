@@ -160,15 +160,9 @@ class FiniteModelBackend(_ChecksOnly):
         self.deadline = deadline
         self.seed = seed
         self.sizes = search_sizes(question.problem)
-        self._oracles: dict[int, Z3Oracle] = {}
-
-    def _oracle(self, size: int) -> Z3Oracle:
-        oracle = self._oracles.get(size)
-        if oracle is None:
-            q = self.question
-            oracle = self._oracles[size] = Z3Oracle(q.problem, q.claim, self.deadline, mode="finite", size=size)
-            oracle.solver.set("random_seed", self.seed)
-        return oracle
+        #: the searches that found a world, by size (to read it back); the others are let go at once:
+        #: each holds its quantifiers expanded over its elements
+        self._found: dict[int, Z3Oracle] = {}
 
     def check(self, assumptions: Sequence[Lit]) -> Outcome:
         premises, claim, atoms = read_literals(self.question.problem, assumptions)
@@ -177,15 +171,19 @@ class FiniteModelBackend(_ChecksOnly):
         for size in self.sizes:
             try:
                 spend(self.deadline, f"searching for a world of {size} elements")
-                status, model, _ = self._oracle(size).check(premises, claim)
+                q = self.question
+                oracle = Z3Oracle(q.problem, q.claim, self.deadline, mode="finite", size=size)
+                oracle.solver.set("random_seed", self.seed)
+                status, model, _ = oracle.check(premises, claim)
                 if status == "unknown" and self.deadline.remaining() == 0:
                     raise OutOfTime(f"time ran out while searching for a world of {size} elements")
             except OutOfTime as exc:
                 return Outcome("unknown", reason=str(exc))
             if status == "sat":
+                self._found[size] = oracle
                 return Outcome("sat", None, "", (size, model))
         return Outcome("unknown", reason=f"no world of {self.sizes.start} to {self.sizes.stop - 1} elements")
 
     def structure(self, witness: Any) -> Structure:
         size, model = witness
-        return self._oracles[size].structure(model)
+        return self._found[size].structure(model)

@@ -91,7 +91,7 @@ class _Oracle:
     """The decision's one question, put to a backend of the engine's registry as literals of its
     scheme: premises by their selectors, the claim by its key, fixed atoms by name."""
 
-    def __init__(self, backend: Backend, structure: Callable[[Any], Structure], *,
+    def __init__(self, backend: Backend, structure: Callable[[Any], Structure] | None, *,
                  takes: Callable[[str], bool] = lambda key: True) -> None:
         self.backend = backend
         self.name = backend.name
@@ -123,6 +123,7 @@ class _Oracle:
 
     def structure(self, model: Any) -> Structure:
         """The finite structure a ``sat`` answer's model describes."""
+        assert self._structure is not None
         return self._structure(model)
 
 
@@ -132,8 +133,12 @@ class _GroundOracle(_Oracle):
     def __init__(self, problem: FOLProblem, claim: Statement, deadline: Deadline, backend: str) -> None:
         self.grounded: GroundedClaim = ground_claim(problem, claim, deadline)
         built = make_backend(backend, self.grounded.problem, seed=0, deadline=deadline, weights={})
-        super().__init__(built, lambda model: herbrand_structure(self.grounded, model),
-                         takes=self.grounded.problem.atoms.__contains__)
+        super().__init__(built, None, takes=self.grounded.problem.atoms.__contains__)
+
+    def structure(self, model: Any) -> Structure:
+        # overridden, not passed in: a callable over self would make a cycle that keeps the
+        # solver alive until the cyclic collector runs
+        return herbrand_structure(self.grounded, model)
 
 
 def _fol_oracle(name: str, question: FolQuestion, deadline: Deadline) -> _Oracle:
