@@ -33,7 +33,10 @@ from cda.fol.structures import Structure
 from cda.fol.syntax import FOLProblem, Statement
 from cda.fol.to_z3 import AtomValue, Z3Oracle
 
-__all__ = ["FolQuestion", "FolZ3Backend", "FiniteModelBackend", "FINITE_SEARCH_SIZES", "search_sizes", "read_literals"]
+__all__ = [
+    "FolQuestion", "FolZ3Backend", "FiniteModelBackend", "FINITE_SEARCH_SIZES", "search_sizes", "read_literals",
+    "premise_selectors",
+]
 
 #: domain sizes tried, in order, by the finite-model search
 FINITE_SEARCH_SIZES = range(1, 7)
@@ -56,30 +59,40 @@ def search_sizes(problem: FOLProblem) -> range:
     return range(first, first + len(FINITE_SEARCH_SIZES))
 
 
-def read_literals(problem: FOLProblem, assumptions: Sequence[Lit]) -> tuple[list[str], bool | None, list[AtomValue]]:
+def read_literals(problem: FOLProblem, assumptions: Sequence[Lit],
+                  selectors: dict[str, str] | None = None) -> tuple[list[str], bool | None, list[AtomValue]]:
     """The premises switched on, the claim's value (None: absent) and the atoms fixed by
-    ``assumptions``; a literal that is none of these is refused by name."""
-    names = [st.name for st in problem.premises]
-    by_selector = {selector(n): n for n in names}
+    ``assumptions``; a literal that is none of these is refused by name. ``selectors``: each
+    premise's selector to its name, when the caller keeps it (a backend asked many questions)."""
+    by_selector = selectors if selectors is not None else premise_selectors(problem)
     premises: list[str] = []
     claim: bool | None = None
     atoms: list[AtomValue] = []
     for key, value in assumptions:
-        if key == ALL_CLAUSES:
+        name = by_selector.get(key)
+        if name is not None:
+            if value and name not in premises:
+                premises.append(name)
+        elif key == _CLAIM or key == _NEGATED:
             if value:
-                premises.extend(n for n in names if n not in premises)
-        elif key in by_selector:
-            if value and by_selector[key] not in premises:
-                premises.append(by_selector[key])
-        elif key in (claim_key("claim"), claim_key("negated")):
-            if value:
-                asserted = key == claim_key("claim")
+                asserted = key == _CLAIM
                 if claim is not None and claim != asserted:
                     raise BackendUnsupported("a first-order backend cannot assume the claim and its negation at once")
                 claim = asserted
+        elif key == ALL_CLAUSES:
+            if value:
+                premises.extend(n for n in by_selector.values() if n not in premises)
         else:
             atoms.append(_atom(problem, key, value))
     return premises, claim, atoms
+
+
+def premise_selectors(problem: FOLProblem) -> dict[str, str]:
+    """Each premise's selector literal to its name, in source order."""
+    return {selector(st.name): st.name for st in problem.premises}
+
+
+_CLAIM, _NEGATED = claim_key("claim"), claim_key("negated")
 
 
 def _atom(problem: FOLProblem, name: str, value: bool) -> AtomValue:
@@ -133,6 +146,7 @@ class FolZ3Backend(_ChecksOnly):
         self.question = question
         self.oracle = Z3Oracle(question.problem, question.claim, deadline,
                                mode="closed" if question.problem.domain is not None else "open", cap=question.cap)
+        self._selectors = premise_selectors(question.problem)
         self.oracle.solver.set("random_seed", seed)
 
     @property
@@ -140,7 +154,7 @@ class FolZ3Backend(_ChecksOnly):
         return self.oracle.mode == "open"
 
     def check(self, assumptions: Sequence[Lit]) -> Outcome:
-        premises, claim, atoms = read_literals(self.question.problem, assumptions)
+        premises, claim, atoms = read_literals(self.question.problem, assumptions, self._selectors)
         status, model, reason = self.oracle.check(premises, claim, atoms)
         return Outcome(status, None, reason, model)
 

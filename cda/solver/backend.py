@@ -235,5 +235,7 @@ def make_backend(name: str, problem: GroundProblem | Any, *, seed: int, deadline
     if name not in REGISTRY:
         raise BackendUnsupported(f"unknown backend '{name}' (registered: {', '.join(REGISTRY)})")
     backend_class = _load(name)
+    if REGISTRY[name].accepts != "ground":  # z3's Python objects for quantifiers are cyclic garbage: let the GC run
+        return backend_class(problem, seed=seed, deadline=deadline, weights=weights)  # type: ignore[no-any-return]
     with gc_paused():  # encoding builds many small objects and frees none
         return backend_class(problem, seed=seed, deadline=deadline, weights=weights)  # type: ignore[no-any-return]
