@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cda.contracts.status import PropertyStatus  # noqa: E402
 from cda.policy.analyze import PROPERTIES, Environment, analyze, violated  # noqa: E402
-from cda.policy.authorize import PolicySet, decide  # noqa: E402
+from cda.policy.authorization import PolicySet, decide  # noqa: E402
 from cda.policy.entities import read_entities, read_request  # noqa: E402
 from cda.policy.parse import parse_policies  # noqa: E402
 from cda.policy.schema import parse_schema  # noqa: E402
@@ -226,7 +226,7 @@ def _atom(w: World) -> str:
     ents = [p for p, a in _paths(w, "Entity")]
     choices += [f"(if {rng.choice(simple)} then principal else {_lit(w, w.principal)}) == principal",
                 f"[{_lit(w, w.principal)}, principal].contains(principal)", f"principal in [{_lit(w, rng.choice([t.name for t in w.types]))}]",
-                f'{{"a": principal}} == {{"a": resource}}']  # fmt: skip
+                '{"a": principal} == {"a": resource}']  # fmt: skip
     if ents:
         e = rng.choice(ents)
         choices += [f"[{e}, principal].contains(resource)", f"resource in [{e}]", f"(if {rng.choice(simple)} then {e} else resource) == resource"]

@@ -20,7 +20,7 @@ from cda.cli.main import main
 from cda.contracts.status import PropertyStatus
 from cda.errors import BackendUnsupported
 from cda.policy.analyze import PROPERTIES, Environment, analyze, environments, violated
-from cda.policy.authorize import PolicySet
+from cda.policy.authorization import PolicySet
 from cda.policy.entities import read_entities
 from cda.policy.parse import parse_policies
 from cda.policy.schema import parse_schema

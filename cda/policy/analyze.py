@@ -40,7 +40,7 @@ from typing import Any, Literal
 from cda.contracts.limits import seconds
 from cda.contracts.status import PropertyStatus
 from cda.errors import CDAError, EvaluatorDisagreement, OptionError
-from cda.policy.authorize import Answer, PolicySet, decide
+from cda.policy.authorization import Answer, PolicySet, decide
 from cda.policy.entities import Entities, read_entities, read_request
 from cda.policy.lower import Lowering, Request
 from cda.policy.schema import EMPTY_RECORD, Schema
@@ -177,7 +177,7 @@ def analyze_files(
     """``cda policy analyze`` as a function of file paths (what a batch job calls): ``prop`` on
     the policy files (one, or two for the binary properties) over every environment selected,
     for every store the schema allows, or for the store ``entities`` when given."""
-    from cda.policy.authorize import load_policy_set
+    from cda.policy.authorization import load_policy_set
 
     if prop not in PROPERTIES:
         raise OptionError(f"unknown property {prop!r}; one of {', '.join(PROPERTIES)}")
