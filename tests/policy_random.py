@@ -12,7 +12,7 @@ the schema. :func:`check_seed` decides every property over every store the schem
 * every HOLDS: random stores and requests (bounded sampling, answered by cedarpy and by CDA's
   evaluator) never violate it, and the analysis bounded to each sampled store holds too.
 
-``python tests/policy_random.py N`` runs seeds 0..N-1 and prints the counts the closing note of
+``python tests/policy_random.py N [FIRST [BACKEND]]`` runs seeds FIRST..FIRST+N-1 and prints the counts the closing note of
 issue 29 asks for (analyses checked, FAILS confirmed, HOLDS contradicted).
 """
 
@@ -449,9 +449,16 @@ def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = 
 
 
 if __name__ == "__main__":
+    # python tests/policy_random.py N [FIRST [BACKEND]]: seeds FIRST..FIRST+N-1 on BACKEND (z3 or
+    # clingo; clingo's verdicts are also compared with z3's)
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 50
+    first = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    backend = sys.argv[3] if len(sys.argv) > 3 else "z3"
     total = Stats()
-    for s in range(int(sys.argv[1]) if len(sys.argv) > 1 else 50):
-        total.add(check_seed(s))
-    print(json.dumps({k: v for k, v in total.__dict__.items() if k != "problems"}, indent=1))
+    for s in range(first, first + n):
+        total.add(check_seed(s, backend=backend, against=None if backend == "z3" else "z3"))
+    print(json.dumps({k: v for k, v in total.__dict__.items() if k != "problems"} | {"problems": len(total.problems)},
+                     indent=1))
     for p in total.problems[:5]:
         print(p)
+    sys.exit(1 if total.problems else 0)

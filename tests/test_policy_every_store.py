@@ -338,6 +338,7 @@ def test_the_cli_prints_the_scenario_and_what_it_was_proved_for(tmp_path: Path, 
 
 
 GOLDEN = Path(__file__).parent / "golden"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "policy.md"
 
 
 @pytest.mark.parametrize("args", [["no-new-access", "old.cedar", "new.cedar", "--repair"],
@@ -355,3 +356,18 @@ def test_the_documented_analyses_print_as_the_golden_files(args: list[str], caps
     if os.environ.get("CDA_UPDATE_GOLDEN") == "1":
         golden.write_text(out)
     assert out == golden.read_text()
+    assert out in DOCS.read_text(), f"docs/policy.md no longer shows what {' '.join(args[:3])} prints"
+
+
+def test_the_documented_python_session_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/policy.md's analyses from Python, run by doctest from the repository's root."""
+    import doctest
+
+    text = DOCS.read_text()
+    start = text.index("```pycon\n>>> from cda.policy import load_policy_set")
+    session = text[start + len("```pycon\n"):text.index("```", start + 3)]
+    monkeypatch.chdir(DOCS.parent.parent)
+    test = doctest.DocTestParser().get_doctest(session, {}, "docs/policy.md", str(DOCS), 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test)
+    assert runner.failures == 0 and runner.tries >= 10
