@@ -7,21 +7,24 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cda.errors import CDAError
+from cda.access import readable
+from cda.errors import AccessDenied, CDAError
 
 __all__ = ["KEY_DIR_ENV", "key_dir", "parse_json", "read_json", "read_text"]
 
 
 def read_text(path: Path) -> str:
     """The file's text as UTF-8 (a byte-order mark some editors write first is dropped); a
-    missing, unreadable or non-UTF-8 file is a ``CDAError``.
+    missing, unreadable or non-UTF-8 file is a ``CDAError``; a file the current call may not
+    read (:mod:`cda.access`) is :class:`~cda.errors.AccessDenied`, before anything is opened.
 
     >>> read_text(Path("/no/such/file.cda"))
     Traceback (most recent call last):
     cda.errors.CDAError: cannot read /no/such/file.cda: No such file or directory
     """
+    checked = readable(path)
     try:
-        return path.read_text(encoding="utf-8-sig")
+        return checked.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CDAError(f"cannot read {path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})") from None
     except OSError as exc:
@@ -59,6 +62,8 @@ def read_json(path: Path, error: type[CDAError] = CDAError) -> Any:
     ``error`` naming the file."""
     try:
         text = read_text(path)
+    except AccessDenied:
+        raise
     except CDAError as exc:
         raise error(str(exc)) from None
     return parse_json(text, str(path), error)

@@ -226,6 +226,13 @@ class OpenAICompatibleProvider:
         raise LLMProviderError(f"no judgement after {tried} attempt(s): " + " | ".join(errors))
 
     def _post(self, body: bytes, timeout: float | None = None) -> bytes:
+        from cda.access import may_egress
+        from cda.errors import AccessDenied
+
+        try:  # cda.access: the call's caller may not send this far (whatever door it came by)
+            may_egress(self.egress)
+        except AccessDenied as exc:
+            raise LLMProviderError(str(exc)) from None
         timeout = self.timeout_s if timeout is None else timeout
         headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "cda"}
         if self._api_key:

@@ -149,8 +149,10 @@ def parse_wcnf(text: str, filename: str = "<wcnf>") -> Wcnf:
 
 
 def read_wcnf(path: Path) -> Wcnf:
+    from cda.access import readable
+
     try:
-        raw = path.read_bytes()
+        raw = readable(path).read_bytes()
         text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
     except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError) as exc:
         raise WcnfError(f"cannot read {path}: {exc}") from None
