@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import inspect
 import json
+import shutil
 import tempfile
 import threading
 import warnings
+import weakref
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any, TextIO
@@ -96,9 +98,12 @@ class _Door:
         from cda.operations.guard import GuardDesk
 
         self.options = options
-        self._temp = None if options.out is not None else tempfile.TemporaryDirectory(prefix="cda-mcp-")
-        self.out = Path(options.out) if options.out is not None else Path(self._temp.name)  # type: ignore[union-attr]
-        self.out.mkdir(parents=True, exist_ok=True)
+        if options.out is not None:
+            self.out = Path(options.out)
+            self.out.mkdir(parents=True, exist_ok=True)
+        else:  # the server's own folder for its life, removed when it ends
+            self.out = Path(tempfile.mkdtemp(prefix="cda-mcp-"))
+            weakref.finalize(self, shutil.rmtree, self.out, True)
         self.owners: dict[str, str] = {}
         self.sessions: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
@@ -240,7 +245,10 @@ def _tool(door: _Door, op: Any, context: Any) -> Any:
             door.owners[run.outputs.action_id] = who.name
         return result
 
-    tool.__signature__ = _signature(op, context)  # type: ignore[attr-defined]
+    signature = _signature(op, context)
+    tool.__signature__ = signature  # type: ignore[attr-defined]
+    tool.__annotations__ = {**{p.name: p.annotation for p in signature.parameters.values()},
+                            "return": signature.return_annotation}  # what the SDK finds its Context by
     tool.__name__ = op.mcp
     return tool
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from cda.operations.gate import Call, Decision, LogSink, MemorySink, Refused, decide, invoke
 from cda.operations.principals import LOCAL_USER, Principal, Role, anonymous, local_user
-from cda.operations.registry import ConductorTool, Door, Needs, Operation, for_door, get, operation, registry
+from cda.operations.registry import ConductorTool, Door, Needs, Operation, all_operations, for_door, get, operation
 
 __all__ = [
     "LOCAL_USER",
@@ -36,6 +36,7 @@ __all__ = [
     "Principal",
     "Refused",
     "Role",
+    "all_operations",
     "anonymous",
     "cda_version",
     "decide",
@@ -44,7 +45,6 @@ __all__ = [
     "invoke",
     "local_user",
     "operation",
-    "registry",
 ]
 
 

@@ -32,7 +32,8 @@ Probability = Annotated[Annotated[float, Field(gt=0, lt=1)],
 class _Circuit(Params):
     bench: optional_text("the netlist as .bench text") = None  # type: ignore[valid-type]
     path: optional_path("a .bench netlist or an mbd-mobs .wcnf[.gz] instance on this machine") = None  # type: ignore[valid-type]
-    observations: optional_text("the observations as text (a .bench netlist needs them)") = None  # type: ignore[valid-type]
+    observations: optional_text("the observations as text (a .bench netlist needs them)",  # type: ignore[valid-type]
+                                min_length=0) = None
     observations_path: optional_path("an observations file on this machine") = None  # type: ignore[valid-type]
     backend: Backend = Field(default="auto", description="auto, z3 or clingo")
     timeout: Timeout = None

@@ -100,9 +100,9 @@ def checker_of(metadata: list[Any]) -> Checked | None:
     return marker(metadata, Checked)
 
 
-def optional_text(description: str, *, dsl: bool = False, max_length: int = MAX_TEXT) -> Any:
+def optional_text(description: str, *, dsl: bool = False, max_length: int = MAX_TEXT, min_length: int = 1) -> Any:
     """An optional text parameter (``None``: not given); ``dsl``: DSL text the gate scans."""
-    inner = Annotated[str, Field(min_length=1, max_length=max_length)]
+    inner = Annotated[str, Field(min_length=min_length, max_length=max_length)]
     return Annotated[inner | None, *((DslText(),) if dsl else ()), Field(description=description)]
 
 

@@ -39,7 +39,7 @@ from cda.operations.principals import ROLES, Role
 if TYPE_CHECKING:
     from cda.operations.gate import Call
 
-__all__ = ["ConductorTool", "Door", "MODULES", "Needs", "Operation", "for_door", "get", "operation", "registry"]
+__all__ = ["ConductorTool", "Door", "MODULES", "Needs", "Operation", "all_operations", "for_door", "get", "operation"]
 
 
 class Door(StrEnum):
@@ -203,7 +203,7 @@ def _load() -> None:
             importlib.import_module(module)
 
 
-def registry() -> dict[str, Operation]:
+def all_operations() -> dict[str, Operation]:
     """Every declared operation by name."""
     _load()
     return dict(_REGISTRY)
@@ -221,4 +221,4 @@ def get(name: str) -> Operation:
 
 def for_door(door: Door) -> list[Operation]:
     """The operations ``door`` exposes, by name."""
-    return [op for _, op in sorted(registry().items()) if door in op.doors]
+    return [op for _, op in sorted(all_operations().items()) if door in op.doors]
