@@ -377,3 +377,14 @@ def test_a_call_is_refused_by_the_gate_or_runs_without_a_later_refusal(tmp_path:
 
 def test_every_operation_has_an_example_for_the_property(tmp_path: Path) -> None:
     assert set(_examples(tmp_path)) == set(OPS)
+
+
+@pytest.mark.parametrize("doc", ["service.md", "agents.md"])
+def test_the_docs_state_who_may_do_what_as_the_registry_decides(doc: str) -> None:
+    from cda.operations.table import who_may_do_what
+    from tests.conftest import ROOT
+
+    text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
+    start = text.index("-->\n", text.index("<!-- who-may-do-what")) + 4
+    end = text.index("<!-- /who-may-do-what -->")
+    assert text[start:end] == who_may_do_what(), "regenerate with cda.operations.table.who_may_do_what()"

@@ -85,7 +85,7 @@ class HostOriginGuard:
         if is_loopback(host) or host in self.hosts or (self.bind and host == self.bind):
             return True
         server = scope.get("server")
-        return bool(server) and host == str(server[0]).lower()  # the address the client connected to, by number
+        return server is not None and host == str(server[0]).lower()  # the address the client connected to, by number
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):

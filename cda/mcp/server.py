@@ -225,7 +225,8 @@ def _tool(door: _Door, op: Any, context: Any) -> Any:
 
         def call() -> Any:
             return invoke(op, args, principal=who, door=Door.MCP, env=env, base_dir=Path.cwd(),
-                          egress_cap=door.options.egress_cap, sink=door.sink, progress=progress)
+                          egress_cap=door.options.egress_cap, sink=door.sink,  # type: ignore[arg-type]  # argparse choices
+                          progress=progress)
 
         try:
             result = await anyio.to_thread.run_sync(call)

@@ -279,8 +279,10 @@ _CLI_NAMES = {Door.CLI: {"session_id": "session", "task_id": "task"}}
            summary="start an investigation of a problem; its session id and first memory block", doors=_DOORS,
            needs=Needs(files=True, store=True, long=True), cli_positional=("path",), door_only={Door.CLI: ("dsl",)},
            renames=_CLI_NAMES)
-def start(call: Any, p: InvestigateStartParams) -> BaseModel:
-    return _desk(call).call(call, "investigate.start", p)
+def start(call: Any, p: InvestigateStartParams) -> InvestigateStartResult:
+    result = _desk(call).call(call, "investigate.start", p)
+    assert isinstance(result, InvestigateStartResult)
+    return result
 
 
 def _session_op(name: str, params: type[BaseModel], result: type[BaseModel], summary: str, *,
@@ -289,8 +291,9 @@ def _session_op(name: str, params: type[BaseModel], result: type[BaseModel], sum
         return _desk(call).call(call, name, p)
 
     run.__name__ = name.replace(".", "_")
+    reads = name == "investigate.observe"  # an observation is DSL: a ken line in it names a file
     operation(name, params, result, summary=summary, doors=_DOORS, cli_positional=positional,
-              needs=Needs(files=True, store=store, long=store), renames=_CLI_NAMES)(run)
+              needs=Needs(files=reads, store=store, long=store), renames=_CLI_NAMES)(run)
 
 
 _session_op("investigate.observe", InvestigateObserveParams, InvestigateMemoryResult,

@@ -294,7 +294,7 @@ class ActionManager:
                 return StartResult(action_id=action_id, topic=f"actions/{action_id}", status="partial", linked=linked)
             if cup.wall is not None and (inputs.budgets.wall is None or inputs.budgets.wall > cup.wall):
                 run.inputs = inputs.model_copy(update={"budgets": inputs.budgets.model_copy(update={"wall": cup.wall})})
-        run.access = who.access(self.egress_cap)  # cda.access: what the run may touch (raised by an approval)
+        run.access = who.access(self.egress_cap)  # type: ignore[arg-type]  # cda.access: what the run may touch
         if EGRESS_RANK[inputs.policies.egress] > EGRESS_RANK[self.egress_cap]:
             run.needed.append(f"egress:{inputs.policies.egress}")
         run.needed += [w for w in waits_for if w not in run.needed]
