@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from cda.operations.conductor_tools import cda_toolbox
 from cda.cli.main import main
 from cda.conductor.arithmetic import evaluate, recompute
 from cda.conductor.conduct import Conductor, render_tree
@@ -32,6 +31,7 @@ from cda.conductor.translate import LLMTranslatorIn, RuleTranslatorIn
 from cda.conductor.verify import contradictions
 from cda.contracts.conductor import Assertion, ObligationsDoc, ObligationStatus, ToolRunStatus
 from cda.errors import CDAError
+from cda.operations.conductor_tools import cda_toolbox
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

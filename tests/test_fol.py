@@ -19,10 +19,9 @@ import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cda.cli.fol import main_prove
-from cda.fol.source import read_fol_file
-from cda.errors import BackendUnsupported, CDAError, DSLSyntaxError, DSLTypeError, EvaluatorDisagreement, OptionError
 from cda.cli.bench import main_bench
+from cda.cli.fol import main_prove
+from cda.errors import BackendUnsupported, CDAError, DSLSyntaxError, DSLTypeError, EvaluatorDisagreement, OptionError
 from cda.fol import folio as folio_bench
 from cda.fol import prove as fol_prove
 from cda.fol import syntax as fol
@@ -32,6 +31,7 @@ from cda.fol.fragments import fragment
 from cda.fol.ground import ground_claim
 from cda.fol.parse import build_problem, parse_fol, parse_formula
 from cda.fol.prove import OPEN_DOMAIN_NOTE, prove
+from cda.fol.source import read_fol_file
 from cda.fol.syntax import format_formula
 from tests.conftest import ROOT
 

@@ -22,22 +22,8 @@ import pytest
 from cda.diagnosis.bench_import import Netlist, load_bench, parse_bench
 from cda.diagnosis.probe import ProbeState, diagnosis_prior, failing_vectors, simulate_probing
 from cda.encodings.ir import MinimalGoal
+from tests.probe_cli import main_probe
 from tests.test_diagnosis import _brute_minimal, _eval, _faulty_observations, _random_circuit
-
-def main_probe(path, observations, backend, top, prior, max_size, inject, strategy, vectors, seed, timeout,  # type: ignore[no-untyped-def]
-               as_json, out, err):
-    """``cda probe`` through the console script's ``main`` (the CLI door of the ``probe`` operation)."""
-    from cda.cli.main import main
-
-    argv = ["probe", str(path), "--backend", backend, "--top", str(top), "--prior", str(prior),
-            "--strategy", strategy, "--vectors", str(vectors), "--seed", str(seed)]
-    argv += ["--observations", str(observations)] if observations is not None else []
-    argv += ["--max-size", str(max_size)] if max_size is not None else []
-    argv += [a for g in inject or [] for a in ("--inject", g)]
-    argv += ["--timeout", str(timeout)] if timeout is not None else []
-    argv += ["--json"] if as_json else []
-    return main(argv, out, err)
-
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 C17 = DATA / "iscas85" / "c17.bench"

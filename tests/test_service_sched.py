@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from cda.adapters.auth import Principal
 from cda.contracts.action import CDAInputs
 from cda.contracts.events import ActionCheckpoint, ActionStarted
 from cda.service.actions import ActionManager, is_draft
-from cda.adapters.auth import Principal
 from cda.service.scheduler import DRAFT, REST, StageScheduler
 from cda.service.streams import Hub
 from tests.service_harness import example_inputs, wait_for

@@ -19,12 +19,16 @@ class LocalEnv(SimpleNamespace):
 
 def call_local(op: Any, params: dict[str, Any], env: Any = None) -> Any:
     """Run ``op`` for the local user at the CLI (any file, its own code and approvals, any egress
-    its inputs allow); ``ValidationError``, ``Refused`` and ``CDAError`` propagate."""
+    its inputs allow); what stops it before it answers is a :class:`~cda.errors.CDAError` to print
+    (malformed parameters, a refusal, bad input)."""
     from cda.operations import LOCAL_USER, Door, MemorySink, invoke
 
     sink = getattr(env, "sink", None) or MemorySink()  # the local user's refusals are printed, not kept
-    return invoke(op, params, principal=LOCAL_USER, door=Door.CLI, env=env if env is not None else LocalEnv(),
-                  base_dir=Path("."), egress_cap="external", sink=sink)
+    try:
+        return invoke(op, params, principal=LOCAL_USER, door=Door.CLI, env=env if env is not None else LocalEnv(),
+                      base_dir=Path("."), egress_cap="external", sink=sink)
+    except Exception as exc:  # noqa: BLE001 - a ValidationError as the CLI prints it; a CDAError as it is
+        raise failure(exc) from None
 
 
 def failure(exc: Exception) -> CDAError:

@@ -165,15 +165,12 @@ def solve_options(p: argparse.ArgumentParser, op: Any) -> dict[str, Any]:
 
 def _call(op: Any, args: Any, env: Any, source: Source) -> Any:
     """The operation on one file (its text for standard input)."""
-    from cda.cli.call import call_local, failure
+    from cda.cli.call import call_local
     from cda.cli.generate import params_of
 
     params = {k: v for k, v in params_of(op, args).items() if k != "path"}
     params.update({"dsl": source} if isinstance(source, str) else {"path": str(source)})  # standard input: its text
-    try:
-        return call_local(op, params, env)
-    except Exception as exc:  # noqa: BLE001 - ValidationError/Refused/CDAError as the CLI prints them
-        raise failure(exc) from None
+    return call_local(op, params, env)
 
 
 def _env() -> Any:

@@ -27,15 +27,12 @@ def conduct_options(p: Any, op: Any) -> dict[str, Any]:
 
 
 def present_conduct(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
-    from cda.cli.call import LocalEnv, call_local, failure
+    from cda.cli.call import LocalEnv, call_local
     from cda.cli.generate import params_of
     from cda.conductor.conduct import render_tree
 
     try:
-        try:
-            trace = call_local(op, params_of(op, args), LocalEnv(conductor_db=args.db))
-        except Exception as exc:  # noqa: BLE001 - as the CLI prints it
-            raise failure(exc) from None
+        trace = call_local(op, params_of(op, args), LocalEnv(conductor_db=args.db))
     except CDAError as exc:
         print(exc.render(), file=err)
         return EXIT_BAD_INPUT

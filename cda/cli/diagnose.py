@@ -65,7 +65,7 @@ def _bad(exc: CDAError, path: str, as_json: bool, out: TextIO, err: TextIO) -> i
 
 
 def present_diagnose(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
-    from cda.cli.call import call_local, failure
+    from cda.cli.call import call_local
     from cda.cli.generate import params_of
     from cda.cli.terminal import progress
     from cda.diagnosis.diagnose import render
@@ -73,10 +73,7 @@ def present_diagnose(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO |
     try:
         mode, k = _mode(args.mode)
         with progress(err, f"diagnosing {args.path}"):
-            try:
-                report = call_local(op, {**params_of(op, args), "mode": mode, **({"k": k} if k is not None else {})})
-            except Exception as exc:  # noqa: BLE001 - as the CLI prints it
-                raise failure(exc) from None
+            report = call_local(op, {**params_of(op, args), "mode": mode, **({"k": k} if k is not None else {})})
     except CDAError as exc:
         return _bad(exc, args.path, args.json, out, err)
     out.write(json.dumps(report.model_dump(), indent=2) + "\n" if args.json else render(report))
@@ -96,7 +93,7 @@ def _asker(out: TextIO) -> Callable[[str], str | None]:
 
 
 def present_probe(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
-    from cda.cli.call import call_local, failure
+    from cda.cli.call import call_local
     from cda.cli.generate import params_of
     from cda.cli.terminal import progress
     from cda.diagnosis.probe import ProbeRun, render_report, render_run
@@ -110,10 +107,7 @@ def present_probe(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | No
                 return result
         else:
             with progress(err, f"probing {args.path}"):
-                try:
-                    result = call_local(op, params_of(op, args))
-                except Exception as exc:  # noqa: BLE001 - as the CLI prints it
-                    raise failure(exc) from None
+                result = call_local(op, params_of(op, args))
     except CDAError as exc:
         return _bad(exc, args.path, args.json, out, err)
     if args.json:

@@ -77,13 +77,10 @@ def main_prove(
 
 
 def _prove(params: dict[str, Any], path: str, as_json: bool, stream: TextIO, errors: TextIO) -> int:
-    from cda.cli.call import call_local, failure
+    from cda.cli.call import call_local
 
     try:
-        try:
-            results = call_local("prove", params).results
-        except Exception as exc:  # noqa: BLE001 - as the CLI prints it
-            raise failure(exc) from None
+        results = call_local("prove", params).results
     except CDAError as exc:
         if as_json:  # a mistake is a JSON object on stdout, as `cda solve --json` prints it
             from cda.cli.ci_report import error_object

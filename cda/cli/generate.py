@@ -14,6 +14,7 @@ left out, so the model's default applies — one default, wherever the call come
 from __future__ import annotations
 
 import argparse
+import types
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -49,7 +50,7 @@ def _inner(annotation: Any) -> Any:
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
         return _inner(typing.get_args(annotation)[0])
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         rest = [a for a in typing.get_args(annotation) if a is not type(None)]
         return _inner(rest[0]) if len(rest) == 1 else annotation
     return annotation

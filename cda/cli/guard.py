@@ -59,7 +59,7 @@ def _render(record: Any) -> str:
 
 def present_guard(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
     """Run ``cda guard`` with parsed ``args``; returns the exit status."""
-    from cda.cli.call import LocalEnv, call_local, failure
+    from cda.cli.call import LocalEnv, call_local
     from cda.cli.generate import params_of
     from cda.errors import CDAError
     from cda.guardian.decision import exit_code
@@ -70,10 +70,7 @@ def present_guard(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, i
         params = {**{k: v for k, v in params.items() if k != "action_path"}, "action": (inp or sys.stdin).read()}
     env = LocalEnv(guardian=GuardDesk(args.policies, args.ledger, args.receipts))
     try:
-        try:
-            record = call_local(op, params, env)
-        except Exception as exc:  # noqa: BLE001 - as the CLI prints it
-            raise failure(exc) from None
+        record = call_local(op, params, env)
     except CDAError as exc:
         err.write(exc.render() + "\n")
         return EXIT_BAD_INPUT

@@ -31,18 +31,15 @@ def options(p: argparse.ArgumentParser, op: Any) -> dict[str, Any]:
 
 
 def present(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
-    from cda.cli.call import LocalEnv, call_local, failure
+    from cda.cli.call import LocalEnv, call_local
     from cda.cli.generate import params_of
     from cda.operations.investigate import desk_for
 
     try:
         if op.name == "investigate.start" and not Path(args.path).exists():
             raise CDAError(f"{args.path}: no such file")
-        try:
-            result = call_local(op, params_of(op, args), LocalEnv(investigations=desk_for(args.db,
+        result = call_local(op, params_of(op, args), LocalEnv(investigations=desk_for(args.db,
                                                                                         sessions_file=True)))
-        except Exception as exc:  # noqa: BLE001 - as the CLI prints it
-            raise failure(exc) from None
     except CDAError as exc:
         err.write(exc.render() + "\n")
         return EXIT_BAD_INPUT

@@ -1,9 +1,12 @@
 """The ``cda`` command: ``cda solve FILE...``, ``cda check FILE...``, ``cda fmt FILE...``, ``cda prove FILE.fol``,
 ``cda diagnose FILE``, ``cda probe FILE``, ``cda run INPUTS.json``, ``cda serve DB``, ``cda receipts verify DB``, ``cda schema DIR``,
-``cda bench folio FILE.jsonl``, ``cda jobs run MANIFEST.toml``, ``cda conduct "utterance" --db IR``.
+``cda bench folio FILE.jsonl``, ``cda jobs run MANIFEST.toml``, ``cda conduct "utterance" --db IR``,
+``cda guard ACTION``, ``cda investigate …``, ``cda reflect approve ACTION --store DB``.
 
-Each subcommand imports its module only when it runs (tests/test_startup_imports.py holds this):
-``cda --help`` loads neither a solver nor pydantic.
+The commands that are operations (:mod:`cda.cli.commands`) have their arguments generated from
+the operation (:mod:`cda.cli.generate`) and run through the gate as the local user. Each
+subcommand imports its module only when it runs (tests/test_startup_imports.py holds this):
+``cda --help`` loads neither a solver nor pydantic, nor any operation.
 
 Exit codes: 0 answered, 1 a prove/disprove goal or an expect failed, 2 bad input, 3 timeout/unknown;
 over several files, the worst of theirs (2 over 3 over 1 over 0).

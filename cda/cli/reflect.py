@@ -49,15 +49,12 @@ class _Stores:
 
 
 def present_approve(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
-    from cda.cli.call import LocalEnv, call_local, failure
+    from cda.cli.call import LocalEnv, call_local
     from cda.cli.generate import params_of
 
     stores = _Stores()
     try:
-        try:
-            result = call_local(op, params_of(op, args), LocalEnv(reflection_at=stores.reflection_at))
-        except Exception as exc:  # noqa: BLE001 - as the CLI prints it
-            raise failure(exc) from None
+        result = call_local(op, params_of(op, args), LocalEnv(reflection_at=stores.reflection_at))
     except CDAError as exc:
         err.write(exc.render() + "\n")
         return 2

@@ -61,7 +61,7 @@ def present_run(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | None
 
 def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: TextIO) -> int:
     """The ``cda run`` command (the ``actions.run`` operation, for the local user); the exit code."""
-    from cda.cli.call import LocalEnv, call_local, failure
+    from cda.cli.call import LocalEnv, call_local
 
     if out_dir is not None:
         try:
@@ -77,12 +77,7 @@ def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: 
         subscribers.append(_progress_printer(err))  # type: ignore[arg-type]
     env = LocalEnv(out_dir=out_dir, subscribers=subscribers, runs=[])
     try:
-        try:
-            call_local("actions.run", {"path": str(path)}, env)
-        except AuditLogError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - as the CLI prints it
-            raise failure(exc) from None
+        call_local("actions.run", {"path": str(path)}, env)
     except AuditLogError as exc:  # the log was rewritten behind the run: loud, and not "bad input"
         err.write(exc.render() + "\n")
         return 1

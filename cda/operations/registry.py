@@ -19,8 +19,8 @@ conductor  ``conductor=ConductorTool("cda.solve", …)``    the tool's inputs (i
                                                           words), mapped to parameter names
 ========== ============================================== =====================================
 
-Adding an operation is one declaration (:func:`operation`), in one of the modules
-:data:`MODULES` lists; ``tests/test_operations.py`` checks that the doors expose exactly what
+Adding an operation is one declaration (:func:`operation`) in the module of its namespace
+(:data:`MODULES`); ``tests/test_operations.py`` checks that the doors expose exactly what
 the registry declares for them, with the same parameter names and limits.
 """
 
@@ -39,7 +39,7 @@ from cda.operations.principals import ROLES, Role
 if TYPE_CHECKING:
     from cda.operations.gate import Call
 
-__all__ = ["ConductorTool", "Door", "MODULES", "Needs", "Operation", "all_operations", "for_door", "get", "operation"]
+__all__ = ["ConductorTool", "Door", "MODULES", "Needs", "Operation", "all_operations", "for_door", "get", "module_of", "operation"]
 
 
 class Door(StrEnum):
@@ -122,28 +122,29 @@ class Operation:
 
 _REGISTRY: dict[str, Operation] = {}
 
+MODULES = tuple(f"cda.operations.{m}" for m in (
+    "engine", "fol", "diagnosis", "actions", "investigate", "guard", "conduct", "reflect", "artifacts", "policy",
+    "sessions"))
+"""The modules that declare operations. A namespaced operation (``investigate.revise``) lives in the
+module of its namespace (``cda.operations.investigate``); the others are in :data:`DECLARED_IN`."""
+
 DECLARED_IN: dict[str, str] = {
-    "check": "engine", "solve": "engine", "explain_conflict": "engine",
-    "prove": "fol",
+    "check": "engine", "solve": "engine", "explain_conflict": "engine", "prove": "fol",
     "diagnose": "diagnosis", "probe": "diagnosis",
-    "actions.run": "actions", "actions.start": "actions", "actions.cancel": "actions", "actions.approve": "actions",
-    "actions.deny": "actions", "actions.get": "actions", "actions.refresh": "actions",
-    "actions.accept_update": "actions",
-    "investigate.start": "investigate", "investigate.observe": "investigate", "investigate.status": "investigate",
-    "investigate.history": "investigate", "investigate.undo": "investigate", "investigate.close": "investigate",
-    "guard.evaluate": "guard",
-    "conduct.request": "conduct",
-    "reflect.approve": "reflect", "reflect.trace": "reflect",
-    "artifacts.get": "artifacts",
-    "policy.test": "policy", "policy.analyze": "policy", "policy.authorize_batch": "policy",
     "session_put": "sessions", "session_remove": "sessions", "session_show": "sessions", "session_solve": "sessions",
 }
-"""Which module of :mod:`cda.operations` declares each operation, so that a door needing one
-operation imports only its module (``cda check`` loads neither the Action's models nor a solver).
-``tests/test_operations.py`` checks it against what the modules declare."""
+"""Where each operation without a namespace is declared, so that a door needing one operation
+imports only its module (``cda check`` loads neither the Action's models nor a solver).
+``tests/test_operations.py`` checks every operation is found where :func:`module_of` says."""
 
-MODULES = tuple(sorted({f"cda.operations.{m}" for m in DECLARED_IN.values()}))
-"""The modules that declare operations."""
+
+def module_of(name: str) -> str | None:
+    """The module that declares operation ``name`` (None: not known without loading them all)."""
+    if name in DECLARED_IN:
+        return f"cda.operations.{DECLARED_IN[name]}"
+    namespace = f"cda.operations.{name.split('.', 1)[0]}"
+    return namespace if "." in name and namespace in MODULES else None
+
 
 _loaded = False
 
@@ -212,10 +213,11 @@ def all_operations() -> dict[str, Operation]:
 def get(name: str) -> Operation:
     """One operation (only its module is imported); ``KeyError`` for a name that is none."""
     if name not in _REGISTRY:
-        module = DECLARED_IN.get(name)
-        if module is None:
-            raise KeyError(name)
-        importlib.import_module(f"cda.operations.{module}")
+        module = module_of(name)
+        if module is not None:
+            importlib.import_module(module)
+        if name not in _REGISTRY:
+            _load()
     return _REGISTRY[name]
 
 

@@ -231,6 +231,7 @@ def operation_kind(name: str, *, main: str = "path", doc: str = "", shape: Calla
 def _field_checker(field: Any) -> Checker:
     """One parameter's check in a manifest: the operation's own checker for a checked number,
     the choices of a ``Literal``, true/false, a non-empty string (a path, a name)."""
+    import types
     import typing
 
     from cda.operations.params import checker_of
@@ -240,7 +241,7 @@ def _field_checker(field: Any) -> Checker:
         return checked.check
     annotation = field.annotation
     args = [a for a in typing.get_args(annotation) if a is not type(None)] if typing.get_origin(annotation) in (
-        typing.Union, __import__("types").UnionType) else [annotation]
+        typing.Union, types.UnionType) else [annotation]
     inner = args[0] if len(args) == 1 else annotation
     if typing.get_origin(inner) is typing.Annotated:
         inner = typing.get_args(inner)[0]
