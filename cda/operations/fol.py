@@ -37,7 +37,8 @@ class ProveOutput(BaseModel):
 @operation("prove", ProveParams, ProveOutput, summary="prove or refute first-order claims",
            doors={Door.CLI, Door.MCP, Door.JOBS, Door.CONDUCTOR}, needs=Needs(files=True, long=True),
            cli_positional=("path",), conductor=ConductorTool("cda.prove", {"problem": "path"}),
-           door_only={Door.JOBS: ("fol",), Door.CONDUCTOR: ("fol", "backend", "timeout", "cross_check", "unique_names")})
+           door_only={Door.JOBS: ("fol",), Door.CLI: ("fol",),
+                      Door.CONDUCTOR: ("fol", "backend", "timeout", "cross_check", "unique_names")})
 def prove(call: Any, p: ProveParams) -> ProveOutput:
     from cda.fol.parse import parse_fol
     from cda.fol.prove import prove_all
