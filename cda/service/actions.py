@@ -454,6 +454,7 @@ class ActionManager:
         bound = [offered if b.action_id == offered.action_id else b for b in held.bound]
         new_id = self._id_of(who, held.inputs, bound)
         run = _Run(new_id, who, held.inputs, bound=bound, revision=held.revision + 1, supersedes=held.plan_bundle_id)
+        run.access = who.access(self.egress_cap)  # type: ignore[arg-type]  # the accepting caller's, as at start
         with self.lock:
             existing = bool(new_id in self.runs or read_stream(self.db, new_id, None))
             if not existing:
