@@ -25,10 +25,9 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from cda.adapters.auth import token_hash
 from tests.conftest import ROOT
 from tests.fake_llm import fake_provider
-from tests.service_harness import call, example_inputs, serving, toolbus, wait_for
+from tests.service_harness import call, example_inputs, serving, toolbus, wait_for, write_tokens
 
 SECRET = "secret_api_key=sk-live-0123456789"
 PARTNER, INTERNAL, APPROVER = "tok-partner-1", "tok-internal-1", "tok-approver-1"
@@ -36,14 +35,9 @@ PROBLEM = "hyp a, b\nobservable o\nhard: o iff (a or b)\n"
 
 
 def _auth(tmp_path: Path) -> Path:
-    path = tmp_path / "tokens.json"
-    path.write_text(json.dumps({"tokens": [
-        {"name": "partner-1", "sha256": token_hash(PARTNER), "profile": "partner"},
-        {"name": "partner-2", "sha256": token_hash("tok-partner-2"), "profile": "partner"},
-        {"name": "reviewer", "sha256": token_hash(INTERNAL), "profile": "internal"},
-        {"name": "approver", "sha256": token_hash(APPROVER), "profile": "approver"},
-    ]}), encoding="utf-8")
-    return path
+    return write_tokens(tmp_path / "tokens.json", {
+        "partner-1": (PARTNER, "partner"), "partner-2": ("tok-partner-2", "partner"),
+        "reviewer": (INTERNAL, "internal"), "approver": (APPROVER, "approver")})
 
 
 def _secret(tmp_path: Path) -> Path:

@@ -20,9 +20,8 @@ from typing import Any
 import anyio
 import pytest
 
-from cda.adapters.auth import token_hash
 from tests.conftest import EXAMPLES, ROOT
-from tests.service_harness import call, example_inputs, follow, serving, toolbus
+from tests.service_harness import call, example_inputs, follow, serving, toolbus, write_tokens
 from tests.test_guard_cli import POLICIES
 
 ACTION = {"action_id": "a1", "agent_id": "agent-7", "tool": {"name": "sql", "version": "1.0"},
@@ -40,13 +39,8 @@ def _guardian(folder: Path) -> tuple[Path, Path]:
 
 
 def _tokens(tmp_path: Path) -> Path:
-    path = tmp_path / "tokens.json"
-    path.write_text(json.dumps({"tokens": [
-        {"name": "alice", "sha256": token_hash("tok-alice"), "profile": "partner"},
-        {"name": "bob", "sha256": token_hash("tok-bob"), "profile": "partner"},
-        {"name": "reviewer", "sha256": token_hash("tok-internal"), "profile": "internal"},
-    ]}), encoding="utf-8")
-    return path
+    return write_tokens(tmp_path / "tokens.json", {"alice": ("tok-alice", "partner"), "bob": ("tok-bob", "partner"),
+                                                   "reviewer": ("tok-internal", "internal")})
 
 
 def test_guard_and_conduct_over_the_toolbus_answer_as_the_products_do(tmp_path: Path) -> None:
