@@ -55,7 +55,7 @@ class ArtifactShelf:
 
 
 def _actions_naming(db: Path, artifact_id: str) -> list[str]:
-    from cda.actions.store_file import StoreFileError, read_snapshot
+    from cda.store import StoreFileError, read_snapshot
 
     def read(conn: sqlite3.Connection) -> list[str]:
         rows = conn.execute(

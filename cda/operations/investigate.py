@@ -18,6 +18,8 @@ import json
 import sqlite3
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -106,13 +108,14 @@ class InvestigationDesk:
     """The investigations of one sessions store: who owns each session, one step at a time."""
 
     def __init__(self, db: Path, *, sessions_file: Path | None = None) -> None:
-        self.db = sessions_file if sessions_file is not None else db.with_name(db.name + ".investigations.sqlite")
+        from cda.store import companion
+
+        self.db = sessions_file if sessions_file is not None else companion(db, "investigations")
         self.ken_dir = (self.db.with_name(self.db.name + "-ken") if sessions_file is not None
                         else db.with_name(db.name + ".investigations-ken"))
         self.lock = threading.Lock()
         self.session_locks: dict[str, threading.Lock] = {}
-        with self._owners() as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS owners (session_id TEXT PRIMARY KEY, owner TEXT NOT NULL)")
+        # the sessions file is made by the first start (a status or a history never creates one)
 
     def call(self, call: Any, method: str, params: BaseModel) -> BaseModel:
         """Run one ``investigate.*`` method; every failure is an OperationError (never a traceback)."""
@@ -160,8 +163,8 @@ class InvestigationDesk:
                 ken.unlink(missing_ok=True)
             raise
         try:
-            with self._owners() as conn:
-                conn.execute("INSERT INTO owners (session_id, owner) VALUES (?, ?)", (sid, call.principal.name))
+            with self._sessions() as sessions:
+                sessions.set_owner(sid, call.principal.name)
             return InvestigateStartResult(session_id=sid, memory=inv.memory)
         finally:
             inv.release()
@@ -171,14 +174,16 @@ class InvestigationDesk:
 
         sid = p.session_id
         if who.role != "local":  # at the local user's own store every session is theirs
-            with self._owners() as conn:
-                row = conn.execute("SELECT owner FROM owners WHERE session_id=?", (sid,)).fetchone()
-            if row is None or (row[0] != who.name and not who.sees_all):
+            owner = None
+            if self.db.is_file():
+                with self._sessions(read_only=True) as sessions:
+                    owner = sessions.owner(sid)
+            if owner is None or (owner != who.name and not who.sees_all):
                 raise OperationError("not_found", f"no investigation {sid!r}", ["params", "session_id"])
         with self.lock:
             lock = self.session_locks.setdefault(sid, threading.Lock())
         with lock, self._own_files():
-            inv = Investigation.open(sid, self.db)
+            inv = Investigation.open(sid, self.db, read_only=method in ("investigate.status", "investigate.history"))
             try:
                 if method == "investigate.history":
                     steps = [StepRecord(step=s.step, kind=s.kind, observation=s.observation,  # type: ignore[arg-type]
@@ -196,8 +201,15 @@ class InvestigationDesk:
             finally:
                 inv.release()
 
-    def _owners(self) -> _Closing:
-        return _Closing(sqlite3.connect(self.db, timeout=5.0, isolation_level=None))
+    @contextmanager
+    def _sessions(self, *, read_only: bool = False) -> Iterator[Any]:
+        from cda.investigation.store import SessionStore
+
+        store = SessionStore(self.db, read_only=read_only)
+        try:
+            yield store
+        finally:
+            store.close()
 
     def _mapped(self, exc: Exception) -> Exception:
         """A failure as the error a client gets: its kind, a reason without server paths, and where."""
@@ -234,20 +246,6 @@ class InvestigationDesk:
     def _hide(self, text: str) -> str:
         """No server path in a message: the folder of the store is left out."""
         return text.replace(str(self.ken_dir) + "/", "").replace(str(self.db.parent) + "/", "")
-
-
-class _Closing:
-    """A connection used as ``with``: the statements, then the connection closed."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("PRAGMA busy_timeout=5000")
-        return self.conn
-
-    def __exit__(self, *exc: object) -> None:
-        self.conn.close()
 
 
 _desks: dict[Path, InvestigationDesk] = {}

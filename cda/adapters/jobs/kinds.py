@@ -54,10 +54,10 @@ class JobKind:
     required: frozenset[str] = frozenset()
     needs_file: bool = True
     doc: str = ""
-    #: the further files the main file names (read when the manifest is), by a label: their bytes
-    #: go into the job key too, so editing one makes a new job; a path that cannot be read is
-    #: keyed as absent (the job itself reports it)
-    inputs: Callable[[Path], dict[str, Path]] | None = None
+    #: the further files the main file names, found in its bytes (read once when the manifest is),
+    #: by a label: their bytes go into the job key too, so editing one makes a new job; a path that
+    #: cannot be read is keyed as absent (the job itself reports it)
+    inputs: Callable[[Path, bytes], dict[str, Path]] | None = None
     #: for a kind whose result is a verdict: the error when the result is a negative one (a
     #: property that fails, a test that disagrees), else None; the job is then recorded as
     #: ``failed`` with that error and its result kept, so the batch exits 1 as the CLI does
@@ -173,7 +173,7 @@ def _policy(kind: str) -> Any:
 
 
 def operation_kind(name: str, *, main: str = "path", doc: str = "", shape: Callable[[Any], Any] | None = None,
-                   inputs: Callable[[Path], dict[str, Path]] | None = None,
+                   inputs: Callable[[Path, bytes], dict[str, Path]] | None = None,
                    verdict: Callable[[Any], str | None] | None = None,
                    before: Callable[[], Any] | None = None) -> JobKind:
     """The job kind of operation ``name``: its manifest ``kind``, its ``params`` checked as the
@@ -257,12 +257,26 @@ def _no_time(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _dsl_inputs(file: Path, data: bytes) -> dict[str, Path]:
+    """The Ken graphs a ``.cda`` file loads (``ken "…"``, relative to its folder), as
+    :func:`cda.api.ground` reads them. A file that does not parse names none (the job fails on it)."""
+    from cda.encodings.ast import KenLoad
+    from cda.encodings.parse import parse_problem
+    from cda.files import decode_text
+
+    try:
+        ast = parse_problem(decode_text(data, file), str(file))
+    except (CDAError, RecursionError):
+        return {}
+    return {f"ken {st.path}": file.parent / st.path for st in ast.statements if isinstance(st, KenLoad)}
+
+
 def _later(kind: str, operation: str, **hooks: Any) -> tuple[str, Callable[[], JobKind]]:
     return kind, lambda: operation_kind(operation, **hooks)
 
 
-register(_later("solve", "solve", doc="rank explanations, check claims (a .cda file)"))
-register(_later("check", "check", doc="parse and type-check a .cda file"))
+register(_later("solve", "solve", doc="rank explanations, check claims (a .cda file)", inputs=_dsl_inputs))
+register(_later("check", "check", doc="parse and type-check a .cda file", inputs=_dsl_inputs))
 register(_later("prove", "prove", doc="prove the claims of a .fol file"))
 register(_later("diagnose", "diagnose", doc="minimal diagnoses of a circuit (.bench or .wcnf[.gz])", shape=_no_time))
 
@@ -270,13 +284,13 @@ register(_later("diagnose", "diagnose", doc="minimal diagnoses of a circuit (.be
 # --- the Cedar kinds (cda.policy, imported when such a job runs) ---------------------------
 
 
-def _cedar_test_inputs(file: Path) -> dict[str, Path]:
+def _cedar_test_inputs(file: Path, raw: bytes) -> dict[str, Path]:
     """The policy, schema and entities files a Cedar test file names, where the test reads them
     (relative to the folder above ``tests/`` or ``corpus-tests/``). A file that is not a readable
     test names none (the job fails on it with the reason)."""
     try:
-        data = json.loads(file.read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError, RecursionError):
+        data = json.loads(raw.decode("utf-8-sig"))
+    except (ValueError, RecursionError):
         return {}
     if not isinstance(data, dict):
         return {}
