@@ -115,7 +115,10 @@ class InvestigationDesk:
                         else db.with_name(db.name + ".investigations-ken"))
         self.lock = threading.Lock()
         self.session_locks: dict[str, threading.Lock] = {}
-        # the sessions file is made by the first start (a status or a history never creates one)
+        if sessions_file is None:  # a server's: made (or recognised and brought up to date) before the first call
+            with self._sessions():
+                pass
+        # a command's own file (cda investigate --db) is made by its first start: status never creates one
 
     def call(self, call: Any, method: str, params: BaseModel) -> BaseModel:
         """Run one ``investigate.*`` method; every failure is an OperationError (never a traceback)."""
