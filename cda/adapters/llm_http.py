@@ -199,6 +199,15 @@ class OpenAICompatibleProvider:
             }
         )
 
+    def complete_json(self, system: str, user: str) -> str:
+        """One chat completion asking for a JSON object (temperature 0, seed 0): the reply's text.
+        For a caller that reads the model's reply itself (the conductor's Translator-In); the
+        current call's egress cap applies (:mod:`cda.access`)."""
+        body = {"model": self.model, "temperature": 0, "seed": 0, "response_format": {"type": "json_object"},
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+        reply = self._post(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+        return _content(reply, self.endpoint)
+
     def _post_with_retries(self, body: bytes, deadline: float | None) -> bytes:
         errors: list[str] = []
         tried = 0

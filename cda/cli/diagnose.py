@@ -123,7 +123,7 @@ def _local_loop(op: Any, args: Any, out: TextIO) -> Any:
     from cda.diagnosis.bench_import import load_bench, read_bench
     from cda.diagnosis.diagnose import load_instance
     from cda.diagnosis.probe import interactive_probing, simulate_probing
-    from cda.encodings.ir import MinimalGoal
+    from cda.ir import MinimalGoal
     from cda.operations.diagnosis import ProbeParams
 
     p = ProbeParams.model_validate({**{k: v for k, v in vars(args).items() if k in ProbeParams.model_fields

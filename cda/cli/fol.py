@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from cda.contracts.fol import ProofResult
 from cda.errors import CDAError
-from cda.fol.source import fol_blocks_of, read_fol_file
+from cda.operations.fol import fol_blocks_of, read_fol_file
 
 __all__ = ["fol_blocks_of", "read_fol_file", "render_results", "main_prove", "present_prove", "prove_options", "EXIT_OK", "EXIT_NOT_SUPPORTED", "EXIT_BAD_INPUT", "EXIT_UNKNOWN"]
 

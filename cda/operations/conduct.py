@@ -9,7 +9,6 @@ An OpenAI-compatible Translator-In (``translator: openai``) is network egress of
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
@@ -61,18 +60,11 @@ def _openai_complete(base_url: str, model: str, timeout_s: float) -> Any:
     chosen by the caller naming the translator, allowed by the gate)."""
     import os
 
-    from cda.adapters.llm_http import OpenAICompatibleProvider, _content
+    from cda.adapters.llm_http import OpenAICompatibleProvider
 
     provider = OpenAICompatibleProvider(base_url, model, os.environ.get("CDA_LLM_API_KEY"), timeout_s,
                                         egress="external", pii_posture="off", name=f"translator:{model}")
-
-    def complete(system: str, user: str) -> str:
-        body = {"model": model, "temperature": 0, "seed": 0, "response_format": {"type": "json_object"},
-                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
-        reply = provider._post(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8"))
-        return _content(reply, provider.endpoint)
-
-    return complete
+    return provider.complete_json
 
 
 @operation("conduct.request", ConductParams, Trace,

@@ -129,7 +129,7 @@ def _resimulates(inputs: Mapping[str, Any], outputs: Outputs | None, ctx: ToolCo
     gate removed refuted by some observation (minimal) — the circuit's own simulator, not a solver."""
     from cda.diagnosis.circuit import Simulator
     from cda.diagnosis.diagnose import load_instance
-    from cda.encodings.ir import MinimalGoal
+    from cda.ir import MinimalGoal
 
     inst = load_instance(ctx.path(inputs["circuit"]), ctx.path(inputs["observations"]), MinimalGoal("all", None))
     if inst.circuit is None:

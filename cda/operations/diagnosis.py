@@ -116,7 +116,7 @@ def diagnose(call: Any, p: DiagnoseParams) -> DiagnosisReport:
 def probe(call: Any, p: ProbeParams) -> ProbeReport:
     from cda.diagnosis.diagnose import load_instance
     from cda.diagnosis.probe import probe as run_probe
-    from cda.encodings.ir import MinimalGoal
+    from cda.ir import MinimalGoal
 
     with p.files(call) as (netlist, obs):
         inst = load_instance(netlist, obs, MinimalGoal("all"))

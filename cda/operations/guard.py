@@ -70,10 +70,10 @@ class _Recording:
            cli=("guard",), cli_positional=("action_path",), door_only={Door.CLI: ("action",)},
            renames={Door.CLI: {"action_path": "action"}})
 def evaluate(call: Any, p: GuardParams) -> DecisionRecord:
-    from cda.guardian.action import ProposedAction, read_action
-    from cda.guardian.evaluate import evaluate as decide
+    from cda.guardian.decide import evaluate as decide
     from cda.guardian.ledger import Ledger
     from cda.guardian.policies import load_policy_store
+    from cda.guardian.proposal import ProposedAction, read_action
 
     desk: GuardDesk | None = getattr(call.env, "guardian", None)
     if desk is None:
