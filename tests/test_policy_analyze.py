@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -349,7 +350,7 @@ def test_a_context_entity_ranges_over_the_store_and_agrees_with_brute_force(i: i
         assert bounded(prop, sets, backend="clingo").status == res.status, (prop, i)
 
 
-CEDAR_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "cedar"
+CEDAR_DATA = Path(os.environ.get("CDA_DATA") or Path(__file__).resolve().parent.parent.parent / "shared" / "data") / "cedar"
 IP_GRID = ["222.222.222.222", "222.222.222.0/24", "222.222.222.7", "222.222.0.0/16", "127.0.0.1", "127.0.0.0/8",
            "127.0.0.0/4", "224.0.0.1", "240.0.0.0/0", "0.0.0.0/0", "::1", "ff00::1", "ff00::/8", "::", "10.0.0.1"]  # fmt: skip
 
