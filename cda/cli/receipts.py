@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TextIO
 
 from cda.actions.audit import AuditReport, audit_file
-from cda.actions.signing import trusted_public_key
 from cda.errors import CDAError
+from cda.keys.signing import trusted_public_key
 
 __all__ = ["main_receipts_verify", "render_report", "EXIT_INTACT", "EXIT_TAMPERED", "EXIT_BAD_INPUT"]
 
