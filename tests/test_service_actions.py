@@ -26,7 +26,7 @@ import pytest
 
 from cda.actions.event_chain import EVENT_SCHEMA
 from cda.actions.receipts import ReceiptLog
-from cda.service.store import StoredEvent, last_events, read_stream, sweep
+from cda.service.event_reads import StoredEvent, last_events, read_stream, sweep
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for, wait_signed
 
 

@@ -8,7 +8,7 @@ receipt-log heads, :func:`cda.keys.signing.load_signer`, kept outside the file i
 ``$CDA_KEY_DIR``). Whoever reads the file trusts the header only when that signature verifies
 under the local CDA key — or when the first signer's key fingerprint (:func:`fingerprint`) is
 given from outside the file (``cda task … --root FINGERPRINT``; :attr:`GuardianStore.root
-<cda.guardian.store.GuardianStore.root>`), which is how another user's process trusts it. No
+<cda.guardian.guardian_db.GuardianStore.root>`), which is how another user's process trusts it. No
 row of the ``signers`` table makes a root: its order (``rowid``) means nothing.
 
 *Every later signer* speaks only through a chain of endorsements back to the root: its row holds
@@ -55,7 +55,7 @@ from typing import Any
 
 from cda.errors import SigningError
 from cda.files import KEY_DIR_ENV, key_dir
-from cda.guardian.store import Clock, GuardianStore, is_identifier, utc_now
+from cda.guardian.guardian_db import Clock, GuardianStore, is_identifier, utc_now
 from cda.guardian.tasks import ID_PATTERN, ID_PUNCTUATION, Signature, TaskDraft, TaskError, TaskSigned
 from cda.keys.ed25519 import public_key_of, sign_bytes, verifies
 from cda.keys.key_files import create_key_file, read_key_file
