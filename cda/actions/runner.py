@@ -435,6 +435,7 @@ class _Run:
             plan_graph=_plan_graph(stream),
             verifiers=[o.model_dump(mode="json") for o in verified.outcomes],
             receipts=recorder.receipts_json(),
+            context=_context_pack(state, digest),
         )
         evidence_id = writer.write_evidence_bundle(verified.citations, recorder.stubs(), verified.unverified)
         stream.checkpoint("boundary_summary", {"draft": False, "summary_artifact_id": summary_id, "text": summary})
@@ -481,6 +482,22 @@ def _out_of_time(inputs: CDAInputs, params: _Params, stream: EventStream, record
     evidence_id = writer.write_evidence_bundle([], recorder.stubs())
     return CDAOutputs(action_id=params.action_id, status="partial", summary_artifact_id=summary_id,
                       evidence_bundle_id=evidence_id, next_tests=next_tests, caveats=caveats)
+
+
+def _context_pack(state: VerificationState, digest: str) -> dict[str, Any]:
+    """The context the action adopted (spec §4 step 5), as the plan bundle's ``context_pack.json``:
+    the observations by source with the lines taken from them, the knowledge it read, the seed,
+    budgets and policies it ran under. Boundary-safe: sources and counts, not Ken's contents."""
+    inputs, ken = state.inputs, state.ken
+    return {
+        "problem_sha256": digest,
+        "observations": [o.source if o.kind == "span" else o.artifact_id for o in inputs.observations],
+        "adopted_observations": list(state.problem.adopted),
+        "ken": None if ken is None else {"nodes": len(ken)},
+        "seed": inputs.seed.model_dump(mode="json"),
+        "budgets": inputs.budgets.model_dump(mode="json"),
+        "policies": inputs.policies.model_dump(mode="json"),
+    }
 
 
 def _plan_graph(stream: EventStream) -> dict[str, Any]:
