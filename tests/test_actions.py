@@ -187,7 +187,8 @@ def test_qa1_ambiguous_claim_conflicting_observations_cycle_to_a_banded_summary(
     assert out.status == "completed"
     claim = next(v for v in out.verdicts if v.claim == "prove down(auth)")
     assert claim.status == "inconclusive" and claim.band in ("low", "medium")
-    assert any("conflict" in c for c in out.caveats)
+    conflict = [c for c in out.caveats if "conflict" in c]
+    assert conflict and all(f"{source} [observe@" in conflict[0] for source in ("pager:1", "probe:2")), conflict
     assert out.next_tests and all(v.band for v in out.verdicts)
     assert run.events[-1].type == "action_completed"
 

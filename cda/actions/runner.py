@@ -32,7 +32,7 @@ from cda.actions.context import RunContext, RunSettings
 from cda.actions.event_chain import events_head
 from cda.actions.ken_inputs import ken_from_inputs
 from cda.actions.metrics import ActionProbe, action_counts
-from cda.actions.problem import build, problem_digest
+from cda.actions.problem import ActionProblem, build, problem_digest
 from cda.actions.receipts import ReceiptLog
 from cda.actions.receipts_sink import Recorder
 from cda.actions.scoring import band_for
@@ -245,6 +245,7 @@ class _Round:
     dropped_soft: bool = False
     result: SolveResult | None = None
     rounds: list[SolveResult] = field(default_factory=list)  # each round's answer, for the frontier metrics
+    sources: dict[str, str] = field(default_factory=dict)  # an observation's clause -> the source the client named
 
 
 @dataclass
@@ -288,7 +289,7 @@ class _Run:
                                          "backend": backend, "depth_cap": params.depth_cap})
         digest = problem_digest(inputs, problem)
         # 2–4. propagate, verify, refine
-        loop = self.search(_Round(gp, params.beam), backend, digest)
+        loop = self.search(_Round(gp, params.beam, sources=_observation_sources(problem, inputs)), backend, digest)
         # 3. the independent verifiers; 5. converge
         return self.converge(loop, state, backend, digest, len(frontier0))
 
@@ -350,8 +351,9 @@ class _Run:
                         "round": round_no, "refine": "conflicting observations become hypotheses",
                         "distrusted_candidates": sorted(names), "cores": result.conflict.cores,
                     })
-                    loop.caveats.append("the observations conflict (" + "; ".join(
-                        ", ".join(core) for core in result.conflict.cores) + "): each may be wrong")
+                    loop.caveats.append("the observations conflict (" + "; ".join(", ".join(
+                        f"{loop.sources[n]} [{n}]" if n in loop.sources else n for n in core)
+                        for core in result.conflict.cores) + "): each may be wrong")
                     continue
                 break
             if result.partial:
@@ -482,6 +484,19 @@ def _out_of_time(inputs: CDAInputs, params: _Params, stream: EventStream, record
     evidence_id = writer.write_evidence_bundle([], recorder.stubs())
     return CDAOutputs(action_id=params.action_id, status="partial", summary_artifact_id=summary_id,
                       evidence_bundle_id=evidence_id, next_tests=next_tests, caveats=caveats)
+
+
+def _observation_sources(problem: ActionProblem, inputs: CDAInputs) -> dict[str, str]:
+    """Each ``observe@LINE`` clause taken from an input observation -> the source the client gave
+    it (a span's ``source``, an artifact's id), so a caveat names what the client sent."""
+    out: dict[str, str] = {}
+    for clause in problem.assembled.gp.clauses:
+        kind, _, line = clause.name.partition("@")
+        index = problem.observation_of_line.get(int(line)) if kind == "observe" and line.isdigit() else None
+        if index is not None and index < len(inputs.observations):
+            ref = inputs.observations[index]
+            out[clause.name] = ref.source if ref.kind == "span" else ref.artifact_id
+    return out
 
 
 def _context_pack(state: VerificationState, digest: str) -> dict[str, Any]:
