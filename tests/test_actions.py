@@ -290,6 +290,10 @@ def test_risk_class_hard_escalates_without_search() -> None:
     assert run.outputs.status == "escalated"
     assert not any(e.type == "action_checkpoint" for e in run.events)
     assert run.events[-1].type == "action_partial"
+    claims = _outage(risk_class="hard", ken=None).goals.claims
+    asked = [t.question for t in run.events[-1].next_tests]  # type: ignore[union-attr]
+    assert claims and all(any(c in q for q in asked) for c in claims) and len(asked) == len(claims) + 1
+    assert asked == [t.question for t in run.outputs.next_tests]
 
 
 def test_qa2_bind_bump_yields_a_structure_revision_with_new_receipts(tmp_path: Path) -> None:

@@ -532,7 +532,14 @@ def _escalate(inputs: CDAInputs, params: _Params, stream: EventStream, recorder:
     reason = "risk_class 'hard': escalated to a human reviewer before any search (spec §9)"
     stream.notice(reason, level="warning")
     recorder.record("action", "action.escalated", {"risk_class": inputs.risk_class}, {"reason": reason})
-    summary_id = writer.write_summary(f"# CDA action {params.action_id}: escalated\n\n{reason}\n")
+    # next tests are never empty (spec §9): what the reviewer is asked to decide, claim by claim
+    next_tests = [NextTestSuggestion(question=f"For the reviewer: does {claim} hold? (no search ran)",
+                                     suggested_ability="default") for claim in inputs.goals.claims]
+    next_tests.append(NextTestSuggestion(
+        question="Once a reviewer allows a search: re-run with a risk_class below 'hard' and compare the verdicts "
+                 "with the review", suggested_ability="default"))
+    summary_id = writer.write_summary(f"# CDA action {params.action_id}: escalated\n\n{reason}\n\n## Next tests\n\n"
+                                      + "".join(f"- {t.question}\n" for t in next_tests))
     return CDAOutputs(action_id=params.action_id, status="escalated", summary_artifact_id=summary_id,
-                      caveats=[reason])
+                      caveats=[reason], next_tests=next_tests)
 
