@@ -393,7 +393,8 @@ class _Run:
         stream.progress("verify", 0.8, "independent checks")
         self.degrade(loop, "verify")
         gp = loop.gp
-        verified = run_verifiers(state, gp, result, backend, skip_external=budget.has("reduce_external_calls"))
+        verified = run_verifiers(state, gp, result, backend, skip_external=budget.has("reduce_external_calls"),
+                                 before_each=lambda: self.degrade(loop, "verify"))
         caveats.extend(verified.caveats)
         caveats.extend(gp.notes)  # what the grounder folded (a bound beyond the numeric range) is said here too
 
@@ -463,6 +464,9 @@ def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
     if not caveats:
         caveats = [f"the run stopped before it finished ({budget.elapsed():.3g} s of "
                    f"{'no limit' if budget.wall is None else f'{budget.wall:g} s'}): results are incomplete"]
+    if budget.wall is not None and not any("budget" in c for c in caveats):  # say which budget, always
+        caveats = [*caveats, f"budgets.wall {budget.wall:g} s: the run ended partial after {budget.elapsed():.3g} s "
+                   f"({budget.reserve:.3g} s of it kept for the summary)"]
     if not next_tests:
         more = "a larger budgets.wall" if budget.wall is not None else "the same inputs"
         next_tests = [NextTestSuggestion(question=f"Re-run with {more}: which verdicts change when the search "
