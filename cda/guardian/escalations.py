@@ -38,7 +38,7 @@ from cda.errors import CDAError
 from cda.guardian.ledger import Ledger, LedgerError
 from cda.guardian.money import text
 from cda.guardian.signers import SignerError, SignerRegistry, pinned_policy_digest, verifies
-from cda.guardian.store import GuardianStore
+from cda.guardian.guardian_db import GuardianStore
 
 __all__ = ["Claim", "Escalation", "EscalationError", "RESOLUTION_FORMAT", "call_key", "claim", "escalate",
            "escalations", "release_claim", "resolve", "resolution_problems", "settle_claim"]

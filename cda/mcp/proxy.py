@@ -105,7 +105,7 @@ class GuardProxy:
 
     def __post_init__(self) -> None:
         from cda.guardian.policies import load_policy_store
-        from cda.guardian.store import is_identifier
+        from cda.guardian.guardian_db import is_identifier
 
         if not is_identifier(self.agent, "_.:@-"):
             raise CDAError(f"--agent {self.agent!r}: letters, digits and _.:@- (up to 128), starting with one of "
@@ -135,7 +135,7 @@ class GuardProxy:
         from mcp.client.stdio import StdioServerParameters
 
         from cda.guardian.gate import ToolRegistry
-        from cda.guardian.store import GuardianStore
+        from cda.guardian.guardian_db import GuardianStore
 
         several = len(self.upstreams) > 1
         for spec in self.upstreams:

@@ -169,7 +169,7 @@ class EscalationList(Result):
            needs=Needs(store=True), cli=("guard", "escalations"))
 def list_escalations(call: Any, p: EscalationsParams) -> EscalationList:
     from cda.guardian.escalations import escalations
-    from cda.guardian.store import GuardianStore
+    from cda.guardian.guardian_db import GuardianStore
 
     desk = _desk(call)
     with GuardianStore.open(desk.ledger) as store:
