@@ -1,4 +1,4 @@
-"""``cda guard proxy`` end to end: a real upstream MCP server (tests/guard_upstream.py, the SDK's
+"""``cda guard proxy`` end to end: a real upstream MCP server (examples/guardian/records_server.py, the SDK's
 MCPServer, counting its calls in a file), the gateway in front of it as a subprocess, and the
 SDK's client as the agent. What reaches the upstream is counted by the upstream itself."""
 
@@ -25,6 +25,8 @@ from cda.cli.main import main  # noqa: E402
 from cda.contracts.receipt import sha256_hex  # noqa: E402
 from cda.guardian.ledger import Ledger  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
+
+UPSTREAM = ROOT / "examples" / "guardian" / "records_server.py"
 
 POLICIES = """
 [facts]
@@ -64,7 +66,7 @@ def _cda(*argv: str) -> tuple[int, str, str]:
 
 
 def _proxy(folder: Path) -> StdioServerParameters:
-    upstream = f"records={sys.executable} {ROOT / 'tests' / 'guard_upstream.py'} {folder / 'calls.jsonl'}"
+    upstream = f"records={sys.executable} {UPSTREAM} {folder / 'calls.jsonl'}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return StdioServerParameters(command=sys.executable, env=env, cwd=str(folder), args=[
         "-m", "cda", "guard", "proxy", "--upstream", upstream, "--agent", "agent-7",
@@ -254,3 +256,40 @@ def test_bad_proxy_options_are_one_line_errors(guardian: Path) -> None:
     code, _, err = _cda("guard", "proxy", "--upstream", "x=true", "--agent", "a", "--policies",
                         str(guardian / "policies.toml"), "--ledger", str(guardian / "missing.db"))
     assert code == 2 and "missing.db" in err
+
+
+def _gateway_section() -> str:
+    text = (ROOT / "docs" / "guardian.md").read_text(encoding="utf-8")
+    start = text.index("## The gateway: `cda guard proxy`")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_the_docs_agent_pointed_at_the_gateway_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    import subprocess
+
+    section = _gateway_section()
+    consoles = re.findall(r"```console\n(.*?)```", section, re.S)
+    python = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(python) == 1 and len(consoles) == 2
+    monkeypatch.setenv("CDA_KEY_DIR", str(tmp_path / "keys"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    assert _cda("task", "add-signer", "orchestrator:alice", "--store", "guardian.db")[0] == 0
+    for block in consoles:  # each command as written, its first line of output as shown
+        command, first = block.splitlines()[0], block.splitlines()[1]
+        if "resolve" in command:
+            (tmp_path / "agent.py").write_text(python[0])
+            env = {**os.environ, "PYTHONPATH": str(ROOT)}
+            run = subprocess.run([sys.executable, "agent.py"], cwd=tmp_path, env=env, capture_output=True,
+                                 text=True, timeout=300)
+            assert run.returncode == 0, run.stderr
+            assert run.stdout.splitlines() == ["['delete_record', 'launch_campaign', 'read_record']", "customers/7: ok",
+                                               "True REJECT policy:no_prod_delete", "esc-1"]
+            assert [c["tool"] for c in map(json.loads, (tmp_path / "records-calls.jsonl").read_text().splitlines())] \
+                == ["read_record"]  # the delete and the launch never reached the records server
+        import shlex
+
+        code, out, err = _cda(*shlex.split(command.removeprefix("$ cda ")))
+        assert code == 0, err
+        assert out.splitlines()[0] == first

@@ -35,10 +35,10 @@ from typing import Any, Literal
 
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.errors import CDAError
+from cda.guardian.guardian_db import GuardianStore
 from cda.guardian.ledger import Ledger, LedgerError
 from cda.guardian.money import text
 from cda.guardian.signers import SignerError, SignerRegistry, pinned_policy_digest, verifies
-from cda.guardian.guardian_db import GuardianStore
 
 __all__ = ["Claim", "Escalation", "EscalationError", "RESOLUTION_FORMAT", "call_key", "claim", "escalate",
            "escalations", "release_claim", "resolve", "resolution_problems", "settle_claim"]

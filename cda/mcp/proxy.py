@@ -104,8 +104,8 @@ class GuardProxy:
     _log_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        from cda.guardian.policies import load_policy_store
         from cda.guardian.guardian_db import is_identifier
+        from cda.guardian.policies import load_policy_store
 
         if not is_identifier(self.agent, "_.:@-"):
             raise CDAError(f"--agent {self.agent!r}: letters, digits and _.:@- (up to 128), starting with one of "
@@ -152,12 +152,12 @@ class GuardProxy:
             if not version[0].isalnum() or any(c not in _VERSION_OK for c in version):
                 version = "0"
             self._links[spec.name] = _Upstream(spec, client, version)
-            for tool in listed:
-                name = f"{spec.name}.{tool.name}" if several else tool.name
+            for listing in listed:
+                name = f"{spec.name}.{listing.name}" if several else listing.name
                 if name in self.tools:
                     raise CDAError(f"two upstream tools are listed as {name!r}")
-                self.tools[name] = _Tool(name, spec.name, tool.name, version, dict(tool.input_schema or {}),
-                                         tool.description, tool)
+                self.tools[name] = _Tool(name, spec.name, listing.name, version, dict(listing.input_schema or {}),
+                                         listing.description, listing)
         self.registry = ToolRegistry(None)
         with GuardianStore.open(self.ledger) as store:
             self.registry._store = store
@@ -194,6 +194,7 @@ class GuardProxy:
         rule = self.store.tool_rule(tool.listed)
         resources = [f"mcp:{tool.upstream}/{tool.name}"]
         for template in rule.resources if rule is not None else ():
+            assert rule is not None
             try:
                 resources.append(template.format_map(_Arguments(arguments)))
             except (KeyError, ValueError, IndexError) as exc:
@@ -215,7 +216,7 @@ class GuardProxy:
         """Decide one ``tools/call`` and make it only on APPROVE (run in a worker thread)."""
         from mcp_types import CallToolResult, TextContent
 
-        from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+        from cda.contracts.receipt import Receipt
         from cda.guardian import escalations as esc
         from cda.guardian.decision import Decision, render
         from cda.guardian.gate import Gate, tool_id

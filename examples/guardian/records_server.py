@@ -1,6 +1,7 @@
-"""An upstream MCP server for the gateway's tests (tests/test_guard_proxy.py), written with the
-SDK's MCPServer: each call of a tool appends one line to the file named by its first argument, so
-the test counts how often the gateway let a call through."""
+"""An MCP server with side effects to put the guardian's gateway in front of (docs/guardian.md,
+"The gateway"), written with the MCP SDK's MCPServer. Each call of a tool appends one line to the
+file named by its first argument (default ``records-calls.jsonl``), so what reached it is counted
+by the server itself (tests/test_guard_proxy.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 
-CALLS = Path(sys.argv[1])
+CALLS = Path(sys.argv[1] if len(sys.argv) > 1 else "records-calls.jsonl")
 server = MCPServer(name="records", version="1.4")
 
 
