@@ -273,7 +273,7 @@ def _examples(root: Path) -> dict[str, dict[str, Any]]:
         "investigate.observe": {"session_id": "s1", "observation": "not o"},
         "investigate.status": {"session_id": "s1"}, "investigate.history": {"session_id": "s1"},
         "investigate.undo": {"session_id": "s1"}, "investigate.close": {"session_id": "s1"},
-        "guard.evaluate": {"action": action}, "guard.escalations": {"state": "open"},
+        "guard.evaluate": {"action": action}, "guard.escalations": {"state": "open"}, "guard.export": {"format": "csv"},
         "guard.resolve": {"escalation_id": "esc-1", "decision": "approve", "by": "alice", "reason": "ok",
                           "by_key": str(root / "alice.key")},
         "conduct.request": {"utterance": "compute 1 + 2"},

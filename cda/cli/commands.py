@@ -46,6 +46,9 @@ OPERATION_COMMANDS: dict[tuple[str, ...], Command] = {
     ("guard", "resolve"): Command("guard.resolve", "a person's signed decision on an escalation: --approve "
                                   "(the same call goes through once) or --reject", "cda.cli.guard:present_resolve",
                                   "cda.cli.guard:resolve_options"),
+    ("guard", "export"): Command("guard.export", "the guardian file's ledger, decisions and escalations with "
+                                 "their evidence and receipt ids (--format jsonl|csv)", "cda.cli.guard:present_export",
+                                 "cda.cli.guard:escalations_options"),
     ("conduct",): Command("conduct.request", "the conductor: a request -> obligations -> tools -> verified reply "
                           "(docs/conductor.md)", "cda.cli.conduct:present_conduct", "cda.cli.conduct:conduct_options"),
     ("investigate", "start"): Command("investigate.start", "start an investigation of a .cda problem; prints its id",

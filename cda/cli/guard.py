@@ -129,6 +129,23 @@ def present_resolve(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO,
     return _present_list(op, args, out, err, {**params_of(op, args), "decision": args.decision})
 
 
+def present_export(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
+    """``cda guard export --ledger G [--format jsonl|csv]``: the export on stdout (``--json``: the
+    result object, the text in it)."""
+    from cda.cli.call import LocalEnv, call_local
+    from cda.cli.generate import params_of
+    from cda.errors import CDAError
+    from cda.operations.guard import GuardDesk
+
+    try:
+        done = call_local(op, params_of(op, args), LocalEnv(guardian=GuardDesk(Path("-"), args.ledger)))
+    except CDAError as exc:
+        err.write(exc.render() + "\n")
+        return EXIT_BAD_INPUT
+    out.write(done.model_dump_json() + "\n" if args.json else done.text)
+    return 0
+
+
 def add_proxy_parser(sub: Any, seed: Any, count: Any, port: Any) -> None:
     """``cda guard proxy``: the MCP gateway's options (argparse only; the server is cda.mcp.proxy)."""
     px = sub.add_parser("guard proxy", help="an MCP gateway: upstream MCP servers' tools, each call made only on "

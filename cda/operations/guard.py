@@ -166,7 +166,7 @@ class EscalationList(Result):
 
 @operation("guard.escalations", EscalationsParams, EscalationList, summary="the calls the guardian escalated, "
            "waiting for (or given) a person's decision", doors={Door.CLI, Door.TOOLBUS, Door.MCP},
-           needs=Needs(store=True), cli=("guard", "escalations"))
+           needs=Needs(store=True), roles={"local", "internal", "approver"}, cli=("guard", "escalations"))
 def list_escalations(call: Any, p: EscalationsParams) -> EscalationList:
     from cda.guardian.escalations import escalations
     from cda.guardian.guardian_db import GuardianStore
@@ -191,7 +191,8 @@ class ResolveParams(Params):
 
 @operation("guard.resolve", ResolveParams, EscalationList, summary="a person's signed decision on an escalated "
            "call (HITL): approve it once, or reject it", doors={Door.CLI, Door.TOOLBUS, Door.MCP},
-           needs=Needs(files=True, store=True), approves=True, cli=("guard", "resolve"),
+           needs=Needs(files=True, store=True), approves=True, roles={"local", "internal", "approver"},
+           cli=("guard", "resolve"),
            cli_positional=("escalation_id",), door_only={Door.CLI: ("decision",)})
 def resolve(call: Any, p: ResolveParams) -> EscalationList:
     from cda.guardian.escalations import EscalationError
@@ -214,3 +215,29 @@ def resolve(call: Any, p: ResolveParams) -> EscalationList:
         finally:
             ledger.close()
     return EscalationList(escalations=[done.to_json()])
+
+
+class ExportParams(Params):
+    format: Literal["jsonl", "csv"] = Field(default="jsonl", description="jsonl: one JSON object a line; csv: a "
+                                            "header and a row a record")
+
+
+class ExportText(Result):
+    """The guardian file's audit export (docs/guardian.md, "Audit export")."""
+
+    format: Literal["jsonl", "csv"]
+    records: int
+    text: str
+
+
+@operation("guard.export", ExportParams, ExportText, summary="the guardian file's ledger, decisions and "
+           "escalations with their evidence and receipt ids, as JSON Lines or CSV", doors={Door.CLI, Door.TOOLBUS},
+           needs=Needs(store=True), roles={"local", "internal", "approver"}, cli=("guard", "export"))
+def export(call: Any, p: ExportParams) -> ExportText:
+    from cda.guardian.export import export as render_export
+    from cda.guardian.export import records
+    from cda.guardian.guardian_db import GuardianStore
+
+    desk = _desk(call)
+    with GuardianStore.open(desk.ledger) as store:
+        return ExportText(format=p.format, records=sum(1 for _ in records(store)), text=render_export(store, p.format))
