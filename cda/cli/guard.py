@@ -161,6 +161,8 @@ def add_proxy_parser(sub: Any, seed: Any, count: Any, port: Any) -> None:
                     "escalations, tool registry)")
     px.add_argument("--receipts", type=Path, default=None,
                     help="the receipt log of decisions and calls (default: LEDGER.receipts.sqlite)")
+    px.add_argument("--fsync", action="store_true", help="fsync every commit of the receipt log too (the guardian "
+                    "file's money always is)")
     px.add_argument("--sim", type=Path, default=None, metavar="MODEL", help="a causal model to simulate each call with")
     px.add_argument("--samples", type=count("--samples"), default=1000, help="Monte Carlo samples (default 1000)")
     px.add_argument("--seed", type=seed, default=0, help="the simulation's seed (default 0)")

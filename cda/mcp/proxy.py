@@ -16,8 +16,8 @@ tool error naming the escalation a person resolves (:mod:`cda.guardian.escalatio
 nothing. The agent's next identical call after an approval goes through once.
 
 Every decision is recorded in the guardian file (``decisions``) and is a receipt in the receipt
-log (``--receipts``, default ``<ledger>.receipts.sqlite``), and so is every upstream call
-(``guard.proxy.call``). docs/guardian.md, "The gateway".
+log (``--receipts``, default ``<ledger>.receipts.sqlite``, fsynced per commit with ``--fsync``), and
+so is every upstream call (``guard.proxy.call``). docs/guardian.md, "The gateway".
 """
 
 from __future__ import annotations
@@ -98,6 +98,7 @@ class GuardProxy:
     receipts: Path | None = None
     seed: int = 0
     simulator: Any = None
+    fsync: bool = False
     tools: dict[str, _Tool] = field(default_factory=dict)
     _links: dict[str, _Upstream] = field(default_factory=dict)
     _local: threading.local = field(default_factory=threading.local)
@@ -124,8 +125,11 @@ class GuardProxy:
 
             self.receipts = companion(self.ledger, "receipts")
         from cda.actions.receipts import ReceiptLog
+        from cda.store import Durability
 
-        self.log = ReceiptLog(self.receipts)
+        # the receipt log as cda serve keeps its own: never corrupted by a killed process, fsynced
+        # per commit only with --fsync (the money in the guardian file is fsynced at every commit)
+        self.log = ReceiptLog(self.receipts, durability=Durability.FULL if self.fsync else Durability.NORMAL)
 
     # ------------------------------------------------------------------ upstreams
     async def start(self, stack: AsyncExitStack) -> None:
@@ -382,7 +386,8 @@ def main_proxy(args: Any, err: TextIO) -> int:
             from cda.guardian.simulation import load_simulator
 
             simulator = load_simulator(args.sim, samples=args.samples)
-        proxy = GuardProxy(specs, args.policies, args.ledger, args.agent, args.receipts, args.seed, simulator)
+        proxy = GuardProxy(specs, args.policies, args.ledger, args.agent, args.receipts, args.seed, simulator,
+                           args.fsync)
     except CDAError as exc:
         err.write(exc.render() + "\n")
         return 2
