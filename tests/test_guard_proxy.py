@@ -271,7 +271,7 @@ def test_the_docs_agent_pointed_at_the_gateway_runs_as_written(tmp_path: Path, m
     section = _gateway_section()
     consoles = re.findall(r"```console\n(.*?)```", section, re.S)
     python = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(python) == 1 and len(consoles) == 2
+    assert len(python) == 1 and len(consoles) == 3  # the budget, the resolution, the export
     monkeypatch.setenv("CDA_KEY_DIR", str(tmp_path / "keys"))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
