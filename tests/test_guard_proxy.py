@@ -132,8 +132,9 @@ def test_reject_approve_and_a_budget_that_covers_five_of_eight_concurrent_calls(
                for r in held)
     committed, entries = _balance(guardian)
     assert committed == Decimal("2000.25")  # 0.25 + 5 x 400, exactly
-    settled = sorted((e.amount, e.status) for e in entries)
-    assert settled == [(Decimal("0.25"), "settled")] + [(Decimal(400), "settled")] * 5
+    settled = sorted((e.amount, e.status, e.tool_id) for e in entries)  # each entry names the tool it paid for
+    assert settled == [(Decimal("0.25"), "settled", "read_record@1.4")] + [(Decimal(400), "settled",
+                                                                           "launch_campaign@1.4")] * 5
     # every decision and call is a receipt; the tools are in the guardian file's registry
     log = sqlite3.connect(guardian / "guardian.db.receipts.sqlite")
     bodies = [r[0] for r in log.execute("SELECT body FROM receipts")]
@@ -184,7 +185,8 @@ def test_an_escalation_resolved_by_a_signer_goes_through_exactly_once(guardian: 
     assert other.is_error  # another call does not ride the approval
     assert _calls(guardian, "launch_campaign") == [{"tool": "launch_campaign", "name": "spring"}]
     committed, entries = _balance(guardian)
-    assert committed == 400 and [(e.tx_id, e.status) for e in entries] == [(f"esc:{ident}", "settled")]
+    assert committed == 400 and [(e.tx_id, e.status, e.tool_id) for e in entries] == [
+        (f"esc:{ident}", "settled", "launch_campaign@1.4")]
 
 
 def test_a_forged_or_altered_resolution_is_refused_and_a_rejection_holds(guardian: Path) -> None:
@@ -293,3 +295,64 @@ def test_the_docs_agent_pointed_at_the_gateway_runs_as_written(tmp_path: Path, m
         code, out, err = _cda(*shlex.split(command.removeprefix("$ cda ")))
         assert code == 0, err
         assert out.splitlines()[0] == first
+
+
+def _started(argv: list[str], folder: Path, name: str) -> tuple[Any, str]:
+    """A ``cda … --http --port 0`` child and the URL its first line on stderr names."""
+    import re
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "cda", *argv, "--http", "--port", "0"], cwd=folder, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    found = re.search(r"(http://127\.0\.0\.1:[0-9]+/mcp)", line)
+    if found is None:
+        proc.kill()
+        raise AssertionError(f"{name} did not start: {line!r}{proc.stderr.read()}")
+    return proc, found.group(1)
+
+
+def test_over_http_behind_tokens_and_host_checks_in_front_of_a_stdio_and_an_http_upstream(guardian: Path) -> None:
+    """Two upstreams — the records server over stdio and ``cda mcp`` over streamable HTTP — behind
+    the gateway over streamable HTTP with ``--auth``: tools prefixed by upstream, the token and the
+    Host header checked before the SDK sees a request, the policy matching the prefixed name."""
+    import httpx
+
+    from tests.service_harness import write_tokens
+
+    tokens = write_tokens(guardian / "tokens.json", {"agent": ("s3cret-token-for-the-agent", "partner")})
+    upstream, upstream_url = _started(["mcp"], guardian, "cda mcp")
+    records = f"records={sys.executable} {UPSTREAM} {guardian / 'calls.jsonl'}"
+    gateway = None
+    try:
+        gateway, url = _started(["guard", "proxy", "--upstream", records, "--upstream-url", f"cda={upstream_url}",
+                                 "--agent", "agent-7", "--policies", str(guardian / "policies.toml"),
+                                 "--ledger", str(guardian / "guardian.db"), "--auth", str(tokens)], guardian, "proxy")
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        headers = {"accept": "application/json, text/event-stream"}
+        assert httpx.post(url, json=init, headers=headers, timeout=60).status_code == 401  # no token
+        assert httpx.post(url, json=init, headers={**headers, "authorization": "Bearer s3cret-token-for-the-agent",
+                                                   "host": "evil.example"}, timeout=60).status_code == 421
+
+        async def body() -> Any:
+            async with Client(f"{url}?token=s3cret-token-for-the-agent", read_timeout_seconds=120) as client:
+                names = {t.name for t in (await client.list_tools()).tools}
+                check = await client.call_tool("cda.check", {"dsl": "hyp a\nhard: a\n"})
+                delete = await client.call_tool("records.delete_record", {"table": "prod", "key": 1})
+                read = await client.call_tool("records.read_record", {"table": "prod", "key": 1})
+                return names, check, delete, read
+
+        names, check, delete, read = anyio.run(body)
+        assert {"records.read_record", "records.delete_record", "cda.check", "cda.solve"} <= names
+        assert not check.is_error and check.structured_content["abducibles"] == 1  # through to cda mcp, over HTTP
+        assert delete.is_error and "REJECT policy:no_prod_delete" in delete.content[0].text
+        assert not read.is_error and _calls(guardian, "delete_record") == [] and len(_calls(guardian, "read_record")) == 1
+    finally:
+        for proc in (gateway, upstream):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=30)
+                proc.stderr.close()

@@ -178,7 +178,8 @@ def resolve(ledger: Ledger, escalation_id: str, *, decision: Literal["approve", 
                 ledger._reserve_in(conn, e.agent_id, e.cost, e.currency, tx_id=tx_id,
                                    evidence=[f"escalation:{escalation_id}", f"resolution:{by}",
                                              f"decision:{e.decision_receipt}"],
-                                   over_budget=e.reason == "budget_exceeded")
+                                   over_budget=e.reason == "budget_exceeded",
+                                   tool_id=e.tool_id if store.tool(e.tool_id) is not None else None)
             moved = conn.execute("UPDATE escalations SET state = ?, resolution = ?, signature = ?, tx_id = ?, "
                                  "updated_at = ? WHERE escalation_id = ? AND state = 'open'",
                                  (state, canonical_json(doc), signature, tx_id, store.now(), escalation_id)).rowcount
