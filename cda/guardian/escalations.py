@@ -41,7 +41,7 @@ from cda.guardian.money import text
 from cda.guardian.signers import SignerError, SignerRegistry, pinned_policy_digest, verifies
 
 __all__ = ["Claim", "Escalation", "EscalationError", "RESOLUTION_FORMAT", "call_key", "claim", "escalate",
-           "escalations", "release_claim", "resolve", "resolution_problems", "settle_claim"]
+           "escalations", "release_claim", "sweep_expired", "resolve", "resolution_problems", "settle_claim"]
 
 RESOLUTION_FORMAT = "cda.guardian.resolution/1"
 MAX_TTL_HOURS = 24 * 30
@@ -246,7 +246,7 @@ def claim(ledger: Ledger, key: str, policy_digest: str) -> Claim:
     it); one that does not is made ``void`` and its reservation released, and the call is decided
     anew. A rejection that verifies refuses the call."""
     store = ledger.store
-    void: list[str] = []
+    void: list[str] = [f"{ident}: expired" for ident in sweep_expired(ledger)]
     while True:
         row = store.conn.execute(f"SELECT {_COLUMNS} FROM escalations WHERE call_key = ? AND state IN "
                                  "('approved', 'rejected') ORDER BY rowid DESC LIMIT 1", (key,)).fetchone()
@@ -265,6 +265,21 @@ def claim(ledger: Ledger, key: str, policy_digest: str) -> Claim:
                                  "AND state = 'approved'", (store.now(), e.escalation_id)).rowcount
         if taken == 1:
             return Claim(e, True, tuple(void))
+
+
+def sweep_expired(ledger: Ledger) -> list[str]:
+    """Void every approval past its expiry and release its reservation (an approval nobody used
+    must not hold the budget for ever); returns their ids. The gateway sweeps before each call,
+    ``cda guard escalations`` before it lists."""
+    store = ledger.store
+    now = datetime.fromisoformat(store.now())
+    swept = []
+    for e in escalations(store, "approved"):
+        expires = (e.resolution or {}).get("expires_at")
+        if isinstance(expires, str) and now >= datetime.fromisoformat(expires):
+            _void(ledger, e, "expired")
+            swept.append(e.escalation_id)
+    return swept
 
 
 def _void(ledger: Ledger, e: Escalation, why: str) -> None:

@@ -168,12 +168,17 @@ class EscalationList(Result):
            "waiting for (or given) a person's decision", doors={Door.CLI, Door.TOOLBUS, Door.MCP},
            needs=Needs(store=True), roles={"local", "internal", "approver"}, cli=("guard", "escalations"))
 def list_escalations(call: Any, p: EscalationsParams) -> EscalationList:
-    from cda.guardian.escalations import escalations
-    from cda.guardian.guardian_db import GuardianStore
+    from cda.guardian.escalations import escalations, sweep_expired
+    from cda.guardian.ledger import Ledger
 
     desk = _desk(call)
-    with GuardianStore.open(desk.ledger) as store:
-        return EscalationList(escalations=[e.to_json() for e in escalations(store, p.state)])
+    with desk.lock:
+        ledger = Ledger.open(desk.ledger)
+        try:
+            sweep_expired(ledger)  # an approval past its expiry is void: its reservation goes back to the budget
+            return EscalationList(escalations=[e.to_json() for e in escalations(ledger.store, p.state)])
+        finally:
+            ledger.close()
 
 
 class ResolveParams(Params):
