@@ -87,6 +87,15 @@ def _calls(folder: Path, tool: str) -> list[dict[str, Any]]:
     return [c for c in map(json.loads, lines) if c["tool"] == tool]
 
 
+def _budget(folder: Path, amount: Decimal) -> str:
+    """Set agent-7's budget in the folder's guardian file; returns the file's path."""
+    db = str(folder / "guardian.db")
+    ledger = Ledger.open(db)
+    ledger.set_budget("agent-7", "USD", amount)
+    ledger.close()
+    return db
+
+
 def _balance(folder: Path) -> tuple[Decimal, list[Any]]:
     ledger = Ledger.open(folder / "guardian.db")
     try:
@@ -149,10 +158,7 @@ def test_reject_approve_and_a_budget_that_covers_five_of_eight_concurrent_calls(
 
 
 def test_an_escalation_resolved_by_a_signer_goes_through_exactly_once(guardian: Path) -> None:
-    db = str(guardian / "guardian.db")
-    ledger = Ledger.open(db)
-    ledger.set_budget("agent-7", "USD", Decimal(300))
-    ledger.close()
+    db = _budget(guardian, Decimal(300))
 
     async def ask(client: Client) -> Any:
         return await client.call_tool("launch_campaign", {"name": "spring"})
@@ -190,10 +196,7 @@ def test_an_escalation_resolved_by_a_signer_goes_through_exactly_once(guardian: 
 
 
 def test_a_forged_or_altered_resolution_is_refused_and_a_rejection_holds(guardian: Path) -> None:
-    db = str(guardian / "guardian.db")
-    ledger = Ledger.open(db)
-    ledger.set_budget("agent-7", "USD", Decimal(0))
-    ledger.close()
+    db = _budget(guardian, Decimal(0))
 
     async def ask(client: Client) -> Any:
         return [await client.call_tool("launch_campaign", {"name": n}) for n in ("a", "b")]
