@@ -31,8 +31,9 @@ from cda.errors import CDAError
 from cda.solver.backend import Deadline, make_backend, selector
 from cda.solver.engine import EngineOptions, run
 from cda.solver.observations import GroupContractError, GroupedProblem, OracleUndecided, split_observations
+from tests.conftest import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = SHARED_DATA
 C17 = DATA / "iscas85" / "c17.bench"
 MOBS = DATA / "mbd-mobs"
 BACKENDS = ["clingo", "z3"]
@@ -642,3 +643,37 @@ def test_cli_diagnose_text_names_the_empty_diagnosis_and_counts_in_the_singular(
     lines = out.getvalue().splitlines()
     assert "1 diagnosis (complete)" in lines[0] and "1 observation," in lines[0]
     assert lines[1:] == ["  (no fault)"]
+
+
+def test_interpreted_and_compiled_simulation_agree() -> None:
+    """The simulator interprets its first passes and compiles the circuit after: both give every
+    net's vector alike, broken gates' overrides included (random circuits, every gate type)."""
+    rng = random.Random(7)
+    for _ in range(30):
+        circuit = circuit_of(_random_circuit(rng))
+        width = 64
+        mask = (1 << width) - 1
+        inputs = [rng.getrandbits(width) for _ in circuit.inputs]
+        overrides = [rng.getrandbits(width) if rng.random() < 0.3 else None for _ in circuit.gates]
+        assert circuit._interpret(inputs, overrides, mask) == circuit._compile()(inputs, overrides, mask)
+
+
+def test_gates_are_read_from_their_clauses_by_shape_or_by_truth_table() -> None:
+    """A gate's Tseitin clauses give its type at once; any other clause set goes through the truth
+    table; both must say what the clauses say (checked row by row here)."""
+    from cda.diagnosis.wcnf_import import _gate_cnf, _standard_gate
+
+    for kind in ("AND", "NAND", "OR", "NOR", "XOR", "XNOR"):
+        for n in (2, 3):
+            ins, out = list(range(1, n + 1)), n + 1
+            clauses = [sorted(c) for c in _gate_cnf(kind, out, ins)]
+            assert _standard_gate(clauses, out, ins) == kind
+            for bits in itertools.product([False, True], repeat=n):
+                value = {i: b for i, b in zip(ins, bits)}
+                fits = [
+                    o for o in (False, True)
+                    if all(any((o if abs(v) == out else value[abs(v)]) == (v > 0) for v in c) for c in clauses)
+                ]
+                assert fits == [_eval(kind, list(bits))]
+    # the same AND with one clause weakened is no standard gate: the truth table decides it
+    assert _standard_gate([[3, -1, -2], [-3, 1]], 3, [1, 2]) is None

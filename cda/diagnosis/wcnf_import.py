@@ -16,7 +16,7 @@ import gzip
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from cda.diagnosis.circuit import Circuit, Gate, table_function, table_kind, truth_table
+from cda.diagnosis.circuit import Circuit, Gate, gate_function, table_function, table_kind, truth_table
 from cda.diagnosis.problem import CircuitInstance, GateConstraint, ab_atom, build_grouped
 from cda.encodings.ir import MinimalGoal, Node, NodeFactory
 from cda.errors import CDAError
@@ -244,6 +244,10 @@ def _circuit(w: Wcnf, by_gate: dict[int, list[list[int]]], gate_of: dict[int, st
         ins = sorted({abs(v) for c in body for v in c} - {out})
         if out < 1 or not any(abs(v) == out for c in body for v in c) or len(ins) > 12:
             return None
+        kind = _standard_gate(body, out, ins)
+        if kind is not None:
+            gates.append(Gate(gate_of[h], str(out), tuple(str(v) for v in ins), gate_function(kind), kind))
+            continue
         position = {v: i for i, v in enumerate(ins)}
 
         def value(
@@ -266,3 +270,44 @@ def _circuit(w: Wcnf, by_gate: dict[int, list[list[int]]], gate_of: dict[int, st
         return Circuit(inputs, gates)
     except ValueError:
         return None
+
+
+def _gate_cnf(kind: str, out: int, ins: Sequence[int]) -> set[frozenset[int]]:
+    """The clauses that say ``out = kind(ins)`` as the mbd-mobs files write them (Tseitin)."""
+    if kind in ("ZERO", "ONE"):
+        return {frozenset([out if kind == "ONE" else -out])}
+    if kind in ("AND", "NAND", "OR", "NOR"):
+        # AND: out -> each input, and all inputs -> out; the others by negating out and/or inputs
+        o = out if kind in ("AND", "NOR") else -out
+        s = 1 if kind in ("AND", "NAND") else -1
+        return {frozenset([-o, s * i]) for i in ins} | {frozenset([o, *(-s * i for i in ins)])}
+    # parity: every assignment of (ins, out) with the wrong parity is excluded by one clause
+    clauses = set()
+    for bits in range(1 << len(ins)):
+        values = [bool(bits >> k & 1) for k in range(len(ins))]
+        right = (sum(values) % 2 == 1) == (kind == "XOR")  # the output's value under these inputs
+        lits = [-i if v else i for i, v in zip(ins, values)]
+        clauses.add(frozenset([*lits, out if right else -out]))  # these inputs imply that value
+    return clauses
+
+
+#: gate types tried by clause shape, by number of inputs (parity only up to 6: 2^n clauses)
+_SHAPES = {0: ("ZERO", "ONE"), 1: ("AND", "NAND")}
+
+
+def _standard_gate(body: list[list[int]], out: int, ins: Sequence[int]) -> str | None:
+    """The gate type whose Tseitin clauses are exactly ``body`` (as a set of clauses), or ``None``.
+
+    Exact, and the common case: the mbd-mobs files write each gate's clauses this way, so the
+    truth table (2^inputs rows, each checked against every clause: most of the import's time
+    on c432's 9-input gates) is only the fallback for anything else. A 1-input AND is a buffer
+    and a 1-input NAND an inverter, which is how the simulator reads them too.
+    """
+    clauses = {frozenset(c) for c in body}  # a clause or a literal written twice says nothing more
+    if any(len(c) == 0 for c in clauses):
+        return None
+    kinds = _SHAPES.get(len(ins), ("AND", "NAND", "OR", "NOR", "XOR", "XNOR") if len(ins) <= 6 else ("AND", "NAND", "OR", "NOR"))
+    for kind in kinds:
+        if _gate_cnf(kind, out, ins) == clauses:
+            return kind
+    return None
