@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from cda.diagnosis.circuit import Circuit, CircuitOracle, Simulator
 from cda.encodings.ir import AtomInfo, Clause, GroundProblem, MinimalGoal, Node, NodeFactory
-from cda.solver.observations import GroupedProblem, ObservationGroup
+from cda.solver.observations import GroupedProblem, GroupTemplate, ObservationGroup
 
 __all__ = ["CircuitInstance", "build_grouped", "build_problem", "ab_atom", "GateConstraint"]
 
@@ -60,12 +60,16 @@ def build_grouped(
     filename: str | None = None,
     structure: GateConstraint | None = None,
     circuit: Circuit | None = None,
+    clauses: Sequence[Sequence[tuple[str, bool]]] | None = None,
 ) -> GroupedProblem:
     """One ``hyp`` per gate in the base; group ``k`` (0-based) is observation ``k+1``'s copy.
 
     ``structure`` (optional) is a constraint that holds on every copy whatever the gates' health.
     With ``circuit`` (gate names equal to those of ``gates``), candidates are checked by its
-    simulator.
+    simulator. ``clauses`` (optional) are the same constraints as clauses of ``(atom, positive)``
+    literals over the nets and the ``ab`` atoms (``ab(g)`` or each clause of gate ``g``): the
+    groups' :class:`~cda.solver.observations.GroupTemplate`, which a backend that can copy
+    writes each group from.
     """
     f = NodeFactory()
     base = GroundProblem(factory=f, filename=filename, minimal=goal)
@@ -105,7 +109,14 @@ def build_grouped(
     oracle = None
     if circuit is not None:
         oracle = CircuitOracle(Simulator(circuit, frozen), {ab_atom(name): name for name, _ in gates})
-    return GroupedProblem(base, len(frozen), build, oracle)
+    template = None
+    if clauses is not None:
+        slot = {name: j for j, name in enumerate(nets)}
+        template = GroupTemplate.of_clauses(
+            nets, clauses, fixed=lambda i: {slot[name]: value for name, value in frozen[i].items()},
+            atom_name=lambda name, i: f"{name}@{i + 1}", clause_name=lambda i: f"obs{i + 1}",
+        )
+    return GroupedProblem(base, len(frozen), build, oracle, template)
 
 
 def build_problem(

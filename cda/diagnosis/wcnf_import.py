@@ -199,8 +199,14 @@ def load_wcnf(w: Wcnf, goal: MinimalGoal, filename: str | None = None) -> Circui
     circuit = None if structure else _circuit(w, by_gate, gate_of)
     shared = cnf(structure, None) if structure else None
 
+    # the same clauses for the groups' template: a health literal h is "not ab(h)"
+    ab = {h: ab_atom(gate_of[h]) for h in w.health}
+    clauses = [
+        [(ab[abs(v)], v < 0) if abs(v) in health else (str(abs(v)), v > 0) for v in clause] for clause in w.hard
+    ]
+
     def remake(obs: Sequence[Mapping[str, bool]]) -> GroupedProblem:
-        return build_grouped(gates, nets, obs, goal, filename, structure=shared, circuit=circuit)
+        return build_grouped(gates, nets, obs, goal, filename, structure=shared, circuit=circuit, clauses=clauses)
 
     gp = remake(observations)
     injected = [gate_of[v + 1] for v in w.mutated_vars if v + 1 in gate_of] or None

@@ -23,7 +23,7 @@ from typing import Any
 import clingo
 
 from cda.encodings.ir import Clause, GroundProblem, Node
-from cda.encodings.scheme import Scheme, build_scheme, guarded_clauses, rank_order, soft_key
+from cda.encodings.scheme import Scheme, build_scheme, guarded_clauses, rank_order, selector, soft_key
 from cda.encodings.to_asp import AspEncoder, AspSink, ProgramText
 from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.solver.backend import (
@@ -36,6 +36,7 @@ from cda.solver.backend import (
     SetStream,
     _OutOfTime,
 )
+from cda.solver.observations import GroupTemplate
 
 __all__ = ["ClingoBackend"]
 
@@ -104,6 +105,10 @@ class ClingoBackend:
         self._size_guards: dict[int, clingo.Symbol] = {}
         self._atoms = list(problem.atoms)  # every problem atom, those added later included
         self._extra: list[tuple[str, int]] = []  # atoms added through the backend API: (name, literal)
+        #: copies of a group template (``add_copy``): (template, group index, its slots' literals),
+        #: named only when a whole model is decoded
+        self._copies: list[tuple[GroupTemplate, int, list[tuple[str, int]]]] = []
+        self._true_atom: int | None = None
 
     # ---- building: the scheme written to a sink
     def _declare(self, sink: AspSink, name: str, shown: bool) -> int:
@@ -239,6 +244,9 @@ class ClingoBackend:
         out.update(dict.fromkeys(self._shown(m), True))
         for name, lit in self._extra:
             out[name] = m.is_true(lit)
+        for template, index, slots in self._copies:
+            for slot, lit in slots:
+                out[template.atom_name(slot, index)] = m.is_true(lit)
         if self._text is not None and self._text.numvar_ids:
             values = {}
             for sym in m.symbols(theory=True):
@@ -671,6 +679,52 @@ class ClingoBackend:
         enc.sink = sink
         for key, node in guarded:
             sink.add_rule([], [self._local[key], *enc.false_body(node)])
+
+    def add_copy(self, template: GroupTemplate, index: int) -> None:
+        """Group ``index`` as a copy of ``template`` (:class:`~cda.solver.observations.GroupTemplate`),
+        switched off until its selector is assumed; the solver keeps what it learnt.
+
+        Straight into the solver through clingo's backend API: fresh atoms for the slots (one
+        choice rule), a fixed slot standing as a literal that is always true or always false,
+        and per clause one rule ``:- selector, <every literal false>``. clasp's preprocessing
+        removes the constants the IR would have folded away.
+        """
+        self._expired()
+        if self._text is not None:  # metrics and event times: the program goes through the grounder
+            raise BackendUnsupported("the clingo backend copies a group template only through its backend API")
+        shared = [self._literal_of(name) for name in template.shared]
+        fixed = template.fixed(index)
+        key = selector(template.clause_name(index))
+        deadline = self.deadline
+        with self.ctl.backend() as b:
+            if self._true_atom is None:
+                self._true_atom = b.add_atom()
+                b.add_rule([self._true_atom])
+            true = self._true_atom
+            add_atom, add_rule = b.add_atom, b.add_rule
+            table = [0]  # literal number -> program literal (table[0] unused)
+            slots: list[tuple[str, int]] = []
+            for j, name in enumerate(template.slots):
+                value = fixed.get(j)
+                if value is None:
+                    lit = add_atom()
+                    slots.append((name, lit))
+                    table.append(lit)
+                else:
+                    table.append(true if value else -true)
+            table.extend(shared)
+            if slots:
+                add_rule([lit for _, lit in slots], [], True)
+            sel = add_atom()
+            add_rule([sel], [], True)
+            empty: list[int] = []
+            for count, clause in enumerate(template.clauses):
+                if count & 1023 == 0 and deadline.expired():
+                    raise _OutOfTime(f"while copying observation group {index + 1} for clingo")
+                add_rule(empty, [sel, *[-table[x] if x > 0 else table[-x] for x in clause]])
+        self._local[key] = sel
+        self._literal[key] = sel
+        self._copies.append((template, index, slots))
 
     def _literal_of(self, name: str) -> int:
         lit = self._literal.get(name)
