@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cda.diagnosis.circuit import Circuit, Gate, gate_function
-from cda.diagnosis.problem import CircuitInstance, GateConstraint, ab_atom, build_grouped
+from cda.diagnosis.problem import CircuitInstance, GateConstraint, TemplateClauses, build_grouped
 from cda.encodings.ir import MinimalGoal, Node, NodeFactory
 from cda.errors import CDAError
 from cda.files import read_text
@@ -229,29 +229,33 @@ def _gate(out: str, kind: str, ins: tuple[str, ...]) -> GateConstraint:
 _PARITY_CLAUSES = 8
 
 
-def _clauses(netlist: Netlist) -> list[list[tuple[str, bool]]] | None:
+def _clauses(netlist: Netlist) -> TemplateClauses | None:
     """Every gate's constraint as clauses over the nets, each with ``ab(g)`` added: the groups'
     template (:func:`~cda.diagnosis.problem.build_grouped`). ``None`` when a parity gate has too
     many inputs to write it so (the groups are then built one by one)."""
-    out: list[list[tuple[str, bool]]] = []
-    for g, kind, ins in netlist.gates:
-        ab = (ab_atom(g), True)
+    nets = netlist.nets
+    net = {name: j + 1 for j, name in enumerate(nets)}
+    gates = [g for g, _, _ in netlist.gates]
+    out: list[tuple[int, ...]] = []
+    for k, (g, kind, ins) in enumerate(netlist.gates):
+        ab = len(nets) + 1 + k
         form = _AND_FORMS.get(kind)
         if form is not None:  # o iff (l1 and … and ln)
-            o = (g, not form[0])
-            lits = [(i, not form[1]) for i in ins]
-            out.extend([ab, (o[0], not o[1]), x] for x in lits)
-            out.append([ab, o, *((n, not p) for n, p in lits)])
+            o = -net[g] if form[0] else net[g]
+            lits = [-net[i] if form[1] else net[i] for i in ins]
+            out.extend((ab, -o, x) for x in lits)
+            out.append((ab, o, *(-x for x in lits)))
             continue
         distinct = list(dict.fromkeys(ins))
         if len(distinct) > _PARITY_CLAUSES:
             return None
         odd = kind == "XOR"
         for bits in range(1 << len(distinct)):  # these input values imply the output's value
-            values = [bool(bits >> k & 1) for k in range(len(distinct))]
-            count = sum(v for i, v in zip(distinct, values) for _ in range(ins.count(i)))
-            out.append([ab, *((i, not v) for i, v in zip(distinct, values)), (g, (count % 2 == 1) == odd)])
-    return out
+            values = [bool(bits >> b & 1) for b in range(len(distinct))]
+            count = sum(ins.count(i) for i, v in zip(distinct, values) if v)
+            right = (count % 2 == 1) == odd
+            out.append((ab, *(-net[i] if v else net[i] for i, v in zip(distinct, values)), net[g] if right else -net[g]))
+    return gates, tuple(out)
 
 
 def circuit_of(netlist: Netlist) -> Circuit:

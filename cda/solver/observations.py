@@ -84,36 +84,6 @@ class GroupTemplate:
     atom_name: Callable[[str, int], str]
     clause_name: Callable[[int], str]
 
-    @classmethod
-    def of_clauses(
-        cls,
-        slots: Sequence[str],
-        clauses: Iterable[Iterable[tuple[str, bool]]],
-        fixed: Callable[[int], Mapping[int, bool]],
-        atom_name: Callable[[str, int], str],
-        clause_name: Callable[[int], str],
-    ) -> GroupTemplate:
-        """From clauses of ``(atom, positive)`` literals: a slot's name or any other atom's (shared).
-
-        >>> t = GroupTemplate.of_clauses(["x@*"], [[("a", True), ("x@*", False)]], lambda i: {},
-        ...                              lambda s, i: f"x@{i}", lambda i: f"g{i}")
-        >>> t.shared, t.clauses
-        (('a',), ((2, -1),))
-        """
-        number = {name: j + 1 for j, name in enumerate(slots)}
-        shared: list[str] = []
-        out: list[tuple[int, ...]] = []
-        for clause in clauses:
-            lits = []
-            for name, positive in clause:
-                k = number.get(name)
-                if k is None:
-                    k = number[name] = len(number) + 1
-                    shared.append(name)
-                lits.append(k if positive else -k)
-            out.append(tuple(lits))
-        return cls(tuple(slots), tuple(shared), tuple(out), fixed, atom_name, clause_name)
-
 
 class ConsistencyOracle(Protocol):
     """An exact test of a set of abducibles against observation groups, independent of the backends.
