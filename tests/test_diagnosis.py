@@ -21,6 +21,7 @@ import pytest
 
 from cda.adapters.cli import main
 from cda.api import ground
+from cda.contracts.deadline import NO_DEADLINE
 from cda.diagnosis.bench_import import Netlist, circuit_of, load_bench, parse_bench, parse_observations
 from cda.diagnosis.circuit import Simulator
 from cda.diagnosis.diagnose import diagnose, main_diagnose
@@ -230,10 +231,10 @@ class _Fussy:
     def __init__(self, inner: object) -> None:
         self.inner = inner
 
-    def refuting(self, assumed: frozenset[str], groups: list[int]) -> int | None:
+    def refuting(self, assumed: frozenset[str], groups: list[int], deadline: Deadline = NO_DEADLINE) -> int | None:
         if len(assumed) >= 2:
             raise OracleUndecided("two gates or more")
-        return self.inner.refuting(assumed, groups)  # type: ignore[attr-defined, no-any-return]
+        return self.inner.refuting(assumed, groups, deadline)  # type: ignore[attr-defined, no-any-return]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

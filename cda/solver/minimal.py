@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cda.contracts.deadline import NO_DEADLINE
 from cda.encodings.evaluate import evaluate_many
 from cda.encodings.ir import Clause
 from cda.errors import EvaluatorDisagreement
@@ -65,7 +66,7 @@ class _BackendOracle:
     def __init__(self, search: MinimalSearch) -> None:
         self.search = search
 
-    def refuting(self, assumed: frozenset[str], groups: Sequence[int]) -> int | None:
+    def refuting(self, assumed: frozenset[str], groups: Sequence[int], deadline: Deadline = NO_DEADLINE) -> int | None:
         s = self.search
         for index in groups:
             s.encode(index)
@@ -179,9 +180,9 @@ class MinimalSearch:
     # ---- the oracle, with the solver as fallback
     def refuting(self, assumed: frozenset[str], groups: Sequence[int]) -> int | None:
         try:
-            return self.oracle.refuting(assumed, groups)
+            return self.oracle.refuting(assumed, groups, self.deadline)
         except OracleUndecided:
-            return self._fallback.refuting(assumed, groups)
+            return self._fallback.refuting(assumed, groups, self.deadline)
 
     def base_consistent(self, assumed: frozenset[str]) -> bool:
         """The base clauses (and background structure) hold with exactly ``assumed`` true: a model
@@ -307,7 +308,7 @@ class MinimalSearch:
                 return True
             assert self.grouped.oracle is not None
             try:
-                r = self.grouped.oracle.refuting(chosen, order)
+                r = self.grouped.oracle.refuting(chosen, order, self.deadline)
             except OracleUndecided:
                 pending.append(chosen)  # the solver decides it, after this call
                 return False

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from cda.contracts.deadline import Deadline
 from cda.encodings.ir import Atom, AtomInfo, Clause, GroundProblem, Node, walk
 from cda.errors import CDAError
 
@@ -96,10 +97,11 @@ class ConsistencyOracle(Protocol):
     name: str
     monotone: bool
 
-    def refuting(self, assumed: frozenset[str], groups: Sequence[int]) -> int | None:
+    def refuting(self, assumed: frozenset[str], groups: Sequence[int], deadline: Deadline = ...) -> int | None:
         """The first of ``groups`` (in the order given) that no assignment reconciles with ``assumed``
         (those abducibles true, every other one false), or ``None`` when every group is consistent.
-        Raises :class:`OracleUndecided` when it cannot tell."""
+        Raises :class:`OracleUndecided` when it cannot tell, and
+        :class:`~cda.contracts.deadline.OutOfTime` when ``deadline`` passes first."""
         ...
 
 
