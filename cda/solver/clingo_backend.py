@@ -111,10 +111,11 @@ class ClingoBackend:
         self._true_atom: int | None = None
 
     # ---- building: the scheme written to a sink
-    def _declare(self, sink: AspSink, name: str, shown: bool) -> int:
+    def _declare(self, sink: AspSink, name: str, shown: bool, choice: bool = True) -> int:
         """A free atom for problem atom or key ``name``: ``{x(I)}`` when ``shown`` (a problem
         atom: shown, projected, blocked by name), else an atom reached by its literal alone
-        (a third of the direct build's time at 10,000 clauses went to symbols for keys)."""
+        (a third of the direct build's time at 10,000 clauses went to symbols for keys).
+        ``choice=False``: the caller writes the choice rule, one for many atoms."""
         if shown:
             idx = self._ids[name] = len(self._ids)
             sym = self._sym[name] = clingo.Function("x", [clingo.Number(idx)])
@@ -123,7 +124,8 @@ class ClingoBackend:
             lit = sink.add_atom()
             if self._text is not None:  # printed as a(I): found again by that symbol once grounded
                 self._sym[name] = clingo.Function("a", [clingo.Number(lit)])
-        sink.add_rule([lit], [], True)
+        if choice:
+            sink.add_rule([lit], [], True)
         self._local[name] = lit
         return lit
 
@@ -133,14 +135,18 @@ class ClingoBackend:
         for name in scheme.atoms:
             if self.deadline.tick():
                 raise _OutOfTime(f"while encoding for clingo (declaring {len(scheme.atoms):,} atoms)")
-            self._declare(sink, name, True)
-        for key, _ in scheme.guarded:
-            self._declare(sink, key, False)
-        for key, _ in scheme.defined:
-            self._declare(sink, key, False)
+            self._declare(sink, name, True, choice=False)
+        keys = [key for key, _ in scheme.guarded] + [key for key, _ in scheme.defined]
+        if scheme.every is not None:
+            keys.append(scheme.every)
+        for key in keys:
+            self._declare(sink, key, False, choice=False)
+        free = [local[name] for name in scheme.atoms] + [local[key] for key in keys]
+        if free:  # one choice rule for every free atom: a call per atom was a fifth of the build
+            sink.add_rule(free, [], True)
         enc = self.encoder = AspEncoder(sink, local.__getitem__, self.deadline, len(self.problem.factory))
         if scheme.every is not None:
-            every = self._declare(sink, scheme.every, False)
+            every = local[scheme.every]
             for key, _ in scheme.guarded:
                 sink.add_rule([local[key]], [every])
         for node in scheme.background:
