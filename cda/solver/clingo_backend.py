@@ -104,6 +104,7 @@ class ClingoBackend:
         self._minimal_ready = False
         self._size_guards: dict[int, clingo.Symbol] = {}
         self._atoms = list(problem.atoms)  # every problem atom, those added later included
+        self._all_false: Model = {}  # every atom false: each decoded model starts as a copy
         self._extra: list[tuple[str, int]] = []  # atoms added through the backend API: (name, literal)
         #: copies of a group template (``add_copy``): (template, group index, its slots' literals),
         #: named only when a whole model is decoded
@@ -246,8 +247,12 @@ class ClingoBackend:
         return [by_number[sym.number] for sym in m.symbols(shown=True)]
 
     def _model(self, m: clingo.Model) -> Model:
-        out: Model = dict.fromkeys(self._atoms, False)
-        out.update(dict.fromkeys(self._shown(m), True))
+        template = self._all_false
+        if len(template) != len(self._atoms):  # atoms were added since: made again
+            template = self._all_false = dict.fromkeys(self._atoms, False)
+        out: Model = template.copy()  # a copy of a dict is one block copy; fromkeys hashed every key
+        for name in self._shown(m):
+            out[name] = True
         for name, lit in self._extra:
             out[name] = m.is_true(lit)
         for template, index, slots in self._copies:

@@ -46,7 +46,7 @@ MAX_SEED = limits.MAX_SEED
 #: keeps: every model is kept whole, re-checked and priced, so on a problem of 27,000 atoms a
 #: 5 s budget enumerated thousands of models, held 2.9 GB and spent as long again re-checking
 #: them after the deadline. A problem of more than 500 atoms is capped below max_hypotheses (10,000)
-MAX_MODEL_VALUES = 5_000_000
+MAX_MODEL_VALUES = 8_000_000
 
 
 @dataclass(frozen=True)

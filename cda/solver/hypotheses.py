@@ -25,6 +25,8 @@ from cda.solver.recheck import CheckedBackend
 
 __all__ = ["RankedHypothesis", "Ranking", "rank_hypotheses"]
 
+_ZERO = Fraction(0)
+
 
 @dataclass(frozen=True)
 class RankedHypothesis:
@@ -124,7 +126,9 @@ class _Pricer:
 
     def priced(self, ok: Sequence[bool] | bytes) -> tuple[Fraction, tuple[str, ...]]:
         broken = [s for s, good in zip(self.soft, ok) if not good]
-        return sum((s.weight for s in broken), Fraction(0)), tuple(s.name for s in broken)
+        if not broken:
+            return _ZERO, ()
+        return sum((s.weight for s in broken), _ZERO), tuple(s.name for s in broken)
 
     def cost_of(self, model: Model) -> tuple[Fraction, tuple[str, ...]]:
         return self.priced(evaluate_many(self._nodes, model) if self._nodes else [])
