@@ -678,3 +678,71 @@ def test_gates_are_read_from_their_clauses_by_shape_or_by_truth_table() -> None:
                 assert fits == [_eval(kind, list(bits))]
     # the same AND with one clause weakened is no standard gate: the truth table decides it
     assert _standard_gate([[3, -1, -2], [-3, 1]], 3, [1, 2]) is None
+
+
+def test_template_copies_and_built_groups_agree_with_brute_force() -> None:
+    """On clingo the groups are copies of the circuit's clause template (``add_copy``); with the
+    template taken away they are built one by one from the IR. Both, lazily and eagerly, equal
+    brute force; so does z3, which builds every group."""
+    rng = random.Random(29)
+    for case in range(8):
+        net = _random_circuit(rng)
+        observations = _faulty_observations(net, rng, rng.randint(2, 14), partial=case % 2 == 1)
+        expected = _brute_minimal(net, observations)
+        grouped = load_bench(net, observations, MinimalGoal()).problem
+        assert grouped.template is not None
+        built = GroupedProblem(grouped.base, len(grouped), grouped.group, grouped.oracle)  # no template
+        for problem in (grouped, built):
+            for lazy in (True, False):
+                r = run(problem, "clingo", EngineOptions(lazy_observations=lazy, check_minimality=True))
+                assert r.minimal_complete
+                assert [[a[3:-1] for a in d] for d in r.minimal_explanations or []] == expected, (case, lazy)
+
+
+def test_a_template_mentioning_a_non_abducible_is_refused() -> None:
+    from cda.encodings.ir import AtomInfo, GroundProblem, NodeFactory
+    from cda.solver.observations import GroupTemplate
+
+    f = NodeFactory()
+    base = GroundProblem(f, minimal=MinimalGoal())
+    base.atoms["a"] = AtomInfo("a", "hyp", "a", ())
+    base.atoms["z"] = AtomInfo("z", "var", "z", ())
+
+    def template(shared: tuple[str, ...], clauses: tuple[tuple[int, ...], ...]) -> GroupTemplate:
+        return GroupTemplate(("x",), shared, clauses, lambda i: {}, lambda s, i: f"{s}@{i}", lambda i: f"g{i}")
+
+    ok = GroupedProblem(base, 1, lambda i: None, None, template(("a",), ((1, 2),)))  # type: ignore[arg-type, return-value]
+    assert ok.template is not None
+    for bad in (template(("z",), ((1, 2),)), template(("a",), ((1, 3),))):
+        with pytest.raises(GroupContractError):
+            assert GroupedProblem(base, 1, lambda i: None, None, bad).template is None  # type: ignore[arg-type, return-value]
+
+
+def test_wide_candidates_are_simulated_in_parts_within_the_memory_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the bits of one simulation bounded so low that every candidate of three or more gates
+    must be simulated in parts (its free values split between lanes and an outer loop), the
+    oracle still answers as brute force does."""
+    import cda.diagnosis.circuit as circuit_module
+
+    monkeypatch.setattr(circuit_module, "MAX_SIM_BITS", 40)  # 4 bits a net or fewer: 2 free values as lanes
+    rng = random.Random(31)
+    for _ in range(20):
+        net = _random_circuit(rng)
+        observations = _faulty_observations(net, rng, rng.randint(1, 6), partial=True)
+        sim = Simulator(circuit_of(net), observations)
+        gates = [g for g, _, _ in net.gates]
+        for broken in [set(rng.sample(gates, min(len(gates), rng.randint(2, 6)))) for _ in range(4)]:
+            bad = [j for j, o in enumerate(observations) if not _consistent(net, broken, o)]
+            order = list(range(len(observations)))
+            assert sim.refuting(sorted(broken), order) == next((j for j in order if j in bad), None)
+
+
+def test_the_oracle_stops_at_the_deadline() -> None:
+    from cda.contracts.deadline import OutOfTime
+
+    rng = random.Random(5)
+    net = _random_circuit(rng)
+    observations = _faulty_observations(net, rng, 4)
+    sim = Simulator(circuit_of(net), observations)
+    with pytest.raises(OutOfTime):
+        sim.refuting([net.gates[0][0]], [0, 1, 2, 3], Deadline(0))

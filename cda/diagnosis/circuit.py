@@ -444,7 +444,7 @@ class Simulator:
         if len(free) > MAX_BITS.bit_length() - 1:
             raise OracleUndecided(f"{len(broken)} broken gates leave too many values to simulate")
         lanes = 1 << len(free)
-        width = max(64, MAX_SIM_BITS // max(1, len(self.circuit.nets)))  # bits per net in one simulation
+        width = max(1, MAX_SIM_BITS // max(1, len(self.circuit.nets)))  # bits per net in one simulation
         wanted = set(order)
         bad: set[int] = set()
         if lanes <= width:
