@@ -17,6 +17,7 @@ learnt.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,6 +44,16 @@ __all__ = ["ClingoBackend"]
 #: the longest single wait on a solve handle: clingo turns the seconds into a signed 64-bit count
 #: of nanoseconds, so a wait of ~9.2e9 s or more overflows and returns at once, as if timed out
 _WAIT_SLICE = 86_400.0
+
+
+#: a number of a symbol that distinct shown numbers do not share: the symbol's own 64-bit value
+#: as clingo's Python API keeps it (``Symbol._rep``, every 5.x release: an attribute read, where
+#: ``hash(sym)`` is a C call through cffi, 0.4 µs, most of decoding a model of hundreds of
+#: atoms), or its hash where the API keeps no such value. Either way the keys of the shown numbers
+#: are checked distinct when registered, and decoding falls back to ``sym.number`` otherwise.
+_symbol_key: Callable[[clingo.Symbol], int] = (
+    operator.attrgetter("_rep") if isinstance(getattr(clingo.Number(1), "_rep", None), int) else hash
+)
 
 
 def _wait(handle: clingo.SolveHandle, deadline: Deadline) -> bool:
@@ -228,31 +239,29 @@ class ClingoBackend:
             return [signed[lit] for lit in assumptions]
 
     def _number_atom(self, name: str) -> None:
-        """Register a shown problem atom under its number and its number symbol's hash."""
+        """Register a shown problem atom under its number and its number symbol's key."""
         number = self._ids[name]
         self._name_of_number[number] = name
-        key = hash(clingo.Number(number))
+        key = _symbol_key(clingo.Number(number))
         if self._name_of_hash.setdefault(key, name) != name:
             self._by_hash = False
 
     def _shown(self, m: clingo.Model) -> list[str]:
-        """The problem atoms true in ``m``. A shown symbol is a number whose hash is one C call
-        (``sym.number`` is a C call with an out-parameter, 2.5x slower; this was most of the
-        enumeration time on large problems); the hashes of the shown numbers are checked
-        distinct when registered, else decoding falls back to ``sym.number``."""
+        """The problem atoms true in ``m``, each shown as its number: decoded by the symbol's key
+        (:func:`_symbol_key`), checked distinct when registered, else by ``sym.number`` (a C call
+        with an out-parameter for every symbol; this was most of the enumeration's time on large
+        problems)."""
         if self._by_hash:
-            by_hash = self._name_of_hash
-            return [by_hash[key] for key in map(hash, m.symbols(shown=True))]
+            return list(map(self._name_of_hash.__getitem__, map(_symbol_key, m.symbols(shown=True))))
         by_number = self._name_of_number
         return [by_number[sym.number] for sym in m.symbols(shown=True)]
 
     def _model(self, m: clingo.Model) -> Model:
-        template = self._all_false
-        if len(template) != len(self._atoms):  # atoms were added since: made again
-            template = self._all_false = dict.fromkeys(self._atoms, False)
-        out: Model = template.copy()  # a copy of a dict is one block copy; fromkeys hashed every key
-        for name in self._shown(m):
-            out[name] = True
+        all_false = self._all_false
+        if len(all_false) != len(self._atoms):  # atoms were added since: made again
+            all_false = self._all_false = dict.fromkeys(self._atoms, False)
+        out: Model = all_false.copy()  # a copy of a dict is one block copy; fromkeys hashed every key
+        out.update(dict.fromkeys(self._shown(m), True))
         for name, lit in self._extra:
             out[name] = m.is_true(lit)
         for template, index, slots in self._copies:
