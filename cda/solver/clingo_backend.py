@@ -705,9 +705,11 @@ class ClingoBackend:
         switched off until its selector is assumed; the solver keeps what it learnt.
 
         Straight into the solver through clingo's backend API: fresh atoms for the slots (one
-        choice rule), a fixed slot standing as a literal that is always true or always false,
-        and per clause one rule ``:- selector, <every literal false>``. clasp's preprocessing
-        removes the constants the IR would have folded away.
+        choice rule), and per clause one rule ``:- selector, <every literal false>``, folded as
+        the IR folds a group: a clause that a fixed slot satisfies is left out, a literal that a
+        fixed slot falsifies is dropped. Left in (as an always-true atom), the constants made
+        clasp's domain-heuristic enumeration list a tenth as many diagnoses in the same time on
+        c432 with a hundred failing vectors.
         """
         self._expired()
         if self._text is not None:  # metrics and event times: the program goes through the grounder
@@ -741,7 +743,10 @@ class ClingoBackend:
             for count, clause in enumerate(template.clauses):
                 if count & 1023 == 0 and deadline.expired():
                     raise _OutOfTime(f"while copying observation group {index + 1} for clingo")
-                add_rule(empty, [sel, *[-table[x] if x > 0 else table[-x] for x in clause]])
+                body = [-table[x] if x > 0 else table[-x] for x in clause]
+                if -true in body:  # a literal the observation makes true: the clause holds
+                    continue
+                add_rule(empty, [sel, *[b for b in body if b != true]])
         self._local[key] = sel
         self._literal[key] = sel
         self._copies.append((template, index, slots))
