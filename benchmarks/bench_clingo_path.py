@@ -228,7 +228,7 @@ def section(sizes: list[Size], counted: dict[int, tuple[int, int]], args: argpar
         )
     lines += [
         "",
-        f"Measured on {time.strftime('%Y-%m-%d')}, {core.cda_revision()}, Python {platform.python_version()}, "
+        f"Measured on {time.strftime('%Y-%m-%d')}, {args.cda_label or core.cda_revision()}, Python {platform.python_version()}, "
         f"clingo {clingo.__version__}, {machine()}, in {elapsed / 60:.1f} min; load average {load[0]:.1f} at the "
         f"start and {load[1]:.1f} at the end (8 engineers share the 2 cores: CPU time keeps the waiting out, "
         "not the slower cores). Up to "
@@ -249,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=120.0)
     ap.add_argument("--instructions", type=core._sizes, default=(), help="sizes to count under callgrind")
     ap.add_argument("--write", action="store_true", help="write the doc section even with --quick or --sizes")
+    ap.add_argument("--cda-label", help="how to name the measured cda in the doc (default: its git commit)")
     args = ap.parse_args(argv)
     sizes = args.sizes or (QUICK if args.quick else SIZES)
     load = os.getloadavg()[0]
