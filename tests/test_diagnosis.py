@@ -291,15 +291,25 @@ def test_minimal_under_fewer_observations_is_not_minimal_under_all() -> None:
         assert complete and got == every
 
 
-def test_simulation_oracle_matches_brute_force() -> None:
-    """The bit-parallel oracle the engine trusts, against the plain one-vector brute force."""
-    rng = random.Random(23)
+@pytest.mark.parametrize(("sim_bits", "seed", "sizes"), [(None, 23, (0, 3)), (40, 31, (2, 6))], ids=["default", "in-parts"])
+def test_simulation_oracle_matches_brute_force(
+    sim_bits: int | None, seed: int, sizes: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bit-parallel oracle the engine trusts, against the plain one-vector brute force; also
+    with the bits of one simulation bounded so low (``in-parts``: 4 bits a net or fewer) that
+    wide candidates are simulated in parts, their free values split between lanes and an outer
+    loop."""
+    import cda.diagnosis.circuit as circuit_module
+
+    if sim_bits is not None:
+        monkeypatch.setattr(circuit_module, "MAX_SIM_BITS", sim_bits)
+    rng = random.Random(seed)
     for _ in range(25):
         net = _random_circuit(rng)
         observations = _faulty_observations(net, rng, rng.randint(1, 8), partial=True)
         sim = Simulator(circuit_of(net), observations)
         gates = [g for g, _, _ in net.gates]
-        for broken in [set(rng.sample(gates, rng.randint(0, 3))) for _ in range(6)]:
+        for broken in [set(rng.sample(gates, min(len(gates), rng.randint(*sizes)))) for _ in range(6)]:
             bad = [j for j, o in enumerate(observations) if not _consistent(net, broken, o)]
             order = list(range(len(observations)))
             rng.shuffle(order)
@@ -716,25 +726,6 @@ def test_a_template_mentioning_a_non_abducible_is_refused() -> None:
     for bad in (template(("z",), ((1, 2),)), template(("a",), ((1, 3),))):
         with pytest.raises(GroupContractError):
             assert GroupedProblem(base, 1, lambda i: None, None, bad).template is None  # type: ignore[arg-type, return-value]
-
-
-def test_wide_candidates_are_simulated_in_parts_within_the_memory_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the bits of one simulation bounded so low that every candidate of three or more gates
-    must be simulated in parts (its free values split between lanes and an outer loop), the
-    oracle still answers as brute force does."""
-    import cda.diagnosis.circuit as circuit_module
-
-    monkeypatch.setattr(circuit_module, "MAX_SIM_BITS", 40)  # 4 bits a net or fewer: 2 free values as lanes
-    rng = random.Random(31)
-    for _ in range(20):
-        net = _random_circuit(rng)
-        observations = _faulty_observations(net, rng, rng.randint(1, 6), partial=True)
-        sim = Simulator(circuit_of(net), observations)
-        gates = [g for g, _, _ in net.gates]
-        for broken in [set(rng.sample(gates, min(len(gates), rng.randint(2, 6)))) for _ in range(4)]:
-            bad = [j for j, o in enumerate(observations) if not _consistent(net, broken, o)]
-            order = list(range(len(observations)))
-            assert sim.refuting(sorted(broken), order) == next((j for j in order if j in bad), None)
 
 
 def test_the_oracle_stops_at_the_deadline() -> None:
