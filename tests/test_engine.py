@@ -565,3 +565,16 @@ def test_gc_paused_leaves_no_collection_owed_and_keeps_what_others_froze() -> No
         assert gc.get_freeze_count() == frozen and len(more) == 1_000
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize("backend", ["clingo", "z3"])
+def test_hypotheses_are_ranked_by_size_then_sorted_names_with_shared_atoms(backend: str) -> None:
+    """Every hypothesis assumes the pinned atoms p0…p5 and some of a, b, c, d (at least one):
+    the ranking is by size, then by the sorted names, the pinned ones included, exactly as
+    sorting the whole lists would order them (the ranking leaves the shared atoms out of its key)."""
+    pins = "\n".join(f"hard: p{i}" for i in range(6))
+    text = "hyp a, b, c, d, p0, p1, p2, p3, p4, p5\n" + pins + "\nhard: a or b or c or d\n"
+    result = cda.solve(text, backend=backend, top=20)
+    got = [h.assumed for h in result.hypotheses]
+    assert len(got) == 15 and all({f"p{i}" for i in range(6)} <= set(h) for h in got)
+    assert got == sorted(got, key=lambda h: (len(h), sorted(h)))
