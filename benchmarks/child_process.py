@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 __all__ = ["ChildRun", "run_child"]
 
@@ -35,12 +36,17 @@ class ChildRun:
         return self.returncode is None
 
 
-def run_child(argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float | None = None) -> ChildRun:
+def run_child(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float | None = None,
+    cwd: Path | None = None,
+) -> ChildRun:
     """Run ``argv`` to its end, or kill it at ``timeout`` seconds, and measure it (see the module
     docstring): ``os.wait4`` reaps the child and gives its own resource usage."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
-        proc = subprocess.Popen(list(argv), stdout=out, stderr=err, env=None if env is None else dict(env))
+        proc = subprocess.Popen(
+            list(argv), stdout=out, stderr=err, env=None if env is None else dict(env), cwd=cwd
+        )
         killed = threading.Event()
 
         def kill() -> None:

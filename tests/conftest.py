@@ -9,9 +9,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-#: the outside data (``../shared/data``, README there); ``CDA_SHARED_DATA`` names it from a checkout
+#: the outside data (``../shared/data``, README there); ``CDA_DATA`` names it from a checkout
 #: elsewhere, such as a git worktree, where ``../shared`` is not beside the repository
-SHARED_DATA = Path(os.environ.get("CDA_SHARED_DATA") or ROOT.parent / "shared" / "data")
+SHARED_DATA = Path(os.environ.get("CDA_DATA") or ROOT.parent / "shared" / "data")
 
 
 @pytest.fixture(params=["z3", "clingo"])

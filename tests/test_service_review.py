@@ -33,9 +33,9 @@ import pytest
 
 from cda.actions.receipts import TRIGGERS, ReceiptLog
 from cda.adapters.event_store import EventStore
-from cda.adapters.service.auth import token_hash
-from cda.adapters.service.state import APPLICATION_ID, ServiceState, state_path
 from cda.contracts.events import ActionCompleted, ActionProgress, ActionStarted
+from cda.service.auth import token_hash
+from cda.service.state import APPLICATION_ID, ServiceState, state_path
 from tests.conftest import ROOT
 from tests.service_harness import call, example_inputs, follow, serving, toolbus, wait_for, wait_signed
 
@@ -164,7 +164,7 @@ def test_partners_sending_the_same_inputs_and_sources_get_their_own_actions(tmp_
 
 def test_the_watcher_of_other_writers_reads_after_its_cursor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One full read at first sight, then only what follows (attempt, seq); a new attempt is seen too."""
-    from cda.adapters.service import streams
+    from cda.service import streams
 
     db = tmp_path / "receipts.sqlite"
     store = EventStore(db)
@@ -209,7 +209,7 @@ def test_the_watcher_of_other_writers_reads_after_its_cursor(tmp_path: Path, mon
 
 
 def _serve(db: Path) -> tuple[int, str]:
-    from cda.adapters.service.serve import main_serve
+    from cda.service.serve import main_serve
 
     out, err = io.StringIO(), io.StringIO()
     return main_serve(db, "127.0.0.1", 0, out, err), err.getvalue()
@@ -230,7 +230,7 @@ def test_bad_state_and_log_files_are_exit_2_before_anything_is_created(tmp_path:
             conn.commit()
         digest = _digest(state)
         code, err = _serve(db)
-        assert code == 2 and "not the service's state file" in err and "notes" in err, err
+        assert code == 2 and "not a CDA file" in err and "notes" in err, err
         assert _digest(state) == digest and sorted(p.name for p in tmp_path.iterdir()) == [state.name]
     state.unlink()
     with closing(sqlite3.connect(state)) as conn:  # the service's, from a newer CDA
@@ -239,7 +239,7 @@ def test_bad_state_and_log_files_are_exit_2_before_anything_is_created(tmp_path:
         conn.execute("CREATE TABLE owners (key TEXT)")
         conn.commit()
     code, err = _serve(db)
-    assert code == 2 and "newer CDA (state version 7" in err, err
+    assert code == 2 and "newer CDA (the CDA service's state file of version 7" in err, err
     state.unlink()
     state.mkdir()  # a folder where the state file goes
     code, err = _serve(db)

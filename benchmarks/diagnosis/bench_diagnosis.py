@@ -57,7 +57,7 @@ from cda.diagnosis.probe import simulate_probing
 from cda.encodings.ir import MinimalGoal
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(os.environ.get("CDA_SHARED_DATA") or ROOT.parent / "shared" / "data")  # as the tests find it
+DATA = Path(os.environ.get("CDA_DATA") or ROOT.parent / "shared" / "data")  # as the tests find it
 MOBS = DATA / "mbd-mobs"
 ISCAS = DATA / "iscas85"
 DOC = ROOT / "docs" / "benchmarks.md"
