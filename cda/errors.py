@@ -14,11 +14,14 @@ __all__ = [
     "DSLTypeError",
     "UnitError",
     "OptionError",
+    "ProblemError",
+    "SigningError",
     "BackendUnsupported",
     "BackendUnavailable",
     "BudgetExceeded",
     "EvaluatorDisagreement",
     "KenError",
+    "AccessDenied",
 ]
 
 
@@ -113,6 +116,15 @@ class OptionError(CDAError, ValueError):
     """An option of a run outside what it can be: a negative timeout, a seed no solver takes."""
 
 
+class ProblemError(CDAError, ValueError):
+    """A problem built with :mod:`cda.ir` that the engine cannot take: a name used twice, an atom
+    or numeric variable no declaration names, a weight that is not an exact positive number."""
+
+
+class SigningError(CDAError, ValueError):
+    """The signing key cannot be made or read, or a signed head file is not one."""
+
+
 class BackendUnsupported(CDAError, ValueError):
     """A backend cannot encode a construct; names the construct and a backend that can."""
 
@@ -131,3 +143,14 @@ class EvaluatorDisagreement(CDAError, AssertionError):
 
 class KenError(CDAError, ValueError):
     """A knowledge-graph file could not be read, or a query broke the safe query set."""
+
+
+class AccessDenied(CDAError, PermissionError):
+    """A call reached for something its caller may not have: a file outside the allowed roots, user
+    code, network egress above the cap, an approval it cannot give (docs/service.md, "Who may do
+    what"). The message says what was refused and never whether a named file exists."""
+
+    def __init__(self, message: str, *, need: str = "files", path: list[str | int] | None = None) -> None:
+        super().__init__(message)
+        self.need = need
+        self.path = path or []

@@ -17,9 +17,10 @@ import pytest
 
 from cda.contracts.deadline import Deadline, OutOfTime
 from cda.diagnosis.bench_import import load_bench, read_bench
-from cda.diagnosis.probe import MAX_NET_COPIES, failing_vectors, main_probe, vector_budget
+from cda.diagnosis.probe import MAX_NET_COPIES, failing_vectors, vector_budget
 from cda.encodings.ir import MinimalGoal
 from tests.conftest import SHARED_DATA
+from tests.probe_cli import main_probe
 
 DATA = SHARED_DATA
 C17 = DATA / "iscas85" / "c17.bench"

@@ -199,6 +199,15 @@ class OpenAICompatibleProvider:
             }
         )
 
+    def complete_json(self, system: str, user: str) -> str:
+        """One chat completion asking for a JSON object (temperature 0, seed 0): the reply's text.
+        For a caller that reads the model's reply itself (the conductor's Translator-In); the
+        current call's egress cap applies (:mod:`cda.access`)."""
+        body = {"model": self.model, "temperature": 0, "seed": 0, "response_format": {"type": "json_object"},
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+        reply = self._post(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+        return _content(reply, self.endpoint)
+
     def _post_with_retries(self, body: bytes, deadline: float | None) -> bytes:
         errors: list[str] = []
         tried = 0
@@ -226,6 +235,13 @@ class OpenAICompatibleProvider:
         raise LLMProviderError(f"no judgement after {tried} attempt(s): " + " | ".join(errors))
 
     def _post(self, body: bytes, timeout: float | None = None) -> bytes:
+        from cda.access import may_egress
+        from cda.errors import AccessDenied
+
+        try:  # cda.access: the call's caller may not send this far (whatever door it came by)
+            may_egress(self.egress)
+        except AccessDenied as exc:
+            raise LLMProviderError(str(exc)) from None
         timeout = self.timeout_s if timeout is None else timeout
         headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "cda"}
         if self._api_key:

@@ -9,10 +9,9 @@ See docs/diagnosis.md.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,12 +20,11 @@ from cda.contracts.deadline import Deadline
 from cda.diagnosis.bench_import import load_bench, read_bench, read_observations
 from cda.diagnosis.problem import CircuitInstance
 from cda.diagnosis.wcnf_import import load_wcnf, read_wcnf
-from cda.encodings.ir import MinimalGoal
+from cda.engine import Options, run
 from cda.errors import CDAError
-from cda.solver.engine import EngineOptions, run
-from cda.solver.route import choose_backend
+from cda.ir import MinimalGoal
 
-__all__ = ["DiagnosisReport", "load_instance", "diagnose", "main_diagnose"]
+__all__ = ["DiagnosisReport", "load_instance", "diagnose", "render"]
 
 Mode = Literal["all", "top", "min_cardinality"]
 
@@ -89,14 +87,15 @@ def diagnose(
     if mode not in ("all", "top", "min_cardinality"):
         raise CDAError(f"unknown diagnosis mode {mode!r}: all, top K or min_cardinality")
     start = time.perf_counter()
-    options = EngineOptions(  # checked before the instance is read (10**400 s is no limit, a float)
-        seed=seed, timeout=timeout, lazy_observations=lazy_observations, check_minimality=check_minimality
+    options = Options(  # checked before the instance is read (10**400 s is no limit, a float)
+        backend=backend, seed=seed, timeout=timeout, lazy_observations=lazy_observations,
+        check_minimality=check_minimality,
     )
     deadline = Deadline(options.timeout)  # reading the instance spends the same budget
     goal = MinimalGoal(mode, k if mode == "top" else None)
     inst = load_instance(path, observations, goal)
-    name = choose_backend(inst.problem.base, backend)
-    result = run(inst.problem, name, options, deadline)
+    result = run(inst.problem, options, deadline)
+    name = result.backend
     gate_of = {a.name: a.args[0] for a in inst.problem.base.atoms.values() if a.kind == "hyp"}
     found = [[gate_of[a] for a in d] for d in (result.minimal_explanations or [])]
     found = sorted((sorted(d) for d in found), key=lambda d: (len(d), d))
@@ -128,43 +127,3 @@ def render(report: DiagnosisReport) -> str:
     for note in report.notes:
         out.append(f"note: {note}")
     return "\n".join(out) + "\n"
-
-
-def main_diagnose(
-    path: Path,
-    observations: Path | None,
-    backend: str,
-    mode: list[str],
-    timeout: float | None,
-    as_json: bool,
-    out: TextIO,
-    err: TextIO,
-) -> int:
-    """The CLI entry: exit 0 answered, 2 bad input, 3 timeout (with what was found)."""
-    try:
-        kind, k = _mode(mode)
-        report = diagnose(path, observations, backend=backend, mode=kind, k=k, timeout=timeout)
-    except CDAError as exc:
-        if as_json:  # the mistake as a JSON object on stdout, as every --json command prints it
-            out.write(json.dumps(exc.as_dict(str(path)), indent=2, ensure_ascii=False) + "\n")
-        else:
-            print(exc.render(), file=err)
-        return 2
-    if as_json:
-        out.write(json.dumps(report.model_dump(), indent=2) + "\n")
-    else:
-        out.write(render(report))
-    return 3 if report.timed_out else 0
-
-
-def _mode(words: list[str]) -> tuple[Mode, int | None]:
-    if words in (["all"], ["min_cardinality"]):
-        return words[0], None  # type: ignore[return-value]
-    if len(words) == 2 and words[0] == "top":
-        try:
-            k = int(words[1])
-        except ValueError:
-            k = 0
-        if k >= 1:
-            return "top", limits.count("--mode top K", k)
-    raise CDAError(f"--mode {' '.join(words)}: expected all, min_cardinality or top K (K at least 1)")

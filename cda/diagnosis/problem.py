@@ -1,4 +1,4 @@
-"""Circuits with observations → a :class:`~cda.solver.observations.GroupedProblem`.
+"""Circuits with observations → a :class:`~cda.ir.GroupedProblem`.
 
 Shared by the ``.bench`` and mbd-mobs WCNF importers. The weak fault model, as CDA problems:
 
@@ -22,8 +22,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cda.diagnosis.circuit import Circuit, CircuitOracle, Simulator
-from cda.encodings.ir import AtomInfo, Clause, GroundProblem, MinimalGoal, Node, NodeFactory
-from cda.solver.observations import GroupedProblem, GroupTemplate, ObservationGroup
+from cda.ir import (
+    AtomInfo,
+    Clause,
+    GroundProblem,
+    GroupedProblem,
+    GroupTemplate,
+    MinimalGoal,
+    Node,
+    NodeFactory,
+    ObservationGroup,
+)
 
 __all__ = ["CircuitInstance", "build_grouped", "build_problem", "ab_atom", "GateConstraint", "TemplateClauses"]
 
@@ -73,7 +82,7 @@ def build_grouped(
     ``structure`` (optional) is a constraint that holds on every copy whatever the gates' health.
     With ``circuit`` (gate names equal to those of ``gates``), candidates are checked by its
     simulator. ``clauses`` (optional) are the same constraints as clauses (``ab(g)`` or each
-    clause of gate ``g``): the groups' :class:`~cda.solver.observations.GroupTemplate`, which a
+    clause of gate ``g``): the groups' :class:`~cda.ir.GroupTemplate`, which a
     backend that can copy writes each group from; see :data:`TemplateClauses`.
     """
     f = NodeFactory()

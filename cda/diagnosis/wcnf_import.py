@@ -18,10 +18,9 @@ from pathlib import Path
 
 from cda.diagnosis.circuit import Circuit, Gate, gate_function, table_function, table_kind, truth_table
 from cda.diagnosis.problem import CircuitInstance, GateConstraint, ab_atom, build_grouped
-from cda.encodings.ir import MinimalGoal, Node, NodeFactory
-from cda.errors import CDAError
+from cda.errors import AccessDenied, CDAError
 from cda.files import read_bytes
-from cda.solver.observations import GroupedProblem
+from cda.ir import GroupedProblem, MinimalGoal, Node, NodeFactory
 
 __all__ = ["WcnfError", "Wcnf", "parse_wcnf", "read_wcnf", "load_wcnf"]
 
@@ -167,6 +166,8 @@ def parse_wcnf(text: str, filename: str = "<wcnf>") -> Wcnf:
 def read_wcnf(path: Path) -> Wcnf:
     try:
         raw = read_bytes(path)  # read once: what is parsed is what a digest of the file covers
+    except AccessDenied:
+        raise  # cda.access: not this caller's to read (refused before it was opened)
     except CDAError as exc:
         raise WcnfError(str(exc)) from None
     try:

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from cda.actions.bindings import BoundOutput
+from cda.adapters.auth import Principal
 from cda.contracts.action import CDAInputs
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
-from cda.service.auth import Principal
 from cda.store import Durability, FileFormat, StoreFileError, companion, open_store, read_snapshot, read_store
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "Consumer", "ServiceState", "check_state", "state_path"]
