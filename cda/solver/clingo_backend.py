@@ -58,15 +58,23 @@ _symbol_key: Callable[[clingo.Symbol], int] = (
 
 def _wait(handle: clingo.SolveHandle, deadline: Deadline) -> bool:
     """Wait until the solve finishes (``True``) or the deadline passes (``False``), in slices of at
-    most :data:`_WAIT_SLICE` seconds, so that a huge budget (``--timeout 1e10``) means a long wait."""
+    most :data:`_WAIT_SLICE` seconds, so that a huge budget (``--timeout 1e10``) means a long wait.
+
+    A ``False`` from ``handle.wait(t)`` means "no result yet", not "``t`` seconds passed": clasp's
+    timed wait waits on its condition variable once and answers whether a result is ready, so a
+    wake-up without a result (a spurious one, which POSIX and C++ allow, or the solving thread's
+    start-up notice arriving after the wait began) returns ``False`` at once. Only the deadline
+    itself says the time is up (docs/architecture.md, "Waiting on clingo"); reading the early ``False``
+    as a timeout turned whole searches into labelled partials with most of their budget left.
+    """
     while True:
         left = deadline.remaining()
         if left is None:
             return bool(handle.wait(-1.0))
+        if left <= 0.0:
+            return bool(handle.wait(0.0))  # a result that came with the deadline still counts
         if handle.wait(min(left, _WAIT_SLICE)):
             return True
-        if left <= _WAIT_SLICE:
-            return False
 
 
 class ClingoBackend:
