@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import math
 import multiprocessing
@@ -156,15 +157,28 @@ def start_up_floor(runs: int = 7) -> tuple[float, float, float]:
     return statistics.median(floor), statistics.median(cda), statistics.median(rc2)
 
 
+def stale_byte_code() -> list[Path]:
+    """CDA's modules whose byte code is missing or older than their source: with
+    PYTHONDONTWRITEBYTECODE set, every ``cda`` process compiles each of them again (after a merge
+    or an edit, a ``__pycache__`` that exists is no sign that it is current)."""
+    stale = []
+    for source in sorted((ROOT / "cda").rglob("*.py")):
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        if not cached.exists() or cached.stat().st_mtime < source.stat().st_mtime:
+            stale.append(source)
+    return stale
+
+
 def byte_code_note() -> str:
-    """Whether CDA's modules were compiled beforehand: this environment sets
-    PYTHONDONTWRITEBYTECODE, so otherwise every ``cda`` process compiles them again."""
-    compiled = any((ROOT / "cda" / "__pycache__").glob("*.pyc"))
+    """Whether CDA's modules were compiled beforehand, all of them and after their last edit."""
+    stale = stale_byte_code()
+    total = sum(1 for _ in (ROOT / "cda").rglob("*.py"))
     flag = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    state = ("were all compiled to byte code beforehand" if not stale
+             else f"were not all compiled beforehand ({len(stale)} of {total} modules without current byte code)")
     return (
-        f"CDA's modules {'were' if compiled else 'were not'} compiled to byte code beforehand "
-        f"(PYTHONDONTWRITEBYTECODE is {'set' if flag else 'not set'} here"
-        + ("; the documented install compiles them, issue 34's byte-code item)" if compiled else ")")
+        f"CDA's modules {state} (PYTHONDONTWRITEBYTECODE is {'set' if flag else 'not set'} here"
+        + ("; the documented install compiles them, issue 34's byte-code item)" if not stale else ")")
     )
 
 
@@ -620,6 +634,10 @@ def main(argv: list[str] | None = None) -> int:
             firsts.setdefault(f.parent.name, f)
         files = [firsts[k] for k in ("c17", "c432", "c499", "c880") if k in firsts]
         args.faults = min(args.faults, 6)
+    stale = stale_byte_code()
+    if stale and os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        log(f"note: {len(stale)} of CDA's modules have no current byte code, so every cda process compiles them "
+            "(its whole-process times include that); the documented install runs: python -m compileall -q cda")
     load_start = os.getloadavg()[0]
     started = time.perf_counter()
     rows = [] if args.no_mobs else part1(files, args.z3_timeout, args.rc2_timeout, args.cda_timeout)
