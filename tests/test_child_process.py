@@ -9,24 +9,12 @@ command past its timeout is stopped and labelled so.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import benchmark_module
 
-
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("child_process", ROOT / "benchmarks" / "child_process.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("child_process", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-child_process = _module()
+child_process = benchmark_module("child_process")
 
 
 def test_exit_code_and_output_pass_through(tmp_path: Path) -> None:
