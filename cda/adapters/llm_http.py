@@ -22,7 +22,7 @@ Action treats it as no judgement, and a required check without a judgement *fail
 (:func:`cda.verifiers.llm_gate.fail_closed`).
 
 A reply is read in either of two contracts: the judgement asked for (``agrees``, ``confidence``,
-``flagged``, ``rationale``) or seed 001's verifier contract (``status`` ``OK | NEEDS_REWRITE |
+``flagged``, ``rationale``) or the abstain gate's verifier contract (docs/actions.md, Abstention) (``status`` ``OK | NEEDS_REWRITE |
 ABSTAIN``, typed ``problems``, ``rewritten_report``). Anything else is malformed.
 
 Time and tokens (:meth:`OpenAICompatibleProvider.judge_bounded`): every attempt's socket timeout
@@ -294,7 +294,7 @@ class OpenAICompatibleProvider:
                 f"LLM provider {self.name} replied with JSON {type(obj).__name__}, expected an object: {_excerpt(content)}"
             )
         keys = set(obj)
-        if "status" in obj:  # seed 001's verifier contract
+        if "status" in obj:  # the abstain gate's verifier contract (docs/actions.md, Abstention)
             if keys - set(_REVIEW_KEYS):
                 raise LLMProviderError(
                     f"LLM provider {self.name} replied outside the verifier contract (unexpected "
