@@ -433,3 +433,36 @@ def test_clauses_added_later_go_to_the_same_sink(backend: str, with_ints: bool) 
     if with_ints:
         pinned = b.check([(selector("pin_x"), True), *on, ("a", False)])
         assert pinned.model is not None and pinned.model["x"] == 1 and pinned.model["fresh"] is True
+
+
+def test_false_body_fast_path_equals_the_general_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clauses of the common shape (atoms, negated atoms, negated conjunctions of literals, and
+    others mixed in) get the same body from the one-loop path as from the general walk."""
+    import random
+
+    rng = random.Random(3)
+    f = ir.NodeFactory()
+    names = [f"a{i}" for i in range(8)]
+    nodes = []
+    for _ in range(300):
+        parts = []
+        for _ in range(rng.randint(2, 5)):
+            kind = rng.random()
+            lit = f.atom(rng.choice(names)) if rng.random() < 0.5 else f.not_(f.atom(rng.choice(names)))
+            if kind < 0.4:
+                parts.append(lit)
+            elif kind < 0.8:
+                parts.append(f.not_(f.and_([lit, f.atom(rng.choice(names)), f.not_(f.atom(rng.choice(names)))])))
+            else:
+                parts.append(f.iff(f.atom(rng.choice(names)), lit))  # not of the common shape
+        nodes.append(f.or_(parts))
+
+    def bodies() -> list[list[int]]:
+        sink = ProgramText()
+        lits = {n: sink.add_atom(n) for n in names}
+        enc = AspEncoder(sink, lits.__getitem__)
+        return [enc.false_body(n) for n in nodes]
+
+    fast = bodies()
+    monkeypatch.setattr(AspEncoder, "_false_disjunction", lambda self, node: None)
+    assert fast == bodies()

@@ -14,7 +14,23 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # numpy loads only for BatchEvaluator.evaluate (tests, callers that want an array)
     import numpy as np
 
-from cda.encodings.ir import And, Atom, Card, Const, Eq, Iff, Like, Linear, Node, Not, Or, Term, TermConst, Xor, walk
+from cda.encodings.ir import (
+    And,
+    Atom,
+    Card,
+    Const,
+    Eq,
+    Iff,
+    Like,
+    Linear,
+    Node,
+    Not,
+    Or,
+    Term,
+    TermConst,
+    Xor,
+    in_order,
+)
 from cda.errors import BackendUnsupported
 
 __all__ = ["BatchEvaluator", "evaluate", "evaluate_many", "glob_match"]
@@ -101,7 +117,7 @@ def evaluate_many(nodes: list[Node], assignment: Assignment) -> list[bool]:
     [False, False]
     """
     memo: dict[int, bool] = {}
-    for node in walk(nodes):
+    for node in in_order(nodes):
         kind = type(node)  # the commonest kinds inline: a call per node was half the time
         if kind is Atom:
             memo[node.uid] = bool(assignment[node.name])  # type: ignore[attr-defined]
@@ -141,7 +157,7 @@ class BatchEvaluator:
 
     def __init__(self, nodes: list[Node]) -> None:
         self.nodes = nodes
-        self.order = list(walk(nodes))
+        self.order = in_order(nodes)
         self._atoms = [node for node in self.order if type(node) is Atom]
 
     def columns(self, assignments: Sequence[Assignment]) -> list[int]:
