@@ -536,7 +536,7 @@ class KenGraph:
             if base is None:
                 out.append(_dict_step(adj, relation))
                 continue
-            step = base.stepper(adj_name == "_succ", relation)
+            step = base.stepper(adj_name == "_succ", relation)  # memoised by the base
             out.append(_layered_step(step, adj, relation) if len(adj) else step)
         return out
 
@@ -563,6 +563,9 @@ class KenGraph:
 
     def related_by(self, node: str, relation: str) -> list[str]:
         """Direct successors of ``node`` along ``relation`` edges, sorted."""
+        store = self._store
+        if store.base is not None and not store.layered():
+            return store.base.succ(node, relation)  # sorted already: ids are in name order
         if not self.has_node(node):
             return []
         (succ,) = self._steps(relation, backward=False)

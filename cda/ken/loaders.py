@@ -24,6 +24,7 @@ import networkx as nx
 from cda.errors import KenError
 from cda.files import read_json
 from cda.ken.graph import KenGraph
+from cda.ken.graphml import read_graphml
 from cda.ken.nodelink import RELATION_KEYS as _RELATION_KEYS
 from cda.ken.nodelink import Unusual, read_node_link
 from cda.ken.nodelink import relation_of as _relation
@@ -124,6 +125,14 @@ def _load_csv(path: Path) -> KenGraph:
 
 
 def load_graphml(path: Path) -> KenGraph:
+    try:
+        return KenGraph.of_frozen(read_graphml(path))
+    except Unusual:
+        return _load_graphml_networkx(path)
+
+
+def _load_graphml_networkx(path: Path) -> KenGraph:
+    """What :func:`read_graphml` leaves aside, read by networkx (its answers, its errors)."""
     try:
         g = nx.read_graphml(path, force_multigraph=True)
     except (ParseError, nx.NetworkXError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:

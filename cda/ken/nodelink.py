@@ -40,7 +40,6 @@ import numpy as np
 
 from cda.errors import KenError
 from cda.gcpause import gc_paused
-from cda.ken.graph import NO_LABEL
 from cda.ken.store import FrozenGraph, GraphBuilder, sort_order
 
 __all__ = ["RELATION_KEYS", "Unusual", "read_node_link", "relation_of"]
@@ -296,22 +295,10 @@ class _Ids:
             self.kind, self.seen = str, self.builder.index
         if self.kind is not str:
             return [self.node(x) for x in values]
-        get = self.seen.get
         try:
-            out = [get(x, -1) for x in values]
+            return self.builder.numbers(values, check=True)
         except TypeError:
-            raise Unusual("a node id that is not a string or an integer") from None
-        if -1 in out:
-            new = list(dict.fromkeys([x for x, i in zip(values, out, strict=True) if i == -1]))
-            if not all(x.__class__ is str for x in new):
-                raise Unusual("node ids of two kinds")
-            builder = self.builder
-            start = len(builder.names)
-            builder.index.update(zip(new, range(start, start + len(new)), strict=True))
-            builder.names.extend(new)
-            builder.labels.extend([NO_LABEL] * len(new))
-            out = [get(x) if i == -1 else i for x, i in zip(values, out, strict=True)]  # type: ignore[misc]
-        return out
+            raise Unusual("node ids of two kinds, or an id that is a list or an object") from None
 
 
 def read_node_link(path: Path) -> FrozenGraph:
@@ -367,7 +354,14 @@ def read_node_link(path: Path) -> FrozenGraph:
     directed = bool(flags.get("directed", True))
     multigraph = bool(flags.get("multigraph", True))
     with gc_paused():
-        return _assemble(builder, nodes.listed, links, directed, multigraph, str(path))
+        sigs = [dict(zip(t[::2], t[1::2], strict=True)) for t in links.sigs]
+        key_ids: dict[str, int] = {}  # a multigraph's link keys (strings), numbered
+        sig_key = np.array([key_ids.setdefault(d["key"], len(key_ids)) if isinstance(d.get("key"), str) else -1
+                            for d in sigs] or [-1], dtype=np.int64)
+        sig = _int64(links.sig)
+        key = sig_key[sig] if multigraph else np.full(len(sig), -1, dtype=np.int64)
+        return assemble(builder, nodes.listed, _int64(links.u), _int64(links.v), sig, sigs, key, len(key_ids),
+                        directed=directed, multigraph=multigraph, keys_are_relations=multigraph, where=str(path))
 
 
 class _Nodes:
@@ -397,17 +391,23 @@ class _Nodes:
                 builder.add_node(builder.names[i], {k: v for k, v in d.items() if k != "id"})
 
 
-def _assemble(builder: GraphBuilder, listed: array[int], links: _Links, directed: bool, multigraph: bool,
-              where: str) -> FrozenGraph:
-    """The Ken edges of networkx's graph, added in the order the networkx route added them."""
-    n_links = len(links.u)
-    u, v, sig = (np.frombuffer(a, dtype=np.int64) if len(a) else np.empty(0, np.int64)
-                 for a in (links.u, links.v, links.sig))
-    sigs = [dict(zip(t[::2], t[1::2], strict=True)) for t in links.sigs]
-    key_ids: dict[str, int] = {}
-    sig_key = np.array([key_ids.setdefault(d["key"], len(key_ids)) if isinstance(d.get("key"), str) else -1
-                        for d in sigs] or [-1], dtype=np.int64)
-    key = sig_key[sig] if multigraph else np.full(n_links, -1, dtype=np.int64)
+def _int64(a: array[int]) -> np.ndarray:
+    return np.frombuffer(a, dtype=np.int64) if len(a) else np.empty(0, dtype=np.int64)
+
+
+def assemble(builder: GraphBuilder, listed: array[int], u: np.ndarray, v: np.ndarray, sig: np.ndarray,
+             sigs: list[dict[str, Any]], key: np.ndarray, n_keys: int, *, directed: bool, multigraph: bool,
+             keys_are_relations: bool, where: str) -> FrozenGraph:
+    """The Ken edges of networkx's graph, added in the order the networkx route added them.
+
+    Link ``i`` joins builder nodes ``u[i]`` and ``v[i]``, has the relation attributes
+    ``sigs[sig[i]]`` and, in a multigraph, the key number ``key[i]`` (< ``n_keys``; -1: none, an
+    edge of its own). With ``keys_are_relations`` (node-link JSON) the ``key`` attribute is the
+    key, and names the relation of an edge that has no relation attribute; otherwise (GraphML)
+    a ``key`` attribute is an attribute like the others. ``listed`` are the nodes listed in the
+    file, in order, before the links.
+    """
+    n_links = len(u)
     link = np.arange(n_links, dtype=np.int64)
     # networkx's node order: the listed nodes, then those links name (source, then target)
     n = len(builder.names)
@@ -420,12 +420,12 @@ def _assemble(builder: GraphBuilder, listed: array[int], links: _Links, directed
     a, b = (u, v) if directed else (np.minimum(u, v), np.maximum(u, v))
     pair_first = _runs_first((a, n), (b, n))
     if multigraph:  # a link without a key is an edge of its own
-        keyed = np.where(key >= 0, key, len(key_ids) + link)
-        group_first = _runs_first((a, n), (b, n), (keyed, len(key_ids) + n_links))
+        keyed = np.where(key >= 0, key, n_keys + link)
+        group_first = _runs_first((a, n), (b, n), (keyed, n_keys + n_links))
     else:
         group_first = pair_first
     edges = np.flatnonzero(group_first == link)  # one networkx edge per group, at its first link
-    rel = _relations(builder, sigs, sig, key, edges, group_first, multigraph, where)
+    rel = _relations(builder, sigs, sig, edges, group_first, keys_are_relations, where)
     # networkx's edge order: by node (its order), neighbour (first link of the pair), key
     if directed:
         src, dst = u[edges], v[edges]
@@ -457,12 +457,12 @@ def _runs_first(*cols: tuple[np.ndarray, int]) -> np.ndarray:
     return out
 
 
-def _relations(builder: GraphBuilder, sigs: list[dict[str, Any]], sig: np.ndarray, key: np.ndarray,
-               edges: np.ndarray, group_first: np.ndarray, multigraph: bool, where: str) -> np.ndarray:
+def _relations(builder: GraphBuilder, sigs: list[dict[str, Any]], sig: np.ndarray, edges: np.ndarray,
+               group_first: np.ndarray, keys_are_relations: bool, where: str) -> np.ndarray:
     """The builder's relation number of each networkx edge (its links' attributes merged)."""
 
     def relation(data: dict[str, Any]) -> int:
-        if multigraph:
+        if keys_are_relations:
             k = data.pop("key", None)  # networkx takes the key out
             if isinstance(k, str) and not any(r in data for r in RELATION_KEYS):
                 data["key"] = k

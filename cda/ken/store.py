@@ -134,7 +134,7 @@ class FrozenGraph:
     (['a', 'b'], ['a'], ['b'], 'Alpha')
     """
 
-    __slots__ = ("names", "ids", "labels", "attrs", "order", "relations", "rel_ids", "out", "inn", "rank")
+    __slots__ = ("names", "ids", "labels", "attrs", "order", "relations", "rel_ids", "out", "inn", "rank", "_steppers")
 
     def __init__(self, names: list[str], labels: list[Any], attrs: dict[int, dict[str, Any]],
                  relations: list[str], eu: np.ndarray, er: np.ndarray, ev: np.ndarray,
@@ -171,6 +171,15 @@ class FrozenGraph:
         self.out = _Rows(u, r, v, n, n_rel, is_sorted=True)
         self.inn = _Rows(v, r, u, n, n_rel)
         self.rank = kept  # in ``out``'s order: a larger rank was added later (edges_in_order)
+        self._steppers: dict[tuple[bool, str | None], Callable[[str], list[str]]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__ if name != "_steppers"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._steppers = {}
 
     # ---- size and membership
     def __len__(self) -> int:
@@ -196,33 +205,24 @@ class FrozenGraph:
 
     # ---- adjacency by name (each neighbour once, in name order)
     def succ(self, name: str, relation: str | None) -> list[str]:
-        return self._along(self.out, name, relation)
+        return self.stepper(True, relation)(name)
 
     def pred(self, name: str, relation: str | None) -> list[str]:
-        return self._along(self.inn, name, relation)
-
-    def _along(self, rows: _Rows, name: str, relation: str | None) -> list[str]:
-        i = self.ids.get(name)
-        if i is None:
-            return []
-        if relation is None:
-            rel = None
-        else:
-            rel = self.rel_ids.get(relation)
-            if rel is None:
-                return []
-        names = self.names
-        return [names[j] for j in rows.along(i, rel)]
+        return self.stepper(False, relation)(name)
 
     def stepper(self, forward: bool, relation: str | None) -> Callable[[str], list[str]]:
         """A function from a node id to its successors (``forward``) or predecessors along
         ``relation`` (any when None), each once, in name order; [] for a node not here."""
+        if relation is not None and relation not in self.rel_ids:
+            return _nothing
+        made = self._steppers.get((forward, relation))
+        if made is None:
+            made = self._steppers[(forward, relation)] = self._stepper(forward, relation)
+        return made
+
+    def _stepper(self, forward: bool, relation: str | None) -> Callable[[str], list[str]]:
         rows = self.out if forward else self.inn
-        rel: int | None = None
-        if relation is not None:
-            rel = self.rel_ids.get(relation)
-            if rel is None:
-                return lambda name: []
+        rel = None if relation is None else self.rel_ids[relation]
         ids, names, along = self.ids, self.names, rows.along
 
         def step(name: str) -> list[str]:
@@ -256,6 +256,10 @@ class FrozenGraph:
             yield names[a], rels[b], names[c]
 
 
+def _nothing(name: str) -> list[str]:
+    return []
+
+
 class GraphBuilder:
     """Nodes and edges added one by one (or a whole graph at a time), then frozen.
 
@@ -283,6 +287,23 @@ class GraphBuilder:
             self.names.append(name)
             self.labels.append(NO_LABEL)
         return i
+
+    def numbers(self, names: list[str], *, check: bool = False) -> list[int]:
+        """:meth:`node` of each name, the new ones added all at once (a comprehension and a
+        dict update, not a call per name). With ``check``, a new name that is not a string is
+        a ``TypeError`` (an old one cannot be: only strings are in the index)."""
+        get = self.index.get
+        out = [get(x, -1) for x in names]
+        if -1 in out:
+            new = list(dict.fromkeys([x for x, i in zip(names, out, strict=True) if i == -1]))
+            if check and not all(x.__class__ is str for x in new):
+                raise TypeError("a node id that is not a string")
+            start = len(self.names)
+            self.index.update(zip(new, range(start, start + len(new)), strict=True))
+            self.names.extend(new)
+            self.labels.extend([NO_LABEL] * len(new))
+            out = [get(x) if i == -1 else i for x, i in zip(names, out, strict=True)]  # type: ignore[misc]
+        return out
 
     def relation(self, name: str) -> int:
         r = self.rel_index.get(name)
