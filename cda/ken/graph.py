@@ -453,6 +453,10 @@ class KenGraph:
         return store.size
 
     def has_node(self, node: str) -> bool:
+        return self._contains(node)
+
+    def _contains(self, node: str) -> bool:
+        """``has_node``, for the queries' own use (a subclass may refuse the public one)."""
         store = self._store
         return bool(store.g.has_node(node)) or (store.base is not None and node in store.base)
 
@@ -542,7 +546,7 @@ class KenGraph:
 
     def neighborhood(self, node: str, hops: int = 1, relation: str | None = None) -> list[str]:
         """Nodes reachable from ``node`` in at most ``hops`` edges either way, sorted, node excluded."""
-        if not self.has_node(node):
+        if not self._contains(node):
             return []
         # networkx's adjacency dicts (or the frozen graph's arrays), read directly: its edge
         # views cost more than the walk
@@ -566,7 +570,7 @@ class KenGraph:
         store = self._store
         if store.base is not None and not store.layered():
             return store.base.succ(node, relation)  # sorted already: ids are in name order
-        if not self.has_node(node):
+        if not self._contains(node):
             return []
         (succ,) = self._steps(relation, backward=False)
         return sorted(succ(node))
@@ -581,7 +585,7 @@ class KenGraph:
         with each node's successors in sorted order, so the first parent found for a node lies
         on the least shortest path to it, and the search can stop when it first meets ``target``.
         """
-        if not (self.has_node(source) and self.has_node(target)):
+        if not (self._contains(source) and self._contains(target)):
             return None
         if source == target:
             return [source]

@@ -1,27 +1,30 @@
-"""Reading GraphML straight into a frozen graph, as the parser streams it.
+"""Reading GraphML straight into a frozen graph, a chunk of the file at a time.
 
 Why not ``networkx.read_graphml`` (which :mod:`cda.ken.loaders` still uses for the files this
 reader leaves to it): it builds the whole XML tree first (ElementTree: a few hundred bytes an
 element, three elements an edge) and then networkx's dicts, some 2.5 GB and 25 seconds at a
-million edges. Here expat calls back as it reads; what is kept of an element is its ids and
-attributes, interned, and the edges become integer arrays (docs/benchmarks.md, "Ken").
+million edges. Here the file is read in chunks of :data:`~cda.ken.nodelink.CHUNK` characters;
+each chunk is cut after its last end tag and parsed by ElementTree (its C parser, as networkx
+uses) inside copies of the root's and the graph's own start tags, so that it has their
+namespaces. A cut inside an element, a comment or a CDATA section leaves something open and
+does not parse, and the cut before it is tried: a chunk that parses is a run of whole children
+of the graph. Their ids and data are interned a column at a time and dropped with the chunk's
+tree (docs/benchmarks.md, "Ken").
 
-The callbacks are few on purpose: the end of an element is recorded by ``list.append`` itself
-(no Python frame), an element's depth is the count of starts less the count of ends, and text
-is listened to only inside a ``<data>`` element. The graph is the one networkx reads: the
-first ``<graph>`` of the ``graphml`` namespace, its nodes then its edges, a data value typed by
-its key (``int``, ``long``, ``float``, ``double``, ``boolean``, ``string``; an empty element is
-the empty string), edges repeating an ``id`` between the same nodes merged, the edge default
+The graph is the one networkx reads: the first ``<graph>`` of the ``graphml`` namespace, its
+nodes then its edges, a data value typed by its key (``int``, ``long``, ``float``, ``double``,
+``boolean``, ``string``; an empty element is the empty string; the text is ElementTree's, as
+networkx's is), edges repeating an ``id`` between the same nodes merged, the edge default
 direction; and Ken's reading of it (:func:`cda.ken.nodelink.assemble`): nodes and edges in the
 same order, each undirected edge both ways.
 
 **What it leaves to networkx** (:class:`~cda.ken.nodelink.Unusual`): anything outside that — a
 syntax error (so the message is ElementTree's), a document type declaration, a root outside
-the namespace, a second graph, hyperedges, ports, yFiles group nodes or data with elements
-inside, key defaults, keys without a type or name or of an unknown type, data of an unknown
-key or that does not convert, data of the graph itself, edge ids that read as integers, an
-edge ``key`` attribute standing in for an id, a ``directed`` attribute against the default,
-relations that are not strings.
+the namespace, a second graph or anything after the graph, hyperedges, ports, yFiles group
+nodes or data with elements inside, key defaults, keys without a type, a name or an id or of
+an unknown type, data of an unknown key or that does not convert, data of the graph itself,
+edge ids that read as integers, an edge ``key`` attribute standing in for an id, a
+``directed`` attribute against the default, relations that are not strings.
 """
 
 from __future__ import annotations

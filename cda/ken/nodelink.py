@@ -31,8 +31,8 @@ from __future__ import annotations
 import json
 from array import array
 from collections.abc import Callable, Iterator
-from json.decoder import WHITESPACE  # json's own token boundary (no syntax of ours: a file's JSON)
-from json.scanner import make_scanner
+from json import decoder as _decoder
+from json import scanner as _scanner
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,9 @@ __all__ = ["RELATION_KEYS", "Unusual", "read_node_link", "relation_of"]
 
 #: where an edge's relation may stand, in the order they are looked for
 RELATION_KEYS = ("relation", "label", "key", "type", "predicate", "rel")
+
+#: json's own whitespace between tokens (a file's JSON, read as the json module reads it)
+WHITESPACE = _decoder.WHITESPACE  # type: ignore[attr-defined]
 
 CHUNK = 1 << 22  # characters read at a time (4 Mi: a few megabytes held whatever the file's size)
 
@@ -70,7 +73,7 @@ class _Text:
         self.buf = ""
         self.pos = 0
         self.eof = False
-        self.scan: Callable[[str, int], tuple[Any, int]] = make_scanner(json.JSONDecoder())
+        self.scan: Callable[[str, int], tuple[Any, int]] = _scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
         self.more(1)
 
     def more(self, want: int) -> None:

@@ -98,7 +98,7 @@ class _Rows:
         self._views()
 
     def _views(self) -> None:
-        self._mv = tuple(memoryview(a) for a in (self.off, self.rel, self.nbr, self.any_off, self.any_nbr))
+        self._mv: tuple[Any, ...] = tuple(memoryview(a) for a in (self.off, self.rel, self.nbr, self.any_off, self.any_nbr))  # type: ignore[arg-type]
 
     def __getstate__(self) -> tuple[np.ndarray, ...]:
         return (self.off, self.rel, self.nbr, self.any_off, self.any_nbr)
