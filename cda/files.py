@@ -1,31 +1,146 @@
-"""Reading the text files users hand to CDA, with one clear error for every way it fails."""
+"""Reading the files users hand to CDA: once, into bytes, with one clear error for every way it fails.
+
+*Hash what you parsed.* Every user file CDA parses is read by :func:`read_bytes`, once, and what is
+parsed is those bytes: a digest CDA pins or records (a job's key, a policy store's digest) is
+taken over the same bytes (:func:`sha256_of`), never over a second read that a file swapped in
+between would make differ. :func:`recording` lists, for a piece of work, every file it read and
+the SHA-256 of the bytes it parsed (a job's process reports them, and its result counts only if
+they are those its key names).
+
+>>> import tempfile
+>>> path = Path(tempfile.mkdtemp()) / "a.cda"
+>>> _ = path.write_text("hyp a")
+>>> with recording() as reads:
+...     text = read_text(path)
+>>> reads == {str(path.resolve()): sha256_of(b"hyp a")}
+True
+"""
 
 from __future__ import annotations
 
+import codecs
+import contextvars
+import hashlib
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from cda.errors import CDAError
 
-__all__ = ["KEY_DIR_ENV", "key_dir", "parse_json", "read_json", "read_text"]
+__all__ = ["CHANGED", "KEY_DIR_ENV", "TextStream", "decode_text", "key_dir", "parse_json", "read_bytes", "read_json",
+           "read_text", "recording", "sha256_of", "text_stream"]
+
+CHANGED = "changed"
+"""What :func:`recording` holds for a file read twice with different bytes."""
+
+_READS: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("cda_file_reads", default=None)
+
+
+def sha256_of(data: bytes) -> str:
+    """The SHA-256 (hex) of bytes read: what a pinned or recorded digest of a file is."""
+    return hashlib.sha256(data).hexdigest()
+
+
+@contextmanager
+def recording() -> Iterator[dict[str, str]]:
+    """Within it, every :func:`read_bytes` notes its file (resolved path) and the SHA-256 of what
+    it read (:data:`CHANGED` when one file was read twice and differed); yields that mapping."""
+    reads: dict[str, str] = {}
+    token = _READS.set(reads)
+    try:
+        yield reads
+    finally:
+        _READS.reset(token)
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of the file at ``path``, read once (noted by :func:`recording` when one is in
+    force); a missing or unreadable file, or a folder, is a ``CDAError``."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+    _note(path, sha256_of(data))
+    return data
+
+
+def _note(path: Path, digest: str) -> None:
+    reads = _READS.get()
+    if reads is not None:
+        name = str(path.resolve())
+        reads[name] = digest if reads.get(name, digest) == digest else CHANGED
+
+
+class TextStream:
+    """A user's file read once, a chunk at a time, as UTF-8 text (a byte-order mark dropped, as
+    :func:`decode_text` drops it): the bytes are hashed as they go by, and when the whole file
+    has been read :func:`recording` notes it as :func:`read_bytes` would. For a reader that
+    must not hold a large file's bytes at once (Ken's loaders of a million-edge graph)."""
+
+    def __init__(self, fh: Any) -> None:
+        self._fh = fh
+        self._hash = hashlib.sha256()
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.done = False
+
+    def read(self, size: int) -> str:
+        """About ``size`` bytes' worth of text; "" only at the end of the file (a
+        ``UnicodeDecodeError`` for bytes that are not UTF-8)."""
+        while True:
+            data = self._fh.read(size)
+            self._hash.update(data)
+            if not data:
+                self.done = True
+                return str(self._decoder.decode(b"", final=True))
+            text = str(self._decoder.decode(data))
+            if text:
+                return text
+
+
+@contextmanager
+def text_stream(path: Path) -> Iterator[TextStream]:
+    """The file at ``path`` as a :class:`TextStream`; a missing or unreadable file is a ``CDAError``.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "g.json"
+    >>> _ = path.write_bytes(b'\\xef\\xbb\\xbf{"nodes": []}')
+    >>> with recording() as reads, text_stream(path) as stream:
+    ...     parts = [stream.read(4), stream.read(100), stream.read(100)]
+    >>> parts, reads == {str(path.resolve()): sha256_of(path.read_bytes())}
+    (['{', '"nodes": []}', ''], True)
+    """
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+    with fh:
+        stream = TextStream(fh)
+        yield stream
+        if stream.done:
+            _note(path, stream._hash.hexdigest())
+
+
+def decode_text(data: bytes, path: Path | str) -> str:
+    """``data`` (a file's bytes) as UTF-8 text, a byte-order mark some editors write first dropped;
+    bytes that are not UTF-8 are a ``CDAError`` naming the file and the byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CDAError(f"cannot read {path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})") from None
 
 
 def read_text(path: Path) -> str:
-    """The file's text as UTF-8 (a byte-order mark some editors write first is dropped); a
-    missing, unreadable or non-UTF-8 file is a ``CDAError``.
+    """The file's text as UTF-8 (:func:`read_bytes`, then :func:`decode_text`); a missing,
+    unreadable or non-UTF-8 file is a ``CDAError``.
 
     >>> read_text(Path("/no/such/file.cda"))
     Traceback (most recent call last):
     cda.errors.CDAError: cannot read /no/such/file.cda: No such file or directory
     """
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise CDAError(f"cannot read {path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})") from None
-    except OSError as exc:
-        raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+    return decode_text(read_bytes(path), path)
 
 
 def parse_json(text: str, where: str, error: type[CDAError] = CDAError, *, line: int | None = None) -> Any:

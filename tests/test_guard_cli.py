@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from cda.cli.main import main
-from cda.guardian.action import ProposedAction, read_action
 from cda.guardian.ledger import Ledger
+from cda.guardian.proposal import ProposedAction, read_action
 
 POLICIES = '''\
 [config]
@@ -226,7 +226,7 @@ def test_an_approve_from_a_laxer_policy_store_does_not_execute(files: Path, monk
     code, _, err = cli("task", "add-signer", "mallory", "--store", db)
     assert code == 1 and "has signers already" in err
     code, _, err = cli("task", "pin-policies", "empty.toml", "--store", db, "--by", "mallory")
-    assert code == 1 and "not in the signer registry" in err
+    assert code == 1 and "does not speak for" in err
 
 
 def test_a_simulation_is_stored_as_a_causal_hypothesis(tmp_path: Path) -> None:
@@ -290,7 +290,7 @@ def test_the_gate_reports_the_simulators_own_risk_and_id() -> None:
     other seed), and the risk decides against the store's threshold."""
     from cda.guardian.causal import simulate
     from cda.guardian.causal_model import load_causal_model
-    from cda.guardian.evaluate import evaluate
+    from cda.guardian.decide import evaluate
     from cda.guardian.policies import load_policy_store
     from cda.guardian.simulation import load_simulator
 

@@ -36,6 +36,8 @@ from xml.etree.ElementTree import ParseError, fromstring
 
 import numpy as np
 
+from cda.errors import CDAError
+from cda.files import text_stream
 from cda.gcpause import gc_paused
 from cda.ken.nodelink import CHUNK, RELATION_KEYS, Unusual, assemble
 from cda.ken.store import FrozenGraph, GraphBuilder
@@ -225,9 +227,10 @@ def read_graphml(path: Path) -> FrozenGraph:
     the module docstring), :class:`~cda.errors.KenError` for an edge without a relation."""
     reader = _Reader()
     try:
-        with gc_paused(), path.open(encoding="utf-8-sig") as fh:  # nothing read here is in a cycle
+        # read once, hashed as read (cda.files: what is parsed is what a digest covers)
+        with gc_paused(), text_stream(path) as fh:  # nothing read here is in a cycle
             _read(fh, reader)
-    except (ParseError, UnicodeDecodeError, RecursionError):
+    except (ParseError, UnicodeDecodeError, RecursionError, CDAError):
         raise Unusual("not well-formed XML, or not UTF-8") from None
     sigs = [dict(t) for t in reader.relation_sigs]
     with gc_paused():
@@ -279,6 +282,11 @@ def _head(text: str, fh: Any, reader: _Reader) -> tuple[str, str, str]:
             raise Unusual("no graph")
         text += more
     end = text.find(">", at) + 1
+    if text.startswith("<?xml"):  # read as UTF-8: a file that says it is in another encoding is not
+        declared = text[:text.find("?>") + 2]
+        at_enc = declared.find("encoding=")
+        if at_enc >= 0 and declared[at_enc + 10:at_enc + 16].lower() not in ("utf-8'", 'utf-8"'):
+            raise Unusual("an encoding other than UTF-8")
     if end <= 0 or text[end - 2] == "/" or "<!DOCTYPE" in text[:at]:
         raise Unusual("an empty graph, or a document type declaration")
     start = text.rfind("<graphml", 0, at)

@@ -16,13 +16,14 @@ the same order, so every answer is the one networkx's reading gives.
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from xml.etree.ElementTree import ParseError
 
 import networkx as nx
 
-from cda.errors import KenError
-from cda.files import read_json
+from cda.errors import CDAError, KenError
+from cda.files import read_bytes, read_json, read_text
 from cda.ken.graph import KenGraph
 from cda.ken.graphml import read_graphml
 from cda.ken.nodelink import RELATION_KEYS as _RELATION_KEYS
@@ -92,7 +93,11 @@ def _load_csv(path: Path) -> KenGraph:
     """As :class:`csv.DictReader` reads the file (so blank lines are skipped and counted as it
     counts them, a repeated column's last value wins), without a dict per row."""
     ken = GraphBuilder()
-    with path.open(newline="", encoding="utf-8") as fh:
+    try:
+        text = read_text(path)  # read once: what is parsed is what a digest of the file covers
+    except CDAError as exc:
+        raise KenError(str(exc)) from None
+    with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, [])
         fields = [f.strip().lower() for f in header]
@@ -134,7 +139,11 @@ def load_graphml(path: Path) -> KenGraph:
 def _load_graphml_networkx(path: Path) -> KenGraph:
     """What :func:`read_graphml` leaves aside, read by networkx (its answers, its errors)."""
     try:
-        g = nx.read_graphml(path, force_multigraph=True)
+        data = read_bytes(path)
+    except CDAError as exc:
+        raise KenError(str(exc)) from None
+    try:
+        g = nx.read_graphml(io.BytesIO(data), force_multigraph=True)
     except (ParseError, nx.NetworkXError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise KenError(f"{path}: not GraphML ({type(exc).__name__}: {exc})") from None
     return _from_graph(g, str(path), keys_are_relations=False)

@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from cda.errors import KenError
+from cda.errors import CDAError, KenError
+from cda.files import text_stream
 from cda.gcpause import gc_paused
 from cda.ken.store import FrozenGraph, GraphBuilder, sort_order
 
@@ -317,7 +318,8 @@ def read_node_link(path: Path) -> FrozenGraph:
     nodes = _Nodes(builder, ids)
     seen_keys: set[str] = set()
     try:
-        with gc_paused(), path.open(encoding="utf-8-sig") as fh:  # nothing read here is in a cycle
+        # read once, hashed as read (cda.files: what is parsed is what a digest covers)
+        with gc_paused(), text_stream(path) as fh:  # nothing read here is in a cycle
             text = _Text(fh)
             text.expect("{")
             if text.char() == "}":
@@ -345,8 +347,8 @@ def read_node_link(path: Path) -> FrozenGraph:
                         raise Unusual("expected ',' or '}'")
             if text.char() != "":
                 raise Unusual("extra data")
-    except UnicodeDecodeError:
-        raise Unusual("not UTF-8") from None
+    except (UnicodeDecodeError, CDAError):
+        raise Unusual("not UTF-8, or not readable") from None
     except RecursionError:
         raise Unusual("nested too deeply") from None
     if "nodes" not in seen_keys:
