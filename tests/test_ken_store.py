@@ -429,3 +429,20 @@ def test_the_builder_keeps_the_first_call_and_updates_attributes() -> None:
     assert dict(fg.nodes_in_order())["a"] == {"label": "one", "kind": "db"}
     assert list(fg.edges_in_order()) == [("b", "r", "a"), ("a", "q", "c")]
     assert fg.succ("b", "r") == ["a"] and fg.pred("a", None) == ["b"] and fg.succ("a", "missing") == []
+
+
+@pytest.mark.parametrize("suffix", [".json", ".graphml", ".csv"])
+def test_a_loaded_file_is_read_once_and_recorded_with_the_hash_of_what_was_parsed(tmp_path: Path, suffix: str) -> None:
+    from cda.files import recording, sha256_of
+
+    rng = random.Random(5)
+    path = tmp_path / f"g{suffix}"
+    if suffix == ".json":
+        write_json(path, {"nodes": [{"id": "a", "label": "Ａ"}], "links": [{"source": "a", "target": "b", "relation": "r"}]}, rng)
+    elif suffix == ".graphml":
+        write_graphml(path, rng, directed=True)
+    else:
+        write_csv(path, rng)
+    with recording() as reads:
+        load_ken(path)
+    assert reads == {str(path.resolve()): sha256_of(path.read_bytes())}
