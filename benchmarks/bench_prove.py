@@ -43,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.doc_section import load_average, machine, write_section  # noqa: E402
+from benchmarks.doc_section import load_average, machine, run_child, write_section  # noqa: E402
 from cda.errors import CDAError  # noqa: E402
 from cda.fol.parse import build_problem  # noqa: E402
 from cda.fol.syntax import And, Atom, BoolConst, Eq, Formula, Iff, Implies, Not, Or, Quant, Term, Xor  # noqa: E402
@@ -58,14 +58,8 @@ LABEL = {"supported": "True", "refuted": "False", "inconclusive": "Uncertain"}
 
 def run_cpu(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, bytes, int]:
     """(CPU seconds of the child, wall seconds, its stdout, exit status)."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        return usage.ru_utime + usage.ru_stime, wall, out.read(), proc.returncode
+    child = run_child(argv, env, cwd)
+    return child.cpu, child.wall, child.out, child.code
 
 
 def _env(pycache: Path | None, no_bytecode: bool = False) -> dict[str, str]:

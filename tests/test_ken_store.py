@@ -233,7 +233,8 @@ def write_csv(path: Path, rng: random.Random) -> None:
 def assert_same(loaded: KenGraph, ref_graph: nx.MultiDiGraph, rng: random.Random, rounds: int = 40) -> None:
     ref = KenGraph(ref_graph)
     assert loaded.node_ids() == list(ref_graph.nodes)
-    view = loaded.graph
+    assert_queries(loaded, ref, random.Random(rng.random()), rounds)  # the compact store's own walks
+    view = loaded.graph  # from here on, the graph as networkx holds it
     assert list(view.nodes(data=True)) == list(ref_graph.nodes(data=True))
     assert list(view.edges(keys=True, data=True)) == list(ref_graph.edges(keys=True, data=True))
     assert_queries(KenGraph(view), ref, rng, rounds)
@@ -446,3 +447,50 @@ def test_a_loaded_file_is_read_once_and_recorded_with_the_hash_of_what_was_parse
     with recording() as reads:
         load_ken(path)
     assert reads == {str(path.resolve()): sha256_of(path.read_bytes())}
+
+
+# ---- determinism ----------------------------------------------------------------------------------
+
+_DIGEST = r"""
+import hashlib, json, pickle, sys
+from cda.ken.loaders import load_ken
+ken = load_ken(sys.argv[1])
+names = sorted(ken.node_ids())
+answers = [[ken.neighborhood(n, 2), ken.path(names[0], n), ken.related_by(n, "depends"), ken.search(n[:1])]
+           for n in names]
+print(hashlib.sha256(pickle.dumps(ken, protocol=5)).hexdigest(), hashlib.sha256(json.dumps(answers).encode()).hexdigest())
+"""
+
+
+def test_loading_gives_the_same_bytes_in_every_process_and_from_json_and_graphml(tmp_path: Path) -> None:
+    """Ground rule 9: the same file gives the same stored graph, byte for byte (its pickle: names,
+    labels, every array), and the same answers, whatever the interpreter's string hashing; and
+    the same graph written as node-link JSON and as GraphML loads into the same bytes."""
+    import os
+    import subprocess
+    import sys
+
+    rng = random.Random(11)
+    nodes = [f"n{i:03d}" for i in range(300)]
+    labels = {n: f"{rng.choice(['api', 'db', 'cache'])} {i}" for i, n in enumerate(nodes)}
+    links = [(rng.choice(nodes), rng.choice(RELS[:3]), rng.choice(nodes)) for _ in range(1500)]
+    (tmp_path / "g.json").write_text(json.dumps({
+        "directed": True, "multigraph": True, "graph": {},
+        "nodes": [{"id": n, "label": labels[n]} for n in nodes],
+        "links": [{"source": u, "target": v, "relation": r, "key": r} for u, r, v in links]}), encoding="utf-8")
+    (tmp_path / "g.graphml").write_text("\n".join([
+        '<?xml version="1.0" encoding="utf-8"?>', '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">',
+        '<key id="d0" for="node" attr.name="label" attr.type="string"/>',
+        '<key id="d1" for="edge" attr.name="relation" attr.type="string"/>', '<graph edgedefault="directed">',
+        *(f'<node id="{n}"><data key="d0">{labels[n]}</data></node>' for n in nodes),
+        *(f'<edge source="{u}" target="{v}"><data key="d1">{r}</data></edge>' for u, r, v in links),
+        "</graph></graphml>"]), encoding="utf-8")
+    digests = set()
+    for name in ("g.json", "g.graphml"):
+        for hash_seed in ("1", "2"):
+            env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+            out = subprocess.run([sys.executable, "-c", _DIGEST, str(tmp_path / name)], capture_output=True, text=True,
+                                 env=env, check=True).stdout
+            digests.add(out)
+    assert len(digests) == 1, digests
+    assert [len(part) for part in digests.pop().split()] == [64, 64]  # each child printed both digests

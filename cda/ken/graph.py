@@ -548,6 +548,9 @@ class KenGraph:
         """Nodes reachable from ``node`` in at most ``hops`` edges either way, sorted, node excluded."""
         if not self._contains(node):
             return []
+        store = self._store
+        if store.base is not None and not store.layered():
+            return store.base.ball(node, hops, relation)  # a walk over integer ids
         # networkx's adjacency dicts (or the frozen graph's arrays), read directly: its edge
         # views cost more than the walk
         steps = self._steps(relation)
@@ -589,6 +592,9 @@ class KenGraph:
             return None
         if source == target:
             return [source]
+        store = self._store
+        if store.base is not None and not store.layered():
+            return store.base.least_path(source, target, relation, max_hops)  # a walk over integer ids
         (succ,) = self._steps(relation, backward=False)
         in_order = self._store.base is not None  # the base's steps come sorted already
         parent: dict[str, str] = {}

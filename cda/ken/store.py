@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -230,6 +231,63 @@ class FrozenGraph:
             return [] if i is None else [names[j] for j in along(i, rel)]
 
         return step
+
+    # ---- the traversals of the safe query set, over integer ids (sorted ids are sorted names)
+    def ball(self, name: str, hops: int, relation: str | None) -> list[str]:
+        """The nodes within ``hops`` edges of ``name`` either way along ``relation`` (any when
+        None), sorted, ``name`` excluded: :meth:`~cda.ken.graph.KenGraph.neighborhood` without a
+        string per step (the walk is over ids; names are looked up once, for the answer)."""
+        start = self.ids.get(name)
+        rel = None if relation is None else self.rel_ids.get(relation)
+        if start is None or (relation is not None and rel is None):
+            return []
+        out_along, in_along = self.out.along, self.inn.along
+        seen = {start}
+        frontier: Iterable[int] = (start,)
+        for _ in range(hops):
+            reached: set[int] = set()
+            for i in frontier:
+                reached.update(out_along(i, rel))
+                reached.update(in_along(i, rel))
+            reached -= seen
+            if not reached:
+                break
+            seen |= reached
+            frontier = reached
+        seen.discard(start)
+        names = self.names
+        return [names[i] for i in sorted(seen)]
+
+    def least_path(self, source: str, target: str, relation: str | None, max_hops: int | None) -> list[str] | None:
+        """:meth:`~cda.ken.graph.KenGraph.path` over ids: breadth first with each node's
+        successors in id order, that is name order, so the first path found to ``target`` is the
+        lexicographically least shortest one."""
+        s, t = self.ids.get(source), self.ids.get(target)
+        rel = None if relation is None else self.rel_ids.get(relation)
+        if s is None or t is None:
+            return None
+        if s == t:
+            return [source]
+        if relation is not None and rel is None:
+            return None
+        along = self.out.along
+        parent: dict[int, int] = {}
+        queue: deque[tuple[int, int]] = deque([(s, 0)])
+        while queue:
+            node, depth = queue.popleft()
+            if max_hops is not None and depth >= max_hops:
+                continue
+            for nxt in along(node, rel):
+                if nxt != s and nxt not in parent:
+                    parent[nxt] = node
+                    if nxt == t:
+                        out = [nxt]
+                        while out[-1] != s:
+                            out.append(parent[out[-1]])
+                        names = self.names
+                        return [names[i] for i in reversed(out)]
+                    queue.append((nxt, depth + 1))
+        return None
 
     def has_edge(self, source: str, relation: str, target: str) -> bool:
         u, v, r = self.ids.get(source), self.ids.get(target), self.rel_ids.get(relation)
