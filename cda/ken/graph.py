@@ -596,23 +596,9 @@ class KenGraph:
         if store.base is not None and not store.layered():
             return store.base.least_path(source, target, relation, max_hops)  # a walk over integer ids
         (succ,) = self._steps(relation, backward=False)
-        in_order = self._store.base is not None  # the base's steps come sorted already
-        parent: dict[str, str] = {}
-        queue: deque[tuple[str, int]] = deque([(source, 0)])
-        while queue:
-            node, depth = queue.popleft()
-            if max_hops is not None and depth >= max_hops:
-                continue
-            for nxt in succ(node) if in_order else sorted(succ(node)):
-                if nxt != source and nxt not in parent:
-                    parent[nxt] = node
-                    if nxt == target:
-                        out = [nxt]
-                        while out[-1] != source:
-                            out.append(parent[out[-1]])
-                        return out[::-1]
-                    queue.append((nxt, depth + 1))
-        return None
+        if self._store.base is None:  # a layered base's steps come sorted already
+            return least_path(lambda node: sorted(succ(node)), source, target, max_hops)
+        return least_path(succ, source, target, max_hops)
 
     @property
     def graph(self) -> nx.MultiDiGraph:
@@ -638,6 +624,30 @@ class KenGraph:
             store.view = store.g.copy(as_view=True)
             _VIEWS[store.view] = weakref.ref(store)  # so that KenGraph(ken.graph) shares: see __init__
         return store.view
+
+
+def least_path(successors: Callable[[Any], Iterable[Any]], source: Any, target: Any,
+               max_hops: int | None) -> list[Any] | None:
+    """The least shortest path from ``source`` to another node ``target`` (None if none within
+    ``max_hops``): breadth first, each node's ``successors`` given in ascending order, so the first
+    parent found for a node lies on the least shortest path to it and the walk stops when it first
+    meets ``target``. Over names (:meth:`KenGraph.path`) or integer ids (the compact store's)."""
+    parent: dict[Any, Any] = {}
+    queue: deque[tuple[Any, int]] = deque([(source, 0)])
+    while queue:
+        node, depth = queue.popleft()
+        if max_hops is not None and depth >= max_hops:
+            continue
+        for nxt in successors(node):
+            if nxt != source and nxt not in parent:
+                parent[nxt] = node
+                if nxt == target:
+                    out = [nxt]
+                    while out[-1] != source:
+                        out.append(parent[out[-1]])
+                    return out[::-1]
+                queue.append((nxt, depth + 1))
+    return None
 
 
 def _chain(*parts: Iterable[Any]) -> Iterator[Any]:

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from cda.ken.graph import NO_LABEL
+from cda.ken.graph import NO_LABEL, least_path
 
 __all__ = ["FrozenGraph", "GraphBuilder"]
 
@@ -270,24 +269,10 @@ class FrozenGraph:
             return [source]
         if relation is not None and rel is None:
             return None
-        along = self.out.along
-        parent: dict[int, int] = {}
-        queue: deque[tuple[int, int]] = deque([(s, 0)])
-        while queue:
-            node, depth = queue.popleft()
-            if max_hops is not None and depth >= max_hops:
-                continue
-            for nxt in along(node, rel):
-                if nxt != s and nxt not in parent:
-                    parent[nxt] = node
-                    if nxt == t:
-                        out = [nxt]
-                        while out[-1] != s:
-                            out.append(parent[out[-1]])
-                        names = self.names
-                        return [names[i] for i in reversed(out)]
-                    queue.append((nxt, depth + 1))
-        return None
+        rows = self.out
+        path = least_path(lambda i: rows.along(i, rel), s, t, max_hops)
+        names = self.names
+        return None if path is None else [names[i] for i in path]
 
     def has_edge(self, source: str, relation: str, target: str) -> bool:
         u, v, r = self.ids.get(source), self.ids.get(target), self.rel_ids.get(relation)
