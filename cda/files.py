@@ -28,7 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cda.errors import CDAError
+from cda.access import readable
+from cda.errors import AccessDenied, CDAError
 
 __all__ = ["CHANGED", "KEY_DIR_ENV", "TextStream", "decode_text", "key_dir", "parse_json", "read_bytes", "read_json",
            "read_text", "recording", "sha256_of", "text_stream"]
@@ -58,9 +59,11 @@ def recording() -> Iterator[dict[str, str]]:
 
 def read_bytes(path: Path) -> bytes:
     """The bytes of the file at ``path``, read once (noted by :func:`recording` when one is in
-    force); a missing or unreadable file, or a folder, is a ``CDAError``."""
+    force); a missing or unreadable file, or a folder, is a ``CDAError``; one the current call may
+    not read (:mod:`cda.access`) is :class:`~cda.errors.AccessDenied`, before anything is opened."""
+    checked = readable(path)  # cda.access: a file the current call may not read is refused before it is opened
     try:
-        data = path.read_bytes()
+        data = checked.read_bytes()
     except OSError as exc:
         raise CDAError(f"cannot read {path}: {exc.strerror}") from None
     _note(path, sha256_of(data))
@@ -174,6 +177,8 @@ def read_json(path: Path, error: type[CDAError] = CDAError) -> Any:
     ``error`` naming the file."""
     try:
         text = read_text(path)
+    except AccessDenied:
+        raise
     except CDAError as exc:
         raise error(str(exc)) from None
     return parse_json(text, str(path), error)
@@ -185,7 +190,7 @@ KEY_DIR_ENV = "CDA_KEY_DIR"
 
 def key_dir() -> Path:
     """Where CDA's signing key lives: ``$CDA_KEY_DIR``, else ``~/.config/cda``. Here, at the
-    bottom layer, because two parts need it: the signer (:mod:`cda.actions.signing`) and the
+    bottom layer, because two parts need it: the signer (:mod:`cda.keys.signing`) and the
     sandbox, which hides this folder from every check (:mod:`cda.verifiers.sandbox`)."""
     configured = os.environ.get(KEY_DIR_ENV)
     return Path(configured) if configured else Path.home() / ".config" / "cda"

@@ -42,6 +42,15 @@ def example_inputs(purpose: str = "svc", **changes: Any) -> dict[str, Any]:
     return data
 
 
+def write_tokens(path: Path, tokens: dict[str, tuple[str, str]]) -> Path:
+    """An ``--auth`` file at ``path``: each name -> (its token, its profile), stored as the hash."""
+    from cda.adapters.auth import token_hash
+
+    path.write_text(json.dumps({"tokens": [{"name": name, "sha256": token_hash(token), "profile": profile}
+                                           for name, (token, profile) in tokens.items()]}), encoding="utf-8")
+    return path
+
+
 class Server:
     """One ``cda serve`` child process."""
 
@@ -139,7 +148,7 @@ def wait_for(predicate: Any, timeout: float = 30, every: float = 0.05) -> Any:
 def wait_signed(db: Path, action_id: str, attempt: int = 1, timeout: float = 30) -> dict[str, Any]:
     """The signed head beside ``db`` once it vouches for the end of ``action_id``'s ``attempt``
     (the server signs just after an attempt's terminal event, which a client may see first)."""
-    from cda.actions.signing import head_path, read_head
+    from cda.keys.signing import head_path, read_head
 
     def signed() -> dict[str, Any] | None:
         path = head_path(db)

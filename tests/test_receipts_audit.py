@@ -28,7 +28,13 @@ from hypothesis import strategies as st
 
 from cda.actions.audit import audit_file
 from cda.actions.receipts import GENESIS_HASH, TRIGGERS, ReceiptLog, entry_hash
-from cda.actions.signing import (
+from cda.adapters.action_entry import AuditLogError, load_inputs, run_inputs
+from cda.adapters.event_store import EventStore, read_events
+from cda.cli import run as run_cli
+from cda.cli.receipts import main_receipts_verify
+from cda.contracts.events import ActionEvent
+from cda.contracts.receipt import Receipt
+from cda.keys.signing import (
     KEY_DIR_ENV,
     KEY_FILE,
     Signer,
@@ -38,12 +44,6 @@ from cda.actions.signing import (
     read_head,
     write_head,
 )
-from cda.adapters.action_entry import AuditLogError, load_inputs, run_inputs
-from cda.adapters.event_store import EventStore, read_events
-from cda.cli import run as run_cli
-from cda.cli.receipts import main_receipts_verify
-from cda.contracts.events import ActionEvent
-from cda.contracts.receipt import Receipt
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "action" / "service_outage.json"
@@ -501,12 +501,14 @@ def test_a_log_rewritten_during_the_run_fails_the_run(tmp_path: Path) -> None:
 
 def test_cda_run_exits_1_when_its_log_is_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "receipts.sqlite"
-    real = run_cli.run_inputs
+    from cda.adapters import action_entry
+
+    real = action_entry.run_inputs
 
     def with_attacker(*args: object, subscribers: list[object], **kwargs: object) -> object:
         return real(*args, subscribers=[_rewrite_mid_run(db), *subscribers], **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(run_cli, "run_inputs", with_attacker)
+    monkeypatch.setattr(action_entry, "run_inputs", with_attacker)
     out, err = io.StringIO(), io.StringIO()
     code = run_cli.main_run(EXAMPLE, tmp_path, True, out, err)
     lines = [json.loads(line) for line in out.getvalue().splitlines()]

@@ -26,7 +26,7 @@ import pytest
 
 from cda.actions.event_chain import EVENT_SCHEMA
 from cda.actions.receipts import ReceiptLog
-from cda.service.store import StoredEvent, last_events, read_stream, sweep
+from cda.service.event_reads import StoredEvent, last_events, read_stream, sweep
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for, wait_signed
 
 
@@ -137,6 +137,27 @@ def test_qa3_denied_egress_waits_then_gives_a_conservative_summary_with_receipt_
         assert log.verify().ok
     finally:
         log.close()
+
+
+def test_qa4_a_heavy_search_keeps_the_reserve_degrades_in_verification_and_says_the_budget(server: Server) -> None:
+    """22 free atoms beside the outage example and budgets.wall 10: the search and every verifier
+    share the search budget (the cross-check splits what is left between the backends), the ladder
+    runs during verification and is recorded, and the partial ends inside the wall (+10%)."""
+    inputs = example_inputs("qa4-heavy", budgets={"wall": 10}, ken=None)
+    inputs["dsl"] += "\ndomain F = {" + ", ".join(f"f{i}" for i in range(22)) + "}\nhyp flaky(F)\n"
+    with toolbus(server) as ws:
+        action_id = _start(ws, inputs)
+    events = follow(server, action_id, timeout=120)
+    started = next(e for e in events if e["event"] == "action_started")["data"]["ts"]
+    last = events[-1]
+    assert last["event"] == "action_partial", last["event"]
+    assert last["data"]["ts"] - started <= 10 * 1.1, last["data"]["ts"] - started
+    ladder = [e["data"]["payload"] for e in events if e["event"] == "action_checkpoint"
+              and "degradation" in e["data"]["payload"]]
+    assert [p["degradation"] for p in ladder][-1] == "conservative_summary" and ladder[-1]["stage"] == "verify"
+    assert any("budget" in c for c in last["data"]["caveats"]), last["data"]["caveats"]
+    assert all(v["band"] != "high" for v in last["data"]["outputs"]["verdicts"])
+    assert last["data"]["next_tests"]
 
 
 def test_a_live_stream_is_woken_by_the_writer_and_cancel_ends_a_waiting_action(server: Server) -> None:
@@ -280,7 +301,7 @@ def test_streams_serve_the_latest_attempt_and_the_sweep_spares_the_signed_heads_
     assert json.loads(last_events(db)["a"].data)["attempt"] == 2
     (tmp_path / "receipts.sqlite.head.json").write_text("{}", encoding="utf-8")  # read as the head below:
     real_head = {"action_id": "a", "attempt": 2, "phase": "end"}  # `cda run` signed a's attempt 2
-    import cda.actions.signing as signing
+    import cda.keys.signing as signing
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(signing, "read_head", lambda _path: real_head)
         assert sweep(db, retention_s=3600, now=1000.0 + 7200) == 3 + 2  # a's attempt 1 and all of b

@@ -13,9 +13,9 @@ wrote), in a schema module of its own; this package does the rest the same way f
 
 As Hypothesis's ``ExampleDatabase`` is a few methods with several backends, this is a few
 functions with six products on them: the receipt log (:mod:`cda.actions.store_file`), the
-service's state, investigations (:mod:`cda.investigation.store`), the guardian
-(:mod:`cda.guardian.store`), the conductor's IR database (:mod:`cda.conductor.irdb`) and the
-jobs' results (:mod:`cda.adapters.jobs.store`). docs/architecture.md lists them.
+service's state, investigations (:mod:`cda.investigation.session_store`), the guardian
+(:mod:`cda.guardian.guardian_db`), the conductor's IR database (:mod:`cda.conductor.irdb`) and the
+jobs' results (:mod:`cda.adapters.jobs.results_store`). docs/architecture.md lists them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ from __future__ import annotations
 from cda.store.family import companion, family
 from cda.store.file import Store, open_store, read_store, share_lock
 from cda.store.format import (
+    CONDUCTOR_IR_MARK,
+    GUARDIAN_MARK,
+    INVESTIGATIONS_MARK,
+    JOBS_RESULTS_MARK,
     MARKS,
+    RECEIPT_LOG_MARK,
+    SERVICE_STATE_MARK,
     FileFormat,
     Migration,
     StoreFileError,
@@ -38,7 +44,13 @@ from cda.store.snapshot import connect_read_only, read_snapshot
 
 __all__ = [
     "BUSY_TIMEOUT_S",
+    "CONDUCTOR_IR_MARK",
+    "GUARDIAN_MARK",
+    "INVESTIGATIONS_MARK",
+    "JOBS_RESULTS_MARK",
     "MARKS",
+    "RECEIPT_LOG_MARK",
+    "SERVICE_STATE_MARK",
     "Durability",
     "FileFormat",
     "Migration",
