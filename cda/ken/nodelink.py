@@ -154,13 +154,20 @@ class _Text:
                 continue
             self.pos = cut + 1
             yield batch
-            c = self.char()
-            self.pos += 1
-            if c == "]":
+            if self.closed_after_item("]"):
                 return
-            if c != ",":
-                raise Unusual("expected ',' or ']'")
             self.skip_ws()
+
+    def closed_after_item(self, close: str) -> bool:
+        """Past what follows an item: ``close`` (True: the list or object ends) or a comma
+        (False); anything else is :class:`Unusual` (json's own error then names it)."""
+        c = self.char()
+        self.pos += 1
+        if c == close:
+            return True
+        if c != ",":
+            raise Unusual(f"expected ',' or '{close}'")
+        return False
 
     def _elements(self) -> tuple[list[Any], bool]:
         """The array's elements from the cursor, one by one, as far as the buffer goes (reading
@@ -339,12 +346,8 @@ def read_node_link(path: Path) -> FrozenGraph:
                             take(batch)
                     else:
                         flags[name] = text.value()
-                    c = text.char()
-                    text.pos += 1
-                    if c == "}":
+                    if text.closed_after_item("}"):
                         break
-                    if c != ",":
-                        raise Unusual("expected ',' or '}'")
             if text.char() != "":
                 raise Unusual("extra data")
     except (UnicodeDecodeError, CDAError):
