@@ -18,6 +18,7 @@ True
 
 from __future__ import annotations
 
+import codecs
 import contextvars
 import hashlib
 import json
@@ -30,8 +31,8 @@ from typing import Any
 from cda.access import readable
 from cda.errors import AccessDenied, CDAError
 
-__all__ = ["CHANGED", "KEY_DIR_ENV", "decode_text", "key_dir", "parse_json", "read_bytes", "read_json",
-           "read_text", "recording", "sha256_of"]
+__all__ = ["CHANGED", "KEY_DIR_ENV", "TextStream", "decode_text", "key_dir", "parse_json", "read_bytes", "read_json",
+           "read_text", "recording", "sha256_of", "text_stream"]
 
 CHANGED = "changed"
 """What :func:`recording` holds for a file read twice with different bytes."""
@@ -65,11 +66,64 @@ def read_bytes(path: Path) -> bytes:
         data = checked.read_bytes()
     except OSError as exc:
         raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+    _note(path, sha256_of(data))
+    return data
+
+
+def _note(path: Path, digest: str) -> None:
     reads = _READS.get()
     if reads is not None:
-        name, digest = str(path.resolve()), sha256_of(data)
+        name = str(path.resolve())
         reads[name] = digest if reads.get(name, digest) == digest else CHANGED
-    return data
+
+
+class TextStream:
+    """A user's file read once, a chunk at a time, as UTF-8 text (a byte-order mark dropped, as
+    :func:`decode_text` drops it): the bytes are hashed as they go by, and when the whole file
+    has been read :func:`recording` notes it as :func:`read_bytes` would. For a reader that
+    must not hold a large file's bytes at once (Ken's loaders of a million-edge graph)."""
+
+    def __init__(self, fh: Any) -> None:
+        self._fh = fh
+        self._hash = hashlib.sha256()
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.done = False
+
+    def read(self, size: int) -> str:
+        """About ``size`` bytes' worth of text; "" only at the end of the file (a
+        ``UnicodeDecodeError`` for bytes that are not UTF-8)."""
+        while True:
+            data = self._fh.read(size)
+            self._hash.update(data)
+            if not data:
+                self.done = True
+                return str(self._decoder.decode(b"", final=True))
+            text = str(self._decoder.decode(data))
+            if text:
+                return text
+
+
+@contextmanager
+def text_stream(path: Path) -> Iterator[TextStream]:
+    """The file at ``path`` as a :class:`TextStream`; a missing or unreadable file is a ``CDAError``.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "g.json"
+    >>> _ = path.write_bytes(b'\\xef\\xbb\\xbf{"nodes": []}')
+    >>> with recording() as reads, text_stream(path) as stream:
+    ...     parts = [stream.read(4), stream.read(100), stream.read(100)]
+    >>> parts, reads == {str(path.resolve()): sha256_of(path.read_bytes())}
+    (['{', '"nodes": []}', ''], True)
+    """
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+    with fh:
+        stream = TextStream(fh)
+        yield stream
+        if stream.done:
+            _note(path, stream._hash.hexdigest())
 
 
 def decode_text(data: bytes, path: Path | str) -> str:

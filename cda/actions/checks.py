@@ -610,7 +610,7 @@ def _ken_ids_named_in(ken: KenGraph, claims: list[str]) -> set[str]:
         for fragment in claim_fragments(claim):
             word = fragment.text
             if not word.isascii():  # casefold and lower differ outside ASCII: compare every id
-                return {str(n) for n in ken.graph.nodes}
+                return set(ken.node_ids())
             needle = word.rsplit(":", 1)[-1]
             out.update(ken.search(needle, limit=max(len(ken), 1)))
     return out
