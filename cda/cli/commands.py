@@ -50,8 +50,14 @@ OPERATION_COMMANDS: dict[tuple[str, ...], Command] = {
                                        "cda.cli.investigate:present", "cda.cli.investigate:options"),
     ("investigate", "history"): Command("investigate.history", "the trace of each step", "cda.cli.investigate:present",
                                         "cda.cli.investigate:options"),
-    ("investigate", "undo"): Command("investigate.undo", "take the last observation back",
-                                     "cda.cli.investigate:present", "cda.cli.investigate:options"),
+    ("investigate", "revise"): Command("investigate.revise", "revise the model: add statements, --retract lines; "
+                                       "solved again", "cda.cli.investigate:present", "cda.cli.investigate:options"),
+    ("investigate", "undo"): Command("investigate.undo", "take a step back (an observation or a revision; default "
+                                     "the last)", "cda.cli.investigate:present", "cda.cli.investigate:options"),
+    ("investigate", "note"): Command("investigate.note", "attach a note to a step", "cda.cli.investigate:present",
+                                     "cda.cli.investigate:options"),
+    ("investigate", "share"): Command("investigate.share", "let another principal take steps (a server's sessions)",
+                                      "cda.cli.investigate:present", "cda.cli.investigate:options"),
     ("investigate", "close"): Command("investigate.close", "close the investigation", "cda.cli.investigate:present",
                                       "cda.cli.investigate:options"),
     ("reflect", "approve"): Command("reflect.approve", "issue a reflection approval: a token that lets a reviewer "
