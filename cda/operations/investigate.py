@@ -283,6 +283,7 @@ class InvestigationDesk:
             raise OperationError("forbidden", f"only the owner of investigation {sid} shares it", ["params", "session_id"])
 
     def _step(self, who: Principal, method: str, p: SessionRef) -> BaseModel:
+        from cda.errors import CDAError
         from cda.investigation.store import SessionMoved
 
         sid = p.session_id
@@ -298,11 +299,20 @@ class InvestigationDesk:
             for attempt in range(MOVED_RETRIES + 1):
                 inv = self._live(sid)
                 try:
-                    return self._take(inv, who, method, p)
+                    answer = self._take(inv, who, method, p)
                 except SessionMoved:
-                    self._drop(sid)
+                    inv.release()
                     if attempt == MOVED_RETRIES:
                         raise
+                    continue
+                except (CDAError, OperationError):
+                    self._keep(sid, inv)  # a refused step changed nothing: the session is kept as it was
+                    raise
+                except BaseException:
+                    inv.release()  # anything else: the next call reopens the session from the store
+                    raise
+                self._keep(sid, inv)
+                return answer
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _take(self, inv: Any, who: Principal, method: str, p: SessionRef) -> BaseModel:
@@ -346,35 +356,32 @@ class InvestigationDesk:
     # ---- the live sessions this desk keeps: each step on the solver the last one left
     def _live(self, sid: str) -> Any:
         """The session's live investigation: the one kept since its last step when no other process
-        wrote a step since (the store's ``last_step`` says), else reopened from the store."""
+        wrote a step since (the store's ``last_step`` says), else reopened from the store. Between
+        calls no connection to the file is held (a kept session gets a new one for its step)."""
         from cda.investigation.session import Investigation
+        from cda.investigation.store import SessionStore
 
         with self.lock:
             kept = self.open.pop(sid, None)
         if kept is not None:
+            store = SessionStore(self.db, create=False)
             try:
-                if kept.store.last_step(sid) == kept.stored.last_step:
-                    self._keep(sid, kept)
+                if store.last_step(sid) == kept.stored.last_step:
+                    kept.store = store
                     return kept
             except Exception:  # noqa: BLE001 - the kept one is dropped; reopened below
                 pass
-            kept.release()
-        inv = Investigation.open(sid, self.db)
-        self._keep(sid, inv)
-        return inv
+            store.close()
+        return Investigation.open(sid, self.db)
 
     def _keep(self, sid: str, inv: Any) -> None:
+        """Keep ``inv`` for the session's next step (its connection closed; the least recently used let go)."""
+        inv.release()
         with self.lock:
             self.open[sid] = inv
+            self.open.move_to_end(sid)
             while len(self.open) > KEPT_SESSIONS:
-                _, old = self.open.popitem(last=False)
-                old.release()
-
-    def _drop(self, sid: str) -> None:
-        with self.lock:
-            kept = self.open.pop(sid, None)
-        if kept is not None:
-            kept.release()
+                self.open.popitem(last=False)
 
     @contextmanager
     def _sessions(self, *, read_only: bool = False) -> Iterator[Any]:
@@ -390,6 +397,7 @@ class InvestigationDesk:
         """A failure as the error a client gets: its kind, a reason without server paths, and where."""
         from cda.errors import CDAError, DSLError, KenError
         from cda.investigation.live import InvestigationError
+        from cda.investigation.revision import StepRefused
         from cda.investigation.session import ClosedInvestigation
         from cda.investigation.store import SessionMoved, UnknownSession
 
@@ -410,8 +418,8 @@ class InvestigationDesk:
             return OperationError("not_found", str(exc), ["params", "session_id"])
         if isinstance(exc, ClosedInvestigation | SessionMoved):
             return OperationError("conflict", str(exc), ["params", "session_id"])
-        if isinstance(exc, CDAError) and str(exc).startswith("nothing to undo"):
-            return OperationError("conflict", str(exc), ["params", "session_id"])
+        if isinstance(exc, StepRefused):  # the session as it is stands in the way (named in the message)
+            return OperationError("conflict", self._hide(str(exc)), ["params", "session_id"])
         if isinstance(exc, CDAError | ValueError):
             return OperationError("invalid_params", self._hide(str(exc)), ["params"])
         if isinstance(exc, sqlite3.Error):
