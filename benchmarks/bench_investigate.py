@@ -282,7 +282,7 @@ def measure_incremental(n: int, seeds: range, backend: str, count: int = 20) -> 
         seen = {symptom}
         for _ in range(count):
             obs = next_observation(g, truth, inv, seen, rnd)
-            _, wall, cpu = _timed(lambda obs=obs: inv.observe(obs))
+            _, wall, cpu = _timed(lambda obs=obs, inv=inv: inv.observe(obs))
             row.live_wall.append(wall)
             row.live_cpu.append(cpu)
             fresh, wall, cpu = _timed(inv.rebuilt_memory)

@@ -276,3 +276,51 @@ def test_two_commands_at_once_on_one_file_are_both_recorded(tmp_path: Path) -> N
     assert sorted((s["observation"], s["author"]) for s in history["steps"][1:]) == [
         ("not slow(cache)", "alice"), ("slow(api)", "bob")]
     assert [s["step"] for s in history["steps"]] == [0, 1, 2]
+
+
+def _matches(expected: list[str], got: list[str]) -> bool:
+    """``got`` as the page shows it: ``...`` alone stands for any lines, ``…`` inside a line for any text."""
+    import re
+
+    if not expected:
+        return not got
+    head, rest = expected[0], expected[1:]
+    if head.strip() == "...":
+        return any(_matches(rest, got[i:]) for i in range(len(got) + 1))
+    pattern = "^" + ".*".join(re.escape(part) for part in head.split("…")) + "$"
+    return bool(got) and re.match(pattern, got[0]) is not None and _matches(rest, got[1:])
+
+
+def test_the_two_analysts_walk_runs_as_written(tmp_path: Path) -> None:
+    """docs/investigate.md, "Two analysts, one incident": every command, run in order, prints what the page shows."""
+    import re
+    import shutil
+
+    page = (ROOT / "docs" / "investigate.md").read_text(encoding="utf-8")
+    walk = page[page.index("## Two analysts, one incident"):page.index("## In Python")]
+    blocks = re.findall(r"```console\n(.*?)```", walk, re.S)
+    assert len(blocks) == 4
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CDA_KEY_DIR": str(tmp_path / "keys"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    sid = None
+    commands: list[tuple[str, list[str]]] = []
+    for block in blocks:
+        for line in block.rstrip("\n").split("\n"):
+            if line.startswith("$ "):
+                commands.append((line[2:], []))
+            else:
+                commands[-1][1].append(line)
+    for command, expected in commands:
+        if sid is not None:
+            command = command.replace("5f2a0c7e9b1d4e36", sid)
+            expected = [e.replace("5f2a0c7e9b1d4e36", sid) for e in expected]
+        run = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, (command, run.stderr)
+        got = (run.stdout + run.stderr).rstrip("\n").split("\n") if run.stdout + run.stderr else []
+        if sid is None and expected == ["5f2a0c7e9b1d4e36"]:
+            sid = got[0]
+            continue
+        assert _matches(expected, got), (command, got)
+    assert sid is not None

@@ -80,7 +80,7 @@ def render_history(result: Any) -> str:
         tail = (f" -> {ex.get('selected')} next probe {ex.get('next_probe')}" if ex
                 else " -> conflict" if not s.trace.get("integrate", {}).get("consistent", True) else "")
         by = f" [{s.author}]" if s.author else ""
-        lines.append(f"{s.step:>3} {s.kind:<8}{by} {what}{tail}".rstrip())
+        lines.append(f"{s.step:>3} {s.kind:<8}{by}{' ' + what if what else ''}{tail}".rstrip())
         if s.reason:
             lines.append(f"      why: {s.reason}")
         lines.extend(f"      note [{n.author}]: {n.text}" for n in notes.get(s.step, []))

@@ -14,7 +14,6 @@ a bad problem or observation is ``invalid_params`` whose ``path`` ends with the 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 import threading
@@ -272,7 +271,8 @@ class InvestigationDesk:
         principal that sees all; at the local user's own store every session is theirs."""
         if who.role == "local":
             return
-        owner, members = None, []
+        owner: str | None = None
+        members: list[str] = []
         if self.db.is_file():
             with self._sessions(read_only=True) as sessions:
                 owner = sessions.owner(sid)
