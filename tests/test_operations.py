@@ -274,6 +274,7 @@ def _examples(root: Path) -> dict[str, dict[str, Any]]:
         "investigate.revise": {"session_id": "s1", "add": ["fact q"]},
         "investigate.note": {"session_id": "s1", "step": 0, "text": "seen"},
         "investigate.share": {"session_id": "s1", "member": "bob"},
+        "report.check": {"draft": {"conclusion": {"root_cause": "db", "confidence": 0.3}}, "observations": ["db slow"]},
         "guard.evaluate": {"action": action},
         "conduct.request": {"utterance": "compute 1 + 2"},
         "reflect.approve": {"action_id": "a1", "reviewer": "bob"},

@@ -40,6 +40,8 @@ OPERATION_COMMANDS: dict[tuple[str, ...], Command] = {
                       "cda.cli.run:present_run", "cda.cli.run:run_options"),
     ("guard",): Command("guard.evaluate", "the guardian: APPROVE / REJECT / ESCALATE one proposed action "
                         "(docs/guardian.md)", "cda.cli.guard:present_guard", "cda.cli.guard:guard_options"),
+    ("check-report",): Command("report.check", "hold a draft epistemic report to the abstain gate's rules "
+                               "(docs/actions.md)", "cda.cli.report:present_check_report", "cda.cli.report:report_options"),
     ("conduct",): Command("conduct.request", "the conductor: a request -> obligations -> tools -> verified reply "
                           "(docs/conductor.md)", "cda.cli.conduct:present_conduct", "cda.cli.conduct:conduct_options"),
     ("investigate", "start"): Command("investigate.start", "start an investigation of a .cda problem; prints its id",
