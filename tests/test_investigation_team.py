@@ -324,3 +324,18 @@ def test_the_two_analysts_walk_runs_as_written(tmp_path: Path) -> None:
             continue
         assert _matches(expected, got), (command, got)
     assert sid is not None
+
+
+def test_integration_risks_are_the_hard_clauses_across_the_focus_boundary() -> None:
+    """With Ken's communities ({web, api, cache}, {auth}, {db, queue}) the focus is {web, api, cache};
+    propagation ties api to auth (api depends on auth) but no focus atom to db or queue (only auth
+    and queue depend on db), and single_fault ties every service to every other."""
+    inv = Investigation.start(ROOT / "examples" / "outage_first_symptom.cda",
+                              ken=ROOT / "examples" / "action" / "ken_services.json")
+    assert inv.memory.focus_subsystem is not None and "api, cache, web" in inv.memory.focus_subsystem
+    risks = inv.memory.integration_risks
+    assert len(risks) == 3 and [r.split(" ties")[0] for r in risks] == ["propagation", "single_fault", "single_fault"]
+    assert "auth" in risks[0] and "auth" in risks[1] and "db" in risks[2]
+    assert inv.memory.trace_record().integration_risks == risks
+    alone = Investigation.start(PROBLEM)  # one component: nothing crosses its boundary
+    assert alone.memory.integration_risks == []

@@ -38,7 +38,7 @@ from cda.engine import (
 )
 from cda.errors import CDAError
 from cda.files import read_text
-from cda.investigation.focus import choose_focus
+from cda.investigation.focus import choose_focus, coupling_risks
 from cda.investigation.live import InvestigationError, LiveProblem, Observation
 from cda.investigation.revision import KEPT_STATEMENTS, Revision, StepRefused, change, revised_text
 from cda.investigation.store import Note, SessionStore, StoredSession, StoredStep
@@ -494,7 +494,8 @@ def _compute(
         candidate_hypotheses=[r.model_dump(mode="json") for r in records], hypotheses_total=len(ranking),
         selected_hypothesis_id=found_records.selected, selected_hypothesis_reason=found_records.reason,
         next_probe=probe.observable if probe else None, policy_fallback_applied=probe is None,
-        integration_risks=[] if ranking.complete else ["the hypotheses were capped; posteriors are over those enumerated"],
+        integration_risks=coupling_risks(live.base, focus, live.parts) + (
+            [] if ranking.complete else ["the hypotheses were capped; posteriors are over those enumerated"]),
     )
     trace["integrate"] = {"consistent": True, "hypotheses": len(ranking)}
     trace["hypotheses"] = ["assume " + (", ".join(sorted(h.assumed)) or "nothing")
