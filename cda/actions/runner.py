@@ -426,7 +426,8 @@ class _Run:
                                outcomes=verified.outcomes, verdicts=verdicts, receipts=recorder.receipts,
                                ken_queries=len(self.probe.ken_us))
         summary = boundary_summary(params.action_id, inputs, shown, verdicts, next_tests, caveats,
-                                   abstain=verified.abstain, citations=verified.citations, support=counts.citations)
+                                   abstain=verified.abstain, citations=verified.citations, support=counts.citations,
+                                   report=verified.report)
         summary_id = writer.write_summary(summary)
         plan_id = writer.write_plan_bundle(
             hypotheses=verified.records,
