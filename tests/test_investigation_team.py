@@ -23,7 +23,7 @@ from cda.contracts.hypothesis_record import TraceRecord
 from cda.investigation.live import InvestigationError
 from cda.investigation.revision import StepRefused, revised_text
 from cda.investigation.session import Investigation, MemoryBlock
-from cda.investigation.store import SessionStore
+from cda.investigation.session_store import SessionStore
 from cda.operations import Principal
 from cda.operations.base import OperationError
 from cda.operations.investigate import (

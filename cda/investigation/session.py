@@ -41,7 +41,7 @@ from cda.files import read_text
 from cda.investigation.focus import choose_focus, coupling_risks
 from cda.investigation.live import InvestigationError, LiveProblem, Observation
 from cda.investigation.revision import KEPT_STATEMENTS, Revision, StepRefused, change, revised_text
-from cda.investigation.store import Note, SessionStore, StoredSession, StoredStep
+from cda.investigation.session_store import Note, SessionStore, StoredSession, StoredStep
 from cda.ir import Atom, Clause, Not
 
 __all__ = ["Investigation", "MemoryBlock", "ClosedInvestigation"]

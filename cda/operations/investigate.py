@@ -284,7 +284,7 @@ class InvestigationDesk:
 
     def _step(self, who: Principal, method: str, p: SessionRef) -> BaseModel:
         from cda.errors import CDAError
-        from cda.investigation.store import SessionMoved
+        from cda.investigation.session_store import SessionMoved
 
         sid = p.session_id
         self._may(who, sid, owner_only=method == "investigate.share")
@@ -359,7 +359,7 @@ class InvestigationDesk:
         wrote a step since (the store's ``last_step`` says), else reopened from the store. Between
         calls no connection to the file is held (a kept session gets a new one for its step)."""
         from cda.investigation.session import Investigation
-        from cda.investigation.store import SessionStore
+        from cda.investigation.session_store import SessionStore
 
         with self.lock:
             kept = self.open.pop(sid, None)
@@ -385,7 +385,7 @@ class InvestigationDesk:
 
     @contextmanager
     def _sessions(self, *, read_only: bool = False) -> Iterator[Any]:
-        from cda.investigation.store import SessionStore
+        from cda.investigation.session_store import SessionStore
 
         store = SessionStore(self.db, read_only=read_only)
         try:
@@ -399,7 +399,7 @@ class InvestigationDesk:
         from cda.investigation.live import InvestigationError
         from cda.investigation.revision import StepRefused
         from cda.investigation.session import ClosedInvestigation
-        from cda.investigation.store import SessionMoved, UnknownSession
+        from cda.investigation.session_store import SessionMoved, UnknownSession
 
         if isinstance(exc, DSLError):
             where: list[str | int] = ["params", "dsl"]
