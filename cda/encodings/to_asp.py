@@ -127,13 +127,14 @@ class ProgramText:
         """A statement the encoder does not make (``#show`` …), as written."""
         self.rules.append(text)
 
-    def int_var(self, name: str) -> str:
-        """The clingo-dl node of integer variable ``name``, bounded to [NUM_MIN, NUM_MAX]."""
+    def int_var(self, name: str, low: int = NUM_MIN, high: int = NUM_MAX) -> str:
+        """The clingo-dl node of integer variable ``name``, bounded to [``low``, ``high``] when
+        first made."""
         idx = self.numvar_ids.get(name)
         if idx is None:
             idx = self.numvar_ids[name] = len(self.numvar_ids)
             self.uses_theory = True
-            self.rules.append(f"&diff{{ v({idx}) - 0 }} <= {NUM_MAX}. &diff{{ 0 - v({idx}) }} <= {-NUM_MIN}.")
+            self.rules.append(f"&diff{{ v({idx}) - 0 }} <= {high}. &diff{{ 0 - v({idx}) }} <= {-low}.")
         return f"v({idx})"
 
     def add_difference(self, head: int, plus: str | None, minus: str | None, bound: int) -> None:

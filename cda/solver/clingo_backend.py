@@ -22,6 +22,7 @@ from typing import Any
 
 import clingo
 
+from cda.encodings.finite import FiniteDomains
 from cda.encodings.ir import Clause, GroundProblem, Node
 from cda.encodings.scheme import Scheme, build_scheme, guarded_clauses, rank_order, soft_key
 from cda.encodings.to_asp import AspEncoder, AspSink, ProgramText
@@ -73,6 +74,11 @@ class ClingoBackend:
                 f"the soft weights sum to {sum(weights.values())} in their common whole-number scale, past "
                 "clingo's 32-bit weights; the z3 backend takes it"
             )
+        #: term variables as one-hot value atoms (cda.encodings.finite); models are read back
+        self._finite: FiniteDomains | None = None
+        if problem.terms:
+            self._finite = FiniteDomains(problem, "clingo")
+            problem = self._finite.problem
         self.problem = problem
         self.deadline = deadline
         self._hyps = tuple(problem.hyp_atoms)
@@ -158,8 +164,13 @@ class ClingoBackend:
         """Metrics and event times: the program as text (clingo-dl's ``&diff`` atoms need the
         grounder), parsed, grounded and handed to clingo-dl."""
         sink = self._text = ProgramText()
-        for var in scheme.numvars:
-            sink.int_var(var)
+        for var, (low, high) in zip(scheme.numvars, scheme.ranges):
+            if not -CLINGO_MAX_WEIGHT <= low <= high <= CLINGO_MAX_WEIGHT:
+                raise BackendUnsupported(
+                    f"the clingo backend's integers are 32-bit (clingo-dl); {var} ranges over [{low}, {high}]: "
+                    "use backend 'z3'"
+                )
+            sink.int_var(var, low, high)
         self._write(sink, scheme)
         # shown: the problem's atoms, what a model is decoded from
         sink.add_text("#show.")
@@ -246,7 +257,7 @@ class ClingoBackend:
                     values[str(sym.arguments[0])] = sym.arguments[1].number
             for name, idx in self._text.numvar_ids.items():
                 out[name] = values.get(f"v({idx})", 0)  # clingo-dl omits nodes pinned to 0
-        return out
+        return out if self._finite is None else self._finite.decode(out)
 
     def _configure(self, models: int, project: bool, optimize: bool) -> None:
         conf: Any = self.ctl.configuration.solve
@@ -644,6 +655,8 @@ class ClingoBackend:
         through the backend API when the program was built so, else as a new grounded part."""
         self._expired()
         fresh = [a for a in atoms if a not in self._local]
+        if self._finite is not None:  # the same value atoms (a new term variable is refused there)
+            clauses = [Clause(c.name, c.kind, self._finite.rewrite(c.node), c.line) for c in clauses]
         guarded = guarded_clauses(clauses)
         text = self._text
         if text is None:
