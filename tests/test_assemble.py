@@ -129,8 +129,6 @@ def test_an_observed_conjunction_names_its_symptoms_for_ken_coverage() -> None:
 # ---- no regex reads the DSL ------------------------------------------------------------------
 #: modules under cda/ that use ``re``, each with what its patterns read (none of it DSL)
 REGEX_ALLOWED = {
-    "cda/operations/demands.py": "the gate's scan for ken lines (comment | string | the word ken) in every DSL text a "
-    "door receives, before any reader runs; a property test holds it to the character walk it replaced",
     "cda/encodings/fastparse.py": "the DSL reader itself: its tokenizer is where DSL text becomes structure",
     "cda/encodings/format.py": "the printer checks that a name taken from a syntax tree is spellable",
     "cda/diagnosis/bench_import.py": "ISCAS .bench netlists",
