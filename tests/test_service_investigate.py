@@ -185,7 +185,7 @@ def test_an_unexpected_failure_is_an_internal_frame_without_its_detail(tmp_path:
     from cda.investigation.session import Investigation
     from cda.operations import Principal
     from cda.operations.base import OperationError as EdgeError
-    from cda.operations.investigate import InvestigateStartParams, InvestigationDesk, SessionRef
+    from cda.operations.investigate import InvestigateObserveParams, InvestigateStartParams, InvestigationDesk
 
     desk = InvestigationDesk(tmp_path / "receipts.sqlite")
     who = SimpleNamespace(principal=Principal("anonymous", "partner"), base_dir=tmp_path)
@@ -194,9 +194,9 @@ def test_an_unexpected_failure_is_an_internal_frame_without_its_detail(tmp_path:
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"solver crashed in {tmp_path}")
 
-    monkeypatch.setattr(Investigation, "open", broken)
+    monkeypatch.setattr(Investigation, "observe", broken)
     with pytest.raises(EdgeError) as failed:
-        desk.call(who, "investigate.status", SessionRef(session_id=sid))
+        desk.call(who, "investigate.observe", InvestigateObserveParams(session_id=sid, observation="slow(db)"))
     assert failed.value.code == "internal" and str(failed.value) == "the investigation failed (RuntimeError)"
 
 

@@ -134,6 +134,11 @@ class LiveProblem:
         self.active.append(obs)
         self.solver = self._checked()
 
+    def restore(self, obs: Observation) -> None:
+        """Put ``obs`` back in force in its place among the others (a failed undo)."""
+        self.active = sorted([*self.active, obs], key=lambda o: o.step)
+        self.solver = self._checked()
+
     def retract(self, step: int) -> None:
         """Stop assuming the observation of ``step`` (it stays encoded, switched off)."""
         self.active = [o for o in self.active if o.step != step]
