@@ -544,3 +544,19 @@ def test_minimal_explanations_print_nothing_on_stderr(backend: str, text: str, c
     assert result.status == "sat" and result.minimal_explanations
     out, err = capfd.readouterr()
     assert err == "" and out == ""
+
+
+def test_witnesses_are_relative_to_the_goal_as_status_and_confidence_are(backend: str) -> None:
+    """Issue 27: `disprove a` printed "holds under: a / fails under: b" while `prove not a`, the
+    same goal, printed the opposite with the same confidence. Each witness is checked by brute
+    force: under its hypothesis (its atoms true, the others false) `a or b` holds and the goal
+    (not a, for both) holds exactly when the witness says so."""
+    text = "hyp a, b\nhard: a or b\nsoft weight 3: not a\ngoal disprove a\ngoal prove not a\n"
+    disprove, prove_not = cda.solve(text, backend=backend).verdicts
+    assert disprove.status == prove_not.status == "inconclusive"
+    assert disprove.confidence == prove_not.confidence
+    assert disprove.witnesses == prove_not.witnesses and [w.holds for w in disprove.witnesses] == [True, False]
+    for w in disprove.witnesses:
+        a, b = "a" in w.assumed, "b" in w.assumed
+        assert (a or b) and w.holds == (not a), w
+    assert disprove.witnesses[0].assumed == ["b"]  # the most probable world where a fails (cost 0)

@@ -18,6 +18,10 @@ On top of the receipt chain (:func:`cda.actions.receipts.verify_connection`) thi
 
 A file that carries CDA's mark, or has a signed head beside it, and cannot be read as a log
 (wiped, truncated, replaced by something else) is *tampered*, not "not a log".
+
+A product that keeps its own table in the log's file (the jobs runner's ``job_results``,
+docs/jobs.md) passes it as a :class:`Companion`: its exact schema is then CDA's too, and its
+rows are checked against the receipts that vouch for them.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -38,14 +44,16 @@ from cda.actions.signing import SigningError, head_path, read_head, signature_pr
 from cda.actions.store_file import APPLICATION_ID, LEGACY_TABLES, StoreFileError, read_snapshot
 from cda.contracts.receipt import Receipt, sha256_hex
 
-__all__ = ["AuditReport", "audit_file", "expected_schema", "file_meta_digest", "file_schema_problems", "meta_digest"]
+__all__ = ["AuditReport", "Companion", "audit_file", "expected_schema", "file_meta_digest", "file_schema_problems",
+           "meta_digest"]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _SchemaObject = tuple[str, str, str | None]  # (type, tbl_name, sql)
 
 
 class AuditReport(BaseModel):
-    """What :func:`audit_file` found; ``ok`` is True only when ``problems`` is empty.
+    """What :func:`audit_file` found; ``ok`` is True only when ``status`` is ``intact``: no
+    problem, and the signed head (if any) checked against a trusted key.
 
     ``interrupted`` names the attempts (``action_id#attempt``) without an ``action.end``
     receipt; ``unsigned_tail`` counts the entries after the signed head; ``notes`` says what
@@ -55,6 +63,11 @@ class AuditReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     ok: bool
+    #: ``intact`` (ok), ``tampered`` (problems found) or ``unverified``: nothing is wrong with the
+    #: file, but its signed head cannot be checked here for want of a trusted key (``unverified``
+    #: names why); a missing key is not tampering
+    status: Literal["intact", "tampered", "unverified"] = "intact"
+    unverified: str | None = None
     entries: int
     head: str
     expected_head: str | None = None
@@ -68,13 +81,22 @@ class AuditReport(BaseModel):
     notes: list[str] = []
 
 
+@dataclass(frozen=True)
+class Companion:
+    """A product's table kept in the log's file: its ``CREATE`` statements and a check of its rows
+    against the log (``check(conn, rows) -> (problems, notes)``, run only when the table is there)."""
+
+    schema: tuple[str, ...]
+    check: Callable[[sqlite3.Connection, list[LogRow]], tuple[list[str], list[str]]]
+
+
 @functools.cache
-def expected_schema() -> dict[str, _SchemaObject]:
+def expected_schema(extra: tuple[str, ...] = ()) -> dict[str, _SchemaObject]:
     """Every object CDA creates in its file, by name, read back from ``sqlite_master`` of a
-    scratch database built with CDA's own statements."""
+    scratch database built with CDA's own statements (and ``extra``, its companions')."""
     conn = sqlite3.connect(":memory:")
     try:
-        for statement in (*receipts_mod.SCHEMA, *EVENT_SCHEMA, *REFLECTION_SCHEMA):
+        for statement in (*receipts_mod.SCHEMA, *EVENT_SCHEMA, *REFLECTION_SCHEMA, *extra):
             conn.execute(statement)
         rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
     finally:
@@ -88,9 +110,9 @@ _LEGACY_OBJECTS: dict[str, _SchemaObject] = {
 }
 
 
-def _schema_problems(conn: sqlite3.Connection) -> tuple[list[str], bool]:
+def _schema_problems(conn: sqlite3.Connection, extra: tuple[str, ...] = ()) -> tuple[list[str], bool]:
     """(problems, whether the events table is store format 1's)."""
-    expected = expected_schema()
+    expected = expected_schema(extra)
     found = {str(name): (str(kind), str(table), sql)
              for kind, name, table, sql in conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")}
     legacy = found.get("events") == _LEGACY_OBJECTS["events"]
@@ -240,15 +262,23 @@ def file_meta_digest(path: Path | str) -> str:
 
 
 def _audit_connection(conn: sqlite3.Connection, where: str, expected_head: str | None, rows: list[LogRow],
-                      signed: dict[str, Any] | None) -> tuple[receipts_mod.VerifyReport, list[str], list[str], _Attempts]:
+                      signed: dict[str, Any] | None,
+                      companions: Sequence[Companion] = ()) -> tuple[receipts_mod.VerifyReport, list[str], list[str], _Attempts]:
     rows.clear()  # read_snapshot may call this more than once
     report = verify_connection(conn, where, expected_head, collect=rows)
-    problems, legacy = _schema_problems(conn)
+    problems, legacy = _schema_problems(conn, tuple(st for c in companions for st in c.schema))
+    tables = {str(name) for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    notes: list[str] = []
+    for companion in companions:
+        mine = {_table_of(statement) for statement in companion.schema} - {None}
+        if mine and mine <= tables:
+            found, more = companion.check(conn, rows)
+            problems += found
+            notes += more
     attempts = _Attempts(rows)
     problems += attempts.tampered
     if signed is not None and signed["phase"] == "end" and meta_digest(conn) != signed["meta"]:
         problems.append("reflection_meta: the approval secret is not the one the signed head names (replaced)")
-    notes: list[str] = []
     if legacy:
         notes.append("the events table is store format 1's: events are not chained")
     elif _has_table(conn, "events"):
@@ -258,6 +288,16 @@ def _audit_connection(conn: sqlite3.Connection, where: str, expected_head: str |
     if _has_table(conn, "reflection_traces") and int(conn.execute("PRAGMA user_version").fetchone()[0]) >= 2:
         problems += _reflection_problems(conn, attempts)
     return report, problems, notes, attempts
+
+
+def _table_of(statement: str) -> str | None:
+    """The table a ``CREATE TABLE`` statement makes (None for another statement).
+
+    >>> _table_of("CREATE TABLE job_results (key TEXT)"), _table_of("CREATE INDEX i ON t (a)")
+    ('job_results', None)
+    """
+    words = statement.split()
+    return words[2] if words[:2] == ["CREATE", "TABLE"] and len(words) > 2 else None
 
 
 def _cda_header(path: Path) -> bool:
@@ -271,7 +311,7 @@ def _cda_header(path: Path) -> bool:
 
 
 def _tampered(expected_head: str | None, problems: list[str], signed: dict[str, Any] | None) -> AuditReport:
-    return AuditReport(ok=False, entries=0, head=GENESIS_HASH, expected_head=expected_head, problems=problems,
+    return AuditReport(ok=False, status="tampered", entries=0, head=GENESIS_HASH, expected_head=expected_head, problems=problems,
                        signed_head=None if signed is None else signed["head"],
                        signed_count=None if signed is None else signed["count"])
 
@@ -282,6 +322,7 @@ def audit_file(
     *,
     trusted_key: str | None = None,
     require_signature: bool = True,
+    companions: Sequence[Companion] = (),
 ) -> AuditReport:
     """Check the CDA log at ``path`` and the signed head beside it; see the module's docstring.
 
@@ -310,7 +351,7 @@ def audit_file(
     rows: list[LogRow] = []
     try:
         report, found, notes, attempts = read_snapshot(
-            target, lambda conn: _audit_connection(conn, str(path), expected_head, rows, signed))
+            target, lambda conn: _audit_connection(conn, str(path), expected_head, rows, signed, companions))
     except (StoreFileError, ReceiptLogError, sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         if isinstance(exc, UnicodeDecodeError):  # a text column whose bytes are not UTF-8 any more
             return _tampered(expected_head, [*problems, f"{path}: a text in the log is not UTF-8: its bytes "
@@ -324,6 +365,7 @@ def audit_file(
         raise
     problems = [*report.problems, *found, *problems]
     unsigned_tail = 0
+    unverified: str | None = None
     if signed is not None:
         problems += signature_problems(signed, trusted_key)
         count = signed["count"]
@@ -346,8 +388,8 @@ def audit_file(
                 notes.append(f"{unsigned_tail} entries after the signed head are not covered by its signature "
                              "(an attempt still running or interrupted)")
         if trusted_key is None:
-            problems.append("no trusted key to check the head's signature against (no local signing key here): "
-                            "give the signer's --public-key; a head signed by any key would pass otherwise")
+            unverified = ("no trusted key to check the head's signature against (no local signing key here): "
+                          "give the signer's --public-key; a head signed by any key would pass otherwise")
     elif attempts.ends and require_signature:
         problems.append(f"no signed head beside the log ({head_file.name} is missing) although runs ended in it")
     else:
@@ -355,8 +397,10 @@ def audit_file(
     interrupted = attempts.interrupted()
     if interrupted:
         notes.append(f"{len(interrupted)} attempt(s) interrupted (no action.end receipt): {', '.join(interrupted[:10])}")
+    status: Literal["intact", "tampered", "unverified"] = (
+        "tampered" if problems else "unverified" if unverified is not None else "intact")
     return AuditReport(
-        ok=not problems, entries=report.entries, head=report.head, expected_head=expected_head,
+        ok=status == "intact", status=status, unverified=None if problems else unverified, entries=report.entries, head=report.head, expected_head=expected_head,
         anchor_seq=report.anchor_seq, signed_head=None if signed is None else signed["head"],
         signed_count=None if signed is None else signed["count"], unsigned_tail=unsigned_tail,
         attempts=len(attempts.seen), interrupted=interrupted, problems=problems, notes=notes,

@@ -216,7 +216,7 @@ def _parser() -> argparse.ArgumentParser:
     rc = sub.add_parser("receipts", help="the receipt log")
     rcsub = rc.add_subparsers(dest="receipts_command", required=True)
     rv = rcsub.add_parser("verify", help="check a receipt log: signed head, chain, schema, events, traces "
-                          "(exit 0 intact, 1 tampered, 2 not a CDA log)")
+                          "(exit 0 intact, 1 tampered, 2 not a CDA log, 3 unverified: no trusted key)")
     rv.add_argument("db", type=Path, help="the receipt log (receipts.sqlite)")
     rv.add_argument("--head", default=None, help="the head hash an action recorded (detects truncation)")
     rv.add_argument("--public-key", default=None, help="the signer's Ed25519 public key (64 hex digits); "

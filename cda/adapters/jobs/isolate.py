@@ -106,7 +106,7 @@ def run_job(spec: JobSpec, stop: threading.Event | None = None) -> Outcome:
             answer = json.loads(lines[-1])
         except json.JSONDecodeError:
             answer = None
-        if isinstance(answer, dict) and answer.get("status") in ("ok", "failed", "memory"):
+        if isinstance(answer, dict) and answer.get("status") in ("ok", "failed", "memory", "timeout"):
             return Outcome(spec.key, answer["status"], answer.get("result"), answer.get("error"), seconds)
     return Outcome(spec.key, "crashed", None, _death(proc.returncode, err, spec.memory_mb), seconds)
 

@@ -31,7 +31,7 @@ from typing import Any
 from cda.contracts import limits
 from cda.errors import CDAError, OptionError
 
-__all__ = ["JobInput", "JobKind", "KINDS", "PolicyUnavailable", "register"]
+__all__ = ["JobInput", "JobKind", "KINDS", "Negative", "PolicyUnavailable", "register"]
 
 Checker = Callable[[str, Any], Any]
 """Checks one parameter: ``(name, value) -> value``, raising :class:`~cda.errors.OptionError`."""
@@ -60,13 +60,23 @@ class JobKind:
     #: go into the job key too, so editing one makes a new job; a path that cannot be read is
     #: keyed as absent (the job itself reports it)
     inputs: Callable[[Path], dict[str, Path]] | None = None
-    #: for a kind whose result is a verdict: the error when the result is a negative one (a
-    #: property that fails, a test that disagrees), else None; the job is then recorded as
-    #: ``failed`` with that error and its result kept, so the batch exits 1 as the CLI does
-    verdict: Callable[[Any], str | None] | None = None
+    #: for a kind whose result is a verdict: a :class:`Negative` when the result is not a pass
+    #: (a goal refuted or inconclusive, a property that fails, a test that disagrees: ``failed``;
+    #: a solver budget run out or a solver's unknown: ``timeout``), else None; the job is then
+    #: recorded with that status and error and its result kept, so the batch exits as the CLI does
+    verdict: Callable[[Any], Negative | None] | None = None
     #: checks the parameters together once each is checked (when the manifest is read):
     #: ``(parameter, message)`` for a mistake, else None
     check: Callable[[dict[str, Any]], tuple[str, str] | None] | None = None
+
+
+@dataclass(frozen=True)
+class Negative:
+    """A result that is not a pass: ``failed`` (exit 1 on the CLI: a goal, claim or property that
+    does not hold) or ``timeout`` (exit 3: the answer is partial or unknown), and why."""
+
+    status: str
+    error: str
 
 
 KINDS: dict[str, JobKind] = {}
@@ -174,15 +184,51 @@ def _diagnose(job: JobInput) -> Any:
     return data
 
 
+def _solve_verdict(result: Any) -> Negative | None:
+    """As ``cda solve`` exits: 3 for a partial or unknown answer, 1 for a goal not supported or
+    an ``expect`` that failed."""
+    if result["status"] == "unknown" or result.get("partial"):
+        why = "; ".join(result.get("notes") or []) or f"status {result['status']}"
+        return Negative("timeout", f"no complete answer (as `cda solve` exits 3): {why}")
+    failed = [f"{v['goal']} {v['claim']}: {v['status']}" for v in result["verdicts"] if v["status"] != "supported"]
+    failed += [f"expect {e['text']}: failed" for e in result.get("expectations") or [] if not e["passed"]]
+    if failed:
+        return Negative("failed", f"{'; '.join(failed)} (as `cda solve` exits 1; the result has the details)")
+    return None
+
+
+def _prove_verdict(result: Any) -> Negative | None:
+    """As ``cda prove`` exits: 3 when a claim is unknown (a budget ran out), 1 when a claim is
+    refuted or inconclusive."""
+    claims = result["results"]
+    unknown = [r["claim_name"] for r in claims if r["unknown"]]
+    if unknown:
+        return Negative("timeout", f"claim(s) {', '.join(unknown)} undecided: a solver said unknown or time ran out "
+                        "(as `cda prove` exits 3)")
+    failed = [f"{r['claim_name']}: {r['status']}" for r in claims if r["status"] != "supported"]
+    if failed:
+        return Negative("failed", f"{'; '.join(failed)} (as `cda prove` exits 1; the result has the details)")
+    return None
+
+
+def _diagnose_verdict(result: Any) -> Negative | None:
+    """As ``cda diagnose`` exits: 3 when the search ran out of time (the diagnoses found are kept)."""
+    if result["timed_out"]:
+        return Negative("timeout", "the search ran out of its budget; the diagnoses found so far are in the result "
+                        "(as `cda diagnose` exits 3)")
+    return None
+
+
 register(JobKind("solve", _solve, {"backend": _BACKEND, "top": count, "seed": seed, "timeout": budget},
-                 doc="rank explanations, check claims (a .cda file)"))
+                 doc="rank explanations, check claims (a .cda file)", verdict=_solve_verdict))
 register(JobKind("check", _check, doc="parse and type-check a .cda file"))
 register(JobKind("prove", _prove, {"backend": _BACKEND, "timeout": budget, "cross_check": flag, "unique_names": flag},
-                 doc="prove the claims of a .fol file"))
+                 doc="prove the claims of a .fol file", verdict=_prove_verdict))
 register(JobKind("diagnose", _diagnose,
                  {"observations": text, "backend": _BACKEND, "mode": choice("all", "top", "min_cardinality"),
                   "k": count, "timeout": budget, "seed": seed},
-                 paths=frozenset({"observations"}), doc="minimal diagnoses of a circuit (.bench or .wcnf[.gz])"))
+                 paths=frozenset({"observations"}), doc="minimal diagnoses of a circuit (.bench or .wcnf[.gz])",
+                 verdict=_diagnose_verdict))
 
 
 # --- the Cedar kinds (cda.policy, imported when such a job runs) ---------------------------
@@ -234,21 +280,21 @@ def _cedar_test_inputs(file: Path) -> dict[str, Path]:
             if isinstance(data.get(name), str) and data[name]}
 
 
-def _cedar_test_verdict(result: Any) -> str | None:
+def _cedar_test_verdict(result: Any) -> Negative | None:
     bad = int(result["imported"]) - int(result["agreed"])
     if bad:
-        return (f"{bad} of {result['imported']} imported request(s) disagree with Cedar's expected answer "
+        return Negative("failed", f"{bad} of {result['imported']} imported request(s) disagree with Cedar's expected answer "
                 "(as `cda policy test` exits 1; the result lists them)")
     return None
 
 
-def _analysis_verdict(result: Any) -> str | None:
+def _analysis_verdict(result: Any) -> Negative | None:
     if result["holds"]:
         return None
     failed = [e["environment"] for e in result["environments"] if not e["holds"]]
     where = "; ".join(f"({e['principal_type']}, {e['action']}, {e['resource_type']})" for e in failed)
-    return (f"{result['analysis']} does not hold for {where} (as `cda policy analyze` exits 1; the "
-            "counterexample is in the result)")
+    return Negative("failed", f"{result['analysis']} does not hold for {where} (as `cda policy analyze` exits 1; "
+                    "the counterexample is in the result)")
 
 
 #: analyses that compare the job's file with a second policy set (params.other)
