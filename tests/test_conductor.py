@@ -297,6 +297,10 @@ def test_cda_tools_answer_and_are_reverified_on_the_other_backend() -> None:
     assert all(v["justification"] for v in solved["verdicts"] if v["status"] in ("supported", "refuted"))
     proved = next(r for r in trace.tool_runs if r.tool == "cda.prove").outputs
     assert proved is not None and [v["status"] for v in proved["verdicts"]] == ["supported", "refuted", "inconclusive"]
+    # issue 27: down(api) and down(auth) tie exactly (cost 1, posterior 0.4223 each): the reply says so
+    answer = render_tree(trace)
+    assert "best explanations, tied at cost 1: {down(api)}; {down(auth)};" in answer, answer
+    assert "best explanation: down(api)" not in answer
 
 
 _HALF_ADDER = "INPUT(a)\nINPUT(b)\nOUTPUT(s)\nOUTPUT(c)\ns = XOR(a, b)\nc = AND(a, b)\n"

@@ -305,3 +305,33 @@ def test_the_gate_reports_the_simulators_own_risk_and_id() -> None:
         assert (record.details["risk"], record.details["sim_id"]) == (direct.risk_score, direct.id), name
         over = direct.risk_score > store.get_threshold("max_auto_launch_risk")
         assert record.reason == ("causal_risk" if over else "policy_clear"), (name, direct.risk_score)
+
+
+@pytest.mark.parametrize("samples", ["100000000", "1", "0", "-3", "2.5"])
+def test_a_bad_samples_option_is_exit_2_before_any_decision(tmp_path: Path, samples: str) -> None:
+    """Issue 27: `--samples 100000000` passed the option check, then recorded an ESCALATE whose
+    receipt said samples must be 2–1,000,000. A bad option is a usage error: exit 2, nothing
+    decided and nothing recorded in the ledger."""
+    from cda.guardian.store import GuardianStore
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "guardian"
+    ledger = Ledger.open(tmp_path / "guardian.db")
+    ledger.set_budget("agent-7", "USD", Decimal(2000))
+    ledger.close()
+    before = (tmp_path / "guardian.db").read_bytes()
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["guard", str(root / "launch.json"), "--policies", str(root / "policies.toml"), "--ledger",
+                 str(tmp_path / "guardian.db"), "--sim", str(root / "marketing_launch.toml"), "--samples", samples],
+                stdout=out, stderr=err)  # fmt: skip
+    assert (code, out.getvalue()) == (2, ""), out.getvalue()
+    assert "--samples" in err.getvalue() and "Traceback" not in err.getvalue()
+    assert (tmp_path / "guardian.db").read_bytes() == before
+    with GuardianStore.open(tmp_path / "guardian.db") as store:
+        assert store.conn.execute("SELECT count(*) FROM decisions").fetchone() == (0,)
+    # the same range at every door: the Python simulator refuses it too, before simulating
+    from cda.errors import OptionError
+    from cda.guardian.simulation import load_simulator
+
+    if samples == "100000000":
+        with pytest.raises(OptionError, match="from 2 to 1000000"):
+            load_simulator(root / "marketing_launch.toml", samples=int(samples))

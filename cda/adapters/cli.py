@@ -68,6 +68,7 @@ _port = _option("--port", True, limits.port)
 _seconds = _option("--timeout", False, limits.seconds)
 _probability = _option("--prior", False, limits.probability)
 _vectors = _option("--vectors", True, limits.vectors)
+_samples = _option("--samples", True, limits.samples)
 _workers = _option("--workers", True, lambda name, v: limits.whole(name, v, low=1, high=64))
 _processes = _option("--processes", True, lambda name, v: limits.whole(name, v, low=0, high=64))
 _retention = _option("--retention-hours", True, lambda name, v: limits.whole(name, v, low=24, high=24 * 365,
@@ -233,7 +234,7 @@ def _parser() -> argparse.ArgumentParser:
     add_policy_parser(sub, _seconds)
     from cda.adapters.task_cli import add_task_parser  # argparse only
 
-    add_task_parser(sub, _count)
+    add_task_parser(sub, _count, samples=_samples)
 
     jb = sub.add_parser("jobs", help="batch jobs from a manifest (docs/jobs.md)")
     jbsub = jb.add_subparsers(dest="jobs_command", required=True)
@@ -251,7 +252,7 @@ def _parser() -> argparse.ArgumentParser:
     add_investigate_parser(sub, _count)
     from cda.adapters.guard_cli import add_guard_parser  # argparse only
 
-    add_guard_parser(sub, _seed, _count)
+    add_guard_parser(sub, _seed, _count, samples=_samples)
     cd = sub.add_parser("conduct", help="the conductor: a request -> obligations -> tools -> verified reply (docs/conductor.md)")
     cd.add_argument("utterance", help="the request, e.g. 'compute (1 + 2) * 0.1; solve problem.cda'")
     cd.add_argument("--db", type=Path, required=True, help="the IR database (SQLite, created if missing)")

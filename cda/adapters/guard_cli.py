@@ -27,14 +27,17 @@ __all__ = ["add_guard_parser", "main_guard"]
 EXIT_BAD_INPUT = 2
 
 
-def add_guard_parser(sub: Any, seed: Callable[[str], Any], count: Callable[[str], Callable[[str], Any]]) -> None:
-    """Add ``cda guard`` to the subcommands ``sub`` (``seed``/``count`` are cli.py's checked option types)."""
+def add_guard_parser(sub: Any, seed: Callable[[str], Any], count: Callable[[str], Callable[[str], Any]], *,
+                     samples: Callable[[str], Any] | None = None) -> None:
+    """Add ``cda guard`` to the subcommands ``sub`` (``seed``/``count``/``samples`` are cli.py's checked
+    option types: a bad ``--samples`` is exit 2 before any decision is made or recorded)."""
     g = sub.add_parser("guard", help="the guardian: APPROVE / REJECT / ESCALATE one proposed action (docs/guardian.md)")
     g.add_argument("action", help="the proposed action (JSON); - reads standard input")
     g.add_argument("--policies", type=Path, required=True, help="the policy store (TOML)")
     g.add_argument("--ledger", type=Path, required=True, help="the guardian's SQLite file holding the CFO ledger")
     g.add_argument("--sim", type=Path, default=None, help="a causal model (TOML or JSON, docs/causal.md) to simulate the action with")
-    g.add_argument("--samples", type=count("--samples"), default=1000, help="Monte Carlo samples of --sim (default 1000)")
+    g.add_argument("--samples", type=samples or count("--samples"), default=1000,
+                   help="Monte Carlo samples of --sim, 2 to 1,000,000 (default 1000)")
     g.add_argument("--seed", type=seed, default=0, help="seed of the simulation (the same seed, the same decision)")
     g.add_argument("--receipts", type=Path, default=None, help="append the decision's receipt to this receipt log")
     g.add_argument("--json", action="store_true", help="print the decision record as one JSON object")

@@ -61,7 +61,7 @@ class CausalModelSimulator:
         from cda.contracts import limits
 
         self.model = model
-        self.samples = limits.count("samples", samples)
+        self.samples = limits.samples("samples", samples)  # refused here, before any decision
 
     def simulate(self, action: ProposedAction, *, seed: int) -> Prediction:
         causal = import_module("cda.guardian.causal")
