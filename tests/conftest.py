@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+#: the outside data sets (README.md, "Test data"): ``../shared/data`` beside the clone, or the
+#: folder ``$CDA_DATA`` names; the tests that need a set skip, naming it, when it is absent
+DATA = Path(os.environ.get("CDA_DATA") or ROOT.parent / "shared" / "data").resolve()
 
 
 @pytest.fixture(params=["z3", "clingo"])

@@ -31,8 +31,8 @@ from cda.errors import CDAError
 from cda.solver.backend import Deadline, make_backend, selector
 from cda.solver.engine import EngineOptions, run
 from cda.solver.observations import GroupContractError, GroupedProblem, OracleUndecided, split_observations
+from tests.conftest import DATA
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 C17 = DATA / "iscas85" / "c17.bench"
 MOBS = DATA / "mbd-mobs"
 BACKENDS = ["clingo", "z3"]
@@ -175,7 +175,7 @@ def test_backend_models_are_subset_minimal(backend: str) -> None:
 
 
 # ---- .bench: c17 and random circuits against brute force --------------------------------------
-@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, README.md, Test data)")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_c17_matches_brute_force(backend: str) -> None:
     net = parse_bench(C17.read_text(), str(C17))
@@ -472,7 +472,7 @@ MOBS_CASES = [
 ]
 
 
-@pytest.mark.skipif(not MOBS.exists(), reason=f"{MOBS} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not MOBS.exists(), reason=f"{MOBS} is absent (external data, README.md, Test data)")
 @pytest.mark.parametrize(("circuit", "name", "backends"), MOBS_CASES)
 def test_mbd_mobs_instances(circuit: str, name: str, backends: list[str]) -> None:
     path = MOBS / circuit / f"{name}.wcnf.gz"
@@ -496,7 +496,7 @@ def test_mbd_mobs_instances(circuit: str, name: str, backends: list[str]) -> Non
     assert all(a == answers[0] for a in answers)
 
 
-@pytest.mark.skipif(not MOBS.exists(), reason=f"{MOBS} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not MOBS.exists(), reason=f"{MOBS} is absent (external data, README.md, Test data)")
 @pytest.mark.parametrize(
     ("name", "backends"), [("c17/c17mut8n", BACKENDS), ("c17/c17mut10p", BACKENDS), ("c432/c432mut269p", ["clingo"])]
 )
@@ -518,7 +518,7 @@ def test_mbd_mobs_lazy_equals_eager(name: str, backends: list[str]) -> None:
     assert all(x == lists[0] for x in lists)
 
 
-@pytest.mark.skipif(not MOBS.exists(), reason=f"{MOBS} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not MOBS.exists(), reason=f"{MOBS} is absent (external data, README.md, Test data)")
 def test_timeout_returns_checked_diagnoses_and_exit_3() -> None:
     """A budget that ends during encoding or search: partial, labelled, exit 3, and every
     diagnosis listed is one of the complete answer's (each was checked against every observation)."""

@@ -24,6 +24,7 @@ from cda.adapters.cli import main
 from cda.adapters.jobs.batch import DB_NAME, JSONL_NAME
 from cda.adapters.jobs.child import outcome_of
 from cda.adapters.jobs.manifest import ManifestError, read_manifest
+from tests.conftest import DATA
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAIM = (ROOT / "examples" / "claim_check.cda").read_text(encoding="utf-8")
@@ -563,10 +564,10 @@ def test_cedar_kinds_run_through_cda_policy(tmp_path: Path) -> None:
     assert batch["answers"] == answers
 
 
-@pytest.mark.skipif(not (ROOT.parent / "shared" / "data" / "cedar" / "tests").is_dir(),
+@pytest.mark.skipif(not (DATA / "cedar" / "tests").is_dir(),
                     reason="needs ../shared/data/cedar/tests (Cedar's handwritten integration tests)")
 def test_a_cedar_test_job_agrees_with_cedar(tmp_path: Path) -> None:
-    tests = ROOT.parent / "shared" / "data" / "cedar" / "tests"
+    tests = DATA / "cedar" / "tests"
     first = sorted(tests.rglob("*.json"))[0]
     manifest = tmp_path / "m.toml"
     manifest.write_text(f'[[job]]\nkind = "cedar-test"\nfile = "{first}"\n', encoding="utf-8")

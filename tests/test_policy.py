@@ -22,10 +22,10 @@ from cda.policy.entities import read_entities, read_request
 from cda.policy.parse import parse_policies
 from cda.policy.schema import parse_schema, parse_schema_json
 from cda.policy.syntax import UnsupportedConstruct
-from tests.conftest import ROOT
+from tests.conftest import DATA, ROOT
 
-CEDAR = ROOT.parent / "shared" / "data" / "cedar"
-NO_DATA = f"Cedar data not found at {CEDAR} (see ../shared/data/README.md)"
+CEDAR = DATA / "cedar"
+NO_DATA = f"Cedar data not found at {CEDAR} (README.md, Test data)"
 needs_data = pytest.mark.skipif(not (CEDAR / "tests").exists(), reason=NO_DATA)
 
 

@@ -28,6 +28,7 @@ from cda.policy.parse import parse_policies
 from cda.policy.schema import parse_schema
 from cda.policy.syntax import UnsupportedConstruct
 from cda.policy.values import LONG_MAX, LONG_MIN, CRecord, EntityUID
+from tests.conftest import DATA
 
 SCHEMA_TEXT = """
 entity Group;
@@ -333,7 +334,7 @@ def test_a_context_entity_ranges_over_the_store_and_agrees_with_brute_force(i: i
             assert "level" in DELEGATE_POLICIES[i] + DELEGATE_POLICIES[(i + 1) % len(DELEGATE_POLICIES)]
 
 
-CEDAR_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "cedar"
+CEDAR_DATA = DATA / "cedar"
 IP_GRID = ["222.222.222.222", "222.222.222.0/24", "222.222.222.7", "222.222.0.0/16", "127.0.0.1", "127.0.0.0/8",
            "127.0.0.0/4", "224.0.0.1", "240.0.0.0/0", "0.0.0.0/0", "::1", "ff00::1", "ff00::/8", "::", "10.0.0.1"]  # fmt: skip
 
