@@ -12,7 +12,6 @@ import io
 import json
 import os
 import re
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from cda.adapters import terminal
 from cda.adapters.cli import _parser, main
 from tests.conftest import EXAMPLES
+from tests.timing import wait_until
 
 GOLDEN = Path(__file__).parent / "golden" / "ci"
 UPDATE = os.environ.get("CDA_UPDATE_GOLDEN") == "1"
@@ -212,7 +212,7 @@ def test_progress_only_on_a_terminal_after_the_delay() -> None:
     tty = _Tty()
     bar = terminal.Progress(tty, "solving x.cda", total=3, after=0.0)
     bar.step()
-    time.sleep(0.25)
+    wait_until(lambda: "[1/3]" in tty.getvalue(), "the progress line drawn")
     bar.close()
     shown = tty.getvalue()
     assert "cda: solving x.cda [1/3]" in shown and shown.endswith("\r\x1b[K")
@@ -222,3 +222,64 @@ def test_progress_only_on_a_terminal_after_the_delay() -> None:
     pipe = io.StringIO()
     terminal.Progress(pipe, "x", after=0.0).close()
     assert pipe.getvalue() == ""
+
+
+def _screen(text: str) -> list[str]:
+    """What a terminal shows for ``text``: ``\\r`` goes back to the line's start, ``ESC[K``
+    erases to its end, later characters overwrite earlier ones."""
+    lines, line, col = [], [], 0
+    for part in re.split(r"(\x1b\[K|\r|\n)", text):
+        if part == "\n":
+            lines.append("".join(line))
+            line, col = [], 0
+        elif part == "\r":
+            col = 0
+        elif part == "\x1b[K":
+            del line[col:]
+        else:
+            for ch in part:
+                if col < len(line):
+                    line[col] = ch
+                else:
+                    line.append(ch)
+                col += 1
+    return [*lines, "".join(line)]
+
+
+@pytest.mark.parametrize("command", ["diagnose", "bench", "solve"])
+def test_the_progress_line_is_cleared_before_the_answer(command: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: the progress ticker of `bench folio` and `diagnose` was never cleared, so the
+    results were glued onto it on a terminal (stdout and stderr on one screen). The work waits
+    here until the ticker has drawn, so the line is on the screen when the answer comes."""
+    import importlib
+
+    screen = _Tty()
+    monkeypatch.setattr(terminal, "PROGRESS_AFTER", 0.0)
+    module, name, argv = {
+        "diagnose": ("cda.diagnosis.diagnose", "main_diagnose", ["diagnose", str(tmp_path / "c.bench"), "--observations",
+                                                               str(tmp_path / "c.obs")]),
+        "bench": ("cda.fol.folio", "main_bench", ["bench", "folio", str(tmp_path / "f.jsonl")]),
+        "solve": ("cda.api", "solve", ["solve", str(tmp_path / "a.cda"), str(tmp_path / "b.cda")]),
+    }[command]
+    (tmp_path / "c.bench").write_text("INPUT(a)\nOUTPUT(y)\ny = NOT(a)\n")
+    (tmp_path / "c.obs").write_text("a=1 y=1\n")
+    (tmp_path / "f.jsonl").write_text(json.dumps({"premises": ["All cats are pets.", "Tom is a cat."],
+                                                  "premises-FOL": ["∀x (Cat(x) → Pet(x))", "Cat(tom)"],
+                                                  "conclusion": "Tom is a pet.", "conclusion-FOL": "Pet(tom)",
+                                                  "label": "True"}) + "\n", encoding="utf-8")
+    (tmp_path / "a.cda").write_text(OK)
+    (tmp_path / "b.cda").write_text(FAILS)
+    target = importlib.import_module(module)
+    real = getattr(target, name)
+
+    def after_the_ticker(*args: object, **kwargs: object) -> object:
+        wait_until(lambda: "cda: " in screen.getvalue(), "the progress line drawn")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, after_the_ticker)
+    main(argv, stdout=screen, stderr=screen)
+    shown = _screen(screen.getvalue())
+    assert not any("cda: " in line and len(line.split("cda: ")[0]) for line in shown), shown
+    answer = [line for line in shown if line.strip()]
+    assert answer and not any(line.startswith("cda: ") for line in answer), shown  # erased at the end

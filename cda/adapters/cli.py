@@ -409,8 +409,9 @@ def main(
         from cda.adapters.terminal import progress
         from cda.diagnosis.diagnose import main_diagnose
 
-        with progress(err, f"diagnosing {args.file}"):
-            return main_diagnose(args.file, args.observations, args.backend, args.mode, args.timeout, args.json, out, err)
+        with progress(err, f"diagnosing {args.file}") as bar:
+            return main_diagnose(args.file, args.observations, args.backend, args.mode, args.timeout, args.json,
+                                 bar.guard(out), bar.guard(err))
     if args.command == "probe":
         from cda.adapters.terminal import progress
         from cda.diagnosis.probe import main_probe
@@ -420,7 +421,8 @@ def main(
                 args.file, args.observations, args.backend, args.top, args.prior, args.max_size, args.inject,
                 args.strategy, args.vectors, args.seed, args.timeout, args.json, out, err, interactive=_asker(out),
             )
-        with progress(err, f"probing {args.file}"):
+        with progress(err, f"probing {args.file}") as bar:
+            out, err = bar.guard(out), bar.guard(err)
             return main_probe(
             args.file,
             args.observations,
@@ -489,8 +491,8 @@ def main(
         from cda.adapters.terminal import progress
         from cda.fol.folio import main_bench
 
-        with progress(err, f"running {args.file}"):
-            return main_bench(args.file, args.json, out, timeout=args.timeout, err=err)
+        with progress(err, f"running {args.file}") as bar:
+            return main_bench(args.file, args.json, bar.guard(out), timeout=args.timeout, err=bar.guard(err))
     from cda.adapters.ci_cli import main_check_files, main_solve_files  # here, not at the top: `cda --help` starts fast
 
     fmt = args.format or ("json" if args.json else "text")
