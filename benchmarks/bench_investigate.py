@@ -16,7 +16,7 @@ the ranking a Bayes-net diagnoser gives before it conditions on anything). Every
 stopped by the same exact test (an enumeration of the fault sets consistent with the answers so
 far, independent of the solver). ``initial hypotheses`` is CDA's count after the first symptom.
 
-Run ``python benchmarks/bench_investigate.py`` (writes its section of docs/benchmarks.md) or
+Run ``python benchmarks/bench_investigate.py`` (with ``--write``, rewrites its section of docs/benchmarks.md) or
 ``--quick`` (prints only).
 """
 
@@ -231,7 +231,7 @@ def section(rows: list[Row], elapsed: float) -> str:
             f"{r.random_:.1f} | {r.connected:.1f} | {r.entropy:.1f} | {r.cda / r.connected:.2f} | {r.p50:.0f} | "
             f"{r.p95:.0f} | {r.start:.0f} |")
     lines += ["", NOTE, "", f"Measured on {machine()}, in {elapsed:.0f} s, while 8 engineers shared the 2 cores.", "",
-              "Reproduce: `pip install -e . && python benchmarks/bench_investigate.py` (rewrites this section; "
+              "Reproduce: `pip install -e . && python benchmarks/bench_investigate.py --write` (rewrites this section; "
               "`--quick` prints a small run).", END]
     return "\n".join(lines)
 
@@ -239,6 +239,7 @@ def section(rows: list[Row], elapsed: float) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
     ap.add_argument("--backend", default="clingo", choices=["z3", "clingo"], help="backend of the rows but the 1,000-service pair")
     args = ap.parse_args()
     b = args.backend
@@ -252,7 +253,7 @@ def main() -> None:
         print(rows[-1], flush=True)
     text = section(rows, time.perf_counter() - t)
     print(text)
-    if not args.quick:
+    if args.write:
         write_section(DOC, START, END, text)
 
 

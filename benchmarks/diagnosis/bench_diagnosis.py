@@ -26,7 +26,7 @@ information gain against a random unmeasured net (same vectors), until one diagn
 Target: CDA's mean number of probes at most half of random's.
 
 ``python benchmarks/diagnosis/bench_diagnosis.py`` (about ten minutes on this 2-core machine;
-writes its section of docs/benchmarks.md) or ``--quick`` (a smoke run of a few instances and
+with ``--write`` rewrites its section of docs/benchmarks.md) or ``--quick`` (a smoke run of a few instances and
 faults, about a minute; prints only). ``--help`` for the timeouts, the fault count and the seed.
 """
 
@@ -324,7 +324,7 @@ def report(rows: list[Row], probes: list[ProbeResult], args: argparse.Namespace,
                 )
         lines.append("")
     lines.append(
-        "Reproduce: `pip install -e '.[bench]' && python benchmarks/diagnosis/bench_diagnosis.py` (rewrites this "
+        "Reproduce: `pip install -e '.[bench]' && python benchmarks/diagnosis/bench_diagnosis.py --write` (rewrites this "
         "section; `--quick` is a smoke run that only prints; `--help` for the timeouts, fault count and seed)."
     )
     lines.append(END)
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - started
     text = report(rows, probes, args, (load_start, os.getloadavg()[0]), wall)
     print(text)
-    if args.write or (not args.quick and not args.only and not args.no_probes):
+    if args.write:
         write_section(args.doc, START, END, text)
         log(f"wrote {args.doc}")
     return 0
