@@ -25,11 +25,19 @@ __all__ = ["formatted", "main_fmt"]
 
 def formatted(text: str, filename: str) -> str:
     """The canonical text of ``text``; ``DSLError`` when it does not parse, ``CDAError`` when the
-    printer's output would not read back to the same problem."""
+    printer's output would not read back to the same problem, or would move a statement to
+    another line (an unnamed clause is named by its line: ``soft@20`` would be renamed)."""
     ast = parse_problem(text, filename)
-    new = format_source(ast)
-    if format_problem(parse_problem(new, filename)) != format_problem(ast):  # pragma: no cover - a printer bug
+    try:
+        new = format_source(ast)
+    except ValueError as exc:  # pragma: no cover - a layout the printer cannot keep
+        raise CDAError(f"{filename}: cannot be formatted without moving a statement ({exc}); left unchanged") from None
+    again = parse_problem(new, filename)
+    if format_problem(again) != format_problem(ast):  # pragma: no cover - a printer bug
         raise CDAError(f"{filename}: the formatted text would not mean the same; left unchanged (please report)")
+    if [st.pos[0] for st in again.statements] != [st.pos[0] for st in ast.statements]:  # pragma: no cover
+        raise CDAError(f"{filename}: formatting would move a statement to another line and rename its clause; "
+                       "left unchanged (please report)")
     return new
 
 
