@@ -1,4 +1,4 @@
-"""``cda guard``: exit 0 approve, 1 reject, 4 escalate; 2 (one clear line, no traceback) when it
+"""``cda guard``: exit 0 approve, 1 reject, 3 escalate; 2 (one clear line, no traceback) when it
 cannot decide; ``--json`` prints the decision record as one object."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_each_decision_has_its_exit_status_and_json_record(files: Path) -> None:
     cases = [
         (doc(), 0, "APPROVE", "policy_clear"),
         (doc(action_type="db.delete", resources=["prod/users"]), 1, "REJECT", "policy:no_prod_delete"),
-        (doc(cost_estimate="250"), 4, "ESCALATE", "budget_exceeded"),
+        (doc(cost_estimate="250"), 3, "ESCALATE", "budget_exceeded"),
         (doc(cost_estimate=-5), 1, "REJECT", "malformed_action"),
         ("{not json", 1, "REJECT", "malformed_action"),
     ]
@@ -159,7 +159,7 @@ def test_the_documented_examples_decide_as_docs_guardian_md_says(tmp_path: Path)
     ledger.set_budget("agent-7", "USD", Decimal(2000))
     ledger.close()
     expected = {"launch": (0, "APPROVE policy_clear"), "delete": (1, "REJECT policy:no_prod_delete"),
-                "big_launch": (4, "ESCALATE budget_exceeded"), "pushy_launch": (0, "APPROVE policy_clear"),
+                "big_launch": (3, "ESCALATE budget_exceeded"), "pushy_launch": (0, "APPROVE policy_clear"),
                 "malformed": (1, "REJECT malformed_action")}  # fmt: skip
     page = (root.parent.parent / "docs" / "guardian.md").read_text()
     for name, (status, first) in expected.items():
