@@ -265,25 +265,6 @@ def test_a_directory_where_a_file_belongs_is_named_as_one(files: Path, monkeypat
     assert code == 2 and "a directory, not a signer's key file" in errs.getvalue() and "readable" not in errs.getvalue()
 
 
-def test_every_cda_guard_command_of_docs_guardian_md_prints_what_the_page_shows(tmp_path: Path) -> None:
-    """The page's commands run as written (the guardian file in a temporary folder), the causal
-    simulator included: each prints exactly the block shown under it."""
-    import re
-    import shlex
-
-    root = Path(__file__).resolve().parent.parent
-    page = (root / "docs" / "guardian.md").read_text()
-    db = str(tmp_path / "guardian.db")
-    blocks = re.findall(r"```console\n\$ (cda (?:task budget|guard) [^\n]*)\n(.*?)```", page, flags=re.S)
-    assert sum(cmd.startswith("cda guard") and "--sim" in cmd for cmd, _ in blocks) >= 5, "the page's examples moved"
-    for command, shown in blocks:
-        argv = [db if word == "guardian.db" else str(root / word) if word.startswith("examples/") else word
-                for word in shlex.split(command)[1:]]
-        out = io.StringIO()
-        main(argv, stdout=out, stderr=io.StringIO())
-        assert out.getvalue() == shown, command
-
-
 def test_the_gate_reports_the_simulators_own_risk_and_id() -> None:
     """The gate with gsim's real simulator: the record's risk and sim_id are those of a direct
     ``simulate`` of the action's parameters with the gate's seed and samples (no rounding, no
