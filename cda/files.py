@@ -4,22 +4,73 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from cda.errors import CDAError
 
-__all__ = ["KEY_DIR_ENV", "key_dir", "parse_json", "read_json", "read_text"]
+__all__ = ["KEY_DIR_ENV", "STDIN", "is_stdin", "key_dir", "parse_json", "read_json", "read_text", "standard_input"]
+
+STDIN = "-"
+"""The name that stands for standard input wherever the ``cda`` command reads a text file."""
+
+
+class _Stdin:
+    """Standard input as one file: read once, then the same text to every reader of ``-``."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.text: str | None = None
+
+    def read(self) -> str:
+        if self.text is None:
+            try:
+                self.text = self.stream.read()
+            except UnicodeDecodeError as exc:
+                raise CDAError(f"cannot read standard input: not UTF-8 text (byte {exc.start})") from None
+            self.text = self.text.removeprefix("\ufeff")
+        return self.text
+
+
+_STDIN: ContextVar[_Stdin | None] = ContextVar("cda_stdin", default=None)
+
+
+@contextmanager
+def standard_input(stream: TextIO) -> Iterator[None]:
+    """While open, the path ``-`` is ``stream`` for :func:`read_text` (the ``cda`` command opens
+    it around each command); elsewhere ``-`` is a file of that name, as for any library."""
+    token = _STDIN.set(_Stdin(stream))
+    try:
+        yield
+    finally:
+        _STDIN.reset(token)
+
+
+def is_stdin(path: Path | str) -> bool:
+    """Whether ``path`` is ``-`` while a command reads standard input as a file."""
+    return str(path) == STDIN and _STDIN.get() is not None
 
 
 def read_text(path: Path) -> str:
     """The file's text as UTF-8 (a byte-order mark some editors write first is dropped); a
-    missing, unreadable or non-UTF-8 file is a ``CDAError``.
+    missing, unreadable or non-UTF-8 file is a ``CDAError``. Inside :func:`standard_input`,
+    ``-`` is standard input.
 
     >>> read_text(Path("/no/such/file.cda"))
     Traceback (most recent call last):
     cda.errors.CDAError: cannot read /no/such/file.cda: No such file or directory
+    >>> import io
+    >>> with standard_input(io.StringIO("hyp a")):
+    ...     read_text(Path("-")), read_text(Path("-"))
+    ('hyp a', 'hyp a')
     """
+    if is_stdin(path):
+        stdin = _STDIN.get()
+        assert stdin is not None
+        return stdin.read()
     try:
         return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable, Mapping
 from importlib import import_module
 from importlib.util import find_spec
+from types import ModuleType
 from typing import Any
 
 from cda.errors import MissingExtra
@@ -39,12 +40,23 @@ def lazy_exports(package: str, home: Mapping[str, str]) -> tuple[Callable[[str],
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(import_module(where), name)
         setattr(sys.modules[package], name, value)
+        _unshadow(package, home)
         return value
 
     def __dir__() -> list[str]:
         return sorted({*vars(sys.modules[package]), *home})
 
     return __getattr__, __dir__
+
+
+def _unshadow(package: str, home: Mapping[str, str]) -> None:
+    """Importing a submodule binds it on its package under its own name, hiding a public name
+    spelled the same (``cda.policy.analyze`` the function and ``cda.policy.analyze`` the
+    module): every such name whose module is loaded is bound to its value again."""
+    pkg = sys.modules[package]
+    for name, where in home.items():
+        if isinstance(vars(pkg).get(name), ModuleType) and where in sys.modules:
+            setattr(pkg, name, getattr(sys.modules[where], name))
 
 
 def require_extra(extra: str, what: str, *modules: str) -> None:

@@ -323,3 +323,50 @@ def test_fmt_keeps_every_statement_on_its_line_and_is_idempotent(text: str) -> N
     new = formatted(text, "p.cda")
     assert [st.pos[0] for st in parse_problem(new).statements] == [st.pos[0] for st in parse_problem(text).statements]
     assert formatted(new, "p.cda") == new
+
+
+def test_prove_takes_several_files_and_every_format(tmp_path: Path) -> None:
+    """Issue 27: `cda prove` took one file and had no --format, so testing.md's route without
+    pytest had no JUnit for `.fol` suites. One process answers every file; the worst exit code."""
+    good = tmp_path / "good.fol"
+    good.write_text("premise ∀x (Man(x) → Mortal(x))\npremise Man(socrates)\nclaim mortal: Mortal(socrates)\n")
+    syllogism = str(EXAMPLES / "syllogism.fol")
+    code, out, _ = run("prove", str(good), syllogism)
+    assert code == 1 and out.startswith(f"== {good} ==\nmortal: Mortal(socrates)") and f"== {syllogism} ==" in out
+    code, out, _ = run("prove", str(good), syllogism, "--format", "junit")
+    suite = ET.fromstring(out).find("testsuite")
+    assert code == 1 and suite is not None and (suite.get("tests"), suite.get("failures")) == ("4", "2")
+    assert [c.get("name") for c in suite.iter("testcase")] == ["claim mortal", "claim c1", "claim c2", "claim c3"]
+    code, out, _ = run("prove", str(good), "-", "--format", "jsonl", stdin=good.read_text())
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [line["exit_code"] for line in lines] == [0, 0]
+    assert lines[0]["result"]["results"] == lines[1]["result"]["results"]
+    code, out, _ = run("prove", str(good), syllogism, "--json")
+    assert code == 1 and [f["exit_code"] for f in json.loads(out)["files"]] == [0, 1]
+    code, out, _ = run("prove", str(good), "--json")  # one file: the object `cda prove --json` always printed
+    assert code == 0 and set(json.loads(out)) == {"file", "results"}
+
+
+@pytest.mark.parametrize("command", [["solve", str(EXAMPLES / "service_outage.cda")], ["check", str(EXAMPLES / "claim_check.cda")],
+                                     ["prove", str(EXAMPLES / "syllogism.fol")]])
+def test_json_with_another_format_is_refused(command: list[str]) -> None:
+    """Issue 27: `--json --format junit` printed JUnit silently."""
+    code, out, err = run(*command, "--json", "--format", "junit")
+    assert (code, out) == (2, "") and "--json and --format junit" in err
+    assert run(*command, "--json", "--format", "json")[0] in (0, 1)
+
+
+def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    """Issue 27: `cda policy analyze … | head -2` ended in a BrokenPipeError traceback. The
+    reader here has gone before the command writes a byte."""
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "cda", "solve", str(EXAMPLES / "service_outage.cda")], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=300, cwd=tmp_path)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr

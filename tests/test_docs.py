@@ -8,9 +8,11 @@ the data sets when they are here), so a new command on a page is run without any
 
 - ``console``: ``$ command`` lines (``\\`` continues one), each followed by what it prints
   (stdout and stderr), compared line by line; ``…`` (or ``...``) alone on a line stands for any
-  lines, inside a line for any text; an id the page shows alone on a line (``be8c42f23a024548``)
+  lines, inside a line for any text, and two blanks or more for any run of blanks (a table's
+  columns follow the width of their numbers); an id the page shows alone on a line (``be8c42f23a024548``)
   stands for the one the run printed, in the commands and outputs after it.
-- ``sh``: each command runs and must exit 0 (a comment ``# exit N`` at its end says otherwise).
+- ``sh``: each command runs and must exit 0 (a comment that is exactly ``# exit N``, at its end,
+  says otherwise); a block with indented lines (a ``case``, an ``if``) runs as one script.
 - ``python``: runs as a script of its own; ``pycon``: ``>>>`` examples, run by doctest in the
   test's process (``...`` elides), the page's examples sharing one namespace.
 - ``LANG file=PATH``: a file. A path the repository has: the block shows it whole and must equal
@@ -20,10 +22,11 @@ the data sets when they are here), so a new command on a page is run without any
 
 An HTML comment right above a block steers it: ``<!-- doc-test: skip: REASON -->`` (a reason is
 required: what the test cannot do, and where else it is checked), ``<!-- doc-test: serve -->``
-(a real ``cda serve`` on a free port while the block runs; the page's ``8765`` is that port).
+(a real ``cda serve`` on a free port while the block runs; the page's ``8765`` is that port),
+``<!-- doc-test: needs-data -->`` (it reads ``../shared/data``: run when the data sets are there).
 
-After the page: no file of the copy was changed, and every new file is under ``runs/`` (ignored
-by git) or one the page asked for.
+After the page: no file of the copy was changed, and every new file is one git ignores (under
+``runs/``, a cache) or one the page asked for.
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ def blocks(page: Path) -> list[Block]:
 
 def _scratch(tmp: Path) -> Path:
     """A copy of the repository to walk the page in, ``../shared/data`` beside it when there is data."""
-    work = tmp / "cda"
+    work = tmp / "clone"
     shutil.copytree(ROOT, work, ignore=_COPY_IGNORE, symlinks=True)
     if DATA.is_dir():
         (tmp / "shared").mkdir()
@@ -156,7 +159,9 @@ def _pattern(shown: str) -> re.Pattern[str]:
             parts.append(r"(?:[^\n]*\n)*?")
             continue
         pieces = re.split(r"…|\.\.\.", line.rstrip())
-        parts.append(".*?".join(re.escape(p) for p in pieces) + r"[ \t]*\n")
+        # a run of blanks matches any run of blanks: a column's width follows its numbers
+        parts.append(".*?".join(r"[ \t]+".join(re.escape(w) for w in re.split(r"[ \t]{2,}", p)) for p in pieces)
+                     + r"[ \t]*\n")
     return re.compile("".join(parts), re.S)
 
 
@@ -191,6 +196,12 @@ def _console(walk: Walk, block: Block) -> None:
 
 
 def _sh(walk: Walk, block: Block) -> None:
+    """Each command must exit 0 (or the ``# exit N`` at its end); a block with indented lines is
+    one script (a ``case`` or ``if``), run whole, whose own exit status counts."""
+    if any(line[:1].isspace() for line in block.body.splitlines() if line.strip()):
+        code, actual = walk.command(walk.bind(block.body))
+        assert "Traceback" not in actual and code == 0, f"{block.where}: the script exits {code}\n{actual}"
+        return
     logical = []
     for raw in block.body.splitlines():
         if logical and logical[-1].endswith("\\"):
@@ -198,7 +209,7 @@ def _sh(walk: Walk, block: Block) -> None:
         elif raw.strip() and not raw.lstrip().startswith("#"):
             logical.append(raw)
     for command in logical:
-        want = re.search(r"#\s*exits?\s+(\d+)", command)
+        want = re.search(r"#\s*exit\s+(\d+)\s*$", command)
         code, actual = walk.command(walk.bind(command))
         assert "Traceback" not in actual, f"{block.where}: {command}\n{actual}"
         assert code == (int(want[1]) if want else 0), f"{block.where}: {command}\nexit {code}\n{actual}"
@@ -207,7 +218,8 @@ def _sh(walk: Walk, block: Block) -> None:
 def _python(walk: Walk, block: Block) -> None:
     """The snippet as a script of its own, in its own interpreter (what it registers or patches
     stays there)."""
-    script = walk.work.parent / f"snippet_{block.line}.py"
+    script = walk.work.parent / "snippets" / f"line_{block.line}.py"
+    script.parent.mkdir(exist_ok=True)
     script.write_text(walk.bind(block.body), encoding="utf-8")
     proc = subprocess.run([sys.executable, str(script)], cwd=walk.work, env=walk.env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=600)
@@ -278,6 +290,9 @@ def walk_page(page: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[st
             continue
         if "file" in block.attrs:
             continue
+        if "needs-data" in block.directives and not DATA.is_dir():
+            skipped.append(f"{block.where}: the data sets are absent ({DATA}; README.md, Test data)")
+            continue
         if block.lang not in RUN:
             loose = [line for line in block.body.splitlines() if line.startswith(("$ ", ">>> ", "cda "))]
             assert block.lang == "usage" or not loose, (
@@ -300,9 +315,19 @@ def walk_page(page: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[st
     after = _checksums(work)
     changed = sorted(p for p in before if after.get(p) != before[p])
     assert not changed, f"{page.name}: its commands changed files of the repository: {changed}"
-    new = sorted(p for p in after if p not in before and not p.startswith("runs/") and p not in walk.declared)
-    assert not new, f"{page.name}: its commands left files outside runs/ (ignored by git): {new}"
+    new = sorted(p for p in after if p not in before and p not in walk.declared)
+    left = sorted(set(new) - _ignored(new))
+    assert not left, f"{page.name}: its commands left files that git would show (write them under runs/): {left}"
     return skipped
+
+
+def _ignored(paths: list[str]) -> set[str]:
+    """The paths the repository's .gitignore ignores (``runs/``, caches)."""
+    if not paths:
+        return set()
+    proc = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=ROOT, input="\n".join(paths),
+                          capture_output=True, text=True)
+    return set(proc.stdout.splitlines())
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])

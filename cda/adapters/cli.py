@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -145,12 +146,14 @@ def _parser() -> argparse.ArgumentParser:
     fm = sub.add_parser("fmt", help="rewrite .cda files in the canonical layout, comments kept (--check: only report)")
     fm.add_argument("files", nargs="+", metavar="FILE", help="DSL files (.cda); - formats standard input to stdout")
     fm.add_argument("--check", action="store_true", help="change nothing; exit 1 naming the files not formatted")
-    pr = sub.add_parser("prove", help="prove or refute first-order claims (a .fol file; see docs/fol.md)")
-    pr.add_argument("file", type=Path, help="a .fol file, or a .cda file with fol { … } blocks")
+    pr = sub.add_parser("prove", help="prove or refute first-order claims (.fol files; see docs/fol.md)")
+    pr.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                    help="a .fol file, or a .cda file with fol { … } blocks; - reads standard input")
     pr.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto", help=_BACKEND_HELP)
     pr.add_argument("--timeout", type=_seconds, default=10.0,
                     help="wall-clock budget in seconds for each claim, not for the whole file (inf: no limit)")
-    pr.add_argument("--json", action="store_true", help="print one JSON object")
+    pr.add_argument("--json", action="store_true", help=_JSON_HELP)
+    pr.add_argument("--format", choices=["text", "json", "jsonl", "junit"], default=None, help=_FORMAT_HELP)
     pr.add_argument("--cross-check", action="store_true", help="re-solve on the other backend and compare")
     pr.add_argument(
         "--unique-names", action="store_true", help="read distinct constants as distinct objects (see docs/fol.md)"
@@ -371,7 +374,30 @@ def _asker(out: TextIO) -> Callable[[str], str | None]:
     return ask
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a tool killed by the signal exits with
+
+
 def main(
+    argv: Sequence[str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    stdin: TextIO | None = None,
+) -> int:
+    """The ``cda`` command. ``-`` names standard input wherever a command reads a text file
+    (:func:`cda.files.standard_input`), and a reader that closes the pipe early (``cda … | head``)
+    ends the command quietly: exit 141, as a tool the signal would have killed, no traceback."""
+    from cda.files import standard_input
+
+    try:
+        with standard_input(stdin or sys.stdin):
+            return _main(argv, stdout, stderr, stdin)
+    except BrokenPipeError:
+        if stdout is None:  # the process's own stdout: nothing may be flushed to it at exit either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(
     argv: Sequence[str] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
@@ -386,6 +412,9 @@ def main(
     except _VersionShown as shown:
         out.write(str(shown))
         return EXIT_OK
+    if getattr(args, "json", False) and getattr(args, "format", None) not in (None, "json"):
+        err.write(f"cda {args.command}: error: --json and --format {args.format} ask for two reports; give one\n")
+        return EXIT_BAD_INPUT
     if args.command == "guard":
         from cda.adapters.guard_cli import main_guard
 
@@ -402,8 +431,8 @@ def main(
         from cda.adapters.fol_cli import main_prove
 
         return main_prove(
-            args.file, args.json, out, err=err, timeout=args.timeout, backend=args.backend, cross_check=args.cross_check,
-            unique_names=args.unique_names,
+            args.files, args.json, out, err=err, timeout=args.timeout, backend=args.backend, cross_check=args.cross_check,
+            unique_names=args.unique_names, fmt=args.format,
         )
     if args.command == "diagnose":
         from cda.adapters.terminal import progress

@@ -1,4 +1,4 @@
-"""``cda prove FILE.fol``: check first-order claims written in the ``.fol`` format.
+"""``cda prove FILE.fol…``: check first-order claims written in the ``.fol`` format.
 
 The format (see docs/fol.md), one statement per line, ``#`` starts a comment::
 
@@ -13,16 +13,20 @@ and an unnamed claim is ``claim`` (``c1, c2, …`` when there are several). An o
 decide the problem too). Every claim is checked against all the premises.
 
 Exit codes: 0 every claim supported, 1 a claim refuted or inconclusive, 2 bad input,
-3 a solver said unknown or time ran out.
+3 a solver said unknown or time ran out; over several files, the worst of theirs (as
+``cda solve``). ``--format text|json|jsonl|junit`` as for ``cda solve`` (docs/testing.md).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from cda.adapters.ci_report import Case, Outcome, error_object, render_json, render_jsonl, render_junit, worst_exit_code
 from cda.contracts.fol import ProofResult
 from cda.encodings.ast import FolBlock
 from cda.encodings.parse import parse_problem
@@ -90,8 +94,17 @@ def exit_code(results: list[ProofResult]) -> int:
     return EXIT_OK
 
 
+def _cases(results: list[ProofResult]) -> list[Case]:
+    """One JUnit case per claim (named ``claim NAME``, as the pytest plugin names its items)."""
+    cases = []
+    for r in results:
+        failed = None if r.status == "supported" and not r.unknown else r.status.upper()
+        cases.append(Case(f"claim {r.claim_name}", failure=failed, detail=r.text(), error=r.unknown))
+    return cases
+
+
 def main_prove(
-    path: Path | str,
+    paths: Path | str | Sequence[Path | str],
     as_json: bool = False,
     out: TextIO | None = None,
     *,
@@ -100,27 +113,50 @@ def main_prove(
     backend: str = "auto",
     cross_check: bool = False,
     unique_names: bool = False,
+    fmt: str | None = None,
 ) -> int:
-    """Prove every claim of a ``.fol`` file and print the answers (``--json``: one object with
-    ``file`` and ``results``; ``unique_names``: the unique-names reading). Returns the exit code; input mistakes print like a compiler
-    (``file:line:col: syntax error: …`` and a caret), never a traceback."""
+    """Prove every claim of each ``.fol`` file (or ``.cda`` file with ``fol`` blocks; ``-`` is
+    standard input) in one process and print the answers: ``fmt`` ``text`` (one block per claim,
+    a header per file when there are several), ``json`` (one file: ``{"file", "results"}``;
+    several: ``{"exit_code", "files"}``), ``jsonl`` (one line per file) or ``junit`` (one test
+    case per claim); ``as_json`` is ``fmt="json"``. Returns the worst file's exit code; input
+    mistakes print like a compiler (``file:line:col: syntax error: …`` and a caret), never a
+    traceback."""
     stream, errors = out or sys.stdout, err or sys.stderr
-    try:
-        problem = read_fol_file(path)
-        if not problem.claims:
-            raise CDAError(f"{path}: no claim to prove (add a line 'claim φ')")
-        results = prove_all(problem, timeout, backend=backend, cross_check=cross_check, unique_names=unique_names)
-    except CDAError as exc:
-        if as_json:  # a mistake is a JSON object on stdout, as `cda solve --json` prints it
-            from cda.adapters.ci_report import error_object
-
-            stream.write(json.dumps(error_object(exc, str(path)), ensure_ascii=False, indent=2) + "\n")
+    names = [paths] if isinstance(paths, str | Path) else list(paths)
+    fmt = fmt or ("json" if as_json else "text")
+    outcomes: list[Outcome] = []
+    for name in names:
+        label = "<stdin>" if str(name) == "-" else str(name)
+        start = time.perf_counter()
+        try:
+            problem = read_fol_file(name)
+            if not problem.claims:
+                raise CDAError(f"{label}: no claim to prove (add a line 'claim φ')")
+            results = prove_all(problem, timeout, backend=backend, cross_check=cross_check, unique_names=unique_names)
+        except CDAError as exc:
+            if fmt == "text":
+                print(exc.render(), file=errors)
+            outcome = Outcome(str(name), EXIT_BAD_INPUT, error=error_object(exc, str(name)),
+                              cases=[Case("prove", failure=str(exc.args[0]).split("\n")[0], detail=exc.render(), error=True)])
         else:
-            print(exc.render(), file=errors)
-        return EXIT_BAD_INPUT
-    if as_json:
-        data = {"file": str(path), "results": [r.model_dump() for r in results]}
-        stream.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
-    else:
-        stream.write(render_results(results))
-    return exit_code(results)
+            data = {"file": str(name), "results": [r.model_dump() for r in results]}
+            outcome = Outcome(str(name), exit_code(results), data=data, text=render_results(results), cases=_cases(results))
+        outcome.seconds = time.perf_counter() - start
+        outcomes.append(outcome)
+        if fmt == "text" and outcome.error is None:
+            if len(names) > 1:
+                stream.write(f"== {name} ==\n")
+            stream.write(outcome.text)
+        elif fmt == "jsonl":
+            stream.write(render_jsonl([outcome]))
+            stream.flush()
+    if fmt == "json":
+        if len(outcomes) == 1:  # one file: its object, as `cda prove --json` always printed it
+            only = outcomes[0]
+            stream.write(json.dumps(only.error if only.error is not None else only.data, ensure_ascii=False, indent=2) + "\n")
+        else:
+            stream.write(render_json(outcomes))
+    elif fmt == "junit":
+        stream.write(render_junit(outcomes, "cda prove"))
+    return worst_exit_code([o.code for o in outcomes])
