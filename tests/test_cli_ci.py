@@ -137,9 +137,18 @@ def test_check_jsonl_over_files(suite: list[str]) -> None:
     assert rows[0]["result"]["ok"] is True and rows[2]["error"]["kind"] == "syntax error"
 
 
-def test_version() -> None:
+def test_version_names_the_solvers_versions() -> None:
+    """Issue 27: `--version` named no solver: an answer depends on z3's and clingo's versions."""
+    import sys
+
+    import clingo
+    import z3
+
     code, out, _ = run("--version")
-    assert code == 0 and re.fullmatch(r"cda \S+\n", out)
+    match = re.fullmatch(r"cda (\S+) \(z3 (\S+), clingo (\S+), clingo-dl (\S+), lark (\S+); Python (\S+)\)\n", out)
+    assert code == 0 and match, out
+    assert match[2].startswith(z3.get_version_string()) and match[3] == clingo.__version__
+    assert match[6] == sys.version.split()[0]
 
 
 def test_every_argument_has_help() -> None:

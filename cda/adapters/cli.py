@@ -96,14 +96,25 @@ _FORMAT_HELP = "report: text (default), json (one object), jsonl (one line per f
 _OBSERVATIONS_HELP = "observation file for a .bench netlist"
 
 
+#: the solvers (and the reader) whose versions decide an answer, as ``--version`` names them
+_SOLVERS = (("z3", "z3-solver"), ("clingo", "clingo"), ("clingo-dl", "clingo-dl"), ("lark", "lark"))
+
+
 def _version() -> str:
-    """The installed distribution's version (``0+unknown`` when run from a bare checkout)."""
+    """The installed distribution's version (``0+unknown`` when run from a bare checkout), then the
+    solvers' and Python's, read from their installed metadata (no solver is imported):
+    ``0.1.0 (z3 4.13.0, clingo 5.7.1, clingo-dl 1.5.0, lark 1.2.2; Python 3.11.7)``."""
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        return version("cda")
-    except PackageNotFoundError:
-        return "0+unknown"
+    def of(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+
+    mine = of("cda").replace("not installed", "0+unknown")
+    solvers = ", ".join(f"{name} {of(dist)}" for name, dist in _SOLVERS)
+    return f"{mine} ({solvers}; Python {sys.version.split()[0]})"
 
 
 class _VersionAction(argparse.Action):

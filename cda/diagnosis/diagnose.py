@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from cda.contracts import limits
 from cda.contracts.deadline import Deadline
 from cda.diagnosis.bench_import import load_bench, read_bench, read_observations
+from cda.diagnosis.names import counted, diagnosis_order, sorted_gates
 from cda.diagnosis.problem import CircuitInstance
 from cda.diagnosis.wcnf_import import load_wcnf, read_wcnf
 from cda.encodings.ir import MinimalGoal
@@ -99,7 +100,7 @@ def diagnose(
     result = run(inst.problem, name, options, deadline)
     gate_of = {a.name: a.args[0] for a in inst.problem.base.atoms.values() if a.kind == "hyp"}
     found = [[gate_of[a] for a in d] for d in (result.minimal_explanations or [])]
-    found = sorted((sorted(d) for d in found), key=lambda d: (len(d), d))
+    found = sorted((sorted_gates(d) for d in found), key=diagnosis_order)  # 7 before 15
     return DiagnosisReport(
         file=str(path), backend=name, mode=mode if mode != "top" else f"top {k}", diagnoses=found,
         complete=result.minimal_complete, observations=inst.observations, gates=len(inst.gates),
@@ -108,17 +109,13 @@ def diagnose(
     )
 
 
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
-
-
 def render(report: DiagnosisReport) -> str:
     """The text report: a header, then one diagnosis a line (the empty one, every gate healthy,
     as ``(no fault)``)."""
     out = [
-        f"{report.file}: {_count(len(report.diagnoses), 'diagnosis', 'diagnoses')}"
-        f" ({'complete' if report.complete else 'INCOMPLETE'}), {_count(report.gates, 'gate', 'gates')}, "
-        f"{_count(report.observations, 'observation', 'observations')}, backend {report.backend}, "
+        f"{report.file}: {counted(len(report.diagnoses), 'diagnosis', 'diagnoses')}"
+        f" ({'complete' if report.complete else 'INCOMPLETE'}), {counted(report.gates, 'gate', 'gates')}, "
+        f"{counted(report.observations, 'observation', 'observations')}, backend {report.backend}, "
         f"{report.time_s:.3f} s"
     ]
     if report.timed_out:
