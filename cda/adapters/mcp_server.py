@@ -21,6 +21,7 @@ only by this command (extra ``cda[mcp]``).
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any, TextIO
@@ -81,11 +82,21 @@ def _tool_error(exc: CDAError, source: str) -> Exception:
                      f"{json.dumps(data, ensure_ascii=False)}")
 
 
-def _guard(source: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+def _guard(source: str, call: Any, *args: Any, hide: str | None = None, **kwargs: Any) -> Any:
+    """``call``'s answer, or its mistake as a tool error; ``hide``: a scratch folder of this server
+    whose path must not reach the client (in the error's text or in the answer), only the file
+    names in it (``circuit.bench:3:5``)."""
     try:
-        return call(*args, **kwargs)
+        answer = call(*args, **kwargs)
     except CDAError as exc:
-        raise _tool_error(exc, source) from None
+        error = _tool_error(exc, source)
+        if hide is not None:
+            error = type(error)(str(error).replace(hide + os.sep, "").replace(json.dumps(hide + os.sep)[1:-1], ""))
+        raise error from None
+    if hide is not None and isinstance(answer, BaseModel):
+        text = answer.model_dump_json()
+        answer = type(answer).model_validate_json(text.replace(json.dumps(hide + os.sep)[1:-1], ""))
+    return answer
 
 
 def _timeout(value: float | None) -> float | None:
@@ -108,7 +119,7 @@ def build_server() -> Any:
     server = MCPServer(
         name="cda",
         log_level="WARNING",
-        version=_version(),
+        version=_version().split(" ")[0],  # the package's; --version adds the solvers'
         instructions=(
             "CDA: constraint-driven abduction. Write a problem in the CDA DSL (resource cda://docs/dsl): "
             "check it, solve it (ranked explanations, verdicts on claims with proofs and counterexamples, "
@@ -165,7 +176,8 @@ def build_server() -> Any:
         with tempfile.TemporaryDirectory(prefix="cda-mcp-") as folder:
             netlist, obs = _circuit(folder, bench, observations)
             return _guard("circuit.bench", lambda: run_diagnose(  # type: ignore[no-any-return]
-                netlist, obs, backend=backend, mode=mode, k=k, timeout=_timeout(timeout)))  # type: ignore[arg-type]
+                netlist, obs, backend=backend, mode=mode, k=k, timeout=_timeout(timeout)),  # type: ignore[arg-type]
+                hide=folder)
 
     @server.tool(description="The next-best nets to measure (expected information gain) in a .bench netlist.")
     def probe(bench: str, observations: str, top: int = 5, backend: str = _BACKEND,
@@ -181,7 +193,7 @@ def build_server() -> Any:
                 inst = load_instance(netlist, obs, MinimalGoal("all"))
                 return run_probe(inst, backend=backend, top=top, timeout=_timeout(timeout), file="circuit.bench")
 
-            return _guard("circuit.bench", run)  # type: ignore[no-any-return]
+            return _guard("circuit.bench", run, hide=folder)  # type: ignore[no-any-return]
 
     @server.tool(description="Run a CDA Action on CDAInputs; progress notifications follow its events.")
     async def run_action(inputs: dict[str, Any], ctx: Context) -> CDAOutputs:
