@@ -280,6 +280,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="with --translator openai: seconds to wait for the model")
     cd.add_argument("--seed", type=_seed, default=0, help="seed of the deterministic tools")
     cd.add_argument("--json", action="store_true", help="print the trace as one JSON object")
+    cp = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish) for cda")
+    cp.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell the script is for")
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
@@ -426,6 +428,10 @@ def _main(
     if getattr(args, "json", False) and getattr(args, "format", None) not in (None, "json"):
         err.write(f"cda {args.command}: error: --json and --format {args.format} ask for two reports; give one\n")
         return EXIT_BAD_INPUT
+    if args.command == "completion":
+        from cda.adapters.completion_cli import main_completion
+
+        return main_completion(args.shell, _parser(), out)
     if args.command == "guard":
         from cda.adapters.guard_cli import main_guard
 
