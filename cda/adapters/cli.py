@@ -16,13 +16,15 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 from cda.contracts import limits
 from cda.errors import CDAError, OptionError
@@ -157,6 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     fm = sub.add_parser("fmt", help="rewrite .cda files in the canonical layout, comments kept (--check: only report)")
     fm.add_argument("files", nargs="+", metavar="FILE", help="DSL files (.cda); - formats standard input to stdout")
     fm.add_argument("--check", action="store_true", help="change nothing; exit 1 naming the files not formatted")
+    fm.add_argument("--json", action="store_true", help="print one JSON object: each file, formatted or not")
     pr = sub.add_parser("prove", help="prove or refute first-order claims (.fol files; see docs/fol.md)")
     pr.add_argument("files", nargs="+", type=Path, metavar="FILE",
                     help="a .fol file, or a .cda file with fol { … } blocks; - reads standard input")
@@ -228,6 +231,7 @@ def _parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
     sc.add_argument("folder", type=Path, help="folder of the .schema.json files")
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
+    sc.add_argument("--json", action="store_true", help="print one JSON object")
     rc = sub.add_parser("receipts", help="the receipt log")
     rcsub = rc.add_subparsers(dest="receipts_command", required=True)
     rv = rcsub.add_parser("verify", help="check a receipt log: signed head, chain, schema, events, traces "
@@ -260,6 +264,7 @@ def _parser() -> argparse.ArgumentParser:
     jr.add_argument("--dask", default=None, metavar="SCHEDULER",
                     help="run on Dask: a scheduler address, or 'local' for a LocalCluster CDA starts and stops")
     jr.add_argument("--retry-failed", action="store_true", help="run again the jobs recorded as failed")
+    jr.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
     from cda.adapters.investigate_cli import add_investigate_parser  # argparse and json only
 
@@ -401,13 +406,71 @@ def main(
     ends the command quietly: exit 141, as a tool the signal would have killed, no traceback."""
     from cda.files import standard_input
 
+    words = list(sys.argv[1:] if argv is None else argv)
     try:
         with standard_input(stdin or sys.stdin):
-            return _main(argv, stdout, stderr, stdin)
+            if "--json" not in words:
+                return _main(words, stdout, stderr, stdin)
+            # with --json a mistake is one JSON object on stdout, whichever command made it
+            answer, said = _Written(stdout or sys.stdout), io.StringIO()
+            code = _main(words, cast(TextIO, answer), cast(TextIO, _Tee(stderr or sys.stderr, said)), stdin)
+            if code == EXIT_BAD_INPUT and not answer.written:
+                answer.write(json.dumps(_mistake(said.getvalue()), ensure_ascii=False) + "\n")
+            return code
     except BrokenPipeError:
         if stdout is None:  # the process's own stdout: nothing may be flushed to it at exit either
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+
+
+class _Written:
+    """A stream that remembers whether anything was written to it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.written = stream, False
+
+    def write(self, text: str) -> int:
+        self.written = self.written or bool(text)
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+class _Tee(_Written):
+    """A stream whose text also goes to a second one."""
+
+    def __init__(self, stream: TextIO, copy: TextIO) -> None:
+        super().__init__(stream)
+        self.copy = copy
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return super().write(text)
+
+
+_LOCATED = re.compile(r"(?P<file>[^\n]+?):(?P<line>\d+)(?::(?P<column>\d+))?: (?P<kind>[a-z ]*error): (?P<message>.*)")
+
+
+def _mistake(said: str) -> dict[str, Any]:
+    """The JSON object of a mistake a command printed on stderr (as ``cda solve --json`` prints
+    one): ``file``, ``line``, ``column`` when it names a place, ``kind``, ``message``.
+
+    >>> _mistake("x.cda:2:12: syntax error: unexpected end of input\\n    hard: a and\\n")["column"]
+    12
+    >>> _mistake("cda: error: runs/x.sqlite: no such file\\n")["message"]
+    'runs/x.sqlite: no such file'
+    """
+    lines = [line for line in said.splitlines() if line.strip()]
+    first = lines[0] if lines else "the command refused its input"
+    found = _LOCATED.match(first)
+    if found is not None:
+        return {"file": found["file"], "line": int(found["line"]),
+                "column": int(found["column"]) if found["column"] else None, "kind": found["kind"],
+                "message": found["message"], "expected": []}
+    usage = [line for line in lines if ": error: " in line]
+    message = (usage[-1] if usage else first).split(": error: ", 1)[-1]
+    return {"file": None, "line": None, "column": None, "kind": "error", "message": message, "expected": []}
 
 
 def _main(
@@ -443,7 +506,7 @@ def _main(
     if args.command == "fmt":
         from cda.adapters.fmt_cli import main_fmt
 
-        return main_fmt(args.files, args.check, out, err, inp)
+        return main_fmt(args.files, args.check, out, err, inp, as_json=args.json)
     if args.command == "prove":
         from cda.adapters.fol_cli import main_prove
 
@@ -500,7 +563,7 @@ def _main(
     if args.command == "schema":
         from cda.adapters.schema_cli import main_schema
 
-        return main_schema(args.folder, args.check, out, err)
+        return main_schema(args.folder, args.check, out, err, as_json=args.json)
     if args.command == "receipts":
         from cda.adapters.receipts_cli import main_receipts_verify
 
@@ -521,7 +584,8 @@ def _main(
     if args.command == "jobs":
         from cda.adapters.jobs.cli import main_jobs_run
 
-        return main_jobs_run(args.manifest, args.out, args.workers, args.dask, args.retry_failed, out, err)
+        return main_jobs_run(args.manifest, args.out, args.workers, args.dask, args.retry_failed, out, err,
+                             as_json=args.json)
     if args.command == "investigate":
         from cda.adapters.investigate_cli import main_investigate
 

@@ -111,9 +111,10 @@ def _guard(args: argparse.Namespace, out: TextIO, inp: TextIO | None) -> int:
                        f"`cda task budget AGENT AMOUNT --store {args.ledger}` creates it with a budget)")  # fmt: skip
     simulator = None
     if args.sim is not None:
+        from cda.files import is_stdin
         from cda.guardian.simulation import load_simulator
 
-        if not args.sim.is_file():
+        if not is_stdin(args.sim) and not args.sim.is_file():
             raise CDAError(f"cannot read {args.sim}: {'it is a directory' if args.sim.is_dir() else 'No such file'}")
         simulator = _Recording(load_simulator(args.sim, samples=args.samples))
     from cda.guardian.ledger import Ledger

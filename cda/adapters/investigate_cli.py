@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cda.errors import CDAError
+from cda.files import is_stdin
 
 __all__ = ["add_investigate_parser", "main_investigate"]
 
@@ -59,7 +60,7 @@ def main_investigate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     inv = None
     try:
         if command == "start":
-            if not args.problem.exists():
+            if not is_stdin(args.problem) and not args.problem.exists():
                 raise CDAError(f"{args.problem}: no such file")
             inv = Investigation.start(args.problem, db=args.db, backend=args.backend, ken=args.ken,
                                       task_id=args.task, top=args.top)

@@ -24,6 +24,7 @@ from cda.diagnosis.problem import CircuitInstance
 from cda.diagnosis.wcnf_import import load_wcnf, read_wcnf
 from cda.encodings.ir import MinimalGoal
 from cda.errors import CDAError
+from cda.files import is_stdin
 from cda.solver.engine import EngineOptions, run
 from cda.solver.route import choose_backend
 
@@ -50,9 +51,9 @@ class DiagnosisReport(BaseModel):
 
 def load_instance(path: Path, observations: Path | None, goal: MinimalGoal) -> CircuitInstance:
     """A ``.bench`` (observations required) or mbd-mobs ``.wcnf[.gz]`` file as a diagnosis problem."""
-    if not path.exists():
+    if not is_stdin(path) and not path.exists():
         raise CDAError(f"{path}: no such file")
-    name = path.name.lower()
+    name = "-.bench" if is_stdin(path) else path.name.lower()  # standard input: a netlist (a WCNF is gzipped)
     if name.endswith(".bench"):
         if observations is None:
             raise CDAError(f"{path}: a .bench netlist needs --observations FILE (docs/diagnosis.md)")

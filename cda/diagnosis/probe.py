@@ -43,6 +43,7 @@ from cda.diagnosis.names import counted, diagnosis_order, sorted_gates
 from cda.diagnosis.problem import CircuitInstance, ab_atom
 from cda.encodings.ir import MinimalGoal
 from cda.errors import CDAError, OptionError
+from cda.files import is_stdin
 from cda.solver.engine import EngineOptions, run
 from cda.solver.information import expected_gains
 from cda.solver.observations import OracleUndecided
@@ -709,9 +710,9 @@ def main_probe(
         if inject:
             if observations is not None:
                 raise CDAError("--inject draws its own test vectors; drop --observations")
-            if not path.name.lower().endswith(".bench"):
+            if not is_stdin(path) and not path.name.lower().endswith(".bench"):
                 raise CDAError(f"{path}: --inject needs a .bench netlist")
-            if not path.exists():
+            if not is_stdin(path) and not path.exists():
                 raise CDAError(f"{path}: no such file")
             # the observations are drawn by the simulation; the instance is rebuilt under them
             inst = load_bench(read_bench(path), [{}], MinimalGoal(), str(path))

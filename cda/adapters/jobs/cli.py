@@ -9,6 +9,7 @@ On a terminal a one-line progress bar is drawn on stderr (plain text, redrawn wi
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TextIO
@@ -47,9 +48,13 @@ def _bar(err: TextIO) -> object:
 
 
 def main_jobs_run(manifest_path: Path, out_dir: Path | None, workers: int | None, dask: str | None,
-                  retry_failed: bool, out: TextIO, err: TextIO) -> int:
+                  retry_failed: bool, out: TextIO, err: TextIO, as_json: bool = False) -> int:
+    """Run the batch and print its summary (``as_json``: one object, ``{"jobs", "statuses", "ran",
+    "done_before", "results", "exit_code"}``); returns the exit code."""
     try:
         manifest = read_manifest(manifest_path)
+        if out_dir is None and str(manifest_path) == "-":
+            raise CDAError("a manifest read from standard input has no folder to put its results beside: give --out DIR")
         target = out_dir if out_dir is not None else manifest_path.parent / f"{manifest_path.stem}.results"
         if target.exists() and not target.is_dir():
             raise CDAError(f"--out {target}: a file of that name exists; give a folder")
@@ -64,9 +69,14 @@ def main_jobs_run(manifest_path: Path, out_dir: Path | None, workers: int | None
         return 130
     if err.isatty():
         err.write("\r" + " " * (_BAR + 80) + "\r")
+    from cda.adapters.ci_report import worst_exit_code
+
+    code = worst_exit_code([EXIT_OF_STATUS[status] for status in report.statuses])
+    if as_json:
+        out.write(json.dumps({"jobs": report.total, "statuses": dict(sorted(report.statuses.items())), "ran": report.ran,
+                              "done_before": report.skipped, "results": str(report.jsonl), "exit_code": code}) + "\n")
+        return code
     counts = ", ".join(f"{n} {status}" for status, n in sorted(report.statuses.items()))
     out.write(f"{report.total} jobs: {counts}; {report.ran} ran now, {report.skipped} were done before\n")
     out.write(f"results: {report.jsonl}\n")
-    from cda.adapters.ci_report import worst_exit_code
-
-    return worst_exit_code([EXIT_OF_STATUS[status] for status in report.statuses])
+    return code

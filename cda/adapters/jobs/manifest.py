@@ -36,6 +36,7 @@ from cda.adapters.jobs.kinds import KINDS
 from cda.contracts import limits
 from cda.contracts.receipt import canonical_json
 from cda.errors import CDAError, OptionError
+from cda.files import is_stdin, read_text
 
 __all__ = ["JobSpec", "Manifest", "ManifestError", "read_manifest", "DEFAULT_TIMEOUT_S", "DEFAULT_MEMORY_MB"]
 
@@ -140,7 +141,9 @@ def _file_digest(base: Path, name: str, what: str) -> str:
 def read_manifest(path: Path) -> Manifest:
     """Read and check the manifest at ``path``; every job's input files are read (for the key)."""
     try:
-        data = path.read_bytes()
+        data = read_text(path).encode("utf-8") if is_stdin(path) else path.read_bytes()  # -: files relative to here
+    except CDAError as exc:
+        raise ManifestError(f"{path}: cannot read the manifest ({exc})") from None
     except OSError as exc:
         raise ManifestError(f"{path}: cannot read the manifest ({exc.strerror or exc})") from None
     if len(data) > MAX_MANIFEST_BYTES:
