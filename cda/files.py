@@ -31,6 +31,8 @@ class _Stdin:
                 self.text = self.stream.read()
             except UnicodeDecodeError as exc:
                 raise CDAError(f"cannot read standard input: not UTF-8 text (byte {exc.start})") from None
+            except OSError as exc:  # closed, or not readable here
+                raise CDAError(f"cannot read standard input ({exc.strerror or exc})") from None
             self.text = self.text.removeprefix("\ufeff")
         return self.text
 

@@ -139,6 +139,8 @@ REGEX_ALLOWED = {
     "cda/contracts/abstain.py": "numbers and their units in free-text observations and report texts (seed 001 grounding)",
     "cda/verifiers/redact.py": "personal data (emails, phone numbers, IBANs) in free text",
     "cda/adapters/receipts_cli.py": "receipt hashes given on the command line",
+    "cda/adapters/cli.py": "a command's own compiler-style error line (file:line:col: kind: message), for --json",
+    "cda/diagnosis/names.py": "runs of digits in gate names, compared as numbers",
     "cda/adapters/service/streams.py": "action ids in stream paths and the Last-Event-ID header",
     "cda/adapters/service/providers.py": "sub-action source names (file names of a provider's folder)",
     "cda/fol/syntax.py": "first-order logic text, a language of its own",

@@ -361,7 +361,8 @@ def test_prove_takes_several_files_and_every_format(tmp_path: Path) -> None:
 def test_json_with_another_format_is_refused(command: list[str]) -> None:
     """Issue 27: `--json --format junit` printed JUnit silently."""
     code, out, err = run(*command, "--json", "--format", "junit")
-    assert (code, out) == (2, "") and "--json and --format junit" in err
+    assert code == 2 and "--json and --format junit" in err
+    assert json.loads(out)["message"] == "--json and --format junit ask for two reports; give one"  # --json: one object
     assert run(*command, "--json", "--format", "json")[0] in (0, 1)
 
 

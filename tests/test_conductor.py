@@ -498,6 +498,7 @@ _SLOW_CONDUCTOR = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a kill-and-restart loop: .ci/run's slow step (README: the test command leaves it out)
 def test_a_conductor_killed_mid_request_resumes_from_the_database(tmp_path: Path) -> None:
     script = tmp_path / "conduct.py"
     script.write_text(_SLOW_CONDUCTOR)

@@ -139,9 +139,10 @@ GENERAL_SUM = """
 
 def test_general_linear_sum_uses_integer_semantics() -> None:
     r = cda.solve(GENERAL_SUM, backend="z3")
-    # b = 5 needs a <= 0: a = 0 works, so big is possible; b = 6 is impossible
+    # b = 5 needs a <= 0: a = 0 works, so big is possible; b = 6 is impossible. `disprove big`:
+    # the goal holds where big is false (nothing assumed) and fails where big holds
     assert r.verdicts[0].status == "inconclusive"
-    assert r.verdicts[0].witnesses[0].holds and r.verdicts[0].witnesses[0].assumed == ["big"]
+    assert [(w.holds, w.assumed) for w in r.verdicts[0].witnesses] == [(True, []), (False, ["big"])]
     assert cda.solve(GENERAL_SUM).backend == "z3"  # auto routes arithmetic to z3
 
 

@@ -188,6 +188,7 @@ file = "claim.cda"
     assert "1 failed, 1 memory, 1 ok, 1 timeout" in out
 
 
+@pytest.mark.slow  # a kill-and-restart loop: .ci/run's slow step (README: the test command leaves it out)
 def test_kill_9_mid_batch_then_rerun_finishes_every_job_exactly_once(tmp_path: Path) -> None:
     (tmp_path / "claim.cda").write_text(CLAIM_OK, encoding="utf-8")
     jobs = "".join(f'[[job]]\nkind = "solve"\nfile = "claim.cda"\nparams = {{ seed = {i}, backend = "z3" }}\n\n'

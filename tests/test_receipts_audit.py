@@ -631,6 +631,7 @@ def _wait_for_attempt(db: Path, attempt: int, proc: subprocess.Popen[bytes], lim
     return False
 
 
+@pytest.mark.slow  # a kill-and-restart loop: .ci/run's slow step (README: the test command leaves it out)
 def test_kill_9_at_random_points_leaves_a_log_that_verifies(tmp_path: Path) -> None:
     db = tmp_path / "receipts.sqlite"
     load_signer()  # the key exists before the first child, as after any first run

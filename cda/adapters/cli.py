@@ -449,7 +449,7 @@ class _Tee(_Written):
         return super().write(text)
 
 
-_LOCATED = re.compile(r"(?P<file>[^\n]+?):(?P<line>\d+)(?::(?P<column>\d+))?: (?P<kind>[a-z ]*error): (?P<message>.*)")
+_LOCATED = re.compile(r"(?P<file>[^:\n]+):(?P<line>\d+)(?::(?P<column>\d+))?: (?P<kind>[a-z ]*error): (?P<message>.*)")
 
 
 def _mistake(said: str) -> dict[str, Any]:
@@ -463,7 +463,7 @@ def _mistake(said: str) -> dict[str, Any]:
     """
     lines = [line for line in said.splitlines() if line.strip()]
     first = lines[0] if lines else "the command refused its input"
-    found = _LOCATED.match(first)
+    found = None if first.startswith("cda") else _LOCATED.match(first)  # `cda: error: …` names no place first
     if found is not None:
         return {"file": found["file"], "line": int(found["line"]),
                 "column": int(found["column"]) if found["column"] else None, "kind": found["kind"],

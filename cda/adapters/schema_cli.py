@@ -27,8 +27,8 @@ def main_schema(folder: Path, check: bool = False, out: TextIO | None = None, er
     stream, errors = out or sys.stdout, err or sys.stderr
     try:
         if check:
-            if not folder.is_dir():
-                print(f"cda: error: {folder}: {'not a folder' if folder.exists() else 'no such folder'}", file=errors)
+            if folder.exists() and not folder.is_dir():  # a missing folder: every schema is missing (exit 1)
+                print(f"cda: error: {folder}: not a folder", file=errors)
                 return EXIT_BAD_INPUT
             problems = schema_diff(folder)
             if as_json:
