@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from cda.adapters import terminal
-from cda.adapters.cli import _parser, main
+from cda.cli import terminal
+from cda.cli.main import _parser, main
 from cda.testing import problem_texts
 from tests.conftest import EXAMPLES
 from tests.timing import wait_until
@@ -193,8 +193,8 @@ def test_fmt_keeps_fol_blocks_verbatim_and_the_comments_around_them() -> None:
 
 
 def test_fmt_keeps_meaning_and_comments_of_the_examples() -> None:
-    from cda.adapters.fmt_cli import formatted
     from cda.api import solve
+    from cda.cli.fmt import formatted
 
     for path in sorted(EXAMPLES.glob("*.cda")):
         text = path.read_text()
@@ -326,7 +326,7 @@ def test_fmt_never_renames_a_clause() -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem_texts())
 def test_fmt_keeps_every_statement_on_its_line_and_is_idempotent(text: str) -> None:
-    from cda.adapters.fmt_cli import formatted
+    from cda.cli.fmt import formatted
     from cda.encodings.parse import parse_problem
 
     new = formatted(text, "p.cda")

@@ -397,7 +397,7 @@ def test_a_foreign_file_in_any_path_argument_is_left_as_it_was(path: tuple[str, 
 def test_cda_jobs_keeps_the_same_table() -> None:
     """A batch exits with the worst of its jobs' codes, each from the same table (tests/test_jobs.py
     runs batches that give 0, 1 and 3; a bad manifest is 2)."""
-    from cda.adapters.jobs.cli import EXIT_OF_STATUS
+    from cda.cli.jobs import EXIT_OF_STATUS
 
     assert set(EXIT_OF_STATUS.values()) <= EXIT_TABLE
     assert EXIT_OF_STATUS["ok"] == 0 and EXIT_OF_STATUS["failed"] == 1 and EXIT_OF_STATUS["timeout"] == 3

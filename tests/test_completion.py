@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from cda.adapters.cli import _parser, main
-from cda.adapters.completion_cli import commands
+from cda.cli.completion import commands
+from cda.cli.main import _parser, main
 
 
 def _script(shell: str) -> str:

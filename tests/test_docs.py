@@ -141,7 +141,7 @@ class Walk:
         """Run one command of the page: its exit status and what it printed (stdout, then stderr)."""
         args = _is_plain_cda(command)
         if args is not None:
-            from cda.adapters.cli import main
+            from cda.cli.main import main
 
             out, err = io.StringIO(), io.StringIO()
             code = main(args, stdout=out, stderr=err, stdin=io.StringIO(""))

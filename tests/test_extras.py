@@ -40,7 +40,7 @@ def _base_install(code: str, cwd: Path, env_dir: Path) -> subprocess.CompletedPr
 
 def test_readme_command_1_runs_on_the_base_install_and_serve_names_its_extra(tmp_path: Path) -> None:
     run = _base_install(
-        "from cda.adapters.cli import main\n"
+        "from cda.cli.main import main\n"
         f"code = main(['run', {str(ROOT / 'examples/action/service_outage.json')!r}, '--out', 'runs'])\n"
         "assert code == 0, code\n"
         "import io; err = io.StringIO()\n"

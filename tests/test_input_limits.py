@@ -109,7 +109,7 @@ def test_an_empty_problem_is_an_error(text: str) -> None:
 def test_an_empty_file_is_an_error_from_the_cli(tmp_path: Path) -> None:
     from io import StringIO
 
-    from cda.adapters.cli import main
+    from cda.cli.main import main
 
     path = tmp_path / "empty.cda"
     path.write_text("")
@@ -165,7 +165,7 @@ def test_mistakes_inside_a_file_name_the_file_and_the_place(tmp_path) -> None:  
     or with no place at all."""
     import io
 
-    from cda.adapters.cli import main
+    from cda.cli.main import main
 
     def err_of(*argv: str) -> tuple[int, str]:
         err = io.StringIO()

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cda.adapters.otel_config import check_otel_endpoint
-from cda.adapters.service.auth import OPEN, AuthConfig
 from cda.errors import CDAError
+from cda.service.auth import OPEN, AuthConfig
 
 __all__ = ["main_serve", "run_server"]
 
@@ -83,7 +83,7 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
             raise CDAError(f"--processes must be between 0 and 64, got {processes}")
         if not db.parent.is_dir():
             raise CDAError(f"{db}: its folder does not exist")
-        from cda.adapters.service.actions import check_signable
+        from cda.service.actions import check_signable
 
         check_signable(db)  # nothing created yet: a lost log, a foreign state file, a rewritten log are exit 2
         if providers is not None and not providers.is_dir():
@@ -93,7 +93,7 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
     except CDAError as exc:
         err.write(f"cda: error: {exc}\n")
         return 2
-    from cda.adapters.service.app import ServiceConfig, build_app
+    from cda.service.app import ServiceConfig, build_app
 
     app = build_app(ServiceConfig(db=db, auth=auth, cors_origins=tuple(cors or ()), retention_s=retention_h * 3600,
                                   workers=workers, processes=processes, egress_cap=egress_cap, debug=debug,

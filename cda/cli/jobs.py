@@ -69,7 +69,7 @@ def main_jobs_run(manifest_path: Path, out_dir: Path | None, workers: int | None
         return 130
     if err.isatty():
         err.write("\r" + " " * (_BAR + 80) + "\r")
-    from cda.adapters.ci_report import worst_exit_code
+    from cda.cli.ci_report import worst_exit_code
 
     code = worst_exit_code([EXIT_OF_STATUS[status] for status in report.statuses])
     if as_json:

@@ -8,7 +8,7 @@ Each subcommand imports its module only when it runs (tests/test_startup_imports
 Exit codes: 0 answered, 1 a prove/disprove goal or an expect failed, 2 bad input, 3 timeout/unknown;
 over several files, the worst of theirs (2 over 3 over 1 over 0).
 ``-`` names standard input; ``--format text|json|jsonl|junit`` chooses the report
-(:mod:`cda.adapters.ci_report`); with ``--json`` a mistake is a JSON object on stdout.
+(:mod:`cda.cli.ci_report`); with ``--json`` a mistake is a JSON object on stdout.
 Mistakes in the input print like a compiler (``file:line:col: error: …`` and a caret) and
 never a traceback.
 """
@@ -247,10 +247,10 @@ def _parser() -> argparse.ArgumentParser:
     mt.add_argument("store", type=Path, help="the store: receipts.sqlite of cda run --out / cda serve (or its folder)")
     mt.add_argument("--since", default=None, help="only runs ended since: ISO-8601 (UTC if no offset) or an age (90m, 24h, 7d)")
     mt.add_argument("--json", action="store_true", help="print one JSON object")
-    from cda.adapters.policy_cli import add_policy_parser
+    from cda.cli.policy import add_policy_parser
 
     add_policy_parser(sub, _seconds)
-    from cda.adapters.task_cli import add_task_parser  # argparse only
+    from cda.cli.task import add_task_parser  # argparse only
 
     add_task_parser(sub, _count, samples=_samples)
 
@@ -266,10 +266,10 @@ def _parser() -> argparse.ArgumentParser:
     jr.add_argument("--retry-failed", action="store_true", help="run again the jobs recorded as failed")
     jr.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
-    from cda.adapters.investigate_cli import add_investigate_parser  # argparse and json only
+    from cda.cli.investigate import add_investigate_parser  # argparse and json only
 
     add_investigate_parser(sub, _count)
-    from cda.adapters.guard_cli import add_guard_parser  # argparse only
+    from cda.cli.guard import add_guard_parser  # argparse only
 
     add_guard_parser(sub, _seed, _count, samples=_samples)
     cd = sub.add_parser("conduct", help="the conductor: a request -> obligations -> tools -> verified reply (docs/conductor.md)")
@@ -492,37 +492,37 @@ def _main(
         err.write(f"cda {args.command}: error: --json and --format {args.format} ask for two reports; give one\n")
         return EXIT_BAD_INPUT
     if args.command == "completion":
-        from cda.adapters.completion_cli import main_completion
+        from cda.cli.completion import main_completion
 
         return main_completion(args.shell, _parser(), out)
     if args.command == "guard":
-        from cda.adapters.guard_cli import main_guard
+        from cda.cli.guard import main_guard
 
         return main_guard(args, out, err, inp)
     if args.command == "mcp":
-        from cda.adapters.mcp_server import main_mcp
+        from cda.mcp.server import main_mcp
 
         return main_mcp("streamable-http" if args.http else "stdio", args.host, args.port, err)
     if args.command == "fmt":
-        from cda.adapters.fmt_cli import main_fmt
+        from cda.cli.fmt import main_fmt
 
         return main_fmt(args.files, args.check, out, err, inp, as_json=args.json)
     if args.command == "prove":
-        from cda.adapters.fol_cli import main_prove
+        from cda.cli.fol import main_prove
 
         return main_prove(
             args.files, args.json, out, err=err, timeout=args.timeout, backend=args.backend, cross_check=args.cross_check,
             unique_names=args.unique_names, fmt=args.format,
         )
     if args.command == "diagnose":
-        from cda.adapters.terminal import progress
+        from cda.cli.terminal import progress
         from cda.diagnosis.diagnose import main_diagnose
 
         with progress(err, f"diagnosing {args.file}") as bar:
             return main_diagnose(args.file, args.observations, args.backend, args.mode, args.timeout, args.json,
                                  bar.guard(out), bar.guard(err))
     if args.command == "probe":
-        from cda.adapters.terminal import progress
+        from cda.cli.terminal import progress
         from cda.diagnosis.probe import main_probe
 
         if args.interactive:  # a progress line would overwrite the questions
@@ -550,60 +550,60 @@ def _main(
             interactive=None,
         )
     if args.command == "run":
-        from cda.adapters.run_cli import main_run
+        from cda.cli.run import main_run
 
         return main_run(args.inputs, args.out, args.json, out, err)
     if args.command == "serve":
-        from cda.adapters.service.serve import main_serve
+        from cda.service.serve import main_serve
 
         return main_serve(args.db, args.host, args.port, out, err, auth_file=args.auth, cors=args.cors_origin,
                           retention_h=args.retention_hours, workers=args.workers, processes=args.processes,
                           egress_cap=args.egress_cap, debug=args.debug, providers=args.providers, fsync=args.fsync,
                           otel_endpoint=args.otel_endpoint)
     if args.command == "schema":
-        from cda.adapters.schema_cli import main_schema
+        from cda.cli.schema import main_schema
 
         return main_schema(args.folder, args.check, out, err, as_json=args.json)
     if args.command == "receipts":
-        from cda.adapters.receipts_cli import main_receipts_verify
+        from cda.cli.receipts import main_receipts_verify
 
         return main_receipts_verify(args.db, args.head, args.json, out, err, public_key=args.public_key,
                                     unsigned=args.unsigned)
     if args.command == "metrics":
-        from cda.adapters.metrics_cli import main_metrics
+        from cda.cli.metrics import main_metrics
 
         return main_metrics(args.store, args.since, args.json, out, err)
     if args.command == "policy":
-        from cda.adapters.policy_cli import main_policy
+        from cda.cli.policy import main_policy
 
         return main_policy(args, out, err)
     if args.command == "task":
-        from cda.adapters.task_cli import main_task
+        from cda.cli.task import main_task
 
         return main_task(args, out, err)
     if args.command == "jobs":
-        from cda.adapters.jobs.cli import main_jobs_run
+        from cda.cli.jobs import main_jobs_run
 
         return main_jobs_run(args.manifest, args.out, args.workers, args.dask, args.retry_failed, out, err,
                              as_json=args.json)
     if args.command == "investigate":
-        from cda.adapters.investigate_cli import main_investigate
+        from cda.cli.investigate import main_investigate
 
         return main_investigate(args, out, err)
     if args.command == "conduct":
-        from cda.adapters.conduct_cli import main_conduct
+        from cda.cli.conduct import main_conduct
 
         return main_conduct(
             args.utterance, args.db, args.registry, args.ken, args.json, out, err, translator=args.translator,
             llm_base_url=args.llm_base_url, llm_model=args.llm_model, llm_timeout=args.llm_timeout, seed=args.seed,
         )
     if args.command == "bench":
-        from cda.adapters.terminal import progress
+        from cda.cli.terminal import progress
         from cda.fol.folio import main_bench
 
         with progress(err, f"running {args.file}") as bar:
             return main_bench(args.file, args.json, bar.guard(out), timeout=args.timeout, err=bar.guard(err))
-    from cda.adapters.ci_cli import main_check_files, main_solve_files  # here, not at the top: `cda --help` starts fast
+    from cda.cli.ci import main_check_files, main_solve_files  # here, not at the top: `cda --help` starts fast
 
     fmt = args.format or ("json" if args.json else "text")
     path = Path("-")
@@ -620,7 +620,7 @@ def _main(
         if fmt == "text":
             err.write(exc.render() + "\n")
         else:
-            from cda.adapters.ci_report import error_object
+            from cda.cli.ci_report import error_object
 
             out.write(json.dumps(error_object(exc, str(path)), ensure_ascii=False) + "\n")
         return EXIT_BAD_INPUT

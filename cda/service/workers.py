@@ -35,8 +35,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from cda.adapters.service.scheduler import is_draft
 from cda.errors import CDAError
+from cda.service.scheduler import is_draft
 
 __all__ = ["AttemptSink", "RunnerCrashed", "RunnerStopped", "RunnerJob", "RunnerPool", "run_job", "waits_for_answer"]
 
@@ -256,7 +256,7 @@ class RunnerPool:
 def child_main(conn: Connection, db: str, fsync: bool) -> None:
     """A runner process: runs each action it is sent in a thread of its own, until ``exit``."""
     from cda.actions.receipts import ReceiptLog
-    from cda.adapters.service.sqlite_writes import relax_fsync
+    from cda.service.sqlite_writes import relax_fsync
 
     log = ReceiptLog(Path(db))
     if not fsync:
