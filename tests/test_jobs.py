@@ -25,7 +25,7 @@ from cda.adapters.jobs.child import outcome_of
 from cda.adapters.jobs.manifest import ManifestError, read_manifest
 from cda.cli.main import main
 from tests.conftest import DATA
-from tests.timing import Stopwatch, wait_until
+from tests.timing import HANG, Stopwatch, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAIM = (ROOT / "examples" / "claim_check.cda").read_text(encoding="utf-8")
@@ -421,11 +421,12 @@ def test_a_malformed_dask_scheduler_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def _interrupt(proc: subprocess.Popen[bytes], folder: Path) -> bytes:
-    """SIGINT to the batch; its stderr. A batch that does not end in 20 s is killed (with its job
-    processes) before the test fails, so no process outlives the test."""
+    """SIGINT to the batch; its stderr. A batch that does not end within the hang bound (tests/timing.py:
+    how fast it ends is benchmarks/bench_cancel.py's to measure, not a loaded machine's wall clock) is
+    killed (with its job processes) before the test fails, so no process outlives the test."""
     proc.send_signal(signal.SIGINT)
     try:
-        _, err = proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=HANG)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
@@ -434,7 +435,7 @@ def _interrupt(proc: subprocess.Popen[bytes], folder: Path) -> bytes:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        pytest.fail("the batch did not end within 20 s of Ctrl-C")
+        pytest.fail(f"the batch did not end within {HANG:g} s of Ctrl-C")
     return err
 
 
