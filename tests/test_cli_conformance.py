@@ -214,6 +214,8 @@ CASES: dict[tuple[str, ...], Case] = {
     ("task", "pin-policies"): Case(["task", "pin-policies", T("policies.toml", text=True), "--store",
                                     F("guardian.db", sqlite=True, writes=True), "--by", "alice"], 0),
     ("task", "draft"): Case(["task", "draft", T("launch.json", text=True), "--task-id", "t-2"], 0),
+    ("task", "anchor"): Case(["task", "anchor", "alice", "--store", F("guardian.db", sqlite=True, writes=True)], 1,
+                             why="the world's file is anchored at its making: refused, exit 1"),
     ("task", "budget"): Case(["task", "budget", "agent-9", "10", "--store", F("guardian.db", sqlite=True, writes=True)], 0),
     ("task", "sign"): Case(["task", "sign", T("draft.json", text=True), "--store", F("guardian.db", sqlite=True),
                             "--signer", "alice"], 0),
@@ -367,23 +369,13 @@ def _digest(path: Path) -> dict[str, str]:
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files if p.is_file()}
 
 
-#: foreign-file cases another branch of issue 27 fixes (store: `investigate --db`, `jobs run --out`)
-_ELSEWHERE: set[tuple[tuple[str, ...], str]] = {
-    (("jobs", "run"), "jobs"),
-    *((("investigate", command), "inv.sqlite") for command in ("start", "observe", "status", "history", "undo", "close")),
-}
-
-
 @pytest.mark.parametrize(("path", "index", "kind"), _foreign_cases(),
                          ids=lambda v: " ".join(v) if isinstance(v, tuple) else str(v))
 def test_a_foreign_file_in_any_path_argument_is_left_as_it_was(path: tuple[str, ...], index: int, kind: str,
-                                                               world: World, tmp_path: Path,
-                                                               request: pytest.FixtureRequest) -> None:
+                                                               world: World, tmp_path: Path) -> None:
     case = CASES[path]
     f = case.argv[index]
     assert isinstance(f, F)
-    if (path, f.name) in _ELSEWHERE:  # run all the same: once that branch is merged they pass (XPASS: drop them)
-        request.node.add_marker(pytest.mark.xfail(reason="issue 27's store branch fixes this store", strict=False))
     theirs = _foreign(tmp_path / "theirs", kind)
     before = _digest(theirs)
     code, out, err = _run(_resolve(world, world.argv(case, {index: str(theirs)})))

@@ -21,6 +21,7 @@ table is checked against the receipts that vouch for each row (:data:`cda.adapte
 from __future__ import annotations
 
 import json
+import sqlite3
 import re
 import sys
 from pathlib import Path
@@ -84,10 +85,19 @@ def main_receipts_verify(
     try:
         expected_head = _hash_option("--head (a SHA-256 hash)", expected_head)
         trusted = _hash_option("--public-key (an Ed25519 public key)", public_key) or trusted_public_key()
-        from cda.adapters.jobs.store import COMPANION
+        from cda.actions.store_file import LOG_FORMAT
+        from cda.adapters.jobs.store import JOBS_FORMAT, row_problems  # a jobs results file holds a receipt log too
 
         report = audit_file(db, expected_head=expected_head, trusted_key=trusted, require_signature=not unsigned,
-                            companions=(COMPANION,))
+                            formats=(LOG_FORMAT, JOBS_FORMAT))
+        try:  # a jobs file: its job_results rows against the receipts that vouch for them
+            found, notes = row_problems(db)
+        except (sqlite3.DatabaseError, CDAError):  # a file the audit found unreadable says so already
+            found, notes = [], []
+        if found or notes:
+            report = report.model_copy(update={
+                "problems": [*report.problems, *found], "notes": [*report.notes, *notes],
+                **({"ok": False, "status": "tampered", "unverified": None} if found else {})})
     except CDAError as exc:
         print(exc.render(), file=errors)
         return EXIT_BAD_INPUT

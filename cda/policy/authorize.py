@@ -283,12 +283,22 @@ class Authorizer:
 
 def load_policy_set(policies: str | Path, schema: str | Path | None, entities: str | Path | None) -> PolicySet:
     """Read a policy file, an optional schema (either form) and an optional entities file."""
-    ptext = read_text(Path(policies))
-    pols = parse_policies(ptext, str(policies))
-    sch = read_schema_text(read_text(Path(schema)), str(schema)) if schema is not None else None
+    texts = {name: (read_text(Path(path)), str(path)) for name, path in
+             (("policies", policies), ("schema", schema), ("entities", entities)) if path is not None}
+    return policy_set_of(texts["policies"], texts.get("schema"), texts.get("entities"))
+
+
+Named = tuple[str, str]
+"""A file's text and its name (for errors)."""
+
+
+def policy_set_of(policies: Named, schema: Named | None = None, entities: Named | None = None) -> PolicySet:
+    """The policy set of texts already read (each with its file's name): a caller that keeps a
+    digest of the files parses the very text it hashed."""
+    pols = parse_policies(*policies)
+    sch = read_schema_text(*schema) if schema is not None else None
     if entities is not None:
-        data = parse_json(read_text(Path(entities)), str(entities), DSLError)
-        store = read_entities(data, sch, str(entities))
+        store = read_entities(parse_json(entities[0], entities[1], DSLError), sch, entities[1])
     else:
         store = read_entities([], sch)
     return PolicySet(pols, sch, store)

@@ -51,7 +51,6 @@ from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
 from cda.actions.runner import action_id_of
 from cda.actions.signing import head_path, load_signer, read_head, write_head
-from cda.actions.store_file import read_snapshot
 from cda.adapters.action_entry import AuditLogError, _check_signed_head, refuse_lost_log
 from cda.adapters.event_store import EventStore, check_event_file
 from cda.contracts.abstain import AbstainThresholds
@@ -81,6 +80,7 @@ from cda.service.state import ServiceState, check_state
 from cda.service.store import TERMINAL, StoredEvent, last_events, read_stream, started_without_events
 from cda.service.streams import Hub
 from cda.service.workers import RunnerJob, RunnerPool, RunnerStopped, run_job
+from cda.store import Durability, read_snapshot
 
 __all__ = ["ActionManager", "EdgeError", "EGRESS_RANK", "MAX_THREADS", "check_signable", "is_draft", "relax_fsync",
            "share_write_lock"]
@@ -169,7 +169,7 @@ class ActionManager:
         with self.sign_lock:
             self._check_log()  # never sign on top of a rewritten log (before the state file is touched)
         known = [Principal("anonymous", "partner")] if auth.open else [who for _, who in auth.entries]
-        self.state = ServiceState(db, known)  # owners, sub-action revisions, consumers: survive a restart
+        self.state = ServiceState(db, known, durability=Durability.FULL if fsync_each_commit else Durability.NORMAL)
 
     # -- receipts and events ---------------------------------------------------------------
     def receipt(self, action_id: str, name: str, inputs: dict[str, Any], result: dict[str, Any],

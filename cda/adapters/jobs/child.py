@@ -44,8 +44,17 @@ def _cap(memory_mb: int) -> None:
 def outcome_of(wire: dict[str, Any]) -> dict[str, Any]:
     """Run one job in this process: ``{"status": "ok", "result": …}``,
     ``{"status": "failed" | "memory", "error": …}``, or for a result that is not a pass (the
-    kind's ``verdict``) ``{"status": "failed" | "timeout", "error": …, "result": …}``; never
-    raises for what the job does."""
+    kind's ``verdict``) ``{"status": "failed" | "timeout", "error": …, "result": …}``; each with ``reads``: every file
+    the job read and the SHA-256 of what it parsed (:func:`cda.files.recording`). Never raises for
+    what the job does."""
+    from cda.files import recording
+
+    with recording() as reads:
+        outcome = _outcome(wire)
+    return {**outcome, "reads": dict(reads)}
+
+
+def _outcome(wire: dict[str, Any]) -> dict[str, Any]:
     from cda.adapters.jobs.kinds import KINDS, JobInput
     from cda.errors import CDAError
 
