@@ -21,8 +21,8 @@ table is checked against the receipts that vouch for each row (:data:`cda.adapte
 from __future__ import annotations
 
 import json
-import sqlite3
 import re
+import sqlite3
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -92,7 +92,7 @@ def main_receipts_verify(
                             formats=(LOG_FORMAT, JOBS_FORMAT))
         try:  # a jobs file: its job_results rows against the receipts that vouch for them
             found, notes = row_problems(db)
-        except (sqlite3.DatabaseError, CDAError):  # a file the audit found unreadable says so already
+        except (sqlite3.DatabaseError, UnicodeDecodeError, CDAError):  # a file the audit found unreadable says so
             found, notes = [], []
         if found or notes:
             report = report.model_copy(update={
