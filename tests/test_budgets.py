@@ -17,9 +17,10 @@ from cda.encodings import ground as ground_module
 from cda.encodings.ir import NodeFactory
 from cda.errors import BudgetExceeded
 from cda.solver.engine import EngineOptions, run
+from tests.conftest import GROUND_BACKENDS
 from tests.timing import Stopwatch
 
-BACKENDS = ["z3", "clingo"]
+BACKENDS = GROUND_BACKENDS
 # seconds over the budget a run may take (the bugs were 3-25x over), measured as time uncontended
 # for a CPU (tests/timing.py): what an idle machine shows, on a machine at any load
 MARGIN = 3.0

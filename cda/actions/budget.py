@@ -1,4 +1,4 @@
-"""The wall-time budget of an Action and its degradation ladder (spec §9–§10).
+"""The wall-time budget of an Action and its degradation ladder (docs/actions.md, "Budgets and the degradation ladder").
 
 A budget of W seconds is split: the **reserve** is kept for writing the summary, the rest is for
 search and verification. Spec §9: "reserve ~20% of wall time (>= 20 s)". The reserve is
@@ -16,7 +16,7 @@ the search part runs out the action goes **grace → freeze → partial**: the c
 finish within a grace of 10% of the reserve, nothing new starts (freeze), and the run ends with
 ``action_partial`` and explicit caveats.
 
-Pressure (the share of the search budget used) walks the **degradation ladder** of spec §10 in
+Pressure (the share of the search budget used) walks the **degradation ladder** (docs/actions.md) in
 its fixed order, each rung once, each recorded: shrink the beam, drop the soft clauses, reduce
 external calls, return a conservative summary.
 """

@@ -41,13 +41,10 @@ from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.diagnosis.circuit import Circuit, Simulation, Simulator
 from cda.diagnosis.names import counted, diagnosis_order, sorted_gates
 from cda.diagnosis.problem import CircuitInstance, ab_atom
-from cda.encodings.ir import MinimalGoal
+from cda.engine import Options, choose_backend, expected_gains, run
 from cda.errors import CDAError, OptionError
 from cda.files import is_stdin
-from cda.solver.engine import EngineOptions, run
-from cda.solver.information import expected_gains
-from cda.solver.observations import OracleUndecided
-from cda.solver.route import choose_backend
+from cda.ir import MinimalGoal, OracleUndecided
 
 __all__ = [
     "DEFAULT_FAILURE",
@@ -219,11 +216,11 @@ def _diagnoses(
     if inst.remake is None:
         raise CDAError("cda probe needs a circuit it can rebuild under new observations")
     problem = inst.remake(observations)
-    options = EngineOptions(
-        timeout=timeout, max_hypotheses=cap, max_explanation_size=max_size,
+    options = Options(
+        backend=backend, timeout=timeout, max_hypotheses=cap, max_explanation_size=max_size,
         known_explanations=tuple(tuple(ab_atom(g) for g in d) for d in known),
     )
-    result = run(problem, backend, options)
+    result = run(problem, options)
     gate_of = {a.name: a.args[0] for a in problem.base.atoms.values() if a.kind == "hyp"}
     found = [sorted_gates(gate_of[a] for a in d) for d in (result.minimal_explanations or [])]
     ranked = sorted(found, key=diagnosis_order)  # 7 before 15
