@@ -269,9 +269,9 @@ def test_the_progress_line_is_cleared_before_the_answer(command: str, tmp_path: 
     screen = _Tty()
     monkeypatch.setattr(terminal, "PROGRESS_AFTER", 0.0)
     module, name, argv = {
-        "diagnose": ("cda.diagnosis.diagnose", "main_diagnose", ["diagnose", str(tmp_path / "c.bench"), "--observations",
+        "diagnose": ("cda.diagnosis.diagnose", "diagnose", ["diagnose", str(tmp_path / "c.bench"), "--observations",
                                                                str(tmp_path / "c.obs")]),
-        "bench": ("cda.fol.folio", "main_bench", ["bench", "folio", str(tmp_path / "f.jsonl")]),
+        "bench": ("cda.cli.bench", "run_bench", ["bench", "folio", str(tmp_path / "f.jsonl")]),
         "solve": ("cda.api", "solve", ["solve", str(tmp_path / "a.cda"), str(tmp_path / "b.cda")]),
     }[command]
     (tmp_path / "c.bench").write_text("INPUT(a)\nOUTPUT(y)\ny = NOT(a)\n")

@@ -53,8 +53,9 @@ class _Parser(Exception):
         self.parser = parser
 
 
-def _the_parser(monkeypatch: pytest.MonkeyPatch) -> argparse.ArgumentParser:
-    """argparse's parser of ``cda``, caught as ``main`` asks it to parse."""
+def _the_parser(monkeypatch: pytest.MonkeyPatch, words: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+    """argparse's parser of ``cda WORDS --help``, caught as ``main`` asks it to parse (the CLI
+    generates a command's arguments from its operation only when that command is chosen)."""
 
     def caught(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> Any:
         raise _Parser(self)
@@ -63,7 +64,7 @@ def _the_parser(monkeypatch: pytest.MonkeyPatch) -> argparse.ArgumentParser:
         patch.setattr(argparse.ArgumentParser, "parse_args", caught)
         patch.setattr(argparse.ArgumentParser, "parse_known_args", caught)
         try:
-            _console_main()(["--help"], stdout=io.StringIO(), stderr=io.StringIO())
+            _console_main()([*words, "--help"], stdout=io.StringIO(), stderr=io.StringIO())
         except _Parser as got:
             return got.parser
     raise AssertionError("cda's main did not parse its arguments with argparse")
@@ -81,9 +82,10 @@ def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dict
 
 @pytest.fixture(scope="module")
 def table() -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    """Every command, each as the parser ``cda COMMAND …`` is parsed with (its arguments generated)."""
     patch = pytest.MonkeyPatch()
     try:
-        return _leaves(_the_parser(patch))
+        return {path: _leaves(_the_parser(patch, path))[path] for path in _leaves(_the_parser(patch))}
     finally:
         patch.undo()
 
@@ -149,7 +151,9 @@ class World:
             "schemas": ROOT / "schemas",
         }
         # stores CDA made: a receipt log, a guardian file with a signer, pinned policies, a decision
-        assert _run(["run", str(self.files["inputs.json"]), "--out", str(root / "runs")])[0] == 0
+        code, events, _ = _run(["run", str(self.files["inputs.json"]), "--out", str(root / "runs"), "--json"])
+        assert code == 0
+        self.action = json.loads(events.splitlines()[-1])["action_id"]
         self.files["receipts"] = root / "runs" / "receipts.sqlite"
         db = str(root / "guardian.db")
         assert _run(["task", "budget", "agent-7", "2000", "--store", db])[0] == 0
@@ -237,6 +241,8 @@ CASES: dict[tuple[str, ...], Case] = {
                      judged="launch.json"),  # a malformed action is REJECT malformed_action (docs/guardian.md)
     ("conduct",): Case(["conduct", "compute 1 + 2", "--db", F("ir.sqlite", sqlite=True, writes=True), "--registry",
                         T("registry", text=True)], 0),
+    ("reflect", "approve"): Case(["reflect", "approve", "ACTION", "--store", F("receipts", sqlite=True, writes=True),
+                                  "--reviewer", "bob"], 0),
     ("completion",): Case(["completion", "bash"], 0, json=None, why="prints a shell script, not an answer"),
     ("bench", "folio"): Case(["bench", "folio", T("folio.jsonl", text=True)], 0),
 }
@@ -257,7 +263,7 @@ def _world_keys(_private_key_dir: None, world: World, monkeypatch: pytest.Monkey
 
 
 def _resolve(world: World, argv: list[str]) -> list[str]:
-    return [world.session if a == "SESSION" else a for a in argv]
+    return [world.session if a == "SESSION" else world.action if a == "ACTION" else a for a in argv]
 
 
 # ---- the tests ---------------------------------------------------------------------------------

@@ -24,62 +24,16 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from cda.cli.ci_report import Case, Outcome, error_object, render_json, render_jsonl, render_junit, worst_exit_code
 from cda.contracts.fol import ProofResult
 from cda.errors import CDAError
-from cda.files import read_text
-from cda.fol.parse import parse_fol
-from cda.fol.prove import prove_all
-from cda.fol.syntax import FOLProblem
+from cda.operations.fol import fol_blocks_of, read_fol_file
 
-__all__ = ["read_fol_file", "render_results", "main_prove", "EXIT_OK", "EXIT_NOT_SUPPORTED", "EXIT_BAD_INPUT", "EXIT_UNKNOWN"]
+__all__ = ["fol_blocks_of", "read_fol_file", "render_results", "main_prove", "present_prove", "prove_options", "EXIT_OK", "EXIT_NOT_SUPPORTED", "EXIT_BAD_INPUT", "EXIT_UNKNOWN"]
 
 EXIT_OK, EXIT_NOT_SUPPORTED, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
-
-
-def read_fol_file(path: Path | str) -> FOLProblem:
-    """Read and check a ``.fol`` file, or the ``fol { … }`` blocks of a ``.cda`` file; raises
-    ``DSLSyntaxError``/``DSLTypeError`` (with the file name, line, column and a caret) or
-    ``CDAError`` when the file cannot be read."""
-    path = Path(path)
-    text = read_text(path)
-    if path.suffix == ".cda":
-        text = fol_blocks_of(text, str(path))
-    return parse_fol(text, filename=str(path))
-
-
-def fol_blocks_of(text: str, filename: str) -> str:
-    r"""The ``fol`` blocks of a ``.cda`` text, everything else blanked out (newlines kept), so
-    the first-order parser reports lines and columns of the original file.
-
-    >>> fol_blocks_of("hyp a\nfol { premise P(a)\n claim P(a) }\n", "x.cda").split("\n")
-    ['     ', '      premise P(a)', ' claim P(a)  ', '']
-    """
-    from cda.encodings.ast import FolBlock  # the DSL's reader, only for a .cda file (not at start-up)
-    from cda.encodings.parse import parse_problem
-
-    blocks = [st for st in parse_problem(text, filename).statements if isinstance(st, FolBlock)]
-    if not blocks:
-        raise CDAError(f"{filename}: no fol {{ … }} block to prove (see docs/fol.md)")
-    keep = [False] * len(text)
-    starts = _line_starts(text)
-    for block in blocks:
-        start = starts[block.pos[0] - 1] + block.pos[1] - 1
-        body_start = text.index("{", start) + 1
-        body_end = start + len(block.text) - 1  # the closing brace
-        for i in range(body_start, body_end):
-            keep[i] = True
-    return "".join(c if keep[i] or c == "\n" else " " for i, c in enumerate(text))
-
-
-def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    for i, c in enumerate(text):
-        if c == "\n":
-            starts.append(i + 1)
-    return starts
 
 
 def render_results(results: list[ProofResult]) -> str:
@@ -104,6 +58,22 @@ def _cases(results: list[ProofResult]) -> list[Case]:
     return cases
 
 
+def prove_options(p: Any, op: Any) -> dict[str, Any]:
+    """``cda prove``'s own options: ``--json`` and ``--format``; its files: one or more, ``-`` for
+    standard input."""
+    from cda.cli.ci import _outputs
+
+    _outputs(p)
+    return {"many": ("path",), "metavars": {"path": "FILE"}}
+
+
+def present_prove(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
+    from cda.cli.generate import params_of
+
+    calls = [params_of(op, args, path=str(name)) for name in args.path]
+    return _prove_files(calls, args.format or ("json" if args.json else "text"), out, err)
+
+
 def main_prove(
     paths: Path | str | Sequence[Path | str],
     as_json: bool = False,
@@ -123,30 +93,34 @@ def main_prove(
     case per claim); ``as_json`` is ``fmt="json"``. Returns the worst file's exit code; input
     mistakes print like a compiler (``file:line:col: syntax error: …`` and a caret), never a
     traceback."""
-    stream, errors = out or sys.stdout, err or sys.stderr
     names = [paths] if isinstance(paths, str | Path) else list(paths)
-    fmt = fmt or ("json" if as_json else "text")
+    calls = [{"path": str(name), "timeout": timeout, "backend": backend, "cross_check": cross_check,
+              "unique_names": unique_names} for name in names]
+    return _prove_files(calls, fmt or ("json" if as_json else "text"), out or sys.stdout, err or sys.stderr)
+
+
+def _prove_files(calls: list[dict[str, Any]], fmt: str, stream: TextIO, errors: TextIO) -> int:
+    """Each call of the ``prove`` operation (one file each), reported in ``fmt``."""
+    from cda.cli.call import call_local
+
     outcomes: list[Outcome] = []
-    for name in names:
-        label = "<stdin>" if str(name) == "-" else str(name)
+    for params in calls:
+        name = params["path"]
         start = time.perf_counter()
         try:
-            problem = read_fol_file(name)
-            if not problem.claims:
-                raise CDAError(f"{label}: no claim to prove (add a line 'claim φ')")
-            results = prove_all(problem, timeout, backend=backend, cross_check=cross_check, unique_names=unique_names)
+            results = call_local("prove", params).results
         except CDAError as exc:
             if fmt == "text":
                 print(exc.render(), file=errors)
-            outcome = Outcome(str(name), EXIT_BAD_INPUT, error=error_object(exc, str(name)),
+            outcome = Outcome(name, EXIT_BAD_INPUT, error=error_object(exc, name),
                               cases=[Case("prove", failure=str(exc.args[0]).split("\n")[0], detail=exc.render(), error=True)])
         else:
-            data = {"file": str(name), "results": [r.model_dump() for r in results]}
-            outcome = Outcome(str(name), exit_code(results), data=data, text=render_results(results), cases=_cases(results))
+            data = {"file": name, "results": [r.model_dump() for r in results]}
+            outcome = Outcome(name, exit_code(results), data=data, text=render_results(results), cases=_cases(results))
         outcome.seconds = time.perf_counter() - start
         outcomes.append(outcome)
         if fmt == "text" and outcome.error is None:
-            if len(names) > 1:
+            if len(calls) > 1:
                 stream.write(f"== {name} ==\n")
             stream.write(outcome.text)
         elif fmt == "jsonl":

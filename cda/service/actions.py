@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cda.access import EGRESS_RANK as _RANK
+from cda.access import NOTHING, Access, granted
 from cda.actions.audit import file_meta_digest
 from cda.actions.bindings import BoundOutput, lock_of, update_available
 from cda.actions.event_chain import events_head
@@ -52,6 +54,7 @@ from cda.actions.reflection import ReflectionStore
 from cda.actions.runner import action_id_of
 from cda.actions.signing import head_path, load_signer, read_head, write_head
 from cda.adapters.action_entry import AuditLogError, _check_signed_head, refuse_lost_log
+from cda.adapters.auth import OPEN, AuthConfig, Principal
 from cda.adapters.event_store import EventStore, check_event_file
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs, NextTestSuggestion
@@ -69,8 +72,7 @@ from cda.contracts.events import (
 from cda.contracts.metrics import ApprovalWait
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
-from cda.errors import CDAError
-from cda.service.auth import OPEN, AuthConfig, Principal
+from cda.operations.base import OperationError
 from cda.service.cup import decide
 from cda.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
 from cda.service.providers import Provider, ProviderError
@@ -93,13 +95,8 @@ MAX_THREADS = 256
 more wait for a thread in submission order. A parked thread costs its stack, not CPU."""
 
 
-class EdgeError(CDAError, ValueError):
+class EdgeError(OperationError):
     """A call the server refuses: ``code`` (forbidden, not_found, conflict) and the ``path`` at fault."""
-
-    def __init__(self, code: str, message: str, path: list[str | int] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.path = path or []
 
 
 class _Stop(BaseException):  # noqa: N818 - not an error: unwinds the runner at its next event
@@ -129,6 +126,7 @@ class _Run:
     waiting_since: float | None = None  # time.monotonic() when the action began to wait for approvals
     waits: list[ApprovalWait] = field(default_factory=list)  # each decision and how long it took (§10)
 
+    access: Access = field(default_factory=lambda: NOTHING)  # what the run may touch (cda.access)
     ticket: Ticket | None = None  # its place with the scheduler, once submitted to run
     lane: int = 0  # which scheduler (and runner process, with --processes) runs it
 
@@ -257,14 +255,9 @@ class ActionManager:
 
     # -- the methods ------------------------------------------------------------------------
     def start(self, who: Principal, inputs: CDAInputs, subactions: list[SubActionSpec] | None = None,
-              escalation: Escalation | None = None) -> StartResult:
-        if who.profile != "internal":
-            if inputs.ken is not None and inputs.ken.path is not None:
-                raise EdgeError("forbidden", "a partner cannot name a file on the server; give the Ken graph inline",
-                                ["params", "inputs", "ken", "path"])
-            if inputs.functions:
-                raise EdgeError("forbidden", "function checks run code on the server: internal profile only",
-                                ["params", "inputs", "functions"])
+              escalation: Escalation | None = None, waits_for: tuple[str, ...] = ()) -> StartResult:
+        """Start an action; what ``who`` may do was decided by the gate (:mod:`cda.operations.gate`)
+        before this runs: ``waits_for`` are the approvals it decided the action waits for."""
         cup = None
         if escalation is not None:
             cup = decide(escalation, inputs.risk_class)
@@ -301,8 +294,10 @@ class ActionManager:
                 return StartResult(action_id=action_id, topic=f"actions/{action_id}", status="partial", linked=linked)
             if cup.wall is not None and (inputs.budgets.wall is None or inputs.budgets.wall > cup.wall):
                 run.inputs = inputs.model_copy(update={"budgets": inputs.budgets.model_copy(update={"wall": cup.wall})})
+        run.access = who.access(self.egress_cap)  # type: ignore[arg-type]  # cda.access: what the run may touch
         if EGRESS_RANK[inputs.policies.egress] > EGRESS_RANK[self.egress_cap]:
             run.needed.append(f"egress:{inputs.policies.egress}")
+        run.needed += [w for w in waits_for if w not in run.needed]
         if inputs.policies.pii_posture == "consent":
             run.needed.append("pii:consent")
         if run.needed:
@@ -459,6 +454,7 @@ class ActionManager:
         bound = [offered if b.action_id == offered.action_id else b for b in held.bound]
         new_id = self._id_of(who, held.inputs, bound)
         run = _Run(new_id, who, held.inputs, bound=bound, revision=held.revision + 1, supersedes=held.plan_bundle_id)
+        run.access = who.access(self.egress_cap)  # type: ignore[arg-type]  # the accepting caller's, as at start
         with self.lock:
             existing = bool(new_id in self.runs or read_stream(self.db, new_id, None))
             if not existing:
@@ -477,15 +473,16 @@ class ActionManager:
 
     def decide(self, who: Principal, action_id: str, approval: str, grant: bool, reason: str) -> ActionGetResult:
         run = self._own(who, action_id)
-        if grant and not self.self_approval and who.profile != "internal":
-            raise EdgeError("forbidden", "an approval comes from an internal reviewer on a server with --auth "
-                            "(a partner may deny)", ["method"])
+        if grant and not who.approves:  # the gate refuses it first (actions.approve needs an approver)
+            raise EdgeError("forbidden", "an approval comes from an approver (a partner may deny)", ["method"])
         with run.gate:  # two approvals (or an approval and a cancel) at once: one submits, at most
             if run.status != "waiting_user" or approval not in run.needed:
                 raise EdgeError("conflict", f"action {action_id} is not waiting for {approval!r} "
                                 f"(waiting for: {', '.join(run.needed) or 'nothing'})", ["params", "approval"])
             (run.granted if grant else run.denied).add(approval)
             run.needed.remove(approval)
+            if grant and approval.startswith("egress:") and _RANK.get(approval[7:], 0) > _RANK[run.access.egress]:
+                run.access = _raised(run.access, approval[7:])
             waited = time.monotonic() - (run.waiting_since if run.waiting_since is not None else time.monotonic())
             run.waits.append(ApprovalWait(approval=approval, granted=grant,
                                           waited_us=max(0, round(waited * 1_000_000))))
@@ -527,8 +524,9 @@ class ActionManager:
         existence is not disclosed). Owners are kept in the state file, so this holds after a
         restart; an action of no recorded owner (written by ``cda run`` into the same file, or
         started by a server that no known principal matches) is the internal profile's, or, on
-        an open server, the one anonymous partner's."""
-        if who.profile == "internal":
+        an open server, the one anonymous partner's. An approver sees every action too (to approve
+        what it waits for)."""
+        if who.sees_all:
             return True
         owner = self.state.owner(key)
         if owner is None and key in self.runs:
@@ -581,7 +579,8 @@ class ActionManager:
         scheduler = self.schedulers[run.lane]
         scheduler.acquire(run.ticket)
         try:
-            self._run(run)
+            with granted(run.access):  # a pool thread does not inherit the caller's context
+                self._run(run)
         finally:
             scheduler.release(run.ticket)
 
@@ -600,14 +599,14 @@ class ActionManager:
                 "and marks the evidence it could not get with receipt stubs")))
         try:
             ken, ken_path = None, None
-            if inputs.ken is not None and inputs.ken.path is not None:  # internal profile only (checked at start)
+            if inputs.ken is not None and inputs.ken.path is not None:  # the gate let a file reader through; read under run.access
                 path = Path(inputs.ken.path)
                 ken_path = path if path.is_absolute() else self.db.parent / path
             # the run continues the attempt the service began: after the events already streamed
             # (prelude), its receipts under that attempt (_AttemptSink), its audit over the stored events
             job = RunnerJob(run.action_id, inputs, self.db.parent, self.thresholds, list(run.bound), ken_path,
                             revision=run.revision, supersedes=run.supersedes, attempt=run.attempt,
-                            prelude=list(run.events), approval_waits=list(run.waits))
+                            prelude=list(run.events), approval_waits=list(run.waits), access=run.access)
             if self.runners is not None:  # in a runner process; its events come back through _emit
                 try:
                     result = self.runners.run(run.lane, job, lambda e: self._emit(run, e), audit=self.events.confirm,
@@ -714,6 +713,13 @@ class ActionManager:
         self.reflection.close()
         self.log.close()
         self.events.close()
+
+
+def _raised(access: Access, egress: str) -> Access:
+    """``access`` with its egress cap raised to an approved class (the same refusal log)."""
+    wider = Access(roots=access.roots, code=access.code, egress=egress, who=access.who)  # type: ignore[arg-type]
+    object.__setattr__(wider, "refused", access.refused)
+    return wider
 
 
 def check_signable(db: Path) -> None:

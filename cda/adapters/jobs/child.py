@@ -86,6 +86,10 @@ def main() -> int:
     _die_with_parent(int(os.environ.get("CDA_JOB_PARENT", os.getppid())))
     answer = sys.stdout
     sys.stdout = sys.stderr  # a kind's prints must not mix with the answer
+    from cda.adapters.jobs.kinds import KINDS
+
+    if wire.get("kind") in KINDS:  # the kind and its operation's module, loaded before the cap: the cap is the job's
+        KINDS[wire["kind"]]
     _cap(int(wire["memory_mb"]))
     outcome = outcome_of(wire)
     answer.write(json.dumps(outcome, sort_keys=True, ensure_ascii=False) + "\n")
