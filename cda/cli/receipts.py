@@ -15,7 +15,7 @@ found, but the signed head could not be checked for want of a trusted key (anoth
 log, no local key: give the signer's ``--public-key``). A missing key is not tampering.
 
 A results store of ``cda jobs run`` (``DIR/results.sqlite``) is a log too: its ``job_results``
-table is checked against the receipts that vouch for each row (:data:`cda.adapters.jobs.store.COMPANION`).
+table is checked against the receipts that vouch for each row (:func:`cda.adapters.jobs.results_store.row_problems`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import TextIO
 
 from cda.actions.audit import AuditReport, audit_file
-from cda.actions.signing import trusted_public_key
 from cda.errors import CDAError
+from cda.keys.signing import trusted_public_key
 
 __all__ = ["main_receipts_verify", "render_report", "EXIT_INTACT", "EXIT_TAMPERED", "EXIT_BAD_INPUT", "EXIT_UNVERIFIED"]
 
@@ -86,7 +86,7 @@ def main_receipts_verify(
         expected_head = _hash_option("--head (a SHA-256 hash)", expected_head)
         trusted = _hash_option("--public-key (an Ed25519 public key)", public_key) or trusted_public_key()
         from cda.actions.store_file import LOG_FORMAT
-        from cda.adapters.jobs.store import JOBS_FORMAT, row_problems  # a jobs results file holds a receipt log too
+        from cda.adapters.jobs.results_store import JOBS_FORMAT, row_problems  # a jobs results file: a log too
 
         report = audit_file(db, expected_head=expected_head, trusted_key=trusted, require_signature=not unsigned,
                             formats=(LOG_FORMAT, JOBS_FORMAT))
