@@ -141,9 +141,10 @@ REGEX_ALLOWED = {
     "cda/cli/receipts.py": "receipt hashes given on the command line",
     "cda/cli/main.py": "a command's own compiler-style error line (file:line:col: kind: message), for --json",
     "cda/diagnosis/names.py": "runs of digits in gate names, compared as numbers",
-    "cda/operations/demands.py": "the lines of a DSL text that may load a Ken graph (a comment, a string or the "
-                                 "word ken), found before the text is parsed so the gate can check the paths",
     "cda/service/streams.py": "action ids in stream paths and the Last-Event-ID header",
+    "cda/operations/demands.py": "the gate's scan for ken \"…\" lines, which must refuse a path before anything parses "
+                                 "the text (a parse could load the file); what it finds is a path, never structure",
+    "cda/operations/artifacts.py": "action ids in the receipt audit's problem texts",
     "cda/service/providers.py": "sub-action source names (file names of a provider's folder)",
     "cda/fol/syntax.py": "first-order logic text, a language of its own",
     "cda/contracts/conductor.py": "the conductor's fact literals (pred(arg, ...)) and obligation type names, not DSL",
