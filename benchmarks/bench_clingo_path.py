@@ -234,7 +234,7 @@ def section(sizes: list[Size], counted: dict[int, tuple[int, int]], args: argpar
         "not the slower cores). Up to "
         f"{args.repeats} pairs per size, no new pair once {args.budget:.0f} s have gone on a size.",
         "",
-        "Reproduce: `pip install -e . && python benchmarks/bench_clingo_path.py` (rewrites this section; "
+        "Reproduce: `pip install -e . && python benchmarks/bench_clingo_path.py --write` (rewrites this section; "
         "`--quick` prints 1,000 and 10,000 only; `--instructions 1000,10000` adds the callgrind counts).",
         END,
     ]

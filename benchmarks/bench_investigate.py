@@ -23,8 +23,8 @@ backend: :meth:`Investigation.rebuilt_memory`), on 100- and 1,000-service graphs
 started on the first symptom and then 20 observations (CDA's probes, then answers about services
 not yet observed), both answers asserted equal at every step.
 
-Run ``python benchmarks/bench_investigate.py`` (writes its section of docs/benchmarks.md),
-``--incremental`` (writes the incremental section) or ``--quick`` (prints only).
+Run ``python benchmarks/bench_investigate.py`` (with ``--write``, rewrites its section of docs/benchmarks.md),
+``--incremental`` (the incremental section instead) or ``--quick`` (prints only).
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ def section(rows: list[Row], elapsed: float) -> str:
             f"{r.random_:.1f} | {r.connected:.1f} | {r.entropy:.1f} | {r.cda / r.connected:.2f} | {r.p50:.0f} | "
             f"{r.p95:.0f} | {r.start:.0f} |")
     lines += ["", NOTE, "", f"Measured on {machine()}, in {elapsed:.0f} s, while 8 engineers shared the 2 cores.", "",
-              "Reproduce: `pip install -e . && python benchmarks/bench_investigate.py` (rewrites this section; "
+              "Reproduce: `pip install -e . && python benchmarks/bench_investigate.py --write` (rewrites this section; "
               "`--quick` prints a small run).", END]
     return "\n".join(lines)
 
@@ -326,7 +326,7 @@ def incremental_section(rows: list[Incremental], elapsed: float) -> str:
                      f"{wall:.3f} | {cpu:.3f} | {target} |")
     lines += ["", f"Measured on {machine()}, in {elapsed:.0f} s; load average {load_average()} (8 engineers shared the 2 "
               "cores: the CPU ratio is the one that does not count waiting for a core).", "",
-              "Reproduce: `pip install -e . && python benchmarks/bench_investigate.py --incremental` (rewrites this "
+              "Reproduce: `pip install -e . && python benchmarks/bench_investigate.py --incremental --write` (rewrites this "
               "section).", INC_END]
     return "\n".join(lines)
 
@@ -335,6 +335,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--incremental", action="store_true", help="live vs fresh per observation (its own section)")
+    ap.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
     ap.add_argument("--backend", default="clingo", choices=["z3", "clingo"], help="backend of the rows but the 1,000-service pair")
     args = ap.parse_args()
     b = args.backend
@@ -348,7 +349,7 @@ def main() -> None:
             print(n, backend, sum(inc_rows[-1].live_cpu) / sum(inc_rows[-1].fresh_cpu), flush=True)
         text = incremental_section(inc_rows, time.perf_counter() - t)
         print(text)
-        if not args.quick:
+        if args.write:
             write_section(DOC, INC_START, INC_END, text)
         return
     plan = [(50, 1, range(4), b), (50, 2, range(2), b)] if args.quick else [
@@ -361,7 +362,7 @@ def main() -> None:
         print(rows[-1], flush=True)
     text = section(rows, time.perf_counter() - t)
     print(text)
-    if not args.quick:
+    if args.write:
         write_section(DOC, START, END, text)
 
 

@@ -26,13 +26,54 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from cda.access import readable
 from cda.errors import AccessDenied, CDAError
 
-__all__ = ["CHANGED", "KEY_DIR_ENV", "TextStream", "decode_text", "key_dir", "parse_json", "read_bytes", "read_json",
-           "read_text", "recording", "sha256_of", "text_stream"]
+__all__ = ["CHANGED", "KEY_DIR_ENV", "STDIN", "decode_text", "is_stdin", "key_dir", "parse_json", "read_bytes", "read_json", "read_text", "recording", "sha256_of", "standard_input", "text_stream", "TextStream"]
+
+STDIN = "-"
+"""The name that stands for standard input wherever the ``cda`` command reads a text file."""
+
+
+class _Stdin:
+    """Standard input as one file: read once, then the same text to every reader of ``-``."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.text: str | None = None
+
+    def read(self) -> str:
+        if self.text is None:
+            try:
+                self.text = self.stream.read()
+            except UnicodeDecodeError as exc:
+                raise CDAError(f"cannot read standard input: not UTF-8 text (byte {exc.start})") from None
+            except OSError as exc:  # closed, or not readable here
+                raise CDAError(f"cannot read standard input ({exc.strerror or exc})") from None
+            self.text = self.text.removeprefix("\ufeff")
+        return self.text
+
+
+_STDIN: contextvars.ContextVar[_Stdin | None] = contextvars.ContextVar("cda_stdin", default=None)
+
+
+@contextmanager
+def standard_input(stream: TextIO) -> Iterator[None]:
+    """While open, the path ``-`` is ``stream`` for :func:`read_text` (the ``cda`` command opens
+    it around each command); elsewhere ``-`` is a file of that name, as for any library."""
+    token = _STDIN.set(_Stdin(stream))
+    try:
+        yield
+    finally:
+        _STDIN.reset(token)
+
+
+def is_stdin(path: Path | str) -> bool:
+    """Whether ``path`` is ``-`` while a command reads standard input as a file."""
+    return str(path) == STDIN and _STDIN.get() is not None
+
 
 CHANGED = "changed"
 """What :func:`recording` holds for a file read twice with different bytes."""
@@ -60,7 +101,12 @@ def recording() -> Iterator[dict[str, str]]:
 def read_bytes(path: Path) -> bytes:
     """The bytes of the file at ``path``, read once (noted by :func:`recording` when one is in
     force); a missing or unreadable file, or a folder, is a ``CDAError``; one the current call may
-    not read (:mod:`cda.access`) is :class:`~cda.errors.AccessDenied`, before anything is opened."""
+    not read (:mod:`cda.access`) is :class:`~cda.errors.AccessDenied`, before anything is opened.
+    Inside :func:`standard_input`, ``-`` is standard input (read once)."""
+    if is_stdin(path):
+        stdin = _STDIN.get()
+        assert stdin is not None
+        return stdin.read().encode("utf-8")
     checked = readable(path)  # cda.access: a file the current call may not read is refused before it is opened
     try:
         data = checked.read_bytes()
@@ -137,12 +183,21 @@ def decode_text(data: bytes, path: Path | str) -> str:
 
 def read_text(path: Path) -> str:
     """The file's text as UTF-8 (:func:`read_bytes`, then :func:`decode_text`); a missing,
-    unreadable or non-UTF-8 file is a ``CDAError``.
+    unreadable or non-UTF-8 file is a ``CDAError``. Inside :func:`standard_input`, ``-`` is
+    standard input.
 
     >>> read_text(Path("/no/such/file.cda"))
     Traceback (most recent call last):
     cda.errors.CDAError: cannot read /no/such/file.cda: No such file or directory
+    >>> import io
+    >>> with standard_input(io.StringIO("hyp a")):
+    ...     read_text(Path("-")), read_text(Path("-"))
+    ('hyp a', 'hyp a')
     """
+    if is_stdin(path):
+        stdin = _STDIN.get()
+        assert stdin is not None
+        return stdin.read()
     return decode_text(read_bytes(path), path)
 
 

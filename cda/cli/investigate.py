@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cda.errors import CDAError
+from cda.files import is_stdin
 
 __all__ = ["options", "present", "render_status"]
 
@@ -39,10 +40,14 @@ def present(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, inp: Te
     from cda.operations.investigate import desk_for
 
     try:
-        if op.name == "investigate.start" and not Path(args.path).exists():
+        params = params_of(op, args)
+        if op.name == "investigate.start" and is_stdin(args.path):  # `-`: the problem's text on standard input
+            from cda.files import read_text
+
+            params = {**{k: v for k, v in params.items() if k != "path"}, "dsl": read_text(Path(args.path))}
+        elif op.name == "investigate.start" and not Path(args.path).exists():
             raise CDAError(f"{args.path}: no such file")
-        result = call_local(op, params_of(op, args), LocalEnv(investigations=desk_for(args.db,
-                                                                                        sessions_file=True)))
+        result = call_local(op, params, LocalEnv(investigations=desk_for(args.db, sessions_file=True)))
     except CDAError as exc:
         err.write(exc.render() + "\n")
         return EXIT_BAD_INPUT

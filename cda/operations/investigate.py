@@ -206,8 +206,9 @@ class InvestigationDesk:
         # a command's own file (cda investigate --db) is made by its first start: status never creates one
 
     def call(self, call: Any, method: str, params: BaseModel) -> BaseModel:
-        """Run one ``investigate.*`` method; every failure is an OperationError (never a traceback)."""
-        from cda.errors import AccessDenied
+        """Run one ``investigate.*`` method; every failure is an OperationError (never a traceback),
+        but a mistake in a problem file of the local user's, which names its place as a compiler does."""
+        from cda.errors import AccessDenied, DSLError
 
         try:
             if isinstance(params, InvestigateStartParams):
@@ -216,6 +217,10 @@ class InvestigationDesk:
             return self._step(call.principal, method, params)
         except (OperationError, AccessDenied):
             raise
+        except DSLError as exc:
+            if exc.filename is not None and call.principal.role == "local":
+                raise  # a mistake in the local user's own problem file: named by its file, line and column
+            raise self._mapped(exc) from None
         except Exception as exc:  # noqa: BLE001 - mapped to an error a client reads: never a traceback
             raise self._mapped(exc) from None
 
