@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     counted = {n: instructions(n) for n in args.instructions}
     text = section(measured, counted, args, (load, os.getloadavg()[0]), time.perf_counter() - started)
     print(text)
-    if args.write or not (args.quick or args.sizes):
+    if args.write:
         write_section(DOC, START, END, text)
     return 0
 
