@@ -395,7 +395,7 @@ def main(
             # with --json a mistake is one JSON object on stdout, whichever command made it
             answer, said = _Written(stdout or sys.stdout), io.StringIO()
             code = _main(words, cast(TextIO, answer), cast(TextIO, _Tee(stderr or sys.stderr, said)), stdin)
-            if code == EXIT_BAD_INPUT and not answer.written:
+            if code != 0 and not answer.written and said.getvalue().strip():  # bad input, or a refusal
                 answer.write(json.dumps(_mistake(said.getvalue()), ensure_ascii=False) + "\n")
             return code
     except BrokenPipeError:
@@ -449,6 +449,9 @@ def _mistake(said: str) -> dict[str, Any]:
         return {"file": found["file"], "line": int(found["line"]),
                 "column": int(found["column"]) if found["column"] else None, "kind": found["kind"],
                 "message": found["message"], "expected": []}
+    if first.startswith("cda: refused: "):  # the operation refused the call (exit 1), not bad input
+        return {"file": None, "line": None, "column": None, "kind": "refused",
+                "message": first[len("cda: refused: "):], "expected": []}
     usage = [line for line in lines if ": error: " in line]
     message = (usage[-1] if usage else first).split(": error: ", 1)[-1]
     return {"file": None, "line": None, "column": None, "kind": "error", "message": message, "expected": []}

@@ -16,6 +16,7 @@ location of each fault, never a traceback.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
@@ -91,12 +92,16 @@ def _draft(call: Any, p: CheckReportParams) -> Any:
     if p.draft_path is None:
         return p.draft
     from cda.access import readable
+    from cda.files import is_stdin, read_text
 
-    path = at(call, p.draft_path)
-    try:
-        raw = readable(path).read_bytes()[: MAX_DRAFT_BYTES + 1]
-    except OSError as exc:
-        raise CDAError(f"cannot read {p.draft_path}: {exc.strerror}") from None
+    if is_stdin(p.draft_path):  # `cda check-report -`: the draft on standard input, as every text file may be
+        raw = read_text(Path(p.draft_path)).encode("utf-8")[: MAX_DRAFT_BYTES + 1]
+    else:
+        path = at(call, p.draft_path)
+        try:
+            raw = readable(path).read_bytes()[: MAX_DRAFT_BYTES + 1]
+        except OSError as exc:
+            raise CDAError(f"cannot read {p.draft_path}: {exc.strerror}") from None
     if len(raw) > MAX_DRAFT_BYTES:
         raise OperationError("invalid_params", f"{p.draft_path}: more than {MAX_DRAFT_BYTES:,} bytes", ["params", "draft"])
     try:
