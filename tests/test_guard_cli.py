@@ -316,3 +316,19 @@ def test_a_bad_samples_option_is_exit_2_before_any_decision(tmp_path: Path, samp
     if samples == "100000000":
         with pytest.raises(OptionError, match="from 2 to 1000000"):
             load_simulator(root / "marketing_launch.toml", samples=int(samples))
+
+
+def test_a_signer_registered_in_a_second_guardian_file_keeps_their_key(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """One person, two guardian files: the second registration uses the key the first made (it was
+    refused: 'a signer's key exists already'), and the key file is not rewritten."""
+    monkeypatch.setenv("CDA_KEY_DIR", str(tmp_path / "keys"))
+    answers = []
+    for store in ("a.db", "b.db"):
+        out = io.StringIO()
+        assert main(["task", "add-signer", "alice", "--store", str(tmp_path / store), "--json"], stdout=out,
+                    stderr=io.StringIO()) == 0
+        answers.append(json.loads(out.getvalue()))
+    key = Path(answers[0]["key_file"])
+    assert answers[0]["public_key"] == answers[1]["public_key"] and answers[0]["key_file"] == answers[1]["key_file"]
+    assert key.stat().st_mode & 0o777 == 0o600

@@ -240,9 +240,11 @@ def _add_signer(args: argparse.Namespace, out: TextIO) -> int:
         key_file, private = None, None
         public = args.public_key
         if public is None:
-            public = create_signer_key(args.signer)
-            key_file = str(signer_key_path(args.signer))
-            private = load_signer_key(signer_key_path(args.signer))
+            path = signer_key_path(args.signer)
+            if not path.exists():  # a person registered in a second guardian file keeps the key they have
+                create_signer_key(args.signer)
+            key_file, private = str(path), load_signer_key(path)
+            public = public_key_of(private)
         try:
             if first:
                 registry.register_root(args.signer, public, private)
