@@ -273,6 +273,7 @@ def _examples(root: Path) -> dict[str, dict[str, Any]]:
         "investigate.undo": {"session_id": "s1"}, "investigate.close": {"session_id": "s1"},
         "guard.evaluate": {"action": action},
         "conduct.request": {"utterance": "compute 1 + 2"},
+        "conduct.answer": {"obligation": 1, "text": "x"}, "conduct.trace": {"request": 1},
         "reflect.approve": {"action_id": "a1", "reviewer": "bob"},
         "reflect.trace": {"action_id": "a1", "approval": "x"},
         "artifacts.get": {"id": "summary:" + "0" * 16},

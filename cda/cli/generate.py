@@ -95,6 +95,8 @@ def add_operation_arguments(parser: argparse.ArgumentParser, op: Operation, *,
                 keywords["nargs"] = "+"
             if name in many:
                 keywords["nargs"] = "+"
+            elif not field.is_required() and "nargs" not in keywords:
+                keywords["nargs"] = "?"  # an optional positional (a request given as a document instead)
             keywords["metavar"] = metavars.get(name, op.name_at(Door.CLI, name).upper())
             parser.add_argument(name, help=help_text, **keywords)
         else:
