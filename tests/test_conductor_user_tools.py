@@ -100,7 +100,20 @@ def owner(service: str) -> dict:
 
 
 if __name__ == "__main__":
-    server.run()
+    import sys
+
+    if sys.argv[1:] == ["http"]:  # streamable HTTP on a free loopback port, printed first
+        import socket
+
+        import uvicorn
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        print(sock.getsockname()[1], flush=True)
+        config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+        uvicorn.Server(config).run(sockets=[sock])
+    else:
+        server.run()
 '''
 
 MANIFEST = f'''
@@ -405,3 +418,68 @@ def test_the_conductor_through_mcp_request_answer_trace(tmp_path: Path) -> None:
     assert asked["status"] == "unanswered"
     assert answered["status"] == "answered" and "1/3 = 1/3" in answered["answer"]
     assert shown == answered
+
+
+def test_the_conductor_over_the_toolbus_keeps_each_partners_requests_their_own(tmp_path: Path) -> None:
+    from tests.service_harness import call, serving, toolbus, write_tokens
+
+    tokens = write_tokens(tmp_path / "tokens.json", {"alice": ("tok-alice", "partner"), "bob": ("tok-bob", "partner")})
+    with serving(tmp_path / "receipts.sqlite", "--auth", str(tokens)) as server:
+        with toolbus(server, "tok-alice") as alice:
+            asked = call(alice, "conduct.request", {"utterance": "compute 2 ** 10; what is the answer"})["result"]
+            clarify = next(o for o in asked["obligations"] if o["type"] == "clarify")
+            with toolbus(server, "tok-bob") as bob:
+                theirs = call(bob, "conduct.trace", {"request": asked["request_id"]})["error"]
+                answer = call(bob, "conduct.answer", {"obligation": clarify["id"], "text": "compute 1"})["error"]
+                again = call(bob, "conduct.request", {"utterance": "compute 2 ** 10; what is the answer"})["result"]
+            answered = call(alice, "conduct.answer", {"obligation": clarify["id"], "text": "6 * 7"})["result"]
+            shown = call(alice, "conduct.trace", {"request": asked["request_id"]})["result"]
+            registry = call(alice, "conduct.request", {"utterance": "compute 1", "registry": str(tmp_path / "t.toml")})
+    assert asked["status"] == "unanswered" and "1024" in asked["answer"]
+    assert theirs["code"] == "not_found" and answer["code"] != "ok" and "no obligation" in answer["message"]
+    assert again["request_id"] != asked["request_id"]  # bob's same words are bob's own request
+    assert answered["status"] == "answered" and "6 * 7 = 42" in answered["answer"] and shown == answered
+    assert registry["error"]["code"] == "forbidden"  # a partner names no registry (no code, no files)
+
+
+def test_an_mcp_server_over_streamable_http_and_an_obligations_document(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    proc = subprocess.Popen([sys.executable, "ops_server.py", "http"], cwd=folder, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())  # type: ignore[union-attr]
+        (folder / "http.toml").write_text(f'''
+[[tool]]
+name = "remote"
+mcp = {{ url = "http://127.0.0.1:{port}/mcp" }}
+reliability = "medium"
+cost = "low"
+latency_ms = 20
+side_effects = "once"
+
+[tool.each.owner]
+side_effects = "none"
+deterministic = true
+''', encoding="utf-8")
+        (folder / "request.json").write_text(json.dumps({"obligations": [
+            {"type": "owner", "inputs": {"service": "db"}},
+            {"type": "page_oncall", "inputs": {"service": "db", "message": "disk full"}},
+            {"type": "page_oncall", "inputs": {"service": 7, "message": "a number is not a service"}},
+        ]}), encoding="utf-8")
+        code, out, err = _cda(["conduct", "--obligations", "request.json", "--db", "ir.sqlite", "--registry",
+                               "http.toml", "--json"], folder)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    trace = json.loads(out)
+    assert code == 1, err
+    runs = {(r["obligation_id"], r["tool"], r["status"]) for r in trace["tool_runs"]}
+    assert runs == {(1, "remote.owner", "ok"), (2, "remote.page_oncall", "ok"), (3, "remote.page_oncall", "error")}
+    bad = next(r for r in trace["tool_runs"] if r["obligation_id"] == 3)
+    assert "service: 7 is not of type 'string' (the tool's input schema)" in bad["detail"]
+    assert [(v["obligation_id"], v["kind"], v["ok"]) for v in trace["verifications"]] == [
+        (1, "rules", True), (2, "recorded", True)]  # the read-only owner re-asked; the page never
+    assert _lines(folder / "pages.log") == ["db: disk full"]
+    assert trace["utterance"] == "the obligations in request.json"
+    code, out, err = _cda(["conduct", "--obligations", "tools.toml", "--db", "ir.sqlite"], folder)
+    assert code == 2 and "not an obligations document" in err

@@ -53,8 +53,10 @@ class Conductor:
         translator_in: TranslatorIn | None = None,
         context: ToolContext | None = None,
         toolbox: Toolbox | None = None,
+        owner: str | None = None,
     ) -> None:
         self.db = db
+        self.owner = owner  # the principal a shared database's requests are kept apart by
         self.registry = registry or load_registry(None, toolbox or builtin_toolbox())
         self.translator_in = translator_in or RuleTranslatorIn(self.registry.obligation_types())
         self.context = context or ToolContext()
@@ -64,7 +66,7 @@ class Conductor:
         """Answer ``utterance`` (or carry on with the unfinished request that asked it). With
         ``obligations`` the request is that document, already structured (Translator-In is not
         asked); ``utterance`` then only names it."""
-        request_id = self.db.open_request(utterance)
+        request_id = self.db.open_request(utterance, self.owner)
         if obligations is not None:
             self._translated[request_id] = obligations
         return self.resume(request_id)
@@ -84,6 +86,7 @@ class Conductor:
         """
         db = self.db
         o = db.obligation(obligation_id)
+        db.check_owner(o.request_id, self.owner, f"no obligation {obligation_id}")
         if o.type not in ("clarify", "discover_op"):
             raise ConductorError(f"obligation {obligation_id} is {o.type}, not a CLARIFY or DISCOVER_OP: "
                                  "only a question is answered")
@@ -202,6 +205,7 @@ class Conductor:
     def trace(self, request_id: int) -> Trace:
         """The request as the IR holds it, without times (the same bytes for the same run)."""
         db = self.db
+        db.check_owner(request_id, self.owner)
         utterance, _, status, answer = db.request(request_id)
         return Trace.model_validate(dict(
             request_id=request_id, utterance=utterance, status=status or "unanswered", answer=answer or "",

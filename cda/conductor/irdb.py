@@ -166,11 +166,14 @@ def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> 
 def _retractions(conn: sqlite3.Connection) -> None:
     """Version 3: a fact can be taken back (``assertions.retracted``: the obligation whose answer
     retracted it, 0 for the user at large) and a verification redone after a CLARIFY is answered
-    (``verifications.superseded``)."""
+    (``verifications.superseded``); a request has its ``owner`` (the principal who asked it, on a
+    server's shared database: no one else resumes, answers or reads it)."""
     if "retracted" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(assertions)")}:
         conn.execute("ALTER TABLE assertions ADD COLUMN retracted INTEGER")
     if "superseded" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(verifications)")}:
         conn.execute("ALTER TABLE verifications ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0")
+    if "owner" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(requests)")}:
+        conn.execute("ALTER TABLE requests ADD COLUMN owner TEXT")
 
 
 IR_FORMAT = FileFormat("a CDA conductor IR database", CONDUCTOR_IR_MARK, (_first_tables, _holder, _retractions),
@@ -202,17 +205,18 @@ class IRDatabase:
             yield conn
 
     # ---- requests
-    def open_request(self, utterance: str) -> int:
-        """The request for ``utterance``: an unfinished one with the same words is resumed (the
-        same command run again after a crash carries on), otherwise a new one."""
+    def open_request(self, utterance: str, owner: str | None = None) -> int:
+        """The request for ``utterance``: an unfinished one with the same words and owner is
+        resumed (the same command run again after a crash carries on), otherwise a new one."""
         row = self._conn.execute(
-            "SELECT id FROM requests WHERE utterance = ? AND stage != 'answered' ORDER BY id DESC LIMIT 1",
-            (utterance,),
+            "SELECT id FROM requests WHERE utterance = ? AND stage != 'answered' AND owner IS ? ORDER BY id DESC "
+            "LIMIT 1", (utterance, owner),
         ).fetchone()
         if row is not None:
             return int(row[0])
         with self.transaction() as conn:
-            cur = conn.execute("INSERT INTO requests (utterance, stage) VALUES (?, 'new')", (utterance,))
+            cur = conn.execute("INSERT INTO requests (utterance, stage, owner) VALUES (?, 'new', ?)",
+                               (utterance, owner))
             request_id = int(cur.lastrowid or 0)
             self._event(conn, request_id, "user_utterance", {"utterance": utterance})
         return request_id
@@ -225,6 +229,12 @@ class IRDatabase:
         if row is None:
             raise StoreFileError(f"{self.path}: no request {request_id}")
         return str(row[0]), str(row[1]), row[2], row[3]
+
+    def check_owner(self, request_id: int, owner: str | None, missing: str = "") -> None:
+        """Refuse a request another principal asked (named as not found: its existence is theirs)."""
+        row = self._conn.execute("SELECT owner FROM requests WHERE id = ?", (request_id,)).fetchone()
+        if row is None or (owner is not None and row[0] != owner):
+            raise StoreFileError(f"{self.path}: {missing or f'no request {request_id}'}")
 
     def claim(self, request_id: int, holder: str) -> None:
         """Take the request for ``holder`` (``pid:start:token``, see :func:`holder_id`), unless a

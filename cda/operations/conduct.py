@@ -100,6 +100,13 @@ def _openai_complete(base_url: str, model: str, timeout_s: float) -> Any:
     return provider.complete_json
 
 
+def _owner(call: Any) -> str | None:
+    """Who a request belongs to: the local user's database is theirs alone (None: any request);
+    on a server's shared one, each principal sees only their own."""
+    principal = call.principal
+    return None if principal.role == "local" else f"{principal.role}:{principal.name}"
+
+
 def _db_path(call: Any) -> Any:
     db_path = getattr(call.env, "conductor_db", None)
     if db_path is None:
@@ -130,7 +137,7 @@ def _conductor(call: Any, p: _ConductorSetup) -> Iterator[Any]:
         else:
             translate = RuleTranslatorIn(types)
         with IRDatabase(db_path) as db:
-            yield Conductor(db, registry, translate, ToolContext(call.base_dir, ken, p.seed))
+            yield Conductor(db, registry, translate, ToolContext(call.base_dir, ken, p.seed), owner=_owner(call))
 
 
 @operation("conduct.request", ConductParams, Trace,
@@ -174,6 +181,6 @@ def trace(call: Any, p: TraceParams) -> Trace:
 
     with IRDatabase(_db_path(call)) as db:
         try:
-            return Conductor(db, Registry((), Toolbox())).trace(p.request)
+            return Conductor(db, Registry((), Toolbox()), owner=_owner(call)).trace(p.request)
         except CDAError as exc:
-            raise OperationError("not_found", str(exc), ["request"]) from None
+            raise OperationError("not_found", str(exc).rsplit(": ", 1)[-1], ["request"]) from None
