@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -64,6 +66,8 @@ def latency_ok(service: str, p99_ms: int) -> dict:
 TICKET = r'''"""A user's program tool: opens a ticket (a line in tickets.log per call), answers JSON on stdout.
 With HANG_AFTER_ACTING set it acts, then waits to be killed (the kill -9 test)."""
 import json
+import re
+import shlex
 import os
 import sys
 import time
@@ -483,3 +487,46 @@ deterministic = true
     assert trace["utterance"] == "the obligations in request.json"
     code, out, err = _cda(["conduct", "--obligations", "tools.toml", "--db", "ir.sqlite"], folder)
     assert code == 2 and "not an obligations document" in err
+
+
+def _shown(text: str) -> re.Pattern[str]:
+    """A console block's output as a pattern: ``…`` stands for any text (a live value, a long line)."""
+    lines = []
+    for line in text.rstrip("\n").split("\n"):
+        lines.append(".*?".join(re.escape(piece) for piece in line.rstrip().split("…")) + r"[ \t]*")
+    return re.compile("\n".join(lines) + "\n?", re.S)
+
+
+def test_the_walk_from_an_empty_folder_to_three_own_tools_runs_as_written(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/conductor.md, "Your own tools" to "At every door": its files written, its commands run
+    in order, each printing what the page shows."""
+    page = (ROOT / "docs" / "conductor.md").read_text(encoding="utf-8")
+    section = page[page.index("## Your own tools"):page.index("## At every door")]
+    fence = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^```$", re.M | re.S)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("CDA_KEY_DIR", str(tmp_path / "keys"))
+    ran = 0
+    for block in fence.finditer(section):
+        info = block["info"].split()
+        if len(info) > 1 and info[1].startswith("file="):
+            target = tmp_path / info[1].removeprefix("file=")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(block["body"], encoding="utf-8")
+            continue
+        assert info == ["console"], info
+        for step in re.split(r"^\$ ", block["body"], flags=re.M)[1:]:
+            command, _, shown = step.partition("\n")
+            while command.endswith("\\"):
+                more, _, shown = shown.partition("\n")
+                command = command[:-1] + " " + more.strip()
+            words = shlex.split(command)
+            if words[0] == "cda":
+                code, out, err = _cda(words[1:], tmp_path)
+                printed = out + err
+            else:
+                done = subprocess.run(words, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+                printed = done.stdout + done.stderr
+            assert _shown(shown).fullmatch(printed), f"$ {command}\n--- the page\n{shown}\n--- printed\n{printed}"
+            ran += 1
+    assert ran == 5

@@ -102,7 +102,7 @@ def _implementations(spec: ToolSpec, toolbox: Toolbox, base_dir: Path, stack: Ex
     if spec.mcp is not None:
         return usertools.mcp_tools(spec, base_dir, stack, at)
     if spec.command is not None:
-        return [(spec, usertools.command_tool(spec, at))]
+        return [(spec, usertools.command_tool(spec, base_dir, at))]
     if spec.impl is not None and ":" in spec.impl:
         return [(spec, usertools.python_tool(spec.impl, base_dir, at))]
     if spec.implementation not in toolbox.tools:

@@ -7,7 +7,7 @@ function, a program, or every tool of an MCP server.
   inputs and its annotated return type the outputs (a pydantic model is returned as its JSON).
 * ``command = ["prog", "--service", "{service}"]``: the program runs with each ``{input}``
   replaced by that input's value — one argument each, never through a shell — with the inputs
-  also as a JSON object on its standard input, in the call's folder, stopped after ``timeout_s``.
+  also as a JSON object on its standard input, in the registry's folder, stopped after ``timeout_s``.
   Its standard output must be one JSON object (the outputs); a non-zero exit is the tool's error.
 * ``mcp = {command = [...]}`` or ``mcp = {url = "http://…/mcp"}``: the server is asked for its
   tools (the official SDK's client, over stdio or streamable HTTP); each becomes a tool named
@@ -95,8 +95,9 @@ def _module(name: str, base_dir: Path) -> Any:
     return importlib.import_module(name)
 
 
-def command_tool(spec: ToolSpec, where: str) -> Tool:
-    """The program ``spec.command`` as a tool; every ``{name}`` in it must be one of the inputs."""
+def command_tool(spec: ToolSpec, base_dir: Path, where: str) -> Tool:
+    """The program ``spec.command`` as a tool, run in ``base_dir`` (the registry's folder, where a
+    program named by a relative path is); every ``{name}`` in it must be one of the inputs."""
     from cda.access import may_run_code
 
     assert spec.command is not None
@@ -114,7 +115,7 @@ def command_tool(spec: ToolSpec, where: str) -> Tool:
         argv = [_PLACEHOLDER.sub(lambda m: _text(inputs[m[1]]), arg) for arg in argv_template]
         try:
             done = subprocess.run(argv, input=json.dumps(dict(inputs), sort_keys=True), capture_output=True,
-                                  text=True, timeout=timeout, cwd=ctx.base_dir, shell=False, check=False)
+                                  text=True, timeout=timeout, cwd=base_dir, shell=False, check=False)
         except subprocess.TimeoutExpired:
             raise ToolError(f"{argv[0]}: stopped after {timeout} s (timeout_s)") from None
         except OSError as exc:
@@ -209,6 +210,11 @@ def mcp_tools(spec: ToolSpec, base_dir: Path, stack: ExitStack, where: str,
     """Every tool of ``spec.mcp``'s server as a (spec, tool) pair, the session kept on ``stack``."""
     assert spec.mcp is not None
     _egress(spec.mcp)
+    try:
+        import jsonschema  # noqa: F401 - the SDK's own dependency, which checks each call's arguments
+        import mcp  # noqa: F401
+    except ImportError:
+        raise ConductorError(f"{where}: an MCP server's tools need the MCP SDK: pip install 'cda[mcp]'") from None
     try:
         session = _Session(spec.mcp, base_dir, stack)
         offered = session.tools()
