@@ -52,7 +52,6 @@ from cda.actions.event_chain import events_head
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
 from cda.actions.runner import action_id_of
-from cda.actions.signing import head_path, load_signer, read_head, write_head
 from cda.adapters.action_entry import AuditLogError, _check_signed_head, refuse_lost_log
 from cda.adapters.auth import OPEN, AuthConfig, Principal
 from cda.adapters.event_store import EventStore, check_event_file
@@ -72,14 +71,15 @@ from cda.contracts.events import (
 from cda.contracts.metrics import ApprovalWait
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
+from cda.keys.signing import head_path, load_signer, read_head, write_head
 from cda.operations.base import OperationError
 from cda.service.cup import decide
+from cda.service.event_reads import TERMINAL, StoredEvent, last_events, read_stream, started_without_events
 from cda.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
 from cda.service.providers import Provider, ProviderError
 from cda.service.scheduler import DRAFT, REST, StageScheduler, Ticket, is_draft
 from cda.service.sqlite_writes import relax_fsync, share_write_lock
 from cda.service.state import ServiceState, check_state
-from cda.service.store import TERMINAL, StoredEvent, last_events, read_stream, started_without_events
 from cda.service.streams import Hub
 from cda.service.workers import RunnerJob, RunnerPool, RunnerStopped, run_job
 from cda.store import Durability, read_snapshot
