@@ -380,6 +380,11 @@ def test_user_tools_are_refused_where_code_may_not_run(tmp_path: Path) -> None:
     ('command = ["prog", "{nope}"]', "{nope} is not one of the tool's inputs"),
     ('command = ["prog"]\nimpl = "a:b"', "a tool is one of impl, command or mcp"),
     ('verify = "ticket"', "has side effects (once)"),
+    ('verify = "nothing.here"', "verify names no tool of the registry"),
+    ('command = ["prog"]\ntimeout_s = 0', "timeout_s must be a whole number from 1 to 3600, not 0"),
+    ('command = ["prog"]\ntimeout_s = nan', "timeout_s must be a whole number from 1 to 3600, not nan"),
+    ('side_effects = "twice"', "side_effects: Input should be 'none', 'idempotent' or 'once'"),
+    ('mcp = { command = ["x"], url = "http://127.0.0.1:1/mcp" }', "write either command = [...] or url"),
 ])
 def test_user_tool_mistakes_are_named_at_load_time(tmp_path: Path, text: str, message: str) -> None:
     folder = _folder(tmp_path)

@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from cda.contracts import limits
 from cda.contracts.status import _Ordered
@@ -216,6 +216,10 @@ class Obligation(_Model):
     reason: str | None = None
 
 
+TimeoutSeconds = Annotated[int, BeforeValidator(lambda value: limits.whole("timeout_s", value, low=1, high=3600))]
+"""A user tool's time limit: whole seconds, 1 to 3600."""
+
+
 class ToolOverride(_Model):
     """What a manifest says of one tool an MCP server offers (``[tool.each.NAME]``): anything
     left out is discovered from the server (its inputs, its annotations) or the entry's defaults."""
@@ -239,12 +243,7 @@ class McpServer(_Model):
 
     command: list[str] | None = Field(default=None, min_length=1, max_length=100)
     url: str | None = Field(default=None, max_length=2048, pattern=r"^https?://")
-    timeout_s: int = Field(default=60, description="whole seconds to wait for the server's answer to one call")
-
-    @field_validator("timeout_s", mode="before")
-    @classmethod
-    def _timeout(cls, value: object) -> int:
-        return limits.whole("timeout_s", value, low=1, high=3600)
+    timeout_s: TimeoutSeconds = Field(default=60, description="whole seconds to wait for the server's answer to one call")
 
     @model_validator(mode="after")
     def _one(self) -> McpServer:
@@ -281,7 +280,7 @@ class ToolSpec(_Model):
     deterministic: bool = Field(default=True, description="the same inputs always give the same outputs")
     verify: str | None = Field(default=None, pattern=NAME_PATTERN, max_length=100,
                                description="a side-effect-free tool of the registry that checks this one's answers")
-    timeout_s: int = Field(default=60, description="with command: whole seconds before the program is stopped")
+    timeout_s: TimeoutSeconds = Field(default=60, description="with command: whole seconds before the program is stopped")
     description: str = ""
 
     @field_validator("satisfies")
@@ -304,11 +303,6 @@ class ToolSpec(_Model):
     @classmethod
     def _latency(cls, value: object) -> int:
         return limits.whole("latency_ms", value, low=0, high=limits.MAX_COUNT)
-
-    @field_validator("timeout_s", mode="before")
-    @classmethod
-    def _timeout(cls, value: object) -> int:
-        return limits.whole("timeout_s", value, low=1, high=3600)
 
     @model_validator(mode="after")
     def _kind(self) -> ToolSpec:
