@@ -280,6 +280,9 @@ def test_a_clarify_is_answered_in_a_second_call(tmp_path: Path) -> None:
     assert code == 1 and trace["status"] == "unanswered"
     clarify = next(o for o in trace["obligations"] if o["type"] == "clarify")
     assert clarify["inputs"]["missing"] == ["message"]
+    code, out, err = _cda(["conduct", "--answer", str(clarify["id"]), " ", "--db", "ir.sqlite", "--registry",
+                           "tools.toml"], folder)
+    assert code == 2 and "an empty answer" in err
     code, out, err = _cda(["conduct", "--answer", str(clarify["id"]), "the db is down", "--db", "ir.sqlite",
                            "--registry", "tools.toml"], folder)
     assert code == 0, out + err

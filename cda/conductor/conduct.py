@@ -94,6 +94,8 @@ class Conductor:
             raise ConductorError(f"obligation {obligation_id} was answered already ({o.reason})")
         if len(text) > 10_000:
             raise ConductorError(f"an answer of {len(text)} characters (at most 10000)")
+        if not text.strip() and not retract:
+            raise ConductorError(f"an empty answer to obligation {obligation_id}: say what it asks, or --retract a fact")
         parent = db.obligation(o.parent_id) if o.parent_id is not None else None
         doc = self.translator_in(text) if text.strip() and (parent is None or parent.status is
                                                             ObligationStatus.RESOLVED) else None
