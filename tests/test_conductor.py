@@ -589,6 +589,8 @@ def test_the_openai_translator_over_http(tmp_path: Path) -> None:
     assert code == 0, err.getvalue()
     assert "6 * 7 = 42" in out.getvalue()
     assert bodies[0]["messages"][1]["content"] == "what is six times seven"
+    assert bodies[0]["response_format"]["type"] == "json_schema"  # structured output: the obligations schema
+    assert "obligations" in bodies[0]["response_format"]["json_schema"]["schema"]["properties"]
     out, err = _io(), _io()
     assert main(["conduct", "x", "--db", str(tmp_path / "ir.sqlite"), "--translator", "openai"], out, err) == 2
     assert "translator openai needs llm_base_url and llm_model" in err.getvalue()  # the operation's own words, at every door

@@ -95,9 +95,12 @@ def _openai_complete(base_url: str, model: str, timeout_s: float) -> Any:
 
     from cda.adapters.llm_http import OpenAICompatibleProvider
 
+    from cda.contracts.conductor import ObligationsDoc
+
     provider = OpenAICompatibleProvider(base_url, model, os.environ.get("CDA_LLM_API_KEY"), timeout_s,
                                         egress="external", pii_posture="off", name=f"translator:{model}")
-    return provider.complete_json
+    schema = ObligationsDoc.model_json_schema()
+    return lambda system, user: provider.complete_json(system, user, schema)  # structured output
 
 
 def _owner(call: Any) -> str | None:
