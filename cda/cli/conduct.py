@@ -23,11 +23,13 @@ EXIT_ANSWERED, EXIT_OWED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def conduct_options(p: Any, op: Any) -> dict[str, Any]:
+    from cda.cli.main import _count  # an id: a whole number from 1, checked as every numeric option is
+
     p.add_argument("--db", type=Path, required=True, help="the IR database (SQLite, created if missing)")
     p.add_argument("--json", action="store_true", help="print the trace as one JSON object")
-    p.add_argument("--answer", type=int, metavar="OBLIGATION", help=(
+    p.add_argument("--answer", type=_count("--answer"), metavar="OBLIGATION", help=(
         "answer that CLARIFY (or DISCOVER_OP) with UTTERANCE and carry its request on (conduct.answer)"))
-    p.add_argument("--retract", type=int, action="append", default=[], metavar="ASSERTION",
+    p.add_argument("--retract", type=_count("--retract"), action="append", default=[], metavar="ASSERTION",
                    help="with --answer: take back a fact of the request (repeatable)")
     return {"metavars": {"registry": "FILE", "ken": "FILE", "llm_base_url": "URL", "llm_model": "MODEL",
                          "utterance": "UTTERANCE", "obligations": "FILE"}}

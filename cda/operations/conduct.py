@@ -94,7 +94,6 @@ def _openai_complete(base_url: str, model: str, timeout_s: float) -> Any:
     import os
 
     from cda.adapters.llm_http import OpenAICompatibleProvider
-
     from cda.contracts.conductor import ObligationsDoc
 
     provider = OpenAICompatibleProvider(base_url, model, os.environ.get("CDA_LLM_API_KEY"), timeout_s,
