@@ -113,6 +113,7 @@ if __name__ == "__main__":
 
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
+        sock.listen(64)  # listening before the port is told: a client may connect before uvicorn starts
         print(sock.getsockname()[1], flush=True)
         config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
         uvicorn.Server(config).run(sockets=[sock])
@@ -483,8 +484,8 @@ deterministic = true
     finally:
         proc.terminate()
         proc.communicate(timeout=60)
+    assert code == 1 and out, err
     trace = json.loads(out)
-    assert code == 1, err
     runs = {(r["obligation_id"], r["tool"], r["status"]) for r in trace["tool_runs"]}
     assert runs == {(1, "remote.owner", "ok"), (2, "remote.page_oncall", "ok"), (3, "remote.page_oncall", "error")}
     bad = next(r for r in trace["tool_runs"] if r["obligation_id"] == 3)

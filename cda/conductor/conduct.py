@@ -7,11 +7,7 @@ says which step is next, so :meth:`Conductor.handle` on a request a killed condu
 unfinished carries on from there (a tool run it cut short is marked ``interrupted`` and run
 again). Nothing is kept in memory between steps.
 
->>> import json
-import re
-from typing import Any
-
-from cda.conductor.irdb import IRDatabase, canonical, holder_id
+>>> from cda.conductor.irdb import IRDatabase
 >>> c = Conductor(IRDatabase(":memory:"))
 >>> c.handle("compute (1 + 2) * 0.1; what is 2 ** -2").answer
 'compute [calculator]: (1 + 2) * 0.1 = 3/10\\ncompute [calculator]: 2 ** -2 = 1/4'
