@@ -544,3 +544,37 @@ def test_minimal_explanations_print_nothing_on_stderr(backend: str, text: str, c
     assert result.status == "sat" and result.minimal_explanations
     out, err = capfd.readouterr()
     assert err == "" and out == ""
+
+
+def test_gc_paused_leaves_no_collection_owed_and_keeps_what_others_froze() -> None:
+    """After the pause what was built is in the oldest generation and the young generation's count
+    is reset (the first allocation after the block does not walk everything built in it); objects
+    someone else froze stay frozen."""
+    import gc
+
+    from cda.gcpause import gc_paused
+
+    with gc_paused():
+        built = [[i] for i in range(50_000)]
+    assert gc.isenabled() and gc.get_count()[0] < 1_000 and len(built) == 50_000
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_paused():
+            more = [[i] for i in range(1_000)]
+        assert gc.get_freeze_count() == frozen and len(more) == 1_000
+    finally:
+        gc.unfreeze()
+
+
+@pytest.mark.parametrize("backend", ["clingo", "z3"])
+def test_hypotheses_are_ranked_by_size_then_sorted_names_with_shared_atoms(backend: str) -> None:
+    """Every hypothesis assumes the pinned atoms p0…p5 and some of a, b, c, d (at least one):
+    the ranking is by size, then by the sorted names, the pinned ones included, exactly as
+    sorting the whole lists would order them (the ranking leaves the shared atoms out of its key)."""
+    pins = "\n".join(f"hard: p{i}" for i in range(6))
+    text = "hyp a, b, c, d, p0, p1, p2, p3, p4, p5\n" + pins + "\nhard: a or b or c or d\n"
+    result = cda.solve(text, backend=backend, top=20)
+    got = [h.assumed for h in result.hypotheses]
+    assert len(got) == 15 and all({f"p{i}" for i in range(6)} <= set(h) for h in got)
+    assert got == sorted(got, key=lambda h: (len(h), sorted(h)))

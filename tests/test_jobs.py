@@ -545,11 +545,11 @@ def test_cedar_kinds_run_through_cda_policy(tmp_path: Path) -> None:
            "--schema", str(tmp_path / "schema.cedarschema"), "--entities", str(tmp_path / "entities.json"), "--json"]
     out = io.StringIO()
     assert main(cli, stdout=out, stderr=io.StringIO()) == 1  # FAILS: the owner policy of new.cedar is new access
-    assert analysis["holds"] is False and analysis["environments"] == json.loads(out.getvalue())
+    assert analysis["status"] == "fails" and analysis["environments"] == json.loads(out.getvalue())
     direct = analyze_files("no-new-access", [tmp_path / "old.cedar", tmp_path / "new.cedar"],
                            schema=tmp_path / "schema.cedarschema", entities=tmp_path / "entities.json")
     assert analysis["environments"] == [r.to_json() for r in direct]
-    assert analysis["holds"] == all(r.holds for r in direct)
+    assert analysis["status"] == min(r.status for r in direct)
     assert analysis["environments"][0]["answers"]["NEW"]["decision"] == "allow"
     answers = [authorize(tmp_path / "new.cedar", r, schema=tmp_path / "schema.cedarschema",
                          entities=tmp_path / "entities.json").to_json() for r in json.loads(
@@ -570,18 +570,27 @@ def test_a_cedar_test_job_agrees_with_cedar(tmp_path: Path) -> None:
     assert line["result"]["total"] >= 1 and line["result"]["agreed"] == line["result"]["total"]
 
 
-def test_a_policy_analysis_job_with_no_request_to_range_over_fails(tmp_path: Path) -> None:
-    """Without entities the environment has no request: the job fails, never a vacuous holds."""
+def test_a_policy_analysis_job_decides_every_store_and_refuses_a_store_with_no_request(tmp_path: Path) -> None:
+    """Without entities the job decides the property for every store the schema allows (here
+    it fails, with a scenario); a given store with no request to range over fails the job,
+    never a vacuous holds."""
     cedar = ROOT / "examples" / "cedar"
     for name in ("old.cedar", "schema.cedarschema"):
         (tmp_path / name).write_bytes((cedar / name).read_bytes())
+    (tmp_path / "teams.json").write_text(json.dumps([{"uid": {"type": "Team", "id": "t"}, "attrs": {}, "parents": []}]))
     manifest = tmp_path / "m.toml"
     manifest.write_text('[[job]]\nkind = "policy-analysis"\nfile = "old.cedar"\n'
-                        'params = { analysis = "always-allows", schema = "schema.cedarschema" }\n', encoding="utf-8")
+                        'params = { analysis = "always-allows", schema = "schema.cedarschema" }\n\n'
+                        '[[job]]\nkind = "policy-analysis"\nfile = "old.cedar"\n'
+                        'params = { analysis = "always-allows", schema = "schema.cedarschema", entities = "teams.json" }\n',
+                        encoding="utf-8")  # fmt: skip
     code, _, _ = _run(manifest)
-    (line,) = _lines(tmp_path / "m.results")
-    assert code == 1 and line["status"] == "failed" and line["result"] is None
-    assert "no User/Doc entities in the store: nothing to decide" in line["error"]
+    every, given = _lines(tmp_path / "m.results")
+    assert code == 1 and every["status"] == "failed" and every["result"]["status"] == "fails"
+    [env] = every["result"]["environments"]
+    assert env["proved_for"] == "every entity store the schema allows" and env["counterexample"]["entities"]
+    assert given["status"] == "failed" and given["result"] is None
+    assert "no User entities in the store: nothing to decide" in given["error"]
 
 
 def test_a_cedar_test_jobs_key_follows_the_policy_schema_and_entities_it_names(tmp_path: Path) -> None:

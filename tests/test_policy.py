@@ -8,6 +8,7 @@ cedarpy (Cedar's Rust evaluator) on expressions written here.
 from __future__ import annotations
 
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from cda.policy.schema import parse_schema, parse_schema_json
 from cda.policy.syntax import UnsupportedConstruct
 from tests.conftest import ROOT
 
-CEDAR = ROOT.parent / "shared" / "data" / "cedar"
+CEDAR = Path(os.environ.get("CDA_DATA") or ROOT.parent / "shared" / "data") / "cedar"  # CDA_DATA: from a worktree
 NO_DATA = f"Cedar data not found at {CEDAR} (see ../shared/data/README.md)"
 needs_data = pytest.mark.skipif(not (CEDAR / "tests").exists(), reason=NO_DATA)
 

@@ -22,10 +22,11 @@ import pytest
 from cda.diagnosis.bench_import import Netlist, load_bench, parse_bench
 from cda.diagnosis.probe import ProbeState, diagnosis_prior, failing_vectors, simulate_probing
 from cda.encodings.ir import MinimalGoal
+from tests.conftest import SHARED_DATA
 from tests.probe_cli import main_probe
 from tests.test_diagnosis import _brute_minimal, _eval, _faulty_observations, _random_circuit
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = SHARED_DATA
 C17 = DATA / "iscas85" / "c17.bench"
 C432 = DATA / "iscas85" / "c432.bench"
 

@@ -19,9 +19,10 @@ from cda.contracts.deadline import Deadline, OutOfTime
 from cda.diagnosis.bench_import import load_bench, read_bench
 from cda.diagnosis.probe import MAX_NET_COPIES, failing_vectors, vector_budget
 from cda.encodings.ir import MinimalGoal
+from tests.conftest import SHARED_DATA
 from tests.probe_cli import main_probe
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = SHARED_DATA
 C17 = DATA / "iscas85" / "c17.bench"
 C432 = DATA / "iscas85" / "c432.bench"
 MARGIN = 3.0  # seconds over the budget a run may take (the bugs were 3-25x over)

@@ -25,7 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from cda.cli.commands import GROUPS, OPERATION_COMMANDS, Command, presenter
+from cda.cli.commands import GROUPS, JOINED, OPERATION_COMMANDS, Command, presenter
 from cda.contracts import limits
 from cda.errors import OptionError
 
@@ -121,11 +121,25 @@ def _chosen(argv: Sequence[str]) -> tuple[str, ...]:
     return tuple(words[:2]) if words and words[0] in GROUPS else tuple(words[:1])
 
 
+def _joined(argv: list[str]) -> list[str]:
+    """``argv`` with a two-word command of :data:`~cda.cli.commands.JOINED` as one word
+    (``guard resolve``): ``cda guard FILE`` keeps its positional action, ``cda guard resolve`` is a
+    command of its own (a file named ``resolve`` is ``./resolve``)."""
+    if len(argv) >= 2 and (argv[0], argv[1]) in JOINED:
+        return [f"{argv[0]} {argv[1]}", *argv[2:]]
+    return argv
+
+
 def _add_operations(sub: Any, chosen: tuple[str, ...] | None) -> None:
     """The commands that are operations: the chosen one (or the chosen group's) generated from its
     operation, the others named only (nothing imported for them); ``None``: every one generated."""
     groups: dict[str, Any] = {}
     for words, command in OPERATION_COMMANDS.items():
+        if (words[0], words[-1]) in JOINED:
+            p = sub.add_parser(" ".join(words), help=command.help)
+            if chosen is None or chosen == (" ".join(words),):
+                _generated(p, command)
+            continue
         if len(words) == 2:
             if words[0] not in groups:
                 g = sub.add_parser(words[0], help=GROUPS[words[0]])
@@ -206,6 +220,9 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                     help="folder for run_action's artifacts and receipts (default: a temporary one for this session)")
     mc.add_argument("--guard-policies", type=Path, default=None, help="guard_evaluate's policy store (TOML)")
     mc.add_argument("--guard-ledger", type=Path, default=None, help="guard_evaluate's guardian file (SQLite)")
+    from cda.cli.guard import add_proxy_parser
+
+    add_proxy_parser(sub, _seed, _count, _port)
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
     sc.add_argument("folder", type=Path, help="folder of the .schema.json files")
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
@@ -343,7 +360,7 @@ def main(
 ) -> int:
     out, err, inp = stdout or sys.stdout, stderr or sys.stderr, stdin or sys.stdin
     try:
-        argv = sys.argv[1:] if argv is None else list(argv)
+        argv = _joined(sys.argv[1:] if argv is None else list(argv))
         args = _parser(argv).parse_args(argv)
     except _UsageError as exc:
         err.write(str(exc))
@@ -359,6 +376,10 @@ def main(
         from cda.mcp.server import main_mcp
 
         return main_mcp(args, err)
+    if args.command == "guard proxy":
+        from cda.mcp.proxy import main_proxy
+
+        return main_proxy(args, err)
     if args.command == "fmt":
         from cda.cli.fmt import main_fmt
 

@@ -29,9 +29,8 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from cda.contracts import limits
@@ -41,6 +40,9 @@ from cda.diagnosis.problem import CircuitInstance, ab_atom
 from cda.engine import Options, choose_backend, expected_gains, run
 from cda.errors import CDAError
 from cda.ir import OracleUndecided
+
+if TYPE_CHECKING:  # numpy is imported where probing first needs it: `cda diagnose` never does
+    import numpy as np
 
 __all__ = [
     "DEFAULT_FAILURE",
@@ -133,6 +135,8 @@ class ProbeState:
 
         Raises :class:`~cda.contracts.deadline.OutOfTime` when ``deadline`` passes (read once
         per diagnosis and test vector)."""
+        import numpy as np
+
         out = np.empty((len(self.sims), len(candidates)), dtype=float)
         by_vector: dict[int, list[tuple[int, str]]] = {}
         for c, (j, net) in enumerate(candidates):

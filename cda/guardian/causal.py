@@ -316,9 +316,16 @@ class CausalSimulator:
         self.samples = limits.whole("samples", samples, low=MIN_SAMPLES, high=MAX_SAMPLES)
         self.seed = limits.seed("seed", seed)
 
-    def simulate(self, action_params: Mapping[str, Any], *, seed: int | None = None) -> CausalPrediction:
-        """:func:`simulate` with this simulator's model and samples (and its seed unless given)."""
-        return simulate(self.model, action_params, samples=self.samples, seed=self.seed if seed is None else seed)
+    def simulate(self, action_params: Mapping[str, Any] | Any, *, seed: int | None = None) -> CausalPrediction:
+        """:func:`simulate` with this simulator's model and samples (and its seed unless given).
+        ``action_params`` is the action's parameters, or the proposed action itself (its
+        ``parameters``): so the gate holds a ``CausalSimulator`` as it holds any simulator
+        (:class:`cda.guardian.simulation.Simulator`)."""
+        params = action_params if isinstance(action_params, Mapping) else getattr(action_params, "parameters", None)
+        if not isinstance(params, Mapping):
+            raise CausalInputError(f"a simulation takes the action's parameters (a mapping) or a proposed action, "
+                                   f"not {type(action_params).__name__}", path="")
+        return simulate(self.model, params, samples=self.samples, seed=self.seed if seed is None else seed)
 
 
 # --------------------------------------------------------------------------- the hypothesis

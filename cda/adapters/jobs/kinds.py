@@ -309,10 +309,12 @@ def _cedar_test_verdict(result: Any) -> str | None:
 
 
 def _analysis_verdict(result: Any) -> str | None:
-    if result["holds"]:
+    if result["status"] == "holds":
         return None
-    failed = [e["environment"] for e in result["environments"] if not e["holds"]]
+    failed = [e["environment"] for e in result["environments"] if e["status"] == result["status"]]
     where = "; ".join(f"({e['principal_type']}, {e['action']}, {e['resource_type']})" for e in failed)
+    if result["status"] == "unknown":
+        return f"{result['analysis']}: no verdict for {where} (as `cda policy analyze` exits 3; the note says why)"
     return (f"{result['analysis']} does not hold for {where} (as `cda policy analyze` exits 1; the "
             "counterexample is in the result)")
 
