@@ -234,7 +234,7 @@ def section(sizes: list[Size], counted: dict[int, tuple[int, int]], args: argpar
         "not the slower cores). Up to "
         f"{args.repeats} pairs per size, no new pair once {args.budget:.0f} s have gone on a size.",
         "",
-        "Reproduce: `pip install -e . && python benchmarks/bench_clingo_path.py` (rewrites this section; "
+        "Reproduce: `pip install -e . && python benchmarks/bench_clingo_path.py --write` (rewrites this section; "
         "`--quick` prints 1,000 and 10,000 only; `--instructions 1000,10000` adds the callgrind counts).",
         END,
     ]
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     counted = {n: instructions(n) for n in args.instructions}
     text = section(measured, counted, args, (load, os.getloadavg()[0]), time.perf_counter() - started)
     print(text)
-    if args.write or not (args.quick or args.sizes):
+    if args.write:
         write_section(DOC, START, END, text)
     return 0
 

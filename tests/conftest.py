@@ -14,9 +14,10 @@ from cda.solver.backend import REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-#: the outside data (``../shared/data``, README there); ``CDA_DATA`` names it from a checkout
-#: elsewhere, such as a git worktree, where ``../shared`` is not beside the repository
-SHARED_DATA = Path(os.environ.get("CDA_DATA") or ROOT.parent / "shared" / "data")
+#: the outside data sets (README.md, "Test data"): ``../shared/data`` beside the clone, or the
+#: folder ``$CDA_DATA`` names; the tests that need a set skip, naming it, when it is absent
+DATA = Path(os.environ.get("CDA_DATA") or ROOT.parent / "shared" / "data").resolve()
+SHARED_DATA = DATA  # the same folder under the name the policy and Ken tests use
 
 
 #: the backends that take a ground problem, as registered (cda.solver.backend.REGISTRY)

@@ -92,7 +92,7 @@ int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct t
 RAW_WAIT = textwrap.dedent("""
     import clingo
     ctl = clingo.Control(["0"])
-    ctl.add("base", [], "{a(1..14)}.")
+    ctl.add("base", [], "{a(1..40)}.  % 2^40 models: never done before the first wait returns")
     ctl.ground([("base", [])])
     with ctl.solve(async_=True, on_model=lambda m: True) as handle:
         print(handle.wait(600.0))

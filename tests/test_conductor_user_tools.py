@@ -334,7 +334,7 @@ def test_the_rule_translator_reads_real_phrasings_and_says_what_it_skipped(tmp_p
     assert [o.type for o in trace.obligations] == ["solve", "compute"]
     assert trace.status == "answered" and "(words not read: please)" in trace.answer
     # an exact tie between explanations is said as one
-    assert "best explanations, tied at cost 1: down(api) | down(auth)" in trace.answer
+    assert "best explanations, tied at cost 1: {down(api)}; {down(auth)}" in trace.answer
 
 
 def test_a_fact_belongs_to_its_request_and_can_be_retracted(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from cda.policy.parse import parse_policies
 from cda.policy.schema import parse_schema
 from cda.policy.syntax import UnsupportedConstruct
 from cda.policy.values import LONG_MAX, LONG_MIN, CRecord, EntityUID
+from tests.conftest import DATA
 
 SCHEMA_TEXT = """
 entity Group;
@@ -350,7 +350,7 @@ def test_a_context_entity_ranges_over_the_store_and_agrees_with_brute_force(i: i
         assert bounded(prop, sets, backend="clingo").status == res.status, (prop, i)
 
 
-CEDAR_DATA = Path(os.environ.get("CDA_DATA") or Path(__file__).resolve().parent.parent.parent / "shared" / "data") / "cedar"
+CEDAR_DATA = DATA / "cedar"
 IP_GRID = ["222.222.222.222", "222.222.222.0/24", "222.222.222.7", "222.222.0.0/16", "127.0.0.1", "127.0.0.0/8",
            "127.0.0.0/4", "224.0.0.1", "240.0.0.0/0", "0.0.0.0/0", "::1", "ff00::1", "ff00::/8", "::", "10.0.0.1"]  # fmt: skip
 

@@ -26,7 +26,7 @@ information gain against a random unmeasured net (same vectors), until one diagn
 Target: CDA's mean number of probes at most half of random's.
 
 ``python benchmarks/diagnosis/bench_diagnosis.py`` (about ten minutes on this 2-core machine;
-writes its section of docs/benchmarks.md) or ``--quick`` (a smoke run of a few instances and
+with ``--write`` rewrites its section of docs/benchmarks.md) or ``--quick`` (a smoke run of a few instances and
 faults, about a minute; prints only). ``--help`` for the timeouts, the fault count and the seed.
 """
 
@@ -598,7 +598,7 @@ def report(rows: list[Row], probes: list[ProbeResult], generated: list[Generated
                 )
         lines.append("")
     lines.append(
-        "Reproduce: `pip install -e '.[bench]' && python benchmarks/diagnosis/bench_diagnosis.py` (rewrites this "
+        "Reproduce: `pip install -e '.[bench]' && python benchmarks/diagnosis/bench_diagnosis.py --write` (rewrites this "
         "section; `--quick` is a smoke run that only prints; `--help` for the timeouts, fault count and seed)."
     )
     lines.append(END)
@@ -619,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-generated", action="store_true", help="leave out the generated all-minimal problems")
     ap.add_argument("--generated-timeout", type=float, default=60.0, help="cda diagnose --timeout for them (default 60)")
     ap.add_argument("--no-mobs", action="store_true", help="leave out the mbd-mobs instances")
-    ap.add_argument("--write", action="store_true", help="write the doc section even with --quick or --only")
+    ap.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
     ap.add_argument("--doc", type=Path, default=DOC)
     args = ap.parse_args(argv)
     if not MOBS.exists() or not ISCAS.exists():
@@ -649,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - started
     text = report(rows, probes, generated, args, (load_start, os.getloadavg()[0]), wall, floor)
     print(text)
-    if args.write or not (args.quick or args.only or args.no_probes or args.no_generated or args.no_mobs):
+    if args.write:
         write_section(args.doc, START, END, text)
         log(f"wrote {args.doc}")
     return 0

@@ -49,6 +49,8 @@ OPERATION_COMMANDS: dict[tuple[str, ...], Command] = {
     ("guard", "export"): Command("guard.export", "the guardian file's ledger, decisions and escalations with "
                                  "their evidence and receipt ids (--format jsonl|csv)", "cda.cli.guard:present_export",
                                  "cda.cli.guard:escalations_options"),
+    ("check-report",): Command("report.check", "hold a draft epistemic report to the abstain gate's rules "
+                               "(docs/actions.md)", "cda.cli.report:present_check_report", "cda.cli.report:report_options"),
     ("conduct",): Command("conduct.request", "the conductor: a request -> obligations -> tools -> verified reply "
                           "(docs/conductor.md)", "cda.cli.conduct:present_conduct", "cda.cli.conduct:conduct_options"),
     ("investigate", "start"): Command("investigate.start", "start an investigation of a .cda problem; prints its id",
@@ -59,8 +61,14 @@ OPERATION_COMMANDS: dict[tuple[str, ...], Command] = {
                                        "cda.cli.investigate:present", "cda.cli.investigate:options"),
     ("investigate", "history"): Command("investigate.history", "the trace of each step", "cda.cli.investigate:present",
                                         "cda.cli.investigate:options"),
-    ("investigate", "undo"): Command("investigate.undo", "take the last observation back",
-                                     "cda.cli.investigate:present", "cda.cli.investigate:options"),
+    ("investigate", "revise"): Command("investigate.revise", "revise the model: add statements, --retract lines; "
+                                       "solved again", "cda.cli.investigate:present", "cda.cli.investigate:options"),
+    ("investigate", "undo"): Command("investigate.undo", "take a step back (an observation or a revision; default "
+                                     "the last)", "cda.cli.investigate:present", "cda.cli.investigate:options"),
+    ("investigate", "note"): Command("investigate.note", "attach a note to a step", "cda.cli.investigate:present",
+                                     "cda.cli.investigate:options"),
+    ("investigate", "share"): Command("investigate.share", "let another principal take steps (a server's sessions)",
+                                      "cda.cli.investigate:present", "cda.cli.investigate:options"),
     ("investigate", "close"): Command("investigate.close", "close the investigation", "cda.cli.investigate:present",
                                       "cda.cli.investigate:options"),
     ("reflect", "approve"): Command("reflect.approve", "issue a reflection approval: a token that lets a reviewer "

@@ -1,7 +1,7 @@
 """``cda guard ACTION.json --policies P --ledger L [--sim MODEL] [--json]``: the guardian's gate
 on one proposed action, from the command line (docs/guardian.md).
 
-Exit status: 0 APPROVE, 1 REJECT, 4 ESCALATE (a malformed action is a decision: REJECT
+Exit status: 0 APPROVE, 1 REJECT, 3 ESCALATE (no verdict here: a person decides) (a malformed action is a decision: REJECT
 ``malformed_action``, exit 1); 2 when the command cannot decide (a missing or unreadable file, a
 bad policy store, a bad option), with one clear line on stderr and never a traceback.
 

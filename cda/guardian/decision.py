@@ -75,9 +75,9 @@ class DecisionRecord(BaseModel):
 
 
 def exit_code(decision: Decision) -> int:
-    """``cda guard``'s exit status: 0 approve, 1 reject, 4 escalate (2 stays a usage error)."""
-    return {Decision.APPROVE: 0, Decision.REJECT: 1, Decision.ESCALATE: 4}[decision]
-
+    """``cda guard``'s exit status, from the CLI's one table: 0 approve (answered), 1 reject (a check
+    failed), 3 escalate (not decided here: a human decides), 2 stays a usage error."""
+    return {Decision.APPROVE: 0, Decision.REJECT: 1, Decision.ESCALATE: 3}[decision]
 
 def render(record: DecisionRecord) -> str:
     """The decision in a few lines: the decision and reason, then the details that say why (what

@@ -87,7 +87,11 @@ class ToolRegistry:
         self.stored: set[str] = set()  # tool ids written to a guardian file's mcp_tool_registry
 
     def register(self, name: str, version: str, schema: Mapping[str, Any], implementation: ToolFunction) -> RegisteredTool:
-        """Register a side-effecting tool with the JSON Schema its arguments must match."""
+        """Register a side-effecting tool with the JSON Schema its arguments must match (checked by
+        ``jsonschema``: needs the ``guardian`` extra, ``pip install 'cda[guardian]'``)."""
+        from cda.lazy import require_extra
+
+        require_extra("guardian", "ToolRegistry.register (a tool's JSON Schema)", "jsonschema")
         from jsonschema.exceptions import SchemaError
         from jsonschema.validators import validator_for
 

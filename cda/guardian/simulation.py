@@ -66,7 +66,7 @@ class CausalModelSimulator:
         if not isinstance(model, causal.CausalModel):
             model = causal.load_causal_model(model)  # type: ignore[attr-defined]
         self.model = model
-        self.samples = limits.count("samples", samples)
+        self.samples = limits.samples("samples", samples)  # refused here, before any decision
 
     def simulate(self, action: ProposedAction, *, seed: int) -> Prediction:
         causal = import_module("cda.guardian.causal")

@@ -21,8 +21,9 @@ from cda.operations.registry import Door, Needs, operation
 
 __all__ = ["EscalationList", "EscalationsParams", "GuardDesk", "GuardParams", "ResolveParams"]
 
-Samples = Annotated[Annotated[int, Field(ge=1, le=limits.MAX_COUNT)],
-                    BeforeValidator(lambda v, info: limits.count(info.field_name, v)), Checked(limits.count, True)]
+#: the simulator's own range (limits.samples: 2 to 1,000,000), checked at every door before any decision
+Samples = Annotated[Annotated[int, Field(ge=limits.MIN_SAMPLES, le=limits.MAX_SAMPLES)],
+                    BeforeValidator(lambda v, info: limits.samples(info.field_name, v)), Checked(limits.samples, True)]
 
 
 class GuardParams(Params):
@@ -101,10 +102,11 @@ def evaluate(call: Any, p: GuardParams) -> DecisionRecord:
                        f"`cda task budget AGENT AMOUNT --store {shown}` creates it with a budget)")
     simulator = None
     if p.sim is not None:
+        from cda.files import is_stdin
         from cda.guardian.simulation import load_simulator
 
         sim = at(call, p.sim)
-        if not sim.is_file():
+        if not is_stdin(sim) and not sim.is_file():  # `-`: the model on standard input (the CLI)
             raise CDAError(f"cannot read {p.sim}: {'it is a directory' if sim.is_dir() else 'No such file'}")
         simulator = _Recording(load_simulator(sim, samples=p.samples))
     action = read_action(raw if raw is not None else b"null")
