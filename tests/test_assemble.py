@@ -151,6 +151,8 @@ REGEX_ALLOWED = {
     "cda/conductor/tooling.py": "condition calls of a tool registry (name(arg, ...))",
     "cda/conductor/tools.py": "Ken ids that can be fact arguments, and an exact number's text",
     "cda/conductor/translate.py": "the conductor's rule grammar for requests in words, and a fenced LLM reply",
+    "cda/conductor/conduct.py": "name=value pairs in an answer to a CLARIFY",
+    "cda/conductor/usertools.py": "{input} placeholders of a command tool, and an MCP tool's name as an obligation type",
     "cda/fol/parse.py": "the .fol file format (premise/claim/domain lines): first-order logic, a language of its own",
     "cda/fol/fastparse.py": "the first-order reader itself: its tokenizer (fol.lark's terminals) is where formula text becomes structure",
     "cda/policy/lexer.py": "the tokenizer of Cedar policy and schema text, a language of its own",

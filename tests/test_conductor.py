@@ -173,7 +173,7 @@ def test_an_input_missing_from_the_obligation_is_taken_from_the_ir() -> None:
     assert trace.status == "answered" and "14" in trace.answer
 
 
-def test_unreadable_requests_are_clarify_and_a_malformed_llm_reply_is_an_error_obligation() -> None:
+def test_unreadable_requests_are_clarify_and_a_malformed_llm_reply_falls_back_to_the_rules() -> None:
     doc = RuleTranslatorIn()("frobnicate the flux capacitor")
     assert [o.type for o in doc.obligations] == ["clarify"]
     replies = {
@@ -183,8 +183,11 @@ def test_unreadable_requests_are_clarify_and_a_malformed_llm_reply_is_an_error_o
         "extra": json.dumps({"obligations": [{"type": "compute"}], "confidence": 0.9}),
     }
     for label, reply in replies.items():
-        doc = LLMTranslatorIn(lambda system, user, r=reply: r)("anything")
-        assert [o.type for o in doc.obligations] == ["error"], label
+        translator = LLMTranslatorIn(lambda system, user, r=reply: r)
+        doc = translator("anything")
+        assert [o.type for o in doc.obligations] == ["clarify"], label  # the rules' reading, never a guess
+        assert translator.last_receipt is not None and len(translator.last_receipt["attempts"]) == 2, label
+        assert translator.last_receipt["translator"].startswith("rules"), label
     good = LLMTranslatorIn(lambda s, u: "```json\n" + json.dumps(
         {"obligations": [{"type": "compute", "inputs": {"expression": "1/3 + 1/6"}}]}) + "\n```")
     trace = Conductor(IRDatabase(":memory:"), translator_in=good).handle("half, please")
@@ -193,8 +196,10 @@ def test_unreadable_requests_are_clarify_and_a_malformed_llm_reply_is_an_error_o
     def down(system: str, user: str) -> str:
         raise OSError("connection refused")
 
-    trace = Conductor(IRDatabase(":memory:"), translator_in=LLMTranslatorIn(down)).handle("x")
-    assert trace.obligations[0].type == "error" and "connection refused" in trace.answer
+    trace = Conductor(IRDatabase(":memory:"), translator_in=LLMTranslatorIn(down)).handle("compute 2 * 3")
+    assert trace.status == "answered" and "= 6" in trace.answer  # the rules answered instead
+    receipt = next(e for e in trace.events if e.kind == "translated").body["receipt"]
+    assert "connection refused" in receipt["attempts"][0]["problem"]
 
 
 def test_the_rule_grammar_reads_each_shipped_type() -> None:
@@ -588,6 +593,8 @@ def test_the_openai_translator_over_http(tmp_path: Path) -> None:
     assert code == 0, err.getvalue()
     assert "6 * 7 = 42" in out.getvalue()
     assert bodies[0]["messages"][1]["content"] == "what is six times seven"
+    assert bodies[0]["response_format"]["type"] == "json_schema"  # structured output: the obligations schema
+    assert "obligations" in bodies[0]["response_format"]["json_schema"]["schema"]["properties"]
     out, err = _io(), _io()
     assert main(["conduct", "x", "--db", str(tmp_path / "ir.sqlite"), "--translator", "openai"], out, err) == 2
     assert "translator openai needs llm_base_url and llm_model" in err.getvalue()  # the operation's own words, at every door

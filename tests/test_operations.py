@@ -281,6 +281,7 @@ def _examples(root: Path) -> dict[str, dict[str, Any]]:
         "guard.resolve": {"escalation_id": "esc-1", "decision": "approve", "by": "alice", "reason": "ok",
                           "by_key": str(root / "alice.key")},
         "conduct.request": {"utterance": "compute 1 + 2"},
+        "conduct.answer": {"obligation": 1, "text": "x"}, "conduct.trace": {"request": 1},
         "reflect.approve": {"action_id": "a1", "reviewer": "bob"},
         "reflect.trace": {"action_id": "a1", "approval": "x"},
         "artifacts.get": {"id": "summary:" + "0" * 16},

@@ -109,7 +109,7 @@ def test_an_old_conductor_database_resumes_and_answers_the_same(old: Path) -> No
     with IRDatabase(db) as ir:
         utterance, stage, status, answer = ir.request(1)
     assert (utterance, stage) == ("compute (1 + 2) * 0.1", "answered") and answer is not None
-    assert _pragmas(db) == (0x43444143, 2)
+    assert _pragmas(db) == (0x43444143, 3)
     code, out, err = _cli("conduct", "compute (1 + 2) * 0.1", "--db", str(db), "--json")
     assert code == 0, err
     assert json.loads(out)["answer"] == answer

@@ -199,11 +199,15 @@ class OpenAICompatibleProvider:
             }
         )
 
-    def complete_json(self, system: str, user: str) -> str:
+    def complete_json(self, system: str, user: str, schema: dict[str, Any] | None = None) -> str:
         """One chat completion asking for a JSON object (temperature 0, seed 0): the reply's text.
         For a caller that reads the model's reply itself (the conductor's Translator-In); the
-        current call's egress cap applies (:mod:`cda.access`)."""
-        body = {"model": self.model, "temperature": 0, "seed": 0, "response_format": {"type": "json_object"},
+        current call's egress cap applies (:mod:`cda.access`). With ``schema``, the provider is
+        asked for structured output against it (``response_format`` ``json_schema``); the caller
+        still validates the reply."""
+        response_format: dict[str, Any] = {"type": "json_object"} if schema is None else {
+            "type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+        body = {"model": self.model, "temperature": 0, "seed": 0, "response_format": response_format,
                 "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
         reply = self._post(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8"))
         return _content(reply, self.endpoint)

@@ -1,4 +1,6 @@
-"""``cda conduct "utterance" --db ir.sqlite [--registry tools.toml] [--ken K] [--json]``: the
+"""``cda conduct "utterance" --db ir.sqlite [--registry tools.toml] [--ken K] [--json]``
+(``--obligations FILE`` for a request already structured; ``--answer OBLIGATION "…"
+[--retract ASSERTION]`` to answer a CLARIFY, the ``conduct.answer`` operation): the
 ``conduct.request`` operation (:mod:`cda.operations.conduct`) for the local user: the IR database,
 the registry, a Ken graph, CDA's other operations as tools, and — only when asked with
 ``--translator openai`` — an OpenAI-compatible model as Translator-In.
@@ -21,9 +23,16 @@ EXIT_ANSWERED, EXIT_OWED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def conduct_options(p: Any, op: Any) -> dict[str, Any]:
+    from cda.cli.main import _count  # an id: a whole number from 1, checked as every numeric option is
+
     p.add_argument("--db", type=Path, required=True, help="the IR database (SQLite, created if missing)")
     p.add_argument("--json", action="store_true", help="print the trace as one JSON object")
-    return {"metavars": {"registry": "FILE", "ken": "FILE", "llm_base_url": "URL", "llm_model": "MODEL"}}
+    p.add_argument("--answer", type=_count("--answer"), metavar="OBLIGATION", help=(
+        "answer that CLARIFY (or DISCOVER_OP) with UTTERANCE and carry its request on (conduct.answer)"))
+    p.add_argument("--retract", type=_count("--retract"), action="append", default=[], metavar="ASSERTION",
+                   help="with --answer: take back a fact of the request (repeatable)")
+    return {"metavars": {"registry": "FILE", "ken": "FILE", "llm_base_url": "URL", "llm_model": "MODEL",
+                         "utterance": "UTTERANCE", "obligations": "FILE"}}
 
 
 def present_conduct(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
@@ -32,7 +41,18 @@ def present_conduct(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | 
     from cda.conductor.conduct import render_tree
 
     try:
-        trace = call_local(op, params_of(op, args), LocalEnv(conductor_db=args.db))
+        if args.answer is not None:
+            from cda.operations import get
+
+            answer = get("conduct.answer")
+            given = {k: v for k, v in params_of(op, args).items() if k in answer.params.model_fields}
+            trace = call_local(answer, {**given, "obligation": args.answer, "text": args.utterance or "",
+                                        "retract": args.retract}, LocalEnv(conductor_db=args.db))
+        elif args.retract:
+            print("--retract goes with --answer OBLIGATION (the CLARIFY it answers)", file=err)
+            return EXIT_BAD_INPUT
+        else:
+            trace = call_local(op, params_of(op, args), LocalEnv(conductor_db=args.db))
     except CDAError as exc:
         print(exc.render(), file=err)
         return EXIT_BAD_INPUT

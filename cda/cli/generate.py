@@ -96,6 +96,8 @@ def add_operation_arguments(parser: argparse.ArgumentParser, op: Operation, *,
                 keywords["nargs"] = "+" if field.is_required() else "*"
             if name in many:
                 keywords["nargs"] = "+"
+            elif not field.is_required() and "nargs" not in keywords:
+                keywords["nargs"] = "?"  # an optional positional (a request given as a document instead)
             if name in optional:
                 keywords["nargs"], keywords["default"] = "?", None
             keywords["metavar"] = metavars.get(name, op.name_at(Door.CLI, name).upper())

@@ -163,7 +163,21 @@ def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> 
     return 0
 
 
-IR_FORMAT = FileFormat("a CDA conductor IR database", CONDUCTOR_IR_MARK, (_first_tables, _holder), legacy=_legacy)
+def _retractions(conn: sqlite3.Connection) -> None:
+    """Version 3: a fact can be taken back (``assertions.retracted``: the obligation whose answer
+    retracted it, 0 for the user at large) and a verification redone after a CLARIFY is answered
+    (``verifications.superseded``); a request has its ``owner`` (the principal who asked it, on a
+    server's shared database: no one else resumes, answers or reads it)."""
+    if "retracted" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(assertions)")}:
+        conn.execute("ALTER TABLE assertions ADD COLUMN retracted INTEGER")
+    if "superseded" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(verifications)")}:
+        conn.execute("ALTER TABLE verifications ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0")
+    if "owner" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(requests)")}:
+        conn.execute("ALTER TABLE requests ADD COLUMN owner TEXT")
+
+
+IR_FORMAT = FileFormat("a CDA conductor IR database", CONDUCTOR_IR_MARK, (_first_tables, _holder, _retractions),
+                       legacy=_legacy)
 """The conductor's IR database, as :mod:`cda.store` opens it."""
 
 
@@ -191,17 +205,18 @@ class IRDatabase:
             yield conn
 
     # ---- requests
-    def open_request(self, utterance: str) -> int:
-        """The request for ``utterance``: an unfinished one with the same words is resumed (the
-        same command run again after a crash carries on), otherwise a new one."""
+    def open_request(self, utterance: str, owner: str | None = None) -> int:
+        """The request for ``utterance``: an unfinished one with the same words and owner is
+        resumed (the same command run again after a crash carries on), otherwise a new one."""
         row = self._conn.execute(
-            "SELECT id FROM requests WHERE utterance = ? AND stage != 'answered' ORDER BY id DESC LIMIT 1",
-            (utterance,),
+            "SELECT id FROM requests WHERE utterance = ? AND stage != 'answered' AND owner IS ? ORDER BY id DESC "
+            "LIMIT 1", (utterance, owner),
         ).fetchone()
         if row is not None:
             return int(row[0])
         with self.transaction() as conn:
-            cur = conn.execute("INSERT INTO requests (utterance, stage) VALUES (?, 'new')", (utterance,))
+            cur = conn.execute("INSERT INTO requests (utterance, stage, owner) VALUES (?, 'new', ?)",
+                               (utterance, owner))
             request_id = int(cur.lastrowid or 0)
             self._event(conn, request_id, "user_utterance", {"utterance": utterance})
         return request_id
@@ -214,6 +229,12 @@ class IRDatabase:
         if row is None:
             raise StoreFileError(f"{self.path}: no request {request_id}")
         return str(row[0]), str(row[1]), row[2], row[3]
+
+    def check_owner(self, request_id: int, owner: str | None, missing: str = "") -> None:
+        """Refuse a request another principal asked (named as not found: its existence is theirs)."""
+        row = self._conn.execute("SELECT owner FROM requests WHERE id = ?", (request_id,)).fetchone()
+        if row is None or (owner is not None and row[0] != owner):
+            raise StoreFileError(f"{self.path}: {missing or f'no request {request_id}'}")
 
     def claim(self, request_id: int, holder: str) -> None:
         """Take the request for ``holder`` (``pid:start:token``, see :func:`holder_id`), unless a
@@ -299,6 +320,18 @@ class IRDatabase:
         self._event(conn, obligation.request_id, "tool_finished",
                     {"obligation": obligation.id, "run": run_id, "status": status.value, "detail": detail})
 
+    def add_run(self, conn: sqlite3.Connection, obligation: Obligation, tool: str, inputs: dict[str, Any],
+                status: ToolRunStatus, outputs: dict[str, Any] | None, detail: str | None) -> int:
+        """A run that happened outside the conductor, recorded as said (the user's account)."""
+        cur = conn.execute(
+            "INSERT INTO tool_runs (obligation_id, tool, inputs, outputs, status, detail) VALUES (?, ?, ?, ?, ?, ?)",
+            (obligation.id, tool, canonical(inputs), None if outputs is None else canonical(outputs), status.value,
+             detail))
+        run_id = int(cur.lastrowid or 0)
+        self._event(conn, obligation.request_id, "tool_recorded", {"obligation": obligation.id, "tool": tool,
+                                                                    "run": run_id, "detail": detail})
+        return run_id
+
     def mark_interrupted(self, request_id: int) -> int:
         """Runs of this request left ``started`` by a killed conductor become ``interrupted``."""
         with self.transaction() as conn:
@@ -352,12 +385,51 @@ class IRDatabase:
         if key is not None:
             clauses.append("key = ?")
             args.append(key)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        clauses.append("retracted IS NULL")
+        where = f"WHERE {' AND '.join(clauses)}"
         rows = self._conn.execute(
             f"SELECT id, request_id, obligation_id, key, value, source_id FROM assertions {where} ORDER BY id", args
         ).fetchall()
         return [Assertion(id=r[0], request_id=r[1], obligation_id=r[2], key=r[3], value=json.loads(r[4]),
                           source_id=r[5]) for r in rows]
+
+    def retract(self, conn: sqlite3.Connection, assertion_id: int, request_id: int, by: int) -> Assertion:
+        """Take a fact of ``request_id`` back (``by``: the obligation whose answer did it): it no
+        longer counts in any check, and stays in the file with who retracted it."""
+        row = conn.execute("SELECT request_id, key, value, retracted FROM assertions WHERE id = ?",
+                           (assertion_id,)).fetchone()
+        if row is None or int(row[0]) != request_id:
+            raise ConductorError(f"request {request_id} has no assertion {assertion_id}")
+        if row[1] != "fact":
+            raise ConductorError(f"assertion {assertion_id} is a tool's output ({row[1]}), not a fact; "
+                                 "only facts are retracted")
+        if row[3] is not None:
+            raise ConductorError(f"assertion {assertion_id} ({json.loads(row[2])}) is retracted already")
+        conn.execute("UPDATE assertions SET retracted = ? WHERE id = ?", (by, assertion_id))
+        self._event(conn, request_id, "fact_retracted", {"assertion": assertion_id, "fact": json.loads(row[2]),
+                                                         "by": by})
+        return Assertion(id=assertion_id, request_id=request_id, obligation_id=None, key="fact",
+                         value=json.loads(row[2]), source_id=0)
+
+    def supersede_verifications(self, conn: sqlite3.Connection, obligation_id: int) -> None:
+        """The obligation's verifications are set aside: the verify loop checks it again."""
+        conn.execute("UPDATE verifications SET superseded = 1 WHERE obligation_id = ?", (obligation_id,))
+
+    def reopen(self, conn: sqlite3.Connection, request_id: int) -> None:
+        """An answered request goes back to planning (a CLARIFY of it was answered)."""
+        conn.execute("UPDATE requests SET stage = 'planning', status = NULL WHERE id = ?", (request_id,))
+
+    def obligation(self, obligation_id: int) -> Obligation:
+        row = self._conn.execute("SELECT request_id FROM obligations WHERE id = ?", (obligation_id,)).fetchone()
+        if row is None:
+            raise ConductorError(f"{self.path}: no obligation {obligation_id}")
+        return next(o for o in self.obligations(int(row[0])) if o.id == obligation_id)
+
+    def update_inputs(self, conn: sqlite3.Connection, obligation: Obligation, inputs: dict[str, Any]) -> None:
+        conn.execute("UPDATE obligations SET inputs = ?, status = ?, reason = NULL WHERE id = ?",
+                     (canonical(inputs), ObligationStatus.ACTIVE.value, obligation.id))
+        self._event(conn, obligation.request_id, "obligation_reopened", {"obligation": obligation.id,
+                                                                          "inputs": inputs})
 
     def source(self, source_id: int) -> Source | None:
         row = self._conn.execute("SELECT id, kind, tool_run_id, reference FROM sources WHERE id = ?",
@@ -378,7 +450,8 @@ class IRDatabase:
 
     def verifications(self, request_id: int) -> list[Verification]:
         rows = self._conn.execute(
-            "SELECT obligation_id, kind, ok, detail FROM verifications WHERE request_id = ? ORDER BY id",
+            "SELECT obligation_id, kind, ok, detail FROM verifications WHERE request_id = ? AND superseded = 0 "
+            "ORDER BY id",
             (request_id,),
         ).fetchall()
         return [Verification(obligation_id=r[0], kind=r[1], ok=bool(r[2]), detail=r[3]) for r in rows]

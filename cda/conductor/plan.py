@@ -11,7 +11,10 @@ to the IR database.
 4. Every eligible candidate failed: a JUSTIFY(failure) child listing why, the obligation failed.
 
 Which candidates were tried is read from ``tool_runs``, so a conductor killed between two
-candidates resumes with the next; a run cut short (``interrupted``) is tried again.
+candidates resumes with the next; a run cut short (``interrupted``) is tried again — unless the
+tool declares ``side_effects = "once"``: its run was recorded (``started``) before the call, so
+whether it acted is unknown, and it is never called a second time for the obligation. The
+obligation is then handed to a person (a CLARIFY saying so) instead of risking the act twice.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from typing import Any
 from cda.conductor.irdb import IRDatabase, canonical
 from cda.conductor.registry import RegisteredTool, Registry
 from cda.conductor.tooling import ConditionCall, ToolContext
-from cda.contracts.conductor import Fact, Obligation, ObligationStatus, ToolRunStatus
+from cda.contracts.conductor import Fact, Obligation, ObligationStatus, SideEffects, ToolRunStatus
 
-__all__ = ["Eligibility", "eligibility", "plan_obligation"]
+__all__ = ["Eligibility", "check_conditions", "eligibility", "plan_obligation"]
 
 _TRIED = {ToolRunStatus.OK, ToolRunStatus.ERROR, ToolRunStatus.POSTCONDITION_FAILED}
 
@@ -49,7 +52,7 @@ def _from_ir(db: IRDatabase, obligation: Obligation, names: list[str]) -> dict[s
     return found
 
 
-def _check(calls: tuple[ConditionCall, ...], table: Mapping[str, Any], inputs: Mapping[str, Any],
+def check_conditions(calls: tuple[ConditionCall, ...], table: Mapping[str, Any], inputs: Mapping[str, Any],
            outputs: dict[str, Any] | None, ctx: ToolContext) -> list[str]:
     failed = []
     for call in calls:
@@ -74,7 +77,7 @@ def eligibility(tool: RegisteredTool, obligation: Obligation, db: IRDatabase, ct
     if missing:
         return Eligibility(tool, None, missing=missing)
     inputs = {**{k: v for k, v in obligation.inputs.items() if k not in given}, **given}
-    failed = _check(tool.preconditions, registry.toolbox.preconditions, inputs, None, ctx)
+    failed = check_conditions(tool.preconditions, registry.toolbox.preconditions, inputs, None, ctx)
     return Eligibility(tool, None if failed else inputs, failed=tuple(failed))
 
 
@@ -82,7 +85,7 @@ def _run(tool: RegisteredTool, inputs: dict[str, Any], registry: Registry, ctx: 
          ) -> tuple[ToolRunStatus, dict[str, Any] | None, str | None, float]:
     start = time.perf_counter()
     try:
-        outputs = registry.toolbox.tools[tool.spec.implementation].run(inputs, ctx)
+        outputs = tool.impl.run(inputs, ctx)
         if not isinstance(outputs, dict):
             raise TypeError(f"the tool returned {type(outputs).__name__}, not a JSON object")
         canonical(outputs)  # JSON or refused here, not half-written later
@@ -91,7 +94,7 @@ def _run(tool: RegisteredTool, inputs: dict[str, Any], registry: Registry, ctx: 
     except Exception as exc:  # any failure of a tool is its run's outcome, never the conductor's
         return ToolRunStatus.ERROR, None, f"{type(exc).__name__}: {exc}"[:2000], _ms(start)
     duration = _ms(start)
-    failed = _check(tool.postconditions, registry.toolbox.postconditions, inputs, outputs, ctx)
+    failed = check_conditions(tool.postconditions, registry.toolbox.postconditions, inputs, outputs, ctx)
     if failed:
         return ToolRunStatus.POSTCONDITION_FAILED, outputs, "; ".join(failed)[:2000], duration
     return ToolRunStatus.OK, outputs, None, duration
@@ -119,7 +122,8 @@ def plan_obligation(obligation: Obligation, registry: Registry, db: IRDatabase, 
         reason = f"{first.tool.spec.name} needs: {'; '.join(needs)}"
         with db.transaction() as conn:
             db.add_obligation(conn, obligation.request_id, "clarify",
-                              {"reason": reason, "missing": list(first.missing)}, obligation.id)
+                              {"reason": reason, "missing": list(first.missing), "inputs": list(first.tool.spec.inputs)},
+                              obligation.id)
             db.settle(conn, obligation, ObligationStatus.ESCALATED, reason)
         return
     runs = db.runs(obligation.id)
@@ -127,6 +131,16 @@ def plan_obligation(obligation: Obligation, registry: Registry, db: IRDatabase, 
     for e in eligible:
         if e.tool.spec.name in tried:
             continue
+        cut = [r for r in runs if r.tool == e.tool.spec.name and r.status is ToolRunStatus.INTERRUPTED]
+        if cut and e.tool.spec.side_effects is SideEffects.ONCE:
+            reason = (f"{e.tool.spec.name} (side_effects once) was stopped during run {cut[-1].id}, after its call "
+                      "was recorded: it may have acted, so it is not called again; say what happened "
+                      f"(cda conduct --answer {obligation.id} \"…\")")
+            with db.transaction() as conn:
+                db.add_obligation(conn, obligation.request_id, "clarify",
+                                  {"reason": reason, "missing": [], "unsure_run": cut[-1].id}, obligation.id)
+                db.settle(conn, obligation, ObligationStatus.ESCALATED, reason)
+            return
         assert e.inputs is not None
         run_id = db.start_run(obligation, e.tool.spec.name, e.inputs)
         status, outputs, detail, duration = _run(e.tool, e.inputs, registry, ctx)

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from cda.contracts.conductor import META_TYPES, Obligation, ObligationsDoc, ObligationSpec, ObligationStatus, ToolRun
 from cda.contracts.locations import validation_problems
 
-__all__ = ["LLMTranslatorIn", "RuleTranslatorIn", "TranslatorIn", "render_answer", "summarize"]
+__all__ = ["LLMTranslatorIn", "RuleTranslatorIn", "TranslatorIn", "llm_prompt", "render_answer", "summarize"]
 
 MAX_UTTERANCE = 10_000
 
@@ -44,19 +44,27 @@ class TranslatorIn(Protocol):
 
 
 _SPLIT = re.compile(r"\s*(?:;|,\s*then\b|\band then\b)\s*", re.IGNORECASE)
-"""Clauses are split on ``;``, ``, then`` and ``and then`` (a bare ``then`` may be SQL's)."""
+"""Clauses are split on ``;``, ``, then`` and ``and then`` (a bare ``then`` may be SQL's), and
+on ``and`` when a verb the grammar reads follows it (``solve x.cda and compute 2*3``)."""
+_VERBS = r"(?:compute|calculate|evaluate|what is|solve|prove|diagnose|run|query|look\s*up|lookup|given)"
+_AND_VERB = re.compile(rf"\s+and\s+(?={_VERBS}\b)", re.IGNORECASE)
+_LEAD = re.compile(r"^(?:(?:please|kindly|now|also|can you|could you|would you)\b[\s,]*)+", re.I)
+"""Politeness in front of a clause: skipped, and said to be skipped (``unread``)."""
+_OBJECT = r"(?:(?:the\s+)?(?:problem|claims?|file|circuit|action|inputs?|formulas?)\s+(?:in|at|from|of)\s+|the\s+)?"
+"""``solve the problem in x.cda``, ``prove the claims in x.fol``, ``run the action in i.json``."""
 _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], ObligationSpec]]] = [
     (re.compile(r"^(?:compute|calculate|evaluate|what is)\s+(?P<e>.+?)\??$", re.I | re.S),
      lambda m: ObligationSpec(type="compute", inputs={"expression": m["e"].strip()})),
-    (re.compile(r"^solve\s+(?P<p>\S+)$", re.I),
+    (re.compile(rf"^solve\s+{_OBJECT}(?P<p>\S+)$", re.I),
      lambda m: ObligationSpec(type="solve", inputs={"problem": m["p"]})),
-    (re.compile(r"^prove\s+(?P<p>\S+)$", re.I),
+    (re.compile(rf"^prove\s+{_OBJECT}(?P<p>\S+)$", re.I),
      lambda m: ObligationSpec(type="prove", inputs={"problem": m["p"]})),
-    (re.compile(r"^diagnose\s+(?P<c>\S+)\s+(?:with|given|using)\s+(?P<o>\S+)$", re.I),
+    (re.compile(rf"^diagnose\s+{_OBJECT}(?P<c>\S+)\s+(?:with|given|using)\s+(?:the\s+observations\s+in\s+)?(?P<o>\S+)$",
+                re.I),
      lambda m: ObligationSpec(type="diagnose", inputs={"circuit": m["c"], "observations": m["o"]})),
-    (re.compile(r"^diagnose\s+(?P<c>\S+)$", re.I),
+    (re.compile(rf"^diagnose\s+{_OBJECT}(?P<c>\S+)$", re.I),
      lambda m: ObligationSpec(type="diagnose", inputs={"circuit": m["c"]})),
-    (re.compile(r"^run(?:\s+action)?\s+(?P<i>\S+)$", re.I),
+    (re.compile(rf"^run(?:\s+action)?\s+{_OBJECT}(?P<i>\S+)$", re.I),
      lambda m: ObligationSpec(type="run_action", inputs={"inputs": m["i"]})),
     (re.compile(r"^query\s+(?P<d>[^:\s]+)\s*:\s*(?P<q>.+)$", re.I | re.S),
      lambda m: ObligationSpec(type="query", inputs={"database": m["d"], "sql": m["q"].strip()})),
@@ -64,6 +72,7 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], ObligationSpec]]] 
      lambda m: ObligationSpec(type="lookup", inputs={"entity": m["e"]})),
 ]
 _GIVEN = re.compile(r"^given\s+(?P<f>.+)$", re.I | re.S)
+_PAIR = re.compile(r"^(?P<k>[A-Za-z_][A-Za-z0-9_]*)=(?P<v>.*)$", re.S)
 
 
 def _split_facts(text: str) -> list[str]:
@@ -79,8 +88,24 @@ def _split_facts(text: str) -> list[str]:
     return [f.strip() for f in out if f.strip()]
 
 
+def _words_of(kind: str) -> str:
+    """An obligation type as the words a user writes: ``page_oncall`` -> ``page oncall``."""
+    return re.sub(r"[_.]+", " ", kind)
+
+
 class RuleTranslatorIn:
-    """The deterministic default: the grammar above, nothing else."""
+    """The deterministic default: the grammar above, plus one rule per obligation type of the
+    registry (``types``: type -> its inputs, :meth:`~cda.conductor.registry.Registry.obligation_types`):
+    a clause that starts with the type's words (``page oncall``, ``page_oncall``) takes the rest
+    as ``name=value`` words, or as values for the type's inputs in order (the last one takes
+    what is left). Words it skipped (``please``) are listed in ``unread``."""
+
+    name = "rules"
+
+    def __init__(self, types: dict[str, list[str]] | None = None) -> None:
+        self.types = dict(types or {})
+        self._user = sorted(((_type_rule(t), t, inputs) for t, inputs in self.types.items()
+                             if t not in _SHIPPED_TYPES), key=lambda r: -len(r[1]))
 
     def __call__(self, utterance: str) -> ObligationsDoc:
         text = utterance.strip()
@@ -90,26 +115,57 @@ class RuleTranslatorIn:
             return _error_doc(f"a request of {len(text)} characters (at most {MAX_UTTERANCE})")
         obligations: list[ObligationSpec] = []
         facts: list[str] = []
-        for clause in (c for c in _SPLIT.split(text) if c.strip()):
+        unread: list[str] = []
+        clauses = [c for part in _SPLIT.split(text) for c in _AND_VERB.split(part) if c.strip()]
+        for clause in clauses:
+            lead = _LEAD.match(clause)
+            if lead and lead.end():
+                unread.append(lead[0].strip(" ,"))
+                clause = clause[lead.end():]
             given = _GIVEN.match(clause)
             if given:
                 facts.extend(_split_facts(given["f"]))
                 continue
-            for pattern, build in _RULES:
-                m = pattern.match(clause)
-                if m:
-                    obligations.append(build(m))
-                    break
-            else:
-                obligations.append(ObligationSpec(
-                    type="clarify", inputs={"reason": "no rule reads this request", "text": clause[:500]}))
+            spec = self._read(clause.strip())
+            obligations.append(spec or ObligationSpec(
+                type="clarify", inputs={"reason": "no rule reads this request", "text": clause[:500]}))
         if not obligations:
             obligations.append(ObligationSpec(
                 type="clarify", inputs={"reason": "facts were given but nothing was asked", "text": text[:500]}))
         try:
-            return ObligationsDoc(obligations=obligations, facts=facts)
-        except ValidationError as exc:
-            return _error_doc(f"the request does not translate: {validation_problems(exc)}")
+            return ObligationsDoc(obligations=obligations, facts=facts, unread=unread)
+        except (ValidationError, ValueError) as exc:
+            detail = validation_problems(exc) if isinstance(exc, ValidationError) else str(exc)
+            return _error_doc(f"the request does not translate: {detail}")
+
+    def _read(self, clause: str) -> ObligationSpec | None:
+        for regex, kind, inputs in self._user:  # the user's own types first: theirs is the more specific word
+            m = regex.match(clause)
+            if m:
+                return ObligationSpec(type=kind, inputs=_inputs_of((m["rest"] or "").strip(), inputs))
+        for pattern, build in _RULES:
+            m = pattern.match(clause)
+            if m:
+                return build(m)
+        return None
+
+
+def _type_rule(kind: str) -> re.Pattern[str]:
+    """``page_oncall`` read as ``page oncall``, ``page_oncall`` or ``page.oncall``, then the rest."""
+    words = r"[\s_.]+".join(re.escape(w) for w in _words_of(kind).split())
+    return re.compile(r"^" + words + r"(?:\s+(?P<rest>.*))?$", re.I | re.S)
+
+
+def _inputs_of(rest: str, names: list[str]) -> dict[str, Any]:
+    """``service=api minutes=5`` by name, else the words in order for ``names`` (the last name
+    takes the rest of the clause)."""
+    words = rest.split()
+    if words and all(_PAIR.match(w) for w in words):
+        return {m["k"]: m["v"] for m in (_PAIR.match(w) for w in words) if m}
+    if not words or not names:
+        return {"text": rest} if rest and not names else {}
+    head, tail = words[:len(names) - 1], words[len(names) - 1:]
+    return dict(zip(names, [*head, *([" ".join(tail)] if tail else [])]))
 
 
 def _error_doc(reason: str) -> ObligationsDoc:
@@ -117,30 +173,70 @@ def _error_doc(reason: str) -> ObligationsDoc:
 
 
 LLM_PROMPT = (
-    "Turn the user's request into obligations. Reply with one JSON object only: "
-    '{"obligations": [{"type": T, "inputs": {...}}], "facts": [...]}. Types and their inputs: '
-    "compute {expression}, solve {problem}, prove {problem}, diagnose {circuit, observations}, "
-    "run_action {inputs}, query {database, sql}, lookup {entity}; clarify {reason, text} when the "
-    "request cannot be read. facts: literals such as 'not up(db)' the user stated."
+    "Turn the user's request into obligations. Reply with one JSON object only, valid against this JSON "
+    "Schema:\n{schema}\nThe obligation types you may use, each with the inputs its tools take:\n{types}\n"
+    "- clarify {{reason, text}}: a part of the request you cannot read (never guess).\n"
+    "facts: literals such as 'not up(db)' the user stated as true. Numbers meant exactly are written as "
+    "text (\"0.1\"), never as JSON floats."
 )
+
+_SHIPPED_TYPES = {"compute": ["expression"], "solve": ["problem"], "prove": ["problem"],
+                  "diagnose": ["circuit", "observations"], "run_action": ["inputs"], "query": ["database", "sql"],
+                  "lookup": ["entity"]}
+
+
+def llm_prompt(types: dict[str, list[str]]) -> str:
+    """The system prompt: the obligations document's schema and the registry's types."""
+    schema = json.dumps(ObligationsDoc.model_json_schema(), sort_keys=True, separators=(",", ":"))
+    listed = "\n".join(f"- {t} {{{', '.join(inputs)}}}" for t, inputs in sorted(types.items()))
+    return LLM_PROMPT.format(schema=schema, types=listed)
 
 
 class LLMTranslatorIn:
     """Translator-In through a language model: ``complete(system, user) -> reply text``.
 
-    The reply must be exactly an :class:`ObligationsDoc` (a fenced ```json block is unwrapped);
-    a provider error, text that is not JSON, or JSON that does not validate becomes one ``error``
-    obligation that names the problem.
+    The model is given the obligations document's JSON Schema and the registry's obligation types
+    (``types``, the shipped seven when none are given). Its reply must validate against the schema
+    and name only those types (or ``clarify``); a fenced ```json block is unwrapped. A reply that
+    does not is sent back once with what was wrong; a second bad reply, or a provider's failure,
+    falls back to the rule translator (``fallback``). What happened — each reply's SHA-256, the
+    problem, who translated — is kept in :attr:`last_receipt`, which the conductor writes to the
+    IR with the request (event ``translated``).
     """
 
-    def __init__(self, complete: Callable[[str, str], str]) -> None:
+    name = "llm"
+
+    def __init__(self, complete: Callable[[str, str], str], types: dict[str, list[str]] | None = None,
+                 fallback: TranslatorIn | None = None) -> None:
         self._complete = complete
+        self.types = dict(types or _SHIPPED_TYPES)
+        self.fallback = fallback if fallback is not None else RuleTranslatorIn(self.types)
+        self.last_receipt: dict[str, Any] | None = None
 
     def __call__(self, utterance: str) -> ObligationsDoc:
-        try:
-            reply = self._complete(LLM_PROMPT, utterance)
-        except Exception as exc:  # a provider's failure of any kind is an error obligation
-            return _error_doc(f"the translator failed: {type(exc).__name__}: {exc}")
+        import hashlib
+
+        system = llm_prompt(self.types)
+        attempts: list[dict[str, Any]] = []
+        user = utterance
+        for _ in range(2):
+            try:
+                reply = self._complete(system, user)
+            except Exception as exc:  # a provider's failure of any kind: the rules answer instead
+                attempts.append({"problem": f"the translator failed: {type(exc).__name__}: {exc}"[:500]})
+                break
+            doc, problem = self._read(reply)
+            attempts.append({"reply_sha256": hashlib.sha256(reply.encode("utf-8")).hexdigest(),
+                             "reply": reply[:2000], **({"problem": problem} if problem else {})})
+            if doc is not None:
+                self.last_receipt = {"translator": "llm", "attempts": attempts}
+                return doc
+            user = (f"{utterance}\n\nYour previous reply was refused: {problem}. Reply again with one JSON object "
+                    "valid against the schema, using only the listed obligation types.")
+        self.last_receipt = {"translator": "rules (the model's replies were refused)", "attempts": attempts}
+        return self.fallback(utterance)
+
+    def _read(self, reply: str) -> tuple[ObligationsDoc | None, str | None]:
         body = reply.strip()
         fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", body, re.S)
         if fenced:
@@ -148,11 +244,15 @@ class LLMTranslatorIn:
         try:
             data = json.loads(body)
         except json.JSONDecodeError as exc:
-            return _error_doc(f"the translator's reply is not JSON ({exc.msg} at column {exc.colno})")
+            return None, f"the reply is not JSON ({exc.msg} at column {exc.colno})"
         try:
-            return ObligationsDoc.model_validate(data)
+            doc = ObligationsDoc.model_validate(data)
         except ValidationError as exc:
-            return _error_doc(f"the translator's reply is not an obligations document: {validation_problems(exc)}")
+            return None, f"the reply is not an obligations document: {validation_problems(exc)}"
+        unknown = sorted({o.type for o in doc.obligations} - set(self.types) - {"clarify"})
+        if unknown:
+            return None, f"obligation type(s) {', '.join(unknown)} are not in the registry"
+        return doc, None
 
 
 # ---- Translator-Out
@@ -235,7 +335,9 @@ def render_answer(
 
     def walk(o: Obligation) -> None:
         nonlocal owed, uncertain
-        if o.type in META_TYPES:
+        if o.type in META_TYPES and o.status is not ObligationStatus.ACTIVE:
+            pass  # a question answered: what it led to follows
+        elif o.type in META_TYPES:
             lines.append(_meta_line(o))
             owed = True
         elif o.id in failed_checks:

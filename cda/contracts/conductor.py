@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from cda.contracts import limits
 from cda.contracts.status import _Ordered
@@ -34,6 +34,7 @@ __all__ = [
     "ConductEvent",
     "Cost",
     "Fact",
+    "McpServer",
     "Obligation",
     "ObligationSpec",
     "ObligationStatus",
@@ -44,6 +45,8 @@ __all__ = [
     "ToolRunStatus",
     "ToolSpec",
     "Trace",
+    "SideEffects",
+    "ToolOverride",
     "Verification",
 ]
 
@@ -95,6 +98,17 @@ class ToolRunStatus(StrEnum):
     ERROR = "error"
     POSTCONDITION_FAILED = "postcondition_failed"
     INTERRUPTED = "interrupted"
+
+
+class SideEffects(StrEnum):
+    """What running a tool does besides answering: ``none`` (it only reads), ``idempotent``
+    (running it twice has the effect of running it once), ``once`` (each run acts: a page, a
+    ticket, a payment). The verify loop never runs a tool with side effects again, and a
+    ``once`` tool runs at most once per obligation, across kills and resumes."""
+
+    NONE = "none"
+    IDEMPOTENT = "idempotent"
+    ONCE = "once"
 
 
 class _Model(BaseModel):
@@ -181,6 +195,8 @@ class ObligationsDoc(_Model):
 
     obligations: list[ObligationSpec] = Field(min_length=1, max_length=100)
     facts: list[str] = Field(default_factory=list, max_length=1000)
+    unread: list[str] = Field(default_factory=list, max_length=100,
+                              description="words of the request the translator did not read (said in the reply)")
 
     @field_validator("facts")
     @classmethod
@@ -200,19 +216,71 @@ class Obligation(_Model):
     reason: str | None = None
 
 
+TimeoutSeconds = Annotated[int, BeforeValidator(lambda value: limits.whole("timeout_s", value, low=1, high=3600))]
+"""A user tool's time limit: whole seconds, 1 to 3600."""
+
+
+class ToolOverride(_Model):
+    """What a manifest says of one tool an MCP server offers (``[tool.each.NAME]``): anything
+    left out is discovered from the server (its inputs, its annotations) or the entry's defaults."""
+
+    satisfies: list[str] | None = Field(default=None, max_length=100)
+    inputs: list[str] | None = Field(default=None, max_length=50)
+    preconditions: list[str] | None = Field(default=None, max_length=50)
+    postconditions: list[str] | None = Field(default=None, max_length=50)
+    reliability: Reliability | None = None
+    cost: Cost | None = None
+    latency_ms: int | None = None
+    side_effects: SideEffects | None = None
+    deterministic: bool | None = None
+    verify: str | None = Field(default=None, pattern=NAME_PATTERN, max_length=100)
+    description: str | None = Field(default=None, max_length=2000)
+
+
+class McpServer(_Model):
+    """An MCP server whose tools become conductor tools: a program spoken to over stdio
+    (``command``) or a streamable-HTTP endpoint (``url``), one of the two."""
+
+    command: list[str] | None = Field(default=None, min_length=1, max_length=100)
+    url: str | None = Field(default=None, max_length=2048, pattern=r"^https?://")
+    timeout_s: TimeoutSeconds = Field(default=60, description="whole seconds to wait for the server's answer to one call")
+
+    @model_validator(mode="after")
+    def _one(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("write either command = [...] or url = \"http://…/mcp\", not both and not neither")
+        return self
+
+
 class ToolSpec(_Model):
-    """One tool of the registry: what it satisfies, what it needs, what it promises, and the
-    three attributes the selection order reads."""
+    """One tool of the registry: what it satisfies, what it needs, what it promises, what it
+    does besides answering, and the three attributes the selection order reads.
+
+    The implementation is one of: a built-in or adapter-provided name (``impl = "cda.solve"``,
+    default: the tool's name), a Python function (``impl = "package.module:function"``), a
+    program (``command = ["prog", "{input}"]``), or every tool of an MCP server
+    (``mcp = {command = [...]}`` / ``mcp = {url = "…"}``; ``name`` is then their prefix and
+    ``[tool.each.NAME]`` overrides what is discovered)."""
 
     name: str = Field(pattern=NAME_PATTERN, max_length=100)
-    impl: str | None = Field(default=None, description="the implementation to run; default: the tool's name")
-    satisfies: list[str] = Field(min_length=1, max_length=100)
+    impl: str | None = Field(default=None, max_length=300,
+                             description="the implementation: a known name, or package.module:function")
+    command: list[str] | None = Field(default=None, min_length=1, max_length=100,
+                                      description="a program and its arguments; {input} is an input's value")
+    mcp: McpServer | None = None
+    each: dict[str, ToolOverride] = Field(default_factory=dict, description="with mcp: per-tool overrides")
+    satisfies: list[str] = Field(default_factory=list, max_length=100)
     inputs: list[str] = Field(default_factory=list, max_length=50)
     preconditions: list[str] = Field(default_factory=list, max_length=50)
     postconditions: list[str] = Field(default_factory=list, max_length=50)
     reliability: Reliability
     cost: Cost
     latency_ms: int = Field(description="typical run time, whole milliseconds")
+    side_effects: SideEffects = Field(default=SideEffects.NONE, description="none | idempotent | once")
+    deterministic: bool = Field(default=True, description="the same inputs always give the same outputs")
+    verify: str | None = Field(default=None, pattern=NAME_PATTERN, max_length=100,
+                               description="a side-effect-free tool of the registry that checks this one's answers")
+    timeout_s: TimeoutSeconds = Field(default=60, description="with command: whole seconds before the program is stopped")
     description: str = ""
 
     @field_validator("satisfies")
@@ -236,6 +304,18 @@ class ToolSpec(_Model):
     def _latency(cls, value: object) -> int:
         return limits.whole("latency_ms", value, low=0, high=limits.MAX_COUNT)
 
+    @model_validator(mode="after")
+    def _kind(self) -> ToolSpec:
+        kinds = [k for k, v in (("impl", self.impl), ("command", self.command), ("mcp", self.mcp)) if v is not None]
+        if len(kinds) > 1:
+            raise ValueError(f"a tool is one of impl, command or mcp, not {' and '.join(kinds)}")
+        if self.mcp is None:
+            if not self.satisfies:
+                raise ValueError("satisfies: name at least one obligation type")
+            if self.each:
+                raise ValueError("each: per-tool overrides are for an mcp server's tools")
+        return self
+
     def order_key(self) -> tuple[int, int, int, str]:
         """The seed's fixed order: reliability, then cost, then latency, then name."""
         return (self.reliability._rank(), self.cost._rank(), self.latency_ms, self.name)
@@ -243,6 +323,12 @@ class ToolSpec(_Model):
     @property
     def implementation(self) -> str:
         return self.impl or self.name
+
+    @property
+    def rerunnable(self) -> bool:
+        """May the verify loop run this tool again to check it? Only when running it again acts
+        on nothing and must give the same answer."""
+        return self.deterministic and self.side_effects is SideEffects.NONE
 
 
 class ToolRun(_Model):
@@ -293,7 +379,7 @@ class Verification(_Model):
     """The verify loop's finding on one reported obligation."""
 
     obligation_id: int
-    kind: Literal["math", "db", "rules", "facts"]
+    kind: Literal["math", "db", "rules", "facts", "recorded", "verifier"]
     ok: bool
     detail: str
 

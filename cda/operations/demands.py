@@ -95,6 +95,9 @@ def _walk_model(model: BaseModel, where: Where, out: Demands) -> None:
     egress = getattr(model, "egress_class", None)
     if callable(egress) and egress() is not None:
         out.add_egress(where, egress())
+    code = getattr(model, "code_fields", None)  # parameters that name code to run (a conductor's registry)
+    if callable(code):
+        out.code.extend([*where, name] for name in code())
     for name, info in type(model).model_fields.items():
         value = getattr(model, name)
         here = [*where, name]

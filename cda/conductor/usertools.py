@@ -1,0 +1,280 @@
+"""A user's own tools, named in the registry (docs/conductor.md, "Your own tools"): a Python
+function, a program, or every tool of an MCP server.
+
+* ``impl = "package.module:function"``: the function is imported (the registry's folder first on
+  the import path, for a module beside it) and called with the tool's inputs as keyword
+  arguments, through :func:`pydantic.validate_call`: its annotated parameter types check the
+  inputs and its annotated return type the outputs (a pydantic model is returned as its JSON).
+* ``command = ["prog", "--service", "{service}"]``: the program runs with each ``{input}``
+  replaced by that input's value — one argument each, never through a shell — with the inputs
+  also as a JSON object on its standard input, in the registry's folder, stopped after ``timeout_s``.
+  Its standard output must be one JSON object (the outputs); a non-zero exit is the tool's error.
+* ``mcp = {command = [...]}`` or ``mcp = {url = "http://…/mcp"}``: the server is asked for its
+  tools (the official SDK's client, over stdio or streamable HTTP); each becomes a tool named
+  ``PREFIX.TOOL``, satisfying the obligation type ``TOOL`` unless the manifest says otherwise,
+  its inputs the schema's required properties, its ``side_effects`` read from the tool's
+  annotations (read-only: none; idempotent: idempotent; otherwise once) and ``deterministic``
+  false unless declared — so an unknown server's tool is never re-run to verify it. Each call's
+  arguments are checked against the tool's input schema before they are sent.
+
+Running any of them is running the user's code: it is allowed only for a call that may run code
+(:func:`cda.access.may_run_code`, which the gate grants), and an MCP server at a URL other than
+loopback is network egress of class ``external``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from cda.conductor.tooling import ConductorError, Outputs, Tool, ToolContext, ToolError
+from cda.contracts.conductor import NAME_PATTERN, McpServer, SideEffects, ToolSpec
+
+__all__ = ["command_tool", "mcp_tools", "python_tool"]
+
+MAX_OUTPUT = 10_000_000
+"""A program's standard output is read up to this many bytes (more is the tool's error)."""
+
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+def python_tool(target: str, base_dir: Path, where: str) -> Tool:
+    """The function ``package.module:function`` as a tool (imported now: a wrong name is a
+    registry mistake, found at load time)."""
+    from pydantic import BaseModel, ValidationError, validate_call
+
+    from cda.access import may_run_code
+
+    module_name, _, function_name = target.partition(":")
+    if not module_name or not function_name.isidentifier():
+        raise ConductorError(f"{where}: impl {target!r}: write package.module:function")
+    may_run_code()
+    try:
+        module = _module(module_name, base_dir)
+    except Exception as exc:  # the user's module failing to import is their registry's mistake
+        raise ConductorError(f"{where}: impl {target!r}: the module does not import: {type(exc).__name__}: {exc}") from None
+    fn = getattr(module, function_name, None)
+    if not callable(fn):
+        raise ConductorError(f"{where}: impl {target!r}: {module_name} has no function {function_name!r}")
+    checked = validate_call(validate_return=True)(fn)
+
+    def run(inputs: Mapping[str, Any], ctx: ToolContext) -> Outputs:
+        may_run_code()
+        try:
+            result = checked(**inputs)
+        except ValidationError as exc:
+            raise ToolError(f"{target}: {exc.error_count()} problem(s): " + "; ".join(
+                f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])) from None
+        if isinstance(result, BaseModel):
+            result = result.model_dump(mode="json")
+        if not isinstance(result, dict):
+            raise ToolError(f"{target} returned {type(result).__name__}, not a dict of outputs")
+        return result
+
+    return Tool(run)
+
+
+def _module(name: str, base_dir: Path) -> Any:
+    """A module beside the registry (``base_dir/name.py`` or a package there) is read afresh
+    from its file on each load — an edited tool is the tool that runs; any other is imported."""
+    import importlib.util
+
+    relative = Path(*name.split("."))
+    for candidate in (base_dir / relative.with_suffix(".py"), base_dir / relative / "__init__.py"):
+        if candidate.is_file():
+            spec = importlib.util.spec_from_file_location(f"cda_user_tool.{name}", candidate)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    return importlib.import_module(name)
+
+
+def command_tool(spec: ToolSpec, base_dir: Path, where: str) -> Tool:
+    """The program ``spec.command`` as a tool, run in ``base_dir`` (the registry's folder, where a
+    program named by a relative path is); every ``{name}`` in it must be one of the inputs."""
+    from cda.access import may_run_code
+
+    assert spec.command is not None
+    may_run_code()
+    for arg in spec.command:
+        for name in _PLACEHOLDER.findall(arg):
+            if name not in spec.inputs:
+                raise ConductorError(f"{where}: command argument {arg!r}: {{{name}}} is not one of the tool's inputs "
+                                     f"({', '.join(spec.inputs) or 'none'})")
+    argv_template = list(spec.command)
+    timeout = spec.timeout_s
+
+    def run(inputs: Mapping[str, Any], ctx: ToolContext) -> Outputs:
+        may_run_code()
+        argv = [_PLACEHOLDER.sub(lambda m: _text(inputs[m[1]]), arg) for arg in argv_template]
+        try:
+            done = subprocess.run(argv, input=json.dumps(dict(inputs), sort_keys=True), capture_output=True,
+                                  text=True, timeout=timeout, cwd=base_dir, shell=False, check=False)
+        except subprocess.TimeoutExpired:
+            raise ToolError(f"{argv[0]}: stopped after {timeout} s (timeout_s)") from None
+        except OSError as exc:
+            raise ToolError(f"{argv[0]}: cannot start: {exc.strerror or exc}") from None
+        if done.returncode != 0:
+            tail = done.stderr.strip().splitlines()[-3:]
+            raise ToolError(f"{argv[0]} exited with status {done.returncode}" + (f": {' / '.join(tail)}" if tail else ""))
+        if len(done.stdout) > MAX_OUTPUT:
+            raise ToolError(f"{argv[0]}: more than {MAX_OUTPUT} bytes of output")
+        try:
+            outputs = json.loads(done.stdout)
+        except json.JSONDecodeError as exc:
+            raise ToolError(f"{argv[0]}: its output is not JSON ({exc.msg} at line {exc.lineno}, "
+                            f"column {exc.colno})") from None
+        if not isinstance(outputs, dict):
+            raise ToolError(f"{argv[0]}: its output is {type(outputs).__name__}, not a JSON object")
+        return outputs
+
+    return Tool(run)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+# ---- MCP servers
+
+
+class _Session:
+    """One MCP client session held open on a background event loop for the registry's life
+    (a conductor answering a request calls its tools from ordinary, blocking code)."""
+
+    def __init__(self, server: McpServer, base_dir: Path, stack: ExitStack) -> None:
+        from anyio.from_thread import start_blocking_portal
+        from mcp import Client
+
+        self.timeout = server.timeout_s
+        portal = stack.enter_context(start_blocking_portal())
+        transport: Any
+        if server.command is not None:
+            from mcp.client.stdio import StdioServerParameters
+
+            transport = StdioServerParameters(command=server.command[0], args=list(server.command[1:]),
+                                              cwd=str(base_dir))
+            self.name = " ".join(server.command)
+        else:
+            from mcp.client.streamable_http import streamable_http_client
+
+            assert server.url is not None
+            transport = streamable_http_client(server.url)
+            self.name = server.url
+        self.portal = portal
+        self.client = stack.enter_context(portal.wrap_async_context_manager(
+            Client(transport, read_timeout_seconds=server.timeout_s)))
+
+    def tools(self) -> list[Any]:
+        return list(self.portal.call(self.client.list_tools).tools)
+
+    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        return self.portal.call(self.client.call_tool, name, arguments)
+
+
+def _egress(server: McpServer) -> None:
+    from urllib.parse import urlsplit
+
+    from cda.access import may_egress, may_run_code
+
+    if server.command is not None:
+        may_run_code()
+        return
+    host = (urlsplit(server.url or "").hostname or "").lower()
+    may_egress("local" if host in {"127.0.0.1", "localhost", "::1"} else "external")
+
+
+def _type_of(name: str) -> str:
+    """An MCP tool's name as an obligation type: lower-case words joined by ``_``."""
+    return re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_") or "tool"
+
+
+def _side_effects(annotations: Any) -> SideEffects:
+    if annotations is None:
+        return SideEffects.ONCE
+    if annotations.read_only_hint:
+        return SideEffects.NONE
+    if annotations.idempotent_hint:
+        return SideEffects.IDEMPOTENT
+    return SideEffects.ONCE
+
+
+def mcp_tools(spec: ToolSpec, base_dir: Path, stack: ExitStack, where: str,
+              ) -> list[tuple[ToolSpec, Tool]]:
+    """Every tool of ``spec.mcp``'s server as a (spec, tool) pair, the session kept on ``stack``."""
+    assert spec.mcp is not None
+    _egress(spec.mcp)
+    try:
+        import jsonschema  # noqa: F401 - the SDK's own dependency, which checks each call's arguments
+        import mcp  # noqa: F401
+    except ImportError:
+        raise ConductorError(f"{where}: an MCP server's tools need the MCP SDK: pip install 'cda[mcp]'") from None
+    try:
+        session = _Session(spec.mcp, base_dir, stack)
+        offered = session.tools()
+    except Exception as exc:  # a server that does not start or answer is the registry's problem
+        raise ConductorError(f"{where}: the MCP server does not answer: {type(exc).__name__}: {exc}") from None
+    names = {t.name for t in offered}
+    unknown = sorted(set(spec.each) - names)
+    if unknown:
+        raise ConductorError(f"{where}: each.{unknown[0]}: the server has no such tool (it offers "
+                             f"{', '.join(sorted(names)) or 'none'})")
+    out: list[tuple[ToolSpec, Tool]] = []
+    for offer in sorted(offered, key=lambda t: t.name):
+        over = spec.each.get(offer.name)
+        schema = dict(offer.input_schema or {})
+        required = [str(r) for r in schema.get("required", []) if str(r).isidentifier()]
+        fields: dict[str, Any] = {
+            "name": f"{spec.name}.{_type_of(offer.name)}", "satisfies": [_type_of(offer.name)], "inputs": required,
+            "preconditions": list(spec.preconditions), "postconditions": list(spec.postconditions),
+            "reliability": spec.reliability, "cost": spec.cost, "latency_ms": spec.latency_ms,
+            "side_effects": _side_effects(offer.annotations), "deterministic": False,
+            "verify": spec.verify, "description": (offer.description or "")[:2000],
+        }
+        if "side_effects" in spec.model_fields_set:
+            fields["side_effects"] = spec.side_effects
+        if "deterministic" in spec.model_fields_set:
+            fields["deterministic"] = spec.deterministic
+        if over is not None:
+            fields.update({k: v for k, v in over.model_dump(exclude_unset=True).items()})
+        if not re.match(NAME_PATTERN, fields["name"]):
+            raise ConductorError(f"{where}: the server's tool {offer.name!r} gives no usable tool name")
+        tool_spec = ToolSpec.model_validate(fields)
+        out.append((tool_spec, Tool(_mcp_run(session, offer.name, schema))))
+    return out
+
+
+def _mcp_run(session: _Session, name: str, schema: dict[str, Any]) -> Callable[[Mapping[str, Any], ToolContext],
+                                                                                Outputs]:
+    def run(inputs: Mapping[str, Any], ctx: ToolContext) -> Outputs:
+        import jsonschema
+
+        arguments = {k: v for k, v in inputs.items() if k in (schema.get("properties") or {}) or
+                     schema.get("additionalProperties", True) is not False}
+        try:
+            jsonschema.validate(arguments, schema)
+        except jsonschema.ValidationError as exc:
+            at = ".".join(str(p) for p in exc.absolute_path) or "arguments"
+            raise ToolError(f"{name}: {at}: {exc.message} (the tool's input schema)") from None
+        try:
+            result = session.call(name, arguments)
+        except Exception as exc:  # the session or the server failing is this run's error
+            raise ToolError(f"{name} on {session.name}: {type(exc).__name__}: {exc}") from None
+        text = "\n".join(getattr(c, "text", "") for c in result.content or [])
+        if result.is_error:
+            raise ToolError(f"{name}: {text[:2000] or 'the server reported an error'}")
+        if isinstance(result.structured_content, dict):
+            return dict(result.structured_content)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            return {"text": text}
+        return data if isinstance(data, dict) else {"result": data}
+
+    return run
