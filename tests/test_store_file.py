@@ -317,3 +317,44 @@ def test_a_wal_without_its_shm_is_read_without_leaving_a_file(tmp_path: Path) ->
     report = verify(ours)
     assert report.ok and report.entries == 2, report
     assert _state(ours.parent) == before
+
+
+def test_a_wal_checkpointed_away_while_a_snapshot_copies_it_is_read_from_the_file(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A -wal without its -shm is read from a copy; when the writer's last connection checkpoints and
+    removes the -wal between the look and the copy, the read goes on from the file (it raised
+    FileNotFoundError once under load)."""
+    import shutil
+    import sqlite3
+
+    from cda.store import read_snapshot
+    from cda.store import snapshot as snap
+
+    live = tmp_path / "live.sqlite"
+    conn = sqlite3.connect(live, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE t (x)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    target = tmp_path / "crashed.sqlite"  # the file and its -wal as a crash leaves them: no -shm
+    shutil.copyfile(live, target)
+    shutil.copyfile(f"{live}-wal", f"{target}-wal")
+    whole = sqlite3.connect(tmp_path / "whole.sqlite")
+    conn.backup(whole)  # what the file holds once the -wal is checkpointed into it
+    whole.close()
+    conn.close()
+    assert not Path(f"{target}-shm").exists()
+    real = shutil.copyfile
+    copied: list[str] = []
+
+    def checkpoint_first(src: object, dst: object) -> object:
+        copied.append(str(src))
+        if str(src).endswith("-wal"):  # the writer finishes just now: its -wal is folded in and removed
+            real(tmp_path / "whole.sqlite", target)
+            Path(str(src)).unlink()
+        return real(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(snap.shutil, "copyfile", checkpoint_first)
+    assert read_snapshot(target, lambda c: c.execute("SELECT x FROM t").fetchall()) == [(1,)]
+    assert copied[-1] == f"{target}-wal"  # the copy route was taken, and its -wal had gone
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("crashed")) == ["crashed.sqlite"]

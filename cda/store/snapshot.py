@@ -66,7 +66,10 @@ def read_snapshot(path: Path | str, read: Callable[[sqlite3.Connection], T]) -> 
     if not target.is_file():
         raise StoreFileError(f"{path}: not a file")
     if Path(f"{target}-wal").exists() and not Path(f"{target}-shm").exists():
-        return _read_copy(target, read)
+        try:
+            return _read_copy(target, read)
+        except _WalGone:  # checkpointed and removed between the look and the copy: read the file as it is now
+            pass
     uri = target.resolve().as_uri()
     for attempt in range(_SNAPSHOT_ATTEMPTS):
         if _live(target) or attempt == _SNAPSHOT_ATTEMPTS - 1:
@@ -92,12 +95,20 @@ def read_snapshot(path: Path | str, read: Callable[[sqlite3.Connection], T]) -> 
     raise AssertionError("unreachable: the last attempt reads with an ordinary read-only connection")
 
 
+class _WalGone(Exception):
+    """The ``-wal`` seen beside the file was gone when it was to be copied (a writer's last
+    connection checkpointed and removed it meanwhile)."""
+
+
 def _read_copy(target: Path, read: Callable[[sqlite3.Connection], T]) -> T:
     """``read`` on a copy of ``target`` and its ``-wal`` in a temporary folder, removed after."""
     with tempfile.TemporaryDirectory(prefix="cda-read-") as folder:
         copy = Path(folder) / "store.sqlite"
         shutil.copyfile(target, copy)
-        shutil.copyfile(f"{target}-wal", f"{copy}-wal")
+        try:
+            shutil.copyfile(f"{target}-wal", f"{copy}-wal")
+        except FileNotFoundError:
+            raise _WalGone from None
         conn = connect_read_only(copy.as_uri() + "?mode=ro", target)
         try:
             return read(conn)
