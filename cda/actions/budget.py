@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cda.contracts.deadline import CancelToken, Deadline, current_token
+
 __all__ = ["LADDER", "RESERVE_FLOOR_S", "RESERVE_SHARE", "Budget", "Rung"]
 
 RESERVE_SHARE = 0.2
@@ -54,15 +56,40 @@ LADDER_TEXT = {
 
 @dataclass
 class Budget:
-    """Wall time for one action; ``wall=None`` means unbounded (no ladder, never partial)."""
+    """Wall time for one action; ``wall=None`` means unbounded (no ladder, never partial unless
+    cancelled). ``token``: the run's cancel token (default: the ambient one,
+    :func:`~cda.contracts.deadline.cancel_scope`); once it is cancelled the search is frozen at
+    once, as if its budget were spent, and the run ends with what it found."""
 
     wall: float | None
     clock: Callable[[], float] = time.monotonic
     start: float = field(default=0.0)
     applied: list[Rung] = field(default_factory=list)
+    token: CancelToken | None = None
 
     def __post_init__(self) -> None:
         self.start = self.clock()
+        if self.token is None:
+            self.token = current_token()
+
+    def cancelled(self) -> bool:
+        return self.token is not None and self.token.cancelled
+
+    def why(self) -> str:
+        """Who stopped the run (the token's reason), or that its budget ran out."""
+        if self.token is not None and self.token.reason is not None:
+            return self.token.reason
+        return "time budget exhausted"
+
+    def stopped(self) -> str | None:
+        """``"cancelled"`` or ``"interrupted"`` when a client or the server stopped the run (not a
+        budget: a wall cap cancels with kind ``"timeout"``, which is an ordinary partial)."""
+        kind = self.token.kind if self.token is not None and self.token.cancelled else None
+        return kind if kind in ("cancelled", "interrupted") else None
+
+    def deadline(self) -> Deadline:
+        """A deadline for what is left of the search, cancelled with the run's token."""
+        return Deadline(self.search_remaining(), self.token)
 
     @property
     def reserve(self) -> float:
@@ -83,13 +110,15 @@ class Budget:
         return self.clock() - self.start
 
     def search_remaining(self) -> float | None:
-        """Seconds left for search and verification (0 when frozen); None when unbounded."""
+        """Seconds left for search and verification (0 when frozen or cancelled); None when unbounded."""
+        if self.cancelled():
+            return 0.0
         if self.search_seconds is None:
             return None
         return max(0.0, self.search_seconds - self.elapsed())
 
     def pressure(self) -> float:
-        """Share of the search budget used, 0 when unbounded."""
+        """Share of the search budget used, 0 when unbounded (a cancel is no pressure: nothing is degraded)."""
         if self.search_seconds is None:
             return 0.0
         if self.search_seconds <= 0:

@@ -40,7 +40,7 @@ from cda.actions.seeds import Seed, derive
 from cda.actions.stream import EventStream, Subscriber
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import ActionStatus, ActionVerdict, CDAInputs, CDAOutputs, NextTestSuggestion
-from cda.contracts.deadline import Deadline, OutOfTime
+from cda.contracts.deadline import OutOfTime
 from cda.contracts.events import ActionEvent
 from cda.contracts.metrics import ApprovalWait
 from cda.contracts.receipt import canonical_json, sha256_hex
@@ -239,7 +239,7 @@ def run_action(
     elif outputs.status in ("completed", "abstained"):
         stream.completed(outputs, metrics=measured)
     else:
-        stream.partial(outputs, metrics=measured)
+        stream.partial(outputs, metrics=measured, stopped=budget.stopped())
     recorder.record("action", "action.end", {"attempt": attempt},
                     {"status": outputs.status, "events": len(stream.events), "events_head": events_head(stream.events)})
     recorder.flush()
@@ -292,7 +292,7 @@ def _run(
     stream.progress("initialise", 0.0, "reading the problem")
     ken = probe.timed(ken_from_inputs(inputs, ken_file))
     try:
-        problem = build(inputs, ken, Deadline(budget.search_remaining()))
+        problem = build(inputs, ken, budget.deadline())
     except OutOfTime as exc:
         return _out_of_time(inputs, params, stream, recorder, writer, budget, str(exc))
     if problem.adopted:
@@ -334,7 +334,8 @@ def _run(
     for round_no in range(1, params.depth_cap + 1):
         degrade(f"round {round_no}")
         if budget.frozen():
-            caveats.append(f"budget spent before round {round_no}: search frozen")
+            caveats.append(f"stopped before round {round_no} ({budget.why()}): search frozen" if budget.cancelled()
+                           else f"budget spent before round {round_no}: search frozen")
             break
         def solver_call(name: str, inputs: dict[str, Any], outcome: dict[str, Any], status: str,
                         round_no: int = round_no) -> None:
@@ -345,7 +346,7 @@ def _run(
         options = EngineOptions(top=params.top, seed=params.solver_seed, timeout=budget.search_remaining(),
                                 max_hypotheses=beam, call_log=solver_call)
         stream.progress("propagate", round_no / (params.depth_cap + 1), f"round {round_no}: beam {beam}")
-        result = run(gp, backend, options)
+        result = run(gp, backend, options, budget.deadline())
         rounds.append(result)
         recorder.record(
             "solver", f"{backend}.solve",
@@ -375,7 +376,8 @@ def _run(
                 continue
             break
         if result.partial:
-            caveats.append(f"round {round_no} ran out of time: hypotheses are those found so far")
+            caveats.append(f"round {round_no} was stopped ({budget.why()}): hypotheses are those found so far"
+                           if budget.cancelled() else f"round {round_no} ran out of time: hypotheses are those found so far")
             break
         current = _frontier(result)
         stream.checkpoint("plan_delta", {
@@ -465,7 +467,11 @@ def _run(
 
 def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
                       budget: Budget) -> tuple[list[str], list[NextTestSuggestion]]:
-    """A partial run never ends without caveats and next tests (spec §9, QA scenario 4)."""
+    """A partial run never ends without caveats and next tests (spec §9, QA scenario 4); a
+    cancelled one says first who stopped it and when."""
+    if budget.cancelled():
+        caveats = [f"{budget.why()} after {budget.elapsed():.3g} s: the run stopped before it finished; "
+                   "what is listed is what was found until then", *caveats]
     if not caveats and budget.frozen():  # the budget ran out after the last rung was looked at
         caveats = [f"search budget spent ({budget.elapsed():.3g} s of budgets.wall {budget.wall:g} s, "
                    f"{budget.reserve:.3g} s of it reserved for the summary): the run stopped before it "

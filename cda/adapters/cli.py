@@ -5,7 +5,8 @@
 Each subcommand imports its module only when it runs (tests/test_startup_imports.py holds this):
 ``cda --help`` loads neither a solver nor pydantic.
 
-Exit codes: 0 answered, 1 a prove/disprove goal or an expect failed, 2 bad input, 3 timeout/unknown;
+Exit codes: 0 answered, 1 a prove/disprove goal or an expect failed, 2 bad input, 3 timeout/unknown,
+130 interrupted by Ctrl-C (143 by SIGTERM: :mod:`cda.adapters.interrupts`, after the partial is printed);
 over several files, the worst of theirs (2 over 3 over 1 over 0).
 ``-`` names standard input; ``--format text|json|jsonl|junit`` chooses the report
 (:mod:`cda.adapters.ci_report`); with ``--json`` a mistake is a JSON object on stdout.
@@ -295,7 +296,8 @@ def render_table(result: SolveResult) -> str:
     """The human-readable report (golden-file tested)."""
     out = [f"status: {result.status}   backend: {result.backend}   seed: {result.seed}"]
     if result.partial:
-        out.append("PARTIAL: a budget ran out; what follows is what was found")
+        stopped = any(n.startswith("interrupted") for n in result.notes)  # a Ctrl-C (cda.adapters.interrupts)
+        out.append(f"PARTIAL: {'interrupted' if stopped else 'a budget ran out'}; what follows is what was found")
     if result.conflict is not None:
         out.append("")
         out.append("conflict: the hard clauses and observations cannot all hold")
@@ -385,6 +387,21 @@ def main(
     except _VersionShown as shown:
         out.write(str(shown))
         return EXIT_OK
+    if args.command in ("serve", "mcp"):  # servers: their own signal handling (docs/service.md, "Stopping")
+        return _command(args, out, err, inp)
+    from cda.adapters.interrupts import interruptible
+
+    with interruptible() as stop:  # Ctrl-C / SIGTERM: the solver stops, the partial is printed, exit 130 / 143
+        code = _command(args, out, err, inp)
+    if stop.signum is None:
+        return code
+    if code != stop.code:  # a command that handled it itself (jobs) has said so
+        err.write(stop.note())
+    return stop.code
+
+
+def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) -> int:
+    """Run the parsed command; its exit status."""
     if args.command == "guard":
         from cda.adapters.guard_cli import main_guard
 

@@ -39,6 +39,8 @@ from cda.solver.backend import Deadline
 
 __all__ = ["Z3Oracle", "Check", "AtomValue", "Z3_QUANTIFIER_MEMORY_MB"]
 
+z3.set_param("ctrl_c", False)  # Ctrl-C reaches the command (cda.adapters.interrupts), not swallowed by a check
+
 Check = tuple[str, Any, str]  # (status, raw model when sat, reason when unknown)
 AtomValue = tuple[str, tuple[str, ...], bool]  # (predicate, arguments (domain elements), value)
 
@@ -69,6 +71,7 @@ class Z3Oracle:
         self.mode = mode
         self.cap = cap
         ctx = self.ctx = z3.Context()
+        deadline.on_cancel(ctx.interrupt)  # a cancel (Ctrl-C, a client's) stops the check in flight
         sig = problem.signature
         self.values: list[z3.ExprRef] = []
         if mode == "open":

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import z3
 
+from cda.contracts.deadline import current_token
 from cda.contracts.limits import Z3_MAX_TIMEOUT_MS, seconds
 from cda.errors import BackendUnsupported, CDAError, EvaluatorDisagreement, OptionError
 from cda.policy.authorize import Answer, PolicySet, decide
@@ -53,6 +54,8 @@ __all__ = [
     "select_environments",
     "analyze_files",
 ]
+
+z3.set_param("ctrl_c", False)  # Ctrl-C reaches the command (cda.adapters.interrupts), not swallowed by a check
 
 Property = Literal["always-allows", "always-denies", "implies", "equivalent", "disjoint", "never-errors", "no-new-access"]
 PROPERTIES: dict[str, int] = {
@@ -321,6 +324,9 @@ def analyze(
 
 
 def _solve_z3(formula: Any, timeout: float, zc: Any) -> tuple[str, dict[str, Any] | None]:
+    token = current_token()
+    if token is not None:  # a cancel (Ctrl-C) stops the check in flight
+        token.on_cancel(zc.interrupt)
     s = z3.Solver(ctx=zc)
     s.set("timeout", Z3_MAX_TIMEOUT_MS if timeout * 1000 >= Z3_MAX_TIMEOUT_MS else max(1, int(timeout * 1000)))
     s.add(formula)

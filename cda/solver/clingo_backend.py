@@ -13,6 +13,10 @@ for Boolean problems (no text to print, parse and ground), program text for prob
 metrics or event times (clingo-dl's ``&diff`` atoms need the grounder). Clauses added later
 (:meth:`ClingoBackend.add_clauses`) go to the same sink; either way the solver keeps what it
 learnt.
+
+A cancel (:class:`~cda.contracts.deadline.CancelToken`) reaches a solve in flight through
+``Control.interrupt``, registered with the deadline (thread-safe, and kept for the next solve
+when none runs); a solve it interrupted answers ``unknown``, as one the deadline cut short.
 """
 
 from __future__ import annotations
@@ -79,6 +83,8 @@ class ClingoBackend:
         self._has_soft = bool(problem.soft)
         self.theory: Any = None
         self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
+        deadline.on_cancel(self.ctl.interrupt)  # a cancel stops the solve in flight (never handle.cancel:
+        # a handle already closed is freed memory)
         self._ids: dict[str, int] = {}  # problem atom → its number I, shown as x(I)
         self._sym: dict[str, clingo.Symbol] = {}  # atom or key → its symbol (problem atoms; every key in text)
         self._local: dict[str, int] = {}  # atom or key → its literal in the encoder's numbering
@@ -319,6 +325,8 @@ class ClingoBackend:
             result = handle.get()
         if failure is not None:
             raise failure
+        if result.interrupted and not stopped:  # a cancel (Control.interrupt): cut short, as by the deadline
+            return "unknown"
         if seen:
             return "sat"
         return "unsat" if result.unsatisfiable else "unknown"

@@ -119,7 +119,7 @@ def run(
             _conflicting(result, solver, options, deadline, notes)
             return result
         result.status = SolverStatus.SAT
-        ranking = _ranking(solver, options, result, notes)
+        ranking = _ranking(solver, options, result, notes, deadline)
         result.enumeration_complete = ranking.complete
         result.hypotheses_enumerated = len(ranking)
         result.hypotheses = [
@@ -137,17 +137,18 @@ def run(
     except _OutOfTime as exc:
         result.partial = True
         if solver is not None:
-            notes.append("time budget exhausted; the result is partial")
+            notes.append(f"{deadline.why()}; the result is partial")
         else:
-            notes.append(_before_encoded(exc))
-        _every_claim_answered(result, problem.claims)
+            notes.append(_before_encoded(exc, deadline))
+        _every_claim_answered(result, problem.claims, deadline)
     finally:
         result.notes.extend(notes)
     return result
 
 
 def _ranking(
-    solver: CheckedBackend, options: EngineOptions, result: SolveResult, notes: list[str], *, listed: bool = True
+    solver: CheckedBackend, options: EngineOptions, result: SolveResult, notes: list[str], deadline: Deadline, *,
+    listed: bool = True,
 ) -> Ranking:
     """The ranked hypotheses; a cap or a timeout noted (``listed``: the result lists them, else
     they serve only the claims' confidences)."""
@@ -161,9 +162,10 @@ def _ranking(
         )
     if ranking.timed_out:
         result.partial = True
+        stop = "time ran out" if not deadline.cancelled() else deadline.why()
         notes.append(
-            "time ran out while enumerating hypotheses; the list is partial" if listed else
-            "time ran out while enumerating hypotheses for the claims' confidences; they are over those found"
+            f"{stop} while enumerating hypotheses; the list is partial" if listed else
+            f"{stop} while enumerating hypotheses for the claims' confidences; they are over those found"
         )
     elif ranking.capped:
         notes.append(
@@ -174,12 +176,13 @@ def _ranking(
     return ranking
 
 
-def _every_claim_answered(result: SolveResult, claims: Sequence[Claim]) -> None:
-    """A claim the time budget left undecided is still listed: inconclusive, saying why."""
+def _every_claim_answered(result: SolveResult, claims: Sequence[Claim], deadline: Deadline) -> None:
+    """A claim the time budget (or a cancel) left undecided is still listed: inconclusive, saying why."""
     decided = {v.name for v in result.verdicts}
+    why = f"the run was stopped ({deadline.why()})" if deadline.cancelled() else "the time budget ran out"
     for claim in claims:
         if claim.name not in decided:
-            result.verdicts.append(undecided(claim, "the time budget ran out before this claim was decided"))
+            result.verdicts.append(undecided(claim, f"{why} before this claim was decided"))
 
 
 def _empty_result(backend_name: str, options: EngineOptions) -> SolveResult:
@@ -204,11 +207,11 @@ def _conflicting(
     result.verdicts.extend(in_conflict(claim) for claim in solver.problem.claims)
 
 
-def _before_encoded(exc: _OutOfTime) -> str:
-    """The note for a budget that ran out while the backend was being built, saying where."""
+def _before_encoded(exc: _OutOfTime, deadline: Deadline) -> str:
+    """The note for a budget that ran out (or a cancel) while the backend was being built, saying where."""
     if exc.where:
-        return f"time budget exhausted {exc.where}, before the problem was solved; the result is partial"
-    return "time budget exhausted before the problem was encoded"
+        return f"{deadline.why()} {exc.where}, before the problem was solved; the result is partial"
+    return f"{deadline.why()} before the problem was encoded"
 
 
 def _run_minimal(
@@ -254,7 +257,7 @@ def _run_minimal(
             if result.status is SolverStatus.UNSAT:
                 _conflicting(result, solver, options, deadline, notes)
             else:
-                ranking = _ranking(solver, options, result, notes, listed=False)
+                ranking = _ranking(solver, options, result, notes, deadline, listed=False)
                 for claim in whole.claims:
                     result.verdicts.append(verdict(solver, claim, ranking))
     except _OutOfTime as exc:
@@ -267,11 +270,11 @@ def _run_minimal(
             if result.minimal_explanations:
                 result.status = SolverStatus.SAT
             notes.append(
-                "time budget exhausted; the result is partial (each explanation listed was checked against "
+                f"{deadline.why()}; the result is partial (each explanation listed was checked against "
                 "every observation)"
             )
         else:
-            notes.append(_before_encoded(exc))
-        _every_claim_answered(result, grouped.base.claims)
+            notes.append(_before_encoded(exc, deadline))
+        _every_claim_answered(result, grouped.base.claims, deadline)
     result.notes.extend(notes)
     return result

@@ -12,6 +12,12 @@ clause, fetching each model of an enumeration cost eight times what it costs wit
 The encoding is the scheme of :mod:`cda.encodings.scheme`, mapped onto z3 by the one z3 encoder
 (:mod:`cda.encodings.to_z3`). Clauses added later (:meth:`Z3Backend.add_clauses`) are asserted
 behind their own selectors into both instances.
+
+A cancel (:class:`~cda.contracts.deadline.CancelToken`) reaches a check in flight through
+``Context.interrupt``, registered with the deadline; z3's own Ctrl-C handler is switched off
+(``ctrl_c``), so a SIGINT goes to the command's handler, which cancels the token, instead of
+being swallowed by the check it happened to arrive in (and a process-wide handler installed
+and restored by every check of every thread of a server).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from cda.solver.backend import (
 
 __all__ = ["Z3Backend"]
 
-
+z3.set_param("ctrl_c", False)
 
 
 @dataclass
@@ -62,6 +68,7 @@ class Z3Backend:
         self.problem = problem
         self.deadline = deadline
         self.ctx = z3.Context()
+        deadline.on_cancel(self.ctx.interrupt)  # a cancel stops the check in flight
         self.enc = Z3Encoder(self.ctx, deadline, len(problem.factory))
         self.seed = seed
         self._negative: dict[str, z3.BoolRef] = {}  # Not(atom), made once (see _lits)
