@@ -470,8 +470,8 @@ def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
     """A partial run never ends without caveats and next tests (spec §9, QA scenario 4); a
     cancelled one says first who stopped it and when."""
     if budget.cancelled():
-        caveats = [f"{budget.why()} after {budget.elapsed():.3g} s: the run stopped before it finished; "
-                   "what is listed is what was found until then", *caveats]
+        caveats = [f"{budget.why()}: the run stopped before it finished; what is listed is what was found "
+                   "until then", *caveats]  # no time in it: the same stop gives the same bytes
     if not caveats and budget.frozen():  # the budget ran out after the last rung was looked at
         caveats = [f"search budget spent ({budget.elapsed():.3g} s of budgets.wall {budget.wall:g} s, "
                    f"{budget.reserve:.3g} s of it reserved for the summary): the run stopped before it "

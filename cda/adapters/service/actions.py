@@ -66,6 +66,7 @@ from cda.adapters.service.streams import Hub
 from cda.adapters.service.workers import RunnerJob, RunnerPool, RunnerStopped, run_job
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs, NextTestSuggestion
+from cda.contracts.deadline import CancelToken, cancel_scope
 from cda.contracts.events import (
     ActionCheckpoint,
     ActionCompleted,
@@ -92,6 +93,22 @@ MAX_THREADS = 256
 """Actions that may hold a thread at once (running, or parked by the scheduler after their draft);
 more wait for a thread in submission order. A parked thread costs its stack, not CPU."""
 
+PARTNER_WALL_S = 300.0
+"""A partner's action runs at most this long (``cda serve --partner-wall``): its ``budgets.wall``
+is lowered to it, and a run still going at the cap is cancelled (the solver interrupted)."""
+
+STOP_GRACE_S = 10.0
+"""After a cancel (or the server stopping) the run has this long to end with what it found; past
+it, its next event ends it without (``action_failed``, ``ActionCancelled``/``ActionInterrupted``)."""
+
+SHUTDOWN_WAIT_S = 3.0
+"""How long stopping the server waits for its runs to end after their solvers were interrupted."""
+
+_STOPS = {  # the run's stop reason -> (what its token says, the token's kind)
+    "ActionCancelled": ("cancelled by the client (actions.cancel)", "cancelled"),
+    "ActionInterrupted": ("interrupted: the server is stopping", "interrupted"),
+}
+
 
 class EdgeError(CDAError, ValueError):
     """A call the server refuses: ``code`` (forbidden, not_found, conflict) and the ``path`` at fault."""
@@ -116,6 +133,8 @@ class _Run:
     granted: set[str] = field(default_factory=set)
     denied: set[str] = field(default_factory=set)
     stop: str | None = None  # "ActionCancelled" | "ActionInterrupted" once asked to stop
+    stopped_at: float | None = None  # time.monotonic() of the stop
+    token: CancelToken = field(default_factory=CancelToken)  # the run's deadlines and solvers stop with it
     next_seq: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     gate: threading.Lock = field(default_factory=threading.Lock)  # approvals and cancel, one at a time
@@ -139,7 +158,8 @@ class ActionManager:
 
     def __init__(self, db: Path, hub: Hub, *, workers: int = 2, egress_cap: str = "local",
                  providers: dict[str, Provider] | None = None, fsync_each_commit: bool = False,
-                 self_approval: bool = True, auth: AuthConfig = OPEN, processes: int = 0) -> None:
+                 self_approval: bool = True, auth: AuthConfig = OPEN, processes: int = 0,
+                 partner_wall: float | None = PARTNER_WALL_S, partner_slots: int | None = None) -> None:
         self.db = db
         self.hub = hub
         self.egress_cap = egress_cap
@@ -153,7 +173,11 @@ class ActionManager:
         # in-process: one scheduler with `workers` slots; with runner processes: `workers` slots in
         # each (two runs per process keep it busy while the other waits for the server's answer)
         self.runners = RunnerPool(processes, db, fsync=fsync_each_commit) if processes else None
-        self.schedulers = [StageScheduler(workers) for _ in range(max(1, processes))]
+        # fairness: on a server with --auth a partner holds at most partner_slots of each scheduler's
+        # slots (default half, at least one); an open server's clients are all one partner
+        per_owner = None if auth.open else (partner_slots or max(1, workers // 2))
+        self.schedulers = [StageScheduler(workers, per_owner) for _ in range(max(1, processes))]
+        self.partner_wall = partner_wall
         self.scheduler = self.schedulers[0]
         self._lanes = 0
         self.pool = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="cda-action")
@@ -166,6 +190,7 @@ class ActionManager:
         self.signer = load_signer()  # the key `cda run` signs with ($CDA_KEY_DIR)
         self.sign_lock = threading.Lock()
         self.tampered = False  # set once a signing found the log rewritten: nothing is signed after that
+        self.stuck = 0  # runs still going when shutdown stopped waiting for them
         with self.sign_lock:
             self._check_log()  # never sign on top of a rewritten log (before the state file is touched)
         known = [Principal("anonymous", "partner")] if auth.open else [who for _, who in auth.entries]
@@ -242,7 +267,7 @@ class ActionManager:
         self.hub.publish_threadsafe(run.action_id, StoredEvent(event.seq, event.type, body, run.attempt))
         if run.ticket is not None and run.ticket.stage == DRAFT and is_draft(event):
             self.schedulers[run.lane].advance(run.ticket, REST)  # the draft is out: the others' drafts go first
-        if run.stop is not None and event.type not in TERMINAL:
+        if run.stop is not None and event.type not in TERMINAL and self._overdue(run):
             raise _Stop(run.stop)
 
     def _file_consumer(self, run: _Run, outputs: Any) -> None:
@@ -331,7 +356,7 @@ class ActionManager:
     @staticmethod
     def _rerunnable(last: StoredEvent) -> bool:
         """The latest attempt ended interrupted or cancelled: starting the action again runs it again."""
-        return last.type == "action_failed" and _json(last.data).get("error_type") in RERUNNABLE
+        return _stopped(last.type, _json(last.data)) is not None
 
     def _short(self, run: _Run, reason: str) -> None:
         """Escalated with less wall time than CDA reserves: a terminal partial at once (spec §9)."""
@@ -510,10 +535,19 @@ class ActionManager:
         return self.get(action_id)
 
     def _stop(self, run: _Run, reason: str) -> None:
-        """Stop ``run`` at its next event; a runner process is told at once (as in-process, no more work)."""
-        run.stop = reason
+        """Stop ``run``: its token is cancelled, which interrupts its solver and expires its
+        deadlines, so it ends within moments with what it found (``action_partial``, ``stopped``);
+        a runner process is told at once. A run that has not ended :data:`STOP_GRACE_S` later
+        (a call that reads no deadline) is ended at its next event without its findings."""
+        if run.stop is None:
+            run.stop, run.stopped_at = reason, time.monotonic()
+        run.token.cancel(*_STOPS[reason])
         if self.runners is not None:
-            self.runners.stop(run.lane, run.action_id, run.attempt)
+            self.runners.stop(run.lane, run.action_id, run.attempt, *_STOPS[reason])
+
+    @staticmethod
+    def _overdue(run: _Run) -> bool:
+        return run.stopped_at is not None and time.monotonic() - run.stopped_at > STOP_GRACE_S
 
     def _own(self, who: Principal, action_id: str) -> _Run:
         run = self.runs.get(action_id)
@@ -556,10 +590,8 @@ class ActionManager:
         if events and events[-1].type in TERMINAL:  # stored: final even while its thread winds down
             body = _json(events[-1].data)
             outputs = body.get("outputs") or {}
-            error_type = body.get("error_type")
-            out["status"] = ("interrupted" if error_type == "ActionInterrupted" else
-                             "cancelled" if error_type == "ActionCancelled" else
-                             outputs.get("status") or events[-1].type.removeprefix("action_"))
+            stopped = _stopped(events[-1].type, body)
+            out["status"] = stopped or outputs.get("status") or events[-1].type.removeprefix("action_")
             for key in ("revision", "summary_artifact_id", "plan_bundle_id", "evidence_bundle_id"):
                 out[key] = outputs.get(key)
         elif run is not None:
@@ -573,20 +605,39 @@ class ActionManager:
         it once the scheduler grants a slot."""
         with self.lock:  # the lanes (runner processes) take the actions in turn
             run.lane, self._lanes = self._lanes % len(self.schedulers), self._lanes + 1
-        run.ticket = self.schedulers[run.lane].ticket()
+        limited = run.owner.profile != "internal" and not self.open  # an open server's clients are one partner
+        run.ticket = self.schedulers[run.lane].ticket(run.owner.name if limited else None)
         self.pool.submit(self._execute, run)
 
     def _execute(self, run: _Run) -> None:
         assert run.ticket is not None
         scheduler = self.schedulers[run.lane]
         scheduler.acquire(run.ticket)
+        cap = None
+        if run.owner.profile != "internal" and self.partner_wall is not None:  # the budget's backstop
+            cap = threading.Timer(self.partner_wall, run.token.cancel, args=(
+                f"the partner wall cap of {self.partner_wall:g} s was reached (cda serve --partner-wall)", "timeout"))
+            cap.daemon = True
+            cap.start()
         try:
             self._run(run)
         finally:
+            if cap is not None:
+                cap.cancel()
             scheduler.release(run.ticket)
 
+    def _capped(self, run: _Run, inputs: CDAInputs) -> CDAInputs:
+        """A partner's inputs with ``budgets.wall`` at most the server's partner wall cap (a receipt
+        says so when it lowered it): the run's own budget, ladder and partial then keep the cap."""
+        cap, wall = self.partner_wall, inputs.budgets.wall
+        if run.owner.profile == "internal" or cap is None or (wall is not None and wall <= cap):
+            return inputs
+        self.receipt(run.action_id, "service.wall_cap", {"principal": run.owner.name},
+                     {"wall": cap, "asked": wall}, attempt=run.attempt)
+        return inputs.model_copy(update={"budgets": inputs.budgets.model_copy(update={"wall": cap})})
+
     def _run(self, run: _Run) -> None:
-        inputs = run.inputs
+        inputs = self._capped(run, run.inputs)
         if run.granted or run.denied:  # approvals-as-input: the decisions are part of what the run reads
             inputs = inputs.model_copy(update={"policies": inputs.policies.model_copy(update={
                 "approvals": sorted({*inputs.policies.approvals, *run.granted})})})
@@ -599,6 +650,8 @@ class ActionManager:
                 f"denied: {', '.join(sorted(run.denied))}; the action runs within the server's caps "
                 "and marks the evidence it could not get with receipt stubs")))
         try:
+            if run.stop is not None:  # stopped while it waited for a slot: nothing ran, nothing to report
+                raise _Stop(run.stop)
             ken, ken_path = None, None
             if inputs.ken is not None and inputs.ken.path is not None:  # internal profile only (checked at start)
                 path = Path(inputs.ken.path)
@@ -618,7 +671,8 @@ class ActionManager:
                 if ken_path is not None:
                     from cda.ken.loaders import load_ken
                     ken = load_ken(ken_path)
-                result = run_job(job, ken, self.log, lambda e: self._emit(run, e), self.events.confirm)
+                with cancel_scope(run.token):  # its deadlines and solvers stop with a cancel
+                    result = run_job(job, ken, self.log, lambda e: self._emit(run, e), self.events.confirm)
             self.reflection.put(run.action_id, result.trace, attempt=result.attempt)
             self._sign(run.action_id, result.attempt, result.events)  # over the action.end and the trace's receipt
             if run.bound:  # accept_update needs these, also after a restart
@@ -700,17 +754,34 @@ class ActionManager:
                 head, count = self.log.tip()
                 write_head(path, self.signer.sign_head(head, count, str(action_id), int(attempt or 1), "start"))
 
-    def shutdown(self) -> None:
-        """Stop: waiting actions end interrupted, running ones at their next event; wait for them."""
+    def interrupt_all(self) -> None:
+        """The server is asked to stop (SIGTERM): every running action's token is cancelled now,
+        so its solver is interrupted and it ends with what it found while the server still
+        drains its connections. Never blocks (called from the signal's handler)."""
+        for run in list(self.runs.values()):
+            if run.status != "waiting_user":
+                self._stop(run, "ActionInterrupted")
+
+    def shutdown(self, wait_s: float = SHUTDOWN_WAIT_S) -> None:
+        """Stop: waiting actions end interrupted, running ones are stopped (:meth:`_stop`); wait at
+        most ``wait_s`` for them, then close the store. A run still going then is in code that
+        reads no deadline: :attr:`stuck` counts them and the store is left open under them (the
+        process is about to exit; the next start marks them interrupted)."""
         for run in list(self.runs.values()):
             if run.status == "waiting_user":
                 self._finish(run, "interrupted: the server stopped while the action waited", "ActionInterrupted")
             else:
                 self._stop(run, "ActionInterrupted")
-        self.pool.shutdown(wait=True, cancel_futures=False)
-        self.state.close()
+        self.pool.shutdown(wait=False, cancel_futures=False)
+        end = time.monotonic() + wait_s
+        for run in list(self.runs.values()):
+            run.settled.wait(max(0.0, end - time.monotonic()))
+        self.stuck = sum(1 for run in list(self.runs.values()) if not run.settled.is_set())
         if self.runners is not None:
             self.runners.close()
+        if self.stuck:
+            return
+        self.state.close()
         self.reflection.close()
         self.log.close()
         self.events.close()
@@ -735,6 +806,17 @@ def check_signable(db: Path) -> None:
     finally:
         log.close()
 
+
+
+def _stopped(event_type: str, body: dict[str, Any]) -> str | None:
+    """``"cancelled"`` or ``"interrupted"`` when a terminal event ends a stopped attempt: one
+    that ended with its findings (``action_partial`` with ``stopped``) or without them
+    (``action_failed``, the error types of :data:`RERUNNABLE`)."""
+    if event_type == "action_partial" and body.get("stopped") in ("cancelled", "interrupted"):
+        return str(body["stopped"])
+    if event_type == "action_failed" and body.get("error_type") in RERUNNABLE:
+        return "interrupted" if body["error_type"] == "ActionInterrupted" else "cancelled"
+    return None
 
 
 def _json(text: str) -> dict[str, Any]:
