@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main", "render_table"]
 
-EXIT_OK, EXIT_GOAL_FAILED, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
+EXIT_OK, EXIT_GOAL_FAILED, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 _TIMEOUT_HELP = "wall-clock budget in seconds (inf: no limit)"
@@ -385,6 +385,14 @@ def main(
 ) -> int:
     out, err, inp = stdout or sys.stdout, stderr or sys.stderr, stdin or sys.stdin
     try:
+        return _main(argv, out, err, inp)
+    except KeyboardInterrupt:  # before a command's own handling is in place (argparse), or a server's start-up
+        err.write("\ncda: interrupted\n")
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> int:
+    try:
         args = _parser().parse_args(argv)
     except _UsageError as exc:
         err.write(str(exc))
@@ -392,8 +400,8 @@ def main(
     except _VersionShown as shown:
         out.write(str(shown))
         return EXIT_OK
-    if args.command in ("serve", "mcp"):  # servers: their own signal handling (docs/service.md, "Stopping")
-        return _command(args, out, err, inp)
+    if args.command in ("serve", "mcp", "jobs"):  # their own Ctrl-C handling: a server stops its runs
+        return _command(args, out, err, inp)  # (docs/service.md, "Stopping"), a batch kills its job processes
     from cda.adapters.interrupts import interruptible
 
     with interruptible() as stop:  # Ctrl-C / SIGTERM: the solver stops, the partial is printed, exit 130 / 143

@@ -116,9 +116,12 @@ class _GroundOracle:
         try:
             out = self.backend.check(lits)
         except _OutOfTime:
-            return "unknown", None, "time ran out"
+            out = None
+        stop = self.deadline.why() if self.deadline.cancelled() else "time ran out"  # a cancel says who
+        if out is None:
+            return "unknown", None, stop
         if out.status == "unknown":
-            return "unknown", None, f"{self.backend.name} returned unknown (time ran out)"
+            return "unknown", None, f"{self.backend.name} returned unknown ({stop})"
         return out.status, out.model, ""
 
     def structure(self, model: Any) -> Structure:
@@ -386,10 +389,12 @@ def _out_of_time(
 ) -> ProofResult:
     """The honest answer when the budget ran out inside FOL's own loops (grounding, quantifier
     expansion, reading or re-checking a world): inconclusive, ``unknown``, saying where."""
-    budget = f" (budget {deadline.seconds:g} s)" if deadline.seconds is not None else ""
-    return _result(
-        problem, claim, frag, backend, status="inconclusive", unknown=True, reason=f"timeout: {exc}{budget}"
-    )
+    if deadline.cancelled():  # a cancel (Ctrl-C, a client's), not the budget
+        reason = f"{deadline.why()} {exc.where}".strip()
+    else:
+        budget = f" (budget {deadline.seconds:g} s)" if deadline.seconds is not None else ""
+        reason = f"timeout: {exc}{budget}"
+    return _result(problem, claim, frag, backend, status="inconclusive", unknown=True, reason=reason)
 
 
 def _prove_one(

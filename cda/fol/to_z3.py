@@ -175,7 +175,9 @@ class Z3Oracle:
         if r == z3.unsat:
             return "unsat", None, ""
         reason = self.solver.reason_unknown()
-        if reason in ("timeout", "canceled") or (self.deadline.remaining() == 0):
+        if self.deadline.cancelled():  # interrupted by a cancel (Ctrl-C, a client's): say so, not "time"
+            reason = self.deadline.why()
+        elif reason in ("timeout", "canceled") or (self.deadline.remaining() == 0):
             reason = "time ran out"
         elif "memory" in reason:
             reason = f"out of memory, cap {Z3_QUANTIFIER_MEMORY_MB} MB"
