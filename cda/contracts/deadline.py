@@ -35,7 +35,8 @@ from typing import Any
 
 from cda.errors import BudgetExceeded
 
-__all__ = ["CancelToken", "Deadline", "OutOfTime", "NO_DEADLINE", "cancel_scope", "current_token"]
+__all__ = ["CancelToken", "Deadline", "OutOfTime", "NO_DEADLINE", "cancel_scope", "current_deadline", "current_token",
+           "deadline_scope"]
 
 
 class OutOfTime(BudgetExceeded):
@@ -172,6 +173,27 @@ def cancel_scope(token: CancelToken) -> Iterator[CancelToken]:
         _AMBIENT.reset(reset)
 
 
+_RUN_DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("cda_deadline", default=None)
+
+
+def current_deadline() -> Deadline:
+    """The deadline of the run this thread is in (:func:`deadline_scope`), else :data:`NO_DEADLINE`
+    (which still stops with the ambient token). For code far below the call that knows the
+    budget and with no deadline of its own to take: a diagnosis oracle's simulation, called by
+    the solver's search through an interface that has no room for one."""
+    return _RUN_DEADLINE.get() or NO_DEADLINE
+
+
+@contextmanager
+def deadline_scope(deadline: Deadline) -> Iterator[Deadline]:
+    """Make ``deadline`` the run's (:func:`current_deadline`) while the block runs."""
+    reset = _RUN_DEADLINE.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _RUN_DEADLINE.reset(reset)
+
+
 class Deadline:
     """A wall-clock budget shared by every call of one run; ``None`` (or +infinity) means no limit.
 
@@ -222,6 +244,11 @@ class Deadline:
         if self._ticks & (self.EVERY - 1):
             return False
         return self.expired()
+
+    def check(self, where: str = "") -> None:
+        """Raise :class:`OutOfTime` (``where``: what was being done) once the deadline has passed."""
+        if self.expired():
+            raise OutOfTime(where)
 
     def on_cancel(self, hook: Hook) -> None:
         """Register a solver's interrupt with the token (nothing without one)."""

@@ -21,6 +21,7 @@ when none runs); a solve it interrupted answers ``unknown``, as one the deadline
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -289,7 +290,9 @@ class ClingoBackend:
         (the deadline passed; the search is cancelled). ``on_model`` runs in clingo's solving
         thread while this one waits on the deadline: handing each model over through a
         yielding handle cost about 15 µs a model, most of an enumeration of a small problem.
-        Whatever ``on_model`` raises is raised here, unchanged (clingo would wrap it).
+        Whatever ``on_model`` raises is raised here, unchanged (clingo would wrap it). It runs in
+        this call's context (:mod:`contextvars`): a consumer that reads the run's deadline or cancel
+        token (a circuit oracle's simulation) sees the caller's, not none.
         """
         self._configure(models, project, optimize)
         seen = False
@@ -297,6 +300,7 @@ class ClingoBackend:
         failure: BaseException | None = None
         cancelled = False
         theory = self.theory
+        context = contextvars.copy_context()  # the caller's run deadline and cancel token, in clingo's thread
 
         def consume(m: clingo.Model) -> bool:
             nonlocal seen, stopped, failure
@@ -306,7 +310,7 @@ class ClingoBackend:
             try:
                 if theory is not None:
                     theory.on_model(m)
-                if on_model(m):
+                if context.run(on_model, m):
                     return True
             except BaseException as exc:  # re-raised below, in the caller's thread
                 failure = exc

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from cda.contracts import limits
+from cda.contracts.deadline import deadline_scope
 from cda.contracts.result import Hypothesis, SolveResult
 from cda.contracts.status import SolverStatus
 from cda.encodings.ir import Claim, GroundProblem
@@ -106,10 +107,10 @@ def run(
     """
     if deadline is None:
         deadline = Deadline(options.timeout)
-    if isinstance(problem, GroupedProblem):
-        return _run_minimal(problem, backend_name, options, deadline)
-    if problem.minimal is not None:
-        return _run_minimal(split_observations(problem), backend_name, options, deadline)
+    if isinstance(problem, GroupedProblem) or problem.minimal is not None:
+        grouped = problem if isinstance(problem, GroupedProblem) else split_observations(problem)
+        with deadline_scope(deadline):  # an observation oracle reads it (a circuit's simulation)
+            return _run_minimal(grouped, backend_name, options, deadline)
     result = _empty_result(backend_name, options)
     notes: list[str] = []
     solver: CheckedBackend | None = None
