@@ -219,10 +219,10 @@ def cost_to_draft(n: int) -> dict[str, Any]:
     from cda.actions.receipts import ReceiptLog
     from cda.actions.runner import run_action
     from cda.adapters.event_store import EventStore
-    from cda.adapters.service.actions import is_draft, relax_fsync, share_write_lock
     from cda.contracts.action import CDAInputs
     from cda.contracts.events import ActionEvent
     from cda.contracts.receipt import canonical_json
+    from cda.service.actions import is_draft, relax_fsync, share_write_lock
 
     folder = Path(tempfile.mkdtemp(prefix="bench_service_cost_"))
     db = folder / "receipts.sqlite"

@@ -141,11 +141,11 @@ def why(argv: list[str]) -> str:
 
 def work_ms(argv: list[str], repeats: int = 5) -> tuple[float, float]:
     """(first, median of the next ``repeats``) in-process times of ``cda ARGV`` after
-    ``cda.adapters.cli`` is imported, in ms: the first call pays the imports the command makes,
+    ``cda.cli.main`` is imported, in ms: the first call pays the imports the command makes,
     the later ones only the work."""
     code = (
         "import contextlib, io, json, statistics, sys, time\n"
-        "from cda.adapters.cli import main\n"
+        "from cda.cli.main import main\n"
         "ts = []\n"
         f"for _ in range({repeats + 1}):\n"
         "    t = time.perf_counter()\n"
@@ -209,7 +209,7 @@ def section(
         out.append(f"- `{label}`: {text}")
     out.append("")
     out.append(
-        "The work itself, in one process after `cda.adapters.cli` is imported (ms: the first call, which "
+        "The work itself, in one process after `cda.cli.main` is imported (ms: the first call, which "
         "imports what the command needs, and the median of five more, which only work):"
     )
     out.append("")

@@ -4,7 +4,7 @@ import sys
 
 if __name__ == "__main__":
     try:
-        from cda.adapters.cli import main
+        from cda.cli.main import main
 
         code = main()
     except KeyboardInterrupt:  # Ctrl-C while starting (importing), before a command handles it

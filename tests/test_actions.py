@@ -23,8 +23,8 @@ from cda.actions.problem import build, observation_text, observe_literal
 from cda.actions.receipts import ReceiptLog, verify
 from cda.actions.runner import RunSettings, accept_bump, run_action
 from cda.adapters.action_entry import load_inputs, run_inputs
-from cda.adapters.cli import main
 from cda.adapters.event_store import EventStore
+from cda.cli.main import main
 from cda.contracts.action import CDAInputs
 from cda.contracts.events import event_without_time
 from cda.contracts.refs import ArtifactRef

@@ -127,7 +127,7 @@ def test_a_huge_quantifier_is_refused_at_its_statement(monkeypatch: pytest.Monke
 def test_the_cli_labels_the_partial_answer_and_exits_3(backend: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import io
 
-    from cda.adapters.cli import main
+    from cda.cli.main import main
 
     path = tmp_path / "big3.cda"
     path.write_text(cyclic(60))

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 from httpx_sse import connect_sse
 
-from cda.adapters.service.auth import token_hash
-from cda.adapters.service.scheduler import DRAFT, StageScheduler
-from cda.adapters.service.serve import EXIT_WITHIN_S
+from cda.service.auth import token_hash
+from cda.service.scheduler import DRAFT, StageScheduler
+from cda.service.serve import EXIT_WITHIN_S
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for
 from tests.test_cancel import BOUND_S, pigeonhole
 

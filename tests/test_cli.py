@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 from tests.conftest import EXAMPLES, ROOT
 
 GOLDEN = Path(__file__).parent / "golden"

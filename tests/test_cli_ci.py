@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cda.adapters import terminal
-from cda.adapters.cli import _parser, main
+from cda.cli import terminal
+from cda.cli.main import _parser, main
 from tests.conftest import EXAMPLES
 
 GOLDEN = Path(__file__).parent / "golden" / "ci"
@@ -181,8 +181,8 @@ def test_fmt_keeps_fol_blocks_verbatim_and_the_comments_around_them() -> None:
 
 
 def test_fmt_keeps_meaning_and_comments_of_the_examples() -> None:
-    from cda.adapters.fmt_cli import formatted
     from cda.api import solve
+    from cda.cli.fmt import formatted
 
     for path in sorted(EXAMPLES.glob("*.cda")):
         text = path.read_text()

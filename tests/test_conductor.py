@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from cda.adapters.cli import main
 from cda.adapters.conductor_tools import cda_toolbox
+from cda.cli.main import main
 from cda.conductor.arithmetic import evaluate, recompute
 from cda.conductor.conduct import Conductor, render_tree
 from cda.conductor.irdb import IRDatabase

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from cda.adapters.schema_cli import main_schema
+from cda.cli.schema import main_schema
 from cda.contracts import schema as schema_mod
 from cda.contracts.action import (
     ActionVerdict,

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from cda.adapters.cli import main
 from cda.api import ground
+from cda.cli.main import main
 from cda.diagnosis.bench_import import Netlist, circuit_of, load_bench, parse_bench, parse_observations
 from cda.diagnosis.circuit import Simulator
 from cda.diagnosis.diagnose import diagnose, main_diagnose

@@ -117,7 +117,7 @@ def test_readme_tour_shows_the_example_file_and_its_real_output(monkeypatch: pyt
     deliberate change of the text output, rewrite it with CDA_UPDATE_GOLDEN=1)."""
     import io
 
-    from cda.adapters.cli import main
+    from cda.cli.main import main
 
     shown = _readme_block("`examples/service_outage.cda`, whole:")
     assert shown == (EXAMPLES / "service_outage.cda").read_text(encoding="utf-8")

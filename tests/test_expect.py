@@ -161,7 +161,7 @@ def test_conflict_cores_and_the_cli_exit_code(tmp_path: object, backend: str) ->
     assert "does not hold g" in result.expectations[2].reason
     import io
 
-    from cda.adapters.cli import main
+    from cda.cli.main import main
 
     out = io.StringIO()
     assert main(["solve", "-", "--json"], stdout=out, stdin=io.StringIO(text)) == 1

@@ -19,7 +19,7 @@ import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cda.adapters.fol_cli import main_prove, read_fol_file
+from cda.cli.fol import main_prove, read_fol_file
 from cda.errors import BackendUnsupported, CDAError, DSLSyntaxError, DSLTypeError, EvaluatorDisagreement, OptionError
 from cda.fol import folio as folio_bench
 from cda.fol import prove as fol_prove
@@ -614,7 +614,7 @@ def test_long_arrow_reads_as_iff() -> None:
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:
-    from cda.adapters.cli import main
+    from cda.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     return main(list(argv), out, err), out.getvalue(), err.getvalue()
@@ -867,7 +867,7 @@ def test_a_claim_the_unique_names_reading_decides_says_so(tmp_path: Path) -> Non
 
 
 def test_prove_help_says_the_timeout_is_per_claim(capsys: pytest.CaptureFixture[str]) -> None:
-    from cda.adapters.cli import main
+    from cda.cli.main import main
 
     with pytest.raises(SystemExit):
         main(["prove", "--help"])

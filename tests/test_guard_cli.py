@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 from cda.guardian.action import ProposedAction, read_action
 from cda.guardian.ledger import Ledger
 

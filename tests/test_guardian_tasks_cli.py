@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 from cda.guardian.action import ProposedAction, read_action
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.guardian.ledger import Ledger

@@ -109,7 +109,7 @@ def test_an_empty_problem_is_an_error(text: str) -> None:
 def test_an_empty_file_is_an_error_from_the_cli(tmp_path: Path) -> None:
     from io import StringIO
 
-    from cda.adapters.cli import main
+    from cda.cli.main import main
 
     path = tmp_path / "empty.cda"
     path.write_text("")

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.investigation.focus import parts
 from cda.investigation.live import InvestigationError

@@ -20,10 +20,10 @@ import pytest
 
 from cda.actions.receipts import ReceiptLog
 from cda.actions.receipts import verify as verify_receipts
-from cda.adapters.cli import main
 from cda.adapters.jobs.batch import DB_NAME, JSONL_NAME
 from cda.adapters.jobs.child import outcome_of
 from cda.adapters.jobs.manifest import ManifestError, read_manifest
+from cda.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAIM = (ROOT / "examples" / "claim_check.cda").read_text(encoding="utf-8")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 from tests.conftest import EXAMPLES
 
 

@@ -285,8 +285,8 @@ def test_approval_waits_are_summarised() -> None:
 
 
 def test_the_service_measures_how_long_an_approval_waited(tmp_path: Path) -> None:
-    from cda.adapters.service.actions import ActionManager
-    from cda.adapters.service.auth import Principal
+    from cda.service.actions import ActionManager
+    from cda.service.auth import Principal
 
     class _Hub:
         live: set[str] = set()

@@ -25,8 +25,8 @@ import pytest
 from cda.actions.receipts import ReceiptLog
 from cda.actions.runner import ActionRun, run_action
 from cda.adapters.action_entry import run_inputs
-from cda.adapters.cli import main
 from cda.adapters.event_store import EventStore
+from cda.cli.main import main
 from cda.contracts.action import CDAInputs
 from cda.contracts.metrics import ActionMetrics, ApprovalWait
 from tests.conftest import ROOT
@@ -297,8 +297,8 @@ def test_a_server_without_an_endpoint_never_imports_opentelemetry(tmp_path: Path
     from tests.test_startup_imports import loaded
 
     code = ("from pathlib import Path\nfrom starlette.testclient import TestClient\n"
-            "from cda.adapters.service.app import ServiceConfig, build_app\n"
+            "from cda.service.app import ServiceConfig, build_app\n"
             f"with TestClient(build_app(ServiceConfig(db=Path({str(tmp_path / 'r.sqlite')!r})))) as client:\n"
             "    assert client.head('/streams/metrics').status_code == 200\n")
     _, mods = loaded("--python", code)
-    assert "cda.adapters.service.metrics_stream" in mods and "opentelemetry" not in mods
+    assert "cda.service.metrics_stream" in mods and "opentelemetry" not in mods

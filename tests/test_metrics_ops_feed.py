@@ -8,9 +8,9 @@ from pathlib import Path
 
 import anyio
 
-from cda.adapters.service.metrics_stream import MetricsFeed
-from cda.adapters.service.store import StoredEvent
-from cda.adapters.service.streams import Hub
+from cda.service.metrics_stream import MetricsFeed
+from cda.service.store import StoredEvent
+from cda.service.streams import Hub
 from tests.test_metrics_ops import run_into, solver_only
 
 

@@ -19,7 +19,7 @@ from cda.actions.artifacts import SUMMARY_MAX_CHARS, boundary_summary
 from cda.actions.metrics_report import summarise, ttfs_sample
 from cda.actions.metrics_runs import RunMetrics
 from cda.adapters.action_entry import run_inputs
-from cda.adapters.metrics_cli import EXIT_BROKEN, EXIT_MET, EXIT_NO_RUNS, exit_code
+from cda.cli.metrics import EXIT_BROKEN, EXIT_MET, EXIT_NO_RUNS, exit_code
 from cda.contracts.action import ActionVerdict, Budgets, CDAInputs, NextTestSuggestion
 from cda.contracts.metrics import (
     ActionMeasurements,
@@ -208,7 +208,7 @@ def test_the_metrics_topic_500_does_not_name_the_store(tmp_path: Path) -> None:
     from starlette.routing import Route
     from starlette.testclient import TestClient
 
-    from cda.adapters.service.metrics_stream import MetricsFeed, metrics_endpoint
+    from cda.service.metrics_stream import MetricsFeed, metrics_endpoint
 
     secret = tmp_path / "secret-place" / "service.sqlite"
     secret.parent.mkdir()

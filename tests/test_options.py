@@ -21,7 +21,7 @@ import pytest
 import cda
 from cda.actions.seeds import derive
 from cda.adapters.action_entry import InputsError, load_inputs, run_inputs
-from cda.adapters.cli import _parser, main
+from cda.cli.main import _parser, main
 from cda.contracts import limits
 from cda.contracts.action import Budgets, CDAInputs
 from cda.diagnosis.bench_import import read_bench

@@ -14,7 +14,7 @@ from pathlib import Path
 import cedarpy
 import pytest
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 from cda.errors import CDAError, DSLError, DSLSyntaxError
 from cda.policy.authorize import authorize, decide, load_policy_set
 from cda.policy.cedar_tests import run_test_dir, run_test_file, summarize

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 from cda.errors import BackendUnsupported, CDAError
 from cda.policy.analyze import PROPERTIES, Environment, analyze, environments
 from cda.policy.authorize import PolicySet, decide

@@ -198,7 +198,7 @@ def test_cli_probe(tmp_path: Path) -> None:
 @pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, see ../shared/data/README.md)")
 def test_cda_probe_command_line(tmp_path: Path) -> None:
     """``cda probe`` is wired into the console script: same answer as ``main_probe``."""
-    from cda.adapters.cli import main
+    from cda.cli.main import main
 
     obs = tmp_path / "obs.txt"
     obs.write_text("1 2 3 6 7 22 23\n1 0 1 1 0 0 1\n")

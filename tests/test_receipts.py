@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from cda.actions.receipts import GENESIS_HASH, ReceiptLog, ReceiptLogError, entry_hash, verify
 from cda.actions.reflection import SECRET_ENV, TOKEN_PREFIX, ReflectionError, ReflectionStore
 from cda.actions.store_file import StoreFileError
-from cda.adapters.receipts_cli import main_receipts_verify
+from cda.cli.receipts import main_receipts_verify
 from cda.contracts.receipt import Receipt, canonical_json
 from cda.contracts.refs import SpanRef
 

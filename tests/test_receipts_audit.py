@@ -38,10 +38,10 @@ from cda.actions.signing import (
     read_head,
     write_head,
 )
-from cda.adapters import run_cli
 from cda.adapters.action_entry import AuditLogError, load_inputs, run_inputs
 from cda.adapters.event_store import EventStore, read_events
-from cda.adapters.receipts_cli import main_receipts_verify
+from cda.cli import run as run_cli
+from cda.cli.receipts import main_receipts_verify
 from cda.contracts.events import ActionEvent
 from cda.contracts.receipt import Receipt
 from tests.conftest import ROOT

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from cda.adapters.cli import main
+from cda.cli.main import main
 from cda.contracts.action import CDAOutputs
 from cda.contracts.schema import CONTRACTS
 from tests.fake_llm import Answer, FakeProvider, chat_reply, fake_provider

@@ -18,9 +18,9 @@ from websockets.exceptions import ConnectionClosed
 
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
-from cda.adapters.service.auth import token_hash
-from cda.adapters.service.protocol import toolbus_schemas
 from cda.contracts.events import EVENT_TYPES
+from cda.service.auth import token_hash
+from cda.service.protocol import toolbus_schemas
 from tests.conftest import ROOT
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus
 
@@ -51,7 +51,7 @@ def _valid(frame: dict[str, Any], method: str | None = None) -> None:
 def test_committed_toolbus_schemas_are_those_the_models_generate() -> None:
     generated = toolbus_schemas()
     committed = {p.name for p in SCHEMAS.glob("*.json")}
-    assert committed == set(generated), "run: python -c 'from cda.adapters.service.protocol import write_schemas; ...'"
+    assert committed == set(generated), "run: python -c 'from cda.service.protocol import write_schemas; ...'"
     for name, schema in generated.items():
         assert json.loads((SCHEMAS / name).read_text(encoding="utf-8")) == schema, f"{name} is stale"
 
@@ -145,7 +145,7 @@ def test_frames_are_validated_and_errors_name_the_path(server: Server) -> None:
 def test_routes_are_only_the_toolbus_the_streams_the_metrics_topic_and_the_page(tmp_path: Path) -> None:
     from starlette.routing import Route, WebSocketRoute
 
-    from cda.adapters.service.app import ServiceConfig, build_app
+    from cda.service.app import ServiceConfig, build_app
 
     app = build_app(ServiceConfig(db=tmp_path / "r.sqlite"))
     found = {(type(r).__name__, r.path, tuple(sorted(getattr(r, "methods", None) or ()))) for r in app.routes}

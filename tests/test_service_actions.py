@@ -26,7 +26,7 @@ import pytest
 
 from cda.actions.event_chain import EVENT_SCHEMA
 from cda.actions.receipts import ReceiptLog
-from cda.adapters.service.store import StoredEvent, last_events, read_stream, sweep
+from cda.service.store import StoredEvent, last_events, read_stream, sweep
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for, wait_signed
 
 
@@ -245,7 +245,7 @@ def test_a_bad_stored_event_is_skipped_with_a_notice_and_old_streams_are_swept(s
 
 
 def test_a_reader_that_does_not_read_is_dropped_with_a_bounded_buffer() -> None:
-    from cda.adapters.service.streams import Hub
+    from cda.service.streams import Hub
 
     async def scenario() -> tuple[int, bool, bool]:
         hub = Hub(Path("/nonexistent.sqlite"), buffer=4)
@@ -290,7 +290,7 @@ def test_streams_serve_the_latest_attempt_and_the_sweep_spares_the_signed_heads_
 def test_the_service_relaxes_fsync_on_its_own_connections_only(tmp_path: Path) -> None:
     from cda.actions.receipts import ReceiptLog as Log
     from cda.adapters.event_store import EventStore
-    from cda.adapters.service.actions import relax_fsync
+    from cda.service.actions import relax_fsync
 
     log, events = Log(tmp_path / "r.sqlite"), EventStore(tmp_path / "r.sqlite")
     try:

@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from cda.adapters.service.auth import token_hash
+from cda.service.auth import token_hash
 from tests.conftest import ROOT
 from tests.service_harness import Server, call, serving, toolbus
 
@@ -179,10 +179,10 @@ def test_solver_work_runs_off_the_event_loop(server: Server) -> None:
 
 def test_an_unexpected_failure_is_an_internal_frame_without_its_detail(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from cda.adapters.service.actions import EdgeError
-    from cda.adapters.service.auth import Principal
-    from cda.adapters.service.investigations import InvestigateStartParams, InvestigationDesk, SessionRef
     from cda.investigation.session import Investigation
+    from cda.service.actions import EdgeError
+    from cda.service.auth import Principal
+    from cda.service.investigations import InvestigateStartParams, InvestigationDesk, SessionRef
 
     desk = InvestigationDesk(tmp_path / "receipts.sqlite")
     who = Principal("anonymous", "partner")

@@ -381,9 +381,9 @@ def test_a_stop_while_the_child_waits_for_its_audit_answer_unwinds_its_run(tmp_p
     side fails there (the audit raises), or stops the run at the last event before it (the stop
     is then queued while the child waits for the audit's answer), the child's run must unwind:
     its thread ends, and the next run in that child is served as usual."""
-    from cda.adapters.service.workers import RunnerJob, RunnerPool
     from cda.contracts.abstain import AbstainThresholds
     from cda.contracts.action import CDAInputs
+    from cda.service.workers import RunnerJob, RunnerPool
 
     inputs = CDAInputs.model_validate(example_inputs("unwind"))
     pool = RunnerPool(1, tmp_path / "receipts.sqlite")
@@ -433,9 +433,9 @@ def test_a_service_run_group_commits_its_receipts(tmp_path: Path) -> None:
     """The attempt the service began (AttemptSink, both paths) keeps the runner's group commit:
     one transaction per event, not one per receipt."""
     from cda.actions.receipts import ReceiptLog
-    from cda.adapters.service.workers import RunnerJob, run_job
     from cda.contracts.abstain import AbstainThresholds
     from cda.contracts.action import CDAInputs
+    from cda.service.workers import RunnerJob, run_job
 
     log = ReceiptLog(tmp_path / "receipts.sqlite")
     commits: list[str] = []

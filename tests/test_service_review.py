@@ -33,9 +33,9 @@ import pytest
 
 from cda.actions.receipts import TRIGGERS, ReceiptLog
 from cda.adapters.event_store import EventStore
-from cda.adapters.service.auth import token_hash
-from cda.adapters.service.state import APPLICATION_ID, ServiceState, state_path
 from cda.contracts.events import ActionCompleted, ActionProgress, ActionStarted
+from cda.service.auth import token_hash
+from cda.service.state import APPLICATION_ID, ServiceState, state_path
 from tests.conftest import ROOT
 from tests.service_harness import call, example_inputs, follow, serving, toolbus, wait_for, wait_signed
 
@@ -164,7 +164,7 @@ def test_partners_sending_the_same_inputs_and_sources_get_their_own_actions(tmp_
 
 def test_the_watcher_of_other_writers_reads_after_its_cursor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One full read at first sight, then only what follows (attempt, seq); a new attempt is seen too."""
-    from cda.adapters.service import streams
+    from cda.service import streams
 
     db = tmp_path / "receipts.sqlite"
     store = EventStore(db)
@@ -209,7 +209,7 @@ def test_the_watcher_of_other_writers_reads_after_its_cursor(tmp_path: Path, mon
 
 
 def _serve(db: Path) -> tuple[int, str]:
-    from cda.adapters.service.serve import main_serve
+    from cda.service.serve import main_serve
 
     out, err = io.StringIO(), io.StringIO()
     return main_serve(db, "127.0.0.1", 0, out, err), err.getvalue()

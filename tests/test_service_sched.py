@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from cda.adapters.service.actions import ActionManager, is_draft
-from cda.adapters.service.auth import Principal
-from cda.adapters.service.scheduler import DRAFT, REST, StageScheduler
-from cda.adapters.service.streams import Hub
 from cda.contracts.action import CDAInputs
 from cda.contracts.events import ActionCheckpoint, ActionStarted
+from cda.service.actions import ActionManager, is_draft
+from cda.service.auth import Principal
+from cda.service.scheduler import DRAFT, REST, StageScheduler
+from cda.service.streams import Hub
 from tests.service_harness import example_inputs, wait_for
 
 
@@ -150,9 +150,9 @@ def test_a_runner_process_gives_the_same_bytes_as_an_in_process_run(tmp_path: Pa
     artifact files, events (but their wall-clock ``ts`` and measurements) and receipt bodies as an in-process run."""
     from cda.actions.receipts import ReceiptLog
     from cda.actions.runner import run_action
-    from cda.adapters.service.workers import RunnerJob, RunnerPool
     from cda.contracts.abstain import AbstainThresholds
     from cda.contracts.events import without_time
+    from cda.service.workers import RunnerJob, RunnerPool
 
     inputs = CDAInputs.model_validate(example_inputs("same-bytes"))
     here, there = tmp_path / "here", tmp_path / "there"
@@ -344,7 +344,7 @@ def test_two_approvals_at_once_submit_the_action_once(tmp_path: Path, monkeypatc
     both used to find nothing left to approve and both submit the run; one submits now."""
     import time as clock
 
-    from cda.adapters.service.actions import _Run
+    from cda.service.actions import _Run
 
     db = tmp_path / "receipts.sqlite"
     who = Principal("t", "partner")
@@ -371,7 +371,7 @@ def test_two_approvals_at_once_submit_the_action_once(tmp_path: Path, monkeypatc
 def test_a_run_its_runner_process_stopped_ends_as_stopped_not_as_a_crash() -> None:
     """The child may see a cancel first and answer ``stopped``: the pool raises RunnerStopped
     (the service then ends the stream ActionCancelled), not RunnerCrashed (an InternalError)."""
-    from cda.adapters.service.workers import RunnerCrashed, RunnerJob, RunnerPool, RunnerStopped, _Child
+    from cda.service.workers import RunnerCrashed, RunnerJob, RunnerPool, RunnerStopped, _Child
 
     class Conn:  # the child's side of the pipe: it answers the run with "stopped"
         def send(self, message: tuple[str, str, Any]) -> None:

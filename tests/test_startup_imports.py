@@ -32,7 +32,7 @@ _DRIVER = textwrap.dedent(
         if argv and argv[0] == "--python":
             exec(argv[1])
         else:
-            from cda.adapters.cli import main  # what the `cda` console script runs
+            from cda.cli.main import main  # what the `cda` console script runs
             try:
                 code = main(argv)
             except SystemExit as exc:
@@ -66,7 +66,7 @@ def loaded(*argv: str) -> tuple[object, set[str]]:
 def test_help_imports_no_solver_and_no_pydantic() -> None:
     code, mods = loaded("--help")
     assert code == 0
-    assert "cda.adapters.cli" in mods
+    assert "cda.cli.main" in mods
     unwanted = {*HEAVY, *SOLVERS, "pydantic", "lark", "cda.api", "cda.contracts.result", "cda.contracts.action"}
     assert not unwanted & mods, sorted(unwanted & mods)
 

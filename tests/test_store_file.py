@@ -21,10 +21,10 @@ import pytest
 from cda.actions.receipts import GENESIS_HASH, ReceiptLog, verify
 from cda.actions.reflection import ReflectionStore
 from cda.actions.store_file import APPLICATION_ID, FORMAT_VERSION, StoreFileError, open_store, read_snapshot
-from cda.adapters.cli import main
 from cda.adapters.event_store import EventStore, read_events
-from cda.adapters.service.serve import main_serve
+from cda.cli.main import main
 from cda.contracts.receipt import Receipt
+from cda.service.serve import main_serve
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "action" / "service_outage.json"

@@ -24,7 +24,7 @@ __all__ = ["cda_toolbox"]
 
 # ---- cda.prove
 def _prove(inputs: Mapping[str, Any], ctx: ToolContext, cross_check: bool = False) -> Outputs:
-    from cda.adapters.fol_cli import read_fol_file
+    from cda.cli.fol import read_fol_file
     from cda.fol.prove import prove_all
 
     try:

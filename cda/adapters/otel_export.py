@@ -4,7 +4,7 @@ Turned on by ``cda serve --otel-endpoint URL`` (an OTLP/HTTP collector, e.g.
 ``http://127.0.0.1:4318/v1/metrics``; needs the ``otel`` extra: ``pip install 'cda[otel]'``).
 The SDK is imported here only, and this module only when an endpoint is configured, so neither
 ``cda --help`` nor a server without an endpoint loads it. The service's ``metrics`` topic
-(:mod:`cda.adapters.service.metrics_stream`) hands every run it reads to :meth:`OtelExport.record`.
+(:mod:`cda.service.metrics_stream`) hands every run it reads to :meth:`OtelExport.record`.
 
 The instruments carry the same numbers ``cda metrics --json`` prints for the same runs (a test
 compares them through the SDK's in-memory reader): a histogram's count, sum, min and max are the

@@ -168,7 +168,7 @@ class CdaFile(_SuiteFile):
             any_item = True
             yield CdaItem.from_parent(self, name=label, kind=kind, key=key, line=st.pos[0])
         if any(isinstance(st, A.FolBlock) for st in problem.statements):  # first-order claims in fol { … }
-            from cda.adapters.fol_cli import read_fol_file
+            from cda.cli.fol import read_fol_file
 
             try:
                 claims = read_fol_file(self.path).claims
@@ -205,7 +205,7 @@ class FolFile(_SuiteFile):
     """A ``.fol`` file: one item per claim."""
 
     def collect(self) -> Iterator[CdaItem]:
-        from cda.adapters.fol_cli import read_fol_file
+        from cda.cli.fol import read_fol_file
         from cda.errors import CDAError
 
         try:
@@ -225,7 +225,7 @@ class FolFile(_SuiteFile):
     @staticmethod
     def prove(node: _SuiteFile) -> dict[str, ProofResult]:
         """Every claim of ``node``'s file (a ``.fol`` file, or the fol blocks of a ``.cda`` file)."""
-        from cda.adapters.fol_cli import read_fol_file
+        from cda.cli.fol import read_fol_file
         from cda.fol.prove import prove_all
 
         problem = read_fol_file(node.path)

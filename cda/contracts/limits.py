@@ -1,6 +1,6 @@
 """Every numeric option of CDA checked in one place: timeouts, budgets, seeds, ports, sizes, counts.
 
-The CLI (``cda.adapters.cli`` turns each checker into an argparse type), the Action's JSON
+The CLI (``cda.cli.main`` turns each checker into an argparse type), the Action's JSON
 fields (``cda.contracts.action``'s validators) and the engine's options
 (``cda.solver.engine.EngineOptions``) all call these checkers, so one value is accepted or
 refused the same way whichever door it comes in by, and the refusal is one

@@ -39,7 +39,7 @@ from cda.solver.backend import Deadline
 
 __all__ = ["Z3Oracle", "Check", "AtomValue", "Z3_QUANTIFIER_MEMORY_MB"]
 
-z3.set_param("ctrl_c", False)  # Ctrl-C reaches the command (cda.adapters.interrupts), not swallowed by a check
+z3.set_param("ctrl_c", False)  # Ctrl-C reaches the command (cda.cli.interrupts), not swallowed by a check
 
 Check = tuple[str, Any, str]  # (status, raw model when sat, reason when unknown)
 AtomValue = tuple[str, tuple[str, ...], bool]  # (predicate, arguments (domain elements), value)

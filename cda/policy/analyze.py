@@ -55,7 +55,7 @@ __all__ = [
     "analyze_files",
 ]
 
-z3.set_param("ctrl_c", False)  # Ctrl-C reaches the command (cda.adapters.interrupts), not swallowed by a check
+z3.set_param("ctrl_c", False)  # Ctrl-C reaches the command (cda.cli.interrupts), not swallowed by a check
 
 Property = Literal["always-allows", "always-denies", "implies", "equivalent", "disjoint", "never-errors", "no-new-access"]
 PROPERTIES: dict[str, int] = {

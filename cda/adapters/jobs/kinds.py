@@ -148,7 +148,7 @@ def _check(job: JobInput) -> Any:
 
 
 def _prove(job: JobInput) -> Any:
-    from cda.adapters.fol_cli import read_fol_file
+    from cda.cli.fol import read_fol_file
     from cda.fol.prove import prove_all
 
     p = job.params

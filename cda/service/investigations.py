@@ -11,7 +11,7 @@ the :class:`~cda.investigation.store.SessionStore` schema plus an ``owners`` tab
 its starter's (an internal caller may act on any). Every call reopens the session from that file in
 a worker thread (the solver work never runs on the event loop), as ``cda investigate`` does, so a
 server restart loses nothing and two callers on one session cannot both write the same step.
-Faults are :class:`~cda.adapters.service.actions.EdgeError` frames: a bad problem or observation
+Faults are :class:`~cda.service.actions.EdgeError` frames: a bad problem or observation
 is ``invalid_params`` whose ``path`` ends with the DSL line and column (1-based) when known.
 """
 
@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from cda.adapters.service.auth import Principal
 from cda.contracts.action import KenSource
 from cda.investigation.session import MemoryBlock
+from cda.service.auth import Principal
 
 __all__ = [
     "INVESTIGATE_METHODS",
@@ -113,7 +113,7 @@ INVESTIGATE_METHODS: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
 
 
 def _edge(code: str, message: str, path: list[str | int]) -> Exception:
-    from cda.adapters.service.actions import EdgeError
+    from cda.service.actions import EdgeError
 
     return EdgeError(code, message, path)
 
@@ -132,7 +132,7 @@ class InvestigationDesk:
     # ---- the calls (each in a worker thread)
     def call(self, who: Principal, method: str, params: BaseModel) -> BaseModel:
         """Run one ``investigate.*`` method; every failure is an EdgeError (never a traceback)."""
-        from cda.adapters.service.actions import EdgeError
+        from cda.service.actions import EdgeError
 
         try:
             if isinstance(params, InvestigateStartParams):

@@ -1,7 +1,7 @@
 """How the server writes its one SQLite file: commits without fsync, one lock for every store.
 
-Used by the server (:mod:`cda.adapters.service.actions`) and by its runner processes
-(:mod:`cda.adapters.service.workers`), which is why it imports nothing of the web stack.
+Used by the server (:mod:`cda.service.actions`) and by its runner processes
+(:mod:`cda.service.workers`), which is why it imports nothing of the web stack.
 """
 
 from __future__ import annotations

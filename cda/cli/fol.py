@@ -112,7 +112,7 @@ def main_prove(
         results = prove_all(problem, timeout, backend=backend, cross_check=cross_check, unique_names=unique_names)
     except CDAError as exc:
         if as_json:  # a mistake is a JSON object on stdout, as `cda solve --json` prints it
-            from cda.adapters.ci_report import error_object
+            from cda.cli.ci_report import error_object
 
             stream.write(json.dumps(error_object(exc, str(path)), ensure_ascii=False, indent=2) + "\n")
         else:

@@ -1,11 +1,11 @@
 """Actions the server runs: started over the ToolBus, run off the event loop, streamed as they go.
 
 Each action runs in a thread of its own (a bounded pool) through :func:`cda.actions.runner.run_action`,
-but only ``workers`` of them at once: a :class:`~cda.adapters.service.scheduler.StageScheduler`
+but only ``workers`` of them at once: a :class:`~cda.service.scheduler.StageScheduler`
 hands out the slots, every action's way to its draft boundary summary before any action's rest
 (TTFS, spec §10; docs/service.md, "Throughput"). The service sequences each stream: every event gets the next ``seq`` of the action, is stored
 (:class:`~cda.adapters.event_store.EventStore`, the SQLite file of the server) and then handed
-to the :class:`~cda.adapters.service.streams.Hub`, which wakes that action's subscribers.
+to the :class:`~cda.service.streams.Hub`, which wakes that action's subscribers.
 
 *At the server edge* (before anything runs): a partner may not name a file on the server
 (``ken.path``) or run code (``functions``); an egress class above the server's cap or a PII
@@ -29,7 +29,7 @@ each attempt ends the service signs the log's head (``<store>.head.json``, as ``
 so ``cda receipts verify`` checks a server's file like any other.
 
 *State across restarts* (owners, sub-action revisions, the bindings ``accept_update`` needs)
-is kept in :class:`~cda.adapters.service.state.ServiceState`.
+is kept in :class:`~cda.service.state.ServiceState`.
 """
 
 from __future__ import annotations
@@ -54,16 +54,6 @@ from cda.actions.signing import head_path, load_signer, read_head, write_head
 from cda.actions.store_file import read_snapshot
 from cda.adapters.action_entry import AuditLogError, _check_signed_head, refuse_lost_log
 from cda.adapters.event_store import EventStore, check_event_file
-from cda.adapters.service.auth import OPEN, AuthConfig, Principal
-from cda.adapters.service.cup import decide
-from cda.adapters.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
-from cda.adapters.service.providers import Provider, ProviderError
-from cda.adapters.service.scheduler import DRAFT, REST, StageScheduler, Ticket, is_draft
-from cda.adapters.service.sqlite_writes import relax_fsync, share_write_lock
-from cda.adapters.service.state import ServiceState, check_state
-from cda.adapters.service.store import TERMINAL, StoredEvent, last_events, read_stream, started_without_events
-from cda.adapters.service.streams import Hub
-from cda.adapters.service.workers import RunnerJob, RunnerPool, RunnerStopped, run_job
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs, NextTestSuggestion
 from cda.contracts.deadline import CancelToken, cancel_scope
@@ -82,6 +72,16 @@ from cda.contracts.metrics import ApprovalWait
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
 from cda.errors import CDAError
+from cda.service.auth import OPEN, AuthConfig, Principal
+from cda.service.cup import decide
+from cda.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
+from cda.service.providers import Provider, ProviderError
+from cda.service.scheduler import DRAFT, REST, StageScheduler, Ticket, is_draft
+from cda.service.sqlite_writes import relax_fsync, share_write_lock
+from cda.service.state import ServiceState, check_state
+from cda.service.store import TERMINAL, StoredEvent, last_events, read_stream, started_without_events
+from cda.service.streams import Hub
+from cda.service.workers import RunnerJob, RunnerPool, RunnerStopped, run_job
 
 __all__ = ["ActionManager", "EdgeError", "EGRESS_RANK", "MAX_THREADS", "check_signable", "is_draft", "relax_fsync",
            "share_write_lock"]
@@ -438,7 +438,7 @@ class ActionManager:
         server kept them in memory; its stream ``<base>.r1`` is in the file): the base is the
         ability and the first 12 hex digits of the source name's SHA-256, matched against the
         sources the provider lists now
-        (:meth:`~cda.adapters.service.providers.FolderProvider.sources`), and recorded."""
+        (:meth:`~cda.service.providers.FolderProvider.sources`), and recorded."""
         ability, _, digest = base.rpartition("-")
         listing = getattr(self.providers.get(ability), "sources", None)
         if listing is None or not read_stream(self.db, f"{base}.r1", None, 1):

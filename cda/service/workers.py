@@ -36,9 +36,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from cda.adapters.service.scheduler import is_draft
 from cda.contracts.deadline import CancelToken, cancel_scope
 from cda.errors import CDAError
+from cda.service.scheduler import is_draft
 
 __all__ = ["AttemptSink", "RunnerCrashed", "RunnerStopped", "RunnerJob", "RunnerPool", "run_job", "waits_for_answer"]
 
@@ -262,7 +262,7 @@ def child_main(conn: Connection, db: str, fsync: bool) -> None:
     server's to handle (it stops the runs here), so it is ignored."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from cda.actions.receipts import ReceiptLog
-    from cda.adapters.service.sqlite_writes import relax_fsync
+    from cda.service.sqlite_writes import relax_fsync
 
     log = ReceiptLog(Path(db))
     if not fsync:

@@ -42,10 +42,10 @@ from typing import Any
 
 from cda.actions.bindings import BoundOutput
 from cda.actions.store_file import StoreFileError, read_snapshot
-from cda.adapters.service.auth import Principal
 from cda.contracts.action import CDAInputs
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
+from cda.service.auth import Principal
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "Consumer", "ServiceState", "check_state", "state_path"]
 

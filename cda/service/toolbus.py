@@ -3,7 +3,7 @@
 A client authenticates once, when it connects (``Authorization: Bearer <token>``, or
 ``?token=`` for a browser, which cannot set headers on a WebSocket); an unknown token is let in
 only to be closed with code **1008** (policy violation) and a receipt. Then every text frame is
-one :class:`~cda.adapters.service.protocol.Request`, answered by a frame with the same ``id``:
+one :class:`~cda.service.protocol.Request`, answered by a frame with the same ``id``:
 ``result`` or ``error: {code, message, path}``. Frames and params are validated by the pydantic
 models the committed schemas come from (``schemas/toolbus/``).
 
@@ -11,7 +11,7 @@ Methods: ``actions.start|cancel|approve|deny|get`` for everyone, and for sub-act
 ``actions.refresh`` (ask a sub-action's provider again: a new revision, ``update_available`` to
 the actions that bound an older one) and ``actions.accept_update`` (a structure revision); ``reflect.trace`` (the raw trace,
 read-only) for the internal profile with a reflection approval; ``investigate.start|observe|status|
-history|undo|close`` (an investigation session, :mod:`~cda.adapters.service.investigations`); ``debug.*`` only when the server
+history|undo|close`` (an investigation session, :mod:`~cda.service.investigations`); ``debug.*`` only when the server
 runs with ``--debug`` and for the internal profile. There is no ``cda.*`` namespace: to everyone
 else those names do not exist (``unknown_method``).
 """
@@ -27,10 +27,11 @@ import anyio
 from pydantic import BaseModel, ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from cda.adapters.service.actions import ActionManager, EdgeError
-from cda.adapters.service.auth import AuthConfig, Principal
-from cda.adapters.service.investigations import desk_for
-from cda.adapters.service.protocol import (
+from cda.errors import CDAError
+from cda.service.actions import ActionManager, EdgeError
+from cda.service.auth import AuthConfig, Principal
+from cda.service.investigations import desk_for
+from cda.service.protocol import (
     METHODS,
     AcceptParams,
     ActionRef,
@@ -43,7 +44,6 @@ from cda.adapters.service.protocol import (
     StartParams,
     valid_frame_id,
 )
-from cda.errors import CDAError
 
 __all__ = ["MAX_FRAME", "toolbus_endpoint"]
 

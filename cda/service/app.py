@@ -26,14 +26,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
-from cda.adapters.service.actions import ActionManager
-from cda.adapters.service.auth import OPEN, AuthConfig
-from cda.adapters.service.metrics_stream import MetricsFeed, metrics_endpoint
-from cda.adapters.service.page import PAGE
-from cda.adapters.service.providers import FolderProvider, Provider
-from cda.adapters.service.store import sweep
-from cda.adapters.service.streams import Hub, stream_endpoint
-from cda.adapters.service.toolbus import toolbus_endpoint
+from cda.service.actions import ActionManager
+from cda.service.auth import OPEN, AuthConfig
+from cda.service.metrics_stream import MetricsFeed, metrics_endpoint
+from cda.service.page import PAGE
+from cda.service.providers import FolderProvider, Provider
+from cda.service.store import sweep
+from cda.service.streams import Hub, stream_endpoint
+from cda.service.toolbus import toolbus_endpoint
 
 if TYPE_CHECKING:
     from cda.adapters.otel_export import OtelExport

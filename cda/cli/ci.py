@@ -1,5 +1,5 @@
 """``cda solve``/``cda check`` over one or several files (``-`` is standard input), printed in
-the format asked (:mod:`cda.adapters.ci_report`). The CLI's ``main`` only dispatches here.
+the format asked (:mod:`cda.cli.ci_report`). The CLI's ``main`` only dispatches here.
 
 One process answers every file: the engine, the solvers and the grammar load once, which is what
 makes one call over hundreds of files cheaper than a call per file (benchmarks/bench_suite.py).
@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cda.adapters.ci_report import Case, Outcome, error_object, render_json, render_jsonl, render_junit, worst_exit_code
-from cda.adapters.terminal import paint, progress
+from cda.cli.ci_report import Case, Outcome, error_object, render_json, render_jsonl, render_junit, worst_exit_code
+from cda.cli.terminal import paint, progress
 from cda.errors import CDAError, DSLError
 
 if TYPE_CHECKING:
@@ -153,8 +153,8 @@ def main_solve_files(
     stdin: TextIO,
 ) -> int:
     """``cda solve FILE...``: each file solved with the same options; the exit code of the worst."""
-    from cda.adapters.cli import render_table
     from cda.api import solve, solve_cross_checked
+    from cda.cli.main import render_table
 
     def answer(source: Source, label: str) -> Outcome:
         if cross_check:

@@ -5,7 +5,7 @@ anyone on the network start actions). On SIGTERM (or Ctrl-C) the running actions
 interrupted at once and the open streams end (their clients resume on the next server with
 ``Last-Event-ID``); the actions end ``interrupted`` with what they found, and the process exits 0
 within :data:`EXIT_WITHIN_S` seconds: uvicorn's graceful shutdown of the connections (at most 5 s),
-then at most :data:`~cda.adapters.service.actions.SHUTDOWN_WAIT_S` for the runs. A run still in
+then at most :data:`~cda.service.actions.SHUTDOWN_WAIT_S` for the runs. A run still in
 code that reads no deadline after that is left to the next start (marked interrupted), and the
 process ends without waiting for its thread (docs/service.md, "Stopping").
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cda.adapters.otel_config import check_otel_endpoint
-from cda.adapters.service.auth import OPEN, AuthConfig
 from cda.errors import CDAError
+from cda.service.auth import OPEN, AuthConfig
 
 __all__ = ["main_serve", "run_server"]
 
@@ -92,7 +92,7 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
             raise CDAError(f"--partner-slots must be between 1 and --workers ({workers}), got {partner_slots}")
         if not db.parent.is_dir():
             raise CDAError(f"{db}: its folder does not exist")
-        from cda.adapters.service.actions import check_signable
+        from cda.service.actions import check_signable
 
         check_signable(db)  # nothing created yet: a lost log, a foreign state file, a rewritten log are exit 2
         if providers is not None and not providers.is_dir():
@@ -102,7 +102,7 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
     except CDAError as exc:
         err.write(f"cda: error: {exc}\n")
         return 2
-    from cda.adapters.service.app import ServiceConfig, build_app
+    from cda.service.app import ServiceConfig, build_app
 
     app = build_app(ServiceConfig(db=db, auth=auth, cors_origins=tuple(cors or ()), retention_s=retention_h * 3600,
                                   workers=workers, processes=processes, egress_cap=egress_cap, debug=debug,

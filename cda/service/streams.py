@@ -45,8 +45,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from cda.adapters.service.auth import AuthConfig, Principal, presented_token
-from cda.adapters.service.store import TERMINAL, StoredEvent, latest_attempt, read_after, read_stream
+from cda.service.auth import AuthConfig, Principal, presented_token
+from cda.service.store import TERMINAL, StoredEvent, latest_attempt, read_after, read_stream
 
 __all__ = ["EventStreamResponse", "Hub", "Subscriber", "stream_endpoint"]
 
@@ -229,7 +229,7 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float, auth: AuthCon
     for a browser's ``EventSource``, which cannot set headers): 401 without one; and the stream
     of an action another partner started is answered as an unknown one (204), as the ToolBus
     answers ``not_found`` (``owners()``: what has ``visible(principal, action_id)``, the
-    :class:`~cda.adapters.service.actions.ActionManager`)."""
+    :class:`~cda.service.actions.ActionManager`)."""
 
     async def endpoint(request: Request) -> Response:
         hub = hub_of()

@@ -6,10 +6,10 @@ Each subcommand imports its module only when it runs (tests/test_startup_imports
 ``cda --help`` loads neither a solver nor pydantic.
 
 Exit codes: 0 answered, 1 a prove/disprove goal or an expect failed, 2 bad input, 3 timeout/unknown,
-130 interrupted by Ctrl-C (143 by SIGTERM: :mod:`cda.adapters.interrupts`, after the partial is printed);
+130 interrupted by Ctrl-C (143 by SIGTERM: :mod:`cda.cli.interrupts`, after the partial is printed);
 over several files, the worst of theirs (2 over 3 over 1 over 0).
 ``-`` names standard input; ``--format text|json|jsonl|junit`` chooses the report
-(:mod:`cda.adapters.ci_report`); with ``--json`` a mistake is a JSON object on stdout.
+(:mod:`cda.cli.ci_report`); with ``--json`` a mistake is a JSON object on stdout.
 Mistakes in the input print like a compiler (``file:line:col: error: …`` and a caret) and
 never a traceback.
 """
@@ -234,10 +234,10 @@ def _parser() -> argparse.ArgumentParser:
     mt.add_argument("store", type=Path, help="the store: receipts.sqlite of cda run --out / cda serve (or its folder)")
     mt.add_argument("--since", default=None, help="only runs ended since: ISO-8601 (UTC if no offset) or an age (90m, 24h, 7d)")
     mt.add_argument("--json", action="store_true", help="print one JSON object")
-    from cda.adapters.policy_cli import add_policy_parser
+    from cda.cli.policy import add_policy_parser
 
     add_policy_parser(sub, _seconds)
-    from cda.adapters.task_cli import add_task_parser  # argparse only
+    from cda.cli.task import add_task_parser  # argparse only
 
     add_task_parser(sub, _count)
 
@@ -252,10 +252,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="run on Dask: a scheduler address, or 'local' for a LocalCluster CDA starts and stops")
     jr.add_argument("--retry-failed", action="store_true", help="run again the jobs recorded as failed")
 
-    from cda.adapters.investigate_cli import add_investigate_parser  # argparse and json only
+    from cda.cli.investigate import add_investigate_parser  # argparse and json only
 
     add_investigate_parser(sub, _count)
-    from cda.adapters.guard_cli import add_guard_parser  # argparse only
+    from cda.cli.guard import add_guard_parser  # argparse only
 
     add_guard_parser(sub, _seed, _count)
     cd = sub.add_parser("conduct", help="the conductor: a request -> obligations -> tools -> verified reply (docs/conductor.md)")
@@ -301,7 +301,7 @@ def render_table(result: SolveResult) -> str:
     """The human-readable report (golden-file tested)."""
     out = [f"status: {result.status}   backend: {result.backend}   seed: {result.seed}"]
     if result.partial:
-        stopped = any(n.startswith("interrupted") for n in result.notes)  # a Ctrl-C (cda.adapters.interrupts)
+        stopped = any(n.startswith("interrupted") for n in result.notes)  # a Ctrl-C (cda.cli.interrupts)
         out.append(f"PARTIAL: {'interrupted' if stopped else 'a budget ran out'}; what follows is what was found")
     if result.conflict is not None:
         out.append("")
@@ -402,7 +402,7 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> 
         return EXIT_OK
     if args.command in ("serve", "mcp", "jobs"):  # their own Ctrl-C handling: a server stops its runs
         return _command(args, out, err, inp)  # (docs/service.md, "Stopping"), a batch kills its job processes
-    from cda.adapters.interrupts import interruptible
+    from cda.cli.interrupts import interruptible
 
     with interruptible() as stop:  # Ctrl-C / SIGTERM: the solver stops, the partial is printed, exit 130 / 143
         code = _command(args, out, err, inp)
@@ -416,32 +416,32 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> 
 def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) -> int:
     """Run the parsed command; its exit status."""
     if args.command == "guard":
-        from cda.adapters.guard_cli import main_guard
+        from cda.cli.guard import main_guard
 
         return main_guard(args, out, err, inp)
     if args.command == "mcp":
-        from cda.adapters.mcp_server import main_mcp
+        from cda.mcp.server import main_mcp
 
         return main_mcp("streamable-http" if args.http else "stdio", args.host, args.port, err)
     if args.command == "fmt":
-        from cda.adapters.fmt_cli import main_fmt
+        from cda.cli.fmt import main_fmt
 
         return main_fmt(args.files, args.check, out, err, inp)
     if args.command == "prove":
-        from cda.adapters.fol_cli import main_prove
+        from cda.cli.fol import main_prove
 
         return main_prove(
             args.file, args.json, out, err=err, timeout=args.timeout, backend=args.backend, cross_check=args.cross_check,
             unique_names=args.unique_names,
         )
     if args.command == "diagnose":
-        from cda.adapters.terminal import progress
+        from cda.cli.terminal import progress
         from cda.diagnosis.diagnose import main_diagnose
 
         with progress(err, f"diagnosing {args.file}"):
             return main_diagnose(args.file, args.observations, args.backend, args.mode, args.timeout, args.json, out, err)
     if args.command == "probe":
-        from cda.adapters.terminal import progress
+        from cda.cli.terminal import progress
         from cda.diagnosis.probe import main_probe
 
         if args.interactive:  # a progress line would overwrite the questions
@@ -468,11 +468,11 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) ->
             interactive=None,
         )
     if args.command == "run":
-        from cda.adapters.run_cli import main_run
+        from cda.cli.run import main_run
 
         return main_run(args.inputs, args.out, args.json, out, err)
     if args.command == "serve":
-        from cda.adapters.service.serve import main_serve
+        from cda.service.serve import main_serve
 
         return main_serve(args.db, args.host, args.port, out, err, auth_file=args.auth, cors=args.cors_origin,
                           retention_h=args.retention_hours, workers=args.workers, processes=args.processes,
@@ -481,48 +481,48 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) ->
                           partner_wall=None if args.partner_wall == float("inf") else args.partner_wall,
                           partner_slots=args.partner_slots)
     if args.command == "schema":
-        from cda.adapters.schema_cli import main_schema
+        from cda.cli.schema import main_schema
 
         return main_schema(args.folder, args.check, out, err)
     if args.command == "receipts":
-        from cda.adapters.receipts_cli import main_receipts_verify
+        from cda.cli.receipts import main_receipts_verify
 
         return main_receipts_verify(args.db, args.head, args.json, out, err, public_key=args.public_key,
                                     unsigned=args.unsigned)
     if args.command == "metrics":
-        from cda.adapters.metrics_cli import main_metrics
+        from cda.cli.metrics import main_metrics
 
         return main_metrics(args.store, args.since, args.json, out, err)
     if args.command == "policy":
-        from cda.adapters.policy_cli import main_policy
+        from cda.cli.policy import main_policy
 
         return main_policy(args, out, err)
     if args.command == "task":
-        from cda.adapters.task_cli import main_task
+        from cda.cli.task import main_task
 
         return main_task(args, out, err)
     if args.command == "jobs":
-        from cda.adapters.jobs.cli import main_jobs_run
+        from cda.cli.jobs import main_jobs_run
 
         return main_jobs_run(args.manifest, args.out, args.workers, args.dask, args.retry_failed, out, err)
     if args.command == "investigate":
-        from cda.adapters.investigate_cli import main_investigate
+        from cda.cli.investigate import main_investigate
 
         return main_investigate(args, out, err)
     if args.command == "conduct":
-        from cda.adapters.conduct_cli import main_conduct
+        from cda.cli.conduct import main_conduct
 
         return main_conduct(
             args.utterance, args.db, args.registry, args.ken, args.json, out, err, translator=args.translator,
             llm_base_url=args.llm_base_url, llm_model=args.llm_model, llm_timeout=args.llm_timeout, seed=args.seed,
         )
     if args.command == "bench":
-        from cda.adapters.terminal import progress
+        from cda.cli.terminal import progress
         from cda.fol.folio import main_bench
 
         with progress(err, f"running {args.file}"):
             return main_bench(args.file, args.json, out, timeout=args.timeout, err=err)
-    from cda.adapters.ci_cli import main_check_files, main_solve_files  # here, not at the top: `cda --help` starts fast
+    from cda.cli.ci import main_check_files, main_solve_files  # here, not at the top: `cda --help` starts fast
 
     fmt = args.format or ("json" if args.json else "text")
     path = Path("-")
@@ -539,7 +539,7 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) ->
         if fmt == "text":
             err.write(exc.render() + "\n")
         else:
-            from cda.adapters.ci_report import error_object
+            from cda.cli.ci_report import error_object
 
             out.write(json.dumps(error_object(exc, str(path)), ensure_ascii=False) + "\n")
         return EXIT_BAD_INPUT

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cda.adapters.service.protocol import Escalation
+from cda.service.protocol import Escalation
 
 __all__ = ["MIN_RESERVE_S", "RESERVE_SHARE", "CupDecision", "decide"]
 

@@ -16,9 +16,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cda.adapters.service.investigations import INVESTIGATE_METHODS
 from cda.contracts.action import CDAInputs
 from cda.contracts.limits import MAX_FINITE_SECONDS
+from cda.service.investigations import INVESTIGATE_METHODS
 
 __all__ = [
     "METHODS",

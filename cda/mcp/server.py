@@ -7,7 +7,7 @@ Tools (structured output: each returns a pydantic model, its JSON schema publish
 * ``run_action`` on a ``CDAInputs`` object, with a progress notification per
   ``action_progress`` event of the run;
 * ``session_put``, ``session_remove``, ``session_show``, ``session_solve``: a problem edited
-  item by item, by name (:mod:`cda.adapters.mcp_session`).
+  item by item, by name (:mod:`cda.mcp.session`).
 
 Resources: ``cda://docs/dsl`` (docs/dsl.md, the language) and ``cda://examples/NAME`` (the
 example problems), when the files are there (a source checkout).
@@ -27,14 +27,14 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, Field
 
-from cda.adapters.ci_report import error_object
-from cda.adapters.mcp_session import ClauseSession, ItemError
+from cda.cli.ci_report import error_object
 from cda.contracts.action import CDAOutputs
 from cda.contracts.fol import ProofResult
 from cda.contracts.result import CheckReport, Conflict, SolveResult
 from cda.diagnosis.diagnose import DiagnosisReport
 from cda.diagnosis.probe import ProbeReport
 from cda.errors import CDAError
+from cda.mcp.session import ClauseSession, ItemError
 
 __all__ = ["build_server", "main_mcp"]
 
@@ -100,7 +100,7 @@ def build_server() -> Any:
     """The server, its tools and resources registered (the SDK imported here)."""
     from mcp.server.mcpserver import Context, MCPServer
 
-    from cda.adapters.cli import _version
+    from cda.cli.main import _version
 
     # the SDK reads the tools' annotations (strings here) in this module's namespace
     globals()["Context"] = Context

@@ -15,7 +15,7 @@ as last judged), then the live ones.
 *Rolling window.* The runs that ended in the last :attr:`MetricsFeed.window_s` seconds (one
 hour), at most :attr:`MetricsFeed.max_runs` (1000) of them.
 
-*Woken by the writer.* The :class:`~cda.adapters.service.streams.Hub` calls :meth:`MetricsFeed.poke`
+*Woken by the writer.* The :class:`~cda.service.streams.Hub` calls :meth:`MetricsFeed.poke`
 when it publishes a terminal event; one task (:meth:`MetricsFeed.run`) then reads the new
 terminal rows once for every subscriber (nothing is read while nobody listens). Runs written
 by another process (``cda run --out`` on the same file) are picked up by the same task every
@@ -45,9 +45,9 @@ from starlette.responses import PlainTextResponse, Response
 
 from cda.actions.metrics_report import summarise
 from cda.actions.metrics_runs import RunMetrics, StoreRuns, read_runs
-from cda.adapters.service.auth import AuthConfig
-from cda.adapters.service.streams import RETRY_MS, EventStreamResponse, parse_last_event_id, stream_principal
 from cda.errors import CDAError
+from cda.service.auth import AuthConfig
+from cda.service.streams import RETRY_MS, EventStreamResponse, parse_last_event_id, stream_principal
 
 __all__ = ["REPLAY_MAX", "MetricsFeed", "metrics_endpoint"]
 
