@@ -73,7 +73,7 @@ from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
 from cda.errors import CDAError
 from cda.service.auth import OPEN, AuthConfig, Principal
-from cda.service.cup import decide
+from cda.service.escalation import decide
 from cda.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
 from cda.service.providers import Provider, ProviderError
 from cda.service.scheduler import DRAFT, REST, StageScheduler, Ticket, is_draft
