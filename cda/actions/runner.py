@@ -200,9 +200,6 @@ def run_action(
         recorder.record("action", "bind", {"action_id": b.action_id, "artifact_id": lock.artifact_id},
                         {"revision": lock.revision, "sha256": lock.sha256})
     budget = Budget(inputs.budgets.wall, clock=clock)
-    if not budget.floor_kept():
-        stream.notice(f"budgets.wall {budget.wall:g} s is under 40 s: {budget.reserve:.3g} s (half) is reserved for "
-                      "the summary, not the spec's 20 s floor, so that the search can run at all")
     writer = ArtifactWriter(out_dir / params.action_id if out_dir is not None else None)
     trace: dict[str, Any] = {"action_id": params.action_id, "seed": params.seed.label(), "rounds": []}
     failure: tuple[str, str] | None = None
@@ -474,7 +471,7 @@ def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
                    "until then", *caveats]  # no time in it: the same stop gives the same bytes
     if not caveats and budget.frozen():  # the budget ran out after the last rung was looked at
         caveats = [f"search budget spent ({budget.elapsed():.3g} s of budgets.wall {budget.wall:g} s, "
-                   f"{budget.reserve:.3g} s of it reserved for the summary): the run stopped before it "
+                   f"{budget.margin:.3g} s of it kept for the summary): the run stopped before it "
                    "finished and results are incomplete"]
     if not caveats:
         caveats = [f"the run stopped before it finished ({budget.elapsed():.3g} s of "
