@@ -5,7 +5,7 @@ anyone on the network start actions). On SIGTERM (or Ctrl-C) the running actions
 interrupted at once and the open streams end (their clients resume on the next server with
 ``Last-Event-ID``); the actions end ``interrupted`` with what they found, and the process exits 0
 within :data:`EXIT_WITHIN_S` seconds: uvicorn's graceful shutdown of the connections (at most 5 s),
-then at most :data:`~cda.service.actions.SHUTDOWN_WAIT_S` for the runs. A run still in
+then at most :data:`~cda.service.scheduling.SHUTDOWN_WAIT_S` for the runs. A run still in
 code that reads no deadline after that is left to the next start (marked interrupted), and the
 process ends without waiting for its thread (docs/service.md, "Stopping").
 """
