@@ -36,7 +36,7 @@ from typing import Any
 from cda.errors import BudgetExceeded
 
 __all__ = ["CancelToken", "Deadline", "OutOfTime", "NO_DEADLINE", "cancel_scope", "current_deadline", "current_token",
-           "deadline_scope"]
+           "deadline_scope", "stop_signal"]
 
 
 class OutOfTime(BudgetExceeded):
@@ -262,6 +262,23 @@ class Deadline:
         if token is not None and token.reason is not None:
             return token.reason
         return "time budget exhausted"
+
+
+def stop_signal(exc: Exception, deadline: Deadline) -> OutOfTime:
+    """``exc`` as the out-of-time signal when it is one, or when ``deadline`` was cancelled: a
+    solver interrupted by a cancel may fail the call in flight in its own way (z3, after an
+    interrupt, refuses to hand over or evaluate a model: "model is not available"), and that is
+    the stop, not an error. Anything else is raised again.
+
+    >>> token = CancelToken(); _ = token.cancel("stop")
+    >>> str(stop_signal(RuntimeError("model is not available"), Deadline(None, token)))
+    'time ran out'
+    """
+    if isinstance(exc, OutOfTime):
+        return exc
+    if deadline.cancelled():
+        return OutOfTime()
+    raise exc
 
 
 #: the deadline of a run without a time limit (cancelled with the ambient token of whoever reads it)

@@ -29,6 +29,7 @@ from dataclasses import replace
 from itertools import product
 from typing import Any, Protocol
 
+from cda.contracts.deadline import stop_signal
 from cda.contracts.fol import ProofResult, World
 from cda.errors import BackendUnavailable, BackendUnsupported, CDAError, EvaluatorDisagreement
 from cda.fol.budget import OutOfTime, spend
@@ -405,16 +406,16 @@ def _prove_one(
     frag = fragment(problem, claim)
     try:
         result = _decide(_oracle(problem, claim, name, deadline, frag), problem, claim, frag, name, deadline)
-    except OutOfTime as exc:
-        result = _out_of_time(problem, claim, frag, name, exc, deadline)
+    except Exception as error:  # noqa: BLE001 - a stop (a solver interrupted by a cancel), or raised again
+        result = _out_of_time(problem, claim, frag, name, stop_signal(error, deadline), deadline)
     short = result.unknown or not result.minimal  # undecided, or its premise set not minimised
     if short and name == "z3" and problem.domain is None and _can_ground(problem, frag) and deadline.remaining() != 0:
         # EPR without equality or functions: its Herbrand universe is finite and grounding over
         # it decides the problem, where z3's quantifier instantiation may give up
         try:
             grounded = _decide(_GroundOracle(problem, claim, deadline, "z3"), problem, claim, frag, name, deadline)
-        except OutOfTime as exc:
-            grounded = _out_of_time(problem, claim, frag, name, exc, deadline)
+        except Exception as error:  # noqa: BLE001 - as above
+            grounded = _out_of_time(problem, claim, frag, name, stop_signal(error, deadline), deadline)
         if not grounded.unknown and (grounded.minimal or result.unknown):
             what = result.reason if result.unknown else "a call came back unknown while minimising"
             grounded.notes.insert(

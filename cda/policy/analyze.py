@@ -323,14 +323,32 @@ def analyze(
     return result
 
 
+class _Check:
+    """A z3 check a cancel may interrupt: only while it runs (an interrupt that lands as z3 hands
+    the model over fails that call). Held weakly by the token, so it goes with the check."""
+
+    def __init__(self, zc: Any) -> None:
+        self.zc = zc
+        self.running = False
+
+    def interrupt(self) -> None:
+        if self.running:
+            self.zc.interrupt()
+
+
 def _solve_z3(formula: Any, timeout: float, zc: Any) -> tuple[str, dict[str, Any] | None]:
     token = current_token()
+    check = _Check(zc)
     if token is not None:  # a cancel (Ctrl-C) stops the check in flight
-        token.on_cancel(zc.interrupt)
+        token.on_cancel(check.interrupt)
     s = z3.Solver(ctx=zc)
     s.set("timeout", Z3_MAX_TIMEOUT_MS if timeout * 1000 >= Z3_MAX_TIMEOUT_MS else max(1, int(timeout * 1000)))
     s.add(formula)
-    r = s.check()
+    check.running = True
+    try:
+        r = s.check()
+    finally:
+        check.running = False
     if r == z3.unknown:
         raise CDAError(f"z3 returned unknown ({s.reason_unknown()}); no verdict")
     if r == z3.unsat:

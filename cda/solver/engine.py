@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from cda.contracts import limits
-from cda.contracts.deadline import deadline_scope
+from cda.contracts.deadline import deadline_scope, stop_signal
 from cda.contracts.result import Hypothesis, SolveResult
 from cda.contracts.status import SolverStatus
 from cda.encodings.ir import Claim, GroundProblem
@@ -135,7 +135,8 @@ def run(
         result.next_tests, considered = next_tests(solver, ranking, options.max_tested_hypotheses)
         if considered < len(ranking):
             notes.append(f"next tests computed over the {considered} most probable hypotheses")
-    except _OutOfTime as exc:
+    except Exception as error:  # noqa: BLE001 - a stop, or raised again (stop_signal)
+        exc = stop_signal(error, deadline)
         result.partial = True
         if solver is not None:
             notes.append(f"{deadline.why()}; the result is partial")
@@ -261,7 +262,8 @@ def _run_minimal(
                 ranking = _ranking(solver, options, result, notes, deadline, listed=False)
                 for claim in whole.claims:
                     result.verdicts.append(verdict(solver, claim, ranking))
-    except _OutOfTime as exc:
+    except Exception as error:  # noqa: BLE001 - a stop, or raised again (stop_signal)
+        exc = stop_signal(error, deadline)
         result.partial = True
         if search is not None:
             result.minimal_explanations = search.partial()
