@@ -2,9 +2,11 @@
 
 The user's code never runs inside CDA's process. It runs in a fresh interpreter (standard
 library only, clean environment ``PYTHONHASHSEED=0`` so sets of strings iterate the same on
-every run, stdin closed, its own temporary directory as working directory) inside Linux
-namespaces (:mod:`cda.verifiers.sandbox`): no network but a down loopback, a read-only
-filesystem except that directory, its own ``/proc``, at most
+every run, stdin and stderr ``/dev/null``, stdout a pipe CDA reads) inside Linux namespaces
+(:mod:`cda.verifiers.sandbox`): no network but a down loopback, a read-only filesystem except its
+own tmpfs directory (:data:`~cda.verifiers.sandbox.CHECK_DIR`, its working directory), its own
+``/proc``, a seccomp filter that refuses the system calls through which it could hold memory
+outside its limits or reach other processes, at most
 :data:`~cda.verifiers.sandbox.MAX_PROCESSES` processes, and the whole process tree killed when
 the check ends or times out. Before the user's source is read, the check's process lowers its
 own limits, soft and hard alike so the code cannot raise them again:
@@ -13,16 +15,18 @@ own limits, soft and hard alike so the code cannot raise them again:
   ``MemoryError``);
 * ``RLIMIT_CPU`` — the timeout plus one to two seconds (a wall-clock timeout in the parent
   kills the process tree as well, which also covers code that sleeps);
-* ``RLIMIT_FSIZE`` — :data:`OUTPUT_LIMIT` bytes per file, which bounds what stdout/stderr (files
-  in the temporary directory) can grow to;
+* ``RLIMIT_FSIZE`` — :data:`OUTPUT_LIMIT` bytes per file it writes; CDA reads as much of its
+  stdout and then closes the pipe (the next write fails: "exceeded the output limit");
 * ``RLIMIT_NPROC`` — :data:`~cda.verifiers.sandbox.MAX_PROCESSES` processes in the namespaces (0 in a
-  ``process`` run), and ``RLIMIT_CORE`` 0.
+  ``process`` run); ``RLIMIT_NOFILE`` — :data:`~cda.verifiers.sandbox.MAX_DESCRIPTORS` descriptors;
+  ``RLIMIT_SIGPENDING`` — :data:`~cda.verifiers.sandbox.MAX_PENDING_SIGNALS`; ``RLIMIT_CORE``,
+  ``RLIMIT_RTPRIO`` and ``RLIMIT_NICE`` 0.
 
-**Fail closed.** Where the kernel refuses namespaces the check is *not run*: the outcome is
-``skipped`` with the refused step, never ``passed``. A caller who accepts less says so by name,
-``isolation="process"``: the check then runs in a plain child process with the same limits and a
-best-effort Python-level network block (see :mod:`cda.verifiers.sandbox`). Every outcome's data
-names the isolation used: ``namespaces``, ``process`` or ``none`` (not run).
+**Fail closed.** Where the kernel refuses namespaces (or the seccomp filter) the check is *not
+run*: the outcome is ``skipped`` with the refused step, never ``passed``. A caller who accepts
+less says so by name, ``isolation="process"``: the check then runs in a plain child process with
+the same limits and filter (see :mod:`cda.verifiers.sandbox`). Every outcome's data names the
+isolation used: ``namespaces``, ``process`` or ``none`` (not run).
 
 Every way the code can go wrong is an outcome, never an exception out of CDA: ``True`` is
 *passed*; ``False`` is *failed* (confidence cap 0); an exception, a non-bool, ``sys.exit``, a
@@ -38,7 +42,6 @@ from __future__ import annotations
 import json
 import math
 import signal
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -176,34 +179,32 @@ def _run(name: str, source: str, claim: str, limits: dict[str, Any], base: dict[
     budget_cut = budget_s is not None and budget_s < timeout_s
     wall = min(timeout_s, budget_s) if budget_s is not None else timeout_s
     deadline = time.monotonic() + wall
-    with tempfile.TemporaryDirectory(prefix="cda-fn-", ignore_cleanup_errors=True) as tmp:
-        work = Path(tmp)
-        (work / "input.json").write_text(json.dumps({"source": source, "claim": claim}), encoding="utf-8")
+    payload = json.dumps({"source": source, "claim": claim}).encode("utf-8")
 
-        def attempt(isolation: Isolation) -> SandboxRun:
-            return run_sandboxed(
-                work, isolation, timeout_s=timeout_s, memory_bytes=int(limits["memory_mb"]) << 20,
-                output_bytes=OUTPUT_LIMIT, deadline=deadline, stdout=work / "stdout.txt", stderr=work / "stderr.txt",
-                cover=cover,
-            )
+    def attempt(isolation: Isolation) -> SandboxRun:
+        return run_sandboxed(
+            payload, isolation, timeout_s=timeout_s, memory_bytes=int(limits["memory_mb"]) << 20,
+            output_bytes=OUTPUT_LIMIT, deadline=deadline, cover=cover, stdout_kept=_EXCERPT * 4,
+        )
 
-        run = attempt("namespaces")
-        if run.refused is not None and accepted == "process":
-            run = attempt("process")
-        if run.refused is not None:
-            detail = (f"not run: the kernel refused the sandbox ({run.refused}); "
-                      "isolation 'process' accepts a plain child process instead")
-            return _outcome(name, claim, "skipped", "isolation_refused", detail, base)
-        if run.isolation is None:  # the boot never said what it set up: no user code was trusted to run
-            if run.eof:
-                return _outcome(name, claim, "failed", "sandbox_error", "the sandbox did not start: no word from its boot", base)
-            _status, reason, detail = _classify(None, True, run.returncode, limits, budget_cut=budget_cut)
-            return _outcome(name, claim, "failed", reason, detail, base)
-        result = _parse_result(run.raw)
-        status, reason, detail = _classify(result, not run.eof and result is None, run.returncode, limits,
-                                           budget_cut=budget_cut)
-        data = {**base, "isolation": run.isolation}
-        stdout = (work / "stdout.txt").read_bytes()[: _EXCERPT * 4].decode("utf-8", errors="replace")[:_EXCERPT]
-        if stdout:
-            data["stdout_excerpt"] = stdout
+    run = attempt("namespaces")
+    if run.refused is not None and accepted == "process":
+        run = attempt("process")
+    if run.refused is not None:
+        instead = ("isolation 'process' accepts a plain child process instead" if accepted == "namespaces"
+                   else "a plain child process (isolation 'process') was refused as well")
+        detail = f"not run: the kernel refused the sandbox ({run.refused}); {instead}"
+        return _outcome(name, claim, "skipped", "isolation_refused", detail, base)
+    if run.isolation is None:  # the boot never said what it set up: no user code was trusted to run
+        if run.eof:
+            return _outcome(name, claim, "failed", "sandbox_error", "the sandbox did not start: no word from its boot", base)
+        _status, reason, detail = _classify(None, True, run.returncode, limits, budget_cut=budget_cut)
+        return _outcome(name, claim, "failed", reason, detail, base)
+    result = _parse_result(run.raw)
+    status, reason, detail = _classify(result, not run.eof and result is None, run.returncode, limits,
+                                       budget_cut=budget_cut)
+    data = {**base, "isolation": run.isolation}
+    stdout = run.stdout.decode("utf-8", errors="replace")[:_EXCERPT]
+    if stdout:
+        data["stdout_excerpt"] = stdout
     return _outcome(name, claim, status, reason, detail, data)
