@@ -39,12 +39,9 @@ PIGEONS = 15
 
 
 def pigeonhole(n: int = PIGEONS) -> str:
-    pigeons = ", ".join(f"p{i}" for i in range(n))
-    holes = ", ".join(f"h{j}" for j in range(n - 1))
-    return (f"domain P = {{{pigeons}}}\ndomain H = {{{holes}}}\nhyp sits(P, H)\n"
-            "hard every: forall p in P: exists h in H: sits(p, h)\n"
-            "hard apart: forall h in H: at_most(1, [" + ", ".join(f"sits(p{i}, h)" for i in range(n)) + "])\n"
-            "goal best_explanation top 1\n")
+    from cda.testing import pigeonhole as text
+
+    return text(n)
 
 
 def _busy(seconds: float = 0.5) -> None:

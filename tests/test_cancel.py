@@ -30,20 +30,11 @@ import pytest
 
 from cda.contracts.deadline import NO_DEADLINE, CancelToken, Deadline, cancel_scope, current_token
 from cda.contracts.result import SolveResult
+from cda.testing import pigeonhole
 from tests.conftest import ROOT
 
 #: seconds a cancelled run may take to come back in these tests (the code promises well under one)
 BOUND_S = 15.0
-
-
-def pigeonhole(n: int) -> str:
-    """``n`` pigeons, ``n - 1`` holes, one pigeon a hole: unsatisfiable, and hard for both solvers."""
-    pigeons = ", ".join(f"p{i}" for i in range(n))
-    holes = ", ".join(f"h{j}" for j in range(n - 1))
-    return (f"domain P = {{{pigeons}}}\ndomain H = {{{holes}}}\nhyp sits(P, H)\n"
-            "hard every: forall p in P: exists h in H: sits(p, h)\n"
-            "hard apart: forall h in H: at_most(1, [" + ", ".join(f"sits(p{i}, h)" for i in range(n)) + "])\n"
-            "goal best_explanation top 1\n")
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = BOUND_S) -> None:

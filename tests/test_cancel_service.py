@@ -24,8 +24,9 @@ from httpx_sse import connect_sse
 from cda.service.auth import token_hash
 from cda.service.scheduler import DRAFT, StageScheduler
 from cda.service.serve import EXIT_WITHIN_S
+from cda.testing import pigeonhole
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for
-from tests.test_cancel import BOUND_S, pigeonhole
+from tests.test_cancel import BOUND_S
 
 
 def hard(purpose: str, backend: str = "z3", **changes: Any) -> dict[str, Any]:
