@@ -75,12 +75,12 @@ def test_actions_cancel_interrupts_the_solver_and_ends_with_what_was_found(tmp_p
     assert took < BOUND_S
 
 
-def test_sigterm_stops_the_server_with_a_hard_action_running(tmp_path: Path) -> None:
+def test_sigterm_stops_the_server_with_a_hard_action_running(tmp_path: Path, backend: str) -> None:
     db = tmp_path / "receipts.sqlite"
     server = Server(db)
     try:
         with toolbus(server) as ws:
-            action_id = _start(ws, hard("sigterm", "clingo"))
+            action_id = _start(ws, hard(f"sigterm-{backend}", backend))
             _solving(server, action_id)
             start = time.monotonic()
             code = server.stop(signal.SIGTERM, timeout=4 * EXIT_WITHIN_S)
