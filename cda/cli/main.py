@@ -73,7 +73,9 @@ _workers = _option("--workers", True, lambda name, v: limits.whole(name, v, low=
 _processes = _option("--processes", True, lambda name, v: limits.whole(name, v, low=0, high=64))
 _retention = _option("--retention-hours", True, lambda name, v: limits.whole(name, v, low=24, high=24 * 365,
                                                                                why="spec §7.2: at least 24 h"))
-_partner_wall = _option("--partner-wall", False, lambda name, v: limits.seconds(name, v, positive=True))
+_partner_wall = _option("--partner-wall", False, lambda name, v: limits.seconds(name, v, unlimited=False, positive=True,
+                                                                              high=86_400))  # a cap: never none
+_partner_slots = _option("--partner-slots", True, lambda name, v: limits.whole(name, v, low=1, high=64))
 _job_workers = _option("--workers", True, lambda name, value: limits.whole(name, value, low=1, high=1024))
 
 
@@ -198,8 +200,8 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--retention-hours", type=_retention, default=24, help="keep finished streams this long (>= 24)")
     sv.add_argument("--workers", type=_workers, default=2, help="actions run at once (threads, 1 to 64)")
     sv.add_argument("--partner-wall", type=_partner_wall, default=300.0, metavar="SECONDS",
-                    help="a partner's action runs at most this long (its budgets.wall is lowered to it; default 300, inf: no cap)")
-    sv.add_argument("--partner-slots", type=_workers, default=None, metavar="N",
+                    help="a partner's action runs at most this long, up to a day (its budgets.wall is lowered to it; default 300)")
+    sv.add_argument("--partner-slots", type=_partner_slots, default=None, metavar="N",
                     help="with --auth: actions of one partner running at once (default: half the workers, at least 1)")
     sv.add_argument("--processes", type=_processes, default=0,
                     help="run the actions in N runner processes, --workers at a time in each (0: in the server's threads)")
@@ -478,7 +480,7 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) ->
                           retention_h=args.retention_hours, workers=args.workers, processes=args.processes,
                           egress_cap=args.egress_cap, debug=args.debug, providers=args.providers, fsync=args.fsync,
                           otel_endpoint=args.otel_endpoint,
-                          partner_wall=None if args.partner_wall == float("inf") else args.partner_wall,
+                          partner_wall=args.partner_wall,
                           partner_slots=args.partner_slots)
     if args.command == "schema":
         from cda.cli.schema import main_schema
