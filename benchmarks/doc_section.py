@@ -45,3 +45,9 @@ def cpu_name() -> str:
 def machine() -> str:
     """``<cpu>, <n> CPUs``: the part of every environment line that names the machine."""
     return f"{cpu_name()}, {os.cpu_count()} CPUs"
+
+
+def load_average() -> str:
+    """The one-minute load average (``/proc/loadavg``), ``?`` where there is none."""
+    p = Path("/proc/loadavg")
+    return p.read_text().split()[0] if p.exists() else "?"

@@ -1,31 +1,92 @@
-"""Reading the text files users hand to CDA, with one clear error for every way it fails."""
+"""Reading the files users hand to CDA: once, into bytes, with one clear error for every way it fails.
+
+*Hash what you parsed.* Every user file CDA parses is read by :func:`read_bytes`, once, and what is
+parsed is those bytes: a digest CDA pins or records (a job's key, a policy store's digest) is
+taken over the same bytes (:func:`sha256_of`), never over a second read that a file swapped in
+between would make differ. :func:`recording` lists, for a piece of work, every file it read and
+the SHA-256 of the bytes it parsed (a job's process reports them, and its result counts only if
+they are those its key names).
+
+>>> import tempfile
+>>> path = Path(tempfile.mkdtemp()) / "a.cda"
+>>> _ = path.write_text("hyp a")
+>>> with recording() as reads:
+...     text = read_text(path)
+>>> reads == {str(path.resolve()): sha256_of(b"hyp a")}
+True
+"""
 
 from __future__ import annotations
 
+import contextvars
+import hashlib
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from cda.errors import CDAError
 
-__all__ = ["KEY_DIR_ENV", "key_dir", "parse_json", "read_json", "read_text"]
+__all__ = ["CHANGED", "KEY_DIR_ENV", "decode_text", "key_dir", "parse_json", "read_bytes", "read_json",
+           "read_text", "recording", "sha256_of"]
+
+CHANGED = "changed"
+"""What :func:`recording` holds for a file read twice with different bytes."""
+
+_READS: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("cda_file_reads", default=None)
+
+
+def sha256_of(data: bytes) -> str:
+    """The SHA-256 (hex) of bytes read: what a pinned or recorded digest of a file is."""
+    return hashlib.sha256(data).hexdigest()
+
+
+@contextmanager
+def recording() -> Iterator[dict[str, str]]:
+    """Within it, every :func:`read_bytes` notes its file (resolved path) and the SHA-256 of what
+    it read (:data:`CHANGED` when one file was read twice and differed); yields that mapping."""
+    reads: dict[str, str] = {}
+    token = _READS.set(reads)
+    try:
+        yield reads
+    finally:
+        _READS.reset(token)
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of the file at ``path``, read once (noted by :func:`recording` when one is in
+    force); a missing or unreadable file, or a folder, is a ``CDAError``."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+    reads = _READS.get()
+    if reads is not None:
+        name, digest = str(path.resolve()), sha256_of(data)
+        reads[name] = digest if reads.get(name, digest) == digest else CHANGED
+    return data
+
+
+def decode_text(data: bytes, path: Path | str) -> str:
+    """``data`` (a file's bytes) as UTF-8 text, a byte-order mark some editors write first dropped;
+    bytes that are not UTF-8 are a ``CDAError`` naming the file and the byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CDAError(f"cannot read {path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})") from None
 
 
 def read_text(path: Path) -> str:
-    """The file's text as UTF-8 (a byte-order mark some editors write first is dropped); a
-    missing, unreadable or non-UTF-8 file is a ``CDAError``.
+    """The file's text as UTF-8 (:func:`read_bytes`, then :func:`decode_text`); a missing,
+    unreadable or non-UTF-8 file is a ``CDAError``.
 
     >>> read_text(Path("/no/such/file.cda"))
     Traceback (most recent call last):
     cda.errors.CDAError: cannot read /no/such/file.cda: No such file or directory
     """
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise CDAError(f"cannot read {path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})") from None
-    except OSError as exc:
-        raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+    return decode_text(read_bytes(path), path)
 
 
 def parse_json(text: str, where: str, error: type[CDAError] = CDAError, *, line: int | None = None) -> Any:

@@ -147,6 +147,7 @@ REGEX_ALLOWED = {
     "cda/conductor/tools.py": "Ken ids that can be fact arguments, and an exact number's text",
     "cda/conductor/translate.py": "the conductor's rule grammar for requests in words, and a fenced LLM reply",
     "cda/fol/parse.py": "the .fol file format (premise/claim/domain lines): first-order logic, a language of its own",
+    "cda/fol/fastparse.py": "the first-order reader itself: its tokenizer (fol.lark's terminals) is where formula text becomes structure",
     "cda/policy/lexer.py": "the tokenizer of Cedar policy and schema text, a language of its own",
     "cda/policy/entities.py": "Cedar's decimal, datetime and duration literals (their grammar is a regular language)",
     "cda/policy/evaluate.py": "Cedar's `like` patterns, run as regular expressions",

@@ -427,8 +427,10 @@ def test_the_ir_database_refuses_foreign_files_and_other_cda_stores(tmp_path: Pa
 
     log = ReceiptLog(tmp_path / "receipts.sqlite")
     log.close()
-    with pytest.raises(CDAError, match="not a conductor IR database"):
+    before = (tmp_path / "receipts.sqlite").read_bytes()
+    with pytest.raises(CDAError, match="a CDA receipt log, not a CDA conductor IR database"):
         IRDatabase(tmp_path / "receipts.sqlite")
+    assert (tmp_path / "receipts.sqlite").read_bytes() == before
 
 
 # ---------------------------------------------------------------- determinism and the CLI
@@ -619,8 +621,14 @@ def test_a_second_conductor_on_the_same_unfinished_request_is_refused(tmp_path: 
 def test_an_ir_database_from_before_request_holders_is_brought_up_to_date(tmp_path: Path) -> None:
     """A file an earlier CDA made (requests without ``holder``) gets the column and then works; a
     table of another shape is refused by name, the file left as it was."""
-    from cda.actions.store_file import StoreFileError, open_store
     from cda.conductor.irdb import IRDatabase
+    from cda.store import StoreFileError
+
+    def open_store(path: Path) -> sqlite3.Connection:  # as an earlier CDA made the file: marked as its log
+        conn = sqlite3.connect(path)
+        conn.execute(f"PRAGMA application_id = {0x43444131}")
+        conn.execute("PRAGMA user_version = 2")
+        return conn
 
     old = tmp_path / "old.sqlite"
     conn = open_store(old)

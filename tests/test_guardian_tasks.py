@@ -131,7 +131,7 @@ def test_a_registered_signer_signs_and_the_signature_verifies() -> None:
 
 def test_sign_refuses_an_unknown_signer_and_a_key_that_is_not_the_registered_one() -> None:
     _, registry = _world()
-    with pytest.raises(SignerError, match="not in the signer registry"):
+    with pytest.raises(SignerError, match="does not speak for"):
         sign(_draft(), "mallory", "33" * 32, registry, CLOCK)
     with pytest.raises(SignerError, match="not the one registered for 'alice'"):
         sign(_draft(), "alice", BOB, registry, CLOCK)
@@ -174,7 +174,7 @@ def test_a_signature_by_an_unregistered_signer_does_not_verify() -> None:
     other_store = GuardianStore.open(":memory:", CLOCK)
     SignerRegistry(other_store).register("mallory", public_key_of("33" * 32))
     forged = sign(_draft(), "mallory", "33" * 32, SignerRegistry(other_store), CLOCK)
-    assert verify_problems(forged, registry) == ["the signer 'mallory' is not in the signer registry"]
+    assert verify_problems(forged, registry) == ["the signer 'mallory' does not speak for :memory: (not registered, or not endorsed back to its first signer)"]
 
 
 def test_signer_keys_are_private_files_made_once(tmp_path: Path) -> None:
@@ -447,7 +447,7 @@ def test_a_file_without_a_pinned_or_with_a_forged_pin_executes_nothing() -> None
     with pytest.raises(SignerError, match="not the one registered"):
         pin_policy_store(registry, PIN, "alice", BOB)
     store.set_setting("policy_digest", PIN, "alice", "00" * 64)  # written behind the signers' back
-    with pytest.raises(ExecutionRefused, match="not signed by the registered signer"):
+    with pytest.raises(ExecutionRefused, match="not signed by a signer who speaks for it"):
         execute(signed, decision, ledger)
     assert ledger.entries() == []
 
@@ -459,7 +459,7 @@ def test_a_second_signer_needs_a_registered_signers_signature() -> None:
         registry.register("carol", carol)
     with pytest.raises(SignerError, match="not the one registered for 'alice'"):
         registry.register("carol", carol, by="alice", key="44" * 32)
-    with pytest.raises(SignerError, match="not in the signer registry"):
+    with pytest.raises(SignerError, match="does not speak for"):
         registry.register("carol", carol, by="mallory", key="44" * 32)
     assert registry.public_key("carol") is None
     registry.register("carol", carol, by="bob", key=BOB)

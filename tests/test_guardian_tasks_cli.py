@@ -100,7 +100,7 @@ def test_execute_needs_an_approve_the_guardian_recorded(world: Path) -> None:
 
 def test_unknown_signer_and_wrong_key_are_refused(world: Path) -> None:
     code, _, err = _cda("task", "sign", "draft.json", "--store", "g.sqlite", "--signer", "mallory")
-    assert code == 1 and "not in the signer registry" in err
+    assert code == 1 and "does not speak for" in err
     code, _, err = _cda("task", "add-signer", "bob", "--store", "g.sqlite")
     assert code == 1 and "has signers already" in err
     assert _cda("task", "add-signer", "bob", "--store", "g.sqlite", "--by", "alice")[0] == 0
@@ -120,7 +120,7 @@ def test_unknown_signer_and_wrong_key_are_refused(world: Path) -> None:
     (["task", "execute", "signed.json", "--store", "g.sqlite", "--decision", "notjson.json"], "not valid JSON"),
     (["task", "execute", "signed.json", "--store", "g.sqlite", "--decision", "draft.json"],
      "not a guardian DecisionRecord"),
-    (["task", "verify", "draft.json", "--store", "foreign.sqlite"], "not a CDA guardian file"),
+    (["task", "verify", "draft.json", "--store", "foreign.sqlite"], "not a CDA file"),
 ])
 def test_bad_input_exits_2_with_a_clear_line(world: Path, argv: list[str], words: str) -> None:
     import sqlite3

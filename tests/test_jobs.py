@@ -23,6 +23,7 @@ from cda.actions.receipts import verify as verify_receipts
 from cda.adapters.jobs.batch import DB_NAME, JSONL_NAME
 from cda.adapters.jobs.child import outcome_of
 from cda.adapters.jobs.manifest import ManifestError, read_manifest
+from cda.adapters.jobs.store import JOBS_FORMAT
 from cda.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,9 +135,9 @@ def test_pool_and_dask_local_cluster_write_the_same_jsonl(tmp_path: Path, monkey
     assert "bad.cda:2:12: syntax error" in lines[5]["error"]
     assert "bad.cda" in lines[6]["error"] and "not valid JSON" in lines[6]["error"]  # cda.policy read it
     # one receipt per job, in an intact chain
-    with ReceiptLog(tmp_path / "pool" / DB_NAME) as log:
+    with ReceiptLog(tmp_path / "pool" / DB_NAME, fmt=JOBS_FORMAT) as log:
         assert sorted(e.receipt.inputs_hash for e in log.entries()) == sorted(r["key"] for r in lines)
-    assert verify_receipts(tmp_path / "pool" / DB_NAME).ok
+    assert verify_receipts(tmp_path / "pool" / DB_NAME, formats=(JOBS_FORMAT,)).ok
 
 
 def test_failing_timed_out_and_memory_hog_jobs_are_recorded_while_others_finish(tmp_path: Path) -> None:
@@ -223,9 +224,9 @@ def test_kill_9_mid_batch_then_rerun_finishes_every_job_exactly_once(tmp_path: P
     lines = _lines(tmp_path / "jobs.results")
     assert [r["index"] for r in lines] == list(range(8)) and all(r["status"] == "ok" for r in lines)
     assert sorted(r["key"] for r in lines) == sorted(after)
-    with ReceiptLog(db) as log:  # exactly one receipt per job, the chain intact
+    with ReceiptLog(db, fmt=JOBS_FORMAT) as log:  # exactly one receipt per job, the chain intact
         assert sorted(e.receipt.inputs_hash for e in log.entries()) == sorted(after)
-    assert verify_receipts(db).ok
+    assert verify_receipts(db, formats=(JOBS_FORMAT,)).ok
     # a third run finds everything done, runs nothing and writes the same bytes
     first = (tmp_path / "jobs.results" / JSONL_NAME).read_bytes()
     code, out, _ = _run(manifest)
@@ -367,9 +368,9 @@ def test_what_a_kind_raises_is_the_jobs_error_never_the_batchs(monkeypatch: pyte
     for name, run in (("boom", boom), ("hog", hog), ("nan", not_json)):
         monkeypatch.setitem(kinds.KINDS, name, kinds.JobKind(name, run, needs_file=False))
     assert outcome_of({"kind": "boom", "file": None, "params": {}, "memory_mb": 99}) == {
-        "status": "failed", "error": "internal error: RuntimeError: boom"}
+        "status": "failed", "error": "internal error: RuntimeError: boom", "reads": {}}
     assert outcome_of({"kind": "hog", "file": None, "params": {}, "memory_mb": 99}) == {
-        "status": "memory", "error": "the job went over its memory cap of 99 MiB"}
+        "status": "memory", "error": "the job went over its memory cap of 99 MiB", "reads": {}}
     assert outcome_of({"kind": "nan", "file": None, "params": {}, "memory_mb": 99})["status"] == "failed"
 
 
@@ -396,10 +397,10 @@ def test_retry_failed_runs_only_the_failed_jobs_again(tmp_path: Path) -> None:
     db = tmp_path / "m.results" / DB_NAME
     with sqlite3.connect(db) as conn:
         assert sorted(conn.execute("SELECT kind, attempt FROM job_results")) == [("cedar-test", 1), ("check", 0)]
-    with ReceiptLog(db) as log:
+    with ReceiptLog(db, fmt=JOBS_FORMAT) as log:
         assert sorted((e.receipt.name, e.receipt.seq) for e in log.entries()) == [
             ("job.cedar-test", 0), ("job.cedar-test", 1), ("job.check", 0)]
-    assert verify_receipts(db).ok
+    assert verify_receipts(db, formats=(JOBS_FORMAT,)).ok
 
 
 def test_a_malformed_dask_scheduler_is_a_usage_error(tmp_path: Path) -> None:
@@ -612,9 +613,9 @@ def test_a_cedar_test_jobs_key_follows_the_policy_schema_and_entities_it_names(t
     assert code == 1 and line["status"] == "failed"
     assert line["error"].startswith("1 of 1 imported request(s) disagree with Cedar's expected answer")
     assert main(["policy", "test", str(tmp_path / "tests")], stdout=io.StringIO(), stderr=io.StringIO()) == 1
-    with ReceiptLog(tmp_path / "m.results" / DB_NAME) as log:
+    with ReceiptLog(tmp_path / "m.results" / DB_NAME, fmt=JOBS_FORMAT) as log:
         assert len(list(log.entries())) == 2
-    assert verify_receipts(tmp_path / "m.results" / DB_NAME).ok
+    assert verify_receipts(tmp_path / "m.results" / DB_NAME, formats=(JOBS_FORMAT,)).ok
     (tmp_path / "old.cedar").unlink()  # a named file that is gone is keyed as absent; the job reports it
     assert read_manifest(manifest).jobs[0].key not in keys
 

@@ -226,7 +226,7 @@ def test_what_is_not_a_store_is_refused_and_left_as_it_was(tmp_path: Path) -> No
     conn.execute("CREATE TABLE events (x)")
     conn.commit()
     conn.close()
-    for path, says in ((text, "not a CDA store"), (foreign, "not a CDA file")):
+    for path, says in ((text, "not an SQLite database"), (foreign, "not a CDA file")):
         before = file_state(path)
         code, out, err = cli(str(path), "--json")
         assert code == 2 and out == "" and says in err and "Traceback" not in err, err

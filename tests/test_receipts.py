@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from cda.actions.receipts import GENESIS_HASH, ReceiptLog, ReceiptLogError, entry_hash, verify
 from cda.actions.reflection import SECRET_ENV, TOKEN_PREFIX, ReflectionError, ReflectionStore
-from cda.actions.store_file import StoreFileError
 from cda.cli.receipts import main_receipts_verify
 from cda.contracts.receipt import Receipt, canonical_json
 from cda.contracts.refs import SpanRef
+from cda.store import StoreFileError
 
 # ---------------------------------------------------------------------------------------- helpers
 
@@ -63,7 +63,7 @@ def _tamper(path: Path, attack: Callable[[sqlite3.Connection], object], *, resto
     so that only the chain itself can give the attack away."""
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        triggers = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall()
+        triggers = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'receipts'").fetchall()
         assert len(triggers) == 3
         for name, _ in triggers:
             conn.execute(f"DROP TRIGGER {name}")
@@ -231,7 +231,7 @@ def test_closed_log_and_foreign_files_are_clear_errors(tmp_path: Path) -> None:
     conn.execute("CREATE TABLE receipts (id INTEGER, total REAL)")
     conn.commit()
     conn.close()
-    with pytest.raises(StoreFileError, match="not a CDA file.*tables CDA does not create: receipts"):
+    with pytest.raises(StoreFileError, match="not a CDA file.*no CDA mark; it holds receipts"):
         ReceiptLog(foreign)
     with pytest.raises(StoreFileError, match="not a CDA file"):
         verify(foreign)
@@ -490,7 +490,7 @@ def test_any_single_tampering_is_detected_and_none_is_not(n: int, op: str, data:
             return
         conn = sqlite3.connect(path, isolation_level=None)
         try:
-            triggers = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall()
+            triggers = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'receipts'").fetchall()
             for name, _ in triggers:
                 conn.execute(f"DROP TRIGGER {name}")
             OPS[op](conn, k, n)

@@ -439,7 +439,7 @@ def test_a_service_run_group_commits_its_receipts(tmp_path: Path) -> None:
 
     log = ReceiptLog(tmp_path / "receipts.sqlite")
     commits: list[str] = []
-    log._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)  # type: ignore[union-attr]
+    log.file.conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
     try:
         job = RunnerJob("cda-grouped", CDAInputs.model_validate(example_inputs("grouped")), tmp_path,
                         AbstainThresholds())

@@ -230,7 +230,7 @@ def test_bad_state_and_log_files_are_exit_2_before_anything_is_created(tmp_path:
             conn.commit()
         digest = _digest(state)
         code, err = _serve(db)
-        assert code == 2 and "not the service's state file" in err and "notes" in err, err
+        assert code == 2 and "not a CDA file" in err and "notes" in err, err
         assert _digest(state) == digest and sorted(p.name for p in tmp_path.iterdir()) == [state.name]
     state.unlink()
     with closing(sqlite3.connect(state)) as conn:  # the service's, from a newer CDA
@@ -239,7 +239,7 @@ def test_bad_state_and_log_files_are_exit_2_before_anything_is_created(tmp_path:
         conn.execute("CREATE TABLE owners (key TEXT)")
         conn.commit()
     code, err = _serve(db)
-    assert code == 2 and "newer CDA (state version 7" in err, err
+    assert code == 2 and "newer CDA (the CDA service's state file of version 7" in err, err
     state.unlink()
     state.mkdir()  # a folder where the state file goes
     code, err = _serve(db)

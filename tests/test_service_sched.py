@@ -222,7 +222,7 @@ def test_receipts_are_group_committed_and_in_the_log_before_the_next_event(tmp_p
     db = tmp_path / "receipts.sqlite"
     log = ReceiptLog(db)
     commits: list[str] = []
-    log._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)  # type: ignore[union-attr]
+    log.file.conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
     at_draft: list[list[str]] = []
 
     def on_event(event: Any) -> None:

@@ -20,11 +20,12 @@ import pytest
 
 from cda.actions.receipts import GENESIS_HASH, ReceiptLog, verify
 from cda.actions.reflection import ReflectionStore
-from cda.actions.store_file import APPLICATION_ID, FORMAT_VERSION, StoreFileError, open_store, read_snapshot
+from cda.actions.store_file import APPLICATION_ID, LOG_FORMAT
 from cda.adapters.event_store import EventStore, read_events
 from cda.cli.main import main
 from cda.contracts.receipt import Receipt
 from cda.service.serve import main_serve
+from cda.store import StoreFileError, open_store, read_snapshot
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "action" / "service_outage.json"
@@ -94,7 +95,7 @@ def test_a_foreign_database_is_refused_and_left_exactly_as_it_was(tmp_path: Path
     before = _state(tmp_path)
     assert list(before) == ["other.sqlite"]
     log = ReceiptLog(":memory:")
-    for open_it in (ReceiptLog, EventStore, lambda p: ReflectionStore(p, log, secret="s"), verify, open_store,
+    for open_it in (ReceiptLog, EventStore, lambda p: ReflectionStore(p, log, secret="s"), verify, lambda p: open_store(p, LOG_FORMAT),
                     lambda p: read_events(p, "a1")):
         with pytest.raises(StoreFileError, match="not a CDA file, and CDA never modifies files it did not create"):
             open_it(path)
@@ -129,7 +130,7 @@ def test_files_cda_creates_are_marked_and_reopened(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID == 0x43444131
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == FORMAT_VERSION
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LOG_FORMAT.version
     finally:
         conn.close()
     assert (path.read_bytes()[68:72]) == b"CDA1"  # the header field, as the SQLite file format places it
@@ -147,7 +148,7 @@ def test_files_cda_creates_are_marked_and_reopened(tmp_path: Path) -> None:
 
 def test_a_file_from_a_newer_cda_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "receipts.sqlite"
-    _sqlite(path, f"PRAGMA application_id = {APPLICATION_ID}", f"PRAGMA user_version = {FORMAT_VERSION + 1}",
+    _sqlite(path, f"PRAGMA application_id = {APPLICATION_ID}", f"PRAGMA user_version = {LOG_FORMAT.version + 1}",
             LEGACY_SCHEMA[5])
     before = _state(tmp_path)
     with pytest.raises(StoreFileError, match="written by a newer CDA"):
@@ -276,7 +277,7 @@ def test_a_writer_that_starts_during_an_immutable_read_makes_it_read_again(
 def test_reading_events_from_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path: Path) -> None:
     text = tmp_path / "receipts.sqlite"
     text.write_text("not a database, just text long enough to look like a header " * 20)
-    with pytest.raises(StoreFileError, match="not a readable event store"):
+    with pytest.raises(StoreFileError, match="not an SQLite database"):
         read_events(text, "a1")
     assert read_events(tmp_path / "missing.sqlite", "a1") == []
 

@@ -25,18 +25,19 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from cda.actions import receipts as receipts_mod
-from cda.actions.event_chain import EVENT_SCHEMA, timeless_body
+from cda.actions.event_chain import timeless_body
 from cda.actions.receipts import GENESIS_HASH, LogRow, ReceiptLogError, entry_hash, verify_connection
-from cda.actions.reflection import REFLECTION_SCHEMA
 from cda.actions.signing import SigningError, head_path, read_head, signature_problems
-from cda.actions.store_file import APPLICATION_ID, LEGACY_TABLES, StoreFileError, read_snapshot
+from cda.actions.store_file import LEGACY_TABLES, LOG_FORMAT
 from cda.contracts.receipt import Receipt, sha256_hex
+from cda.store import FileFormat, StoreFileError, read_snapshot, recognise_any
 
 __all__ = ["AuditReport", "audit_file", "expected_schema", "file_meta_digest", "file_schema_problems", "meta_digest"]
 
@@ -69,13 +70,12 @@ class AuditReport(BaseModel):
 
 
 @functools.cache
-def expected_schema() -> dict[str, _SchemaObject]:
-    """Every object CDA creates in its file, by name, read back from ``sqlite_master`` of a
-    scratch database built with CDA's own statements."""
-    conn = sqlite3.connect(":memory:")
+def expected_schema(fmt: FileFormat = LOG_FORMAT) -> dict[str, _SchemaObject]:
+    """Every object CDA creates in a file of ``fmt``, by name, read back from ``sqlite_master`` of
+    a scratch database made by ``fmt``'s own migrations."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        for statement in (*receipts_mod.SCHEMA, *EVENT_SCHEMA, *REFLECTION_SCHEMA):
-            conn.execute(statement)
+        fmt.migrate(conn, 0)
         rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
     finally:
         conn.close()
@@ -88,9 +88,9 @@ _LEGACY_OBJECTS: dict[str, _SchemaObject] = {
 }
 
 
-def _schema_problems(conn: sqlite3.Connection) -> tuple[list[str], bool]:
-    """(problems, whether the events table is store format 1's)."""
-    expected = expected_schema()
+def _schema_problems(conn: sqlite3.Connection, fmt: FileFormat = LOG_FORMAT) -> tuple[list[str], bool]:
+    """(problems, whether the events table is store format 1's) for a file of ``fmt``."""
+    expected = expected_schema(fmt)
     found = {str(name): (str(kind), str(table), sql)
              for kind, name, table, sql in conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")}
     legacy = found.get("events") == _LEGACY_OBJECTS["events"]
@@ -113,7 +113,7 @@ def _schema_problems(conn: sqlite3.Connection) -> tuple[list[str], bool]:
 
 
 def file_schema_problems(path: Path | str) -> list[str]:
-    """What :func:`audit_file` would say about the schema of the CDA file at ``path`` (read-only)."""
+    """What :func:`audit_file` would say about the schema of the CDA log file at ``path`` (read-only)."""
     return read_snapshot(path, lambda conn: _schema_problems(conn)[0])
 
 
@@ -240,10 +240,12 @@ def file_meta_digest(path: Path | str) -> str:
 
 
 def _audit_connection(conn: sqlite3.Connection, where: str, expected_head: str | None, rows: list[LogRow],
-                      signed: dict[str, Any] | None) -> tuple[receipts_mod.VerifyReport, list[str], list[str], _Attempts]:
+                      signed: dict[str, Any] | None,
+                      formats: Sequence[FileFormat]) -> tuple[receipts_mod.VerifyReport, list[str], list[str], _Attempts]:
     rows.clear()  # read_snapshot may call this more than once
-    report = verify_connection(conn, where, expected_head, collect=rows)
-    problems, legacy = _schema_problems(conn)
+    fmt, _ = recognise_any(conn, formats, where)
+    report = verify_connection(conn, where, expected_head, collect=rows, formats=(fmt,))
+    problems, legacy = _schema_problems(conn, fmt)
     attempts = _Attempts(rows)
     problems += attempts.tampered
     if signed is not None and signed["phase"] == "end" and meta_digest(conn) != signed["meta"]:
@@ -260,14 +262,16 @@ def _audit_connection(conn: sqlite3.Connection, where: str, expected_head: str |
     return report, problems, notes, attempts
 
 
-def _cda_header(path: Path) -> bool:
-    """The file starts as an SQLite file with CDA's application_id (bytes 68–71 of the header)."""
+def _cda_header(path: Path, formats: Sequence[FileFormat]) -> bool:
+    """The file starts as an SQLite file with the application_id of one of ``formats`` (bytes
+    68–71 of the header)."""
     try:
         with path.open("rb") as handle:
             header = handle.read(100)
     except OSError:
         return False
-    return len(header) == 100 and header.startswith(_SQLITE_MAGIC) and int.from_bytes(header[68:72], "big") == APPLICATION_ID
+    return (len(header) == 100 and header.startswith(_SQLITE_MAGIC)
+            and int.from_bytes(header[68:72], "big") in {fmt.app_id for fmt in formats})
 
 
 def _tampered(expected_head: str | None, problems: list[str], signed: dict[str, Any] | None) -> AuditReport:
@@ -282,12 +286,14 @@ def audit_file(
     *,
     trusted_key: str | None = None,
     require_signature: bool = True,
+    formats: Sequence[FileFormat] = (LOG_FORMAT,),
 ) -> AuditReport:
     """Check the CDA log at ``path`` and the signed head beside it; see the module's docstring.
 
     ``trusted_key`` is the public key (hex) the head must be signed with (None: the key the head
     names, with a note). With ``require_signature`` a log in which a run ended must have a signed
-    head. Raises :class:`~cda.actions.store_file.StoreFileError` only when ``path`` is not a
+    head. ``formats`` are the file formats that hold a receipt log (CDA's log file; the CLI adds
+    the jobs' results). Raises :class:`~cda.store.StoreFileError` only when ``path`` is not a
     CDA log at all (missing, foreign, not SQLite) and no signed head says it was one.
     """
     target = Path(path)
@@ -310,12 +316,12 @@ def audit_file(
     rows: list[LogRow] = []
     try:
         report, found, notes, attempts = read_snapshot(
-            target, lambda conn: _audit_connection(conn, str(path), expected_head, rows, signed))
+            target, lambda conn: _audit_connection(conn, str(path), expected_head, rows, signed, formats))
     except (StoreFileError, ReceiptLogError, sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         if isinstance(exc, UnicodeDecodeError):  # a text column whose bytes are not UTF-8 any more
             return _tampered(expected_head, [*problems, f"{path}: a text in the log is not UTF-8: its bytes "
                                              "were edited"], signed)
-        if claimed or _cda_header(target):
+        if claimed or _cda_header(target, formats):
             why = "its signed head is beside it" if claimed else "it carries CDA's mark"
             return _tampered(expected_head, [*problems, f"{path}: cannot be read as a CDA log, yet {why}: "
                                              f"wiped, truncated or replaced ({exc})"], signed)

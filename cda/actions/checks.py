@@ -49,6 +49,7 @@ from cda.errors import CDAError
 from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions
 from cda.solver.records import ComputedRecord, hypothesis_record, solve_records
+from cda.store import family
 from cda.verifiers.abstain import low_coverage_reasons
 from cda.verifiers.agreement_outcome import agreement_outcome
 from cda.verifiers.arithmetic import looks_arithmetic, verify_arithmetic
@@ -104,7 +105,7 @@ class VerificationState:
     thresholds: AbstainThresholds = field(default_factory=AbstainThresholds)
     coverage: CoverageReport | None = None
     meter: TokenMeter = field(default_factory=lambda: TokenMeter(None))
-    stores: tuple[Path, ...] = ()  # the run's SQLite files: a function check reads them as empty
+    stores: tuple[Path, ...] = ()  # the run's SQLite file: a function check reads it and its family as empty
 
     def symptoms(self) -> list[str]:
         """Ken nodes named by the atoms the observations assert (``slow(api)`` -> ``api``)."""
@@ -272,7 +273,7 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
             # the check's time counts against the action's wall budget: it stops when the search budget ends
             o = _outcome(state, run_function_check(fn.name, fn.source, text, fn.timeout_s, fn.memory_mb,
                                                    isolation=fn.isolation, budget_s=state.budget.search_remaining(),
-                                                   cover=state.stores))
+                                                   cover=[p for db in state.stores for p in family(db)]))
             out.outcomes.append(o)
             isolated = o.data.get("isolation")
             if o.status != "passed":

@@ -27,18 +27,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from cda.actions.receipts import GENESIS_HASH, entry_hash
-from cda.actions.store_file import TABLES
+from cda.actions.store_file import EVENT_SCHEMA
 from cda.contracts.events import without_time
 from cda.contracts.receipt import canonical_json
 
 __all__ = ["EVENT_SCHEMA", "event_body", "event_chain", "events_head", "timeless_body"]
-
-EVENT_SCHEMA = (
-    TABLES["events"],
-    "CREATE TRIGGER events_no_update BEFORE UPDATE ON events "
-    "BEGIN SELECT RAISE(ABORT, 'events are append-only: UPDATE refused'); END",
-)
-"""The events table and its trigger, as SQLite keeps them (what ``verify`` expects to find)."""
 
 
 def event_body(event: BaseModel) -> str:

@@ -5,8 +5,8 @@ receipts, events and traces. Every attempt of an action ends with one terminal e
 (``action_completed``, ``action_partial`` or ``action_failed``), and the runner puts the
 attempt's whole :class:`~cda.contracts.metrics.ActionMetrics` in it (its wall-clock
 measurements included), so one run is one terminal event row, and the store is read, never
-written: :func:`~cda.actions.store_file.read_snapshot` (read-only, no ``-wal``/``-shm`` left
-behind), after :func:`~cda.actions.store_file.recognise` (a file CDA did not create is refused).
+written: :func:`~cda.store.read_snapshot` (read-only, no ``-wal``/``-shm`` left
+behind), after :func:`~cda.store.recognise` (a file CDA did not create is refused).
 
 A terminal event without metrics (the service's own ``action_failed`` for a cancelled or
 interrupted action, a store written before metrics existed) is still a run: it counts in the
@@ -26,8 +26,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from cda.actions.store_file import StoreFileError, read_snapshot, recognise
+from cda.actions.store_file import LOG_FORMAT
 from cda.contracts.metrics import ActionMetrics
+from cda.store import read_store
 
 __all__ = ["TERMINAL_TYPES", "RunMetrics", "StoreRuns", "read_runs", "read_runs_conn", "run_of_row"]
 
@@ -134,13 +135,5 @@ def read_runs(path: Path | str, since: float | None = None, after_key: int = 0,
               limit: int | None = None) -> StoreRuns:
     """:func:`read_runs_conn` on the CDA file at ``path``, read-only and without a trace; a
     missing file, one that is not SQLite, or one CDA did not create is a
-    :class:`~cda.actions.store_file.StoreFileError` that says which."""
-
-    def read(conn: sqlite3.Connection) -> StoreRuns:
-        recognise(conn, str(path))
-        return read_runs_conn(conn, since, after_key, limit)
-
-    try:
-        return read_snapshot(path, read)
-    except sqlite3.DatabaseError as exc:
-        raise StoreFileError(f"{path}: not a CDA store ({exc})") from None
+    :class:`~cda.store.StoreFileError` that says which."""
+    return read_store(path, LOG_FORMAT, lambda conn: read_runs_conn(conn, since, after_key, limit))

@@ -33,7 +33,6 @@ True
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,8 +41,9 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from cda.actions.store_file import TABLES, StoreFileError, open_store, read_snapshot, recognise
+from cda.actions.store_file import GENESIS_HASH, LOG_FORMAT, RECEIPTS_SCHEMA, TRIGGERS
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+from cda.store import Durability, FileFormat, StoreFileError, open_store, read_snapshot, recognise_any
 
 __all__ = [
     "GENESIS_HASH",
@@ -59,39 +59,11 @@ __all__ = [
     "verify_connection",
 ]
 
-GENESIS_HASH = "0" * 64
-"""The ``prev_hash`` of the first entry, and the head of an empty log."""
-
 _TABLE = "receipts"
 _COLUMNS = ("rowid", "seq", "action_id", "body", "prev_hash", "entry_hash")
 
-# The trigger texts are compared verbatim by verify(): SQLite keeps the CREATE statement as written.
-TRIGGERS: dict[str, str] = {
-    "receipts_no_update": (
-        "CREATE TRIGGER receipts_no_update BEFORE UPDATE ON receipts "
-        "BEGIN SELECT RAISE(ABORT, 'receipts are append-only: UPDATE refused'); END"
-    ),
-    "receipts_no_delete": (
-        "CREATE TRIGGER receipts_no_delete BEFORE DELETE ON receipts "
-        "BEGIN SELECT RAISE(ABORT, 'receipts are append-only: DELETE refused'); END"
-    ),
-    # An INSERT must extend the chain: next seq, previous hash, a rowid after the last. This also
-    # closes INSERT OR REPLACE, whose implicit delete does not fire the DELETE trigger.
-    "receipts_extend_only": (
-        "CREATE TRIGGER receipts_extend_only BEFORE INSERT ON receipts "
-        "WHEN NEW.seq IS NOT COALESCE((SELECT MAX(seq) FROM receipts), -1) + 1 "
-        "OR NEW.prev_hash IS NOT COALESCE((SELECT entry_hash FROM receipts ORDER BY rowid DESC LIMIT 1), "
-        f"'{GENESIS_HASH}') "
-        "OR (NEW.rowid <> -1 AND NEW.rowid <= COALESCE((SELECT MAX(rowid) FROM receipts), 0)) "
-        "BEGIN SELECT RAISE(ABORT, 'receipts are append-only: an entry must extend the chain'); END"
-    ),
-}
-
-SCHEMA = (
-    TABLES[_TABLE],
-    "CREATE INDEX receipts_by_action ON receipts (action_id, rowid)",
-    *TRIGGERS.values(),
-)
+SCHEMA = RECEIPTS_SCHEMA
+"""The receipt log's table, index and triggers (:mod:`cda.actions.store_file` spells them out)."""
 
 
 class ReceiptLogError(StoreFileError):
@@ -165,26 +137,14 @@ def entry_hash(prev_hash: str, body: str) -> str:
     return sha256_hex(prev_hash + body)
 
 
-@contextmanager
-def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
-    """A write transaction that takes SQLite's write lock at once, so that two processes never
-    both read the same head and then race to extend it."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:  # some errors (a full disk) have rolled back already
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
     row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
     return row is not None
 
 
 def _check_columns(conn: sqlite3.Connection, where: str) -> None:
+    if not _has_table(conn, _TABLE):
+        raise ReceiptLogError(f"{where}: not a CDA receipt log (no '{_TABLE}' table)")
     names = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({_TABLE})")}
     missing = [c for c in _COLUMNS if c not in names]
     if missing:
@@ -193,36 +153,41 @@ def _check_columns(conn: sqlite3.Connection, where: str) -> None:
 
 class ReceiptLog:
     """The append-only receipt log in one SQLite file (created if missing), safe to share
-    between threads (one lock) and processes (``BEGIN IMMEDIATE``).
+    between threads (one lock: :attr:`store`'s) and processes (``BEGIN IMMEDIATE``).
 
-    The file may also hold other tables (the reflection store's, for instance); the log owns
+    The file is CDA's log file (:data:`~cda.actions.store_file.LOG_FORMAT`), or another format
+    that holds a receipt log beside its own tables (``fmt``: the jobs' results); the log owns
     only the ``receipts`` table. ``":memory:"`` gives a private log for tests and quick use.
+    :attr:`store` is the open file (:class:`cda.store.Store`: its lock, its durability).
     """
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, fmt: FileFormat = LOG_FORMAT,
+                 durability: Durability = Durability.FULL) -> None:
         self.path = path
-        self._lock = threading.Lock()
-        conn = open_store(path)
-        self._conn: sqlite3.Connection | None = conn
+        self.file = open_store(path, fmt, durability=durability)
+        self._closed = False
         try:
-            with self._lock, _immediate(conn):
-                if _has_table(conn, _TABLE):
-                    # Never recreate triggers here: a dropped trigger is evidence for verify().
-                    _check_columns(conn, str(path))
-                else:
-                    for statement in SCHEMA:
-                        conn.execute(statement)
+            # Never recreate a table or trigger here: a dropped one is evidence for verify().
+            _check_columns(self.file.conn, str(path))
         except sqlite3.DatabaseError as exc:
             self.close()
-            raise ReceiptLogError(f"{path}: cannot set up the receipt log ({exc})") from None
+            raise ReceiptLogError(f"{path}: cannot read the receipt log ({exc})") from None
         except BaseException:
             self.close()
             raise
 
     def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
+        if self._closed:
             raise ReceiptLogError(f"the receipt log {self.path} is closed")
-        return self._conn
+        return self.file.conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction on the open log (see :meth:`cda.store.Store.transaction`)."""
+        with self.file.lock:
+            self._connection()
+            with self.file.transaction() as conn:
+                yield conn
 
     def append(self, receipt: Receipt) -> str:
         """Add one receipt at the end; returns its entry hash, which is the new head."""
@@ -237,10 +202,8 @@ class ReceiptLog:
         bodies = [(r.action_id, _body(r)) for r in receipts]
         if not bodies:
             return []
-        with self._lock:
-            conn = self._connection()
-            with _immediate(conn):
-                return _append_locked(conn, bodies)
+        with self._write() as conn:
+            return _append_locked(conn, bodies)
 
     def begin_attempt(self, action_id: str, receipt_for: Callable[[int], Receipt]) -> tuple[int, str]:
         """Number a new attempt (run) of ``action_id`` and log its first receipt, atomically.
@@ -250,15 +213,13 @@ class ReceiptLog:
         action id at once get different numbers. ``receipt_for(attempt)`` builds the receipt to
         log; returns (attempt, its entry hash).
         """
-        with self._lock:
-            conn = self._connection()
-            with _immediate(conn):
-                row = conn.execute(
-                    "SELECT MAX(json_extract(body, '$.attempt')) FROM receipts WHERE action_id = ?", (action_id,)
-                ).fetchone()
-                attempt = 1 if row is None or row[0] is None else int(row[0]) + 1
-                receipt = receipt_for(attempt)
-                return attempt, _append_locked(conn, [(receipt.action_id, _body(receipt))])[0]
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT MAX(json_extract(body, '$.attempt')) FROM receipts WHERE action_id = ?", (action_id,)
+            ).fetchone()
+            attempt = 1 if row is None or row[0] is None else int(row[0]) + 1
+            receipt = receipt_for(attempt)
+            return attempt, _append_locked(conn, [(receipt.action_id, _body(receipt))])[0]
 
     def confirm(self, appended: Sequence[str]) -> list[str]:
         """Problems found re-reading what this run appended: ``appended`` are the entry hashes
@@ -271,7 +232,7 @@ class ReceiptLog:
         """
         if not appended:
             return []
-        with self._lock:
+        with self.file.lock:
             conn = self._connection()
             try:
                 problems = _trigger_problems(conn)
@@ -314,7 +275,7 @@ class ReceiptLog:
         params: tuple[str, ...] = ()
         if action_id is not None:
             query, params = query + " WHERE action_id = ?", (action_id,)
-        with self._lock:
+        with self.file.lock:
             rows = self._connection().execute(query + " ORDER BY rowid", params).fetchall()
         out: list[LogEntry] = []
         for seq, body, prev_hash, digest in rows:
@@ -327,7 +288,7 @@ class ReceiptLog:
 
     def count(self, action_id: str | None = None) -> int:
         """How many entries the log holds, in all or for one action."""
-        with self._lock:
+        with self.file.lock:
             conn = self._connection()
             if action_id is None:
                 row = conn.execute("SELECT COUNT(*) FROM receipts").fetchone()
@@ -338,7 +299,7 @@ class ReceiptLog:
     def head(self) -> str:
         """The hash of the last entry, :data:`GENESIS_HASH` when the log is empty: the anchor an
         Action records so that :func:`verify` can later detect a truncated tail."""
-        with self._lock:
+        with self.file.lock:
             row = self._connection().execute("SELECT entry_hash FROM receipts ORDER BY rowid DESC LIMIT 1").fetchone()
         return GENESIS_HASH if row is None else str(row[0])
 
@@ -346,21 +307,21 @@ class ReceiptLog:
         """Whether entry number ``count`` (1-based; 0: the empty log) has the hash ``head``."""
         if count == 0:
             return head == GENESIS_HASH
-        with self._lock:
+        with self.file.lock:
             row = self._connection().execute(
                 "SELECT entry_hash FROM receipts ORDER BY rowid LIMIT 1 OFFSET ?", (count - 1,)).fetchone()
         return row is not None and str(row[0]) == head
 
     def named(self, name: str) -> int:
         """How many receipts are called ``name`` (such as ``action.tampered``)."""
-        with self._lock:
+        with self.file.lock:
             row = self._connection().execute(
                 "SELECT COUNT(*) FROM receipts WHERE json_extract(body, '$.name') = ?", (name,)).fetchone()
         return int(row[0])
 
     def tip(self) -> tuple[str, int]:
         """(the head, how many entries the log holds), read together: what a signed head vouches for."""
-        with self._lock:
+        with self.file.lock:
             conn = self._connection()
             row = conn.execute("SELECT entry_hash, (SELECT COUNT(*) FROM receipts) FROM receipts "
                                "ORDER BY rowid DESC LIMIT 1").fetchone()
@@ -368,7 +329,7 @@ class ReceiptLog:
 
     def verify(self, expected_head: str | None = None) -> VerifyReport:
         """:func:`verify` on this open log (the only way for a ``":memory:"`` log)."""
-        with self._lock:
+        with self.file.lock:
             try:
                 return verify_connection(self._connection(), str(self.path), expected_head)
             except sqlite3.DatabaseError as exc:
@@ -376,10 +337,10 @@ class ReceiptLog:
 
     def close(self) -> None:
         """Close the connection; closing twice is harmless."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        with self.file.lock:
+            if not self._closed:
+                self._closed = True
+                self.file.close()
 
     def __enter__(self) -> ReceiptLog:
         return self
@@ -390,7 +351,8 @@ class ReceiptLog:
         self.close()
 
 
-def verify(path: Path | str, expected_head: str | None = None) -> VerifyReport:
+def verify(path: Path | str, expected_head: str | None = None,
+           formats: Sequence[FileFormat] = (LOG_FORMAT,)) -> VerifyReport:
     """Re-walk the chain of the log at ``path`` and report every problem found.
 
     Each problem names the entry (seq and rowid) and what is wrong: ``entry hash mismatch``
@@ -403,26 +365,25 @@ def verify(path: Path | str, expected_head: str | None = None) -> VerifyReport:
     chain must still contain an entry with that hash. Without it, removing the last entries or
     rewriting the last one leaves a valid chain and cannot be seen.
 
-    Raises :class:`~cda.actions.store_file.StoreFileError` when ``path`` is missing or is not a
-    CDA file, :class:`ReceiptLogError` when it holds no receipt log. The file is read read-only
-    and without a trace (:func:`~cda.actions.store_file.read_snapshot`): no ``-wal``/``-shm`` is
-    left beside it.
+    Raises :class:`~cda.store.StoreFileError` when ``path`` is missing or is not a file of one of
+    ``formats`` (the formats that hold a receipt log), :class:`ReceiptLogError` when it holds no
+    receipt log. The file is read read-only and without a trace
+    (:func:`~cda.store.read_snapshot`): no ``-wal``/``-shm`` is left beside it.
     """
     try:
-        return read_snapshot(path, lambda conn: verify_connection(conn, str(path), expected_head))
+        return read_snapshot(path, lambda conn: verify_connection(conn, str(path), expected_head, formats=formats))
     except sqlite3.DatabaseError as exc:
         raise ReceiptLogError(f"{path}: not a readable receipt log ({exc})") from None
 
 
 def verify_connection(
-    conn: sqlite3.Connection, where: str, expected_head: str | None, collect: list[LogRow] | None = None
+    conn: sqlite3.Connection, where: str, expected_head: str | None, collect: list[LogRow] | None = None,
+    formats: Sequence[FileFormat] = (LOG_FORMAT,),
 ) -> VerifyReport:
     """:func:`verify` on an open connection; ``collect`` (when given) receives every row as a
     :class:`LogRow`, for checks that need the receipts as well (:mod:`cda.actions.audit`)."""
     if where != ":memory:":
-        recognise(conn, where)
-    if not _has_table(conn, _TABLE):
-        raise ReceiptLogError(f"{where}: not a CDA receipt log (no '{_TABLE}' table)")
+        recognise_any(conn, formats, where)
     _check_columns(conn, where)
     problems = _trigger_problems(conn)
     seen: dict[str, int] = {}

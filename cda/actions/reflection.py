@@ -40,24 +40,22 @@ import json
 import os
 import secrets
 import sqlite3
-import threading
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
 from cda.actions.receipts import ReceiptLog
-from cda.actions.store_file import TABLES, create_if_missing, open_store
+from cda.actions.store_file import LOG_FORMAT
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.errors import CDAError
+from cda.store import Durability, open_store
 
-__all__ = ["REFLECTION_SCHEMA", "ReflectionStore", "ReflectionError", "SECRET_ENV", "TOKEN_PREFIX"]
+__all__ = ["ReflectionStore", "ReflectionError", "SECRET_ENV", "TOKEN_PREFIX"]
 
 SECRET_ENV = "CDA_REFLECTION_SECRET"
 TOKEN_PREFIX = "cda-approval-v1:"
 _PURPOSE = "cda-reflection-approval-v1"
 
-REFLECTION_SCHEMA = (TABLES["reflection_traces"], TABLES["reflection_meta"])
-"""The reflection store's tables, as SQLite keeps them."""
 
 
 class ReflectionError(CDAError, ValueError):
@@ -80,29 +78,20 @@ class ReflectionStore:
     approval token and records the attempt in ``log``.
     """
 
-    def __init__(self, path: Path | str, log: ReceiptLog, *, secret: str | bytes | None = None) -> None:
+    def __init__(self, path: Path | str, log: ReceiptLog, *, secret: str | bytes | None = None,
+                 durability: Durability = Durability.FULL) -> None:
         self.path = path
         self._log = log
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = open_store(path)
+        self.file = open_store(path, LOG_FORMAT, durability=durability)
+        self._closed = False
         try:
-            self._init_schema()
             self._secret = self._resolve_secret(secret)
+        except sqlite3.DatabaseError as exc:  # its tables were dropped since CDA made them
+            self.close()
+            raise ReflectionError(f"{self.path}: cannot use the reflection store ({exc})") from None
         except BaseException:
             self.close()
             raise
-
-    def _init_schema(self) -> None:
-        conn = self._connection()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            for statement in REFLECTION_SCHEMA:
-                conn.execute(create_if_missing(statement))
-            conn.execute("COMMIT")
-        except sqlite3.DatabaseError as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise ReflectionError(f"{self.path}: cannot set up the reflection store ({exc})") from None
 
     def _resolve_secret(self, secret: str | bytes | None) -> bytes:
         if secret is None:
@@ -125,9 +114,9 @@ class ReflectionStore:
             raise ReflectionError(f"{self.path}: the stored reflection secret is not hex") from None
 
     def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
+        if self._closed:
             raise ReflectionError(f"the reflection store {self.path} is closed")
-        return self._conn
+        return self.file.conn
 
     def _mac(self, action_id: str, reviewer: str) -> str:
         message = canonical_json([_PURPOSE, action_id, reviewer]).encode("utf-8")
@@ -141,7 +130,7 @@ class ReflectionStore:
             body = canonical_json(trace)
         except (TypeError, ValueError) as exc:
             raise ReflectionError(f"the trace of {action_id!r} is not JSON: {exc}") from None
-        with self._lock:
+        with self.file.lock:
             self._connection().execute(
                 "INSERT INTO reflection_traces (action_id, body) VALUES (?, ?) "
                 "ON CONFLICT (action_id) DO UPDATE SET body = excluded.body",
@@ -166,7 +155,7 @@ class ReflectionStore:
         reviewer, reason = self._check(action_id, approval)
         trace: dict[str, Any] | None = None
         if reason is None:
-            with self._lock:
+            with self.file.lock:
                 row = self._connection().execute(
                     "SELECT body FROM reflection_traces WHERE action_id = ?", (action_id,)
                 ).fetchone()
@@ -191,7 +180,7 @@ class ReflectionStore:
     def _record(self, action_id: str, name: str, result: dict[str, Any], status: Literal["ok", "denied"],
                 attempt: int | None = None) -> str:
         inputs = {"action_id": action_id, "reviewer": result.get("reviewer")}
-        with self._lock:
+        with self.file.lock:
             receipt = Receipt(
                 action_id=action_id,
                 seq=self._log.count(action_id),
@@ -206,10 +195,10 @@ class ReflectionStore:
 
     def close(self) -> None:
         """Close the store's connection (not the receipt log, which the caller owns)."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        with self.file.lock:
+            if not self._closed:
+                self._closed = True
+                self.file.close()
 
     def __enter__(self) -> ReflectionStore:
         return self

@@ -245,13 +245,13 @@ def run_action(
 
 
 def _store_files(sink: Any) -> tuple[Path, ...]:
-    """The SQLite files a run's receipts go to (and the service's state file beside them): what a
-    function check must not read (other actions' data, the approval secret in reflection_meta)."""
+    """The SQLite file a run's receipts go to: with what CDA keeps beside it
+    (:func:`cda.store.family`, listed when a check starts), what a function check must not read
+    (other actions' data, the approval secret in reflection_meta, the server's state)."""
     path = getattr(getattr(sink, "log", sink), "path", None)
     if path is None or str(path) == ":memory:":
         return ()
-    store = Path(path)
-    return store, store.with_name(store.name + ".service.sqlite")
+    return (Path(path),)
 
 
 def accept_bump(inputs: CDAInputs, previous: ActionRun, offered: BoundOutput, **kwargs: Any) -> ActionRun:

@@ -27,10 +27,11 @@ can sign anything; keep it out of shared folders and backups of the logs.
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
+from cda.actions.ed25519 import public_key_of, sign_bytes, verifies
+from cda.actions.key_files import create_key_file, read_key_file
 from cda.contracts.receipt import canonical_json
 from cda.errors import CDAError
 from cda.files import KEY_DIR_ENV, key_dir, parse_json
@@ -66,14 +67,15 @@ def head_path(db: Path | str) -> Path:
 
 
 class Signer:
-    """An Ed25519 private key that signs heads."""
+    """An Ed25519 private key that signs heads (and, for the guardian, the header of its file)."""
 
     def __init__(self, private_hex: str) -> None:
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+        self._private = private_hex
+        self.public_key = public_key_of(private_hex)
 
-        self._key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(private_hex))
-        self.public_key = self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+    def sign_bytes(self, data: bytes) -> str:
+        """The signature (hex) of this key over ``data``."""
+        return sign_bytes(self._private, data)
 
     def sign_head(self, head: str, count: int, action_id: str, attempt: int, phase: str,
                   events: int = 0, events_head: str = "0" * 64, meta: str = "0" * 64) -> dict[str, Any]:
@@ -83,7 +85,7 @@ class Signer:
         doc: dict[str, Any] = {"format": HEAD_FORMAT, "head": head, "count": count, "action_id": action_id,
                                "attempt": attempt, "phase": phase, "events": events, "events_head": events_head,
                                "meta": meta, "public_key": self.public_key}
-        doc["signature"] = self._key.sign(_signed_bytes(doc)).hex()
+        doc["signature"] = self.sign_bytes(_signed_bytes(doc))
         return doc
 
 
@@ -91,47 +93,17 @@ def _signed_bytes(doc: dict[str, Any]) -> bytes:
     return canonical_json({k: v for k, v in doc.items() if k != "signature"}).encode("utf-8")
 
 
-def _read_key(path: Path) -> str:
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        raise SigningError(f"{path}: the signing key is readable by others (mode {mode:o}); chmod 600 it")
-    text = path.read_text(encoding="ascii").strip()
-    try:
-        if len(bytes.fromhex(text)) != 32:
-            raise ValueError
-    except ValueError:
-        raise SigningError(f"{path}: not an Ed25519 key (64 hex digits)") from None
-    return text
+_WHAT = "the signing key"
 
 
 def load_signer(directory: Path | None = None) -> Signer:
-    """The signing key in ``directory`` (default :func:`key_dir`), created on first use.
-
-    Creation is atomic (a 0600 temporary file linked into place), so two processes starting at
-    once agree on one key and a killed process never leaves half a key behind.
-    """
-    folder = directory or key_dir()
-    path = folder / KEY_FILE
-    try:
-        if not path.exists():
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            temp = folder / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                with os.fdopen(fd, "w", encoding="ascii") as handle:
-                    handle.write(secrets.token_bytes(32).hex() + "\n")
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                try:
-                    os.link(temp, path)
-                except FileExistsError:
-                    pass  # another process made the key first: use theirs
-            finally:
-                temp.unlink(missing_ok=True)
-        return Signer(_read_key(path))
-    except OSError as exc:
-        raise SigningError(f"{path}: cannot make or read the signing key ({exc.strerror or exc}); "
-                           f"set {KEY_DIR_ENV} to a private folder") from None
+    """The signing key in ``directory`` (default :func:`key_dir`), created on first use
+    (:func:`cda.actions.key_files.create_key_file`: atomic, so two processes starting at once
+    agree on one key and a killed process never leaves half a key behind)."""
+    path = (directory or key_dir()) / KEY_FILE
+    if path.exists():
+        return Signer(read_key_file(path, SigningError, _WHAT))
+    return Signer(create_key_file(path, SigningError, _WHAT, keep_existing=True))
 
 
 def trusted_public_key(directory: Path | None = None) -> str | None:
@@ -139,10 +111,7 @@ def trusted_public_key(directory: Path | None = None) -> str | None:
     path = (directory or key_dir()) / KEY_FILE
     if not path.exists():
         return None
-    try:
-        return Signer(_read_key(path)).public_key
-    except OSError as exc:
-        raise SigningError(f"{path}: cannot read the signing key ({exc.strerror or exc})") from None
+    return Signer(read_key_file(path, SigningError, _WHAT)).public_key
 
 
 def write_head(path: Path, doc: dict[str, Any]) -> None:
@@ -177,16 +146,10 @@ def read_head(path: Path) -> dict[str, Any]:
 def signature_problems(doc: dict[str, Any], trusted: str | None) -> list[str]:
     """Why the signed head ``doc`` is not to be believed (empty: signed by ``trusted``, or by the
     key it names when no key is trusted)."""
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
     problems: list[str] = []
     if trusted is not None and doc["public_key"] != trusted:
         problems.append(f"the head was signed by another key ({doc['public_key'][:16]}…), not the trusted one "
                         f"({trusted[:16]}…)")
-    try:
-        Ed25519PublicKey.from_public_bytes(bytes.fromhex(doc["public_key"])).verify(
-            bytes.fromhex(doc["signature"]), _signed_bytes(doc))
-    except (ValueError, InvalidSignature):
+    if not verifies(doc["public_key"], _signed_bytes(doc), doc["signature"]):
         problems.append("the signature of the head file does not match its contents")
     return problems

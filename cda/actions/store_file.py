@@ -1,73 +1,54 @@
-"""CDA's own SQLite file: marked when created, recognised before it is touched, read without a trace.
+"""The schema of CDA's log file: the receipt log, the event store and the reflection store.
 
-One SQLite file (``cda run --out DIR`` writes ``DIR/receipts.sqlite``) holds the receipt log, the
-event store and the reflection store. The rule for every other file is simple: **a file CDA did
-not create is never modified** — no table added, no journal rolled back, no ``-wal``/``-shm``
-left beside it.
+One SQLite file (``cda run --out DIR`` writes ``DIR/receipts.sqlite``; ``cda serve DB`` serves
+one) holds the receipt log (:mod:`cda.actions.receipts`), the event store
+(:class:`cda.adapters.event_store.EventStore`) and the reflection store
+(:mod:`cda.actions.reflection`). It is opened, marked and migrated by :mod:`cda.store` as
+:data:`LOG_FORMAT`: ``PRAGMA application_id`` "CDA1", ``PRAGMA user_version`` the number of
+migrations applied (:data:`MIGRATIONS`).
 
-*Marked.* :func:`open_store` creates a file with ``PRAGMA application_id`` = :data:`APPLICATION_ID`
-("CDA1") and ``PRAGMA user_version`` = :data:`FORMAT_VERSION`, in the same transaction that
-writes the file's first page, so no other process ever sees a CDA file without its mark. An
-empty (0-byte) file counts as new: it holds nothing to lose, and it is what a second CDA process
-sees while the first is creating the file.
+Every object of the file is spelled out here as SQLite keeps its ``CREATE`` statement (``IF NOT
+EXISTS`` is not kept), because ``cda receipts verify`` compares the file with them word for word
+(:mod:`cda.actions.audit`): an added trigger, view or index, or an altered one, is tampering.
 
-*Recognised.* Before an existing file is opened for writing, :func:`recognise` reads it (without
-a trace, below): the mark, or — for logs written before the mark existed — a schema made only of
-CDA's tables, each exactly as CDA creates it (:data:`TABLES`). Anything else (another program's
-``application_id``, a foreign table or view, an empty database someone else made) is a
-:class:`StoreFileError` that names what was found.
-
-*Read without a trace.* :func:`read_snapshot` is how a file is read and never written
-(``cda receipts verify``, ``cda serve``). SQLite's ``mode=ro`` alone is not enough: a read-only
-connection to a WAL-mode database creates ``-wal`` and ``-shm`` when no other connection has,
-and cannot delete them when it closes. ``immutable=1`` creates nothing, but reads without locks,
-which is wrong while a writer may be live. So: when a ``-wal`` (or a rollback ``-journal``)
-exists, some connection is or was live, and the file is read with an ordinary ``mode=ro``
-connection, which adds no file; otherwise no writer is live at the start, the file is read
-``immutable``, and the read counts only if, before that connection closes, still no ``-wal`` or
-``-journal`` exists and the file's inode, size, modification and change times are those seen
-before: a writer that started meanwhile can only change the file through a journal or a WAL
-checkpoint, and either leaves one of those traces. Otherwise the read is done again.
+A file written before the mark existed (no ``application_id``, every table one of
+:data:`TABLES` or :data:`LEGACY_TABLES` word for word, no view) is CDA's and is migrated; a
+file marked "CDA1" by an older CDA's conductor or jobs runner (which shared this mark) is theirs,
+not a log, and is refused here.
 
 >>> import tempfile, pathlib
+>>> from cda.store import open_store
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "cda.sqlite"
->>> conn = open_store(path); conn.execute(TABLES["events"]).close(); conn.close()
->>> read_snapshot(path, lambda c: c.execute("PRAGMA application_id").fetchone()[0]) == APPLICATION_ID
-True
->>> sorted(p.name for p in path.parent.iterdir())
-['cda.sqlite']
+>>> store = open_store(path, LOG_FORMAT)
+>>> sorted(store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall())
+[('events',), ('receipts',), ('reflection_meta',), ('reflection_traces',)]
+>>> store.close()
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import sqlite3
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
-from typing import TypeVar
 
-from cda.errors import CDAError
+from cda.store import FileFormat, tables_of
 
 __all__ = [
     "APPLICATION_ID",
-    "FORMAT_VERSION",
+    "EVENT_SCHEMA",
+    "GENESIS_HASH",
     "LEGACY_TABLES",
+    "LOG_FORMAT",
+    "MIGRATIONS",
+    "RECEIPTS_SCHEMA",
+    "REFLECTION_SCHEMA",
     "TABLES",
-    "StoreFileError",
-    "create_if_missing",
-    "open_store",
-    "read_snapshot",
-    "recognise",
+    "TRIGGERS",
 ]
 
 APPLICATION_ID = 0x43444131
-"""``PRAGMA application_id`` of every file CDA creates: the bytes of "CDA1"."""
+"""``PRAGMA application_id`` of CDA's log file: the bytes of "CDA1"."""
 
-FORMAT_VERSION = 2
-"""``PRAGMA user_version`` of a file CDA creates; a larger one was written by a newer CDA.
-Format 2 (attempts, chained events, signed heads) replaced format 1's events table."""
+GENESIS_HASH = "0" * 64
+"""The ``prev_hash`` of the first entry of a chain, and the head of an empty log."""
 
 TABLES: dict[str, str] = {
     "receipts": (
@@ -87,9 +68,7 @@ TABLES: dict[str, str] = {
     "reflection_traces": "CREATE TABLE reflection_traces (action_id TEXT PRIMARY KEY, body TEXT NOT NULL)",
     "reflection_meta": "CREATE TABLE reflection_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 }
-"""Every table a CDA file holds, as SQLite keeps its ``CREATE`` statement (``IF NOT EXISTS`` is
-not kept). The stores create their tables from these texts, and :func:`recognise` accepts an
-unmarked file only if its tables are among them (or :data:`LEGACY_TABLES`), word for word."""
+"""Every table of the log file, as SQLite keeps its ``CREATE`` statement."""
 
 LEGACY_TABLES: dict[str, str] = {
     "events": (
@@ -97,182 +76,114 @@ LEGACY_TABLES: dict[str, str] = {
         "stored_at REAL NOT NULL, body TEXT NOT NULL, PRIMARY KEY (action_id, seq))"
     ),
 }
-"""Tables as store format 1 wrote them (events without attempts or a chain): still recognised as
-CDA's, but no longer written (:class:`~cda.adapters.event_store.EventStore` asks for a new file)."""
+"""Tables as log format 1 wrote them (events without attempts or a chain): still recognised as
+CDA's, and migrated to :data:`TABLES`' by migration 2."""
 
-BUSY_TIMEOUT_S = 60.0
-_SNAPSHOT_ATTEMPTS = 5
+# The trigger texts are compared verbatim by verify(): SQLite keeps the CREATE statement as written.
+TRIGGERS: dict[str, str] = {
+    "receipts_no_update": (
+        "CREATE TRIGGER receipts_no_update BEFORE UPDATE ON receipts "
+        "BEGIN SELECT RAISE(ABORT, 'receipts are append-only: UPDATE refused'); END"
+    ),
+    "receipts_no_delete": (
+        "CREATE TRIGGER receipts_no_delete BEFORE DELETE ON receipts "
+        "BEGIN SELECT RAISE(ABORT, 'receipts are append-only: DELETE refused'); END"
+    ),
+    # An INSERT must extend the chain: next seq, previous hash, a rowid after the last. This also
+    # closes INSERT OR REPLACE, whose implicit delete does not fire the DELETE trigger.
+    "receipts_extend_only": (
+        "CREATE TRIGGER receipts_extend_only BEFORE INSERT ON receipts "
+        "WHEN NEW.seq IS NOT COALESCE((SELECT MAX(seq) FROM receipts), -1) + 1 "
+        "OR NEW.prev_hash IS NOT COALESCE((SELECT entry_hash FROM receipts ORDER BY rowid DESC LIMIT 1), "
+        f"'{GENESIS_HASH}') "
+        "OR (NEW.rowid <> -1 AND NEW.rowid <= COALESCE((SELECT MAX(rowid) FROM receipts), 0)) "
+        "BEGIN SELECT RAISE(ABORT, 'receipts are append-only: an entry must extend the chain'); END"
+    ),
+}
+"""The receipt log's triggers: UPDATE and DELETE refused, an INSERT must extend the chain."""
 
-T = TypeVar("T")
+RECEIPTS_SCHEMA = (
+    TABLES["receipts"],
+    "CREATE INDEX receipts_by_action ON receipts (action_id, rowid)",
+    *TRIGGERS.values(),
+)
+"""The receipt log: its table, index and triggers."""
+
+EVENT_SCHEMA = (
+    TABLES["events"],
+    "CREATE TRIGGER events_no_update BEFORE UPDATE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'events are append-only: UPDATE refused'); END",
+)
+"""The events table and its trigger."""
+
+REFLECTION_SCHEMA = (TABLES["reflection_traces"], TABLES["reflection_meta"])
+"""The reflection store's tables."""
 
 
-class StoreFileError(CDAError, ValueError):
-    """An SQLite file CDA cannot use: missing, not a file, not SQLite, or not CDA's own."""
+def _events_chained(conn: sqlite3.Connection) -> None:
+    """Format 2: format 1's events (no attempts, no chain) become attempt 1 of their action, chained."""
+    from cda.actions.event_chain import event_chain
 
-
-def create_if_missing(statement: str) -> str:
-    """``CREATE TABLE x`` as ``CREATE TABLE IF NOT EXISTS x`` (SQLite stores both the same way)."""
-    return statement.replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1)
-
-
-def recognise(conn: sqlite3.Connection, where: str) -> None:
-    """Raise :class:`StoreFileError` unless the database behind ``conn`` is CDA's own file.
-
-    CDA's own: marked with :data:`APPLICATION_ID` (and a :data:`FORMAT_VERSION` this CDA reads),
-    or unmarked with at least one table, every table one of :data:`TABLES` word for word, and
-    no view (a log written before the mark existed). Only reads.
-    """
-    app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if app_id == APPLICATION_ID:
-        if version > FORMAT_VERSION:
-            raise StoreFileError(
-                f"{where}: written by a newer CDA (store format {version}; this CDA reads up to {FORMAT_VERSION})"
-            )
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
+    if row is None or row[0] != LEGACY_TABLES["events"]:
         return
-    refusal = f"{where}: not a CDA file, and CDA never modifies files it did not create"
-    if app_id != 0:
-        raise StoreFileError(f"{refusal} (its application_id is {app_id:#010x}, another program's format)")
-    objects = conn.execute(
-        "SELECT type, name, sql FROM sqlite_master WHERE name NOT GLOB 'sqlite_*' ORDER BY type, name"
-    ).fetchall()
-    tables = {str(name): sql for kind, name, sql in objects if kind == "table"}
-    if not tables:
-        raise StoreFileError(f"{refusal} (an SQLite database with no CDA mark and no CDA table)")
-    foreign = sorted(name for name, sql in tables.items() if sql not in (TABLES.get(name), LEGACY_TABLES.get(name)))
-    foreign += sorted(f"view {name}" for kind, name, _ in objects if kind == "view")
-    if foreign:
-        raise StoreFileError(f"{refusal} (no CDA mark; tables CDA does not create: {', '.join(foreign)})")
+    rows = conn.execute("SELECT action_id, seq, body FROM events ORDER BY action_id, seq").fetchall()
+    conn.execute("DROP TABLE events")
+    for statement in EVENT_SCHEMA:
+        conn.execute(statement)
+    prev: dict[str, str] = {}
+    for action_id, seq, body in rows:
+        before = prev.get(action_id, GENESIS_HASH)
+        digest = event_chain([str(body)], before)[0]
+        conn.execute("INSERT INTO events VALUES (?, 1, ?, ?, ?, ?)", (action_id, seq, body, before, digest))
+        prev[action_id] = digest
 
 
-def open_store(path: Path | str) -> sqlite3.Connection:
-    """A read-write connection to CDA's file at ``path``, created (and marked) if missing.
-
-    Autocommit mode (transactions are explicit), usable from any thread under the caller's
-    lock, waiting up to a minute for other writers, in write-ahead logging so readers never
-    block the writer (a file system where SQLite refuses WAL is a :class:`StoreFileError`, not a
-    silent fallback). An existing file is first :func:`recognise`-d without a trace, so a foreign
-    one is refused before anything is written to it. ``":memory:"`` gives a private database.
-    """
-    if str(path) == ":memory:":
-        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-        return conn
-    target = Path(path)
-    if target.exists() and not target.is_file():
-        raise StoreFileError(f"{path}: not a file")
-    if target.exists() and target.stat().st_size > 0:
-        try:
-            read_snapshot(target, lambda conn: recognise(conn, str(path)))
-        except sqlite3.DatabaseError as exc:
-            raise StoreFileError(f"{path}: not an SQLite database ({exc})") from None
-    try:
-        conn = sqlite3.connect(target.resolve().as_uri() + "?mode=rwc", uri=True, timeout=BUSY_TIMEOUT_S,
-                               isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise StoreFileError(f"cannot open {path}: {exc}") from None
-    try:
-        _mark_or_recognise(conn, target, str(path))
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise StoreFileError(f"{path}: SQLite would not switch to WAL mode (journal_mode is {mode!r})")
-        conn.execute("PRAGMA synchronous=FULL")
-    except sqlite3.OperationalError as exc:  # read-only file or folder, locked past the timeout, disk full
-        conn.close()
-        raise StoreFileError(f"{path}: cannot write the CDA file ({exc})") from None
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise StoreFileError(f"{path}: not an SQLite database ({exc})") from None
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+def _every_table(conn: sqlite3.Connection) -> None:
+    """Format 3: every table of the file, each made with its index and triggers when it is
+    missing (formats 1 and 2 made each on first use). A table that is there is left exactly as it
+    is: a trigger dropped from it is evidence for ``cda receipts verify``, never restored here."""
+    have = tables_of(conn)
+    for table, schema in (("receipts", RECEIPTS_SCHEMA), ("events", EVENT_SCHEMA),
+                          ("reflection_traces", REFLECTION_SCHEMA[:1]), ("reflection_meta", REFLECTION_SCHEMA[1:])):
+        if table not in have:
+            for statement in schema:
+                conn.execute(statement)
 
 
-def _mark_or_recognise(conn: sqlite3.Connection, target: Path, where: str) -> None:
-    """Under SQLite's write lock: mark a file nobody has written yet, recognise any other."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        if target.stat().st_size == 0:  # nothing committed by anyone: the file is ours to make
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-        else:  # written meanwhile (another CDA process creating it), or checked before: check again
-            recognise(conn, where)
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+MIGRATIONS = (
+    (),  # format 1: each store made its own tables on first use (format 3 makes them all)
+    _events_chained,
+    _every_table,
+)
+"""The log file's migrations, in order (see :class:`cda.store.FileFormat`)."""
 
 
-def _stamp(path: Path) -> tuple[int, int, int, int]:
-    st = os.stat(path)
-    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+def _ours(tables: dict[str, str]) -> list[str]:
+    """The tables that are not the log file's, word for word."""
+    return sorted(name for name, sql in tables.items() if sql not in (TABLES.get(name), LEGACY_TABLES.get(name)))
 
 
-def _live(path: Path) -> bool:
-    """A ``-wal`` or ``-journal`` beside the file: a connection is (or was) writing it."""
-    return any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-journal"))
+def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> int | None:
+    """A log written before the mark existed: unmarked, at least one table, each of them the
+    log's, word for word, and no view."""
+    if app_id != 0 or version != 0:
+        return None
+    tables = tables_of(conn)
+    views = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'view'").fetchone()
+    return 0 if tables and not _ours(tables) and views is None else None
 
 
-def read_snapshot(path: Path | str, read: Callable[[sqlite3.Connection], T]) -> T:
-    """``read(conn)`` on a read-only connection to ``path`` that leaves no file behind (see the
-    module's docstring for how); returns what ``read`` returns.
-
-    ``read`` may run more than once (when a writer changed the file under it), so it must only
-    read. A missing file or one that is not SQLite is a :class:`StoreFileError`; errors that
-    ``read`` raises on a consistent read are passed on.
-    """
-    target = Path(path)
-    if not target.exists():
-        raise StoreFileError(f"{path}: no such file")
-    if not target.is_file():
-        raise StoreFileError(f"{path}: not a file")
-    if Path(f"{target}-wal").exists() and not Path(f"{target}-shm").exists():
-        # a WAL left by a crash or a copy, with no writer (a live one keeps its -shm): even a
-        # read-only connection would make a -shm beside it, so read a copy instead
-        return _read_copy(target, read)
-    uri = target.resolve().as_uri()
-    for attempt in range(_SNAPSHOT_ATTEMPTS):
-        if _live(target) or attempt == _SNAPSHOT_ATTEMPTS - 1:
-            # a live (or crashed) writer's files exist already: an ordinary reader adds none
-            conn = _connect_read_only(uri + "?mode=ro", path)
-            try:
-                return read(conn)
-            finally:
-                conn.close()
-        before = _stamp(target)
-        conn = _connect_read_only(uri + "?mode=ro&immutable=1", path)
-        try:
-            try:
-                value = read(conn)
-            except sqlite3.DatabaseError:
-                if _live(target) or _stamp(target) != before:
-                    continue  # torn by a writer that started meanwhile: read again
-                raise
-            if not _live(target) and _stamp(target) == before:
-                return value
-        finally:
-            conn.close()
-    raise AssertionError("unreachable: the last attempt reads with an ordinary read-only connection")
+def _check(conn: sqlite3.Connection) -> str | None:
+    """A file marked "CDA1" by an older CDA's conductor or jobs runner (which shared the mark) is
+    theirs. (Any other table beside the log's is left for ``cda receipts verify`` to report.)"""
+    tables = tables_of(conn)
+    if "requests" in tables and "receipts" not in tables:
+        return "it is a conductor IR database an older CDA marked as its log"
+    if "job_results" in tables:
+        return "it is a jobs results file an older CDA marked as its log"
+    return None
 
 
-def _read_copy(target: Path, read: Callable[[sqlite3.Connection], T]) -> T:
-    """``read`` on a copy of ``target`` and its ``-wal`` in a temporary folder, removed after."""
-    with tempfile.TemporaryDirectory(prefix="cda-read-") as folder:
-        copy = Path(folder) / "store.sqlite"
-        shutil.copyfile(target, copy)
-        shutil.copyfile(f"{target}-wal", f"{copy}-wal")
-        conn = _connect_read_only(copy.as_uri() + "?mode=ro", target)
-        try:
-            return read(conn)
-        finally:
-            conn.close()
-
-
-def _connect_read_only(uri: str, where: Path | str) -> sqlite3.Connection:
-    try:
-        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise StoreFileError(f"cannot open {where}: {exc}") from None
+LOG_FORMAT = FileFormat("a CDA receipt log", APPLICATION_ID, MIGRATIONS, legacy=_legacy, check=_check)
+"""CDA's log file, as :mod:`cda.store` opens it."""

@@ -15,69 +15,40 @@ The writer (:class:`EventStore`) opens CDA's own file only (a foreign database i
 anything is written to it); a reader that only serves the events (:func:`read_events`, what
 ``cda serve`` uses) opens the file read-only and leaves no ``-wal``/``-shm`` behind. A file
 whose events table is store format 1's (no attempts, no chain) is migrated when a writer opens
-it: its events become attempt 1 of their action, chained.
+it (:data:`cda.actions.store_file.MIGRATIONS`): its events become attempt 1 of their action, chained.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from cda.actions.event_chain import EVENT_SCHEMA, event_body, event_chain
+from cda.actions.event_chain import event_body, event_chain
 from cda.actions.receipts import GENESIS_HASH
-from cda.actions.store_file import (
-    LEGACY_TABLES,
-    TABLES,
-    StoreFileError,
-    open_store,
-    read_snapshot,
-    recognise,
-)
+from cda.actions.store_file import LEGACY_TABLES, LOG_FORMAT, TABLES
 from cda.contracts.events import ActionEvent, parse_event
 from cda.files import parse_json
+from cda.store import Durability, StoreFileError, open_store, read_store
 
 __all__ = ["EventStore", "check_event_file", "read_events"]
+
 
 class EventStore:
     """Append events as they are emitted (use :meth:`append` as a stream subscriber)."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, durability: Durability = Durability.FULL) -> None:
         self.path = path
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection = open_store(path)
+        self.file = open_store(path, LOG_FORMAT, durability=durability)
         self._heads: dict[tuple[str, int], str] = {}
-        try:
-            with self._lock:
-                self._setup()
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise StoreFileError(f"{path}: cannot set up the event store ({exc})") from None
-        except BaseException:
-            self._conn.close()
-            raise
-
-    def _setup(self) -> None:
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
-            if row is not None and row[0] == LEGACY_TABLES["events"]:
-                _migrate_format1(conn)
-            elif row is None:
-                for statement in EVENT_SCHEMA:
-                    conn.execute(statement)
-            elif row[0] != TABLES["events"]:
-                raise StoreFileError(f"{self.path}: its events table is not the one CDA creates")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        row = self.file.conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
+        if row is None or row[0] != TABLES["events"]:
+            self.file.close()
+            raise StoreFileError(f"{path}: its events table is {'missing' if row is None else 'not the one CDA creates'} "
+                                 "(changed since CDA made it: cda receipts verify tells more)")
 
     def append(self, event: ActionEvent) -> None:
         """Store one event at the end of its attempt's chain (events without an attempt count as 1)."""
@@ -89,15 +60,15 @@ class EventStore:
         attempt = event.attempt or 1
         body = event_body(event)
         key = (event.action_id, attempt)
-        with self._lock:
+        with self.file.lock:
             prev = self._heads.get(key)
             if prev is None:
-                row = self._conn.execute(
+                row = self.file.conn.execute(
                     "SELECT entry_hash FROM events WHERE action_id = ? AND attempt = ? ORDER BY seq DESC LIMIT 1", key
                 ).fetchone()
                 prev = GENESIS_HASH if row is None else str(row[0])
             digest = event_chain([body], prev)[0]
-            self._conn.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)",
+            self.file.conn.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)",
                                (event.action_id, attempt, event.seq, body, prev, digest))
             self._heads[key] = digest
         return body
@@ -108,8 +79,8 @@ class EventStore:
         if not events:
             return []
         action_id, attempt = events[0].action_id, events[0].attempt or 1
-        with self._lock:
-            rows = self._conn.execute(
+        with self.file.lock:
+            rows = self.file.conn.execute(
                 "SELECT seq, body FROM events WHERE action_id = ? AND attempt = ? ORDER BY seq", (action_id, attempt)
             ).fetchall()
         stored = [(int(seq), str(body)) for seq, body in rows]
@@ -121,15 +92,15 @@ class EventStore:
     def since(self, action_id: str, last_event_id: int | None = None) -> list[ActionEvent]:
         """The events of the latest attempt of ``action_id`` after ``last_event_id`` (all of them
         for None), in order."""
-        with self._lock:
-            return _since(self._conn, action_id, last_event_id)
+        with self.file.lock:
+            return _since(self.file.conn, action_id, last_event_id)
 
     def prune(self, older_than_s: float = 24 * 3600) -> int:
         """Delete every attempt whose last event was emitted more than ``older_than_s`` ago (by
         its ``ts``), except each action's latest attempt (the one a client is served); returns
         how many events went. Whole attempts only: a part of one would look tampered."""
-        with self._lock:
-            cur = self._conn.execute(
+        with self.file.lock:
+            cur = self.file.conn.execute(
                 "DELETE FROM events WHERE (action_id, attempt) IN (SELECT action_id, attempt FROM events AS e "
                 "WHERE attempt < (SELECT MAX(attempt) FROM events WHERE action_id = e.action_id) "
                 "GROUP BY action_id, attempt HAVING MAX(json_extract(body, '$.ts')) < ?)", (time.time() - older_than_s,))
@@ -137,22 +108,7 @@ class EventStore:
         return cur.rowcount
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-
-def _migrate_format1(conn: sqlite3.Connection) -> None:
-    """Store format 1's events (no attempts, no chain) as attempt 1 of their action, chained."""
-    rows = conn.execute("SELECT action_id, seq, body FROM events ORDER BY action_id, seq").fetchall()
-    conn.execute("DROP TABLE events")
-    for statement in EVENT_SCHEMA:
-        conn.execute(statement)
-    prev: dict[str, str] = {}
-    for action_id, seq, body in rows:
-        before = prev.get(action_id, GENESIS_HASH)
-        digest = event_chain([str(body)], before)[0]
-        conn.execute("INSERT INTO events VALUES (?, 1, ?, ?, ?, ?)", (action_id, seq, body, before, digest))
-        prev[action_id] = digest
+        self.file.close()
 
 
 def _since(conn: sqlite3.Connection, action_id: str, last_event_id: int | None) -> list[ActionEvent]:
@@ -180,10 +136,7 @@ def _since(conn: sqlite3.Connection, action_id: str, last_event_id: int | None) 
 def check_event_file(path: Path | str) -> None:
     """Raise :class:`~cda.actions.store_file.StoreFileError` unless ``path`` is CDA's own file
     (read-only, no trace left)."""
-    try:
-        read_snapshot(path, lambda conn: recognise(conn, str(path)))
-    except sqlite3.DatabaseError as exc:
-        raise StoreFileError(f"{path}: not an SQLite database ({exc})") from None
+    read_store(path, LOG_FORMAT, lambda conn: None)
 
 
 def read_events(path: Path | str, action_id: str, last_event_id: int | None = None) -> list[ActionEvent]:
@@ -193,11 +146,5 @@ def read_events(path: Path | str, action_id: str, last_event_id: int | None = No
     if not Path(path).exists():
         return []
 
-    def read(conn: sqlite3.Connection) -> list[ActionEvent]:
-        recognise(conn, str(path))  # the file may have been replaced since the server started
-        return _since(conn, action_id, last_event_id)
-
-    try:
-        return read_snapshot(path, read)
-    except sqlite3.DatabaseError as exc:
-        raise StoreFileError(f"{path}: not a readable event store ({exc})") from None
+    # recognised at every read: the file may have been replaced since the server started
+    return read_store(path, LOG_FORMAT, lambda conn: _since(conn, action_id, last_event_id))

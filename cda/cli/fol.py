@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import TextIO
 
 from cda.contracts.fol import ProofResult
-from cda.encodings.ast import FolBlock
-from cda.encodings.parse import parse_problem
 from cda.errors import CDAError
 from cda.files import read_text
 from cda.fol.parse import parse_fol
@@ -55,6 +53,9 @@ def fol_blocks_of(text: str, filename: str) -> str:
     >>> fol_blocks_of("hyp a\nfol { premise P(a)\n claim P(a) }\n", "x.cda").split("\n")
     ['     ', '      premise P(a)', ' claim P(a)  ', '']
     """
+    from cda.encodings.ast import FolBlock  # the DSL's reader, only for a .cda file (not at start-up)
+    from cda.encodings.parse import parse_problem
+
     blocks = [st for st in parse_problem(text, filename).statements if isinstance(st, FolBlock)]
     if not blocks:
         raise CDAError(f"{filename}: no fol {{ … }} block to prove (see docs/fol.md)")

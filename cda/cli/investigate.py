@@ -65,7 +65,7 @@ def main_investigate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                                       task_id=args.task, top=args.top)
             out.write(json.dumps({"session_id": inv.session_id}) + "\n" if args.json else inv.session_id + "\n")
             return EXIT_OK
-        inv = Investigation.open(args.session, args.db)
+        inv = Investigation.open(args.session, args.db, read_only=command in ("status", "history"))
         if command == "observe":
             inv.observe(args.observation)
         elif command == "undo":

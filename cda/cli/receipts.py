@@ -77,7 +77,11 @@ def main_receipts_verify(
     try:
         expected_head = _hash_option("--head (a SHA-256 hash)", expected_head)
         trusted = _hash_option("--public-key (an Ed25519 public key)", public_key) or trusted_public_key()
-        report = audit_file(db, expected_head=expected_head, trusted_key=trusted, require_signature=not unsigned)
+        from cda.actions.store_file import LOG_FORMAT
+        from cda.adapters.jobs.store import JOBS_FORMAT  # a jobs results file holds a receipt log too
+
+        report = audit_file(db, expected_head=expected_head, trusted_key=trusted, require_signature=not unsigned,
+                            formats=(LOG_FORMAT, JOBS_FORMAT))
     except CDAError as exc:
         print(exc.render(), file=errors)
         return EXIT_BAD_INPUT

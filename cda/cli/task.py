@@ -5,8 +5,14 @@ lifecycle from the command line.
   registers a HITL signer in the guardian file (created if missing); without ``--public-key`` a
   new private key is made in ``$CDA_KEY_DIR/signers/ID.ed25519.key`` (mode 0600; default folder
   ``~/.config/cda``, which the check sandbox hides) and its public key registered. The file's
-  first signer needs no authority; every later one needs ``--by`` a registered signer, whose key
-  signs the registration.
+  first signer needs no authority: it is fixed in the file's signed header, and its fingerprint
+  printed; every later one needs ``--by`` a signer who speaks for the file, whose key signs the
+  registration.
+* ``cda task anchor ID --store G [--key FILE]`` anchors a guardian file from before signed
+  headers: ``ID`` (with its key) becomes its first signer; the signers endorsed back to it are kept.
+* ``--root FINGERPRINT`` (on every command that reads signers): trust the file's first signer by
+  this fingerprint, given from outside the file, instead of by this CDA's key (another user's
+  process, another machine).
 * ``cda task pin-policies POLICIES.toml --store G --by SIGNER [--key FILE]`` pins the policy store
   whose decisions ``execute`` accepts (its digest, signed by a registered signer).
 * ``cda task draft ACTION.json [--task-id T] [--out FILE]`` writes the draft task bound to a
@@ -55,6 +61,12 @@ def add_task_parser(sub: Any, count: Callable[[str], Callable[[str], Any]]) -> N
     ad.add_argument("--by-key", type=Path, default=None,
                     help="the --by signer's private key file (default: signers/BY.ed25519.key in $CDA_KEY_DIR)")
     ad.add_argument("--json", action="store_true", help=_JSON_HELP)
+    an = tsub.add_parser("anchor", help="name the first signer of a guardian file from before signed headers")
+    an.add_argument("signer", help="the signer who becomes the file's first signer")
+    an.add_argument("--store", type=Path, required=True, help=_STORE_HELP)
+    an.add_argument("--key", type=Path, default=None,
+                    help="the signer's private key file (default: signers/ID.ed25519.key in $CDA_KEY_DIR)")
+    an.add_argument("--json", action="store_true", help=_JSON_HELP)
     pin = tsub.add_parser("pin-policies", help="pin the policy store whose decisions `cda task execute` accepts")
     pin.add_argument("policies", type=Path, help="the policy store (TOML) cda guard is run with")
     pin.add_argument("--store", type=Path, required=True, help=_STORE_HELP)
@@ -97,6 +109,14 @@ def add_task_parser(sub: Any, count: Callable[[str], Callable[[str], Any]]) -> N
     ex.add_argument("--receipt", action="append", default=[], help="a receipt id of the run (repeatable)")
     ex.add_argument("--out", type=Path, default=None, help="write the executed task here (default: stdout)")
     ex.add_argument("--json", action="store_true", help=_JSON_HELP)
+    _root_option(ad, an, pin, sg, ve, ex)
+
+
+_ROOT_HELP = ("the fingerprint of the file's first signer (64 hex digits, printed by add-signer): trust it by "
+              "this instead of by this CDA's key")
+def _root_option(*parsers: argparse.ArgumentParser) -> None:
+    for parser in parsers:
+        parser.add_argument("--root", default=None, metavar="FINGERPRINT", help=_ROOT_HELP)
 
 
 def main_task(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -106,6 +126,8 @@ def main_task(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         if args.task_command == "add-signer":
             return _add_signer(args, out)
+        if args.task_command == "anchor":
+            return _anchor(args, out)
         if args.task_command == "pin-policies":
             return _pin(args, out)
         if args.task_command == "draft":
@@ -143,12 +165,27 @@ def _report(args: argparse.Namespace, out: TextIO, err: TextIO, doc: dict[str, A
     return code
 
 
-def _open_existing(path: Path) -> Any:
+def _open_existing(path: Path, root: str | None = None) -> Any:
     from cda.guardian.store import GuardianStore, GuardianStoreError
 
     if not path.exists():
         raise GuardianStoreError(f"{path}: no such guardian file (cda task add-signer creates one)")
-    return GuardianStore.open(path)
+    return GuardianStore.open(path, root=root)
+
+
+def _speaking(registry: Any, signer: str) -> str:
+    """The public key of ``signer`` in ``registry``, or refused (it speaks for no one, or the
+    file's header cannot be trusted)."""
+    from cda.guardian.signers import SignerError
+
+    try:
+        key = registry.public_key(signer)
+    except SignerError as exc:
+        raise _Refused([str(exc)]) from None
+    if key is None:
+        raise _Refused([f"{signer!r} does not speak for {registry.store.where} (not registered, or not endorsed "
+                        f"back to its first signer)"])
+    return str(key)
 
 
 def _read(path: Path, what: str) -> str:
@@ -180,39 +217,76 @@ def _add_signer(args: argparse.Namespace, out: TextIO) -> int:
         SignerError,
         SignerRegistry,
         create_signer_key,
+        fingerprint,
         load_signer_key,
         public_key_of,
         signer_key_path,
     )
     from cda.guardian.store import GuardianStore
 
-    with GuardianStore.open(args.store) as store:
+    with GuardianStore.open(args.store, root=args.root) as store:
         registry = SignerRegistry(store)
-        if registry.public_key(args.signer) is not None and args.public_key is None:
+        first = not registry.signers()
+        if not first and args.public_key is None and args.signer in registry.signers():
             raise _bad(f"{args.signer!r} is registered already")
         by_key = None
-        if args.by is not None:
+        if not first:
+            if args.by is None:
+                raise _Refused([f"{args.store} has signers already: a new signer is added only by a registered one "
+                                f"(--by SIGNER, with its key)"])
             by_key = load_signer_key(args.by_key or signer_key_path(args.by))
             # checked before a key is made, so a refused signer leaves no key file behind
-            if registry.signers() and registry.public_key(args.by) != public_key_of(by_key):
-                raise _Refused([f"--by {args.by!r}: not a registered signer, or the key given is not its registered one"])
-        elif registry.signers():
-            raise _Refused([f"{args.store} has signers already: a new signer is added only by a registered one "
-                            f"(--by SIGNER, with its key)"])
-        key_file = None
+            if _speaking(registry, args.by) != public_key_of(by_key):
+                raise _Refused([f"--by {args.by!r}: the key given is not its registered one"])
+        key_file, private = None, None
         public = args.public_key
         if public is None:
             public = create_signer_key(args.signer)
             key_file = str(signer_key_path(args.signer))
+            private = load_signer_key(signer_key_path(args.signer))
         try:
-            registry.register(args.signer, public, by=args.by, key=by_key)
+            if first:
+                registry.register_root(args.signer, public, private)
+            else:
+                registry.register(args.signer, public, by=args.by, key=by_key)
         except SignerError as exc:
             raise _Refused([str(exc)]) from None
+    root = fingerprint(public) if first else None
     if args.json:
         out.write(json.dumps({"signer_id": args.signer, "public_key": public, "key_file": key_file,
-                              "endorsed_by": args.by}, sort_keys=True) + "\n")
+                              "endorsed_by": None if first else args.by, "root_fingerprint": root},
+                             sort_keys=True) + "\n")
     else:
         out.write(f"registered {args.signer} {public}" + (f" (private key: {key_file})" if key_file else "") + "\n")
+        if root is not None:
+            out.write(f"first signer of {args.store}: fingerprint {root} (give it as --root where this CDA's key "
+                      f"is not at hand)\n")
+    return EXIT_OK
+
+
+def _anchor(args: argparse.Namespace, out: TextIO) -> int:
+    from cda.guardian.signers import (
+        SignerError,
+        SignerRegistry,
+        fingerprint,
+        load_signer_key,
+        public_key_of,
+        signer_key_path,
+    )
+
+    key = load_signer_key(args.key or signer_key_path(args.signer))
+    with _open_existing(args.store, args.root) as store:
+        try:
+            kept, dropped = SignerRegistry(store).anchor(args.signer, key)
+        except SignerError as exc:
+            raise _Refused([str(exc)]) from None
+    root = fingerprint(public_key_of(key))
+    if args.json:
+        out.write(json.dumps({"ok": True, "root": args.signer, "root_fingerprint": root, "signers": kept,
+                              "speak_for_no_one": dropped}, sort_keys=True) + "\n")
+    else:
+        out.write(f"anchored {args.store}: first signer {args.signer}, fingerprint {root}; signers {', '.join(kept)}"
+                  + (f"; speaking for no one: {', '.join(dropped)}" if dropped else "") + "\n")
     return EXIT_OK
 
 
@@ -226,10 +300,9 @@ def _pin(args: argparse.Namespace, out: TextIO) -> int:
         from cda.guardian.causal_model import load_causal_model
 
         model_digest, samples = load_causal_model(args.sim).digest, args.samples
-    with _open_existing(args.store) as store:
+    with _open_existing(args.store, args.root) as store:
         registry = SignerRegistry(store)
-        if registry.public_key(args.by) is None:
-            raise _Refused([f"{args.by!r} is not in the signer registry of {args.store}"])
+        _speaking(registry, args.by)
         key = load_signer_key(args.key or signer_key_path(args.by))
         try:
             pin_policy_store(registry, digest, args.by, key, model_digest=model_digest, samples=samples)
@@ -300,10 +373,9 @@ def _sign(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from cda.guardian.tasks import TaskDraft
 
     draft = TaskDraft.from_json(_read(args.task, "the draft"), str(args.task))
-    with _open_existing(args.store) as store:
+    with _open_existing(args.store, args.root) as store:
         registry = SignerRegistry(store)
-        if registry.public_key(args.signer) is None:
-            raise _Refused([f"{args.signer!r} is not in the signer registry of {args.store}"])
+        _speaking(registry, args.signer)
         key = load_signer_key(args.key or signer_key_path(args.signer))
         try:
             signed = sign(draft, args.signer, key, registry)
@@ -319,7 +391,7 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     from cda.guardian.signers import SignerRegistry, verify_problems
     from cda.guardian.tasks import TaskSigned, read_task
 
-    with _open_existing(args.store) as store:
+    with _open_existing(args.store, args.root) as store:
         task = read_task(_read(args.task, "the task"), str(args.task))
         if not isinstance(task, TaskSigned):
             raise _Refused([f"{args.task}: task {task.task_id!r} is a draft: it carries no signature"])
@@ -368,7 +440,7 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not isinstance(loaded, dict):
             raise _bad(f"{args.result}: the result is a JSON object")
         result = loaded
-    with _open_existing(args.store) as store:
+    with _open_existing(args.store, args.root) as store:
         try:
             done = execute(task, decision, Ledger(store), action=action, run=lambda _task: result,
                            receipts=args.receipt)

@@ -6,11 +6,13 @@ conductor killed at any point (``kill -9``) resumes from the file alone. A tool 
 as ``started`` before the tool runs and settled after, which is how a resumed conductor tells
 a run cut short from one that finished.
 
-The file is CDA's own (marked and recognised by :mod:`cda.actions.store_file`): a foreign file
-is refused before anything is written, and so is another CDA store (a receipt log) that holds
-no conductor table. Writes use ``synchronous=NORMAL``: in WAL mode a commit survives a killed
-process (what resuming needs); only a power loss may drop the last commits, and the loops then
-redo those steps.
+The file is :data:`IR_FORMAT` (opened, marked "CDAC" and migrated by :mod:`cda.store`): a
+foreign file, or another CDA product's (a receipt log), is refused before anything is written.
+A file an earlier CDA made (marked with the receipt log's "CDA1", some of these tables, requests
+perhaps without ``holder``) is brought up to date; one whose tables have another shape is refused
+by name, left as it was. Writes use ``synchronous=NORMAL`` (:class:`cda.store.Durability`): in
+WAL mode a commit survives a killed process (what resuming needs); only a power loss may drop the
+last commits, and the loops then redo those steps.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cda.actions.store_file import StoreFileError, create_if_missing, open_store
+from cda.actions.store_file import APPLICATION_ID as LOG_APPLICATION_ID
 from cda.conductor.tooling import ConductorError
 from cda.contracts.conductor import (
     Assertion,
@@ -36,8 +38,9 @@ from cda.contracts.conductor import (
     ToolRunStatus,
     Verification,
 )
+from cda.store import Durability, FileFormat, StoreFileError, columns_of, open_store, tables_of
 
-__all__ = ["IRDatabase", "canonical", "holder_id"]
+__all__ = ["IR_FORMAT", "IRDatabase", "canonical", "holder_id"]
 
 TABLES: dict[str, str] = {
     "requests": (
@@ -106,12 +109,54 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _columns_of(statement: str) -> list[tuple[Any, ...]]:
-    """The columns ``statement`` (a CREATE TABLE) makes, as ``PRAGMA table_info`` lists them."""
-    with closing(sqlite3.connect(":memory:")) as scratch:
-        scratch.execute(statement)
-        table = statement.split()[2]
-        return list(scratch.execute(f"PRAGMA table_info({table})"))
+_INDICES = (
+    "CREATE INDEX IF NOT EXISTS obligations_by_request ON obligations (request_id, id)",
+    "CREATE INDEX IF NOT EXISTS runs_by_obligation ON tool_runs (obligation_id, id)",
+    "CREATE INDEX IF NOT EXISTS assertions_by_key ON assertions (key, id)",
+)
+
+
+def _without_holder() -> str:
+    return TABLES["requests"].replace(", holder TEXT)", ")")
+
+
+def _first_tables(conn: sqlite3.Connection) -> None:
+    """Version 1: the tables as the first IR database had them (requests without ``holder``);
+    a file an earlier CDA made may hold some of them already."""
+    for table, statement in TABLES.items():
+        first = _without_holder() if table == "requests" else statement
+        conn.execute(first.replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1))
+    for statement in _INDICES:
+        conn.execute(statement)
+
+
+def _holder(conn: sqlite3.Connection) -> None:
+    """Version 2: ``requests.holder``, who holds a request (unless an earlier CDA added it)."""
+    if "holder" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(requests)")}:
+        conn.execute("ALTER TABLE requests ADD COLUMN holder TEXT")
+
+
+def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> int | None:
+    """An IR database an earlier CDA made: marked as the receipt log ("CDA1"), holding conductor
+    tables only (or none: killed before it made them), each of today's shape or the first one."""
+    if app_id != LOG_APPLICATION_ID:
+        return None
+    tables = tables_of(conn)
+    if tables and ("requests" not in tables or set(tables) - set(TABLES)):
+        return None  # a receipt log, or another file: not this one
+    for table in tables:
+        have = [tuple(row[1:]) for row in conn.execute(f"PRAGMA table_info({table})")]
+        shapes = [columns_of(TABLES[table])] + ([columns_of(_without_holder())] if table == "requests" else [])
+        if have not in shapes:
+            names = ", ".join(str(column[0]) for column in have)
+            want = ", ".join(str(column[0]) for column in shapes[0])
+            raise StoreFileError(f"{where}: table {table} has columns {names}, not those of this CDA "
+                                 f"({want}): a conductor IR database of another version")
+    return 0
+
+
+IR_FORMAT = FileFormat("a CDA conductor IR database", 0x43444143, (_first_tables, _holder), legacy=_legacy)
+"""The conductor's IR database, as :mod:`cda.store` opens it."""
 
 
 class IRDatabase:
@@ -119,45 +164,11 @@ class IRDatabase:
 
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
-        self._conn = open_store(path)
-        try:
-            self._prepare()
-        except BaseException:
-            self._conn.close()
-            raise
-
-    def _prepare(self) -> None:
-        conn = self._conn
-        names = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if names and "requests" not in names:
-            raise StoreFileError(
-                f"{self.path}: a CDA file, but not a conductor IR database (it holds {', '.join(sorted(names))})"
-            )
-        conn.execute("PRAGMA synchronous=NORMAL")
-        with self.transaction():
-            for statement in TABLES.values():
-                conn.execute(create_if_missing(statement))
-            self._upgrade(conn)
-            conn.execute("CREATE INDEX IF NOT EXISTS obligations_by_request ON obligations (request_id, id)")
-            conn.execute("CREATE INDEX IF NOT EXISTS runs_by_obligation ON tool_runs (obligation_id, id)")
-            conn.execute("CREATE INDEX IF NOT EXISTS assertions_by_key ON assertions (key, id)")
-
-    def _upgrade(self, conn: sqlite3.Connection) -> None:
-        """Bring a file an earlier CDA made to today's columns (``requests.holder``: who holds a
-        request); any other difference from today's tables is refused, the file left as it was."""
-        for table, statement in TABLES.items():
-            have = [str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")]
-            want = [str(r[1]) for r in _columns_of(statement)]
-            if have == want:
-                continue
-            if table == "requests" and have + ["holder"] == want:
-                conn.execute("ALTER TABLE requests ADD COLUMN holder TEXT")
-                continue
-            raise StoreFileError(f"{self.path}: table {table} has columns {', '.join(have)}, not those of this CDA "
-                                 f"({', '.join(want)}): a conductor IR database of another version")
+        self.file = open_store(path, IR_FORMAT, durability=Durability.NORMAL)
+        self._conn = self.file.conn
 
     def close(self) -> None:
-        self._conn.close()
+        self.file.close()
 
     def __enter__(self) -> IRDatabase:
         return self
@@ -168,13 +179,8 @@ class IRDatabase:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One step's writes, all or none."""
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+        with self.file.transaction() as conn:
+            yield conn
 
     # ---- requests
     def open_request(self, utterance: str) -> int:

@@ -43,7 +43,7 @@ def _authorizer(action: int, *args: object) -> int:
 
 
 def _query(inputs: Mapping[str, Any], ctx: ToolContext) -> Outputs:
-    from cda.actions.store_file import StoreFileError, read_snapshot
+    from cda.store import StoreFileError, read_snapshot
 
     path = ctx.path(inputs["database"])
     sql = str(inputs["sql"])

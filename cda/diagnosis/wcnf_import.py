@@ -20,6 +20,7 @@ from cda.diagnosis.circuit import Circuit, Gate, table_function, table_kind, tru
 from cda.diagnosis.problem import CircuitInstance, GateConstraint, ab_atom, build_grouped
 from cda.encodings.ir import MinimalGoal, Node, NodeFactory
 from cda.errors import CDAError
+from cda.files import read_bytes
 from cda.solver.observations import GroupedProblem
 
 __all__ = ["WcnfError", "Wcnf", "parse_wcnf", "read_wcnf", "load_wcnf"]
@@ -150,7 +151,10 @@ def parse_wcnf(text: str, filename: str = "<wcnf>") -> Wcnf:
 
 def read_wcnf(path: Path) -> Wcnf:
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path)  # read once: what is parsed is what a digest of the file covers
+    except CDAError as exc:
+        raise WcnfError(str(exc)) from None
+    try:
         text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
     except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError) as exc:
         raise WcnfError(f"cannot read {path}: {exc}") from None

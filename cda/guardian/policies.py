@@ -427,21 +427,23 @@ def _check_dsl(p: DslPolicy, facts: Sequence[FactRule], parameters: Mapping[str,
 
 
 def _cedar(c: _Cedar, where: str, folder: Path) -> CedarPolicy:
-    from cda.policy.authorize import load_policy_set
+    """A Cedar policy of the store: its files read once, and the texts parsed are the texts its
+    digest covers (a file swapped between a parse and a second read could not pass the pin)."""
+    from cda.policy.authorize import policy_set_of
 
-    def at(name: str | None) -> Path | None:
-        return None if name is None else folder / name
-
+    paths = [(folder / name, name) for name in (c.policies, c.schema_file, c.entities) if name is not None]
     try:
-        ps = load_policy_set(folder / c.policies, at(c.schema_file), at(c.entities))
+        texts = {name: (read_text(path), str(path)) for path, name in paths}
+        ps = policy_set_of(texts[c.policies], None if c.schema_file is None else texts[c.schema_file],
+                           None if c.entities is None else texts[c.entities])
     except DSLError as exc:
         raise PolicyFileError(f"cedar {c.id}: {exc.message}", line=exc.line, column=exc.column,
                               filename=exc.filename or str(folder / c.policies), source_line=exc.source_line) from None  # fmt: skip
     except CDAError as exc:
         raise PolicyFileError(f"cedar {c.id}: {exc}", filename=where) from None
-    texts = [read_text(p) for p in (folder / c.policies, at(c.schema_file), at(c.entities)) if p is not None]
+    digest = sha256_hex(canonical_json([texts[name][0] for _, name in paths]))
     return CedarPolicy(c.id, c.kind == "hard", Fraction(c.weight), tuple(c.action_types), tuple(c.resources), ps,
-                       sha256_hex(canonical_json(texts)))  # fmt: skip
+                       digest)  # fmt: skip
 
 
 # -- deciding an action --------------------------------------------------------------------------

@@ -5,16 +5,17 @@ keeps: the seed's ERD — ``agent_identity``, ``causal_hypothesis``, ``financial
 ``mcp_tool_registry`` — and what the lifecycle needs beside it: ``budgets`` (per agent and
 currency), ``signers`` (the HITL signer registry), ``tasks`` and ``decisions``.
 
-*Marked and versioned.* A file this module creates carries ``PRAGMA application_id`` =
-:data:`APPLICATION_ID` ("CDAG") and a ``schema_version`` table with one row per migration
-applied. :data:`MIGRATIONS` is the list of those migrations, in order; opening a file written by
-an older CDA applies the missing ones in one transaction, so a file is always at one version.
+*Marked and versioned* by :mod:`cda.store` (:data:`GUARDIAN_FORMAT`): ``PRAGMA application_id``
+= :data:`APPLICATION_ID` ("CDAG"), ``PRAGMA user_version`` the number of :data:`MIGRATIONS`
+applied; opening a file written by an older CDA applies the missing ones in one transaction, so
+a file is always at one version. (CDA up to version 3 kept the version in a ``schema_version``
+table: such a file is recognised by it, and migration 4 drops it.)
 
 *Never another program's file.* Before anything is written, an existing file is read without a
-trace (:func:`cda.actions.store_file.read_snapshot`): a file that is not SQLite, has another
-``application_id``, or has tables but no mark is refused with a :class:`GuardianStoreError`
-naming what was found, and left byte for byte as it was. A file written by a newer CDA (a
-version past :data:`SCHEMA_VERSION`) is refused too. An empty (0-byte) file counts as new.
+trace: a file that is not SQLite, has another ``application_id``, or has tables but no mark is
+refused with a :class:`GuardianStoreError` naming what was found, and left byte for byte as it
+was. A file written by a newer CDA (a version past :data:`SCHEMA_VERSION`) is refused too. An
+empty (0-byte) file counts as new.
 
 Money is stored as exact decimal text (:mod:`cda.guardian.money`), never as SQLite ``REAL``;
 a causal hypothesis's ``risk_score`` as the exact text it was given.
@@ -22,7 +23,7 @@ a causal hypothesis's ``risk_score`` as the exact text it was given.
 >>> import tempfile, pathlib
 >>> store = GuardianStore.open(pathlib.Path(tempfile.mkdtemp()) / "guardian.sqlite")
 >>> store.version
-3
+4
 >>> store.close()
 """
 
@@ -32,6 +33,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
-from cda.errors import CDAError
+from cda.store import FileFormat, StoreFileError, open_store, tables_of
 
 if TYPE_CHECKING:
     from cda.guardian.action import ProposedAction
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPLICATION_ID",
+    "GUARDIAN_FORMAT",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "is_identifier",
@@ -65,8 +68,6 @@ APPLICATION_ID = 0x43444147
 
 Clock = Callable[[], datetime]
 """A source of timezone-aware times; tests inject a fixed one for byte-identical output."""
-
-BUSY_TIMEOUT_S = 60.0
 
 
 def _text_or_datetime(value: object) -> object:
@@ -134,6 +135,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE signers ADD COLUMN endorsed_by TEXT",
         "ALTER TABLE signers ADD COLUMN endorsement TEXT",
     ),
+    # version 4: the version is PRAGMA user_version (cda.store), no longer a table of its own; the
+    # signed header that names the first signer (cda.guardian.signers: the root of every signer)
+    (
+        "DROP TABLE IF EXISTS schema_version",
+        "CREATE TABLE guardian_header (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL, "
+        "root_signature TEXT NOT NULL, anchor_signature TEXT NOT NULL)",
+    ),
 )
 """Every migration, in order: ``MIGRATIONS[i]`` takes a file from version ``i`` to ``i + 1``.
 Append only; never edit one that has shipped."""
@@ -158,42 +166,22 @@ class ToolRegistration(BaseModel):
                 "registered_at": self.registered_at.isoformat()}
 
 
-class GuardianStoreError(CDAError, ValueError):
+class GuardianStoreError(StoreFileError):
     """A guardian file CDA cannot use: not SQLite, another program's, or written by a newer CDA."""
 
 
-def _recognise(conn: sqlite3.Connection, where: str) -> int:
-    """The version of the guardian file behind ``conn``; :class:`GuardianStoreError` when it is
-    not ours (an empty database someone else made included). Only reads."""
-    app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-    tables = [str(row[0]) for row in conn.execute(
-        "SELECT name FROM sqlite_master WHERE name NOT GLOB 'sqlite_*' ORDER BY name")]
-    refusal = f"{where}: not a CDA guardian file, and CDA never modifies files it did not create"
-    if app_id != APPLICATION_ID:
-        found = (f"application_id {app_id:#010x}" if app_id else
-                 f"tables {', '.join(tables[:5])} and no guardian mark" if tables else "an empty database, no guardian mark")
-        raise GuardianStoreError(f"{refusal} ({found})")
-    if "schema_version" not in tables:
-        raise GuardianStoreError(f"{refusal} (it has the guardian mark but no schema_version table)")
-    version = int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
-    if version > SCHEMA_VERSION:
-        raise GuardianStoreError(f"{where}: written by a newer CDA (guardian schema {version}; "
-                                 f"this CDA reads up to {SCHEMA_VERSION})")
-    return version
+def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> int | None:
+    """A file CDA up to version 3 wrote: the guardian mark, no ``user_version``, its version the
+    largest row of its ``schema_version`` table."""
+    if app_id != APPLICATION_ID or version != 0:
+        return None
+    if "schema_version" not in tables_of(conn):
+        raise GuardianStoreError(f"{where}: not a CDA guardian file (it has the guardian mark but no version)")
+    return int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
 
 
-def migrate(conn: sqlite3.Connection, clock: Clock = utc_now, *, upto: int = SCHEMA_VERSION) -> int:
-    """Apply the migrations a marked file is missing, up to version ``upto``, inside the caller's
-    transaction; returns the version reached. (``upto`` lower than the newest makes an old file,
-    which is how the migration from an older version is tested.)"""
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
-    version = int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
-    for number in range(version + 1, upto + 1):
-        for statement in MIGRATIONS[number - 1]:
-            conn.execute(statement)
-        conn.execute("INSERT INTO schema_version VALUES (?, ?)", (number, clock().isoformat()))
-    return max(version, upto)
+GUARDIAN_FORMAT = FileFormat("a CDA guardian file", APPLICATION_ID, MIGRATIONS, legacy=_legacy)
+"""The guardian's file, as :mod:`cda.store` opens it."""
 
 
 def _exact_text(name: str, value: object) -> str:
@@ -217,58 +205,33 @@ class GuardianStore:
     thread or process; the file is shared safely between processes.
     """
 
-    def __init__(self, conn: sqlite3.Connection, where: str, clock: Clock = utc_now) -> None:
+    def __init__(self, conn: sqlite3.Connection, where: str, clock: Clock = utc_now, root: str | None = None) -> None:
         self.conn = conn
         self.where = where
         self.clock = clock
+        self.root = root
+        """The fingerprint of the file's first signer, given from outside the file (``cda task
+        --root``): its header is then trusted by it, not by this CDA's key (cda.guardian.signers)."""
 
     @classmethod
-    def open(cls, path: Path | str, clock: Clock = utc_now, *, upto: int = SCHEMA_VERSION) -> GuardianStore:
-        """Open (creating or migrating) the guardian file at ``path``; ``":memory:"`` for a private one."""
-        where = str(path)
-        if where != ":memory:":
-            target = Path(path)
-            if target.exists() and not target.is_file():
-                raise GuardianStoreError(f"{path}: not a file")
-            if target.exists() and target.stat().st_size > 0:
-                from cda.actions.store_file import StoreFileError, read_snapshot
-
-                try:
-                    read_snapshot(target, lambda c: _recognise(c, where))
-                except (sqlite3.DatabaseError, StoreFileError) as exc:
-                    raise GuardianStoreError(f"{path}: not an SQLite database ({exc})") from None
-            uri, is_uri = target.resolve().as_uri() + "?mode=rwc", True
-        else:
-            uri, is_uri = ":memory:", False
+    def open(cls, path: Path | str, clock: Clock = utc_now, *, upto: int = SCHEMA_VERSION,
+             root: str | None = None) -> GuardianStore:
+        """Open (creating or migrating) the guardian file at ``path``; ``":memory:"`` for a private
+        one. ``root``: the first signer's fingerprint, given from outside the file (:attr:`root`).
+        (``upto`` below :data:`SCHEMA_VERSION` makes a file of an older version, which is how a
+        migration from it is tested.)"""
+        fmt = GUARDIAN_FORMAT if upto == SCHEMA_VERSION else replace(GUARDIAN_FORMAT, migrations=MIGRATIONS[:upto])
         try:
-            conn = sqlite3.connect(uri, uri=is_uri, timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                                   check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise GuardianStoreError(f"cannot open {path}: {exc}") from None
-        try:
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if where != ":memory:" and Path(path).stat().st_size > 0:
-                    _recognise(conn, where)  # again, under the write lock: another process may have made it
-                migrate(conn, clock, upto=upto)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            if where != ":memory:":
-                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    raise GuardianStoreError(f"{path}: SQLite would not switch to WAL mode (journal_mode is {mode!r})")
-                conn.execute("PRAGMA synchronous=FULL")
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise GuardianStoreError(f"{path}: cannot use it as the guardian file ({exc})") from None
-        except BaseException:
-            conn.close()
+            store = open_store(path, fmt)
+        except GuardianStoreError:
             raise
-        return cls(conn, where, clock)
+        except StoreFileError as exc:
+            raise GuardianStoreError(str(exc)) from None
+        store.conn.execute("PRAGMA foreign_keys = ON")
+        if root is not None and not (len(root) == 64 and set(root) <= set("0123456789abcdef")):
+            store.close()
+            raise GuardianStoreError(f"a first signer's fingerprint is 64 lowercase hex digits, not {root[:70]!r}")
+        return cls(store.conn, str(path), clock, root)
 
     def close(self) -> None:
         self.conn.close()
@@ -281,7 +244,7 @@ class GuardianStore:
 
     @property
     def version(self) -> int:
-        return int(self.conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0])
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
 
     def now(self) -> str:
         """The store clock's time as ISO 8601 text (refused when the clock is not timezone-aware)."""

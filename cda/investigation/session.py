@@ -107,10 +107,11 @@ class Investigation:
         return inv
 
     @classmethod
-    def open(cls, session_id: str, db: str | Path) -> Investigation:
+    def open(cls, session_id: str, db: str | Path, *, read_only: bool = False) -> Investigation:
         """Reopen a stored investigation where it was: the live solver rebuilt from its problem
-        and the observations in force."""
-        store = SessionStore(db)
+        and the observations in force. The store must exist; ``read_only`` (to look, not to step)
+        never writes it."""
+        store = SessionStore(db, read_only=read_only, create=False)
         stored = store.load(session_id)
         live = LiveProblem(stored.problem, stored.backend, filename=stored.filename, ken=_load_ken(stored.ken))
         for step, text in store.active_observations(session_id):

@@ -6,24 +6,36 @@ updated_at_utc``) plus what a restart needs to rebuild the solver (the problem t
 backend). The ``steps`` table is the trace: one row per start, observation, undo and close.
 
 A step is computed in memory first and written in one transaction (the step's row and the new
-memory block together, ``synchronous=FULL``): a process killed while computing leaves the
-session as it was before the step, one killed while writing leaves it before or after, never
-between.
+memory block together, fsynced: :attr:`cda.store.Durability.FULL`): a process killed while
+computing leaves the session as it was before the step, one killed while writing leaves it
+before or after, never between.
+
+The file is :data:`INVESTIGATIONS_FORMAT` (opened, marked "CDAI" and migrated by
+:mod:`cda.store`, as every CDA file): another program's file, another CDA product's (a receipt
+log), a text file or a folder is refused by name and left as it was. A reader
+(``SessionStore(path, read_only=True)``: ``cda investigate status|history``) never creates or
+changes the file. The ``owners`` table is the server's (who started a session over the ToolBus:
+:mod:`cda.service.investigations`). A file an earlier CDA wrote (unmarked, these tables)
+is recognised and marked when a writer opens it.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cda.errors import CDAError
+from cda.store import FileFormat, Store, columns_of, open_store, read_store, tables_of
 
-__all__ = ["SessionMoved", "SessionStore", "StoredSession", "StoredStep", "UnknownSession"]
+__all__ = ["INVESTIGATIONS_FORMAT", "SessionMoved", "SessionStore", "StoredSession", "StoredStep", "UnknownSession"]
 
-_SCHEMA = """
+T = TypeVar("T")
+
+_SESSIONS = """
 CREATE TABLE IF NOT EXISTS sessions (
     session_id TEXT PRIMARY KEY,
     task_id TEXT NOT NULL,
@@ -41,7 +53,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     next_probe TEXT,
     updated_at_utc TEXT NOT NULL,
     memory TEXT NOT NULL
-);
+)"""
+_STEPS = """
 CREATE TABLE IF NOT EXISTS steps (
     session_id TEXT NOT NULL REFERENCES sessions(session_id),
     step INTEGER NOT NULL,
@@ -51,8 +64,26 @@ CREATE TABLE IF NOT EXISTS steps (
     trace TEXT NOT NULL,
     at_utc TEXT NOT NULL,
     PRIMARY KEY (session_id, step)
-);
-"""
+)"""
+_OWNERS = "CREATE TABLE IF NOT EXISTS owners (session_id TEXT PRIMARY KEY, owner TEXT NOT NULL)"
+_TABLES = {"sessions": _SESSIONS, "steps": _STEPS, "owners": _OWNERS}
+
+
+def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> int | None:
+    """A file an earlier CDA wrote: unmarked, its tables some of these, each of this shape."""
+    if app_id != 0 or version != 0:
+        return None
+    tables = tables_of(conn)
+    if not tables or set(tables) - set(_TABLES) or "sessions" not in tables:
+        return None
+    have = {t: [tuple(r[1:]) for r in conn.execute(f"PRAGMA table_info({t})")] for t in tables}
+    return 0 if all(have[t] == columns_of(_TABLES[t].strip()) for t in tables) else None
+
+
+INVESTIGATIONS_FORMAT = FileFormat("a CDA investigations file", 0x43444149,
+                                   ((_SESSIONS, _STEPS), (_OWNERS,)), legacy=_legacy)
+"""The investigations file, as :mod:`cda.store` opens it: version 1 the sessions and their steps,
+version 2 the server's ``owners``."""
 
 
 class UnknownSession(CDAError, KeyError):
@@ -91,18 +122,33 @@ class StoredStep:
 
 
 class SessionStore:
-    """The sessions of one SQLite file (``":memory:"`` for a session that lives in this process)."""
+    """The sessions of one SQLite file (``":memory:"`` for a session that lives in this process).
 
-    def __init__(self, path: str | Path) -> None:
+    ``read_only``: the file must exist and is only read (each read a fresh snapshot); otherwise it
+    is opened for writing, created when missing unless ``create`` is False."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False, create: bool = True) -> None:
         self.path = str(path)
-        self.conn = sqlite3.connect(self.path, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")
-        self.conn.execute("PRAGMA busy_timeout=5000")
-        self.conn.executescript(_SCHEMA)
+        self._store: Store | None = None
+        if read_only and self.path != ":memory:":
+            read_store(self.path, INVESTIGATIONS_FORMAT, lambda conn: None)  # missing or foreign: refused now
+        else:
+            self._store = open_store(path, INVESTIGATIONS_FORMAT, create=create)
+
+    def _read(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        if self._store is None:
+            return read_store(self.path, INVESTIGATIONS_FORMAT, read)
+        with self._store.lock:
+            return read(self._store.conn)
+
+    def _writer(self) -> Store:
+        if self._store is None:
+            raise CDAError(f"{self.path} was opened to be read only")
+        return self._store
 
     def close(self) -> None:
-        self.conn.close()
+        if self._store is not None:
+            self._store.close()
 
     def create(self, session: StoredSession, trace: dict[str, Any], at: str) -> None:
         self._write(session, StoredStep(0, "start", None, None, trace, at), insert=True)
@@ -116,9 +162,7 @@ class SessionStore:
                m.get("focus_subsystem"), json.dumps(m.get("global_invariants", [])),
                json.dumps(m.get("candidate_hypotheses", [])), m.get("selected_hypothesis_id"), m.get("next_probe"),
                m["updated_at_utc"], json.dumps(m, sort_keys=True), s.session_id)
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
+        with self._writer().transaction() as c:
             if insert:
                 c.execute("INSERT INTO sessions (task_id, problem, filename, ken, backend, top, closed, last_step, "
                           "focus_subsystem, global_invariants, candidate_hypotheses, selected_hypothesis_id, "
@@ -135,23 +179,19 @@ class SessionStore:
             c.execute("INSERT INTO steps (session_id, step, kind, observation, undoes, trace, at_utc) "
                       "VALUES (?,?,?,?,?,?,?)", (s.session_id, step.step, step.kind, step.observation, step.undoes,
                                                  json.dumps(step.trace, sort_keys=True), step.at_utc))
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
 
     def load(self, session_id: str) -> StoredSession:
-        row = self.conn.execute(
+        row = self._read(lambda conn: conn.execute(
             "SELECT session_id, task_id, problem, filename, ken, backend, top, closed, last_step, memory "
-            "FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+            "FROM sessions WHERE session_id=?", (session_id,)).fetchone())
         if row is None:
             raise UnknownSession(f"no investigation {session_id!r} in {self.path}")
         return StoredSession(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8],
                              json.loads(row[9]))
 
     def steps(self, session_id: str) -> list[StoredStep]:
-        rows = self.conn.execute("SELECT step, kind, observation, undoes, trace, at_utc FROM steps "
-                                 "WHERE session_id=? ORDER BY step", (session_id,)).fetchall()
+        rows = self._read(lambda conn: conn.execute("SELECT step, kind, observation, undoes, trace, at_utc FROM steps "
+                                                    "WHERE session_id=? ORDER BY step", (session_id,)).fetchall())
         return [StoredStep(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows]
 
     def active_observations(self, session_id: str) -> list[tuple[int, str]]:
@@ -159,3 +199,14 @@ class SessionStore:
         steps = self.steps(session_id)
         undone = {s.undoes for s in steps if s.kind == "undo"}
         return [(s.step, s.observation or "") for s in steps if s.kind == "observe" and s.step not in undone]
+
+    # ---- the server's owners of sessions (cda.service.investigations)
+    def owner(self, session_id: str) -> str | None:
+        """The principal who started ``session_id`` over the ToolBus (None: none recorded)."""
+        row = self._read(lambda conn: conn.execute("SELECT owner FROM owners WHERE session_id=?",
+                                                   (session_id,)).fetchone())
+        return None if row is None else str(row[0])
+
+    def set_owner(self, session_id: str, owner: str) -> None:
+        with self._writer().transaction() as conn:
+            conn.execute("INSERT INTO owners (session_id, owner) VALUES (?, ?)", (session_id, owner))

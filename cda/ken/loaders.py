@@ -10,13 +10,14 @@ relation in an edge's ``relation`` (or ``label``) data key. A malformed file rai
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from xml.etree.ElementTree import ParseError
 
 import networkx as nx
 
-from cda.errors import KenError
-from cda.files import read_json
+from cda.errors import CDAError, KenError
+from cda.files import read_bytes, read_json, read_text
 from cda.ken.graph import KenGraph
 
 __all__ = ["load_ken", "load_json", "load_csv", "load_graphml"]
@@ -80,7 +81,11 @@ def load_csv(path: Path) -> KenGraph:
 
 def _load_csv(path: Path) -> KenGraph:
     ken = KenGraph()
-    with path.open(newline="", encoding="utf-8") as fh:
+    try:
+        text = read_text(path)  # read once: what is parsed is what a digest of the file covers
+    except CDAError as exc:
+        raise KenError(str(exc)) from None
+    with io.StringIO(text, newline="") as fh:
         reader = csv.DictReader(fh)
         fields = [f.strip().lower() for f in reader.fieldnames or []]
         if "source" not in fields or "target" not in fields:
@@ -98,7 +103,11 @@ def _load_csv(path: Path) -> KenGraph:
 
 def load_graphml(path: Path) -> KenGraph:
     try:
-        g = nx.read_graphml(path, force_multigraph=True)
+        data = read_bytes(path)
+    except CDAError as exc:
+        raise KenError(str(exc)) from None
+    try:
+        g = nx.read_graphml(io.BytesIO(data), force_multigraph=True)
     except (ParseError, nx.NetworkXError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise KenError(f"{path}: not GraphML ({type(exc).__name__}: {exc})") from None
     return _from_graph(g, str(path), keys_are_relations=False)

@@ -18,7 +18,7 @@ from typing import Any
 
 from cda.errors import CDAError, DSLError
 from cda.files import parse_json, read_text
-from cda.policy.authorize import PolicySet, decide, load_policy_set
+from cda.policy.authorize import PolicySet, load_policy_set
 from cda.policy.entities import read_request
 from cda.policy.syntax import UnsupportedConstruct
 
@@ -105,7 +105,7 @@ def run_test_file(path: str | Path, root: str | Path | None = None) -> list[Requ
             continue
         except CDAError as e:
             raise CDAError(f"{path}: requests[{i}] cannot be read: {e}") from None
-        ans = decide(ps.policies, req, ps.entities)
+        ans = ps.decide(req)
         got = {"decision": ans.decision, "reason": sorted(ans.reason), "errors": sorted(ans.errors)}
         out.append(RequestResult(str(path), i, exp, got, True, got == exp))
     return out

@@ -8,7 +8,7 @@ does: the policy does not apply and its id is reported in ``errors``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from functools import lru_cache
 
 from cda.policy.entities import (
@@ -51,11 +51,12 @@ from cda.policy.values import (
     EntityUID,
     IPAddr,
     Value,
+    canon,
     cedar_eq,
     type_name,
 )
 
-__all__ = ["EvalError", "evaluate", "like_regex", "apply_method"]
+__all__ = ["EvalError", "Compiled", "Compiler", "Frame", "evaluate", "like_regex", "apply_method", "structure"]
 
 
 class EvalError(Exception):
@@ -111,100 +112,289 @@ def _in(a: Value, b: Value, store: Entities, pos: Pos) -> bool:
 
 
 def evaluate(e: Expr, req: Request, store: Entities) -> Value:
-    """The value of ``e`` for ``req`` over ``store``; raises :class:`EvalError`."""
+    """The value of ``e`` for ``req`` over ``store``; raises :class:`EvalError`. (``e`` is compiled
+    for this one call: what evaluates many requests compiles once, with :class:`Compiler`.)"""
+    return Compiler()(e)(Frame(req, store, 0))
+
+
+class Frame:
+    """One request being evaluated: its four variables, the store, and the values of the shared
+    subexpressions computed so far (``memo``, one slot each, :data:`_MISSING` until computed)."""
+
+    __slots__ = ("principal", "action", "resource", "context", "store", "memo")
+
+    def __init__(self, req: Request, store: Entities, slots: int) -> None:
+        self.principal, self.action, self.resource, self.context = req.principal, req.action, req.resource, req.context
+        self.store = store
+        self.memo: list[Value | object] = [_MISSING] * slots
+
+
+Compiled = Callable[[Frame], Value]
+_MISSING = object()
+#: types whose Python ``==`` is Cedar's ``==`` between two values of the same type
+_PLAIN_EQ = frozenset({str, int, bool, EntityUID, Decimal, Datetime, Duration, IPAddr})
+
+
+def structure(e: Expr) -> Hashable:
+    """``e``'s shape without positions: equal for two writings of the same expression (a literal by
+    its Cedar-typed :func:`~cda.policy.values.canon`, so ``1`` and ``true`` differ)."""
     t = type(e)
     if t is Lit:
-        return e.value  # type: ignore[union-attr]
+        return ("lit", canon(e.value))  # type: ignore[union-attr]
     if t is Var:
-        name = e.name  # type: ignore[union-attr]
-        if name == "principal":
-            return req.principal
-        if name == "action":
-            return req.action
-        if name == "resource":
-            return req.resource
-        return req.context
-    if t is And:
-        assert isinstance(e, And)
-        if not _bool(evaluate(e.left, req, store), e.pos):
-            return False
-        return _bool(evaluate(e.right, req, store), e.pos)
-    if t is Or:
-        assert isinstance(e, Or)
-        if _bool(evaluate(e.left, req, store), e.pos):
-            return True
-        return _bool(evaluate(e.right, req, store), e.pos)
-    if t is If:
-        assert isinstance(e, If)
-        c = _bool(evaluate(e.cond, req, store), e.pos)
-        return evaluate(e.then if c else e.orelse, req, store)
-    if t is Unary:
-        assert isinstance(e, Unary)
-        v = evaluate(e.arg, req, store)
-        if e.op == "!":
-            return not _bool(v, e.pos)
-        return _checked(-_long(v, e.pos), "negation", e.pos)
-    if t is Binary:
-        assert isinstance(e, Binary)
-        return _binary(e, evaluate(e.left, req, store), evaluate(e.right, req, store), store)
-    if t is GetAttr:
-        assert isinstance(e, GetAttr)
-        v = evaluate(e.arg, req, store)
-        if isinstance(v, EntityUID):
-            rec = store.attrs.get(v)
-            if rec is None:
-                raise EvalError(f"entity {v} does not exist", e.pos)
-            if e.attr not in rec.attrs:
-                raise EvalError(f"entity {v} has no attribute {e.attr!r}", e.pos)
-            return rec.attrs[e.attr]
-        if isinstance(v, CRecord):
-            if e.attr not in v.attrs:
-                raise EvalError(f"record has no attribute {e.attr!r}", e.pos)
-            return v.attrs[e.attr]
-        raise EvalError(f"type error: expected an entity or a record, got {type_name(v)}", e.pos)
-    if t is Has:
-        assert isinstance(e, Has)
-        v = evaluate(e.arg, req, store)
-        if isinstance(v, EntityUID):
-            rec = store.attrs.get(v)
-            return rec is not None and e.attr in rec.attrs
-        if isinstance(v, CRecord):
-            return e.attr in v.attrs
-        raise EvalError(f"type error: expected an entity or a record, got {type_name(v)}", e.pos)
-    if t is Like:
-        assert isinstance(e, Like)
-        v = evaluate(e.arg, req, store)
-        _want(v, str, "String", e.pos)
-        return like_regex(e.pattern).fullmatch(v) is not None  # type: ignore[arg-type]
-    if t is Is:
-        assert isinstance(e, Is)
-        v = evaluate(e.arg, req, store)
-        if not isinstance(v, EntityUID):
-            raise EvalError(f"type error: 'is' expects an entity, got {type_name(v)}", e.pos)
-        if v.type != e.type:
-            return False
-        if e.within is None:
-            return True
-        return _in(v, evaluate(e.within, req, store), store, e.pos)
-    if t is SetLit:
-        assert isinstance(e, SetLit)
-        return CSet([evaluate(x, req, store) for x in e.items])
-    if t is RecLit:
-        assert isinstance(e, RecLit)
-        return CRecord({k: evaluate(x, req, store) for k, x in e.items})
-    if t is Call:
-        assert isinstance(e, Call)
-        args = [evaluate(x, req, store) for x in e.args]
-        if len(args) != 1:
-            raise EvalError(f"wrong number of arguments to {e.name}: {len(args)}", e.pos)
-        if not isinstance(args[0], str):
-            raise EvalError(f"type error: {e.name} expects a String, got {type_name(args[0])}", e.pos)
-        try:
-            return _CONSTRUCTORS[e.name](args[0])
-        except ExtensionError as err:
-            raise EvalError(str(err), e.pos) from None
-    assert isinstance(e, Method)
-    return _method(e, evaluate(e.arg, req, store), [evaluate(x, req, store) for x in e.args], store)
+        return ("var", e.name)  # type: ignore[union-attr]
+    parts: list[Hashable] = [t.__name__]
+    for name in e.__slots__:  # type: ignore[union-attr]
+        if name == "pos":
+            continue
+        v = getattr(e, name)
+        if isinstance(v, tuple) and v and isinstance(v[0], tuple):  # RecLit items
+            parts.append(tuple((k, structure(x)) for k, x in v))
+        elif isinstance(v, tuple) and t is not Like:
+            parts.append(tuple(structure(x) for x in v))
+        elif v is None or isinstance(v, str | tuple):
+            parts.append(v)
+        else:
+            parts.append(structure(v))
+    return tuple(parts)
+
+
+class Compiler:
+    """Compiles expressions into closures over a :class:`Frame` once, so that a policy set's
+    conditions are not walked again for every request (docs/policy.md, "Authorization at scale").
+
+    A subexpression that occurs more than once across everything compiled with one compiler
+    (``shared``: the shapes counted by :meth:`count`) gets a memo slot: the first policy that
+    needs it computes it and the rest read it. Only values are kept: a subexpression whose
+    evaluation raises is evaluated again where it occurs next, so each policy's error names its
+    own position. Evaluation is deterministic, so reading a kept value never changes an answer.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[Hashable, int] = {}
+        self.slots: dict[Hashable, int] = {}
+
+    def count(self, e: Expr) -> None:
+        """Count the shapes of ``e``'s subexpressions (before compiling, to find what is shared)."""
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            if type(x) in (Lit, Var):
+                continue
+            k = structure(x)
+            n = self.seen.get(k, 0)
+            self.seen[k] = n + 1
+            if n == 0:
+                stack.extend(_children(x))
+
+    def __call__(self, e: Expr) -> Compiled:
+        f = self._compile(e)
+        if type(e) in (Lit, Var) or self.seen.get(structure(e), 0) < 2:
+            return f
+        k = structure(e)
+        slot = self.slots.setdefault(k, len(self.slots))
+
+        def memoized(fr: Frame) -> Value:
+            v = fr.memo[slot]
+            if v is _MISSING:
+                v = fr.memo[slot] = f(fr)
+            return v  # type: ignore[return-value]
+
+        return memoized
+
+    def _compile(self, e: Expr) -> Compiled:  # noqa: C901 - one case per node type
+        t = type(e)
+        if t is Lit:
+            value = e.value  # type: ignore[union-attr]
+            return lambda fr: value
+        if t is Var:
+            return _VARS[e.name]  # type: ignore[union-attr]
+        if t is And or t is Or:
+            return self._connective(e)  # type: ignore[arg-type]
+        if t is If:
+            assert isinstance(e, If)
+            cond, then, orelse, pos = self(e.cond), self(e.then), self(e.orelse), e.pos
+
+            def if_(fr: Frame) -> Value:
+                return then(fr) if _bool(cond(fr), pos) else orelse(fr)
+
+            return if_
+        if t is Unary:
+            assert isinstance(e, Unary)
+            arg, pos = self(e.arg), e.pos
+            if e.op == "!":
+                return lambda fr: not _bool(arg(fr), pos)
+            return lambda fr: _checked(-_long(arg(fr), pos), "negation", pos)
+        if t is Binary:
+            return self._binary(e)  # type: ignore[arg-type]
+        if t is GetAttr:
+            assert isinstance(e, GetAttr)
+            arg, attr, pos = self(e.arg), e.attr, e.pos
+            return lambda fr: _get_attr(arg(fr), attr, fr.store, pos)
+        if t is Has:
+            assert isinstance(e, Has)
+            arg, attr, pos = self(e.arg), e.attr, e.pos
+            return lambda fr: _has(arg(fr), attr, fr.store, pos)
+        if t is Like:
+            assert isinstance(e, Like)
+            arg, regex, pos = self(e.arg), like_regex(e.pattern), e.pos
+
+            def like(fr: Frame) -> Value:
+                v = arg(fr)
+                _want(v, str, "String", pos)
+                return regex.fullmatch(v) is not None  # type: ignore[arg-type]
+
+            return like
+        if t is Is:
+            assert isinstance(e, Is)
+            return self._is(e)
+        if t is SetLit:
+            assert isinstance(e, SetLit)
+            items = [self(x) for x in e.items]
+            return lambda fr: CSet([f(fr) for f in items])
+        if t is RecLit:
+            assert isinstance(e, RecLit)
+            fields = [(k, self(x)) for k, x in e.items]
+            return lambda fr: CRecord({k: f(fr) for k, f in fields})
+        if t is Call:
+            assert isinstance(e, Call)
+            return self._call(e)
+        assert isinstance(e, Method)
+        recv, margs, node = self(e.arg), [self(x) for x in e.args], e
+        return lambda fr: _method(node, recv(fr), [f(fr) for f in margs], fr.store)
+
+    def _connective(self, e: And | Or) -> Compiled:
+        left, right, pos = self(e.left), self(e.right), e.pos
+        stop = type(e) is Or  # the value of the left side that decides without the right
+
+        def connective(fr: Frame) -> Value:
+            a = left(fr)
+            if a is stop:
+                return stop
+            if a is not (not stop):
+                _bool(a, pos)
+            b = right(fr)
+            if b is True or b is False:
+                return b
+            return _bool(b, pos)
+
+        return connective
+
+    def _binary(self, e: Binary) -> Compiled:
+        left, right, op, pos = self(e.left), self(e.right), e.op, e.pos
+        if op in ("==", "!="):
+            negate = op == "!="
+
+            def eq(fr: Frame) -> Value:
+                a, b = left(fr), right(fr)
+                ta = type(a)
+                same = a == b if ta is type(b) and ta in _PLAIN_EQ else cedar_eq(a, b)
+                return same is not negate
+
+            return eq
+        if op == "in":
+            return lambda fr: _in(left(fr), right(fr), fr.store, pos)
+        fast = _FAST_LONG[op]
+
+        def arith(fr: Frame) -> Value:
+            a, b = left(fr), right(fr)
+            if type(a) is int and type(b) is int:
+                v = fast(a, b)
+                if type(v) is bool or LONG_MIN <= v <= LONG_MAX:
+                    return v
+            return _binary(e, a, b, fr.store)  # datetimes, errors and overflow
+
+        return arith
+
+    def _is(self, e: Is) -> Compiled:
+        arg, ty, pos = self(e.arg), e.type, e.pos
+        within = self(e.within) if e.within is not None else None
+
+        def is_(fr: Frame) -> Value:
+            v = arg(fr)
+            if not isinstance(v, EntityUID):
+                raise EvalError(f"type error: 'is' expects an entity, got {type_name(v)}", pos)
+            if v.type != ty:
+                return False
+            return True if within is None else _in(v, within(fr), fr.store, pos)
+
+        return is_
+
+    def _call(self, e: Call) -> Compiled:
+        """An extension constructor; on a literal string it is built once, here (an invalid
+        literal still raises its error when, and only when, it is evaluated)."""
+        args, name, pos = [self(x) for x in e.args], e.name, e.pos
+        if len(e.args) == 1 and type(e.args[0]) is Lit and isinstance(e.args[0].value, str):
+            try:
+                value = _construct(name, [e.args[0].value], pos)
+            except EvalError:
+                pass
+            else:
+                return lambda fr: value
+        return lambda fr: _construct(name, [f(fr) for f in args], pos)
+
+
+_VARS: dict[str, Compiled] = {
+    "principal": lambda fr: fr.principal,
+    "action": lambda fr: fr.action,
+    "resource": lambda fr: fr.resource,
+    "context": lambda fr: fr.context,
+}
+_FAST_LONG: dict[str, Callable[[int, int], int | bool]] = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+}
+
+
+def _children(e: Expr) -> list[Expr]:
+    out: list[Expr] = []
+    for name in e.__slots__:  # type: ignore[union-attr]
+        v = getattr(e, name)
+        if isinstance(v, tuple) and type(e) is not Like and name != "pos":
+            out.extend(x[1] if isinstance(x, tuple) else x for x in v)
+        elif v is not None and not isinstance(v, str | tuple | int):
+            out.append(v)
+    return out
+
+
+def _get_attr(v: Value, attr: str, store: Entities, pos: Pos) -> Value:
+    if isinstance(v, EntityUID):
+        rec = store.attrs.get(v)
+        if rec is None:
+            raise EvalError(f"entity {v} does not exist", pos)
+        if attr not in rec.attrs:
+            raise EvalError(f"entity {v} has no attribute {attr!r}", pos)
+        return rec.attrs[attr]
+    if isinstance(v, CRecord):
+        if attr not in v.attrs:
+            raise EvalError(f"record has no attribute {attr!r}", pos)
+        return v.attrs[attr]
+    raise EvalError(f"type error: expected an entity or a record, got {type_name(v)}", pos)
+
+
+def _has(v: Value, attr: str, store: Entities, pos: Pos) -> bool:
+    if isinstance(v, EntityUID):
+        rec = store.attrs.get(v)
+        return rec is not None and attr in rec.attrs
+    if isinstance(v, CRecord):
+        return attr in v.attrs
+    raise EvalError(f"type error: expected an entity or a record, got {type_name(v)}", pos)
+
+
+def _construct(name: str, args: list[Value], pos: Pos) -> Value:
+    if len(args) != 1:
+        raise EvalError(f"wrong number of arguments to {name}: {len(args)}", pos)
+    if not isinstance(args[0], str):
+        raise EvalError(f"type error: {name} expects a String, got {type_name(args[0])}", pos)
+    try:
+        return _CONSTRUCTORS[name](args[0])
+    except ExtensionError as err:
+        raise EvalError(str(err), pos) from None
 
 
 _CONSTRUCTORS: dict[str, Callable[[str], Value]] = {"ip": parse_ip, "decimal": parse_decimal, "datetime": parse_datetime, "duration": parse_duration}

@@ -52,6 +52,7 @@ from cda.service.state import ServiceState
 from cda.service.store import TERMINAL, StoredEvent, read_stream
 from cda.service.streams import Hub
 from cda.service.workers import RunnerJob, RunnerStopped, run_job
+from cda.store import Durability
 
 __all__ = ["ActionManager", "EdgeError", "EGRESS_RANK", "MAX_THREADS", "check_signable", "is_draft", "relax_fsync",
            "share_write_lock"]
@@ -77,7 +78,8 @@ class ActionManager:
         self.approvals = Approvals(self.attempts, egress_cap)
         self.rules: Rules = rules or ServerRules(self_approval)  # False with --auth: only the internal profile grants
         known = [Principal("anonymous", "partner")] if auth.open else [who for _, who in auth.entries]
-        self.state = ServiceState(db, known)  # owners, sub-action revisions, consumers: survive a restart
+        self.state = ServiceState(db, known,  # owners, sub-action revisions, consumers: survive a restart
+                                  durability=Durability.FULL if fsync_each_commit else Durability.NORMAL)
         self.revisions = Revisions(self.attempts, self.state, providers or {})
         self.runs: dict[str, LiveAction] = {}
         self.lock = threading.Lock()

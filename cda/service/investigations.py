@@ -21,6 +21,8 @@ import json
 import sqlite3
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,7 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cda.contracts.action import KenSource
 from cda.investigation.session import MemoryBlock
+from cda.investigation.store import SessionStore
 from cda.service.auth import Principal
+from cda.store import companion
 
 __all__ = [
     "INVESTIGATE_METHODS",
@@ -122,12 +126,12 @@ class InvestigationDesk:
     """The investigations of one server: its sessions file, who owns each session, one step at a time."""
 
     def __init__(self, db: Path) -> None:
-        self.db = db.with_name(db.name + ".investigations.sqlite")
+        self.db = companion(db, "investigations")
         self.ken_dir = db.with_name(db.name + ".investigations-ken")
         self.lock = threading.Lock()
         self.session_locks: dict[str, threading.Lock] = {}
-        with self._owners() as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS owners (session_id TEXT PRIMARY KEY, owner TEXT NOT NULL)")
+        with self._sessions():  # made (or recognised and brought up to date) before the first call
+            pass
 
     # ---- the calls (each in a worker thread)
     def call(self, who: Principal, method: str, params: BaseModel) -> BaseModel:
@@ -187,8 +191,8 @@ class InvestigationDesk:
                 ken.unlink(missing_ok=True)
             raise
         try:
-            with self._owners() as conn:
-                conn.execute("INSERT INTO owners (session_id, owner) VALUES (?, ?)", (sid, who.name))
+            with self._sessions() as sessions:
+                sessions.set_owner(sid, who.name)
             return InvestigateStartResult(session_id=sid, memory=inv.memory)
         finally:
             inv.release()
@@ -197,9 +201,9 @@ class InvestigationDesk:
         from cda.investigation.session import Investigation
 
         sid = p.session_id
-        with self._owners() as conn:
-            row = conn.execute("SELECT owner FROM owners WHERE session_id=?", (sid,)).fetchone()
-        if row is None or (row[0] != who.name and who.profile != "internal"):
+        with self._sessions() as sessions:
+            owner = sessions.owner(sid)
+        if owner is None or (owner != who.name and who.profile != "internal"):
             raise _edge("not_found", f"no investigation {sid!r}", ["params", "session_id"])
         with self.lock:
             lock = self.session_locks.setdefault(sid, threading.Lock())
@@ -223,8 +227,13 @@ class InvestigationDesk:
                 inv.release()
 
     # ---- internals
-    def _owners(self) -> _Closing:
-        return _Closing(sqlite3.connect(self.db, timeout=5.0, isolation_level=None))
+    @contextmanager
+    def _sessions(self) -> Iterator[SessionStore]:
+        store = SessionStore(self.db)
+        try:
+            yield store
+        finally:
+            store.close()
 
     def _mapped(self, exc: Exception) -> Exception:
         """A failure as the frame a client gets: its kind, a reason without server paths, and where."""
@@ -261,20 +270,6 @@ class InvestigationDesk:
     def _hide(self, text: str) -> str:
         """No server path in a message: the folder of the store is left out."""
         return text.replace(str(self.ken_dir) + "/", "").replace(str(self.db.parent) + "/", "")
-
-
-class _Closing:
-    """A connection used as ``with``: the statements, then the connection closed."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("PRAGMA busy_timeout=5000")
-        return self.conn
-
-    def __exit__(self, *exc: object) -> None:
-        self.conn.close()
 
 
 _desks: dict[Path, InvestigationDesk] = {}

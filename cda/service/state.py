@@ -14,17 +14,13 @@ object by object by ``cda receipts verify``, so the service adds no table to it.
   and plan bundle, the revisions it locked — so ``actions.accept_update`` works after a restart;
 - **offers**: the newer revisions offered to a consumer (``updates_available``).
 
-*Marked.* The file carries ``PRAGMA application_id`` = :data:`APPLICATION_ID` ("CDAS"; CDA's
-receipt files are "CDA1", the guardian's "CDAG"), written with its tables in one transaction.
-Before the file is opened for writing it is recognised through
-:func:`cda.actions.store_file.read_snapshot` (no trace left): the mark, or, unmarked, exactly
-this module's tables (a file written before the mark existed, then marked); anything else
-(another program's file, a foreign table, a newer version, a folder) is a
-:class:`~cda.actions.store_file.StoreFileError` and the file is left as it was.
-
-*Migrations.* ``PRAGMA user_version`` is the schema's version; opening a file of an older
-version (or none: a store written before this file existed) brings it forward in one
-transaction. Version 1 also recovers the owners of actions started before it: their
+*Marked and migrated* by :mod:`cda.store` (``PRAGMA application_id`` = :data:`APPLICATION_ID`,
+"CDAS"; ``PRAGMA user_version`` the schema's version): before the file is opened for writing it
+is recognised without a trace: the mark, or, unmarked, exactly this module's tables (a file
+written before the mark existed, then marked); anything else (another program's file, a foreign
+table, a newer version, a folder) is a :class:`~cda.store.StoreFileError` and the file is left
+as it was. Opening a file of an older version (or none: a store written before this file
+existed) brings it forward in one transaction. Version 1 also recovers the owners of actions started before it: their
 ``service.start`` receipts hash ``{"principal", "profile"}`` into ``inputs_hash``, which is
 matched against the principals the server knows (``--auth``, or the open server's anonymous
 partner); an action no known principal matches stays without an owner (internal only).
@@ -41,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from cda.actions.bindings import BoundOutput
-from cda.actions.store_file import StoreFileError, read_snapshot
 from cda.contracts.action import CDAInputs
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
 from cda.service.auth import Principal
+from cda.store import Durability, FileFormat, StoreFileError, companion, open_store, read_snapshot, read_store
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "Consumer", "ServiceState", "check_state", "state_path"]
 
@@ -68,33 +64,36 @@ _V1 = (
 
 def state_path(db: Path) -> Path:
     """The service's state file beside the server's CDA file ``db``."""
-    return Path(f"{db}.service.sqlite")
+    return companion(db, "service")
 
 
 def _tables() -> dict[str, str]:
     return {statement.split()[2]: statement for statement in _V1}
 
 
-def _recognise(conn: sqlite3.Connection, where: Path) -> int:
-    """The schema version of the state file behind ``conn`` (0: nothing in it yet), or a
-    :class:`StoreFileError` when it is not the service's own or is newer than this CDA. Only reads."""
-    app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> int | None:
+    """Unmarked: an empty database (SQLite's own first page, or a crash mid-creation), or the
+    first version's tables exactly (written before the mark existed)."""
+    if app_id != 0:
+        return None
     objects = {str(name): sql for name, sql in conn.execute(
         "SELECT name, sql FROM sqlite_master WHERE name NOT GLOB 'sqlite_*'").fetchall()}
-    refusal = f"{where}: not the service's state file, and CDA never modifies files it did not create"
-    if app_id not in (0, APPLICATION_ID):
-        raise StoreFileError(f"{refusal} (its application_id is {app_id:#010x}, another program's format)")
-    if app_id == 0:
-        if not objects and version == 0:
-            return 0  # an empty database: nothing to lose (SQLite's own first page, or a crash mid-creation)
-        if objects != _tables() or version != 1:  # unmarked: only as the first version wrote it
-            found = ", ".join(sorted(set(objects) - set(_tables()))) or f"user_version {version}"
-            raise StoreFileError(f"{refusal} (no CDA mark; {found})")
-    if version > SCHEMA_VERSION:
-        raise StoreFileError(f"{where}: written by a newer CDA (state version {version}; "
-                             f"this CDA reads up to {SCHEMA_VERSION})")
-    return version
+    if not objects and version == 0:
+        return 0
+    return 1 if objects == _tables() and version == 1 else None
+
+
+def _format(db: Path, principals: list[Principal]) -> FileFormat:
+    """The state file's format; its first migration also recovers the owners of the actions a
+    server before it started (from ``db``'s receipts, for ``principals``)."""
+
+    def first(conn: sqlite3.Connection) -> None:
+        for statement in _V1:
+            conn.execute(statement)
+        for action_id, owner in _owners_from_receipts(db, principals).items():
+            conn.execute("INSERT OR IGNORE INTO owners VALUES (?, ?, ?)", (action_id, owner.name, owner.profile))
+
+    return FileFormat("the CDA service's state file", APPLICATION_ID, (first,), legacy=_legacy)
 
 
 def check_state(db: Path) -> None:
@@ -105,10 +104,7 @@ def check_state(db: Path) -> None:
         return
     if path.is_file() and path.stat().st_size == 0:
         return
-    try:
-        read_snapshot(path, lambda conn: _recognise(conn, path))
-    except sqlite3.DatabaseError as exc:
-        raise StoreFileError(f"{path}: not an SQLite database ({exc})") from None
+    read_store(path, _format(db, []), lambda conn: None)
 
 
 @dataclass(frozen=True)
@@ -125,34 +121,12 @@ class Consumer:
 class ServiceState:
     """The state file; every method is one short transaction under a lock (any thread)."""
 
-    def __init__(self, db: Path, principals: Iterable[Principal] = ()) -> None:
+    def __init__(self, db: Path, principals: Iterable[Principal] = (),
+                 durability: Durability = Durability.NORMAL) -> None:
         self.path = state_path(db)
         self._lock = threading.Lock()
-        check_state(db)  # before it is opened for writing: a foreign file stays untouched
-        try:
-            self._conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._migrate(db, list(principals))
-        except sqlite3.DatabaseError as exc:
-            raise StoreFileError(f"{self.path}: cannot open the service's state ({exc})") from None
-
-    def _migrate(self, db: Path, principals: list[Principal]) -> None:
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = _recognise(conn, self.path)  # again, under the write lock
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            if version < 1:
-                for statement in _V1:
-                    conn.execute(statement)
-                for action_id, owner in _owners_from_receipts(db, principals).items():
-                    conn.execute("INSERT OR IGNORE INTO owners VALUES (?, ?, ?)", (action_id, owner.name, owner.profile))
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        self._store = open_store(self.path, _format(db, list(principals)), durability=durability)
+        self._conn = self._store.conn
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -201,18 +175,11 @@ class ServiceState:
                      bound: list[BoundOutput]) -> None:
         """Remember a finished action that bound ``bound`` (each already a stored revision)."""
         ids = [f"{b.action_id}.r{b.revision}" for b in bound]
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.execute("INSERT OR REPLACE INTO consumers VALUES (?, ?, ?, ?, ?)", (
-                    action_id, canonical_json(inputs.model_dump(mode="json")), revision, plan_bundle_id,
-                    json.dumps(ids)))
-                for b in bound:
-                    self._conn.execute("INSERT OR IGNORE INTO binds VALUES (?, ?)", (b.action_id, action_id))
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock, self._store.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO consumers VALUES (?, ?, ?, ?, ?)", (
+                action_id, canonical_json(inputs.model_dump(mode="json")), revision, plan_bundle_id, json.dumps(ids)))
+            for b in bound:
+                conn.execute("INSERT OR IGNORE INTO binds VALUES (?, ?)", (b.action_id, action_id))
 
     def consumer(self, action_id: str) -> Consumer | None:
         rows = self._rows("SELECT inputs, revision, plan_bundle_id, bound FROM consumers WHERE action_id = ?",
@@ -241,7 +208,7 @@ class ServiceState:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._store.close()
 
 
 def _owners_from_receipts(db: Path, principals: list[Principal]) -> dict[str, Principal]:

@@ -16,8 +16,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from cda.actions.store_file import LOG_FORMAT
 from cda.contracts.events import ActionNotice, parse_event
 from cda.contracts.receipt import canonical_json
+from cda.store import Durability, connect_read_only, open_store
 
 __all__ = ["TERMINAL", "StoredEvent", "last_events", "latest_attempt", "read_after", "read_stream", "started_without_events",
            "sweep"]
@@ -48,9 +50,8 @@ _LATEST = "attempt = (SELECT MAX(attempt) FROM events AS a WHERE a.action_id = e
 
 
 def _connect(db: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30, check_same_thread=False)
-    conn.execute("PRAGMA query_only = 1")
-    return conn
+    """A read-only connection (the server's writer is live, so it adds no file beside the log)."""
+    return connect_read_only(f"{db.resolve().as_uri()}?mode=ro", db)
 
 
 def decode(action_id: str, seq: int, body: str, attempt: int = 1) -> StoredEvent:
@@ -164,7 +165,8 @@ def sweep(db: Path, retention_s: float, now: float | None = None) -> int:
     """
     cutoff = (time.time() if now is None else now) - retention_s
     vouched = _vouched(db)
-    conn = sqlite3.connect(str(db), timeout=30, isolation_level=None)
+    store = open_store(db, LOG_FORMAT, durability=Durability.NORMAL)  # the server's own file, recognised
+    conn = store.conn
     try:
         old = conn.execute(
             "SELECT action_id, MAX(attempt) FROM events GROUP BY action_id "
@@ -180,7 +182,7 @@ def sweep(db: Path, retention_s: float, now: float | None = None) -> int:
                                     (action_id, keep)).rowcount
         return removed
     finally:
-        conn.close()
+        store.close()
 
 
 def _vouched(db: Path) -> tuple[str, int] | None:

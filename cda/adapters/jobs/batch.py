@@ -13,8 +13,10 @@ in the results store (``seconds`` of table ``job_results``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,8 +27,9 @@ from cda.actions.receipts import ReceiptLog
 from cda.adapters.jobs.isolate import Outcome
 from cda.adapters.jobs.manifest import JobSpec, Manifest
 from cda.adapters.jobs.runners import run_dask, run_local
-from cda.adapters.jobs.store import ResultStore, Row
+from cda.adapters.jobs.store import JOBS_FORMAT, ResultStore, Row
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+from cda.errors import CDAError
 
 __all__ = ["BatchReport", "run_batch", "jsonl_line", "DB_NAME", "JSONL_NAME"]
 
@@ -83,11 +86,24 @@ def run_batch(
     retry_failed: bool = False,
     progress: Callable[[BatchReport, JobSpec | None], None] | None = None,
 ) -> BatchReport:
-    """Run the manifest's unfinished jobs; the store and the JSONL go to ``out_dir``."""
+    """Run the manifest's unfinished jobs; the store and the JSONL go to ``out_dir``.
+
+    A ``results.jsonl`` already in ``out_dir`` is replaced only when this store wrote it and it
+    is unchanged since (or, beside a store an earlier CDA wrote, when it is that CDA's JSONL of
+    this store's jobs); any other is a :class:`~cda.errors.CDAError` before anything is written."""
+    target = out_dir / JSONL_NAME
+    if target.exists() and not (out_dir / DB_NAME).exists():
+        raise CDAError(f"{target}: a file CDA did not write is in the way (no results store beside it); "
+                       "give another --out folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     store = ResultStore(out_dir / DB_NAME)
-    log = ReceiptLog(out_dir / DB_NAME)
     try:
+        log = ReceiptLog(out_dir / DB_NAME, fmt=JOBS_FORMAT)
+    except BaseException:
+        store.close()
+        raise
+    try:
+        on_disk = _check_jsonl(store, target)
         finished = store.finished()
         todo = [s for s in manifest.jobs
                 if s.key not in finished or (retry_failed and finished[s.key]["status"] != "ok")]
@@ -118,12 +134,59 @@ def run_batch(
         for spec in manifest.jobs:
             status = finished[spec.key]["status"]
             report.statuses[status] = report.statuses.get(status, 0) + 1
-        target = out_dir / JSONL_NAME
-        partial = target.with_name(target.name + ".part")
-        partial.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        os.replace(partial, target)
+        _write_jsonl(store, target, "".join(line + "\n" for line in lines).encode("utf-8"), on_disk)
         report.jsonl = target
         return report
     finally:
         log.close()
         store.close()
+
+
+def _check_jsonl(store: ResultStore, target: Path) -> str | None:
+    """Refuse a ``results.jsonl`` this store did not write (see :func:`run_batch`); the SHA-256 of
+    the one there (None: none)."""
+    try:
+        data = target.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise CDAError(f"{target}: a folder is in the way of the results file; give another --out folder") from None
+    except OSError as exc:
+        raise CDAError(f"{target}: cannot be read ({exc.strerror or exc})") from None
+    digest = hashlib.sha256(data).hexdigest()
+    recorded = store.outputs(JSONL_NAME)
+    if recorded is not None:
+        if digest in recorded:
+            return digest
+        raise CDAError(f"{target}: changed since this batch wrote it; CDA never overwrites what it did not write "
+                       "(move it away, or give another --out folder)")
+    if store.file.found_version >= 2 or not _earlier_jsonl(data, set(store.finished())):
+        raise CDAError(f"{target}: a file CDA did not write is in the way; give another --out folder")
+    return digest
+
+
+_LINE_KEYS = ["error", "index", "key", "kind", "name", "result", "status"]
+
+
+def _earlier_jsonl(data: bytes, keys: set[str]) -> bool:
+    """Whether ``data`` is the JSONL an earlier CDA wrote for this store: every line an object
+    with exactly a job line's fields, naming a job the store holds."""
+    try:
+        lines = [json.loads(line) for line in data.decode("utf-8").splitlines()]
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return all(isinstance(line, dict) and sorted(line) == _LINE_KEYS and line["key"] in keys for line in lines)
+
+
+def _write_jsonl(store: ResultStore, target: Path, data: bytes, replaced: str | None) -> None:
+    """Write the JSONL atomically (a temporary file of its own, renamed over the one whose hash is
+    ``replaced``), its hash recorded first."""
+    handle = tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", delete=False)
+    try:
+        with handle:
+            handle.write(data)
+        store.writing(JSONL_NAME, hashlib.sha256(data).hexdigest(), replaced)
+        os.replace(handle.name, target)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise

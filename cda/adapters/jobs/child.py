@@ -79,8 +79,17 @@ def _memory(wire: dict[str, Any], why: str = "") -> dict[str, Any]:
 def outcome_of(wire: dict[str, Any]) -> dict[str, Any]:
     """Run one job in this process: ``{"status": "ok", "result": …}``,
     ``{"status": "failed" | "memory", "error": …}``, or for a negative verdict (the kind's
-    ``verdict``) ``{"status": "failed", "error": …, "result": …}``; never raises for what the job
-    does."""
+    ``verdict``) ``{"status": "failed", "error": …, "result": …}``; each with ``reads``: every file
+    the job read and the SHA-256 of what it parsed (:func:`cda.files.recording`). Never raises for
+    what the job does."""
+    from cda.files import recording
+
+    with recording() as reads:
+        outcome = _outcome(wire)
+    return {**outcome, "reads": dict(reads)}
+
+
+def _outcome(wire: dict[str, Any]) -> dict[str, Any]:
     from cda.errors import CDAError
 
     try:

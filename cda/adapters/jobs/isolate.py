@@ -107,6 +107,10 @@ def run_job(spec: JobSpec, stop: threading.Event | None = None) -> Outcome:
         except json.JSONDecodeError:
             answer = None
         if isinstance(answer, dict) and answer.get("status") in ("ok", "failed", "memory"):
+            reads = answer.get("reads")
+            problem = spec.reads_problem(reads) if isinstance(reads, dict) else "the job's process named no file it read"
+            if problem is not None:  # its answer is about other contents than its key's
+                return Outcome(spec.key, "failed", None, problem, seconds)
             return Outcome(spec.key, answer["status"], answer.get("result"), answer.get("error"), seconds)
     return Outcome(spec.key, "crashed", None, _death(proc.returncode, err, spec.memory_mb), seconds)
 

@@ -56,10 +56,10 @@ class JobKind:
     required: frozenset[str] = frozenset()
     needs_file: bool = True
     doc: str = ""
-    #: the further files the main file names (read when the manifest is), by a label: their bytes
-    #: go into the job key too, so editing one makes a new job; a path that cannot be read is
-    #: keyed as absent (the job itself reports it)
-    inputs: Callable[[Path], dict[str, Path]] | None = None
+    #: the further files the main file names, found in its bytes (read once when the manifest is),
+    #: by a label: their bytes go into the job key too, so editing one makes a new job; a path that
+    #: cannot be read is keyed as absent (the job itself reports it)
+    inputs: Callable[[Path, bytes], dict[str, Path]] | None = None
     #: for a kind whose result is a verdict: the error when the result is a negative one (a
     #: property that fails, a test that disagrees), else None; the job is then recorded as
     #: ``failed`` with that error and its result kept, so the batch exits 1 as the CLI does
@@ -174,9 +174,23 @@ def _diagnose(job: JobInput) -> Any:
     return data
 
 
+def _dsl_inputs(file: Path, data: bytes) -> dict[str, Path]:
+    """The Ken graphs a ``.cda`` file loads (``ken "…"``, relative to its folder), as
+    :func:`cda.api.ground` reads them. A file that does not parse names none (the job fails on it)."""
+    from cda.encodings.ast import KenLoad
+    from cda.encodings.parse import parse_problem
+    from cda.files import decode_text
+
+    try:
+        ast = parse_problem(decode_text(data, file), str(file))
+    except (CDAError, RecursionError):
+        return {}
+    return {f"ken {st.path}": file.parent / st.path for st in ast.statements if isinstance(st, KenLoad)}
+
+
 register(JobKind("solve", _solve, {"backend": _BACKEND, "top": count, "seed": seed, "timeout": budget},
-                 doc="rank explanations, check claims (a .cda file)"))
-register(JobKind("check", _check, doc="parse and type-check a .cda file"))
+                 doc="rank explanations, check claims (a .cda file)", inputs=_dsl_inputs))
+register(JobKind("check", _check, doc="parse and type-check a .cda file", inputs=_dsl_inputs))
 register(JobKind("prove", _prove, {"backend": _BACKEND, "timeout": budget, "cross_check": flag, "unique_names": flag},
                  doc="prove the claims of a .fol file"))
 register(JobKind("diagnose", _diagnose,
@@ -218,13 +232,13 @@ def _request_batch(job: JobInput) -> Any:
     return _policy("request-batch").request_batch(job)
 
 
-def _cedar_test_inputs(file: Path) -> dict[str, Path]:
+def _cedar_test_inputs(file: Path, raw: bytes) -> dict[str, Path]:
     """The policy, schema and entities files a Cedar test file names, where the test reads them
     (relative to the folder above ``tests/`` or ``corpus-tests/``). A file that is not a readable
     test names none (the job fails on it with the reason)."""
     try:
-        data = json.loads(file.read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError, RecursionError):
+        data = json.loads(raw.decode("utf-8-sig"))
+    except (ValueError, RecursionError):
         return {}
     if not isinstance(data, dict):
         return {}

@@ -18,17 +18,24 @@ naming the manifest, the line (TOML's own syntax errors carry line and column; f
 line of its ``[[job]]`` table or of the key, found in the text) and the field.
 
 The **job key** is the SHA-256 of the canonical JSON of the kind, the checked parameters and
-the SHA-256 of the bytes of every input file (the main file, the file parameters, and the files
-the main file names for a kind that says so: a Cedar test's policies, schema and entities): it names a job's work, so a finished job is
-skipped on a re-run however the manifest was reordered or renamed, and an edited input file
-makes a new job.
+the SHA-256 of the bytes of every input file: the main file, the file parameters, and the files
+the main file names (a ``.cda`` file's ``ken "…"`` graphs, a Cedar test's policies, schema and
+entities), each read once here (:func:`cda.files.read_bytes`), the named ones found by parsing
+the very bytes that were hashed. It names a job's work, so a finished job is skipped on a re-run
+however the manifest was reordered or renamed, and an edited input file makes a new job.
+
+The job's process notes every file it reads and the hash of what it parsed
+(:func:`cda.files.recording`); its result counts only if those are exactly the files and
+contents its key covers (:meth:`JobSpec.reads_problem`): a file edited while the batch ran, or
+read without being covered, fails the job instead of filing a result under a key for other
+content.
 """
 
 from __future__ import annotations
 
 import hashlib
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +43,7 @@ from cda.adapters.jobs.kinds import KINDS
 from cda.contracts import limits
 from cda.contracts.receipt import canonical_json
 from cda.errors import CDAError, OptionError
+from cda.files import CHANGED, read_bytes, sha256_of
 
 __all__ = ["JobSpec", "Manifest", "ManifestError", "read_manifest", "DEFAULT_TIMEOUT_S", "DEFAULT_MEMORY_MB"]
 
@@ -68,10 +76,24 @@ class JobSpec:
     memory_mb: int
     key: str
     base: str  # the manifest's folder: the job's process runs there
+    #: every file the key covers, by resolved path: the SHA-256 of the bytes read (None: unreadable)
+    inputs: dict[str, str | None] = field(default_factory=dict)
 
     def wire(self) -> dict[str, Any]:
         """What the job's process reads (JSON)."""
         return {"kind": self.kind, "file": self.file, "params": self.params, "memory_mb": self.memory_mb}
+
+    def reads_problem(self, reads: dict[str, str]) -> str | None:
+        """Why the files the job's process read (resolved path -> SHA-256 of what it parsed) are
+        not those its key covers (None: they are)."""
+        for path, digest in sorted(reads.items()):
+            if path not in self.inputs:
+                return f"the job read {path}, which its key does not cover: its result is not kept"
+            if digest != self.inputs[path]:
+                how = "was read twice with different contents" if digest == CHANGED else "changed"
+                return (f"{path} {how} after the batch read it for the job's key (the result would be filed "
+                        f"under the key of other contents): run the batch again")
+        return None
 
 
 @dataclass(frozen=True)
@@ -125,16 +147,21 @@ def _limits(table: dict[str, Any], where: str, fallback: tuple[float, int]) -> t
     return timeout, memory
 
 
-def _file_digest(base: Path, name: str, what: str) -> str:
+def _read_input(base: Path, name: str, what: str) -> bytes:
+    """An input file's bytes, read once (their hash goes into the key; the named files are found in them)."""
     path = base / name
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except FileNotFoundError:
-        raise OptionError(f"{what} {name!r}: no such file (relative to the manifest's folder)") from None
-    except IsADirectoryError:
-        raise OptionError(f"{what} {name!r}: a folder, not a file") from None
-    except OSError as exc:
+        found, folder = path.exists(), path.is_dir()
+    except OSError as exc:  # a name the file system refuses
         raise OptionError(f"{what} {name!r}: cannot be read ({exc.strerror or exc})") from None
+    if folder:
+        raise OptionError(f"{what} {name!r}: a folder, not a file")
+    if not found:
+        raise OptionError(f"{what} {name!r}: no such file (relative to the manifest's folder)")
+    try:
+        return read_bytes(path)
+    except CDAError as exc:
+        raise OptionError(f"{what} {name!r}: {exc}") from None
 
 
 def read_manifest(path: Path) -> Manifest:
@@ -208,6 +235,7 @@ def _job(i: int, table: dict[str, Any], base: Path, fallback: tuple[float, int],
     except OptionError as exc:
         raise where.error(str(exc), line, "timeout_s" if "timeout_s" in str(exc) else "memory_mb") from None
     digests: dict[str, str | None] = {}
+    inputs: dict[str, str | None] = {}
     file = table.get("file")
     if kind.needs_file:
         if file is None:
@@ -215,15 +243,17 @@ def _job(i: int, table: dict[str, Any], base: Path, fallback: tuple[float, int],
         if not isinstance(file, str) or not file:
             raise where.error(f"{label}: 'file' must be a path (a string), not {file!r}", line, "file")
         try:
-            digests["file"] = _file_digest(base, file, f"{label}: file")
+            data = _read_input(base, file, f"{label}: file")
         except OptionError as exc:
             raise where.error(str(exc), line, "file") from None
-        if kind.inputs is not None:  # the files the main file names (a Cedar test's policies, …)
-            for what, named in sorted(kind.inputs(base / file).items()):
+        digests["file"] = inputs[str((base / file).resolve())] = sha256_of(data)
+        if kind.inputs is not None:  # the files the main file names, found in the bytes just hashed
+            for what, named in sorted(kind.inputs(base / file, data).items()):
                 try:
-                    digests[f"file:{what}"] = hashlib.sha256(named.read_bytes()).hexdigest()
-                except OSError:
-                    digests[f"file:{what}"] = None
+                    digest: str | None = sha256_of(read_bytes(named))
+                except (CDAError, OSError):
+                    digest = None  # keyed as absent: the job reports it
+                digests[f"file:{what}"] = inputs[str(named.resolve())] = digest
     elif file is not None:
         raise where.error(f"{label}: a {kind_name} job takes no 'file'", line, "file")
     raw = table.get("params", {})
@@ -238,7 +268,8 @@ def _job(i: int, table: dict[str, Any], base: Path, fallback: tuple[float, int],
         try:
             params[name] = kind.params[name](f"{label}: params.{name}", raw[name])
             if name in kind.paths:
-                digests[name] = _file_digest(base, params[name], f"{label}: params.{name}")
+                data = _read_input(base, params[name], f"{label}: params.{name}")
+                digests[name] = inputs[str((base / params[name]).resolve())] = sha256_of(data)
         except OptionError as exc:
             raise where.error(str(exc), line, name) from None
     absent = sorted(kind.required - set(params))
@@ -252,4 +283,4 @@ def _job(i: int, table: dict[str, Any], base: Path, fallback: tuple[float, int],
         raise where.error(f"{label}: 'name' must be a non-empty string of at most 200 characters", line, "name")
     key = hashlib.sha256(canonical_json({"kind": kind_name, "params": params, "files": digests}).encode()).hexdigest()
     return JobSpec(index=i, name=display, kind=kind_name, file=file, params=params, timeout_s=timeout,
-                   memory_mb=memory, key=key, base=str(base.resolve()))
+                   memory_mb=memory, key=key, base=str(base.resolve()), inputs=inputs)

@@ -1,26 +1,32 @@
-"""The results store: one row per finished job, keyed by the job key, in CDA's SQLite file (WAL).
+"""The results store: one row per finished job, keyed by the job key, in the jobs' SQLite file.
 
-A row is committed as soon as its job finishes, so a batch killed at any moment keeps every
-job finished before the kill; a re-run reads the finished keys and skips them. The file also
-holds the receipt log (:class:`cda.actions.receipts.ReceiptLog`, table ``receipts``): one
-receipt per job attempt, appended after the row; a receipt lost to a kill between the two is
-appended on the next run (:meth:`ResultStore.missing_receipts`).
+The file is :data:`JOBS_FORMAT` (opened, marked "CDAJ" and migrated by :mod:`cda.store`). A row
+is committed as soon as its job finishes, so a batch killed at any moment keeps every job
+finished before the kill; a re-run reads the finished keys and skips them. The file also holds
+the receipt log (:class:`cda.actions.receipts.ReceiptLog`, table ``receipts``): one receipt per
+job attempt, appended after the row; a receipt lost to a kill between the two is appended on the
+next run. ``outputs`` records the SHA-256 of each file the batch wrote beside the store
+(``results.jsonl``), so that a later batch replaces only a file it wrote and nobody changed.
 
-Only the runner's process writes the file; the job processes return their outcome to it.
+A file an earlier CDA made (marked with the receipt log's "CDA1", holding ``job_results`` and
+``receipts``) is recognised and migrated. Only the runner's process writes the file; the job
+processes return their outcome to it.
 """
 
 from __future__ import annotations
 
 import json
-import threading
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
-from cda.actions.store_file import create_if_missing, open_store
+from cda.actions.store_file import APPLICATION_ID as LOG_APPLICATION_ID
+from cda.actions.store_file import RECEIPTS_SCHEMA
 from cda.adapters.jobs.isolate import Outcome
+from cda.store import FileFormat, open_store, tables_of
 
-__all__ = ["ResultStore", "Row"]
+__all__ = ["JOBS_FORMAT", "ResultStore", "Row"]
 
 _TABLE = (
     "CREATE TABLE job_results (key TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, "
@@ -31,12 +37,41 @@ _TABLE = (
 Row = dict[str, Any]
 
 
+def _results_and_receipts(conn: sqlite3.Connection) -> None:
+    """Version 1: the results table and the receipt log (each unless an earlier CDA made it: a
+    receipts table that is there is left as it is, its triggers included)."""
+    have = tables_of(conn)
+    if "job_results" not in have:
+        conn.execute(_TABLE)
+    if "receipts" not in have:
+        for statement in RECEIPTS_SCHEMA:
+            conn.execute(statement)
+
+
+_OUTPUTS = ("CREATE TABLE outputs (name TEXT PRIMARY KEY, sha256 TEXT NOT NULL, previous TEXT)",)
+"""Version 2: the files the batch wrote beside the store: the hash of what it writes and of what
+it replaced (either may be on disk when a batch was killed between recording and renaming)."""
+
+
+def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> int | None:
+    """A results file an earlier CDA made: marked "CDA1", its tables ``job_results`` (and
+    ``receipts``), or none yet."""
+    if app_id != LOG_APPLICATION_ID:
+        return None
+    tables = set(tables_of(conn))
+    return 0 if not tables or ("job_results" in tables and tables <= {"job_results", "receipts"}) else None
+
+
+JOBS_FORMAT = FileFormat("a CDA jobs results file", 0x4344414A, (_results_and_receipts, _OUTPUTS), legacy=_legacy)
+"""The jobs' results file, as :mod:`cda.store` opens it."""
+
+
 class ResultStore:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
-        self._conn = open_store(path)
-        self._conn.execute(create_if_missing(_TABLE))
+        self.file = open_store(path, JOBS_FORMAT)
+        self._lock = self.file.lock
+        self._conn = self.file.conn
 
     def finished(self) -> dict[str, Row]:
         """Every recorded job by key: status, result (JSON), error, attempt, run_id, seconds."""
@@ -52,22 +87,28 @@ class ResultStore:
     def record(self, kind: str, outcome: Outcome, run_id: str) -> int:
         """Store ``outcome`` (replacing a failed attempt being retried); returns its attempt number."""
         result = None if outcome.result is None else json.dumps(outcome.result, sort_keys=True, ensure_ascii=False)
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._conn.execute("SELECT attempt FROM job_results WHERE key = ?", (outcome.key,)).fetchone()
-                attempt = 0 if row is None else int(row[0]) + 1
-                self._conn.execute(
-                    "INSERT OR REPLACE INTO job_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (outcome.key, kind, outcome.status, result, outcome.error, outcome.seconds, attempt, run_id,
-                     time.time()),
-                )
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self.file.transaction() as conn:
+            row = conn.execute("SELECT attempt FROM job_results WHERE key = ?", (outcome.key,)).fetchone()
+            attempt = 0 if row is None else int(row[0]) + 1
+            conn.execute(
+                "INSERT OR REPLACE INTO job_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (outcome.key, kind, outcome.status, result, outcome.error, outcome.seconds, attempt, run_id,
+                 time.time()),
+            )
         return attempt
 
-    def close(self) -> None:
+    def outputs(self, name: str) -> set[str] | None:
+        """The SHA-256s ``name`` beside the store may have, as the batch wrote it (None: it never did)."""
         with self._lock:
-            self._conn.close()
+            row = self._conn.execute("SELECT sha256, previous FROM outputs WHERE name = ?", (name,)).fetchone()
+        return None if row is None else {str(h) for h in row if h is not None}
+
+    def writing(self, name: str, sha256: str, replaced: str | None) -> None:
+        """Record, before it is renamed into place, that the batch writes ``name`` with these bytes'
+        SHA-256, over a file whose SHA-256 is ``replaced`` (None: no file)."""
+        with self.file.transaction() as conn:
+            conn.execute("INSERT INTO outputs VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                         "sha256 = excluded.sha256, previous = excluded.previous", (name, sha256, replaced))
+
+    def close(self) -> None:
+        self.file.close()
