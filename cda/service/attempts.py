@@ -30,7 +30,6 @@ from cda.actions.event_chain import events_head
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
 from cda.actions.signing import head_path, load_signer, read_head, write_head
-from cda.actions.store_file import read_snapshot
 from cda.adapters.action_entry import AuditLogError, _check_signed_head, refuse_lost_log
 from cda.adapters.event_store import EventStore, check_event_file
 from cda.contracts.action import CDAInputs
@@ -42,6 +41,7 @@ from cda.service.sqlite_writes import relax_fsync, share_write_lock
 from cda.service.state import check_state
 from cda.service.store import TERMINAL, StoredEvent, last_events, started_without_events
 from cda.service.streams import Hub
+from cda.store import read_snapshot
 
 __all__ = ["Attempts", "check_signable"]
 
