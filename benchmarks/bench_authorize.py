@@ -3,7 +3,7 @@ Rust evaluator) on policy sets of 100 and 1,000 policies, and on Cedar's fuzz co
 
 **Peer**: cedarpy, with the policies, entities and schema parsed once into its handles and the
 requests answered by ``is_authorized_batch``; CDA with the policy set loaded and compiled once
-(:class:`cda.policy.authorize.Authorizer`), one ``decide`` per request. Both sides answer the same
+(:class:`cda.policy.authorization.Authorizer`), one ``decide`` per request. Both sides answer the same
 requests, and every answer (decision, determining policies, error or not) is compared.
 
 **Families** (N random policies each, deterministic in N):
@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_policy import _version  # noqa: E402
 from benchmarks.doc_section import load_average, machine, write_section  # noqa: E402
-from cda.policy.authorize import Authorizer  # noqa: E402
+from cda.policy.authorization import Authorizer  # noqa: E402
 from cda.policy.entities import read_entities, read_request  # noqa: E402
 from cda.policy.parse import parse_policies  # noqa: E402
 

@@ -7,7 +7,7 @@ at once) and a stream of proposed actions cycling through four shapes — a clea
 deletion on production (REJECT by a hard policy, with its minimal facts from the engine's
 conflict), one over the agent's budget (ESCALATE ``budget_exceeded``) and one whose simulated
 risk is above the threshold (ESCALATE ``causal_risk``) — with varying numbers. Each decision is
-the whole :func:`cda.guardian.evaluate.evaluate`: validation from JSON text, the policies
+the whole :func:`cda.guardian.decide.evaluate`: validation from JSON text, the policies
 through ``cda.api.solve``, the ledger read, the simulation, the receipt (hashed, not logged).
 
 **Simulator**: gsim's causal simulator (``cda.guardian.causal``) on its 10-node example model
@@ -114,7 +114,7 @@ def actions(n: int) -> list[str]:
 
 
 def run(n: int, samples: int) -> dict[str, Any]:
-    from cda.guardian.evaluate import evaluate
+    from cda.guardian.decide import evaluate
     from cda.guardian.ledger import Ledger
     from cda.guardian.simulation import CausalModelSimulator
 
@@ -160,7 +160,7 @@ def section(r: dict[str, Any]) -> str:
         START,
         "## Guardian: decisions per second and latency (`benchmarks/bench_guardian.py`)",
         "",
-        f"{r['decisions']} decisions of `cda.guardian.evaluate.evaluate`, one after another, each the whole gate: "
+        f"{r['decisions']} decisions of `cda.guardian.decide.evaluate`, one after another, each the whole gate: "
         f"validation from JSON text, {r['policies']} DSL policies (14 hard, 6 soft, all matching) decided in one "
         "`cda.api.solve` call, the CFO ledger read from SQLite, the causal simulation "
         f"({r['nodes']}-node model `{MODEL}`, {r['samples']} samples) and the receipt. Simulator: {r['source']}.",

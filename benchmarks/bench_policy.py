@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.doc_section import machine, write_section  # noqa: E402
 from cda.errors import CDAError  # noqa: E402
 from cda.policy.analyze import PROPERTIES, analyze, environments  # noqa: E402
-from cda.policy.authorize import PolicySet, load_policy_set  # noqa: E402
+from cda.policy.authorization import PolicySet, load_policy_set  # noqa: E402
 from cda.policy.cedar_tests import run_test_dir, summarize  # noqa: E402
 from cda.policy.entities import read_request  # noqa: E402
 

@@ -14,6 +14,8 @@ __all__ = [
     "DSLTypeError",
     "UnitError",
     "OptionError",
+    "ProblemError",
+    "SigningError",
     "BackendUnsupported",
     "BackendUnavailable",
     "BudgetExceeded",
@@ -111,6 +113,15 @@ class UnitError(DSLTypeError):
 
 class OptionError(CDAError, ValueError):
     """An option of a run outside what it can be: a negative timeout, a seed no solver takes."""
+
+
+class ProblemError(CDAError, ValueError):
+    """A problem built with :mod:`cda.ir` that the engine cannot take: a name used twice, an atom
+    or numeric variable no declaration names, a weight that is not an exact positive number."""
+
+
+class SigningError(CDAError, ValueError):
+    """The signing key cannot be made or read, or a signed head file is not one."""
 
 
 class BackendUnsupported(CDAError, ValueError):

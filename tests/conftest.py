@@ -1,4 +1,4 @@
-"""Shared fixtures: paths to the examples and both backends as a parameter."""
+"""Shared fixtures: paths to the examples and every ground backend of the registry as a parameter."""
 
 from __future__ import annotations
 
@@ -6,11 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from cda.solver.backend import REGISTRY
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
-@pytest.fixture(params=["z3", "clingo"])
+#: the backends that take a ground problem, as registered (cda.solver.backend.REGISTRY)
+GROUND_BACKENDS = [name for name, spec in REGISTRY.items() if spec.accepts == "ground"]
+
+
+@pytest.fixture(params=GROUND_BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

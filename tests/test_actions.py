@@ -541,3 +541,20 @@ def test_the_offline_llm_check_does_not_flag_declared_metrics_nor_the_claims_own
     assert verdicts == [("supported", 1.0), ("supported", 1.0)]
     assert not any("unsupported fragment" in c for v in run.outputs.verdicts for c in v.caveats)
 
+
+
+def test_a_run_takes_one_context_and_keywords_change_it(tmp_path: Path) -> None:
+    """run_action(inputs, RunContext(...)) is the same run as the same fields given as keywords;
+    a keyword that is no field is refused by name."""
+    from cda.actions.context import RunContext
+
+    inputs = _outage(ken=None)
+    context = RunContext(out_dir=tmp_path / "a", settings=RunSettings(depth_cap=1))
+    by_context = run_action(inputs, context)
+    by_keywords = run_action(inputs, out_dir=tmp_path / "b", settings=RunSettings(depth_cap=1))
+    assert by_context.outputs.model_dump_json() == by_keywords.outputs.model_dump_json()
+    assert [event_without_time(e) for e in by_context.events] == [event_without_time(e) for e in by_keywords.events]
+    assert (tmp_path / "a" / by_context.outputs.action_id / "summary.md").read_text() == \
+        (tmp_path / "b" / by_keywords.outputs.action_id / "summary.md").read_text()
+    with pytest.raises(TypeError, match="outdir"):
+        run_action(inputs, outdir=tmp_path)

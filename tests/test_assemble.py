@@ -153,7 +153,7 @@ REGEX_ALLOWED = {
     "cda/policy/evaluate.py": "Cedar's `like` patterns, run as regular expressions",
     "cda/policy/cedar_tests.py": "the construct a refusal message names, for the per-construct share",
     "cda/guardian/decision.py": "the guardian's reason names (policy:<id>), not DSL",
-    "cda/guardian/action.py": "parameter names and decimal strings of a proposed action's JSON, not DSL",
+    "cda/guardian/proposal.py": "parameter names and decimal strings of a proposed action's JSON, not DSL",
     "cda/guardian/policies.py": "the policy store's TOML text (where a policy's dsl string starts, tomllib's error position) "
                                 "and its names; the DSL itself goes to cda.api",
 }

@@ -19,8 +19,9 @@ from cda.encodings import ground as ground_module
 from cda.encodings.ir import NodeFactory
 from cda.errors import BudgetExceeded
 from cda.solver.engine import EngineOptions, run
+from tests.conftest import GROUND_BACKENDS
 
-BACKENDS = ["z3", "clingo"]
+BACKENDS = GROUND_BACKENDS
 MARGIN = 3.0  # seconds over the budget a run may take (the bugs were 3-25x over)
 
 

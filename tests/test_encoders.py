@@ -37,6 +37,7 @@ from cda.encodings.to_asp import AspEncoder, ProgramText
 from cda.encodings.to_z3 import Z3Encoder, smtlib
 from cda.errors import BackendUnsupported
 from cda.solver.backend import Deadline, make_backend
+from tests.conftest import GROUND_BACKENDS
 
 ATOMS = ("a", "b", "c")
 INTS = ("x", "y")
@@ -283,7 +284,7 @@ def test_the_backend_api_sink_refuses_a_linear_node_by_name() -> None:
         _asp_backend_encode(f.linear({"x": 1, "y": -1}, "<=", 0))
 
 
-# ---- through the whole scheme, on both backends
+# ---- through the whole scheme, on every ground backend (each node: tests/test_backend_conformance.py)
 def _problem(node: Node, f: NodeFactory, pins: dict[str, int]) -> GroundProblem:
     """``node`` as a claim; the integers pinned by hard clauses, each behind its selector."""
     problem = GroundProblem(f)
@@ -294,24 +295,6 @@ def _problem(node: Node, f: NodeFactory, pins: dict[str, int]) -> GroundProblem:
         problem.clauses.append(Clause(f"pin_{name}", "hard", f.linear({name: 1}, "=", value), 1))
     problem.claims.append(Claim("c", "prove", node, repr(node), 1))
     return problem
-
-
-@pytest.mark.parametrize("backend", ["z3", "clingo"])
-@pytest.mark.parametrize("kind", KINDS, ids=[k.__name__ for k in KINDS])
-def test_every_node_type_through_the_scheme(backend: str, kind: type) -> None:
-    """A claim's key holds exactly when the evaluator says the claim does, under each
-    assignment (atoms assumed, integers pinned by clauses switched on by their selectors)."""
-    f, nodes = samples(kind)
-    for node in nodes:
-        for assignment in assignments(node):
-            pins = {k: int(v) for k, v in assignment.items() if k in INTS}
-            problem = _problem(node, f, pins)
-            b = make_backend(backend, problem, seed=0, deadline=Deadline(None), weights={})
-            atoms = [(n, bool(assignment[n])) for n in ATOMS]
-            sels = [(selector(c.name), True) for c in problem.clauses]
-            expected = evaluate(node, assignment)
-            assert b.check([*atoms, *sels, (claim_key("c"), True)]).status == ("sat" if expected else "unsat")
-            assert b.check([*atoms, *sels, (claim_key("c"), False)]).status == ("unsat" if expected else "sat")
 
 
 def _soft_problem(weights: dict[str, int], order: tuple[str, str]) -> GroundProblem:
@@ -340,7 +323,7 @@ def test_the_scheme_is_written_once_for_every_backend() -> None:
     assert scheme.project == ("a", "b")
 
 
-@pytest.mark.parametrize("backend", ["z3", "clingo"])
+@pytest.mark.parametrize("backend", GROUND_BACKENDS)
 @pytest.mark.parametrize(
     ("weights", "order", "best"),
     [
@@ -379,7 +362,7 @@ def test_smtlib_printing_round_trips_through_z3() -> None:
     assert count == 2  # a alone, b alone
 
 
-@pytest.mark.parametrize("backend", ["z3", "clingo"])
+@pytest.mark.parametrize("backend", GROUND_BACKENDS)
 @pytest.mark.parametrize("with_ints", [False, True], ids=["boolean", "integers"])
 def test_clauses_added_later_go_to_the_same_sink(backend: str, with_ints: bool) -> None:
     """Clauses added to a built backend (clingo: through its backend API for a Boolean problem,

@@ -25,12 +25,12 @@ from cda.fol import folio as folio_bench
 from cda.fol import prove as fol_prove
 from cda.fol import syntax as fol
 from cda.fol import to_z3
-from cda.fol.evaluate import Structure
 from cda.fol.fragments import fragment
-from cda.fol.ground import ground_claim
 from cda.fol.parse import build_problem, parse_fol, parse_formula
 from cda.fol.prove import OPEN_DOMAIN_NOTE, prove
+from cda.fol.structures import Structure
 from cda.fol.syntax import format_formula
+from cda.fol.to_ir import ground_claim
 from tests.conftest import ROOT
 
 FOLIO = ROOT.parent / "shared" / "data" / "folio" / "folio-v0.0-validation-dev.jsonl"
@@ -229,7 +229,7 @@ def test_only_infinite_models_give_an_honest_unknown() -> None:
 def _every_oracle_says_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
     """z3 on the open domain, the Herbrand grounding it falls back to and the finite-model search
     all come back undecided."""
-    unknown = lambda self, p, c: ("unknown", None, "z3 returned unknown (test)")  # noqa: E731
+    unknown = lambda self, p, c, atoms=(): ("unknown", None, "z3 returned unknown (test)")  # noqa: E731
     monkeypatch.setattr(to_z3.Z3Oracle, "check", unknown)
     monkeypatch.setattr(fol_prove._GroundOracle, "check", unknown)
     monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: (None, ""))
@@ -242,7 +242,7 @@ def test_unknown_is_never_supported(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_an_undecided_epr_problem_falls_back_to_its_herbrand_universe(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(to_z3.Z3Oracle, "check", lambda self, p, c: ("unknown", None, "z3 returned unknown (test)"))
+    monkeypatch.setattr(to_z3.Z3Oracle, "check", lambda self, p, c, atoms=(): ("unknown", None, "z3 returned unknown (test)"))
     monkeypatch.setattr(fol_prove, "_finite_search", lambda *a: (None, ""))
     r = prove(CATS, "Pet(tom)")
     assert r.status == "supported" and not r.unknown
@@ -252,10 +252,10 @@ def test_an_undecided_epr_problem_falls_back_to_its_herbrand_universe(monkeypatc
 def test_finite_model_search_finds_the_worlds_z3_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
     real = to_z3.Z3Oracle.check
 
-    def open_mode_gives_up(self: Any, premises: Sequence[str], claim: bool | None) -> Any:
+    def open_mode_gives_up(self: Any, premises: Sequence[str], claim: bool | None, atoms: Any = ()) -> Any:
         if self.mode == "open":
             return "unknown", None, "z3 returned unknown (incomplete quantifiers)"
-        return real(self, premises, claim)
+        return real(self, premises, claim, atoms)
 
     monkeypatch.setattr(to_z3.Z3Oracle, "check", open_mode_gives_up)
     r = prove(["∀x ∃y Owns(y, x)", "Cat(tom)"], "Owns(tom, tom)")

@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cda.actions.receipts import ReceiptLog
-from cda.guardian.action import ProposedAction, read_action
+from cda.guardian.decide import evaluate
 from cda.guardian.decision import Decision, exit_code
-from cda.guardian.evaluate import evaluate
 from cda.guardian.gate import Gate, ToolRegistry, ToolRegistryError
 from cda.guardian.ledger import Ledger
 from cda.guardian.policies import DslPolicy, PolicyStore, load_policy_store
+from cda.guardian.proposal import ProposedAction, read_action
 
 POLICIES = {
     "config": {"max_auto_launch_risk": Decimal("0.2"), "min_soft_score": Decimal("0.5")},

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cda.guardian.action import ProposedAction, action_schema, read_action
 from cda.guardian.policies import PolicyFileError, judge, load_policy_store
+from cda.guardian.proposal import ProposedAction, action_schema, read_action
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("a", "b", "c", "d")

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from cda.guardian.action import ProposedAction, read_action
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.guardian.execution import ExecutionRefused, execute, task_state
 from cda.guardian.ledger import Ledger
 from cda.guardian.money import load_exact
+from cda.guardian.proposal import ProposedAction, read_action
 from cda.guardian.schemas import (
     SCHEMA_IDS,
     check_guardian_schemas,
@@ -553,7 +553,7 @@ def test_one_approve_runs_its_action_once_whatever_the_task_id() -> None:
 
 @pytest.mark.parametrize("text", ["NaN", "  5", "0x10"])
 def test_a_cost_given_as_bad_text_is_malformed_with_that_text_in_the_message(text: str) -> None:
-    from cda.guardian.action import Malformed
+    from cda.guardian.proposal import Malformed
 
     parsed = read_action({"action_id": "a3", "agent_id": "agent-42", "tool": {"name": "render", "version": "1"},
                           "action_type": "video.render", "cost_estimate": text})

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from cda.cli.main import main
-from cda.guardian.action import ProposedAction, read_action
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.guardian.ledger import Ledger
+from cda.guardian.proposal import ProposedAction, read_action
 from cda.guardian.store import GuardianStore
 
 ACTION = {"action_id": "a1", "agent_id": "agent-42", "tool": {"name": "render", "version": "1"},

@@ -56,8 +56,8 @@ LAX_CEDAR = b"permit(principal, action, resource);\n" + b"// lax\n" * 3
 
 
 def _delete_allowed(store: object) -> bool:
-    from cda.guardian.action import read_action
     from cda.guardian.policies import judge
+    from cda.guardian.proposal import read_action
 
     action = read_action({"action_id": "cleanup-1", "agent_id": "agent-7", "tool": {"name": "sql", "version": "1.0"},
                           "action_type": "db.delete", "resources": ["prod/users"], "cost_estimate": 0})

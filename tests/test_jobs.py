@@ -518,7 +518,7 @@ def test_a_job_started_after_the_stop_is_killed_at_once(tmp_path: Path) -> None:
 def test_cedar_kinds_run_through_cda_policy(tmp_path: Path) -> None:
     """The three Cedar kinds, wired to cda.policy.jobs; each answer equals the direct call."""
     from cda.policy.analyze import analyze_files
-    from cda.policy.authorize import authorize
+    from cda.policy.authorization import authorize
 
     cedar = ROOT / "examples" / "cedar"
     for name in ("old.cedar", "new.cedar", "schema.cedarschema", "entities.json"):

@@ -16,7 +16,7 @@ import pytest
 
 from cda.cli.main import main
 from cda.errors import CDAError, DSLError, DSLSyntaxError
-from cda.policy.authorize import authorize, decide, load_policy_set
+from cda.policy.authorization import authorize, decide, load_policy_set
 from cda.policy.cedar_tests import run_test_dir, run_test_file, summarize
 from cda.policy.entities import read_entities, read_request
 from cda.policy.parse import parse_policies

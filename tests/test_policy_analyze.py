@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from cda.cli.main import main
 from cda.errors import BackendUnsupported, CDAError
 from cda.policy.analyze import PROPERTIES, Environment, analyze, environments
-from cda.policy.authorize import PolicySet, decide
+from cda.policy.authorization import PolicySet, decide
 from cda.policy.entities import Request, read_entities, read_request
 from cda.policy.parse import parse_policies
 from cda.policy.schema import parse_schema
@@ -344,7 +344,7 @@ def test_ip_context_attributes_are_decided_and_counterexamples_confirmed_by_ceda
     """Cedar's handwritten ip tests (==, isLoopback, isMulticast, isInRange on context.source_ip):
     a counterexample is confirmed by cedarpy; a property that holds has no violation on a grid
     of addresses and prefixes around every range the policies name."""
-    from cda.policy.authorize import load_policy_set
+    from cda.policy.authorization import load_policy_set
     from cda.policy.entities import parse_decimal, parse_ip
 
     sb = CEDAR_DATA / "sample-data" / "sandbox_b"

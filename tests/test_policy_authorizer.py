@@ -18,7 +18,7 @@ from typing import Any
 import cedarpy
 import pytest
 
-from cda.policy.authorize import Answer, Authorizer, authorizer, decide, policy_applies
+from cda.policy.authorization import Answer, Authorizer, authorizer, decide, policy_applies
 from cda.policy.entities import Entities, read_entities, read_request
 from cda.policy.parse import parse_policies
 

@@ -1,1 +1,1 @@
-"""The CDA Action (spec §4): the verification loop, budgets, artifacts, receipts and events."""
+"""The CDA Action (docs/actions.md, "The loop"): the verification loop, budgets, artifacts, receipts and events."""

@@ -1,4 +1,4 @@
-"""Approvals given as input (spec §3, §6, §11.7): what one Action may do beyond its standing policy.
+"""Approvals given as input (docs/actions.md, "Approvals as input"): what one Action may do beyond its standing policy.
 
 ``policies.egress`` and ``policies.pii_posture`` are the run's standing posture. An *approval*
 in ``policies.approvals`` grants one more thing for this action only:

@@ -1,4 +1,4 @@
-"""The artifacts of an Action: the boundary summary, the plan bundle and the evidence bundle (spec §8).
+"""The artifacts of an Action: the boundary summary, the plan bundle and the evidence bundle (docs/actions.md, "Receipts, artifacts, reflection").
 
 Artifact ids are content addresses (``<kind>:<first 16 hex digits of SHA-256>``), so the same
 run gives the same ids and a changed artifact gets a new one. With no folder the ids are still

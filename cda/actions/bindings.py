@@ -1,4 +1,4 @@
-"""Sub-Action outputs bound into an Action: bind ⇒ lock, and the update-available bump (spec §4, §11.5).
+"""Sub-Action outputs bound into an Action: bind ⇒ lock, and the update-available bump (docs/actions.md, "Sub-Actions").
 
 A CDA Action may depend on what a sub-Action (``research``, ``sandbox``, ``default``) produced —
 an evidence artifact. Binding it **locks** its content: the Action records the artifact's

@@ -1,7 +1,8 @@
-"""The wall-time budget of an Action, its degradation ladder (spec §9–§10), and spec §9's reserve.
+"""The wall-time budget of an Action, its degradation ladder, and the reserve of an escalation
+(docs/actions.md, "Budgets and the degradation ladder"; docs/service.md, "CUP escalation").
 
-**The reserve** (spec §9, "Budget reservation: CDA should reserve ~20% of wall time (>= 20 s)
-upon escalation; if less remains, emit partial with explicit caveats"). The line is about
+**The reserve**: the spec's line "Budget reservation: CDA should reserve ~20% of wall time
+(>= 20 s) upon escalation; if less remains, emit partial with explicit caveats". The line is about
 escalation: when a caller (CUP) hands a decision to CDA with ``remaining`` seconds of its own
 wall left, CDA takes :func:`reserve` of them, ``max(0.2 * remaining, 20 s)``, as the action's
 wall; when less than that remains (under 20 s), the action is a terminal partial at once, with
@@ -21,7 +22,7 @@ When the search part runs out the action goes **grace → freeze → partial** (
 in flight ends at its own deadline, nothing new starts (freeze), and the run ends with
 ``action_partial`` and explicit caveats.
 
-Pressure (the share of the search budget used) walks the **degradation ladder** of spec §10 in
+Pressure (the share of the search budget used) walks the **degradation ladder** (docs/actions.md) in
 its fixed order, each rung once, each recorded: shrink the beam, drop the soft clauses, reduce
 external calls, return a conservative summary.
 """

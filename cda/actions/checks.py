@@ -14,13 +14,17 @@ The solver's answer is the verdict; every other check can only lower it:
   ever downwards (``cda.verifiers.llm_gate.apply_llm_gate``);
 * **abstention** — coverage of the observations by Ken; too little, and the run abstains.
 
-Each check leaves a receipt and an ``action_checkpoint(kind="verifier_update")``.
+Each check is a :class:`~cda.verifiers.protocol.Verifier` (:data:`VERIFIERS`, in the order they
+run): given the claims and a :class:`CheckContext`, it returns outcomes, each with its evidence
+and the :class:`~cda.verifiers.protocol.Ceiling` it puts on the claims. :func:`run_verifiers`
+records every outcome (a receipt and an ``action_checkpoint(kind="verifier_update")``) and applies
+every ceiling once, with one ``min``: no check changes a verdict by itself, and none can raise one.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -30,7 +34,7 @@ from typing import Any
 
 from cda.actions.approvals import egress_decision, pii_decision, record_decision
 from cda.actions.budget import Budget
-from cda.actions.grounding import ground_in_ken
+from cda.actions.ken_grounding import ground_in_ken
 from cda.actions.metrics import PROBLEM_LINE_SOURCE
 from cda.actions.problem import ActionProblem, observe_literal
 from cda.actions.receipts_sink import Recorder
@@ -42,6 +46,7 @@ from cda.contracts.deadline import OutOfTime
 from cda.contracts.hypothesis_record import Evidence, HypothesisRecord
 from cda.contracts.refs import SpanRef
 from cda.contracts.result import SolveResult
+from cda.contracts.status import VerdictStatus
 from cda.contracts.verification import VerifierOutcome
 from cda.encodings import ast as A
 from cda.encodings.ir import GroundProblem
@@ -60,16 +65,17 @@ from cda.verifiers.llm_gate import (
     LLMJudgement,
     LLMProvider,
     TokenMeter,
-    apply_llm_gate,
     consult,
-    fail_closed,
+    fail_closed_ceiling,
+    llm_ceiling,
     llm_outcome,
 )
 from cda.verifiers.llm_offline import OfflineProvider, claim_fragments
+from cda.verifiers.protocol import Ceiling, Outcome, Verifier, under_ceilings
 from cda.verifiers.temporal import verify_temporal_formulas
 from cda.verifiers.units_check import metric_units, to_seconds, verify_units_formulas
 
-__all__ = ["VerificationState", "Verified", "run_verifiers"]
+__all__ = ["VERIFIERS", "CheckContext", "ClaimUnderCheck", "VerificationState", "Verified", "run_verifiers"]
 
 
 LLMFactory = Callable[[Any], LLMProvider]
@@ -151,23 +157,18 @@ class Verified:
     review: LowCoverageReview | None = None
 
 
-@dataclass
-class _Claim:
-    """One verdict under construction."""
+@dataclass(frozen=True)
+class ClaimUnderCheck:
+    """One verdict the solver gave (a goal's claim, or an explanation), as the verifiers see it:
+    its id, its text, the atoms it is about, and the solver's status and confidence. Verifiers
+    read it; only :func:`run_verifiers` turns it into the final verdict, under their ceilings."""
 
     hypothesis_id: str
     claim: str
     atoms: list[ClaimAtom]
-    status: str
+    status: VerdictStatus
     confidence: float
-    caveats: list[str] = field(default_factory=list)
     justification: list[str] = field(default_factory=list)
-
-    def lower(self, status: str, confidence: float, caveats: list[str]) -> None:
-        if self.status == "supported" and status == "inconclusive":
-            self.status = status
-        self.confidence = min(self.confidence, confidence)
-        self.caveats.extend(caveats)
 
 
 def _observation_citations(state: VerificationState, justification: list[str]) -> list[SpanRef]:
@@ -192,23 +193,25 @@ def _observation_citations(state: VerificationState, justification: list[str]) -
     return cites
 
 
-def _claims(result: SolveResult, problem: ActionProblem, gp: GroundProblem) -> list[_Claim]:
+def _claims(result: SolveResult, problem: ActionProblem, gp: GroundProblem) -> list[ClaimUnderCheck]:
     goals = [p.statement for p in problem.placed() if isinstance(p.statement, A.GoalClaim)]
     formulas = {c.name: goal.formula for c, goal in zip(problem.assembled.gp.claims, goals)}
-    claims: list[_Claim] = []
+    claims: list[ClaimUnderCheck] = []
     for v in result.verdicts:
         atom: ClaimAtom = (v.claim, formulas[v.name]) if v.name in formulas else v.claim
-        claims.append(_Claim(v.name, f"{v.goal} {v.claim}", [atom], v.status, v.confidence,
-                             justification=list(v.justification)))
+        claims.append(ClaimUnderCheck(v.name, f"{v.goal} {v.claim}", [atom], VerdictStatus(v.status), v.confidence,
+                                      justification=list(v.justification)))
     only = result.enumeration_complete and len(result.hypotheses) == 1 and result.status == "sat"
     for h in result.hypotheses:
         text = "explanation: " + (", ".join(h.assumed) or "nothing assumed")
         atoms: list[ClaimAtom] = [gp.atoms.get(a) or a for a in h.assumed]
-        claims.append(_Claim(h.id, text, atoms, "supported" if only else "inconclusive", h.posterior))
+        status = VerdictStatus.SUPPORTED if only else VerdictStatus.INCONCLUSIVE
+        claims.append(ClaimUnderCheck(h.id, text, atoms, status, h.posterior))
     return claims
 
 
-def _outcome(state: VerificationState, outcome: VerifierOutcome) -> VerifierOutcome:
+def _recorded(state: VerificationState, outcome: VerifierOutcome) -> VerifierOutcome:
+    """A verifier's evidence, written where every check's goes: a receipt and a ``verifier_update``."""
     state.recorder.record(
         "verifier", f"verifier.{outcome.verifier}", {"claim": outcome.claim},
         {"status": outcome.status, "detail": outcome.detail}, citations=list(outcome.citations),
@@ -218,102 +221,242 @@ def _outcome(state: VerificationState, outcome: VerifierOutcome) -> VerifierOutc
     return outcome
 
 
-def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResult, backend: str,
-                  *, skip_external: bool) -> Verified:
-    """Every independent check on the solver's result; returns the final verdicts and artifacts."""
-    claims = _claims(result, state.problem, gp)
-    out = Verified(verdicts=[])
-    for c in claims:
-        cites = _observation_citations(state, c.justification)
-        if cites:
-            out.citations.extend(cites)
-            out.outcomes.append(_outcome(state, VerifierOutcome(
-                verifier="citation", claim=c.claim, status="passed", citations=cites,
-                detail=f"the solver's justification rests on {len(cites)} observation(s)")))
+@dataclass
+class CheckContext:
+    """What every verifier of a run may read (the run's state, its ground problem, the solver's
+    result) and ``found``: what the run reports beside the verdicts, which a verifier adds to
+    (citations, claims a required check failed closed on, the coverage review, an abstention)."""
 
-    # cross-backend agreement
-    if not state.budget.has("shrink_beam") and result.status != "unknown" and not result.partial:
-        options = EngineOptions(top=len(result.hypotheses) or 1, seed=result.seed,
-                                timeout=state.budget.search_remaining())
-        o = _outcome(state, agreement_outcome(gp, options))
-        out.outcomes.append(o)
-        if o.status == "failed":
-            state.stream.notice(f"backends disagree: {o.detail}", level="warning")
-            for c in claims:
-                c.lower("inconclusive", 0.5, [f"z3 and clingo disagree: {o.detail}"])
+    state: VerificationState
+    gp: GroundProblem
+    result: SolveResult
+    skip_external: bool
+    found: Verified
 
-    # units and arithmetic, without the solver
-    constraints = [(piece.text, placed.statement.formula)
-                   for piece, placed in zip(state.problem.pieces, state.problem.assembled.pieces)
-                   if isinstance(placed.statement, (A.Hard, A.Soft))]
-    for o in verify_units_formulas(metric_units(state.problem.assembled.ast), constraints):
-        out.outcomes.append(_outcome(state, o))
-        if o.status == "failed":
-            for c in claims:
-                c.lower("inconclusive", 0.5, [f"units: {o.detail}"])
-    for o in _temporal(state.problem):
-        out.outcomes.append(_outcome(state, o))
-        if o.status == "failed" and result.status == "sat":
-            state.stream.notice(f"temporal re-evaluation disagrees with the solver: {o.detail}", level="warning")
-            for c in claims:
-                c.lower("inconclusive", 0.5, [f"temporal: {o.detail}"])
-    numeric = [t for t in state.inputs.goals.success_criteria + state.problem.evidence if t and looks_arithmetic(t)]
-    for o in verify_arithmetic(numeric):
-        out.outcomes.append(_outcome(state, o))
-        if o.status == "failed":
-            out.caveats.append(f"arithmetic: {o.claim!r} does not hold ({o.detail})")
 
-    # the user's function checks
-    for fn in state.inputs.functions:
-        for text in fn.claims:
-            if skip_external:
-                state.recorder.record("function", f"function.{fn.name}", {"claim": text},
-                                      {"reason": "skipped by the degradation ladder"}, status="stub")
-                continue
-            # the check's time counts against the action's wall budget: it stops when the search budget ends
-            o = _outcome(state, run_function_check(fn.name, fn.source, text, fn.timeout_s, fn.memory_mb,
-                                                   isolation=fn.isolation, budget_s=state.budget.search_remaining(),
-                                                   cover=[p for db in state.stores for p in family(db)]))
-            out.outcomes.append(o)
-            isolated = o.data.get("isolation")
-            if o.status != "passed":
-                matched = [c for c in claims if text in c.claim]
-                for c in matched:
-                    c.lower("inconclusive", 0.5, [f"function {fn.name}: {o.detail}"])
-                if not matched:  # a failed check whose text names no claim still says so: never silent
-                    out.caveats.append(f"function {fn.name} did not pass on {text!r} ({o.detail}), and no claim "
-                                       "of the run carries that text: write the claim as the verdicts print it")
-            elif isolated != "namespaces":
-                out.caveats.append(f"function {fn.name} passed on {text!r} with {isolated} isolation only "
-                                   "(the kernel refused namespaces; the caller accepted a plain process)")
+class Citations:
+    """The input observations the solver's justification of each claim rests on."""
 
-    # Ken evidence for every claim's atoms
-    if state.ken is not None:
+    name = "citation"
+
+    def verify(self, claims: Sequence[ClaimUnderCheck], ctx: CheckContext) -> list[Outcome]:
+        out = []
+        for c in claims:
+            cites = _observation_citations(ctx.state, c.justification)
+            if cites:
+                ctx.found.citations.extend(cites)
+                out.append(Outcome(VerifierOutcome(
+                    verifier="citation", claim=c.claim, status="passed", citations=cites,
+                    detail=f"the solver's justification rests on {len(cites)} observation(s)")))
+        return out
+
+
+class Agreement:
+    """z3 and clingo must give the same answer; a difference opens every claim."""
+
+    name = "agreement"
+
+    def verify(self, claims: Sequence[ClaimUnderCheck], ctx: CheckContext) -> list[Outcome]:
+        result, budget = ctx.result, ctx.state.budget
+        if budget.has("shrink_beam") or result.status == "unknown" or result.partial:
+            return []
+        options = EngineOptions(top=len(result.hypotheses) or 1, seed=result.seed, timeout=budget.search_remaining())
+        o = agreement_outcome(ctx.gp, options)
+        if o.status != "failed":
+            return [Outcome(o)]
+        return [Outcome(o, Ceiling.open(0.5, f"z3 and clingo disagree: {o.detail}"),
+                        notice=f"backends disagree: {o.detail}")]
+
+
+class Units:
+    """Every comparison of quantities re-checked for units, without the solver (pint)."""
+
+    name = "units"
+
+    def verify(self, claims: Sequence[ClaimUnderCheck], ctx: CheckContext) -> list[Outcome]:
+        problem = ctx.state.problem
+        constraints = [(piece.text, placed.statement.formula)
+                       for piece, placed in zip(problem.pieces, problem.assembled.pieces)
+                       if isinstance(placed.statement, (A.Hard, A.Soft))]
+        return [Outcome(o, Ceiling.open(0.5, f"units: {o.detail}") if o.status == "failed" else None)
+                for o in verify_units_formulas(metric_units(problem.assembled.ast), constraints)]
+
+
+class Temporal:
+    """before/within clauses re-evaluated on the events' pinned times, in plain integers."""
+
+    name = "temporal"
+
+    def verify(self, claims: Sequence[ClaimUnderCheck], ctx: CheckContext) -> list[Outcome]:
+        out = []
+        for o in _temporal(ctx.state.problem):
+            if o.status == "failed" and ctx.result.status == "sat":
+                out.append(Outcome(o, Ceiling.open(0.5, f"temporal: {o.detail}"),
+                                   notice=f"temporal re-evaluation disagrees with the solver: {o.detail}"))
+            else:
+                out.append(Outcome(o))
+        return out
+
+
+class Arithmetic:
+    """The success criteria and evidence that state arithmetic, re-computed (sympy); a failure is
+    said in the run's caveats (it is about the inputs, not about one claim)."""
+
+    name = "arithmetic"
+
+    def verify(self, claims: Sequence[ClaimUnderCheck], ctx: CheckContext) -> list[Outcome]:
+        inputs, problem = ctx.state.inputs, ctx.state.problem
+        numeric = [t for t in inputs.goals.success_criteria + problem.evidence if t and looks_arithmetic(t)]
+        return [Outcome(o, caveat=f"arithmetic: {o.claim!r} does not hold ({o.detail})" if o.status == "failed" else "")
+                for o in verify_arithmetic(numeric)]
+
+
+class FunctionChecks:
+    """The user's deterministic checks in a sandboxed subprocess; a check that does not pass on a
+    claim's text opens that claim."""
+
+    name = "function"
+
+    def verify(self, claims: Sequence[ClaimUnderCheck], ctx: CheckContext) -> list[Outcome]:
+        state = ctx.state
+        out = []
+        for fn in state.inputs.functions:
+            for text in fn.claims:
+                if ctx.skip_external:
+                    state.recorder.record("function", f"function.{fn.name}", {"claim": text},
+                                          {"reason": "skipped by the degradation ladder"}, status="stub")
+                    continue
+                # the check's time counts against the action's wall budget: it stops when the search budget ends
+                o = run_function_check(fn.name, fn.source, text, fn.timeout_s, fn.memory_mb, isolation=fn.isolation,
+                                       budget_s=state.budget.search_remaining(),
+                                       cover=[p for db in state.stores for p in family(db)])
+                isolated = o.data.get("isolation")
+                if o.status != "passed":
+                    matched = tuple(i for i, c in enumerate(claims) if text in c.claim)
+                    # a failed check whose text names no claim still says so: never silent
+                    missed = "" if matched else (
+                        f"function {fn.name} did not pass on {text!r} ({o.detail}), and no claim of the run carries "
+                        "that text: write the claim as the verdicts print it")
+                    out.append(Outcome(o, Ceiling.open(0.5, f"function {fn.name}: {o.detail}"), matched, caveat=missed))
+                elif isolated != "namespaces":
+                    out.append(Outcome(o, caveat=f"function {fn.name} passed on {text!r} with {isolated} isolation only "
+                                                 "(the kernel refused namespaces; the caller accepted a plain process)"))
+                else:
+                    out.append(Outcome(o))
+        return out
+
+
+class KenEvidence:
+    """Citations for each claim's atoms, found in Ken with the safe query set only; a claim with
+    none gets a receipt stub."""
+
+    name = "ken"
+
+    def verify(self, claims: Sequence[ClaimUnderCheck], ctx: CheckContext) -> list[Outcome]:
+        state = ctx.state
+        if state.ken is None:
+            return []
+        out = []
         for c in claims:
             outcomes, queries = ken_evidence(state.ken, c.atoms)
             for q in queries:
                 state.recorder.record("ken", q.name, q.args, {"results": len(q.result)}, caps={"limit": 50})
             for o in outcomes:
-                out.outcomes.append(_outcome(state, o))
-                out.citations.extend(o.citations)
+                out.append(Outcome(o))
+                ctx.found.citations.extend(o.citations)
                 if not o.citations:
-                    state.recorder.record("stub", "evidence.missing", {"claim": c.claim},
-                                          {"reason": o.detail}, status="stub")
+                    state.recorder.record("stub", "evidence.missing", {"claim": c.claim}, {"reason": o.detail}, status="stub")
+        return out
 
-    # the LLM gate
-    _llm(state, gp, claims, out, skip_external)
 
-    # seed 001: enforcement, the low-coverage verifier pass, the abstain rule
-    _ground(state, result, claims, out)
+class LLMCheck:
+    """The LLM gate: the offline checker, or an HTTP provider when policy allows; a required
+    check that gives no judgement fails closed (:mod:`cda.verifiers.llm_gate`)."""
 
+    name = "llm"
+
+    def verify(self, claims: Sequence[ClaimUnderCheck], ctx: CheckContext) -> list[Outcome]:
+        return _llm(ctx.state, ctx.gp, list(claims), ctx.found, ctx.skip_external)
+
+
+class Coverage:
+    """How well Ken covers the observations (the low-coverage review and the abstain rule of
+    docs/actions.md): caps the claims it does not ground; too little, and the run abstains."""
+
+    name = "coverage"
+
+    def verify(self, claims: Sequence[ClaimUnderCheck], ctx: CheckContext) -> list[Outcome]:
+        state, found = ctx.state, ctx.found
+        if state.coverage is None:  # pragma: no cover - initial_frontier always measures it
+            return []
+        g = ground_in_ken(state.coverage, state.thresholds, state.ken, ctx.result, state.recorder,
+                          provider_abstained=found.review_abstained)
+        found.review = g.review
+        out = []
+        if g.review is not None and g.review.triggered:
+            out.append(Outcome(VerifierOutcome(
+                verifier="low_coverage", claim="the run's report", status="passed" if g.review.status == "OK" else "failed",
+                detail=f"{g.review.status}: " + "; ".join(g.review.reasons + [
+                    f"{v.kind} {v.span!r} ({v.fix})" for v in g.review.violations[:5]])), listed=False))
+        out.extend(Outcome(caveat=caveat) for caveat in g.caveats)
+        for i, c in enumerate(claims):
+            if c.hypothesis_id in g.caps:
+                cap, why = g.caps[c.hypothesis_id]
+                status = VerdictStatus.INCONCLUSIVE if cap < 0.5 else VerdictStatus.SUPPORTED
+                out.append(Outcome(ceiling=Ceiling(status, cap, tuple(why)), claims=(i,)))
+        settled = any(v.status in ("supported", "refuted") for v in ctx.result.verdicts)
+        has_subject = state.ken is not None or bool(state.coverage.observations)
+        if g.abstain is not None and not settled and has_subject:
+            found.abstain = g.abstain
+            out.append(Outcome(caveat=f"abstained: {g.abstain.reason} ({'; '.join(g.abstain.reasons)})"))
+        elif g.abstain is not None:
+            out.append(Outcome(caveat=f"low Ken coverage ({'; '.join(g.abstain.reasons)}): explanations are unverified "
+                                      "hypotheses"))
+            explanations = tuple(i for i, c in enumerate(claims) if c.claim.startswith("explanation:"))
+            out.append(Outcome(ceiling=Ceiling(confidence=0.49, caveats=("low Ken coverage",)), claims=explanations))
+        return out
+
+
+#: every independent check of an Action, in the order they run (docs/actions.md)
+VERIFIERS: tuple[Verifier[ClaimUnderCheck, CheckContext], ...] = (
+    Citations(), Agreement(), Units(), Temporal(), Arithmetic(), FunctionChecks(), KenEvidence(), LLMCheck(), Coverage(),
+)
+
+
+def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResult, backend: str,
+                  *, skip_external: bool, verifiers: Sequence[Verifier[ClaimUnderCheck, CheckContext]] = VERIFIERS,
+                  ) -> Verified:
+    """Every independent check on the solver's result; returns the final verdicts and artifacts.
+
+    Each verifier returns its outcomes; their evidence is recorded here, in order, and their
+    ceilings are applied here, all at once (:func:`~cda.verifiers.protocol.under_ceilings`), so
+    no check can raise a verdict and none lowers one by itself.
+    """
+    claims = _claims(result, state.problem, gp)
+    out = Verified(verdicts=[])
+    ctx = CheckContext(state, gp, result, skip_external, out)
+    outcomes: list[Outcome] = []
+    for verifier in verifiers:
+        for o in verifier.verify(claims, ctx):
+            if o.evidence is not None:
+                _recorded(state, o.evidence)
+                if o.listed:
+                    out.outcomes.append(o.evidence)
+            if o.notice:
+                state.stream.notice(o.notice, level="warning")
+            if o.caveat:
+                out.caveats.append(o.caveat)
+            outcomes.append(o)
     probs = [h.posterior for h in result.hypotheses]
     uncertainty = normalised_entropy(probs) + (0.0 if result.enumeration_complete else 0.25)
     total_soft = sum(float(s.weight) for s in gp.soft) or 1.0
-    for c in claims:
-        conf = round(c.confidence, 9) + 0.0
-        out.verdicts.append(ActionVerdict(hypothesis_id=c.hypothesis_id, status=c.status,  # type: ignore[arg-type]
-                                          confidence=conf, band=band_for(conf, c.status), claim=c.claim,
-                                          caveats=c.caveats))
+    for i, c in enumerate(claims):
+        ceilings = [o.ceiling for o in outcomes if o.ceiling is not None and o.caps(i)]
+        status, confidence = under_ceilings(c.status, c.confidence, ceilings)
+        conf = round(confidence, 9) + 0.0
+        out.verdicts.append(ActionVerdict(hypothesis_id=c.hypothesis_id, status=status, confidence=conf,
+                                          band=band_for(conf, status), claim=c.claim,
+                                          caveats=[caveat for ceiling in ceilings for caveat in ceiling.caveats]))
     symptoms = set(state.symptoms())
     causes = {rc.node for rc in state.coverage.root_causes} if state.coverage is not None else set()
     computed, why_not = _solver_records(state, gp, result, backend)
@@ -335,43 +478,13 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
         if comp is not None and comp[2] is not None:
             data["selected_reason"] = comp[2]
         out.records.append(data)
-    for c in claims:
-        if c.claim.startswith("explanation:"):
+    for v in out.verdicts:
+        if v.claim.startswith("explanation:"):
             continue
-        if c.status == "inconclusive" and not any(o.citations for o in out.outcomes if o.claim == c.claim):
-            out.research.append(NextTestSuggestion(question=f"Find evidence for or against: {c.claim}",
+        if v.status == "inconclusive" and not any(o.citations for o in out.outcomes if o.claim == v.claim):
+            out.research.append(NextTestSuggestion(question=f"Find evidence for or against: {v.claim}",
                                                    suggested_ability="research"))
     return out
-
-
-def _ground(state: VerificationState, result: SolveResult, claims: list[_Claim], out: Verified) -> None:
-    """Seed 001 on the run (:mod:`cda.actions.grounding`), applied to the claims; only lowers."""
-    if state.coverage is None:  # pragma: no cover - initial_frontier always measures it
-        return
-    g = ground_in_ken(state.coverage, state.thresholds, state.ken, result, state.recorder,
-                      provider_abstained=out.review_abstained)
-    out.review = g.review
-    if g.review is not None and g.review.triggered:
-        _outcome(state, VerifierOutcome(
-            verifier="low_coverage", claim="the run's report", status="passed" if g.review.status == "OK" else "failed",
-            detail=f"{g.review.status}: " + "; ".join(g.review.reasons + [
-                f"{v.kind} {v.span!r} ({v.fix})" for v in g.review.violations[:5]])))
-    out.caveats.extend(g.caveats)
-    for c in claims:
-        if c.hypothesis_id in g.caps:
-            cap, why = g.caps[c.hypothesis_id]
-            c.lower("inconclusive" if cap < 0.5 else c.status, cap, why)
-    settled = any(v.status in ("supported", "refuted") for v in result.verdicts)
-    has_subject = state.ken is not None or bool(state.coverage.observations)
-    if g.abstain is not None and not settled and has_subject:
-        out.abstain = g.abstain
-        out.caveats.append(f"abstained: {g.abstain.reason} ({'; '.join(g.abstain.reasons)})")
-    elif g.abstain is not None:
-        out.caveats.append(f"low Ken coverage ({'; '.join(g.abstain.reasons)}): explanations are unverified "
-                           "hypotheses")
-        for c in claims:
-            if c.claim.startswith("explanation:"):
-                c.lower(c.status, 0.49, ["low Ken coverage"])
 
 
 def _solver_records(state: VerificationState, gp: GroundProblem, result: SolveResult, backend: str
@@ -502,7 +615,7 @@ def _declared_names(gp: GroundProblem) -> set[str]:
     return names
 
 
-def _stated_quantities(claim: _Claim) -> set[str]:
+def _stated_quantities(claim: ClaimUnderCheck) -> set[str]:
     """The words of ``claim`` that are its own numbers and units (``100`` and ``lb`` of
     ``value(metric:w) >= 100 lb``): the bound the solver decided, part of the problem, not a
     fact that evidence must mention. Read from the claim's parsed formula, never from its text."""
@@ -536,13 +649,13 @@ def _stated_quantities(claim: _Claim) -> set[str]:
     return words
 
 
-def _offline_judge(state: VerificationState, gp: GroundProblem, claims: list[_Claim]) -> Callable[[_Claim], OfflineProvider]:
+def _offline_judge(state: VerificationState, gp: GroundProblem, claims: list[ClaimUnderCheck]) -> Callable[[ClaimUnderCheck], OfflineProvider]:
     """The offline checker for a claim: the Ken ids it names, the declared names, its own bound."""
     known = _ken_ids_named_in(state.ken, [c.claim for c in claims]) if state.ken is not None else set()
     declared = known | _declared_names(gp)
     plain = OfflineProvider(known_ids=sorted(declared))
 
-    def judge_for(c: _Claim) -> OfflineProvider:
+    def judge_for(c: ClaimUnderCheck) -> OfflineProvider:
         stated = _stated_quantities(c)
         return OfflineProvider(known_ids=sorted(declared | stated)) if stated else plain
 
@@ -570,7 +683,7 @@ def llm_required_by(state: VerificationState) -> list[str]:
     return reasons
 
 
-def _consult_all(state: VerificationState, provider: LLMProvider, claims: list[_Claim],
+def _consult_all(state: VerificationState, provider: LLMProvider, claims: list[ClaimUnderCheck],
                  evidence: list[str]) -> dict[int, tuple[LLMJudgement | None, str | None]]:
     """Ask about every claim at once, all under the action's remaining budget.
 
@@ -593,21 +706,23 @@ def _consult_all(state: VerificationState, provider: LLMProvider, claims: list[_
     return results
 
 
-def _llm(state: VerificationState, gp: GroundProblem, claims: list[_Claim], out: Verified,
-         skip_external: bool) -> None:
+def _llm(state: VerificationState, gp: GroundProblem, claims: list[ClaimUnderCheck], found: Verified,
+         skip_external: bool) -> list[Outcome]:
+    """The LLM gate on every claim: each judgement's ceiling (:func:`~cda.verifiers.llm_gate.llm_ceiling`),
+    or, where a required check gave none, the fail-closed ceiling and the offline checker's."""
     settings = state.inputs.llm
     evidence = state.problem.evidence + state.problem.observed_literals
     offline_for = _offline_judge(state, gp, claims)
+    out: list[Outcome] = []
     if settings.provider != "openai":
-        for c in claims:
+        for i, c in enumerate(claims):
             judge = offline_for(c)
             judgement, error = consult(judge, c.claim, evidence)
             state.recorder.record("llm", f"llm.{judge.name}", {"claim": c.claim, "evidence": len(evidence)},
                                   {"agrees": judgement.agrees if judgement else None, "error": error},
                                   status="ok" if judgement is not None else "failed")
-            out.outcomes.append(_outcome(state, llm_outcome(c.claim, judgement)))
-            c.lower(*apply_llm_gate(c.status, c.confidence, judgement))  # type: ignore[arg-type]
-        return
+            out.append(Outcome(llm_outcome(c.claim, judgement), llm_ceiling(c.status, c.confidence, judgement), (i,)))
+        return out
 
     required = llm_required_by(state)
     egress = egress_decision(state.inputs, settings.egress_class)
@@ -638,8 +753,8 @@ def _llm(state: VerificationState, gp: GroundProblem, claims: list[_Claim], out:
             name = provider.name
             results = _consult_all(state, provider, claims, evidence)
     if reason is not None:
-        state.stream.notice(f"LLM check not run: {reason}", level="warning")
-        out.caveats.append(f"LLM verification missing: {reason}; receipt stubs recorded")
+        out.append(Outcome(caveat=f"LLM verification missing: {reason}; receipt stubs recorded",
+                           notice=f"LLM check not run: {reason}"))
     failed: list[str] = []
     for i, c in enumerate(claims):
         judgement, error = results.get(i, (None, reason))
@@ -647,38 +762,37 @@ def _llm(state: VerificationState, gp: GroundProblem, claims: list[_Claim], out:
             state.recorder.record("llm", f"llm.{name}", {"claim": c.claim, "evidence": len(evidence)},
                                   {"agrees": judgement.agrees, "review_status": judgement.review_status,
                                    "tokens": judgement.tokens, "error": None})
-            out.outcomes.append(_outcome(state, llm_outcome(c.claim, judgement)))
-            c.lower(*apply_llm_gate(c.status, c.confidence, judgement))  # type: ignore[arg-type]
+            out.append(Outcome(llm_outcome(c.claim, judgement), llm_ceiling(c.status, c.confidence, judgement), (i,)))
             if judgement.review_status == "ABSTAIN":
-                out.review_abstained.append(c.claim)
+                found.review_abstained.append(c.claim)
             continue
         why = error or "no judgement"
         stub_status = "denied" if not egress.allowed else "timeout" if "budget" in why or "within" in why else "stub"
         state.recorder.record("stub", "llm.judge", {"claim": c.claim},
                               {"reason": why, "required_by": required, "fail_closed": True}, status=stub_status)
-        status, conf, caveats = fail_closed(c.status, c.confidence, _one_line(why, 160))  # type: ignore[arg-type]
-        c.lower(status, conf, caveats)
-        out.outcomes.append(_outcome(state, VerifierOutcome(
+        out.append(Outcome(VerifierOutcome(
             verifier="llm", claim=c.claim, status="failed", confidence_cap=0.5,
             detail=f"required LLM check ({'; '.join(required)}) gave no judgement: {_one_line(why, 200)}; "
-                   "failed closed")))
-        out.unverified.append({"claim": c.claim, "reason": why, "required_by": required})
+                   "failed closed"), fail_closed_ceiling(c.status, c.confidence, _one_line(why, 160)), (i,)))
+        found.unverified.append({"claim": c.claim, "reason": why, "required_by": required})
         failed.append(c.claim)
         fallback = offline_for(c)
         judgement, _ = consult(fallback, c.claim, evidence)
         state.recorder.record("llm", "llm.offline", {"claim": c.claim, "fallback_for": name},
                               {"agrees": judgement.agrees if judgement else None})
-        out.outcomes.append(_outcome(state, llm_outcome(c.claim, judgement)))
-        c.lower(*apply_llm_gate(c.status, c.confidence, judgement))  # type: ignore[arg-type]
+        # its caveats say what it changes beyond the failed-closed ceiling just put on the claim
+        closed_status, closed_confidence = under_ceilings(c.status, c.confidence, [out[-1].ceiling or Ceiling()])
+        out.append(Outcome(llm_outcome(c.claim, judgement), llm_ceiling(closed_status, closed_confidence, judgement), (i,)))
     if failed and reason is None:
-        state.stream.notice(f"LLM check failed for {len(failed)} claim(s); they are inconclusive (failed closed)",
-                            level="warning")
-        out.caveats.append(f"LLM verification failed for {len(failed)} of {len(claims)} claim(s) "
-                           f"(required by {'; '.join(required)}): those claims failed closed to inconclusive; "
-                           "the offline checker ran as fallback")
+        out.append(Outcome(
+            caveat=f"LLM verification failed for {len(failed)} of {len(claims)} claim(s) "
+                   f"(required by {'; '.join(required)}): those claims failed closed to inconclusive; "
+                   "the offline checker ran as fallback",
+            notice=f"LLM check failed for {len(failed)} claim(s); they are inconclusive (failed closed)"))
     if state.meter.spent or state.meter.limit is not None:
         limit = "no limit" if state.meter.limit is None else str(state.meter.limit)
         state.recorder.record("llm", "llm.tokens", {"limit": limit}, {"spent": state.meter.spent})
+    return out
 
 
 def _one_line(text: str, limit: int) -> str:

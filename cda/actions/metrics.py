@@ -1,4 +1,4 @@
-"""The runner measuring its own spec §10 metrics (:class:`cda.contracts.metrics.ActionMetrics`).
+"""The runner measuring its own metrics (:class:`cda.contracts.metrics.ActionMetrics`, docs/operations.md).
 
 Two jobs, matching the two parts of the contract:
 

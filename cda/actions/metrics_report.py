@@ -6,7 +6,7 @@ their denominators (so a run with 40 supported claims weighs 40 times one with 1
 waits are pooled wait by wait, and the Ken maximum is the largest query of all. Percentiles are
 nearest-rank (:func:`~cda.contracts.metrics.nearest_rank`): every figure is one a run measured.
 
-The SLOs (spec §10 "Targets (MVP)"), each judged over the window, with the runs over the target
+The SLOs (docs/operations.md, "The SLOs"), each judged over the window, with the runs over the target
 always listed (they are the ones that break it when it is not met):
 
 * **TTFS**: the p95 over runs of the time to the first summary <= 3.0 s. Each run's sample is

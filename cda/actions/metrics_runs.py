@@ -1,4 +1,4 @@
-"""The finished runs a CDA store holds, each with its spec §10 metrics: what ``cda metrics`` reads.
+"""The finished runs a CDA store holds, each with its metrics (docs/operations.md): what ``cda metrics`` reads.
 
 ``cda run --out DIR`` and ``cda serve DB`` write the same SQLite file (:mod:`cda.actions.store_file`):
 receipts, events and traces. Every attempt of an action ends with one terminal event

@@ -1,4 +1,4 @@
-"""The receipt log: append-only, hash-chained, in one SQLite file (spec §6: receipts are WORM-logged).
+"""The receipt log: append-only, hash-chained, in one SQLite file (docs/actions.md, "The audit log").
 
 Each entry stores the receipt's canonical JSON (``body``), the hash of the entry before it
 (``prev_hash``; :data:`GENESIS_HASH` for the first) and its own hash,

@@ -1,4 +1,4 @@
-"""The reflection store: raw traces of Actions, readable only with an approval (spec §6, §7.1).
+"""The reflection store: raw traces of Actions, readable only with an approval (docs/actions.md, "Receipts, artifacts, reflection").
 
 Clients only ever see boundary summaries and artifact ids; what an Action actually did (the
 full trace) is kept here for internal reviewers. A reviewer needs an **approval token** for one

@@ -1,4 +1,4 @@
-"""The CDA Action (``ability: "cda"``): the loop of spec §4 around the engine.
+"""The CDA Action (``ability: "cda"``): the loop of docs/actions.md around the engine.
 
 1. **initialise** — seed (hmac-v1), parameters, the problem text, Ken; the frontier starts from
    the observations: Ken's candidate causes of the observed symptoms plus the declared abducibles;
@@ -18,8 +18,7 @@ the budget, and then the result says so (``partial``, with caveats).
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -28,46 +27,35 @@ from typing import Any
 from cda.actions.artifacts import ArtifactWriter, boundary_summary
 from cda.actions.bindings import Binding, BoundOutput, lock_of, update_available, with_bindings
 from cda.actions.budget import LADDER_TEXT, Budget
-from cda.actions.checks import LLMFactory, VerificationState, run_verifiers
+from cda.actions.checks import VerificationState, run_verifiers
+from cda.actions.context import RunContext, RunSettings
 from cda.actions.event_chain import events_head
 from cda.actions.ken_inputs import ken_from_inputs
 from cda.actions.metrics import ActionProbe, action_counts
 from cda.actions.problem import build, problem_digest
 from cda.actions.receipts import ReceiptLog
-from cda.actions.receipts_sink import ReceiptSink, Recorder
+from cda.actions.receipts_sink import Recorder
 from cda.actions.scoring import band_for
 from cda.actions.seeds import Seed, derive
-from cda.actions.stream import EventStream, Subscriber
+from cda.actions.stream import EventStream
 from cda.contracts.abstain import AbstainThresholds
-from cda.contracts.action import ActionStatus, ActionVerdict, CDAInputs, CDAOutputs, NextTestSuggestion
+from cda.contracts.action import ActionStatus, CDAInputs, CDAOutputs, NextTestSuggestion
 from cda.contracts.deadline import OutOfTime
 from cda.contracts.events import ActionEvent
-from cda.contracts.metrics import ApprovalWait
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.result import SolveResult
 from cda.contracts.status import SolverStatus
 from cda.encodings.ir import Clause, GroundProblem, SoftClause
 from cda.errors import CDAError, DSLError
-from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions, run
 from cda.solver.route import choose_backend
 from cda.verifiers.llm_gate import TokenMeter
 
-__all__ = ["ActionRun", "RunSettings", "accept_bump", "action_id_of", "run_action"]
+__all__ = ["ActionRun", "RunContext", "RunSettings", "accept_bump", "action_id_of", "run_action"]
 
 #: weight of an observation turned soft after a conflict: distrusting one observation costs
 #: more than any ordinary preference, so hypotheses that keep every observation rank first.
 DISTRUST_WEIGHT = Fraction(5)
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """Knobs a caller may set; everything else is derived from the seed and the budget."""
-
-    depth_cap: int = 3  # refine rounds at most
-    ken_depth: int = 3  # hops from a candidate cause to a symptom
-    base_beam: int = 64  # hypotheses enumerated in the first round
-    max_beam: int = 4096
 
 
 @dataclass
@@ -133,62 +121,37 @@ def _frontier(result: SolveResult) -> list[tuple[str, ...]]:
     return [tuple(h.assumed) for h in result.hypotheses]
 
 
-def run_action(
-    inputs: CDAInputs,
-    *,
-    ken: KenGraph | None = None,
-    out_dir: Path | None = None,
-    receipts: ReceiptSink | None = None,
-    subscribers: Sequence[Subscriber] = (),
-    settings: RunSettings | None = None,
-    llm_factory: LLMFactory | None = None,
-    bound: Sequence[BoundOutput] = (),
-    thresholds: AbstainThresholds | None = None,
-    revision: int = 1,
-    supersedes: str | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    wall_clock: Callable[[], float] = time.time,
-    audit: Callable[[Sequence[ActionEvent]], Sequence[str]] | None = None,
-    action_id: str | None = None,
-    approval_waits: Sequence[ApprovalWait] = (),
-    prelude: Sequence[ActionEvent] = (),
-) -> ActionRun:
+def run_action(inputs: CDAInputs, context: RunContext | None = None, /, **changes: Any) -> ActionRun:
     """Run one CDA Action; never raises for a mistake in the inputs (that is ``action_failed``).
 
-    ``ken`` is the loaded graph when ``inputs.ken`` names a file (loading files is an adapter's
-    job: ``cda.adapters.action_entry``); inline graphs are built here. ``out_dir`` receives the
-    artifacts (boundary summary, plan bundle, evidence bundle) when given. ``llm`` is an
-    ``LLMProvider`` factory for ``inputs.llm.provider == "openai"`` (an adapter supplies the HTTP
-    client); the deterministic offline provider needs none. ``action_id`` replaces the id derived
-    from the inputs (a server names an action when it is submitted, before approvals change them).
+    ``context`` says where the outputs go and what the run is connected to
+    (:class:`~cda.actions.context.RunContext`: Ken, the artifact folder, the receipt log,
+    subscribers, the LLM client, bindings, clocks, a server's prelude); keyword arguments named as
+    its fields change it for this call (``run_action(inputs, out_dir=path)``).
 
-    Every receipt carries the attempt number ``receipts`` gave the run (``action.start``), and
+    Every receipt carries the attempt number the receipt log gave the run (``action.start``), and
     the last one, ``action.end``, names the number of events and the head of their chain
     (:mod:`cda.actions.event_chain`). Before the terminal event the run re-reads the receipts
-    it appended; ``audit`` (the adapter's check of the stored events) may add problems. Any
+    it appended; ``context.audit`` (the server's check of the stored events) may add problems. Any
     problem fails the run (``action_failed``, ``error_type`` ``AuditLogTampered``).
 
-    The run measures its own spec §10 metrics (:mod:`cda.actions.metrics`) on ``clock``:
+    The run measures its own spec §10 metrics (:mod:`cda.actions.metrics`) on ``context.clock``:
     ``outputs.metrics`` has the deterministic counts, the terminal event's ``metrics`` adds the
-    wall-clock measurements; ``approval_waits`` are the approvals a caller (the service) waited
-    for before starting the run, with how long each took.
-
-    ``prelude`` are the events a server already streamed for this attempt before the run
-    (``action_waiting_user``, ``action_linked``...), numbered 0.. with the attempt ``receipts``
-    gives the run: the run's own events follow them, and ``action.end`` vouches for them all.
+    wall-clock measurements.
     """
-    probe = ActionProbe(clock, approval_waits)  # first thing: TTFS and the total count from here
+    ctx = RunContext.of(context, changes)
+    clock, bound, prelude = ctx.clock, ctx.bound, ctx.prelude
+    probe = ActionProbe(clock, ctx.approval_waits)  # first thing: TTFS and the total count from here
     inputs = with_bindings(inputs, bound)
-    settings = settings or RunSettings()
-    params = _params(inputs, settings)
-    if action_id is not None:  # a server that named the action when it was submitted (before approvals)
-        params.action_id = action_id
-    sink = receipts if receipts is not None else ReceiptLog(":memory:")
+    params = _params(inputs, ctx.settings)
+    if ctx.action_id is not None:  # a server that named the action when it was submitted (before approvals)
+        params.action_id = ctx.action_id
+    sink = ctx.receipts if ctx.receipts is not None else ReceiptLog(":memory:")
     recorder = Recorder(sink, params.action_id, params.seed.label())
     inputs_json = inputs.model_dump(mode="json")
     inputs_hash = sha256_hex(canonical_json(inputs_json))
     attempt = recorder.start(inputs_hash)
-    stream = EventStream(params.action_id, [probe.see, *subscribers], clock=wall_clock, attempt=attempt,
+    stream = EventStream(params.action_id, [probe.see, *ctx.subscribers], clock=ctx.wall_clock, attempt=attempt,
                          before_emit=recorder.flush)
     if [(e.action_id, e.attempt, e.seq) for e in prelude] != [(params.action_id, attempt, i) for i in range(len(prelude))]:
         raise ValueError(f"prelude events of {params.action_id} must be numbered 0.. in attempt {attempt}")
@@ -200,13 +163,12 @@ def run_action(
         recorder.record("action", "bind", {"action_id": b.action_id, "artifact_id": lock.artifact_id},
                         {"revision": lock.revision, "sha256": lock.sha256})
     budget = Budget(inputs.budgets.wall, clock=clock)
-    writer = ArtifactWriter(out_dir / params.action_id if out_dir is not None else None)
+    writer = ArtifactWriter(ctx.out_dir / params.action_id if ctx.out_dir is not None else None)
     trace: dict[str, Any] = {"action_id": params.action_id, "seed": params.seed.label(), "rounds": []}
     failure: tuple[str, str] | None = None
     try:
-        outputs = _run(inputs, ken, params, settings, stream, recorder, budget, writer, trace, llm_factory,
-                       thresholds or AbstainThresholds(), probe)
-        outputs = outputs.model_copy(update={"revision": revision, "supersedes": supersedes})
+        outputs = _Run(inputs, ctx, params, stream, recorder, budget, writer, trace, probe).outputs()
+        outputs = outputs.model_copy(update={"revision": ctx.revision, "supersedes": ctx.supersedes})
     except CDAError as err:
         message = err.render() if isinstance(err, DSLError) else str(err)
         recorder.record("action", "action.failed", {"error": message}, {}, status="failed")
@@ -219,7 +181,7 @@ def run_action(
         raise
     counts = outputs.metrics or action_counts(params.action_id, outputs.status, ken_queries=len(probe.ken_us))
     # Before the terminal event: is every receipt (and event) this attempt wrote still as written?
-    problems = recorder.confirm() + (list(audit(stream.events)) if audit is not None else [])
+    problems = recorder.confirm() + (list(ctx.audit(stream.events)) if ctx.audit is not None else [])
     if problems:
         message = (f"the audit log of {params.action_id} was changed during the run ({len(problems)} "
                    f"problem(s)): {'; '.join(problems[:3])}")
@@ -254,7 +216,8 @@ def _store_files(sink: Any) -> tuple[Path, ...]:
     return (Path(path),)
 
 
-def accept_bump(inputs: CDAInputs, previous: ActionRun, offered: BoundOutput, **kwargs: Any) -> ActionRun:
+def accept_bump(inputs: CDAInputs, previous: ActionRun, offered: BoundOutput, context: RunContext | None = None,
+                **changes: Any) -> ActionRun:
     """Accept a newer revision of a bound sub-Action output: a new structure revision.
 
     Raises :class:`CDAError` when ``offered`` is not an update of something ``previous`` bound.
@@ -264,208 +227,233 @@ def accept_bump(inputs: CDAInputs, previous: ActionRun, offered: BoundOutput, **
                        f"revision {offered.revision} is not newer content than what the run locked")
     bound = [offered if (b.action_id, b.artifact.artifact_id) == (offered.action_id, offered.artifact.artifact_id)
              else b for b in previous.bound]
-    return run_action(inputs, bound=bound, revision=previous.outputs.revision + 1,
-                      supersedes=previous.outputs.plan_bundle_id, **kwargs)
+    return run_action(inputs, RunContext.of(context, changes), bound=bound, revision=previous.outputs.revision + 1,
+                      supersedes=previous.outputs.plan_bundle_id)
 
 
-def _run(
-    inputs: CDAInputs,
-    ken_file: KenGraph | None,
-    params: _Params,
-    settings: RunSettings,
-    stream: EventStream,
-    recorder: Recorder,
-    budget: Budget,
-    writer: ArtifactWriter,
-    trace: dict[str, Any],
-    llm_factory: LLMFactory | None,
-    thresholds: AbstainThresholds,
-    probe: ActionProbe,
-) -> CDAOutputs:
-    if inputs.risk_class == "hard":
-        return _escalate(inputs, params, stream, recorder, writer)
+@dataclass
+class _Round:
+    """What the propagate–verify–refine loop carries from one round to the next."""
 
-    # 1. initialise
-    stream.progress("initialise", 0.0, "reading the problem")
-    ken = probe.timed(ken_from_inputs(inputs, ken_file))
-    try:
-        problem = build(inputs, ken, budget.deadline())
-    except OutOfTime as exc:
-        return _out_of_time(inputs, params, stream, recorder, writer, budget, str(exc))
-    if problem.adopted:
-        stream.checkpoint("context_delta", {"adopted_observations": problem.adopted})
-    gp = problem.assembled.gp
-    digest = problem_digest(inputs, problem)
-    backend = choose_backend(gp, inputs.backend)
-    state = VerificationState(inputs=inputs, problem=problem, ken=ken, recorder=recorder, stream=stream,
-                              budget=budget, llm_factory=llm_factory,
-                              thresholds=thresholds, meter=TokenMeter(inputs.budgets.tokens),
-                              stores=_store_files(recorder.sink))
-    frontier0 = state.initial_frontier(gp, settings.ken_depth)
-    stream.checkpoint("plan_delta", {"round": 0, "frontier_seeds": frontier0, "beam": params.beam,
-                                     "backend": backend, "depth_cap": params.depth_cap})
-
-    # 2–4. propagate, verify, refine
-    caveats: list[str] = []
-    beam = params.beam
-    softened: set[str] = set()
-    dropped_soft = False
-    previous: list[tuple[str, ...]] | None = None
+    gp: GroundProblem
+    beam: int
+    caveats: list[str] = field(default_factory=list)
+    softened: set[str] = field(default_factory=set)
+    dropped_soft: bool = False
     result: SolveResult | None = None
-    rounds: list[SolveResult] = []  # each round's answer, for the frontier metrics
-    draft_sent = False
+    rounds: list[SolveResult] = field(default_factory=list)  # each round's answer, for the frontier metrics
 
-    def degrade(stage: str) -> None:
+
+@dataclass
+class _Run:
+    """One run's steps (spec §4), in the order :meth:`outputs` takes them: initialise, then
+    propagate–verify–refine rounds (:meth:`search`), then the independent verifiers and the
+    report (:meth:`converge`)."""
+
+    inputs: CDAInputs
+    ctx: RunContext
+    params: _Params
+    stream: EventStream
+    recorder: Recorder
+    budget: Budget
+    writer: ArtifactWriter
+    trace: dict[str, Any]
+    probe: ActionProbe
+
+    def outputs(self) -> CDAOutputs:
+        inputs, params, stream, recorder, writer, budget = (
+            self.inputs, self.params, self.stream, self.recorder, self.writer, self.budget)
+        if inputs.risk_class == "hard":
+            return _escalate(inputs, params, stream, recorder, writer)
+        # 1. initialise
+        stream.progress("initialise", 0.0, "reading the problem")
+        ken = self.probe.timed(ken_from_inputs(inputs, self.ctx.ken))
+        try:
+            problem = build(inputs, ken, budget.deadline())
+        except OutOfTime as exc:
+            return _out_of_time(inputs, params, stream, recorder, writer, budget, str(exc))
+        if problem.adopted:
+            stream.checkpoint("context_delta", {"adopted_observations": problem.adopted})
+        gp = problem.assembled.gp
+        backend = choose_backend(gp, inputs.backend)
+        state = VerificationState(inputs=inputs, problem=problem, ken=ken, recorder=recorder, stream=stream,
+                                  budget=budget, llm_factory=self.ctx.llm_factory,
+                                  thresholds=self.ctx.thresholds or AbstainThresholds(),
+                                  meter=TokenMeter(inputs.budgets.tokens), stores=_store_files(recorder.sink))
+        frontier0 = state.initial_frontier(gp, self.ctx.settings.ken_depth)
+        stream.checkpoint("plan_delta", {"round": 0, "frontier_seeds": frontier0, "beam": params.beam,
+                                         "backend": backend, "depth_cap": params.depth_cap})
+        digest = problem_digest(inputs, problem)
+        # 2–4. propagate, verify, refine
+        loop = self.search(_Round(gp, params.beam), backend, digest)
+        # 3. the independent verifiers; 5. converge
+        return self.converge(loop, state, backend, digest, len(frontier0))
+
+    def degrade(self, loop: _Round, stage: str) -> None:
         """Walk the ladder as far as the budget's pressure says, recording each rung."""
-        nonlocal beam, gp, dropped_soft
-        for rung in budget.step_ladder():
-            caveats.append(LADDER_TEXT[rung])
-            recorder.record("action", f"ladder.{rung}", {"stage": stage}, {"rung": rung})
-            stream.checkpoint("plan_delta", {"stage": stage, "degradation": rung})
+        for rung in self.budget.step_ladder():
+            loop.caveats.append(LADDER_TEXT[rung])
+            self.recorder.record("action", f"ladder.{rung}", {"stage": stage}, {"rung": rung})
+            self.stream.checkpoint("plan_delta", {"stage": stage, "degradation": rung})
             if rung == "shrink_beam":
-                beam = max(params.top, beam // 2)
-            if rung == "drop_soft_clauses" and gp.soft:
-                gp = dataclasses.replace(gp, soft=[])
-                dropped_soft = True
+                loop.beam = max(self.params.top, loop.beam // 2)
+            if rung == "drop_soft_clauses" and loop.gp.soft:
+                loop.gp = dataclasses.replace(loop.gp, soft=[])
+                loop.dropped_soft = True
 
-    for round_no in range(1, params.depth_cap + 1):
-        degrade(f"round {round_no}")
-        if budget.frozen():
-            caveats.append(f"stopped before round {round_no} ({budget.why()}): search frozen" if budget.cancelled()
-                           else f"budget spent before round {round_no}: search frozen")
-            break
-        def solver_call(name: str, inputs: dict[str, Any], outcome: dict[str, Any], status: str,
-                        round_no: int = round_no) -> None:
-            """One receipt per solver call the engine makes this round."""
-            recorder.record("solver", name, {"round": round_no, **inputs}, outcome,
-                            status="timeout" if status == "timeout" else "ok")
+    def search(self, loop: _Round, backend: str, digest: str) -> _Round:
+        """Rounds of the engine, widening the beam while the enumeration is capped and turning
+        conflicting observations soft, until the frontier is stable, the depth cap or the budget."""
+        params, stream, recorder, budget = self.params, self.stream, self.recorder, self.budget
+        previous: list[tuple[str, ...]] | None = None
+        draft_sent = False
+        for round_no in range(1, params.depth_cap + 1):
+            self.degrade(loop, f"round {round_no}")
+            if budget.frozen():
+                loop.caveats.append(f"stopped before round {round_no} ({budget.why()}): search frozen"
+                                    if budget.cancelled() else f"budget spent before round {round_no}: search frozen")
+                break
 
-        options = EngineOptions(top=params.top, seed=params.solver_seed, timeout=budget.search_remaining(),
-                                max_hypotheses=beam, call_log=solver_call)
-        stream.progress("propagate", round_no / (params.depth_cap + 1), f"round {round_no}: beam {beam}")
-        result = run(gp, backend, options, budget.deadline())
-        rounds.append(result)
-        recorder.record(
-            "solver", f"{backend}.solve",
-            {"problem": digest, "softened": sorted(softened), "dropped_soft": dropped_soft,
-             "round": round_no},
-            {"status": result.status, "hypotheses": len(result.hypotheses), "enumerated": result.hypotheses_enumerated,
-             "complete": result.enumeration_complete, "partial": result.partial},
-            caps={"beam": beam, "wall_s": -1 if budget.wall is None else budget.wall},
-            status="timeout" if result.partial else "ok",
+            def solver_call(name: str, inputs: dict[str, Any], outcome: dict[str, Any], status: str,
+                            round_no: int = round_no) -> None:
+                """One receipt per solver call the engine makes this round."""
+                recorder.record("solver", name, {"round": round_no, **inputs}, outcome,
+                                status="timeout" if status == "timeout" else "ok")
+
+            options = EngineOptions(top=params.top, seed=params.solver_seed, timeout=budget.search_remaining(),
+                                    max_hypotheses=loop.beam, call_log=solver_call)
+            stream.progress("propagate", round_no / (params.depth_cap + 1), f"round {round_no}: beam {loop.beam}")
+            result = loop.result = run(loop.gp, backend, options, budget.deadline())
+            loop.rounds.append(result)
+            recorder.record(
+                "solver", f"{backend}.solve",
+                {"problem": digest, "softened": sorted(loop.softened), "dropped_soft": loop.dropped_soft,
+                 "round": round_no},
+                {"status": result.status, "hypotheses": len(result.hypotheses), "enumerated": result.hypotheses_enumerated,
+                 "complete": result.enumeration_complete, "partial": result.partial},
+                caps={"beam": loop.beam, "wall_s": -1 if budget.wall is None else budget.wall},
+                status="timeout" if result.partial else "ok",
+            )
+            stream.checkpoint("verifier_update", {
+                "round": round_no, "verifier": "constraint_satisfiability", "status": result.status,
+                "verdicts": {v.name: v.status for v in result.verdicts},
+            })
+            self.trace["rounds"].append({"round": round_no, "beam": loop.beam, "result": result.model_dump(mode="json")})
+            if result.status == "unsat" and result.conflict is not None:
+                names = {n for core in result.conflict.cores for n in core if n.startswith("observe@")} - loop.softened
+                if names:
+                    loop.softened |= names
+                    loop.gp = _soften(loop.gp, names)
+                    stream.checkpoint("plan_delta", {
+                        "round": round_no, "refine": "conflicting observations become hypotheses",
+                        "distrusted_candidates": sorted(names), "cores": result.conflict.cores,
+                    })
+                    loop.caveats.append("the observations conflict (" + "; ".join(
+                        ", ".join(core) for core in result.conflict.cores) + "): each may be wrong")
+                    continue
+                break
+            if result.partial:
+                loop.caveats.append(f"round {round_no} was stopped ({budget.why()}): hypotheses are those found so far"
+                                    if budget.cancelled() else
+                                    f"round {round_no} ran out of time: hypotheses are those found so far")
+                break
+            current = _frontier(result)
+            stream.checkpoint("plan_delta", {
+                "round": round_no, "frontier": [list(h) for h in current],
+                "added": [list(h) for h in current if previous is None or h not in previous],
+                "pruned": [list(h) for h in (previous or []) if h not in current],
+                "enumerated": result.hypotheses_enumerated, "complete": result.enumeration_complete,
+            })
+            if not draft_sent:
+                stream.checkpoint("boundary_summary", {"draft": True, "text": boundary_summary(
+                    params.action_id, self.inputs, result, [], [], loop.caveats + ["draft: verification still running"])})
+                draft_sent = True
+            if result.enumeration_complete or current == previous or loop.beam >= self.ctx.settings.max_beam:
+                break
+            previous = current
+            loop.beam = min(self.ctx.settings.max_beam, loop.beam * 4)
+            stream.checkpoint("plan_delta", {"round": round_no, "expand": "enumeration capped; beam widened",
+                                             "beam": loop.beam})
+        return loop
+
+    def converge(self, loop: _Round, state: VerificationState, backend: str, digest: str, seeds: int) -> CDAOutputs:
+        """The verifiers on the last round's answer, then the report: verdicts, next tests, the
+        boundary summary, the bundles and the status."""
+        inputs, params, stream, recorder, writer, budget = (
+            self.inputs, self.params, self.stream, self.recorder, self.writer, self.budget)
+        caveats, gp = loop.caveats, loop.gp
+        result = loop.result
+        if result is None:
+            caveats.append("no solver round ran within the budget")
+            result = SolveResult(status=SolverStatus.UNKNOWN, backend=backend, seed=params.solver_seed, hypotheses=[],
+                                 hypotheses_enumerated=0, enumeration_complete=False, verdicts=[], next_tests=[],
+                                 conflict=None, partial=True, notes=[])
+        stream.progress("verify", 0.8, "independent checks")
+        self.degrade(loop, "verify")
+        gp = loop.gp
+        verified = run_verifiers(state, gp, result, backend, skip_external=budget.has("reduce_external_calls"))
+        caveats.extend(verified.caveats)
+        caveats.extend(gp.notes)  # what the grounder folded (a bound beyond the numeric range) is said here too
+
+        stream.progress("report", 0.9, "writing the summary")
+        verdicts = verified.verdicts
+        if budget.has("conservative_summary"):
+            verdicts = [v.model_copy(update={"confidence": min(v.confidence, 0.84), "band": band_for(
+                min(v.confidence, 0.84), v.status)}) for v in verdicts]
+        next_tests = [
+            NextTestSuggestion(
+                question=f"Is {t.observable} true?", observable=t.observable, suggested_ability="sandbox",
+                expected_discriminative_power=t.expected_information_gain,
+            )
+            for t in result.next_tests
+        ]
+        next_tests += verified.research
+        partial = result.partial or budget.frozen() or budget.has("conservative_summary")
+        status: ActionStatus = "partial" if partial else "completed"
+        shown = result
+        if verified.abstain is not None:
+            # the abstain rule is a hard stop: no explanation is offered as a conclusion (docs/actions.md)
+            verdicts = [v for v in verdicts if not v.claim.startswith("explanation:")]
+            shown = result.model_copy(update={"hypotheses": []})
+            next_tests += [NextTestSuggestion(question=f"Collect: {what}", suggested_ability="research")
+                           for what in verified.abstain.action.collect_next[:3]]
+            if status == "completed":
+                status = "abstained"
+        if status == "partial":
+            caveats, next_tests = _partial_says_why(caveats, next_tests, budget)
+        counts = action_counts(params.action_id, status, seeds=seeds, rounds=loop.rounds, result=result, gp=gp,
+                               outcomes=verified.outcomes, verdicts=verdicts, receipts=recorder.receipts,
+                               ken_queries=len(self.probe.ken_us))
+        summary = boundary_summary(params.action_id, inputs, shown, verdicts, next_tests, caveats,
+                                   abstain=verified.abstain, citations=verified.citations, support=counts.citations)
+        summary_id = writer.write_summary(summary)
+        plan_id = writer.write_plan_bundle(
+            hypotheses=verified.records,
+            constraints={"problem_sha256": digest, "hard": [c.name for c in gp.clauses],
+                         "soft": [{"name": s.name, "weight": str(s.weight)} for s in gp.soft],
+                         "softened_observations": sorted(loop.softened), "dropped_soft": loop.dropped_soft},
+            plan_graph=_plan_graph(stream),
+            verifiers=[o.model_dump(mode="json") for o in verified.outcomes],
+            receipts=recorder.receipts_json(),
         )
-        stream.checkpoint("verifier_update", {
-            "round": round_no, "verifier": "constraint_satisfiability", "status": result.status,
-            "verdicts": {v.name: v.status for v in result.verdicts},
-        })
-        trace["rounds"].append({"round": round_no, "beam": beam, "result": result.model_dump(mode="json")})
-        if result.status == "unsat" and result.conflict is not None:
-            names = {n for core in result.conflict.cores for n in core if n.startswith("observe@")} - softened
-            if names:
-                softened |= names
-                gp = _soften(gp, names)
-                stream.checkpoint("plan_delta", {
-                    "round": round_no, "refine": "conflicting observations become hypotheses",
-                    "distrusted_candidates": sorted(names), "cores": result.conflict.cores,
-                })
-                caveats.append("the observations conflict (" + "; ".join(
-                    ", ".join(core) for core in result.conflict.cores) + "): each may be wrong")
-                continue
-            break
-        if result.partial:
-            caveats.append(f"round {round_no} was stopped ({budget.why()}): hypotheses are those found so far"
-                           if budget.cancelled() else f"round {round_no} ran out of time: hypotheses are those found so far")
-            break
-        current = _frontier(result)
-        stream.checkpoint("plan_delta", {
-            "round": round_no, "frontier": [list(h) for h in current],
-            "added": [list(h) for h in current if previous is None or h not in previous],
-            "pruned": [list(h) for h in (previous or []) if h not in current],
-            "enumerated": result.hypotheses_enumerated, "complete": result.enumeration_complete,
-        })
-        if not draft_sent:
-            stream.checkpoint("boundary_summary", {"draft": True, "text": boundary_summary(
-                params.action_id, inputs, result, [], [], caveats + ["draft: verification still running"])})
-            draft_sent = True
-        if result.enumeration_complete or current == previous or beam >= settings.max_beam:
-            break
-        previous = current
-        beam = min(settings.max_beam, beam * 4)
-        stream.checkpoint("plan_delta", {"round": round_no, "expand": "enumeration capped; beam widened", "beam": beam})
-
-    if result is None:
-        caveats.append("no solver round ran within the budget")
-        result = SolveResult(status=SolverStatus.UNKNOWN, backend=backend, seed=params.solver_seed, hypotheses=[],
-                             hypotheses_enumerated=0, enumeration_complete=False, verdicts=[], next_tests=[],
-                             conflict=None, partial=True, notes=[])
-
-    # 3. the independent verifiers
-    stream.progress("verify", 0.8, "independent checks")
-    degrade("verify")
-    verified = run_verifiers(state, gp, result, backend, skip_external=budget.has("reduce_external_calls"))
-    caveats.extend(verified.caveats)
-    caveats.extend(gp.notes)  # what the grounder folded (a bound beyond the numeric range) is said here too
-
-    # 5. converge
-    stream.progress("report", 0.9, "writing the summary")
-    verdicts = verified.verdicts
-    if budget.has("conservative_summary"):
-        verdicts = [v.model_copy(update={"confidence": min(v.confidence, 0.84), "band": band_for(
-            min(v.confidence, 0.84), v.status)}) for v in verdicts]
-    next_tests = [
-        NextTestSuggestion(
-            question=f"Is {t.observable} true?", observable=t.observable, suggested_ability="sandbox",
-            expected_discriminative_power=t.expected_information_gain,
+        evidence_id = writer.write_evidence_bundle(verified.citations, recorder.stubs(), verified.unverified)
+        stream.checkpoint("boundary_summary", {"draft": False, "summary_artifact_id": summary_id, "text": summary})
+        recorder.record("action", "action.converged", {"status": status},
+                        {"summary": summary_id, "plan": plan_id, "evidence": evidence_id})
+        self.trace["verifiers"] = [o.model_dump(mode="json") for o in verified.outcomes]
+        return CDAOutputs(
+            action_id=params.action_id, status=status, summary_artifact_id=summary_id, plan_bundle_id=plan_id,
+            evidence_bundle_id=evidence_id, verdicts=verdicts, next_tests=next_tests, caveats=caveats,
+            abstain=verified.abstain, review=verified.review,
+            coverage=state.coverage.figures() if state.coverage is not None else None,
+            metrics=counts,
         )
-        for t in result.next_tests
-    ]
-    next_tests += verified.research
-    partial = result.partial or budget.frozen() or budget.has("conservative_summary")
-    status: ActionStatus = "partial" if partial else "completed"
-    shown = result
-    if verified.abstain is not None:
-        # seed 001's abstain is a hard stop: no explanation is offered as a conclusion
-        verdicts = [v for v in verdicts if not v.claim.startswith("explanation:")]
-        shown = result.model_copy(update={"hypotheses": []})
-        next_tests += [NextTestSuggestion(question=f"Collect: {what}", suggested_ability="research")
-                       for what in verified.abstain.action.collect_next[:3]]
-        if status == "completed":
-            status = "abstained"
-    if status == "partial":
-        caveats, next_tests = _partial_says_why(caveats, next_tests, budget)
-    counts = action_counts(params.action_id, status, seeds=len(frontier0), rounds=rounds, result=result, gp=gp,
-                           outcomes=verified.outcomes, verdicts=verdicts, receipts=recorder.receipts,
-                           ken_queries=len(probe.ken_us))
-    summary = boundary_summary(params.action_id, inputs, shown, verdicts, next_tests, caveats,
-                               abstain=verified.abstain, citations=verified.citations, support=counts.citations)
-    summary_id = writer.write_summary(summary)
-    plan_id = writer.write_plan_bundle(
-        hypotheses=verified.records,
-        constraints={"problem_sha256": digest, "hard": [c.name for c in gp.clauses],
-                     "soft": [{"name": s.name, "weight": str(s.weight)} for s in gp.soft],
-                     "softened_observations": sorted(softened), "dropped_soft": dropped_soft},
-        plan_graph=_plan_graph(stream),
-        verifiers=[o.model_dump(mode="json") for o in verified.outcomes],
-        receipts=recorder.receipts_json(),
-    )
-    evidence_id = writer.write_evidence_bundle(verified.citations, recorder.stubs(), verified.unverified)
-    stream.checkpoint("boundary_summary", {"draft": False, "summary_artifact_id": summary_id, "text": summary})
-    recorder.record("action", "action.converged", {"status": status},
-                    {"summary": summary_id, "plan": plan_id, "evidence": evidence_id})
-    trace["verifiers"] = [o.model_dump(mode="json") for o in verified.outcomes]
-    return CDAOutputs(
-        action_id=params.action_id, status=status, summary_artifact_id=summary_id, plan_bundle_id=plan_id,
-        evidence_bundle_id=evidence_id, verdicts=verdicts, next_tests=next_tests, caveats=caveats,
-        abstain=verified.abstain, review=verified.review,
-        coverage=state.coverage.figures() if state.coverage is not None else None,
-        metrics=counts,
-    )
 
 
 def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
                       budget: Budget) -> tuple[list[str], list[NextTestSuggestion]]:
     """A partial run never ends without caveats and next tests (spec §9, QA scenario 4); a
-    cancelled one says first who stopped it and when."""
+    cancelled one says first who stopped it."""
     if budget.cancelled():
         caveats = [f"{budget.why()}: the run stopped before it finished; what is listed is what was found "
                    "until then", *caveats]  # no time in it: the same stop gives the same bytes
@@ -520,7 +508,3 @@ def _escalate(inputs: CDAInputs, params: _Params, stream: EventStream, recorder:
     return CDAOutputs(action_id=params.action_id, status="escalated", summary_artifact_id=summary_id,
                       caveats=[reason])
 
-
-def verdict_of(status: str, confidence: float, hypothesis_id: str, claim: str, caveats: list[str]) -> ActionVerdict:
-    return ActionVerdict(hypothesis_id=hypothesis_id, status=status,  # type: ignore[arg-type]
-                         confidence=confidence, band=band_for(confidence, status), claim=claim, caveats=caveats)

@@ -1,4 +1,4 @@
-"""Scores and confidence bands (spec §5).
+"""Scores and confidence bands (docs/actions.md, "Scoring and bands").
 
 ``score = salience + posterior_support − penalties(violations) − uncertainty``, each term in
 [0, 1]:

@@ -1,4 +1,4 @@
-"""Deterministic seeds for an Action ("hmac-v1", spec §4).
+"""Deterministic seeds for an Action ("hmac-v1": docs/actions.md, "The loop").
 
 Everything an Action may choose — its id, the solver seed, beam width and depth caps, tie-break
 salts — is derived from one HMAC-SHA256 over the canonical JSON of its inputs, keyed by the

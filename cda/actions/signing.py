@@ -33,7 +33,7 @@ from typing import Any
 from cda.actions.ed25519 import public_key_of, sign_bytes, verifies
 from cda.actions.key_files import create_key_file, read_key_file
 from cda.contracts.receipt import canonical_json
-from cda.errors import CDAError
+from cda.errors import SigningError
 from cda.files import KEY_DIR_ENV, key_dir, parse_json
 
 __all__ = [
@@ -55,10 +55,6 @@ KEY_FILE = "receipts-ed25519.key"
 HEAD_FORMAT = "cda-receipts-head-v1"
 _HEAD_FIELDS = ("format", "head", "count", "action_id", "attempt", "phase", "events", "events_head", "meta",
                 "public_key", "signature")
-
-
-class SigningError(CDAError, ValueError):
-    """The signing key cannot be made or read, or a signed head file is not one."""
 
 
 def head_path(db: Path | str) -> Path:

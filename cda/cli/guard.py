@@ -88,10 +88,10 @@ class _Recording:
 
 def _guard(args: argparse.Namespace, out: TextIO, inp: TextIO | None) -> int:
     from cda.errors import CDAError
-    from cda.guardian.action import ProposedAction, read_action
+    from cda.guardian.decide import evaluate
     from cda.guardian.decision import exit_code
-    from cda.guardian.evaluate import evaluate
     from cda.guardian.policies import load_policy_store
+    from cda.guardian.proposal import ProposedAction, read_action
 
     if args.action == "-":
         raw: str | bytes = (inp or sys.stdin).read()

@@ -71,7 +71,7 @@ def main_policy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _authorize(args: argparse.Namespace, out: TextIO) -> int:
-    from cda.policy.authorize import authorize
+    from cda.policy.authorization import authorize
 
     ans = authorize(args.policies, args.request, schema=args.schema, entities=args.entities)
     if args.json:

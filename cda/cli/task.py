@@ -318,7 +318,7 @@ def _pin(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _draft(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from cda.guardian.action import Malformed, read_action
+    from cda.guardian.proposal import Malformed, read_action
     from cda.guardian.tasks import TaskDraft
 
     parsed = read_action(_read(args.action, "the action"))
@@ -409,11 +409,11 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
 def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from pydantic import ValidationError
 
-    from cda.guardian.action import Malformed, read_action
     from cda.guardian.decision import DecisionRecord
     from cda.guardian.execution import ExecutionRefused, execute
     from cda.guardian.ledger import Ledger
     from cda.guardian.money import load_exact
+    from cda.guardian.proposal import Malformed, read_action
     from cda.guardian.tasks import TaskExecuted, TaskSigned, read_task
 
     task = read_task(_read(args.task, "the task"), str(args.task))

@@ -1,4 +1,4 @@
-"""The conductor (seed 002): a thin policy engine that turns a request into obligations, picks
+"""The conductor (docs/conductor.md): a thin policy engine that turns a request into obligations, picks
 tools by set inclusion and a fixed order (reliability > cost > latency > name), checks
 postconditions right after each run, escalates (next candidate -> CLARIFY -> DISCOVER_OP ->
 JUSTIFY(failure)), and verifies before replying — all state in an IR database, no LLM scoring.

@@ -1,4 +1,4 @@
-"""The request loop (seed 002, loop 1), and the trace it leaves.
+"""The request loop (docs/conductor.md, loop 1), and the trace it leaves.
 
 1. log the utterance; 2. Translator-In -> obligations (validated), inserted with the user's
 facts; 3. the plan loop for each active obligation, oldest first; 4. the verify loop over the

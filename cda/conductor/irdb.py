@@ -1,6 +1,6 @@
 """The IR database: every piece of the conductor's state, in one SQLite file (WAL).
 
-The seed's rule is "all state lives in the IR DB, not in conductor memory": each step of the
+The conductor's rule (docs/conductor.md) is "all state lives in the IR DB, not in conductor memory": each step of the
 loops reads what it needs from here and writes what it did before the next step starts, so a
 conductor killed at any point (``kill -9``) resumes from the file alone. A tool run is written
 as ``started`` before the tool runs and settled after, which is how a resumed conductor tells

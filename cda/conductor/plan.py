@@ -1,4 +1,4 @@
-"""The plan loop (seed 002, loop 2), one obligation at a time, every step read from and written
+"""The plan loop (docs/conductor.md, loop 2), one obligation at a time, every step read from and written
 to the IR database.
 
 1. Candidates: tools whose ``satisfies`` includes the obligation's type, in the fixed order

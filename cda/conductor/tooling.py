@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from cda.errors import CDAError
 
 if TYPE_CHECKING:
-    from cda.ken.graph import KenGraph
+    from cda.api import KenGraph
 
 __all__ = [
     "Condition",

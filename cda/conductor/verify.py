@@ -1,4 +1,4 @@
-"""The verify loop (seed 002, loop 3): every reported answer is checked again before the reply.
+"""The verify loop (docs/conductor.md, loop 3): every reported answer is checked again before the reply.
 
 * **math** (``compute``): the expression recomputed by sympy's rationals, which must give the
   same exact value, whichever tool answered.

@@ -7,7 +7,7 @@ input, *Ken facts* that cite node ids, *hypotheses* marked unverified unless a s
 proves them, and a *conclusion* whose confidence band cannot be ``high`` without coverage. These
 models hold those rules as validators, so a report that breaks them cannot even be built.
 
-The rules and their defaults follow the abstain-gate plan (seed 001); the functions that compute
+The rules and their defaults follow the abstain gate of docs/actions.md ("Abstention"); the functions that compute
 them live in :mod:`cda.verifiers.coverage` and :mod:`cda.verifiers.abstain`.
 """
 

@@ -1,6 +1,6 @@
 """The contracts of the CDA Action: what ``actions.start{ability: "cda", inputs}`` takes and returns.
 
-``CDAInputs`` follows the spec (seed 000, §2.1) and adds what the engine needs to run without a
+``CDAInputs`` follows the Action contract of docs/actions.md ("Inputs") and adds what the engine needs to run without a
 guess: the problem's DSL text (``dsl``; the spec leaves the transport of declarations and
 observations open), a Ken graph, the claims of a prove/disprove goal, a user's deterministic
 check functions and a backend choice. ``CDAOutputs`` is §2.2 plus the run's status and caveats;
@@ -23,6 +23,7 @@ from cda.contracts import limits
 from cda.contracts.abstain import AbstainOutput, CoverageFigures, LowCoverageReview
 from cda.contracts.metrics import ActionMetrics
 from cda.contracts.refs import ArtifactRef, SpanRef
+from cda.contracts.result import VerdictStatusField
 
 __all__ = [
     "ActionStatus",
@@ -301,7 +302,7 @@ class ActionVerdict(_Model):
     """The verdict on one hypothesis or claim, with a calibrated band and its caveats."""
 
     hypothesis_id: str
-    status: Literal["supported", "refuted", "inconclusive"]
+    status: VerdictStatusField  # the ordered enum in Python, its string in JSON
     confidence: float = Field(ge=0.0, le=1.0)
     band: Literal["low", "medium", "high"]
     claim: str

@@ -1,4 +1,4 @@
-"""The conductor's contracts (seed 002): obligations, tool specs, tool runs, assertions, events,
+"""The conductor's contracts (docs/conductor.md): obligations, tool specs, tool runs, assertions, events,
 sources, and the trace a request leaves.
 
 They cross two boundaries: Translator-In's output (an :class:`ObligationsDoc`, validated before

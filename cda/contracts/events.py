@@ -1,4 +1,4 @@
-"""The events an Action streams (spec §7.2), as one discriminated union on ``type``.
+"""The events an Action streams (docs/actions.md, "The loop"; docs/service.md, "The streams"), as one discriminated union on ``type``.
 
 Every event carries the ``action_id``, its ``seq`` (0-based position in the stream, which is
 also its SSE ``Last-Event-ID`` for cursor resume) and ``ts``, the wall time it was emitted.

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cda.contracts.result import VerdictStatusField
+
 __all__ = ["World", "ProofResult"]
 
 
@@ -42,7 +44,7 @@ class ProofResult(_Model):
 
     claim_name: str
     claim: str
-    status: Literal["supported", "refuted", "inconclusive"]
+    status: VerdictStatusField  # the ordered enum in Python, its string in JSON
     premises_used: list[str] = Field(
         description="supported/refuted: a minimal set of premises that forces the answer, in source order"
     )

@@ -1,10 +1,10 @@
-"""A competing hypothesis as a record, and the trace of one reasoning step (seed 004, ADR 0104).
+"""A competing hypothesis as a record, and the trace of one reasoning step (docs/investigate.md, "The records").
 
-``HypothesisRecord`` is the seed's "Hypothesis Record Schema": what the hypothesis says, what it
+``HypothesisRecord`` is the hypothesis record of docs/investigate.md: what the hypothesis says, what it
 assumes, the evidence on each side, what would refute it, a confidence in [0, 1] and the next
 probe. The seed writes evidence as plain sentences; CDA cites where it can, so an evidence item
 is either a sentence or a :class:`~cda.contracts.refs.SpanRef` whose ``excerpt`` is the sentence
-and whose ``source`` says where it came from. ``TraceRecord`` is the seed's "Trace JSON
+and whose ``source`` says where it came from. ``TraceRecord`` is the investigation's "Trace JSON
 template": an internal observability record (never streamed to clients), small enough to pin.
 """
 

@@ -1,4 +1,4 @@
-"""The metrics of one CDA Action (spec §10), measured by the runner itself.
+"""The metrics of one CDA Action (docs/operations.md), measured by the runner itself.
 
 Spec §10 names what an operator watches: hypothesis frontier size, constraints satisfied and
 violated, verifier pass rate, citation coverage, Ken query p95, TTFS (time to the first

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cda.contracts.refs import SpanRef
 
-__all__ = ["Receipt", "ReceiptKind", "canonical_json", "sha256_hex"]
+__all__ = ["Receipt", "ReceiptKind", "ReceiptSink", "canonical_json", "sha256_hex"]
 
 ReceiptKind = Literal["solver", "verifier", "ken", "llm", "function", "stub", "action"]
 
@@ -54,3 +54,14 @@ class Receipt(BaseModel):
         description="which run of the action wrote it (1, 2, … for re-runs of one action id); "
         "None for receipts outside a run, such as a reviewer reading a trace",
     )
+
+
+class ReceiptSink(Protocol):
+    """Where a product's receipts go: the Action's hash-chained log
+    (:class:`cda.actions.receipts.ReceiptLog`) or anything else that keeps them in order. A
+    product appends; it never needs the log's own type (docs/architecture.md, "Products are
+    clients")."""
+
+    def append(self, receipt: Receipt) -> str:
+        """Keep ``receipt`` after every one before it; its id (the log's hash of it)."""
+        ...

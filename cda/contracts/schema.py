@@ -1,6 +1,6 @@
 """JSON Schema export of every boundary contract, so clients in any language can validate.
 
-The spec makes JSON schemas the public contract (seed 000, "Contracts"). They are generated
+JSON schemas are the public contract (docs/architecture.md). They are generated
 from the pydantic models, written one file per model (``<Name>.schema.json``, sorted keys,
 two-space indent, trailing newline) and committed under ``schemas/``; :func:`check_schemas`
 says which committed files no longer match the models, so a model cannot change silently.

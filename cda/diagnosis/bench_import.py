@@ -23,10 +23,9 @@ from pathlib import Path
 
 from cda.diagnosis.circuit import Circuit, Gate, gate_function
 from cda.diagnosis.problem import CircuitInstance, GateConstraint, build_grouped
-from cda.encodings.ir import MinimalGoal, Node, NodeFactory
 from cda.errors import CDAError
 from cda.files import read_text
-from cda.solver.observations import GroupedProblem
+from cda.ir import GroupedProblem, MinimalGoal, Node, NodeFactory
 
 __all__ = [
     "Netlist",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import reduce
 
 from cda.contracts.deadline import NO_DEADLINE, current_deadline
-from cda.solver.observations import OracleUndecided
+from cda.ir import OracleUndecided
 
 __all__ = [
     "BitFn",
@@ -408,7 +408,7 @@ def _chosen(net: str, observed: Mapping[str, tuple[int, int]], pattern: Mapping[
 
 
 class CircuitOracle:
-    """:class:`~cda.solver.observations.ConsistencyOracle` for a circuit problem: abducible atom →
+    """:class:`~cda.ir.ConsistencyOracle` for a circuit problem: abducible atom →
     gate, and group ``j`` is observation ``j``."""
 
     name = "bit-parallel simulation of the netlist"

@@ -21,10 +21,9 @@ from cda.contracts.deadline import Deadline
 from cda.diagnosis.bench_import import load_bench, read_bench, read_observations
 from cda.diagnosis.problem import CircuitInstance
 from cda.diagnosis.wcnf_import import load_wcnf, read_wcnf
-from cda.encodings.ir import MinimalGoal
+from cda.engine import Options, run
 from cda.errors import CDAError
-from cda.solver.engine import EngineOptions, run
-from cda.solver.route import choose_backend
+from cda.ir import MinimalGoal
 
 __all__ = ["DiagnosisReport", "load_instance", "diagnose", "main_diagnose"]
 
@@ -90,14 +89,15 @@ def diagnose(
     if mode not in ("all", "top", "min_cardinality"):
         raise CDAError(f"unknown diagnosis mode {mode!r}: all, top K or min_cardinality")
     start = time.perf_counter()
-    options = EngineOptions(  # checked before the instance is read (10**400 s is no limit, a float)
-        seed=seed, timeout=timeout, lazy_observations=lazy_observations, check_minimality=check_minimality
+    options = Options(  # checked before the instance is read (10**400 s is no limit, a float)
+        backend=backend, seed=seed, timeout=timeout, lazy_observations=lazy_observations,
+        check_minimality=check_minimality,
     )
     deadline = Deadline(options.timeout)  # reading the instance spends the same budget
     goal = MinimalGoal(mode, k if mode == "top" else None)
     inst = load_instance(path, observations, goal)
-    name = choose_backend(inst.problem.base, backend)
-    result = run(inst.problem, name, options, deadline)
+    result = run(inst.problem, options, deadline)
+    name = result.backend
     gate_of = {a.name: a.args[0] for a in inst.problem.base.atoms.values() if a.kind == "hyp"}
     found = [[gate_of[a] for a in d] for d in (result.minimal_explanations or [])]
     found = sorted((sorted(d) for d in found), key=lambda d: (len(d), d))

@@ -40,12 +40,9 @@ from cda.contracts import limits
 from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.diagnosis.circuit import Circuit, Simulation, Simulator
 from cda.diagnosis.problem import CircuitInstance, ab_atom
-from cda.encodings.ir import MinimalGoal
+from cda.engine import Options, choose_backend, expected_gains, run
 from cda.errors import CDAError, OptionError
-from cda.solver.engine import EngineOptions, run
-from cda.solver.information import expected_gains
-from cda.solver.observations import OracleUndecided
-from cda.solver.route import choose_backend
+from cda.ir import MinimalGoal, OracleUndecided
 
 __all__ = [
     "DEFAULT_FAILURE",
@@ -217,11 +214,11 @@ def _diagnoses(
     if inst.remake is None:
         raise CDAError("cda probe needs a circuit it can rebuild under new observations")
     problem = inst.remake(observations)
-    options = EngineOptions(
-        timeout=timeout, max_hypotheses=cap, max_explanation_size=max_size,
+    options = Options(
+        backend=backend, timeout=timeout, max_hypotheses=cap, max_explanation_size=max_size,
         known_explanations=tuple(tuple(ab_atom(g) for g in d) for d in known),
     )
-    result = run(problem, backend, options)
+    result = run(problem, options)
     gate_of = {a.name: a.args[0] for a in problem.base.atoms.values() if a.kind == "hyp"}
     found = [sorted(gate_of[a] for a in d) for d in (result.minimal_explanations or [])]
     ranked = sorted(found, key=lambda d: (len(d), d))

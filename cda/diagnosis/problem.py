@@ -1,4 +1,4 @@
-"""Circuits with observations → a :class:`~cda.solver.observations.GroupedProblem`.
+"""Circuits with observations → a :class:`~cda.ir.GroupedProblem`.
 
 Shared by the ``.bench`` and mbd-mobs WCNF importers. The weak fault model, as CDA problems:
 
@@ -22,8 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cda.diagnosis.circuit import Circuit, CircuitOracle, Simulator
-from cda.encodings.ir import AtomInfo, Clause, GroundProblem, MinimalGoal, Node, NodeFactory
-from cda.solver.observations import GroupedProblem, ObservationGroup
+from cda.ir import AtomInfo, Clause, GroundProblem, GroupedProblem, MinimalGoal, Node, NodeFactory, ObservationGroup
 
 __all__ = ["CircuitInstance", "build_grouped", "build_problem", "ab_atom", "GateConstraint"]
 

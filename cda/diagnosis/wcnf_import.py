@@ -18,10 +18,9 @@ from pathlib import Path
 
 from cda.diagnosis.circuit import Circuit, Gate, table_function, table_kind, truth_table
 from cda.diagnosis.problem import CircuitInstance, GateConstraint, ab_atom, build_grouped
-from cda.encodings.ir import MinimalGoal, Node, NodeFactory
 from cda.errors import CDAError
 from cda.files import read_bytes
-from cda.solver.observations import GroupedProblem
+from cda.ir import GroupedProblem, MinimalGoal, Node, NodeFactory
 
 __all__ = ["WcnfError", "Wcnf", "parse_wcnf", "read_wcnf", "load_wcnf"]
 

@@ -8,40 +8,41 @@ For premises P1…Pn and a claim C (DESIGN.md, "Verdicts"):
   the fixed context;
 * **inconclusive** otherwise, with two small worlds — one where C holds, one where it fails —
   each re-checked against every premise by the independent evaluator
-  (:func:`cda.fol.evaluate.evaluate`) before it is shown. A solver ``unknown`` or a timeout is
+  (:func:`cda.fol.structures.evaluate`) before it is shown. A solver ``unknown`` or a timeout is
   also *inconclusive* (``unknown`` is true and ``reason`` says why), never supported or refuted.
   When the premises contradict each other, ``conflict`` holds a minimal inconsistent subset.
 
-Backends. Open-domain FOL is compiled to z3 with one uninterpreted sort, one z3 function per
-predicate and function symbol, constants as z3 constants; z3 decides the effectively
-propositional (EPR) fragment. Outside it, z3 may answer ``unknown``; then a finite-model search
-(domains of 1…6 elements, quantifiers expanded) looks for the worlds. ASP cannot decide
-open-domain FOL, so ``clingo`` is offered only when the domain is declared finite: the
-problem is then grounded (:func:`cda.fol.ground.ground_claim`) and solved by the ordinary
-clingo backend. ``cross_check=True`` solves again on the other backend (for an open domain,
+Backends: every question is put to a backend of the engine's registry, as literals of its
+one scheme (:mod:`cda.fol.backends`). Open-domain FOL goes to ``fol-z3``, compiled to z3 with
+one uninterpreted sort, one z3 function per predicate and function symbol, constants as z3
+constants; z3 decides the effectively propositional (EPR) fragment. Outside it, z3 may answer
+``unknown``; then ``fol-finite`` (domains of 1…6 elements, quantifiers expanded) looks for the
+worlds. ASP cannot decide open-domain FOL, so ``clingo`` is offered only when the domain is
+declared finite: the problem is then grounded (:func:`cda.fol.to_ir.ground_claim`) and solved
+by the ordinary clingo backend. ``cross_check=True`` solves again on the other backend (for an open domain,
 clingo over the Herbrand universe of an EPR problem) and lowers a verdict the two disagree on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from itertools import product
-from typing import Any, Protocol
+from typing import Any
 
-from cda.contracts.deadline import stop_signal
+from cda.contracts.deadline import Deadline, stop_signal
 from cda.contracts.fol import ProofResult, World
+from cda.contracts.status import VerdictStatus
+from cda.engine import Backend, Options, claim_key, make_backend, quickxplain, selector
 from cda.errors import BackendUnavailable, BackendUnsupported, CDAError, EvaluatorDisagreement
+from cda.fol.backends import FINITE_SEARCH_SIZES, FolQuestion, search_sizes
 from cda.fol.budget import OutOfTime, spend
-from cda.fol.evaluate import Structure, evaluate, minimise
 from cda.fol.fragments import Fragment, fragment
-from cda.fol.ground import GroundedClaim, atom_name, ground_claim, herbrand_structure
 from cda.fol.parse import build_problem
+from cda.fol.structures import Structure, evaluate, minimise
 from cda.fol.syntax import FOLProblem, Statement
-from cda.fol.to_z3 import AtomValue, Check, Z3Oracle
-from cda.solver.backend import Deadline, _OutOfTime, claim_key, make_backend, selector
-from cda.solver.cores import quickxplain
-from cda.solver.engine import EngineOptions
+from cda.fol.to_ir import GroundedClaim, atom_name, ground_claim, herbrand_structure
+from cda.fol.to_z3 import AtomValue, Check
 
 __all__ = [
     "World",
@@ -52,14 +53,13 @@ __all__ = [
     "OPEN_DOMAIN_NOTE",
     "FINITE_SEARCH_SIZES",
     "checked_timeout",
+    "search_sizes",
 ]
 
 #: the router's one sentence about open domains
 OPEN_DOMAIN_NOTE = (
     "ASP (clingo) cannot decide first-order logic over an open domain, so z3 decides this problem."
 )
-#: domain sizes tried, in order, by the finite-model search
-FINITE_SEARCH_SIZES = range(1, 7)
 
 
 # ---- routing --------------------------------------------------------------------------------
@@ -84,49 +84,73 @@ def choose_fol_backend(problem: FOLProblem, requested: str = "auto") -> tuple[st
     return ("z3" if requested == "auto" else requested), None
 
 
-# ---- oracles: "are these premises, with the claim true/false/absent, satisfiable?" -----------
+# ---- asking: "are these premises, with the claim true/false/absent, satisfiable?" --------------
 
 
-class _Oracle(Protocol):
+class _Oracle:
+    """The decision's one question, put to a backend of the engine's registry as literals of its
+    scheme: premises by their selectors, the claim by its key, fixed atoms by name."""
+
+    def __init__(self, backend: Backend, structure: Callable[[Any], Structure] | None, *,
+                 takes: Callable[[str], bool] = lambda key: True) -> None:
+        self.backend = backend
+        self.name = backend.name
+        self._structure = structure
+        self._takes = takes  # whether the backend knows an atom (a grounded problem leaves out unmentioned ones)
+
+    @property
+    def open_domain(self) -> bool:
+        """Whether this is z3 deciding an open domain (where the finite-model search may help)."""
+        return bool(getattr(self.backend, "open_domain", False))
+
     def check(self, premises: Sequence[str], claim: bool | None, atoms: Sequence[AtomValue] = ()) -> Check:
         """``sat``/``unsat``/``unknown`` for the named premises with the claim true, false or
         absent, and (declared domains) the ground ``atoms`` fixed to the values given."""
-        ...
-
-    def structure(self, model: Any) -> Structure:
-        """The finite structure a ``sat`` answer's model describes."""
-        ...
-
-
-class _GroundOracle:
-    """The problem grounded to the IR and asked of an ordinary backend (clingo or z3)."""
-
-    def __init__(self, problem: FOLProblem, claim: Statement, deadline: Deadline, backend: str) -> None:
-        self.grounded: GroundedClaim = ground_claim(problem, claim, deadline)
-        self.deadline = deadline
-        self.backend = make_backend(backend, self.grounded.problem, seed=0, deadline=deadline, weights={})
-
-    def check(self, premises: Sequence[str], claim: bool | None, atoms: Sequence[AtomValue] = ()) -> Check:
         lits = [(selector(n), True) for n in premises]
         if claim is not None:
             lits.append((claim_key("claim" if claim else "negated"), True))
         for pred, args, value in atoms:
             key = atom_name(pred, args)
-            if key in self.grounded.problem.atoms:  # an atom no formula mentions is free (and shown false)
+            if self._takes(key):  # an atom no formula mentions is free (and shown false)
                 lits.append((key, value))
         try:
             out = self.backend.check(lits)
-        except _OutOfTime:
+        except OutOfTime:
             out = None
-        stop = self.deadline.why() if self.deadline.cancelled() else "time ran out"  # a cancel says who
+        deadline: Deadline | None = getattr(self.backend, "deadline", None)
+        stopped = deadline is not None and deadline.cancelled()  # a cancel says who stopped it, not "time"
         if out is None:
-            return "unknown", None, stop
+            return "unknown", None, deadline.why() if stopped and deadline is not None else "time ran out"
         if out.status == "unknown":
-            return "unknown", None, f"{self.backend.name} returned unknown ({stop})"
-        return out.status, out.model, ""
+            if stopped and deadline is not None:
+                return "unknown", None, f"{self.name} returned unknown ({deadline.why()})"
+            return "unknown", None, out.reason or f"{self.name} returned unknown (time ran out)"
+        return out.status, out.witness if out.witness is not None else out.model, ""
 
     def structure(self, model: Any) -> Structure:
+        """The finite structure a ``sat`` answer's model describes."""
+        assert self._structure is not None
+        return self._structure(model)
+
+
+class _GroundOracle(_Oracle):
+    """The problem grounded to the IR and asked of an ordinary backend (clingo or z3)."""
+
+    def __init__(self, problem: FOLProblem, claim: Statement, deadline: Deadline, backend: str) -> None:
+        self.grounded: GroundedClaim = ground_claim(problem, claim, deadline)
+        built = make_backend(backend, self.grounded.problem, seed=0, deadline=deadline, weights={})
+        super().__init__(built, None, takes=self.grounded.problem.atoms.__contains__)
+
+    def structure(self, model: Any) -> Structure:
+        # overridden, not passed in: a callable over self would make a cycle that keeps the
+        # solver alive until the cyclic collector runs
         return herbrand_structure(self.grounded, model)
+
+
+def _fol_oracle(name: str, question: FolQuestion, deadline: Deadline) -> _Oracle:
+    """A first-order backend of the registry (``fol-z3``, ``fol-finite``) for ``question``."""
+    backend = make_backend(name, question, seed=0, deadline=deadline, weights={})
+    return _Oracle(backend, backend.structure)  # type: ignore[attr-defined]
 
 
 # ---- the decision -----------------------------------------------------------------------
@@ -174,7 +198,7 @@ def _verified(
     """Re-check a world with the independent evaluator, then make it small. Over a declared
     domain, with the ``oracle`` that found it: the canonical world (:func:`_least_world`, the
     same on every backend), re-checked in turn; otherwise (or when that runs out of time) the
-    world shrunk by :func:`~cda.fol.evaluate.minimise`."""
+    world shrunk by :func:`~cda.fol.structures.minimise`."""
     _recheck(s, problem, claim, claim_holds, who, deadline)
     if oracle is not None and problem.domain is not None:
         least = _least_world(oracle, problem, claim_holds, s, deadline)
@@ -262,32 +286,22 @@ def _result(problem: FOLProblem, claim: Statement, frag: Fragment, backend: str,
     return ProofResult(**base)
 
 
-def search_sizes(problem: FOLProblem) -> range:
-    """Domain sizes the finite-model search tries: 1…6, or from the number of constants on
-    under the unique-names reading (a smaller domain cannot hold them apart)."""
-    first = max(1, len(problem.signature.constants)) if problem.unique_names else 1
-    return range(first, first + len(FINITE_SEARCH_SIZES))
-
-
 def _finite_search(
     problem: FOLProblem, claim: Statement, value: bool, deadline: Deadline
 ) -> tuple[Structure | None, str]:
-    """A model of the premises with the claim ``value`` over a few small domains
-    (:func:`search_sizes`), or None and why not (time ran out, or no world that small)."""
-    names = [st.name for st in problem.premises]
-    for size in search_sizes(problem):
-        try:
-            spend(deadline, f"searching for a world of {size} elements")
-            oracle = Z3Oracle(problem, claim, deadline, mode="finite", size=size)
-            status, model, _ = oracle.check(names, value)
-            if status == "unknown" and deadline.remaining() == 0:
-                raise OutOfTime(f"time ran out while searching for a world of {size} elements")
-            if status == "sat":
-                world = _verified(oracle.structure(model), problem, claim, value, f"finite-model search (size {size})", deadline)
-                return world, ""
-        except OutOfTime as exc:
-            return None, str(exc)
-    return None, ""
+    """A model of the premises with the claim ``value`` from ``fol-finite`` (:func:`search_sizes`
+    elements), re-checked; or None and why not when time ran out ("" when there is no world that
+    small)."""
+    oracle = _fol_oracle("fol-finite", FolQuestion(problem, claim), deadline)
+    try:
+        status, model, reason = oracle.check([st.name for st in problem.premises], value)
+        if status == "sat":
+            size = model[0]
+            return _verified(oracle.structure(model), problem, claim, value, f"finite-model search (size {size})",
+                             deadline), ""
+    except OutOfTime as exc:
+        return None, str(exc)
+    return None, reason if reason.startswith("time ran out") else ""
 
 
 def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragment, backend: str, deadline: Deadline) -> ProofResult:
@@ -298,7 +312,7 @@ def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragme
     if a_status == "unsat" and b_status == "unsat":
         conflict, minimal = d.core(None)
         return _result(
-            problem, claim, frag, backend, status="inconclusive", conflict=conflict, minimal=minimal,
+            problem, claim, frag, backend, status=VerdictStatus.INCONCLUSIVE, conflict=conflict, minimal=minimal,
             reason="the premises contradict each other, so they entail the claim and its negation alike",
             notes=d.notes,
         )
@@ -309,7 +323,7 @@ def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragme
         used, minimal = d.core(not supported)
         reason = "the premises entail the claim" if supported else "the premises entail the negation of the claim"
         return _result(
-            problem, claim, frag, backend, status="supported" if supported else "refuted",
+            problem, claim, frag, backend, status=VerdictStatus.settled(supported),
             premises_used=used, minimal=minimal, reason=reason, notes=d.notes,
         )
     worlds: dict[bool, Structure] = {}
@@ -319,7 +333,7 @@ def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragme
             worlds[value] = _verified(oracle.structure(model), problem, claim, value, backend, deadline, oracle, d.notes)
     missing = [v for v in (True, False) if v not in worlds]
     searched = ""
-    if missing and isinstance(oracle, Z3Oracle) and oracle.mode == "open":
+    if missing and oracle.open_domain:
         for value in missing:
             found, why_not = _finite_search(problem, claim, value, deadline)
             searched = searched or why_not
@@ -330,7 +344,7 @@ def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragme
             d.notes.append("z3 could not decide one side; finite-model search (1–6 elements) found its world")
     if len(worlds) == 2:
         return _result(
-            problem, claim, frag, used_backend, status="inconclusive",
+            problem, claim, frag, used_backend, status=VerdictStatus.INCONCLUSIVE,
             worlds=[_world(worlds[True], True, problem), _world(worlds[False], False, problem)],
             reason="the premises allow the claim to hold and to fail", notes=d.notes,
         )
@@ -338,11 +352,11 @@ def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragme
     why = "; ".join(dict.fromkeys(reasons)) or "undecided"
     if not frag.decidable:
         why += f" — the problem is outside the decidable fragments ({frag.detail})"
-        if isinstance(oracle, Z3Oracle) and oracle.mode == "open" and not searched:
+        if oracle.open_domain and not searched:
             sizes = search_sizes(problem)
             why += f"; no world with {sizes.start} to {sizes.stop - 1} elements settles it"
     return _result(
-        problem, claim, frag, used_backend, status="inconclusive", unknown=True,
+        problem, claim, frag, used_backend, status=VerdictStatus.INCONCLUSIVE, unknown=True,
         worlds=[_world(s, v, problem) for v, s in sorted(worlds.items(), reverse=True)],
         reason=why, notes=d.notes,
     )
@@ -351,12 +365,10 @@ def _decide(oracle: _Oracle, problem: FOLProblem, claim: Statement, frag: Fragme
 def _oracle(problem: FOLProblem, claim: Statement, backend: str, deadline: Deadline, frag: Fragment) -> _Oracle:
     if backend == "clingo":
         return _GroundOracle(problem, claim, deadline, "clingo")
-    if problem.domain is not None:
-        return Z3Oracle(problem, claim, deadline, mode="closed")
     cap = None
-    if not frag.decidable and deadline.seconds is not None:
+    if problem.domain is None and not frag.decidable and deadline.seconds is not None:
         cap = max(0.05, deadline.seconds / 4)  # leave time for the finite-model search
-    return Z3Oracle(problem, claim, deadline, mode="open", cap=cap)
+    return _fol_oracle("fol-z3", FolQuestion(problem, claim, cap), deadline)
 
 
 def _can_ground(problem: FOLProblem, frag: Fragment) -> bool:
@@ -395,7 +407,7 @@ def _out_of_time(
     else:
         budget = f" (budget {deadline.seconds:g} s)" if deadline.seconds is not None else ""
         reason = f"timeout: {exc}{budget}"
-    return _result(problem, claim, frag, backend, status="inconclusive", unknown=True, reason=reason)
+    return _result(problem, claim, frag, backend, status=VerdictStatus.INCONCLUSIVE, unknown=True, reason=reason)
 
 
 def _prove_one(
@@ -445,8 +457,8 @@ def _prove_one(
     elif diffs:
         result.cross_check = "disagree"
         result.notes.extend(f"BACKENDS DISAGREE: {d}" for d in diffs)
-        if result.status != "inconclusive":
-            result.status = "inconclusive"
+        if result.status != VerdictStatus.INCONCLUSIVE:
+            result.status = VerdictStatus.INCONCLUSIVE
             result.reason = f"{name} and {other} disagree; see notes"
     else:
         result.cross_check = "agree"
@@ -458,14 +470,14 @@ def _prove_one(
 def checked_timeout(timeout: float | None) -> float | None:
     """``timeout`` when the engine would take it (seconds, 0 or more, ``inf`` or None for no
     limit); else ``OptionError`` with the same message ``cda solve`` gives (one check, the
-    engine's: :class:`~cda.solver.engine.EngineOptions`).
+    engine's: :class:`cda.engine.Options`).
 
     >>> checked_timeout(float("nan"))
     Traceback (most recent call last):
     ...
     cda.errors.OptionError: timeout must be a number of seconds, 0 or more (inf for no limit), not nan
     """
-    return EngineOptions(timeout=timeout).timeout  # as the engine keeps it: 10**400 s is a float, no limit
+    return Options(timeout=timeout).timeout  # as the engine keeps it: 10**400 s is a float, no limit
 
 
 def prove(

@@ -2,7 +2,7 @@
 
 Every other FOL module works on these types: :mod:`cda.fol.parse` builds them from text,
 :mod:`cda.fol.check` checks a problem, :mod:`cda.fol.fragments` classifies it,
-:mod:`cda.fol.evaluate` computes truth in a finite world, :mod:`cda.fol.ground` grounds it to the
+:mod:`cda.fol.structures` computes truth in a finite world, :mod:`cda.fol.to_ir` grounds it to the
 IR, :mod:`cda.fol.to_z3` compiles it to z3, and :mod:`cda.fol.prove` decides claims.
 
 Semantics: classical first-order logic over a non-empty domain. Without a declared domain,

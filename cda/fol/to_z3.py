@@ -16,10 +16,11 @@ from typing import Any, Literal
 
 import z3
 
+from cda.contracts.deadline import Deadline
 from cda.contracts.limits import Z3_MAX_TIMEOUT_MS
 from cda.errors import EvaluatorDisagreement
 from cda.fol.budget import spend
-from cda.fol.evaluate import Structure
+from cda.fol.structures import Structure
 from cda.fol.syntax import (
     And,
     Atom,
@@ -35,7 +36,6 @@ from cda.fol.syntax import (
     Term,
     Xor,
 )
-from cda.solver.backend import Deadline
 
 __all__ = ["Z3Oracle", "Check", "AtomValue", "Z3_QUANTIFIER_MEMORY_MB"]
 

@@ -1,4 +1,4 @@
-"""The symbolic guardian (seed 003): a deterministic gate that answers APPROVE, REJECT or ESCALATE
+"""The symbolic guardian (docs/guardian.md): a deterministic gate that answers APPROVE, REJECT or ESCALATE
 before any side-effecting tool call an agent makes.
 
 It is a client of the engine, not part of it: hard policies are decided by CDA's solvers (and Cedar

@@ -218,14 +218,14 @@ class CausalModel:
 
 def exact_text(value: Fraction) -> str:
     """An exact number as text: ``12``, ``0.05`` (a terminating decimal) or ``1/3``, as the
-    engine's unit checks write numbers (:func:`cda.verifiers.units_check.format_number`).
+    engine's unit checks write numbers (:func:`cda.ir.show_number`).
 
     >>> exact_text(Fraction(1, 20)), exact_text(Fraction(-7)), exact_text(Fraction(1, 3))
     ('0.05', '-7', '1/3')
     """
-    from cda.verifiers.units_check import format_number
+    from cda.ir import show_number
 
-    return format_number(value)
+    return show_number(value)
 
 
 def _plain(value: Fraction) -> int | Fraction:

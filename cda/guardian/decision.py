@@ -5,7 +5,7 @@ so "a stricter input may only hold an action back further" is a ``max`` and the 
 gate promises (adding a hard policy never turns REJECT into APPROVE; lowering a budget never
 turns ESCALATE into APPROVE) is a comparison a test can make.
 
-The reasons are the seed's five: ``malformed_action``, ``policy:<id>``, ``budget_exceeded``,
+The reasons are the gate's five (docs/guardian.md): ``malformed_action``, ``policy:<id>``, ``budget_exceeded``,
 ``causal_risk`` and ``policy_clear``; ``details`` says why in data (the path of the first
 malformed field, the violated policy's minimal facts, the budget left, the simulated risk).
 """

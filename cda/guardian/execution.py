@@ -59,7 +59,7 @@ class ExecutionRefused(CDAError, PermissionError):
 
 
 class ActionLike(Protocol):
-    """What :func:`execute` reads of a proposed action (:class:`cda.guardian.action.ProposedAction`)."""
+    """What :func:`execute` reads of a proposed action (:class:`cda.guardian.proposal.ProposedAction`)."""
 
     agent_id: str
     task_id: str | None

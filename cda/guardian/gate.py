@@ -1,4 +1,4 @@
-"""The one call path for side-effecting tools: a tool registry (the seed's MCP_TOOL_REGISTRY: name,
+"""The one call path for side-effecting tools: a tool registry (docs/guardian.md, "The one call path": name,
 version, JSON Schema of its arguments) and a :class:`Gate`, which consults the guardian first
 and runs the tool only on APPROVE, paying for it in the CFO ledger.
 
@@ -17,7 +17,7 @@ through the ledger the same way:
 A registered tool's implementation is held privately by the registry and reached only through
 :meth:`Gate.call`: there is no other way to run it from here. Before the policies are asked, the
 action's tool must be registered and its ``parameters`` (the tool's arguments) must match the
-tool's registered schema; either failure is part of the seed's syntactic validation, so it is
+tool's registered schema; either failure is part of the gate's syntactic validation, so it is
 REJECT ``malformed_action`` with the path (``$.tool``, ``$.parameters.limit``).
 
 When a :class:`~cda.guardian.store.GuardianStore` is given, registrations are written to its
@@ -34,16 +34,16 @@ from pydantic import ValidationError
 
 from cda.contracts.receipt import sha256_hex
 from cda.errors import CDAError
-from cda.guardian.action import Malformed, ProposedAction, read_action
+from cda.guardian.decide import budget_refusal, evaluate
 from cda.guardian.decision import DecisionRecord
-from cda.guardian.evaluate import budget_refusal, evaluate
 from cda.guardian.execution import ExecutionRefused, execute
 from cda.guardian.ledger import InsufficientBudget, Ledger, LedgerError
 from cda.guardian.policies import PolicyStore
+from cda.guardian.proposal import Malformed, ProposedAction, read_action
 from cda.guardian.simulation import Simulator
 
 if TYPE_CHECKING:
-    from cda.actions.receipts import ReceiptLog
+    from cda.contracts.receipt import ReceiptSink
     from cda.guardian.store import GuardianStore
     from cda.guardian.tasks import TaskExecuted, TaskSigned
 
@@ -90,7 +90,7 @@ class ToolRegistry:
         from jsonschema.exceptions import SchemaError
         from jsonschema.validators import validator_for
 
-        from cda.guardian.action import ToolRef
+        from cda.guardian.proposal import ToolRef
 
         try:
             ToolRef(name=name, version=version)
@@ -162,7 +162,7 @@ class Gate:
         ledger: Ledger | None,
         *,
         seed: int = 0,
-        receipts: ReceiptLog | None = None,
+        receipts: ReceiptSink | None = None,
     ) -> None:
         self.registry = registry
         self.policy_store = policy_store

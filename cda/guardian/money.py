@@ -55,7 +55,7 @@ and subtracts exactly."""
 
 MAX_PLACES = 9
 """Decimal places an amount may have (fiat currencies use 0 to 3, a satoshi is 1e-8 BTC; also the
-limit of the gate's cost estimates, :data:`cda.guardian.action.MAX_COST_PLACES`)."""
+limit of the gate's cost estimates, :data:`cda.guardian.proposal.MAX_COST_PLACES`)."""
 
 CURRENCY_PATTERN = r"^[A-Z][A-Z0-9]{2,9}$"
 """What :func:`currency` accepts, as the models' and schemas' pattern (actions, tasks, ledger entries)."""

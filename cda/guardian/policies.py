@@ -26,12 +26,15 @@ A store is one TOML file (see docs/guardian.md)::
     kind = "hard"
     policies = "tools.cedar"        # relative to the store file; schema/entities optional
 
-**How a DSL policy is decided.** The action becomes a small CDA problem, each of its facts a
-named observation: every declared fact (``observe f3: touches_prod`` or ``not touches_prod``:
-closed world, so every atom is decided), the cost (``metric cost`` in the action's currency,
-exact) and each declared parameter the action gives (``metric param_replicas : count``). The
-matched hard policies are hard clauses, the soft ones soft clauses, and the problem goes through
-:func:`cda.api.solve`: the one parse path of the engine, nothing here reads DSL text. When the
+**How a DSL policy is decided.** The action becomes a small CDA problem. Its vocabulary is
+structure (:class:`cda.api.Vocabulary`): one Boolean per declared fact, the metric ``cost`` in
+the action's currency, and each declared parameter the action gives (``param_replicas`` in
+``count``). The matched policies' formulas, the only DSL text involved (their authors wrote
+it), are grounded over it by :func:`cda.api.ground`: hard policies as hard clauses, soft ones
+as soft clauses. Each fact of the action is then added as a named observation built with
+:mod:`cda.ir` (``f3``: the atom ``touches_prod`` or its negation, closed world, so every atom
+is decided; ``fcost``: the cost, exact, in whole units of its unit), and the problem goes to
+:func:`cda.api.solve`; nothing here writes DSL text to parse back. When the
 facts and the hard policies cannot all hold, the engine's conflict (its minimal unsatisfiable
 subsets over the named clauses) names each violated policy with a minimal set of the facts that
 violate it; the gate reports the first violated policy in the store's order with its smallest
@@ -63,10 +66,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.errors import BackendUnsupported, CDAError, DSLError
 from cda.files import read_text
-from cda.guardian.action import MAX_COST_UNITS, ProposedAction, cost_units
+from cda.guardian.proposal import MAX_COST_UNITS, ProposedAction, cost_units
 
 if TYPE_CHECKING:
-    from cda.policy.authorize import PolicySet
+    from cda.api import Vocabulary
+    from cda.ir import Clause, GroundProblem, Node
+    from cda.policy import PolicySet
 
 __all__ = [
     "CedarPolicy",
@@ -384,14 +389,13 @@ def _dsl_start(text: str, index: int) -> tuple[int, int] | None:
     return line, column
 
 
-def _prelude(facts: Sequence[FactRule], parameters: Mapping[str, str], requires: Sequence[str], cost_unit: str) -> str:
-    """The declarations of an action's facts: one Boolean per fact, the cost, the parameters."""
-    lines = [f"var {f.name}" for f in facts]
-    lines.append(f"metric cost : {cost_unit}")
-    for name in requires:
-        unit = parameters[name]
-        lines.append(f"var param_{name}" if unit == "bool" else f"metric param_{name} : {unit}")
-    return "\n".join(lines) + "\n"
+def _vocabulary(facts: Sequence[FactRule], parameters: Mapping[str, str], requires: Sequence[str], cost_unit: str) -> Vocabulary:
+    """The names an action's facts take: one Boolean per fact, the cost, the parameters."""
+    from cda.api import Vocabulary
+
+    booleans = [f.name for f in facts] + [f"param_{n}" for n in requires if parameters[n] == "bool"]
+    metrics = {"cost": cost_unit} | {f"param_{n}": parameters[n] for n in requires if parameters[n] != "bool"}
+    return Vocabulary(tuple(booleans), metrics)
 
 
 def _soft(p: DslPolicy) -> tuple[str, float]:
@@ -408,9 +412,9 @@ def _check_dsl(p: DslPolicy, facts: Sequence[FactRule], parameters: Mapping[str,
 
     try:
         if p.hard:
-            check(_prelude(facts, parameters, p.requires, "USD"), hard=[p.dsl])
+            check(_vocabulary(facts, parameters, p.requires, "USD"), hard=[p.dsl])
         else:
-            check(_prelude(facts, parameters, p.requires, "USD"), soft=[_soft(p)])
+            check(_vocabulary(facts, parameters, p.requires, "USD"), soft=[_soft(p)])
     except DSLError as exc:
         if exc.filename not in ("hard#1", "soft#1"):  # the vocabulary itself: a fact or unit name
             raise PolicyFileError(f"policy {p.id}: the facts and parameters cannot be declared: {exc.message}", filename=where) from None
@@ -429,7 +433,7 @@ def _check_dsl(p: DslPolicy, facts: Sequence[FactRule], parameters: Mapping[str,
 def _cedar(c: _Cedar, where: str, folder: Path) -> CedarPolicy:
     """A Cedar policy of the store: its files read once, and the texts parsed are the texts its
     digest covers (a file swapped between a parse and a second read could not pass the pin)."""
-    from cda.policy.authorize import policy_set_of
+    from cda.policy import policy_set_of
 
     paths = [(folder / name, name) for name in (c.policies, c.schema_file, c.entities) if name is not None]
     try:
@@ -511,37 +515,40 @@ def _parameter_value(action: ProposedAction, name: str, unit: str) -> str | None
     return str(value)
 
 
-@dataclass
-class _Problem:
-    text: str = ""
-    facts: list[Fact] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)  # observation name of each fact
+def _facts(gp: GroundProblem, store: PolicyStore, action: ProposedAction, scaled: int,
+           present: Sequence[str]) -> tuple[list[Clause], list[Fact]]:
+    """The action's facts as observations over ``gp``'s vocabulary, built as IR (each fixes one
+    atom or metric), and each one as the report shows it."""
+    from cda.ir import AtomInfo, Clause, metric
 
+    f = gp.factory
+    clauses: list[Clause] = []
+    facts: list[Fact] = []
 
-def _facts_problem(store: PolicyStore, action: ProposedAction, unit: str, scaled: int, present: Sequence[str]) -> _Problem:
-    out = _Problem()
-    lines: list[str] = []
+    def observe(name: str, node: Node, fact: Fact) -> None:
+        clauses.append(Clause(name, "observation", node, 0))
+        facts.append(fact)
+
+    def boolean(name: str, holds: bool) -> Node:
+        gp.atoms.setdefault(name, AtomInfo(name, "var", name, ()))  # declared, though no policy may use it
+        gp.observed.add(name)
+        return f.atom(name) if holds else f.not_(f.atom(name))
+
     for i, rule in enumerate(store.facts):
         holds, paths = rule.holds(action)
-        name = f"f{i}"
-        lines.append(f"observe {name}: {'' if holds else 'not '}{rule.name}")
-        out.facts.append(Fact(rule.name, holds, tuple(paths)))
-        out.names.append(name)
-    lines.append(f"observe fcost: value(metric:cost) = {scaled}")
-    out.facts.append(Fact("cost", f"{action.cost_estimate} {action.currency}", ("$.cost_estimate", "$.currency")))
-    out.names.append("fcost")
+        observe(f"f{i}", boolean(rule.name, holds), Fact(rule.name, holds, tuple(paths)))
+    observe("fcost", f.linear({metric("cost"): 1}, "=", scaled),
+            Fact("cost", f"{action.cost_estimate} {action.currency}", ("$.cost_estimate", "$.currency")))
     for name in present:
-        unit_p = store.parameters[name]
-        value = _parameter_value(action, name, unit_p)
+        unit = store.parameters[name]
+        value = _parameter_value(action, name, unit)
         assert value is not None
-        if unit_p == "bool":
-            lines.append(f"observe fp_{name}: {'' if value == 'true' else 'not '}param_{name}")
+        where = (f"$.parameters.{name}",)
+        if unit == "bool":
+            observe(f"fp_{name}", boolean(f"param_{name}", value == "true"), Fact(f"param_{name}", value == "true", where))
         else:
-            lines.append(f"observe fp_{name}: value(metric:param_{name}) = {value}")
-        out.facts.append(Fact(f"param_{name}", value if unit_p != "bool" else value == "true", (f"$.parameters.{name}",)))
-        out.names.append(f"fp_{name}")
-    out.text = _prelude(store.facts, store.parameters, present, unit) + "\n".join(lines) + "\n"
-    return out
+            observe(f"fp_{name}", f.linear({metric(f"param_{name}"): 1}, "=", int(value)), Fact(f"param_{name}", value, where))
+    return clauses, facts
 
 
 def judge(store: PolicyStore, action: ProposedAction, *, seed: int = 0) -> PolicyJudgement:
@@ -585,7 +592,7 @@ def judge(store: PolicyStore, action: ProposedAction, *, seed: int = 0) -> Polic
 
 def _judge_dsl(store: PolicyStore, action: ProposedAction, policies: Sequence[DslPolicy], present: Sequence[str], seed: int,
                violations: dict[str, Violation], soft_violated: list[Policy]) -> None:  # fmt: skip
-    from cda.api import solve
+    from cda.api import ground, solve
 
     try:
         unit, scaled = _cost_unit(action)
@@ -594,14 +601,18 @@ def _judge_dsl(store: PolicyStore, action: ProposedAction, policies: Sequence[Ds
             if p.hard:
                 violations[p.id] = Violation(p.id, (Fact("cost", str(action.cost_estimate), ("$.cost_estimate",)),), str(exc))
         return
-    problem = _facts_problem(store, action, unit, scaled, present)
     hard = [p for p in policies if p.hard]
     soft = [p for p in policies if not p.hard]
     try:
+        # the user's formulas over the vocabulary, then the action's facts as observations before them
+        gp = ground(_vocabulary(store.facts, store.parameters, present, unit),
+                    hard=[p.dsl for p in hard], soft=[_soft(p) for p in soft])
+        observations, facts = _facts(gp, store, action, scaled, present)
+        gp.clauses[:0] = observations
         try:  # clingo(-dl) first: on these problems (single-metric bounds) it answers in half z3's time
-            result = solve(problem.text, "clingo", seed=seed, hard=[p.dsl for p in hard], soft=[_soft(p) for p in soft])
+            result = solve(gp, "clingo", seed=seed)
         except BackendUnsupported:  # a linear sum of metrics, a constant past 32 bits: z3 decides it
-            result = solve(problem.text, "z3", seed=seed, hard=[p.dsl for p in hard], soft=[_soft(p) for p in soft])
+            result = solve(gp, "z3", seed=seed)
     except CDAError as exc:  # e.g. a cost in USD against an action in EUR: decide policy by policy
         if len(policies) > 1:
             for p in policies:
@@ -616,7 +627,8 @@ def _judge_dsl(store: PolicyStore, action: ProposedAction, policies: Sequence[Ds
         return
     by_name = {f"hard#{i}": p for i, p in enumerate(hard, 1)}
     if result.conflict is not None:
-        fact_of = dict(zip(problem.names, problem.facts, strict=True))
+        names = [c.name for c in observations]
+        fact_of = dict(zip(names, facts, strict=True))
         cores: dict[str, list[list[str]]] = {}
         for core in result.conflict.cores:
             named = [by_name[n].id for n in core if n in by_name]
@@ -628,18 +640,18 @@ def _judge_dsl(store: PolicyStore, action: ProposedAction, policies: Sequence[Ds
             return
         if not cores:  # cannot happen (every atom is fixed by a fact); held back all the same
             violations[hard[0].id] = Violation(hard[0].id, (), "the engine found a conflict without naming the policy")
-        order = {n: i for i, n in enumerate(problem.names)}
+        order = {n: i for i, n in enumerate(names)}
         for pid, found in cores.items():
             best = min(found, key=lambda c: (len(c), sorted(order[n] for n in c)))
             violations[pid] = Violation(pid, tuple(fact_of[n] for n in sorted(best, key=order.__getitem__)))
         return
     if result.hypotheses:
-        names = set(result.hypotheses[0].violated)
-        soft_violated.extend(p for i, p in enumerate(soft, 1) if f"soft#{i}" in names)
+        violated = set(result.hypotheses[0].violated)
+        soft_violated.extend(p for i, p in enumerate(soft, 1) if f"soft#{i}" in violated)
 
 
 def _judge_cedar(p: CedarPolicy, action: ProposedAction) -> Violation | None:
-    from cda.policy.authorize import authorize
+    from cda.policy import authorize
 
     resources = list(enumerate(action.resources)) or [(-1, "")]
     context = {"tool": action.tool.name, "tool_version": action.tool.version, "currency": action.currency}

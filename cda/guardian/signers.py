@@ -55,7 +55,7 @@ from typing import Any
 
 from cda.actions.ed25519 import public_key_of, sign_bytes, verifies
 from cda.actions.key_files import create_key_file, read_key_file
-from cda.actions.signing import SigningError
+from cda.errors import SigningError
 from cda.files import KEY_DIR_ENV, key_dir
 from cda.guardian.store import Clock, GuardianStore, is_identifier, utc_now
 from cda.guardian.tasks import ID_PATTERN, ID_PUNCTUATION, Signature, TaskDraft, TaskError, TaskSigned

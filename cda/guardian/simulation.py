@@ -1,7 +1,7 @@
 """What the gate needs from a causal simulator and from the CFO ledger, as typing protocols, and
 the adapter that makes gsim's causal model (:mod:`cda.guardian.causal`, docs/causal.md) one.
 
-The gate (:func:`cda.guardian.evaluate.evaluate`) is typed against these protocols only, so any
+The gate (:func:`cda.guardian.decide.evaluate`) is typed against these protocols only, so any
 simulator with a seeded ``simulate`` and any ledger with ``within_budget``/``remaining`` plugs in:
 the causal model in production, a closed-form simulator in a test.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from cda.errors import CDAError
-from cda.guardian.action import ProposedAction
+from cda.guardian.proposal import ProposedAction
 
 __all__ = ["BudgetLedger", "CausalModelSimulator", "Prediction", "Simulator", "load_simulator"]
 

@@ -45,8 +45,8 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Fiel
 from cda.store import FileFormat, StoreFileError, open_store, tables_of
 
 if TYPE_CHECKING:
-    from cda.guardian.action import ProposedAction
     from cda.guardian.decision import DecisionRecord
+    from cda.guardian.proposal import ProposedAction
 
 __all__ = [
     "APPLICATION_ID",

@@ -13,7 +13,7 @@ exists (a signed task cannot be signed again, an executed one not executed again
   so the same inputs give the same bytes;
 * ``currency`` (default ``USD``) says what ``cost_estimate`` counts, for the ledger;
 * ``action_digest`` binds the task to the proposed action the guardian decides on (the SHA-256
-  of :meth:`cda.guardian.action.ProposedAction.canonical`): it is signed with the rest, and a task
+  of :meth:`cda.guardian.proposal.ProposedAction.canonical`): it is signed with the rest, and a task
   executes only with an APPROVE decision on exactly that digest;
 * ``TaskExecuted`` carries ``receipts`` (ids of the receipts of the run) beside ``audit_ref``
   (``ledger://<tx_id>``, its ledger entry).
@@ -37,7 +37,7 @@ from cda.guardian.money import CURRENCY_PATTERN, Amount, dump_exact, load_exact,
 from cda.guardian.store import Clock, Moment, utc_now
 
 if TYPE_CHECKING:
-    from cda.guardian.action import ProposedAction
+    from cda.guardian.proposal import ProposedAction
 
 __all__ = [
     "ID_PATTERN",

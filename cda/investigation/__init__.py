@@ -2,7 +2,7 @@
 
 Seed 004's runtime memory block (phase 2): :class:`~cda.investigation.session.Investigation`
 keeps a live solver (:mod:`.live`), computes the hypothesis records after every observation
-(:mod:`cda.solver.records`), picks a focus part (:mod:`.focus`) and stores each step in SQLite
+(:func:`cda.engine.compute_records`), picks a focus part (:mod:`.focus`) and stores each step in SQLite
 (:mod:`.store`). ``cda investigate ...`` is its command line.
 """
 

@@ -1,4 +1,4 @@
-"""The parts of a problem and which one to focus on (seed 004's "Focus Subsystem").
+"""The parts of a problem and which one to focus on (docs/investigate.md, "How it works").
 
 A part is a connected component of the atom–clause graph of the hard clauses: two atoms are in
 one part when some hard clause (each conjunct of a clause on its own) mentions both. With a Ken
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cda.contracts.result import NextTest
-from cda.encodings.ir import And, Atom, GroundProblem, Node, walk
+from cda.ir import And, Atom, GroundProblem, Node, walk
 
 __all__ = ["Part", "parts", "ken_parts", "choose_focus"]
 

@@ -1,7 +1,7 @@
 """A problem whose observations arrive one at a time, on a solver kept alive between them.
 
 The problem text is grounded and encoded once. Each observation is encoded into the running
-solver behind its own selector (:meth:`cda.solver.backend.Backend.add_clauses`: clingo's
+solver behind its own selector (:meth:`cda.engine.Backend.add_clauses`: clingo's
 multi-shot program parts, z3's assertions behind an indicator), and the questions are asked
 under the assumptions that switch on the observations still in force; taking one back (an
 undo) only stops assuming its selector. What the solver learnt is kept.
@@ -16,15 +16,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cda.api import ground
 from cda.contracts.deadline import Deadline
-from cda.encodings.ir import And, Atom, Card, Clause, Const, GroundProblem, Iff, Linear, Node, NodeFactory, Not, Or, Xor
 from cda.errors import CDAError, DSLError
 from cda.investigation.focus import ken_parts, parts
-from cda.ken.graph import KenGraph
-from cda.solver.backend import Backend, Lit, all_clauses_on, integer_weights, make_backend, selector
-from cda.solver.recheck import CheckedBackend
+from cda.ir import And, Atom, Card, Clause, Const, GroundProblem, Iff, Linear, Node, NodeFactory, Not, Or, Xor, walk
+
+if TYPE_CHECKING:
+    from cda.api import KenGraph
+from cda.engine import Backend, CheckedBackend, Lit, all_clauses_on, integer_weights, make_backend, selector
 
 __all__ = ["Observation", "LiveProblem", "InvestigationError"]
 
@@ -140,10 +142,8 @@ class LiveProblem:
     def _checked(self) -> CheckedBackend:
         self.problem.clauses = self.base_clauses + [o.clause for o in self.active]
         self.problem.observed = self.base_observed | {a.name for o in self.active for a in _atoms(o.clause.node)}
-        solver = CheckedBackend(self.problem, self.backend)
-        previous = getattr(self, "solver", None)
-        if previous is not None:  # the selectors of clauses it added stay taken in the live backend
-            solver._fresh = previous._fresh
+        # the selectors of clauses an earlier checker added stay taken in the live backend
+        solver = CheckedBackend(self.problem, self.backend, after=getattr(self, "solver", None))
         solver.base = all_clauses_on(self.base_clauses) + [(selector(o.clause.name), True) for o in self.active]
         return solver
 
@@ -173,6 +173,4 @@ class LiveProblem:
 
 
 def _atoms(node: Node) -> list[Atom]:
-    from cda.encodings.ir import walk
-
     return [n for n in walk([node]) if isinstance(n, Atom)]

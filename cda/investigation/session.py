@@ -1,10 +1,10 @@
 """An investigation: a problem, observations over time, and the memory block after each step.
 
-Each step runs seed 004's loop once: *decompose* (the problem's parts, :mod:`.focus`), *ground*
+Each step runs the loop of docs/investigate.md once: *decompose* (the problem's parts, :mod:`.focus`), *ground*
 (the observation into the live solver, :mod:`.live`), *integrate* (global consistency: are the
 hard clauses and every observation still satisfiable? if not, the step ends with the conflict's
 cores) and *execute* (the records of the hypotheses, the step rule's choice and its next probe,
-:mod:`cda.solver.records`). The memory block it leaves is written to the store in one
+:func:`cda.engine.compute_records`). The memory block it leaves is written to the store in one
 transaction; :meth:`Investigation.open` rebuilds the live solver from the problem text and the
 observations in force, and finds the block exactly as it was written.
 """
@@ -25,17 +25,23 @@ from cda.contracts.deadline import Deadline
 from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.contracts.refs import SpanRef
 from cda.contracts.result import Conflict
-from cda.encodings.ir import Atom, Clause, Not
+from cda.engine import (
+    CheckedBackend,
+    Ranking,
+    cite,
+    compute_records,
+    conflict,
+    hypothesis_cap,
+    hypothesis_record,
+    posterior,
+    rank_hypotheses,
+)
 from cda.errors import CDAError
 from cda.files import read_text
 from cda.investigation.focus import choose_focus
 from cda.investigation.live import LiveProblem, Observation
 from cda.investigation.store import SessionStore, StoredSession, StoredStep
-from cda.solver.conflicts import conflict
-from cda.solver.hypotheses import Ranking, rank_hypotheses
-from cda.solver.information import posterior
-from cda.solver.recheck import CheckedBackend
-from cda.solver.records import cite, compute_records, hypothesis_cap, hypothesis_record
+from cda.ir import Atom, Clause, Not
 
 __all__ = ["Investigation", "MemoryBlock", "ClosedInvestigation"]
 
@@ -265,7 +271,7 @@ def _with(s: StoredSession, **changes: Any) -> StoredSession:
 def _load_ken(path: str | Path | None) -> Any:
     if path is None:
         return None
-    from cda.ken.loaders import load_ken
+    from cda.api import load_ken
 
     return load_ken(Path(path))
 

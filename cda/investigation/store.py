@@ -1,6 +1,6 @@
 """Sessions on disk: one SQLite file in WAL mode, a row per session and a row per step.
 
-The ``sessions`` row is seed 004's runtime memory block (``session_id, task_id,
+The ``sessions`` row is the investigation's memory block (docs/investigate.md) (``session_id, task_id,
 focus_subsystem, global_invariants, candidate_hypotheses, selected_hypothesis_id, next_probe,
 updated_at_utc``) plus what a restart needs to rebuild the solver (the problem text, the
 backend). The ``steps`` table is the trace: one row per start, observation, undo and close.

@@ -25,6 +25,7 @@ __all__ = [
     "equivalent",
     "implies",
     "load_policy_set",
+    "policy_set_of",
     "never_errors",
     "no_new_access",
     "run_test_dir",
@@ -33,7 +34,7 @@ __all__ = [
 ]
 
 _HOME = {
-    **dict.fromkeys(["Answer", "PolicySet", "authorize", "load_policy_set"], "cda.policy.authorize"),
+    **dict.fromkeys(["Answer", "PolicySet", "authorize", "load_policy_set", "policy_set_of"], "cda.policy.authorization"),
     **dict.fromkeys(["RequestResult", "run_test_dir", "run_test_file", "summarize"], "cda.policy.cedar_tests"),
     **dict.fromkeys(
         ["AnalysisResult", "Environment", "analyze", "analyze_files", "select_environments", "always_allows", "always_denies", "disjoint", "environments",

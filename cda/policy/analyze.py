@@ -13,7 +13,7 @@ action's schema type. Each property is asked as "is there a request that violate
 z3 decides every property over the fragment :mod:`cda.policy.symbolic` encodes; clingo decides
 it when the context is read only through Booleans (the formula is then propositional and goes
 through CDA's IR to the clingo backend), and refuses by name otherwise. A violated property
-comes with a counterexample request, evaluated again concretely by :mod:`cda.policy.authorize`
+comes with a counterexample request, evaluated again concretely by :mod:`cda.policy.authorization`
 before it is shown (a disagreement is :class:`~cda.errors.EvaluatorDisagreement`, a bug).
 """
 
@@ -31,7 +31,7 @@ import z3
 from cda.contracts.deadline import current_token
 from cda.contracts.limits import Z3_MAX_TIMEOUT_MS, seconds
 from cda.errors import BackendUnsupported, CDAError, EvaluatorDisagreement, OptionError
-from cda.policy.authorize import Answer, PolicySet, decide
+from cda.policy.authorization import Answer, PolicySet, decide
 from cda.policy.entities import Entities, Request
 from cda.policy.schema import EMPTY_RECORD, Schema
 from cda.policy.symbolic import Encoder, SymContext, and_, as_z3, context_value, not_, or_
@@ -155,7 +155,7 @@ def analyze_files(
 ) -> list[AnalysisResult]:
     """``cda policy analyze`` as a function of file paths (what a batch job calls): ``prop`` on
     the policy files (one, or two for the binary properties) over every environment selected."""
-    from cda.policy.authorize import load_policy_set
+    from cda.policy.authorization import load_policy_set
 
     if prop not in PROPERTIES:
         raise OptionError(f"unknown property {prop!r}; one of {', '.join(PROPERTIES)}")
@@ -368,11 +368,17 @@ def _solve_z3(formula: Any, timeout: float, zc: Any) -> tuple[str, dict[str, Any
 
 
 def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, dict[str, Any] | None]:
-    """The propositional formula through CDA's IR to the clingo backend."""
+    """The propositional formula through CDA's IR to the clingo backend.
+
+    It reaches the engine only through :mod:`cda.ir` and :mod:`cda.engine` (docs/architecture.md),
+    but it converts z3 terms back into IR nodes: Cedar is compiled to z3 first
+    (:mod:`cda.policy.symbolic`). Lowering Cedar to :mod:`cda.ir` directly, so that both backends
+    and the independent re-check decide it, is issue 28's Cedar part, done separately.
+    """
     from cda.contracts.deadline import Deadline
-    from cda.encodings.ir import AtomInfo, Clause, GroundProblem, NodeFactory
+    from cda.engine import make_backend, selector
+    from cda.ir import AtomInfo, Clause, GroundProblem, NodeFactory
     from cda.policy.symbolic import SymEntity
-    from cda.solver.backend import make_backend, selector
 
     f = NodeFactory()
     gp = GroundProblem(factory=f)
@@ -478,7 +484,7 @@ def _atom(name: str) -> str:
 
 
 def _atoms_of(node: Any) -> set[str]:
-    from cda.encodings.ir import Atom, walk
+    from cda.ir import Atom, walk
 
     return {n.name for n in walk([node]) if isinstance(n, Atom)}
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from cda.errors import CDAError, DSLError
 from cda.files import parse_json, read_text
-from cda.policy.authorize import PolicySet, load_policy_set
+from cda.policy.authorization import PolicySet, load_policy_set
 from cda.policy.entities import read_request
 from cda.policy.syntax import UnsupportedConstruct
 

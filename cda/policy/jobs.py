@@ -65,7 +65,7 @@ def policy_analysis(job: Job) -> dict[str, Any]:
 
 def request_batch(job: Job) -> dict[str, Any]:
     """Every request of a JSON list (``params.requests``) authorized against the policy file."""
-    from cda.policy.authorize import authorize, load_policy_set
+    from cda.policy.authorization import authorize, load_policy_set
 
     p = job.params
     ps = load_policy_set(_file(job), p.get("schema"), p.get("entities"))

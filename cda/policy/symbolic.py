@@ -19,7 +19,7 @@ from typing import Any
 
 import z3
 
-from cda.policy.authorize import scope_matches
+from cda.policy.authorization import scope_matches
 from cda.policy.entities import Entities, Request
 from cda.policy.evaluate import EvalError, _in, evaluate
 from cda.policy.schema import SType

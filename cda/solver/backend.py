@@ -8,7 +8,12 @@ to need) without losing what the solver learnt. Literals are
 ``(key, value)`` pairs whose key is an atom name, a clause selector (:func:`selector`), the
 atom that switches every clause on (:data:`ALL_CLAUSES`) or a claim (:func:`claim_key`): the
 scheme every backend builds, written once in :mod:`cda.encodings.scheme`. Backends are
-registered by name and imported lazily, so a missing library only removes that backend.
+registered by name (:data:`REGISTRY`) and imported lazily, so a missing library only removes
+that backend. A backend of another kind, one that takes a question other than a
+:class:`GroundProblem` (first-order claims: ``fol-z3``, ``fol-finite``), registers the same way
+and answers the same literals; what it answers is in its :class:`BackendSpec`, and it refuses the
+rest by name. ``cda/solver/TEMPLATE.py`` is where a new backend starts;
+``tests/test_backend_conformance.py`` runs on every registered one.
 """
 
 from __future__ import annotations
@@ -17,12 +22,12 @@ import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 from cda.contracts.deadline import Deadline, OutOfTime
 from cda.encodings.ir import Clause, GroundProblem
 from cda.encodings.scheme import ALL_CLAUSES, claim_key, selector, soft_key
-from cda.errors import BackendUnavailable
+from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.gcpause import gc_paused
 
 __all__ = [
@@ -43,6 +48,9 @@ __all__ = [
     "make_backend",
     "available_backends",
     "BACKENDS",
+    "REGISTRY",
+    "BackendSpec",
+    "EVERY_METHOD",
 ]
 
 Lit = tuple[str, bool]
@@ -82,8 +90,14 @@ _OutOfTime = OutOfTime
 
 @dataclass
 class Outcome:
+    """One answer: ``status`` ``sat``, ``unsat`` or ``unknown``; the ``model`` when sat (a ground
+    backend's atoms and integers); ``reason``: why unknown, when the backend can say; ``witness``:
+    what a backend of another kind found (a first-order backend's world, read back through it)."""
+
     status: str  # "sat" | "unsat" | "unknown"
     model: Model | None = None
+    reason: str = ""
+    witness: Any = None
 
 
 @dataclass
@@ -154,23 +168,57 @@ class Backend(Protocol):
         ...
 
 
-BACKENDS: dict[str, str] = {
-    "z3": "cda.solver.z3_backend:Z3Backend",
-    "clingo": "cda.solver.clingo_backend:ClingoBackend",
-}
+#: every question of the protocol, by method name
+EVERY_METHOD = frozenset(
+    {"check", "enumerate", "enumerate_ranked", "minimize", "enumerate_minimal", "minimal_sets", "add_clauses"}
+)
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A registered backend. ``target``: ``module:Class``, imported on first use. ``accepts``:
+    what its constructor takes, a :class:`GroundProblem` (``ground``) or a first-order question
+    (``fol``: :class:`cda.fol.backends.FolQuestion`). ``answers``: the protocol's methods it
+    implements (the others raise ``BackendUnsupported`` naming the method and the backend).
+    ``complete``: whether its ``unsat`` is a proof and it answers every question within its
+    budget (a finite-model search finds models and never proves their absence)."""
+
+    name: str
+    target: str
+    accepts: Literal["ground", "fol"] = "ground"
+    answers: frozenset[str] = EVERY_METHOD
+    complete: bool = True
+    summary: str = ""
+
+
+#: every backend CDA knows, by name; the engine's ``auto`` chooses among the ``ground`` ones
+REGISTRY: dict[str, BackendSpec] = {spec.name: spec for spec in (
+    BackendSpec("z3", "cda.solver.z3_backend:Z3Backend",
+                summary="SMT: Booleans and linear integer arithmetic, optimisation"),
+    BackendSpec("clingo", "cda.solver.clingo_backend:ClingoBackend",
+                summary="ASP: projective enumeration; difference constraints through clingo-dl"),
+    BackendSpec("fol-z3", "cda.fol.backends:FolZ3Backend", accepts="fol", answers=frozenset({"check"}),
+                summary="first-order claims straight to z3: quantifiers over an uninterpreted sort, or a declared domain"),
+    BackendSpec("fol-finite", "cda.fol.backends:FiniteModelBackend", accepts="fol", answers=frozenset({"check"}),
+                complete=False, summary="first-order claims: a world of 1 to 6 elements, or none found"),
+)}
+
+#: the backends that take a ground problem, by name (what ``backend=`` of ``cda.solve`` accepts)
+BACKENDS: dict[str, str] = {name: spec.target for name, spec in REGISTRY.items() if spec.accepts == "ground"}
 
 
 def _load(name: str) -> type:
-    module, _, cls = BACKENDS[name].partition(":")
+    module, _, cls = REGISTRY[name].target.partition(":")
     try:
         return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
     except ImportError as exc:  # the library behind this backend is missing
         raise BackendUnavailable(f"backend '{name}' is not available: {exc}") from exc
 
 
-def available_backends() -> list[str]:
+def available_backends(accepts: str = "ground") -> list[str]:
+    """The registered backends of kind ``accepts`` whose library is installed."""
     out = []
-    for name in BACKENDS:
+    for name in (n for n, spec in REGISTRY.items() if spec.accepts == accepts):
         try:
             _load(name)
         except BackendUnavailable:
@@ -179,8 +227,15 @@ def available_backends() -> list[str]:
     return out
 
 
-def make_backend(name: str, problem: GroundProblem, *, seed: int, deadline: Deadline, weights: dict[str, int]) -> Backend:
-    """Build backend ``name`` for ``problem``; ``weights`` maps soft clause names to integer weights."""
+def make_backend(name: str, problem: GroundProblem | Any, *, seed: int, deadline: Deadline,
+                 weights: dict[str, int]) -> Backend:
+    """Build backend ``name`` for ``problem`` (a :class:`GroundProblem`, or the question a backend
+    of another kind takes: :attr:`BackendSpec.accepts`); ``weights`` maps soft clause names to
+    integer weights."""
+    if name not in REGISTRY:
+        raise BackendUnsupported(f"unknown backend '{name}' (registered: {', '.join(REGISTRY)})")
     backend_class = _load(name)
+    if REGISTRY[name].accepts != "ground":  # z3's Python objects for quantifiers are cyclic garbage: let the GC run
+        return backend_class(problem, seed=seed, deadline=deadline, weights=weights)  # type: ignore[no-any-return]
     with gc_paused():  # encoding builds many small objects and frees none
         return backend_class(problem, seed=seed, deadline=deadline, weights=weights)  # type: ignore[no-any-return]

@@ -30,6 +30,7 @@ from cda.contracts.deadline import deadline_scope, stop_signal
 from cda.contracts.result import Hypothesis, SolveResult
 from cda.contracts.status import SolverStatus
 from cda.encodings.ir import Claim, GroundProblem
+from cda.errors import OptionError
 from cda.solver.backend import Backend, Deadline, _OutOfTime, integer_weights, make_backend
 from cda.solver.call_log import RecordingBackend, SolverCallLog
 from cda.solver.hypotheses import Ranking, rank_hypotheses
@@ -39,7 +40,7 @@ from cda.solver.observations import GroupedProblem, split_observations
 from cda.solver.recheck import CheckedBackend
 from cda.solver.verdicts import in_conflict, undecided, verdict
 
-__all__ = ["EngineOptions", "run"]
+__all__ = ["EngineOptions", "Options", "run"]
 
 MAX_SEED = limits.MAX_SEED
 
@@ -52,7 +53,13 @@ MAX_MODEL_VALUES = 5_000_000
 
 @dataclass(frozen=True)
 class EngineOptions:
-    top: int = 3
+    """Every option of one engine run, carried as one checked object (published as
+    :class:`cda.engine.Options`): which backend, how many hypotheses to list, the seed, the time
+    budget and the caps. ``backend`` is a registered name or ``auto`` (chosen by what the problem
+    needs, :func:`cda.solver.route.choose_backend`); ``top`` None lists the problem's own
+    ``goal best_explanation top k``, else 3."""
+
+    top: int | None = None
     seed: int = 0
     timeout: float | None = None
     max_hypotheses: int = 10_000  # cap on enumerated projections
@@ -65,6 +72,7 @@ class EngineOptions:
     known_explanations: tuple[tuple[str, ...], ...] = ()
     #: called once per solver call (method, inputs, outcome, status): the Action's receipts
     call_log: SolverCallLog | None = field(default=None, compare=False, repr=False)
+    backend: str = "auto"
 
     def __post_init__(self) -> None:
         """Options a solver would refuse (or misread) are refused here, before any solving.
@@ -77,10 +85,18 @@ class EngineOptions:
         limits.seed("seed", self.seed)
         if self.timeout is not None:  # stored as a float: 10**400 seconds is no limit, not an OverflowError
             object.__setattr__(self, "timeout", limits.seconds("timeout", self.timeout))
-        for name in ("top", "max_hypotheses", "max_tested_hypotheses", "max_conflict_sets"):
+        if self.top is not None:
+            limits.count("top", self.top)
+        for name in ("max_hypotheses", "max_tested_hypotheses", "max_conflict_sets"):
             limits.count(name, getattr(self, name))
+        if not isinstance(self.backend, str):
+            raise OptionError(f"backend must be a backend's name or 'auto', not {self.backend!r}")
         if self.max_explanation_size is not None:
             limits.count("max_explanation_size", self.max_explanation_size)
+
+
+#: the name products read it by (:mod:`cda.engine`)
+Options = EngineOptions
 
 
 def _backend(name: str, problem: GroundProblem, options: EngineOptions, deadline: Deadline) -> Backend:
@@ -128,7 +144,7 @@ def run(
                 id=f"h{i + 1}", assumed=sorted(h.assumed), cost=rounded(float(h.cost)), posterior=rounded(p),
                 violated=list(h.violated),
             ).with_exact_cost(Fraction(h.cost))
-            for i, (h, p) in enumerate(zip(ranking.hypotheses[: options.top], ranking.posteriors))
+            for i, (h, p) in enumerate(zip(ranking.hypotheses[: top_of(problem, options)], ranking.posteriors))
         ]
         for claim in problem.claims:
             result.verdicts.append(verdict(solver, claim, ranking))
@@ -146,6 +162,11 @@ def run(
     finally:
         result.notes.extend(notes)
     return result
+
+
+def top_of(problem: GroundProblem, options: EngineOptions) -> int:
+    """How many hypotheses a result lists: ``options.top``, else the problem's goal, else 3."""
+    return options.top if options.top is not None else problem.top if problem.top is not None else 3
 
 
 def _ranking(

@@ -36,10 +36,11 @@ class CheckedBackend:
     """``backend`` for ``problem``, each model it returns re-checked (see the module docstring).
 
     ``base`` switches every clause on: hard clauses and observations, the assumptions of almost
-    every question.
+    every question. ``after``: the checker this one replaces on the same live backend (a
+    problem whose clauses changed), whose :meth:`add_clause` names this one must not reuse.
     """
 
-    def __init__(self, problem: GroundProblem, backend: Backend) -> None:
+    def __init__(self, problem: GroundProblem, backend: Backend, *, after: CheckedBackend | None = None) -> None:
         self.problem = problem
         self.backend = backend
         self.name = backend.name
@@ -47,7 +48,8 @@ class CheckedBackend:
         self.hyps: list[str] = problem.hyp_atoms
         self._claim_node = {claim_key(c.name): c.node for c in problem.claims}
         self._batch = BatchEvaluator([c.node for c in problem.clauses] + list(problem.background))
-        self._fresh = 0  # clauses added under a fresh name (:meth:`add_clause`)
+        #: clauses added under a fresh name (:meth:`add_clause`)
+        self._fresh: int = after._fresh if after is not None else 0
 
     # ---- re-checking
     def verified(self, model: Model | None, assumptions: Sequence[Lit], why: str) -> Model:

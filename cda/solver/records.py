@@ -1,4 +1,4 @@
-"""Hypothesis records computed by the solver (seed 004's "Hypothesis Record Schema").
+"""Hypothesis records computed by the solver (docs/investigate.md, "The records").
 
 For hard clauses H (the hard clauses and facts), observations O and each ranked hypothesis h
 (its abducibles pinned: those it assumes true, every other one false):

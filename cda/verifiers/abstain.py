@@ -1,6 +1,6 @@
 """The abstain gate: abstain when Ken cannot ground an answer, and keep every report honest.
 
-Four deterministic pieces, after the abstain-gate plan (seed 001):
+Four deterministic pieces, the abstain gate of docs/actions.md ("Abstention"):
 
 * :func:`should_abstain` — the hard stop: abstain when Ken found too few root causes or causal
   chains (defaults: none), or, optionally, too few matched entities;

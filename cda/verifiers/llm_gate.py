@@ -22,7 +22,7 @@ no judgement where one was required        cap 0.5, supported -> inconclusive
                                            (:func:`fail_closed`)
 ========================================  ==========================================
 
-A provider may also answer in the low-coverage verifier contract of seed 001 (``status``
+A provider may also answer in the low-coverage verifier contract (docs/actions.md, "Abstention") (``status``
 ``OK | NEEDS_REWRITE | ABSTAIN`` with typed ``problems``); :class:`LLMJudgement` keeps that
 status and the problems, and reads ``OK`` as agreement and the other two as disagreement.
 
@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cda.contracts.status import VerdictStatus
 from cda.contracts.verification import VerifierOutcome, VerifierStatus
 from cda.errors import CDAError
+from cda.verifiers.protocol import Ceiling, under_ceilings
 
 __all__ = [
     "BoundedLLMProvider",
@@ -55,11 +56,14 @@ __all__ = [
     "apply_llm_gate",
     "consult",
     "fail_closed",
+    "fail_closed_ceiling",
     "judgement_cap",
+    "llm_ceiling",
     "llm_outcome",
 ]
 
-Status = Literal["supported", "refuted", "inconclusive"]
+#: a verdict's status as the gate takes it: the ordered enum, or its string
+Status = VerdictStatus | str
 
 DISAGREE_CAP = 0.5
 """Highest confidence a claim keeps when the LLM disagrees or flags an unsupported fragment."""
@@ -227,8 +231,41 @@ def judgement_cap(judgement: LLMJudgement | None) -> tuple[float, bool, list[str
     return cap, demote, reasons
 
 
+def llm_ceiling(status: Status, confidence: float, judgement: LLMJudgement | None) -> Ceiling:
+    """The :class:`~cda.verifiers.protocol.Ceiling` a judgement puts on a verdict of ``status`` and
+    ``confidence``: the judgement's cap, *inconclusive* when it demotes, and caveats saying what
+    it changes (none when it changes nothing; no judgement: no ceiling at all).
+
+    >>> c = llm_ceiling("supported", 1.0, LLMJudgement(provider="offline", agrees="unsure"))
+    >>> (c.status, c.confidence, c.caveats)
+    ('supported', 0.8, ('llm offline: confidence 1 -> 0.8 (unsure)',))
+    """
+    old = _checked_verdict(status, confidence)
+    valid = _valid(judgement)
+    if valid is None:
+        return Ceiling()
+    cap, demote, reasons = judgement_cap(valid)
+    ceiling = Ceiling(VerdictStatus.INCONCLUSIVE if demote else VerdictStatus.SUPPORTED, cap)
+    new_status, new_confidence = under_ceilings(old, confidence, [ceiling])
+    why = "; ".join(reasons)
+    caveats: list[str] = []
+    if new_status != old:
+        caveats.append(f"llm {valid.provider}: {old} -> {new_status} ({why})")
+    if new_confidence < confidence:
+        caveats.append(f"llm {valid.provider}: confidence {confidence:.4g} -> {new_confidence:.4g} ({why})")
+    return Ceiling(ceiling.status, cap, tuple(caveats))
+
+
+def _checked_verdict(status: Status, confidence: float) -> VerdictStatus:
+    if not isinstance(status, str) or status not in _STATUSES:
+        raise ValueError(f"status must be one of {', '.join(_STATUSES)}; got {status!r}")
+    if not isinstance(confidence, int | float) or math.isnan(confidence) or not 0.0 <= confidence <= 1.0:
+        raise ValueError(f"confidence must be a number in [0, 1]; got {confidence!r}")
+    return VerdictStatus(status)
+
+
 def apply_llm_gate(
-    status: Status | VerdictStatus, confidence: float, judgement: LLMJudgement | None
+    status: Status, confidence: float, judgement: LLMJudgement | None
 ) -> tuple[VerdictStatus, float, list[str]]:
     """THE gate: apply an LLM judgement to a verdict, only ever downwards.
 
@@ -247,24 +284,9 @@ def apply_llm_gate(
     >>> apply_llm_gate("supported", 1.0, None) == ("supported", 1.0, [])
     True
     """
-    if not isinstance(status, str) or status not in _STATUSES:
-        raise ValueError(f"status must be one of {', '.join(_STATUSES)}; got {status!r}")
-    if not isinstance(confidence, int | float) or math.isnan(confidence) or not 0.0 <= confidence <= 1.0:
-        raise ValueError(f"confidence must be a number in [0, 1]; got {confidence!r}")
-    old_status = VerdictStatus(status)
-    valid = _valid(judgement)
-    if valid is None:
-        return old_status, float(confidence), []
-    cap, demote, reasons = judgement_cap(valid)
-    why = "; ".join(reasons)
-    caveats: list[str] = []
-    new_status = min(old_status, VerdictStatus.INCONCLUSIVE if demote else VerdictStatus.SUPPORTED)
-    if new_status != old_status:
-        caveats.append(f"llm {valid.provider}: {old_status} -> {new_status} ({why})")
-    new_confidence = min(float(confidence), cap)
-    if new_confidence < confidence:
-        caveats.append(f"llm {valid.provider}: confidence {confidence:.4g} -> {new_confidence:.4g} ({why})")
-    return new_status, new_confidence, caveats
+    ceiling = llm_ceiling(status, confidence, judgement)
+    new_status, new_confidence = under_ceilings(status, float(confidence), [ceiling])
+    return new_status, new_confidence, list(ceiling.caveats)
 
 
 def llm_outcome(claim: str, judgement: LLMJudgement | None) -> VerifierOutcome:
@@ -318,26 +340,30 @@ def consult(
     return judgement, None
 
 
-def fail_closed(
-    status: Status | VerdictStatus, confidence: float, reason: str
-) -> tuple[VerdictStatus, float, list[str]]:
+def fail_closed(status: Status, confidence: float, reason: str) -> tuple[VerdictStatus, float, list[str]]:
     """A *required* LLM check delivered no judgement: the claim cannot stay settled.
 
-    The same ceiling as a disagreement: *supported* becomes *inconclusive* and the confidence is
-    capped at :data:`DISAGREE_CAP`; *refuted* stays refuted (only a solver refutes, and nothing
-    an LLM fails to say makes a refutation weaker). The caveat names the reason.
+    The same ceiling as a disagreement (:func:`fail_closed_ceiling`): *supported* becomes
+    *inconclusive* and the confidence is capped at :data:`DISAGREE_CAP`; *refuted* stays refuted
+    (only a solver refutes, and nothing an LLM fails to say makes a refutation weaker). The caveat
+    names the reason.
 
     >>> fail_closed("supported", 1.0, "HTTP 503") == (
     ...     "inconclusive", 0.5, ["required LLM check gave no judgement (HTTP 503): supported -> inconclusive"])
     True
     """
-    if not isinstance(status, str) or status not in _STATUSES:
-        raise ValueError(f"status must be one of {', '.join(_STATUSES)}; got {status!r}")
-    old = VerdictStatus(status)
+    ceiling = fail_closed_ceiling(status, confidence, reason)
+    new, capped = under_ceilings(status, float(confidence), [ceiling])
+    return new, capped, list(ceiling.caveats)
+
+
+def fail_closed_ceiling(status: Status, confidence: float, reason: str) -> Ceiling:
+    """The ceiling of a required LLM check that gave no judgement on a verdict of ``status``."""
+    old = _checked_verdict(status, confidence)
     new = min(old, VerdictStatus.INCONCLUSIVE)
     caveat = f"required LLM check gave no judgement ({reason})"
     caveat += f": {old} -> {new}" if new != old else f": confidence capped at {DISAGREE_CAP}"
-    return new, min(float(confidence), DISAGREE_CAP), [caveat]
+    return Ceiling.open(DISAGREE_CAP, caveat)
 
 
 def _one_line(text: str, limit: int = 200) -> str:

@@ -1,4 +1,4 @@
-"""Redaction of personal data before text leaves the machine (spec §6, PII posture ``on``).
+"""Redaction of personal data before text leaves the machine (PII posture ``on``: docs/actions.md, "Egress, PII, the LLM gate").
 
 With ``pii_posture: on``, a claim and its evidence are redacted before an external provider
 sees them. Each piece of personal data becomes a placeholder naming its kind, numbered by first

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from cda.contracts.verification import VerifierOutcome, VerifierStatus
 from cda.encodings import ast as A
+from cda.encodings.numbers import show
 from cda.encodings.parse import parse_clause, parse_problem
 from cda.encodings.units import CURRENCIES
 from cda.errors import DSLError
@@ -96,29 +97,8 @@ def to_seconds(value: Fraction, unit: str | None) -> Fraction | None:
     return value * _seconds_per(unit)
 
 
-def format_number(value: Fraction) -> str:
-    """A rational as the user would write it: ``1.5``, ``200``, ``1/3``.
-
-    >>> format_number(Fraction(3, 2)), format_number(Fraction(200)), format_number(Fraction(-1, 3))
-    ('1.5', '200', '-1/3')
-    """
-    if value.denominator == 1:
-        return str(value.numerator)
-    den = value.denominator
-    twos = fives = 0
-    while den % 2 == 0:
-        den //= 2
-        twos += 1
-    while den % 5 == 0:
-        den //= 5
-        fives += 1
-    if den != 1:
-        return f"{value.numerator}/{value.denominator}"
-    digits = max(twos, fives)
-    scaled = abs(value) * 10**digits
-    whole, frac = divmod(int(scaled), 10**digits)
-    sign = "-" if value < 0 else ""
-    return f"{sign}{whole}.{str(frac).rjust(digits, '0')}"
+#: a rational as the user would write it (``1.5``, ``200``, ``1/3``): the DSL's own rule
+format_number = show
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Seed 001 inside every Action: coverage, enforcement, the low-coverage verifier pass, the abstain rule.
 
-The solver says which explanations are consistent; seed 001 asks whether the knowledge graph
-(Ken, the seed's CKG) *grounds* them. After the solver and the other verifiers have run, this
+The solver says which explanations are consistent; the abstain gate (docs/actions.md, "Abstention")
+asks whether the knowledge graph, Ken, *grounds* them. After the solver and the other verifiers have run, this
 step
 
 1. builds the :class:`~cda.contracts.abstain.EpistemicReport` of the run (observations verbatim,
@@ -12,7 +12,7 @@ step
    and only when, coverage is low; its ``OK | NEEDS_REWRITE | ABSTAIN`` and typed problems go
    into the outputs (``CDAOutputs.review``), a receipt and a ``verifier_update`` event;
 4. decides abstention: the abstain rule, the review's ``ABSTAIN``, or an LLM verifier that
-   answered ``ABSTAIN`` in the seed's contract while coverage is low.
+   answered ``ABSTAIN`` in the low-coverage verifier's contract while coverage is low.
 
 What it returns is applied by the caller: confidence caps per hypothesis id (only ever
 lowering), caveats, and the ABSTAIN output. Abstention applies when something is to be

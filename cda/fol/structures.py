@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from cda.contracts.deadline import Deadline
 from cda.fol.budget import spend
 from cda.fol.syntax import And, Atom, BoolConst, Eq, Formula, Iff, Implies, Not, Or, Term, Xor, subformulas
-from cda.solver.backend import Deadline
 
 __all__ = ["Structure", "evaluate", "minimise"]
 

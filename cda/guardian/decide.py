@@ -1,7 +1,7 @@
 """The gate: :func:`evaluate` decides APPROVE, ESCALATE or REJECT on one proposed action, in the
-seed's order, and records the decision as one receipt.
+order of docs/guardian.md, and records the decision as one receipt.
 
-1. **validation**: a document that is not a :class:`~cda.guardian.action.ProposedAction` is
+1. **validation**: a document that is not a :class:`~cda.guardian.proposal.ProposedAction` is
    REJECT ``malformed_action``, with the JSON path of its first problem;
 2. **hard policies**: the first matched hard policy the action violates is REJECT
    ``policy:<id>``, with a minimal set of the action's facts that violate it; then the **soft
@@ -30,23 +30,23 @@ from typing import TYPE_CHECKING, Any
 from cda.contracts import limits
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.errors import CDAError
-from cda.guardian.action import Malformed, ProposedAction, read_action
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.guardian.money import text
 from cda.guardian.policies import PolicyStore, judge
+from cda.guardian.proposal import Malformed, ProposedAction, read_action
 from cda.guardian.simulation import BudgetLedger, Simulator
-from cda.verifiers.units_check import format_number
+from cda.ir import show_number
 
 if TYPE_CHECKING:
-    from cda.actions.receipts import ReceiptLog
+    from cda.contracts.receipt import ReceiptSink
 
 __all__ = ["budget_refusal", "decimal_text", "evaluate", "receipt_for"]
 
 
 def decimal_text(value: Fraction | Decimal) -> str:
     """An exact number as text: a Decimal as the ledger writes it (:func:`cda.guardian.money.text`),
-    a Fraction as the engine writes one (:func:`cda.verifiers.units_check.format_number`)."""
-    return text(value) if isinstance(value, Decimal) else format_number(value)
+    a Fraction as the engine writes one (:func:`cda.ir.show_number`)."""
+    return text(value) if isinstance(value, Decimal) else show_number(value)
 
 
 def _json_safe(value: Any, depth: int = 0) -> Any:
@@ -88,7 +88,7 @@ def evaluate(
     ledger: BudgetLedger | None,
     *,
     seed: int = 0,
-    receipts: ReceiptLog | None = None,
+    receipts: ReceiptSink | None = None,
 ) -> DecisionRecord:
     """Decide on ``action`` (a model, or a document to validate first) in the seed's order; see
     the module's docstring. ``simulator`` None skips the causal step, ``ledger`` None the budget
@@ -109,7 +109,7 @@ def evaluate(
     return _with_receipt(record, checked.action_id, inputs, receipts)
 
 
-def _with_receipt(record: DecisionRecord, action_id: str, inputs: dict[str, Any], receipts: ReceiptLog | None) -> DecisionRecord:
+def _with_receipt(record: DecisionRecord, action_id: str, inputs: dict[str, Any], receipts: ReceiptSink | None) -> DecisionRecord:
     receipt = receipt_for(record, action_id, inputs)
     if receipts is not None:
         receipts.append(receipt)
@@ -130,7 +130,7 @@ def _simulation_fields(sim_id: str, summary: Any) -> dict[str, Any]:
 
 
 def budget_refusal(action: ProposedAction, policy_store: PolicyStore, problem: str, *, seed: int = 0,
-                   receipts: ReceiptLog | None = None) -> DecisionRecord:
+                   receipts: ReceiptSink | None = None) -> DecisionRecord:
     """ESCALATE ``budget_exceeded`` for an approved action whose reservation the CFO ledger
     refused (another call spent the budget between the check and the reservation), with its own
     receipt: what :meth:`cda.guardian.gate.Gate.call` answers instead of running the tool."""

@@ -31,8 +31,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import PydanticCustomError
 
 from cda.contracts.receipt import canonical_json, sha256_hex
-from cda.encodings.numbers import exact_number
 from cda.guardian.money import CURRENCY_PATTERN, MAX_PLACES
+from cda.ir import exact_number
 
 __all__ = [
     "MAX_ACTION_BYTES",

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cda.encodings.ir import AtomInfo, Claim, Clause, GroundProblem, Node, NodeFactory
+from cda.contracts.deadline import Deadline
 from cda.errors import BackendUnsupported
 from cda.fol.budget import spend
-from cda.fol.evaluate import Structure
+from cda.fol.structures import Structure
 from cda.fol.syntax import (
     And,
     Atom,
@@ -30,7 +30,7 @@ from cda.fol.syntax import (
     Xor,
     free_names,
 )
-from cda.solver.backend import Deadline
+from cda.ir import AtomInfo, Claim, Clause, GroundProblem, Node, NodeFactory
 
 __all__ = ["GroundedClaim", "ground_claim", "herbrand_structure", "atom_name"]
 
