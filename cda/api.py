@@ -21,7 +21,7 @@ from cda.encodings.ast import KenLoad, MetricDecl, PredDecl, ProblemAST
 from cda.encodings.ir import GroundProblem, NodeFactory
 from cda.encodings.numbers import exact_number
 from cda.encodings.parse import parse_problem
-from cda.errors import CDAError, DSLError, DSLTypeError, OptionError
+from cda.errors import AccessDenied, CDAError, DSLError, DSLTypeError, OptionError
 from cda.files import read_text
 from cda.gcpause import gc_paused
 
@@ -142,6 +142,9 @@ def _ken_for(ast: ProblemAST, ken: KenGraph | None) -> KenGraph | None:
     for st in loads:
         try:
             merged = merged.merged(load_ken(base / st.path))
+        except AccessDenied as exc:  # cda.access: this caller reads no file here; where the line is
+            exc.path = [st.pos[0], st.pos[1]]
+            raise
         except CDAError as exc:
             raise DSLError(str(exc), line=st.pos[0], column=st.pos[1], filename=ast.filename) from None
     return merged

@@ -21,6 +21,7 @@ __all__ = [
     "BudgetExceeded",
     "EvaluatorDisagreement",
     "KenError",
+    "AccessDenied",
 ]
 
 
@@ -142,3 +143,14 @@ class EvaluatorDisagreement(CDAError, AssertionError):
 
 class KenError(CDAError, ValueError):
     """A knowledge-graph file could not be read, or a query broke the safe query set."""
+
+
+class AccessDenied(CDAError, PermissionError):
+    """A call reached for something its caller may not have: a file outside the allowed roots, user
+    code, network egress above the cap, an approval it cannot give (docs/service.md, "Who may do
+    what"). The message says what was refused and never whether a named file exists."""
+
+    def __init__(self, message: str, *, need: str = "files", path: list[str | int] | None = None) -> None:
+        super().__init__(message)
+        self.need = need
+        self.path = path or []

@@ -27,7 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cda.errors import CDAError
+from cda.access import readable
+from cda.errors import AccessDenied, CDAError
 
 __all__ = ["CHANGED", "KEY_DIR_ENV", "decode_text", "key_dir", "parse_json", "read_bytes", "read_json",
            "read_text", "recording", "sha256_of"]
@@ -57,9 +58,11 @@ def recording() -> Iterator[dict[str, str]]:
 
 def read_bytes(path: Path) -> bytes:
     """The bytes of the file at ``path``, read once (noted by :func:`recording` when one is in
-    force); a missing or unreadable file, or a folder, is a ``CDAError``."""
+    force); a missing or unreadable file, or a folder, is a ``CDAError``; one the current call may
+    not read (:mod:`cda.access`) is :class:`~cda.errors.AccessDenied`, before anything is opened."""
+    checked = readable(path)  # cda.access: a file the current call may not read is refused before it is opened
     try:
-        data = path.read_bytes()
+        data = checked.read_bytes()
     except OSError as exc:
         raise CDAError(f"cannot read {path}: {exc.strerror}") from None
     reads = _READS.get()
@@ -120,6 +123,8 @@ def read_json(path: Path, error: type[CDAError] = CDAError) -> Any:
     ``error`` naming the file."""
     try:
         text = read_text(path)
+    except AccessDenied:
+        raise
     except CDAError as exc:
         raise error(str(exc)) from None
     return parse_json(text, str(path), error)

@@ -42,6 +42,15 @@ def example_inputs(purpose: str = "svc", **changes: Any) -> dict[str, Any]:
     return data
 
 
+def write_tokens(path: Path, tokens: dict[str, tuple[str, str]]) -> Path:
+    """An ``--auth`` file at ``path``: each name -> (its token, its profile), stored as the hash."""
+    from cda.adapters.auth import token_hash
+
+    path.write_text(json.dumps({"tokens": [{"name": name, "sha256": token_hash(token), "profile": profile}
+                                           for name, (token, profile) in tokens.items()]}), encoding="utf-8")
+    return path
+
+
 class Server:
     """One ``cda serve`` child process."""
 

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 from httpx_sse import connect_sse
 
-from cda.service.auth import token_hash
+from cda.adapters.auth import token_hash
 from cda.service.scheduler import DRAFT, StageScheduler
 from cda.service.serve import EXIT_WITHIN_S
 from cda.testing import pigeonhole

@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from cda.adapters.conductor_tools import cda_toolbox
 from cda.cli.main import main
 from cda.conductor.arithmetic import evaluate, recompute
 from cda.conductor.conduct import Conductor, render_tree
@@ -32,6 +31,7 @@ from cda.conductor.translate import LLMTranslatorIn, RuleTranslatorIn
 from cda.conductor.verify import contradictions
 from cda.contracts.conductor import Assertion, ObligationsDoc, ObligationStatus, ToolRunStatus
 from cda.errors import CDAError
+from cda.operations.conductor_tools import cda_toolbox
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -586,7 +586,7 @@ def test_the_openai_translator_over_http(tmp_path: Path) -> None:
     assert bodies[0]["messages"][1]["content"] == "what is six times seven"
     out, err = _io(), _io()
     assert main(["conduct", "x", "--db", str(tmp_path / "ir.sqlite"), "--translator", "openai"], out, err) == 2
-    assert "needs --llm-base-url" in err.getvalue()
+    assert "translator openai needs llm_base_url and llm_model" in err.getvalue()  # the operation's own words, at every door
 
 
 def test_a_second_conductor_on_the_same_unfinished_request_is_refused(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from cda.api import ground
 from cda.cli.main import main
 from cda.diagnosis.bench_import import Netlist, circuit_of, load_bench, parse_bench, parse_observations
 from cda.diagnosis.circuit import Simulator
-from cda.diagnosis.diagnose import diagnose, main_diagnose
+from cda.diagnosis.diagnose import diagnose
 from cda.encodings.format import format_problem
 from cda.encodings.ir import MinimalGoal
 from cda.encodings.parse import parse_problem
@@ -533,7 +533,9 @@ def test_timeout_returns_checked_diagnoses_and_exit_3() -> None:
             assert not part.complete and any("time budget" in n for n in part.notes)
         assert all(d in full.diagnoses for d in part.diagnoses)
     out, err = io.StringIO(), io.StringIO()
-    code = main_diagnose(path, None, "clingo", ["all"], 0.0, True, out, err)
+    from cda.cli.main import main
+
+    code = main(["diagnose", str(path), "--backend", "clingo", "--timeout", "0", "--json"], out, err)
     data = json.loads(out.getvalue())
     assert code == 3 and data["timed_out"] and not data["complete"]
 

@@ -19,7 +19,8 @@ import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cda.cli.fol import main_prove, read_fol_file
+from cda.cli.bench import main_bench
+from cda.cli.fol import main_prove
 from cda.errors import BackendUnsupported, CDAError, DSLSyntaxError, DSLTypeError, EvaluatorDisagreement, OptionError
 from cda.fol import folio as folio_bench
 from cda.fol import prove as fol_prove
@@ -31,6 +32,7 @@ from cda.fol.prove import OPEN_DOMAIN_NOTE, prove
 from cda.fol.structures import Structure
 from cda.fol.syntax import format_formula
 from cda.fol.to_ir import ground_claim
+from cda.operations.fol import read_fol_file
 from tests.conftest import ROOT
 
 FOLIO = ROOT.parent / "shared" / "data" / "folio" / "folio-v0.0-validation-dev.jsonl"
@@ -530,7 +532,7 @@ def test_bench_classifies_malformed_gold_logic(tmp_path: Path) -> None:
     path = tmp_path / "mini.jsonl"
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
     out = io.StringIO()
-    assert folio_bench.main_bench(path, as_json=True, out=out) == 0
+    assert main_bench(path, as_json=True, out=out) == 0
     data = json.loads(out.getvalue())
     assert data["total"] == 6 and data["accuracy"] == round(1 / 6, 4)
     got = [(r["index"], r["predicted"], r["outcome"]) for r in data["results"]]
@@ -546,7 +548,7 @@ def test_bench_classifies_malformed_gold_logic(tmp_path: Path) -> None:
     assert "never closed" in reasons[0] and "free variable 'y'" in reasons[1] and "'Love'" in reasons[2]
     assert "premise count mismatch" in reasons[3]
     text = io.StringIO()
-    folio_bench.main_bench(path, out=text)
+    main_bench(path, out=text)
     assert "confusion" in text.getvalue() and "#0 gold True, predicted —" in text.getvalue()
 
 

@@ -297,7 +297,7 @@ BAD_MANIFESTS = [
     ('[[job]]\nkind = "solve"\nfile = "a.cda"\nparams = { depth = 3 }\n', ":4: job 1: a solve job has no parameter 'depth'"),
     ('[[job]]\nkind = "solve"\nfile = "a.cda"\nparams = { top = 0 }\n', "params.top must be a whole number"),
     ('[[job]]\nkind = "solve"\nfile = "a.cda"\nparams = { seed = -1 }\n', "params.seed must be a whole number from 0"),
-    ('[[job]]\nkind = "solve"\nfile = "a.cda"\nparams = { timeout = inf }\n', "params.timeout must be a number of seconds"),
+    ('[[job]]\nkind = "solve"\nfile = "a.cda"\nparams = { timeout = -1 }\n', "params.timeout must be a number of seconds"),
     ('[[job]]\nkind = "solve"\nfile = "missing.cda"\n', ":3: job 1: file 'missing.cda': no such file"),
     ('[[job]]\nkind = "solve"\n', ":1: job 1: missing 'file'"),
     ('[[job]]\nkind = "check"\nfile = "a.cda"\ntimeout_s = nan\n', ":4: job 1: timeout_s must be a number of seconds"),
@@ -322,9 +322,9 @@ BAD_MANIFESTS = [
      ":4: job 1: a policy-analysis job needs params.schema"),
     ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\n'
      'params = { analysis = "no-new-access", schema = "a.cda" }\n',
-     ":4: job 1: no-new-access compares two policy sets: a policy-analysis job needs params.other"),
+     ":4: job 1: no-new-access compares two policy sets: it needs params.other"),
     ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\nparams.analysis = "implies"\nparams.schema = "a.cda"\n',
-     ":4: job 1: implies compares two policy sets: a policy-analysis job needs params.other"),
+     ":4: job 1: implies compares two policy sets: it needs params.other"),
     ('[[job]]\nkind = "policy-analysis"\nfile = "a.cda"\n'
      'params = { analysis = "never-errors", schema = "a.cda", other = "a.cda" }\n',
      ":4: job 1: never-errors analyses one policy set: params.other would not be read"),

@@ -285,8 +285,8 @@ def test_approval_waits_are_summarised() -> None:
 
 
 def test_the_service_measures_how_long_an_approval_waited(tmp_path: Path) -> None:
+    from cda.adapters.auth import Principal
     from cda.service.actions import ActionManager
-    from cda.service.auth import Principal
 
     class _Hub:
         live: set[str] = set()
@@ -295,7 +295,7 @@ def test_the_service_measures_how_long_an_approval_waited(tmp_path: Path) -> Non
             pass
 
     manager = ActionManager(tmp_path / "svc.sqlite", _Hub(), workers=1)  # type: ignore[arg-type]
-    who = Principal(name="t", profile="internal")
+    who = Principal(name="t", role="internal", approves=True)
     try:
         asked = time.monotonic()
         started = manager.start(who, _small(policies={"pii_posture": "consent"}))

@@ -298,7 +298,7 @@ def test_a_server_without_an_endpoint_never_imports_opentelemetry(tmp_path: Path
 
     code = ("from pathlib import Path\nfrom starlette.testclient import TestClient\n"
             "from cda.service.app import ServiceConfig, build_app\n"
-            f"with TestClient(build_app(ServiceConfig(db=Path({str(tmp_path / 'r.sqlite')!r})))) as client:\n"
+            f"with TestClient(build_app(ServiceConfig(db=Path({str(tmp_path / 'r.sqlite')!r}))), base_url='http://127.0.0.1') as client:\n"
             "    assert client.head('/streams/metrics').status_code == 200\n")
     _, mods = loaded("--python", code)
     assert "cda.service.metrics_stream" in mods and "opentelemetry" not in mods

@@ -20,9 +20,9 @@ import httpx
 from httpx_sse import connect_sse
 
 from cda.adapters.action_entry import run_inputs
+from cda.adapters.auth import token_hash
 from cda.cli.main import main
 from cda.contracts.action import CDAInputs
-from cda.service.auth import token_hash
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for
 
 

@@ -134,13 +134,17 @@ def test_bad_numbers_exit_2_with_a_message(
 def test_probe_library_refuses_what_the_cli_refuses() -> None:
     code, _, err = run("probe", str(C17), "--inject", "10", "--seed", "0")
     assert code == 0, err
-    from cda.diagnosis.probe import main_probe
+    # the operation refuses what the CLI refuses, with the parameter's own name, at every door
+    from pydantic import ValidationError
 
-    out, err_io = io.StringIO(), io.StringIO()
-    code = main_probe(C17, None, "auto", 5, 0.01, 0, ["10"], "ig", 1, 0, None, False, out, err_io)
-    assert code == 2 and "--max-size must be a whole number from 1" in err_io.getvalue()
-    code = main_probe(C17, None, "auto", 5, 0.01, None, ["10"], "ig", 1, -1, None, False, out, err_io)
-    assert code == 2 and "--seed must be a whole number from 0" in err_io.getvalue()
+    from cda.operations import LOCAL_USER, Door, invoke
+
+    for params, message in (({"max_size": 0}, "max_size must be a whole number from 1"),
+                            ({"prior": 1.0}, "prior must be a probability strictly between 0 and 1")):
+        with pytest.raises(ValidationError, match=message):
+            invoke("probe", {"path": str(C17), **params}, principal=LOCAL_USER, door=Door.CLI)
+    with pytest.raises(ValidationError, match="seed must be a whole number from 0"):
+        invoke("diagnose", {"path": str(C17), "seed": -1}, principal=LOCAL_USER, door=Door.CLI)
 
 
 # ---- huge budgets are long waits, not timeouts -----------------------------------------------

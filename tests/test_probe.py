@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from cda.diagnosis.bench_import import Netlist, load_bench, parse_bench
-from cda.diagnosis.probe import ProbeState, diagnosis_prior, failing_vectors, main_probe, simulate_probing
+from cda.diagnosis.probe import ProbeState, diagnosis_prior, failing_vectors, simulate_probing
 from cda.encodings.ir import MinimalGoal
+from tests.probe_cli import main_probe
 from tests.test_diagnosis import _brute_minimal, _eval, _faulty_observations, _random_circuit
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

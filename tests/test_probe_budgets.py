@@ -17,8 +17,9 @@ import pytest
 
 from cda.contracts.deadline import Deadline, OutOfTime
 from cda.diagnosis.bench_import import load_bench, read_bench
-from cda.diagnosis.probe import MAX_NET_COPIES, failing_vectors, main_probe, vector_budget
+from cda.diagnosis.probe import MAX_NET_COPIES, failing_vectors, vector_budget
 from cda.encodings.ir import MinimalGoal
+from tests.probe_cli import main_probe
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 C17 = DATA / "iscas85" / "c17.bench"

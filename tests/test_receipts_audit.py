@@ -501,12 +501,14 @@ def test_a_log_rewritten_during_the_run_fails_the_run(tmp_path: Path) -> None:
 
 def test_cda_run_exits_1_when_its_log_is_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "receipts.sqlite"
-    real = run_cli.run_inputs
+    from cda.adapters import action_entry
+
+    real = action_entry.run_inputs
 
     def with_attacker(*args: object, subscribers: list[object], **kwargs: object) -> object:
         return real(*args, subscribers=[_rewrite_mid_run(db), *subscribers], **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(run_cli, "run_inputs", with_attacker)
+    monkeypatch.setattr(action_entry, "run_inputs", with_attacker)
     out, err = io.StringIO(), io.StringIO()
     code = run_cli.main_run(EXAMPLE, tmp_path, True, out, err)
     lines = [json.loads(line) for line in out.getvalue().splitlines()]

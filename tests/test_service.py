@@ -18,8 +18,8 @@ from websockets.exceptions import ConnectionClosed
 
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
+from cda.adapters.auth import token_hash
 from cda.contracts.events import EVENT_TYPES
-from cda.service.auth import token_hash
 from cda.service.protocol import toolbus_schemas
 from tests.conftest import ROOT
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus

@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from cda.service.auth import token_hash
+from cda.adapters.auth import token_hash
 from tests.conftest import ROOT
 from tests.service_harness import Server, call, serving, toolbus
 
@@ -51,7 +51,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 def test_start_observe_undo_history_close_over_the_wire(server: Server) -> None:
     with toolbus(server) as ws:
-        started = _valid(call(ws, "investigate.start", {"problem": OUTAGE, "task_id": "outage"}), "investigate.start")
+        started = _valid(call(ws, "investigate.start", {"dsl": OUTAGE, "task_id": "outage"}), "investigate.start")
         sid = started["session_id"]
         assert started["memory"]["step"] == 0 and started["memory"]["task_id"] == "outage"
         assert started["memory"]["observations"] == []  # the observations of the session (none yet)
@@ -80,12 +80,12 @@ def test_start_observe_undo_history_close_over_the_wire(server: Server) -> None:
 
 def test_bad_problems_and_observations_are_frames_with_the_dsl_position(server: Server) -> None:
     with toolbus(server) as ws:
-        bad = _error(call(ws, "investigate.start", {"problem": "hyp a\nobservable o\nhard: o iff (a or\n"}))
-        assert bad["code"] == "invalid_params" and bad["path"][:3] == ["params", "problem", 3]
+        bad = _error(call(ws, "investigate.start", {"dsl": "hyp a\nobservable o\nhard: o iff (a or\n"}))
+        assert bad["code"] == "invalid_params" and bad["path"][:3] == ["params", "dsl", 3]
         assert isinstance(bad["path"][3], int) and "line 3" in bad["message"]
-        typed = _error(call(ws, "investigate.start", {"problem": "hyp a\nhard: a and b\n"}))
-        assert typed["code"] == "invalid_params" and typed["path"][:3] == ["params", "problem", 2]
-        sid = call(ws, "investigate.start", {"problem": OUTAGE})["result"]["session_id"]
+        typed = _error(call(ws, "investigate.start", {"dsl": "hyp a\nhard: a and b\n"}))
+        assert typed["code"] == "invalid_params" and typed["path"][:3] == ["params", "dsl", 2]
+        sid = call(ws, "investigate.start", {"dsl": OUTAGE})["result"]["session_id"]
         syntax = _error(call(ws, "investigate.observe", {"session_id": sid, "observation": "slow(api) and"}))
         assert syntax["code"] == "invalid_params" and syntax["path"][:2] == ["params", "observation"]
         assert len(syntax["path"]) == 3 and 1 <= syntax["path"][2] <= len("slow(api) and") + 1
@@ -108,18 +108,18 @@ def test_a_partner_names_no_server_file(server: Server, tmp_path: Path) -> None:
     problem = tmp_path / "outage.cda"
     problem.write_text(OUTAGE, encoding="utf-8")
     with toolbus(server) as ws:
-        path = _error(call(ws, "investigate.start", {"problem_path": str(problem)}))
-        assert path["code"] == "forbidden" and path["path"] == ["params", "problem_path"]
-        ken = _error(call(ws, "investigate.start", {"problem": OUTAGE, "ken": {"path": str(KEN)}}))
+        path = _error(call(ws, "investigate.start", {"path": str(problem)}))
+        assert path["code"] == "forbidden" and path["path"] == ["params", "path"]
+        ken = _error(call(ws, "investigate.start", {"dsl": OUTAGE, "ken": {"path": str(KEN)}}))
         assert ken["code"] == "forbidden" and ken["path"] == ["params", "ken", "path"]
-        both = _error(call(ws, "investigate.start", {"problem": OUTAGE, "problem_path": str(problem)}))
+        both = _error(call(ws, "investigate.start", {"dsl": OUTAGE, "path": str(problem)}))
         assert both["code"] == "invalid_params"
         # an inline graph is fine: its communities are the parts the focus is chosen among
         graph = json.loads(KEN.read_text(encoding="utf-8"))
         inline = {"nodes": [{"id": n["id"]} for n in graph["nodes"]],
                   "edges": [{"source": e["source"], "relation": e.get("relation", "related_to"),
                              "target": e["target"]} for e in graph.get("links", graph.get("edges", []))]}
-        started = _valid(call(ws, "investigate.start", {"problem": OUTAGE, "ken": inline}), "investigate.start")
+        started = _valid(call(ws, "investigate.start", {"dsl": OUTAGE, "ken": inline}), "investigate.start")
         assert started["memory"]["focus_subsystem"] is not None
         step = _valid(call(ws, "investigate.observe", {"session_id": started["session_id"], "observation": "slow(api)"}),
                       "investigate.observe")  # reopened from the store with the graph kept beside it
@@ -138,7 +138,7 @@ def test_sessions_are_their_starters_and_survive_a_restart(tmp_path: Path) -> No
     db = tmp_path / "receipts.sqlite"
     with serving(db, "--auth", str(auth)) as server:
         with toolbus(server, "tok-alice") as alice:
-            sid = call(alice, "investigate.start", {"problem": OUTAGE})["result"]["session_id"]
+            sid = call(alice, "investigate.start", {"dsl": OUTAGE})["result"]["session_id"]
             seen = _valid(call(alice, "investigate.observe", {"session_id": sid, "observation": "slow(api)"}),
                           "investigate.observe")["memory"]
         with toolbus(server, "tok-bob") as bob:
@@ -146,11 +146,12 @@ def test_sessions_are_their_starters_and_survive_a_restart(tmp_path: Path) -> No
                 assert _error(call(bob, method, {"session_id": sid}))["code"] == "not_found"
         with toolbus(server, "tok-ops") as ops:
             assert _valid(call(ops, "investigate.status", {"session_id": sid}), "investigate.status")["memory"] == seen
-            own = _valid(call(ops, "investigate.start", {"problem_path": str(problem), "ken": {"path": str(KEN)}}),
-                         "investigate.start")
-            assert own["memory"]["task_id"] == "outage"  # named after the file
-            gone = _error(call(ops, "investigate.start", {"problem_path": str(tmp_path / "none.cda")}))
-            assert gone["code"] == "invalid_params" and gone["path"] == ["params", "problem_path"]
+            # an internal reviewer names no server file either (files: the local user only); whether the
+            # file exists is not told
+            own = _error(call(ops, "investigate.start", {"path": str(problem), "ken": {"path": str(KEN)}}))
+            gone = _error(call(ops, "investigate.start", {"path": str(tmp_path / "none.cda")}))
+            assert own["code"] == gone["code"] == "forbidden" and own["path"] == gone["path"] == ["params", "path"]
+            assert own["message"] == gone["message"]
         assert server.stop() == 0
     assert (tmp_path / "receipts.sqlite.investigations.sqlite").is_file()  # beside the server's store
     with serving(db, "--auth", str(auth)) as server, toolbus(server, "tok-alice") as alice:
@@ -166,9 +167,9 @@ def test_solver_work_runs_off_the_event_loop(server: Server) -> None:
     names = ", ".join(f"s{i}" for i in range(12))
     heavy = f"domain S = {{{names}}}\nhyp down(S)\nobservable slow(S)\nhard p: forall s in S: slow(s) iff down(s)\n"
     with toolbus(server) as slow, toolbus(server) as quick:
-        slow.send(json.dumps({"id": "heavy", "method": "investigate.start", "params": {"problem": heavy}}))
+        slow.send(json.dumps({"id": "heavy", "method": "investigate.start", "params": {"dsl": heavy}}))
         time.sleep(0.1)  # the heavy start is under way
-        light = _valid(call(quick, "investigate.start", {"problem": "hyp a\nobservable o\nhard: o iff a\n"}),
+        light = _valid(call(quick, "investigate.start", {"dsl": "hyp a\nobservable o\nhard: o iff a\n"}),
                        "investigate.start")
         assert light["memory"]["hypotheses_total"] == 2
         with pytest.raises(TimeoutError):
@@ -179,14 +180,16 @@ def test_solver_work_runs_off_the_event_loop(server: Server) -> None:
 
 def test_an_unexpected_failure_is_an_internal_frame_without_its_detail(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
     from cda.investigation.session import Investigation
-    from cda.service.actions import EdgeError
-    from cda.service.auth import Principal
-    from cda.service.investigations import InvestigateStartParams, InvestigationDesk, SessionRef
+    from cda.operations import Principal
+    from cda.operations.base import OperationError as EdgeError
+    from cda.operations.investigate import InvestigateStartParams, InvestigationDesk, SessionRef
 
     desk = InvestigationDesk(tmp_path / "receipts.sqlite")
-    who = Principal("anonymous", "partner")
-    sid = desk.call(who, "investigate.start", InvestigateStartParams(problem=OUTAGE)).session_id  # type: ignore[attr-defined]
+    who = SimpleNamespace(principal=Principal("anonymous", "partner"), base_dir=tmp_path)
+    sid = desk.call(who, "investigate.start", InvestigateStartParams(dsl=OUTAGE)).session_id  # type: ignore[attr-defined]
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"solver crashed in {tmp_path}")
@@ -205,12 +208,12 @@ def test_a_partner_loads_no_ken_file_from_the_problem_text(server: Server, tmp_p
         for name in (str(secret), str(tmp_path / "missing.json"), str(KEN)):
             problem = OUTAGE + f'\nken "{name}"\n'
             line = problem.split("\n").index(f'ken "{name}"') + 1
-            refused = _error(call(ws, "investigate.start", {"problem": problem}))
+            refused = _error(call(ws, "investigate.start", {"dsl": problem}))
             assert refused["code"] == "forbidden", refused
-            assert refused["path"] == ["params", "problem", line, 5], refused  # the file name's column
+            assert refused["path"] == ["params", "dsl", line, 5], refused  # the file name's column
             assert "SECRET" not in refused["message"] and str(tmp_path) not in refused["message"]
         # the same problem without the statement starts
-        assert _valid(call(ws, "investigate.start", {"problem": OUTAGE}), "investigate.start")["session_id"]
+        assert _valid(call(ws, "investigate.start", {"dsl": OUTAGE}), "investigate.start")["session_id"]
 
 
 def test_an_action_dsl_ken_statement_reads_no_server_file(server: Server, tmp_path: Path) -> None:
@@ -252,7 +255,7 @@ def test_slow_investigations_do_not_stall_the_streams(tmp_path: Path) -> None:
     try:
         for i in range(44):
             ws = sockets.enter_context(toolbus(server))
-            ws.send(json.dumps({"id": f"heavy{i}", "method": "investigate.start", "params": {"problem": heavy}}))
+            ws.send(json.dumps({"id": f"heavy{i}", "method": "investigate.start", "params": {"dsl": heavy}}))
         time.sleep(0.5)  # the starts are under way
         began = time.monotonic()
         with httpx.Client(timeout=60) as client:

@@ -32,9 +32,9 @@ import httpx
 import pytest
 
 from cda.actions.receipts import TRIGGERS, ReceiptLog
+from cda.adapters.auth import token_hash
 from cda.adapters.event_store import EventStore
 from cda.contracts.events import ActionCompleted, ActionProgress, ActionStarted
-from cda.service.auth import token_hash
 from cda.service.state import APPLICATION_ID, ServiceState, state_path
 from tests.conftest import ROOT
 from tests.service_harness import call, example_inputs, follow, serving, toolbus, wait_for, wait_signed

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from cda.adapters.auth import Principal
 from cda.contracts.action import CDAInputs
 from cda.contracts.events import ActionCheckpoint, ActionStarted
 from cda.service.actions import ActionManager, is_draft
-from cda.service.auth import Principal
 from cda.service.scheduler import DRAFT, REST, StageScheduler
 from cda.service.streams import Hub
 from tests.service_harness import example_inputs, wait_for
@@ -347,7 +347,7 @@ def test_two_approvals_at_once_submit_the_action_once(tmp_path: Path, monkeypatc
     from cda.service.live import LiveAction
 
     db = tmp_path / "receipts.sqlite"
-    who = Principal("t", "partner")
+    who = Principal("t", "partner", approves=True)  # an open server's one client approves its own actions
     submitted: list[str] = []
     run = LiveAction("cda-race", who, CDAInputs.model_validate(example_inputs("race")), status="waiting_user",
                needed=["a", "b"])

@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 
 from cda.actions.receipts import ReceiptLog
+from cda.adapters.auth import token_hash
 from cda.contracts.receipt import sha256_hex
-from cda.service.auth import token_hash
 from cda.service.state import state_path
 from tests.conftest import ROOT
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_signed

@@ -145,8 +145,11 @@ def test_an_old_guardian_file_keeps_its_ledger_and_pins(old: Path) -> None:
 
 
 def test_an_old_servers_state_and_sessions_open(old: Path) -> None:
-    from cda.service.auth import Principal
-    from cda.service.investigations import InvestigateObserveParams, SessionRef, desk_for
+    from types import SimpleNamespace
+
+    from cda.operations import Principal
+    from cda.operations.base import OperationError
+    from cda.operations.investigate import InvestigateObserveParams, SessionRef, desk_for
     from cda.service.state import ServiceState
 
     db = old / "server.sqlite"
@@ -158,14 +161,13 @@ def test_an_old_servers_state_and_sessions_open(old: Path) -> None:
     finally:
         state.close()
     desk = desk_for(db)
-    alice, bob = Principal("alice", "partner"), Principal("bob", "partner")
+    alice = SimpleNamespace(principal=Principal("alice", "partner"), base_dir=old)  # a ToolBus call's principal
+    bob = SimpleNamespace(principal=Principal("bob", "partner"), base_dir=old)
     sessions = sqlite3.connect(old / "server.sqlite.investigations.sqlite")
     (sid,) = sessions.execute("SELECT session_id FROM owners").fetchone()
     sessions.close()
     memory = desk.call(alice, "investigate.status", SessionRef(session_id=sid))
     assert memory.memory.observations == ["slow(auth)"]  # type: ignore[attr-defined]
-    from cda.service.actions import EdgeError
-
-    with pytest.raises(EdgeError):  # the owner recorded by the old server still holds
+    with pytest.raises(OperationError):  # the owner recorded by the old server still holds
         desk.call(bob, "investigate.observe", InvestigateObserveParams(session_id=sid, observation="slow(db)"))
     assert _pragmas(old / "server.sqlite.investigations.sqlite") == (0x43444149, 2)

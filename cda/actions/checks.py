@@ -666,7 +666,7 @@ def llm_required_by(state: VerificationState) -> list[str]:
     """Why the configured LLM check is required (empty: the offline checker is enough).
 
     An HTTP verifier named in ``inputs.llm`` is required by policy: the inputs ask for that
-    reading, so its absence is never silence. Low Ken coverage (seed 001 §3) and a risk class
+    reading, so its absence is never silence. Low Ken coverage (docs/actions.md, Abstention, step 2) and a risk class
     of ``medium`` or ``high`` add their own reasons, which the caveats repeat.
     """
     reasons: list[str] = []

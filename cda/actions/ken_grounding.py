@@ -52,7 +52,7 @@ __all__ = ["Grounding", "ground_in_ken"]
 
 @dataclass
 class Grounding:
-    """What seed 001 says about a run: caps per hypothesis id, caveats, the review, the abstain."""
+    """What the abstain gate (docs/actions.md, Abstention) says about a run: caps per hypothesis id, caveats, the review, the abstain."""
 
     caps: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
     caveats: list[str] = field(default_factory=list)
@@ -102,9 +102,9 @@ def ground_in_ken(
         problem = validation_problems(exc)
         recorder.record("verifier", "verifier.epistemic_report", {"hypotheses": ids}, {"error": problem},
                         status="failed")
-        g.caveats.append(f"seed 001 report could not be built ({problem}): explanations are unverified")
+        g.caveats.append(f"abstain-gate report could not be built ({problem}): explanations are unverified")
         for hid in ids:
-            g.cap(hid, BAND_CEILING["low"], "seed 001 report could not be built")
+            g.cap(hid, BAND_CEILING["low"], "abstain-gate report could not be built")
         return g
     if ken is not None:
         log: list = []  # type: ignore[type-arg]

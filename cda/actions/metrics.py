@@ -214,7 +214,7 @@ def constraint_counts(gp: GroundProblem | None, result: SolveResult | None) -> C
 
 def verifier_results(receipts: Iterable[Receipt]) -> list[tuple[str, str]]:
     """``(verifier, status)`` of every verifier receipt: each outcome a verifier reported left
-    one (``verifier.<name>``, its status in ``result``), including checks such as the seed 001
+    one (``verifier.<name>``, its status in ``result``), including checks such as the abstain gate's
     low-coverage pass that lower nothing themselves. Receipts of kind ``verifier`` that are not
     an outcome (the enforcement pass's list of violations, the review's verdict) are left out."""
     return [(r.name.removeprefix("verifier."), str(r.result["status"])) for r in receipts

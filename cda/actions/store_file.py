@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from cda.store import FileFormat, tables_of
+from cda.store import RECEIPT_LOG_MARK, FileFormat, tables_of
 
 __all__ = [
     "APPLICATION_ID",
@@ -44,7 +44,7 @@ __all__ = [
     "TRIGGERS",
 ]
 
-APPLICATION_ID = 0x43444131
+APPLICATION_ID = RECEIPT_LOG_MARK
 """``PRAGMA application_id`` of CDA's log file: the bytes of "CDA1"."""
 
 GENESIS_HASH = "0" * 64

@@ -22,7 +22,7 @@ Action treats it as no judgement, and a required check without a judgement *fail
 (:func:`cda.verifiers.llm_gate.fail_closed`).
 
 A reply is read in either of two contracts: the judgement asked for (``agrees``, ``confidence``,
-``flagged``, ``rationale``) or seed 001's verifier contract (``status`` ``OK | NEEDS_REWRITE |
+``flagged``, ``rationale``) or the abstain gate's verifier contract (docs/actions.md, Abstention) (``status`` ``OK | NEEDS_REWRITE |
 ABSTAIN``, typed ``problems``, ``rewritten_report``). Anything else is malformed.
 
 Time and tokens (:meth:`OpenAICompatibleProvider.judge_bounded`): every attempt's socket timeout
@@ -199,6 +199,15 @@ class OpenAICompatibleProvider:
             }
         )
 
+    def complete_json(self, system: str, user: str) -> str:
+        """One chat completion asking for a JSON object (temperature 0, seed 0): the reply's text.
+        For a caller that reads the model's reply itself (the conductor's Translator-In); the
+        current call's egress cap applies (:mod:`cda.access`)."""
+        body = {"model": self.model, "temperature": 0, "seed": 0, "response_format": {"type": "json_object"},
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+        reply = self._post(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+        return _content(reply, self.endpoint)
+
     def _post_with_retries(self, body: bytes, deadline: float | None) -> bytes:
         errors: list[str] = []
         tried = 0
@@ -226,6 +235,13 @@ class OpenAICompatibleProvider:
         raise LLMProviderError(f"no judgement after {tried} attempt(s): " + " | ".join(errors))
 
     def _post(self, body: bytes, timeout: float | None = None) -> bytes:
+        from cda.access import may_egress
+        from cda.errors import AccessDenied
+
+        try:  # cda.access: the call's caller may not send this far (whatever door it came by)
+            may_egress(self.egress)
+        except AccessDenied as exc:
+            raise LLMProviderError(str(exc)) from None
         timeout = self.timeout_s if timeout is None else timeout
         headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "cda"}
         if self._api_key:
@@ -278,7 +294,7 @@ class OpenAICompatibleProvider:
                 f"LLM provider {self.name} replied with JSON {type(obj).__name__}, expected an object: {_excerpt(content)}"
             )
         keys = set(obj)
-        if "status" in obj:  # seed 001's verifier contract
+        if "status" in obj:  # the abstain gate's verifier contract (docs/actions.md, Abstention)
             if keys - set(_REVIEW_KEYS):
                 raise LLMProviderError(
                     f"LLM provider {self.name} replied outside the verifier contract (unexpected "

@@ -168,7 +168,7 @@ class CdaFile(_SuiteFile):
             any_item = True
             yield CdaItem.from_parent(self, name=label, kind=kind, key=key, line=st.pos[0])
         if any(isinstance(st, A.FolBlock) for st in problem.statements):  # first-order claims in fol { … }
-            from cda.cli.fol import read_fol_file
+            from cda.operations.fol import read_fol_file
 
             try:
                 claims = read_fol_file(self.path).claims
@@ -205,8 +205,8 @@ class FolFile(_SuiteFile):
     """A ``.fol`` file: one item per claim."""
 
     def collect(self) -> Iterator[CdaItem]:
-        from cda.cli.fol import read_fol_file
         from cda.errors import CDAError
+        from cda.operations.fol import read_fol_file
 
         try:
             problem = read_fol_file(self.path)
@@ -225,8 +225,8 @@ class FolFile(_SuiteFile):
     @staticmethod
     def prove(node: _SuiteFile) -> dict[str, ProofResult]:
         """Every claim of ``node``'s file (a ``.fol`` file, or the fol blocks of a ``.cda`` file)."""
-        from cda.cli.fol import read_fol_file
         from cda.fol.prove import prove_all
+        from cda.operations.fol import read_fol_file
 
         problem = read_fol_file(node.path)
         results = prove_all(problem, _timeout(node.config, 10.0), backend=_backend(node.config))

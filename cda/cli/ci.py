@@ -7,6 +7,7 @@ makes one call over hundreds of files cheaper than a call per file (benchmarks/b
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -20,9 +21,8 @@ from cda.errors import CDAError, DSLError
 if TYPE_CHECKING:
     from cda.api import Source
     from cda.contracts.result import SolveResult
-    from cda.ken.graph import KenGraph
 
-__all__ = ["STDIN", "main_solve_files", "main_check_files", "solve_cases", "read_source"]
+__all__ = ["STDIN", "check_options", "present_check", "present_solve", "read_source", "solve_cases", "solve_options"]
 
 STDIN = "-"
 EXIT_OK, EXIT_GOAL_FAILED, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
@@ -142,56 +142,113 @@ def _paint_error(text: str, err: TextIO) -> str:
     return text
 
 
-def main_solve_files(
-    names: Sequence[str],
-    fmt: str,
-    options: dict[str, Any],
-    cross_check: bool,
-    ken: KenGraph | None,
-    out: TextIO,
-    err: TextIO,
-    stdin: TextIO,
-) -> int:
+def _format(args: Any) -> str:
+    return str(args.format or ("json" if args.json else "text"))
+
+
+def _outputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object (a mistake in the input too, on stdout)")
+    p.add_argument("--format", choices=["text", "json", "jsonl", "junit"], default=None,
+                   help="report: text (default), json (one object), jsonl (one line per file), junit (JUnit XML)")
+
+
+def check_options(p: argparse.ArgumentParser, op: Any) -> dict[str, Any]:
+    """``cda check``'s own options; its files: one or more, ``-`` for standard input."""
+    _outputs(p)
+    return {"many": ("path",), "metavars": {"path": "FILE", "ken": "FILE"}}
+
+
+def solve_options(p: argparse.ArgumentParser, op: Any) -> dict[str, Any]:
+    _outputs(p)
+    return {"many": ("path",), "metavars": {"path": "FILE", "ken": "FILE"}}
+
+
+def _call(op: Any, args: Any, env: Any, source: Source) -> Any:
+    """The operation on one file (its text for standard input)."""
+    from cda.cli.call import call_local
+    from cda.cli.generate import params_of
+
+    params = {k: v for k, v in params_of(op, args).items() if k != "path"}
+    params.update({"dsl": source} if isinstance(source, str) else {"path": str(source)})  # standard input: its text
+    return call_local(op, params, env)
+
+
+def _env() -> Any:
+    from cda.cli.call import LocalEnv
+
+    return LocalEnv(ken_cache={})  # every file's Ken graphs read once
+
+
+def present_solve(op: Any, args: Any, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     """``cda solve FILE...``: each file solved with the same options; the exit code of the worst."""
-    from cda.api import solve, solve_cross_checked
     from cda.cli.main import render_table
 
+    fmt, names, env = _format(args), list(args.path), _env()
+    failed = _load_ken(op, args, env, fmt, out, err)
+    if failed is not None:
+        return failed
+
     def answer(source: Source, label: str) -> Outcome:
-        if cross_check:
-            result = solve_cross_checked(source, ken=ken, **{k: v for k, v in options.items() if k != "backend"})
-        else:
-            result = solve(source, ken=ken, **options)
+        result = _call(op, args, env, source)
         return Outcome(label, solve_exit_code(result), data=json.loads(result.json_text()),
                        text=render_table(result) if fmt == "text" else "", cases=solve_cases(result))
 
     if fmt == "json" and len(names) == 1:  # the result's own canonical JSON, byte for byte as before
-        outcomes: list[Outcome] = []
         try:
             source, label = read_source(names[0], stdin)
-            if cross_check:
-                result = solve_cross_checked(source, ken=ken, **{k: v for k, v in options.items() if k != "backend"})
-            else:
-                with progress(err, f"solving {label}"):
-                    result = solve(source, ken=ken, **options)
+            with progress(err, f"solving {label}") if not args.cross_check else _nothing():
+                result = _call(op, args, env, source)
         except CDAError as exc:
             exc = _labelled(exc, "<stdin>" if names[0] == STDIN else names[0])
-            outcomes.append(Outcome(names[0], EXIT_BAD_INPUT, error=error_object(exc, names[0])))
-            return _emit(outcomes, fmt, "cda solve", out, err)
+            return _emit([Outcome(names[0], EXIT_BAD_INPUT, error=error_object(exc, names[0]))], fmt, "cda solve",
+                         out, err)
         out.write(result.json_text() + "\n")
         return solve_exit_code(result)
     return _run_files(names, fmt, "cda solve", answer, out, err, stdin)
 
 
-def main_check_files(
-    names: Sequence[str], fmt: str, ken: KenGraph | None, out: TextIO, err: TextIO, stdin: TextIO
-) -> int:
+def _load_ken(op: Any, args: Any, env: Any, fmt: str, out: TextIO, err: TextIO) -> int | None:
+    """Read the ``--ken`` graphs once (into the command's cache) before the first file: a graph
+    that cannot be read is one error naming it (exit 2), before anything is solved."""
+    from cda.operations.base import ken_graph
+    from cda.operations.gate import Call
+    from cda.operations.principals import LOCAL_USER
+    from cda.operations.registry import Door
+
+    if not args.ken:
+        return None
+    call = Call(op, LOCAL_USER, Door.CLI, env, Path("."))
+    for name in args.ken:
+        try:
+            ken_graph(call, [name])
+        except CDAError as exc:
+            if fmt == "text":
+                err.write(exc.render() + "\n")
+            else:
+                out.write(json.dumps(error_object(exc, name), ensure_ascii=False) + "\n")
+            return EXIT_BAD_INPUT
+    return None
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def present_check(op: Any, args: Any, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     """``cda check FILE...``: parse and type-check each file; ``ok`` and its counts, or the mistake."""
-    from cda.api import check
+    fmt, env = _format(args), _env()
+    failed = _load_ken(op, args, env, fmt, out, err)
+    if failed is not None:
+        return failed
 
     def answer(source: Source, label: str) -> Outcome:
-        report = check(source, ken=ken)
+        report = _call(op, args, env, source)
         counts = report.model_dump()
         text = f"{label}: ok — " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()) + "\n"
         return Outcome(label, EXIT_OK, data={"file": label, "ok": True, **counts}, text=text, cases=[Case("check")])
 
-    return _run_files(names, fmt, "cda check", answer, out, err, stdin)
+    return _run_files(list(args.path), fmt, "cda check", answer, out, err, stdin)

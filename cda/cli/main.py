@@ -1,9 +1,12 @@
 """The ``cda`` command: ``cda solve FILE...``, ``cda check FILE...``, ``cda fmt FILE...``, ``cda prove FILE.fol``,
 ``cda diagnose FILE``, ``cda probe FILE``, ``cda run INPUTS.json``, ``cda serve DB``, ``cda receipts verify DB``, ``cda schema DIR``,
-``cda bench folio FILE.jsonl``, ``cda jobs run MANIFEST.toml``, ``cda conduct "utterance" --db IR``.
+``cda bench folio FILE.jsonl``, ``cda jobs run MANIFEST.toml``, ``cda conduct "utterance" --db IR``,
+``cda guard ACTION``, ``cda investigate …``, ``cda reflect approve ACTION --store DB``.
 
-Each subcommand imports its module only when it runs (tests/test_startup_imports.py holds this):
-``cda --help`` loads neither a solver nor pydantic.
+The commands that are operations (:mod:`cda.cli.commands`) have their arguments generated from
+the operation (:mod:`cda.cli.generate`) and run through the gate as the local user. Each
+subcommand imports its module only when it runs (tests/test_startup_imports.py holds this):
+``cda --help`` loads neither a solver nor pydantic, nor any operation.
 
 Exit codes: 0 answered, 1 a prove/disprove goal or an expect failed, 2 bad input, 3 timeout/unknown,
 130 interrupted by Ctrl-C (143 by SIGTERM: :mod:`cda.cli.interrupts`, after the partial is printed);
@@ -17,15 +20,15 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from cda.cli.commands import GROUPS, OPERATION_COMMANDS, Command, presenter
 from cda.contracts import limits
-from cda.errors import CDAError, OptionError
+from cda.errors import OptionError
 
 if TYPE_CHECKING:
     from cda.contracts.result import SolveResult
@@ -33,9 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["main", "render_table"]
 
 EXIT_OK, EXIT_GOAL_FAILED, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-
-
-_TIMEOUT_HELP = "wall-clock budget in seconds (inf: no limit)"
 
 
 def _option(name: str, whole: bool, check: Callable[[str, Any], object]) -> Callable[[str], Any]:
@@ -67,7 +67,6 @@ def _count(name: str) -> Callable[[str], Any]:
 _seed = _option("--seed", True, limits.seed)
 _port = _option("--port", True, limits.port)
 _seconds = _option("--timeout", False, limits.seconds)
-_probability = _option("--prior", False, limits.probability)
 _vectors = _option("--vectors", True, limits.vectors)
 _workers = _option("--workers", True, lambda name, v: limits.whole(name, v, low=1, high=64))
 _processes = _option("--processes", True, lambda name, v: limits.whole(name, v, low=0, high=64))
@@ -91,11 +90,9 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{self.format_usage()}{self.prog}: error: {message}\n")
 
 
-_FILES_HELP = "DSL files (.cda); - reads standard input"
 _BACKEND_HELP = "solver: auto (chosen per problem), z3 or clingo"
 _JSON_HELP = "print one JSON object (a mistake in the input too, on stdout)"
 _FORMAT_HELP = "report: text (default), json (one object), jsonl (one line per file), junit (JUnit XML)"
-_OBSERVATIONS_HELP = "observation file for a .bench netlist"
 
 
 def _version() -> str:
@@ -122,81 +119,65 @@ class _VersionShown(Exception):
     """Internal: ``--version`` was given; carries the line to print."""
 
 
-def _parser() -> argparse.ArgumentParser:
+def _chosen(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command words of ``argv`` (the first one or two words that are not options)."""
+    words = [a for a in argv if not a.startswith("-")]
+    return tuple(words[:2]) if words and words[0] in GROUPS else tuple(words[:1])
+
+
+def _add_operations(sub: Any, chosen: tuple[str, ...] | None) -> None:
+    """The commands that are operations: the chosen one (or the chosen group's) generated from its
+    operation, the others named only (nothing imported for them); ``None``: every one generated."""
+    groups: dict[str, Any] = {}
+    for words, command in OPERATION_COMMANDS.items():
+        if len(words) == 2:
+            if words[0] not in groups:
+                g = sub.add_parser(words[0], help=GROUPS[words[0]])
+                groups[words[0]] = g.add_subparsers(dest=f"{words[0]}_command", required=True)
+            parent = groups[words[0]]
+        else:
+            parent = sub
+        p = parent.add_parser(words[-1], help=command.help)
+        if chosen is None or chosen == words or (len(words) == 2 and chosen == words[:1]):
+            _generated(p, command)
+
+
+def _generated(p: argparse.ArgumentParser, command: Command) -> None:
+    from cda.cli.generate import add_operation_arguments
+    from cda.operations import get
+
+    op = get(command.operation)
+    extras = presenter(command.extras) if command.extras else None
+    shape = extras(p, op) if extras is not None else None
+    add_operation_arguments(p, op, **(shape or {}))
+    p.set_defaults(operation=command.operation, presenter=command.presenter)
+
+
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``cda`` parser for ``argv`` (only the chosen command's operation is imported); for
+    ``None`` the whole parser, every command generated (what tests walk)."""
+    chosen = None if argv is None else _chosen(argv)
     p = _Parser(prog="cda", description="Constraint-Driven Abduction")
     p.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    s = sub.add_parser("solve", help="rank explanations, check claims, propose next tests")
-    s.add_argument("files", nargs="+", metavar="FILE", help=_FILES_HELP)
-    s.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto", help=_BACKEND_HELP)
-    s.add_argument("--top", type=_count("--top"), default=None, help="how many hypotheses to list")
-    s.add_argument("--seed", type=_seed, default=0, help="solver seed: same input and seed, same bytes")
-    s.add_argument("--timeout", type=_seconds, default=None, help="wall-clock budget in seconds for each file (inf: no limit)")
-    s.add_argument("--ken", type=Path, action="append", default=[], help="Ken graph file (.json/.csv/.graphml)")
-    s.add_argument("--json", action="store_true", help=_JSON_HELP)
-    s.add_argument("--format", choices=["text", "json", "jsonl", "junit"], default=None, help=_FORMAT_HELP)
-    s.add_argument(
-        "--cross-check",
-        action="store_true",
-        help="solve on z3 and clingo and compare; any disagreement makes the verdicts inconclusive",
-    )
-    c = sub.add_parser("check", help="parse and type-check only")
-    c.add_argument("files", nargs="+", metavar="FILE", help=_FILES_HELP)
-    c.add_argument("--ken", type=Path, action="append", default=[], help="Ken graph file (.json/.csv/.graphml)")
-    c.add_argument("--json", action="store_true", help=_JSON_HELP)
-    c.add_argument("--format", choices=["text", "json", "jsonl", "junit"], default=None, help=_FORMAT_HELP)
+    _add_operations(sub, chosen)
     fm = sub.add_parser("fmt", help="rewrite .cda files in the canonical layout, comments kept (--check: only report)")
     fm.add_argument("files", nargs="+", metavar="FILE", help="DSL files (.cda); - formats standard input to stdout")
     fm.add_argument("--check", action="store_true", help="change nothing; exit 1 naming the files not formatted")
-    pr = sub.add_parser("prove", help="prove or refute first-order claims (a .fol file; see docs/fol.md)")
-    pr.add_argument("file", type=Path, help="a .fol file, or a .cda file with fol { … } blocks")
-    pr.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto", help=_BACKEND_HELP)
-    pr.add_argument("--timeout", type=_seconds, default=10.0,
-                    help="wall-clock budget in seconds for each claim, not for the whole file (inf: no limit)")
-    pr.add_argument("--json", action="store_true", help="print one JSON object")
-    pr.add_argument("--cross-check", action="store_true", help="re-solve on the other backend and compare")
-    pr.add_argument(
-        "--unique-names", action="store_true", help="read distinct constants as distinct objects (see docs/fol.md)"
-    )
-    d = sub.add_parser("diagnose", help="minimal diagnoses of a circuit (.bench + observations, or mbd-mobs .wcnf.gz)")
-    d.add_argument("file", type=Path, help="a .bench netlist (with --observations) or an mbd-mobs .wcnf.gz instance")
-    d.add_argument("--observations", type=Path, default=None, help=_OBSERVATIONS_HELP)
-    d.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto", help=_BACKEND_HELP)
-    d.add_argument("--mode", nargs="+", default=["all"], metavar="MODE", help="all | min_cardinality | top K")
-    d.add_argument("--timeout", type=_seconds, default=None, help=_TIMEOUT_HELP)
-    d.add_argument("--json", action="store_true", help="print one JSON object")
-    pb = sub.add_parser(
-        "probe", help="next-best net to measure (expected information gain), or a simulated probing loop"
-    )
-    pb.add_argument("file", type=Path, help="a .bench netlist (with --observations) or an mbd-mobs .wcnf.gz instance")
-    pb.add_argument("--observations", type=Path, default=None, help=_OBSERVATIONS_HELP)
-    pb.add_argument("--backend", choices=["auto", "z3", "clingo"], default="auto", help=_BACKEND_HELP)
-    pb.add_argument("--top", type=_count("--top"), default=5, help="how many candidate nets to list")
-    pb.add_argument("--prior", type=_probability, default=0.01, help="per-gate failure probability")
-    pb.add_argument("--max-size", type=_count("--max-size"), default=None, help="only diagnoses of at most this many gates")
-    pb.add_argument(
-        "--inject",
-        action="append",
-        default=None,
-        metavar="G1,G2",
-        help="simulate: these gates are broken; probe until one diagnosis remains",
-    )
-    pb.add_argument("--strategy", choices=["ig", "random"], default="ig", help="probe choice in the simulated loop")
-    pb.add_argument("--vectors", type=_vectors, default=1, help="input vectors to observe in the simulated loop")
-    pb.add_argument("--seed", type=_seed, default=0, help="random seed of the simulated loop and of the solvers")
-    pb.add_argument("--timeout", type=_seconds, default=None, help=_TIMEOUT_HELP)
-    pb.add_argument("--json", action="store_true", help="print one JSON object")
-    pb.add_argument("--interactive", action="store_true", help="ask for each measured value, diagnose again, repeat")
-    r = sub.add_parser("run", help="run a CDA Action from inputs.json: events, artifacts, receipts")
-    r.add_argument("inputs", type=Path, help="the Action's inputs (CDAInputs JSON)")
-    r.add_argument("--out", type=Path, default=None, help="folder for artifacts and receipts.sqlite")
-    r.add_argument("--json", action="store_true", help="print every event as one JSON line")
     sv = sub.add_parser("serve", help="the CDA service: WebSocket ToolBus, SSE action streams, a page (docs/service.md)")
     sv.add_argument("db", type=Path, help="the store: DIR/receipts.sqlite (as cda run --out DIR writes; created if missing)")
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (not loopback: needs --auth)")
     sv.add_argument("--port", type=_port, default=8765, help="TCP port, 0 to 65535 (0: any free port)")
     sv.add_argument("--auth", type=Path, default=None, help="JSON file of hashed bearer tokens and their profiles")
-    sv.add_argument("--cors-origin", action="append", default=[], help="an origin allowed to read the streams")
+    sv.add_argument("--cors-origin", action="append", default=[],
+                    help="an origin (scheme://host:port) whose pages may use this server")
+    sv.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                    help="a further name clients reach this server by (Host header); loopback names and the "
+                    "bound address are always accepted")
+    sv.add_argument("--allow-code", action="store_true",
+                    help="let the internal role run user code (an action's functions); partners never do")
+    sv.add_argument("--guard-policies", type=Path, default=None, help="guard.evaluate's policy store (TOML)")
+    sv.add_argument("--guard-ledger", type=Path, default=None, help="guard.evaluate's guardian file (SQLite)")
     sv.add_argument("--retention-hours", type=_retention, default=24, help="keep finished streams this long (>= 24)")
     sv.add_argument("--workers", type=_workers, default=2, help="actions run at once (threads, 1 to 64)")
     sv.add_argument("--partner-wall", type=_partner_wall, default=300.0, metavar="SECONDS",
@@ -218,6 +199,21 @@ def _parser() -> argparse.ArgumentParser:
     mc.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
     mc.add_argument("--host", default="127.0.0.1", help="address to listen on (with --http)")
     mc.add_argument("--port", type=_port, default=8000, help="TCP port (with --http)")
+    mc.add_argument("--allow-root", action="append", default=[], type=Path, metavar="DIR",
+                    help="a folder whose files the tools may read (default: the client's MCP roots, else the "
+                    "working directory); repeat for more")
+    mc.add_argument("--allow-code", action="store_true", help="let run_action run an action's functions (user code)")
+    mc.add_argument("--egress-cap", choices=["local", "partner", "external"], default="local",
+                    help="network egress the tools may use (an LLM provider); above it a call is refused")
+    mc.add_argument("--auth", type=Path, default=None,
+                    help="with --http: JSON file of hashed bearer tokens (as cda serve's); required off loopback")
+    mc.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                    help="with --http: a further name clients reach it by (Host header)")
+    mc.add_argument("--cors-origin", action="append", default=[], help="with --http: an origin whose pages may call it")
+    mc.add_argument("--out", type=Path, default=None,
+                    help="folder for run_action's artifacts and receipts (default: a temporary one for this session)")
+    mc.add_argument("--guard-policies", type=Path, default=None, help="guard_evaluate's policy store (TOML)")
+    mc.add_argument("--guard-ledger", type=Path, default=None, help="guard_evaluate's guardian file (SQLite)")
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
     sc.add_argument("folder", type=Path, help="folder of the .schema.json files")
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
@@ -254,25 +250,6 @@ def _parser() -> argparse.ArgumentParser:
                     help="run on Dask: a scheduler address, or 'local' for a LocalCluster CDA starts and stops")
     jr.add_argument("--retry-failed", action="store_true", help="run again the jobs recorded as failed")
 
-    from cda.cli.investigate import add_investigate_parser  # argparse and json only
-
-    add_investigate_parser(sub, _count)
-    from cda.cli.guard import add_guard_parser  # argparse only
-
-    add_guard_parser(sub, _seed, _count)
-    cd = sub.add_parser("conduct", help="the conductor: a request -> obligations -> tools -> verified reply (docs/conductor.md)")
-    cd.add_argument("utterance", help="the request, e.g. 'compute (1 + 2) * 0.1; solve problem.cda'")
-    cd.add_argument("--db", type=Path, required=True, help="the IR database (SQLite, created if missing)")
-    cd.add_argument("--registry", type=Path, default=None, help="tools.toml (default: the shipped registry)")
-    cd.add_argument("--ken", type=Path, action="append", default=[], help="Ken graph file for ken.lookup")
-    cd.add_argument("--translator", choices=["rules", "openai"], default="rules",
-                    help="Translator-In: the rule grammar (default) or an OpenAI-compatible model")
-    cd.add_argument("--llm-base-url", default=None, help="with --translator openai: the provider's base URL")
-    cd.add_argument("--llm-model", default=None, help="with --translator openai: the model name")
-    cd.add_argument("--llm-timeout", type=_option("--llm-timeout", False, lambda n, v: limits.seconds(n, v, unlimited=False, positive=True, high=3600)), default=30.0,
-                    help="with --translator openai: seconds to wait for the model")
-    cd.add_argument("--seed", type=_seed, default=0, help="seed of the deterministic tools")
-    cd.add_argument("--json", action="store_true", help="print the trace as one JSON object")
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
     folio = bsub.add_parser("folio", help="FOLIO examples with gold first-order logic (.jsonl)")
@@ -367,18 +344,6 @@ def render_table(result: SolveResult) -> str:
     return "\n".join(out) + "\n"
 
 
-def _asker(out: TextIO) -> Callable[[str], str | None]:
-    """A prompt on ``out`` and one line from standard input (``None`` at its end)."""
-
-    def ask(prompt: str) -> str | None:
-        out.write(prompt)
-        out.flush()
-        line = sys.stdin.readline()
-        return line if line else None
-
-    return ask
-
-
 def main(
     argv: Sequence[str] | None = None,
     stdout: TextIO | None = None,
@@ -395,7 +360,8 @@ def main(
 
 def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> int:
     try:
-        args = _parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else list(argv)
+        args = _parser(argv).parse_args(argv)
     except _UsageError as exc:
         err.write(str(exc))
         return EXIT_BAD_INPUT
@@ -417,70 +383,27 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> 
 
 def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) -> int:
     """Run the parsed command; its exit status."""
-    if args.command == "guard":
-        from cda.cli.guard import main_guard
+    if getattr(args, "operation", None) is not None:
+        from cda.operations import get
 
-        return main_guard(args, out, err, inp)
+        return int(presenter(args.presenter)(get(args.operation), args, out, err, inp))
     if args.command == "mcp":
         from cda.mcp.server import main_mcp
 
-        return main_mcp("streamable-http" if args.http else "stdio", args.host, args.port, err)
+        return main_mcp(args, err)
     if args.command == "fmt":
         from cda.cli.fmt import main_fmt
 
         return main_fmt(args.files, args.check, out, err, inp)
-    if args.command == "prove":
-        from cda.cli.fol import main_prove
-
-        return main_prove(
-            args.file, args.json, out, err=err, timeout=args.timeout, backend=args.backend, cross_check=args.cross_check,
-            unique_names=args.unique_names,
-        )
-    if args.command == "diagnose":
-        from cda.cli.terminal import progress
-        from cda.diagnosis.diagnose import main_diagnose
-
-        with progress(err, f"diagnosing {args.file}"):
-            return main_diagnose(args.file, args.observations, args.backend, args.mode, args.timeout, args.json, out, err)
-    if args.command == "probe":
-        from cda.cli.terminal import progress
-        from cda.diagnosis.probe import main_probe
-
-        if args.interactive:  # a progress line would overwrite the questions
-            return main_probe(
-                args.file, args.observations, args.backend, args.top, args.prior, args.max_size, args.inject,
-                args.strategy, args.vectors, args.seed, args.timeout, args.json, out, err, interactive=_asker(out),
-            )
-        with progress(err, f"probing {args.file}"):
-            return main_probe(
-            args.file,
-            args.observations,
-            args.backend,
-            args.top,
-            args.prior,
-            args.max_size,
-            args.inject,
-            args.strategy,
-            args.vectors,
-            args.seed,
-            args.timeout,
-            args.json,
-            out,
-            err,
-            interactive=None,
-        )
-    if args.command == "run":
-        from cda.cli.run import main_run
-
-        return main_run(args.inputs, args.out, args.json, out, err)
     if args.command == "serve":
         from cda.service.serve import main_serve
 
         return main_serve(args.db, args.host, args.port, out, err, auth_file=args.auth, cors=args.cors_origin,
                           retention_h=args.retention_hours, workers=args.workers, processes=args.processes,
                           egress_cap=args.egress_cap, debug=args.debug, providers=args.providers, fsync=args.fsync,
-                          otel_endpoint=args.otel_endpoint,
-                          partner_wall=args.partner_wall,
+                          otel_endpoint=args.otel_endpoint, allowed_hosts=args.allowed_host,
+                          allow_code=args.allow_code, guard_policies=args.guard_policies,
+                          guard_ledger=args.guard_ledger, partner_wall=args.partner_wall,
                           partner_slots=args.partner_slots)
     if args.command == "schema":
         from cda.cli.schema import main_schema
@@ -507,48 +430,13 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) ->
         from cda.cli.jobs import main_jobs_run
 
         return main_jobs_run(args.manifest, args.out, args.workers, args.dask, args.retry_failed, out, err)
-    if args.command == "investigate":
-        from cda.cli.investigate import main_investigate
-
-        return main_investigate(args, out, err)
-    if args.command == "conduct":
-        from cda.cli.conduct import main_conduct
-
-        return main_conduct(
-            args.utterance, args.db, args.registry, args.ken, args.json, out, err, translator=args.translator,
-            llm_base_url=args.llm_base_url, llm_model=args.llm_model, llm_timeout=args.llm_timeout, seed=args.seed,
-        )
     if args.command == "bench":
+        from cda.cli.bench import main_bench
         from cda.cli.terminal import progress
-        from cda.fol.folio import main_bench
 
         with progress(err, f"running {args.file}"):
             return main_bench(args.file, args.json, out, timeout=args.timeout, err=err)
-    from cda.cli.ci import main_check_files, main_solve_files  # here, not at the top: `cda --help` starts fast
-
-    fmt = args.format or ("json" if args.json else "text")
-    path = Path("-")
-    try:
-        ken = None
-        if args.ken:
-            from cda.ken.graph import KenGraph
-            from cda.ken.loaders import load_ken
-
-            ken = KenGraph()
-            for path in args.ken:
-                ken = ken.merged(load_ken(path))
-    except CDAError as exc:
-        if fmt == "text":
-            err.write(exc.render() + "\n")
-        else:
-            from cda.cli.ci_report import error_object
-
-            out.write(json.dumps(error_object(exc, str(path)), ensure_ascii=False) + "\n")
-        return EXIT_BAD_INPUT
-    if args.command == "check":
-        return main_check_files(args.files, fmt, ken, out, err, inp)
-    options = {"backend": args.backend, "top": args.top, "seed": args.seed, "timeout": args.timeout}
-    return main_solve_files(args.files, fmt, options, args.cross_check, ken, out, err, inp)
+    raise AssertionError(f"no handler for {args.command!r}")  # pragma: no cover - every command has one
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from cda.adapters.action_entry import AuditLogError, load_inputs, run_inputs
+from cda.adapters.action_entry import AuditLogError
 from cda.contracts.events import ActionEvent
 from cda.errors import CDAError
 
-__all__ = ["main_run"]
+__all__ = ["main_run", "present_run", "run_options"]
 
 _BAR = 24
 
@@ -49,13 +49,20 @@ def _make_out_dir(out_dir: Path) -> None:
         raise CDAError(f"--out {out_dir}: cannot create the folder: {exc.strerror or exc}") from None
 
 
+def run_options(p: Any, op: Any) -> dict[str, Any]:
+    p.add_argument("--out", type=Path, default=None, help="folder for artifacts and receipts.sqlite")
+    p.add_argument("--json", action="store_true", help="print every event as one JSON line")
+    return {"metavars": {"path": "INPUTS"}}
+
+
+def present_run(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
+    return main_run(Path(args.path), args.out, args.json, out, err)
+
+
 def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: TextIO) -> int:
-    """The ``cda run`` command; returns the exit code."""
-    try:
-        inputs = load_inputs(path)
-    except CDAError as exc:
-        err.write(exc.render() + "\n")
-        return 2
+    """The ``cda run`` command (the ``actions.run`` operation, for the local user); the exit code."""
+    from cda.cli.call import LocalEnv, call_local
+
     if out_dir is not None:
         try:
             _make_out_dir(out_dir)
@@ -68,14 +75,16 @@ def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: 
                                       out.flush()))
     elif err.isatty():
         subscribers.append(_progress_printer(err))  # type: ignore[arg-type]
+    env = LocalEnv(out_dir=out_dir, subscribers=subscribers, runs=[])
     try:
-        run = run_inputs(inputs, out_dir, subscribers=subscribers, base_dir=path.parent)  # type: ignore[arg-type]
+        call_local("actions.run", {"path": str(path)}, env)
     except AuditLogError as exc:  # the log was rewritten behind the run: loud, and not "bad input"
         err.write(exc.render() + "\n")
         return 1
-    except CDAError as exc:  # a Ken file that cannot be read, a receipt DB that is not one
+    except CDAError as exc:  # the inputs file, a Ken file that cannot be read, a receipt DB that is not one
         err.write(exc.render() + "\n")
         return 2
+    run = env.runs[-1]
     outputs = run.outputs
     if not as_json:
         if run.artifact_dir is not None and (run.artifact_dir / "summary.md").exists():

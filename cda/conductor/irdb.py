@@ -26,7 +26,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cda.actions.store_file import APPLICATION_ID as LOG_APPLICATION_ID
 from cda.conductor.tooling import ConductorError
 from cda.contracts.conductor import (
     Assertion,
@@ -38,7 +37,16 @@ from cda.contracts.conductor import (
     ToolRunStatus,
     Verification,
 )
-from cda.store import Durability, FileFormat, StoreFileError, columns_of, open_store, tables_of
+from cda.store import (
+    CONDUCTOR_IR_MARK,
+    RECEIPT_LOG_MARK,
+    Durability,
+    FileFormat,
+    StoreFileError,
+    columns_of,
+    open_store,
+    tables_of,
+)
 
 __all__ = ["IR_FORMAT", "IRDatabase", "canonical", "holder_id"]
 
@@ -139,7 +147,7 @@ def _holder(conn: sqlite3.Connection) -> None:
 def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> int | None:
     """An IR database an earlier CDA made: marked as the receipt log ("CDA1"), holding conductor
     tables only (or none: killed before it made them), each of today's shape or the first one."""
-    if app_id != LOG_APPLICATION_ID:
+    if app_id != RECEIPT_LOG_MARK:
         return None
     tables = tables_of(conn)
     if tables and ("requests" not in tables or set(tables) - set(TABLES)):
@@ -155,7 +163,7 @@ def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> 
     return 0
 
 
-IR_FORMAT = FileFormat("a CDA conductor IR database", 0x43444143, (_first_tables, _holder), legacy=_legacy)
+IR_FORMAT = FileFormat("a CDA conductor IR database", CONDUCTOR_IR_MARK, (_first_tables, _holder), legacy=_legacy)
 """The conductor's IR database, as :mod:`cda.store` opens it."""
 
 

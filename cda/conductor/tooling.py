@@ -57,9 +57,13 @@ class ToolContext:
     seed: int = 0
 
     def path(self, value: object) -> Path:
-        """An input naming a file, resolved against :attr:`base_dir`."""
+        """An input naming a file, resolved against :attr:`base_dir`; a file the current call may
+        not read (:mod:`cda.access`: a caller without file access, a path outside its roots) is
+        :class:`~cda.errors.AccessDenied` here, before any tool or condition touches it."""
+        from cda.access import readable
+
         p = Path(str(value))
-        return p if p.is_absolute() else self.base_dir / p
+        return readable(p if p.is_absolute() else self.base_dir / p)
 
 
 Outputs = dict[str, Any]

@@ -69,7 +69,7 @@ ViolationKind = Literal[
 ]
 ViolationFix = Literal["remove", "downgrade_to_hypothesis", "abstain"]
 
-#: The word a conclusion uses when nothing grounds a root cause (seed 001: ``"UNKNOWN"``).
+#: The word a conclusion uses when nothing grounds a root cause (the abstain gate: ``"UNKNOWN"``; docs/actions.md).
 UNKNOWN_ROOT_CAUSE = "UNKNOWN"
 
 #: (lower bound of confidence, band), highest first: the same table as ``cda.actions.scoring``,
@@ -227,7 +227,7 @@ class RelevantFix(_Model):
 
 
 class CoverageFigures(_Model):
-    """The numbers the abstain rule reads (seed 001's ``coverage`` object)."""
+    """The numbers the abstain rule reads (the abstain gate's ``coverage`` object (docs/actions.md, Abstention))."""
 
     matched_entities_count: int = Field(ge=0)
     root_causes_count: int = Field(ge=0)
@@ -250,7 +250,7 @@ class CoverageReport(_Model):
 
     The ``*_count`` fields are the lengths of the lists; they are filled in when omitted and
     rejected when they disagree, so the figures the rule reads are always the lists' sizes.
-    ``required_nodes`` are the distinct nodes of all causal chains (seed 001).
+    ``required_nodes`` are the distinct nodes of all causal chains (docs/actions.md, Abstention).
     """
 
     observations: list[str] = Field(default_factory=list, description="the input observations, verbatim")
@@ -315,7 +315,7 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 
 
 class AbstainThresholds(_Model):
-    """The abstain rule's thresholds and the two feature flags (seed 001, "Implementation notes").
+    """The abstain rule's thresholds and the two feature flags (the abstain gate's Implementation notes: docs/actions.md, Abstention).
 
     A count *below* its minimum fires the rule, so the defaults say what the seed says:
     abstain when ``root_causes_count == 0`` or ``causal_chains_count == 0``; ``min_entities``
@@ -331,7 +331,7 @@ class AbstainThresholds(_Model):
     abstain_gate_enabled: bool = True
     low_coverage_verifier_enabled: bool = True
 
-    #: field -> the seed's environment variable that sets it (seed 001, "Implementation notes").
+    #: field -> the seed's environment variable that sets it (the abstain gate's Implementation notes: docs/actions.md, Abstention).
     SEED_ENV_VARS: ClassVar[dict[str, str]] = {
         "min_root_causes": "ABSTAIN_MIN_ROOT_CAUSES",
         "min_chains": "ABSTAIN_MIN_CHAINS",
@@ -410,13 +410,13 @@ class AbstainThresholds(_Model):
 
 
 AugmentInput = Literal["raw_report", "raw_debug_query", "agent_output", "judge_feedback"]
-"""The inputs seed 001 names for augmenting the knowledge graph (CKG = Ken here)."""
+"""The inputs the abstain gate names (docs/actions.md, Abstention) for augmenting the knowledge graph (CKG = Ken here)."""
 
 SUGGESTED_CKG_AUGMENT_INPUTS: tuple[AugmentInput, ...] = ("raw_report", "raw_debug_query", "agent_output", "judge_feedback")
 
 
 class AbstainAction(_Model):
-    """What to do instead of answering (seed 001's ``action`` object, plus CDA's concrete list)."""
+    """What to do instead of answering (the abstain gate's ``action`` object, plus CDA's concrete list)."""
 
     next_step: Literal["REQUEST_MORE_DATA_OR_AUGMENT_CKG"] = "REQUEST_MORE_DATA_OR_AUGMENT_CKG"
     suggested_ckg_augment_inputs: list[AugmentInput] = Field(
@@ -427,7 +427,7 @@ class AbstainAction(_Model):
 
 
 class AbstainOutput(_Model):
-    """The structured ABSTAIN answer (seed 001 §1): why no grounded diagnosis is possible and what would help.
+    """The structured ABSTAIN answer (docs/actions.md, Abstention): why no grounded diagnosis is possible and what would help.
 
     The seed's fields, by the seed's names: ``mode``, ``reason``, ``coverage``, verbatim
     ``observations``, ``missing_knowledge``, ``action.next_step`` and

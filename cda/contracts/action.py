@@ -346,11 +346,11 @@ class CDAOutputs(_Model):
     revision: int = Field(default=1, ge=1, description="structure revision: +1 each time a bound update is accepted")
     supersedes: str | None = Field(default=None, description="the plan bundle id of the revision this one replaces")
     abstain: AbstainOutput | None = Field(
-        default=None, description="seed 001's ABSTAIN output (mode, reason, coverage, observations, "
+        default=None, description="the abstain gate's ABSTAIN output (mode, reason, coverage, observations, "
         "missing_knowledge, action) when the run abstained; an abstained run lists no explanation as a verdict")
-    coverage: CoverageFigures | None = Field(default=None, description="how much of the anomaly Ken covers (seed 001)")
+    coverage: CoverageFigures | None = Field(default=None, description="how much of the anomaly Ken covers (docs/actions.md, Abstention)")
     review: LowCoverageReview | None = Field(
-        default=None, description="the low-coverage verifier pass (seed 001 §3): OK | NEEDS_REWRITE | ABSTAIN "
+        default=None, description="the low-coverage verifier pass (docs/actions.md, Abstention, step 2): OK | NEEDS_REWRITE | ABSTAIN "
         "with typed problems; triggered only when coverage is low")
     metrics: ActionMetrics | None = Field(
         default=None, description="spec §10, the deterministic part: frontier, constraints, verifier pass rate, "

@@ -42,7 +42,7 @@ class HypothesisRecord(_Model):
 
 
 class TraceRecord(_Model):
-    """The state of thinking at one step (seed 004 "Trace and observability")."""
+    """The state of thinking at one step (the hypothesis record's trace: docs/investigate.md)."""
 
     focus_subsystem: str
     global_invariants: list[str] = Field(default_factory=list)

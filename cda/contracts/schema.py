@@ -75,14 +75,14 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     "SolveResult": SolveResult,
     # events, one model per SSE event name
     **{model.__name__: model for model in EVENT_TYPES.values()},
-    # the abstain gate (seed 001)
+    # the abstain gate (docs/actions.md, Abstention)
     "CoverageReport": CoverageReport,
     "AbstainThresholds": AbstainThresholds,
     "AbstainOutput": AbstainOutput,
     "EpistemicReport": EpistemicReport,
     "LowCoverageReview": LowCoverageReview,
     "Violation": Violation,
-    # the conductor (seed 002): Translator-In's output, the registry's entries, a request's trace
+    # the conductor (docs/conductor.md): Translator-In's output, the registry's entries, a request's trace
     "ObligationsDoc": ObligationsDoc,
     "ToolSpec": ToolSpec,
     "ConductorTrace": Trace,

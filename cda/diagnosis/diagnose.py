@@ -9,10 +9,9 @@ See docs/diagnosis.md.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,7 +24,7 @@ from cda.engine import Options, run
 from cda.errors import CDAError
 from cda.ir import MinimalGoal
 
-__all__ = ["DiagnosisReport", "load_instance", "diagnose", "main_diagnose"]
+__all__ = ["DiagnosisReport", "load_instance", "diagnose", "render"]
 
 Mode = Literal["all", "top", "min_cardinality"]
 
@@ -130,43 +129,3 @@ def render(report: DiagnosisReport) -> str:
     for note in report.notes:
         out.append(f"note: {note}")
     return "\n".join(out) + "\n"
-
-
-def main_diagnose(
-    path: Path,
-    observations: Path | None,
-    backend: str,
-    mode: list[str],
-    timeout: float | None,
-    as_json: bool,
-    out: TextIO,
-    err: TextIO,
-) -> int:
-    """The CLI entry: exit 0 answered, 2 bad input, 3 timeout (with what was found)."""
-    try:
-        kind, k = _mode(mode)
-        report = diagnose(path, observations, backend=backend, mode=kind, k=k, timeout=timeout)
-    except CDAError as exc:
-        if as_json:  # the mistake as a JSON object on stdout, as every --json command prints it
-            out.write(json.dumps(exc.as_dict(str(path)), indent=2, ensure_ascii=False) + "\n")
-        else:
-            print(exc.render(), file=err)
-        return 2
-    if as_json:
-        out.write(json.dumps(report.model_dump(), indent=2) + "\n")
-    else:
-        out.write(render(report))
-    return 3 if report.timed_out else 0
-
-
-def _mode(words: list[str]) -> tuple[Mode, int | None]:
-    if words in (["all"], ["min_cardinality"]):
-        return words[0], None  # type: ignore[return-value]
-    if len(words) == 2 and words[0] == "top":
-        try:
-            k = int(words[1])
-        except ValueError:
-            k = 0
-        if k >= 1:
-            return "top", limits.count("--mode top K", k)
-    raise CDAError(f"--mode {' '.join(words)}: expected all, min_cardinality or top K (K at least 1)")

@@ -24,13 +24,11 @@ are kept: exact, and much cheaper.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TextIO
 
 import numpy as np
@@ -41,8 +39,8 @@ from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.diagnosis.circuit import Circuit, Simulation, Simulator
 from cda.diagnosis.problem import CircuitInstance, ab_atom
 from cda.engine import Options, choose_backend, expected_gains, run
-from cda.errors import CDAError, OptionError
-from cda.ir import MinimalGoal, OracleUndecided
+from cda.errors import CDAError
+from cda.ir import OracleUndecided
 
 __all__ = [
     "DEFAULT_FAILURE",
@@ -56,7 +54,6 @@ __all__ = [
     "probe",
     "simulate_probing",
     "interactive_probing",
-    "main_probe",
     "MAX_NET_COPIES",
     "vector_budget",
 ]
@@ -661,80 +658,6 @@ def interactive_probing(
     for vector in session.observed:
         out.write(" ".join(f"{net}={int(v)}" for net, v in vector.items()) + "\n")
     return session.observed, session.timed_out
-
-
-def main_probe(
-    path: Path,
-    observations: Path | None,
-    backend: str,
-    top: int,
-    failure: float,
-    max_size: int | None,
-    inject: list[str] | None,
-    strategy: str,
-    vectors: int,
-    seed: int,
-    timeout: float | None,
-    as_json: bool,
-    out: TextIO,
-    err: TextIO,
-    interactive: Callable[[str], str | None] | None = None,
-) -> int:
-    """``cda probe FILE``: exit 0 answered, 2 bad input (one line on stderr, never a traceback),
-    3 when a diagnosis ran out of time (what was found is printed)."""
-    from cda.diagnosis.bench_import import load_bench, read_bench
-    from cda.diagnosis.diagnose import load_instance
-
-    try:
-        limits.count("--top", top)
-        limits.vectors("--vectors", vectors)
-        limits.seed("--seed", seed)
-        limits.probability("--prior", failure)
-        if max_size is not None:
-            limits.count("--max-size", max_size)
-        if timeout is not None:
-            limits.seconds("--timeout", timeout)
-        if interactive is not None:
-            if inject or as_json:
-                raise CDAError("--interactive asks for measurements: it does not go with --inject or --json")
-            _, timed_out = interactive_probing(
-                load_instance(path, observations, MinimalGoal()), interactive, out, backend=backend, top=top,
-                failure=failure, max_size=max_size, timeout=timeout, file=str(path),
-            )
-            return 3 if timed_out else 0
-        if inject:
-            if observations is not None:
-                raise CDAError("--inject draws its own test vectors; drop --observations")
-            if not path.name.lower().endswith(".bench"):
-                raise CDAError(f"{path}: --inject needs a .bench netlist")
-            if not path.exists():
-                raise CDAError(f"{path}: no such file")
-            # the observations are drawn by the simulation; the instance is rebuilt under them
-            inst = load_bench(read_bench(path), [{}], MinimalGoal(), str(path))
-            gates = [g.strip() for item in inject for g in item.split(",") if g.strip()]
-            twice = sorted({g for g in gates if gates.count(g) > 1})
-            if twice:
-                raise OptionError(f"--inject names gate {', '.join(twice)} more than once; name each faulty gate once")
-            result: BaseModel = simulate_probing(
-                inst, gates, strategy=strategy, vectors=vectors, seed=seed, backend=backend, failure=failure,
-                max_size=max_size, timeout=timeout, file=str(path),
-            )
-        else:
-            inst = load_instance(path, observations, MinimalGoal())
-            result = probe(
-                inst, backend=backend, top=top, failure=failure, max_size=max_size, timeout=timeout, file=str(path)
-            )
-    except CDAError as exc:
-        if as_json:  # the mistake as a JSON object on stdout, as every --json command prints it
-            out.write(json.dumps(exc.as_dict(str(path)), indent=2, ensure_ascii=False) + "\n")
-        else:
-            print(exc.render(), file=err)
-        return 2
-    if as_json:
-        out.write(json.dumps(result.model_dump(), indent=2) + "\n")
-    else:
-        out.write(render_run(result) if isinstance(result, ProbeRun) else render_report(result))  # type: ignore[arg-type]
-    return 3 if getattr(result, "timed_out", False) else 0
 
 
 def render_report(report: ProbeReport) -> str:

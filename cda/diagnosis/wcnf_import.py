@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cda.diagnosis.circuit import Circuit, Gate, table_function, table_kind, truth_table
 from cda.diagnosis.problem import CircuitInstance, GateConstraint, ab_atom, build_grouped
-from cda.errors import CDAError
+from cda.errors import AccessDenied, CDAError
 from cda.files import read_bytes
 from cda.ir import GroupedProblem, MinimalGoal, Node, NodeFactory
 
@@ -151,6 +151,8 @@ def parse_wcnf(text: str, filename: str = "<wcnf>") -> Wcnf:
 def read_wcnf(path: Path) -> Wcnf:
     try:
         raw = read_bytes(path)  # read once: what is parsed is what a digest of the file covers
+    except AccessDenied:
+        raise  # cda.access: not this caller's to read (refused before it was opened)
     except CDAError as exc:
         raise WcnfError(str(exc)) from None
     try:

@@ -28,14 +28,12 @@ world can be pulled apart so its constants name distinct copies of their element
 
 from __future__ import annotations
 
-import json
 import statistics
-import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from cda.contracts.deadline import current_token
 from cda.contracts.fol import ProofResult
@@ -44,7 +42,7 @@ from cda.files import parse_json, read_text
 from cda.fol.parse import build_problem
 from cda.fol.prove import checked_timeout, prove
 
-__all__ = ["ExampleResult", "BenchReport", "run_bench", "run_example", "render_report", "main_bench", "LABELS"]
+__all__ = ["ExampleResult", "BenchReport", "run_bench", "run_example", "render_report", "LABELS"]
 
 LABELS = ("True", "False", "Uncertain")
 _STATUS_LABEL = {"supported": "True", "refuted": "False"}
@@ -304,21 +302,3 @@ def render_report(report: BenchReport) -> str:
         for r in warned:
             out.append(f"  #{r.index}: {'; '.join(r.defects)}")
     return "\n".join(out) + "\n"
-
-
-def main_bench(
-    path: Path | str, as_json: bool = False, out: TextIO | None = None, timeout: float = 10.0, *, err: TextIO | None = None
-) -> int:
-    """Run the benchmark and print it; exit 0 when every miss is a gold defect, 1 when the
-    engine missed (unknown or wrong), 2 when the file cannot be read."""
-    stream = out or sys.stdout
-    try:
-        report = run_bench(path, timeout)
-    except CDAError as exc:
-        print(exc.render(), file=err or sys.stderr)
-        return 2
-    if as_json:
-        stream.write(json.dumps(report.to_json(), ensure_ascii=False, indent=2) + "\n")
-    else:
-        stream.write(render_report(report))
-    return 0 if report.engine_errors == 0 else 1

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
-from cda.store import FileFormat, StoreFileError, open_store, tables_of
+from cda.store import GUARDIAN_MARK, FileFormat, StoreFileError, open_store, tables_of
 
 if TYPE_CHECKING:
     from cda.guardian.decision import DecisionRecord
@@ -63,7 +63,7 @@ __all__ = [
     "utc_now",
 ]
 
-APPLICATION_ID = 0x43444147
+APPLICATION_ID = GUARDIAN_MARK
 """``PRAGMA application_id`` of a guardian file: the bytes of "CDAG" (CDA's receipt files are "CDA1")."""
 
 Clock = Callable[[], datetime]

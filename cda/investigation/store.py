@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cda.errors import CDAError
-from cda.store import FileFormat, Store, columns_of, open_store, read_store, tables_of
+from cda.store import INVESTIGATIONS_MARK, FileFormat, Store, columns_of, open_store, read_store, tables_of
 
 __all__ = ["INVESTIGATIONS_FORMAT", "SessionMoved", "SessionStore", "StoredSession", "StoredStep", "UnknownSession"]
 
@@ -80,7 +80,7 @@ def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> 
     return 0 if all(have[t] == columns_of(_TABLES[t].strip()) for t in tables) else None
 
 
-INVESTIGATIONS_FORMAT = FileFormat("a CDA investigations file", 0x43444149,
+INVESTIGATIONS_FORMAT = FileFormat("a CDA investigations file", INVESTIGATIONS_MARK,
                                    ((_SESSIONS, _STEPS), (_OWNERS,)), legacy=_legacy)
 """The investigations file, as :mod:`cda.store` opens it: version 1 the sessions and their steps,
 version 2 the server's ``owners``."""

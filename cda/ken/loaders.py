@@ -16,6 +16,7 @@ from xml.etree.ElementTree import ParseError
 
 import networkx as nx
 
+from cda.access import readable
 from cda.errors import CDAError, KenError
 from cda.files import read_bytes, read_json, read_text
 from cda.ken.graph import KenGraph
@@ -119,7 +120,7 @@ def load_ken(path: str | Path) -> KenGraph:
     Every failure is a ``KenError`` naming the file, the operating system's included (a name
     too long for the file system, a directory without permission).
     """
-    path = Path(path)
+    path = readable(path)  # cda.access: refused before anything is opened, for a caller that may not read it
     try:
         return _load_ken(path)
     except OSError as exc:

@@ -1,16 +1,23 @@
 """``cda mcp``: CDA as a Model Context Protocol server, over stdio or streamable HTTP.
 
-Tools (structured output: each returns a pydantic model, its JSON schema published):
+The tools are the operation registry's MCP door (:mod:`cda.operations`): ``check``, ``solve``,
+``explain_conflict``, ``prove``, ``diagnose``, ``probe``, ``run_action``, ``guard_evaluate``,
+``conduct_request``, ``investigate_*``, ``reflect_approve``, ``artifacts_get`` and the clause
+sessions ``session_put|remove|show|solve``. Each tool's input schema is its operation's
+parameters, its output the operation's result model (structured output); every call passes the
+gate for its principal:
 
-* ``check``, ``solve``, ``explain_conflict`` on DSL text; ``prove`` on ``.fol`` text;
-* ``diagnose`` and ``probe`` on a ``.bench`` netlist and its observations (as text);
-* ``run_action`` on a ``CDAInputs`` object, with a progress notification per
-  ``action_progress`` event of the run;
-* ``session_put``, ``session_remove``, ``session_show``, ``session_solve``: a problem edited
-  item by item, by name (:mod:`cda.mcp.session`).
+* over stdio (and over HTTP on loopback without ``--auth``) the caller is the local user, reading
+  files only under the allowed roots — ``--allow-root DIR``, else the client's MCP roots, else the
+  working directory — and running no code (``functions``) unless ``--allow-code``; it approves
+  nothing (an agent steered by a prompt injection must not grant itself what a person grants);
+  network egress only up to ``--egress-cap`` (default ``local``);
+* over HTTP with ``--auth`` (required off loopback) the caller is its token's principal, as at
+  ``cda serve``: a partner names no file, runs no code.
 
-Resources: ``cda://docs/dsl`` (docs/dsl.md, the language) and ``cda://examples/NAME`` (the
-example problems), when the files are there (a source checkout).
+Every HTTP request passes the Host/Origin guard (:mod:`cda.adapters.http_guard`). Refusals are
+receipts in ``OUT/gate.sqlite``; ``run_action`` writes its artifacts and receipts under ``--out``
+(default: a temporary folder for the server's life), where ``artifacts_get`` reads them.
 
 A mistake in the input is a tool error (``isError``) whose text is the compiler-style message
 (``file:line:col: error: …`` and a caret) followed by the JSON object ``cda … --json`` prints
@@ -20,49 +27,46 @@ only by this command (extra ``cda[mcp]``).
 
 from __future__ import annotations
 
+import inspect
 import json
+import shutil
 import tempfile
+import threading
+import warnings
+import weakref
 from pathlib import Path
-from typing import Any, TextIO
+from types import SimpleNamespace
+from typing import Annotated, Any, TextIO
 
-from pydantic import BaseModel, Field
+from pydantic import Field, ValidationError
+from pydantic.fields import FieldInfo
 
-from cda.cli.ci_report import error_object
-from cda.contracts.action import CDAOutputs
-from cda.contracts.fol import ProofResult
-from cda.contracts.result import CheckReport, Conflict, SolveResult
-from cda.diagnosis.diagnose import DiagnosisReport
-from cda.diagnosis.probe import ProbeReport
-from cda.errors import CDAError
-from cda.mcp.session import ClauseSession, ItemError
+from cda.errors import AccessDenied, CDAError
+from cda.operations import Door, Principal, Refused, cda_version, for_door, invoke, local_user
+from cda.operations.base import OperationError
+from cda.operations.clause_session import ItemError
 
-__all__ = ["build_server", "main_mcp"]
+__all__ = ["McpOptions", "build_server", "main_mcp"]
 
 _ROOT = Path(__file__).resolve().parents[2]
-_BACKEND = Field(default="auto", description="auto, z3 or clingo")
-_TIMEOUT = Field(default=None, description="seconds (none: no limit)")
+_SOURCES = ("dsl", "fol", "bench", "statement", "inputs", "utterance")
 
 
-class ProveOutput(BaseModel):
-    results: list[ProofResult]
+class McpOptions(SimpleNamespace):
+    """What ``cda mcp`` lets a person set (the defaults are the safe ones)."""
+
+    allow_root: list[Path]
+    allow_code: bool
+    egress_cap: str
+    out: Path | None
+    guard_policies: Path | None
+    guard_ledger: Path | None
 
 
-class ConflictOutput(BaseModel):
-    status: str
-    conflict: Conflict | None = Field(description="null when the clauses are consistent")
-
-
-class SessionOutput(BaseModel):
-    session: str
-    items: list[str] = Field(description="the item names, in order")
-    text: str = Field(description="the problem the items make, as solved")
-    changed: str = Field(default="", description="what the call did")
-
-
-class SessionSolveOutput(BaseModel):
-    session: str
-    solved_again: bool = Field(description="false when the session had not changed since the last solve")
-    result: SolveResult
+def _options(**given: Any) -> McpOptions:
+    base = {"allow_root": [], "allow_code": False, "egress_cap": "local", "out": None, "guard_policies": None,
+            "guard_ledger": None}
+    return McpOptions(**{**base, **{k: v for k, v in given.items() if k in base}})
 
 
 def _tool_error(exc: CDAError, source: str) -> Exception:
@@ -74,165 +78,200 @@ def _tool_error(exc: CDAError, source: str) -> Exception:
     inner = exc.error if isinstance(exc, ItemError) else exc
     if isinstance(inner, DSLError) and inner.filename is None:
         inner.with_filename(source)
-    data = error_object(inner, source)
+    data = inner.as_dict(source)
     if isinstance(exc, ItemError):
         data["item"] = exc.item
-    return ToolError(f"{exc.render() if not isinstance(exc, ItemError) else 'cda: error: ' + str(exc)}\n"
-                     f"{json.dumps(data, ensure_ascii=False)}")
+    if isinstance(exc, AccessDenied | OperationError):
+        data["kind"] = "refused" if isinstance(exc, AccessDenied) else exc.code
+        data["path"] = exc.path
+    text = "cda: error: " + str(exc) if isinstance(exc, ItemError | AccessDenied) else exc.render()
+    return ToolError(f"{text}\n{json.dumps(data, ensure_ascii=False)}")
 
 
-def _guard(source: str, call: Any, *args: Any, **kwargs: Any) -> Any:
-    try:
-        return call(*args, **kwargs)
-    except CDAError as exc:
-        raise _tool_error(exc, source) from None
+class _Door:
+    """The MCP door's state: the folder its runs write into, who owns what, the clause sessions,
+    the gate's receipt log, and the principal of a call."""
+
+    def __init__(self, options: McpOptions) -> None:
+        from cda.operations.artifacts import ArtifactShelf
+        from cda.operations.gate import LogSink
+        from cda.operations.guard import GuardDesk
+
+        self.options = options
+        if options.out is not None:
+            self.out = Path(options.out)
+            self.out.mkdir(parents=True, exist_ok=True)
+        else:  # the server's own folder for its life, removed when it ends
+            self.out = Path(tempfile.mkdtemp(prefix="cda-mcp-"))
+            weakref.finalize(self, shutil.rmtree, self.out, True)
+        self.owners: dict[str, str] = {}
+        self.sessions: dict[str, dict[str, Any]] = {}
+        self.lock = threading.Lock()
+        self.log: Any = None
+        self.sink = LogSink(self)
+        self.shelf = ArtifactShelf(self.out, self.out / "receipts.sqlite", self.owners.get)
+        self.guardian = (GuardDesk(options.guard_policies, options.guard_ledger)
+                         if options.guard_policies is not None and options.guard_ledger is not None else None)
+        self.fixed_roots = tuple(Path(r) for r in options.allow_root) or None
+
+    # the gate's receipt log, opened on first refusal (LogSink calls append/count)
+    def append(self, receipt: Any) -> str:
+        with self.lock:
+            if self.log is None:
+                from cda.actions.receipts import ReceiptLog
+
+                self.log = ReceiptLog(self.out / "gate.sqlite")
+            return str(self.log.append(receipt))
+
+    def count(self, action_id: str) -> int:
+        with self.lock:
+            if self.log is None:
+                from cda.actions.receipts import ReceiptLog
+
+                self.log = ReceiptLog(self.out / "gate.sqlite")
+            return int(self.log.count(action_id))
+
+    def env(self, who: Principal) -> SimpleNamespace:
+        from cda.operations.investigate import desk_for
+
+        def reflection() -> Any:
+            from cda.actions.receipts import ReceiptLog
+            from cda.actions.reflection import ReflectionStore
+
+            db = self.out / "receipts.sqlite"
+            return ReflectionStore(db, ReceiptLog(db))
+
+        return SimpleNamespace(out_dir=self.out, runs=[], sessions=self.sessions.setdefault(who.name, {}),
+                               artifacts=self.shelf, investigations=desk_for(self.out / "investigations.sqlite",
+                                                                             sessions_file=True),
+                               conductor_db=self.out / "conductor.sqlite", guardian=self.guardian,
+                               reflection=_Lazy(reflection), ken_cache={})
+
+    async def principal(self, ctx: Any) -> Principal:
+        request = getattr(ctx.request_context, "request", None)
+        who = request.scope.get("cda.principal") if request is not None and hasattr(request, "scope") else None
+        if who is not None:
+            return who  # type: ignore[no-any-return]
+        return local_user(await self._roots(ctx), code=self.options.allow_code, approves=False)
+
+    async def _roots(self, ctx: Any) -> tuple[Path, ...]:
+        if self.fixed_roots is not None:
+            return self.fixed_roots
+        try:
+            session = ctx.session
+            caps = session.client_capabilities
+            if caps is not None and getattr(caps, "roots", None) is not None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the roots capability is deprecated by the protocol, still used
+                    listed = await session.list_roots()
+                paths = tuple(Path(str(r.uri).removeprefix("file://")) for r in listed.roots
+                              if str(r.uri).startswith("file://"))
+                if paths:
+                    return paths
+        except Exception:  # noqa: BLE001 - a client without roots: the working directory
+            pass
+        return (Path.cwd(),)
 
 
-def _timeout(value: float | None) -> float | None:
-    if value is None:
-        return None
-    from cda.contracts import limits
+class _Lazy:
+    """A reflection store opened on first use (most sessions never issue an approval)."""
 
-    return limits.seconds("timeout", value)
+    def __init__(self, make: Any) -> None:
+        self.make, self.made = make, None
+
+    def __getattr__(self, name: str) -> Any:
+        if self.made is None:
+            self.made = self.make()
+        return getattr(self.made, name)
 
 
-def build_server() -> Any:
-    """The server, its tools and resources registered (the SDK imported here)."""
+def _signature(op: Any, context: Any) -> inspect.Signature:
+    """The tool function's signature: the operation's parameters (types, limits, defaults,
+    descriptions) and the SDK's context."""
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=context)]
+    for name in op.params_at(Door.MCP):
+        field: FieldInfo = op.params.model_fields[name]
+        annotation = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+        if field.is_required():
+            default: Any = inspect.Parameter.empty
+            annotation = Annotated[annotation, Field(description=field.description)]
+        elif field.default_factory is not None:
+            default = Field(default_factory=field.default_factory, description=field.description)  # type: ignore[arg-type]
+        else:
+            default = Field(default=field.default, description=field.description)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default))
+    return inspect.Signature(params, return_annotation=op.result)
+
+
+def _source(op: Any, args: dict[str, Any]) -> str:
+    for name in _SOURCES:
+        if args.get(name) is not None:
+            return "circuit.bench" if name == "bench" else name
+    return str(args.get("path") or op.mcp)
+
+
+def _tool(door: _Door, op: Any, context: Any) -> Any:
+    import anyio
+    import anyio.from_thread
+    import anyio.to_thread
+
+    async def tool(ctx: Any, **args: Any) -> Any:
+        who = await door.principal(ctx)
+        env = door.env(who)
+        source = _source(op, args)
+
+        def progress(fraction: float, message: str) -> None:
+            anyio.from_thread.run(ctx.report_progress, fraction, 1.0, message)
+
+        def call() -> Any:
+            return invoke(op, args, principal=who, door=Door.MCP, env=env, base_dir=Path.cwd(),
+                          egress_cap=door.options.egress_cap, sink=door.sink,  # type: ignore[arg-type]  # argparse choices
+                          progress=progress)
+
+        try:
+            result = await anyio.to_thread.run_sync(call)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            message = str(first["msg"]).removeprefix("Value error, ")
+            if op.name == "actions.run" and first["loc"] and first["loc"][0] == "inputs":
+                message = f"inputs do not match CDAInputs: {where}: {message}"
+            raise _tool_error(CDAError(f"{where}: {message}" if where and "CDAInputs" not in message else message),
+                              source) from None
+        except Refused as exc:
+            raise _tool_error(exc, source) from None
+        except CDAError as exc:
+            raise _tool_error(exc, source) from None
+        for run in env.runs:  # what this caller ran is theirs to read back (artifacts_get)
+            door.owners[run.outputs.action_id] = who.name
+        return result
+
+    signature = _signature(op, context)
+    tool.__signature__ = signature  # type: ignore[attr-defined]
+    tool.__annotations__ = {**{p.name: p.annotation for p in signature.parameters.values()},
+                            "return": signature.return_annotation}  # what the SDK finds its Context by
+    tool.__name__ = op.mcp
+    return tool
+
+
+def build_server(options: McpOptions | None = None) -> Any:
+    """The server, its tools (the registry's MCP door) and resources registered (the SDK imported here)."""
     from mcp.server.mcpserver import Context, MCPServer
 
-    from cda.cli.main import _version
-
-    # the SDK reads the tools' annotations (strings here) in this module's namespace
-    globals()["Context"] = Context
-
+    door = _Door(options if options is not None else _options())
     server = MCPServer(
         name="cda",
         log_level="WARNING",
-        version=_version(),
+        version=cda_version(),
         instructions=(
             "CDA: constraint-driven abduction. Write a problem in the CDA DSL (resource cda://docs/dsl): "
             "check it, solve it (ranked explanations, verdicts on claims with proofs and counterexamples, "
             "next tests, conflicts), or build it item by item in a session and re-solve after each edit."
         ),
     )
-    sessions: dict[str, ClauseSession] = {}
-
-    @server.tool(description="Parse and type-check DSL text; counts of what it declares.")
-    def check(dsl: str) -> CheckReport:
-        from cda.api import check as run_check
-
-        return _guard("dsl", run_check, dsl)  # type: ignore[no-any-return]
-
-    @server.tool(description="Solve DSL text: ranked hypotheses, verdicts, next tests, conflict, expectations.")
-    def solve(dsl: str, backend: str = _BACKEND, top: int | None = None, seed: int = 0,
-              timeout: float | None = _TIMEOUT) -> SolveResult:
-        from cda.api import solve as run_solve
-
-        return _guard("dsl", lambda: run_solve(dsl, backend=backend, top=top, seed=seed,  # type: ignore[no-any-return]
-                                               timeout=_timeout(timeout)))
-
-    @server.tool(description="The minimal conflicts (cores) and corrections of inconsistent DSL clauses.")
-    def explain_conflict(dsl: str, backend: str = _BACKEND, timeout: float | None = _TIMEOUT) -> ConflictOutput:
-        from cda.api import solve as run_solve
-
-        result = _guard("dsl", lambda: run_solve(dsl, backend=backend, timeout=_timeout(timeout)))
-        return ConflictOutput(status=str(result.status), conflict=result.conflict)
-
-    @server.tool(description="Prove or refute the claims of first-order text in the .fol format (docs/fol.md).")
-    def prove(fol: str, backend: str = _BACKEND, timeout: float | None = Field(default=10.0)) -> ProveOutput:
-        from cda.fol.parse import parse_fol
-        from cda.fol.prove import prove_all
-
-        def run() -> ProveOutput:
-            problem = parse_fol(fol, filename="fol")
-            if not problem.claims:
-                raise CDAError("fol: no claim to prove (add a line 'claim φ')")
-            return ProveOutput(results=prove_all(problem, _timeout(timeout), backend=backend))
-
-        return _guard("fol", run)  # type: ignore[no-any-return]
-
-    def _circuit(folder: str, bench: str, observations: str) -> tuple[Path, Path]:
-        netlist, obs = Path(folder) / "circuit.bench", Path(folder) / "observations.txt"
-        netlist.write_text(bench, encoding="utf-8")
-        obs.write_text(observations, encoding="utf-8")
-        return netlist, obs
-
-    @server.tool(description="Minimal diagnoses of a .bench netlist given observations (docs/diagnosis.md).")
-    def diagnose(bench: str, observations: str, mode: str = "all", k: int | None = None,
-                 backend: str = _BACKEND, timeout: float | None = _TIMEOUT) -> DiagnosisReport:
-        from cda.diagnosis.diagnose import diagnose as run_diagnose
-
-        with tempfile.TemporaryDirectory(prefix="cda-mcp-") as folder:
-            netlist, obs = _circuit(folder, bench, observations)
-            return _guard("circuit.bench", lambda: run_diagnose(  # type: ignore[no-any-return]
-                netlist, obs, backend=backend, mode=mode, k=k, timeout=_timeout(timeout)))  # type: ignore[arg-type]
-
-    @server.tool(description="The next-best nets to measure (expected information gain) in a .bench netlist.")
-    def probe(bench: str, observations: str, top: int = 5, backend: str = _BACKEND,
-              timeout: float | None = _TIMEOUT) -> ProbeReport:
-        from cda.diagnosis.diagnose import load_instance
-        from cda.diagnosis.probe import probe as run_probe
-        from cda.encodings.ir import MinimalGoal
-
-        with tempfile.TemporaryDirectory(prefix="cda-mcp-") as folder:
-            netlist, obs = _circuit(folder, bench, observations)
-
-            def run() -> ProbeReport:
-                inst = load_instance(netlist, obs, MinimalGoal("all"))
-                return run_probe(inst, backend=backend, top=top, timeout=_timeout(timeout), file="circuit.bench")
-
-            return _guard("circuit.bench", run)  # type: ignore[no-any-return]
-
-    @server.tool(description="Run a CDA Action on CDAInputs; progress notifications follow its events.")
-    async def run_action(inputs: dict[str, Any], ctx: Context) -> CDAOutputs:
-        import anyio
-        import anyio.from_thread
-        import anyio.to_thread
-        from pydantic import ValidationError
-
-        from cda.adapters.action_entry import run_inputs
-        from cda.contracts.action import CDAInputs
-        from cda.contracts.locations import validation_problems
-
-        try:
-            parsed = CDAInputs.model_validate(inputs)
-        except ValidationError as exc:
-            raise _tool_error(CDAError(f"inputs do not match CDAInputs: {validation_problems(exc)}"), "inputs") from None
-
-        def forward(event: Any) -> None:
-            if event.type == "action_progress":
-                anyio.from_thread.run(ctx.report_progress, float(event.fraction), 1.0, f"{event.phase}: {event.message}")
-
-        try:
-            run = await anyio.to_thread.run_sync(lambda: run_inputs(parsed, None, subscribers=[forward]))
-        except CDAError as exc:
-            raise _tool_error(exc, "inputs") from None
-        return run.outputs
-
-    @server.tool(description="Add an item (one or more DSL statements) to a session under a name, or replace it.")
-    def session_put(session: str, name: str, statement: str) -> SessionOutput:
-        state = sessions.setdefault(session, ClauseSession())
-        new = _guard(name, state.put, name, statement)
-        return SessionOutput(session=session, items=list(state.items), text=state.text(),
-                             changed=f"{'added' if new else 'replaced'} {name}")
-
-    @server.tool(description="Remove an item of a session by name.")
-    def session_remove(session: str, name: str) -> SessionOutput:
-        state = sessions.setdefault(session, ClauseSession())
-        _guard(name, state.remove, name)
-        return SessionOutput(session=session, items=list(state.items), text=state.text(), changed=f"removed {name}")
-
-    @server.tool(description="The items of a session and the problem they make.")
-    def session_show(session: str) -> SessionOutput:
-        state = sessions.setdefault(session, ClauseSession())
-        return SessionOutput(session=session, items=list(state.items), text=state.text())
-
-    @server.tool(description="Solve a session's problem (the last answer again if nothing changed).")
-    def session_solve(session: str, backend: str = _BACKEND, top: int | None = None, seed: int = 0) -> SessionSolveOutput:
-        state = sessions.setdefault(session, ClauseSession())
-        before = state.solves
-        result = _guard(session, state.solve, backend=backend, top=top, seed=seed)
-        return SessionSolveOutput(session=session, solved_again=state.solves > before, result=result)
+    for op in for_door(Door.MCP):
+        server.add_tool(_tool(door, op, Context), name=op.mcp, description=op.summary, structured_output=True)
+    server.cda_door = door  # type: ignore[attr-defined]
 
     docs = _ROOT / "docs" / "dsl.md"
     if docs.is_file():
@@ -255,16 +294,39 @@ def _reader(path: Path) -> Any:
     return read
 
 
-def main_mcp(transport: str, host: str, port: int, err: TextIO) -> int:
+def main_mcp(args: Any, err: TextIO) -> int:
     """``cda mcp``: serve until the client closes stdio (or until interrupted, over HTTP)."""
+    from cda.adapters.http_guard import is_loopback
+
+    options = _options(**vars(args))
+    for root in options.allow_root:
+        if not Path(root).is_dir():
+            err.write(f"cda: error: --allow-root {root}: not a folder\n")
+            return 2
+    if (options.guard_policies is None) != (options.guard_ledger is None):
+        err.write("cda: error: --guard-policies and --guard-ledger go together\n")
+        return 2
+    auth = None
+    if args.http:
+        from cda.adapters.auth import AuthConfig
+
+        try:
+            auth = AuthConfig.load(args.auth) if args.auth is not None else None
+        except CDAError as exc:
+            err.write(f"cda: error: {exc}\n")
+            return 2
+        if auth is None and not is_loopback(args.host):
+            err.write(f"cda: error: --host {args.host}: without --auth FILE cda mcp --http binds loopback only "
+                      "(every client would be the local user)\n")
+            return 2
     try:
-        server = build_server()
+        server = build_server(options)
     except ImportError:
         err.write("cda: error: cda mcp needs the MCP SDK: pip install 'cda[mcp]'\n")
         return 2
-    if transport == "stdio":
+    if not args.http:
         server.run("stdio")
-    else:
-        err.write(f"cda: MCP over streamable HTTP at http://{host}:{port}/mcp\n")
-        server.run("streamable-http", host=host, port=port)
-    return 0
+        return 0
+    from cda.mcp.http import serve_http
+
+    return serve_http(server, args, auth, err)

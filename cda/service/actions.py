@@ -13,8 +13,9 @@ an action"):
   and wall cap, stops (a cancel interrupts the run's solver: it ends with what it found);
 * :mod:`~cda.service.revisions` — sub-actions, their revisions, bind ⇒ lock, update_available.
 
-Who may do what is asked of one object, :mod:`~cda.service.permissions` (``rules``), the seam
-where :mod:`cda.operations`' gate decides for every door.
+Who may do what is not decided here: :mod:`cda.operations`' gate decides it for every door before
+a method runs (docs/service.md, "Who may do what"); a run then holds its caller's
+:class:`~cda.access.Access` (what it may touch) in its thread.
 
 *Restarts*: starting an interrupted or cancelled action again runs a new attempt of it. *State
 across restarts* (owners, sub-action revisions, the bindings ``accept_update`` needs) is kept in
@@ -29,8 +30,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cda.access import EGRESS_RANK, granted
 from cda.actions.bindings import BoundOutput
 from cda.actions.runner import action_id_of
+from cda.adapters.auth import OPEN, AuthConfig, Principal
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs, NextTestSuggestion
 from cda.contracts.deadline import cancel_scope
@@ -38,10 +41,8 @@ from cda.contracts.events import ActionEvent, ActionLinked, ActionNotice, Action
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.service.approvals import Approvals
 from cda.service.attempts import Attempts, check_signable
-from cda.service.auth import OPEN, AuthConfig, Principal
 from cda.service.escalation import decide
-from cda.service.live import EGRESS_RANK, EdgeError, LiveAction, Stop, json_object, stopped_as
-from cda.service.permissions import Rules, ServerRules
+from cda.service.live import EdgeError, LiveAction, Stop, json_object, stopped_as
 from cda.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
 from cda.service.providers import Provider
 from cda.service.revisions import Revisions
@@ -64,8 +65,7 @@ class ActionManager:
     def __init__(self, db: Path, hub: Hub, *, workers: int = 2, egress_cap: str = "local",
                  providers: dict[str, Provider] | None = None, fsync_each_commit: bool = False,
                  self_approval: bool = True, auth: AuthConfig = OPEN, processes: int = 0,
-                 partner_wall: float | None = PARTNER_WALL_S, partner_slots: int | None = None,
-                 rules: Rules | None = None) -> None:
+                 partner_wall: float | None = PARTNER_WALL_S, partner_slots: int | None = None) -> None:
         self.db = db
         self.hub = hub
         self.open = auth.open  # every client is the same anonymous partner: an action of unknown owner is theirs
@@ -75,8 +75,9 @@ class ActionManager:
                                      fsync_each_commit=fsync_each_commit, open_server=auth.open,
                                      partner_wall=partner_wall, partner_slots=partner_slots)
         self.scheduler = self.scheduling.scheduler
+        self.egress_cap = egress_cap
         self.approvals = Approvals(self.attempts, egress_cap)
-        self.rules: Rules = rules or ServerRules(self_approval)  # False with --auth: only the internal profile grants
+        self.self_approval = self_approval  # an open server's one client approves its own (its principal says so)
         known = [Principal("anonymous", "partner")] if auth.open else [who for _, who in auth.entries]
         self.state = ServiceState(db, known,  # owners, sub-action revisions, consumers: survive a restart
                                   durability=Durability.FULL if fsync_each_commit else Durability.NORMAL)
@@ -103,8 +104,9 @@ class ActionManager:
 
     # -- the methods ------------------------------------------------------------------------
     def start(self, who: Principal, inputs: CDAInputs, subactions: list[SubActionSpec] | None = None,
-              escalation: Escalation | None = None) -> StartResult:
-        self.rules.check_start(who, inputs)
+              escalation: Escalation | None = None, waits_for: tuple[str, ...] = ()) -> StartResult:
+        """Start an action; what ``who`` may do was decided by the gate (:mod:`cda.operations.gate`)
+        before this runs: ``waits_for`` are the approvals it decided the action waits for."""
         escalated = None
         if escalation is not None:
             escalated = decide(escalation, inputs.risk_class)
@@ -144,7 +146,8 @@ class ActionManager:
             wall = escalated.wall
             if wall is not None and (inputs.budgets.wall is None or inputs.budgets.wall > wall):
                 run.inputs = inputs.model_copy(update={"budgets": inputs.budgets.model_copy(update={"wall": wall})})
-        run.needed = self.approvals.needed(inputs)
+        run.access = who.access(self.egress_cap)  # type: ignore[arg-type]  # cda.access: what the run may touch
+        run.needed = self.approvals.needed(inputs, waits_for)
         if run.needed:
             self.approvals.wait(run)
         else:
@@ -193,6 +196,7 @@ class ActionManager:
         new_id = self._id_of(who, held.inputs, bound)
         run = LiveAction(new_id, who, held.inputs, bound=bound, revision=held.revision + 1,
                          supersedes=held.plan_bundle_id)
+        run.access = who.access(self.egress_cap)  # type: ignore[arg-type]  # the accepting caller's, as at start
         with self.lock:
             existing = bool(new_id in self.runs or read_stream(self.db, new_id, None))
             if not existing:
@@ -211,9 +215,8 @@ class ActionManager:
 
     def decide(self, who: Principal, action_id: str, approval: str, grant: bool, reason: str) -> ActionGetResult:
         run = self._own(who, action_id)
-        if grant and not self.rules.may_grant(who):
-            raise EdgeError("forbidden", "an approval comes from an internal reviewer on a server with --auth "
-                            "(a partner may deny)", ["method"])
+        if grant and not who.approves:  # the gate refuses it first (actions.approve needs an approver)
+            raise EdgeError("forbidden", "an approval comes from an approver (a partner may deny)", ["method"])
         with run.gate:  # two approvals (or an approval and a cancel) at once: one submits, at most
             if self.approvals.decide(run, who, approval, grant, reason):
                 self._submit(run)
@@ -243,8 +246,9 @@ class ActionManager:
         existence is not disclosed). Owners are kept in the state file, so this holds after a
         restart; an action of no recorded owner (written by ``cda run`` into the same file, or
         started by a server that no known principal matches) is the internal profile's, or, on
-        an open server, the one anonymous partner's."""
-        if who.profile == "internal":
+        an open server, the one anonymous partner's. An approver sees every action too (to approve
+        what it waits for)."""
+        if who.sees_all:
             return True
         owner = self.state.owner(key)
         if owner is None and key in self.runs:
@@ -283,7 +287,11 @@ class ActionManager:
 
     # -- running ----------------------------------------------------------------------------
     def _submit(self, run: LiveAction) -> None:
-        self.scheduling.submit(run, self._run)
+        self.scheduling.submit(run, self._execute)
+
+    def _execute(self, run: LiveAction) -> None:
+        with granted(run.access):  # a pool thread does not inherit the caller's context
+            self._run(run)
 
     def _run(self, run: LiveAction) -> None:
         """One attempt's run, in its thread, once it holds a slot: the inputs it reads (the
@@ -297,14 +305,14 @@ class ActionManager:
             if run.stop is not None:  # stopped while it waited for a slot: nothing ran, nothing to report
                 raise Stop(run.stop)
             ken, ken_path = None, None
-            if inputs.ken is not None and inputs.ken.path is not None:  # the rules let only the internal profile name one
+            if inputs.ken is not None and inputs.ken.path is not None:  # the gate let a file reader through; read under run.access
                 path = Path(inputs.ken.path)
                 ken_path = path if path.is_absolute() else self.db.parent / path
             # the run continues the attempt the service began: after the events already streamed
             # (prelude), its receipts under that attempt (AttemptSink), its audit over the stored events
             job = RunnerJob(run.action_id, inputs, self.db.parent, self.thresholds, list(run.bound), ken_path,
                             revision=run.revision, supersedes=run.supersedes, attempt=run.attempt,
-                            prelude=list(run.events), approval_waits=list(run.waits))
+                            prelude=list(run.events), approval_waits=list(run.waits), access=run.access)
             runners = self.scheduling.runners
             if runners is not None:  # in a runner process; its events come back through _emit
                 try:

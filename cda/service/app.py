@@ -26,8 +26,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
+from cda.adapters.auth import OPEN, AuthConfig
+from cda.adapters.http_guard import HostOriginGuard, RefusalLimiter
 from cda.service.actions import ActionManager
-from cda.service.auth import OPEN, AuthConfig
 from cda.service.metrics_stream import MetricsFeed, metrics_endpoint
 from cda.service.page import PAGE
 from cda.service.providers import FolderProvider, Provider
@@ -63,6 +64,11 @@ class ServiceConfig:
     otel_endpoint: str | None = None  # an OTLP/HTTP collector to export the metrics topic to (off: None)
     partner_wall: float | None = 300.0  # seconds a partner's action may run (None: no cap)
     partner_slots: int | None = None  # slots one partner may hold (None: half the workers, at least one)
+    host: str = "127.0.0.1"  # the address it binds: a Host the guard accepts
+    allowed_hosts: tuple[str, ...] = ()  # further names clients reach it by (--allowed-host)
+    allow_code: bool = False  # the internal role may run user code (functions) (--allow-code)
+    guard_policies: Path | None = None  # guard.evaluate's policy store (--guard-policies)
+    guard_ledger: Path | None = None  # guard.evaluate's guardian file (--guard-ledger)
 
 
 @dataclass
@@ -74,11 +80,15 @@ class _State:
     manager: ActionManager | None = None
     metrics: MetricsFeed | None = None
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    refusals: RefusalLimiter = field(default_factory=RefusalLimiter)
+    env: Any = None  # the operations' facilities (cda.service.env), made on first use
 
 
-def build_app(config: ServiceConfig) -> Starlette:
-    """The application; its lifespan opens the store, recovers, and closes everything."""
-    state = _State(config, config.auth, config.debug)
+def build_app(config: ServiceConfig) -> Any:
+    """The application behind its Host/Origin guard (:mod:`cda.adapters.http_guard`); its lifespan
+    opens the store, recovers, and closes everything."""
+    auth = config.auth.with_code() if config.allow_code else config.auth
+    state = _State(config, auth, config.debug)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -88,7 +98,7 @@ def build_app(config: ServiceConfig) -> Starlette:
             lambda: ActionManager(config.db, hub, workers=config.workers, processes=config.processes,
                                   egress_cap=config.egress_cap,
                                   providers=_providers(config.providers), fsync_each_commit=config.fsync,
-                                  self_approval=config.auth.open, auth=config.auth,
+                                  self_approval=config.auth.open, auth=auth,
                                   partner_wall=config.partner_wall, partner_slots=config.partner_slots))
         state.hub, state.manager = hub, manager
         await anyio.to_thread.run_sync(manager.recover)
@@ -127,7 +137,7 @@ def build_app(config: ServiceConfig) -> Starlette:
                                      max_age=600))
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.service = state
-    return app
+    return HostOriginGuard(app, bind=config.host, allowed_hosts=config.allowed_hosts, allowed_origins=config.cors_origins)
 
 
 def _providers(folder: Path | None) -> dict[str, Provider]:

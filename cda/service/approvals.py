@@ -5,20 +5,22 @@ an approval: the action waits (``action_waiting_user``) until ``actions.approve`
 ``actions.deny``, each decision a receipt and a measured wait (spec §10's approvals latency).
 The decisions are approvals-as-input (spec §6): the run reads the granted ones in
 ``policies.approvals``; a denial runs the action within the cap, so its external checks become
-receipt stubs and its summary is the conservative one (QA scenario 3). Who may grant is not
-decided here (:mod:`cda.service.permissions`).
+receipt stubs and its summary is the conservative one (QA scenario 3); a granted egress class
+widens what the run may touch (its :class:`~cda.access.Access`). Who may grant is not decided here
+but by :mod:`cda.operations`' gate, as are the approvals it adds (``waits_for``).
 """
 
 from __future__ import annotations
 
 import time
 
+from cda.access import EGRESS_RANK, Access
+from cda.adapters.auth import Principal
 from cda.contracts.action import CDAInputs
 from cda.contracts.events import ActionWaitingUser
 from cda.contracts.metrics import ApprovalWait
 from cda.service.attempts import Attempts
-from cda.service.auth import Principal
-from cda.service.live import EGRESS_RANK, EdgeError, LiveAction
+from cda.service.live import EdgeError, LiveAction
 
 __all__ = ["Approvals"]
 
@@ -30,11 +32,13 @@ class Approvals:
         self.attempts = attempts
         self.egress_cap = egress_cap
 
-    def needed(self, inputs: CDAInputs) -> list[str]:
-        """The approvals ``inputs`` need on this server: ``egress:<class>`` above the cap, ``pii:consent``."""
+    def needed(self, inputs: CDAInputs, waits_for: tuple[str, ...] = ()) -> list[str]:
+        """The approvals ``inputs`` need on this server: ``egress:<class>`` above the cap, those
+        the gate decided it waits for (``waits_for``), ``pii:consent``."""
         out = []
         if EGRESS_RANK[inputs.policies.egress] > EGRESS_RANK[self.egress_cap]:
             out.append(f"egress:{inputs.policies.egress}")
+        out += [w for w in waits_for if w not in out]
         if inputs.policies.pii_posture == "consent":
             out.append("pii:consent")
         return out
@@ -55,6 +59,9 @@ class Approvals:
                             f"(waiting for: {', '.join(run.needed) or 'nothing'})", ["params", "approval"])
         (run.granted if grant else run.denied).add(approval)
         run.needed.remove(approval)
+        wider = approval.removeprefix("egress:")
+        if grant and wider != approval and EGRESS_RANK.get(wider, 0) > EGRESS_RANK[run.access.egress]:
+            run.access = _raised(run.access, wider)
         waited = time.monotonic() - (run.waiting_since if run.waiting_since is not None else time.monotonic())
         run.waits.append(ApprovalWait(approval=approval, granted=grant, waited_us=max(0, round(waited * 1_000_000))))
         self.attempts.receipt(run.action_id, "approval.granted" if grant else "approval.denied",
@@ -77,3 +84,10 @@ class Approvals:
             "pii_posture": "on" if "pii:consent" in run.denied else inputs.policies.pii_posture})})
         return inputs, (f"denied: {', '.join(sorted(run.denied))}; the action runs within the server's caps "
                         "and marks the evidence it could not get with receipt stubs")
+
+
+def _raised(access: Access, egress: str) -> Access:
+    """``access`` with its egress cap raised to an approved class (the same refusal log)."""
+    wider = Access(roots=access.roots, code=access.code, egress=egress, who=access.who)  # type: ignore[arg-type]
+    object.__setattr__(wider, "refused", access.refused)
+    return wider

@@ -31,11 +31,11 @@ from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
 from cda.actions.signing import head_path, load_signer, read_head, write_head
 from cda.adapters.action_entry import AuditLogError, _check_signed_head, refuse_lost_log
+from cda.adapters.auth import Principal
 from cda.adapters.event_store import EventStore, check_event_file
 from cda.contracts.action import CDAInputs
 from cda.contracts.events import ActionEvent, ActionFailed
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
-from cda.service.auth import Principal
 from cda.service.live import LiveAction
 from cda.service.sqlite_writes import relax_fsync, share_write_lock
 from cda.service.state import check_state

@@ -14,19 +14,18 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from cda.access import NOTHING, Access
 from cda.actions.bindings import BoundOutput
+from cda.adapters.auth import Principal
 from cda.contracts.action import CDAInputs
 from cda.contracts.deadline import CancelToken
 from cda.contracts.events import ActionEvent
 from cda.contracts.metrics import ApprovalWait
-from cda.errors import CDAError
-from cda.service.auth import Principal
+from cda.operations.base import OperationError
 from cda.service.protocol import SubActionSpec
 from cda.service.scheduler import Ticket
 
-__all__ = ["EGRESS_RANK", "RERUNNABLE", "STOPS", "EdgeError", "LiveAction", "Stop", "json_object", "stopped_as"]
-
-EGRESS_RANK = {"local": 0, "partner": 1, "external": 2}
+__all__ = ["RERUNNABLE", "STOPS", "EdgeError", "LiveAction", "Stop", "json_object", "stopped_as"]
 
 RERUNNABLE = frozenset({"ActionInterrupted", "ActionCancelled"})
 """The error types of an attempt ended without its findings by a stop: a new start runs a new attempt."""
@@ -37,13 +36,8 @@ STOPS = {  # the stop's error type -> (what the run's token says, the token's ki
 }
 
 
-class EdgeError(CDAError, ValueError):
+class EdgeError(OperationError):
     """A call the server refuses: ``code`` (forbidden, not_found, conflict) and the ``path`` at fault."""
-
-    def __init__(self, code: str, message: str, path: list[str | int] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.path = path or []
 
 
 class Stop(BaseException):  # noqa: N818 - not an error: unwinds the runner at its next event
@@ -77,6 +71,7 @@ class LiveAction:
     waiting_since: float | None = None  # time.monotonic() when the action began to wait for approvals
     waits: list[ApprovalWait] = field(default_factory=list)  # each decision and how long it took (§10)
 
+    access: Access = field(default_factory=lambda: NOTHING)  # what the run may touch (cda.access)
     ticket: Ticket | None = None  # its place with the scheduler, once submitted to run
     lane: int = 0  # which scheduler (and runner process, with --processes) runs it
 

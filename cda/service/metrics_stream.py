@@ -45,8 +45,8 @@ from starlette.responses import PlainTextResponse, Response
 
 from cda.actions.metrics_report import summarise
 from cda.actions.metrics_runs import RunMetrics, StoreRuns, read_runs
+from cda.adapters.auth import AuthConfig
 from cda.errors import CDAError
-from cda.service.auth import AuthConfig
 from cda.service.streams import RETRY_MS, EventStreamResponse, parse_last_event_id, stream_principal
 
 __all__ = ["REPLAY_MAX", "MetricsFeed", "metrics_endpoint"]

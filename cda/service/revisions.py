@@ -18,12 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 from cda.actions.bindings import BoundOutput, lock_of, update_available
+from cda.adapters.auth import Principal
 from cda.contracts.action import CDAInputs
 from cda.contracts.events import ActionCheckpoint, ActionCompleted, ActionStarted
 from cda.contracts.receipt import sha256_hex
 from cda.contracts.refs import ArtifactRef
 from cda.service.attempts import Attempts
-from cda.service.auth import Principal
 from cda.service.live import EdgeError, LiveAction, json_object
 from cda.service.protocol import RefreshResult, SubActionSpec
 from cda.service.providers import Provider, ProviderError

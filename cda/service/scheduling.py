@@ -74,8 +74,9 @@ class Scheduling:
         self._lanes = 0
         self._lock = threading.Lock()
 
-    def _partner(self, run: LiveAction) -> bool:
-        return run.owner.profile != "internal"
+    @staticmethod
+    def _partner(run: LiveAction) -> bool:
+        return run.owner.role == "partner"
 
     # -- running ----------------------------------------------------------------------------
     def submit(self, run: LiveAction, execute: Callable[[LiveAction], None]) -> None:

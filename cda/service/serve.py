@@ -1,25 +1,26 @@
 """``cda serve DB``: the service on uvicorn, until Ctrl-C or SIGTERM; exit 2 when it cannot start.
 
 Loopback by default; a non-loopback ``--host`` needs ``--auth FILE`` (an open server would let
-anyone on the network start actions). On SIGTERM (or Ctrl-C) the running actions' solvers are
-interrupted at once and the open streams end (their clients resume on the next server with
-``Last-Event-ID``); the actions end ``interrupted`` with what they found, and the process exits 0
-within :data:`EXIT_WITHIN_S` seconds: uvicorn's graceful shutdown of the connections (at most 5 s),
-then at most :data:`~cda.service.scheduling.SHUTDOWN_WAIT_S` for the runs. A run still in
-code that reads no deadline after that is left to the next start (marked interrupted), and the
-process ends without waiting for its thread (docs/service.md, "Stopping").
+anyone on the network start actions). Every request passes the Host/Origin guard first
+(:mod:`cda.adapters.http_guard`: ``--allowed-host`` and ``--cors-origin`` widen it). On SIGTERM (or
+Ctrl-C) the running actions' solvers are interrupted at once and the open streams end (their clients
+resume on the next server with ``Last-Event-ID``); the actions end ``interrupted`` with what they
+found, and the process exits 0 within :data:`EXIT_WITHIN_S` seconds: uvicorn's graceful shutdown of
+the connections (at most 5 s), then at most :data:`~cda.service.scheduling.SHUTDOWN_WAIT_S` for the
+runs. A run still in code that reads no deadline after that is left to the next start (marked
+interrupted), and the process ends without waiting for its thread (docs/service.md, "Stopping").
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 from typing import Any, TextIO
 
+from cda.adapters.auth import OPEN, AuthConfig
+from cda.adapters.http_guard import is_loopback
 from cda.adapters.otel_config import check_otel_endpoint
 from cda.errors import CDAError
-from cda.service.auth import OPEN, AuthConfig
 
 __all__ = ["main_serve", "run_server"]
 
@@ -27,15 +28,6 @@ MIN_RETENTION_H = 24.0
 MAX_RETENTION_H = 24.0 * 365
 EXIT_WITHIN_S = 10.0
 """The promise about SIGTERM: the process is gone this many seconds after it (tests/test_cancel_service.py)."""
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def run_server(app: Any, host: str, port: int, on_ready: Any = None) -> None:
@@ -68,8 +60,9 @@ def run_server(app: Any, host: str, port: int, on_ready: Any = None) -> None:
 def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth_file: Path | None = None,
                cors: list[str] | None = None, retention_h: float = 24.0, workers: int = 2, processes: int = 0,
                egress_cap: str = "local", debug: bool = False, providers: Path | None = None,
-               fsync: bool = False, otel_endpoint: str | None = None, partner_wall: float | None = 300.0,
-               partner_slots: int | None = None) -> int:
+               fsync: bool = False, otel_endpoint: str | None = None, allowed_hosts: list[str] | None = None,
+               allow_code: bool = False, guard_policies: Path | None = None, guard_ledger: Path | None = None,
+               partner_wall: float | None = 300.0, partner_slots: int | None = None) -> int:
     """The ``cda serve`` command."""
     if not host.strip():
         err.write("cda: error: --host is empty; give an address (127.0.0.1, or 0.0.0.0 for every interface)\n")
@@ -78,7 +71,7 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
     try:
         if auth_file is not None:
             auth = AuthConfig.load(auth_file)
-        if not _loopback(host) and auth.open:
+        if not is_loopback(host) and auth.open:
             raise CDAError(f"--host {host}: without --auth FILE the server binds loopback only "
                            "(every client would be an anonymous partner)")
         if not MIN_RETENTION_H <= retention_h <= MAX_RETENTION_H:
@@ -99,6 +92,11 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
             raise CDAError(f"--providers {providers}: not a folder")
         if otel_endpoint is not None:
             check_otel_endpoint(otel_endpoint)
+        if (guard_policies is None) != (guard_ledger is None):
+            raise CDAError("--guard-policies and --guard-ledger go together (guard.evaluate needs both)")
+        for name, value in (("--guard-policies", guard_policies), ("--guard-ledger", guard_ledger)):
+            if value is not None and not value.is_file():
+                raise CDAError(f"{name} {value}: not a file")
     except CDAError as exc:
         err.write(f"cda: error: {exc}\n")
         return 2
@@ -106,7 +104,9 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
 
     app = build_app(ServiceConfig(db=db, auth=auth, cors_origins=tuple(cors or ()), retention_s=retention_h * 3600,
                                   workers=workers, processes=processes, egress_cap=egress_cap, debug=debug,
-                                  providers=providers, fsync=fsync, otel_endpoint=otel_endpoint,
+                                  providers=providers, fsync=fsync, otel_endpoint=otel_endpoint, host=host,
+                                  allowed_hosts=tuple(allowed_hosts or ()), allow_code=allow_code,
+                                  guard_policies=guard_policies, guard_ledger=guard_ledger,
                                   partner_wall=partner_wall, partner_slots=partner_slots))
 
     def ready(server: Any) -> None:

@@ -37,17 +37,26 @@ from pathlib import Path
 from typing import Any
 
 from cda.actions.bindings import BoundOutput
+from cda.adapters.auth import Principal
 from cda.contracts.action import CDAInputs
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef
-from cda.service.auth import Principal
-from cda.store import Durability, FileFormat, StoreFileError, companion, open_store, read_snapshot, read_store
+from cda.store import (
+    SERVICE_STATE_MARK,
+    Durability,
+    FileFormat,
+    StoreFileError,
+    companion,
+    open_store,
+    read_snapshot,
+    read_store,
+)
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "Consumer", "ServiceState", "check_state", "state_path"]
 
 SCHEMA_VERSION = 1
 
-APPLICATION_ID = 0x43444153
+APPLICATION_ID = SERVICE_STATE_MARK
 """``PRAGMA application_id`` of the service's state file: the bytes of "CDAS"."""
 
 _V1 = (

@@ -45,7 +45,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from cda.service.auth import AuthConfig, Principal, presented_token
+from cda.adapters.auth import AuthConfig, Principal
+from cda.adapters.http_guard import presented
 from cda.service.store import TERMINAL, StoredEvent, latest_attempt, read_after, read_stream
 
 __all__ = ["EventStreamResponse", "Hub", "Subscriber", "stream_endpoint"]
@@ -214,7 +215,7 @@ def stream_principal(request: Request, auth: AuthConfig | None) -> tuple[Princip
     answer. Without ``--auth`` every client is the same anonymous partner (None)."""
     if auth is None or auth.open:
         return None, None
-    who = auth.principal(presented_token(request.headers.get("authorization", ""), request.query_params.get("token")))
+    who = auth.principal(presented(request.scope, request.headers))
     if who is None:
         return None, PlainTextResponse("a known token is required (Authorization: Bearer, or ?token=)\n", 401,
                                        headers={"WWW-Authenticate": "Bearer"})

@@ -1,19 +1,21 @@
 """The WebSocket ToolBus (``/toolbus``, spec §7.1): control frames in, answers out.
 
 A client authenticates once, when it connects (``Authorization: Bearer <token>``, or
-``?token=`` for a browser, which cannot set headers on a WebSocket); an unknown token is let in
-only to be closed with code **1008** (policy violation) and a receipt. Then every text frame is
+``?token=`` for a browser, which cannot set headers on a WebSocket; the Host/Origin guard takes it
+out of the query before anything logs it); an unknown token is let in only to be closed with code
+**1008** (policy violation) and a receipt, and past a few such connects a client address is
+answered 429 without one (:class:`~cda.adapters.http_guard.RefusalLimiter`). Then every text frame is
 one :class:`~cda.service.protocol.Request`, answered by a frame with the same ``id``:
 ``result`` or ``error: {code, message, path}``. Frames and params are validated by the pydantic
 models the committed schemas come from (``schemas/toolbus/``).
 
-Methods: ``actions.start|cancel|approve|deny|get`` for everyone, and for sub-actions
-``actions.refresh`` (ask a sub-action's provider again: a new revision, ``update_available`` to
-the actions that bound an older one) and ``actions.accept_update`` (a structure revision); ``reflect.trace`` (the raw trace,
-read-only) for the internal profile with a reflection approval; ``investigate.start|observe|status|
-history|undo|close`` (an investigation session, :mod:`~cda.service.investigations`); ``debug.*`` only when the server
-runs with ``--debug`` and for the internal profile. There is no ``cda.*`` namespace: to everyone
-else those names do not exist (``unknown_method``).
+Methods are the operation registry's for this door (:mod:`cda.operations`; docs/service.md lists
+them with who may call each): each frame's params are validated by the operation's model, the gate
+decides for the caller's principal, and the operation runs in a worker thread. An operation not
+open to the caller's role does not exist for it (``unknown_method``); another refusal is
+``forbidden`` with the ``path`` of the parameter at fault; every refusal is a receipt in the
+server's log. ``debug.*`` only when the server runs with ``--debug`` and for the internal profile.
+There is no ``cda.*`` namespace.
 """
 
 from __future__ import annotations
@@ -25,30 +27,21 @@ from typing import Any
 
 import anyio
 from pydantic import BaseModel, ValidationError
+from starlette.responses import PlainTextResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from cda.errors import CDAError
-from cda.service.actions import ActionManager, EdgeError
-from cda.service.auth import AuthConfig, Principal
-from cda.service.investigations import desk_for
-from cda.service.protocol import (
-    METHODS,
-    AcceptParams,
-    ActionRef,
-    ApprovalParams,
-    ErrorBody,
-    ErrorFrame,
-    ReflectParams,
-    Request,
-    ResultFrame,
-    StartParams,
-    valid_frame_id,
-)
+from cda.adapters.auth import AuthConfig
+from cda.adapters.http_guard import is_loopback, presented
+from cda.errors import AccessDenied, CDAError, DSLError
+from cda.operations import Door, Principal, Refused, invoke
+from cda.operations.base import OperationError
+from cda.service.actions import ActionManager
+from cda.service.env import service_env
+from cda.service.protocol import METHODS, ErrorBody, ErrorFrame, Request, ResultFrame, valid_frame_id
 
 __all__ = ["MAX_FRAME", "toolbus_endpoint"]
 
 MAX_FRAME = 1 << 20  # bytes: a CDAInputs larger than a megabyte is not a control message
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def _error(frame_id: Any, code: str, message: str, path: list[str | int] | None = None) -> str:
@@ -69,22 +62,27 @@ def toolbus_endpoint(state: Callable[[], Any]) -> Callable[[WebSocket], Any]:
         st = state()
         auth: AuthConfig = st.auth
         manager: ActionManager = st.manager
-        token = None
-        header = ws.headers.get("authorization", "")
-        if header.lower().startswith("bearer "):
-            token = header[7:].strip()
-        token = token or ws.query_params.get("token")
-        await ws.accept()
+        token = presented(ws.scope, ws.headers)  # the guard took a ?token= out of the query (no log sees it)
         client = ws.client.host if ws.client else ""
         who = auth.principal(token)
-        if auth.open and client not in LOOPBACK:
+        if auth.open and not is_loopback(client):
             who = None
         if who is None:
+            skipped = st.refusals.admit(client)
+            if skipped is None:  # a flood of refused connects: answered, not receipted one by one
+                if "websocket.http.response" in ws.scope.get("extensions", {}):
+                    await ws.send_denial_response(PlainTextResponse("too many refused connects\n", 429,
+                                                                    headers={"Retry-After": "1"}))
+                else:
+                    await ws.close(code=1008)
+                return
+            await ws.accept()
             await anyio.to_thread.run_sync(manager.receipt, "toolbus", "auth.refused",
                                            {"client": client, "token_given": bool(token)},
-                                           {"close_code": 1008}, "denied")
+                                           {"close_code": 1008, "not_receipted_before": skipped}, "denied")
             await ws.close(code=1008, reason="unknown token")
             return
+        await ws.accept()
         try:
             while True:
                 message = await ws.receive()
@@ -101,18 +99,18 @@ def toolbus_endpoint(state: Callable[[], Any]) -> Callable[[WebSocket], Any]:
     return endpoint
 
 
-INVESTIGATE_THREADS = 4  # investigate.* gets its own few threads: slow ones never stall actions or streams
+PRODUCT_THREADS = 4  # investigate.*, guard.*, conduct.* get their own few threads: slow ones never stall actions
 _limiters: dict[int, anyio.CapacityLimiter] = {}
 
 
-def _investigate_limiter() -> anyio.CapacityLimiter:
-    """The ``investigate.*`` threads of the running event loop (apart from anyio's default 40)."""
+def _product_limiter() -> anyio.CapacityLimiter:
+    """The product methods' threads of the running event loop (apart from anyio's default 40)."""
     import asyncio
 
     key = id(asyncio.get_running_loop())
     if key not in _limiters:
         _limiters.clear()  # one server, one loop (a test's new loop starts afresh)
-        _limiters[key] = anyio.CapacityLimiter(INVESTIGATE_THREADS)
+        _limiters[key] = anyio.CapacityLimiter(PRODUCT_THREADS)
     return _limiters[key]
 
 
@@ -132,52 +130,41 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
         return _validation(frame_id, exc, [])
     method = request.method
     namespace = method.split(".", 1)[0]
-    allowed = method in METHODS and (namespace != "reflect" or who.profile == "internal")
-    if namespace == "debug" and st.debug and who.profile == "internal":
+    if namespace == "debug" and st.debug and who.role == "internal":
         return ResultFrame(id=request.id, result=_debug(method, st)).model_dump_json()
-    if not allowed:
+    if method not in METHODS:
         return _error(request.id, "unknown_method", f"no method {method!r} for this client", ["method"])
-    params_model, _ = METHODS[method]
+    manager: ActionManager = st.manager
+    env = service_env(st)
+    limiter = _product_limiter() if namespace not in ("actions", "reflect", "artifacts") else None
+
+    def call() -> BaseModel:
+        return invoke(method, request.params, principal=who, door=Door.TOOLBUS, env=env, base_dir=manager.db.parent,
+                      egress_cap=st.config.egress_cap, sink=env.sink)
+
     try:
-        params: BaseModel = params_model.model_validate(request.params)
+        result = await anyio.to_thread.run_sync(call, limiter=limiter)
     except ValidationError as exc:
         return _validation(request.id, exc, ["params"])
-    manager: ActionManager = st.manager
-    try:
-        result: BaseModel | dict[str, Any]
-        if isinstance(params, StartParams):
-            result = await anyio.to_thread.run_sync(manager.start, who, params.inputs, params.subactions,
-                                                    params.escalation)
-        elif isinstance(params, ApprovalParams):
-            grant = method == "actions.approve"
-            result = await anyio.to_thread.run_sync(manager.decide, who, params.action_id, params.approval, grant,
-                                                    params.reason)
-        elif isinstance(params, ReflectParams):
-            trace = await anyio.to_thread.run_sync(manager.read_trace, params.action_id, params.approval)
-            if trace is None:
-                raise EdgeError("forbidden", "no trace for this approval (refused, or none stored)", ["params"])
-            result = {"action_id": params.action_id, "trace": trace}
-        elif isinstance(params, AcceptParams):
-            result = await anyio.to_thread.run_sync(manager.accept_update, who, params.action_id, params.update)
-        elif isinstance(params, ActionRef) and method == "actions.refresh":
-            result = await anyio.to_thread.run_sync(manager.refresh, who, params.action_id)
-        elif isinstance(params, ActionRef) and method == "actions.cancel":
-            result = await anyio.to_thread.run_sync(manager.cancel, who, params.action_id)
-        elif isinstance(params, ActionRef):
-            result = await anyio.to_thread.run_sync(manager.get, params.action_id, who)
-        elif namespace == "investigate":  # investigations.py: each call in a worker thread
-            result = await anyio.to_thread.run_sync(lambda: desk_for(manager.db).call(who, method, params),
-                                                    limiter=_investigate_limiter())
-        else:  # pragma: no cover - METHODS and this dispatch are kept together
-            return _error(request.id, "unknown_method", f"no method {method!r}", ["method"])
-    except EdgeError as exc:
+    except Refused as exc:
+        if exc.need == "role":  # to anyone else those names do not exist
+            return _error(request.id, "unknown_method", f"no method {method!r} for this client", ["method"])
+        return _error(request.id, "forbidden", str(exc), ["params", *exc.path] if exc.path else ["method"])
+    except OperationError as exc:
         return _error(request.id, exc.code, str(exc), exc.path)
+    except AccessDenied as exc:  # refused where a file, code or egress was reached for (receipted by the gate)
+        return _error(request.id, "forbidden", str(exc), ["params"])
+    except DSLError as exc:
+        where: list[str | int] = ["params"] + ([exc.line] if exc.line is not None else []) + \
+            ([exc.column] if exc.line is not None and exc.column is not None else [])
+        return _error(request.id, "invalid_params", f"{exc.kind}: {exc.message}", where)
     except CDAError as exc:  # the store or a provider failed: the reason, not a dropped socket
-        return _error(request.id, "internal", str(exc).replace(str(manager.db), manager.db.name))
+        code = "internal" if namespace == "actions" else "invalid_params"
+        return _error(request.id, code, str(exc).replace(str(manager.db.parent) + "/", "").replace(
+            str(manager.db), manager.db.name))
     except sqlite3.Error as exc:
         return _error(request.id, "internal", f"the store cannot be read ({type(exc).__name__})")
-    body = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
-    return ResultFrame(id=request.id, result=body).model_dump_json()
+    return ResultFrame(id=request.id, result=result.model_dump(mode="json")).model_dump_json()
 
 
 def _debug(method: str, st: Any) -> dict[str, Any]:

@@ -70,6 +70,7 @@ class RunnerJob:
     attempt: int = 1  # the attempt the service began: the run's receipts and events continue it
     prelude: list[Any] = field(default_factory=list)  # ActionEvent: what the service streamed before the run
     approval_waits: list[Any] = field(default_factory=list)  # ApprovalWait: the approvals it waited for (§10)
+    access: Any = None  # cda.access.Access: what the run may touch (None: unrestricted, a local run)
 
 
 class AttemptSink:
@@ -104,13 +105,17 @@ def run_job(job: RunnerJob, ken: Any, log: Any, on_event: Callable[[Any], None],
     the run continues the attempt the service began, after the events already streamed
     (``prelude``), with its receipts filed under that attempt and ``audit`` checking the stored
     events before its terminal event."""
+    from contextlib import nullcontext
+
+    from cda.access import granted
     from cda.actions.runner import run_action
     from cda.adapters.action_entry import _http_provider
 
-    return run_action(job.inputs, ken=ken, out_dir=job.out_dir, receipts=AttemptSink(log, job.attempt),
-                      subscribers=[on_event], llm_factory=_http_provider, thresholds=job.thresholds,
-                      action_id=job.action_id, bound=job.bound, revision=job.revision, supersedes=job.supersedes,
-                      prelude=job.prelude, approval_waits=job.approval_waits, audit=audit)
+    with granted(job.access) if job.access is not None else nullcontext():
+        return run_action(job.inputs, ken=ken, out_dir=job.out_dir, receipts=AttemptSink(log, job.attempt),
+                          subscribers=[on_event], llm_factory=_http_provider, thresholds=job.thresholds,
+                          action_id=job.action_id, bound=job.bound, revision=job.revision, supersedes=job.supersedes,
+                          prelude=job.prelude, approval_waits=job.approval_waits, audit=audit)
 
 
 def waits_for_answer(event: Any) -> bool:
@@ -295,8 +300,13 @@ def child_main(conn: Connection, db: str, fsync: bool) -> None:
         try:
             ken = None
             if job.ken_path is not None:
+                from contextlib import nullcontext
+
+                from cda.access import granted
                 from cda.ken.loaders import load_ken
-                ken = load_ken(job.ken_path)
+
+                with granted(job.access) if job.access is not None else nullcontext():
+                    ken = load_ken(job.ken_path)
             with cancel_scope(cancel):  # a cancel interrupts its solver, expires its deadlines
                 result = run_job(job, ken, log, on_event, audit)
             send(("done", job.action_id, result))

@@ -23,7 +23,13 @@ from __future__ import annotations
 from cda.store.family import companion, family
 from cda.store.file import Store, open_store, read_store, share_lock
 from cda.store.format import (
+    CONDUCTOR_IR_MARK,
+    GUARDIAN_MARK,
+    INVESTIGATIONS_MARK,
+    JOBS_RESULTS_MARK,
     MARKS,
+    RECEIPT_LOG_MARK,
+    SERVICE_STATE_MARK,
     FileFormat,
     Migration,
     StoreFileError,
@@ -38,7 +44,13 @@ from cda.store.snapshot import connect_read_only, read_snapshot
 
 __all__ = [
     "BUSY_TIMEOUT_S",
+    "CONDUCTOR_IR_MARK",
+    "GUARDIAN_MARK",
+    "INVESTIGATIONS_MARK",
+    "JOBS_RESULTS_MARK",
     "MARKS",
+    "RECEIPT_LOG_MARK",
+    "SERVICE_STATE_MARK",
     "Durability",
     "FileFormat",
     "Migration",

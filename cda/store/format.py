@@ -31,7 +31,13 @@ from typing import Any
 from cda.errors import CDAError
 
 __all__ = [
+    "CONDUCTOR_IR_MARK",
+    "GUARDIAN_MARK",
+    "INVESTIGATIONS_MARK",
+    "JOBS_RESULTS_MARK",
     "MARKS",
+    "RECEIPT_LOG_MARK",
+    "SERVICE_STATE_MARK",
     "FileFormat",
     "Migration",
     "StoreFileError",
@@ -48,13 +54,20 @@ class StoreFileError(CDAError, ValueError):
     another CDA product's, written by a newer CDA, or one it cannot write."""
 
 
+RECEIPT_LOG_MARK = 0x43444131  # "CDA1"
+SERVICE_STATE_MARK = 0x43444153  # "CDAS"
+INVESTIGATIONS_MARK = 0x43444149  # "CDAI"
+GUARDIAN_MARK = 0x43444147  # "CDAG"
+CONDUCTOR_IR_MARK = 0x43444143  # "CDAC"
+JOBS_RESULTS_MARK = 0x4344414A  # "CDAJ"
+
 MARKS: dict[int, str] = {
-    0x43444131: "a CDA receipt log",  # "CDA1"
-    0x43444153: "the CDA service's state file",  # "CDAS"
-    0x43444149: "a CDA investigations file",  # "CDAI"
-    0x43444147: "a CDA guardian file",  # "CDAG"
-    0x43444143: "a CDA conductor IR database",  # "CDAC"
-    0x4344414A: "a CDA jobs results file",  # "CDAJ"
+    RECEIPT_LOG_MARK: "a CDA receipt log",
+    SERVICE_STATE_MARK: "the CDA service's state file",
+    INVESTIGATIONS_MARK: "a CDA investigations file",
+    GUARDIAN_MARK: "a CDA guardian file",
+    CONDUCTOR_IR_MARK: "a CDA conductor IR database",
+    JOBS_RESULTS_MARK: "a CDA jobs results file",
 }
 """Every ``application_id`` a CDA product marks its file with, and what such a file is."""
 

@@ -125,7 +125,7 @@ def _missing_knowledge(report: CoverageReport, fired: Sequence[str]) -> tuple[li
 def should_abstain(report: CoverageReport, thresholds: AbstainThresholds) -> AbstainOutput | None:
     """The ABSTAIN output when coverage is below the thresholds, else ``None``.
 
-    The rule (seed 001, "Default abstain rule"): abstain when ``root_causes_count <
+    The rule (the abstain gate's Default abstain rule: docs/actions.md, Abstention): abstain when ``root_causes_count <
     min_root_causes`` or ``causal_chains_count < min_chains`` (defaults 1: "== 0"), or
     ``matched_entities_count < min_entities`` (default 0: off). ``None`` when the gate is disabled.
 
@@ -375,7 +375,7 @@ def enforce(
     log: list[KenQuery] | None = None,
     limit: int = 50,
 ) -> list[Violation]:
-    """The grounding rules a draft text or a report breaks (seed 001, "Enforcement rules").
+    """The grounding rules a draft text or a report breaks (the abstain gate's Enforcement rules: docs/actions.md, Abstention).
 
     * no invented numbers: a number in the conclusion or the hypotheses (or anywhere in a text
       draft) that no observation contains and no Ken node's id or label contains
@@ -448,7 +448,7 @@ def apply_enforcement(report: EpistemicReport, violations: Sequence[Violation]) 
 
 
 def low_coverage_reasons(coverage: CoverageReport, thresholds: AbstainThresholds) -> list[str]:
-    """Why coverage is low, one line per trigger (seed 001, "Trigger condition"); empty when it is not."""
+    """Why coverage is low, one line per trigger (the abstain gate's Trigger condition: docs/actions.md, Abstention); empty when it is not."""
     checks = [
         ("root_causes_count", coverage.root_causes_count, thresholds.min_root_causes),
         ("causal_chains_count", coverage.causal_chains_count, thresholds.min_chains),
@@ -535,7 +535,7 @@ def _rewrite(report: EpistemicReport, violations: Sequence[Violation], grounded:
             units = {unit for raw, _, unit in quantities_in(text) if raw == span and unit}
             tail = "(?:\\s?(?:" + "|".join(re.escape(u) for u in sorted(units)) + "))?" if units else ""
             text = " ".join(re.sub(r"(?<![\w.@])" + re.escape(span) + tail + r"(?![\w.])", "", text).split())
-        if text:  # seed 001: an ungrounded root cause is downgraded to a hypothesis, never dropped
+        if text:  # the abstain gate: an ungrounded root cause is downgraded to a hypothesis, never dropped
             hypotheses.append(
                 {"id": "conclusion", "text": text,
                  "confidence": min(conclusion["confidence"], low), "verified": False,
@@ -555,7 +555,7 @@ def _rewrite(report: EpistemicReport, violations: Sequence[Violation], grounded:
 def low_coverage_review(
     report: EpistemicReport, coverage: CoverageReport, thresholds: AbstainThresholds
 ) -> LowCoverageReview:
-    """The second pass over a draft report, run only when coverage is low (seed 001, §3).
+    """The second pass over a draft report, run only when coverage is low (docs/actions.md, Abstention, step 2).
 
     Skipped (``OK``, ``triggered=False``) unless one trigger holds: root causes, chains,
     required nodes or matched entities below their minimums; also skipped when

@@ -167,6 +167,13 @@ def run_function_check(
         return _outcome(name, claim, "failed", "invalid_limits", problem, base)
     if budget_s is not None and not budget_s > 0:
         return _outcome(name, claim, "skipped", "budget", "not run: the action's search budget ran out", base)
+    from cda.access import may_run_code
+    from cda.errors import AccessDenied
+
+    try:  # cda.access: whatever door the call came by, its caller may not run code here
+        may_run_code()
+    except AccessDenied as exc:
+        return _outcome(name, claim, "skipped", "not_allowed", f"not run: {exc}", base)
     try:
         return _run(name, source, claim, limits, base, isolation, budget_s, cover)
     except Exception as exc:  # the promise is "never an exception out of CDA": report instead

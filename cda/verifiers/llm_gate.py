@@ -113,7 +113,7 @@ class LLMJudgement(BaseModel):
     )
     rationale: str = Field(default="", description="one or two sentences a person can read")
     review_status: ReviewStatus | None = Field(
-        default=None, description="set when the provider answered in seed 001's verifier contract"
+        default=None, description="set when the provider answered in the abstain gate's verifier contract (docs/actions.md, Abstention)"
     )
     problems: list[ReviewProblem] = Field(default_factory=list, description="the contract's typed problems")
     tokens: int | None = Field(default=None, ge=0, description="tokens the provider reported for this call")

@@ -130,6 +130,10 @@ def main() -> int:
     answer = sys.stdout
     sys.stdout = sys.stderr  # a kind's prints must not mix with the answer
     over = json.dumps(_memory(wire), sort_keys=True, ensure_ascii=False) + "\n"  # made before the cap
+    from cda.adapters.jobs.kinds import KINDS
+
+    if wire.get("kind") in KINDS:  # the kind and its operation's module, loaded before the cap: the cap is the job's
+        KINDS[wire["kind"]]
     _cap(int(wire["memory_mb"]))
     try:
         text = json.dumps(outcome_of(wire), sort_keys=True, ensure_ascii=False) + "\n"

@@ -20,18 +20,16 @@ only when such a job runs; without that package the job fails with "cda.policy n
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from cda.contracts import limits
 from cda.errors import CDAError, OptionError
 
-__all__ = ["JobInput", "JobKind", "KINDS", "PolicyUnavailable", "register"]
+__all__ = ["JobInput", "JobKind", "KINDS", "operation_kind", "register"]
 
 Checker = Callable[[str, Any], Any]
 """Checks one parameter: ``(name, value) -> value``, raising :class:`~cda.errors.OptionError`."""
@@ -69,11 +67,53 @@ class JobKind:
     check: Callable[[dict[str, Any]], tuple[str, str] | None] | None = None
 
 
-KINDS: dict[str, JobKind] = {}
+class _Kinds(dict[str, JobKind]):
+    """The kinds by name; a kind made from an operation is built when it is first looked up, so
+    a job's process imports its own operation only (under its memory cap every byte is the job's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.later: dict[str, Callable[[], JobKind]] = {}
+
+    def __missing__(self, name: str) -> JobKind:
+        make = self.later.pop(name, None)
+        if make is None:
+            raise KeyError(name)
+        kind = make()
+        dict.__setitem__(self, name, kind)
+        return kind
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self.later
+
+    def __iter__(self) -> Any:
+        return iter(sorted({*dict.keys(self), *self.later}))
+
+    def __len__(self) -> int:
+        return dict.__len__(self) + len(self.later)
+
+    def keys(self) -> Any:
+        return list(self)
+
+    def items(self) -> Any:
+        return [(name, self[name]) for name in self]
+
+    def values(self) -> Any:
+        return [self[name] for name in self]
 
 
-def register(kind: JobKind) -> JobKind:
-    """Add ``kind`` to :data:`KINDS` (a name already taken is a programming error)."""
+KINDS: _Kinds = _Kinds()
+
+
+def register(kind: JobKind | tuple[str, Callable[[], JobKind]]) -> JobKind | None:
+    """Add ``kind`` to :data:`KINDS` (a name already taken is a programming error); ``(name,
+    make)`` adds a kind built on first use."""
+    if isinstance(kind, tuple):
+        name, make = kind
+        if name in KINDS:
+            raise ValueError(f"job kind {name!r} is registered twice")
+        KINDS.later[name] = make
+        return None
     if kind.name in KINDS:
         raise ValueError(f"job kind {kind.name!r} is registered twice")
     missing = (kind.paths | kind.required) - set(kind.params)
@@ -123,54 +163,97 @@ def seed(name: str, value: Any) -> int:
 _BACKEND = choice("auto", "z3", "clingo")
 
 
-# --- the engine's kinds --------------------------------------------------------------------
+def _policy(kind: str) -> Any:
+    from cda.operations.policy import policy_package
+
+    return policy_package(kind)
 
 
-def _json(text_: str) -> Any:
-    return json.loads(text_)
+# --- the kinds the operation registry declares for this door (cda.operations) ---------------
 
 
-def _solve(job: JobInput) -> Any:
-    from cda.api import solve
+def operation_kind(name: str, *, main: str = "path", doc: str = "", shape: Callable[[Any], Any] | None = None,
+                   inputs: Callable[[Path, bytes], dict[str, Path]] | None = None,
+                   verdict: Callable[[Any], str | None] | None = None,
+                   before: Callable[[], Any] | None = None) -> JobKind:
+    """The job kind of operation ``name``: its manifest ``kind``, its ``params`` checked as the
+    operation checks them, ``file`` as its ``main`` path parameter; a job runs the operation through
+    the gate as the manifest's author (the local user), in the manifest's folder."""
+    from cda.operations import get
+    from cda.operations.registry import Door
 
-    p = job.params
-    assert job.file is not None
-    result = solve(job.file, backend=p.get("backend", "auto"), top=p.get("top"), seed=p.get("seed", 0),
-                   timeout=p.get("timeout"))
-    return _json(result.json_text())
+    op = get(name)
+    names = {p: op.name_at(Door.JOBS, p) for p in op.params_at(Door.JOBS) if p != main}
+    fields = op.params.model_fields
+    checkers = {door: _field_checker(fields[p]) for p, door in names.items()}
+    from cda.operations.params import PathParam, marker
+
+    paths = frozenset(door for p, door in names.items() if marker(list(fields[p].metadata), PathParam) is not None)
+    required = frozenset(door for p, door in names.items() if fields[p].is_required())
+
+    def run(job: JobInput) -> Any:
+        from pydantic import ValidationError
+
+        from cda.operations import LOCAL_USER, MemorySink, invoke
+
+        if before is not None:
+            before()  # what the kind needs installed, said before its parameters are looked at
+        params = {p: job.params[door] for p, door in names.items() if door in job.params}
+        if job.file is not None:
+            params[main] = str(job.file)
+        try:
+            result = invoke(op, {k: str(v) if isinstance(v, Path) else v for k, v in params.items()},
+                            principal=LOCAL_USER, door=Door.JOBS, base_dir=Path.cwd(), egress_cap="local",
+                            sink=MemorySink())
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = names.get(str(first["loc"][0]), str(first["loc"][0])) if first["loc"] else "params"
+            raise CDAError(f"params.{where}: {str(first['msg']).removeprefix('Value error, ')}") from None
+        data = result.model_dump(mode="json", by_alias=True)
+        return shape(data) if shape is not None else data
+
+    def check(params: dict[str, Any]) -> tuple[str, str] | None:
+        from pydantic import ValidationError
+
+        given = {p: params[door] for p, door in names.items() if door in params}
+        try:
+            op.params.model_validate({**given, main: "file"})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = str(first["loc"][0]) if first["loc"] else next(iter(names), main)
+            return names.get(where, where), str(first["msg"]).removeprefix("Value error, ")
+        return None
+
+    return JobKind(op.job, run, checkers, paths=paths, required=required, doc=doc or op.summary, inputs=inputs,
+                   verdict=verdict, check=check)
 
 
-def _check(job: JobInput) -> Any:
-    from cda.api import check
+def _field_checker(field: Any) -> Checker:
+    """One parameter's check in a manifest: the operation's own checker for a checked number,
+    the choices of a ``Literal``, true/false, a non-empty string (a path, a name)."""
+    import types
+    import typing
 
-    assert job.file is not None
-    return check(job.file).model_dump(mode="json")
+    from cda.operations.params import checker_of
+
+    checked = checker_of(list(field.metadata))
+    if checked is not None:
+        return checked.check
+    annotation = field.annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] if typing.get_origin(annotation) in (
+        typing.Union, types.UnionType) else [annotation]
+    inner = args[0] if len(args) == 1 else annotation
+    if typing.get_origin(inner) is typing.Annotated:
+        inner = typing.get_args(inner)[0]
+    if typing.get_origin(inner) is typing.Literal:
+        return choice(*typing.get_args(inner))
+    if inner is bool:
+        return flag
+    return text
 
 
-def _prove(job: JobInput) -> Any:
-    from cda.cli.fol import read_fol_file
-    from cda.fol.prove import prove_all
-
-    p = job.params
-    assert job.file is not None
-    problem = read_fol_file(job.file)
-    if not problem.claims:
-        raise CDAError(f"{job.file}: no claim to prove (add a line 'claim φ')")
-    results = prove_all(problem, p.get("timeout", 10.0), backend=p.get("backend", "auto"),
-                        cross_check=p.get("cross_check", False), unique_names=p.get("unique_names", False))
-    return {"results": [r.model_dump(mode="json") for r in results]}
-
-
-def _diagnose(job: JobInput) -> Any:
-    from cda.diagnosis.diagnose import diagnose
-
-    p = job.params
-    assert job.file is not None
-    mode = p.get("mode", "all")
-    report = diagnose(job.file, p.get("observations"), backend=p.get("backend", "auto"), mode=mode,
-                      k=p.get("k"), timeout=p.get("timeout"), seed=p.get("seed", 0))
-    data = report.model_dump(mode="json")
-    del data["time_s"]  # a timing: results are compared byte for byte across runs and runners
+def _no_time(data: dict[str, Any]) -> dict[str, Any]:
+    data.pop("time_s", None)  # a timing: results are compared byte for byte across runs and runners
     return data
 
 
@@ -188,48 +271,17 @@ def _dsl_inputs(file: Path, data: bytes) -> dict[str, Path]:
     return {f"ken {st.path}": file.parent / st.path for st in ast.statements if isinstance(st, KenLoad)}
 
 
-register(JobKind("solve", _solve, {"backend": _BACKEND, "top": count, "seed": seed, "timeout": budget},
-                 doc="rank explanations, check claims (a .cda file)", inputs=_dsl_inputs))
-register(JobKind("check", _check, doc="parse and type-check a .cda file", inputs=_dsl_inputs))
-register(JobKind("prove", _prove, {"backend": _BACKEND, "timeout": budget, "cross_check": flag, "unique_names": flag},
-                 doc="prove the claims of a .fol file"))
-register(JobKind("diagnose", _diagnose,
-                 {"observations": text, "backend": _BACKEND, "mode": choice("all", "top", "min_cardinality"),
-                  "k": count, "timeout": budget, "seed": seed},
-                 paths=frozenset({"observations"}), doc="minimal diagnoses of a circuit (.bench or .wcnf[.gz])"))
+def _later(kind: str, operation: str, **hooks: Any) -> tuple[str, Callable[[], JobKind]]:
+    return kind, lambda: operation_kind(operation, **hooks)
+
+
+register(_later("solve", "solve", doc="rank explanations, check claims (a .cda file)", inputs=_dsl_inputs))
+register(_later("check", "check", doc="parse and type-check a .cda file", inputs=_dsl_inputs))
+register(_later("prove", "prove", doc="prove the claims of a .fol file"))
+register(_later("diagnose", "diagnose", doc="minimal diagnoses of a circuit (.bench or .wcnf[.gz])", shape=_no_time))
 
 
 # --- the Cedar kinds (cda.policy, imported when such a job runs) ---------------------------
-
-
-class PolicyUnavailable(CDAError, RuntimeError):
-    """A Cedar job ran where the ``cda.policy`` package is not installed."""
-
-
-def _policy(kind: str) -> ModuleType:
-    """``cda.policy.jobs``, the policy package's entry points for batch jobs, or a
-    :class:`PolicyUnavailable` naming the kind (an import error inside the package is not hidden)."""
-    try:
-        return importlib.import_module("cda.policy.jobs")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("cda.policy", "cda.policy.jobs"):
-            raise
-        raise PolicyUnavailable(
-            f"cda.policy not available: a {kind!r} job needs the Cedar policy package (cda/policy/), "
-            "which this installation lacks"
-        ) from None
-
-
-def _cedar_test(job: JobInput) -> Any:
-    return _policy("cedar-test").cedar_test(job)
-
-
-def _policy_analysis(job: JobInput) -> Any:
-    return _policy("policy-analysis").policy_analysis(job)
-
-
-def _request_batch(job: JobInput) -> Any:
-    return _policy("request-batch").request_batch(job)
 
 
 def _cedar_test_inputs(file: Path, raw: bytes) -> dict[str, Path]:
@@ -265,33 +317,10 @@ def _analysis_verdict(result: Any) -> str | None:
             "counterexample is in the result)")
 
 
-#: analyses that compare the job's file with a second policy set (params.other)
-_BINARY_ANALYSES = frozenset({"implies", "equivalent", "disjoint", "no-new-access"})
-
-
-def _check_analysis(params: dict[str, Any]) -> tuple[str, str] | None:
-    analysis = params["analysis"]
-    if analysis in _BINARY_ANALYSES and "other" not in params:
-        return "analysis", f"{analysis} compares two policy sets: a policy-analysis job needs params.other (the second file)"
-    if analysis not in _BINARY_ANALYSES and "other" in params:
-        return "other", f"{analysis} analyses one policy set: params.other would not be read"
-    return None
-
-
-_ANALYSES = choice("always-allows", "always-denies", "implies", "equivalent", "disjoint", "never-errors",
-                   "no-new-access")
-
-# The plug-in point for cda.policy: each kind calls cda.policy.jobs.<function>(job: JobInput)
-# -> JSON. Parameters are checked here, so a bad manifest is refused before anything runs.
-register(JobKind("cedar-test", _cedar_test, doc="a Cedar integration-test JSON file: agreement per request",
-                 inputs=_cedar_test_inputs, verdict=_cedar_test_verdict))
-register(JobKind("policy-analysis", _policy_analysis,
-                 {"analysis": _ANALYSES, "other": text, "schema": text, "entities": text,
-                  "principal_type": text, "action": text, "resource_type": text},
-                 paths=frozenset({"other", "schema", "entities"}), required=frozenset({"analysis", "schema"}),
-                 check=_check_analysis,
-                 doc="an analysis of a Cedar policy set (file), against 'other' for implies/equivalent/disjoint/no-new-access",
-                 verdict=_analysis_verdict))
-register(JobKind("request-batch", _request_batch, {"schema": text, "entities": text, "requests": text},
-                 paths=frozenset({"schema", "entities", "requests"}), required=frozenset({"requests"}),
-                 doc="authorize every request of a JSON list against a Cedar policy set (file)"))
+# The plug-in point for cda.policy: each kind is an operation of cda.operations.policy, which calls
+# cda.policy.jobs.<function>; parameters are checked when the manifest is read, so a bad manifest is
+# refused before anything runs.
+register(_later("cedar-test", "policy.test", inputs=_cedar_test_inputs, verdict=_cedar_test_verdict,
+                before=lambda: _policy("cedar-test")))
+register(_later("policy-analysis", "policy.analyze", verdict=_analysis_verdict, before=lambda: _policy("policy-analysis")))
+register(_later("request-batch", "policy.authorize_batch", before=lambda: _policy("request-batch")))

@@ -24,7 +24,7 @@ from typing import Any
 from cda.actions.store_file import APPLICATION_ID as LOG_APPLICATION_ID
 from cda.actions.store_file import RECEIPTS_SCHEMA
 from cda.adapters.jobs.isolate import Outcome
-from cda.store import FileFormat, open_store, tables_of
+from cda.store import JOBS_RESULTS_MARK, FileFormat, open_store, tables_of
 
 __all__ = ["JOBS_FORMAT", "ResultStore", "Row"]
 
@@ -62,7 +62,7 @@ def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> 
     return 0 if not tables or ("job_results" in tables and tables <= {"job_results", "receipts"}) else None
 
 
-JOBS_FORMAT = FileFormat("a CDA jobs results file", 0x4344414A, (_results_and_receipts, _OUTPUTS), legacy=_legacy)
+JOBS_FORMAT = FileFormat("a CDA jobs results file", JOBS_RESULTS_MARK, (_results_and_receipts, _OUTPUTS), legacy=_legacy)
 """The jobs' results file, as :mod:`cda.store` opens it."""
 
 

@@ -1,12 +1,14 @@
-"""Who is calling: bearer tokens mapped to a profile (``partner`` | ``internal``).
+"""Who is calling: bearer tokens mapped to a principal (:mod:`cda.operations.principals`).
 
-The ``--auth FILE`` of ``cda serve`` is JSON::
+The ``--auth FILE`` of ``cda serve`` and ``cda mcp --http`` is JSON::
 
     {"tokens": [{"name": "ci", "sha256": "<hex of SHA-256 of the token>", "profile": "partner"}]}
 
-Only the hash is stored, so the file can be read by the server without holding a secret; a
-presented token is hashed and compared in constant time. Without a file the server binds
-loopback only and every client is a partner (:data:`OPEN`).
+``profile`` is the principal's role: ``partner``, ``internal`` (an internal reviewer: approves,
+reads traces with a reflection approval) or ``approver`` (approves what actions wait for). Only
+the hash is stored, so the file can be read by the server without holding a secret; a presented
+token is hashed and compared in constant time. Without a file the server binds loopback only and
+its one client is the anonymous partner that approves its own actions (:data:`OPEN`).
 """
 
 from __future__ import annotations
@@ -14,27 +16,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 from cda.errors import CDAError
+from cda.operations.principals import Principal, anonymous
 
 __all__ = ["OPEN", "AuthConfig", "AuthError", "Principal", "presented_token", "token_hash"]
 
-Profile = Literal["partner", "internal"]
+PROFILES = ("partner", "internal", "approver")
 
 
 class AuthError(CDAError, ValueError):
     """The ``--auth`` file cannot be used: not JSON, a field missing or wrong; names it."""
-
-
-@dataclass(frozen=True)
-class Principal:
-    """A caller the server recognised: the token's name and its profile."""
-
-    name: str
-    profile: Profile
 
 
 def presented_token(authorization: str, query_token: str | None) -> str | None:
@@ -85,15 +79,20 @@ class AuthConfig:
                 raise AuthError(f"{where}.name: a non-empty string is required")
             if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
                 raise AuthError(f"{where}.sha256: 64 lowercase hex digits (the SHA-256 of the token) are required")
-            if profile not in ("partner", "internal"):
-                raise AuthError(f"{where}.profile: 'partner' or 'internal', got {profile!r}")
-            entries.append((digest, Principal(name, profile)))
+            if profile not in PROFILES:
+                raise AuthError(f"{where}.profile: one of {', '.join(PROFILES)}, got {profile!r}")
+            entries.append((digest, Principal(name, profile, approves=profile in ("internal", "approver"))))
         return cls(tuple(entries), open=False)
 
+    def with_code(self) -> AuthConfig:
+        """The same tokens, the internal role allowed to run code (``--allow-code``)."""
+        return replace(self, entries=tuple((d, replace(who, code=who.role == "internal")) for d, who in self.entries))
+
     def principal(self, token: str | None) -> Principal | None:
-        """The caller a token names, or None (unknown or missing); an open server: a partner."""
+        """The caller a token names, or None (unknown or missing); an open server: its one
+        anonymous client."""
         if self.open:
-            return Principal("anonymous", "partner")
+            return anonymous()
         if not token:
             return None
         digest = token_hash(token)

@@ -1,0 +1,151 @@
+"""What one call would use, read off its validated parameters before anything runs.
+
+The gate (:mod:`cda.operations.gate`) compares these with the principal. Nothing here opens a
+file or parses more than the text itself: a path parameter is a name, a ``ken "…"`` line is found
+by scanning DSL text (comments skipped), and a :class:`~cda.contracts.action.CDAInputs` says
+whether it names a Ken file, carries ``functions`` (code), approvals given as input, or an LLM
+endpoint (egress). Scanning is deliberately wide: a string in an Action's inputs that reads like a
+``ken`` line counts, whatever field it is in, since the check must hold wherever DSL is accepted.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from cda.access import EGRESS_RANK
+from cda.operations.params import DslText, PathParam, marker
+
+__all__ = ["Demands", "demands_of", "ken_lines"]
+
+Where = list[str | int]
+
+
+@dataclass
+class Demands:
+    """The concrete needs of a call: paths it names (with where), code, approvals, egress class."""
+
+    paths: list[tuple[Where, str]] = field(default_factory=list)
+    code: list[Where] = field(default_factory=list)
+    approvals: list[tuple[Where, list[str]]] = field(default_factory=list)
+    egress: tuple[Where, str] | None = None
+
+    def add_egress(self, where: Where, egress_class: str) -> None:
+        if self.egress is None or EGRESS_RANK[egress_class] > EGRESS_RANK[self.egress[1]]:
+            self.egress = (where, egress_class)
+
+
+def ken_lines(text: str) -> list[tuple[str, int, int]]:
+    """The paths of the ``ken "…"`` statements in DSL ``text``, each with the line and column of
+    its quoted name (comments skipped; a ``ken`` inside another word is not one).
+
+    >>> ken_lines('hyp a\\nken "/etc/k.json" # ken "not this"\\nobserve b ken "x.csv"')
+    [('/etc/k.json', 2, 5), ('x.csv', 3, 15)]
+    >>> ken_lines('pred token(A)\\nobserve a  # ken "a.json"')
+    []
+    """
+    found: list[tuple[str, int, int]] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif c == '"':
+            end = text.find('"', i + 1)
+            i = n if end < 0 else end + 1
+        elif text.startswith("ken", i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")) \
+                and (i + 3 == n or not (text[i + 3].isalnum() or text[i + 3] == "_")):
+            j = i + 3
+            while j < n and text[j] in " \t\r\n":
+                j += 1
+            if j < n and text[j] == '"':
+                end = text.find('"', j + 1)
+                stop = text.find("\n", j + 1)
+                if end >= 0 and (stop < 0 or end < stop):
+                    line = text.count("\n", 0, j) + 1
+                    found.append((text[j + 1:end], line, j - (text.rfind("\n", 0, j) + 1) + 1))
+                    i = end + 1
+                    continue
+            i = j
+        else:
+            i += 1
+    return found
+
+
+def demands_of(params: BaseModel) -> Demands:
+    """Everything ``params`` would make its operation use (see the module docstring)."""
+    out = Demands()
+    _walk_model(params, [], out)
+    return out
+
+
+def _walk_model(model: BaseModel, where: Where, out: Demands) -> None:
+    action = sys.modules.get("cda.contracts.action")  # not loaded: no parameter can be one of its models
+    if action is not None and isinstance(model, action.CDAInputs):
+        _inputs(model, where, out)
+        return
+    if action is not None and isinstance(model, action.KenSource):
+        if model.path is not None:
+            out.paths.append(([*where, "path"], model.path))
+        return
+    egress = getattr(model, "egress_class", None)
+    if callable(egress) and egress() is not None:
+        out.add_egress(where, egress())
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        here = [*where, name]
+        if marker(info.metadata, PathParam) is not None:
+            for i, item in _items(value):
+                out.paths.append((here if i is None else [*here, i], str(item)))
+        elif marker(info.metadata, DslText) is not None and isinstance(value, str):
+            out.paths.extend(([*here, line, column], p) for p, line, column in ken_lines(value))
+        else:
+            _walk_value(value, here, out)
+
+
+def _walk_value(value: Any, where: Where, out: Demands) -> None:
+    if isinstance(value, BaseModel):
+        _walk_model(value, where, out)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _walk_value(item, [*where, i], out)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _walk_value(item, [*where, str(key)], out)
+
+
+def _items(value: Any) -> list[tuple[int | None, Any]]:
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [(i, v) for i, v in enumerate(value) if v is not None]
+    return [(None, value)]
+
+
+def _inputs(inputs: Any, where: Where, out: Demands) -> None:
+    if inputs.ken is not None and inputs.ken.path is not None:
+        out.paths.append(([*where, "ken", "path"], inputs.ken.path))
+    if inputs.functions:
+        out.code.append([*where, "functions"])
+    if inputs.policies.approvals:
+        out.approvals.append(([*where, "policies", "approvals"], list(inputs.policies.approvals)))
+    if inputs.llm.provider != "offline":
+        out.add_egress([*where, "llm"], inputs.llm.egress_class)
+    data = inputs.model_dump(mode="json", exclude={"functions", "llm", "seed", "policies"})
+    _strings(data, where, out)
+
+
+def _strings(value: Any, where: Where, out: Demands) -> None:
+    """Every string in an Action's inputs, scanned for ``ken`` lines."""
+    if isinstance(value, str):
+        out.paths.extend(([*where, line, column], p) for p, line, column in ken_lines(value))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _strings(item, [*where, i], out)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _strings(item, [*where, str(key)], out)

@@ -1,0 +1,139 @@
+"""``guard.evaluate``: the guardian's gate on one proposed action (docs/guardian.md): APPROVE,
+REJECT or ESCALATE, recorded in the guardian's file. The policy store and the ledger are the
+door's (``call.env.guardian``, a :class:`GuardDesk`: the CLI's ``--policies``/``--ledger``, a
+server's ``--guard-policies``/``--guard-ledger``); the caller sends the action."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, model_validator
+
+from cda.contracts import limits
+from cda.errors import CDAError
+from cda.guardian.decision import DecisionRecord
+from cda.operations.base import OperationError, Params, at
+from cda.operations.params import Checked, Seed, optional_path
+from cda.operations.registry import Door, Needs, operation
+
+__all__ = ["GuardDesk", "GuardParams"]
+
+Samples = Annotated[Annotated[int, Field(ge=1, le=limits.MAX_COUNT)],
+                    BeforeValidator(lambda v, info: limits.count(info.field_name, v)), Checked(limits.count, True)]
+
+
+class GuardParams(Params):
+    action: Any = Field(default=None, description="the proposed action (a JSON object); a malformed one is "
+                        "a decision (REJECT malformed_action)")
+    action_path: optional_path("a file holding the proposed action (JSON), on this machine") = None  # type: ignore[valid-type]
+    sim: optional_path("a causal model (TOML or JSON, docs/causal.md) on this machine to simulate the "  # type: ignore[valid-type]
+                       "action with") = None
+    samples: Samples = Field(default=1000, description="Monte Carlo samples of the simulation")
+    seed: Seed = 0
+
+    @model_validator(mode="after")
+    def _one(self) -> GuardParams:
+        if (self.action is None) == (self.action_path is None):
+            raise ValueError("give either 'action' (the proposed action) or 'action_path' (a file), not both")
+        return self
+
+
+@dataclass
+class GuardDesk:
+    """A door's guardian: the policy store (TOML) and the guardian's SQLite file (the CFO ledger),
+    and a receipt log the decisions are also appended to."""
+
+    policies: Path
+    ledger: Path
+    receipts: Path | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)  # one decision at a time: the ledger's order
+
+
+class _Recording:
+    """A simulator that keeps its last prediction, so the simulation the gate ran can be stored
+    as a CAUSAL_HYPOTHESIS without running it twice."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.last: Any = None
+
+    def simulate(self, action: Any, *, seed: int) -> Any:
+        self.last = self.inner.simulate(action, seed=seed)
+        return self.last
+
+
+@operation("guard.evaluate", GuardParams, DecisionRecord, summary="the guardian: APPROVE / REJECT / ESCALATE one "
+           "proposed action", doors={Door.CLI, Door.TOOLBUS, Door.MCP}, needs=Needs(files=True, store=True),
+           cli=("guard",), cli_positional=("action_path",), door_only={Door.CLI: ("action",)},
+           renames={Door.CLI: {"action_path": "action"}})
+def evaluate(call: Any, p: GuardParams) -> DecisionRecord:
+    from cda.guardian.decide import evaluate as decide
+    from cda.guardian.ledger import Ledger
+    from cda.guardian.policies import load_policy_store
+    from cda.guardian.proposal import ProposedAction, read_action
+
+    desk: GuardDesk | None = getattr(call.env, "guardian", None)
+    if desk is None:
+        raise OperationError("forbidden", "this door has no guardian (cda serve / cda mcp --guard-policies P "
+                             "--guard-ledger L)", ["method"])
+    if p.action_path is not None:
+        path = at(call, p.action_path)
+        from cda.access import readable
+
+        try:
+            raw: Any = readable(path).read_bytes()
+        except OSError as exc:
+            raise CDAError(f"cannot read {p.action_path}: {exc.strerror}") from None
+    else:
+        raw = p.action
+    from cda.access import current, granted, with_root
+
+    with granted(with_root(with_root(current(), desk.policies.parent), desk.ledger.parent)):  # the door's own files
+        store = load_policy_store(desk.policies)
+    shown = str(desk.ledger) if call.principal.role == "local" else desk.ledger.name  # no server path to a remote caller
+    if desk.ledger.is_dir():
+        raise CDAError(f"cannot use {shown}: it is a directory, not the guardian's SQLite file")
+    if not desk.ledger.is_file():
+        raise CDAError(f"cannot read {shown}: No such file (the ledger is the guardian's SQLite file; "
+                       f"`cda task budget AGENT AMOUNT --store {shown}` creates it with a budget)")
+    simulator = None
+    if p.sim is not None:
+        from cda.guardian.simulation import load_simulator
+
+        sim = at(call, p.sim)
+        if not sim.is_file():
+            raise CDAError(f"cannot read {p.sim}: {'it is a directory' if sim.is_dir() else 'No such file'}")
+        simulator = _Recording(load_simulator(sim, samples=p.samples))
+    action = read_action(raw if raw is not None else b"null")
+    with desk.lock:
+        ledger = Ledger.open(desk.ledger)
+        receipts = None
+        try:
+            if desk.receipts is not None:
+                from cda.actions.receipts import ReceiptLog
+
+                receipts = ReceiptLog(desk.receipts)
+            record = decide(action, store, simulator, ledger, seed=p.seed, receipts=receipts)
+            proposed = action if isinstance(action, ProposedAction) else None
+            ledger.store.record_decision(record, proposed)  # what `cda task execute` checks a decision against
+            if simulator is not None and simulator.last is not None and proposed is not None and record.sim_id:
+                _record_hypothesis(ledger.store, proposed, simulator.last)
+        finally:
+            ledger.close()
+            if receipts is not None:
+                receipts.close()
+    return record
+
+
+def _record_hypothesis(store: Any, action: Any, prediction: Any) -> None:
+    """Store the simulation as the seed's CAUSAL_HYPOTHESIS (once per simulation id)."""
+    from cda.guardian.causal import CausalHypothesis
+
+    hypothesis = CausalHypothesis.from_prediction(prediction, agent_id=action.agent_id, created_at=store.clock(),
+                                                  description=(action.description or action.action_type)[:1024])
+    if store.hypothesis(hypothesis.hypothesis_id) is None:
+        store.record_hypothesis(hypothesis.hypothesis_id, hypothesis.agent_id, hypothesis.description,
+                                hypothesis.inputs, hypothesis.prediction, hypothesis.risk_score, hypothesis.state)
