@@ -51,7 +51,7 @@ def bench_signing(n: int = 10_000, repeats: int = 5) -> dict[str, Any]:
     """Append, sign and verify an ``n``-receipt log; times in seconds, rates per second."""
     from cda.actions.audit import audit_file
     from cda.actions.receipts import ReceiptLog
-    from cda.actions.signing import head_path, load_signer, write_head
+    from cda.keys.signing import head_path, load_signer, write_head
 
     with tempfile.TemporaryDirectory(prefix="cda-bench-trust-") as tmp:
         folder = Path(tmp)

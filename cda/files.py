@@ -136,7 +136,7 @@ KEY_DIR_ENV = "CDA_KEY_DIR"
 
 def key_dir() -> Path:
     """Where CDA's signing key lives: ``$CDA_KEY_DIR``, else ``~/.config/cda``. Here, at the
-    bottom layer, because two parts need it: the signer (:mod:`cda.actions.signing`) and the
+    bottom layer, because two parts need it: the signer (:mod:`cda.keys.signing`) and the
     sandbox, which hides this folder from every check (:mod:`cda.verifiers.sandbox`)."""
     configured = os.environ.get(KEY_DIR_ENV)
     return Path(configured) if configured else Path.home() / ".config" / "cda"

@@ -80,7 +80,7 @@ def test_each_decision_is_recorded_in_the_guardian_file(files: Path) -> None:
     """`cda task execute` accepts only a decision the guardian recorded in its file."""
     from cda.contracts.receipt import canonical_json
     from cda.guardian.decision import DecisionRecord
-    from cda.guardian.store import GuardianStore
+    from cda.guardian.guardian_db import GuardianStore
 
     _, out, _ = guard(files, doc(), "--json")
     record = DecisionRecord.model_validate_json(out)
@@ -230,7 +230,7 @@ def test_an_approve_from_a_laxer_policy_store_does_not_execute(files: Path, monk
 
 
 def test_a_simulation_is_stored_as_a_causal_hypothesis(tmp_path: Path) -> None:
-    from cda.guardian.store import GuardianStore
+    from cda.guardian.guardian_db import GuardianStore
 
     root = Path(__file__).resolve().parent.parent / "examples" / "guardian"
     ledger = Ledger.open(tmp_path / "guardian.db")

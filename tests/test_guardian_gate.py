@@ -309,7 +309,7 @@ def test_arguments_are_checked_against_the_registered_schema(store: PolicyStore)
 
 
 def test_registration_is_checked_and_stored(tmp_path: Path) -> None:
-    from cda.guardian.store import GuardianStore
+    from cda.guardian.guardian_db import GuardianStore
 
     store = GuardianStore.open(tmp_path / "g.db")
     registry = ToolRegistry(store)
@@ -348,7 +348,7 @@ class _StaleLedger(Ledger):
 
 
 def test_a_reservation_the_ledger_refuses_is_escalate_and_runs_nothing(tmp_path: Path) -> None:
-    from cda.guardian.store import GuardianStore
+    from cda.guardian.guardian_db import GuardianStore
 
     ledger = _StaleLedger(GuardianStore.open(tmp_path / "g.db"))
     ledger.set_budget("agent-7", "USD", 2000)
@@ -435,7 +435,7 @@ def test_a_cost_the_policies_cannot_state_is_malformed_not_a_policy_violation(st
 def test_actions_use_the_ledgers_currency_and_id_rules() -> None:
     """A budget can be set only where an action can spend it: USDC and ids with @ on both sides,
     an agent id with a space on neither."""
-    from cda.guardian.store import GuardianStore, GuardianStoreError
+    from cda.guardian.guardian_db import GuardianStore, GuardianStoreError
 
     assert isinstance(read_action(action(currency="USDC", agent_id="ops@agent-7")), ProposedAction)
     ledger = Ledger(GuardianStore.open(":memory:"))

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cda.errors import OptionError
+from cda.guardian.guardian_db import GuardianStore
 from cda.guardian.ledger import InsufficientBudget, Ledger, LedgerEntry, LedgerError
 from cda.guardian.money import amount, dump_exact, load_exact
-from cda.guardian.store import GuardianStore
 
 
 def _ledger(tmp_path: Path | None = None) -> Ledger:

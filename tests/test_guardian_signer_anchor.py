@@ -76,8 +76,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         mallory_key.write_text(MALLORY + "\n")
         mallory_key.chmod(0o600)
         # mallory's signature on the delete, made where she is the first signer (a file of her own)
+        from cda.guardian.guardian_db import GuardianStore
         from cda.guardian.signers import SignerRegistry, public_key_of, sign
-        from cda.guardian.store import GuardianStore
         from cda.guardian.tasks import TaskDraft
 
         own = GuardianStore.open(":memory:")
@@ -290,8 +290,8 @@ def test_an_old_file_speaks_only_once_its_first_signer_anchors_it(tmp_path: Path
     assert doc["signers"] == ["orchestrator:alice", "orchestrator:bob"] and doc["speak_for_no_one"] == ["mallory"]
     _ok("task", "verify", old / "signed.json", "--store", db)
     _ok("task", "verify", old / "signed2.json", "--store", db)  # bob, endorsed by alice before headers
+    from cda.guardian.guardian_db import GuardianStore
     from cda.guardian.signers import SignerRegistry, pinned_policy_digest
-    from cda.guardian.store import GuardianStore
 
     with GuardianStore.open(db) as store:
         assert pinned_policy_digest(SignerRegistry(store)) == (

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cda.guardian.decision import Decision, DecisionRecord
+from cda.guardian.guardian_db import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, GuardianStore, GuardianStoreError
 from cda.guardian.ledger import Ledger
-from cda.guardian.store import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, GuardianStore, GuardianStoreError
 
 CLOCK = lambda: datetime(2026, 11, 24, 20, 0, tzinfo=UTC)  # noqa: E731
 
@@ -147,8 +147,8 @@ def test_a_naive_clock_is_refused() -> None:
 def test_the_id_check_without_regexes_agrees_with_the_schemas_patterns(text: str) -> None:
     import re
 
+    from cda.guardian.guardian_db import is_identifier
     from cda.guardian.ledger import TX_ID_PATTERN
-    from cda.guardian.store import is_identifier
     from cda.guardian.tasks import ID_PATTERN, ID_PUNCTUATION
 
     assert is_identifier(text, ID_PUNCTUATION) == bool(re.fullmatch(ID_PATTERN, text))

@@ -15,6 +15,7 @@ import pytest
 
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.guardian.execution import ExecutionRefused, execute, task_state
+from cda.guardian.guardian_db import GuardianStore
 from cda.guardian.ledger import Ledger
 from cda.guardian.money import load_exact
 from cda.guardian.proposal import ProposedAction, read_action
@@ -36,7 +37,6 @@ from cda.guardian.signers import (
     signer_key_path,
     verify_problems,
 )
-from cda.guardian.store import GuardianStore
 from cda.guardian.tasks import TaskDraft, TaskError, TaskExecuted, TaskSigned, read_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -332,8 +332,8 @@ def _samples() -> dict[str, tuple[Any, dict[str, Any]]]:
     done = execute(signed, _approve(ledger), ledger, receipts=["r1"], clock=lambda: T0 + timedelta(seconds=3),
                    run=lambda t: {"url": "https://x", "frames": 240, "score": Decimal("0.5")})
     tool = ledger.store.register_tool("render", "render", "1.0", {"type": "object"})
+    from cda.guardian.guardian_db import ToolRegistration
     from cda.guardian.ledger import LedgerEntry
-    from cda.guardian.store import ToolRegistration
 
     entry = ledger.entry("tx-1")
     assert entry is not None

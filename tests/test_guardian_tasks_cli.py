@@ -12,9 +12,9 @@ import pytest
 
 from cda.cli.main import main
 from cda.guardian.decision import Decision, DecisionRecord
+from cda.guardian.guardian_db import GuardianStore
 from cda.guardian.ledger import Ledger
 from cda.guardian.proposal import ProposedAction, read_action
-from cda.guardian.store import GuardianStore
 
 ACTION = {"action_id": "a1", "agent_id": "agent-42", "tool": {"name": "render", "version": "1"},
           "action_type": "video.render", "cost_estimate": "0.150250001", "task_id": "t-1"}

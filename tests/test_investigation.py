@@ -22,7 +22,7 @@ from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.investigation.focus import parts
 from cda.investigation.live import InvestigationError
 from cda.investigation.session import ClosedInvestigation, Investigation, MemoryBlock
-from cda.investigation.store import SessionMoved, UnknownSession
+from cda.investigation.session_store import SessionMoved, UnknownSession
 from tests.test_records import problems
 
 ROOT = Path(__file__).resolve().parents[1]

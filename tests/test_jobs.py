@@ -23,7 +23,7 @@ from cda.actions.receipts import verify as verify_receipts
 from cda.adapters.jobs.batch import DB_NAME, JSONL_NAME
 from cda.adapters.jobs.child import outcome_of
 from cda.adapters.jobs.manifest import ManifestError, read_manifest
-from cda.adapters.jobs.store import JOBS_FORMAT
+from cda.adapters.jobs.results_store import JOBS_FORMAT
 from cda.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import anyio
 
+from cda.service.event_reads import StoredEvent
 from cda.service.metrics_stream import MetricsFeed
-from cda.service.store import StoredEvent
 from cda.service.streams import Hub
 from tests.test_metrics_ops import run_into, solver_only
 

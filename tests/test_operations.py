@@ -24,6 +24,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from cda.contracts import limits
@@ -391,3 +393,44 @@ def test_the_docs_state_who_may_do_what_as_the_registry_decides(doc: str) -> Non
     start = text.index("-->\n", text.index("<!-- who-may-do-what")) + 4
     end = text.index("<!-- /who-may-do-what -->")
     assert text[start:end] == who_may_do_what(), "regenerate with cda.operations.table.who_may_do_what()"
+
+
+def _ken_lines_by_characters(text: str) -> list[tuple[str, int, int]]:
+    """The oracle for ``ken_lines``: the same rule walked one character at a time."""
+    found: list[tuple[str, int, int]] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif c == '"':
+            end = text.find('"', i + 1)
+            i = n if end < 0 else end + 1
+        elif text.startswith("ken", i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")) \
+                and (i + 3 == n or not (text[i + 3].isalnum() or text[i + 3] == "_")):
+            j = i + 3
+            while j < n and text[j] in " \t\r\n":
+                j += 1
+            if j < n and text[j] == '"':
+                end, stop = text.find('"', j + 1), text.find("\n", j + 1)
+                if end >= 0 and (stop < 0 or end < stop):
+                    found.append((text[j + 1:end], text.count("\n", 0, j) + 1, j - (text.rfind("\n", 0, j) + 1) + 1))
+                    i = end + 1
+                    continue
+            i = j
+        else:
+            i += 1
+    return found
+
+
+_KEN_PIECES = ["ken", 'ken "x.csv"', '"', "#", "\n", "a", "_", "token", 'ken"y"\n', "kenx", "  ", "é", 'ken\n"z"',
+               '"ken "w""', "\t", "\r", "1"]
+
+
+@given(st.lists(st.sampled_from(_KEN_PIECES), max_size=24).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_ken_lines_scan_agrees_with_a_character_walk(text: str) -> None:
+    from cda.operations.demands import ken_lines
+
+    assert ken_lines(text) == _ken_lines_by_characters(text)

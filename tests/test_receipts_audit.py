@@ -28,7 +28,13 @@ from hypothesis import strategies as st
 
 from cda.actions.audit import audit_file
 from cda.actions.receipts import GENESIS_HASH, TRIGGERS, ReceiptLog, entry_hash
-from cda.actions.signing import (
+from cda.adapters.action_entry import AuditLogError, load_inputs, run_inputs
+from cda.adapters.event_store import EventStore, read_events
+from cda.cli import run as run_cli
+from cda.cli.receipts import main_receipts_verify
+from cda.contracts.events import ActionEvent
+from cda.contracts.receipt import Receipt
+from cda.keys.signing import (
     KEY_DIR_ENV,
     KEY_FILE,
     Signer,
@@ -38,12 +44,6 @@ from cda.actions.signing import (
     read_head,
     write_head,
 )
-from cda.adapters.action_entry import AuditLogError, load_inputs, run_inputs
-from cda.adapters.event_store import EventStore, read_events
-from cda.cli import run as run_cli
-from cda.cli.receipts import main_receipts_verify
-from cda.contracts.events import ActionEvent
-from cda.contracts.receipt import Receipt
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "action" / "service_outage.json"

@@ -665,7 +665,7 @@ def test_a_check_dies_with_cda(tmp_path: Path) -> None:
 def test_the_signing_key_is_hidden_from_a_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """A check that read CDA's signing key could sign a forged log's head: its folder is covered,
     wherever it is (here under the home folder, outside the /tmp the sandbox hides anyway)."""
-    from cda.actions.signing import load_signer
+    from cda.keys.signing import load_signer
 
     folder = Path.home() / f".cda-sandbox-key-{uuid.uuid4().hex}"
     monkeypatch.setenv("CDA_KEY_DIR", str(folder))

@@ -26,7 +26,7 @@ import pytest
 
 from cda.actions.event_chain import EVENT_SCHEMA
 from cda.actions.receipts import ReceiptLog
-from cda.service.store import StoredEvent, last_events, read_stream, sweep
+from cda.service.event_reads import StoredEvent, last_events, read_stream, sweep
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for, wait_signed
 
 
@@ -280,7 +280,7 @@ def test_streams_serve_the_latest_attempt_and_the_sweep_spares_the_signed_heads_
     assert json.loads(last_events(db)["a"].data)["attempt"] == 2
     (tmp_path / "receipts.sqlite.head.json").write_text("{}", encoding="utf-8")  # read as the head below:
     real_head = {"action_id": "a", "attempt": 2, "phase": "end"}  # `cda run` signed a's attempt 2
-    import cda.actions.signing as signing
+    import cda.keys.signing as signing
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(signing, "read_head", lambda _path: real_head)
         assert sweep(db, retention_s=3600, now=1000.0 + 7200) == 3 + 2  # a's attempt 1 and all of b

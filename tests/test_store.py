@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from cda.actions.store_file import LOG_FORMAT
-from cda.adapters.jobs.store import JOBS_FORMAT
+from cda.adapters.jobs.results_store import JOBS_FORMAT
 from cda.conductor.irdb import IR_FORMAT
-from cda.guardian.store import GUARDIAN_FORMAT
-from cda.investigation.store import INVESTIGATIONS_FORMAT
+from cda.guardian.guardian_db import GUARDIAN_FORMAT
+from cda.investigation.session_store import INVESTIGATIONS_FORMAT
 from cda.service.state import _format as service_format
 from cda.store import MARKS, Durability, FileFormat, StoreFileError, family, open_store, read_store, share_lock
 

@@ -132,8 +132,8 @@ def test_an_old_jobs_folder_resumes_and_its_results_verify(old: Path) -> None:
 def test_an_old_guardian_file_keeps_its_ledger_and_pins(old: Path) -> None:
     from decimal import Decimal
 
+    from cda.guardian.guardian_db import SCHEMA_VERSION, GuardianStore
     from cda.guardian.ledger import Ledger
-    from cda.guardian.store import SCHEMA_VERSION, GuardianStore
 
     with GuardianStore.open(old / "guardian.db") as store:
         assert store.version == SCHEMA_VERSION

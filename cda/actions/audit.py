@@ -11,7 +11,7 @@ On top of the receipt chain (:func:`cda.actions.receipts.verify_connection`) thi
   and the approval secret (``reflection_meta``) against the hash the signed head names;
 - **the attempts**: every run is numbered (``action.start`` … ``action.end``); one without its
   ``action.end`` was interrupted (killed, crashed) and is reported as such, not as tampering;
-- **the signed head** beside the log (:mod:`cda.actions.signing`): a valid Ed25519 signature
+- **the signed head** beside the log (:mod:`cda.keys.signing`): a valid Ed25519 signature
   by the trusted key, over a head that is still the entry at the count it names. Entries after
   it (a later reviewer's reflection receipts, an interrupted attempt) are reported as an
   unsigned tail.
@@ -34,9 +34,9 @@ from pydantic import BaseModel, ConfigDict
 from cda.actions import receipts as receipts_mod
 from cda.actions.event_chain import timeless_body
 from cda.actions.receipts import GENESIS_HASH, LogRow, ReceiptLogError, entry_hash, verify_connection
-from cda.actions.signing import SigningError, head_path, read_head, signature_problems
 from cda.actions.store_file import LEGACY_TABLES, LOG_FORMAT
 from cda.contracts.receipt import Receipt, sha256_hex
+from cda.keys.signing import SigningError, head_path, read_head, signature_problems
 from cda.store import FileFormat, StoreFileError, read_snapshot, recognise_any
 
 __all__ = ["AuditReport", "audit_file", "expected_schema", "file_meta_digest", "file_schema_problems", "meta_digest"]

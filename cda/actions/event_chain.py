@@ -11,7 +11,7 @@ Receipts are deterministic (same inputs and seed, same bytes), and an event's ``
 is not, so the receipt names the head of the chain over the events **without** ``ts``
 (:func:`events_head`); the event store chains the full bodies, and the signed head written at
 the end of a run names that full chain's head for the run's attempt
-(:mod:`cda.actions.signing`), which covers the times too.
+(:mod:`cda.keys.signing`), which covers the times too.
 
 >>> from cda.contracts.events import ActionStarted
 >>> e = ActionStarted(action_id="a1", seq=0, attempt=1)

@@ -7,7 +7,7 @@ provider, the SQLite receipt log, event store and reflection store — so the Ac
 Layout of an output folder::
 
     OUT/receipts.sqlite      the append-only, hash-chained receipt log (WAL); also events and traces
-    OUT/receipts.sqlite.head.json   its head, signed with the key in $CDA_KEY_DIR (cda.actions.signing)
+    OUT/receipts.sqlite.head.json   its head, signed with the key in $CDA_KEY_DIR (cda.keys.signing)
     OUT/<action_id>/summary.md, cda_plan/…, evidence.json
 """
 
@@ -25,7 +25,6 @@ from cda.actions.event_chain import events_head
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
 from cda.actions.runner import ActionRun, RunSettings, run_action
-from cda.actions.signing import head_path, load_signer, read_head, signature_problems, write_head
 from cda.actions.stream import Subscriber
 from cda.adapters.event_store import EventStore
 from cda.contracts.abstain import AbstainThresholds
@@ -36,6 +35,7 @@ from cda.errors import CDAError, KenError
 from cda.files import parse_json, read_text
 from cda.ken.graph import KenGraph
 from cda.ken.loaders import load_ken
+from cda.keys.signing import head_path, load_signer, read_head, signature_problems, write_head
 from cda.verifiers.llm_gate import LLMProvider
 
 __all__ = ["AuditLogError", "InputsError", "load_inputs", "run_inputs"]

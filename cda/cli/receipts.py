@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TextIO
 
 from cda.actions.audit import AuditReport, audit_file
-from cda.actions.signing import trusted_public_key
 from cda.errors import CDAError
+from cda.keys.signing import trusted_public_key
 
 __all__ = ["main_receipts_verify", "render_report", "EXIT_INTACT", "EXIT_TAMPERED", "EXIT_BAD_INPUT"]
 
@@ -78,7 +78,7 @@ def main_receipts_verify(
         expected_head = _hash_option("--head (a SHA-256 hash)", expected_head)
         trusted = _hash_option("--public-key (an Ed25519 public key)", public_key) or trusted_public_key()
         from cda.actions.store_file import LOG_FORMAT
-        from cda.adapters.jobs.store import JOBS_FORMAT  # a jobs results file holds a receipt log too
+        from cda.adapters.jobs.results_store import JOBS_FORMAT  # a jobs results file holds a receipt log too
 
         report = audit_file(db, expected_head=expected_head, trusted_key=trusted, require_signature=not unsigned,
                             formats=(LOG_FORMAT, JOBS_FORMAT))

@@ -166,7 +166,7 @@ def _report(args: argparse.Namespace, out: TextIO, err: TextIO, doc: dict[str, A
 
 
 def _open_existing(path: Path, root: str | None = None) -> Any:
-    from cda.guardian.store import GuardianStore, GuardianStoreError
+    from cda.guardian.guardian_db import GuardianStore, GuardianStoreError
 
     if not path.exists():
         raise GuardianStoreError(f"{path}: no such guardian file (cda task add-signer creates one)")
@@ -213,6 +213,7 @@ def _write_task(doc_text: str, path: Path | None, out: TextIO) -> None:
 
 
 def _add_signer(args: argparse.Namespace, out: TextIO) -> int:
+    from cda.guardian.guardian_db import GuardianStore
     from cda.guardian.signers import (
         SignerError,
         SignerRegistry,
@@ -222,7 +223,6 @@ def _add_signer(args: argparse.Namespace, out: TextIO) -> int:
         public_key_of,
         signer_key_path,
     )
-    from cda.guardian.store import GuardianStore
 
     with GuardianStore.open(args.store, root=args.root) as store:
         registry = SignerRegistry(store)

@@ -9,7 +9,7 @@
    ``action_digest`` must be the task's signed ``action_digest`` (and, when the proposed action
    itself is given, that action must digest to it);
 3. a decision that is not the **latest** the guardian's store recorded for that action
-   (:meth:`GuardianStore.record_decision <cda.guardian.store.GuardianStore.record_decision>`): a
+   (:meth:`GuardianStore.record_decision <cda.guardian.guardian_db.GuardianStore.record_decision>`): a
    document written by hand proves nothing, and an earlier REJECT is not undone by presenting an
    older APPROVE;
 4. a decision made under another policy store than the one the guardian file pins
@@ -46,9 +46,9 @@ from pydantic import ValidationError
 
 from cda.errors import CDAError
 from cda.guardian.decision import DecisionRecord
+from cda.guardian.guardian_db import Clock, GuardianStore, utc_now
 from cda.guardian.ledger import Ledger, LedgerError
 from cda.guardian.signers import SignerRegistry, pinned_policy_digest, pinned_setting, verify_problems
-from cda.guardian.store import Clock, GuardianStore, utc_now
 from cda.guardian.tasks import TaskError, TaskExecuted, TaskSigned
 
 __all__ = ["ActionLike", "ExecutionRefused", "execute", "task_state"]

@@ -20,7 +20,7 @@ action's tool must be registered and its ``parameters`` (the tool's arguments) m
 tool's registered schema; either failure is part of the gate's syntactic validation, so it is
 REJECT ``malformed_action`` with the path (``$.tool``, ``$.parameters.limit``).
 
-When a :class:`~cda.guardian.store.GuardianStore` is given, registrations are written to its
+When a :class:`~cda.guardian.guardian_db.GuardianStore` is given, registrations are written to its
 ``mcp_tool_registry`` table (a tool id registered twice must say the same thing).
 """
 
@@ -44,7 +44,7 @@ from cda.guardian.simulation import Simulator
 
 if TYPE_CHECKING:
     from cda.contracts.receipt import ReceiptSink
-    from cda.guardian.store import GuardianStore
+    from cda.guardian.guardian_db import GuardianStore
     from cda.guardian.tasks import TaskExecuted, TaskSigned
 
 __all__ = ["Gate", "GatedCall", "RegisteredTool", "ToolCallRefused", "ToolRegistry", "ToolRegistryError", "tool_id"]

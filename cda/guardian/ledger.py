@@ -3,7 +3,7 @@
 The seed's budget step asks one question, ``within_budget(agent_id, cost_estimate)``; spending
 needs more: a reservation must be atomic, or two agents' requests that each fit the budget
 alone would both pass and overspend it together. Every change here runs inside one
-``BEGIN IMMEDIATE`` transaction of the guardian's SQLite file (:mod:`cda.guardian.store`): the
+``BEGIN IMMEDIATE`` transaction of the guardian's SQLite file (:mod:`cda.guardian.guardian_db`): the
 write lock is taken before the budget is read, so check-then-reserve cannot interleave with
 another process's, and the sum of reserved and settled amounts never passes the budget.
 
@@ -24,7 +24,7 @@ and stored as exact decimal text. A ledger entry (the seed's FINANCIAL_LEDGER ro
 ids, decision digests, URLs) that say why money moved. An agent with no budget in a currency can
 reserve nothing there but zero.
 
->>> from cda.guardian.store import GuardianStore
+>>> from cda.guardian.guardian_db import GuardianStore
 >>> ledger = Ledger(GuardianStore.open(":memory:"))
 >>> _ = ledger.set_budget("a", "USD", Decimal("1.00"))
 >>> ledger.reserve("a", Decimal("0.70"), "USD").tx_id
@@ -46,8 +46,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from cda.errors import CDAError
+from cda.guardian.guardian_db import Clock, GuardianStore, GuardianStoreError, Moment, is_identifier, utc_now
 from cda.guardian.money import CURRENCY_PATTERN, Amount, amount, currency, dump_exact, plain, text
-from cda.guardian.store import Clock, GuardianStore, GuardianStoreError, Moment, is_identifier, utc_now
 
 __all__ = [
     "DEFAULT_CURRENCY",

@@ -4,11 +4,11 @@ Ed25519 over canonical bytes.
 *The root.* A guardian file's **first signer** is fixed when it is registered, in the file's
 signed header (the ``guardian_header`` table): the file's id, the first signer's id and public
 key, signed by that signer's key (when it is given) and by this CDA's own key (the key that signs
-receipt-log heads, :func:`cda.actions.signing.load_signer`, kept outside the file in
+receipt-log heads, :func:`cda.keys.signing.load_signer`, kept outside the file in
 ``$CDA_KEY_DIR``). Whoever reads the file trusts the header only when that signature verifies
 under the local CDA key — or when the first signer's key fingerprint (:func:`fingerprint`) is
 given from outside the file (``cda task … --root FINGERPRINT``; :attr:`GuardianStore.root
-<cda.guardian.store.GuardianStore.root>`), which is how another user's process trusts it. No
+<cda.guardian.guardian_db.GuardianStore.root>`), which is how another user's process trusts it. No
 row of the ``signers`` table makes a root: its order (``rowid``) means nothing.
 
 *Every later signer* speaks only through a chain of endorsements back to the root: its row holds
@@ -35,7 +35,7 @@ another key, or a signer that speaks for no one is a problem, named.
 
 *Keys* live where CDA's receipt signing key lives (:func:`cda.files.key_dir`: ``$CDA_KEY_DIR`` or
 ``~/.config/cda``, a folder the check sandbox hides), under ``signers/<signer_id>.ed25519.key``,
-made and read by :mod:`cda.actions.key_files`. The seed asks for HSM-held keys in production; a
+made and read by :mod:`cda.keys.key_files`. The seed asks for HSM-held keys in production; a
 key file is the local stand-in (:func:`sign` takes the private key's hex, so a caller backed by
 an HSM can pass its own signer).
 
@@ -53,12 +53,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cda.actions.ed25519 import public_key_of, sign_bytes, verifies
-from cda.actions.key_files import create_key_file, read_key_file
 from cda.errors import SigningError
 from cda.files import KEY_DIR_ENV, key_dir
-from cda.guardian.store import Clock, GuardianStore, is_identifier, utc_now
+from cda.guardian.guardian_db import Clock, GuardianStore, is_identifier, utc_now
 from cda.guardian.tasks import ID_PATTERN, ID_PUNCTUATION, Signature, TaskDraft, TaskError, TaskSigned
+from cda.keys.ed25519 import public_key_of, sign_bytes, verifies
+from cda.keys.key_files import create_key_file, read_key_file
 
 __all__ = [
     "Header",
@@ -149,7 +149,7 @@ class SignerRegistry:
     def header(self) -> Header:
         """The file's header, checked against the root fingerprint given to the store, else against
         this CDA's key; :class:`SignerError` (naming why) when there is none or it does not verify."""
-        from cda.actions.signing import trusted_public_key
+        from cda.keys.signing import trusted_public_key
 
         where = self.store.where
         row = self.store.conn.execute(
@@ -190,8 +190,8 @@ class SignerRegistry:
 
     def _write_header(self, conn: Any, store_id: str, root: str, root_key: str, root_private: str | None,
                       signers: list[list[str]], settings: list[list[str]]) -> None:
-        from cda.actions.signing import load_signer
         from cda.contracts.receipt import canonical_json
+        from cda.keys.signing import load_signer
 
         anchor = load_signer()
         doc = {"format": HEADER_FORMAT, "store": store_id, "root": root, "root_key": root_key,

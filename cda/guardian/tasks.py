@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cda.errors import CDAError
+from cda.guardian.guardian_db import Clock, Moment, utc_now
 from cda.guardian.money import CURRENCY_PATTERN, Amount, dump_exact, load_exact, plain, text
-from cda.guardian.store import Clock, Moment, utc_now
 
 if TYPE_CHECKING:
     from cda.guardian.proposal import ProposedAction

@@ -40,7 +40,7 @@ from cda.errors import CDAError
 from cda.files import read_text
 from cda.investigation.focus import choose_focus
 from cda.investigation.live import LiveProblem, Observation
-from cda.investigation.store import SessionStore, StoredSession, StoredStep
+from cda.investigation.session_store import SessionStore, StoredSession, StoredStep
 from cda.ir import Atom, Clause, Not
 
 __all__ = ["Investigation", "MemoryBlock", "ClosedInvestigation"]

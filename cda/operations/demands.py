@@ -10,6 +10,7 @@ endpoint (egress). Scanning is deliberately wide: a string in an Action's inputs
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,18 +49,12 @@ def ken_lines(text: str) -> list[tuple[str, int, int]]:
     []
     """
     found: list[tuple[str, int, int]] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "#":
-            end = text.find("\n", i)
-            i = n if end < 0 else end
-        elif c == '"':
-            end = text.find('"', i + 1)
-            i = n if end < 0 else end + 1
-        elif text.startswith("ken", i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")) \
-                and (i + 3 == n or not (text[i + 3].isalnum() or text[i + 3] == "_")):
-            j = i + 3
+    n = len(text)
+    at = _KEN_SCAN.search(text)
+    while at is not None:
+        i = at.end()
+        if at.group(0) == "ken":  # a comment or a string is skipped whole
+            j = i
             while j < n and text[j] in " \t\r\n":
                 j += 1
             if j < n and text[j] == '"':
@@ -69,11 +64,16 @@ def ken_lines(text: str) -> list[tuple[str, int, int]]:
                     line = text.count("\n", 0, j) + 1
                     found.append((text[j + 1:end], line, j - (text.rfind("\n", 0, j) + 1) + 1))
                     i = end + 1
-                    continue
-            i = j
-        else:
-            i += 1
+            else:
+                i = j
+        at = _KEN_SCAN.search(text, i)
     return found
+
+
+_KEN_SCAN = re.compile(r'#[^\n]*|"[^"]*"?|(?<!\w)ken(?!\w)')
+"""What :func:`ken_lines` stops at: a comment (to its line's end), a string (to its closing quote,
+or the text's end), or the word ``ken``. One regex scan, not a loop over characters: the gate
+reads every DSL text a door receives before it runs (a 360 kB problem: 49 ms by characters)."""
 
 
 def demands_of(params: BaseModel) -> Demands:

@@ -206,7 +206,7 @@ class InvestigationDesk:
 
     @contextmanager
     def _sessions(self, *, read_only: bool = False) -> Iterator[Any]:
-        from cda.investigation.store import SessionStore
+        from cda.investigation.session_store import SessionStore
 
         store = SessionStore(self.db, read_only=read_only)
         try:
@@ -219,7 +219,7 @@ class InvestigationDesk:
         from cda.errors import CDAError, DSLError, KenError
         from cda.investigation.live import InvestigationError
         from cda.investigation.session import ClosedInvestigation
-        from cda.investigation.store import SessionMoved, UnknownSession
+        from cda.investigation.session_store import SessionMoved, UnknownSession
 
         if isinstance(exc, DSLError):
             where: list[str | int] = ["params", "dsl"]

@@ -42,6 +42,7 @@ from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.service.approvals import Approvals
 from cda.service.attempts import Attempts, check_signable
 from cda.service.escalation import decide
+from cda.service.event_reads import TERMINAL, StoredEvent, read_stream
 from cda.service.live import EdgeError, LiveAction, Stop, json_object, stopped_as
 from cda.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
 from cda.service.providers import Provider
@@ -50,7 +51,6 @@ from cda.service.scheduler import is_draft
 from cda.service.scheduling import MAX_THREADS, PARTNER_WALL_S, SHUTDOWN_WAIT_S, Scheduling
 from cda.service.sqlite_writes import relax_fsync, share_write_lock
 from cda.service.state import ServiceState
-from cda.service.store import TERMINAL, StoredEvent, read_stream
 from cda.service.streams import Hub
 from cda.service.workers import RunnerJob, RunnerStopped, run_job
 from cda.store import Durability

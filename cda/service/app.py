@@ -29,10 +29,10 @@ from starlette.routing import Route, WebSocketRoute
 from cda.adapters.auth import OPEN, AuthConfig
 from cda.adapters.http_guard import HostOriginGuard, RefusalLimiter
 from cda.service.actions import ActionManager
+from cda.service.event_reads import sweep
 from cda.service.metrics_stream import MetricsFeed, metrics_endpoint
 from cda.service.page import PAGE
 from cda.service.providers import FolderProvider, Provider
-from cda.service.store import sweep
 from cda.service.streams import Hub, stream_endpoint
 from cda.service.toolbus import toolbus_endpoint
 

@@ -29,17 +29,17 @@ from cda.actions.audit import file_meta_digest
 from cda.actions.event_chain import events_head
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
-from cda.actions.signing import head_path, load_signer, read_head, write_head
 from cda.adapters.action_entry import AuditLogError, _check_signed_head, refuse_lost_log
 from cda.adapters.auth import Principal
 from cda.adapters.event_store import EventStore, check_event_file
 from cda.contracts.action import CDAInputs
 from cda.contracts.events import ActionEvent, ActionFailed
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+from cda.keys.signing import head_path, load_signer, read_head, write_head
+from cda.service.event_reads import TERMINAL, StoredEvent, last_events, started_without_events
 from cda.service.live import LiveAction
 from cda.service.sqlite_writes import relax_fsync, share_write_lock
 from cda.service.state import check_state
-from cda.service.store import TERMINAL, StoredEvent, last_events, started_without_events
 from cda.service.streams import Hub
 from cda.store import read_snapshot
 

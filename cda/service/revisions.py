@@ -24,11 +24,11 @@ from cda.contracts.events import ActionCheckpoint, ActionCompleted, ActionStarte
 from cda.contracts.receipt import sha256_hex
 from cda.contracts.refs import ArtifactRef
 from cda.service.attempts import Attempts
+from cda.service.event_reads import read_stream
 from cda.service.live import EdgeError, LiveAction, json_object
 from cda.service.protocol import RefreshResult, SubActionSpec
 from cda.service.providers import Provider, ProviderError
 from cda.service.state import Consumer, ServiceState
-from cda.service.store import read_stream
 
 __all__ = ["Revisions"]
 

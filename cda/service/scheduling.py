@@ -32,9 +32,9 @@ from pathlib import Path
 from cda.contracts.action import CDAInputs
 from cda.contracts.events import ActionEvent
 from cda.service.attempts import Attempts
+from cda.service.event_reads import TERMINAL
 from cda.service.live import STOPS, LiveAction, Stop
 from cda.service.scheduler import DRAFT, REST, StageScheduler, is_draft
-from cda.service.store import TERMINAL
 from cda.service.workers import RunnerPool
 
 __all__ = ["MAX_THREADS", "PARTNER_WALL_S", "SHUTDOWN_WAIT_S", "STOP_GRACE_S", "Scheduling"]

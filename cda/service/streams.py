@@ -47,7 +47,7 @@ from starlette.types import Receive, Scope, Send
 
 from cda.adapters.auth import AuthConfig, Principal
 from cda.adapters.http_guard import presented
-from cda.service.store import TERMINAL, StoredEvent, latest_attempt, read_after, read_stream
+from cda.service.event_reads import TERMINAL, StoredEvent, latest_attempt, read_after, read_stream
 
 __all__ = ["EventStreamResponse", "Hub", "Subscriber", "stream_endpoint"]
 

@@ -13,9 +13,9 @@ wrote), in a schema module of its own; this package does the rest the same way f
 
 As Hypothesis's ``ExampleDatabase`` is a few methods with several backends, this is a few
 functions with six products on them: the receipt log (:mod:`cda.actions.store_file`), the
-service's state, investigations (:mod:`cda.investigation.store`), the guardian
-(:mod:`cda.guardian.store`), the conductor's IR database (:mod:`cda.conductor.irdb`) and the
-jobs' results (:mod:`cda.adapters.jobs.store`). docs/architecture.md lists them.
+service's state, investigations (:mod:`cda.investigation.session_store`), the guardian
+(:mod:`cda.guardian.guardian_db`), the conductor's IR database (:mod:`cda.conductor.irdb`) and the
+jobs' results (:mod:`cda.adapters.jobs.results_store`). docs/architecture.md lists them.
 """
 
 from __future__ import annotations

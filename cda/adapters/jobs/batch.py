@@ -26,8 +26,8 @@ from typing import Any
 from cda.actions.receipts import ReceiptLog
 from cda.adapters.jobs.isolate import Outcome
 from cda.adapters.jobs.manifest import JobSpec, Manifest
+from cda.adapters.jobs.results_store import JOBS_FORMAT, ResultStore, Row
 from cda.adapters.jobs.runners import run_dask, run_local
-from cda.adapters.jobs.store import JOBS_FORMAT, ResultStore, Row
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.errors import CDAError
 

@@ -1,7 +1,7 @@
 """CDA's private key files: made once and atomically, read only when their owner alone can.
 
 Every private key CDA keeps — the key that signs receipt-log heads
-(:mod:`cda.actions.signing`) and each HITL signer's key (:mod:`cda.guardian.signers`) — is one
+(:mod:`cda.keys.signing`) and each HITL signer's key (:mod:`cda.guardian.signers`) — is one
 file: 32 random bytes as 64 lowercase hex digits and a newline, mode 0600, in a folder made 0700.
 
 *Made atomically.* The key is written to a temporary file of its own (``O_EXCL``, mode 0600),

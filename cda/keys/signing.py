@@ -30,11 +30,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cda.actions.ed25519 import public_key_of, sign_bytes, verifies
-from cda.actions.key_files import create_key_file, read_key_file
 from cda.contracts.receipt import canonical_json
 from cda.errors import SigningError
 from cda.files import KEY_DIR_ENV, key_dir, parse_json
+from cda.keys.ed25519 import public_key_of, sign_bytes, verifies
+from cda.keys.key_files import create_key_file, read_key_file
 
 __all__ = [
     "HEAD_FORMAT",
@@ -94,7 +94,7 @@ _WHAT = "the signing key"
 
 def load_signer(directory: Path | None = None) -> Signer:
     """The signing key in ``directory`` (default :func:`key_dir`), created on first use
-    (:func:`cda.actions.key_files.create_key_file`: atomic, so two processes starting at once
+    (:func:`cda.keys.key_files.create_key_file`: atomic, so two processes starting at once
     agree on one key and a killed process never leaves half a key behind)."""
     path = (directory or key_dir()) / KEY_FILE
     if path.exists():

@@ -187,7 +187,7 @@ def sweep(db: Path, retention_s: float, now: float | None = None) -> int:
 
 def _vouched(db: Path) -> tuple[str, int] | None:
     """The (action id, attempt) whose events the signed head beside ``db`` covers, if any."""
-    from cda.actions.signing import SigningError, head_path, read_head
+    from cda.keys.signing import SigningError, head_path, read_head
 
     path = head_path(db)
     if not path.exists():
