@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -33,8 +34,45 @@ from cda.contracts.result import SolveResult
 from cda.testing import pigeonhole
 from tests.conftest import ROOT
 
-#: seconds a cancelled run may take to come back in these tests (the code promises well under one)
+#: seconds of wall clock a cancelled run may take to come back in these tests: a hang guard only
+#: (a process gets a sixth of a core at load 12 on 2 cores)
 BOUND_S = 15.0
+
+#: the issue's bound: a hard problem ends within this many seconds of its cancel. Asserted on what
+#: load cannot stretch: the CPU the run spent after the cancel, and the solving thread's wall time
+#: less the time it sat runnable waiting for a CPU (``run_delay``, /proc/.../schedstat)
+CANCEL_WITHIN_S = 2.0
+
+
+def _run_delay(path: str) -> float | None:
+    """Seconds a thread has spent runnable but waiting for a CPU (``None`` where the kernel keeps no schedstat)."""
+    try:
+        return int(Path(path).read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class ThreadClock:
+    """A thread's clocks at one moment: wall, its own CPU time and its run delay; read from
+    another thread (:meth:`of`) or by the thread itself (:meth:`mine`)."""
+
+    def __init__(self, cpu: float, delay: float | None) -> None:
+        self.wall, self.cpu, self.delay = time.monotonic(), cpu, delay
+
+    @classmethod
+    def of(cls, thread: threading.Thread) -> ThreadClock:
+        assert thread.ident is not None
+        return cls(time.clock_gettime(time.pthread_getcpuclockid(thread.ident)),
+                   _run_delay(f"/proc/self/task/{thread.native_id}/schedstat"))
+
+    @classmethod
+    def mine(cls) -> ThreadClock:
+        return cls(time.thread_time(), _run_delay("/proc/thread-self/schedstat"))
+
+    def until(self, later: ThreadClock) -> tuple[float, float]:
+        """CPU seconds and uncontended wall seconds (wall less run delay) from this moment to ``later``."""
+        delay = (later.delay - self.delay) if later.delay is not None and self.delay is not None else 0.0
+        return later.cpu - self.cpu, max(0.0, later.wall - self.wall - delay)
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = BOUND_S) -> None:
@@ -99,7 +137,8 @@ def test_the_ambient_token_is_the_threads_own() -> None:
 
 
 # ---- the solvers -------------------------------------------------------------------------------
-def _solve_in_thread(text: str, backend: str, token: CancelToken) -> tuple[threading.Thread, list[SolveResult]]:
+def _solve_in_thread(text: str, backend: str, token: CancelToken,
+                     ended: list[ThreadClock] | None = None) -> tuple[threading.Thread, list[SolveResult]]:
     from cda.api import solve
 
     out: list[SolveResult] = []
@@ -107,6 +146,8 @@ def _solve_in_thread(text: str, backend: str, token: CancelToken) -> tuple[threa
     def target() -> None:
         with cancel_scope(token):
             out.append(solve(text, backend))  # no timeout: only the cancel can end it
+        if ended is not None:
+            ended.append(ThreadClock.mine())
 
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
@@ -114,18 +155,18 @@ def _solve_in_thread(text: str, backend: str, token: CancelToken) -> tuple[threa
 
 
 def test_a_cancel_stops_a_hard_solve_on_each_backend(backend: str) -> None:
-    token = CancelToken()
-    thread, out = _solve_in_thread(pigeonhole(15), backend, token)
+    token, ended = CancelToken(), []
+    thread, out = _solve_in_thread(pigeonhole(15), backend, token, ended)
     wait_for(lambda: token.watchers > 0)  # the backend is built: its solve starts now (or has)
-    start = time.monotonic()
+    at_cancel = ThreadClock.of(thread)
     token.cancel("cancelled by the test")
     thread.join(BOUND_S)
-    took = time.monotonic() - start
     assert not thread.is_alive(), f"{backend} still solving {BOUND_S} s after the cancel"
     result = out[0]
     assert result.partial and result.status == "unknown", result  # not a wrong "sat"/"unsat"
     assert any(n.startswith("cancelled by the test") for n in result.notes), result.notes
-    assert took < BOUND_S
+    cpu, uncontended = at_cancel.until(ended[0])
+    assert cpu < CANCEL_WITHIN_S and uncontended < CANCEL_WITHIN_S, (cpu, uncontended, os.getloadavg())
 
 
 def test_a_cancel_between_two_checks_is_not_lost(backend: str) -> None:
@@ -148,7 +189,7 @@ def test_a_cancel_between_two_checks_is_not_lost(backend: str) -> None:
 
 
 # ---- the CLI -----------------------------------------------------------------------------------
-def _cpu_seconds(pid: int) -> float:
+def process_cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -156,17 +197,21 @@ def _cpu_seconds(pid: int) -> float:
 def _interrupt(argv: list[str], signum: int = signal.SIGINT, busy_cpu_s: float = 1.5) -> tuple[int, str, str, float]:
     """Run ``cda ARGV``, send ``signum`` once it has spent ``busy_cpu_s`` of CPU (imports and
     grounding take well under that: it is solving), and return its exit status, stdout, stderr
-    and the seconds from the signal to its exit."""
+    and the CPU seconds it spent from the signal to its exit (what load cannot stretch: a solver
+    that went on would spend them without bound)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "cda", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, cwd=ROOT)
     try:
-        wait_for(lambda: proc.poll() is not None or _cpu_seconds(proc.pid) >= busy_cpu_s, 120)
+        wait_for(lambda: proc.poll() is not None or process_cpu_seconds(proc.pid) >= busy_cpu_s, 120)
         assert proc.poll() is None, proc.communicate()
-        start = time.monotonic()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spent = process_cpu_seconds(proc.pid)
         proc.send_signal(signum)
-        out, err = proc.communicate(timeout=BOUND_S)
-        return proc.returncode, out, err, time.monotonic() - start
+        out, err = proc.communicate(timeout=BOUND_S)  # a hang guard: the process ends within it
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child's whole life, now it is reaped
+        total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return proc.returncode, out, err, total - spent
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -183,7 +228,7 @@ def test_ctrl_c_in_cda_solve_prints_the_partial_and_exits_130(tmp_path: Path, ba
     assert "PARTIAL: interrupted; what follows is what was found" in out
     assert "note: interrupted (Ctrl-C); the result is partial" in out
     assert err.startswith("cda: interrupted (Ctrl-C): the command stopped"), err
-    assert took < BOUND_S
+    assert took < CANCEL_WITHIN_S, (took, os.getloadavg())  # CPU after the signal
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads a process's CPU time from /proc")
@@ -233,7 +278,7 @@ def test_ctrl_c_in_cda_diagnose_prints_the_diagnoses_found_so_far(tmp_path: Path
     for line in found:
         gates = line.strip().split(", ")
         assert len(gates) == 14 and len({g.split("_")[0].lstrip("by") for g in gates}) == 14, line
-    assert took < BOUND_S
+    assert took < CANCEL_WITHIN_S, (took, os.getloadavg())  # CPU after the signal (issue 27: within a second)
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads a process's CPU time from /proc")
@@ -254,4 +299,4 @@ def test_ctrl_c_in_cda_bench_folio_scores_the_examples_done(tmp_path: Path) -> N
     done = int(first.split("scored the first ")[1].split(" of ")[0])
     assert first == f"INTERRUPTED (interrupted (Ctrl-C)): scored the first {done} of 3000 examples" and 0 < done < 3000
     assert second.startswith(f"FOLIO {examples}: {done}/{done} correct (100.0%)")  # no example scored as a miss
-    assert took < BOUND_S
+    assert took < CANCEL_WITHIN_S, (took, os.getloadavg())  # CPU after the signal

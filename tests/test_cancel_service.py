@@ -5,13 +5,17 @@ The issue's reproduction: a partner's action on a pigeonhole of 15 pigeons (z3) 
 ``budgets.wall``: ``actions.cancel`` left it ``running`` 60 s later, other partners' small actions
 waited behind it (one 106 s), and SIGTERM left the server alive past 40 s. The pigeonhole cannot
 finish in these tests' bounds (see tests/test_cancel.py), so ending inside them is the cancel's
-doing; the bounds are wide (a loaded 2-core machine), the latencies measured in
+doing. The issue's "within 2 s of actions.cancel" is asserted on the server's CPU from the cancel
+to the action's terminal event (a solver that went on would spend it; load cannot stretch it);
+wall-clock bounds are hang guards only (a loaded 2-core machine), the latencies measured in
 ``benchmarks/bench_cancel.py``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import resource
 import signal
 import sqlite3
 import time
@@ -26,7 +30,7 @@ from cda.service.scheduler import DRAFT, StageScheduler
 from cda.service.serve import EXIT_WITHIN_S
 from cda.testing import pigeonhole
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for
-from tests.test_cancel import BOUND_S
+from tests.test_cancel import BOUND_S, CANCEL_WITHIN_S, process_cpu_seconds
 
 
 def hard(purpose: str, backend: str = "z3", **changes: Any) -> dict[str, Any]:
@@ -60,19 +64,19 @@ def test_actions_cancel_interrupts_the_solver_and_ends_with_what_was_found(tmp_p
     with serving(tmp_path / "receipts.sqlite") as server, toolbus(server) as ws:
         action_id = _start(ws, hard(f"cancel-{backend}", backend))
         _solving(server, action_id)
-        start = time.monotonic()
+        spent = process_cpu_seconds(server.proc.pid)
         assert call(ws, "actions.cancel", {"action_id": action_id})["result"]["status"] in ("running", "cancelled")
-        wait_for(lambda: _status(ws, action_id) == "cancelled", BOUND_S, 0.02)
-        took = time.monotonic() - start
-        events = follow(server, action_id)
+        events = follow(server, action_id, timeout=BOUND_S)  # to its terminal event (a hang guard)
+        took = process_cpu_seconds(server.proc.pid) - spent  # the server's CPU from the cancel to the end
         result = call(ws, "actions.get", {"action_id": action_id})["result"]
+    assert result["status"] == "cancelled", result
     last = events[-1]
     assert last["event"] == "action_partial" and last["data"]["stopped"] == "cancelled", last
     outputs = last["data"]["outputs"]
     assert outputs["status"] == "partial" and outputs["summary_artifact_id"] == result["summary_artifact_id"]
     assert outputs["caveats"][0].startswith("cancelled by the client (actions.cancel): the run stopped")
     assert "cancelled by the client" in (result["boundary_summary"] or "")  # the summary says it too
-    assert took < BOUND_S
+    assert took < CANCEL_WITHIN_S, (took, os.getloadavg())  # a solver that went on would spend it
 
 
 def test_sigterm_stops_the_server_with_a_hard_action_running(tmp_path: Path, backend: str) -> None:
@@ -82,14 +86,18 @@ def test_sigterm_stops_the_server_with_a_hard_action_running(tmp_path: Path, bac
         with toolbus(server) as ws:
             action_id = _start(ws, hard(f"sigterm-{backend}", backend))
             _solving(server, action_id)
+            before, spent = resource.getrusage(resource.RUSAGE_CHILDREN), process_cpu_seconds(server.proc.pid)
             start = time.monotonic()
             code = server.stop(signal.SIGTERM, timeout=4 * EXIT_WITHIN_S)
             took = time.monotonic() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the server's whole life, now it is reaped
     finally:
         if server.proc.poll() is None:
             server.proc.kill()
     assert code == 0, server.stderr()
     assert took < 2 * EXIT_WITHIN_S, took  # the promise is EXIT_WITHIN_S; a loaded machine gets twice that
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime) - spent
+    assert cpu < CANCEL_WITHIN_S, (cpu, os.getloadavg())  # its solver stopped at the signal, not at the exit
     with serving(db) as again, toolbus(again) as ws:  # the run ended interrupted, with what it found
         assert _status(ws, action_id) == "interrupted"
         last = follow(again, action_id)[-1]
