@@ -267,7 +267,9 @@ def section(rows: list[tuple[str, list[float], str]], repeats: int, took: float,
              "`cancelled`; SIGTERM to the process gone, a hard action running). The code promises an interrupt "
              "within 0.1 s of a cancel (the token calls the solver's interrupt again every 0.1 s), a CLI exit "
              "within 2 s of Ctrl-C (after that it ends the process itself) and a server exit within 10 s of "
-             "SIGTERM; the tests assert wider bounds, for a loaded machine.", "",
+             "SIGTERM. The tests (tests/test_cancel*.py) assert the issue's 2 s on what load cannot stretch: "
+             "the CPU a run spends after its stop, and a solving thread's wall time less its run delay; their "
+             "wall-clock bounds are hang guards.", "",
              "The `--timeout` lines are whole processes (start-up and reading c7552 included, about a second) "
              "on 30 observations of 6 broken gates, where one simulation of a candidate reached 2^22 bits a net "
              "(28 s and 1.8 GB a pass) with no look at the clock before.", "",
