@@ -29,7 +29,7 @@ from cda.actions.audit import file_meta_digest
 from cda.actions.event_chain import events_head
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
-from cda.adapters.action_entry import AuditLogError, _check_signed_head, refuse_lost_log
+from cda.adapters.action_entry import AuditLogError, check_signed_head, refuse_lost_log
 from cda.adapters.auth import Principal
 from cda.adapters.event_store import EventStore, check_event_file
 from cda.contracts.action import CDAInputs
@@ -120,8 +120,8 @@ class Attempts:
                 file_meta_digest(self.db)))
 
     def check_log(self, recorded: bool = True) -> None:
-        """:func:`~cda.adapters.action_entry._check_signed_head` on the open log (AuditLogError)."""
-        _check_signed_head(self.db, self.log, self.signer.public_key, recorded=recorded)
+        """:func:`~cda.adapters.action_entry.check_signed_head` on the open log (AuditLogError)."""
+        check_signed_head(self.db, self.log, self.signer.public_key, recorded=recorded)
 
     def _signable(self, action_id: str, attempt: int) -> bool:
         """Under ``sign_lock``, before a head is signed: whether the log still holds the head signed
@@ -199,6 +199,6 @@ def check_signable(db: Path) -> None:
     signer = load_signer()
     log = ReceiptLog(db)
     try:
-        _check_signed_head(db, log, signer.public_key)
+        check_signed_head(db, log, signer.public_key)
     finally:
         log.close()
