@@ -187,7 +187,8 @@ def test_qa1_ambiguous_claim_conflicting_observations_cycle_to_a_banded_summary(
     assert out.status == "completed"
     claim = next(v for v in out.verdicts if v.claim == "prove down(auth)")
     assert claim.status == "inconclusive" and claim.band in ("low", "medium")
-    assert any("conflict" in c for c in out.caveats)
+    conflict = [c for c in out.caveats if "conflict" in c]
+    assert conflict and all(f"{source} [observe@" in conflict[0] for source in ("pager:1", "probe:2")), conflict
     assert out.next_tests and all(v.band for v in out.verdicts)
     assert run.events[-1].type == "action_completed"
 
@@ -289,6 +290,10 @@ def test_risk_class_hard_escalates_without_search() -> None:
     assert run.outputs.status == "escalated"
     assert not any(e.type == "action_checkpoint" for e in run.events)
     assert run.events[-1].type == "action_partial"
+    claims = _outage(risk_class="hard", ken=None).goals.claims
+    asked = [t.question for t in run.events[-1].next_tests]  # type: ignore[union-attr]
+    assert claims and all(any(c in q for q in asked) for c in claims) and len(asked) == len(claims) + 1
+    assert asked == [t.question for t in run.outputs.next_tests]
 
 
 def test_qa2_bind_bump_yields_a_structure_revision_with_new_receipts(tmp_path: Path) -> None:

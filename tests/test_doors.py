@@ -13,6 +13,7 @@ import io
 import json
 import os
 import sys
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,32 @@ def test_artifacts_get_returns_what_the_ids_name_to_the_owner_only(tmp_path: Pat
             changed = call(alice, "artifacts.get", {"id": ids[0]})["error"]
             assert changed["code"] == "conflict" and "no longer match" in changed["message"]
             assert call(alice, "artifacts.get", {"id": "summary:nothex"})["error"]["code"] == "invalid_params"
+
+
+def test_artifacts_integrity_says_intact_to_the_owner_and_tampered_after_an_edit(tmp_path: Path) -> None:
+    db = tmp_path / "receipts.sqlite"
+    with serving(db, "--auth", str(_tokens(tmp_path))) as server:
+        with toolbus(server, "tok-alice") as alice:
+            action_id = call(alice, "actions.start", {"ability": "cda", "inputs": example_inputs("integ")})[
+                "result"]["action_id"]
+            follow(server, action_id, token="tok-alice")
+            deadline = time.monotonic() + 60  # the server signs the log's head just after the terminal event
+            while (got := call(alice, "artifacts.integrity", {"action_id": action_id})["result"])["status"] == \
+                    "unverified" and time.monotonic() < deadline:
+                assert got["signature"] == "missing" and not got["covered"]  # said as not yet signed, not as tampered
+                time.sleep(0.05)
+        with toolbus(server, "tok-bob") as bob:
+            assert call(bob, "artifacts.integrity", {"action_id": action_id})["error"]["code"] == "not_found"
+        assert (got["status"], got["signature"], got["covered"]) == ("intact", "valid", True), (got["problems"], got["notes"])
+        assert got["action_receipts"] > 0 and got["signed_count"] == got["log_entries"] and not got["problems"]
+        from tests.test_receipts import _tamper
+
+        _tamper(db, lambda conn: conn.execute(  # a receipt of the action edited in place, the triggers put back
+            "UPDATE receipts SET body = replace(body, '\"ok\"', '\"OK\"') WHERE seq = (SELECT min(seq) FROM receipts "
+            "WHERE action_id = ? AND body LIKE '%\"ok\"%')", (action_id,)))
+        with toolbus(server, "tok-alice") as alice:
+            after = call(alice, "artifacts.integrity", {"action_id": action_id})["result"]
+        assert after["status"] == "tampered" and after["problems"], after
 
 
 def test_reflect_approve_on_the_cli_and_the_toolbus_and_the_trace_it_opens(tmp_path: Path) -> None:

@@ -278,6 +278,7 @@ def _examples(root: Path) -> dict[str, dict[str, Any]]:
         "reflect.approve": {"action_id": "a1", "reviewer": "bob"},
         "reflect.trace": {"action_id": "a1", "approval": "x"},
         "artifacts.get": {"id": "summary:" + "0" * 16},
+        "artifacts.integrity": {"action_id": "cda-" + "0" * 16},
         "policy.test": {"path": str(root / "t.json")},
         "policy.analyze": {"path": str(root / "p.cedar"), "analysis": "always-denies", "schema": str(root / "s.json")},
         "policy.authorize_batch": {"path": str(root / "p.cedar"), "requests": str(root / "r.json")},

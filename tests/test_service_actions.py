@@ -139,6 +139,27 @@ def test_qa3_denied_egress_waits_then_gives_a_conservative_summary_with_receipt_
         log.close()
 
 
+def test_qa4_a_heavy_search_keeps_the_reserve_degrades_in_verification_and_says_the_budget(server: Server) -> None:
+    """22 free atoms beside the outage example and budgets.wall 10: the search and every verifier
+    share the search budget (the cross-check splits what is left between the backends), the ladder
+    runs during verification and is recorded, and the partial ends inside the wall (+10%)."""
+    inputs = example_inputs("qa4-heavy", budgets={"wall": 10}, ken=None)
+    inputs["dsl"] += "\ndomain F = {" + ", ".join(f"f{i}" for i in range(22)) + "}\nhyp flaky(F)\n"
+    with toolbus(server) as ws:
+        action_id = _start(ws, inputs)
+    events = follow(server, action_id, timeout=120)
+    started = next(e for e in events if e["event"] == "action_started")["data"]["ts"]
+    last = events[-1]
+    assert last["event"] == "action_partial", last["event"]
+    assert last["data"]["ts"] - started <= 10 * 1.1, last["data"]["ts"] - started
+    ladder = [e["data"]["payload"] for e in events if e["event"] == "action_checkpoint"
+              and "degradation" in e["data"]["payload"]]
+    assert [p["degradation"] for p in ladder][-1] == "conservative_summary" and ladder[-1]["stage"] == "verify"
+    assert any("budget" in c for c in last["data"]["caveats"]), last["data"]["caveats"]
+    assert all(v["band"] != "high" for v in last["data"]["outputs"]["verdicts"])
+    assert last["data"]["next_tests"]
+
+
 def test_a_live_stream_is_woken_by_the_writer_and_cancel_ends_a_waiting_action(server: Server) -> None:
     with toolbus(server) as ws:
         action_id = _start(ws, example_inputs("live", policies={"pii_posture": "consent"}))

@@ -167,14 +167,19 @@ class ArtifactWriter:
         plan_graph: dict[str, Any],
         verifiers: list[dict[str, Any]],
         receipts: list[dict[str, Any]],
+        context: dict[str, Any] | None = None,
     ) -> str:
-        """The ``cda_plan`` bundle: hypotheses, constraints, plan graph, verifiers, receipts/."""
+        """The ``cda_plan`` bundle: hypotheses, constraints, plan graph, verifiers, receipts/, and the
+        context pack (``context_pack.json``: the context the action adopted, spec §4 step 5 — the
+        DisplayPlan's ``context_pack`` chip opens it)."""
         files = {
             "hypotheses.json": _dump(hypotheses),
             "constraints.json": _dump(constraints),
             "plan_graph.json": _dump(plan_graph),
             "verifiers.json": _dump(verifiers),
         }
+        if context is not None:
+            files["context_pack.json"] = _dump(context)
         for r in receipts:
             files[f"receipts/{r['seq']:04d}.json"] = _dump(r)
         for name, text in files.items():

@@ -260,7 +260,14 @@ class Agreement:
         result, budget = ctx.result, ctx.state.budget
         if budget.has("shrink_beam") or result.status == "unknown" or result.partial:
             return []
-        options = EngineOptions(top=len(result.hypotheses) or 1, seed=result.seed, timeout=budget.search_remaining())
+        remaining = budget.search_remaining()
+        if remaining is not None and remaining <= 0:
+            return [Outcome(VerifierOutcome(verifier="agreement", claim="z3 and clingo agree", status="skipped",
+                                            detail="the search budget was spent before the cross-check",
+                                            data={"agree": None}))]
+        # the two backends share what is left (each had all of it, so the check could take twice it)
+        options = EngineOptions(top=len(result.hypotheses) or 1, seed=result.seed,
+                                timeout=None if remaining is None else remaining / 2)
         o = agreement_outcome(ctx.gp, options)
         if o.status != "failed":
             return [Outcome(o)]
@@ -425,18 +432,25 @@ VERIFIERS: tuple[Verifier[ClaimUnderCheck, CheckContext], ...] = (
 
 def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResult, backend: str,
                   *, skip_external: bool, verifiers: Sequence[Verifier[ClaimUnderCheck, CheckContext]] = VERIFIERS,
-                  ) -> Verified:
+                  before_each: Callable[[], None] | None = None) -> Verified:
     """Every independent check on the solver's result; returns the final verdicts and artifacts.
 
     Each verifier returns its outcomes; their evidence is recorded here, in order, and their
     ceilings are applied here, all at once (:func:`~cda.verifiers.protocol.under_ceilings`), so
     no check can raise a verdict and none lowers one by itself.
+
+    Verification spends the same search budget as the search: ``before_each`` (the runner's
+    degradation ladder, recorded as ``plan_delta`` ``degradation``) runs before every verifier, and
+    once the ladder skips external calls every later verifier sees it.
     """
     claims = _claims(result, state.problem, gp)
     out = Verified(verdicts=[])
     ctx = CheckContext(state, gp, result, skip_external, out)
     outcomes: list[Outcome] = []
     for verifier in verifiers:
+        if before_each is not None:
+            before_each()
+            ctx.skip_external = ctx.skip_external or state.budget.has("reduce_external_calls")
         for o in verifier.verify(claims, ctx):
             if o.evidence is not None:
                 _recorded(state, o.evidence)

@@ -32,7 +32,7 @@ from cda.actions.context import RunContext, RunSettings
 from cda.actions.event_chain import events_head
 from cda.actions.ken_inputs import ken_from_inputs
 from cda.actions.metrics import ActionProbe, action_counts
-from cda.actions.problem import build, problem_digest
+from cda.actions.problem import ActionProblem, build, problem_digest
 from cda.actions.receipts import ReceiptLog
 from cda.actions.receipts_sink import Recorder
 from cda.actions.scoring import band_for
@@ -242,6 +242,7 @@ class _Round:
     dropped_soft: bool = False
     result: SolveResult | None = None
     rounds: list[SolveResult] = field(default_factory=list)  # each round's answer, for the frontier metrics
+    sources: dict[str, str] = field(default_factory=dict)  # an observation's clause -> the source the client named
 
 
 @dataclass
@@ -285,7 +286,7 @@ class _Run:
                                          "backend": backend, "depth_cap": params.depth_cap})
         digest = problem_digest(inputs, problem)
         # 2–4. propagate, verify, refine
-        loop = self.search(_Round(gp, params.beam), backend, digest)
+        loop = self.search(_Round(gp, params.beam, sources=_observation_sources(problem, inputs)), backend, digest)
         # 3. the independent verifiers; 5. converge
         return self.converge(loop, state, backend, digest, len(frontier0))
 
@@ -348,8 +349,9 @@ class _Run:
                         "round": round_no, "refine": "conflicting observations become hypotheses",
                         "distrusted_candidates": sorted(names), "cores": result.conflict.cores,
                     })
-                    loop.caveats.append("the observations conflict (" + "; ".join(
-                        ", ".join(core) for core in result.conflict.cores) + "): each may be wrong")
+                    loop.caveats.append("the observations conflict (" + "; ".join(", ".join(
+                        f"{loop.sources[n]} [{n}]" if n in loop.sources else n for n in core)
+                        for core in result.conflict.cores) + "): each may be wrong")
                     continue
                 break
             if result.partial:
@@ -391,7 +393,8 @@ class _Run:
         stream.progress("verify", 0.8, "independent checks")
         self.degrade(loop, "verify")
         gp = loop.gp
-        verified = run_verifiers(state, gp, result, backend, skip_external=budget.has("reduce_external_calls"))
+        verified = run_verifiers(state, gp, result, backend, skip_external=budget.has("reduce_external_calls"),
+                                 before_each=lambda: self.degrade(loop, "verify"))
         caveats.extend(verified.caveats)
         caveats.extend(gp.notes)  # what the grounder folded (a bound beyond the numeric range) is said here too
 
@@ -435,6 +438,7 @@ class _Run:
             plan_graph=_plan_graph(stream),
             verifiers=[o.model_dump(mode="json") for o in verified.outcomes],
             receipts=recorder.receipts_json(),
+            context=_context_pack(state, digest),
         )
         evidence_id = writer.write_evidence_bundle(verified.citations, recorder.stubs(), verified.unverified)
         stream.checkpoint("boundary_summary", {"draft": False, "summary_artifact_id": summary_id, "text": summary})
@@ -464,6 +468,9 @@ def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
     if not caveats:
         caveats = [f"the run stopped before it finished ({budget.elapsed():.3g} s of "
                    f"{'no limit' if budget.wall is None else f'{budget.wall:g} s'}): results are incomplete"]
+    if budget.wall is not None and not any("budget" in c for c in caveats):  # say which budget, always
+        caveats = [*caveats, f"budgets.wall {budget.wall:g} s: the run ended partial after {budget.elapsed():.3g} s "
+                   f"({budget.reserve:.3g} s of it kept for the summary)"]
     if not next_tests:
         more = "a larger budgets.wall" if budget.wall is not None else "the same inputs"
         next_tests = [NextTestSuggestion(question=f"Re-run with {more}: which verdicts change when the search "
@@ -487,6 +494,35 @@ def _out_of_time(inputs: CDAInputs, params: _Params, stream: EventStream, record
                       evidence_bundle_id=evidence_id, next_tests=next_tests, caveats=caveats)
 
 
+def _observation_sources(problem: ActionProblem, inputs: CDAInputs) -> dict[str, str]:
+    """Each ``observe@LINE`` clause taken from an input observation -> the source the client gave
+    it (a span's ``source``, an artifact's id), so a caveat names what the client sent."""
+    out: dict[str, str] = {}
+    for clause in problem.assembled.gp.clauses:
+        kind, _, line = clause.name.partition("@")
+        index = problem.observation_of_line.get(int(line)) if kind == "observe" and line.isdigit() else None
+        if index is not None and index < len(inputs.observations):
+            ref = inputs.observations[index]
+            out[clause.name] = ref.source if ref.kind == "span" else ref.artifact_id
+    return out
+
+
+def _context_pack(state: VerificationState, digest: str) -> dict[str, Any]:
+    """The context the action adopted (spec §4 step 5), as the plan bundle's ``context_pack.json``:
+    the observations by source with the lines taken from them, the knowledge it read, the seed,
+    budgets and policies it ran under. Boundary-safe: sources and counts, not Ken's contents."""
+    inputs, ken = state.inputs, state.ken
+    return {
+        "problem_sha256": digest,
+        "observations": [o.source if o.kind == "span" else o.artifact_id for o in inputs.observations],
+        "adopted_observations": list(state.problem.adopted),
+        "ken": None if ken is None else {"nodes": len(ken)},
+        "seed": inputs.seed.model_dump(mode="json"),
+        "budgets": inputs.budgets.model_dump(mode="json"),
+        "policies": inputs.policies.model_dump(mode="json"),
+    }
+
+
 def _plan_graph(stream: EventStream) -> dict[str, Any]:
     """The refine steps as a graph: one node per plan_delta, edges in the order they happened."""
     nodes = [
@@ -504,7 +540,14 @@ def _escalate(inputs: CDAInputs, params: _Params, stream: EventStream, recorder:
     reason = "risk_class 'hard': escalated to a human reviewer before any search (spec §9)"
     stream.notice(reason, level="warning")
     recorder.record("action", "action.escalated", {"risk_class": inputs.risk_class}, {"reason": reason})
-    summary_id = writer.write_summary(f"# CDA action {params.action_id}: escalated\n\n{reason}\n")
+    # next tests are never empty (spec §9): what the reviewer is asked to decide, claim by claim
+    next_tests = [NextTestSuggestion(question=f"For the reviewer: does {claim} hold? (no search ran)",
+                                     suggested_ability="default") for claim in inputs.goals.claims]
+    next_tests.append(NextTestSuggestion(
+        question="Once a reviewer allows a search: re-run with a risk_class below 'hard' and compare the verdicts "
+                 "with the review", suggested_ability="default"))
+    summary_id = writer.write_summary(f"# CDA action {params.action_id}: escalated\n\n{reason}\n\n## Next tests\n\n"
+                                      + "".join(f"- {t.question}\n" for t in next_tests))
     return CDAOutputs(action_id=params.action_id, status="escalated", summary_artifact_id=summary_id,
-                      caveats=[reason])
+                      caveats=[reason], next_tests=next_tests)
 
