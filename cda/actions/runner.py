@@ -470,7 +470,7 @@ def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
                    f"{'no limit' if budget.wall is None else f'{budget.wall:g} s'}): results are incomplete"]
     if budget.wall is not None and not any("budget" in c for c in caveats):  # say which budget, always
         caveats = [*caveats, f"budgets.wall {budget.wall:g} s: the run ended partial after {budget.elapsed():.3g} s "
-                   f"({budget.reserve:.3g} s of it kept for the summary)"]
+                   f"({budget.margin:.3g} s of it kept for the summary)"]
     if not next_tests:
         more = "a larger budgets.wall" if budget.wall is not None else "the same inputs"
         next_tests = [NextTestSuggestion(question=f"Re-run with {more}: which verdicts change when the search "
