@@ -262,6 +262,26 @@ def _many_diagnoses_bench(folder: Path, outputs: int = 14) -> tuple[Path, Path]:
     return bench, observations
 
 
+def test_a_wide_circuit_simulation_stops_at_the_runs_deadline() -> None:
+    """Issue 27's ``--timeout`` case at its root: one bit-parallel pass over c7552 at 2^22 bits a
+    net took 28 s and looked at no deadline, so ``cda diagnose --timeout 20`` ended at 75 s and
+    ignored Ctrl-C. A wide pass now looks at the run's deadline (which a cancel expires) every
+    few gates; a narrow one (milliseconds) does not, and without a run deadline a wide one ends."""
+    from cda.contracts.deadline import OutOfTime, deadline_scope
+    from cda.diagnosis.circuit import WIDE_BITS, Circuit, Gate, gate_function
+
+    gates = [Gate(f"g{i}", f"n{i + 1}", (f"n{i}", "b"), gate_function("AND"), "AND") for i in range(40)]
+    circuit = Circuit(["n0", "b"], gates)
+    wide, narrow = (1 << (WIDE_BITS + 1)) - 1, (1 << 64) - 1
+    token = CancelToken()
+    token.cancel("stopped by the test")
+    with deadline_scope(Deadline(None, token)):
+        with pytest.raises(OutOfTime, match="while simulating the circuit"):
+            circuit._run([wide, wide], [None] * len(gates), wide)
+        assert circuit._run([narrow, narrow], [None] * len(gates), narrow)[-1] == narrow
+    assert circuit._run([wide, wide], [None] * len(gates), wide)[-1] == wide
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads a process's CPU time from /proc")
 def test_ctrl_c_in_cda_diagnose_prints_the_diagnoses_found_so_far(tmp_path: Path) -> None:
     """The issue's case: ``cda diagnose … --mode all`` ignored two Ctrl-C for 70 s and printed
