@@ -468,7 +468,9 @@ def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
     if not caveats:
         caveats = [f"the run stopped before it finished ({budget.elapsed():.3g} s of "
                    f"{'no limit' if budget.wall is None else f'{budget.wall:g} s'}): results are incomplete"]
-    if budget.wall is not None and not any("budget" in c for c in caveats):  # say which budget, always
+    if budget.wall is not None and budget.stopped() is None and not any("budget" in c for c in caveats):
+        # say which budget, always; a client's or the server's stop is named above instead (with no
+        # time in it: the same stop gives the same bytes in-process and in a runner process)
         caveats = [*caveats, f"budgets.wall {budget.wall:g} s: the run ended partial after {budget.elapsed():.3g} s "
                    f"({budget.margin:.3g} s of it kept for the summary)"]
     if not next_tests:
