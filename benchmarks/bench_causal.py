@@ -104,12 +104,13 @@ def render(result: dict[str, object]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls, print only")
+    parser.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
     parser.add_argument("--runs", type=int, default=2000)
     args = parser.parse_args()
     result = bench(200 if args.quick else args.runs)
     text = render(result)
     print(text)
-    if not args.quick:
+    if args.write:
         write_section(DOC, START, END, text)
     return 0
 

@@ -14,7 +14,7 @@ Two workloads, each on a real SQLite IR database (WAL) in a temporary folder:
   registry: the share of the request's time inside ``cda.solve`` (the solve and the verify
   loop's re-solve on the other backend) against the rest.
 
-Run ``python benchmarks/bench_conductor.py`` (rewrites its section of docs/benchmarks.md) or
+Run ``python benchmarks/bench_conductor.py`` (with ``--write``, rewrites its section of docs/benchmarks.md) or
 ``--quick`` (fewer requests, prints only).
 """
 
@@ -177,7 +177,7 @@ def render(fifty: dict[str, Any], cda: dict[str, Any], seconds: float) -> str:
         f"Measured on Python {sys.version.split()[0]}, {machine()}, on {time.strftime('%Y-%m-%d')}, in {seconds:.0f} s; "
         f"load average {load:.1f} (the machine may be shared).",
         "",
-        "Reproduce: `pip install -e . && python benchmarks/bench_conductor.py` (rewrites this section).",
+        "Reproduce: `pip install -e . && python benchmarks/bench_conductor.py --write` (rewrites this section).",
         END,
     ])
 
@@ -185,13 +185,14 @@ def render(fifty: dict[str, Any], cda: dict[str, Any], seconds: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer requests; print only")
+    parser.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
     args = parser.parse_args()
     start = time.perf_counter()
     fifty = bench_fifty_tools(40 if args.quick else 400)
     cda = bench_cda_share(5 if args.quick else 40)
     text = render(fifty, cda, time.perf_counter() - start)
     print(text)
-    if not args.quick:
+    if args.write:
         write_section(DOC, START, END, text)
 
 

@@ -28,7 +28,7 @@ Half of the 3-literal clauses are written as disjunctions (``a or not b or c``),
 implications (``(not a and b) implies c``). The number of abducibles grows with N
 (10 at N=10, 510 at N=10,000); the hypotheses do not (254 with seed 0).
 
-Run ``python benchmarks/bench_core.py`` (about 2 minutes on an idle 2-core machine; writes its section of
+Run ``python benchmarks/bench_core.py`` (about 2 minutes on an idle 2-core machine; with ``--write`` it rewrites its section of
 docs/benchmarks.md and prints the tables) or ``--quick`` for a smoke run of a few seconds
 (N = 10 and 100, one repeat; prints only, unless ``--write``).
 """
@@ -931,7 +931,7 @@ def section(rows: list[Row], args: argparse.Namespace, elapsed: float, load: tup
             f"{args.repeats} time{'s' if args.repeats != 1 else ''}, with no new run once {args.budget:.0f} s "
             "have gone on that N; the tables show medians.",
             "",
-            "Reproduce: `pip install -e . && python benchmarks/bench_core.py` (rewrites this section; "
+            "Reproduce: `pip install -e . && python benchmarks/bench_core.py --write` (rewrites this section; "
             "`--quick` is a smoke run of a few seconds that only prints; `--help` for sizes, seed and repeats).",
             END,
         ]
@@ -949,14 +949,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=None, help="most runs per N (default 5; 1 with --quick)")
     ap.add_argument("--budget", type=float, default=60.0, help="no further runs of an N after this many seconds")
-    ap.add_argument("--write", action="store_true", help="write the doc section even with --quick or --sizes")
-    ap.add_argument("--no-write", action="store_true", help="only print")
+    ap.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
     ap.add_argument("--doc", type=Path, default=DOC, help="default: docs/benchmarks.md")
     ap.add_argument("--cda-label", help="how to name the measured cda in the doc (default: its git commit)")
     args = ap.parse_args(argv)
     sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
     args.repeats = args.repeats or (1 if args.quick else 5)
-    write = not args.no_write and (args.write or (not args.quick and args.sizes is None))
+    write = args.write
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

@@ -1,6 +1,6 @@
 """FOLIO with gold logic: accuracy and time per example, written into docs/benchmarks.md.
 
-    python benchmarks/bench_folio.py [FILE.jsonl] [--no-write]
+    python benchmarks/bench_folio.py [FILE.jsonl] [--write]
 
 Runs every example of the FOLIO dev file (default ``../shared/data/folio/folio-v0.0-validation-dev.jsonl``)
 twice: once with z3 alone (the time a user of ``cda.fol.prove.prove`` sees) and once as
@@ -115,7 +115,7 @@ def section(solo: BenchReport, checked: BenchReport) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("file", nargs="?", type=Path, default=DEFAULT)
-    parser.add_argument("--no-write", action="store_true", help="print the section instead of writing it")
+    parser.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
     args = parser.parse_args(argv)
     if not args.file.exists():
         print(f"FOLIO data not found at {args.file} (see ../shared/data/README.md)", file=sys.stderr)
@@ -124,11 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     solo = run_bench(args.file, cross_check=False)
     checked = run_bench(args.file, cross_check=True)
     text = section(solo, checked)
-    if args.no_write:
-        print(text)
-    else:
+    print(text)
+    if args.write:
         write_section(DOC, START, END, text)
-        print(text)
         print(f"\nwritten to {DOC}")
     return 0
 

@@ -43,6 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.child_process import run_child  # noqa: E402
 from benchmarks.doc_section import load_average, machine, write_section  # noqa: E402
 from cda.errors import CDAError  # noqa: E402
 from cda.fol.parse import build_problem  # noqa: E402
@@ -57,15 +58,11 @@ LABEL = {"supported": "True", "refuted": "False", "inconclusive": "Uncertain"}
 
 
 def run_cpu(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, bytes, int]:
-    """(CPU seconds of the child, wall seconds, its stdout, exit status)."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        return usage.ru_utime + usage.ru_stime, wall, out.read(), proc.returncode
+    """(CPU seconds of the child, wall seconds, its stdout, exit status): one child measured by
+    ``benchmarks/child_process.py`` (``os.wait4``)."""
+    child = run_child(argv, env=env, cwd=cwd)
+    assert child.returncode is not None  # no timeout asked for
+    return child.cpu, child.wall, child.stdout.encode(), child.returncode
 
 
 def _env(pycache: Path | None, no_bytecode: bool = False) -> dict[str, str]:

@@ -16,7 +16,7 @@ Two families, each at growing sizes:
   unsatisfiable subset and minimal correction set (asserted against the known answer).
 
 Speed is measured here only, never in the tests. Run ``python benchmarks/bench_scale.py``
-(about a minute; writes its section of docs/benchmarks.md) or ``--quick`` (small sizes, prints).
+(about a minute; with ``--write`` it rewrites its section of docs/benchmarks.md) or ``--quick`` (small sizes, prints).
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ def section(services: list[ServiceRow], conflicts: list[ConflictRow], args: argp
             f"z3 {z3.get_version_string()}, clingo {clingo.__version__}, {machine()}, on {time.strftime('%Y-%m-%d')}, "
             f"in {elapsed:.0f} s; medians of {args.repeats} runs.",
             "",
-            "Reproduce: `pip install -e . && python benchmarks/bench_scale.py` (rewrites this section; `--quick` is a "
+            "Reproduce: `pip install -e . && python benchmarks/bench_scale.py --write` (rewrites this section; `--quick` is a "
             "smoke run that only prints).",
             END,
         ]
@@ -271,6 +271,7 @@ def section(services: list[ServiceRow], conflicts: list[ConflictRow], args: argp
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="CDA's whole answers on larger problems, against clingo used directly.")
     ap.add_argument("--quick", action="store_true", help="small sizes, one run each, print only")
+    ap.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--doc", type=Path, default=DOC)
     args = ap.parse_args(argv)
@@ -281,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     conflicts = [run_conflict(n, args.repeats) for n in (QUICK_CLAUSES if args.quick else CLAUSES)]
     text = section(services, conflicts, args, time.perf_counter() - started)
     print(text)
-    if not args.quick:
+    if args.write:
         write_section(args.doc, START, END, text)
         print(f"wrote {args.doc}")
     return 0

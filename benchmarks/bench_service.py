@@ -28,7 +28,7 @@ count and time (``--timeout`` per phase).
    ``--storm`` (500) clients reconnect at once with a ``Last-Event-ID`` from the middle of a
    finished stream; each must get exactly the rest. Time to all done, first-event p50 / p95.
 
-Usage: ``python benchmarks/bench_service.py [--write-doc]``.
+Usage: ``python benchmarks/bench_service.py [--write]``.
 """
 
 from __future__ import annotations
@@ -434,12 +434,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs of the actions phase (the spread)")
     parser.add_argument("--actions-only", action="store_true", help="only the cost and the actions phase")
     parser.add_argument("--cost-n", type=int, default=20, help="actions measured in-process for the cost")
-    parser.add_argument("--write-doc", action="store_true")
+    parser.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
     args = parser.parse_args()
     result = asyncio.run(main_async(args))
     text = render(result)
     print(text)
-    if args.write_doc:
+    if args.write:
         write_section(ROOT / "docs" / "benchmarks.md", START, END, text)
 
 

@@ -14,7 +14,7 @@ Targets (issue 12): ``cda solve`` at most 1.5x the import-only line, ``cda --hel
 1.2x. Which modules each command loads is asserted by ``tests/test_startup_imports.py``; where
 the remaining time goes is printed by ``--why`` (``python -X importtime`` of one command).
 
-Run ``python benchmarks/bench_startup.py`` (about a minute; writes its section of
+Run ``python benchmarks/bench_startup.py`` (about a minute; with ``--write`` it rewrites its section of
 docs/benchmarks.md) or ``--quick`` (fewer runs, prints only).
 """
 
@@ -223,7 +223,7 @@ def section(
         "temporary directory, filled by one untimed round), as for an installed package."
     )
     out.append("")
-    out.append("Reproduce: `pip install -e . && python benchmarks/bench_startup.py` (rewrites this section).")
+    out.append("Reproduce: `pip install -e . && python benchmarks/bench_startup.py --write` (rewrites this section).")
     out.append(END)
     return "\n".join(out)
 
@@ -240,6 +240,7 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Whole-process start-up time of cda commands, beside their libraries.")
     ap.add_argument("--quick", action="store_true", help="5 runs each, print only")
+    ap.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
     ap.add_argument("--repeats", type=int, default=21)
     ap.add_argument("--doc", type=Path, default=DOC)
     args = ap.parse_args(argv)
@@ -264,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     loads.append(_load())
     text = section(lines, repeats, time.perf_counter() - t0, causes, work, loads)
     print(text)
-    if not args.quick:
+    if args.write:
         write_section(args.doc, START, END, text)
     return 0
 

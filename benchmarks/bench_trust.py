@@ -151,13 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Trust-boundary benchmarks (issue 13).")
     ap.add_argument("sections", nargs="*", choices=[*SECTIONS, []], help="sections to run (default: all)")
     ap.add_argument("--quick", action="store_true", help="fewer repeats, print only")
+    ap.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
     ap.add_argument("--repeats", type=int, default=41)
     ap.add_argument("--doc", type=Path, default=DOC)
     args = ap.parse_args(argv)
     for name in args.sections or list(SECTIONS):
         text = SECTIONS[name](args)
         print(text)
-        if not args.quick:
+        if args.write:
             start, end = _markers(name)
             write_section(args.doc, start, end, text)
     return 0

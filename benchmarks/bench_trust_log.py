@@ -107,7 +107,7 @@ def render(result: dict[str, Any], elapsed_s: float, load: tuple[float, float]) 
         f"{elapsed_s:.0f} s; load average {load[0]:.1f} at the start and {load[1]:.1f} at the end (eight "
         "engineers shared the 2 cores while this was measured: absolute times move with the load).",
         "",
-        "Reproduce: `pip install -e . && python benchmarks/bench_trust_log.py` (rewrites this section).",
+        "Reproduce: `pip install -e . && python benchmarks/bench_trust_log.py --write` (rewrites this section).",
         END,
     ])
 
@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Sign and verify a 10,000-receipt log.")
     ap.add_argument("--receipts", type=int, default=10_000)
     ap.add_argument("--quick", action="store_true", help="print only; do not rewrite docs/benchmarks.md")
+    ap.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
     ap.add_argument("--doc", type=Path, default=DOC)
     args = ap.parse_args(argv)
     load0 = os.getloadavg()[0]
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     result = bench_signing(args.receipts)
     text = render(result, time.perf_counter() - started, (load0, os.getloadavg()[0]))
     print(text)
-    if not args.quick:
+    if args.write:
         write_section(args.doc, START, END, text)
     return 0
 

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["cpu_name", "machine", "write_section"]
+__all__ = ["Child", "cpu_name", "load_average", "machine", "run_child", "write_section"]
 
 _NEW_DOC = "# Benchmarks\n\nEach benchmark script owns one section of this file, between its markers, and rewrites it.\n"
 
@@ -51,3 +55,28 @@ def load_average() -> str:
     """The one-minute load average (``/proc/loadavg``), ``?`` where there is none."""
     p = Path("/proc/loadavg")
     return p.read_text().split()[0] if p.exists() else "?"
+
+
+@dataclass(frozen=True)
+class Child:
+    """One command run to its end: its CPU time (user + system, from ``os.wait4``: on a shared
+    machine wall time says more about the neighbours than the command), wall time, peak
+    resident memory, stdout and exit status."""
+
+    cpu: float
+    wall: float
+    peak_mb: float
+    out: bytes
+    code: int
+
+
+def run_child(argv: list[str], env: dict[str, str], cwd: Path) -> Child:
+    """Run ``argv`` (stderr dropped) and measure it as :class:`Child` says."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        return Child(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024, out.read(), proc.returncode)

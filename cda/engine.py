@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from cda.solver.hypotheses import RankedHypothesis, Ranking, rank_hypotheses
     from cda.solver.information import expected_gains, posterior
     from cda.solver.observations import GroupedProblem
+    from cda.solver.query import Query, QueryAnswer
     from cda.solver.recheck import CheckedBackend
     from cda.solver.records import ComputedRecord, Records, cite, compute_records, hypothesis_cap, hypothesis_record
     from cda.solver.route import choose_backend
@@ -99,6 +100,9 @@ __all__ = [
     "marco",
     "posterior",
     "expected_gains",
+    # one satisfiability question: a re-checked model, a least-cost one, a core
+    "Query",
+    "QueryAnswer",
     # hypothesis records (docs/investigate.md)
     "ComputedRecord",
     "Records",
@@ -122,6 +126,7 @@ _HOME: dict[str, str] = {
     "Options": "cda.solver.engine",
     "choose_backend": "cda.solver.route",
     "CheckedBackend": "cda.solver.recheck",
+    **dict.fromkeys(("Query", "QueryAnswer"), "cda.solver.query"),
     **dict.fromkeys(("Ranking", "RankedHypothesis", "rank_hypotheses"), "cda.solver.hypotheses"),
     "conflict": "cda.solver.conflicts",
     **dict.fromkeys(("quickxplain", "marco"), "cda.solver.cores"),

@@ -21,6 +21,7 @@ __all__ = [
     "BudgetExceeded",
     "EvaluatorDisagreement",
     "KenError",
+    "MissingExtra",
     "AccessDenied",
 ]
 
@@ -131,6 +132,11 @@ class BackendUnsupported(CDAError, ValueError):
 
 class BackendUnavailable(CDAError, RuntimeError):
     """A backend's library is not installed."""
+
+
+class MissingExtra(CDAError, ImportError):
+    """A command or function needs an optional part of CDA (an extra of ``pyproject.toml``) that
+    is not installed; the message names the extra and the ``pip install`` that adds it."""
 
 
 class BudgetExceeded(CDAError, TimeoutError):

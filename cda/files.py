@@ -18,6 +18,7 @@ True
 
 from __future__ import annotations
 
+import codecs
 import contextvars
 import hashlib
 import json
@@ -25,13 +26,54 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from cda.access import readable
 from cda.errors import AccessDenied, CDAError
 
-__all__ = ["CHANGED", "KEY_DIR_ENV", "decode_text", "key_dir", "parse_json", "read_bytes", "read_json",
-           "read_text", "recording", "sha256_of"]
+__all__ = ["CHANGED", "KEY_DIR_ENV", "STDIN", "decode_text", "is_stdin", "key_dir", "parse_json", "read_bytes", "read_json", "read_text", "recording", "sha256_of", "standard_input", "text_stream", "TextStream"]
+
+STDIN = "-"
+"""The name that stands for standard input wherever the ``cda`` command reads a text file."""
+
+
+class _Stdin:
+    """Standard input as one file: read once, then the same text to every reader of ``-``."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.text: str | None = None
+
+    def read(self) -> str:
+        if self.text is None:
+            try:
+                self.text = self.stream.read()
+            except UnicodeDecodeError as exc:
+                raise CDAError(f"cannot read standard input: not UTF-8 text (byte {exc.start})") from None
+            except OSError as exc:  # closed, or not readable here
+                raise CDAError(f"cannot read standard input ({exc.strerror or exc})") from None
+            self.text = self.text.removeprefix("\ufeff")
+        return self.text
+
+
+_STDIN: contextvars.ContextVar[_Stdin | None] = contextvars.ContextVar("cda_stdin", default=None)
+
+
+@contextmanager
+def standard_input(stream: TextIO) -> Iterator[None]:
+    """While open, the path ``-`` is ``stream`` for :func:`read_text` (the ``cda`` command opens
+    it around each command); elsewhere ``-`` is a file of that name, as for any library."""
+    token = _STDIN.set(_Stdin(stream))
+    try:
+        yield
+    finally:
+        _STDIN.reset(token)
+
+
+def is_stdin(path: Path | str) -> bool:
+    """Whether ``path`` is ``-`` while a command reads standard input as a file."""
+    return str(path) == STDIN and _STDIN.get() is not None
+
 
 CHANGED = "changed"
 """What :func:`recording` holds for a file read twice with different bytes."""
@@ -59,17 +101,75 @@ def recording() -> Iterator[dict[str, str]]:
 def read_bytes(path: Path) -> bytes:
     """The bytes of the file at ``path``, read once (noted by :func:`recording` when one is in
     force); a missing or unreadable file, or a folder, is a ``CDAError``; one the current call may
-    not read (:mod:`cda.access`) is :class:`~cda.errors.AccessDenied`, before anything is opened."""
+    not read (:mod:`cda.access`) is :class:`~cda.errors.AccessDenied`, before anything is opened.
+    Inside :func:`standard_input`, ``-`` is standard input (read once)."""
+    if is_stdin(path):
+        stdin = _STDIN.get()
+        assert stdin is not None
+        return stdin.read().encode("utf-8")
     checked = readable(path)  # cda.access: a file the current call may not read is refused before it is opened
     try:
         data = checked.read_bytes()
     except OSError as exc:
         raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+    _note(path, sha256_of(data))
+    return data
+
+
+def _note(path: Path, digest: str) -> None:
     reads = _READS.get()
     if reads is not None:
-        name, digest = str(path.resolve()), sha256_of(data)
+        name = str(path.resolve())
         reads[name] = digest if reads.get(name, digest) == digest else CHANGED
-    return data
+
+
+class TextStream:
+    """A user's file read once, a chunk at a time, as UTF-8 text (a byte-order mark dropped, as
+    :func:`decode_text` drops it): the bytes are hashed as they go by, and when the whole file
+    has been read :func:`recording` notes it as :func:`read_bytes` would. For a reader that
+    must not hold a large file's bytes at once (Ken's loaders of a million-edge graph)."""
+
+    def __init__(self, fh: Any) -> None:
+        self._fh = fh
+        self._hash = hashlib.sha256()
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.done = False
+
+    def read(self, size: int) -> str:
+        """About ``size`` bytes' worth of text; "" only at the end of the file (a
+        ``UnicodeDecodeError`` for bytes that are not UTF-8)."""
+        while True:
+            data = self._fh.read(size)
+            self._hash.update(data)
+            if not data:
+                self.done = True
+                return str(self._decoder.decode(b"", final=True))
+            text = str(self._decoder.decode(data))
+            if text:
+                return text
+
+
+@contextmanager
+def text_stream(path: Path) -> Iterator[TextStream]:
+    """The file at ``path`` as a :class:`TextStream`; a missing or unreadable file is a ``CDAError``.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "g.json"
+    >>> _ = path.write_bytes(b'\\xef\\xbb\\xbf{"nodes": []}')
+    >>> with recording() as reads, text_stream(path) as stream:
+    ...     parts = [stream.read(4), stream.read(100), stream.read(100)]
+    >>> parts, reads == {str(path.resolve()): sha256_of(path.read_bytes())}
+    (['{', '"nodes": []}', ''], True)
+    """
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+    with fh:
+        stream = TextStream(fh)
+        yield stream
+        if stream.done:
+            _note(path, stream._hash.hexdigest())
 
 
 def decode_text(data: bytes, path: Path | str) -> str:
@@ -83,12 +183,21 @@ def decode_text(data: bytes, path: Path | str) -> str:
 
 def read_text(path: Path) -> str:
     """The file's text as UTF-8 (:func:`read_bytes`, then :func:`decode_text`); a missing,
-    unreadable or non-UTF-8 file is a ``CDAError``.
+    unreadable or non-UTF-8 file is a ``CDAError``. Inside :func:`standard_input`, ``-`` is
+    standard input.
 
     >>> read_text(Path("/no/such/file.cda"))
     Traceback (most recent call last):
     cda.errors.CDAError: cannot read /no/such/file.cda: No such file or directory
+    >>> import io
+    >>> with standard_input(io.StringIO("hyp a")):
+    ...     read_text(Path("-")), read_text(Path("-"))
+    ('hyp a', 'hyp a')
     """
+    if is_stdin(path):
+        stdin = _STDIN.get()
+        assert stdin is not None
+        return stdin.read()
     return decode_text(read_bytes(path), path)
 
 

@@ -33,6 +33,8 @@ of another factory is a different node). The factory folds constants and flatten
 Numbers are exact from the user to the solver: :func:`exact_number` reads one (an ``int``, a
 ``Decimal``, a ``Fraction`` or decimal text; never a float's binary approximation) as the DSL
 reads a literal, and :func:`show_number` writes one back as the user would (``1.5``, ``1/3``).
+:func:`evaluate` is the independent evaluator: a node's value under a model, what every model a
+backend returns is re-checked with (a product reads its own atoms of a model with it too).
 
 A problem whose observations fall into independent groups (one copy of a system per
 observation, as in circuit diagnosis) can be handed over as a :class:`GroupedProblem`, whose
@@ -44,6 +46,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from cda.encodings import ir as _nodes
+from cda.encodings.evaluate import evaluate
 from cda.encodings.ir import *  # noqa: F403  (every node type, the factory, a problem's parts: _nodes.__all__)
 from cda.encodings.ir import (
     Atom,
@@ -66,7 +69,7 @@ from cda.solver.observations import *  # noqa: F403  (observation groups: _group
 
 #: what encodings/ir.py and solver/observations.py publish (a node type added there is public
 #: here too), and the helpers below
-__all__ = ["metric", "event", "check_problem", "exact_number", "show_number"]
+__all__ = ["metric", "event", "check_problem", "evaluate", "exact_number", "show_number"]
 __all__ += _nodes.__all__
 __all__ += _groups.__all__
 

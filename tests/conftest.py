@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -10,11 +14,28 @@ from cda.solver.backend import REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+#: the outside data sets (README.md, "Test data"): ``../shared/data`` beside the clone, or the
+#: folder ``$CDA_DATA`` names; the tests that need a set skip, naming it, when it is absent
+DATA = Path(os.environ.get("CDA_DATA") or ROOT.parent / "shared" / "data").resolve()
+SHARED_DATA = DATA  # the same folder under the name the policy and Ken tests use
 
 
 #: the backends that take a ground problem, as registered (cda.solver.backend.REGISTRY)
 GROUND_BACKENDS = [name for name, spec in REGISTRY.items() if spec.accepts == "ground"]
 
+
+
+def benchmark_module(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` loaded as the module ``name`` (the benchmarks are scripts, not a
+    package), once per session."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 @pytest.fixture(params=GROUND_BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:

@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +24,7 @@ from httpx_sse import connect_sse
 from websockets.sync.client import ClientConnection, connect
 
 from tests.conftest import ROOT
+from tests.timing import HANG, wait_until
 
 EXAMPLE = ROOT / "examples" / "action" / "service_outage.json"
 
@@ -83,6 +83,12 @@ class Server:
         """What the server wrote to stderr (after :meth:`stop`)."""
         return self.err_text
 
+    def cpu(self) -> float:
+        """CPU seconds the server process has used so far (``/proc``): how much work it has done,
+        whatever the load on the machine (a busy machine slows the wall clock, not this)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
 
 @contextmanager
 def serving(db: Path, *args: str, port: int = 0) -> Iterator[Server]:
@@ -112,13 +118,15 @@ def call(ws: ClientConnection, method: str, params: dict[str, Any] | None = None
 
 
 def follow(server: Server, action_id: str, last_event_id: int | str | None = None, stop_after: int | None = None,
-           timeout: float = 60, token: str | None = None, query: str = "") -> list[dict[str, Any]]:
+           timeout: float = 60, token: str | None = None, query: str = "",
+           into: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The SSE messages of an action's stream as {id (the seq), attempt, sse_id, event, data}, until
-    it ends (or ``stop_after``); ``query`` is added to the URL (``?attempt=2``)."""
+    it ends (or ``stop_after``); ``query`` is added to the URL (``?attempt=2``). ``into`` receives
+    each message as it arrives (a test in another thread waits on it: the reader is connected)."""
     headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = [] if into is None else into
     with httpx.Client(timeout=timeout) as client, \
             connect_sse(client, "GET", f"{server.base}/streams/actions/{action_id}{query}", headers=headers) as source:
         if source.response.status_code == 204:
@@ -135,14 +143,9 @@ def follow(server: Server, action_id: str, last_event_id: int | str | None = Non
     return out
 
 
-def wait_for(predicate: Any, timeout: float = 30, every: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("timed out waiting")
+def wait_for(predicate: Any, timeout: float = HANG, every: float = 0.05) -> Any:
+    """``predicate``'s first true value (tests/timing.py's wait on a condition)."""
+    return wait_until(predicate, getattr(predicate, "__name__", "a condition"), timeout, every)
 
 
 def wait_signed(db: Path, action_id: str, attempt: int = 1, timeout: float = 30) -> dict[str, Any]:

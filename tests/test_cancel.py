@@ -277,9 +277,9 @@ def test_a_wide_circuit_simulation_stops_at_the_runs_deadline() -> None:
     token.cancel("stopped by the test")
     with deadline_scope(Deadline(None, token)):
         with pytest.raises(OutOfTime, match="while simulating the circuit"):
-            circuit._run([wide, wide], [None] * len(gates), wide)
-        assert circuit._run([narrow, narrow], [None] * len(gates), narrow)[-1] == narrow
-    assert circuit._run([wide, wide], [None] * len(gates), wide)[-1] == wide
+            circuit.run([wide, wide], [None] * len(gates), wide)
+        assert circuit.run([narrow, narrow], [None] * len(gates), narrow)[-1] == narrow
+    assert circuit.run([wide, wide], [None] * len(gates), wide)[-1] == wide
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads a process's CPU time from /proc")

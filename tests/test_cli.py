@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cda.cli.main import main
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import DATA, EXAMPLES, ROOT
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("CDA_UPDATE_GOLDEN") == "1"
@@ -158,10 +158,10 @@ def test_prove_command_reports_malformed_logic(tmp_path: Path) -> None:
     assert err.startswith(f"{f}:1:")
 
 
-FOLIO = ROOT.parent / "shared" / "data" / "folio" / "folio-v0.0-validation-dev.jsonl"
+FOLIO = DATA / "folio" / "folio-v0.0-validation-dev.jsonl"
 
 
-@pytest.mark.skipif(not FOLIO.exists(), reason=f"FOLIO data not found at {FOLIO} (see ../shared/data/README.md)")
+@pytest.mark.skipif(not FOLIO.exists(), reason=f"FOLIO data not found at {FOLIO} (README.md, Test data)")
 def test_bench_folio_command_json() -> None:
     code, out, _ = run("bench", "folio", str(FOLIO), "--json")
     data = json.loads(out)

@@ -12,15 +12,17 @@ import io
 import json
 import os
 import re
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from cda.cli import terminal
 from cda.cli.main import _parser, main
+from cda.testing import problem_texts
 from tests.conftest import EXAMPLES
+from tests.timing import wait_until
 
 GOLDEN = Path(__file__).parent / "golden" / "ci"
 UPDATE = os.environ.get("CDA_UPDATE_GOLDEN") == "1"
@@ -135,9 +137,18 @@ def test_check_jsonl_over_files(suite: list[str]) -> None:
     assert rows[0]["result"]["ok"] is True and rows[2]["error"]["kind"] == "syntax error"
 
 
-def test_version() -> None:
+def test_version_names_the_solvers_versions() -> None:
+    """Issue 27: `--version` named no solver: an answer depends on z3's and clingo's versions."""
+    import sys
+
+    import clingo
+    import z3
+
     code, out, _ = run("--version")
-    assert code == 0 and re.fullmatch(r"cda \S+\n", out)
+    match = re.fullmatch(r"cda (\S+) \(z3 (\S+), clingo (\S+), clingo-dl (\S+), lark (\S+); Python (\S+)\)\n", out)
+    assert code == 0 and match, out
+    assert match[2].startswith(z3.get_version_string()) and match[3] == clingo.__version__
+    assert match[6] == sys.version.split()[0]
 
 
 def test_every_argument_has_help() -> None:
@@ -164,7 +175,8 @@ def test_fmt_check_rewrite_and_stdin(tmp_path: Path) -> None:
     assert f.read_text().startswith("# header\nhyp a,b")  # --check changes nothing
     code, out, _ = run("fmt", str(f))
     assert code == 0 and out == f"{f}: formatted\n"
-    assert f.read_text() == "# header\nhyp a  # two\nhyp b\n\nhard h: a and b\n# why\ngoal prove a\n"
+    # each statement keeps its line (blank lines too); the one written over two lines keeps its breaks
+    assert f.read_text() == "# header\nhyp a, b  # two\n\n\nhard  h :a and\n  b # why\ngoal prove a\n"
     assert run("fmt", "--check", str(f)) == (0, "", "")
     assert run("fmt", "-", stdin="hyp  a\n")[1] == "hyp a\n"
     code, out, err = run("fmt", "-", stdin=BAD)
@@ -177,7 +189,7 @@ def test_fmt_keeps_fol_blocks_verbatim_and_the_comments_around_them() -> None:
     code, out, _ = run("fmt", "-", stdin=text)
     assert code == 0 and out == (
         "hyp a  # x\nfol {\n premise P(a) # c\n claim P(a)\n}  # after\nhard: a\n"
-        "fol { claim Q(b) }  # one line\nfol { claim R(c) # in\n}\nhard h2: a  # t\n")
+        "fol { claim Q(b) }  # one line\nfol { claim R(c) # in\n} hard h2: a  # t\n")
 
 
 def test_fmt_keeps_meaning_and_comments_of_the_examples() -> None:
@@ -212,7 +224,7 @@ def test_progress_only_on_a_terminal_after_the_delay() -> None:
     tty = _Tty()
     bar = terminal.Progress(tty, "solving x.cda", total=3, after=0.0)
     bar.step()
-    time.sleep(0.25)
+    wait_until(lambda: "[1/3]" in tty.getvalue(), "the progress line drawn")
     bar.close()
     shown = tty.getvalue()
     assert "cda: solving x.cda [1/3]" in shown and shown.endswith("\r\x1b[K")
@@ -222,3 +234,149 @@ def test_progress_only_on_a_terminal_after_the_delay() -> None:
     pipe = io.StringIO()
     terminal.Progress(pipe, "x", after=0.0).close()
     assert pipe.getvalue() == ""
+
+
+def _screen(text: str) -> list[str]:
+    """What a terminal shows for ``text``: ``\\r`` goes back to the line's start, ``ESC[K``
+    erases to its end, later characters overwrite earlier ones."""
+    lines, line, col = [], [], 0
+    for part in re.split(r"(\x1b\[K|\r|\n)", text):
+        if part == "\n":
+            lines.append("".join(line))
+            line, col = [], 0
+        elif part == "\r":
+            col = 0
+        elif part == "\x1b[K":
+            del line[col:]
+        else:
+            for ch in part:
+                if col < len(line):
+                    line[col] = ch
+                else:
+                    line.append(ch)
+                col += 1
+    return [*lines, "".join(line)]
+
+
+@pytest.mark.parametrize("command", ["diagnose", "bench", "solve"])
+def test_the_progress_line_is_cleared_before_the_answer(command: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: the progress ticker of `bench folio` and `diagnose` was never cleared, so the
+    results were glued onto it on a terminal (stdout and stderr on one screen). The work waits
+    here until the ticker has drawn, so the line is on the screen when the answer comes."""
+    import importlib
+
+    screen = _Tty()
+    monkeypatch.setattr(terminal, "PROGRESS_AFTER", 0.0)
+    module, name, argv = {
+        "diagnose": ("cda.diagnosis.diagnose", "diagnose", ["diagnose", str(tmp_path / "c.bench"), "--observations",
+                                                               str(tmp_path / "c.obs")]),
+        "bench": ("cda.cli.bench", "run_bench", ["bench", "folio", str(tmp_path / "f.jsonl")]),
+        "solve": ("cda.api", "solve", ["solve", str(tmp_path / "a.cda"), str(tmp_path / "b.cda")]),
+    }[command]
+    (tmp_path / "c.bench").write_text("INPUT(a)\nOUTPUT(y)\ny = NOT(a)\n")
+    (tmp_path / "c.obs").write_text("a=1 y=1\n")
+    (tmp_path / "f.jsonl").write_text(json.dumps({"premises": ["All cats are pets.", "Tom is a cat."],
+                                                  "premises-FOL": ["∀x (Cat(x) → Pet(x))", "Cat(tom)"],
+                                                  "conclusion": "Tom is a pet.", "conclusion-FOL": "Pet(tom)",
+                                                  "label": "True"}) + "\n", encoding="utf-8")
+    (tmp_path / "a.cda").write_text(OK)
+    (tmp_path / "b.cda").write_text(FAILS)
+    target = importlib.import_module(module)
+    real = getattr(target, name)
+
+    def after_the_ticker(*args: object, **kwargs: object) -> object:
+        wait_until(lambda: "cda: " in screen.getvalue(), "the progress line drawn")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, after_the_ticker)
+    main(argv, stdout=screen, stderr=screen)
+    shown = _screen(screen.getvalue())
+    assert not any("cda: " in line and len(line.split("cda: ")[0]) for line in shown), shown
+    answer = [line for line in shown if line.strip()]
+    assert answer and not any(line.startswith("cda: ") for line in answer), shown  # erased at the end
+
+
+def test_the_shipped_examples_are_formatted() -> None:
+    """Issue 27: all five shipped .cda examples failed `cda fmt --check`."""
+    examples = sorted(str(p) for p in EXAMPLES.glob("*.cda"))
+    assert len(examples) >= 5
+    assert run("fmt", "--check", *examples) == (0, "", "")
+
+
+def _clause_names(text: str) -> list[str]:
+    from cda.api import ground
+
+    problem = ground(text)
+    return [c.name for c in problem.clauses] + [c.name for c in problem.soft] + [c.name for c in problem.claims]
+
+
+def test_fmt_never_renames_a_clause() -> None:
+    """Issue 27: `fmt` moved statements (one declaration per line, blank runs collapsed, a
+    statement's lines joined), so `soft@20` became `soft@26`: an unnamed clause is named by its
+    kind and line. Every example, and messy texts, keep every clause name and every line."""
+    messy = ("hyp a,b,c   # three\nobservable o,p\n\n\n\nhard :o iff a or\n   b\nsoft weight 2: not a\n"
+             "soft weight 1:\n  not b  # why\nobserve o\ngoal prove a or b\nexpect status sat\n")
+    for text in [messy, *(p.read_text() for p in sorted(EXAMPLES.glob("*.cda")) if "ken" not in p.read_text())]:
+        new = run("fmt", "-", stdin=text)[1]
+        assert new and _clause_names(new) == _clause_names(text), new
+    assert "soft@8" in _clause_names(messy) and "soft@9" in _clause_names(messy)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem_texts())
+def test_fmt_keeps_every_statement_on_its_line_and_is_idempotent(text: str) -> None:
+    from cda.cli.fmt import formatted
+    from cda.encodings.parse import parse_problem
+
+    new = formatted(text, "p.cda")
+    assert [st.pos[0] for st in parse_problem(new).statements] == [st.pos[0] for st in parse_problem(text).statements]
+    assert formatted(new, "p.cda") == new
+
+
+def test_prove_takes_several_files_and_every_format(tmp_path: Path) -> None:
+    """Issue 27: `cda prove` took one file and had no --format, so testing.md's route without
+    pytest had no JUnit for `.fol` suites. One process answers every file; the worst exit code."""
+    good = tmp_path / "good.fol"
+    good.write_text("premise ∀x (Man(x) → Mortal(x))\npremise Man(socrates)\nclaim mortal: Mortal(socrates)\n")
+    syllogism = str(EXAMPLES / "syllogism.fol")
+    code, out, _ = run("prove", str(good), syllogism)
+    assert code == 1 and out.startswith(f"== {good} ==\nmortal: Mortal(socrates)") and f"== {syllogism} ==" in out
+    code, out, _ = run("prove", str(good), syllogism, "--format", "junit")
+    suite = ET.fromstring(out).find("testsuite")
+    assert code == 1 and suite is not None and (suite.get("tests"), suite.get("failures")) == ("4", "2")
+    assert [c.get("name") for c in suite.iter("testcase")] == ["claim mortal", "claim c1", "claim c2", "claim c3"]
+    code, out, _ = run("prove", str(good), "-", "--format", "jsonl", stdin=good.read_text())
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [line["exit_code"] for line in lines] == [0, 0]
+    assert lines[0]["result"]["results"] == lines[1]["result"]["results"]
+    code, out, _ = run("prove", str(good), syllogism, "--json")
+    assert code == 1 and [f["exit_code"] for f in json.loads(out)["files"]] == [0, 1]
+    code, out, _ = run("prove", str(good), "--json")  # one file: the object `cda prove --json` always printed
+    assert code == 0 and set(json.loads(out)) == {"file", "results"}
+
+
+@pytest.mark.parametrize("command", [["solve", str(EXAMPLES / "service_outage.cda")], ["check", str(EXAMPLES / "claim_check.cda")],
+                                     ["prove", str(EXAMPLES / "syllogism.fol")]])
+def test_json_with_another_format_is_refused(command: list[str]) -> None:
+    """Issue 27: `--json --format junit` printed JUnit silently."""
+    code, out, err = run(*command, "--json", "--format", "junit")
+    assert code == 2 and "--json and --format junit" in err
+    assert json.loads(out)["message"] == "--json and --format junit ask for two reports; give one"  # --json: one object
+    assert run(*command, "--json", "--format", "json")[0] in (0, 1)
+
+
+def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    """Issue 27: `cda policy analyze … | head -2` ended in a BrokenPipeError traceback. The
+    reader here has gone before the command writes a byte."""
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "cda", "solve", str(EXAMPLES / "service_outage.cda")], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=300, cwd=tmp_path)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr

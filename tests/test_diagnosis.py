@@ -21,6 +21,7 @@ import pytest
 
 from cda.api import ground
 from cda.cli.main import main
+from cda.contracts.deadline import NO_DEADLINE
 from cda.diagnosis.bench_import import Netlist, circuit_of, load_bench, parse_bench, parse_observations
 from cda.diagnosis.circuit import Simulator
 from cda.diagnosis.diagnose import diagnose
@@ -31,8 +32,8 @@ from cda.errors import CDAError
 from cda.solver.backend import Deadline, make_backend, selector
 from cda.solver.engine import EngineOptions, run
 from cda.solver.observations import GroupContractError, GroupedProblem, OracleUndecided, split_observations
+from tests.conftest import DATA
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 C17 = DATA / "iscas85" / "c17.bench"
 MOBS = DATA / "mbd-mobs"
 BACKENDS = ["clingo", "z3"]
@@ -141,9 +142,10 @@ def _solve(
 
 # ---- the DSL goal -----------------------------------------------------------------------------
 def test_goal_round_trips_through_the_formatter() -> None:
-    for text in ["goal minimal_explanations all\n", "goal minimal_explanations top 4\n", "goal minimal_explanations min_cardinality\n"]:
+    for text in ["goal minimal_explanations\n", "goal minimal_explanations top 4\n", "goal minimal_explanations min_cardinality\n"]:
         assert format_problem(parse_problem(text)) == text
-    assert format_problem(parse_problem("goal minimal_explanations")) == "goal minimal_explanations all\n"
+    # `all` is the default: the canonical text leaves it out (cda fmt keeps examples as written)
+    assert format_problem(parse_problem("goal minimal_explanations all")) == "goal minimal_explanations\n"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -175,7 +177,7 @@ def test_backend_models_are_subset_minimal(backend: str) -> None:
 
 
 # ---- .bench: c17 and random circuits against brute force --------------------------------------
-@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, README.md, Test data)")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_c17_matches_brute_force(backend: str) -> None:
     net = parse_bench(C17.read_text(), str(C17))
@@ -229,10 +231,10 @@ class _Fussy:
     def __init__(self, inner: object) -> None:
         self.inner = inner
 
-    def refuting(self, assumed: frozenset[str], groups: list[int]) -> int | None:
+    def refuting(self, assumed: frozenset[str], groups: list[int], deadline: Deadline = NO_DEADLINE) -> int | None:
         if len(assumed) >= 2:
             raise OracleUndecided("two gates or more")
-        return self.inner.refuting(assumed, groups)  # type: ignore[attr-defined, no-any-return]
+        return self.inner.refuting(assumed, groups, deadline)  # type: ignore[attr-defined, no-any-return]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -289,15 +291,25 @@ def test_minimal_under_fewer_observations_is_not_minimal_under_all() -> None:
         assert complete and got == every
 
 
-def test_simulation_oracle_matches_brute_force() -> None:
-    """The bit-parallel oracle the engine trusts, against the plain one-vector brute force."""
-    rng = random.Random(23)
+@pytest.mark.parametrize(("sim_bits", "seed", "sizes"), [(None, 23, (0, 3)), (40, 31, (2, 6))], ids=["default", "in-parts"])
+def test_simulation_oracle_matches_brute_force(
+    sim_bits: int | None, seed: int, sizes: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bit-parallel oracle the engine trusts, against the plain one-vector brute force; also
+    with the bits of one simulation bounded so low (``in-parts``: 4 bits a net or fewer) that
+    wide candidates are simulated in parts, their free values split between lanes and an outer
+    loop."""
+    import cda.diagnosis.circuit as circuit_module
+
+    if sim_bits is not None:
+        monkeypatch.setattr(circuit_module, "MAX_SIM_BITS", sim_bits)
+    rng = random.Random(seed)
     for _ in range(25):
         net = _random_circuit(rng)
         observations = _faulty_observations(net, rng, rng.randint(1, 8), partial=True)
         sim = Simulator(circuit_of(net), observations)
         gates = [g for g, _, _ in net.gates]
-        for broken in [set(rng.sample(gates, rng.randint(0, 3))) for _ in range(6)]:
+        for broken in [set(rng.sample(gates, min(len(gates), rng.randint(*sizes)))) for _ in range(6)]:
             bad = [j for j, o in enumerate(observations) if not _consistent(net, broken, o)]
             order = list(range(len(observations)))
             rng.shuffle(order)
@@ -472,7 +484,7 @@ MOBS_CASES = [
 ]
 
 
-@pytest.mark.skipif(not MOBS.exists(), reason=f"{MOBS} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not MOBS.exists(), reason=f"{MOBS} is absent (external data, README.md, Test data)")
 @pytest.mark.parametrize(("circuit", "name", "backends"), MOBS_CASES)
 def test_mbd_mobs_instances(circuit: str, name: str, backends: list[str]) -> None:
     path = MOBS / circuit / f"{name}.wcnf.gz"
@@ -496,7 +508,7 @@ def test_mbd_mobs_instances(circuit: str, name: str, backends: list[str]) -> Non
     assert all(a == answers[0] for a in answers)
 
 
-@pytest.mark.skipif(not MOBS.exists(), reason=f"{MOBS} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not MOBS.exists(), reason=f"{MOBS} is absent (external data, README.md, Test data)")
 @pytest.mark.parametrize(
     ("name", "backends"), [("c17/c17mut8n", BACKENDS), ("c17/c17mut10p", BACKENDS), ("c432/c432mut269p", ["clingo"])]
 )
@@ -518,7 +530,7 @@ def test_mbd_mobs_lazy_equals_eager(name: str, backends: list[str]) -> None:
     assert all(x == lists[0] for x in lists)
 
 
-@pytest.mark.skipif(not MOBS.exists(), reason=f"{MOBS} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not MOBS.exists(), reason=f"{MOBS} is absent (external data, README.md, Test data)")
 def test_timeout_returns_checked_diagnoses_and_exit_3() -> None:
     """A budget that ends during encoding or search: partial, labelled, exit 3, and every
     diagnosis listed is one of the complete answer's (each was checked against every observation)."""
@@ -644,3 +656,113 @@ def test_cli_diagnose_text_names_the_empty_diagnosis_and_counts_in_the_singular(
     lines = out.getvalue().splitlines()
     assert "1 diagnosis (complete)" in lines[0] and "1 observation," in lines[0]
     assert lines[1:] == ["  (no fault)"]
+
+
+def test_interpreted_and_compiled_simulation_agree() -> None:
+    """The simulator interprets its first passes and compiles the circuit after: both give every
+    net's vector alike, broken gates' overrides included (random circuits, every gate type)."""
+    rng = random.Random(7)
+    for _ in range(30):
+        circuit = circuit_of(_random_circuit(rng))
+        width = 64
+        mask = (1 << width) - 1
+        inputs = [rng.getrandbits(width) for _ in circuit.inputs]
+        overrides = [rng.getrandbits(width) if rng.random() < 0.3 else None for _ in circuit.gates]
+        assert circuit._interpret(inputs, overrides, mask) == circuit._compile()(inputs, overrides, mask)
+
+
+def test_gates_are_read_from_their_clauses_by_shape_or_by_truth_table() -> None:
+    """A gate's Tseitin clauses give its type at once; any other clause set goes through the truth
+    table; both must say what the clauses say (checked row by row here)."""
+    from cda.diagnosis.wcnf_import import _gate_cnf, _standard_gate
+
+    for kind in ("AND", "NAND", "OR", "NOR", "XOR", "XNOR"):
+        for n in (2, 3):
+            ins, out = list(range(1, n + 1)), n + 1
+            clauses = [sorted(c) for c in _gate_cnf(kind, out, ins)]
+            assert _standard_gate(clauses, out, ins) == kind
+            for bits in itertools.product([False, True], repeat=n):
+                value = {i: b for i, b in zip(ins, bits)}
+                fits = [
+                    o for o in (False, True)
+                    if all(any((o if abs(v) == out else value[abs(v)]) == (v > 0) for v in c) for c in clauses)
+                ]
+                assert fits == [_eval(kind, list(bits))]
+    # the same AND with one clause weakened is no standard gate: the truth table decides it
+    assert _standard_gate([[3, -1, -2], [-3, 1]], 3, [1, 2]) is None
+
+
+def test_template_copies_and_built_groups_agree_with_brute_force() -> None:
+    """On clingo the groups are copies of the circuit's clause template (``add_copy``); with the
+    template taken away they are built one by one from the IR. Both, lazily and eagerly, equal
+    brute force; so does z3, which builds every group."""
+    rng = random.Random(29)
+    for case in range(8):
+        net = _random_circuit(rng)
+        observations = _faulty_observations(net, rng, rng.randint(2, 14), partial=case % 2 == 1)
+        expected = _brute_minimal(net, observations)
+        grouped = load_bench(net, observations, MinimalGoal()).problem
+        assert grouped.template is not None
+        built = GroupedProblem(grouped.base, len(grouped), grouped.group, grouped.oracle)  # no template
+        for problem in (grouped, built):
+            for lazy in (True, False):
+                r = run(problem, "clingo", EngineOptions(lazy_observations=lazy, check_minimality=True))
+                assert r.minimal_complete
+                assert [[a[3:-1] for a in d] for d in r.minimal_explanations or []] == expected, (case, lazy)
+
+
+def test_a_template_mentioning_a_non_abducible_is_refused() -> None:
+    from cda.encodings.ir import AtomInfo, GroundProblem, NodeFactory
+    from cda.solver.observations import GroupTemplate
+
+    f = NodeFactory()
+    base = GroundProblem(f, minimal=MinimalGoal())
+    base.atoms["a"] = AtomInfo("a", "hyp", "a", ())
+    base.atoms["z"] = AtomInfo("z", "var", "z", ())
+
+    def template(shared: tuple[str, ...], clauses: tuple[tuple[int, ...], ...]) -> GroupTemplate:
+        return GroupTemplate(("x",), shared, clauses, lambda i: {}, lambda s, i: f"{s}@{i}", lambda i: f"g{i}")
+
+    ok = GroupedProblem(base, 1, lambda i: None, None, template(("a",), ((1, 2),)))  # type: ignore[arg-type, return-value]
+    assert ok.template is not None
+    for bad in (template(("z",), ((1, 2),)), template(("a",), ((1, 3),))):
+        with pytest.raises(GroupContractError):
+            assert GroupedProblem(base, 1, lambda i: None, None, bad).template is None  # type: ignore[arg-type, return-value]
+
+
+def test_the_oracle_stops_at_the_deadline() -> None:
+    from cda.contracts.deadline import OutOfTime
+
+    rng = random.Random(5)
+    net = _random_circuit(rng)
+    observations = _faulty_observations(net, rng, 4)
+    sim = Simulator(circuit_of(net), observations)
+    with pytest.raises(OutOfTime):
+        sim.refuting([net.gates[0][0]], [0, 1, 2, 3], Deadline(0))
+
+
+@pytest.mark.skipif(not (MOBS / "c17" / "c17mut8n.wcnf.gz").exists(), reason="needs ../shared/data/mbd-mobs")
+def test_gates_named_by_numbers_are_listed_in_numeric_order() -> None:
+    """Issue 27: gate lists were sorted as text ("15, 7"): gates named by their health variable
+    read 7 before 15, in each diagnosis and in the order of the diagnoses."""
+    from cda.diagnosis.diagnose import diagnose, render
+
+    report = diagnose(MOBS / "c17" / "c17mut8n.wcnf.gz", None)
+    assert report.diagnoses[:3] == [["9"], ["7", "15"], ["7", "17"]]
+    assert all(int(a) < int(b) for d in report.diagnoses for a, b in zip(d, d[1:]))
+    assert "\n  7, 15\n" in render(report) and "15, 7" not in render(report)
+
+
+def test_one_diagnosis_is_one_diagnosis(tmp_path: Path) -> None:
+    """Issue 27: "1 diagnoses"."""
+    from cda.diagnosis.probe import ProbeRun, render_run
+
+    (tmp_path / "c.bench").write_text("INPUT(a)\nOUTPUT(y)\ny = NOT(a)\n")
+    (tmp_path / "c.obs").write_text("a=1 y=1\n")
+    out = io.StringIO()
+    assert main(["diagnose", str(tmp_path / "c.bench"), "--observations", str(tmp_path / "c.obs")], stdout=out,
+                stderr=io.StringIO()) == 0
+    assert ": 1 diagnosis (complete)" in out.getvalue()
+    run_ = ProbeRun(file="c.bench", backend="clingo", injected=["y"], vectors=1, timed_out=False, initial_diagnoses=1,
+                    strategy="ig", steps=[], resolved=True, probes=0, time_s=0.0, final=[["y"]], notes=[])
+    assert "1 diagnosis at first" in render_run(run_)

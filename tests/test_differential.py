@@ -243,8 +243,9 @@ def check_against_oracle(text: str, gp: ir.GroundProblem, orc: Any, result: Any)
         else:
             assert v.status == "inconclusive", f"{claim.name}: {v.status} != inconclusive{ctx}"
             assert v.justification == [], ctx
-            want_w = []
-            for side, vec in ((True, cvec), (False, orc.bits.neg(cvec))):
+            want_w = []  # relative to the goal: for disprove c, the goal holds where c is false
+            goal_true = cvec if claim.mode == "prove" else orc.bits.neg(cvec)
+            for side, vec in ((True, goal_true), (False, orc.bits.neg(goal_true))):
                 first = next(h for h in ranked if orc.possible(h, vec))
                 want_w.append((side, first.assumed))
             assert [(x.holds, x.assumed) for x in v.witnesses] == want_w, f"{claim.name} witnesses{ctx}"

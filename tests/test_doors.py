@@ -178,6 +178,12 @@ def test_the_products_as_mcp_tools(tmp_path: Path) -> None:
                 "dsl": "hyp a, b\nobservable o\nhard: o iff (a or b)\n"})).structured_content
             out["observed"] = (await client.call_tool("investigate_observe", {
                 "session_id": started["session_id"], "observation": "o"})).structured_content
+            out["revised"] = (await client.call_tool("investigate_revise", {
+                "session_id": started["session_id"], "add": ["hard: not b"], "reason": "b is ruled out"})
+                              ).structured_content
+            out["report"] = (await client.call_tool("report_check", {
+                "draft": {"conclusion": {"root_cause": "db", "confidence": 0.9, "nodes": ["db"]}},
+                "observations": ["db slow"]})).structured_content
             run = (await client.call_tool("run_action", {"inputs": inputs})).structured_content
             out["summary"] = (await client.call_tool("artifacts_get", {"id": run["summary_artifact_id"]})
                               ).structured_content
@@ -186,10 +192,15 @@ def test_the_products_as_mcp_tools(tmp_path: Path) -> None:
 
     out = anyio.run(body)
     assert {"guard_evaluate", "conduct_request", "investigate_start", "investigate_observe", "investigate_status",
-            "investigate_history", "investigate_undo", "investigate_close", "reflect_approve",
+            "investigate_history", "investigate_undo", "investigate_close", "investigate_revise", "report_check",
+            "reflect_approve",
             "artifacts_get"} <= out["tools"]
     assert out["guard"]["decision"] == "APPROVE"
     assert out["conduct"]["status"] == "answered" and "1/4" in out["conduct"]["answer"]
     assert out["observed"]["memory"]["observations"] == ["o"]
+    revised = out["revised"]
+    assert revised["memory"]["change"]["vanished"] and revised["memory"]["hypotheses_total"] == 1  # only a is left
+    assert revised["trace"]["selected_hypothesis_id"] == revised["memory"]["selected_hypothesis_id"]
+    assert out["report"]["verdict"] == "ABSTAIN" and out["report"]["enforced"]["conclusion"]["band"] != "high"
     summary = tmp_path / "out" / out["run"]["action_id"] / "summary.md"
     assert out["summary"]["text"] == summary.read_text(encoding="utf-8")

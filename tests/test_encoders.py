@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import re
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -41,6 +42,11 @@ from tests.conftest import GROUND_BACKENDS
 
 ATOMS = ("a", "b", "c")
 INTS = ("x", "y")
+#: term variables: two members of a population (open: any number of elements) and a string
+POP = ir.Sort("P", "population")
+TEXT = ir.Sort("W", "string")
+TERMS = {"s": POP, "t": POP, "w": TEXT}
+TERM_VALUES = {"P": ("a", "b", "#0"), "W": ("", "a", "ab", "ba", "x*b")}
 
 
 def node_types() -> set[type]:
@@ -67,7 +73,13 @@ def _samples(f: NodeFactory) -> dict[type, list[Node]]:
         ir.Xor: [f.xor([a, b]), f.xor([a, b, c])],
         ir.Card: [f.card(op, k, [a, b, c]) for op, k in (("<=", 1), ("<=", 2), (">=", 2), ("=", 1), ("=", 2))],
         ir.Linear: [f.linear({"x": 1, "y": -1}, "<=", 0), f.linear({"x": 1}, "<=", 1)],
+        ir.Eq: [f.eq(_t("s"), ir.TermConst(POP, "a")), f.eq(_t("s"), _t("t")), f.eq(_t("w"), ir.TermConst(TEXT, "ab"))],
+        ir.Like: [f.like(_t("w"), ("a", None)), f.like(_t("w"), (None, "b", None)), f.like(_t("w"), ("x*b",))],
     }
+
+
+def _t(name: str) -> ir.TermVar:
+    return ir.TermVar(name, TERMS[name])
 
 
 def samples(kind: type) -> tuple[NodeFactory, list[Node]]:
@@ -86,13 +98,24 @@ def _ints(node: Node) -> list[str]:
     return sorted({v for n in ir.walk([node]) if isinstance(n, ir.Linear) for _, v in n.terms})
 
 
-def assignments(node: Node) -> list[dict[str, bool | int]]:
-    """Every assignment of the atoms, and of the integers over -1..2."""
-    ints = _ints(node)
-    out: list[dict[str, bool | int]] = []
+def _terms(node: Node) -> list[str]:
+    out = set()
+    for n in ir.walk([node]):
+        for t in (n.lhs, n.rhs) if isinstance(n, ir.Eq) else (n.term,) if isinstance(n, ir.Like) else ():
+            if isinstance(t, ir.TermVar):
+                out.add(t.name)
+    return sorted(out)
+
+
+def assignments(node: Node) -> list[dict[str, bool | int | str]]:
+    """Every assignment of the atoms, of the integers over -1..2 and of the term variables over
+    a few values of their sort (a population's values: two constants and a fresh element)."""
+    ints, terms = _ints(node), _terms(node)
+    out: list[dict[str, bool | int | str]] = []
     for bits in itertools.product((False, True), repeat=len(ATOMS)):
         for values in itertools.product(range(-1, 3), repeat=len(ints)):
-            out.append({**dict(zip(ATOMS, bits)), **dict(zip(ints, values))})
+            for texts in itertools.product(*(TERM_VALUES[TERMS[t].name] for t in terms)):
+                out.append({**dict(zip(ATOMS, bits)), **dict(zip(ints, values)), **dict(zip(terms, texts))})
     return out
 
 
@@ -108,6 +131,15 @@ def z3_truths(node: Node) -> list[bool] | None:
         for name, value in assignment.items():
             if isinstance(value, bool):
                 solver.add(enc.bool_var(name) == value)
+            elif isinstance(value, str) and TERMS[name].kind == "string":
+                solver.add(enc.term(_t(name)) == z3.StringVal(value, ctx))
+            elif isinstance(value, str):  # a population's element: a named constant, or none of them
+                element = z3.Const(f"elem!{value}", enc.sort(POP))
+                solver.add(enc.term(_t(name)) == element)
+                named = [enc.term(ir.TermConst(POP, v)) for v in TERM_VALUES["P"] if not v.startswith("#")]
+                solver.add(z3.Distinct(*named, *([element] if value.startswith("#") else [])))
+                if not value.startswith("#"):
+                    solver.add(element == enc.term(ir.TermConst(POP, value)))
             else:
                 solver.add(enc.int_var(name) == value)
         solver.add(term)
@@ -234,7 +266,16 @@ def _python_truth(node: Node, a: dict[str, bool | int]) -> bool:
             return {"<=": n <= node.k, ">=": n >= node.k, "=": n == node.k}[node.op]
         case ir.Linear():
             return sum(c * int(a[v]) for c, v in node.terms) <= node.bound
+        case ir.Eq():
+            return _python_term(node.lhs, a) == _python_term(node.rhs, a)
+        case ir.Like():
+            regex = "".join(".*" if p is None else re.escape(p) for p in node.pattern)
+            return re.fullmatch(regex, _python_term(node.term, a), re.DOTALL) is not None
     raise AssertionError(f"no meaning written for {type(node).__name__}")
+
+
+def _python_term(t: ir.Term, a: dict[str, bool | int | str]) -> str:
+    return t.value if isinstance(t, ir.TermConst) else str(a[t.name])
 
 
 class Mystery(Node):
@@ -285,12 +326,24 @@ def test_the_backend_api_sink_refuses_a_linear_node_by_name() -> None:
 
 
 # ---- through the whole scheme, on every ground backend (each node: tests/test_backend_conformance.py)
-def _problem(node: Node, f: NodeFactory, pins: dict[str, int]) -> GroundProblem:
+def _problem(node: Node, f: NodeFactory, pins: dict[str, int | str]) -> GroundProblem:
     """``node`` as a claim; the integers pinned by hard clauses, each behind its selector."""
     problem = GroundProblem(f)
     for name in ATOMS:
         problem.atoms[name] = AtomInfo(name, "var", name, ())
+    fresh: dict[str, tuple[ir.TermVar, str]] = {}  # term variables pinned to a fresh element
     for name, value in pins.items():
+        if isinstance(value, str):  # a term variable, pinned to a value of its sort
+            var = problem.declare_term(name, TERMS[name])
+            if value.startswith("#"):  # a fresh element: none of the named constants; the same
+                # fresh element as another variable pinned to the same label, not the others'
+                others = [f.eq(var, ir.TermConst(var.sort, v)) for v in TERM_VALUES[var.sort.name] if not v.startswith("#")]
+                same = [f.eq(var, w) if label == value else f.not_(f.eq(var, w)) for w, label in fresh.values()]
+                fresh[name] = (var, value)
+                problem.clauses.append(Clause(f"pin_{name}", "hard", f.and_([f.not_(f.or_(others)), *same]), 1))
+            else:
+                problem.clauses.append(Clause(f"pin_{name}", "hard", f.eq(var, ir.TermConst(var.sort, value)), 1))
+            continue
         problem.numvars[name] = NumVar(name, "metric", "1")
         problem.clauses.append(Clause(f"pin_{name}", "hard", f.linear({name: 1}, "=", value), 1))
     problem.claims.append(Claim("c", "prove", node, repr(node), 1))
@@ -380,3 +433,36 @@ def test_clauses_added_later_go_to_the_same_sink(backend: str, with_ints: bool) 
     if with_ints:
         pinned = b.check([(selector("pin_x"), True), *on, ("a", False)])
         assert pinned.model is not None and pinned.model["x"] == 1 and pinned.model["fresh"] is True
+
+
+def test_false_body_fast_path_equals_the_general_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clauses of the common shape (atoms, negated atoms, negated conjunctions of literals, and
+    others mixed in) get the same body from the one-loop path as from the general walk."""
+    import random
+
+    rng = random.Random(3)
+    f = ir.NodeFactory()
+    names = [f"a{i}" for i in range(8)]
+    nodes = []
+    for _ in range(300):
+        parts = []
+        for _ in range(rng.randint(2, 5)):
+            kind = rng.random()
+            lit = f.atom(rng.choice(names)) if rng.random() < 0.5 else f.not_(f.atom(rng.choice(names)))
+            if kind < 0.4:
+                parts.append(lit)
+            elif kind < 0.8:
+                parts.append(f.not_(f.and_([lit, f.atom(rng.choice(names)), f.not_(f.atom(rng.choice(names)))])))
+            else:
+                parts.append(f.iff(f.atom(rng.choice(names)), lit))  # not of the common shape
+        nodes.append(f.or_(parts))
+
+    def bodies() -> list[list[int]]:
+        sink = ProgramText()
+        lits = {n: sink.add_atom(n) for n in names}
+        enc = AspEncoder(sink, lits.__getitem__)
+        return [enc.false_body(n) for n in nodes]
+
+    fast = bodies()
+    monkeypatch.setattr(AspEncoder, "_false_disjunction", lambda self, node: None)
+    assert fast == bodies()

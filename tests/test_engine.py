@@ -139,9 +139,10 @@ GENERAL_SUM = """
 
 def test_general_linear_sum_uses_integer_semantics() -> None:
     r = cda.solve(GENERAL_SUM, backend="z3")
-    # b = 5 needs a <= 0: a = 0 works, so big is possible; b = 6 is impossible
+    # b = 5 needs a <= 0: a = 0 works, so big is possible; b = 6 is impossible. `disprove big`:
+    # the goal holds where big is false (nothing assumed) and fails where big holds
     assert r.verdicts[0].status == "inconclusive"
-    assert r.verdicts[0].witnesses[0].holds and r.verdicts[0].witnesses[0].assumed == ["big"]
+    assert [(w.holds, w.assumed) for w in r.verdicts[0].witnesses] == [(True, []), (False, ["big"])]
     assert cda.solve(GENERAL_SUM).backend == "z3"  # auto routes arithmetic to z3
 
 
@@ -544,3 +545,53 @@ def test_minimal_explanations_print_nothing_on_stderr(backend: str, text: str, c
     assert result.status == "sat" and result.minimal_explanations
     out, err = capfd.readouterr()
     assert err == "" and out == ""
+
+
+def test_gc_paused_leaves_no_collection_owed_and_keeps_what_others_froze() -> None:
+    """After the pause what was built is in the oldest generation and the young generation's count
+    is reset (the first allocation after the block does not walk everything built in it); objects
+    someone else froze stay frozen."""
+    import gc
+
+    from cda.gcpause import gc_paused
+
+    with gc_paused():
+        built = [[i] for i in range(50_000)]
+    assert gc.isenabled() and gc.get_count()[0] < 1_000 and len(built) == 50_000
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_paused():
+            more = [[i] for i in range(1_000)]
+        assert gc.get_freeze_count() == frozen and len(more) == 1_000
+    finally:
+        gc.unfreeze()
+
+
+@pytest.mark.parametrize("backend", ["clingo", "z3"])
+def test_hypotheses_are_ranked_by_size_then_sorted_names_with_shared_atoms(backend: str) -> None:
+    """Every hypothesis assumes the pinned atoms p0…p5 and some of a, b, c, d (at least one):
+    the ranking is by size, then by the sorted names, the pinned ones included, exactly as
+    sorting the whole lists would order them (the ranking leaves the shared atoms out of its key)."""
+    pins = "\n".join(f"hard: p{i}" for i in range(6))
+    text = "hyp a, b, c, d, p0, p1, p2, p3, p4, p5\n" + pins + "\nhard: a or b or c or d\n"
+    result = cda.solve(text, backend=backend, top=20)
+    got = [h.assumed for h in result.hypotheses]
+    assert len(got) == 15 and all({f"p{i}" for i in range(6)} <= set(h) for h in got)
+    assert got == sorted(got, key=lambda h: (len(h), sorted(h)))
+
+
+def test_witnesses_are_relative_to_the_goal_as_status_and_confidence_are(backend: str) -> None:
+    """Issue 27: `disprove a` printed "holds under: a / fails under: b" while `prove not a`, the
+    same goal, printed the opposite with the same confidence. Each witness is checked by brute
+    force: under its hypothesis (its atoms true, the others false) `a or b` holds and the goal
+    (not a, for both) holds exactly when the witness says so."""
+    text = "hyp a, b\nhard: a or b\nsoft weight 3: not a\ngoal disprove a\ngoal prove not a\n"
+    disprove, prove_not = cda.solve(text, backend=backend).verdicts
+    assert disprove.status == prove_not.status == "inconclusive"
+    assert disprove.confidence == prove_not.confidence
+    assert disprove.witnesses == prove_not.witnesses and [w.holds for w in disprove.witnesses] == [True, False]
+    for w in disprove.witnesses:
+        a, b = "a" in w.assumed, "b" in w.assumed
+        assert (a or b) and w.holds == (not a), w
+    assert disprove.witnesses[0].assumed == ["b"]  # the most probable world where a fails (cost 0)

@@ -13,9 +13,7 @@ identifier (``hypa`` is ``hyp a`` at the start of a statement); and the texts th
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
-import sys
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -30,6 +28,7 @@ from cda.encodings.fastparse import MAX_DEPTH, Fallback, _builder, read_clause, 
 from cda.encodings.format import format_clause, format_problem
 from cda.encodings.parse import parse_clause, parse_problem
 from cda.errors import DSLError
+from tests.conftest import benchmark_module
 from tests.test_differential import arithmetic_problems, problems
 from tests.test_parser import _SEEDS, SECTION3, SPEC, SYNTAX_ERRORS, TYPE_ERRORS, _formula, _mutated, _statement
 
@@ -38,12 +37,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.cda"))
 
 
 def _bench_core() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_core", ROOT / "benchmarks" / "bench_core.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_core", module)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("bench_core")
 
 
 # ---- comparing outcomes strictly ----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``cda guard``: exit 0 approve, 1 reject, 4 escalate; 2 (one clear line, no traceback) when it
+"""``cda guard``: exit 0 approve, 1 reject, 3 escalate; 2 (one clear line, no traceback) when it
 cannot decide; ``--json`` prints the decision record as one object."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_each_decision_has_its_exit_status_and_json_record(files: Path) -> None:
     cases = [
         (doc(), 0, "APPROVE", "policy_clear"),
         (doc(action_type="db.delete", resources=["prod/users"]), 1, "REJECT", "policy:no_prod_delete"),
-        (doc(cost_estimate="250"), 4, "ESCALATE", "budget_exceeded"),
+        (doc(cost_estimate="250"), 3, "ESCALATE", "budget_exceeded"),
         (doc(cost_estimate=-5), 1, "REJECT", "malformed_action"),
         ("{not json", 1, "REJECT", "malformed_action"),
     ]
@@ -159,7 +159,7 @@ def test_the_documented_examples_decide_as_docs_guardian_md_says(tmp_path: Path)
     ledger.set_budget("agent-7", "USD", Decimal(2000))
     ledger.close()
     expected = {"launch": (0, "APPROVE policy_clear"), "delete": (1, "REJECT policy:no_prod_delete"),
-                "big_launch": (4, "ESCALATE budget_exceeded"), "pushy_launch": (0, "APPROVE policy_clear"),
+                "big_launch": (3, "ESCALATE budget_exceeded"), "pushy_launch": (0, "APPROVE policy_clear"),
                 "malformed": (1, "REJECT malformed_action")}  # fmt: skip
     page = (root.parent.parent / "docs" / "guardian.md").read_text()
     for name, (status, first) in expected.items():
@@ -265,25 +265,6 @@ def test_a_directory_where_a_file_belongs_is_named_as_one(files: Path, monkeypat
     assert code == 2 and "a directory, not a signer's key file" in errs.getvalue() and "readable" not in errs.getvalue()
 
 
-def test_every_cda_guard_command_of_docs_guardian_md_prints_what_the_page_shows(tmp_path: Path) -> None:
-    """The page's commands run as written (the guardian file in a temporary folder), the causal
-    simulator included: each prints exactly the block shown under it."""
-    import re
-    import shlex
-
-    root = Path(__file__).resolve().parent.parent
-    page = (root / "docs" / "guardian.md").read_text()
-    db = str(tmp_path / "guardian.db")
-    blocks = re.findall(r"```console\n\$ (cda (?:task budget|guard) [^\n]*)\n(.*?)```", page, flags=re.S)
-    assert sum(cmd.startswith("cda guard") and "--sim" in cmd for cmd, _ in blocks) >= 5, "the page's examples moved"
-    for command, shown in blocks:
-        argv = [db if word == "guardian.db" else str(root / word) if word.startswith("examples/") else word
-                for word in shlex.split(command)[1:]]
-        out = io.StringIO()
-        main(argv, stdout=out, stderr=io.StringIO())
-        assert out.getvalue() == shown, command
-
-
 def test_the_gate_reports_the_simulators_own_risk_and_id() -> None:
     """The gate with gsim's real simulator: the record's risk and sim_id are those of a direct
     ``simulate`` of the action's parameters with the gate's seed and samples (no rounding, no
@@ -305,3 +286,33 @@ def test_the_gate_reports_the_simulators_own_risk_and_id() -> None:
         assert (record.details["risk"], record.details["sim_id"]) == (direct.risk_score, direct.id), name
         over = direct.risk_score > store.get_threshold("max_auto_launch_risk")
         assert record.reason == ("causal_risk" if over else "policy_clear"), (name, direct.risk_score)
+
+
+@pytest.mark.parametrize("samples", ["100000000", "1", "0", "-3", "2.5"])
+def test_a_bad_samples_option_is_exit_2_before_any_decision(tmp_path: Path, samples: str) -> None:
+    """Issue 27: `--samples 100000000` passed the option check, then recorded an ESCALATE whose
+    receipt said samples must be 2–1,000,000. A bad option is a usage error: exit 2, nothing
+    decided and nothing recorded in the ledger."""
+    from cda.guardian.guardian_db import GuardianStore
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "guardian"
+    ledger = Ledger.open(tmp_path / "guardian.db")
+    ledger.set_budget("agent-7", "USD", Decimal(2000))
+    ledger.close()
+    before = (tmp_path / "guardian.db").read_bytes()
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["guard", str(root / "launch.json"), "--policies", str(root / "policies.toml"), "--ledger",
+                 str(tmp_path / "guardian.db"), "--sim", str(root / "marketing_launch.toml"), "--samples", samples],
+                stdout=out, stderr=err)  # fmt: skip
+    assert (code, out.getvalue()) == (2, ""), out.getvalue()
+    assert "--samples" in err.getvalue() and "Traceback" not in err.getvalue()
+    assert (tmp_path / "guardian.db").read_bytes() == before
+    with GuardianStore.open(tmp_path / "guardian.db") as store:
+        assert store.conn.execute("SELECT count(*) FROM decisions").fetchone() == (0,)
+    # the same range at every door: the Python simulator refuses it too, before simulating
+    from cda.errors import OptionError
+    from cda.guardian.simulation import load_simulator
+
+    if samples == "100000000":
+        with pytest.raises(OptionError, match="from 2 to 1000000"):
+            load_simulator(root / "marketing_launch.toml", samples=int(samples))

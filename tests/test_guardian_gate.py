@@ -144,7 +144,7 @@ def test_over_budget_escalates(store: PolicyStore, ledger: Ledger) -> None:
     record = evaluate(action(cost_estimate="100.01"), store, GaussianOverrunSimulator(), ledger)
     assert (record.decision, record.reason) == (Decision.ESCALATE, "budget_exceeded")
     assert record.details == {"agent_id": "agent-7", "cost": "100.01", "currency": "USD", "remaining": "100"}
-    assert exit_code(record.decision) == 4
+    assert exit_code(record.decision) == 3
     assert evaluate(action(cost_estimate="100"), store, None, ledger).decision is Decision.APPROVE
 
 

@@ -74,7 +74,12 @@ def test_sign_verify_execute_end_to_end(world: Path) -> None:
     assert done["result"] == {"artifact_url": "https://x/hero.mp4", "seconds": "12.5"} and done["receipts"] == ["receipt:1"]
     code, _, err = _cda("task", "execute", "signed.json", "--store", "g.sqlite", "--decision", "decision.json")
     assert code == 1 and "executes once" in err
-    assert _cda("task", "verify", "-", "--store", "g.sqlite")[0] == 2
+    # `-` is standard input (as everywhere a text file is read): the signed task from a pipe verifies
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["task", "verify", "-", "--store", "g.sqlite"], stdout=out, stderr=err,
+                stdin=io.StringIO(Path("signed.json").read_text())) == 0, err.getvalue()
+    assert main(["task", "verify", "-", "--store", "g.sqlite"], stdout=io.StringIO(), stderr=io.StringIO(),
+                stdin=io.StringIO("not a task")) == 2
 
 
 def test_a_tampered_task_fails_verification_and_execution(world: Path) -> None:

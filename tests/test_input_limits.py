@@ -157,3 +157,34 @@ def test_the_words_left_free_are_accepted() -> None:
         assert isinstance(cda.check(text).abducibles, int)
     with pytest.raises(CDAError):
         cda.check("hyp hop\n")
+
+
+def test_mistakes_inside_a_file_name_the_file_and_the_place(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27: `goal best_explanation top 99999999999999999999`, a bad request file of `cda
+    policy authorize` and a bad problem of `cda investigate start` were reported as `<input>`
+    or with no place at all."""
+    import io
+
+    from cda.cli.main import main
+
+    def err_of(*argv: str) -> tuple[int, str]:
+        err = io.StringIO()
+        return main(list(argv), stdout=io.StringIO(), stderr=err), err.getvalue()
+
+    for goal, column in (("goal best_explanation top 99999999999999999999", 27),
+                         ("goal minimal_explanations top 99999999999999999999", 31)):
+        (tmp_path / "big.cda").write_text(f"hyp a\nhard: a\n{goal}\n")
+        code, err = err_of("solve", str(tmp_path / "big.cda"))
+        assert code == 2 and err.startswith(f"{tmp_path / 'big.cda'}:3:{column}: type error: top must be at most"), err
+    cedar = Path(__file__).resolve().parent.parent / "examples" / "cedar"
+    request = tmp_path / "request.json"
+    for context, words in (('{"mfa": "yes", "hour": 10}', "context.mfa is not a Bool"),
+                           ('{"mfa": true, "hour": 99999999999999999999999}', "request.context.hour")):
+        request.write_text('{"principal": {"type": "User", "id": "ana"}, "action": {"type": "Action", "id": "read"}, '
+                           f'"resource": {{"type": "Doc", "id": "plan"}}, "context": {context}}}')
+        code, err = err_of("policy", "authorize", str(cedar / "old.cedar"), "--schema", str(cedar / "schema.cedarschema"),
+                           "--entities", str(cedar / "entities.json"), "--request", str(request))
+        assert code == 2 and str(request) in err and words in err and "<input>" not in err, err
+    (tmp_path / "bad.cda").write_text("hyp a\nhard: a and\n")
+    code, err = err_of("investigate", "start", str(tmp_path / "bad.cda"), "--db", str(tmp_path / "s.sqlite"))
+    assert code == 2 and err.startswith(f"{tmp_path / 'bad.cda'}:2:12: syntax error"), err

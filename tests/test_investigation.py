@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cda.cli.main import main
-from cda.contracts.hypothesis_record import HypothesisRecord
+from cda.contracts.hypothesis_record import HypothesisRecord, TraceRecord
 from cda.investigation.focus import parts
 from cda.investigation.live import InvestigationError
 from cda.investigation.session import ClosedInvestigation, Investigation, MemoryBlock
@@ -120,6 +120,13 @@ def _cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def _block(out: str) -> MemoryBlock:
+    """The memory block ``status --json`` prints (its trace record beside it)."""
+    block = json.loads(out)
+    block.pop("trace_record")
+    return MemoryBlock.model_validate(block)
+
+
 def test_cli_start_observe_status_history_undo_close(tmp_path: Path) -> None:
     problem = tmp_path / "outage.cda"
     problem.write_text(OUTAGE)
@@ -130,7 +137,8 @@ def test_cli_start_observe_status_history_undo_close(tmp_path: Path) -> None:
     code, out, _ = _cli("investigate", "observe", sid, "slow(api)", "--db", db)
     assert code == 0 and "next probe: slow(cache)" in out and "for:     observe slow(api)" in out
     code, out, _ = _cli("investigate", "status", sid, "--db", db, "--json")
-    block = MemoryBlock.model_validate_json(out)
+    block = _block(out)
+    assert TraceRecord.model_validate(json.loads(out)["trace_record"]).candidate_hypotheses == block.candidate_hypotheses
     assert block.observations == ["slow(api)"] and block.task_id == "outage"
     assert all(isinstance(h, HypothesisRecord) for h in block.candidate_hypotheses)
     code, out, err = _cli("investigate", "observe", sid, "down(api)", "--db", db)
@@ -138,10 +146,10 @@ def test_cli_start_observe_status_history_undo_close(tmp_path: Path) -> None:
     code, out, err = _cli("investigate", "observe", sid, "slow(nowhere)", "--db", db)
     assert code == 2 and "nowhere" in err
     code, out, _ = _cli("investigate", "history", sid, "--db", db, "--json")
-    assert [s["kind"] for s in json.loads(out)] == ["start", "observe"]
+    assert [s["kind"] for s in json.loads(out)["steps"]] == ["start", "observe"]
     assert _cli("investigate", "undo", sid, "--db", db)[0] == 0
     code, out, _ = _cli("investigate", "status", sid, "--db", db, "--json")
-    assert MemoryBlock.model_validate_json(out).observations == []
+    assert _block(out).observations == []
     code, out, err = _cli("investigate", "undo", sid, "--db", db)
     assert code == 2 and "nothing to undo" in err
     assert _cli("investigate", "close", sid, "--db", db)[0] == 0

@@ -88,6 +88,11 @@ def test_tools_answer_with_structured_output_and_errors_keep_the_server_alive() 
     assert out["diagnose"]["diagnoses"] == [["y"], ["z"]] and out["diagnose"]["complete"]
     assert out["probe"]["probes"][0]["net"] == "y" and out["probe"]["probes"][0]["gain_bits"] == 1.0
     assert out["bad_bench"].is_error and "FOO" in out["bad_bench"].content[0].text
+    # issue 27: the server's scratch folder for a netlist never reaches the client, in an error or an answer
+    assert "cda: error: circuit.bench:2: unknown gate type" in out["bad_bench"].content[0].text.splitlines()[0]
+    for leaked in (out["bad_bench"].content[0].text, json.dumps(out["diagnose"]), json.dumps(out["probe"])):
+        assert "cda-mcp-" not in leaked and "/tmp" not in leaked, leaked
+    assert out["diagnose"]["file"] == "circuit.bench"
 
 
 def test_session_edits_by_name_and_resolves_only_when_changed() -> None:

@@ -100,14 +100,14 @@ def _numbers(op: Operation) -> list[tuple[str, Checked]]:
 
 
 def _cli_parsers() -> dict[str, argparse.ArgumentParser]:
-    from cda.cli.commands import OPERATION_COMMANDS
+    from cda.cli.commands import JOINED, OPERATION_COMMANDS
     from cda.cli.main import _parser
 
     root = _parser()
     out = {}
     for words, command in OPERATION_COMMANDS.items():
         p: Any = root
-        for word in words:
+        for word in ((" ".join(words),) if (words[0], words[-1]) in JOINED else words):
             p = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices[word]
         out[command.operation] = p
     return out
@@ -273,7 +273,13 @@ def _examples(root: Path) -> dict[str, dict[str, Any]]:
         "investigate.observe": {"session_id": "s1", "observation": "not o"},
         "investigate.status": {"session_id": "s1"}, "investigate.history": {"session_id": "s1"},
         "investigate.undo": {"session_id": "s1"}, "investigate.close": {"session_id": "s1"},
-        "guard.evaluate": {"action": action},
+        "investigate.revise": {"session_id": "s1", "add": ["fact q"]},
+        "investigate.note": {"session_id": "s1", "step": 0, "text": "seen"},
+        "investigate.share": {"session_id": "s1", "member": "bob"},
+        "report.check": {"draft": {"conclusion": {"root_cause": "db", "confidence": 0.3}}, "observations": ["db slow"]},
+        "guard.evaluate": {"action": action}, "guard.escalations": {"state": "open"}, "guard.export": {"format": "csv"},
+        "guard.resolve": {"escalation_id": "esc-1", "decision": "approve", "by": "alice", "reason": "ok",
+                          "by_key": str(root / "alice.key")},
         "conduct.request": {"utterance": "compute 1 + 2"},
         "reflect.approve": {"action_id": "a1", "reviewer": "bob"},
         "reflect.trace": {"action_id": "a1", "approval": "x"},

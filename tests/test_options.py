@@ -28,8 +28,8 @@ from cda.diagnosis.bench_import import read_bench
 from cda.diagnosis.probe import failing_vectors, simulate_probing
 from cda.errors import CDAError, OptionError
 from cda.solver.engine import EngineOptions
+from tests.conftest import DATA
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 C17 = DATA / "iscas85" / "c17.bench"
 TRIVIAL = "hyp a\nhyp b\nhard: a or b\ngoal prove a or b\n"
 

@@ -400,8 +400,11 @@ def test_compound_units_parse_and_roundtrip(unit_text: str, unit: str) -> None:
         ("(a or b) and c", "(a or b) and c"),
         ("(a iff b) iff c", "(a iff b) iff c"),
         ("(a implies b) implies c", "(a implies b) implies c"),
-        ("a implies (b implies c)", "a implies b implies c"),
-        ("(a implies b) iff c", "a implies b iff c"),
+        # an operand of implies/iff that is a connective keeps its parentheses, for the reader
+        ("a implies (b implies c)", "a implies (b implies c)"),
+        ("(a implies b) iff c", "(a implies b) iff c"),
+        ("a iff b or c", "a iff (b or c)"),
+        ("a and b implies c", "(a and b) implies c"),
         ("a implies (b iff c)", "a implies (b iff c)"),
         ("(forall x in D: p(x)) or q", "(forall x in D: p(x)) or q"),
         ("q or (forall x in D: p(x))", "q or forall x in D: p(x)"),
@@ -416,7 +419,7 @@ def test_compound_units_parse_and_roundtrip(unit_text: str, unit: str) -> None:
         ("use(provider:m)", "use(provider:m)"),
     ],
 )
-def test_formatter_parenthesises_only_where_needed(text: str, canonical: str) -> None:
+def test_formatter_parenthesises_where_needed_or_clearer(text: str, canonical: str) -> None:
     formula, _ = clause_roundtrip(text)
     assert format_formula(formula) == canonical
 

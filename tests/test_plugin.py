@@ -105,7 +105,7 @@ def test_breaking_witness_and_counter_world(pytester: pytest.Pytester, monkeypat
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*prove a: INCONCLUSIVE*",
-        "*breaking witness: the claim fails under {b}",
+        "*breaking witness: the goal fails under {b}",
         "*counter-world: b true, every other abducible false",
         "*holds under: {a}",
     ])

@@ -22,10 +22,10 @@ from cda.policy.entities import read_entities, read_request
 from cda.policy.parse import parse_policies
 from cda.policy.schema import parse_schema, parse_schema_json
 from cda.policy.syntax import UnsupportedConstruct
-from tests.conftest import ROOT
+from tests.conftest import DATA, ROOT
 
-CEDAR = ROOT.parent / "shared" / "data" / "cedar"
-NO_DATA = f"Cedar data not found at {CEDAR} (see ../shared/data/README.md)"
+CEDAR = DATA / "cedar"
+NO_DATA = f"Cedar data not found at {CEDAR} (README.md, Test data)"
 needs_data = pytest.mark.skipif(not (CEDAR / "tests").exists(), reason=NO_DATA)
 
 
@@ -279,7 +279,10 @@ def test_cli_test_exits_2_naming_the_file_when_the_test_data_is_broken(
         assert main(["policy", "test", str(tests), *json_flag]) == 2
         captured = capsys.readouterr()
         assert f"{tests / 't.json'}: cannot load the test's policies, schema or entities" in captured.err
-        assert why in captured.err and "Traceback" not in captured.err and captured.out == ""
+        assert why in captured.err and "Traceback" not in captured.err
+        # with --json the mistake is one JSON object on stdout too; without it, stdout stays empty
+        assert (json.loads(captured.out)["message"].startswith(f"{tests / 't.json'}: cannot load") if json_flag
+                else captured.out == "")
 
 
 def test_a_refused_construct_is_still_a_refusal_not_an_error(tmp_path: Path,

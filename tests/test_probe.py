@@ -22,10 +22,10 @@ import pytest
 from cda.diagnosis.bench_import import Netlist, load_bench, parse_bench
 from cda.diagnosis.probe import ProbeState, diagnosis_prior, failing_vectors, simulate_probing
 from cda.encodings.ir import MinimalGoal
+from tests.conftest import DATA
 from tests.probe_cli import main_probe
 from tests.test_diagnosis import _brute_minimal, _eval, _faulty_observations, _random_circuit
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 C17 = DATA / "iscas85" / "c17.bench"
 C432 = DATA / "iscas85" / "c432.bench"
 
@@ -160,7 +160,7 @@ def test_loop_ends_with_the_injected_fault_on_random_circuits(strategy: str) -> 
     assert runs >= 5
 
 
-@pytest.mark.skipif(not C432.exists(), reason=f"{C432} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not C432.exists(), reason=f"{C432} is absent (external data, README.md, Test data)")
 @pytest.mark.parametrize("backend", ["clingo", "z3"])
 def test_loop_on_c432_single_and_double_faults(backend: str) -> None:
     net = parse_bench(C432.read_text(), str(C432))
@@ -175,7 +175,7 @@ def test_loop_on_c432_single_and_double_faults(backend: str) -> None:
         assert all(s.gain_bits is not None and s.gain_bits > 0 for s in ig.steps)
 
 
-@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, README.md, Test data)")
 def test_cli_probe(tmp_path: Path) -> None:
     obs = tmp_path / "obs.txt"
     obs.write_text("1 2 3 6 7 22 23\n1 0 1 1 0 0 1\n")
@@ -196,7 +196,7 @@ def test_cli_probe(tmp_path: Path) -> None:
         assert code == 2 and "Traceback" not in err.getvalue() and "error" in err.getvalue()
 
 
-@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, README.md, Test data)")
 def test_cda_probe_command_line(tmp_path: Path) -> None:
     """``cda probe`` is wired into the console script: same answer as ``main_probe``."""
     from cda.cli.main import main
@@ -279,7 +279,7 @@ def test_interactive_loop_measures_until_one_diagnosis(tmp_path: Path) -> None:
     assert loops >= 3
 
 
-@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, README.md, Test data)")
 def test_a_max_size_that_hides_every_diagnosis_says_so(tmp_path: Path) -> None:
     """Every diagnosis of this observation has two gates (checked unbounded): ``--max-size 1``
     printed "0 diagnoses (complete)"; it must say that the bound hid them."""
@@ -304,7 +304,7 @@ def test_a_max_size_that_hides_every_diagnosis_says_so(tmp_path: Path) -> None:
     assert "larger ones may exist" in out.getvalue()
 
 
-@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, README.md, Test data)")
 @pytest.mark.parametrize("inject", [["10,10"], ["10", "10"]])
 def test_probe_refuses_a_gate_injected_twice(inject: list[str]) -> None:
     err = io.StringIO()

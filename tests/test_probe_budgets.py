@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import random
-import time
 from pathlib import Path
 
 import pytest
@@ -19,24 +18,25 @@ from cda.contracts.deadline import Deadline, OutOfTime
 from cda.diagnosis.bench_import import load_bench, read_bench
 from cda.diagnosis.probe import MAX_NET_COPIES, failing_vectors, vector_budget
 from cda.encodings.ir import MinimalGoal
+from tests.conftest import DATA
 from tests.probe_cli import main_probe
+from tests.timing import Stopwatch
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 C17 = DATA / "iscas85" / "c17.bench"
 C432 = DATA / "iscas85" / "c432.bench"
-MARGIN = 3.0  # seconds over the budget a run may take (the bugs were 3-25x over)
+MARGIN = 3.0  # seconds over the budget a run may take (the bugs were 3-25x over), uncontended for a CPU
 
 
 def probe_json(path: Path, backend: str, gate: str, vectors: int, timeout: float | None) -> tuple[int, dict, float]:  # type: ignore[type-arg]
+    """The run's exit code, its JSON, and its time uncontended for a CPU (tests/timing.py)."""
     out, err = io.StringIO(), io.StringIO()
-    start = time.monotonic()
-    code = main_probe(path, None, backend, 3, 0.01, None, [gate], "ig", vectors, 0, timeout, True, out, err)
-    elapsed = time.monotonic() - start
+    with Stopwatch() as watch:
+        code = main_probe(path, None, backend, 3, 0.01, None, [gate], "ig", vectors, 0, timeout, True, out, err)
     assert not err.getvalue(), err.getvalue()
-    return code, json.loads(out.getvalue()), elapsed
+    return code, json.loads(out.getvalue()), watch.uncontended
 
 
-@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not C17.exists(), reason=f"{C17} is absent (external data, README.md, Test data)")
 @pytest.mark.parametrize("backend", ["z3", "clingo"])
 def test_c17_draws_each_of_its_32_vectors_once(backend: str) -> None:
     code, run, elapsed = probe_json(C17, backend, "10", 100_000, 1)
@@ -58,7 +58,7 @@ def test_vectors_are_distinct_and_at_most_two_to_the_inputs() -> None:
         assert any(good[o] != drawn[0][o] for o in inst.outputs)  # the first one exposes the fault
 
 
-@pytest.mark.skipif(not C432.exists(), reason=f"{C432} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not C432.exists(), reason=f"{C432} is absent (external data, README.md, Test data)")
 @pytest.mark.parametrize("backend", ["z3", "clingo"])
 def test_c432_with_100000_vectors_keeps_a_2_s_budget(backend: str) -> None:
     code, run, elapsed = probe_json(C432, backend, "118gat", 100_000, 2)
@@ -70,7 +70,7 @@ def test_c432_with_100000_vectors_keeps_a_2_s_budget(backend: str) -> None:
     assert all(len(d) >= 1 for d in run["final"])
 
 
-@pytest.mark.skipif(not C432.exists(), reason=f"{C432} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not C432.exists(), reason=f"{C432} is absent (external data, README.md, Test data)")
 def test_drawing_vectors_stops_at_the_deadline() -> None:
     inst = load_bench(read_bench(C432), [{}], MinimalGoal())
     assert inst.circuit is not None
@@ -79,7 +79,7 @@ def test_drawing_vectors_stops_at_the_deadline() -> None:
         failing_vectors(inst.circuit, inst.outputs, ["118gat"], 1000, random.Random(0), deadline=Deadline(0))
 
 
-@pytest.mark.skipif(not C432.exists(), reason=f"{C432} is absent (external data, see ../shared/data/README.md)")
+@pytest.mark.skipif(not C432.exists(), reason=f"{C432} is absent (external data, README.md, Test data)")
 def test_a_budget_spent_drawing_is_a_labelled_partial_run(monkeypatch: pytest.MonkeyPatch) -> None:
     from cda.diagnosis import probe as probe_module
 

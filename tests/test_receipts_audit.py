@@ -633,6 +633,7 @@ def _wait_for_attempt(db: Path, attempt: int, proc: subprocess.Popen[bytes], lim
     return False
 
 
+@pytest.mark.slow  # a kill-and-restart loop: .ci/run's slow step (README: the test command leaves it out)
 def test_kill_9_at_random_points_leaves_a_log_that_verifies(tmp_path: Path) -> None:
     db = tmp_path / "receipts.sqlite"
     load_signer()  # the key exists before the first child, as after any first run
@@ -685,8 +686,14 @@ def test_without_a_trusted_key_a_head_signed_by_anyone_is_not_believed(template:
     _resign_with_other_key(db, tmp_path)
     monkeypatch.setenv(KEY_DIR_ENV, str(tmp_path / "no-key-here"))  # another machine: no local key
     code, text = _verify(db)
-    assert code == 1 and "--public-key" in text, text
+    assert code == 3 and "UNVERIFIED" in text and "--public-key" in text, text  # not believed: never exit 0
     pristine = _copy(template, tmp_path / "pristine")
+    # an intact log read by another user (no local key) is not TAMPERED: a missing key is not tampering
+    code, text = _verify(pristine)
+    assert code == 3 and text.startswith(f"{pristine}: UNVERIFIED:") and "TAMPERED" not in text, text
+    out = io.StringIO()
+    assert main_receipts_verify(pristine, None, True, out, io.StringIO()) == 3
+    assert json.loads(out.getvalue())["status"] == "unverified"
     public = read_head(head_path(pristine))["public_key"]
     out, err = io.StringIO(), io.StringIO()
     assert main_receipts_verify(pristine, None, False, out, err, public_key=public) == 0, out.getvalue()

@@ -155,3 +155,19 @@ def test_a_provider_abstaining_on_low_coverage_with_nothing_settled_makes_the_ru
     assert out.status == "abstained" and out.abstain is not None
     assert any("the LLM verifier answered ABSTAIN" in r for r in out.abstain.reasons)
     assert "## Best explanations" not in summary
+
+
+def test_the_outputs_carry_the_hypothesis_records_and_the_epistemic_report(tmp_path: Path) -> None:
+    out, _ = cda_run(tmp_path, ken=CAUSAL_KEN)
+    assert out.status == "completed" and out.hypotheses
+    bundled = json.loads((tmp_path / "out" / out.action_id / "cda_plan" / "hypotheses.json").read_text())
+    assert [h.model_dump(mode="json") for h in out.hypotheses] == [
+        {k: v for k, v in r.items() if k in type(out.hypotheses[0]).model_fields} for r in bundled]
+    assert all(h.assumptions and h.statement.startswith("assume ") for h in out.hypotheses)
+    report = out.epistemic_report
+    assert report is not None and [o.text for o in report.observations] == ["slow(api)"]
+    assert all(f.nodes for f in report.ken_facts) and report.conclusion.band != "high"
+    assert {h.id for h in report.hypotheses} <= {h.id for h in out.hypotheses}
+    abstained, _ = cda_run(tmp_path, ken=THIN_KEN)
+    assert abstained.status == "abstained" and abstained.hypotheses == []  # no explanation offered
+    assert abstained.epistemic_report is not None and abstained.epistemic_report.conclusion.band == "low"

@@ -27,7 +27,8 @@ import pytest
 from cda.actions.event_chain import EVENT_SCHEMA
 from cda.actions.receipts import ReceiptLog
 from cda.service.event_reads import StoredEvent, last_events, read_stream, sweep
-from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for, wait_signed
+from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_signed
+from tests.timing import HANG, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -164,9 +165,9 @@ def test_a_live_stream_is_woken_by_the_writer_and_cancel_ends_a_waiting_action(s
     with toolbus(server) as ws:
         action_id = _start(ws, example_inputs("live", policies={"pii_posture": "consent"}))
         got: list[dict[str, Any]] = []
-        reader = threading.Thread(target=lambda: got.extend(follow(server, action_id)))
+        reader = threading.Thread(target=lambda: follow(server, action_id, into=got))
         reader.start()  # connected before the run starts: everything after is pushed to it
-        time.sleep(0.3)
+        wait_until(lambda: got, "the reader's first event (it is connected, the action waits for consent)")
         call(ws, "actions.approve", {"action_id": action_id, "approval": "pii:consent"})
         reader.join(60)
         assert [e["id"] for e in got] == list(range(len(got))) and got[-1]["event"] == "action_completed"
@@ -226,14 +227,18 @@ def test_sigterm_ends_open_streams_and_a_running_server_exits_0(tmp_path: Path) 
     with toolbus(server) as ws:
         waiting = _start(ws, example_inputs("term", policies={"pii_posture": "consent"}))
     got: list[dict[str, Any]] = []
-    reader = threading.Thread(target=lambda: got.extend(follow(server, waiting)))
+    ended: list[str] = []
+
+    def read() -> None:
+        follow(server, waiting, into=got)  # raises (httpx's read timeout, 60 s) if the stream is left open
+        ended.append("closed by the server")
+
+    reader = threading.Thread(target=read)
     reader.start()
-    wait_for(lambda: got or reader.is_alive())
-    time.sleep(0.3)
-    began = time.monotonic()
+    wait_until(lambda: got, "the reader's first event (its stream is open, the action waits for consent)")
     assert server.stop() == 0
-    reader.join(10)
-    assert not reader.is_alive() and time.monotonic() - began < 8
+    reader.join(HANG)
+    assert not reader.is_alive() and ended == ["closed by the server"]
     events = read_stream(db, waiting)
     assert events[-1].type == "action_failed" and "ActionInterrupted" in events[-1].data
 
@@ -335,9 +340,9 @@ def test_an_action_written_by_another_process_is_followed_live(server: Server) -
     try:
         writer.append(ActionStarted(action_id="ext-1", seq=0))
         got: list[dict[str, Any]] = []
-        reader = threading.Thread(target=lambda: got.extend(follow(server, "ext-1")))
+        reader = threading.Thread(target=lambda: follow(server, "ext-1", into=got))
         reader.start()
-        time.sleep(0.5)
+        wait_until(lambda: got, "the reader's first event (it follows the stream live)")
         for seq in range(1, 60):
             writer.append(ActionProgress(action_id="ext-1", seq=seq, phase="solve", fraction=0.5))
         writer.append(ActionCompleted(action_id="ext-1", seq=60))

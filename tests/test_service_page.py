@@ -27,6 +27,7 @@ import pytest
 from websockets.sync.client import ClientConnection, connect
 
 from tests.service_harness import Server, call, example_inputs, follow, toolbus, write_tokens
+from tests.timing import HANG
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
@@ -55,7 +56,7 @@ class Page:
     def js(self, expression: str) -> Any:
         return self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True})["result"].get("value")
 
-    def wait(self, expression: str, timeout: float = 30) -> Any:
+    def wait(self, expression: str, timeout: float = HANG) -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = self.js(expression)
@@ -75,7 +76,7 @@ def browser(tmp: Path) -> Iterator[Page]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + HANG  # chromium's start on a busy machine
         while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
             assert time.monotonic() < deadline and proc.poll() is None, "chromium did not start"
             time.sleep(0.05)

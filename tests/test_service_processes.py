@@ -34,6 +34,8 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cda.contracts.events import without_time
 from tests.conftest import ROOT
 from tests.fake_llm import Answer, FakeProvider, fake_provider, judgement
@@ -316,6 +318,7 @@ def test_bind_new_revision_accept_update_gives_revision_2_in_runner_processes(tm
     assert there["receipts"] == here["receipts"] and there["files"] == here["files"] and there["files"]
 
 
+@pytest.mark.slow  # a kill-and-restart loop: .ci/run's slow step (README: the test command leaves it out)
 def test_kill_9_mid_run_restart_and_rerun_is_attempt_2_never_mixed(tmp_path: Path) -> None:
     db = tmp_path / "receipts.sqlite"
     with fake_provider() as fake:

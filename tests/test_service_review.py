@@ -38,6 +38,7 @@ from cda.contracts.events import ActionCompleted, ActionProgress, ActionStarted
 from cda.service.state import APPLICATION_ID, ServiceState, state_path
 from tests.conftest import ROOT
 from tests.service_harness import call, example_inputs, follow, serving, toolbus, wait_for, wait_signed
+from tests.timing import HANG
 
 ACTION = "cda-00000000000000aa"
 
@@ -181,17 +182,25 @@ def test_the_watcher_of_other_writers_reads_after_its_cursor(tmp_path: Path, mon
     monkeypatch.setattr(streams, "read_stream", spy("read_stream", streams.read_stream))
     monkeypatch.setattr(streams, "read_after", spy("read_after", streams.read_after))
 
+    async def until(condition: Callable[[], bool], what: str) -> None:
+        """A wait on ``condition``, made true by the watcher's task (tests/timing.py's rule)."""
+        deadline = asyncio.get_running_loop().time() + HANG
+        while not condition():
+            assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.01)
+
     async def watch() -> list[str]:
         hub = streams.Hub(db, watch_s=0.01)
         sub = hub.subscribe(ACTION)
         task = asyncio.create_task(hub.watch_external())
         got: list[str] = []
         try:
-            for event in (ActionCompleted(action_id=ACTION, seq=2, attempt=1),
-                          ActionStarted(action_id=ACTION, seq=0, attempt=2)):
-                await asyncio.sleep(0.1)
+            await until(lambda: len(sub.buffer) == 2, "the watcher's first sight of the stream")
+            for event, seen in ((ActionCompleted(action_id=ACTION, seq=2, attempt=1), 3),
+                                (ActionStarted(action_id=ACTION, seq=0, attempt=2), 4)):
                 await asyncio.to_thread(store.append, event)
-            await asyncio.sleep(0.1)
+                await until(lambda n=seen: len(sub.buffer) >= n, f"the watcher to read event {seen}")
+            await until(lambda: len(reads) >= 11, "ten more reads after its cursor")
             got = [e.sse_id for e in sub.buffer]
         finally:
             hub.close()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from cda.actions.receipts import ReceiptLog
 from cda.adapters.auth import token_hash
@@ -45,6 +46,7 @@ def _inputs(purpose: str, **changes: Any) -> dict[str, Any]:
                           **changes)
 
 
+@pytest.mark.slow  # a kill-and-restart loop: .ci/run's slow step (README: the test command leaves it out)
 def test_accept_update_after_kill_9_and_restart_gives_revision_2_and_the_file_verifies(tmp_path: Path) -> None:
     providers = tmp_path / "providers"
     (providers / "research").mkdir(parents=True)

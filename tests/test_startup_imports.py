@@ -17,7 +17,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, ROOT, SHARED_DATA
 
 #: loaded by the Action path, circuit diagnosis, units or FOL, never by a plain check or solve
 HEAVY = ("sympy", "pint", "numpy", "networkx", "cryptography", "cda.actions.runner", "cda.verifiers.arithmetic")
@@ -133,6 +133,16 @@ def test_diagnose_help_and_prove_do_not_load_the_action_runner() -> None:
     for argv in (("diagnose", "--help"), ("prove", str(EXAMPLES / "syllogism.fol"), "--json")):
         _, mods = loaded(*argv)
         assert not {"cda.actions.runner", "sympy", "pint"} & mods, (argv, sorted(mods & set(HEAVY)))
+
+
+def test_diagnose_loads_no_numpy() -> None:
+    """``cda diagnose`` re-checks and ranks with Python ints as bitsets; numpy is for probing's
+    likelihoods only (it was imported with the probe report's model, 30% of the command's CPU)."""
+    instance = sorted((SHARED_DATA / "mbd-mobs" / "c17").glob("*.wcnf.gz"))[0]
+    code, mods = loaded("diagnose", str(instance), "--json")
+    assert code == 0
+    assert "cda.diagnosis.wcnf_import" in mods and "clingo" in mods  # it did diagnose
+    assert not {"numpy", "sympy", "pint", "networkx", "cda.actions.runner"} & mods, sorted(mods & set(HEAVY))
 
 
 def test_public_names_resolve_lazily_and_once() -> None:

@@ -96,9 +96,9 @@ def test_an_old_investigations_file_is_read_without_a_change_then_stepped(old: P
     assert _digest(db) == before and sorted(p.name for p in old.glob("inv.sqlite*")) == ["inv.sqlite"]
     code, out, err = _cli("investigate", "observe", SESSION, "slow(db)", "--db", str(db))
     assert code == 0, err
-    assert _pragmas(db) == (0x43444149, 2)
+    assert _pragmas(db) == (0x43444149, 3)
     code, out, _ = _cli("investigate", "history", SESSION, "--db", str(db), "--json")
-    assert [s["kind"] for s in json.loads(out)] == ["start", "observe", "observe"]
+    assert [s["kind"] for s in json.loads(out)["steps"]] == ["start", "observe", "observe"]
 
 
 def test_an_old_conductor_database_resumes_and_answers_the_same(old: Path) -> None:
@@ -170,4 +170,4 @@ def test_an_old_servers_state_and_sessions_open(old: Path) -> None:
     assert memory.memory.observations == ["slow(auth)"]  # type: ignore[attr-defined]
     with pytest.raises(OperationError):  # the owner recorded by the old server still holds
         desk.call(bob, "investigate.observe", InvestigateObserveParams(session_id=sid, observation="slow(db)"))
-    assert _pragmas(old / "server.sqlite.investigations.sqlite") == (0x43444149, 2)
+    assert _pragmas(old / "server.sqlite.investigations.sqlite") == (0x43444149, 3)

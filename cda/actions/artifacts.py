@@ -50,6 +50,7 @@ def boundary_summary(
     abstain: Any | None = None,
     citations: Sequence[SpanRef] = (),
     support: CitationCoverage | None = None,
+    report: Any | None = None,
 ) -> str:
     """The boundary summary as Markdown, at most SUMMARY_MAX_CHARS characters.
 
@@ -108,6 +109,8 @@ def boundary_summary(
             power = "" if t.expected_discriminative_power is None else f" ({t.expected_discriminative_power:.3f} bits)"
             out.append(f"- {_line(t.question, 120)}{power}")
         out.append("")
+    if report is not None:
+        out += _epistemic(report)  # after the sections a reader needs first: the cap cuts it before them
     if support is not None and support.coverage.denominator:
         out += _support(support)  # last, and capped: it never crowds out the sections above
     text = "\n".join(out)
@@ -118,6 +121,28 @@ def boundary_summary(
 
 SUPPORT_LISTED = 5
 """The most uncited supported claims the Support section names (the outputs' metrics list all)."""
+
+REPORT_LISTED = 5
+"""The most items of each kind the Epistemic report section lists (``outputs.epistemic_report`` has all)."""
+
+
+def _epistemic(report: Any) -> list[str]:
+    """The abstain gate's report, by how each part is known (docs/actions.md, Abstention): the
+    observations quoted, the Ken facts with their nodes, the hypotheses marked unverified unless a
+    verdict supports them, the conclusion with its coverage-capped confidence, Ken's fixes."""
+    out = ["## Epistemic report", ""]
+    out += [f"- observed: \"{_line(o.text, 150)}\"" for o in report.observations[:REPORT_LISTED]]
+    out += [f"- Ken: {_line(f.text, 120)} [{', '.join(f.nodes[:5])}]" for f in report.ken_facts[:REPORT_LISTED]]
+    for h in report.hypotheses[:REPORT_LISTED]:
+        known = "verified" if h.verified else "unverified"
+        out.append(f"- hypothesis {h.id} ({known}): {_line(h.text, 120)} (confidence {h.confidence:.2f}, {h.band})")
+    c = report.conclusion
+    out.append(f"- conclusion: {_line(c.root_cause, 120)} (confidence {c.confidence:.2f}, {c.band}; "
+               f"{'verified' if c.verified else 'unverified'}, capped by Ken coverage)")
+    for f in report.relevant_fixes[:REPORT_LISTED]:
+        out.append(f"- historical fix (Ken): {f.node} {'/'.join(f.relations)} {', '.join(f.targets)}")
+    out.append("")
+    return out
 
 
 def _support(support: CitationCoverage) -> list[str]:

@@ -27,7 +27,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -39,14 +39,16 @@ from cda.contracts.receipt import Receipt, sha256_hex
 from cda.keys.signing import SigningError, head_path, read_head, signature_problems
 from cda.store import FileFormat, StoreFileError, read_snapshot, recognise_any
 
-__all__ = ["AuditReport", "audit_file", "expected_schema", "file_meta_digest", "file_schema_problems", "meta_digest"]
+__all__ = ["AuditReport", "audit_file", "expected_schema", "file_meta_digest", "file_schema_problems",
+           "meta_digest"]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _SchemaObject = tuple[str, str, str | None]  # (type, tbl_name, sql)
 
 
 class AuditReport(BaseModel):
-    """What :func:`audit_file` found; ``ok`` is True only when ``problems`` is empty.
+    """What :func:`audit_file` found; ``ok`` is True only when ``status`` is ``intact``: no
+    problem, and the signed head (if any) checked against a trusted key.
 
     ``interrupted`` names the attempts (``action_id#attempt``) without an ``action.end``
     receipt; ``unsigned_tail`` counts the entries after the signed head; ``notes`` says what
@@ -56,6 +58,11 @@ class AuditReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     ok: bool
+    #: ``intact`` (ok), ``tampered`` (problems found) or ``unverified``: nothing is wrong with the
+    #: file, but its signed head cannot be checked here for want of a trusted key (``unverified``
+    #: names why); a missing key is not tampering
+    status: Literal["intact", "tampered", "unverified"] = "intact"
+    unverified: str | None = None
     entries: int
     head: str
     expected_head: str | None = None
@@ -275,7 +282,7 @@ def _cda_header(path: Path, formats: Sequence[FileFormat]) -> bool:
 
 
 def _tampered(expected_head: str | None, problems: list[str], signed: dict[str, Any] | None) -> AuditReport:
-    return AuditReport(ok=False, entries=0, head=GENESIS_HASH, expected_head=expected_head, problems=problems,
+    return AuditReport(ok=False, status="tampered", entries=0, head=GENESIS_HASH, expected_head=expected_head, problems=problems,
                        signed_head=None if signed is None else signed["head"],
                        signed_count=None if signed is None else signed["count"])
 
@@ -330,6 +337,7 @@ def audit_file(
         raise
     problems = [*report.problems, *found, *problems]
     unsigned_tail = 0
+    unverified: str | None = None
     if signed is not None:
         problems += signature_problems(signed, trusted_key)
         count = signed["count"]
@@ -352,8 +360,8 @@ def audit_file(
                 notes.append(f"{unsigned_tail} entries after the signed head are not covered by its signature "
                              "(an attempt still running or interrupted)")
         if trusted_key is None:
-            problems.append("no trusted key to check the head's signature against (no local signing key here): "
-                            "give the signer's --public-key; a head signed by any key would pass otherwise")
+            unverified = ("no trusted key to check the head's signature against (no local signing key here): "
+                          "give the signer's --public-key; a head signed by any key would pass otherwise")
     elif attempts.ends and require_signature:
         problems.append(f"no signed head beside the log ({head_file.name} is missing) although runs ended in it")
     else:
@@ -361,8 +369,10 @@ def audit_file(
     interrupted = attempts.interrupted()
     if interrupted:
         notes.append(f"{len(interrupted)} attempt(s) interrupted (no action.end receipt): {', '.join(interrupted[:10])}")
+    status: Literal["intact", "tampered", "unverified"] = (
+        "tampered" if problems else "unverified" if unverified is not None else "intact")
     return AuditReport(
-        ok=not problems, entries=report.entries, head=report.head, expected_head=expected_head,
+        ok=status == "intact", status=status, unverified=None if problems else unverified, entries=report.entries, head=report.head, expected_head=expected_head,
         anchor_seq=report.anchor_seq, signed_head=None if signed is None else signed["head"],
         signed_count=None if signed is None else signed["count"], unsigned_tail=unsigned_tail,
         attempts=len(attempts.seen), interrupted=interrupted, problems=problems, notes=notes,

@@ -40,7 +40,7 @@ from cda.actions.problem import ActionProblem, observe_literal
 from cda.actions.receipts_sink import Recorder
 from cda.actions.scoring import band_for, normalised_entropy, score
 from cda.actions.stream import EventStream
-from cda.contracts.abstain import AbstainOutput, AbstainThresholds, CoverageReport, LowCoverageReview
+from cda.contracts.abstain import AbstainOutput, AbstainThresholds, CoverageReport, EpistemicReport, LowCoverageReview
 from cda.contracts.action import ActionVerdict, CDAInputs, NextTestSuggestion
 from cda.contracts.deadline import OutOfTime
 from cda.contracts.hypothesis_record import Evidence, HypothesisRecord
@@ -155,6 +155,7 @@ class Verified:
     unverified: list[dict[str, Any]] = field(default_factory=list)  # claims a required check failed closed on
     review_abstained: list[str] = field(default_factory=list)  # claims the provider's verifier abstained on
     review: LowCoverageReview | None = None
+    report: EpistemicReport | None = None
 
 
 @dataclass(frozen=True)
@@ -399,6 +400,7 @@ class Coverage:
         g = ground_in_ken(state.coverage, state.thresholds, state.ken, ctx.result, state.recorder,
                           provider_abstained=found.review_abstained)
         found.review = g.review
+        found.report = g.report
         out = []
         if g.review is not None and g.review.triggered:
             out.append(Outcome(VerifierOutcome(
@@ -610,7 +612,7 @@ def _ken_ids_named_in(ken: KenGraph, claims: list[str]) -> set[str]:
         for fragment in claim_fragments(claim):
             word = fragment.text
             if not word.isascii():  # casefold and lower differ outside ASCII: compare every id
-                return {str(n) for n in ken.graph.nodes}
+                return set(ken.node_ids())
             needle = word.rsplit(":", 1)[-1]
             out.update(ken.search(needle, limit=max(len(ken), 1)))
     return out

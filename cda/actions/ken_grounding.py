@@ -32,6 +32,7 @@ from cda.contracts.abstain import (
     AbstainOutput,
     AbstainThresholds,
     CoverageReport,
+    EpistemicReport,
     LowCoverageReview,
     Violation,
 )
@@ -58,6 +59,7 @@ class Grounding:
     caveats: list[str] = field(default_factory=list)
     review: LowCoverageReview | None = None
     abstain: AbstainOutput | None = None
+    report: EpistemicReport | None = None  # the run's epistemic report, enforced (and rewritten on NEEDS_REWRITE)
     low: list[str] = field(default_factory=list)  # why coverage is low; empty when it is not
     violations: list[Violation] = field(default_factory=list)
 
@@ -120,7 +122,8 @@ def ground_in_ken(
             _apply_violations(g, violations, ids, "enforcement")
     g.low = low_coverage_reasons(coverage, thresholds)
     review = low_coverage_review(report, coverage, thresholds)
-    g.review = review.model_copy(update={"rewritten": None, "abstain": None})
+    g.review = review.model_copy(update={"abstain": None})  # the abstain output is CDAOutputs.abstain
+    g.report = review.rewritten if review.status == "NEEDS_REWRITE" and review.rewritten is not None else report
     if review.triggered:
         recorder.record("verifier", "verifier.low_coverage", {"reasons": review.reasons},
                         {"status": review.status, "problems": [v.model_dump() for v in review.violations]},

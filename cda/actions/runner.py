@@ -42,6 +42,7 @@ from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import ActionStatus, CDAInputs, CDAOutputs, NextTestSuggestion
 from cda.contracts.deadline import OutOfTime
 from cda.contracts.events import ActionEvent
+from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.result import SolveResult
 from cda.contracts.status import SolverStatus
@@ -428,7 +429,8 @@ class _Run:
                                outcomes=verified.outcomes, verdicts=verdicts, receipts=recorder.receipts,
                                ken_queries=len(self.probe.ken_us))
         summary = boundary_summary(params.action_id, inputs, shown, verdicts, next_tests, caveats,
-                                   abstain=verified.abstain, citations=verified.citations, support=counts.citations)
+                                   abstain=verified.abstain, citations=verified.citations, support=counts.citations,
+                                   report=verified.report)
         summary_id = writer.write_summary(summary)
         plan_id = writer.write_plan_bundle(
             hypotheses=verified.records,
@@ -450,8 +452,17 @@ class _Run:
             evidence_bundle_id=evidence_id, verdicts=verdicts, next_tests=next_tests, caveats=caveats,
             abstain=verified.abstain, review=verified.review,
             coverage=state.coverage.figures() if state.coverage is not None else None,
+            hypotheses=[] if verified.abstain is not None else _records(verified.records),
+            epistemic_report=verified.report,
             metrics=counts,
         )
+
+
+def _records(records: list[dict[str, Any]]) -> list[HypothesisRecord]:
+    """The plan bundle's hypothesis records as the outputs contract holds them (the bundle's own
+    ranking fields, score and selection, stay in the bundle)."""
+    fields = set(HypothesisRecord.model_fields)
+    return [HypothesisRecord.model_validate({k: v for k, v in r.items() if k in fields}) for r in records]
 
 
 def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],

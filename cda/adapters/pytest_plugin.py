@@ -292,7 +292,7 @@ def _check_solved(result: SolveResult, kind: str, key: str) -> None:
                 lines.append(f"  justification core: {', '.join(v.justification)}")
             breaking = [w for w in v.witnesses if not w.holds]
             for w in breaking:
-                lines.append(f"  breaking witness: the claim fails under {{{', '.join(w.assumed)}}}")
+                lines.append(f"  breaking witness: the goal fails under {{{', '.join(w.assumed)}}}")
                 lines.append(f"  counter-world: {', '.join(w.assumed) or '(nothing)'} true, every other abducible false")
             lines += [f"  holds under: {{{', '.join(w.assumed)}}}" for w in v.witnesses if w.holds]
             if v.reason:

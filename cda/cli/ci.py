@@ -109,6 +109,7 @@ def _run_files(
         return EXIT_BAD_INPUT
     outcomes: list[Outcome] = []
     with progress(err, suite, len(names) if len(names) > 1 else None) as bar:
+        out, err = bar.guard(out), bar.guard(err)
         for name in names:
             bar.step(f"{suite} {name}")
             start = time.perf_counter()

@@ -15,7 +15,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Command", "OPERATION_COMMANDS", "GROUPS", "presenter"]
+__all__ = ["Command", "GROUPS", "JOINED", "OPERATION_COMMANDS", "presenter"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,17 @@ OPERATION_COMMANDS: dict[tuple[str, ...], Command] = {
                       "cda.cli.run:present_run", "cda.cli.run:run_options"),
     ("guard",): Command("guard.evaluate", "the guardian: APPROVE / REJECT / ESCALATE one proposed action "
                         "(docs/guardian.md)", "cda.cli.guard:present_guard", "cda.cli.guard:guard_options"),
+    ("guard", "escalations"): Command("guard.escalations", "the calls the guardian escalated, for a person to "
+                                      "resolve (docs/guardian.md)", "cda.cli.guard:present_escalations",
+                                      "cda.cli.guard:escalations_options"),
+    ("guard", "resolve"): Command("guard.resolve", "a person's signed decision on an escalation: --approve "
+                                  "(the same call goes through once) or --reject", "cda.cli.guard:present_resolve",
+                                  "cda.cli.guard:resolve_options"),
+    ("guard", "export"): Command("guard.export", "the guardian file's ledger, decisions and escalations with "
+                                 "their evidence and receipt ids (--format jsonl|csv)", "cda.cli.guard:present_export",
+                                 "cda.cli.guard:escalations_options"),
+    ("check-report",): Command("report.check", "hold a draft epistemic report to the abstain gate's rules "
+                               "(docs/actions.md)", "cda.cli.report:present_check_report", "cda.cli.report:report_options"),
     ("conduct",): Command("conduct.request", "the conductor: a request -> obligations -> tools -> verified reply "
                           "(docs/conductor.md)", "cda.cli.conduct:present_conduct", "cda.cli.conduct:conduct_options"),
     ("investigate", "start"): Command("investigate.start", "start an investigation of a .cda problem; prints its id",
@@ -50,8 +61,14 @@ OPERATION_COMMANDS: dict[tuple[str, ...], Command] = {
                                        "cda.cli.investigate:present", "cda.cli.investigate:options"),
     ("investigate", "history"): Command("investigate.history", "the trace of each step", "cda.cli.investigate:present",
                                         "cda.cli.investigate:options"),
-    ("investigate", "undo"): Command("investigate.undo", "take the last observation back",
-                                     "cda.cli.investigate:present", "cda.cli.investigate:options"),
+    ("investigate", "revise"): Command("investigate.revise", "revise the model: add statements, --retract lines; "
+                                       "solved again", "cda.cli.investigate:present", "cda.cli.investigate:options"),
+    ("investigate", "undo"): Command("investigate.undo", "take a step back (an observation or a revision; default "
+                                     "the last)", "cda.cli.investigate:present", "cda.cli.investigate:options"),
+    ("investigate", "note"): Command("investigate.note", "attach a note to a step", "cda.cli.investigate:present",
+                                     "cda.cli.investigate:options"),
+    ("investigate", "share"): Command("investigate.share", "let another principal take steps (a server's sessions)",
+                                      "cda.cli.investigate:present", "cda.cli.investigate:options"),
     ("investigate", "close"): Command("investigate.close", "close the investigation", "cda.cli.investigate:present",
                                       "cda.cli.investigate:options"),
     ("reflect", "approve"): Command("reflect.approve", "issue a reflection approval: a token that lets a reviewer "
@@ -63,7 +80,14 @@ GROUPS: dict[str, str] = {
     "investigate": "an investigation over time: observations, records, next probe",
     "reflect": "reflection: approvals to read an action's raw trace",
 }
-"""The commands with subcommands, and their one-line help."""
+"""The commands with subcommands, and their one-line help. A two-word command whose first word
+is a command of its own (``cda guard resolve`` beside ``cda guard ACTION``) is not a group: it is
+one command named by both words (:data:`JOINED`)."""
+
+JOINED: frozenset[tuple[str, str]] = frozenset(
+    {(w[0], w[1]) for w in OPERATION_COMMANDS if len(w) == 2 and w[0] not in GROUPS} | {("guard", "proxy")})
+"""The two-word commands read as one word ``"guard resolve"`` (``cda guard proxy`` is no operation:
+it is a server, as ``cda mcp`` is)."""
 
 
 def presenter(spec: str) -> Any:

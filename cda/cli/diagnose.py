@@ -123,6 +123,7 @@ def _local_loop(op: Any, args: Any, out: TextIO) -> Any:
     from cda.diagnosis.bench_import import load_bench, read_bench
     from cda.diagnosis.diagnose import load_instance
     from cda.diagnosis.probe import interactive_probing, simulate_probing
+    from cda.files import is_stdin
     from cda.ir import MinimalGoal
     from cda.operations.diagnosis import ProbeParams
 
@@ -139,9 +140,9 @@ def _local_loop(op: Any, args: Any, out: TextIO) -> Any:
         return 3 if timed_out else 0
     if observations is not None:
         raise CDAError("--inject draws its own test vectors; drop --observations")
-    if not path.name.lower().endswith(".bench"):
+    if not is_stdin(path) and not path.name.lower().endswith(".bench"):
         raise CDAError(f"{path}: --inject needs a .bench netlist")
-    if not path.exists():
+    if not is_stdin(path) and not path.exists():
         raise CDAError(f"{path}: no such file")
     # the observations are drawn by the simulation; the instance is rebuilt under them
     inst = load_bench(read_bench(path), [{}], MinimalGoal(), str(path))

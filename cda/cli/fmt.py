@@ -11,6 +11,7 @@ format, 2 bad input (the file is left as it was).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -25,17 +26,28 @@ __all__ = ["formatted", "main_fmt"]
 
 def formatted(text: str, filename: str) -> str:
     """The canonical text of ``text``; ``DSLError`` when it does not parse, ``CDAError`` when the
-    printer's output would not read back to the same problem."""
+    printer's output would not read back to the same problem, or would move a statement to
+    another line (an unnamed clause is named by its line: ``soft@20`` would be renamed)."""
     ast = parse_problem(text, filename)
-    new = format_source(ast)
-    if format_problem(parse_problem(new, filename)) != format_problem(ast):  # pragma: no cover - a printer bug
+    try:
+        new = format_source(ast)
+    except ValueError as exc:  # pragma: no cover - a layout the printer cannot keep
+        raise CDAError(f"{filename}: cannot be formatted without moving a statement ({exc}); left unchanged") from None
+    again = parse_problem(new, filename)
+    if format_problem(again) != format_problem(ast):  # pragma: no cover - a printer bug
         raise CDAError(f"{filename}: the formatted text would not mean the same; left unchanged (please report)")
+    if [st.pos[0] for st in again.statements] != [st.pos[0] for st in ast.statements]:  # pragma: no cover
+        raise CDAError(f"{filename}: formatting would move a statement to another line and rename its clause; "
+                       "left unchanged (please report)")
     return new
 
 
-def main_fmt(names: Sequence[str], check: bool, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    """Format (or with ``check``, only inspect) each file; returns the exit code."""
+def main_fmt(names: Sequence[str], check: bool, out: TextIO, err: TextIO, stdin: TextIO, as_json: bool = False) -> int:
+    """Format (or with ``check``, only inspect) each file; returns the exit code. ``as_json``: one
+    object, ``{"exit_code", "files": [{"file", "formatted" (already in the canonical layout),
+    "rewritten", "error"}]}`` (standard input's text is not printed then)."""
     code = 0
+    report: list[dict[str, object]] = []
     for name in names:
         try:
             if name == "-":
@@ -43,23 +55,29 @@ def main_fmt(names: Sequence[str], check: bool, out: TextIO, err: TextIO, stdin:
             else:
                 text, label = read_text(Path(name)), name
             new = formatted(text, label)
-        except DSLError as exc:
-            if exc.filename is None:
-                exc.with_filename("<stdin>" if name == "-" else name)
-            err.write(exc.render() + "\n")
-            code = 2
-            continue
         except CDAError as exc:
-            err.write(exc.render() + "\n")
+            if isinstance(exc, DSLError) and exc.filename is None:
+                exc.with_filename("<stdin>" if name == "-" else name)
+            if not as_json:
+                err.write(exc.render() + "\n")
+            report.append({"file": name, "formatted": False, "rewritten": False, "error": exc.as_dict(name)})
             code = 2
             continue
+        entry: dict[str, object] = {"file": name, "formatted": new == text, "rewritten": False, "error": None}
         if name == "-" and not check:
-            out.write(new)
+            if not as_json:
+                out.write(new)
         elif new != text:
             if check:
-                out.write(f"{label}: not formatted\n")
+                if not as_json:
+                    out.write(f"{label}: not formatted\n")
                 code = max(code, 1)
             else:
                 Path(name).write_text(new, encoding="utf-8")
-                out.write(f"{label}: formatted\n")
+                entry["rewritten"] = True
+                if not as_json:
+                    out.write(f"{label}: formatted\n")
+        report.append(entry)
+    if as_json:
+        out.write(json.dumps({"exit_code": code, "files": report}, ensure_ascii=False) + "\n")
     return code

@@ -77,10 +77,11 @@ def cli_type(op: Operation, name: str) -> dict[str, Any]:
 
 def add_operation_arguments(parser: argparse.ArgumentParser, op: Operation, *,
                             metavars: dict[str, str] | None = None, many: Sequence[str] = (),
-                            own: Sequence[str] = ()) -> None:
+                            own: Sequence[str] = (), optional: Sequence[str] = ()) -> None:
     """The arguments of ``op``'s parameters on ``parser`` (``many``: positional parameters that
     take one or more values, each a call of its own; ``own``: parameters the command's presenter
-    reads from an option of its own, e.g. ``--mode top 5`` for ``mode`` and ``k``)."""
+    reads from an option of its own, e.g. ``--mode top 5`` for ``mode`` and ``k``; ``optional``:
+    positional parameters that may be left out, e.g. ``undo ID [STEP]``)."""
     metavars = metavars or {}
     for name in op.params_at(Door.CLI):
         if name in own:
@@ -92,9 +93,11 @@ def add_operation_arguments(parser: argparse.ArgumentParser, op: Operation, *,
             keywords.pop("default", None)
             if keywords.get("action") == "append":
                 keywords.pop("action")
-                keywords["nargs"] = "+"
+                keywords["nargs"] = "+" if field.is_required() else "*"
             if name in many:
                 keywords["nargs"] = "+"
+            if name in optional:
+                keywords["nargs"], keywords["default"] = "?", None
             keywords["metavar"] = metavars.get(name, op.name_at(Door.CLI, name).upper())
             parser.add_argument(name, help=help_text, **keywords)
         else:

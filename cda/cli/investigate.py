@@ -2,10 +2,12 @@
 
 ``start PROBLEM`` prints the new session's id (``{"session_id": …}`` with ``--json``);
 ``observe ID 'slow(auth)'`` (or ``'not slow(auth)'``, or ``'value(metric:m) = 300 ms'``) takes
-one step; ``status ID`` prints the records, the focus and the next probe (``--json``: the memory
-block); ``history ID`` the trace of every step; ``undo ID`` takes the last observation back;
-``close ID`` ends it. Each command reopens the session from the store, so a killed process loses
-at most the step it was computing.
+one step; ``revise ID 'fact depends(a, b)' --retract 'LINE'`` revises the model; ``status ID``
+prints the records, the focus and the next probe (``--json``: the memory block and the trace
+record); ``history ID`` every step with its author, and the notes; ``undo ID [STEP]`` takes a
+step back; ``note ID STEP TEXT`` annotates one; ``close ID`` ends it. ``--as NAME`` names the
+author. Each command reopens the session from the store, so a killed process loses at most the
+step it was computing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cda.errors import CDAError
+from cda.files import is_stdin
 
 __all__ = ["options", "present", "render_status"]
 
@@ -27,7 +30,8 @@ def options(p: argparse.ArgumentParser, op: Any) -> dict[str, Any]:
     """Every ``cda investigate`` command's own options: the session store and ``--json``."""
     p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"the session store (default {DEFAULT_DB})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    return {"metavars": {"path": "PROBLEM", "ken": "FILE"}}
+    return {"metavars": {"path": "PROBLEM", "ken": "FILE", "add": "STATEMENT"},
+            "optional": ("step",) if op.name == "investigate.undo" else ()}
 
 
 def present(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
@@ -36,41 +40,76 @@ def present(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, inp: Te
     from cda.operations.investigate import desk_for
 
     try:
-        if op.name == "investigate.start" and not Path(args.path).exists():
+        params = params_of(op, args)
+        if op.name == "investigate.start" and is_stdin(args.path):  # `-`: the problem's text on standard input
+            from cda.files import read_text
+
+            params = {**{k: v for k, v in params.items() if k != "path"}, "dsl": read_text(Path(args.path))}
+        elif op.name == "investigate.start" and not Path(args.path).exists():
             raise CDAError(f"{args.path}: no such file")
-        result = call_local(op, params_of(op, args), LocalEnv(investigations=desk_for(args.db,
-                                                                                        sessions_file=True)))
+        result = call_local(op, params, LocalEnv(investigations=desk_for(args.db, sessions_file=True)))
     except CDAError as exc:
         err.write(exc.render() + "\n")
         return EXIT_BAD_INPUT
     if op.name == "investigate.start":
         out.write(json.dumps({"session_id": result.session_id}) + "\n" if args.json else result.session_id + "\n")
-    elif op.name == "investigate.history":
-        steps = result.steps
+    elif op.name == "investigate.share":
+        out.write(result.model_dump_json() + "\n" if args.json
+                  else f"owner {result.owner}; members: {', '.join(result.members) or 'none'}\n")
+    elif op.name in ("investigate.history", "investigate.note"):
         if args.json:
-            out.write(json.dumps([s.model_dump(mode="json") for s in steps], sort_keys=True) + "\n")
+            out.write(result.model_dump_json() + "\n")
         else:
-            for s in steps:
-                what = s.observation or (f"step {s.undoes}" if s.undoes is not None else "")
-                ex = s.trace.get("execute", {})
-                tail = (f" -> {ex.get('selected')} next probe {ex.get('next_probe')}" if ex
-                        else " -> conflict" if not s.trace.get("integrate", {}).get("consistent", True) else "")
-                out.write(f"{s.step:>3} {s.kind:<8} {what}{tail}\n")
-    else:  # observe, undo, close, status: the memory block after the step
-        out.write(result.memory.model_dump_json() + "\n" if args.json else render_status(result.memory))
+            out.write(render_history(result))
+    elif args.json:  # observe, revise, undo, close, status: the memory block, its trace record beside it
+        block = result.memory.model_dump(mode="json")
+        block["trace_record"] = None if result.trace is None else result.trace.model_dump(mode="json")
+        out.write(json.dumps(block) + "\n")
+    else:
+        out.write(render_status(result.memory))
     return EXIT_OK
+
+
+def render_history(result: Any) -> str:
+    """Every step (who took it, what it did, where it left the hypotheses) and the notes under their step."""
+    lines = []
+    notes: dict[int, list[Any]] = {}
+    for n in result.notes:
+        notes.setdefault(n.step, []).append(n)
+    for s in result.steps:
+        if s.kind == "revise" and s.revision:
+            what = "; ".join([*s.revision.get("add", []), *(f"retract {r}" for r in s.revision.get("retract", []))])
+        else:
+            what = s.observation or (f"step {s.undoes}" if s.undoes is not None else "")
+        ex = s.trace.get("execute", {})
+        tail = (f" -> {ex.get('selected')} next probe {ex.get('next_probe')}" if ex
+                else " -> conflict" if not s.trace.get("integrate", {}).get("consistent", True) else "")
+        by = f" [{s.author}]" if s.author else ""
+        lines.append(f"{s.step:>3} {s.kind:<8}{by}{' ' + what if what else ''}{tail}".rstrip())
+        if s.reason:
+            lines.append(f"      why: {s.reason}")
+        lines.extend(f"      note [{n.author}]: {n.text}" for n in notes.get(s.step, []))
+    return "\n".join(lines) + "\n"
 
 
 def render_status(memory: Any) -> str:
     """The memory block for a person: focus, hypotheses with their evidence, the next probe."""
     lines = [f"investigation {memory.session_id} (task {memory.task_id}), step {memory.step}"
              + (" — closed" if memory.closed else "")]
+    if memory.author:
+        lines[0] += f", by {memory.author}"
     if memory.observations:
         lines.append("observed: " + "; ".join(memory.observations))
+    if memory.change is not None and (memory.change["appeared"] or memory.change["vanished"]):
+        c = memory.change
+        lines.append(f"change: {c['before']} -> {c['after']} hypotheses"
+                     + (f"; appeared: {', '.join(c['appeared'])}" if c["appeared"] else "")
+                     + (f"; vanished: {', '.join(c['vanished'])}" if c["vanished"] else ""))
     if memory.conflict is not None:
-        lines.append("CONFLICT — the observations contradict the hard clauses; cores:")
+        lines.append("CONFLICT — the observations contradict the hard clauses; minimal conflict sets:")
         lines.extend("  " + " & ".join(core) for core in memory.conflict.cores)
-        lines.append("undo an observation of a core to go on")
+        lines.append("two ways out:")
+        lines.extend("  " + way for way in memory.ways_out)
         return "\n".join(lines) + "\n"
     lines.append(f"focus: {memory.focus_subsystem} ({memory.focus_reason})")
     lines.append(f"hypotheses: {memory.hypotheses_total} consistent; the first {len(memory.candidate_hypotheses)}:")

@@ -1,12 +1,15 @@
-"""``cda jobs run MANIFEST.toml``: run a batch, print a summary; exit 0 all jobs ok, 1 some
-failed (or timed out, or went over memory), 2 a bad manifest or option, 130 interrupted (Ctrl-C:
-the running jobs are killed, the finished ones kept).
+"""``cda jobs run MANIFEST.toml``: run a batch, print a summary. Exit codes are the CLI's table
+(:data:`EXIT_OF_STATUS`, the worst job's as over several files): 0 every job ok, 1 some job
+failed (a negative verdict, an error, a crash), 3 some job has no complete answer (timed out,
+a solver's unknown, over its memory), 2 a bad manifest or option, 130 interrupted (Ctrl-C: the
+running jobs are killed, the finished ones kept).
 
 On a terminal a one-line progress bar is drawn on stderr (plain text, redrawn with ``\\r``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TextIO
@@ -15,7 +18,11 @@ from cda.adapters.jobs.batch import BatchReport, run_batch
 from cda.adapters.jobs.manifest import JobSpec, read_manifest
 from cda.errors import CDAError
 
-__all__ = ["main_jobs_run", "default_workers"]
+__all__ = ["EXIT_OF_STATUS", "main_jobs_run", "default_workers"]
+
+#: a job's status → the exit code ``cda solve`` would give the same answer (0 answered, 1 a check
+#: failed, 3 no complete answer); a crash is a failure, going over memory a budget run out
+EXIT_OF_STATUS = {"ok": 0, "failed": 1, "crashed": 1, "timeout": 3, "memory": 3}
 
 _BAR = 24
 
@@ -41,9 +48,13 @@ def _bar(err: TextIO) -> object:
 
 
 def main_jobs_run(manifest_path: Path, out_dir: Path | None, workers: int | None, dask: str | None,
-                  retry_failed: bool, out: TextIO, err: TextIO) -> int:
+                  retry_failed: bool, out: TextIO, err: TextIO, as_json: bool = False) -> int:
+    """Run the batch and print its summary (``as_json``: one object, ``{"jobs", "statuses", "ran",
+    "done_before", "results", "exit_code"}``); returns the exit code."""
     try:
         manifest = read_manifest(manifest_path)
+        if out_dir is None and str(manifest_path) == "-":
+            raise CDAError("a manifest read from standard input has no folder to put its results beside: give --out DIR")
         target = out_dir if out_dir is not None else manifest_path.parent / f"{manifest_path.stem}.results"
         if target.exists() and not target.is_dir():
             raise CDAError(f"--out {target}: a file of that name exists; give a folder")
@@ -58,7 +69,14 @@ def main_jobs_run(manifest_path: Path, out_dir: Path | None, workers: int | None
         return 130
     if err.isatty():
         err.write("\r" + " " * (_BAR + 80) + "\r")
+    from cda.cli.ci_report import worst_exit_code
+
+    code = worst_exit_code([EXIT_OF_STATUS[status] for status in report.statuses])
+    if as_json:
+        out.write(json.dumps({"jobs": report.total, "statuses": dict(sorted(report.statuses.items())), "ran": report.ran,
+                              "done_before": report.skipped, "results": str(report.jsonl), "exit_code": code}) + "\n")
+        return code
     counts = ", ".join(f"{n} {status}" for status, n in sorted(report.statuses.items()))
     out.write(f"{report.total} jobs: {counts}; {report.ran} ran now, {report.skipped} were done before\n")
     out.write(f"results: {report.jsonl}\n")
-    return 1 if report.failed else 0
+    return code

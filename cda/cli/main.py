@@ -20,13 +20,17 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
+import io
+import json
+import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
-from cda.cli.commands import GROUPS, OPERATION_COMMANDS, Command, presenter
+from cda.cli.commands import GROUPS, JOINED, OPERATION_COMMANDS, Command, presenter
 from cda.contracts import limits
 from cda.errors import OptionError
 
@@ -68,6 +72,7 @@ _seed = _option("--seed", True, limits.seed)
 _port = _option("--port", True, limits.port)
 _seconds = _option("--timeout", False, limits.seconds)
 _vectors = _option("--vectors", True, limits.vectors)
+_samples = _option("--samples", True, limits.samples)
 _workers = _option("--workers", True, lambda name, v: limits.whole(name, v, low=1, high=64))
 _processes = _option("--processes", True, lambda name, v: limits.whole(name, v, low=0, high=64))
 _retention = _option("--retention-hours", True, lambda name, v: limits.whole(name, v, low=24, high=24 * 365,
@@ -95,14 +100,25 @@ _JSON_HELP = "print one JSON object (a mistake in the input too, on stdout)"
 _FORMAT_HELP = "report: text (default), json (one object), jsonl (one line per file), junit (JUnit XML)"
 
 
+#: the solvers (and the reader) whose versions decide an answer, as ``--version`` names them
+_SOLVERS = (("z3", "z3-solver"), ("clingo", "clingo"), ("clingo-dl", "clingo-dl"), ("lark", "lark"))
+
+
 def _version() -> str:
-    """The installed distribution's version (``0+unknown`` when run from a bare checkout)."""
+    """The installed distribution's version (``0+unknown`` when run from a bare checkout), then the
+    solvers' and Python's, read from their installed metadata (no solver is imported):
+    ``0.1.0 (z3 4.13.0, clingo 5.7.1, clingo-dl 1.5.0, lark 1.2.2; Python 3.11.7)``."""
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        return version("cda")
-    except PackageNotFoundError:
-        return "0+unknown"
+    def of(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+
+    mine = of("cda").replace("not installed", "0+unknown")
+    solvers = ", ".join(f"{name} {of(dist)}" for name, dist in _SOLVERS)
+    return f"{mine} ({solvers}; Python {sys.version.split()[0]})"
 
 
 class _VersionAction(argparse.Action):
@@ -125,11 +141,25 @@ def _chosen(argv: Sequence[str]) -> tuple[str, ...]:
     return tuple(words[:2]) if words and words[0] in GROUPS else tuple(words[:1])
 
 
+def _joined(argv: list[str]) -> list[str]:
+    """``argv`` with a two-word command of :data:`~cda.cli.commands.JOINED` as one word
+    (``guard resolve``): ``cda guard FILE`` keeps its positional action, ``cda guard resolve`` is a
+    command of its own (a file named ``resolve`` is ``./resolve``)."""
+    if len(argv) >= 2 and (argv[0], argv[1]) in JOINED:
+        return [f"{argv[0]} {argv[1]}", *argv[2:]]
+    return argv
+
+
 def _add_operations(sub: Any, chosen: tuple[str, ...] | None) -> None:
     """The commands that are operations: the chosen one (or the chosen group's) generated from its
     operation, the others named only (nothing imported for them); ``None``: every one generated."""
     groups: dict[str, Any] = {}
     for words, command in OPERATION_COMMANDS.items():
+        if (words[0], words[-1]) in JOINED:
+            p = sub.add_parser(" ".join(words), help=command.help)
+            if chosen is None or chosen == (" ".join(words),):
+                _generated(p, command)
+            continue
         if len(words) == 2:
             if words[0] not in groups:
                 g = sub.add_parser(words[0], help=GROUPS[words[0]])
@@ -164,6 +194,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     fm = sub.add_parser("fmt", help="rewrite .cda files in the canonical layout, comments kept (--check: only report)")
     fm.add_argument("files", nargs="+", metavar="FILE", help="DSL files (.cda); - formats standard input to stdout")
     fm.add_argument("--check", action="store_true", help="change nothing; exit 1 naming the files not formatted")
+    fm.add_argument("--json", action="store_true", help="print one JSON object: each file, formatted or not")
     sv = sub.add_parser("serve", help="the CDA service: WebSocket ToolBus, SSE action streams, a page (docs/service.md)")
     sv.add_argument("db", type=Path, help="the store: DIR/receipts.sqlite (as cda run --out DIR writes; created if missing)")
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (not loopback: needs --auth)")
@@ -214,13 +245,17 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                     help="folder for run_action's artifacts and receipts (default: a temporary one for this session)")
     mc.add_argument("--guard-policies", type=Path, default=None, help="guard_evaluate's policy store (TOML)")
     mc.add_argument("--guard-ledger", type=Path, default=None, help="guard_evaluate's guardian file (SQLite)")
+    from cda.cli.guard import add_proxy_parser
+
+    add_proxy_parser(sub, _seed, _count, _port)
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
     sc.add_argument("folder", type=Path, help="folder of the .schema.json files")
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
+    sc.add_argument("--json", action="store_true", help="print one JSON object")
     rc = sub.add_parser("receipts", help="the receipt log")
     rcsub = rc.add_subparsers(dest="receipts_command", required=True)
     rv = rcsub.add_parser("verify", help="check a receipt log: signed head, chain, schema, events, traces "
-                          "(exit 0 intact, 1 tampered, 2 not a CDA log)")
+                          "(exit 0 intact, 1 tampered, 2 not a CDA log, 3 unverified: no trusted key)")
     rv.add_argument("db", type=Path, help="the receipt log (receipts.sqlite)")
     rv.add_argument("--head", default=None, help="the head hash an action recorded (detects truncation)")
     rv.add_argument("--public-key", default=None, help="the signer's Ed25519 public key (64 hex digits); "
@@ -237,7 +272,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_policy_parser(sub, _seconds)
     from cda.cli.task import add_task_parser  # argparse only
 
-    add_task_parser(sub, _count)
+    add_task_parser(sub, _count, samples=_samples)
 
     jb = sub.add_parser("jobs", help="batch jobs from a manifest (docs/jobs.md)")
     jbsub = jb.add_subparsers(dest="jobs_command", required=True)
@@ -249,6 +284,9 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     jr.add_argument("--dask", default=None, metavar="SCHEDULER",
                     help="run on Dask: a scheduler address, or 'local' for a LocalCluster CDA starts and stops")
     jr.add_argument("--retry-failed", action="store_true", help="run again the jobs recorded as failed")
+    jr.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    cp = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish) for cda")
+    cp.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell the script is for")
 
     b = sub.add_parser("bench", help="run a benchmark data set")
     bsub = b.add_subparsers(dest="suite", required=True)
@@ -344,7 +382,88 @@ def render_table(result: SolveResult) -> str:
     return "\n".join(out) + "\n"
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a tool killed by the signal exits with
+
+
 def main(
+    argv: Sequence[str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    stdin: TextIO | None = None,
+) -> int:
+    """The ``cda`` command. ``-`` names standard input wherever a command reads a text file
+    (:func:`cda.files.standard_input`), and a reader that closes the pipe early (``cda … | head``)
+    ends the command quietly: exit 141, as a tool the signal would have killed, no traceback."""
+    from cda.files import standard_input
+
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        with standard_input(stdin or sys.stdin):
+            if "--json" not in words:
+                return _main(words, stdout, stderr, stdin)
+            # with --json a mistake is one JSON object on stdout, whichever command made it
+            answer, said = _Written(stdout or sys.stdout), io.StringIO()
+            code = _main(words, cast(TextIO, answer), cast(TextIO, _Tee(stderr or sys.stderr, said)), stdin)
+            if code == EXIT_BAD_INPUT and not answer.written:
+                answer.write(json.dumps(_mistake(said.getvalue()), ensure_ascii=False) + "\n")
+            return code
+    except BrokenPipeError:
+        if stdout is None:  # the process's own stdout: nothing may be flushed to it at exit either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+class _Written:
+    """A stream that remembers whether anything was written to it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.written = stream, False
+
+    def write(self, text: str) -> int:
+        self.written = self.written or bool(text)
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+class _Tee(_Written):
+    """A stream whose text also goes to a second one."""
+
+    def __init__(self, stream: TextIO, copy: TextIO) -> None:
+        super().__init__(stream)
+        self.copy = copy
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return super().write(text)
+
+
+_LOCATED = re.compile(r"(?P<file>[^:\n]+):(?P<line>\d+)(?::(?P<column>\d+))?: (?P<kind>[a-z ]*error): (?P<message>.*)")
+
+
+def _mistake(said: str) -> dict[str, Any]:
+    """The JSON object of a mistake a command printed on stderr (as ``cda solve --json`` prints
+    one): ``file``, ``line``, ``column`` when it names a place, ``kind``, ``message``.
+
+    >>> _mistake("x.cda:2:12: syntax error: unexpected end of input\\n    hard: a and\\n")["column"]
+    12
+    >>> _mistake("cda: error: runs/x.sqlite: no such file\\n")["message"]
+    'runs/x.sqlite: no such file'
+    """
+    lines = [line for line in said.splitlines() if line.strip()]
+    first = lines[0] if lines else "the command refused its input"
+    found = None if first.startswith("cda") else _LOCATED.match(first)  # `cda: error: …` names no place first
+    if found is not None:
+        return {"file": found["file"], "line": int(found["line"]),
+                "column": int(found["column"]) if found["column"] else None, "kind": found["kind"],
+                "message": found["message"], "expected": []}
+    usage = [line for line in lines if ": error: " in line]
+    message = (usage[-1] if usage else first).split(": error: ", 1)[-1]
+    return {"file": None, "line": None, "column": None, "kind": "error", "message": message, "expected": []}
+
+
+def _main(
     argv: Sequence[str] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
@@ -352,15 +471,15 @@ def main(
 ) -> int:
     out, err, inp = stdout or sys.stdout, stderr or sys.stderr, stdin or sys.stdin
     try:
-        return _main(argv, out, err, inp)
+        return _run(argv, out, err, inp)
     except KeyboardInterrupt:  # before a command's own handling is in place (argparse), or a server's start-up
         err.write("\ncda: interrupted\n")
         return EXIT_INTERRUPTED
 
 
-def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> int:
+def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> int:
     try:
-        argv = sys.argv[1:] if argv is None else list(argv)
+        argv = _joined(sys.argv[1:] if argv is None else list(argv))
         args = _parser(argv).parse_args(argv)
     except _UsageError as exc:
         err.write(str(exc))
@@ -368,6 +487,9 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> 
     except _VersionShown as shown:
         out.write(str(shown))
         return EXIT_OK
+    if getattr(args, "json", False) and getattr(args, "format", None) not in (None, "json"):
+        err.write(f"cda {args.command}: error: --json and --format {args.format} ask for two reports; give one\n")
+        return EXIT_BAD_INPUT
     if args.command in ("serve", "mcp", "jobs"):  # their own Ctrl-C handling: a server stops its runs
         return _command(args, out, err, inp)  # (docs/service.md, "Stopping"), a batch kills its job processes
     from cda.cli.interrupts import interruptible
@@ -387,14 +509,22 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) ->
         from cda.operations import get
 
         return int(presenter(args.presenter)(get(args.operation), args, out, err, inp))
+    if args.command == "completion":
+        from cda.cli.completion import main_completion
+
+        return main_completion(args.shell, _parser(), out)
     if args.command == "mcp":
         from cda.mcp.server import main_mcp
 
         return main_mcp(args, err)
+    if args.command == "guard proxy":
+        from cda.mcp.proxy import main_proxy
+
+        return main_proxy(args, err)
     if args.command == "fmt":
         from cda.cli.fmt import main_fmt
 
-        return main_fmt(args.files, args.check, out, err, inp)
+        return main_fmt(args.files, args.check, out, err, inp, as_json=args.json)
     if args.command == "serve":
         from cda.service.serve import main_serve
 
@@ -408,7 +538,7 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) ->
     if args.command == "schema":
         from cda.cli.schema import main_schema
 
-        return main_schema(args.folder, args.check, out, err)
+        return main_schema(args.folder, args.check, out, err, as_json=args.json)
     if args.command == "receipts":
         from cda.cli.receipts import main_receipts_verify
 
@@ -429,13 +559,14 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) ->
     if args.command == "jobs":
         from cda.cli.jobs import main_jobs_run
 
-        return main_jobs_run(args.manifest, args.out, args.workers, args.dask, args.retry_failed, out, err)
+        return main_jobs_run(args.manifest, args.out, args.workers, args.dask, args.retry_failed, out, err,
+                             as_json=args.json)
     if args.command == "bench":
         from cda.cli.bench import main_bench
         from cda.cli.terminal import progress
 
-        with progress(err, f"running {args.file}"):
-            return main_bench(args.file, args.json, out, timeout=args.timeout, err=err)
+        with progress(err, f"running {args.file}") as bar:
+            return main_bench(args.file, args.json, bar.guard(out), timeout=args.timeout, err=bar.guard(err))
     raise AssertionError(f"no handler for {args.command!r}")  # pragma: no cover - every command has one
 
 

@@ -8,9 +8,10 @@ imported request agrees with Cedar's expected answer, 1 when one disagrees, 2 wh
 is broken (a test file that is not JSON, a policy/schema/entities file missing or unparseable, a
 request that cannot be read: the message names the test file) or holds no request at all (only a
 refused construct is counted, not failed); ``analyze`` 0 when the property holds in every
-environment asked, 1 when it fails (a counterexample is printed); 2 bad input (a compiler-style
-message, never a traceback), or an environment with no request in the entity store; 3 a solver
-gave no verdict.
+environment asked, 1 when it fails in one (a counterexample is printed: a request, and the entity
+store unless ``--entities`` fixed it), 3 when a solver gave no verdict for one and none failed;
+2 bad input (a compiler-style message, never a traceback), a refused construct, or, with
+``--entities``, an environment with no request in that store.
 """
 
 from __future__ import annotations
@@ -44,12 +45,16 @@ def add_policy_parser(sub: Any, seconds: Any) -> None:
     an.add_argument("property", choices=_PROPERTIES, help="the property to decide")
     an.add_argument("policies", type=Path, nargs="+", help="one policy file, or two (A B, or OLD NEW)")
     an.add_argument("--schema", type=Path, required=True, help="the schema (.cedarschema or JSON)")
-    an.add_argument("--entities", type=Path, default=None, help="the entity store the requests range over")
+    an.add_argument("--entities", type=Path, default=None,
+                    help="decide it for this entity store only (default: for every store the schema allows)")
     an.add_argument("--principal-type", default=None, help="only this principal type (default: every one)")
     an.add_argument("--action", default=None, help='Action::"view" or view (default: every action of the schema)')
     an.add_argument("--resource-type", default=None, help="only this resource type (default: every one)")
     an.add_argument("--backend", choices=["z3", "clingo"], default="z3", help="the solver that decides it")
     an.add_argument("--timeout", type=seconds, default=60.0, help="per environment, seconds")
+    an.add_argument("--explain", action="store_true", help="for a property that holds: the policies it stands on")
+    an.add_argument("--repair", action="store_true",
+                    help="for a property that fails: the policies whose removal restores it (re-checked)")
     an.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -113,25 +118,44 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _analyze(args: argparse.Namespace, out: TextIO) -> int:
+    from cda.contracts.status import PropertyStatus
     from cda.policy.analyze import analyze_files
 
     results = analyze_files(
         args.property, args.policies, schema=args.schema, entities=args.entities, action=args.action,
         principal_type=args.principal_type, resource_type=args.resource_type, backend=args.backend,
-        timeout=args.timeout,
+        timeout=args.timeout, explain=args.explain, repair=args.repair,
     )  # fmt: skip
     if args.json:
         out.write(json.dumps([r.to_json() for r in results], sort_keys=True) + "\n")
     else:
         for r in results:
-            env = r.environment
-            head = f"{r.property} for ({env['principal_type']}, {env['action']}, {env['resource_type']}) on {r.backend}"
-            if r.holds:
-                out.write(f"HOLDS  {head}\n  bound: {r.bound}\n")
-                for a in r.assumptions:
-                    out.write(f"  assuming: {a}\n")
-            else:
-                out.write(f"FAILS  {head}\n  counterexample: {json.dumps(r.counterexample, sort_keys=True)}\n")
-                for name, ans in r.answers.items():
-                    out.write(f"  {name}: {ans['decision']} (reason {ans['reason']}, errors {ans['errors']})\n")
-    return EXIT_OK if all(r.holds for r in results) else EXIT_FAILED
+            _print_result(r, out)
+    status = min(r.status for r in results)
+    return {PropertyStatus.HOLDS: EXIT_OK, PropertyStatus.FAILS: EXIT_FAILED}.get(status, EXIT_UNKNOWN)
+
+
+def _print_result(r: Any, out: TextIO) -> None:
+    """One environment's answer as text: the verdict, what it was proved for, and the
+    counterexample and repair, or the policies it stands on."""
+    env = r.environment
+    head = f"{r.property} for ({env['principal_type']}, {env['action']}, {env['resource_type']}) on {r.backend}"
+    out.write(f"{str(r.status).upper():<7}{head}\n  proved for: {r.proved_for}\n")
+    if r.counterexample is not None:
+        cex = r.counterexample
+        out.write(f"  request: {json.dumps(cex['request'], sort_keys=True)}\n")
+        if "entities" in cex:
+            out.write(f"  entities: {json.dumps(cex['entities'], sort_keys=True)}\n")
+        for name, ans in r.answers.items():
+            out.write(f"  {name}: {ans['decision']} (reason {ans['reason']}, errors {ans['errors']})\n")
+        if r.repair is not None:
+            for p in r.repair["remove"]:
+                out.write(f"  repair: remove {p['policy']} ({p['file']}:{p['line']}, {p['effect']})\n")
+            out.write(f"  repair: {r.repair['note']}\n")
+    if r.stands_on is not None:
+        out.write(f"  stands on: {', '.join(r.stands_on) or '(no policy: it holds whatever they say)'}\n")
+    if r.status == "holds":
+        for a in r.assumptions:
+            out.write(f"  assuming: {a}\n")
+    if r.note:
+        out.write(f"  note: {r.note}\n")

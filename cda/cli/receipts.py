@@ -10,13 +10,19 @@ Exit codes: 0 the log is intact (prints the entry count and the head, then notes
 interrupted attempts), 1 it was tampered with (prints each problem; a wiped, truncated,
 replaced or deleted log is tampered when it carried CDA's mark or its signed head is still
 beside it), 2 not a CDA log or bad usage (no such file, another program's file, a malformed
-``--head``), with a one-line message and never a traceback.
+``--head``), with a one-line message and never a traceback, 3 UNVERIFIED: nothing wrong was
+found, but the signed head could not be checked for want of a trusted key (another user's
+log, no local key: give the signer's ``--public-key``). A missing key is not tampering.
+
+A results store of ``cda jobs run`` (``DIR/results.sqlite``) is a log too: its ``job_results``
+table is checked against the receipts that vouch for each row (:func:`cda.adapters.jobs.results_store.row_problems`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -25,9 +31,9 @@ from cda.actions.audit import AuditReport, audit_file
 from cda.errors import CDAError
 from cda.keys.signing import trusted_public_key
 
-__all__ = ["main_receipts_verify", "render_report", "EXIT_INTACT", "EXIT_TAMPERED", "EXIT_BAD_INPUT"]
+__all__ = ["main_receipts_verify", "render_report", "EXIT_INTACT", "EXIT_TAMPERED", "EXIT_BAD_INPUT", "EXIT_UNVERIFIED"]
 
-EXIT_INTACT, EXIT_TAMPERED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_INTACT, EXIT_TAMPERED, EXIT_BAD_INPUT, EXIT_UNVERIFIED = 0, 1, 2, 3
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 
@@ -38,7 +44,9 @@ def render_report(db: Path | str, report: AuditReport) -> str:
     >>> print(render_report("r.db", AuditReport(ok=True, entries=0, head="0" * 64, problems=[])), end="")
     r.db: intact: 0 entries, head 0000000000000000000000000000000000000000000000000000000000000000
     """
-    if report.ok:
+    if report.status == "unverified":
+        text = f"{db}: UNVERIFIED: {report.entries} entries, head {report.head}: no problem found, but {report.unverified}\n"
+    elif report.ok:
         text = f"{db}: intact: {report.entries} entries, head {report.head}\n"
         if report.signed_count is not None:
             text += f"signed head at entry {report.signed_count} ({report.unsigned_tail} entries after it)\n"
@@ -78,10 +86,18 @@ def main_receipts_verify(
         expected_head = _hash_option("--head (a SHA-256 hash)", expected_head)
         trusted = _hash_option("--public-key (an Ed25519 public key)", public_key) or trusted_public_key()
         from cda.actions.store_file import LOG_FORMAT
-        from cda.adapters.jobs.results_store import JOBS_FORMAT  # a jobs results file holds a receipt log too
+        from cda.adapters.jobs.results_store import JOBS_FORMAT, row_problems  # a jobs results file: a log too
 
         report = audit_file(db, expected_head=expected_head, trusted_key=trusted, require_signature=not unsigned,
                             formats=(LOG_FORMAT, JOBS_FORMAT))
+        try:  # a jobs file: its job_results rows against the receipts that vouch for them
+            found, notes = row_problems(db)
+        except (sqlite3.DatabaseError, UnicodeDecodeError, CDAError):  # a file the audit found unreadable says so
+            found, notes = [], []
+        if found or notes:
+            report = report.model_copy(update={
+                "problems": [*report.problems, *found], "notes": [*report.notes, *notes],
+                **({"ok": False, "status": "tampered", "unverified": None} if found else {})})
     except CDAError as exc:
         print(exc.render(), file=errors)
         return EXIT_BAD_INPUT
@@ -89,4 +105,4 @@ def main_receipts_verify(
         stream.write(json.dumps({"file": str(db), **report.model_dump()}, ensure_ascii=False, indent=2) + "\n")
     else:
         stream.write(render_report(db, report))
-    return EXIT_INTACT if report.ok else EXIT_TAMPERED
+    return {"intact": EXIT_INTACT, "tampered": EXIT_TAMPERED, "unverified": EXIT_UNVERIFIED}[report.status]

@@ -7,6 +7,7 @@ could not be read or written.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -18,12 +19,22 @@ __all__ = ["main_schema"]
 EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def main_schema(folder: Path, check: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Write (or with ``check``, compare) one ``<Name>.schema.json`` per contract in ``folder``."""
+def main_schema(folder: Path, check: bool = False, out: TextIO | None = None, err: TextIO | None = None,
+                as_json: bool = False) -> int:
+    """Write (or with ``check``, compare) one ``<Name>.schema.json`` per contract in ``folder``;
+    ``as_json``: one object, ``{"folder", "check", "current", "problems": {file: stale|missing|extra},
+    "written"}``."""
     stream, errors = out or sys.stdout, err or sys.stderr
     try:
         if check:
+            if folder.exists() and not folder.is_dir():  # a missing folder: every schema is missing (exit 1)
+                print(f"cda: error: {folder}: not a folder", file=errors)
+                return EXIT_BAD_INPUT
             problems = schema_diff(folder)
+            if as_json:
+                stream.write(json.dumps({"folder": str(folder), "check": True, "current": not problems,
+                                         "problems": dict(sorted(problems.items())), "written": 0}) + "\n")
+                return EXIT_STALE if problems else EXIT_OK
             if problems:
                 for name, what in problems.items():
                     print(f"{what}: {folder / name}", file=errors)
@@ -35,5 +46,9 @@ def main_schema(folder: Path, check: bool = False, out: TextIO | None = None, er
     except OSError as exc:
         print(f"cda: error: {folder}: {exc.strerror or exc}", file=errors)
         return EXIT_BAD_INPUT
-    print(f"wrote {len(paths)} schemas to {folder}", file=stream)
+    if as_json:
+        stream.write(json.dumps({"folder": str(folder), "check": False, "current": True, "problems": {},
+                                 "written": len(paths)}) + "\n")
+    else:
+        print(f"wrote {len(paths)} schemas to {folder}", file=stream)
     return EXIT_OK

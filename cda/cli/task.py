@@ -48,7 +48,8 @@ _STORE_HELP = "the guardian's SQLite file (its signer registry, ledger and decis
 _JSON_HELP = "print one JSON object"
 
 
-def add_task_parser(sub: Any, count: Callable[[str], Callable[[str], Any]]) -> None:
+def add_task_parser(sub: Any, count: Callable[[str], Callable[[str], Any]], *,
+                    samples: Callable[[str], Any] | None = None) -> None:
     """Register ``cda task …`` on the main parser's subparsers (``count`` is cli.py's checked
     option type for a count)."""
     task = sub.add_parser("task", help="the guardian's task lifecycle: draft -> signed -> executed (docs/guardian.md)")
@@ -73,7 +74,7 @@ def add_task_parser(sub: Any, count: Callable[[str], Callable[[str], Any]]) -> N
     pin.add_argument("--by", required=True, help="the registered signer who pins it")
     pin.add_argument("--sim", type=Path, default=None,
                      help="also require decisions simulated with this causal model (cda guard --sim)")
-    pin.add_argument("--samples", type=count("--samples"), default=1000, help="... at this many samples (default 1000, as cda guard)")
+    pin.add_argument("--samples", type=samples or count("--samples"), default=1000, help="... at this many samples (default 1000, as cda guard)")
     pin.add_argument("--key", type=Path, default=None,
                      help="the signer's private key file (default: signers/BY.ed25519.key in $CDA_KEY_DIR)")
     pin.add_argument("--json", action="store_true", help=_JSON_HELP)
@@ -191,9 +192,7 @@ def _speaking(registry: Any, signer: str) -> str:
 def _read(path: Path, what: str) -> str:
     from cda.files import read_text
 
-    if str(path) == "-":
-        raise _bad(f"{what}: standard input is not read here; give a file")
-    return read_text(path)
+    return read_text(path)  # `-` is standard input (cda.files.standard_input)
 
 
 def _bad(message: str) -> Exception:

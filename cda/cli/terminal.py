@@ -2,7 +2,9 @@
 
 Both only when the stream is a terminal, so CI logs and pipes get plain, stable bytes; colour
 never under ``NO_COLOR`` (https://no-color.org: set and not empty). The progress line appears only once work has taken longer than
-:data:`PROGRESS_AFTER` seconds, and is erased when the work ends.
+:data:`PROGRESS_AFTER` seconds, and is erased when the work ends, and before anything else is
+written while it shows: a command writes its answer through :meth:`Progress.guard`, so an
+answer is never glued onto the progress line (stdout and stderr are one screen on a terminal).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import TextIO, cast
 
 __all__ = ["PROGRESS_AFTER", "is_terminal", "use_colour", "paint", "Progress", "progress"]
 
@@ -55,12 +57,14 @@ class Progress:
     thread once :data:`PROGRESS_AFTER` seconds have passed: the label, an optional ``done/total``
     and the elapsed time. Silent (no thread) when ``stream`` is not a terminal."""
 
-    def __init__(self, stream: TextIO, label: str, total: int | None = None, *, after: float = PROGRESS_AFTER) -> None:
-        self.stream, self.label, self.total, self.after = stream, label, total, after
+    def __init__(self, stream: TextIO, label: str, total: int | None = None, *, after: float | None = None) -> None:
+        self.stream, self.label, self.total = stream, label, total
+        self.after = PROGRESS_AFTER if after is None else after
         self.done = 0
         self._start = time.monotonic()
         self._stop = threading.Event()
         self._shown = False
+        self._lock = threading.Lock()  # a redraw and an erase never interleave
         self._thread: threading.Thread | None = None
         if is_terminal(stream):
             self._thread = threading.Thread(target=self._run, name="cda-progress", daemon=True)
@@ -82,18 +86,47 @@ class Progress:
             return
         while not self._stop.is_set():
             text = self.line()[:78]
-            self.stream.write("\r" + text + "\x1b[K")
-            self.stream.flush()
-            self._shown = True
+            with self._lock:
+                if self._stop.is_set():
+                    break
+                self.stream.write("\r" + text + "\x1b[K")
+                self.stream.flush()
+                self._shown = True
             self._stop.wait(0.1)
+
+    def clear(self) -> None:
+        """Erase the progress line if it shows (it is drawn again at its next tick)."""
+        with self._lock:
+            if self._shown:
+                self.stream.write("\r\x1b[K")
+                self.stream.flush()
+                self._shown = False
+
+    def guard(self, stream: TextIO) -> TextIO:
+        """``stream``, erasing the progress line before each write: what a command prints while
+        the progress line shows starts on a clean line."""
+        return cast(TextIO, _Cleared(stream, self)) if self._thread is not None else stream
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-            if self._shown:
-                self.stream.write("\r\x1b[K")
-                self.stream.flush()
+            self.clear()
+
+
+class _Cleared:
+    """A text stream whose writes first erase a progress line (:meth:`Progress.guard`)."""
+
+    def __init__(self, stream: TextIO, bar: Progress) -> None:
+        self._stream, self._bar = stream, bar
+
+    def write(self, text: str) -> int:
+        if text:
+            self._bar.clear()
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
 
 
 @contextmanager

@@ -96,6 +96,7 @@ def solve_outputs(result: Any) -> Outputs:
         "backend": result.backend,
         "partial": result.partial,
         "hypotheses": [{"assumed": list(h.assumed), "cost": exact_text(h.exact_cost())} for h in result.hypotheses],
+        "enumerated": result.hypotheses_enumerated,
         "verdicts": [
             {"goal": v.goal, "claim": v.claim, "status": str(v.status), "justification": list(v.justification)}
             for v in result.verdicts

@@ -165,7 +165,7 @@ def summarize(obligation: Obligation, outputs: dict[str, Any]) -> str:
         best = outputs.get("hypotheses") or []
         parts = [f"{i.get('problem')}: {outputs.get('status')}"]
         if best:
-            parts.append("best explanation: " + (", ".join(best[0]["assumed"]) or "(nothing assumed)"))
+            parts.append(_best_explanation(best, outputs.get("enumerated")))
         parts += [f"{v['goal']} {v['claim']}: {v['status']}" for v in outputs.get("verdicts", [])]
         if outputs.get("conflict"):
             parts.append("conflict: " + "; ".join(", ".join(c) for c in outputs["conflict"]))
@@ -185,6 +185,26 @@ def summarize(obligation: Obligation, outputs: dict[str, Any]) -> str:
         return f"action {outputs.get('action_id')}: {outputs.get('status')}; " + "; ".join(
             f"{v['claim']}: {v['status']}" for v in outputs.get("verdicts", []))
     return json.dumps(outputs, sort_keys=True)[:500]
+
+
+def _best_explanation(ranked: list[dict[str, Any]], enumerated: int | None) -> str:
+    """The cheapest hypothesis, or every one tied with it at the same exact cost: a tie is said,
+    never broken silently by the listing order (and when every listed one ties and more were
+    enumerated than listed, that more may tie).
+
+    >>> _best_explanation([{"assumed": ["down(api)"], "cost": "1"}, {"assumed": ["down(auth)"], "cost": "1"},
+    ...                    {"assumed": ["down(db)"], "cost": "2"}], 3)
+    'best explanations, tied at cost 1: {down(api)}; {down(auth)}'
+    >>> _best_explanation([{"assumed": [], "cost": "0"}, {"assumed": ["a"], "cost": "1"}], 2)
+    'best explanation: (nothing assumed)'
+    """
+    tied = [h for h in ranked if h["cost"] == ranked[0]["cost"]]
+    if len(tied) == 1:
+        return "best explanation: " + (", ".join(tied[0]["assumed"]) or "(nothing assumed)")
+    sets = "; ".join("{" + ", ".join(h["assumed"]) + "}" for h in tied)
+    more = len(tied) == len(ranked) and enumerated is not None and enumerated > len(ranked)
+    return f"best explanations, tied at cost {tied[0]['cost']}: {sets}" + (
+        f" (and perhaps more: only the first {len(ranked)} are listed)" if more else "")
 
 
 def _meta_line(o: Obligation) -> str:

@@ -20,7 +20,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cda.contracts import limits
-from cda.contracts.abstain import AbstainOutput, CoverageFigures, LowCoverageReview
+from cda.contracts.abstain import AbstainOutput, CoverageFigures, EpistemicReport, LowCoverageReview
+from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.contracts.metrics import ActionMetrics
 from cda.contracts.refs import ArtifactRef, SpanRef
 from cda.contracts.result import VerdictStatusField
@@ -352,6 +353,13 @@ class CDAOutputs(_Model):
     review: LowCoverageReview | None = Field(
         default=None, description="the low-coverage verifier pass (docs/actions.md, Abstention, step 2): OK | NEEDS_REWRITE | ABSTAIN "
         "with typed problems; triggered only when coverage is low")
+    hypotheses: list[HypothesisRecord] = Field(
+        default_factory=list, description="the ranked hypotheses as records (docs/investigate.md, 'The records'): "
+        "stated assumptions, evidence for and against, falsifiers, confidence, next probe; none when the run abstained")
+    epistemic_report: EpistemicReport | None = Field(
+        default=None, description="the abstain gate's report of the run (docs/actions.md, Abstention): observations "
+        "verbatim, Ken facts with their nodes, hypotheses (unverified unless a verdict supports them), the conclusion "
+        "capped by coverage, next steps, fixes; enforced, and the rewritten one when the review said NEEDS_REWRITE")
     metrics: ActionMetrics | None = Field(
         default=None, description="spec §10, the deterministic part: frontier, constraints, verifier pass rate, "
         "citation coverage (measurements is None here; the terminal event's metrics has the timings)")

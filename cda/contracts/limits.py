@@ -36,12 +36,15 @@ __all__ = [
     "MAX_COUNT",
     "MAX_FINITE_SECONDS",
     "MAX_PORT",
+    "MAX_SAMPLES",
     "MAX_SEED",
+    "MIN_SAMPLES",
     "MAX_VECTORS",
     "Z3_MAX_TIMEOUT_MS",
     "count",
     "port",
     "probability",
+    "samples",
     "seconds",
     "seed",
     "vectors",
@@ -58,6 +61,8 @@ MAX_VECTORS = 100_000
 #: z3's timeout is an unsigned 32-bit count of milliseconds (a larger one wraps round: 2**32 + 50
 #: ms times out after 50 ms); its largest value, about 49.7 days, is also z3's "no timeout"
 Z3_MAX_TIMEOUT_MS = 2**32 - 1
+#: Monte Carlo draws of the causal simulator (docs/causal.md): a sample variance needs two
+MIN_SAMPLES, MAX_SAMPLES = 2, 1_000_000
 
 
 def whole(name: str, value: object, *, low: int, high: int | None = None, why: str = "") -> int:
@@ -79,6 +84,17 @@ def whole(name: str, value: object, *, low: int, high: int | None = None, why: s
 def count(name: str, value: object, *, low: int = 1) -> int:
     """A count or size: a whole number from ``low`` (default 1) to :data:`MAX_COUNT`."""
     return whole(name, value, low=low, high=MAX_COUNT)
+
+
+def samples(name: str, value: object) -> int:
+    """Monte Carlo draws of the causal simulator: :data:`MIN_SAMPLES` to :data:`MAX_SAMPLES`.
+
+    >>> samples("--samples", 100_000_000)
+    Traceback (most recent call last):
+    ...
+    cda.errors.OptionError: --samples must be a whole number from 2 to 1000000 (a variance needs two draws), not 100000000
+    """
+    return whole(name, value, low=MIN_SAMPLES, high=MAX_SAMPLES, why="a variance needs two draws")
 
 
 def seed(name: str, value: object) -> int:

@@ -58,7 +58,8 @@ class Hypothesis(_Model):
 
 
 class Witness(_Model):
-    """A hypothesis under which the claim is consistently true (``holds``) or false."""
+    """A hypothesis under which the goal consistently holds (``holds``) or fails: relative to the
+    goal, as a verdict's status and confidence are (for ``disprove c``, ``holds`` means c is false)."""
 
     holds: bool
     assumed: list[str]

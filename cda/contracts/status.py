@@ -26,7 +26,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["OrderedStrEnum", "SolverStatus", "VerdictStatus"]
+__all__ = ["OrderedStrEnum", "PropertyStatus", "SolverStatus", "VerdictStatus"]
 
 
 class _Ordered(StrEnum):
@@ -120,6 +120,21 @@ class VerdictStatus(_Ordered):
         True
         """
         return cls.SUPPORTED if goal_holds else cls.REFUTED
+
+
+class PropertyStatus(_Ordered):
+    """Whether a property of a policy set holds: ``FAILS < UNKNOWN < HOLDS`` (a counterexample
+    was found and confirmed; the solver gave no verdict in time; none exists). Several
+    environments' answers combine with ``min``: one failure fails the whole, one unknown
+    leaves it unknown (docs/policy.md).
+
+    >>> min(PropertyStatus.HOLDS, PropertyStatus.UNKNOWN)
+    'unknown'
+    """
+
+    FAILS = "fails"
+    UNKNOWN = "unknown"
+    HOLDS = "holds"
 
 
 #: The base for any other enum whose declaration order means something (the guardian's decisions).

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cda.diagnosis.circuit import Circuit, Gate, gate_function
-from cda.diagnosis.problem import CircuitInstance, GateConstraint, build_grouped
+from cda.diagnosis.problem import CircuitInstance, GateConstraint, TemplateClauses, build_grouped
 from cda.errors import CDAError
 from cda.files import read_text
 from cda.ir import GroupedProblem, MinimalGoal, Node, NodeFactory
@@ -194,13 +194,67 @@ def _function(kind: str) -> Callable[[NodeFactory, list[Node]], Node]:
     return table[kind]
 
 
+#: gate types as ``o iff and(lits)``: (the output negated, the inputs negated)
+_AND_FORMS = {
+    "AND": (False, False), "NAND": (True, False), "OR": (True, True), "NOR": (False, True),
+    "NOT": (False, True), "BUFF": (False, False),
+}
+
+
 def _gate(out: str, kind: str, ins: tuple[str, ...]) -> GateConstraint:
-    fn = _function(kind)
+    """The gate's constraint: its clauses (Tseitin: ``o iff l1 and … and ln`` is ``not o or li``
+    for each i, and ``o or not l1 or … or not ln``) for the gates of that form, which the ASP
+    encoder writes one rule a clause; ``out iff xor(ins)`` for the parity gates."""
+    form = _AND_FORMS.get(kind)
+    if form is None:
+        fn = _function(kind)
 
-    def build(f: NodeFactory, net: Callable[[str], Node]) -> Node:
-        return f.iff(net(out), fn(f, [net(i) for i in ins]))
+        def build(f: NodeFactory, net: Callable[[str], Node]) -> Node:
+            return f.iff(net(out), fn(f, [net(i) for i in ins]))
 
-    return build
+        return build
+    negate_out, negate_ins = form
+
+    def clauses(f: NodeFactory, net: Callable[[str], Node]) -> Node:
+        o = f.not_(net(out)) if negate_out else net(out)
+        lits = [f.not_(net(i)) if negate_ins else net(i) for i in ins]
+        not_o = f.not_(o)
+        return f.and_([*(f.or_([not_o, x]) for x in lits), f.or_([o, *(f.not_(x) for x in lits)])])
+
+    return clauses
+
+
+#: parity gates up to this many inputs are written as clauses (2^n of them) in the groups' template
+_PARITY_CLAUSES = 8
+
+
+def _clauses(netlist: Netlist) -> TemplateClauses | None:
+    """Every gate's constraint as clauses over the nets, each with ``ab(g)`` added: the groups'
+    template (:func:`~cda.diagnosis.problem.build_grouped`). ``None`` when a parity gate has too
+    many inputs to write it so (the groups are then built one by one)."""
+    nets = netlist.nets
+    net = {name: j + 1 for j, name in enumerate(nets)}
+    gates = [g for g, _, _ in netlist.gates]
+    out: list[tuple[int, ...]] = []
+    for k, (g, kind, ins) in enumerate(netlist.gates):
+        ab = len(nets) + 1 + k
+        form = _AND_FORMS.get(kind)
+        if form is not None:  # o iff (l1 and … and ln)
+            o = -net[g] if form[0] else net[g]
+            lits = [-net[i] if form[1] else net[i] for i in ins]
+            out.extend((ab, -o, x) for x in lits)
+            out.append((ab, o, *(-x for x in lits)))
+            continue
+        distinct = list(dict.fromkeys(ins))
+        if len(distinct) > _PARITY_CLAUSES:
+            return None
+        odd = kind == "XOR"
+        for bits in range(1 << len(distinct)):  # these input values imply the output's value
+            values = [bool(bits >> b & 1) for b in range(len(distinct))]
+            count = sum(ins.count(i) for i, v in zip(distinct, values) if v)
+            right = (count % 2 == 1) == odd
+            out.append((ab, *(-net[i] if v else net[i] for i, v in zip(distinct, values)), net[g] if right else -net[g]))
+    return gates, tuple(out)
 
 
 def circuit_of(netlist: Netlist) -> Circuit:
@@ -220,8 +274,10 @@ def load_bench(
     gates = [(out, _gate(out, kind, ins)) for out, kind, ins in netlist.gates]
     circuit = circuit_of(netlist)
 
+    clauses = _clauses(netlist)
+
     def remake(obs: Sequence[Mapping[str, bool]]) -> GroupedProblem:
-        return build_grouped(gates, netlist.nets, obs, goal, filename, circuit=circuit)
+        return build_grouped(gates, netlist.nets, obs, goal, filename, circuit=circuit, clauses=clauses)
 
     return CircuitInstance(
         remake(observations), [g for g, _ in gates], len(observations), circuit=circuit,

@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
-from cda.contracts.deadline import NO_DEADLINE, current_deadline
+from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime, current_deadline
 from cda.ir import OracleUndecided
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "table_function",
     "table_kind",
     "MAX_BITS",
+    "MAX_SIM_BITS",
 ]
 
 #: (input vectors, all-ones mask) -> output vector
@@ -48,6 +49,10 @@ BitFn = Callable[[Sequence[int], int], int]
 #: widest simulation (bits per net); more observations are split into chunks, more free values
 #: in one observation than this allows (2^22 lanes) make the oracle undecided
 MAX_BITS = 1 << 22
+#: the most bits one consistency check simulates at once, over every net (lanes × observations ×
+#: nets: 8 MB of net vectors, a few times that with the temporaries). Bounded by the bits per
+#: net alone, c7552's 3,719 nets held 2 GB in one simulation of a 16-gate candidate.
+MAX_SIM_BITS = 1 << 26
 
 #: gates between two looks at the run's deadline in a wide simulation pass, and what is wide (bits a net)
 CHECK_EVERY = 16
@@ -133,6 +138,12 @@ def table_function(table: Sequence[bool]) -> BitFn:
     return minterms
 
 
+#: interpreted passes before :meth:`Circuit.run` compiles the circuit
+COMPILE_AFTER = 32
+_AND, _NAND, _OR, _NOR, _XOR, _XNOR, _NOT, _BUFF, _CALL = range(9)
+_OPCODE = {"AND": _AND, "NAND": _NAND, "OR": _OR, "NOR": _NOR, "XOR": _XOR, "XNOR": _XNOR, "NOT": _NOT, "BUFF": _BUFF}
+
+
 @dataclass(frozen=True)
 class Gate:
     """A gate: its reported ``name``, the net it drives, the nets it reads, its function."""
@@ -177,7 +188,75 @@ class Circuit:
         self.nets = self.inputs + [g.output for g in order]
         self.index = {g.name: k for k, g in enumerate(order)}
         self.position = {net: i for i, net in enumerate(self.nets)}
-        self._run = self._compile()
+        self._compiled: Callable[[list[int], list[int | None], int], list[int]] | None = None
+        self._passes = 0
+        position = self.position
+        self._plan = [
+            (_OPCODE.get(g.kind or "", _CALL) if g.inputs else _CALL, tuple(position[n] for n in g.inputs), g.fn)
+            for g in order
+        ]
+
+    def run(self, inputs: list[int], overrides: list[int | None], mask: int) -> list[int]:
+        """Every net's vector (inputs, then gates in order) for these input vectors; a gate whose
+        override is not ``None`` takes that vector instead of its function.
+
+        The first :data:`COMPILE_AFTER` passes are interpreted; then the circuit is compiled
+        into one straight-line function (:meth:`_compile`), five to ten times faster a pass, but
+        compiling costs as much as some forty interpreted passes (c5315: 0.06 s), and most
+        searches need only a handful of passes.
+        """
+        if self._compiled is not None:
+            return self._compiled(inputs, overrides, mask)
+        self._passes += 1
+        if self._passes > COMPILE_AFTER or mask.bit_length() > WIDE_BITS:  # a wide pass: seconds, and the
+            # compiled one looks at the run's deadline (the interpreter does not)
+            self._compiled = self._compile()
+            return self._compiled(inputs, overrides, mask)
+        return self._interpret(inputs, overrides, mask)
+
+    def _interpret(self, inputs: list[int], overrides: list[int | None], mask: int) -> list[int]:
+        v = list(inputs)
+        push = v.append
+        for (op, args, fn), o in zip(self._plan, overrides):
+            if o is not None:
+                push(o)
+            elif op == _AND:
+                r = mask
+                for i in args:
+                    r &= v[i]
+                push(r)
+            elif op == _NAND:
+                r = mask
+                for i in args:
+                    r &= v[i]
+                push(mask ^ r)
+            elif op == _OR:
+                r = 0
+                for i in args:
+                    r |= v[i]
+                push(r)
+            elif op == _NOR:
+                r = 0
+                for i in args:
+                    r |= v[i]
+                push(mask ^ r)
+            elif op == _XOR:
+                r = 0
+                for i in args:
+                    r ^= v[i]
+                push(r)
+            elif op == _XNOR:
+                r = 0
+                for i in args:
+                    r ^= v[i]
+                push(mask ^ r)
+            elif op == _NOT:
+                push(mask ^ v[args[0]])
+            elif op == _BUFF:
+                push(v[args[0]])
+            else:
+                push(fn([v[i] for i in args], mask))
+        return v
 
     def _compile(self) -> Callable[[list[int], list[int | None], int], list[int]]:
         """One straight-line Python function for the whole circuit: ``run(inputs, overrides, mask)``
@@ -324,16 +403,6 @@ class Simulator:
             found = self._cache[key] = (observed, checks, fixed)
         return found
 
-    def chunks(self, broken: Collection[str], indices: Sequence[int]) -> list[tuple[int, int]] | None:
-        """Ranges of observations to simulate together, or ``None`` if one alone is too wide."""
-        free = self._free(broken, indices)
-        lanes = 1 << len(free)
-        if lanes > MAX_BITS:
-            return None
-        size = max(1, MAX_BITS // lanes)
-        lo, hi = min(indices), max(indices) + 1
-        return [(s, min(s + size, hi)) for s in range(lo, hi, size)]
-
     def _free(self, broken: Collection[str], indices: Sequence[int]) -> list[str]:
         """Nets whose value is chosen freely in some of these observations: unobserved primary
         inputs and unobserved outputs of broken gates."""
@@ -344,16 +413,22 @@ class Simulator:
 
     def simulate(self, broken: Collection[str], start: int, stop: int) -> Simulation:
         """Observations ``start:stop`` with the gates ``broken`` free."""
-        indices = range(start, stop)
-        free = self._free(broken, indices)
+        free = self._free(broken, range(start, stop))
+        if (1 << len(free)) * (stop - start) > MAX_BITS and stop - start > 1:
+            raise OracleUndecided(f"{(1 << len(free)) * (stop - start)} lanes is too wide for one simulation")
+        return self._simulate(broken, start, stop, free, {})
+
+    def _simulate(
+        self, broken: Collection[str], start: int, stop: int, free: Sequence[str], fixed: Mapping[str, bool]
+    ) -> Simulation:
+        """Observations ``start:stop``, the nets ``free`` chosen over the lanes and those in ``fixed``
+        (free too, where unobserved) set to the value given."""
         lanes = 1 << len(free)
         count = stop - start
-        if lanes * count > MAX_BITS and count > 1:
-            raise OracleUndecided(f"{lanes * count} lanes is too wide for one simulation")
         mask = _spread([True] * count, lanes)
         observed, checks, fixed_inputs = self._observed(start, stop, lanes)
         c = self.circuit
-        pattern: dict[str, int] = {}
+        pattern: dict[str, int] = {net: mask if value else 0 for net, value in fixed.items()}
         if free:
             base = _spread_unit(count, lanes)
             deadline = current_deadline() if lanes * count > WIDE_BITS else NO_DEADLINE
@@ -369,28 +444,58 @@ class Simulator:
         inputs = fixed_inputs if fixed_inputs is not None and not any(n in pattern for n in c.inputs) else [
             _chosen(net, observed, pattern) for net in c.inputs
         ]
-        vector = c._run(inputs, overrides, mask)
+        vector = c.run(inputs, overrides, mask)
         ok = mask
         for position, seen, where in checks:
             if position not in exempt:
                 ok &= ~((vector[position] ^ seen) & where)
         return Simulation(vector, c.position, ok & mask, lanes, count)
 
-    def refuting(self, broken: Collection[str], order: Sequence[int]) -> int | None:
-        """The first observation index in ``order`` with which ``broken`` is inconsistent, or ``None``."""
+    def refuting(self, broken: Collection[str], order: Sequence[int], deadline: Deadline = NO_DEADLINE) -> int | None:
+        """The first observation index in ``order`` with which ``broken`` is inconsistent, or ``None``.
+
+        One simulation holds at most :data:`MAX_SIM_BITS` bits over all nets (lanes ×
+        observations × nets), so observations are simulated in ranges, and an observation
+        whose lanes alone pass that is simulated in parts: the first free values as lanes, the
+        others fixed in turn, until some lane is consistent. More than :data:`MAX_BITS` lanes
+        in one observation make the oracle undecided. Raises
+        :class:`~cda.contracts.deadline.OutOfTime` when ``deadline`` passes (read between
+        simulations: a search streaming candidates must not outlive its budget here).
+        """
         if not order:
             return None
-        chunks = self.chunks(broken, order)
-        if chunks is None:
+        free = self._free(broken, order)
+        if len(free) > MAX_BITS.bit_length() - 1:
             raise OracleUndecided(f"{len(broken)} broken gates leave too many values to simulate")
-        bad: set[int] = set()
+        lanes = 1 << len(free)
+        width = max(1, MAX_SIM_BITS // max(1, len(self.circuit.nets)))  # bits per net in one simulation
         wanted = set(order)
-        for start, stop in chunks:
-            if not any(j in wanted for j in range(start, stop)):
-                continue
-            sim = self.simulate(broken, start, stop)
-            bad.update(j for j in range(start, stop) if j in wanted and not sim.consistent(j - start))
-        return next((j for j in order if j in bad), None)
+        bad: set[int] = set()
+        if lanes <= width:
+            size = width // lanes
+            lo, hi = min(order), max(order) + 1
+            for start in range(lo, hi, size):
+                stop = min(start + size, hi)
+                if not any(j in wanted for j in range(start, stop)):
+                    continue
+                if deadline.expired():
+                    raise OutOfTime("while checking a candidate against the observations by simulation")
+                sim = self._simulate(broken, start, stop, free, {})
+                bad.update(j for j in range(start, stop) if j in wanted and not sim.consistent(j - start))
+            return next((j for j in order if j in bad), None)
+        inner = width.bit_length() - 1  # this many free values as lanes, the others fixed in turn
+        for j in order:
+            own = self._free(broken, [j])
+            head, tail = own[:inner], own[inner:]
+            for t in range(1 << len(tail)):
+                if deadline.expired():
+                    raise OutOfTime("while checking a candidate against the observations by simulation")
+                fixed = {net: bool(t >> i & 1) for i, net in enumerate(tail)}
+                if self._simulate(broken, j, j + 1, head, fixed).consistent(0):
+                    break
+            else:
+                return j
+        return None
 
 
 def _spread_unit(count: int, lanes: int) -> int:
@@ -418,8 +523,8 @@ class CircuitOracle:
         self.simulator = simulator
         self.gate_of_atom = dict(gate_of_atom)
 
-    def refuting(self, assumed: frozenset[str], groups: Sequence[int]) -> int | None:
-        return self.simulator.refuting([self.gate_of_atom[a] for a in assumed], groups)
+    def refuting(self, assumed: frozenset[str], groups: Sequence[int], deadline: Deadline = NO_DEADLINE) -> int | None:
+        return self.simulator.refuting([self.gate_of_atom[a] for a in assumed], groups, deadline)
 
 
 def truth_table(fn: Callable[[list[bool]], bool | None], n: int) -> list[bool] | None:

@@ -18,10 +18,12 @@ from pydantic import BaseModel, ConfigDict
 from cda.contracts import limits
 from cda.contracts.deadline import Deadline
 from cda.diagnosis.bench_import import load_bench, read_bench, read_observations
+from cda.diagnosis.names import counted, diagnosis_order, sorted_gates
 from cda.diagnosis.problem import CircuitInstance
 from cda.diagnosis.wcnf_import import load_wcnf, read_wcnf
 from cda.engine import Options, run
 from cda.errors import CDAError
+from cda.files import is_stdin
 from cda.ir import MinimalGoal
 
 __all__ = ["DiagnosisReport", "load_instance", "diagnose", "render"]
@@ -48,9 +50,9 @@ class DiagnosisReport(BaseModel):
 
 def load_instance(path: Path, observations: Path | None, goal: MinimalGoal) -> CircuitInstance:
     """A ``.bench`` (observations required) or mbd-mobs ``.wcnf[.gz]`` file as a diagnosis problem."""
-    if not path.exists():
+    if not is_stdin(path) and not path.exists():
         raise CDAError(f"{path}: no such file")
-    name = path.name.lower()
+    name = "-.bench" if is_stdin(path) else path.name.lower()  # standard input: a netlist (a WCNF is gzipped)
     if name.endswith(".bench"):
         if observations is None:
             raise CDAError(f"{path}: a .bench netlist needs --observations FILE (docs/diagnosis.md)")
@@ -99,7 +101,7 @@ def diagnose(
     name = result.backend
     gate_of = {a.name: a.args[0] for a in inst.problem.base.atoms.values() if a.kind == "hyp"}
     found = [[gate_of[a] for a in d] for d in (result.minimal_explanations or [])]
-    found = sorted((sorted(d) for d in found), key=lambda d: (len(d), d))
+    found = sorted((sorted_gates(d) for d in found), key=diagnosis_order)  # 7 before 15
     return DiagnosisReport(
         file=str(path), backend=name, mode=mode if mode != "top" else f"top {k}", diagnoses=found,
         complete=result.minimal_complete, observations=inst.observations, gates=len(inst.gates),
@@ -109,17 +111,13 @@ def diagnose(
     )
 
 
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
-
-
 def render(report: DiagnosisReport) -> str:
     """The text report: a header, then one diagnosis a line (the empty one, every gate healthy,
     as ``(no fault)``)."""
     out = [
-        f"{report.file}: {_count(len(report.diagnoses), 'diagnosis', 'diagnoses')}"
-        f" ({'complete' if report.complete else 'INCOMPLETE'}), {_count(report.gates, 'gate', 'gates')}, "
-        f"{_count(report.observations, 'observation', 'observations')}, backend {report.backend}, "
+        f"{report.file}: {counted(len(report.diagnoses), 'diagnosis', 'diagnoses')}"
+        f" ({'complete' if report.complete else 'INCOMPLETE'}), {counted(report.gates, 'gate', 'gates')}, "
+        f"{counted(report.observations, 'observation', 'observations')}, backend {report.backend}, "
         f"{report.time_s:.3f} s"
     ]
     if report.timed_out or report.interrupted:

@@ -29,18 +29,21 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from cda.contracts import limits
 from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.diagnosis.circuit import Circuit, Simulation, Simulator
+from cda.diagnosis.names import counted, diagnosis_order, sorted_gates
 from cda.diagnosis.problem import CircuitInstance, ab_atom
 from cda.engine import Options, choose_backend, expected_gains, run
 from cda.errors import CDAError
 from cda.ir import OracleUndecided
+
+if TYPE_CHECKING:  # numpy is imported where probing first needs it: `cda diagnose` never does
+    import numpy as np
 
 __all__ = [
     "DEFAULT_FAILURE",
@@ -114,7 +117,7 @@ class ProbeState:
     ) -> None:
         self.circuit = circuit
         self.observations = [dict(o) for o in observations]
-        self.diagnoses = [sorted(d) for d in diagnoses]
+        self.diagnoses = [sorted_gates(d) for d in diagnoses]
         self.prior = diagnosis_prior(self.diagnoses, failure)
         simulator = Simulator(circuit, self.observations)
         n = len(self.observations)
@@ -133,6 +136,8 @@ class ProbeState:
 
         Raises :class:`~cda.contracts.deadline.OutOfTime` when ``deadline`` passes (read once
         per diagnosis and test vector)."""
+        import numpy as np
+
         out = np.empty((len(self.sims), len(candidates)), dtype=float)
         by_vector: dict[int, list[tuple[int, str]]] = {}
         for c, (j, net) in enumerate(candidates):
@@ -217,8 +222,8 @@ def _diagnoses(
     )
     result = run(problem, options)
     gate_of = {a.name: a.args[0] for a in problem.base.atoms.values() if a.kind == "hyp"}
-    found = [sorted(gate_of[a] for a in d) for d in (result.minimal_explanations or [])]
-    ranked = sorted(found, key=lambda d: (len(d), d))
+    found = [sorted_gates(gate_of[a] for a in d) for d in (result.minimal_explanations or [])]
+    ranked = sorted(found, key=diagnosis_order)  # 7 before 15
     return ranked, result.minimal_complete and not result.partial, result.partial
 
 
@@ -580,7 +585,7 @@ def simulate_probing(
     elif not session.complete:
         notes.append("some diagnosis lists were capped")
     return ProbeRun(
-        file=file, backend=session.backend, strategy=strategy, injected=sorted(flipped), vectors=len(drawn),
+        file=file, backend=session.backend, strategy=strategy, injected=sorted_gates(flipped), vectors=len(drawn),
         timed_out=session.timed_out, initial_diagnoses=initial, steps=steps, final=session.diagnoses,
         resolved=session.resolved(), probes=len(steps), time_s=round(time.perf_counter() - start, 4),
         notes=notes,
@@ -592,7 +597,7 @@ def _out_of_time(
 ) -> ProbeRun:
     """The labelled partial run of a session whose budget ran out before any diagnosis."""
     return ProbeRun(
-        file=file, backend="none", strategy=strategy, injected=sorted(flipped), vectors=0, timed_out=True,
+        file=file, backend="none", strategy=strategy, injected=sorted_gates(flipped), vectors=0, timed_out=True,
         initial_diagnoses=0, steps=[], final=[], resolved=False, probes=0,
         time_s=round(time.perf_counter() - start, 4),
         notes=[*notes, f"time ran out {exc.where}: nothing was diagnosed"],
@@ -662,7 +667,7 @@ def interactive_probing(
 
 def render_report(report: ProbeReport) -> str:
     lines = [
-        f"{report.file}: {len(report.diagnoses)} diagnos{'is' if len(report.diagnoses) == 1 else 'es'}"
+        f"{report.file}: {counted(len(report.diagnoses), 'diagnosis', 'diagnoses')}"
         f" ({_completeness(report.complete, report.max_size)}), {report.observations} observation(s), "
         f"backend {report.backend}, {report.time_s:.3f} s"
     ]
@@ -686,11 +691,11 @@ def _completeness(complete: bool, max_size: int | None) -> str:
 def render_run(run_: ProbeRun) -> str:
     lines = [
         f"{run_.file}: injected {', '.join(run_.injected)}; {run_.vectors} test vector(s); "
-        f"{run_.initial_diagnoses} diagnoses at first; strategy {run_.strategy}"
+        f"{counted(run_.initial_diagnoses, 'diagnosis', 'diagnoses')} at first; strategy {run_.strategy}"
     ]
     for k, s in enumerate(run_.steps, 1):
         gain = "" if s.gain_bits is None else f" (gain {s.gain_bits:.4f} bits)"
-        lines.append(f"  probe {k}: vector {s.observation}, net {s.net} = {int(s.value)}{gain} -> {s.diagnoses} diagnoses")
+        lines.append(f"  probe {k}: vector {s.observation}, net {s.net} = {int(s.value)}{gain} -> {counted(s.diagnoses, 'diagnosis', 'diagnoses')}")
     verdict = "resolved" if run_.resolved else "not resolved"
     lines.append(f"{verdict} after {run_.probes} probe(s), {run_.time_s:.3f} s; final diagnoses:")
     lines += ["  " + ", ".join(d) for d in run_.final[:20]]

@@ -22,13 +22,29 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cda.diagnosis.circuit import Circuit, CircuitOracle, Simulator
-from cda.ir import AtomInfo, Clause, GroundProblem, GroupedProblem, MinimalGoal, Node, NodeFactory, ObservationGroup
+from cda.ir import (
+    AtomInfo,
+    Clause,
+    GroundProblem,
+    GroupedProblem,
+    GroupTemplate,
+    MinimalGoal,
+    Node,
+    NodeFactory,
+    ObservationGroup,
+)
 
-__all__ = ["CircuitInstance", "build_grouped", "build_problem", "ab_atom", "GateConstraint"]
+__all__ = ["CircuitInstance", "build_grouped", "build_problem", "ab_atom", "GateConstraint", "TemplateClauses"]
 
 #: builds, on one observation's copy, the constraint a healthy gate imposes: ``net`` maps a
 #: net name to its node there (an atom, or a constant when observed)
 GateConstraint = Callable[[NodeFactory, Callable[[str], Node]], Node]
+
+
+#: clauses over the nets and some gates' ``ab`` atoms, as a :class:`GroupTemplate` numbers them:
+#: (those gates, clauses of literals ``±(j + 1)``), ``j`` a net's position in ``nets`` or, past
+#: the nets, the position of a gate in the first list; positive is true
+TemplateClauses = tuple[Sequence[str], tuple[tuple[int, ...], ...]]
 
 
 def ab_atom(gate: str) -> str:
@@ -59,12 +75,15 @@ def build_grouped(
     filename: str | None = None,
     structure: GateConstraint | None = None,
     circuit: Circuit | None = None,
+    clauses: TemplateClauses | None = None,
 ) -> GroupedProblem:
     """One ``hyp`` per gate in the base; group ``k`` (0-based) is observation ``k+1``'s copy.
 
     ``structure`` (optional) is a constraint that holds on every copy whatever the gates' health.
     With ``circuit`` (gate names equal to those of ``gates``), candidates are checked by its
-    simulator.
+    simulator. ``clauses`` (optional) are the same constraints as clauses (``ab(g)`` or each
+    clause of gate ``g``): the groups' :class:`~cda.ir.GroupTemplate`, which a
+    backend that can copy writes each group from; see :data:`TemplateClauses`.
     """
     f = NodeFactory()
     base = GroundProblem(factory=f, filename=filename, minimal=goal)
@@ -104,7 +123,15 @@ def build_grouped(
     oracle = None
     if circuit is not None:
         oracle = CircuitOracle(Simulator(circuit, frozen), {ab_atom(name): name for name, _ in gates})
-    return GroupedProblem(base, len(frozen), build, oracle)
+    template = None
+    if clauses is not None:
+        slot = {name: j for j, name in enumerate(nets)}
+        template = GroupTemplate(
+            tuple(nets), tuple(ab_atom(g) for g in clauses[0]), clauses[1],
+            fixed=lambda i: {slot[name]: value for name, value in frozen[i].items()},
+            atom_name=lambda name, i: f"{name}@{i + 1}", clause_name=lambda i: f"obs{i + 1}",
+        )
+    return GroupedProblem(base, len(frozen), build, oracle, template)
 
 
 def build_problem(

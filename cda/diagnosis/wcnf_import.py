@@ -16,7 +16,7 @@ import gzip
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from cda.diagnosis.circuit import Circuit, Gate, table_function, table_kind, truth_table
+from cda.diagnosis.circuit import Circuit, Gate, gate_function, table_function, table_kind, truth_table
 from cda.diagnosis.problem import CircuitInstance, GateConstraint, ab_atom, build_grouped
 from cda.errors import AccessDenied, CDAError
 from cda.files import read_bytes
@@ -54,7 +54,11 @@ def _observation(lits: list[int], where: str) -> dict[int, bool]:
     twice is an error even with the same sign (a copy-paste slip is never a second reading)."""
     if not lits or lits[-1] != 0:
         raise WcnfError(f"{where}: an observation line ends with 0")
-    out: dict[int, bool] = {}
+    body = lits[:-1]
+    fast = {abs(v): v > 0 for v in body}
+    if len(fast) == len(body) and 0 not in fast:
+        return fast
+    out: dict[int, bool] = {}  # a slip: find it, in order, for the message
     for v in lits[:-1]:
         if v == 0:
             raise WcnfError(f"{where}: a 0 before the end of an observation line")
@@ -75,17 +79,44 @@ def parse_wcnf(text: str, filename: str = "<wcnf>") -> Wcnf:
     nclauses = 0
     observed_at: list[int] = []  # the line of each observation
     used = 0  # the largest variable a clause mentions
+    hard, health, nvars = w.hard, w.health, 0
     for lineno, raw in enumerate(text.splitlines(), 1):
+        tokens = raw.split()
+        if not tokens:
+            continue
+        first = tokens[0]
+        if header is not None and first not in ("c", "o", "p"):  # a clause: the common case, first
+            try:
+                nums = list(map(int, tokens))
+            except ValueError:
+                nums = _ints(tokens, f"{filename}:{lineno}")
+            lits = nums[1:-1]
+            if len(nums) < 2 or nums[-1] != 0:
+                raise WcnfError(f"{filename}:{lineno}: a clause is a weight, literals, and a final 0")
+            weight = nums[0]
+            if weight < 1:
+                raise WcnfError(f"{filename}:{lineno}: a clause's weight must be 1 or more, found {weight}")
+            if lits:
+                lo, hi = min(lits), max(lits)
+                if hi > nvars or -lo > nvars or 0 in lits:
+                    raise WcnfError(
+                        f"{filename}:{lineno}: a literal outside 1..{nvars} (the header declares {nvars} variables)"
+                    )
+                used = max(used, hi, -lo)
+            if weight >= w.top:
+                hard.append(lits)
+            elif len(lits) == 1 and lits[0] > 0:
+                health.append(lits[0])
+            else:
+                raise WcnfError(f"{filename}:{lineno}: a soft clause must be one positive health variable")
+            continue
         line = raw.strip()
         where = f"{filename}:{lineno}"
-        if not line:
-            continue
-        tokens = line.split()
-        if tokens[0] == "o" or (tokens[0] == "c" and len(tokens) > 1 and tokens[1] == "o"):
-            w.observations.append(_observation(_ints(tokens[1:] if tokens[0] == "o" else tokens[2:], where), where))
+        if first == "o" or (first == "c" and len(tokens) > 1 and tokens[1] == "o"):
+            w.observations.append(_observation(_ints(tokens[1:] if first == "o" else tokens[2:], where), where))
             observed_at.append(lineno)
             continue
-        if tokens[0] == "c":
+        if first == "c":
             rest = line[1:].strip()
             if rest.startswith("mutated gates:"):
                 w.mutated_names = rest.split(":", 1)[1].split()
@@ -100,25 +131,9 @@ def parse_wcnf(text: str, filename: str = "<wcnf>") -> Wcnf:
             w.nvars, nclauses, w.top = _ints(tokens[2:], where)
             if w.nvars < 1 or nclauses < 1 or w.top < 1:
                 raise WcnfError(f"{where}: the header's nvars, nclauses and top must be 1 or more")
-            header = lineno
+            header, nvars = lineno, w.nvars
             continue
-        if header is None:
-            raise WcnfError(f"{where}: a clause before the 'p wcnf' header")
-        nums = _ints(tokens, where)
-        if len(nums) < 2 or nums[-1] != 0:
-            raise WcnfError(f"{where}: a clause is a weight, literals, and a final 0")
-        weight, lits = nums[0], nums[1:-1]
-        if weight < 1:
-            raise WcnfError(f"{where}: a clause's weight must be 1 or more, found {weight}")
-        if any(abs(v) > w.nvars or v == 0 for v in lits):
-            raise WcnfError(f"{where}: a literal outside 1..{w.nvars} (the header declares {w.nvars} variables)")
-        used = max([used, *(abs(v) for v in lits)])
-        if weight >= w.top:
-            w.hard.append(lits)
-        elif len(lits) == 1 and lits[0] > 0:
-            w.health.append(lits[0])
-        else:
-            raise WcnfError(f"{where}: a soft clause must be one positive health variable")
+        raise WcnfError(f"{where}: a clause before the 'p wcnf' header")
     if header is None:
         raise WcnfError(f"{filename}: no 'p wcnf' header")
     found = len(w.hard) + len(w.health)
@@ -132,17 +147,17 @@ def parse_wcnf(text: str, filename: str = "<wcnf>") -> Wcnf:
         raise WcnfError(f"{filename}: no soft clauses (no gates)")
     if not w.observations:
         raise WcnfError(f"{filename}: no observation lines ('o <literals> 0')")
-    health = set(w.health)
+    gates = set(w.health)
     for lineno, obs in zip(observed_at, w.observations):
-        outside = sorted(v for v in obs if v > w.nvars)
-        if outside:
+        if max(obs, default=0) > w.nvars:
             raise WcnfError(
-                f"{filename}:{lineno}: the observation names variable {outside[0]}, outside 1..{w.nvars} "
-                "(the header's variable count)"
+                f"{filename}:{lineno}: the observation names variable {min(v for v in obs if v > w.nvars)}, "
+                f"outside 1..{w.nvars} (the header's variable count)"
             )
-        if health & set(obs):
+        named = gates.intersection(obs)
+        if named:
             raise WcnfError(
-                f"{filename}:{lineno}: the observation names health variable {min(health & set(obs))} "
+                f"{filename}:{lineno}: the observation names health variable {min(named)} "
                 "(a gate's health is what a diagnosis decides)"
             )
     return w
@@ -204,8 +219,14 @@ def load_wcnf(w: Wcnf, goal: MinimalGoal, filename: str | None = None) -> Circui
     circuit = None if structure else _circuit(w, by_gate, gate_of)
     shared = cnf(structure, None) if structure else None
 
+    # the same clauses for the groups' template: a net is its position among the nets, and a
+    # health literal h is "not ab(h)"
+    code = {int(name): j + 1 for j, name in enumerate(nets)}
+    code.update((h, -(len(nets) + 1 + k)) for k, h in enumerate(w.health))
+    clauses = ([gate_of[h] for h in w.health], tuple(tuple(code[v] if v > 0 else -code[-v] for v in c) for c in w.hard))
+
     def remake(obs: Sequence[Mapping[str, bool]]) -> GroupedProblem:
-        return build_grouped(gates, nets, obs, goal, filename, structure=shared, circuit=circuit)
+        return build_grouped(gates, nets, obs, goal, filename, structure=shared, circuit=circuit, clauses=clauses)
 
     gp = remake(observations)
     injected = [gate_of[v + 1] for v in w.mutated_vars if v + 1 in gate_of] or None
@@ -246,9 +267,15 @@ def _circuit(w: Wcnf, by_gate: dict[int, list[list[int]]], gate_of: dict[int, st
     for h, clauses in by_gate.items():
         out = h - 1
         body = [[v for v in c if v != -h] for c in clauses]
-        ins = sorted({abs(v) for c in body for v in c} - {out})
-        if out < 1 or not any(abs(v) == out for c in body for v in c) or len(ins) > 12:
+        mentioned = {abs(v) for c in body for v in c}
+        if out < 1 or out not in mentioned or len(mentioned) > 13:
             return None
+        mentioned.discard(out)
+        ins = sorted(mentioned)
+        kind = _standard_gate(body, out, ins)
+        if kind is not None:
+            gates.append(Gate(gate_of[h], str(out), tuple(str(v) for v in ins), gate_function(kind), kind))
+            continue
         position = {v: i for i, v in enumerate(ins)}
 
         def value(
@@ -271,3 +298,54 @@ def _circuit(w: Wcnf, by_gate: dict[int, list[list[int]]], gate_of: dict[int, st
         return Circuit(inputs, gates)
     except ValueError:
         return None
+
+
+def _gate_cnf(kind: str, out: int, ins: Sequence[int]) -> set[frozenset[int]]:
+    """The clauses that say ``out = kind(ins)`` as the mbd-mobs files write them (Tseitin)."""
+    if kind in ("ZERO", "ONE"):
+        return {frozenset([out if kind == "ONE" else -out])}
+    if kind in ("AND", "NAND", "OR", "NOR"):
+        # AND: out -> each input, and all inputs -> out; the others by negating out and/or inputs
+        o = out if kind in ("AND", "NOR") else -out
+        s = 1 if kind in ("AND", "NAND") else -1
+        return {frozenset([-o, s * i]) for i in ins} | {frozenset([o, *(-s * i for i in ins)])}
+    # parity: every assignment of (ins, out) with the wrong parity is excluded by one clause
+    clauses = set()
+    for bits in range(1 << len(ins)):
+        values = [bool(bits >> k & 1) for k in range(len(ins))]
+        right = (sum(values) % 2 == 1) == (kind == "XOR")  # the output's value under these inputs
+        lits = [-i if v else i for i, v in zip(ins, values)]
+        clauses.add(frozenset([*lits, out if right else -out]))  # these inputs imply that value
+    return clauses
+
+
+def _standard_gate(body: list[list[int]], out: int, ins: Sequence[int]) -> str | None:
+    """The gate type whose Tseitin clauses are exactly ``body`` (as a set of clauses), or ``None``.
+
+    Exact, and the common case: the mbd-mobs files write each gate's clauses this way, so the
+    truth table (2^inputs rows, each checked against every clause: most of the import's time
+    on c432's 9-input gates) is only the fallback for anything else. The clauses' count and the
+    signs in the longest one name the type, which is then checked clause for clause. A 1-input
+    AND is a buffer and a 1-input NAND an inverter, which is how the simulator reads them too.
+    """
+    clauses = {frozenset(c) for c in body}  # a clause or a literal written twice says nothing more
+    n = len(ins)
+    if n == 0:
+        kinds: tuple[str, ...] = ("ZERO", "ONE")
+    elif n == 1:
+        kinds = ("AND", "NAND")
+    elif len(clauses) == n + 1:  # o iff (l1 and … and ln): the long clause holds o and every "not l"
+        long = max(clauses, key=len)
+        kinds = _AND_FAMILY[(out in long, -ins[0] in long)]
+    elif len(clauses) == 1 << n and n <= 6:
+        kinds = ("XOR", "XNOR")
+    else:
+        return None
+    for kind in kinds:
+        if _gate_cnf(kind, out, ins) == clauses:
+            return kind
+    return None
+
+
+#: the type of an AND-like gate by the signs in its long clause: (output positive, inputs negated)
+_AND_FAMILY = {(True, True): ("AND",), (False, True): ("NAND",), (False, False): ("OR",), (True, False): ("NOR",)}

@@ -14,12 +14,70 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # numpy loads only for BatchEvaluator.evaluate (tests, callers that want an array)
     import numpy as np
 
-from cda.encodings.ir import And, Atom, Card, Const, Iff, Linear, Node, Not, Or, Xor, walk
+from cda.encodings.ir import (
+    And,
+    Atom,
+    Card,
+    Const,
+    Eq,
+    Iff,
+    Like,
+    Linear,
+    Node,
+    Not,
+    Or,
+    Term,
+    TermConst,
+    Xor,
+    in_order,
+)
 from cda.errors import BackendUnsupported
 
-__all__ = ["BatchEvaluator", "evaluate", "evaluate_many"]
+__all__ = ["BatchEvaluator", "evaluate", "evaluate_many", "glob_match"]
 
-Assignment = Mapping[str, "bool | int"]
+#: atoms → bool, integer variables → int, term variables → str
+Assignment = Mapping[str, "bool | int | str"]
+
+
+def _term(t: Term, assignment: Assignment) -> str:
+    return t.value if isinstance(t, TermConst) else str(assignment[t.name])
+
+
+def glob_match(text: str, pattern: tuple[str | None, ...]) -> bool:
+    """``text`` matches the wildcard ``pattern`` (``None`` matches any text), by dynamic
+    programming over (piece, position): written apart from the factory's folding
+    (:func:`cda.encodings.ir.like_matches`), so that each checks the other.
+
+    >>> glob_match("ab", ("a", None, "b")), glob_match("a", ("a", None, "b"))
+    (True, False)
+    """
+    chars: list[str | None] = []
+    for p in pattern:
+        chars.extend([None] if p is None else list(p))
+    reach = {0}  # positions of ``chars`` reachable having read a prefix of ``text``
+    reach = _star_closure(reach, chars)
+    for c in text:
+        step = set()
+        for i in reach:
+            if i < len(chars):
+                if chars[i] is None:
+                    step.add(i)
+                elif chars[i] == c:
+                    step.add(i + 1)
+        reach = _star_closure(step, chars)
+        if not reach:
+            return False
+    return len(chars) in reach
+
+
+def _star_closure(reach: set[int], chars: list[str | None]) -> set[int]:
+    out = set(reach)
+    for i in sorted(reach):
+        j = i
+        while j < len(chars) and chars[j] is None:
+            j += 1
+            out.add(j)
+    return out
 
 
 def _value(node: Node, assignment: Assignment, memo: dict[int, bool]) -> bool:
@@ -43,6 +101,10 @@ def _value(node: Node, assignment: Assignment, memo: dict[int, bool]) -> bool:
     if isinstance(node, Linear):
         total = sum(c * int(assignment[v]) for c, v in node.terms)
         return total <= node.bound
+    if isinstance(node, Eq):
+        return _term(node.lhs, assignment) == _term(node.rhs, assignment)
+    if isinstance(node, Like):
+        return glob_match(_term(node.term, assignment), node.pattern)
     raise BackendUnsupported(f"the evaluator cannot evaluate IR node {type(node).__name__}")
 
 
@@ -55,7 +117,7 @@ def evaluate_many(nodes: list[Node], assignment: Assignment) -> list[bool]:
     [False, False]
     """
     memo: dict[int, bool] = {}
-    for node in walk(nodes):
+    for node in in_order(nodes):
         kind = type(node)  # the commonest kinds inline: a call per node was half the time
         if kind is Atom:
             memo[node.uid] = bool(assignment[node.name])  # type: ignore[attr-defined]
@@ -95,7 +157,7 @@ class BatchEvaluator:
 
     def __init__(self, nodes: list[Node]) -> None:
         self.nodes = nodes
-        self.order = list(walk(nodes))
+        self.order = in_order(nodes)
         self._atoms = [node for node in self.order if type(node) is Atom]
 
     def columns(self, assignments: Sequence[Assignment]) -> list[int]:
@@ -132,6 +194,12 @@ class BatchEvaluator:
                 assert isinstance(node, Linear)
                 terms, bound = node.terms, node.bound
                 v = _column([sum(c * int(a[var]) for c, var in terms) <= bound for a in assignments])
+            elif kind is Eq:
+                assert isinstance(node, Eq)
+                v = _column([_term(node.lhs, a) == _term(node.rhs, a) for a in assignments])
+            elif kind is Like:
+                assert isinstance(node, Like)
+                v = _column([glob_match(_term(node.term, a), node.pattern) for a in assignments])
             else:
                 raise BackendUnsupported(f"the evaluator cannot evaluate IR node {type(node).__name__}")
             col[node.uid] = v

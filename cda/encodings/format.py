@@ -6,8 +6,16 @@ The printer adds parentheses only where the grammar needs them, so that
 everything else. A quantifier's body extends as far right as it can, so a quantifier is
 parenthesised unless nothing follows it.
 
-Canonical choices: one declaration per line, a soft clause's weight before its colon,
-numbers as plain decimals, quantifiers closed off in parentheses unless nothing follows, ``holds(…)``/``prefer(…)`` dropped (the parser drops them too).
+Canonical choices: a soft clause's weight before its colon, numbers as plain decimals,
+quantifiers closed off in parentheses unless nothing follows, ``holds(…)``/``prefer(…)``
+dropped (the parser drops them too), and for the reader an operand of ``iff`` or ``implies``
+that is itself a connective in parentheses (``a iff (b or c)``, never ``a iff b or c``).
+
+:func:`format_source` (``cda fmt``) keeps every statement on the line it began on: an unnamed
+clause is named by its kind and line (``soft@20``, docs/dsl.md), so a formatter that moved
+statements would rename the clauses of every file it touched. Declarations written together
+stay on one line, blank lines stay, and a statement written over several lines keeps its line
+breaks (its lines are only stripped of trailing blanks).
 
 >>> from cda.encodings.parse import parse_problem
 >>> ast = parse_problem("hyp a, b\\nsoft s: prefer(not(a and b)) weight 0.5\\nhard: (forall x in D: a) or b")
@@ -18,7 +26,7 @@ soft s weight 0.5: not (a and b)
 hard: (forall x in D: a) or b
 <BLANKLINE>
 >>> format_formula(parse_problem("hard: a implies (b implies c) iff d").statements[0].formula)
-'a implies b implies c iff d'
+'(a implies (b implies c)) iff d'
 
 An AST the grammar cannot spell (an ``and`` of one operand, a fraction without a finite
 decimal expansion, a name that is not an identifier) raises ``ValueError``.
@@ -180,6 +188,14 @@ def _fmt(f: A.Formula, need: int, tail: bool) -> str:
     return f"({_bare(f, True)[1]})" if level < need else text
 
 
+def _clear(f: A.Formula, need: int, tail: bool) -> str:
+    """An operand of ``iff``/``implies``: a connective there is parenthesised for the reader, though
+    the grammar would not need it (``a iff (b or c)``)."""
+    if isinstance(f, A.FImplies) or (isinstance(f, A.FNary) and f.op in _NARY_LEVEL):
+        return f"({_bare(f, True)[1]})"
+    return _fmt(f, need, tail)
+
+
 def _bare(f: A.Formula, tail: bool) -> tuple[int, str]:
     """(binding level, text) of ``f`` without outer parentheses."""
     if isinstance(f, A.FAtom):
@@ -198,10 +214,13 @@ def _bare(f: A.Formula, tail: bool) -> tuple[int, str]:
         if len(f.args) < 2:
             raise ValueError(f"'{f.op}' needs at least two operands to be spelled")
         child, last = _NARY_CHILD[f.op], len(f.args) - 1
-        parts = [_fmt(a, child, tail and i == last) for i, a in enumerate(f.args)]
+        if f.op == "iff":
+            parts = [_clear(a, child, tail and i == last) for i, a in enumerate(f.args)]
+        else:
+            parts = [_fmt(a, child, tail and i == last) for i, a in enumerate(f.args)]
         return _NARY_LEVEL[f.op], f" {f.op} ".join(parts)
     if isinstance(f, A.FImplies):
-        return _IMPL, f"{_fmt(f.lhs, _OR, False)} implies {_fmt(f.rhs, _IMPL, tail)}"
+        return _IMPL, f"{_clear(f.lhs, _OR, False)} implies {_clear(f.rhs, _IMPL, tail)}"
     if isinstance(f, A.FCard):
         if f.op not in _CARD:
             raise ValueError(f"unknown cardinality {f.op!r}")
@@ -296,7 +315,7 @@ def format_statement(st: A.Statement) -> str:
             return f"goal minimal_explanations top {_int(st.k)}"
         if st.mode not in ("all", "min_cardinality"):
             raise ValueError(f"unknown minimal_explanations mode {st.mode!r}")
-        return f"goal minimal_explanations {st.mode}"
+        return "goal minimal_explanations" + ("" if st.mode == "all" else f" {st.mode}")  # all: the default
     if isinstance(st, A.GoalClaim):
         if st.mode not in ("prove", "disprove"):
             raise ValueError(f"unknown goal {st.mode!r}")
@@ -353,28 +372,45 @@ def _split_comment(line: str) -> tuple[str, str]:
     return line.rstrip(), ""
 
 
-def format_source(ast: A.ProblemAST) -> str:
-    """The canonical text of a parsed file, its comments and paragraph breaks kept (``cda fmt``).
+def _together(here: list[A.Statement]) -> str:
+    """The statements that began on one line, on one line: declarations written together
+    (``hyp a, b``) stay together."""
+    if len(here) == 1:
+        return format_statement(here[0])
+    kinds = {(type(st), getattr(st, "kind", None)) for st in here}
+    if len(kinds) == 1 and isinstance(here[0], A.PredDecl | A.EventDecl):
+        first, *rest = (format_statement(st) for st in here)
+        keyword = first.split(" ", 1)[0]
+        return ", ".join([first, *(text[len(keyword) + 1:] for text in rest)])
+    raise ValueError("statements that share a line other than a declaration list")
 
-    Each statement is printed by :func:`format_statement` where it began; a comment at the end of
-    a statement's line stays at the end of its first line; comment lines and one blank line of
-    each run stay between the statements they were between. Lines that continued a statement
-    are replaced by its one-line form (a comment line inside a statement moves below it).
+
+def format_source(ast: A.ProblemAST) -> str:
+    """The canonical text of a parsed file, its comments and blank lines kept (``cda fmt``).
+
+    Each statement is printed by :func:`format_statement` on the line where it began, so every
+    statement keeps its line and every unnamed clause its name (``soft@20``); declarations
+    written together stay together; a comment at the end of a statement's line keeps its column
+    when the code still fits before it (else it follows two spaces); a statement written over
+    several lines is kept as written (trailing blanks stripped), its line breaks being the
+    author's; comment lines lose their indentation; blank lines at the end go.
 
     >>> from cda.encodings.parse import parse_problem
-    >>> print(format_source(parse_problem("# pumps\\nhyp a,b   # two\\n\\n\\nhard :a and\\n  b\\n")), end="")
+    >>> print(format_source(parse_problem("# pumps\\nhyp a,b      # two\\n\\n\\nhard :a and\\n  b   \\nsoft: x iff y or z\\n\\n")), end="")
     # pumps
-    hyp a  # two
-    hyp b
+    hyp a, b     # two
     <BLANKLINE>
-    hard: a and b
+    <BLANKLINE>
+    hard :a and
+      b
+    soft: x iff (y or z)
     """
     lines = ast.source.split("\n")
     starting: dict[int, list[A.Statement]] = {}
     for st in ast.statements:
         starting.setdefault(st.pos[0], []).append(st)
     out: list[str] = []
-    skip_to = 0  # the last line of a fol block (kept verbatim), once its tail is printed
+    skip_to = 0  # the last line already printed (a fol block's, a statement kept as written)
     for number, line in enumerate(lines, 1):
         if number <= skip_to:
             continue
@@ -387,23 +423,32 @@ def format_source(ast: A.ProblemAST) -> str:
             end = number + block.text.count("\n")
             start = block.pos[1] - 1 if end == number else 0
             tail = lines[end - 1][start + len(block.text.split("\n")[-1]):]
-            if end > number:  # statements after the closing brace, on its line
+            if end > number:  # statements after the closing brace stay on its line
                 skip_to = end
-                out.extend(format_statement(st) for st in starting.get(end, []))
+                out[-1] = " ".join([out[-1], *(format_statement(st) for st in starting.get(end, []))])
             tail_comment = _split_comment(tail)[1]
             if tail_comment:
                 out[-1] += "  " + tail_comment
         elif here:
-            printed = [format_statement(st) for st in here]
+            last = number  # the statement's last line: continuation lines hold code and start nothing
+            for later in range(number + 1, len(lines) + 1):
+                if later in starting:
+                    break
+                if _split_comment(lines[later - 1])[0].strip():
+                    last = later
+            if last > number:  # written over several lines: kept as written
+                out.extend(text.rstrip() for text in lines[number - 1:last])
+                skip_to = last
+                continue
+            printed = _together(here)
             if comment:
-                printed[0] += "  " + comment
-            out.extend(printed)
-        elif code.strip():
-            if comment:  # a continuation line's comment: kept, on its own line
-                out.append(comment)
+                column = line.index(comment)
+                printed = printed.ljust(column) if len(printed) + 2 <= column else printed + "  "
+                printed += comment
+            out.append(printed)
         elif comment:
             out.append(comment.strip())
-        elif out and out[-1] != "":
+        else:
             out.append("")
     while out and out[-1] == "":
         out.pop()

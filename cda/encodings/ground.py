@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import product
 
+from cda.contracts import limits
 from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.encodings import ast as A
 from cda.encodings import numbers, units
@@ -651,10 +652,14 @@ class _Grounder:
         elif isinstance(st, A.GoalBest):
             if st.top is not None and st.top < 1:
                 raise self.err("top must be at least 1", st.pos)
+            if st.top is not None and st.top > limits.MAX_COUNT:  # here, where the file and line are known
+                raise self.err(f"top must be at most {limits.MAX_COUNT:,}, not {st.top}", st.pos)
             self.gp.top = st.top
         elif isinstance(st, A.GoalMinimal):
             if st.mode == "top" and (st.k is None or st.k < 1):
                 raise self.err("top must be at least 1", st.pos)
+            if st.mode == "top" and st.k is not None and st.k > limits.MAX_COUNT:
+                raise self.err(f"top must be at most {limits.MAX_COUNT:,}, not {st.k}", st.pos)
             self.gp.minimal = MinimalGoal(st.mode, st.k)
         elif isinstance(st, A.Expect):
             self.expectation(st, at)

@@ -2,8 +2,10 @@
 
 Written once here, mapped by each backend onto its solver (z3 terms, an ASP program):
 
-* every problem atom is a free Boolean, every numeric variable an integer in
-  [``NUM_MIN``, ``NUM_MAX``];
+* every problem atom is a free Boolean, every numeric variable an integer in its range
+  ([``NUM_MIN``, ``NUM_MAX``] unless declared otherwise); every term variable a value of its
+  sort, the named constants of a population all different (:class:`SortUse`: each sort with the
+  constants the problem names and its variables);
 * the background holds always;
 * each clause holds under its *selector* (``selector(name) ⇒ node``), so that a call can switch
   clauses on and off by assumptions, and one atom, :data:`ALL_CLAUSES`, implies every selector
@@ -22,12 +24,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cda.encodings.ir import Clause, GroundProblem, Node
+from cda.encodings.ir import Clause, Eq, GroundProblem, Like, Node, Sort, TermConst, TermVar, walk
+from cda.errors import BackendUnsupported
 
 __all__ = [
     "ALL_CLAUSES",
     "Objective",
     "Scheme",
+    "SortUse",
+    "sort_uses",
     "build_scheme",
     "claim_key",
     "guarded_clauses",
@@ -66,11 +71,50 @@ class Objective:
 
 
 @dataclass(frozen=True)
+class SortUse:
+    """A sort as one problem uses it: the values of the constants it names (sorted) and its
+    variables (in declaration order)."""
+
+    sort: Sort
+    constants: tuple[str, ...]
+    variables: tuple[str, ...]
+
+
+def sort_uses(problem: GroundProblem, nodes: Sequence[Node] | None = None) -> tuple[SortUse, ...]:
+    """Every sort the problem's term variables and the terms of its nodes (``nodes``: all its
+    roots unless given) belong to, by name. A term variable a node names but the problem does
+    not declare is refused: a backend would not know it."""
+    if not problem.terms and nodes is None:
+        return ()
+    sorts: dict[str, Sort] = {}
+    constants: dict[str, set[str]] = {}
+    variables: dict[str, list[str]] = {}
+    for var in problem.terms.values():
+        sorts[var.sort.name] = var.sort
+        variables.setdefault(var.sort.name, []).append(var.name)
+        constants.setdefault(var.sort.name, set()).update(var.sort.domain or ())
+    for node in walk(problem.roots() if nodes is None else nodes):
+        if isinstance(node, Eq | Like):
+            for t in (node.lhs, node.rhs) if isinstance(node, Eq) else (node.term,):
+                sorts.setdefault(t.sort.name, t.sort)
+                if isinstance(t, TermConst):
+                    constants.setdefault(t.sort.name, set()).add(t.value)
+                elif isinstance(t, TermVar) and t.name not in problem.terms:
+                    raise BackendUnsupported(f"the term variable {t.name} is not declared in the problem")
+    return tuple(
+        SortUse(sorts[name], tuple(sorted(constants.get(name, ()))), tuple(variables.get(name, ())))
+        for name in sorted(sorts)
+    )
+
+
+@dataclass(frozen=True)
 class Scheme:
     """One problem as the backends build it (see the module docstring)."""
 
     atoms: tuple[str, ...]  # free Booleans, in the problem's order
-    numvars: tuple[str, ...]  # integers in [NUM_MIN, NUM_MAX]
+    numvars: tuple[str, ...]  # integers, each in its range (``ranges``)
+    ranges: tuple[tuple[int, int], ...]  # each numeric variable's (low, high), in numvars' order
+    sorts: tuple[SortUse, ...]  # the sorts of the term variables and constants
     background: tuple[Node, ...]  # always true
     guarded: tuple[tuple[str, Node], ...]  # (selector, clause): selector ⇒ clause
     every: str | None  # ALL_CLAUSES when there is a clause: it implies every selector
@@ -97,10 +141,13 @@ def build_scheme(problem: GroundProblem, weights: dict[str, int]) -> Scheme:
     """
     soft = problem.soft
     objectives = [Objective(tuple((s.node, weights[s.name]) for s in soft))] if soft else []
-    objectives += [Objective(((s.node, 1),)) for s in soft]
+    if problem.canonical_soft:
+        objectives += [Objective(((s.node, 1),)) for s in soft]
     return Scheme(
         atoms=tuple(problem.atoms),
         numvars=tuple(problem.numvars),
+        ranges=tuple((v.low, v.high) for v in problem.numvars.values()),
+        sorts=sort_uses(problem),
         background=tuple(problem.background),
         guarded=guarded_clauses(problem.clauses),
         every=ALL_CLAUSES if problem.clauses else None,

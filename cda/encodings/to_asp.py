@@ -42,8 +42,8 @@ from cda.encodings.ir import (
     Not,
     Or,
     Xor,
+    in_order,
     is_difference,
-    walk,
 )
 from cda.errors import BackendUnsupported
 
@@ -127,13 +127,14 @@ class ProgramText:
         """A statement the encoder does not make (``#show`` …), as written."""
         self.rules.append(text)
 
-    def int_var(self, name: str) -> str:
-        """The clingo-dl node of integer variable ``name``, bounded to [NUM_MIN, NUM_MAX]."""
+    def int_var(self, name: str, low: int = NUM_MIN, high: int = NUM_MAX) -> str:
+        """The clingo-dl node of integer variable ``name``, bounded to [``low``, ``high``] when
+        first made."""
         idx = self.numvar_ids.get(name)
         if idx is None:
             idx = self.numvar_ids[name] = len(self.numvar_ids)
             self.uses_theory = True
-            self.rules.append(f"&diff{{ v({idx}) - 0 }} <= {NUM_MAX}. &diff{{ 0 - v({idx}) }} <= {-NUM_MIN}.")
+            self.rules.append(f"&diff{{ v({idx}) - 0 }} <= {high}. &diff{{ 0 - v({idx}) }} <= {-low}.")
         return f"v({idx})"
 
     def add_difference(self, head: int, plus: str | None, minus: str | None, bound: int) -> None:
@@ -190,7 +191,7 @@ class AspEncoder:
         found = memo.get(node.uid)
         if found is not None:
             return found
-        for sub in walk([node], skip=memo):
+        for sub in in_order([node], memo):
             if self.deadline.tick():
                 raise self._out_of_time(len(memo))
             method = _VISIT.get(type(sub))
@@ -214,6 +215,10 @@ class AspEncoder:
         >>> AspEncoder(t, lits.__getitem__).false_body(f.or_([a, f.not_(f.and_([b, c]))]))
         [-1, 2, 3]
         """
+        if type(node) is Or:  # the common clause: a disjunction of literals and negated conjunctions
+            fast = self._false_disjunction(node)
+            if fast is not None:
+                return fast
         out: list[int] = []
         stack: list[tuple[Node, bool, int]] = [(node, False, 0)]
         while stack:
@@ -228,6 +233,36 @@ class AspEncoder:
                     continue
             lit = self._atom_literal(sub.name) if kind is Atom else self.lit(sub)  # type: ignore[attr-defined]
             out.append(lit if value else -lit)
+        return out
+
+    def _false_disjunction(self, node: Or) -> list[int] | None:
+        """:meth:`false_body` of ``a or not b or not (c and not d) …`` (atoms, negated atoms and
+        negated conjunctions of them), in one loop; ``None`` for anything else. The same body,
+        literal for literal, as the general walk gives."""
+        atom = self._atom_literal
+        out: list[int] = []
+        for a in node.args:
+            kind = type(a)
+            if kind is Atom:
+                out.append(-atom(a.name))  # type: ignore[attr-defined]
+                continue
+            if kind is not Not:
+                return None
+            inner = a.arg  # type: ignore[attr-defined]
+            kind = type(inner)
+            if kind is Atom:
+                out.append(atom(inner.name))
+            elif kind is And:
+                for b in inner.args:
+                    kb = type(b)
+                    if kb is Atom:
+                        out.append(atom(b.name))  # type: ignore[attr-defined]
+                    elif kb is Not and type(b.arg) is Atom:  # type: ignore[attr-defined]
+                        out.append(-atom(b.arg.name))  # type: ignore[attr-defined]
+                    else:
+                        return None
+            else:
+                return None
         return out
 
     def _iff(self, x: int, y: int) -> int:

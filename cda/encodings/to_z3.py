@@ -20,10 +20,27 @@ import z3
 from z3 import z3core
 
 from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
-from cda.encodings.ir import And, Atom, Card, Const, Iff, Linear, Node, Not, Or, Xor, walk
+from cda.encodings.ir import (
+    And,
+    Atom,
+    Card,
+    Const,
+    Eq,
+    Iff,
+    Like,
+    Linear,
+    Node,
+    Not,
+    Or,
+    Sort,
+    Term,
+    TermConst,
+    Xor,
+    walk,
+)
 from cda.errors import BackendUnsupported
 
-__all__ = ["Z3Encoder", "smtlib"]
+__all__ = ["Z3Encoder", "like_regex", "smtlib", "string_val", "string_value", "z3_name"]
 
 _mk_not = z3core.Z3_mk_not
 _mk_and = z3core.Z3_mk_and
@@ -59,12 +76,18 @@ class Z3Encoder:
         self._ast: dict[int, Any] = {}  # node uid → raw AST, referenced once by the encoder
         self.bools: dict[str, z3.BoolRef] = {}
         self.ints: dict[str, z3.ArithRef] = {}
+        self.sorts: dict[str, z3.SortRef] = {}  # a population is an uninterpreted sort, a string z3's
+        self.terms: dict[tuple[str, str, str], z3.ExprRef] = {}  # (var|const, sort, name) → term
+        #: the constants made, per population sort: they differ from each other (the backend
+        #: asserts it, :meth:`population_constants`)
+        self.constants: dict[str, list[z3.ExprRef]] = {}
+        self.constant_values: dict[int, str] = {}  # a population constant's term id → its value
 
     def bool_var(self, name: str) -> z3.BoolRef:
         """``z3.Bool(name)``, the very same term, made with three C calls instead of a dozen."""
         var = self.bools.get(name)
         if var is None:
-            symbol = _mk_string_symbol(self._c, name)
+            symbol = _mk_string_symbol(self._c, z3_name(name))
             var = self.bools[name] = z3.BoolRef(_mk_const(self._c, symbol, self._bool_sort), self.ctx)
         return var
 
@@ -83,8 +106,34 @@ class Z3Encoder:
     def int_var(self, name: str) -> z3.ArithRef:
         var = self.ints.get(name)
         if var is None:
-            var = self.ints[name] = z3.Int(name, self.ctx)
+            var = self.ints[name] = z3.Int(z3_name(name), self.ctx)
         return var
+
+    def sort(self, sort: Sort) -> z3.SortRef:
+        """z3's sort for ``sort``: its strings, or an uninterpreted sort of the same name."""
+        found = self.sorts.get(sort.name)
+        if found is None:
+            made = z3.StringSort(self.ctx) if sort.kind == "string" else z3.DeclareSort(sort.name, self.ctx)
+            found = self.sorts[sort.name] = made
+        return found
+
+    def term(self, t: Term) -> z3.ExprRef:
+        """The z3 term of a term variable (a constant of its sort) or a named constant (a
+        string literal; for a population, a constant ``sort::value`` of the sort)."""
+        key = ("const" if isinstance(t, TermConst) else "var", t.sort.name, t.value if isinstance(t, TermConst) else t.name)
+        found = self.terms.get(key)
+        if found is None:
+            if isinstance(t, TermConst) and t.sort.kind == "string":
+                found = string_val(t.value, self.ctx)
+            elif isinstance(t, TermConst):  # named by its place, not its text (an id may hold any character)
+                named = self.constants.setdefault(t.sort.name, [])
+                found = z3.Const(z3_name(f"{t.sort.name}!{len(named)}"), self.sort(t.sort))
+                named.append(found)
+                self.constant_values[found.get_id()] = t.value
+            else:
+                found = z3.Const(z3_name(t.name), self.sort(t.sort))
+            self.terms[key] = found
+        return found
 
     def _out_of_time(self, done: int) -> OutOfTime:
         of = f" of {self.total:,}" if self.total >= done else ""
@@ -158,10 +207,65 @@ class Z3Encoder:
         lhs = z3.Sum([c * self.int_var(v) for c, v in node.terms])
         return self._held_term(lhs <= node.bound)
 
+    def visit_Eq(self, node: Eq) -> Any:
+        return self._held_term(self.term(node.lhs) == self.term(node.rhs))
+
+    def visit_Like(self, node: Like) -> Any:
+        return self._held_term(z3.InRe(self.term(node.term), like_regex(node.pattern, self.ctx)))
+
+
+def string_val(text: str, ctx: z3.Context) -> z3.SeqRef:
+    """``text`` as a z3 string literal, character for character: z3 reads ``\\u{…}`` in a
+    literal as an escape, so a backslash and every character outside printable ASCII is written
+    as one (:func:`string_value` reads a model's strings back)."""
+    if all(" " <= c <= "~" and c != "\\" for c in text):
+        return z3.StringVal(text, ctx)
+    return z3.StringVal("".join(c if " " <= c <= "~" and c != "\\" else f"\\u{{{ord(c):x}}}" for c in text), ctx)
+
+
+def string_value(term: z3.ExprRef) -> str:
+    """A model's string value as the text it stands for (z3 prints characters outside printable
+    ASCII, and a backslash before ``u{``, as ``\\u{…}`` escapes)."""
+    text: str = term.as_string()  # type: ignore[attr-defined]
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        end = text.find("}", i + 3) if text.startswith("\\u{", i) else -1
+        digits = text[i + 3 : end] if end > 0 else ""
+        if digits and all(c in "0123456789abcdefABCDEF" for c in digits):
+            out.append(chr(int(digits, 16)))
+            i = end + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def z3_name(name: str) -> str:
+    """``name`` as a z3 symbol: z3 reads symbols as C strings, so a NUL would cut a name short
+    and make two names one constant; NUL and backslash are escaped (distinct names stay distinct).
+
+    >>> z3_name("a\\x00b") == "a\\\\0b", z3_name("plain")
+    (True, 'plain')
+    """
+    if "\x00" in name or "\\" in name:
+        return name.replace("\\", "\\\\").replace("\x00", "\\0")
+    return name
+
+
+def like_regex(pattern: tuple[str | None, ...], ctx: z3.Context) -> z3.ReRef:
+    """A wildcard pattern as a z3 regular expression (``None``: any text, the empty one too)."""
+    anything = z3.Star(z3.AllChar(z3.ReSort(z3.StringSort(ctx))))
+    parts = [anything if p is None else z3.Re(string_val(p, ctx)) for p in pattern]
+    if not parts:
+        return z3.Re(string_val("", ctx))
+    return parts[0] if len(parts) == 1 else z3.Concat(*parts)
+
 
 #: one visitor per IR node type, looked up by the node's exact type
 _VISIT: dict[type, Callable[[Z3Encoder, Any], Any]] = {
-    kind: getattr(Z3Encoder, f"visit_{kind.__name__}") for kind in (Const, Atom, Not, And, Or, Iff, Xor, Card, Linear)
+    kind: getattr(Z3Encoder, f"visit_{kind.__name__}")
+    for kind in (Const, Atom, Not, And, Or, Iff, Xor, Card, Linear, Eq, Like)
 }
 
 

@@ -68,8 +68,7 @@ __all__ = [
 
 ENGINE = "cda.causal/1"
 """Names the simulation method; part of every prediction's id, changed when the draws change."""
-MIN_SAMPLES = 2  # a sample variance needs two
-MAX_SAMPLES = 1_000_000
+MIN_SAMPLES, MAX_SAMPLES = limits.MIN_SAMPLES, limits.MAX_SAMPLES  # one range for every door
 MAX_CELLS = 20_000_000
 """Samples × nodes at most: one float array per node (160 MB), so a big model cannot exhaust memory."""
 RISK_DEFINITION = "P(any KPI crosses its threshold), counted jointly over the same samples"
@@ -213,7 +212,7 @@ def simulate(model: CausalModel, action_params: Mapping[str, Any], *, samples: i
     1,000,000) from ``seed`` (0 to 2**32 - 1). Bad options are an :class:`OptionError`, bad
     parameters a :class:`CausalInputError`, values past the float range a :class:`CausalError`.
     """
-    n = limits.whole("samples", samples, low=MIN_SAMPLES, high=MAX_SAMPLES, why="a variance needs two draws")
+    n = limits.samples("samples", samples)
     seed = limits.seed("seed", seed)
     if n * len(model.nodes) > MAX_CELLS:
         raise OptionError(f"samples × nodes must be at most {MAX_CELLS:,} (one array per node), "
@@ -313,12 +312,19 @@ class CausalSimulator:
     def __init__(self, model: CausalModel | str | PathLike[str] | Mapping[str, Any], *, samples: int = 1000,
                  seed: int = 0) -> None:
         self.model = model if isinstance(model, CausalModel) else load_causal_model(model)
-        self.samples = limits.whole("samples", samples, low=MIN_SAMPLES, high=MAX_SAMPLES)
+        self.samples = limits.samples("samples", samples)
         self.seed = limits.seed("seed", seed)
 
-    def simulate(self, action_params: Mapping[str, Any], *, seed: int | None = None) -> CausalPrediction:
-        """:func:`simulate` with this simulator's model and samples (and its seed unless given)."""
-        return simulate(self.model, action_params, samples=self.samples, seed=self.seed if seed is None else seed)
+    def simulate(self, action_params: Mapping[str, Any] | Any, *, seed: int | None = None) -> CausalPrediction:
+        """:func:`simulate` with this simulator's model and samples (and its seed unless given).
+        ``action_params`` is the action's parameters, or the proposed action itself (its
+        ``parameters``): so the gate holds a ``CausalSimulator`` as it holds any simulator
+        (:class:`cda.guardian.simulation.Simulator`)."""
+        params = action_params if isinstance(action_params, Mapping) else getattr(action_params, "parameters", None)
+        if not isinstance(params, Mapping):
+            raise CausalInputError(f"a simulation takes the action's parameters (a mapping) or a proposed action, "
+                                   f"not {type(action_params).__name__}", path="")
+        return simulate(self.model, params, samples=self.samples, seed=self.seed if seed is None else seed)
 
 
 # --------------------------------------------------------------------------- the hypothesis

@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.errors import CDAError
-from cda.files import parse_json, read_text
+from cda.files import is_stdin, parse_json, read_text
 
 __all__ = [
     "FORMAT",
@@ -312,13 +312,15 @@ def load_causal_model(source: str | PathLike[str] | Mapping[str, Any]) -> Causal
         return _build(source, "model")
     path = Path(source)
     where = str(path)
-    if path.suffix.lower() not in (".toml", ".json"):
+    stdin = is_stdin(path)
+    if not stdin and path.suffix.lower() not in (".toml", ".json"):
         raise CausalModelError(f"{where}: a causal model file ends in .toml or .json")
     try:
         text = read_text(path)
     except CDAError as exc:
         raise CausalModelError(str(exc)) from None
-    if path.suffix.lower() == ".toml":
+    suffix = (".json" if text.lstrip().startswith("{") else ".toml") if stdin else path.suffix.lower()
+    if suffix == ".toml":
         try:
             data: Any = tomllib.loads(text, parse_float=Decimal)
         except tomllib.TOMLDecodeError as exc:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cda.contracts.status import OrderedStrEnum
 
-__all__ = ["REASONS", "Decision", "DecisionRecord", "exit_code"]
+__all__ = ["REASONS", "Decision", "DecisionRecord", "exit_code", "render"]
 
 
 class Decision(OrderedStrEnum):
@@ -75,5 +75,28 @@ class DecisionRecord(BaseModel):
 
 
 def exit_code(decision: Decision) -> int:
-    """``cda guard``'s exit status: 0 approve, 1 reject, 4 escalate (2 stays a usage error)."""
-    return {Decision.APPROVE: 0, Decision.REJECT: 1, Decision.ESCALATE: 4}[decision]
+    """``cda guard``'s exit status, from the CLI's one table: 0 approve (answered), 1 reject (a check
+    failed), 3 escalate (not decided here: a human decides), 2 stays a usage error."""
+    return {Decision.APPROVE: 0, Decision.REJECT: 1, Decision.ESCALATE: 3}[decision]
+
+def render(record: DecisionRecord) -> str:
+    """The decision in a few lines: the decision and reason, then the details that say why (what
+    ``cda guard`` prints, and the text of the gateway's refusals)."""
+    out = [f"{record.decision.value} {record.reason}"]
+    details = record.details
+    if record.reason == "malformed_action":
+        out.append(f"  at {details['path']}: {details['message']}")
+    elif "facts" in details:
+        if details.get("problem"):
+            out.append(f"  {details['problem']}")
+        for fact in details["facts"]:
+            out.append(f"  fact {fact['fact']} = {fact['value']}  ({', '.join(fact['paths'])})")
+    else:
+        money = {"cost", "remaining"}
+        for key in ("cost", "remaining", "risk", "threshold", "sim_id", "soft_score", "soft_violated", "error"):
+            value = details.get(key)
+            if value is not None and value != []:
+                shown = ", ".join(value) if isinstance(value, list) else value
+                out.append(f"  {key}: {shown}{' ' + details['currency'] if key in money else ''}")
+    out.append(f"  receipt: {record.receipt}")
+    return "\n".join(out) + "\n"

@@ -142,8 +142,9 @@ def task_state(ledger: Ledger, task_id: str) -> str | None:
 
 def execute(task: TaskSigned, decision: DecisionRecord, ledger: Ledger, *, action: ActionLike | None = None,
             run: Callable[[TaskSigned], dict[str, Any]] | None = None, receipts: Iterable[str] = (),
-            clock: Clock = utc_now) -> TaskExecuted:
-    """Execute ``task`` once (see the module's docstring for what is refused and what is recorded)."""
+            clock: Clock = utc_now, tx_id: str | None = None) -> TaskExecuted:
+    """Execute ``task`` once (see the module's docstring for what is refused and what is recorded);
+    ``tx_id`` names its ledger entry (default ``tx-<n>``)."""
     if not isinstance(task, TaskSigned) or isinstance(task, TaskExecuted):
         raise ExecutionRefused(f"task {task.task_id!r} is {task.state}: only a signed task can be executed")
     store = ledger.store
@@ -171,7 +172,8 @@ def execute(task: TaskSigned, decision: DecisionRecord, ledger: Ledger, *, actio
                 state = conn.execute("SELECT state FROM tasks WHERE task_id = ?", (task.task_id,)).fetchone()
                 raise ExecutionRefused(f"task {task.task_id!r} is {state[0] if state else 'taken'} already: "
                                        f"a task id executes once") from None
-            entry = ledger._reserve_in(conn, task.agent_id, task.cost_estimate, task.currency, evidence=evidence)
+            entry = ledger._reserve_in(conn, task.agent_id, task.cost_estimate, task.currency, evidence=evidence,
+                                       tx_id=tx_id)
             conn.execute("UPDATE tasks SET tx_id = ? WHERE task_id = ?", (entry.tx_id, task.task_id))
     except LedgerError as exc:
         raise ExecutionRefused(f"task {task.task_id!r} is not executed: {exc}") from None

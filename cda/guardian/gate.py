@@ -84,9 +84,14 @@ class ToolRegistry:
     def __init__(self, store: GuardianStore | None = None) -> None:
         self._store = store
         self._tools: dict[str, tuple[RegisteredTool, ToolFunction, Any]] = {}
+        self.stored: set[str] = set()  # tool ids written to a guardian file's mcp_tool_registry
 
     def register(self, name: str, version: str, schema: Mapping[str, Any], implementation: ToolFunction) -> RegisteredTool:
-        """Register a side-effecting tool with the JSON Schema its arguments must match."""
+        """Register a side-effecting tool with the JSON Schema its arguments must match (checked by
+        ``jsonschema``: needs the ``guardian`` extra, ``pip install 'cda[guardian]'``)."""
+        from cda.lazy import require_extra
+
+        require_extra("guardian", "ToolRegistry.register (a tool's JSON Schema)", "jsonschema")
         from jsonschema.exceptions import SchemaError
         from jsonschema.validators import validator_for
 
@@ -112,6 +117,7 @@ class ToolRegistry:
                 self._store.register_tool(tool.tool_id, name, version, dict(schema))
             except CDAError as exc:
                 raise ToolRegistryError(str(exc)) from None
+            self.stored.add(tool.tool_id)
         self._tools[tool.tool_id] = (tool, implementation, cls(dict(schema)))
         return tool
 
@@ -189,9 +195,10 @@ class Gate:
             return GatedCall(record, called=True, result=self.registry._run(checked))
         tx = _call_tx(checked.action_id)
         try:
+            ident = tool_id(checked.tool.name, checked.tool.version)
             entry = self.ledger.reserve(checked.agent_id, checked.cost_estimate, checked.currency, tx_id=tx,
                                         evidence=[f"decision:{record.receipt}", f"action:{checked.action_id}"],
-                                        tool_id=None)  # fmt: skip
+                                        tool_id=ident if ident in self.registry.stored else None)  # fmt: skip
         except InsufficientBudget as exc:
             refused = budget_refusal(checked, self.policy_store, str(exc), seed=self.seed, receipts=self.receipts)
             return GatedCall(refused, called=False)

@@ -23,7 +23,7 @@ a causal hypothesis's ``risk_score`` as the exact text it was given.
 >>> import tempfile, pathlib
 >>> store = GuardianStore.open(pathlib.Path(tempfile.mkdtemp()) / "guardian.sqlite")
 >>> store.version
-4
+5
 >>> store.close()
 """
 
@@ -141,6 +141,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "DROP TABLE IF EXISTS schema_version",
         "CREATE TABLE guardian_header (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL, "
         "root_signature TEXT NOT NULL, anchor_signature TEXT NOT NULL)",
+    ),
+    # version 5: escalations a person resolves (cda.guardian.escalations): the call held back, and
+    # the signed resolution with the reservation an approval holds
+    (
+        "CREATE TABLE escalations (escalation_id TEXT PRIMARY KEY, call_key TEXT NOT NULL, "
+        "action_digest TEXT NOT NULL, agent_id TEXT NOT NULL, tool_id TEXT NOT NULL, action TEXT NOT NULL, "
+        "reason TEXT NOT NULL, decision_receipt TEXT NOT NULL, policy_digest TEXT NOT NULL, cost TEXT NOT NULL, "
+        "currency TEXT NOT NULL, state TEXT NOT NULL, resolution TEXT, signature TEXT, tx_id TEXT, "
+        "created_at TEXT NOT NULL, updated_at TEXT NOT NULL)",
+        "CREATE INDEX escalations_call ON escalations(call_key)",
     ),
 )
 """Every migration, in order: ``MIGRATIONS[i]`` takes a file from version ``i`` to ``i + 1``.

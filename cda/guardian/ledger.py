@@ -185,12 +185,14 @@ class Ledger:
         budget, committed = (Decimal(row[0]), Decimal(row[1])) if row else (Decimal(0), Decimal(0))
         return Balance(agent_id=agent_id, currency=code, budget=budget, committed=committed)
 
-    def _commit(self, conn: sqlite3.Connection, agent_id: str, code: str, delta: Decimal, what: str) -> None:
-        """Add ``delta`` to the agent's committed amount, refusing to pass the budget when it grows."""
+    def _commit(self, conn: sqlite3.Connection, agent_id: str, code: str, delta: Decimal, what: str,
+                over_budget: bool = False) -> None:
+        """Add ``delta`` to the agent's committed amount, refusing to pass the budget when it grows
+        (unless ``over_budget``: a person's signed approval of this very spend)."""
         if delta == 0:
             return
         balance = self._balance(conn, agent_id, code)
-        if delta > 0 and balance.committed + delta > balance.budget:
+        if delta > 0 and not over_budget and balance.committed + delta > balance.budget:
             raise InsufficientBudget(
                 f"{what}: {text(delta)} {code} does not fit the budget of {agent_id!r} "
                 f"({text(balance.budget)} {code}, {text(balance.remaining)} {code} left)")
@@ -208,7 +210,8 @@ class Ledger:
             return self._reserve_in(conn, agent_id, cost, currency_code, tx_id=tx_id, evidence=evidence, tool_id=tool_id)
 
     def _reserve_in(self, conn: sqlite3.Connection, agent_id: str, cost: Decimal | int, currency_code: str, *,
-                    tx_id: str | None = None, evidence: Iterable[str] = (), tool_id: str | None = None) -> LedgerEntry:
+                    tx_id: str | None = None, evidence: Iterable[str] = (), tool_id: str | None = None,
+                    over_budget: bool = False) -> LedgerEntry:
         """:meth:`reserve` inside the caller's open transaction, so a reservation and another write
         (a task's execution record) commit together or not at all. Private: the arguments are
         checked again here (an amount, a currency, a tx_id), as :meth:`reserve` checks them."""
@@ -219,7 +222,7 @@ class Ledger:
             self.store.ensure_agent(agent_id)
             seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM financial_ledger").fetchone()[0])
             ident = tx_id if tx_id is not None else f"tx-{seq}"
-            self._commit(conn, agent_id, code, asked, f"reservation {ident}")
+            self._commit(conn, agent_id, code, asked, f"reservation {ident}", over_budget)
             now = self.store.now()
             conn.execute(
                 "INSERT INTO financial_ledger (tx_id, agent_id, tx_type, amount, currency, status, created_at, "

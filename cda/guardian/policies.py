@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -81,6 +81,7 @@ __all__ = [
     "PolicyFileError",
     "PolicyJudgement",
     "PolicyStore",
+    "ToolRule",
     "Violation",
     "judge",
     "load_policy_store",
@@ -147,8 +148,25 @@ class _Cedar(_Strict):
     description: str = ""
 
 
+class _ToolRule(_Strict):
+    name: str = Field(min_length=1, max_length=128)
+    cost: Decimal = Field(default=Decimal(0), ge=0, le=10**9)
+    currency: str = Field(default="USD", pattern=r"^[A-Z][A-Z0-9]{2,9}$")
+    resources: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(default_factory=list, max_length=64)
+
+    @field_validator("cost", mode="before")
+    @classmethod
+    def _exact(cls, value: object) -> object:
+        if isinstance(value, bool) or isinstance(value, float):
+            raise ValueError("a number is expected (TOML numbers are read exactly)")
+        if isinstance(value, Decimal) and value.as_tuple().exponent < -9:  # type: ignore[operator]
+            raise ValueError("a cost has at most 9 decimal places")
+        return value
+
+
 class _StoreFile(_Strict):
     config: _Config = Field(default_factory=_Config)
+    tool: list[_ToolRule] = Field(default_factory=list)
     parameters: dict[str, str] = Field(default_factory=dict)
     facts: dict[str, _FactRule] = Field(default_factory=dict)
     policy: list[_Policy] = Field(default_factory=list)
@@ -216,6 +234,18 @@ class CedarPolicy:
 
 Policy = DslPolicy | CedarPolicy
 
+
+@dataclass(frozen=True)
+class ToolRule:
+    """What a call of an MCP tool whose name matches ``name`` (a glob) costs, and the resources it
+    acts on (``{argument}`` in one is replaced by that argument's text): the ``[[tool]]`` tables
+    the MCP gateway builds an action from (docs/guardian.md, "The gateway")."""
+
+    name: str
+    cost: Decimal
+    currency: str
+    resources: tuple[str, ...] = ()
+
 #: the thresholds of a store whose ``[config]`` does not set them
 DEFAULT_THRESHOLDS = {"max_auto_launch_risk": Fraction(1, 5), "min_soft_score": Fraction(0)}
 
@@ -229,6 +259,11 @@ class PolicyStore:
     parameters: Mapping[str, str] = field(default_factory=dict)
     thresholds: Mapping[str, Fraction] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     digest: str = ""
+    tools: tuple[ToolRule, ...] = ()
+
+    def tool_rule(self, name: str) -> ToolRule | None:
+        """The first ``[[tool]]`` rule whose name glob matches the tool ``name`` (None: none does)."""
+        return next((t for t in self.tools if fnmatch.fnmatchcase(name, t.name)), None)
 
     def match(self, action: ProposedAction) -> list[Policy]:
         """The policies that apply to ``action``: its type matches one of a policy's
@@ -253,7 +288,8 @@ class PolicyStore:
                     raise PolicyFileError(f"policy {policy.id}: requires the parameter {name!r}, which the store does not declare")
             _check_dsl(policy, self.facts, self.parameters, None, None)
         body = {"base": self.digest, "added": _policy_json(policy)}
-        return PolicyStore((*self.policies, policy), self.facts, self.parameters, self.thresholds, sha256_hex(canonical_json(body)))
+        return PolicyStore((*self.policies, policy), self.facts, self.parameters, self.thresholds,
+                           sha256_hex(canonical_json(body)), self.tools)
 
 
 def _any_glob(text: str, patterns: Sequence[str]) -> bool:
@@ -345,7 +381,11 @@ def _build(layout: _StoreFile, where: str, folder: Path, text: str | None) -> Po
         "parameters": dict(layout.parameters),
         "thresholds": {k: str(v) for k, v in thresholds.items()},
     }
-    return PolicyStore(tuple(policies), facts, dict(layout.parameters), thresholds, sha256_hex(canonical_json(body)))
+    tools = tuple(ToolRule(t.name, t.cost, t.currency, tuple(t.resources)) for t in layout.tool)
+    if tools:  # a store without [[tool]] keeps the digest it had before tool rules existed
+        body["tools"] = [[t.name, str(t.cost), t.currency, list(t.resources)] for t in tools]
+    return PolicyStore(tuple(policies), facts, dict(layout.parameters), thresholds, sha256_hex(canonical_json(body)),
+                       tools)
 
 
 def _unique(pid: str, ids: set[str], where: str) -> None:

@@ -73,6 +73,7 @@ __all__ = [
     "public_key_of",
     "sign",
     "signer_key_path",
+    "verifies",
     "verify_problems",
 ]
 

@@ -58,10 +58,15 @@ class CausalModelSimulator:
     inputs, ``samples`` Monte Carlo draws with the gate's seed."""
 
     def __init__(self, model: Any, *, samples: int = 1000) -> None:
+        """``model``: a checked causal model, or its file (``.toml``/``.json``) or dict, read and
+        checked here (a bad one is a :class:`~cda.errors.CDAError` naming the file and field)."""
         from cda.contracts import limits
 
+        causal = import_module("cda.guardian.causal")
+        if not isinstance(model, causal.CausalModel):
+            model = causal.load_causal_model(model)  # type: ignore[attr-defined]
         self.model = model
-        self.samples = limits.count("samples", samples)
+        self.samples = limits.samples("samples", samples)  # refused here, before any decision
 
     def simulate(self, action: ProposedAction, *, seed: int) -> Prediction:
         causal = import_module("cda.guardian.causal")

@@ -17,7 +17,7 @@ from typing import Any
 from cda.contracts.result import NextTest
 from cda.ir import And, Atom, GroundProblem, Node, walk
 
-__all__ = ["Part", "parts", "ken_parts", "choose_focus"]
+__all__ = ["Part", "parts", "ken_parts", "choose_focus", "coupling_risks"]
 
 
 @dataclass(frozen=True)
@@ -100,3 +100,25 @@ def choose_focus(found: Sequence[Part], tests: Sequence[NextTest], selected_atom
         if set(selected_atoms) & p.atoms:
             return p, "nothing left to probe; the part of the selected hypothesis"
     return (found[0] if found else None), "nothing left to probe"
+
+
+def coupling_risks(problem: GroundProblem, focus: Part | None, found: Sequence[Part], *, shown: int = 5) -> list[str]:
+    """The integration risks of working on ``focus`` alone: the hard clauses (each conjunct on its
+    own) that tie an atom of the focus to an atom of another part, one line per clause and part
+    (at most ``shown``, then how many more). A change inside the focus can break them."""
+    if focus is None:
+        return []
+    home = {a: p.name for p in found for a in p.atoms}
+    risks: dict[tuple[str, str], int] = {}
+    for clause in problem.clauses:
+        if clause.kind == "observation":
+            continue
+        for part in _conjuncts(clause.node):
+            names = {n.name for n in walk([part]) if isinstance(n, Atom)}
+            if names & focus.atoms:
+                for other in sorted({home[a] for a in names - focus.atoms if a in home and home[a] != focus.name}):
+                    risks[(clause.name, other)] = risks.get((clause.name, other), 0) + 1
+    lines = [f"{name} ties the focus to {other}" + (f" ({k} conjuncts)" if k > 1 else "")
+             for (name, other), k in risks.items()]
+    return lines[:shown] + ([f"… and {len(lines) - shown} more couplings across the focus boundary"]
+                            if len(lines) > shown else [])

@@ -82,7 +82,10 @@ class LiveProblem:
         self.filename = filename
         self.ken = ken
         self.seed = seed
-        self.base = ground(self.text, ken=ken)
+        try:
+            self.base = ground(self.text, ken=ken)
+        except DSLError as exc:  # a mistake in the problem file names the file, not <input>
+            raise exc.with_filename(filename) if filename is not None and exc.filename is None else exc from None
         self.base_clauses = list(self.base.clauses)
         self.base_observed = set(self.base.observed)
         self.problem = dataclasses.replace(self.base, clauses=list(self.base_clauses), observed=set(self.base_observed))
@@ -132,6 +135,11 @@ class LiveProblem:
             self.backend.add_clauses([obs.clause], [])
             self.encoded.add(obs.clause.name)
         self.active.append(obs)
+        self.solver = self._checked()
+
+    def restore(self, obs: Observation) -> None:
+        """Put ``obs`` back in force in its place among the others (a failed undo)."""
+        self.active = sorted([*self.active, obs], key=lambda o: o.step)
         self.solver = self._checked()
 
     def retract(self, step: int) -> None:

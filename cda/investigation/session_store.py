@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from cda.errors import CDAError
 from cda.store import INVESTIGATIONS_MARK, FileFormat, Store, columns_of, open_store, read_store, tables_of
 
-__all__ = ["INVESTIGATIONS_FORMAT", "SessionMoved", "SessionStore", "StoredSession", "StoredStep", "UnknownSession"]
+__all__ = ["INVESTIGATIONS_FORMAT", "Note", "SessionMoved", "SessionStore", "StoredSession", "StoredStep", "UnknownSession"]
 
 T = TypeVar("T")
 
@@ -67,6 +67,17 @@ CREATE TABLE IF NOT EXISTS steps (
 )"""
 _OWNERS = "CREATE TABLE IF NOT EXISTS owners (session_id TEXT PRIMARY KEY, owner TEXT NOT NULL)"
 _TABLES = {"sessions": _SESSIONS, "steps": _STEPS, "owners": _OWNERS}
+# version 3: a team's sessions (docs/investigate.md, "Two analysts"): each step's author, reason and
+# revision of the model; the members a session is shared with; free-text notes on any step
+_TEAM = (
+    "ALTER TABLE steps ADD COLUMN author TEXT",
+    "ALTER TABLE steps ADD COLUMN reason TEXT",
+    "ALTER TABLE steps ADD COLUMN revision TEXT",
+    "CREATE TABLE IF NOT EXISTS members (session_id TEXT NOT NULL, member TEXT NOT NULL, added_by TEXT NOT NULL, "
+    "at_utc TEXT NOT NULL, PRIMARY KEY (session_id, member))",
+    "CREATE TABLE IF NOT EXISTS notes (session_id TEXT NOT NULL, step INTEGER NOT NULL, author TEXT NOT NULL, "
+    "text TEXT NOT NULL, at_utc TEXT NOT NULL)",
+)
 
 
 def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> int | None:
@@ -81,9 +92,9 @@ def _legacy(conn: sqlite3.Connection, app_id: int, version: int, where: str) -> 
 
 
 INVESTIGATIONS_FORMAT = FileFormat("a CDA investigations file", INVESTIGATIONS_MARK,
-                                   ((_SESSIONS, _STEPS), (_OWNERS,)), legacy=_legacy)
+                                   ((_SESSIONS, _STEPS), (_OWNERS,), _TEAM), legacy=_legacy)
 """The investigations file, as :mod:`cda.store` opens it: version 1 the sessions and their steps,
-version 2 the server's ``owners``."""
+version 2 the server's ``owners``, version 3 a team's (authors, reasons, revisions, members, notes)."""
 
 
 class UnknownSession(CDAError, KeyError):
@@ -113,11 +124,24 @@ class StoredSession:
 
 @dataclass(frozen=True)
 class StoredStep:
+    """One row of ``steps``. ``revision``: a revise step's ``{"add": [...], "retract": [...]}``."""
+
     step: int
     kind: str
     observation: str | None
     undoes: int | None
     trace: dict[str, Any]
+    at_utc: str
+    author: str | None = None
+    reason: str | None = None
+    revision: dict[str, list[str]] | None = None
+
+
+@dataclass(frozen=True)
+class Note:
+    step: int
+    author: str
+    text: str
     at_utc: str
 
 
@@ -150,8 +174,8 @@ class SessionStore:
         if self._store is not None:
             self._store.close()
 
-    def create(self, session: StoredSession, trace: dict[str, Any], at: str) -> None:
-        self._write(session, StoredStep(0, "start", None, None, trace, at), insert=True)
+    def create(self, session: StoredSession, trace: dict[str, Any], at: str, *, author: str | None = None) -> None:
+        self._write(session, StoredStep(0, "start", None, None, trace, at, author), insert=True)
 
     def step(self, session: StoredSession, step: StoredStep) -> None:
         self._write(session, step, insert=False)
@@ -176,9 +200,11 @@ class SessionStore:
                 c.execute("UPDATE sessions SET task_id=?, problem=?, filename=?, ken=?, backend=?, top=?, closed=?, "
                           "last_step=?, focus_subsystem=?, global_invariants=?, candidate_hypotheses=?, "
                           "selected_hypothesis_id=?, next_probe=?, updated_at_utc=?, memory=? WHERE session_id=?", row)
-            c.execute("INSERT INTO steps (session_id, step, kind, observation, undoes, trace, at_utc) "
-                      "VALUES (?,?,?,?,?,?,?)", (s.session_id, step.step, step.kind, step.observation, step.undoes,
-                                                 json.dumps(step.trace, sort_keys=True), step.at_utc))
+            c.execute("INSERT INTO steps (session_id, step, kind, observation, undoes, trace, at_utc, author, reason, "
+                      "revision) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                      (s.session_id, step.step, step.kind, step.observation, step.undoes,
+                       json.dumps(step.trace, sort_keys=True), step.at_utc, step.author, step.reason,
+                       None if step.revision is None else json.dumps(step.revision, sort_keys=True)))
 
     def load(self, session_id: str) -> StoredSession:
         row = self._read(lambda conn: conn.execute(
@@ -189,16 +215,52 @@ class SessionStore:
         return StoredSession(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8],
                              json.loads(row[9]))
 
-    def steps(self, session_id: str) -> list[StoredStep]:
-        rows = self._read(lambda conn: conn.execute("SELECT step, kind, observation, undoes, trace, at_utc FROM steps "
-                                                    "WHERE session_id=? ORDER BY step", (session_id,)).fetchall())
-        return [StoredStep(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows]
+    def last_step(self, session_id: str) -> int:
+        """The last step written (what another process may have moved on since this one read it)."""
+        row = self._read(lambda conn: conn.execute("SELECT last_step FROM sessions WHERE session_id=?",
+                                                   (session_id,)).fetchone())
+        if row is None:
+            raise UnknownSession(f"no investigation {session_id!r} in {self.path}")
+        return int(row[0])
 
-    def active_observations(self, session_id: str) -> list[tuple[int, str]]:
-        """(step, text) of every observation in force: observed and not undone, in order."""
+    def steps(self, session_id: str) -> list[StoredStep]:
+        rows = self._read(lambda conn: conn.execute(
+            "SELECT step, kind, observation, undoes, trace, at_utc, author, reason, revision FROM steps "
+            "WHERE session_id=? ORDER BY step", (session_id,)).fetchall())
+        return [StoredStep(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7],
+                           None if r[8] is None else json.loads(r[8])) for r in rows]
+
+    def trace(self, session_id: str, step: int) -> dict[str, Any] | None:
+        row = self._read(lambda conn: conn.execute("SELECT trace FROM steps WHERE session_id=? AND step=?",
+                                                   (session_id, step)).fetchone())
+        return None if row is None else json.loads(row[0])  # type: ignore[no-any-return]
+
+    def in_force(self, session_id: str) -> list[StoredStep]:
+        """The observe and revise steps in force (taken and not undone), in order."""
         steps = self.steps(session_id)
         undone = {s.undoes for s in steps if s.kind == "undo"}
-        return [(s.step, s.observation or "") for s in steps if s.kind == "observe" and s.step not in undone]
+        return [s for s in steps if s.kind in ("observe", "revise") and s.step not in undone]
+
+    # ---- a team's session: members and notes
+    def members(self, session_id: str) -> list[str]:
+        rows = self._read(lambda conn: conn.execute("SELECT member FROM members WHERE session_id=? ORDER BY at_utc, "
+                                                    "member", (session_id,)).fetchall())
+        return [str(r[0]) for r in rows]
+
+    def add_member(self, session_id: str, member: str, added_by: str, at: str) -> None:
+        with self._writer().transaction() as conn:
+            conn.execute("INSERT OR IGNORE INTO members (session_id, member, added_by, at_utc) VALUES (?, ?, ?, ?)",
+                         (session_id, member, added_by, at))
+
+    def notes(self, session_id: str) -> list[Note]:
+        rows = self._read(lambda conn: conn.execute("SELECT step, author, text, at_utc FROM notes WHERE session_id=? "
+                                                    "ORDER BY rowid", (session_id,)).fetchall())
+        return [Note(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+    def add_note(self, session_id: str, note: Note) -> None:
+        with self._writer().transaction() as conn:
+            conn.execute("INSERT INTO notes (session_id, step, author, text, at_utc) VALUES (?, ?, ?, ?, ?)",
+                         (session_id, note.step, note.author, note.text, note.at_utc))
 
     # ---- the server's owners of sessions (cda.service.investigations)
     def owner(self, session_id: str) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from cda.adapters.auth import AuthConfig
 from cda.adapters.http_guard import HostOriginGuard, RefusalLimiter, presented
 
-__all__ = ["BearerGate", "http_app", "serve_http"]
+__all__ = ["BearerGate", "guarded", "http_app", "serve_app", "serve_http"]
 
 
 class BearerGate:
@@ -53,31 +53,39 @@ async def _answer(send: Any, status: int, body: bytes, extra: list[tuple[bytes, 
     await send({"type": "http.response.body", "body": body})
 
 
+def guarded(app: Any, args: Any, auth: AuthConfig | None, log: Any) -> Any:
+    """``app`` behind CDA's gatekeepers: with ``auth`` the bearer tokens (refusals receipted in
+    ``log``, which has ``append`` and ``count``), outermost the Host/Origin guard."""
+    if auth is not None:
+        def receipt(client: str, token_given: bool, skipped: int) -> None:
+            from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+
+            log.append(Receipt(action_id="mcp", seq=log.count("mcp"), kind="action", name="auth.refused",
+                               inputs_hash=sha256_hex(canonical_json({"client": client, "token_given": token_given})),
+                               result={"status_code": 401, "not_receipted_before": skipped}, status="denied"))
+
+        app = BearerGate(app, auth, receipt)
+    return HostOriginGuard(app, bind=args.host, allowed_hosts=args.allowed_host, allowed_origins=args.cors_origin)
+
+
 def http_app(server: Any, args: Any, auth: AuthConfig | None) -> Any:
     """The guarded ASGI app of ``server`` (as ``cda mcp --http`` serves it)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     app: Any = server.streamable_http_app(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False), host=args.host)
-    if auth is not None:
-        door = server.cda_door
-
-        def receipt(client: str, token_given: bool, skipped: int) -> None:
-            from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
-
-            door.append(Receipt(action_id="mcp", seq=door.count("mcp"), kind="action", name="auth.refused",
-                                inputs_hash=sha256_hex(canonical_json({"client": client, "token_given": token_given})),
-                                result={"status_code": 401, "not_receipted_before": skipped}, status="denied"))
-
-        app = BearerGate(app, auth, receipt)
-    return HostOriginGuard(app, bind=args.host, allowed_hosts=args.allowed_host, allowed_origins=args.cors_origin)
+    return guarded(app, args, auth, server.cda_door)
 
 
 def serve_http(server: Any, args: Any, auth: AuthConfig | None, err: TextIO) -> int:
     """Serve until interrupted; exit 2 when the address cannot be bound."""
-    import uvicorn
+    return serve_app(http_app(server, args, auth), args, err)
 
-    app = http_app(server, args, auth)
+
+def serve_app(app: Any, args: Any, err: TextIO) -> int:
+    """Serve the guarded ``app`` on ``args.host``/``args.port`` until interrupted (the line on
+    ``err`` names the address; exit 2 when it cannot be bound)."""
+    import uvicorn
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:

@@ -101,8 +101,11 @@ def _walk_model(model: BaseModel, where: Where, out: Demands) -> None:
         if marker(info.metadata, PathParam) is not None:
             for i, item in _items(value):
                 out.paths.append((here if i is None else [*here, i], str(item)))
-        elif marker(info.metadata, DslText) is not None and isinstance(value, str):
-            out.paths.extend(([*here, line, column], p) for p, line, column in ken_lines(value))
+        elif marker(info.metadata, DslText) is not None and isinstance(value, str | list):  # one text, or several
+            for i, text in _items(value):
+                if isinstance(text, str):
+                    out.paths.extend(([*here, *(() if i is None else (i,)), line, column], p)
+                                     for p, line, column in ken_lines(text))
         else:
             _walk_value(value, here, out)
 

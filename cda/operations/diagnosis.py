@@ -4,6 +4,7 @@ observations as text (``observations``) or a file (``observations_path``)."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from cda.contracts import limits
 from cda.diagnosis.diagnose import DiagnosisReport
 from cda.diagnosis.probe import ProbeReport
+from cda.errors import CDAError
 from cda.operations.base import Params, at, one_source
 from cda.operations.params import Backend, Checked, Seed, Timeout, optional_path, optional_text
 from cda.operations.registry import ConductorTool, Door, Needs, operation
@@ -62,11 +64,26 @@ class _Circuit(Params):
                 obs.write_text(self.observations, encoding="utf-8")
             from cda.access import current, granted, with_root
 
-            with granted(with_root(current(), Path(folder))):  # the call's own temporary folder, whatever its roots
-                yield netlist, obs
+            try:
+                with granted(with_root(current(), Path(folder))):  # the call's own temporary folder, whatever its roots
+                    yield netlist, obs
+            except CDAError as exc:
+                raise _unplaced(exc, folder) from None
 
     def label(self) -> str:
         return self.path if self.path is not None else "circuit.bench"
+
+
+def _unplaced(exc: CDAError, folder: str) -> CDAError:
+    """``exc`` with this call's scratch folder taken out of what it says: a caller sent text and
+    reads ``circuit.bench:2: …``, never the server's ``/tmp/cda-circuit-…`` (issue 27)."""
+    prefix = folder.rstrip(os.sep) + os.sep
+    for name in ("filename", "message"):
+        value = getattr(exc, name, None)
+        if isinstance(value, str):
+            setattr(exc, name, value.replace(prefix, ""))
+    exc.args = tuple(a.replace(prefix, "") if isinstance(a, str) else a for a in exc.args)
+    return exc
 
 
 class DiagnoseParams(_Circuit):

@@ -8,21 +8,22 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
 from cda.contracts import limits
 from cda.errors import CDAError
 from cda.guardian.decision import DecisionRecord
-from cda.operations.base import OperationError, Params, at
+from cda.operations.base import OperationError, Params, Result, at
 from cda.operations.params import Checked, Seed, optional_path
 from cda.operations.registry import Door, Needs, operation
 
-__all__ = ["GuardDesk", "GuardParams"]
+__all__ = ["EscalationList", "EscalationsParams", "GuardDesk", "GuardParams", "ResolveParams"]
 
-Samples = Annotated[Annotated[int, Field(ge=1, le=limits.MAX_COUNT)],
-                    BeforeValidator(lambda v, info: limits.count(info.field_name, v)), Checked(limits.count, True)]
+#: the simulator's own range (limits.samples: 2 to 1,000,000), checked at every door before any decision
+Samples = Annotated[Annotated[int, Field(ge=limits.MIN_SAMPLES, le=limits.MAX_SAMPLES)],
+                    BeforeValidator(lambda v, info: limits.samples(info.field_name, v)), Checked(limits.samples, True)]
 
 
 class GuardParams(Params):
@@ -101,10 +102,11 @@ def evaluate(call: Any, p: GuardParams) -> DecisionRecord:
                        f"`cda task budget AGENT AMOUNT --store {shown}` creates it with a budget)")
     simulator = None
     if p.sim is not None:
+        from cda.files import is_stdin
         from cda.guardian.simulation import load_simulator
 
         sim = at(call, p.sim)
-        if not sim.is_file():
+        if not is_stdin(sim) and not sim.is_file():  # `-`: the model on standard input (the CLI)
             raise CDAError(f"cannot read {p.sim}: {'it is a directory' if sim.is_dir() else 'No such file'}")
         simulator = _Recording(load_simulator(sim, samples=p.samples))
     action = read_action(raw if raw is not None else b"null")
@@ -137,3 +139,112 @@ def _record_hypothesis(store: Any, action: Any, prediction: Any) -> None:
     if store.hypothesis(hypothesis.hypothesis_id) is None:
         store.record_hypothesis(hypothesis.hypothesis_id, hypothesis.agent_id, hypothesis.description,
                                 hypothesis.inputs, hypothesis.prediction, hypothesis.risk_score, hypothesis.state)
+
+
+def _desk(call: Any) -> GuardDesk:
+    desk: GuardDesk | None = getattr(call.env, "guardian", None)
+    if desk is None:
+        raise OperationError("forbidden", "this door has no guardian (cda serve / cda mcp --guard-policies P "
+                             "--guard-ledger L)", ["method"])
+    if not desk.ledger.is_file():
+        shown = str(desk.ledger) if call.principal.role == "local" else desk.ledger.name
+        raise CDAError(f"cannot read {shown}: No such file (the guardian's SQLite file)")
+    return desk
+
+
+EscalationState = Literal["open", "approved", "rejected", "used", "void"]
+
+
+class EscalationsParams(Params):
+    state: EscalationState | None = Field(default=None, description="only the escalations in this state "
+                                          "(open: waiting for a person)")
+
+
+class EscalationList(Result):
+    """The guardian file's escalations, oldest first (docs/guardian.md, "Escalations")."""
+
+    escalations: list[dict[str, Any]]
+
+
+@operation("guard.escalations", EscalationsParams, EscalationList, summary="the calls the guardian escalated, "
+           "waiting for (or given) a person's decision", doors={Door.CLI, Door.TOOLBUS, Door.MCP},
+           needs=Needs(store=True), roles={"local", "internal", "approver"}, cli=("guard", "escalations"))
+def list_escalations(call: Any, p: EscalationsParams) -> EscalationList:
+    from cda.guardian.escalations import escalations, sweep_expired
+    from cda.guardian.ledger import Ledger
+
+    desk = _desk(call)
+    with desk.lock:
+        ledger = Ledger.open(desk.ledger)
+        try:
+            sweep_expired(ledger)  # an approval past its expiry is void: its reservation goes back to the budget
+            return EscalationList(escalations=[e.to_json() for e in escalations(ledger.store, p.state)])
+        finally:
+            ledger.close()
+
+
+class ResolveParams(Params):
+    escalation_id: str = Field(pattern=r"^esc-[1-9][0-9]{0,17}$", description="the escalation (esc-N)")
+    decision: Literal["approve", "reject"] = Field(description="approve: the same call goes through once; "
+                                                   "reject: it is refused")
+    by: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$",
+                    description="the signer who decides (registered in the guardian file, endorsed back to its "
+                    "first signer); signs with its key in CDA's key folder")
+    reason: str = Field(min_length=1, max_length=2000, description="why, in a line (signed with the decision)")
+    ttl_hours: Annotated[int, Field(ge=1, le=24 * 30)] = Field(default=24, description="an approval not used "
+                                                               "within this many hours lapses (1 to 720)")
+    by_key: optional_path("the signer's private key file (default: its key in CDA's key folder)") = None  # type: ignore[valid-type]
+
+
+@operation("guard.resolve", ResolveParams, EscalationList, summary="a person's signed decision on an escalated "
+           "call (HITL): approve it once, or reject it", doors={Door.CLI, Door.TOOLBUS, Door.MCP},
+           needs=Needs(files=True, store=True), approves=True, roles={"local", "internal", "approver"},
+           cli=("guard", "resolve"),
+           cli_positional=("escalation_id",), door_only={Door.CLI: ("decision",)})
+def resolve(call: Any, p: ResolveParams) -> EscalationList:
+    from cda.guardian.escalations import EscalationError
+    from cda.guardian.escalations import resolve as record
+    from cda.guardian.ledger import Ledger
+    from cda.guardian.signers import SignerError, load_signer_key, signer_key_path
+
+    desk = _desk(call)
+    try:
+        key = load_signer_key(at(call, p.by_key) if p.by_key is not None else signer_key_path(p.by))
+    except SignerError as exc:
+        raise OperationError("forbidden", str(exc), ["by"]) from None
+    with desk.lock:
+        ledger = Ledger.open(desk.ledger)
+        try:
+            done = record(ledger, p.escalation_id, decision=p.decision, by=p.by, key=key, reason=p.reason,
+                          ttl_hours=p.ttl_hours)
+        except EscalationError as exc:
+            raise OperationError("forbidden", str(exc), ["escalation_id"]) from None
+        finally:
+            ledger.close()
+    return EscalationList(escalations=[done.to_json()])
+
+
+class ExportParams(Params):
+    format: Literal["jsonl", "csv"] = Field(default="jsonl", description="jsonl: one JSON object a line; csv: a "
+                                            "header and a row a record")
+
+
+class ExportText(Result):
+    """The guardian file's audit export (docs/guardian.md, "Audit export")."""
+
+    format: Literal["jsonl", "csv"]
+    records: int
+    text: str
+
+
+@operation("guard.export", ExportParams, ExportText, summary="the guardian file's ledger, decisions and "
+           "escalations with their evidence and receipt ids, as JSON Lines or CSV", doors={Door.CLI, Door.TOOLBUS},
+           needs=Needs(store=True), roles={"local", "internal", "approver"}, cli=("guard", "export"))
+def export(call: Any, p: ExportParams) -> ExportText:
+    from cda.guardian.export import export as render_export
+    from cda.guardian.export import records
+    from cda.guardian.guardian_db import GuardianStore
+
+    desk = _desk(call)
+    with GuardianStore.open(desk.ledger) as store:
+        return ExportText(format=p.format, records=sum(1 for _ in records(store)), text=render_export(store, p.format))

@@ -18,17 +18,19 @@ import json
 import sqlite3
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from cda.contracts.action import KenSource
+from cda.contracts.hypothesis_record import TraceRecord
 from cda.investigation.session import MemoryBlock
 from cda.operations.base import OperationError, Params, Result, at, one_source
-from cda.operations.params import optional_path, optional_text, whole_in
+from cda.operations.params import DslText, checked, optional_path, optional_text, whole_in
 from cda.operations.principals import Principal
 from cda.operations.registry import Door, Needs, operation
 
@@ -46,7 +48,10 @@ __all__ = [
 ]
 
 MAX_PROBLEM = 256_000  # characters of DSL text in one call
+KEPT_SESSIONS = 16  # live sessions a desk keeps between steps (the least recently used one is let go)
+MOVED_RETRIES = 3  # a step taken again when another process wrote one first
 SESSION_ID = r"^[A-Za-z0-9_\-]{1,64}$"
+AUTHOR = r"^[A-Za-z0-9_.@\-]{1,64}$"  # a principal's name, or the name --as gives
 
 
 class InvestigateStartParams(Params):
@@ -57,6 +62,7 @@ class InvestigateStartParams(Params):
     task_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:\-]{1,128}$",
                                 description="task id (default: the problem file's name)")
     top: whole_in(1, 50) = Field(default=5, description="hypotheses kept as candidate records")  # type: ignore[valid-type]
+    author: str | None = Field(default=None, pattern=AUTHOR, description="who starts it (as for a step)")
 
     @model_validator(mode="after")
     def _one_problem(self) -> InvestigateStartParams:
@@ -68,8 +74,28 @@ class SessionRef(Params):
     session_id: str = Field(pattern=SESSION_ID, description="the session id investigate.start returned")
 
 
-class InvestigateObserveParams(Params):
-    session_id: str = Field(pattern=SESSION_ID, description="the session id investigate.start returned")
+def _step_number(description: str) -> Any:
+    def check(name: str, value: Any) -> int:
+        from cda.contracts import limits
+
+        return limits.whole(name, value, low=0, high=MAX_STEP)
+
+    return Annotated[Annotated[int, Field(ge=0, le=MAX_STEP)] | None, *checked(check, whole=True),
+                     Field(description=description)]
+
+
+MAX_STEP = 1_000_000
+
+
+class StepParams(SessionRef):
+    """What every step takes: who takes it and why."""
+
+    author: str | None = Field(default=None, pattern=AUTHOR, description="who takes the step: the local user may "
+                               "name anyone (--as NAME); another caller is its principal's name or nothing")
+    reason: optional_text("why, kept with the step", max_length=2_000) = None  # type: ignore[valid-type]
+
+
+class InvestigateObserveParams(StepParams):
     observation: optional_text("'slow(auth)', 'not slow(auth)', or 'value(metric:m) = 300 ms'",  # type: ignore[valid-type]
                                dsl=True, max_length=10_000)
 
@@ -80,28 +106,86 @@ class InvestigateObserveParams(Params):
         return self
 
 
+_Statement = Annotated[str, Field(min_length=1, max_length=10_000)]
+
+
+class InvestigateReviseParams(StepParams):
+    add: Annotated[list[_Statement], DslText(), Field(  # type: ignore[valid-type]
+        max_length=50, description="DSL statements added to the model: 'fact depends(a, b)', a hard or soft clause, "
+        "a domain written again, an observe line")] = []
+    retract: Annotated[list[_Statement], Field(  # type: ignore[valid-type]
+        max_length=50, description="lines of the model taken out, as the model writes them")] = []
+
+    @model_validator(mode="after")
+    def _something(self) -> InvestigateReviseParams:
+        if not self.add and not self.retract:
+            raise ValueError("a revision adds or retracts at least one statement, e.g. 'fact depends(a, b)'")
+        return self
+
+
+class InvestigateUndoParams(StepParams):
+    step: _step_number("the step to take back: an observation or a revision in force (default: the last)") = None  # type: ignore[valid-type]
+
+
+class InvestigateNoteParams(SessionRef):
+    step: _step_number("the step the note is on") = None  # type: ignore[valid-type]
+    text: optional_text("the note", max_length=4_000) = None  # type: ignore[valid-type]
+    author: str | None = Field(default=None, pattern=AUTHOR, description="who writes it (as for a step)")
+
+    @model_validator(mode="after")
+    def _given(self) -> InvestigateNoteParams:
+        if self.step is None or self.text is None:
+            raise ValueError("a note names a step and has some text")
+        return self
+
+
+class InvestigateShareParams(SessionRef):
+    member: str = Field(pattern=AUTHOR, description="the principal (a token's name) who may take steps too")
+
+
 class InvestigateStartResult(Result):
     session_id: str
     memory: MemoryBlock = Field(description="the memory block after the start step")
+    trace: TraceRecord | None = Field(default=None, description="the step as the hypothesis record's trace")
 
 
 class InvestigateMemoryResult(Result):
     session_id: str
     memory: MemoryBlock
+    trace: TraceRecord | None = Field(default=None, description="the step as the hypothesis record's trace")
 
 
 class StepRecord(Result):
     step: int
-    kind: Literal["start", "observe", "undo", "close"]
+    kind: Literal["start", "observe", "revise", "undo", "close"]
     observation: str | None = None
     undoes: int | None = None
+    author: str | None = None
+    reason: str | None = None
+    revision: dict[str, list[str]] | None = None
     trace: dict[str, Any] = Field(default_factory=dict)
+    at_utc: str
+
+
+class NoteRecord(Result):
+    step: int
+    author: str
+    text: str
     at_utc: str
 
 
 class InvestigateHistoryResult(Result):
     session_id: str
+    owner: str | None = None
+    members: list[str] = Field(default_factory=list)
     steps: list[StepRecord]
+    notes: list[NoteRecord] = Field(default_factory=list)
+
+
+class InvestigateShareResult(Result):
+    session_id: str
+    owner: str | None
+    members: list[str]
 
 
 class InvestigationDesk:
@@ -115,22 +199,28 @@ class InvestigationDesk:
                         else db.with_name(db.name + ".investigations-ken"))
         self.lock = threading.Lock()
         self.session_locks: dict[str, threading.Lock] = {}
+        self.open: OrderedDict[str, Any] = OrderedDict()  # session id -> its live Investigation (LRU)
         if sessions_file is None:  # a server's: made (or recognised and brought up to date) before the first call
             with self._sessions():
                 pass
         # a command's own file (cda investigate --db) is made by its first start: status never creates one
 
     def call(self, call: Any, method: str, params: BaseModel) -> BaseModel:
-        """Run one ``investigate.*`` method; every failure is an OperationError (never a traceback)."""
-        from cda.errors import AccessDenied
+        """Run one ``investigate.*`` method; every failure is an OperationError (never a traceback),
+        but a mistake in a problem file of the local user's, which names its place as a compiler does."""
+        from cda.errors import AccessDenied, DSLError
 
         try:
             if isinstance(params, InvestigateStartParams):
                 return self._start(call, params)
-            assert isinstance(params, SessionRef | InvestigateObserveParams)
+            assert isinstance(params, SessionRef)
             return self._step(call.principal, method, params)
         except (OperationError, AccessDenied):
             raise
+        except DSLError as exc:
+            if exc.filename is not None and call.principal.role == "local":
+                raise  # a mistake in the local user's own problem file: named by its file, line and column
+            raise self._mapped(exc) from None
         except Exception as exc:  # noqa: BLE001 - mapped to an error a client reads: never a traceback
             raise self._mapped(exc) from None
 
@@ -157,52 +247,146 @@ class InvestigationDesk:
         problem: str | Path = p.dsl if p.dsl is not None else at(call, p.path or "")
         if isinstance(problem, Path) and not problem.is_file():
             raise OperationError("invalid_params", f"{p.path}: no such file", ["params", "path"])
+        author = self._author(call.principal, p.author)
         try:
             with self._own_files():
                 inv = Investigation.start(problem, db=self.db, backend=p.backend, ken=ken, task_id=p.task_id,
-                                          top=p.top, session_id=sid)
+                                          top=p.top, session_id=sid, author=author)
         except BaseException:
             if ken is not None and ken.parent == self.ken_dir:
                 ken.unlink(missing_ok=True)
             raise
-        try:
-            with self._sessions() as sessions:
-                sessions.set_owner(sid, call.principal.name)
-            return InvestigateStartResult(session_id=sid, memory=inv.memory)
-        finally:
-            inv.release()
+        with self._sessions() as sessions:
+            sessions.set_owner(sid, call.principal.name)
+        self._keep(sid, inv)
+        return InvestigateStartResult(session_id=sid, memory=inv.memory, trace=inv.memory.trace_record())
 
-    def _step(self, who: Principal, method: str, p: SessionRef | InvestigateObserveParams) -> BaseModel:
-        from cda.investigation.session import Investigation
+    @staticmethod
+    def _author(who: Principal, named: str | None) -> str:
+        """Who takes a step: the local user names anyone (``--as``); another caller is itself."""
+        if who.role == "local":
+            return named or who.name
+        if named is not None and named != who.name:
+            raise OperationError("forbidden", f"a step is taken as the caller ({who.name}), not as {named!r}",
+                                 ["params", "author"])
+        return who.name
+
+    def _may(self, who: Principal, sid: str, *, owner_only: bool = False) -> None:
+        """The session is the caller's: its owner's, a member's (not to share it on), or any for a
+        principal that sees all; at the local user's own store every session is theirs."""
+        if who.role == "local":
+            return
+        owner: str | None = None
+        members: list[str] = []
+        if self.db.is_file():
+            with self._sessions(read_only=True) as sessions:
+                owner = sessions.owner(sid)
+                members = sessions.members(sid) if owner is not None else []
+        if owner is None or (owner != who.name and who.name not in members and not who.sees_all):
+            raise OperationError("not_found", f"no investigation {sid!r}", ["params", "session_id"])
+        if owner_only and owner != who.name and not who.sees_all:
+            raise OperationError("forbidden", f"only the owner of investigation {sid} shares it", ["params", "session_id"])
+
+    def _step(self, who: Principal, method: str, p: SessionRef) -> BaseModel:
+        from cda.errors import CDAError
+        from cda.investigation.session_store import SessionMoved
 
         sid = p.session_id
-        if who.role != "local":  # at the local user's own store every session is theirs
-            owner = None
-            if self.db.is_file():
-                with self._sessions(read_only=True) as sessions:
-                    owner = sessions.owner(sid)
-            if owner is None or (owner != who.name and not who.sees_all):
-                raise OperationError("not_found", f"no investigation {sid!r}", ["params", "session_id"])
+        self._may(who, sid, owner_only=method == "investigate.share")
+        if method in ("investigate.status", "investigate.history"):
+            return self._read(sid, method)
         with self.lock:
             lock = self.session_locks.setdefault(sid, threading.Lock())
+        # two callers of one session meet here (one at a time, each on the state the other left);
+        # another process's step in between is found by the store (SessionMoved): the step is
+        # taken again on the session as that process left it, never lost and never written twice
         with lock, self._own_files():
-            inv = Investigation.open(sid, self.db, read_only=method in ("investigate.status", "investigate.history"))
+            for attempt in range(MOVED_RETRIES + 1):
+                inv = self._live(sid)
+                try:
+                    answer = self._take(inv, who, method, p)
+                except SessionMoved:
+                    inv.release()
+                    if attempt == MOVED_RETRIES:
+                        raise
+                    continue
+                except (CDAError, OperationError):
+                    self._keep(sid, inv)  # a refused step changed nothing: the session is kept as it was
+                    raise
+                except BaseException:
+                    inv.release()  # anything else: the next call reopens the session from the store
+                    raise
+                self._keep(sid, inv)
+                return answer
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _take(self, inv: Any, who: Principal, method: str, p: SessionRef) -> BaseModel:
+        sid = p.session_id
+        if isinstance(p, InvestigateShareParams):
+            from datetime import UTC, datetime
+
+            inv.store.add_member(sid, p.member, who.name, datetime.now(UTC).isoformat())
+            return InvestigateShareResult(session_id=sid, owner=inv.store.owner(sid), members=inv.store.members(sid))
+        if isinstance(p, InvestigateNoteParams):
+            inv.note(p.step or 0, p.text or "", author=self._author(who, p.author))
+            return self._read(sid, "investigate.history")
+        assert isinstance(p, StepParams)
+        author, reason = self._author(who, p.author), p.reason
+        if isinstance(p, InvestigateObserveParams):
+            memory = inv.observe(p.observation or "", author=author, reason=reason)
+        elif isinstance(p, InvestigateReviseParams):
+            memory = inv.revise(p.add, p.retract, author=author, reason=reason)
+        elif isinstance(p, InvestigateUndoParams):
+            memory = inv.undo(p.step, author=author, reason=reason)
+        else:
+            memory = inv.close(author=author, reason=reason)
+        return InvestigateMemoryResult(session_id=sid, memory=memory, trace=memory.trace_record())
+
+    def _read(self, sid: str, method: str) -> BaseModel:
+        """``status`` and ``history``: read from the store (a fresh snapshot), no solver built."""
+        from cda.investigation.session import MemoryBlock
+
+        with self._sessions(read_only=True) as sessions:
+            if method == "investigate.status":
+                memory = MemoryBlock.model_validate(sessions.load(sid).memory)
+                return InvestigateMemoryResult(session_id=sid, memory=memory, trace=memory.trace_record())
+            sessions.load(sid)  # unknown: not_found
+            steps = [StepRecord(step=s.step, kind=s.kind, observation=s.observation,  # type: ignore[arg-type]
+                                undoes=s.undoes, author=s.author, reason=s.reason, revision=s.revision, trace=s.trace,
+                                at_utc=s.at_utc) for s in sessions.steps(sid)]
+            notes = [NoteRecord(step=n.step, author=n.author, text=n.text, at_utc=n.at_utc) for n in sessions.notes(sid)]
+            return InvestigateHistoryResult(session_id=sid, owner=sessions.owner(sid), members=sessions.members(sid),
+                                            steps=steps, notes=notes)
+
+    # ---- the live sessions this desk keeps: each step on the solver the last one left
+    def _live(self, sid: str) -> Any:
+        """The session's live investigation: the one kept since its last step when no other process
+        wrote a step since (the store's ``last_step`` says), else reopened from the store. Between
+        calls no connection to the file is held (a kept session gets a new one for its step)."""
+        from cda.investigation.session import Investigation
+        from cda.investigation.session_store import SessionStore
+
+        with self.lock:
+            kept = self.open.pop(sid, None)
+        if kept is not None:
+            store = SessionStore(self.db, create=False)
             try:
-                if method == "investigate.history":
-                    steps = [StepRecord(step=s.step, kind=s.kind, observation=s.observation,  # type: ignore[arg-type]
-                                        undoes=s.undoes, trace=s.trace, at_utc=s.at_utc) for s in inv.history()]
-                    return InvestigateHistoryResult(session_id=sid, steps=steps)
-                if isinstance(p, InvestigateObserveParams):
-                    memory = inv.observe(p.observation or "")
-                elif method == "investigate.undo":
-                    memory = inv.undo()
-                elif method == "investigate.close":
-                    memory = inv.close()
-                else:
-                    memory = inv.status()
-                return InvestigateMemoryResult(session_id=sid, memory=memory)
-            finally:
-                inv.release()
+                if store.last_step(sid) == kept.stored.last_step:
+                    kept.store = store
+                    return kept
+            except Exception:  # noqa: BLE001 - the kept one is dropped; reopened below
+                pass
+            store.close()
+        return Investigation.open(sid, self.db)
+
+    def _keep(self, sid: str, inv: Any) -> None:
+        """Keep ``inv`` for the session's next step (its connection closed; the least recently used let go)."""
+        inv.release()
+        with self.lock:
+            self.open[sid] = inv
+            self.open.move_to_end(sid)
+            while len(self.open) > KEPT_SESSIONS:
+                self.open.popitem(last=False)
 
     @contextmanager
     def _sessions(self, *, read_only: bool = False) -> Iterator[Any]:
@@ -218,6 +402,7 @@ class InvestigationDesk:
         """A failure as the error a client gets: its kind, a reason without server paths, and where."""
         from cda.errors import CDAError, DSLError, KenError
         from cda.investigation.live import InvestigationError
+        from cda.investigation.revision import StepRefused
         from cda.investigation.session import ClosedInvestigation
         from cda.investigation.session_store import SessionMoved, UnknownSession
 
@@ -238,8 +423,8 @@ class InvestigationDesk:
             return OperationError("not_found", str(exc), ["params", "session_id"])
         if isinstance(exc, ClosedInvestigation | SessionMoved):
             return OperationError("conflict", str(exc), ["params", "session_id"])
-        if isinstance(exc, CDAError) and str(exc).startswith("nothing to undo"):
-            return OperationError("conflict", str(exc), ["params", "session_id"])
+        if isinstance(exc, StepRefused):  # the session as it is stands in the way (named in the message)
+            return OperationError("conflict", self._hide(str(exc)), ["params", "session_id"])
         if isinstance(exc, CDAError | ValueError):
             return OperationError("invalid_params", self._hide(str(exc)), ["params"])
         if isinstance(exc, sqlite3.Error):
@@ -273,7 +458,7 @@ def _desk(call: Any) -> InvestigationDesk:
 
 
 _DOORS = {Door.CLI, Door.TOOLBUS, Door.MCP}
-_CLI_NAMES = {Door.CLI: {"session_id": "session", "task_id": "task"}}
+_CLI_NAMES = {Door.CLI: {"session_id": "session", "task_id": "task", "author": "as"}}
 
 
 @operation("investigate.start", InvestigateStartParams, InvestigateStartResult,
@@ -287,21 +472,32 @@ def start(call: Any, p: InvestigateStartParams) -> InvestigateStartResult:
 
 
 def _session_op(name: str, params: type[BaseModel], result: type[BaseModel], summary: str, *,
-                store: bool, positional: tuple[str, ...] = ("session_id",)) -> None:
+                store: bool, positional: tuple[str, ...] = ("session_id",), reads: bool = False) -> None:
     def run(call: Any, p: BaseModel) -> BaseModel:
         return _desk(call).call(call, name, p)
 
     run.__name__ = name.replace(".", "_")
-    reads = name == "investigate.observe"  # an observation is DSL: a ken line in it names a file
+    # reads: DSL in the call (an observation, a revision's statements): a ken line in it names a file
     operation(name, params, result, summary=summary, doors=_DOORS, cli_positional=positional,
               needs=Needs(files=reads, store=store, long=store), renames=_CLI_NAMES)(run)
 
 
 _session_op("investigate.observe", InvestigateObserveParams, InvestigateMemoryResult,
             "add one observation: 'slow(auth)', 'not slow(auth)', a metric value", store=True,
-            positional=("session_id", "observation"))
+            positional=("session_id", "observation"), reads=True)
+_session_op("investigate.revise", InvestigateReviseParams, InvestigateMemoryResult,
+            "revise the model: add statements ('fact depends(a, b)', clauses, a domain), retract lines; solved again",
+            store=True, positional=("session_id", "add"), reads=True)
 _session_op("investigate.status", SessionRef, InvestigateMemoryResult,
-            "the records, the focus and the next probe", store=False)
-_session_op("investigate.history", SessionRef, InvestigateHistoryResult, "the trace of each step", store=False)
-_session_op("investigate.undo", SessionRef, InvestigateMemoryResult, "take the last observation back", store=True)
-_session_op("investigate.close", SessionRef, InvestigateMemoryResult, "close the investigation", store=True)
+            "the records, the focus, the next probe and the step's trace record", store=False)
+_session_op("investigate.history", SessionRef, InvestigateHistoryResult,
+            "every step with its author and trace, the notes, the owner and members", store=False)
+_session_op("investigate.undo", InvestigateUndoParams, InvestigateMemoryResult,
+            "take back a step (an observation or a revision; default the last), the later ones kept", store=True,
+            positional=("session_id", "step"))
+_session_op("investigate.note", InvestigateNoteParams, InvestigateHistoryResult, "attach a note to a step",
+            store=True, positional=("session_id", "step", "text"))
+_session_op("investigate.share", InvestigateShareParams, InvestigateShareResult,
+            "let another principal take steps in the session (its owner only)", store=True,
+            positional=("session_id", "member"))
+_session_op("investigate.close", StepParams, InvestigateMemoryResult, "close the investigation", store=True)

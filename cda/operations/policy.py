@@ -55,7 +55,8 @@ class AnalysisParams(Params):
                       "no-new-access"]
     other: optional_path("the policy set it is compared with (implies, equivalent, disjoint, no-new-access)") = None  # type: ignore[valid-type]
     schema_: FilePath = Field(alias="schema", description="the Cedar schema")
-    entities: optional_path("the entities (JSON)") = None  # type: ignore[valid-type]
+    entities: optional_path("an entity store (JSON) to bound the analysis to; without it, every store the schema "  # type: ignore[valid-type]
+                            "allows") = None
     principal_type: optional_text("only this principal type") = None  # type: ignore[valid-type]
     action: optional_text("only this action") = None  # type: ignore[valid-type]
     resource_type: optional_text("only this resource type") = None  # type: ignore[valid-type]

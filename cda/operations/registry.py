@@ -124,7 +124,7 @@ _REGISTRY: dict[str, Operation] = {}
 
 MODULES = tuple(f"cda.operations.{m}" for m in (
     "engine", "fol", "diagnosis", "actions", "investigate", "guard", "conduct", "reflect", "artifacts", "policy",
-    "sessions"))
+    "sessions", "report"))
 """The modules that declare operations. A namespaced operation (``investigate.revise``) lives in the
 module of its namespace (``cda.operations.investigate``); the others are in :data:`DECLARED_IN`."""
 

@@ -1,8 +1,7 @@
-"""Analyses of Cedar policy sets over every request of an environment, decided by a solver.
+"""Analyses of Cedar policy sets, decided through CDA's engine over every entity store.
 
-An environment is a principal type, an action and a resource type; its requests are every
-(principal, resource) of those types in the given entity store, with any context of the
-action's schema type. Each property is asked as "is there a request that violates it?":
+An environment is a principal type, an action and a resource type. A property is asked as "is
+there a request (and an entity store) that violates it?":
 
 * ``always-allows S`` / ``always-denies S``: S allows / denies every request;
 * ``implies A B``: every request A allows, B allows; ``equivalent A B``; ``disjoint A B`` (no
@@ -10,38 +9,52 @@ action's schema type. Each property is asked as "is there a request that violate
 * ``never-errors S``: no policy of S raises an evaluation error on any request;
 * ``no-new-access OLD NEW``: NEW allows nothing OLD does not (``implies NEW OLD``).
 
-z3 decides every property over the fragment :mod:`cda.policy.symbolic` encodes; clingo decides
-it when the context is read only through Booleans (the formula is then propositional and goes
-through CDA's IR to the clingo backend), and refuses by name otherwise. A violated property
-comes with a counterexample request, evaluated again concretely by :mod:`cda.policy.authorization`
-before it is shown (a disagreement is :class:`~cda.errors.EvaluatorDisagreement`, a bug).
+**What it is proved for.** By default, for every entity store the schema allows
+(:class:`~cda.policy.symstore.SchemaStore`: principals, resources and every entity they reach are
+symbolic populations with symbolic attributes, tags and hierarchy) and every request of the
+environment; with ``entities=`` (``--entities FILE``), for that store as given
+(:class:`~cda.policy.symstore.FixedStore`). Each result says which (``proved_for``).
+
+**How.** The policies are lowered to CDA's IR (:mod:`cda.policy.lower`): each policy's
+*satisfied* and *errors* atoms defined by a named clause, the property's violation over them,
+the store's axioms in the background. The engine decides it (:class:`~cda.policy.solving.Query`:
+z3 or clingo, every model re-checked by the independent evaluator, ``unknown`` an ordered
+status). A violation comes back as a least-cost model (soft clauses keep the scenario small:
+fewer entities, attributes, ancestors, set members), read as a request and an entity store in
+Cedar's JSON (:mod:`cda.policy.scenario`), read back by Cedar's readers against the schema and
+evaluated again by CDA's concrete evaluator before it is shown: a disagreement is
+:class:`~cda.errors.EvaluatorDisagreement`, a bug, never an answer. Asked for
+(:mod:`cda.policy.repair`), a failing property gets a repair (the policies whose removal restores
+it, re-checked) and a holding one the policies it stands on (a minimal core).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-import z3
-
-from cda.contracts.deadline import current_token
-from cda.contracts.limits import Z3_MAX_TIMEOUT_MS, seconds
-from cda.errors import BackendUnsupported, CDAError, EvaluatorDisagreement, OptionError
+from cda.contracts.limits import seconds
+from cda.contracts.status import PropertyStatus
+from cda.errors import CDAError, EvaluatorDisagreement, OptionError
 from cda.policy.authorization import Answer, PolicySet, decide
-from cda.policy.entities import Entities, Request
+from cda.policy.entities import Entities, read_entities, read_request
+from cda.policy.lower import Lowering, Request
 from cda.policy.schema import EMPTY_RECORD, Schema
-from cda.policy.symbolic import Encoder, SymContext, and_, as_z3, context_value, not_, or_
+from cda.policy.solving import Clause, Deadline, GroundProblem, Node, Query, SoftClause, SolverStatus
+from cda.policy.symstore import FixedStore, SchemaStore
+from cda.policy.symvalues import EntV
 from cda.policy.syntax import Policy
-from cda.policy.values import CRecord, EntityUID, Value, to_json
+from cda.policy.values import EntityUID
 
 __all__ = [
     "Environment",
     "AnalysisResult",
     "PROPERTIES",
+    "EVERY_STORE",
     "analyze",
     "always_allows",
     "always_denies",
@@ -53,9 +66,10 @@ __all__ = [
     "environments",
     "select_environments",
     "analyze_files",
+    "violated",
+    "Lowered",
+    "lower_analysis",
 ]
-
-z3.set_param("ctrl_c", False)  # Ctrl-C reaches the command (cda.cli.interrupts), not swallowed by a check
 
 Property = Literal["always-allows", "always-denies", "implies", "equivalent", "disjoint", "never-errors", "no-new-access"]
 PROPERTIES: dict[str, int] = {
@@ -68,8 +82,8 @@ PROPERTIES: dict[str, int] = {
     "no-new-access": 2,
 }
 Backend = Literal["z3", "clingo"]
-#: (principal, resource) pairs one analysis encodes: each is a copy of the policy set's formulas
-MAX_PAIRS = 100_000
+#: what a result over every store says it was proved for
+EVERY_STORE = "every entity store the schema allows"
 
 
 @dataclass(frozen=True)
@@ -83,38 +97,43 @@ class Environment:
 
 @dataclass
 class AnalysisResult:
-    """A property's verdict: ``holds``; when not, ``counterexample`` (a request in Cedar's JSON
-    form, with each policy set's answer); when it does, the ``bound`` and ``assumptions``."""
+    """A property's answer: ``status`` (``holds``, ``fails`` or ``unknown``), what it was
+    ``proved_for`` (every store the schema allows, or the given store), and: when it fails, a
+    ``counterexample`` (a request, and for every-store analyses the entity store, in Cedar's
+    JSON) with each policy set's ``answers`` and a ``repair``; when it holds, with ``explain``,
+    the policies it ``stands_on``; when unknown, the ``note`` saying why."""
 
     property: str
-    holds: bool
+    status: PropertyStatus
     environment: dict[str, str]
     backend: str
-    requests_checked: str
-    bound: str
+    proved_for: str
     assumptions: list[str]
     counterexample: dict[str, Any] | None = None
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    repair: dict[str, Any] | None = None
+    stands_on: list[str] | None = None
+    note: str = ""
     seconds: float = 0.0
     policies: list[int] = field(default_factory=list)
 
     def to_json(self, *, timing: bool = False) -> dict[str, Any]:
         """The result as JSON; without ``timing`` (the default) the same inputs give the same
         bytes, so a batch run on a pool or on Dask can be compared byte for byte."""
-        out = asdict(self)
-        if not timing:
-            del out["seconds"]
+        out: dict[str, Any] = {
+            "property": self.property, "status": str(self.status), "environment": self.environment,
+            "backend": self.backend, "proved_for": self.proved_for, "assumptions": self.assumptions,
+            "counterexample": self.counterexample, "answers": self.answers, "repair": self.repair,
+            "stands_on": self.stands_on, "note": self.note, "policies": self.policies,
+        }  # fmt: skip
+        if timing:
+            out["seconds"] = self.seconds
         return out
 
 
 def environments(schema: Schema) -> list[Environment]:
     """Every (principal type, action, resource type) the schema's actions apply to, sorted."""
-    out = [
-        Environment(p, a.uid, r)
-        for a in schema.actions.values()
-        for p in a.principals
-        for r in a.resources
-    ]
+    out = [Environment(p, a.uid, r) for a in schema.actions.values() for p in a.principals for r in a.resources]
     return sorted(out, key=lambda e: (e.principal_type, str(e.action), e.resource_type))
 
 
@@ -152,9 +171,12 @@ def analyze_files(
     resource_type: str | None = None,
     backend: Backend = "z3",
     timeout: float = 60.0,
+    explain: bool = False,
+    repair: bool = False,
 ) -> list[AnalysisResult]:
     """``cda policy analyze`` as a function of file paths (what a batch job calls): ``prop`` on
-    the policy files (one, or two for the binary properties) over every environment selected."""
+    the policy files (one, or two for the binary properties) over every environment selected,
+    for every store the schema allows, or for the store ``entities`` when given."""
     from cda.policy.authorization import load_policy_set
 
     if prop not in PROPERTIES:
@@ -164,54 +186,13 @@ def analyze_files(
     sets = [load_policy_set(p, schema, entities) for p in policies]
     assert sets[0].schema is not None
     envs = select_environments(sets[0].schema, action, principal_type, resource_type)
-    return [analyze(prop, sets, e, backend=backend, timeout=timeout) for e in envs]
+    given = None if entities is None else (sets[0].entities, Path(entities).name)  # the same on every door
+    return [analyze(prop, sets, e, backend=backend, timeout=timeout, store=given, explain=explain, repair=repair)
+            for e in envs]  # fmt: skip
 
 
-def _context_of(schema: Schema | None, env: Environment, store: Entities) -> SymContext:
-    zc = z3.Context()
-    if schema is None or env.action not in schema.actions:
-        return context_value(EMPTY_RECORD, zc=zc)
-    return context_value(schema.actions[env.action].context, store=store, zc=zc)
-
-
-def _pairs(store: Entities, env: Environment) -> list[tuple[EntityUID, EntityUID]]:
-    principals = sorted(u for u in store.attrs if u.type == env.principal_type)
-    resources = sorted(u for u in store.attrs if u.type == env.resource_type)
-    return [(p, r) for p in principals for r in resources]
-
-
-def _set_formulas(policies: list[Policy], enc: Encoder) -> tuple[Any, Any]:
-    """(allows, some policy errors) of one policy set for the encoder's request."""
-    permits: list[Any] = []
-    forbids: list[Any] = []
-    errs: list[Any] = []
-    for p in policies:
-        sat, err = enc.policy_formulas(p)
-        (permits if p.effect == "permit" else forbids).append(sat)
-        errs.append(err)
-    allow = and_(or_(*permits), not_(or_(*forbids)))
-    return allow, or_(*errs)
-
-
-def _violation(prop: str, sets: list[tuple[Any, Any]]) -> Any:
-    a_allow, a_err = sets[0]
-    if prop == "always-allows":
-        return not_(a_allow)
-    if prop == "always-denies":
-        return a_allow
-    if prop == "never-errors":
-        return a_err
-    b_allow = sets[1][0]
-    if prop == "implies":
-        return and_(a_allow, not_(b_allow))
-    if prop == "equivalent":
-        return or_(and_(a_allow, not_(b_allow)), and_(b_allow, not_(a_allow)))
-    if prop == "disjoint":
-        return and_(a_allow, b_allow)
-    return and_(b_allow, not_(a_allow))  # no-new-access OLD NEW: NEW allows what OLD denies
-
-
-def _violated_concretely(prop: str, answers: list[Answer]) -> bool:
+def violated(prop: str, answers: list[Answer]) -> bool:
+    """Whether concrete answers (one per policy set) violate ``prop``."""
     a = answers[0]
     if prop == "always-allows":
         return a.decision != "allow"
@@ -229,6 +210,136 @@ def _violated_concretely(prop: str, answers: list[Answer]) -> bool:
     return b.decision == "allow" and a.decision != "allow"
 
 
+# ---------------------------------------------------------------------------- the lowered problem
+
+
+@dataclass
+class Lowered:
+    """One analysis as an IR problem: each policy's clause (its satisfied and errors atoms
+    defined), the violation clause, and what reads a model back."""
+
+    low: Lowering
+    request: Request
+    problem: GroundProblem
+    #: per policy set: [(clause name, policy, satisfied atom, errors atom)]
+    policies: list[list[tuple[str, Policy, Node, Node]]]
+    violation: str  # the violation clause's name
+    env: Environment
+
+
+def _set_nodes(low: Lowering, tag: str, policies: list[Policy], req: Request,
+               defs: list[Clause]) -> tuple[Node, Node, list[tuple[str, Policy, Node, Node]]]:  # fmt: skip
+    """(allows, some policy errors) of one policy set, each policy's meaning a named clause."""
+    f = low.f
+    permits: list[Node] = []
+    forbids: list[Node] = []
+    errs: list[Node] = []
+    out: list[tuple[str, Policy, Node, Node]] = []
+    for i, p in enumerate(policies):
+        sat, err = low.policy_nodes(p, req)
+        name = f"{tag}:{p.id}" if tag else p.id
+        s_atom, e_atom = low.atom(f"sat[{name}]#{i}"), low.atom(f"err[{name}]#{i}")
+        defs.append(Clause(name, "hard", f.and_([f.iff(s_atom, sat), f.iff(e_atom, err)]), p.pos[0]))
+        (permits if p.effect == "permit" else forbids).append(s_atom)
+        errs.append(e_atom)
+        out.append((name, p, s_atom, e_atom))
+    return f.and_([f.or_(permits), f.not_(f.or_(forbids))]), f.or_(errs), out
+
+
+def _violation(f: Any, prop: str, sets: list[tuple[Node, Node]]) -> Node:
+    a_allow, a_err = sets[0]
+    if prop == "always-allows":
+        return f.not_(a_allow)  # type: ignore[no-any-return]
+    if prop == "always-denies":
+        return a_allow
+    if prop == "never-errors":
+        return a_err
+    b_allow = sets[1][0]
+    if prop == "implies":
+        return f.and_([a_allow, f.not_(b_allow)])  # type: ignore[no-any-return]
+    if prop == "equivalent":
+        return f.not_(f.iff(a_allow, b_allow))  # type: ignore[no-any-return]
+    if prop == "disjoint":
+        return f.and_([a_allow, b_allow])  # type: ignore[no-any-return]
+    return f.and_([b_allow, f.not_(a_allow)])  # type: ignore[no-any-return]  # no-new-access OLD NEW
+
+
+def lower_analysis(prop: str, policy_sets: list[PolicySet], env: Environment, schema: Schema,
+                   store: Entities | None) -> Lowered:  # fmt: skip
+    """``prop`` over ``env`` as an IR problem, over every store (``store`` None) or ``store``."""
+    low = Lowering()
+    sym = SchemaStore(low, schema) if store is None else FixedStore(low, store)
+    f = low.f
+    principal = EntV(low.term_var("principal", sym.sort(env.principal_type)), env.principal_type)
+    resource = EntV(low.term_var("resource", sym.sort(env.resource_type)), env.resource_type)
+    for x in (principal, resource):
+        low.register(x)
+    action = low.entity(env.action)
+    ctx_type = schema.actions[env.action].context if env.action in schema.actions else EMPTY_RECORD
+    context = low.fresh_value(ctx_type, "context")
+    req = Request(principal, action, resource, context)
+    defs: list[Clause] = []
+    tags = ["OLD", "NEW"] if prop == "no-new-access" else ["A", "B"] if len(policy_sets) == 2 else [""]
+    sets, per_set = [], []
+    try:
+        for tag, ps in zip(tags, policy_sets):
+            allow, errs, pols = _set_nodes(low, tag, ps.policies, req, defs)
+            sets.append((allow, errs))
+            per_set.append(pols)
+    except RecursionError:
+        raise CDAError("a policy condition is nested too deeply to encode") from None
+    low.close()
+    gp = low.gp
+    gp.clauses.extend(defs)
+    gp.clauses.append(Clause("violation", "hard", _violation(f, prop, sets), 0))
+    _small_scenario(low, gp)
+    return Lowered(low, req, gp, per_set, "violation", env)
+
+
+def _small_scenario(low: Lowering, gp: GroundProblem) -> None:
+    """Soft clauses that make a counterexample small: the entity terms of a type equal where they
+    may be (fewer entities; not over a given store, whose entities are there anyway), optional
+    attributes absent, fewer ancestors and set members."""
+    f = low.f
+    soft = [(name, f.not_(node), w) for name, node, w in low.avoid]
+    for key, xs in low.universe.items():
+        if not key.startswith("Entity:") or isinstance(low.store, FixedStore):
+            continue
+        terms = [x for x in xs.values() if isinstance(x, EntV) and x.const_id is None]
+        for i, x in enumerate(terms):
+            for y in terms[i + 1 :]:
+                soft.append((f"merge:{key}", f.eq(x.term, y.term), 1))
+    for i, (name, node, w) in enumerate(soft):
+        if node is not f.true:
+            gp.soft.append(SoftClause(f"small#{i}:{name}", node, Fraction(w), 0))
+    gp.canonical_soft = False  # the least total is small enough; a canonical violated set costs a level per clause
+
+
+# ---------------------------------------------------------------------------- the analysis
+
+
+def _proved_for(store: tuple[Entities, str] | None, schema: Schema) -> str:
+    if store is None:
+        return EVERY_STORE
+    entities, where = store
+    n = sum(1 for u in entities.attrs if u not in schema.actions)
+    return f"the entity store {where} as given ({n} entities besides the schema's actions)"
+
+
+def _assumptions(store: tuple[Entities, str] | None) -> list[str]:
+    out = ["requests conform to the schema (the principal and resource types of the environment, the context "
+           "of the action's context type)"]
+    if store is None:
+        out.append("entity stores conform to the schema and are well formed: every entity a request, an attribute, "
+                   "a tag or a policy names is in the store, and the hierarchy is acyclic")
+    else:
+        out.append("principals, resources and entity-valued context attributes are entities of the given store "
+                   "(its attributes and hierarchy are fixed)")
+    out.append("longs, decimals and durations range over Cedar's 64-bit values; datetimes over those Cedar reads "
+               "(years 1 to 9999)")
+    return out
+
+
 def analyze(
     prop: str,
     policy_sets: list[PolicySet],
@@ -236,9 +347,14 @@ def analyze(
     *,
     backend: Backend = "z3",
     timeout: float = 60.0,
+    store: tuple[Entities, str] | None = None,
+    explain: bool = False,
+    repair: bool = False,
 ) -> AnalysisResult:
-    """Decide ``prop`` for the policy sets (one or two, as the property takes) over ``env``,
-    with the first set's schema and entity store."""
+    """Decide ``prop`` for the policy sets (one or two, as the property takes) over ``env``:
+    for every entity store the first set's schema allows, or, with ``store`` (an entity store
+    and where it came from), for that store. ``repair`` (a failing property) and ``explain``
+    (a holding one) ask for more solving, within the same ``timeout``."""
     if prop not in PROPERTIES:
         raise OptionError(f"unknown property {prop!r}; one of {', '.join(PROPERTIES)}")
     if len(policy_sets) != PROPERTIES[prop]:
@@ -247,299 +363,135 @@ def analyze(
         raise OptionError(f"unknown backend {backend!r}; z3 or clingo")
     timeout = seconds("timeout", timeout, positive=True)
     started = time.perf_counter()
-    base = policy_sets[0]
-    store, schema = base.entities, base.schema
-    if env.action not in store.attrs and (schema is None or env.action not in schema.actions):
-        raise CDAError(f"the action {env.action} is neither in the schema nor in the entity store")
-    ctx = _context_of(schema, env, store)
-    pairs = _pairs(store, env)
-    if not pairs:  # no request to range over: any property would hold vacuously
-        raise CDAError(
-            f"no {env.principal_type}/{env.resource_type} entities in the store: nothing to decide (the requests of "
-            f"({env.principal_type}, {env.action}, {env.resource_type}) range over the entity store's "
-            f"{env.principal_type} and {env.resource_type} entities; give an entity store that has both, or narrow "
-            "the environment)"
-        )
-    if len(pairs) > MAX_PAIRS:
-        raise OptionError(
-            f"the environment has {len(pairs):,} (principal, resource) pairs in the entity store; the analyses "
-            f"encode at most {MAX_PAIRS:,} (narrow the environment or the store)"
-        )
-    empty_ctx = CRecord({})
-    sel = z3.Int("request", ctx.zc)
-    disjuncts = []
-    try:
-        for k, (p, r) in enumerate(pairs):
-            enc = Encoder(Request(p, env.action, r, empty_ctx), store, ctx)
-            sets = [_set_formulas(ps.policies, enc) for ps in policy_sets]
-            v = _violation(prop, sets)
-            if v is not False:
-                disjuncts.append(and_(sel == k, v))
-    except RecursionError:
-        raise CDAError("a policy condition is nested too deeply to encode") from None
-    violation = z3.simplify(as_z3(or_(*disjuncts), ctx.zc))
-    if backend == "z3":
-        status, model = _solve_z3(z3.And(*ctx.constraints, violation), timeout, ctx.zc)
-    else:
-        status, model = _solve_clingo(violation, ctx, timeout)
-    env_json = {"principal_type": env.principal_type, "action": str(env.action), "resource_type": env.resource_type}
+    schema = policy_sets[0].schema
+    if schema is None:
+        raise CDAError("an analysis needs the schema: it says which requests and entity stores there are")
+    if env.action not in schema.actions:
+        raise CDAError(f"the action {env.action} is not in the schema")
+    if store is not None:
+        _has_requests(store[0], env, schema)
+    lowered = lower_analysis(prop, policy_sets, env, schema, None if store is None else store[0])
+    deadline = Deadline(timeout)
+    query = Query(lowered.problem, backend, deadline)
     result = AnalysisResult(
-        property=prop,
-        holds=status == "unsat",
-        environment=env_json,
-        backend=backend,
-        requests_checked=f"{len(pairs)} (principal, resource) pairs from the entity store × every context",
-        bound=(f"principals: the {len({p for p, _ in pairs})} entities of type {env.principal_type} in the store; "
-               f"resources: the {len({r for _, r in pairs})} entities of type {env.resource_type}; the entity store as given"),
-        assumptions=[
-            "requests conform to the schema (the context has the action's context type)",
-            "principals, resources and entity-valued context attributes are entities of the store (its "
-            "attributes and hierarchy are fixed)",
-            "longs and decimals range over Cedar's 64-bit values",
-        ],
+        property=prop, status=PropertyStatus.UNKNOWN,
+        environment={"principal_type": env.principal_type, "action": str(env.action), "resource_type": env.resource_type},
+        backend=backend, proved_for=_proved_for(store, schema), assumptions=_assumptions(store),
         policies=[len(ps.policies) for ps in policy_sets],
     )  # fmt: skip
-    if status == "sat":
+    decided = query.check()
+    if decided.status is SolverStatus.UNKNOWN:
+        result.note = f"{backend} gave no verdict: {decided.note or 'unknown'}; nothing is claimed"
+    elif decided.status is SolverStatus.UNSAT:
+        result.status = PropertyStatus.HOLDS
+        if explain:
+            from cda.policy.repair import stands_on
+
+            result.stands_on, note = stands_on(lowered, query)
+            if note:
+                result.note = note
+    else:
+        small = query.cheapest()
+        model = small.model if small.status is SolverStatus.SAT else decided.model
+        if small.status is not SolverStatus.SAT:
+            result.note = "the counterexample is not minimised (time ran out while making it small)"
         assert model is not None
-        k = model["request"]
-        p, r = pairs[k]
-        context = _context_from_model(ctx, model)
-        req = Request(p, env.action, r, context)
-        answers = [decide(ps.policies, req, store) for ps in policy_sets]
-        if not _violated_concretely(prop, answers):
-            raise EvaluatorDisagreement(
-                f"{backend} found a counterexample to {prop} that the concrete evaluator does not confirm: {req}"
-            )
-        result.counterexample = {
-            "principal": {"type": p.type, "id": p.id},
-            "action": {"type": env.action.type, "id": env.action.id},
-            "resource": {"type": r.type, "id": r.id},
-            "context": to_json(context),
-        }
-        result.answers = {("A", "B")[i] if len(answers) == 2 else "S": a.to_json() for i, a in enumerate(answers)}
-        if prop == "no-new-access":
-            result.answers = {"OLD": answers[0].to_json(), "NEW": answers[1].to_json()}
+        cex, answers = _scenario(prop, lowered, model, policy_sets, schema, store)
+        result.status = PropertyStatus.FAILS
+        result.counterexample = cex
+        names = ["OLD", "NEW"] if prop == "no-new-access" else ["A", "B"] if len(answers) == 2 else ["S"]
+        result.answers = {n: a.to_json() for n, a in zip(names, answers)}
+        if repair:
+            from cda.policy.repair import suggest
+
+            result.repair = suggest(prop, lowered, query)
     result.seconds = round(time.perf_counter() - started, 6)
     return result
 
 
-class _Check:
-    """A z3 check a cancel may interrupt: only while it runs (an interrupt that lands as z3 hands
-    the model over fails that call). Held weakly by the token, so it goes with the check."""
+def _has_requests(store: Entities, env: Environment, schema: Schema) -> None:
+    """Refuse a given store in which the environment has no request (every property would hold
+    vacuously): no principal or resource of its types, or no entity for a required context
+    attribute of entity type."""
+    have = {u.type for u in store.attrs}
 
-    def __init__(self, zc: Any) -> None:
-        self.zc = zc
-        self.running = False
+    def required_entities(t: Any, path: str) -> list[tuple[str, str]]:
+        if t.kind == "Entity":
+            return [(path, t.name)]
+        if t.kind == "Record":
+            return [x for name, at, required in t.attrs if required for x in required_entities(at, f"{path}.{name}")]
+        return []
 
-    def interrupt(self) -> None:
-        if self.running:
-            self.zc.interrupt()
-
-
-def _solve_z3(formula: Any, timeout: float, zc: Any) -> tuple[str, dict[str, Any] | None]:
-    token = current_token()
-    check = _Check(zc)
-    if token is not None:  # a cancel (Ctrl-C) stops the check in flight
-        token.on_cancel(check.interrupt)
-    s = z3.Solver(ctx=zc)
-    s.set("timeout", Z3_MAX_TIMEOUT_MS if timeout * 1000 >= Z3_MAX_TIMEOUT_MS else max(1, int(timeout * 1000)))
-    s.add(formula)
-    check.running = True
-    try:
-        r = s.check()
-    finally:
-        check.running = False
-    if r == z3.unknown:
-        raise CDAError(f"z3 returned unknown ({s.reason_unknown()}); no verdict")
-    if r == z3.unsat:
-        return "unsat", None
-    m = s.model()
-    out: dict[str, Any] = {}
-    for d in m.decls():
-        v = m[d]
-        if z3.is_int_value(v):
-            out[d.name()] = v.as_long()
-        elif z3.is_true(v) or z3.is_false(v):
-            out[d.name()] = z3.is_true(v)
-        elif z3.is_string_value(v):
-            out[d.name()] = v.as_string()
-    out.setdefault("request", 0)
-    return "sat", out
-
-
-def _solve_clingo(formula: Any, ctx: SymContext, timeout: float) -> tuple[str, dict[str, Any] | None]:
-    """The propositional formula through CDA's IR to the clingo backend.
-
-    It reaches the engine only through :mod:`cda.ir` and :mod:`cda.engine` (docs/architecture.md),
-    but it converts z3 terms back into IR nodes: Cedar is compiled to z3 first
-    (:mod:`cda.policy.symbolic`). Lowering Cedar to :mod:`cda.ir` directly, so that both backends
-    and the independent re-check decide it, is issue 28's Cedar part, done separately.
-    """
-    from cda.contracts.deadline import Deadline
-    from cda.engine import make_backend, selector
-    from cda.ir import AtomInfo, Clause, GroundProblem, NodeFactory
-    from cda.policy.symbolic import SymEntity
-
-    f = NodeFactory()
-    gp = GroundProblem(factory=f)
-    memo: dict[int, Any] = {}
-    # a context entity is an integer over its candidates: one atom per value, exactly one true
-    domains = {path: len(sym.candidates) for path, sym, _ in ctx.variables if isinstance(sym, SymEntity)}
-
-    def conv(t: Any) -> Any:
-        key = t.get_id()
-        if key in memo:
-            return memo[key]
-        if z3.is_true(t):
-            n = f.const(True)
-        elif z3.is_false(t):
-            n = f.const(False)
-        elif z3.is_not(t):
-            n = f.not_(conv(t.arg(0)))
-        elif z3.is_and(t):
-            n = f.and_(conv(c) for c in t.children())
-        elif z3.is_or(t):
-            n = f.or_(conv(c) for c in t.children())
-        elif z3.is_implies(t):
-            n = f.implies(conv(t.arg(0)), conv(t.arg(1)))
-        elif z3.is_eq(t) and z3.is_bool(t.arg(0)):
-            n = f.iff(conv(t.arg(0)), conv(t.arg(1)))
-        elif (eq := _int_eq(t)) is not None and eq[0] == "request":
-            n = f.atom(_atom(f"request={eq[1]}"))
-        elif eq is not None and eq[0] in domains:
-            n = f.atom(_value_atom(*eq))
-        elif z3.is_app_of(t, z3.Z3_OP_ITE) and z3.is_bool(t):
-            c, a, b = (conv(x) for x in t.children())
-            n = f.or_([f.and_([c, a]), f.and_([f.not_(c), b])])
-        elif z3.is_app_of(t, z3.Z3_OP_XOR):
-            n = f.xor(conv(c) for c in t.children())
-        elif z3.is_distinct(t) and t.num_args() == 2 and z3.is_bool(t.arg(0)):
-            n = f.not_(f.iff(conv(t.arg(0)), conv(t.arg(1))))
-        elif z3.is_const(t) and z3.is_bool(t):
-            n = f.atom(_atom(t.decl().name()))
-        else:
-            raise BackendUnsupported(
-                f"clingo decides Cedar policies whose context is read only through Booleans; "
-                f"this one compares {_sort_of(t)} values ({t.sexpr()[:60]}); use z3"
+    for path, t in required_entities(schema.actions[env.action].context, "context"):
+        if t not in have:
+            raise CDAError(f"no {t} entities in the store: nothing to decide (every request's {path} is an entity of "
+                           f"type {t} of the given store)")  # fmt: skip
+    for t in (env.principal_type, env.resource_type):
+        if t not in have:
+            raise CDAError(
+                f"no {t} entities in the store: nothing to decide (the requests of ({env.principal_type}, {env.action}, "
+                f"{env.resource_type}) range over the given store's {env.principal_type} and {env.resource_type} "
+                "entities; give a store that has both, narrow the environment, or analyse every store the schema "
+                "allows by leaving --entities out)"
             )
-        memo[key] = n
-        return n
-
-    # `request` is an index: the formula says request = k for one pair; as atoms, exactly one holds
-    node = conv(formula)
-    req_atoms = sorted(name for name in _atoms_of(node) if name.startswith("request_"))
-    one = f.card("exactly", 1, [f.atom(a) for a in req_atoms]) if req_atoms else f.const(True)
-    node = f.and_([node, one, *[f.card("exactly", 1, [f.atom(_value_atom(name, k)) for k in range(size)])
-                                for name, size in domains.items()]])  # fmt: skip
-    for name in sorted(_atoms_of(node)):
-        gp.atoms[name] = AtomInfo(name, "var", name, ())
-    gp.clauses.append(Clause("violation", "hard", node, 0))
-    backend = make_backend("clingo", gp, seed=0, deadline=Deadline(None if math.isinf(timeout) else timeout), weights={})
-    out = backend.check([(selector("violation"), True)])
-    if out.status == "unknown":
-        raise CDAError("clingo returned unknown (time ran out); no verdict")
-    if out.status == "unsat":
-        return "unsat", None
-    assert out.model is not None
-    model: dict[str, Any] = {"request": 0}
-    for path, sym, pres in ctx.variables:
-        if isinstance(sym, SymEntity):
-            model[path] = next((k for k in range(domains[path]) if out.model.get(_value_atom(path, k))), 0)
-        elif sym.kind == "Bool":
-            model[path] = bool(out.model.get(_atom(path), False))
-        if pres is not None:
-            model[pres.decl().name()] = bool(out.model.get(_atom(pres.decl().name()), False))
-    for a in req_atoms:
-        if out.model.get(a):
-            model["request"] = int(a.split("_", 1)[1])
-    return "sat", model
 
 
-def _int_eq(t: Any) -> tuple[str, int] | None:
-    """``(name, k)`` when ``t`` is ``name == k`` (either way round) for an integer variable."""
-    if not z3.is_eq(t):
-        return None
-    a, b = t.arg(0), t.arg(1)
-    if z3.is_int_value(a):
-        a, b = b, a
-    if z3.is_const(a) and not z3.is_int_value(a) and z3.is_int(a) and z3.is_int_value(b):
-        return a.decl().name(), b.as_long()
-    return None
+def _scenario(prop: str, lowered: Lowered, model: dict[str, Any], policy_sets: list[PolicySet], schema: Schema,
+              store: tuple[Entities, str] | None) -> tuple[dict[str, Any], list[Answer]]:  # fmt: skip
+    """The model as a Cedar scenario, read back by Cedar's readers and re-evaluated concretely."""
+    from cda.policy.scenario import Decoder, StoreBuilder, named_in_request, request_json
+
+    low = lowered.low
+    dec = Decoder(low, model)
+    ctx_type = schema.actions[lowered.env.action].context
+    if store is None:
+        assert isinstance(low.store, SchemaStore)
+        builder = StoreBuilder(dec, low.store, schema)
+        builder.build()
+        request = request_json(dec, lowered.request, ctx_type, builder.entity_of)
+        full = builder.to_json()
+        small = builder.to_json(keep=named_in_request(request))
+        for entities_json in ([small, full] if len(small) < len(full) else [full]):
+            try:
+                concrete = read_entities(entities_json, schema, "counterexample.entities")
+            except CDAError as exc:
+                raise EvaluatorDisagreement(f"the counterexample's entity store does not conform to the schema: {exc}") from None
+            answers = _answers(request, schema, concrete, policy_sets)
+            if violated(prop, answers) or entities_json is full:
+                break
+    else:
+        concrete = store[0]
+        entities_json = None
+
+        def existing(etype: str) -> EntityUID:
+            return min(u for u in concrete.attrs if u.type == etype)
+
+        request = request_json(dec, lowered.request, ctx_type, existing)
+        answers = _answers(request, schema, concrete, policy_sets)
+    if not violated(prop, answers):
+        raise EvaluatorDisagreement(
+            f"the solver's counterexample to {prop} is not one for CDA's concrete evaluator: {request} "
+            f"(answers {[a.to_json() for a in answers]})"
+        )
+    cex: dict[str, Any] = {"request": request}
+    if entities_json is not None:
+        cex["entities"] = entities_json
+    return cex, answers
 
 
-def _value_atom(name: str, k: int) -> str:
-    return _atom(name) + f"_is_{k}"
-
-
-def _sort_of(t: Any) -> str:
-    sorts = {str(c.sort()) for c in t.children()} or {str(t.sort())}
-    return "/".join(sorted(sorts))
-
-
-def _atom(name: str) -> str:
-    """A z3 variable name as an IR atom name (letters, digits and underscores)."""
-    if name.startswith("request="):
-        return "request_" + name.split("=", 1)[1]
-    return "c_" + "".join(c if c.isalnum() else f"_{ord(c):x}_" for c in name)
-
-
-def _atoms_of(node: Any) -> set[str]:
-    from cda.ir import Atom, walk
-
-    return {n.name for n in walk([node]) if isinstance(n, Atom)}
-
-
-def _context_from_model(ctx: SymContext, model: dict[str, Any]) -> CRecord:
-    """The context a model describes (an optional attribute is left out when absent)."""
-    from cda.policy.symbolic import Opaque, Sym, SymEntity, SymIP, SymRecord
-
-    def build(v: Any, path: str) -> Value:
-        if isinstance(v, SymRecord):
-            out: dict[str, Value] = {}
-            for name, sub in v.attrs.items():
-                pres = v.present.get(name)
-                if pres is not None and not model.get(pres.decl().name(), False):
-                    continue
-                out[name] = build(sub, f"{path}.{name}")
-            return CRecord(out)
-        if isinstance(v, Opaque):
-            return v.default  # type: ignore[no-any-return]
-        if isinstance(v, SymEntity):
-            return v.candidates[int(model.get(v.term.decl().name(), 0))]
-        if isinstance(v, SymIP):
-            return _ip_value(bool(model.get(v.v6.decl().name(), False)), int(model.get(v.addr.decl().name(), 0)),
-                             int(model.get(v.prefix.decl().name(), 0)))  # fmt: skip
-        assert isinstance(v, Sym)
-        name = v.term.decl().name()
-        if v.kind == "Bool":
-            return bool(model.get(name, False))
-        if v.kind == "Long":
-            return int(model.get(name, 0))
-        if v.kind == "String":
-            return str(model.get(name, ""))
-        from cda.policy.values import Decimal
-
-        return Decimal(int(model.get(name, 0)))
-
-    rec = build(ctx.value, "context")
-    assert isinstance(rec, CRecord)
-    return rec
-
-
-def _ip_value(v6: bool, addr: int, prefix: int) -> Value:
-    """The ``ipaddr`` a model describes, written so that Cedar reads it back (IPv6 in full hex
-    form: Cedar refuses the dotted IPv4-in-IPv6 form Python would print for some addresses)."""
-    import ipaddress
-
-    from cda.policy.entities import parse_ip
-
-    text = ipaddress.IPv6Address(addr).exploded if v6 else str(ipaddress.IPv4Address(addr))
-    return parse_ip(f"{text}/{prefix}")
+def _answers(request: dict[str, Any], schema: Schema, store: Entities, policy_sets: list[PolicySet]) -> list[Answer]:
+    """Each policy set's concrete answer to a request read back against the schema."""
+    try:
+        req = read_request(request, schema, "counterexample.request")
+    except CDAError as exc:
+        raise EvaluatorDisagreement(f"the counterexample's request does not conform to the schema: {exc}") from None
+    return [decide(ps.policies, req, store) for ps in policy_sets]
 
 
 def _one(prop: str) -> Any:
-    def run(ps: PolicySet, env: Environment, *, backend: Backend = "z3", timeout: float = 60.0) -> AnalysisResult:
-        return analyze(prop, [ps], env, backend=backend, timeout=timeout)
+    def run(ps: PolicySet, env: Environment, *, backend: Backend = "z3", timeout: float = 60.0,
+            store: tuple[Entities, str] | None = None, explain: bool = False, repair: bool = False) -> AnalysisResult:  # fmt: skip
+        return analyze(prop, [ps], env, backend=backend, timeout=timeout, store=store, explain=explain, repair=repair)
 
     run.__name__ = prop.replace("-", "_")
     run.__doc__ = f"``{prop}``: see :func:`analyze`."
@@ -547,8 +499,9 @@ def _one(prop: str) -> Any:
 
 
 def _two(prop: str) -> Any:
-    def run(a: PolicySet, b: PolicySet, env: Environment, *, backend: Backend = "z3", timeout: float = 60.0) -> AnalysisResult:
-        return analyze(prop, [a, b], env, backend=backend, timeout=timeout)
+    def run(a: PolicySet, b: PolicySet, env: Environment, *, backend: Backend = "z3", timeout: float = 60.0,
+            store: tuple[Entities, str] | None = None, explain: bool = False, repair: bool = False) -> AnalysisResult:  # fmt: skip
+        return analyze(prop, [a, b], env, backend=backend, timeout=timeout, store=store, explain=explain, repair=repair)
 
     run.__name__ = prop.replace("-", "_")
     run.__doc__ = f"``{prop}``: see :func:`analyze`."

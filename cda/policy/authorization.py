@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from cda.errors import CDAError, DSLError
 from cda.files import parse_json, read_text
-from cda.policy.entities import Entities, Request, read_entities, read_request
+from cda.policy.entities import Entities, Request, RequestInvalid, read_entities, read_request
 from cda.policy.evaluate import Compiled, Compiler, EvalError, Frame, evaluate
 from cda.policy.parse import parse_policies
 from cda.policy.schema import Schema, read_schema_text
@@ -317,10 +317,15 @@ def authorize(
     Raises a :class:`~cda.errors.CDAError` (``DSLSyntaxError`` with file/line/column,
     ``UnsupportedConstruct`` naming the construct) when the input cannot be read."""
     ps = policies if isinstance(policies, PolicySet) else load_policy_set(policies, schema, entities)
-    if not isinstance(request, dict):
-        data = parse_json(read_text(Path(request)), str(request), DSLError)
-        if not isinstance(data, dict):
-            raise CDAError(f"{request}: a request is a JSON object")
-        request = data
-    req = read_request(request, ps.schema)
+    if isinstance(request, dict):
+        return ps.decide(read_request(request, ps.schema))
+    data = parse_json(read_text(Path(request)), str(request), DSLError)
+    if not isinstance(data, dict):
+        raise CDAError(f"{request}: a request is a JSON object")
+    try:
+        req = read_request(data, ps.schema)
+    except DSLError as exc:  # a mistake in the request file names the file, then the field
+        raise exc.with_filename(str(request)) if exc.filename is None else exc from None
+    except RequestInvalid as exc:
+        raise RequestInvalid(f"{request}: {exc}") from None
     return ps.decide(req)

@@ -511,8 +511,8 @@ def _time_method(name: str, recv: Value, args: list[Value], pos: Pos) -> Value:
         return q if recv.ms >= 0 else -q
     if not isinstance(recv, Datetime):
         raise EvalError(f"type error: {name} expects a datetime, got {type_name(recv)}", pos)
-    if name == "toDate":
-        return Datetime(recv.ms - recv.ms % _DAY_MS)
+    if name == "toDate":  # Cedar: epoch.checked_sub(epoch.rem_euclid(day)), an overflow is an error
+        return Datetime(_checked(recv.ms - recv.ms % _DAY_MS, "toDate", pos))
     if name == "toTime":
         return Duration(recv.ms % _DAY_MS)
     other = args[0]

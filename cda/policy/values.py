@@ -90,7 +90,8 @@ class Datetime:
             t = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=self.ms)
         except OverflowError:
             return f"{self.ms}ms since the epoch"
-        return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+        # the year always in four digits, as Cedar reads it (strftime's %Y writes year 1 as "1")
+        return f"{t.year:04d}-" + t.strftime("%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
     def __str__(self) -> str:
         return f'datetime("{self.iso()}")'

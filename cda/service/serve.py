@@ -69,6 +69,9 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
         return 2
     auth = OPEN
     try:
+        from cda.lazy import require_extra
+
+        require_extra("service", "cda serve", "starlette", "uvicorn", "websockets", "anyio")
         if auth_file is not None:
             auth = AuthConfig.load(auth_file)
         if not is_loopback(host) and auth.open:

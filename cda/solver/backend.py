@@ -54,8 +54,8 @@ __all__ = [
 ]
 
 Lit = tuple[str, bool]
-#: a full assignment: every atom → bool, every numeric variable → int
-Model = dict[str, "bool | int"]
+#: a full assignment: every atom → bool, every numeric variable → int, every term variable → str
+Model = dict[str, "bool | int | str"]
 
 
 def integer_weights(problem: GroundProblem) -> dict[str, int]:

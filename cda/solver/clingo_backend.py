@@ -22,13 +22,15 @@ when none runs); a solve it interrupted answers ``unknown``, as one the deadline
 from __future__ import annotations
 
 import contextvars
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import clingo
 
+from cda.encodings.finite import FiniteDomains
 from cda.encodings.ir import Clause, GroundProblem, Node
-from cda.encodings.scheme import Scheme, build_scheme, guarded_clauses, rank_order, soft_key
+from cda.encodings.scheme import Scheme, build_scheme, guarded_clauses, rank_order, selector, soft_key
 from cda.encodings.to_asp import AspEncoder, AspSink, ProgramText
 from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.solver.backend import (
@@ -41,6 +43,7 @@ from cda.solver.backend import (
     SetStream,
     _OutOfTime,
 )
+from cda.solver.observations import GroupTemplate
 
 __all__ = ["ClingoBackend"]
 
@@ -49,17 +52,35 @@ __all__ = ["ClingoBackend"]
 _WAIT_SLICE = 86_400.0
 
 
+#: a number of a symbol that distinct shown numbers do not share: the symbol's own 64-bit value
+#: as clingo's Python API keeps it (``Symbol._rep``, every 5.x release: an attribute read, where
+#: ``hash(sym)`` is a C call through cffi, 0.4 µs, most of decoding a model of hundreds of
+#: atoms), or its hash where the API keeps no such value. Either way the keys of the shown numbers
+#: are checked distinct when registered, and decoding falls back to ``sym.number`` otherwise.
+_symbol_key: Callable[[clingo.Symbol], int] = (
+    operator.attrgetter("_rep") if isinstance(getattr(clingo.Number(1), "_rep", None), int) else hash
+)
+
+
 def _wait(handle: clingo.SolveHandle, deadline: Deadline) -> bool:
     """Wait until the solve finishes (``True``) or the deadline passes (``False``), in slices of at
-    most :data:`_WAIT_SLICE` seconds, so that a huge budget (``--timeout 1e10``) means a long wait."""
+    most :data:`_WAIT_SLICE` seconds, so that a huge budget (``--timeout 1e10``) means a long wait.
+
+    A ``False`` from ``handle.wait(t)`` means "no result yet", not "``t`` seconds passed": clasp's
+    timed wait waits on its condition variable once and answers whether a result is ready, so a
+    wake-up without a result (a spurious one, which POSIX and C++ allow, or the solving thread's
+    start-up notice arriving after the wait began) returns ``False`` at once. Only the deadline
+    itself says the time is up (docs/architecture.md, "Waiting on clingo"); reading the early ``False``
+    as a timeout turned whole searches into labelled partials with most of their budget left.
+    """
     while True:
         left = deadline.remaining()
         if left is None:
             return bool(handle.wait(-1.0))
+        if left <= 0.0:
+            return bool(handle.wait(0.0))  # a result that came with the deadline still counts
         if handle.wait(min(left, _WAIT_SLICE)):
             return True
-        if left <= _WAIT_SLICE:
-            return False
 
 
 class ClingoBackend:
@@ -78,6 +99,11 @@ class ClingoBackend:
                 f"the soft weights sum to {sum(weights.values())} in their common whole-number scale, past "
                 "clingo's 32-bit weights; the z3 backend takes it"
             )
+        #: term variables as one-hot value atoms (cda.encodings.finite); models are read back
+        self._finite: FiniteDomains | None = None
+        if problem.terms:
+            self._finite = FiniteDomains(problem, "clingo")
+            problem = self._finite.problem
         self.problem = problem
         self.deadline = deadline
         self._hyps = tuple(problem.hyp_atoms)
@@ -110,13 +136,19 @@ class ClingoBackend:
         self._minimal_ready = False
         self._size_guards: dict[int, clingo.Symbol] = {}
         self._atoms = list(problem.atoms)  # every problem atom, those added later included
+        self._all_false: Model = {}  # every atom false: each decoded model starts as a copy
         self._extra: list[tuple[str, int]] = []  # atoms added through the backend API: (name, literal)
+        #: copies of a group template (``add_copy``): (template, group index, its slots' literals),
+        #: named only when a whole model is decoded
+        self._copies: list[tuple[GroupTemplate, int, list[tuple[str, int]]]] = []
+        self._true_atom: int | None = None
 
     # ---- building: the scheme written to a sink
-    def _declare(self, sink: AspSink, name: str, shown: bool) -> int:
+    def _declare(self, sink: AspSink, name: str, shown: bool, choice: bool = True) -> int:
         """A free atom for problem atom or key ``name``: ``{x(I)}`` when ``shown`` (a problem
         atom: shown, projected, blocked by name), else an atom reached by its literal alone
-        (a third of the direct build's time at 10,000 clauses went to symbols for keys)."""
+        (a third of the direct build's time at 10,000 clauses went to symbols for keys).
+        ``choice=False``: the caller writes the choice rule, one for many atoms."""
         if shown:
             idx = self._ids[name] = len(self._ids)
             sym = self._sym[name] = clingo.Function("x", [clingo.Number(idx)])
@@ -125,7 +157,8 @@ class ClingoBackend:
             lit = sink.add_atom()
             if self._text is not None:  # printed as a(I): found again by that symbol once grounded
                 self._sym[name] = clingo.Function("a", [clingo.Number(lit)])
-        sink.add_rule([lit], [], True)
+        if choice:
+            sink.add_rule([lit], [], True)
         self._local[name] = lit
         return lit
 
@@ -135,14 +168,18 @@ class ClingoBackend:
         for name in scheme.atoms:
             if self.deadline.tick():
                 raise _OutOfTime(f"while encoding for clingo (declaring {len(scheme.atoms):,} atoms)")
-            self._declare(sink, name, True)
-        for key, _ in scheme.guarded:
-            self._declare(sink, key, False)
-        for key, _ in scheme.defined:
-            self._declare(sink, key, False)
+            self._declare(sink, name, True, choice=False)
+        keys = [key for key, _ in scheme.guarded] + [key for key, _ in scheme.defined]
+        if scheme.every is not None:
+            keys.append(scheme.every)
+        for key in keys:
+            self._declare(sink, key, False, choice=False)
+        free = [local[name] for name in scheme.atoms] + [local[key] for key in keys]
+        if free:  # one choice rule for every free atom: a call per atom was a fifth of the build
+            sink.add_rule(free, [], True)
         enc = self.encoder = AspEncoder(sink, local.__getitem__, self.deadline, len(self.problem.factory))
         if scheme.every is not None:
-            every = self._declare(sink, scheme.every, False)
+            every = local[scheme.every]
             for key, _ in scheme.guarded:
                 sink.add_rule([local[key]], [every])
         for node in scheme.background:
@@ -165,8 +202,13 @@ class ClingoBackend:
         """Metrics and event times: the program as text (clingo-dl's ``&diff`` atoms need the
         grounder), parsed, grounded and handed to clingo-dl."""
         sink = self._text = ProgramText()
-        for var in scheme.numvars:
-            sink.int_var(var)
+        for var, (low, high) in zip(scheme.numvars, scheme.ranges):
+            if not -CLINGO_MAX_WEIGHT <= low <= high <= CLINGO_MAX_WEIGHT:
+                raise BackendUnsupported(
+                    f"the clingo backend's integers are 32-bit (clingo-dl); {var} ranges over [{low}, {high}]: "
+                    "use backend 'z3'"
+                )
+            sink.int_var(var, low, high)
         self._write(sink, scheme)
         # shown: the problem's atoms, what a model is decoded from
         sink.add_text("#show.")
@@ -223,29 +265,34 @@ class ClingoBackend:
             return [signed[lit] for lit in assumptions]
 
     def _number_atom(self, name: str) -> None:
-        """Register a shown problem atom under its number and its number symbol's hash."""
+        """Register a shown problem atom under its number and its number symbol's key."""
         number = self._ids[name]
         self._name_of_number[number] = name
-        key = hash(clingo.Number(number))
+        key = _symbol_key(clingo.Number(number))
         if self._name_of_hash.setdefault(key, name) != name:
             self._by_hash = False
 
     def _shown(self, m: clingo.Model) -> list[str]:
-        """The problem atoms true in ``m``. A shown symbol is a number whose hash is one C call
-        (``sym.number`` is a C call with an out-parameter, 2.5x slower; this was most of the
-        enumeration time on large problems); the hashes of the shown numbers are checked
-        distinct when registered, else decoding falls back to ``sym.number``."""
+        """The problem atoms true in ``m``, each shown as its number: decoded by the symbol's key
+        (:func:`_symbol_key`), checked distinct when registered, else by ``sym.number`` (a C call
+        with an out-parameter for every symbol; this was most of the enumeration's time on large
+        problems)."""
         if self._by_hash:
-            by_hash = self._name_of_hash
-            return [by_hash[key] for key in map(hash, m.symbols(shown=True))]
+            return list(map(self._name_of_hash.__getitem__, map(_symbol_key, m.symbols(shown=True))))
         by_number = self._name_of_number
         return [by_number[sym.number] for sym in m.symbols(shown=True)]
 
     def _model(self, m: clingo.Model) -> Model:
-        out: Model = dict.fromkeys(self._atoms, False)
+        all_false = self._all_false
+        if len(all_false) != len(self._atoms):  # atoms were added since: made again
+            all_false = self._all_false = dict.fromkeys(self._atoms, False)
+        out: Model = all_false.copy()  # a copy of a dict is one block copy; fromkeys hashed every key
         out.update(dict.fromkeys(self._shown(m), True))
         for name, lit in self._extra:
             out[name] = m.is_true(lit)
+        for template, index, slots in self._copies:
+            for slot, lit in slots:
+                out[template.atom_name(slot, index)] = m.is_true(lit)
         if self._text is not None and self._text.numvar_ids:
             values = {}
             for sym in m.symbols(theory=True):
@@ -253,7 +300,7 @@ class ClingoBackend:
                     values[str(sym.arguments[0])] = sym.arguments[1].number
             for name, idx in self._text.numvar_ids.items():
                 out[name] = values.get(f"v({idx})", 0)  # clingo-dl omits nodes pinned to 0
-        return out
+        return out if self._finite is None else self._finite.decode(out)
 
     def _configure(self, models: int, project: bool, optimize: bool) -> None:
         conf: Any = self.ctl.configuration.solve
@@ -656,6 +703,8 @@ class ClingoBackend:
         through the backend API when the program was built so, else as a new grounded part."""
         self._expired()
         fresh = [a for a in atoms if a not in self._local]
+        if self._finite is not None:  # the same value atoms (a new term variable is refused there)
+            clauses = [Clause(c.name, c.kind, self._finite.rewrite(c.node), c.line) for c in clauses]
         guarded = guarded_clauses(clauses)
         text = self._text
         if text is None:
@@ -683,6 +732,57 @@ class ClingoBackend:
         enc.sink = sink
         for key, node in guarded:
             sink.add_rule([], [self._local[key], *enc.false_body(node)])
+
+    def add_copy(self, template: GroupTemplate, index: int) -> None:
+        """Group ``index`` as a copy of ``template`` (:class:`~cda.solver.observations.GroupTemplate`),
+        switched off until its selector is assumed; the solver keeps what it learnt.
+
+        Straight into the solver through clingo's backend API: fresh atoms for the slots (one
+        choice rule), and per clause one rule ``:- selector, <every literal false>``, folded as
+        the IR folds a group: a clause that a fixed slot satisfies is left out, a literal that a
+        fixed slot falsifies is dropped. Left in (as an always-true atom), the constants made
+        clasp's domain-heuristic enumeration list a tenth as many diagnoses in the same time on
+        c432 with a hundred failing vectors.
+        """
+        self._expired()
+        if self._text is not None:  # metrics and event times: the program goes through the grounder
+            raise BackendUnsupported("the clingo backend copies a group template only through its backend API")
+        shared = [self._literal_of(name) for name in template.shared]
+        fixed = template.fixed(index)
+        key = selector(template.clause_name(index))
+        deadline = self.deadline
+        with self.ctl.backend() as b:
+            if self._true_atom is None:
+                self._true_atom = b.add_atom()
+                b.add_rule([self._true_atom])
+            true = self._true_atom
+            add_atom, add_rule = b.add_atom, b.add_rule
+            table = [0]  # literal number -> program literal (table[0] unused)
+            slots: list[tuple[str, int]] = []
+            for j, name in enumerate(template.slots):
+                value = fixed.get(j)
+                if value is None:
+                    lit = add_atom()
+                    slots.append((name, lit))
+                    table.append(lit)
+                else:
+                    table.append(true if value else -true)
+            table.extend(shared)
+            if slots:
+                add_rule([lit for _, lit in slots], [], True)
+            sel = add_atom()
+            add_rule([sel], [], True)
+            empty: list[int] = []
+            for count, clause in enumerate(template.clauses):
+                if count & 1023 == 0 and deadline.expired():
+                    raise _OutOfTime(f"while copying observation group {index + 1} for clingo")
+                body = [-table[x] if x > 0 else table[-x] for x in clause]
+                if -true in body:  # a literal the observation makes true: the clause holds
+                    continue
+                add_rule(empty, [sel, *[b for b in body if b != true]])
+        self._local[key] = sel
+        self._literal[key] = sel
+        self._copies.append((template, index, slots))
 
     def _literal_of(self, name: str) -> int:
         lit = self._literal.get(name)

@@ -47,8 +47,11 @@ MAX_SEED = limits.MAX_SEED
 #: the most values (models × the atoms and numeric variables of each) a hypothesis enumeration
 #: keeps: every model is kept whole, re-checked and priced, so on a problem of 27,000 atoms a
 #: 5 s budget enumerated thousands of models, held 2.9 GB and spent as long again re-checking
-#: them after the deadline. A problem of more than 500 atoms is capped below max_hypotheses (10,000)
-MAX_MODEL_VALUES = 5_000_000
+#: them after the deadline. A problem of more than 800 atoms is capped below max_hypotheses
+#: (10,000). Models are copies of one all-false dict (about 30 bytes a value): 8,000,000 values
+#: are some 240 MB; bench_core's 400,000-clause problem (254 models of 20,010 atoms, 5.1 M
+#: values) solved whole in 1.6 GB, most of it the program itself
+MAX_MODEL_VALUES = 8_000_000
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ from cda.solver.recheck import CheckedBackend
 
 __all__ = ["RankedHypothesis", "Ranking", "rank_hypotheses"]
 
+_ZERO = Fraction(0)
+
 
 @dataclass(frozen=True)
 class RankedHypothesis:
@@ -90,9 +92,13 @@ def rank_hypotheses(solver: CheckedBackend, cap: int) -> Ranking:
         else:
             cost, violated = pricer.priced(soft_values[i])
         out.append(RankedHypothesis(assumed, cost, violated, model))
-    # costs are Fractions, whose comparisons run in Python: sort by each distinct cost's rank
+    # costs are Fractions, whose comparisons run in Python: sort by each distinct cost's rank.
+    # Names: two sets of one size compare as their sorted lists do exactly when the sets less the
+    # atoms every hypothesis assumes do (those sit in both lists alike), so only what is left is
+    # sorted (on bench_core's 400,000-clause problem every hypothesis assumed 10,000 pinned atoms)
     rank = {cost: i for i, cost in enumerate(sorted({h.cost for h in out}))}
-    out.sort(key=lambda h: (rank[h.cost], len(h.assumed), sorted(h.assumed)))
+    common = frozenset.intersection(*(h.assumed for h in out)) if out else frozenset()
+    out.sort(key=lambda h: (rank[h.cost], len(h.assumed), sorted(h.assumed - common)))
     return Ranking(
         hypotheses=out, posteriors=posterior([h.cost for h in out]), complete=complete, capped=capped,
         timed_out=enum.timed_out, cap=cap,
@@ -124,7 +130,9 @@ class _Pricer:
 
     def priced(self, ok: Sequence[bool] | bytes) -> tuple[Fraction, tuple[str, ...]]:
         broken = [s for s, good in zip(self.soft, ok) if not good]
-        return sum((s.weight for s in broken), Fraction(0)), tuple(s.name for s in broken)
+        if not broken:
+            return _ZERO, ()
+        return sum((s.weight for s in broken), _ZERO), tuple(s.name for s in broken)
 
     def cost_of(self, model: Model) -> tuple[Fraction, tuple[str, ...]]:
         return self.priced(evaluate_many(self._nodes, model) if self._nodes else [])

@@ -31,7 +31,8 @@ def posterior(costs: Sequence[Fraction]) -> list[float]:
     if not costs:
         return []
     low = min(costs)
-    weights = [math.exp(-float(c - low)) for c in costs]
+    weight = {c: math.exp(-float(c - low)) for c in set(costs)}  # few distinct costs: exact arithmetic once each
+    weights = [weight[c] for c in costs]
     total = math.fsum(weights)
     return [w / total for w in weights]
 

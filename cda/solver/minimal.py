@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cda.contracts.deadline import NO_DEADLINE
 from cda.encodings.evaluate import evaluate_many
 from cda.encodings.ir import Clause
 from cda.errors import EvaluatorDisagreement
@@ -65,13 +66,13 @@ class _BackendOracle:
     def __init__(self, search: MinimalSearch) -> None:
         self.search = search
 
-    def refuting(self, assumed: frozenset[str], groups: Sequence[int]) -> int | None:
+    def refuting(self, assumed: frozenset[str], groups: Sequence[int], deadline: Deadline = NO_DEADLINE) -> int | None:
         s = self.search
         for index in groups:
             s.encode(index)
             group = s.grouped.group(index)
-            on = {c.name for c in group.clauses}
-            lits = s.base_lits() + [(selector(c.name), c.name in on) for c in s.encoded_group_clauses()]
+            on = set(s.encoded_names(index))
+            lits = s.base_lits() + [(selector(name), name in on) for name in s.encoded_clause_names()]
             lits += [(a, a in assumed) for a in s.hyps]
             out = s.backend.check(lits)
             if out.status == "unknown":
@@ -112,7 +113,7 @@ class MinimalSearch:
         self.check_minimality = check_minimality
         self.hyps = grouped.base.hyp_atoms
         self.active: list[int] = []
-        self._encoded: dict[int, list[Clause]] = {}  # group index -> its clauses, in encoding order
+        self._encoded: dict[int, list[str]] = {}  # group index -> its clauses' names, in encoding order
         self._blocks: list[Clause] = []
         self.confirmed: list[frozenset[str]] = []
         self._confirmed_set: set[frozenset[str]] = set()
@@ -126,22 +127,33 @@ class MinimalSearch:
             raise _OutOfTime()
 
     def encode(self, index: int) -> None:
-        """Build group ``index`` and add it to the backend, switched off (idempotent)."""
+        """Build group ``index`` and add it to the backend, switched off (idempotent): as a copy
+        of the groups' template when the backend can copy one, else built and encoded."""
         if index in self._encoded:
             return
         self._in_time()
+        template = self.grouped.template
+        copy = getattr(self.backend, "add_copy", None)
+        if template is not None and copy is not None:
+            copy(template, index)
+            self._encoded[index] = [template.clause_name(index)]
+            return
         group = self.grouped.group(index)  # building the nodes is part of encoding: timed too
         self._in_time()
         self.backend.add_clauses(group.clauses, list(group.atoms))
-        self._encoded[index] = list(group.clauses)
+        self._encoded[index] = [c.name for c in group.clauses]
 
     def activate(self, index: int) -> None:
         self.encode(index)
         if index not in self.active:
             self.active.append(index)
 
-    def encoded_group_clauses(self) -> list[Clause]:
-        return [c for clauses in self._encoded.values() for c in clauses]
+    def encoded_names(self, index: int) -> list[str]:
+        return self._encoded[index]
+
+    def encoded_clause_names(self) -> list[str]:
+        """The names of every encoded group's clauses (each behind its selector)."""
+        return [name for names in self._encoded.values() for name in names]
 
     def base_lits(self) -> list[Lit]:
         return all_clauses_on(self.grouped.base.clauses)
@@ -149,8 +161,8 @@ class MinimalSearch:
     def search_lits(self) -> list[Lit]:
         on = set(self.active)
         lits = self.base_lits()
-        for index, clauses in self._encoded.items():
-            lits += [(selector(c.name), index in on) for c in clauses]
+        for index, names in self._encoded.items():
+            lits += [(selector(name), index in on) for name in names]
         lits += [(selector(b.name), True) for b in self._blocks]
         return lits
 
@@ -168,9 +180,9 @@ class MinimalSearch:
     # ---- the oracle, with the solver as fallback
     def refuting(self, assumed: frozenset[str], groups: Sequence[int]) -> int | None:
         try:
-            return self.oracle.refuting(assumed, groups)
+            return self.oracle.refuting(assumed, groups, self.deadline)
         except OracleUndecided:
-            return self._fallback.refuting(assumed, groups)
+            return self._fallback.refuting(assumed, groups, self.deadline)
 
     def base_consistent(self, assumed: frozenset[str]) -> bool:
         """The base clauses (and background structure) hold with exactly ``assumed`` true: a model
@@ -178,7 +190,7 @@ class MinimalSearch:
         base = self.grouped.base
         if not base.clauses and not base.background:
             return True
-        lits = self.base_lits() + [(selector(c.name), False) for c in self.encoded_group_clauses()]
+        lits = self.base_lits() + [(selector(name), False) for name in self.encoded_clause_names()]
         out = self.backend.check(lits + [(a, a in assumed) for a in self.hyps])
         if out.status == "unknown":
             raise _OutOfTime()
@@ -209,7 +221,7 @@ class MinimalSearch:
             return
         for index in range(len(self.grouped)):
             self.encode(index)
-        everything = self.base_lits() + [(selector(c.name), True) for c in self.encoded_group_clauses()]
+        everything = self.base_lits() + [(selector(name), True) for name in self.encoded_clause_names()]
         for atom in sorted(chosen):
             out = self.backend.check(everything + [(a, False) for a in self.hyps if a not in chosen or a == atom])
             if out.status == "unknown":
@@ -297,7 +309,7 @@ class MinimalSearch:
                 return True
             assert self.grouped.oracle is not None
             try:
-                r = self.grouped.oracle.refuting(chosen, order)
+                r = self.grouped.oracle.refuting(chosen, order, self.deadline)
             except OracleUndecided:
                 pending.append(chosen)  # the solver decides it, after this call
                 return False

@@ -24,15 +24,17 @@ group that shares one with a clause that always holds joins the base.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from cda.contracts.deadline import Deadline
 from cda.encodings.ir import Atom, AtomInfo, Clause, GroundProblem, Node, walk
 from cda.errors import CDAError
 
 __all__ = [
     "ObservationGroup",
+    "GroupTemplate",
     "GroupedProblem",
     "ConsistencyOracle",
     "OracleUndecided",
@@ -58,6 +60,32 @@ class ObservationGroup:
     atoms: dict[str, AtomInfo]
 
 
+@dataclass(frozen=True)
+class GroupTemplate:
+    """Groups that are copies of one set of clauses, each copy with some of its atoms fixed.
+
+    A circuit's observations are the circuit copied once per observation, the observed nets
+    fixed to what was seen. A backend that can copy (the clingo backend's ``add_copy``) writes
+    each copy from these clauses by renumbering, with no IR to build, fold and walk per copy
+    (c5315: 0.3 s a copy before, a few hundredths now); other backends build the group itself
+    (``GroupedProblem.group``), which must be the same group: the same clauses up to the
+    constants folded there, the same atom names (the evaluator re-checks models against it).
+
+    ``clauses`` are disjunctions of literals ``±(j + 1)``: slot ``j`` (an atom private to each
+    copy) for ``j < len(slots)``, else ``shared[j - len(slots)]`` (an abducible, the same in
+    every copy); positive is true. Group ``i``: every clause true under one selector named
+    ``clause_name(i)``; slot ``j`` fixed to ``fixed(i)[j]`` when it is there, else a fresh atom
+    named ``atom_name(slots[j], i)``.
+    """
+
+    slots: tuple[str, ...]
+    shared: tuple[str, ...]
+    clauses: tuple[tuple[int, ...], ...]
+    fixed: Callable[[int], Mapping[int, bool]]
+    atom_name: Callable[[str, int], str]
+    clause_name: Callable[[int], str]
+
+
 class ConsistencyOracle(Protocol):
     """An exact test of a set of abducibles against observation groups, independent of the backends.
 
@@ -69,10 +97,11 @@ class ConsistencyOracle(Protocol):
     name: str
     monotone: bool
 
-    def refuting(self, assumed: frozenset[str], groups: Sequence[int]) -> int | None:
+    def refuting(self, assumed: frozenset[str], groups: Sequence[int], deadline: Deadline = ...) -> int | None:
         """The first of ``groups`` (in the order given) that no assignment reconciles with ``assumed``
         (those abducibles true, every other one false), or ``None`` when every group is consistent.
-        Raises :class:`OracleUndecided` when it cannot tell."""
+        Raises :class:`OracleUndecided` when it cannot tell, and
+        :class:`~cda.contracts.deadline.OutOfTime` when ``deadline`` passes first."""
         ...
 
 
@@ -100,10 +129,13 @@ class GroupedProblem:
         count: int,
         build: Callable[[int], ObservationGroup],
         oracle: ConsistencyOracle | None = None,
+        template: GroupTemplate | None = None,
     ) -> None:
         self.base = base
         self.count = count
         self.oracle = oracle
+        self._template = template
+        self._template_checked = False
         self._build = build
         self._groups: dict[int, ObservationGroup] = {}
         self._owner: dict[str, int] = {}
@@ -130,6 +162,21 @@ class GroupedProblem:
             self._owner[name] = index
         self._groups[index] = group
         return group
+
+    @property
+    def template(self) -> GroupTemplate | None:
+        """The groups' template, its contract checked on first use: its parts mention only its
+        slots and the abducibles (so each copy mentions only its own atoms and the abducibles)."""
+        t = self._template
+        if t is not None and not self._template_checked:
+            outside = [a for a in t.shared if a not in self._hyps]
+            if outside:
+                raise GroupContractError(f"the groups' template mentions {outside[0]}, neither a slot nor an abducible")
+            top = len(t.slots) + len(t.shared)
+            if any(x == 0 or abs(x) > top for c in t.clauses for x in c):
+                raise GroupContractError("the groups' template has a literal outside its slots and abducibles")
+            self._template_checked = True
+        return t
 
     def materialize(self) -> GroundProblem:
         """Base and every group as one ordinary ground problem (eager; for conflicts and claims)."""

@@ -50,6 +50,15 @@ class CheckedBackend:
         self._batch = BatchEvaluator([c.node for c in problem.clauses] + list(problem.background))
         #: clauses added under a fresh name (:meth:`add_clause`)
         self._fresh: int = after._fresh if after is not None else 0
+        #: term variables of closed sorts: a model gives each a value of its domain
+        self._closed = [(v.name, frozenset(v.sort.domain)) for v in problem.terms.values() if v.sort.domain is not None]
+
+    def _in_domains(self, model: Model, why: str) -> None:
+        for name, domain in self._closed:
+            if model.get(name) not in domain:
+                raise EvaluatorDisagreement(
+                    f"{self.name} returned a model giving {name} the value {model.get(name)!r}, outside its sort ({why})"
+                )
 
     # ---- re-checking
     def verified(self, model: Model | None, assumptions: Sequence[Lit], why: str) -> Model:
@@ -57,6 +66,7 @@ class CheckedBackend:
         background structure, the assumed atoms and the assumed claim values."""
         if model is None:
             raise EvaluatorDisagreement(f"{self.name} said sat but returned no model ({why})")
+        self._in_domains(model, why)
         active = {k for k, v in assumptions if v}
         everything = ALL_CLAUSES in active
         clauses = self.problem.clauses
@@ -80,6 +90,8 @@ class CheckedBackend:
         also that it takes ``value`` in each (a claim assumed true or false)."""
         if not models:
             return
+        for model in models:
+            self._in_domains(model, why)
         columns = self._batch.columns(models)
         full = (1 << len(models)) - 1
         every = full

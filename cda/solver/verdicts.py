@@ -3,7 +3,8 @@
 For hard clauses and observations H and a claim c: *supported* (for ``prove``) when H ∧ ¬c is
 unsatisfiable, *refuted* when H ∧ c is, with a minimal set of clauses that forces the answer
 (QuickXplain in source order); *inconclusive* otherwise, with a witness hypothesis each way (the
-most probable one under which c can hold, and the most probable one under which it can fail)
+most probable one under which the goal can hold, and the most probable one under which it can
+fail: for ``disprove c``, c fails and holds under them)
 and a confidence: the posterior probability that the goal holds, where P(c | h) is 1 or 0 when
 hypothesis h forces c and ½ when h leaves it open, summed over **every** hypothesis enumerated
 (not a prefix of them; a confidence over a capped enumeration says so in its reason).
@@ -45,9 +46,12 @@ def verdict(solver: CheckedBackend, claim: Claim, ranking: Ranking) -> Verdict:
             reason=("entailed" if claim_value else "contradicted") + " by the hard clauses and observations",
         )
     can_hold, can_fail = _consistent(solver, claim, ranking)
+    # a witness is relative to the goal, as status and confidence are: for ``disprove c`` the goal
+    # holds where c fails; the goal's holding witness first
+    goal_true, goal_false = (can_hold, can_fail) if goal_holds_when else (can_fail, can_hold)
     witnesses = [
         Witness(holds=side, assumed=sorted(first.assumed))
-        for side, possible in ((True, can_hold), (False, can_fail))
+        for side, possible in ((True, goal_true), (False, goal_false))
         for first in _first(ranking.hypotheses, possible)
     ]
     # P(c | h): 1 when h forces c, 0 when it forces not c, 1/2 when it leaves c open

@@ -29,9 +29,9 @@ import z3
 from z3 import z3core
 
 from cda.contracts.limits import Z3_MAX_TIMEOUT_MS
-from cda.encodings.ir import NUM_MAX, NUM_MIN, Clause, GroundProblem
-from cda.encodings.scheme import build_scheme, guarded_clauses, rank_order
-from cda.encodings.to_z3 import Z3Encoder
+from cda.encodings.ir import Clause, GroundProblem, Sort, TermConst, TermVar, fresh_labels
+from cda.encodings.scheme import SortUse, build_scheme, guarded_clauses, rank_order
+from cda.encodings.to_z3 import Z3Encoder, string_value
 from cda.solver.backend import (
     ALL_CLAUSES,
     Deadline,
@@ -73,6 +73,7 @@ class Z3Backend:
         self.enc = Z3Encoder(self.ctx, deadline, len(problem.factory))
         self.seed = seed
         self._negative: dict[str, z3.BoolRef] = {}  # Not(atom), made once (see _lits)
+        self._term_vars: list[tuple[str, Sort]] = []  # every term variable, for models
         scheme = self.scheme = build_scheme(problem, weights)
         for atom in scheme.atoms:  # every atom exists, even if no clause mentions it
             if deadline.tick():
@@ -80,9 +81,10 @@ class Z3Backend:
             self.enc.bool_var(atom)
         #: everything but the clauses (bounds, background, claim and soft keys): in both instances
         self._common: list[z3.BoolRef] = []
-        for var in scheme.numvars:
+        for var, (low, high) in zip(scheme.numvars, scheme.ranges):
             x = self.enc.int_var(var)
-            self._common += [x >= NUM_MIN, x <= NUM_MAX]
+            self._common += [x >= low, x <= high]
+        self._common += self._sort_axioms(scheme.sorts)
         for node in scheme.background:
             self._common.append(self.enc.encode(node))
         for key, node in scheme.defined:
@@ -95,9 +97,31 @@ class Z3Backend:
         self._atom_decl_list = [self.enc.bools[name].decl() for name in scheme.atoms]
         self._true_ast = z3.BoolVal(True, self.ctx).as_ast()
 
+    def _sort_axioms(self, uses: Sequence[SortUse]) -> list[z3.BoolRef]:
+        """The constants of each population differ; a closed sort's variables take one of its
+        domain's values. (Strings need neither: z3's string literals are distinct values.)"""
+        out: list[z3.BoolRef] = []
+        for use in uses:
+            sort = use.sort
+            for name in use.variables:
+                self._term_vars.append((name, sort))
+            if sort.kind == "string":
+                continue
+            consts = [self.enc.term(TermConst(sort, v)) for v in use.constants]
+            if len(consts) > 1:
+                out.append(z3.Distinct(*consts))
+            if sort.domain is not None:
+                allowed = [self.enc.term(TermConst(sort, v)) for v in sort.domain]
+                for name in use.variables:
+                    var = self.enc.term(TermVar(name, sort))
+                    out.append(z3.Or([var == c for c in allowed]) if allowed else z3.BoolVal(False, self.ctx))
+        return out
+
     # ---- the two instances
     def _instance(self, structure: list[z3.BoolRef]) -> _Instance:
-        if self.problem.numvars:
+        if self.scheme.sorts:
+            solver = z3.Solver(ctx=self.ctx)  # strings, uninterpreted sorts: z3's combined theories
+        elif self.problem.numvars:
             solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
         else:
             # Boolean problems: z3's incremental SAT core (Booleans and native cardinality
@@ -216,7 +240,33 @@ class Z3Backend:
         out: Model = dict(zip(self._atom_names, self._truth(m, self._atom_decl_list)))
         for name in self.problem.numvars:
             out[name] = m.eval(self.enc.ints[name], model_completion=True).as_long()
+        elements: dict[str, dict[int, str]] = {}  # per population: element's id → its value
+        for name, sort in self._term_vars:
+            value = m.eval(self.enc.term(TermVar(name, sort)), model_completion=True)
+            if sort.kind == "string":
+                out[name] = string_value(value)
+                continue
+            if sort.name not in elements:
+                elements[sort.name] = self._elements(m, sort)
+            found = elements[sort.name].get(value.get_id())
+            if found is None:  # an element outside the model's universe: a fresh one of its own
+                found = elements[sort.name][value.get_id()] = fresh_labels(set(elements[sort.name].values()), 1)[0]
+            out[name] = found
         return out
+
+    def _elements(self, m: z3.ModelRef, sort: Sort) -> dict[int, str]:
+        """The value of each element of a population in ``m``: the constant that names it, else
+        a fresh label (:func:`~cda.encodings.ir.fresh_labels`) by its place in the universe."""
+        consts = self.enc.constants.get(sort.name, [])
+        named = {m.eval(c, model_completion=True).get_id(): self._const_value(c, sort) for c in consts}
+        universe = m.get_universe(self.enc.sort(sort)) or []
+        labels = fresh_labels(set(named.values()), len(universe))
+        out = {u.get_id(): named.get(u.get_id(), labels[i]) for i, u in enumerate(universe)}
+        out.update(named)
+        return out
+
+    def _const_value(self, const: z3.ExprRef, sort: Sort) -> str:
+        return self.enc.constant_values[const.get_id()]
 
     def _status(self, r: z3.CheckSatResult) -> str:
         return "sat" if r == z3.sat else "unsat" if r == z3.unsat else "unknown"
@@ -370,7 +420,15 @@ class Z3Backend:
         if self.deadline.remaining() == 0:
             raise _OutOfTime()
         fresh = [a for a in atoms if a not in self.enc.bools]
+        known = {name: len(consts) for name, consts in self.enc.constants.items()}
+        seen = {name for name, _ in self._term_vars}
         formulas = [self.enc.guarded(key, node) for key, node in guarded_clauses(clauses)]
+        for sort_name, consts in self.enc.constants.items():  # new constants differ from the others
+            for i in range(known.get(sort_name, 0), len(consts)):
+                formulas += [z3.Not(consts[i] == c) for c in consts[:i]]
+        new_vars = [v for v in self.problem.terms.values() if v.name not in seen]
+        if new_vars:
+            formulas += self._sort_axioms([SortUse(v.sort, (), (v.name,)) for v in new_vars])
         for name in fresh:
             self.enc.bool_var(name)
             self._atom_names.append(name)

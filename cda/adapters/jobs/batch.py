@@ -26,7 +26,7 @@ from typing import Any
 from cda.actions.receipts import ReceiptLog
 from cda.adapters.jobs.isolate import Outcome
 from cda.adapters.jobs.manifest import JobSpec, Manifest
-from cda.adapters.jobs.results_store import JOBS_FORMAT, ResultStore, Row
+from cda.adapters.jobs.results_store import JOBS_FORMAT, ResultStore, Row, answer_of
 from cda.adapters.jobs.runners import run_dask, run_local
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.errors import CDAError
@@ -58,9 +58,7 @@ def jsonl_line(spec: JobSpec, row: Row) -> str:
 
 
 def _receipt(spec: JobSpec, row: Row) -> Receipt:
-    answer = row["result"] if row["status"] == "ok" else row["error"]
-    if row["status"] != "ok" and row["result"] is not None:  # a negative verdict: the receipt binds its result
-        answer = {"error": row["error"], "result": row["result"]}
+    answer = answer_of(row)
     seed = spec.params.get("seed")
     return Receipt(
         action_id=f"job-{spec.key}", seq=row["attempt"], kind="action", name=f"job.{spec.kind}",

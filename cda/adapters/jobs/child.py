@@ -78,8 +78,8 @@ def _memory(wire: dict[str, Any], why: str = "") -> dict[str, Any]:
 
 def outcome_of(wire: dict[str, Any]) -> dict[str, Any]:
     """Run one job in this process: ``{"status": "ok", "result": …}``,
-    ``{"status": "failed" | "memory", "error": …}``, or for a negative verdict (the kind's
-    ``verdict``) ``{"status": "failed", "error": …, "result": …}``; each with ``reads``: every file
+    ``{"status": "failed" | "memory", "error": …}``, or for a result that is not a pass (the
+    kind's ``verdict``) ``{"status": "failed" | "timeout", "error": …, "result": …}``; each with ``reads``: every file
     the job read and the SHA-256 of what it parsed (:func:`cda.files.recording`). Never raises for
     what the job does."""
     from cda.files import recording
@@ -119,8 +119,8 @@ def _outcome(wire: dict[str, Any]) -> dict[str, Any]:
         if refused is not None:
             return _memory(wire, f"z3's library could not be loaded: {refused}")
         return {"status": "failed", "error": f"internal error: {type(exc).__name__}: {exc}"}
-    if negative is not None:  # a negative verdict: failed, as the CLI exits 1, with the result kept
-        return {"status": "failed", "error": negative, "result": answer}
+    if negative is not None:  # not a pass: failed (the CLI's 1) or timeout (its 3), the result kept
+        return {"status": negative.status, "error": negative.error, "result": answer}
     return {"status": "ok", "result": answer}
 
 

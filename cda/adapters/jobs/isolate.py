@@ -106,7 +106,7 @@ def run_job(spec: JobSpec, stop: threading.Event | None = None) -> Outcome:
             answer = json.loads(lines[-1])
         except json.JSONDecodeError:
             answer = None
-        if isinstance(answer, dict) and answer.get("status") in ("ok", "failed", "memory"):
+        if isinstance(answer, dict) and answer.get("status") in ("ok", "failed", "memory", "timeout"):
             reads = answer.get("reads")
             problem = spec.reads_problem(reads) if isinstance(reads, dict) else "the job's process named no file it read"
             if problem is not None:  # its answer is about other contents than its key's

@@ -29,7 +29,7 @@ from typing import Any
 from cda.contracts import limits
 from cda.errors import CDAError, OptionError
 
-__all__ = ["JobInput", "JobKind", "KINDS", "operation_kind", "register"]
+__all__ = ["JobInput", "JobKind", "KINDS", "Negative", "operation_kind", "register"]
 
 Checker = Callable[[str, Any], Any]
 """Checks one parameter: ``(name, value) -> value``, raising :class:`~cda.errors.OptionError`."""
@@ -58,13 +58,23 @@ class JobKind:
     #: by a label: their bytes go into the job key too, so editing one makes a new job; a path that
     #: cannot be read is keyed as absent (the job itself reports it)
     inputs: Callable[[Path, bytes], dict[str, Path]] | None = None
-    #: for a kind whose result is a verdict: the error when the result is a negative one (a
-    #: property that fails, a test that disagrees), else None; the job is then recorded as
-    #: ``failed`` with that error and its result kept, so the batch exits 1 as the CLI does
-    verdict: Callable[[Any], str | None] | None = None
+    #: for a kind whose result is a verdict: a :class:`Negative` when the result is not a pass
+    #: (a goal refuted or inconclusive, a property that fails, a test that disagrees: ``failed``;
+    #: a solver budget run out or a solver's unknown: ``timeout``), else None; the job is then
+    #: recorded with that status and error and its result kept, so the batch exits as the CLI does
+    verdict: Callable[[Any], Negative | None] | None = None
     #: checks the parameters together once each is checked (when the manifest is read):
     #: ``(parameter, message)`` for a mistake, else None
     check: Callable[[dict[str, Any]], tuple[str, str] | None] | None = None
+
+
+@dataclass(frozen=True)
+class Negative:
+    """A result that is not a pass: ``failed`` (exit 1 on the CLI: a goal, claim or property that
+    does not hold) or ``timeout`` (exit 3: the answer is partial or unknown), and why."""
+
+    status: str
+    error: str
 
 
 class _Kinds(dict[str, JobKind]):
@@ -174,7 +184,7 @@ def _policy(kind: str) -> Any:
 
 def operation_kind(name: str, *, main: str = "path", doc: str = "", shape: Callable[[Any], Any] | None = None,
                    inputs: Callable[[Path, bytes], dict[str, Path]] | None = None,
-                   verdict: Callable[[Any], str | None] | None = None,
+                   verdict: Callable[[Any], Negative | None] | None = None,
                    before: Callable[[], Any] | None = None) -> JobKind:
     """The job kind of operation ``name``: its manifest ``kind``, its ``params`` checked as the
     operation checks them, ``file`` as its ``main`` path parameter; a job runs the operation through
@@ -271,14 +281,51 @@ def _dsl_inputs(file: Path, data: bytes) -> dict[str, Path]:
     return {f"ken {st.path}": file.parent / st.path for st in ast.statements if isinstance(st, KenLoad)}
 
 
+def _solve_verdict(result: Any) -> Negative | None:
+    """As ``cda solve`` exits: 3 for a partial or unknown answer, 1 for a goal not supported or
+    an ``expect`` that failed."""
+    if result["status"] == "unknown" or result.get("partial"):
+        why = "; ".join(result.get("notes") or []) or f"status {result['status']}"
+        return Negative("timeout", f"no complete answer (as `cda solve` exits 3): {why}")
+    failed = [f"{v['goal']} {v['claim']}: {v['status']}" for v in result["verdicts"] if v["status"] != "supported"]
+    failed += [f"expect {e['text']}: failed" for e in result.get("expectations") or [] if not e["passed"]]
+    if failed:
+        return Negative("failed", f"{'; '.join(failed)} (as `cda solve` exits 1; the result has the details)")
+    return None
+
+
+def _prove_verdict(result: Any) -> Negative | None:
+    """As ``cda prove`` exits: 3 when a claim is unknown (a budget ran out), 1 when a claim is
+    refuted or inconclusive."""
+    claims = result["results"]
+    unknown = [r["claim_name"] for r in claims if r["unknown"]]
+    if unknown:
+        return Negative("timeout", f"claim(s) {', '.join(unknown)} undecided: a solver said unknown or time ran out "
+                        "(as `cda prove` exits 3)")
+    failed = [f"{r['claim_name']}: {r['status']}" for r in claims if r["status"] != "supported"]
+    if failed:
+        return Negative("failed", f"{'; '.join(failed)} (as `cda prove` exits 1; the result has the details)")
+    return None
+
+
+def _diagnose_verdict(result: Any) -> Negative | None:
+    """As ``cda diagnose`` exits: 3 when the search ran out of time (the diagnoses found are kept)."""
+    if result["timed_out"]:
+        return Negative("timeout", "the search ran out of its budget; the diagnoses found so far are in the result "
+                        "(as `cda diagnose` exits 3)")
+    return None
+
+
 def _later(kind: str, operation: str, **hooks: Any) -> tuple[str, Callable[[], JobKind]]:
     return kind, lambda: operation_kind(operation, **hooks)
 
 
-register(_later("solve", "solve", doc="rank explanations, check claims (a .cda file)", inputs=_dsl_inputs))
+register(_later("solve", "solve", doc="rank explanations, check claims (a .cda file)", inputs=_dsl_inputs,
+                verdict=_solve_verdict))
 register(_later("check", "check", doc="parse and type-check a .cda file", inputs=_dsl_inputs))
-register(_later("prove", "prove", doc="prove the claims of a .fol file"))
-register(_later("diagnose", "diagnose", doc="minimal diagnoses of a circuit (.bench or .wcnf[.gz])", shape=_no_time))
+register(_later("prove", "prove", doc="prove the claims of a .fol file", verdict=_prove_verdict))
+register(_later("diagnose", "diagnose", doc="minimal diagnoses of a circuit (.bench or .wcnf[.gz])", shape=_no_time,
+                verdict=_diagnose_verdict))
 
 
 # --- the Cedar kinds (cda.policy, imported when such a job runs) ---------------------------
@@ -300,21 +347,24 @@ def _cedar_test_inputs(file: Path, raw: bytes) -> dict[str, Path]:
             if isinstance(data.get(name), str) and data[name]}
 
 
-def _cedar_test_verdict(result: Any) -> str | None:
+def _cedar_test_verdict(result: Any) -> Negative | None:
     bad = int(result["imported"]) - int(result["agreed"])
     if bad:
-        return (f"{bad} of {result['imported']} imported request(s) disagree with Cedar's expected answer "
+        return Negative("failed", f"{bad} of {result['imported']} imported request(s) disagree with Cedar's expected answer "
                 "(as `cda policy test` exits 1; the result lists them)")
     return None
 
 
-def _analysis_verdict(result: Any) -> str | None:
-    if result["holds"]:
+def _analysis_verdict(result: Any) -> Negative | None:
+    if result["status"] == "holds":
         return None
-    failed = [e["environment"] for e in result["environments"] if not e["holds"]]
+    failed = [e["environment"] for e in result["environments"] if e["status"] == result["status"]]
     where = "; ".join(f"({e['principal_type']}, {e['action']}, {e['resource_type']})" for e in failed)
-    return (f"{result['analysis']} does not hold for {where} (as `cda policy analyze` exits 1; the "
-            "counterexample is in the result)")
+    if result["status"] == "unknown":
+        return Negative("timeout", f"{result['analysis']}: no verdict for {where} (as `cda policy analyze` exits 3; "
+                        "the note says why)")
+    return Negative("failed", f"{result['analysis']} does not hold for {where} (as `cda policy analyze` exits 1; "
+                    "the counterexample is in the result)")
 
 
 # The plug-in point for cda.policy: each kind is an operation of cda.operations.policy, which calls

@@ -167,9 +167,9 @@ def _read_input(base: Path, name: str, what: str) -> bytes:
 def read_manifest(path: Path) -> Manifest:
     """Read and check the manifest at ``path``; every job's input files are read (for the key)."""
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read the manifest ({exc.strerror or exc})") from None
+        data = read_bytes(path)  # `-` is standard input: its jobs' files are relative to the folder it runs in
+    except CDAError as exc:
+        raise ManifestError(f"{path}: cannot read the manifest ({str(exc).removeprefix(f'cannot read {path}: ')})") from None
     if len(data) > MAX_MANIFEST_BYTES:
         raise ManifestError(f"{path}: the manifest is larger than {MAX_MANIFEST_BYTES >> 20} MiB")
     try:

@@ -24,9 +24,10 @@ from typing import Any
 from cda.actions.store_file import APPLICATION_ID as LOG_APPLICATION_ID
 from cda.actions.store_file import RECEIPTS_SCHEMA
 from cda.adapters.jobs.isolate import Outcome
-from cda.store import JOBS_RESULTS_MARK, FileFormat, open_store, tables_of
+from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+from cda.store import JOBS_RESULTS_MARK, FileFormat, open_store, read_snapshot, tables_of
 
-__all__ = ["JOBS_FORMAT", "ResultStore", "Row"]
+__all__ = ["JOBS_FORMAT", "ResultStore", "Row", "answer_of", "row_problems"]
 
 _TABLE = (
     "CREATE TABLE job_results (key TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, "
@@ -35,6 +36,59 @@ _TABLE = (
 )
 
 Row = dict[str, Any]
+
+
+def answer_of(row: Row) -> Any:
+    """What a job's receipt hashes (``answer_sha256``): the result when ok, else the error; for
+    a result that is not a pass (a negative verdict, a partial answer) the two together."""
+    if row["status"] == "ok":
+        return row["result"]
+    if row["result"] is not None:
+        return {"error": row["error"], "result": row["result"]}
+    return row["error"]
+
+
+def row_problems(path: Path | str) -> tuple[list[str], list[str]]:
+    """``cda receipts verify`` on a results file, beyond the log's own chain: each ``job_results``
+    row is the answer its attempt's receipt vouches for (status and hash), and no job with a
+    receipt lost its row; (problems, notes). A row whose receipt is not written yet (a batch
+    killed between the two; the next run appends it) is a note. Read without a trace."""
+
+    def read(conn: sqlite3.Connection) -> tuple[list[str], list[str]]:
+        if "job_results" not in tables_of(conn):
+            return [], []
+        receipts: dict[tuple[str, int], Receipt] = {}
+        for (body,) in conn.execute("SELECT body FROM receipts ORDER BY seq"):
+            try:
+                receipt = Receipt.model_validate_json(body)
+            except ValueError:  # the chain check names a body that does not parse
+                continue
+            if receipt.action_id.startswith("job-"):
+                receipts[(receipt.action_id, receipt.seq)] = receipt
+        problems: list[str] = []
+        notes: set[str] = set()
+        keys: set[str] = set()
+        for key, status, result, error, attempt in conn.execute(
+                "SELECT key, status, result, error, attempt FROM job_results ORDER BY key"):
+            keys.add(str(key))
+            vouching = receipts.get((f"job-{key}", attempt))
+            if vouching is None:
+                notes.add(f"job {str(key)[:16]}…: attempt {attempt} has no receipt yet (a batch stopped between the "
+                          "two; the next run appends it)")
+                continue
+            try:
+                digest = sha256_hex(canonical_json(answer_of(
+                    {"status": status, "error": error, "result": None if result is None else json.loads(result)})))
+            except ValueError:
+                digest = None
+            if vouching.result.get("status") != status or vouching.result.get("answer_sha256") != digest:
+                problems.append(f"job_results: job {str(key)[:16]}… is not the answer its receipt vouches for (edited)")
+        for action_id, _ in sorted(receipts):
+            if action_id[len("job-"):] not in keys:
+                problems.append(f"job_results: the row of {action_id[:20]}… is gone, yet a receipt names it (deleted)")
+        return problems, sorted(notes)
+
+    return read_snapshot(path, read)
 
 
 def _results_and_receipts(conn: sqlite3.Connection) -> None:

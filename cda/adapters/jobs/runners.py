@@ -99,7 +99,7 @@ def run_dask(jobs: Sequence[JobSpec], scheduler: str, workers: int, done: Done) 
     cluster: Any = None
     if scheduler == "local":
         try:
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                                    silence_logs=logging.ERROR)
         except Exception as exc:  # ports, process start: Dask's own errors, translated here
             raise DaskUnavailable(f"--dask local: cannot start a LocalCluster ({type(exc).__name__}: {exc})") from None
