@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cda.actions.budget import RESERVE_FLOOR_S, Budget
+from cda.actions.budget import Budget
 from cda.adapters.action_entry import run_inputs
 from cda.contracts.action import CDAInputs
 from tests.fake_llm import Answer, FakeProvider, chat_reply, fake_provider
@@ -34,11 +34,12 @@ def slow_provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
         yield fake
 
 
-def test_the_reserve_is_a_fifth_of_the_wall_with_the_specs_floor() -> None:
-    assert Budget(200).reserve == 40 and Budget(100).reserve == 20  # 20%
-    assert Budget(50).reserve == RESERVE_FLOOR_S == 20 and Budget(40).reserve == 20  # the floor
-    assert Budget(10).reserve == 5 and Budget(1).reserve == 0.5  # under 40 s: half the wall
-    assert Budget(50).floor_kept() and not Budget(39).floor_kept() and Budget(None).reserve == 0
+def test_the_action_keeps_a_small_finishing_margin_not_the_escalation_reserve() -> None:
+    """Spec §9's reserve is what CDA takes from an escalating caller (tests/test_reserve.py); the
+    action's own wall goes to the search but for min(5 s, W / 2)."""
+    assert Budget(300).margin == 5 and Budget(300).search_seconds == 295  # was 60 s idle
+    assert Budget(10).margin == 5 and Budget(2).margin == 1 and Budget(1).margin == 0.5  # half a small wall
+    assert Budget(None).margin == 0 and Budget(None).search_seconds is None
 
 
 @pytest.mark.parametrize(("dsl", "wall"), [(SMALL, 1.0), (cyclic(20), 2.0), (cyclic(60), 1.0)],

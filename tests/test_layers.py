@@ -42,7 +42,6 @@ def private_imports(root: Path) -> list[str]:
 #: private names the doors still take from one another since the adapters split (cda.cli,
 #: cda.service, cda.mcp out of cda.adapters): to be moved down and made public, never added to
 DOORS_STILL_TAKING = {
-    "cda/service/actions.py:55: cda.adapters.action_entry _check_signed_head",
     "cda/service/workers.py:106: cda.adapters.action_entry _http_provider",
 }
 

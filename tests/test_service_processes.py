@@ -7,7 +7,8 @@ and the same artifact bytes. What is checked with runner processes:
 
 - an action that waits for an approval first: its prelude (``action_waiting_user``) and its run
   form one complete, duplicate-free stream; ``cda receipts verify`` finds the file intact;
-- cancel mid-run (the run blocked in its LLM call) ends ``ActionCancelled``, as in-process;
+- cancel mid-run (the run blocked in its LLM call) ends partial, ``stopped: cancelled``, with what
+  it found, as in-process;
 - a stored event rewritten during the run is found by the audit the child asks the server for
   (``action.tampered``, ``AuditLogTampered``), as in-process;
 - bind, a new revision, ``accept_update`` give structure revision 2;
@@ -247,7 +248,9 @@ def test_runner_processes_stream_receipt_and_audit_as_the_in_process_server(tmp_
     # cancel mid-run
     cancelled = there["cancelled"]
     assert [e["id"] for e in cancelled] == list(range(len(cancelled)))
-    assert cancelled[-1]["event"] == "action_failed" and cancelled[-1]["data"]["error_type"] == "ActionCancelled"
+    # it ends with what it found (its token cancelled there, as in-process), its status cancelled
+    assert cancelled[-1]["event"] == "action_partial" and cancelled[-1]["data"]["stopped"] == "cancelled"
+    assert any(c.startswith("cancelled by the client (actions.cancel): the run stopped") for c in cancelled[-1]["data"]["caveats"])
     assert any(e["event"] == "action_started" for e in cancelled)  # it was running, not waiting
     assert _comparable(cancelled) == _comparable(here["cancelled"])
     # no more work than in-process past the cancel (a child used to run on to its next event: 4 more

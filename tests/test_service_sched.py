@@ -344,19 +344,19 @@ def test_two_approvals_at_once_submit_the_action_once(tmp_path: Path, monkeypatc
     both used to find nothing left to approve and both submit the run; one submits now."""
     import time as clock
 
-    from cda.service.actions import _Run
+    from cda.service.live import LiveAction
 
     db = tmp_path / "receipts.sqlite"
     who = Principal("t", "partner", approves=True)  # an open server's one client approves its own actions
     submitted: list[str] = []
-    run = _Run("cda-race", who, CDAInputs.model_validate(example_inputs("race")), status="waiting_user",
+    run = LiveAction("cda-race", who, CDAInputs.model_validate(example_inputs("race")), status="waiting_user",
                needed=["a", "b"])
 
     async def scenario() -> None:
         manager = ActionManager(db, Hub(db), workers=1)
         try:
             monkeypatch.setattr(manager, "_submit", lambda r: submitted.append(r.action_id))
-            monkeypatch.setattr(manager, "receipt", lambda *a, **k: clock.sleep(0.2))
+            monkeypatch.setattr(manager.attempts, "receipt", lambda *a, **k: clock.sleep(0.2))
             monkeypatch.setattr(manager, "get", lambda action_id: None)
             monkeypatch.setattr(manager, "_own", lambda w, a: run)
             await asyncio.gather(*(asyncio.to_thread(manager.decide, who, "cda-race", name, True, "ok")

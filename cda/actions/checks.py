@@ -334,7 +334,7 @@ class FunctionChecks:
                     state.recorder.record("function", f"function.{fn.name}", {"claim": text},
                                           {"reason": "skipped by the degradation ladder"}, status="stub")
                     continue
-                # the check's time counts against the action's wall budget: it stops at the reserve
+                # the check's time counts against the action's wall budget: it stops when the search budget ends
                 o = run_function_check(fn.name, fn.source, text, fn.timeout_s, fn.memory_mb, isolation=fn.isolation,
                                        budget_s=state.budget.search_remaining(),
                                        cover=[p for db in state.stores for p in family(db)])

@@ -40,7 +40,7 @@ from cda.actions.seeds import Seed, derive
 from cda.actions.stream import EventStream
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import ActionStatus, CDAInputs, CDAOutputs, NextTestSuggestion
-from cda.contracts.deadline import Deadline, OutOfTime
+from cda.contracts.deadline import OutOfTime
 from cda.contracts.events import ActionEvent
 from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.contracts.receipt import canonical_json, sha256_hex
@@ -164,9 +164,6 @@ def run_action(inputs: CDAInputs, context: RunContext | None = None, /, **change
         recorder.record("action", "bind", {"action_id": b.action_id, "artifact_id": lock.artifact_id},
                         {"revision": lock.revision, "sha256": lock.sha256})
     budget = Budget(inputs.budgets.wall, clock=clock)
-    if not budget.floor_kept():
-        stream.notice(f"budgets.wall {budget.wall:g} s is under 40 s: {budget.reserve:.3g} s (half) is reserved for "
-                      "the summary, not the spec's 20 s floor, so that the search can run at all")
     writer = ArtifactWriter(ctx.out_dir / params.action_id if ctx.out_dir is not None else None)
     trace: dict[str, Any] = {"action_id": params.action_id, "seed": params.seed.label(), "rounds": []}
     failure: tuple[str, str] | None = None
@@ -202,7 +199,7 @@ def run_action(inputs: CDAInputs, context: RunContext | None = None, /, **change
     elif outputs.status in ("completed", "abstained"):
         stream.completed(outputs, metrics=measured)
     else:
-        stream.partial(outputs, metrics=measured)
+        stream.partial(outputs, metrics=measured, stopped=budget.stopped())
     recorder.record("action", "action.end", {"attempt": attempt},
                     {"status": outputs.status, "events": len(stream.events), "events_head": events_head(stream.events)})
     recorder.flush()
@@ -274,7 +271,7 @@ class _Run:
         stream.progress("initialise", 0.0, "reading the problem")
         ken = self.probe.timed(ken_from_inputs(inputs, self.ctx.ken))
         try:
-            problem = build(inputs, ken, Deadline(budget.search_remaining()))
+            problem = build(inputs, ken, budget.deadline())
         except OutOfTime as exc:
             return _out_of_time(inputs, params, stream, recorder, writer, budget, str(exc))
         if problem.adopted:
@@ -315,7 +312,8 @@ class _Run:
         for round_no in range(1, params.depth_cap + 1):
             self.degrade(loop, f"round {round_no}")
             if budget.frozen():
-                loop.caveats.append(f"budget spent before round {round_no}: search frozen")
+                loop.caveats.append(f"stopped before round {round_no} ({budget.why()}): search frozen"
+                                    if budget.cancelled() else f"budget spent before round {round_no}: search frozen")
                 break
 
             def solver_call(name: str, inputs: dict[str, Any], outcome: dict[str, Any], status: str,
@@ -327,7 +325,7 @@ class _Run:
             options = EngineOptions(top=params.top, seed=params.solver_seed, timeout=budget.search_remaining(),
                                     max_hypotheses=loop.beam, call_log=solver_call)
             stream.progress("propagate", round_no / (params.depth_cap + 1), f"round {round_no}: beam {loop.beam}")
-            result = loop.result = run(loop.gp, backend, options)
+            result = loop.result = run(loop.gp, backend, options, budget.deadline())
             loop.rounds.append(result)
             recorder.record(
                 "solver", f"{backend}.solve",
@@ -358,7 +356,9 @@ class _Run:
                     continue
                 break
             if result.partial:
-                loop.caveats.append(f"round {round_no} ran out of time: hypotheses are those found so far")
+                loop.caveats.append(f"round {round_no} was stopped ({budget.why()}): hypotheses are those found so far"
+                                    if budget.cancelled() else
+                                    f"round {round_no} ran out of time: hypotheses are those found so far")
                 break
             current = _frontier(result)
             stream.checkpoint("plan_delta", {
@@ -467,17 +467,23 @@ def _records(records: list[dict[str, Any]]) -> list[HypothesisRecord]:
 
 def _partial_says_why(caveats: list[str], next_tests: list[NextTestSuggestion],
                       budget: Budget) -> tuple[list[str], list[NextTestSuggestion]]:
-    """A partial run never ends without caveats and next tests (spec §9, QA scenario 4)."""
+    """A partial run never ends without caveats and next tests (spec §9, QA scenario 4); a
+    cancelled one says first who stopped it."""
+    if budget.cancelled():
+        caveats = [f"{budget.why()}: the run stopped before it finished; what is listed is what was found "
+                   "until then", *caveats]  # no time in it: the same stop gives the same bytes
     if not caveats and budget.frozen():  # the budget ran out after the last rung was looked at
         caveats = [f"search budget spent ({budget.elapsed():.3g} s of budgets.wall {budget.wall:g} s, "
-                   f"{budget.reserve:.3g} s of it reserved for the summary): the run stopped before it "
+                   f"{budget.margin:.3g} s of it kept for the summary): the run stopped before it "
                    "finished and results are incomplete"]
     if not caveats:
         caveats = [f"the run stopped before it finished ({budget.elapsed():.3g} s of "
                    f"{'no limit' if budget.wall is None else f'{budget.wall:g} s'}): results are incomplete"]
-    if budget.wall is not None and not any("budget" in c for c in caveats):  # say which budget, always
+    if budget.wall is not None and budget.stopped() is None and not any("budget" in c for c in caveats):
+        # say which budget, always; a client's or the server's stop is named above instead (with no
+        # time in it: the same stop gives the same bytes in-process and in a runner process)
         caveats = [*caveats, f"budgets.wall {budget.wall:g} s: the run ended partial after {budget.elapsed():.3g} s "
-                   f"({budget.reserve:.3g} s of it kept for the summary)"]
+                   f"({budget.margin:.3g} s of it kept for the summary)"]
     if not next_tests:
         more = "a larger budgets.wall" if budget.wall is not None else "the same inputs"
         next_tests = [NextTestSuggestion(question=f"Re-run with {more}: which verdicts change when the search "

@@ -72,9 +72,9 @@ class EventStream:
     def completed(self, outputs: Any, metrics: Any = None) -> None:
         self._emit(ActionCompleted, outputs=outputs, metrics=metrics)
 
-    def partial(self, outputs: Any, metrics: Any = None) -> None:
+    def partial(self, outputs: Any, metrics: Any = None, stopped: str | None = None) -> None:
         self._emit(ActionPartial, caveats=list(outputs.caveats), next_tests=list(outputs.next_tests), outputs=outputs,
-                   metrics=metrics)
+                   metrics=metrics, **({"stopped": stopped} if stopped is not None else {}))
 
     def failed(self, error: str, error_type: str | None, metrics: Any = None) -> None:
         self._emit(ActionFailed, error=error, error_type=error_type, metrics=metrics)

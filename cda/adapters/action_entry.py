@@ -38,7 +38,7 @@ from cda.ken.loaders import load_ken
 from cda.keys.signing import head_path, load_signer, read_head, signature_problems, write_head
 from cda.verifiers.llm_gate import LLMProvider
 
-__all__ = ["AuditLogError", "InputsError", "load_inputs", "run_inputs"]
+__all__ = ["AuditLogError", "InputsError", "check_signed_head", "load_inputs", "run_inputs"]
 
 
 class AuditLogError(CDAError):
@@ -107,7 +107,7 @@ def run_inputs(
     events = EventStore(db)
     log = ReceiptLog(db)
     try:
-        _check_signed_head(db, log, signer.public_key)
+        check_signed_head(db, log, signer.public_key)
 
         def sign_start(event: ActionEvent) -> None:
             if event.type == "action_started":
@@ -146,7 +146,7 @@ def refuse_lost_log(db: Path) -> None:
                             f"head is still beside it (run `cda receipts verify {db}`)")
 
 
-def _check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: bool = True) -> None:
+def check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: bool = True) -> None:
     """Refuse to extend a log whose schema is not CDA's (an extra trigger could drop the run's
     receipts) or whose last signed head it no longer holds: signing on top of a rewritten log
     would vouch for the rewrite. ``recorded``: also refuse a log in which a run recorded

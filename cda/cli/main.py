@@ -8,7 +8,8 @@ the operation (:mod:`cda.cli.generate`) and run through the gate as the local us
 subcommand imports its module only when it runs (tests/test_startup_imports.py holds this):
 ``cda --help`` loads neither a solver nor pydantic, nor any operation.
 
-Exit codes: 0 answered, 1 a prove/disprove goal or an expect failed, 2 bad input, 3 timeout/unknown;
+Exit codes: 0 answered, 1 a prove/disprove goal or an expect failed, 2 bad input, 3 timeout/unknown,
+130 interrupted by Ctrl-C (143 by SIGTERM: :mod:`cda.cli.interrupts`, after the partial is printed);
 over several files, the worst of theirs (2 over 3 over 1 over 0).
 ``-`` names standard input; ``--format text|json|jsonl|junit`` chooses the report
 (:mod:`cda.cli.ci_report`); with ``--json`` a mistake is a JSON object on stdout.
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main", "render_table"]
 
-EXIT_OK, EXIT_GOAL_FAILED, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
+EXIT_OK, EXIT_GOAL_FAILED, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _option(name: str, whole: bool, check: Callable[[str, Any], object]) -> Callable[[str], Any]:
@@ -76,6 +77,9 @@ _workers = _option("--workers", True, lambda name, v: limits.whole(name, v, low=
 _processes = _option("--processes", True, lambda name, v: limits.whole(name, v, low=0, high=64))
 _retention = _option("--retention-hours", True, lambda name, v: limits.whole(name, v, low=24, high=24 * 365,
                                                                                why="spec §7.2: at least 24 h"))
+_partner_wall = _option("--partner-wall", False, lambda name, v: limits.seconds(name, v, unlimited=False, positive=True,
+                                                                              high=86_400))  # a cap: never none
+_partner_slots = _option("--partner-slots", True, lambda name, v: limits.whole(name, v, low=1, high=64))
 _job_workers = _option("--workers", True, lambda name, value: limits.whole(name, value, low=1, high=1024))
 
 
@@ -207,6 +211,10 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sv.add_argument("--guard-ledger", type=Path, default=None, help="guard.evaluate's guardian file (SQLite)")
     sv.add_argument("--retention-hours", type=_retention, default=24, help="keep finished streams this long (>= 24)")
     sv.add_argument("--workers", type=_workers, default=2, help="actions run at once (threads, 1 to 64)")
+    sv.add_argument("--partner-wall", type=_partner_wall, default=300.0, metavar="SECONDS",
+                    help="a partner's action runs at most this long, up to a day (its budgets.wall is lowered to it; default 300)")
+    sv.add_argument("--partner-slots", type=_partner_slots, default=None, metavar="N",
+                    help="with --auth: actions of one partner running at once (default: half the workers, at least 1)")
     sv.add_argument("--processes", type=_processes, default=0,
                     help="run the actions in N runner processes, --workers at a time in each (0: in the server's threads)")
     sv.add_argument("--egress-cap", choices=["local", "partner", "external"], default="local",
@@ -310,7 +318,8 @@ def render_table(result: SolveResult) -> str:
     """The human-readable report (golden-file tested)."""
     out = [f"status: {result.status}   backend: {result.backend}   seed: {result.seed}"]
     if result.partial:
-        out.append("PARTIAL: a budget ran out; what follows is what was found")
+        stopped = any(n.startswith("interrupted") for n in result.notes)  # a Ctrl-C (cda.cli.interrupts)
+        out.append(f"PARTIAL: {'interrupted' if stopped else 'a budget ran out'}; what follows is what was found")
     if result.conflict is not None:
         out.append("")
         out.append("conflict: the hard clauses and observations cannot all hold")
@@ -465,6 +474,14 @@ def _main(
 ) -> int:
     out, err, inp = stdout or sys.stdout, stderr or sys.stderr, stdin or sys.stdin
     try:
+        return _run(argv, out, err, inp)
+    except KeyboardInterrupt:  # before a command's own handling is in place (argparse), or a server's start-up
+        err.write("\ncda: interrupted\n")
+        return EXIT_INTERRUPTED
+
+
+def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> int:
+    try:
         argv = _joined(sys.argv[1:] if argv is None else list(argv))
         args = _parser(argv).parse_args(argv)
     except _UsageError as exc:
@@ -476,6 +493,21 @@ def _main(
     if getattr(args, "json", False) and getattr(args, "format", None) not in (None, "json"):
         err.write(f"cda {args.command}: error: --json and --format {args.format} ask for two reports; give one\n")
         return EXIT_BAD_INPUT
+    if args.command in ("serve", "mcp", "jobs"):  # their own Ctrl-C handling: a server stops its runs
+        return _command(args, out, err, inp)  # (docs/service.md, "Stopping"), a batch kills its job processes
+    from cda.cli.interrupts import interruptible
+
+    with interruptible() as stop:  # Ctrl-C / SIGTERM: the solver stops, the partial is printed, exit 130 / 143
+        code = _command(args, out, err, inp)
+    if stop.signum is None:
+        return code
+    if code != stop.code:  # a command that handled it itself (jobs) has said so
+        err.write(stop.note())
+    return stop.code
+
+
+def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) -> int:
+    """Run the parsed command; its exit status."""
     if getattr(args, "operation", None) is not None:
         from cda.operations import get
 
@@ -504,7 +536,8 @@ def _main(
                           egress_cap=args.egress_cap, debug=args.debug, providers=args.providers, fsync=args.fsync,
                           otel_endpoint=args.otel_endpoint, allowed_hosts=args.allowed_host,
                           allow_code=args.allow_code, guard_policies=args.guard_policies,
-                          guard_ledger=args.guard_ledger)
+                          guard_ledger=args.guard_ledger, partner_wall=args.partner_wall,
+                          partner_slots=args.partner_slots)
     if args.command == "schema":
         from cda.cli.schema import main_schema
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, TypeAdapter, model_serializer
 
 from cda.contracts.action import CDAOutputs, NextTestSuggestion
 from cda.contracts.metrics import ActionMetrics
@@ -99,15 +99,26 @@ class ActionCompleted(_Event):
 
 
 class ActionPartial(_Event):
-    """A budget ran out: what is known, with caveats and the tests that would help."""
+    """A budget ran out, or the run was stopped: what is known, with caveats and the tests that would help."""
 
     type: Literal["action_partial"] = "action_partial"
+    stopped: Literal["cancelled", "interrupted"] | None = Field(default=None, description=(
+        "set when the run was stopped before its budget ran out: 'cancelled' (actions.cancel, Ctrl-C) or "
+        "'interrupted' (the server stopping); what it found is still in the outputs"))
     caveats: list[str] = Field(default_factory=list)
     next_tests: list[NextTestSuggestion] = Field(default_factory=list)
     outputs: CDAOutputs | None = None
     metrics: ActionMetrics | None = Field(
         default=None, description="spec §10 for this attempt, with the runner's wall-clock measurements "
         "(not part of determinism)")
+
+    @model_serializer(mode="wrap")
+    def _without_unset_stop(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``stopped`` only when set: a partial of a budget has the bytes (and hashes) it always had."""
+        data: dict[str, Any] = handler(self)
+        if data.get("stopped") is None:
+            data.pop("stopped", None)
+        return data
 
 
 class ActionFailed(_Event):

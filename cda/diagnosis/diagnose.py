@@ -45,6 +45,7 @@ class DiagnosisReport(BaseModel):
     time_s: float
     timed_out: bool
     notes: list[str]
+    interrupted: bool = False  # stopped by Ctrl-C / a cancel, not by the budget (then timed_out is false)
 
 
 def load_instance(path: Path, observations: Path | None, goal: MinimalGoal) -> CircuitInstance:
@@ -104,8 +105,9 @@ def diagnose(
     return DiagnosisReport(
         file=str(path), backend=name, mode=mode if mode != "top" else f"top {k}", diagnoses=found,
         complete=result.minimal_complete, observations=inst.observations, gates=len(inst.gates),
-        injected=inst.injected, time_s=round(time.perf_counter() - start, 4), timed_out=result.partial,
-        notes=inst.notes + result.notes,
+        injected=inst.injected, time_s=round(time.perf_counter() - start, 4),
+        timed_out=result.partial and not deadline.cancelled(), notes=inst.notes + result.notes,
+        interrupted=result.partial and deadline.cancelled(),
     )
 
 
@@ -118,8 +120,8 @@ def render(report: DiagnosisReport) -> str:
         f"{counted(report.observations, 'observation', 'observations')}, backend {report.backend}, "
         f"{report.time_s:.3f} s"
     ]
-    if report.timed_out:
-        out.append("TIMEOUT: what follows is what was found")
+    if report.timed_out or report.interrupted:
+        out.append(f"{'INTERRUPTED' if report.interrupted else 'TIMEOUT'}: what follows is what was found")
     for d in report.diagnoses:
         out.append("  " + (", ".join(d) or "(no fault)"))
     for note in report.notes:

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cda.contracts.deadline import current_token
 from cda.contracts.fol import ProofResult
 from cda.errors import CDAError, DSLError
 from cda.files import parse_json, read_text
@@ -98,6 +99,8 @@ class BenchReport:
     median_ms: float
     results: list[ExampleResult]
     unique_names: UniqueNamesScore
+    interrupted: str | None = None  # a Ctrl-C stopped it: the scores are over the examples done ("total")
+    examples: int = 0  # the examples in the file
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -210,9 +213,20 @@ def run_bench(path: Path | str, timeout: float = 10.0, cross_check: bool = True)
     rows = read_examples(path)
     if not rows:
         raise CDAError(f"{path}: no FOLIO examples to score (the file is empty or holds only blank lines)")
-    results = [run_example(i, row, timeout, cross_check) for i, row in rows]
+    token = current_token()  # a Ctrl-C (cda.cli.interrupts): score what was done, no example answered "interrupted"
+
+    results: list[ExampleResult] = []
+    unique: list[ExampleResult] = []  # the unique-names reading of the same examples
+    for i, row in rows:
+        standard = run_example(i, row, timeout, cross_check)
+        distinct = run_example(i, row, timeout, cross_check, unique_names=True)
+        if token is not None and token.cancelled:  # stopped during it: no answer, not a miss
+            break
+        results.append(standard)
+        unique.append(distinct)
+    if not results:
+        raise CDAError(f"{path}: interrupted before the first example was scored")
     outcomes = _outcomes(results)
-    unique = [run_example(i, row, timeout, cross_check, unique_names=True) for i, row in rows]
     changed = [
         ReadingChange(a.index, a.gold, a.predicted, b.predicted, b.outcome)
         for a, b in zip(results, unique)
@@ -237,7 +251,8 @@ def run_bench(path: Path | str, timeout: float = 10.0, cross_check: bool = True)
         outcomes=outcomes, gold_defects=gold_defects, engine_errors=outcomes["unknown"] + outcomes["wrong"],
         accuracy_on_sound_gold=round(correct / sound, 4) if sound else 0.0,
         confusion=confusion, median_ms=statistics.median(times) if times else 0.0, results=results,
-        unique_names=unique_score,
+        unique_names=unique_score, examples=len(rows),
+        interrupted=token.reason if token is not None and token.cancelled else None,
     )
 
 
@@ -248,7 +263,9 @@ def _outcomes(results: list[ExampleResult]) -> dict[str, int]:
 
 def render_report(report: BenchReport) -> str:
     """The text the CLI prints: accuracy, the confusion matrix, then every miss with its reason."""
-    out = [
+    out = [f"INTERRUPTED ({report.interrupted}): scored the first {report.total} of {report.examples} examples"] \
+        if report.interrupted else []
+    out += [
         f"FOLIO {report.path}: {report.correct}/{report.total} correct ({report.accuracy:.1%}), "
         f"median {report.median_ms:.0f} ms per example",
         f"gold defects: {report.gold_defects}; engine errors (unknown or wrong): {report.engine_errors}; "

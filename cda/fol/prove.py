@@ -30,7 +30,7 @@ from dataclasses import replace
 from itertools import product
 from typing import Any
 
-from cda.contracts.deadline import Deadline
+from cda.contracts.deadline import Deadline, stop_signal
 from cda.contracts.fol import ProofResult, World
 from cda.contracts.status import VerdictStatus
 from cda.engine import Backend, Options, claim_key, make_backend, quickxplain, selector
@@ -116,8 +116,14 @@ class _Oracle:
         try:
             out = self.backend.check(lits)
         except OutOfTime:
-            return "unknown", None, "time ran out"
+            out = None
+        deadline: Deadline | None = getattr(self.backend, "deadline", None)
+        stopped = deadline is not None and deadline.cancelled()  # a cancel says who stopped it, not "time"
+        if out is None:
+            return "unknown", None, deadline.why() if stopped and deadline is not None else "time ran out"
         if out.status == "unknown":
+            if stopped and deadline is not None:
+                return "unknown", None, f"{self.name} returned unknown ({deadline.why()})"
             return "unknown", None, out.reason or f"{self.name} returned unknown (time ran out)"
         return out.status, out.witness if out.witness is not None else out.model, ""
 
@@ -396,10 +402,12 @@ def _out_of_time(
 ) -> ProofResult:
     """The honest answer when the budget ran out inside FOL's own loops (grounding, quantifier
     expansion, reading or re-checking a world): inconclusive, ``unknown``, saying where."""
-    budget = f" (budget {deadline.seconds:g} s)" if deadline.seconds is not None else ""
-    return _result(
-        problem, claim, frag, backend, status=VerdictStatus.INCONCLUSIVE, unknown=True, reason=f"timeout: {exc}{budget}"
-    )
+    if deadline.cancelled():  # a cancel (Ctrl-C, a client's), not the budget
+        reason = f"{deadline.why()} {exc.where}".strip()
+    else:
+        budget = f" (budget {deadline.seconds:g} s)" if deadline.seconds is not None else ""
+        reason = f"timeout: {exc}{budget}"
+    return _result(problem, claim, frag, backend, status=VerdictStatus.INCONCLUSIVE, unknown=True, reason=reason)
 
 
 def _prove_one(
@@ -410,16 +418,16 @@ def _prove_one(
     frag = fragment(problem, claim)
     try:
         result = _decide(_oracle(problem, claim, name, deadline, frag), problem, claim, frag, name, deadline)
-    except OutOfTime as exc:
-        result = _out_of_time(problem, claim, frag, name, exc, deadline)
+    except Exception as error:  # noqa: BLE001 - a stop (a solver interrupted by a cancel), or raised again
+        result = _out_of_time(problem, claim, frag, name, stop_signal(error, deadline), deadline)
     short = result.unknown or not result.minimal  # undecided, or its premise set not minimised
     if short and name == "z3" and problem.domain is None and _can_ground(problem, frag) and deadline.remaining() != 0:
         # EPR without equality or functions: its Herbrand universe is finite and grounding over
         # it decides the problem, where z3's quantifier instantiation may give up
         try:
             grounded = _decide(_GroundOracle(problem, claim, deadline, "z3"), problem, claim, frag, name, deadline)
-        except OutOfTime as exc:
-            grounded = _out_of_time(problem, claim, frag, name, exc, deadline)
+        except Exception as error:  # noqa: BLE001 - as above
+            grounded = _out_of_time(problem, claim, frag, name, stop_signal(error, deadline), deadline)
         if not grounded.unknown and (grounded.minimal or result.unknown):
             what = result.reason if result.unknown else "a call came back unknown while minimising"
             grounded.notes.insert(

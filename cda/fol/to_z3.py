@@ -39,6 +39,8 @@ from cda.fol.syntax import (
 
 __all__ = ["Z3Oracle", "Check", "AtomValue", "Z3_QUANTIFIER_MEMORY_MB"]
 
+z3.set_param("ctrl_c", False)  # Ctrl-C reaches the command (cda.cli.interrupts), not swallowed by a check
+
 Check = tuple[str, Any, str]  # (status, raw model when sat, reason when unknown)
 AtomValue = tuple[str, tuple[str, ...], bool]  # (predicate, arguments (domain elements), value)
 
@@ -69,6 +71,8 @@ class Z3Oracle:
         self.mode = mode
         self.cap = cap
         ctx = self.ctx = z3.Context()
+        self._checking = False
+        deadline.on_cancel(self._interrupt)  # a cancel (Ctrl-C, a client's) stops the check in flight
         sig = problem.signature
         self.values: list[z3.ExprRef] = []
         if mode == "open":
@@ -103,6 +107,12 @@ class Z3Oracle:
         self.claim_true = z3.Bool("claim!true", ctx)
         self.claim_false = z3.Bool("claim!false", ctx)
         self.solver.add(z3.Implies(self.claim_true, body), z3.Implies(self.claim_false, z3.Not(body)))
+
+    def _interrupt(self) -> None:
+        """The cancel token's hook: interrupt the check in flight, and only then (an interrupt
+        that lands as z3 hands a model over fails that call)."""
+        if self._checking:
+            self.ctx.interrupt()
 
     # -- compile
     def term(self, t: Term, env: dict[str, z3.ExprRef]) -> z3.ExprRef:
@@ -162,17 +172,26 @@ class Z3Oracle:
             lits.append(atom if value else z3.Not(atom))
         try:
             with _z3_memory_cap(Z3_QUANTIFIER_MEMORY_MB if self.mode == "open" else 0):
-                r = self.solver.check(*lits)
+                self._checking = True
+                try:
+                    r = self.solver.check(*lits)
+                finally:
+                    self._checking = False
+            model = self.solver.model() if r == z3.sat else None
         except z3.Z3Exception as exc:  # an allocation refused outside z3's own accounting
+            if self.deadline.cancelled():  # an interrupt that landed as z3 handed the model over
+                return "unknown", None, self.deadline.why()
             if "out of memory" not in str(exc):
                 raise
             return "unknown", None, f"z3 ran out of memory (cap {Z3_QUANTIFIER_MEMORY_MB} MB)"
         if r == z3.sat:
-            return "sat", self.solver.model(), ""
+            return "sat", model, ""
         if r == z3.unsat:
             return "unsat", None, ""
         reason = self.solver.reason_unknown()
-        if reason in ("timeout", "canceled") or (self.deadline.remaining() == 0):
+        if self.deadline.cancelled():  # interrupted by a cancel (Ctrl-C, a client's): say so, not "time"
+            reason = self.deadline.why()
+        elif reason in ("timeout", "canceled") or (self.deadline.remaining() == 0):
             reason = "time ran out"
         elif "memory" in reason:
             reason = f"out of memory, cap {Z3_QUANTIFIER_MEMORY_MB} MB"

@@ -62,6 +62,8 @@ class ServiceConfig:
     providers: Path | None = None  # DIR/<ability>/<source>.txt: the local sub-action providers
     fsync: bool = False  # fsync every commit (see actions.relax_fsync)
     otel_endpoint: str | None = None  # an OTLP/HTTP collector to export the metrics topic to (off: None)
+    partner_wall: float | None = 300.0  # seconds a partner's action may run (None: no cap)
+    partner_slots: int | None = None  # slots one partner may hold (None: half the workers, at least one)
     host: str = "127.0.0.1"  # the address it binds: a Host the guard accepts
     allowed_hosts: tuple[str, ...] = ()  # further names clients reach it by (--allowed-host)
     allow_code: bool = False  # the internal role may run user code (functions) (--allow-code)
@@ -96,7 +98,8 @@ def build_app(config: ServiceConfig) -> Any:
             lambda: ActionManager(config.db, hub, workers=config.workers, processes=config.processes,
                                   egress_cap=config.egress_cap,
                                   providers=_providers(config.providers), fsync_each_commit=config.fsync,
-                                  self_approval=config.auth.open, auth=auth))
+                                  self_approval=config.auth.open, auth=auth,
+                                  partner_wall=config.partner_wall, partner_slots=config.partner_slots))
         state.hub, state.manager = hub, manager
         await anyio.to_thread.run_sync(manager.recover)
         feed = state.metrics = MetricsFeed(config.db, observers=[] if export is None else [export.record])

@@ -2,13 +2,18 @@
 
 Loopback by default; a non-loopback ``--host`` needs ``--auth FILE`` (an open server would let
 anyone on the network start actions). Every request passes the Host/Origin guard first
-(:mod:`cda.adapters.http_guard`: ``--allowed-host`` and ``--cors-origin`` widen it). On SIGTERM the open streams end first (their clients
-resume on the next server with ``Last-Event-ID``), then running actions end interrupted and the
-process exits 0.
+(:mod:`cda.adapters.http_guard`: ``--allowed-host`` and ``--cors-origin`` widen it). On SIGTERM (or
+Ctrl-C) the running actions' solvers are interrupted at once and the open streams end (their clients
+resume on the next server with ``Last-Event-ID``); the actions end ``interrupted`` with what they
+found, and the process exits 0 within :data:`EXIT_WITHIN_S` seconds: uvicorn's graceful shutdown of
+the connections (at most 5 s), then at most :data:`~cda.service.scheduling.SHUTDOWN_WAIT_S` for the
+runs. A run still in code that reads no deadline after that is left to the next start (marked
+interrupted), and the process ends without waiting for its thread (docs/service.md, "Stopping").
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -21,6 +26,8 @@ __all__ = ["main_serve", "run_server"]
 
 MIN_RETENTION_H = 24.0
 MAX_RETENTION_H = 24.0 * 365
+EXIT_WITHIN_S = 10.0
+"""The promise about SIGTERM: the process is gone this many seconds after it (tests/test_cancel_service.py)."""
 
 
 def run_server(app: Any, host: str, port: int, on_ready: Any = None) -> None:
@@ -30,6 +37,8 @@ def run_server(app: Any, host: str, port: int, on_ready: Any = None) -> None:
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             state = app.state.service
+            if state.manager is not None:  # the runs' solvers stop now, not after the connections drain
+                state.manager.interrupt_all()
             if state.hub is not None:
                 state.hub.loop.call_soon_threadsafe(state.hub.close)
                 if state.metrics is not None:  # the metrics topic's streams end at once too
@@ -52,7 +61,8 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
                cors: list[str] | None = None, retention_h: float = 24.0, workers: int = 2, processes: int = 0,
                egress_cap: str = "local", debug: bool = False, providers: Path | None = None,
                fsync: bool = False, otel_endpoint: str | None = None, allowed_hosts: list[str] | None = None,
-               allow_code: bool = False, guard_policies: Path | None = None, guard_ledger: Path | None = None) -> int:
+               allow_code: bool = False, guard_policies: Path | None = None, guard_ledger: Path | None = None,
+               partner_wall: float | None = 300.0, partner_slots: int | None = None) -> int:
     """The ``cda serve`` command."""
     if not host.strip():
         err.write("cda: error: --host is empty; give an address (127.0.0.1, or 0.0.0.0 for every interface)\n")
@@ -74,6 +84,8 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
             raise CDAError(f"--workers must be between 1 and 64, got {workers}")
         if not 0 <= processes <= 64:
             raise CDAError(f"--processes must be between 0 and 64, got {processes}")
+        if partner_slots is not None and not 1 <= partner_slots <= workers:
+            raise CDAError(f"--partner-slots must be between 1 and --workers ({workers}), got {partner_slots}")
         if not db.parent.is_dir():
             raise CDAError(f"{db}: its folder does not exist")
         from cda.service.actions import check_signable
@@ -97,7 +109,8 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
                                   workers=workers, processes=processes, egress_cap=egress_cap, debug=debug,
                                   providers=providers, fsync=fsync, otel_endpoint=otel_endpoint, host=host,
                                   allowed_hosts=tuple(allowed_hosts or ()), allow_code=allow_code,
-                                  guard_policies=guard_policies, guard_ledger=guard_ledger))
+                                  guard_policies=guard_policies, guard_ledger=guard_ledger,
+                                  partner_wall=partner_wall, partner_slots=partner_slots))
 
     def ready(server: Any) -> None:
         sock = server.servers[0].sockets[0].getsockname()
@@ -111,4 +124,11 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
         return 2
     except KeyboardInterrupt:
         pass
+    manager = app.state.service.manager
+    if manager is not None and manager.stuck:  # their threads would hold the exit: leave them behind
+        err.write(f"cda serve: {manager.stuck} action(s) did not stop in time; the next start marks them "
+                  "interrupted\n")
+        err.flush()
+        out.flush()
+        os._exit(0)
     return 0

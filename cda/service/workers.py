@@ -8,11 +8,11 @@ draft boundary summary, where the scheduler may park it until every queued draft
 stages hold across processes), and the terminal event, after which the run writes its
 ``action.end`` receipt naming the stored events (so that receipt never names an event the server
 has not stored). Other events do not wait: a round trip per event leaves the child idle while
-the server's loop holds the GIL. A ``stop`` (cancel, shutdown) takes effect at the run's next
-event, as in-process: the server tells the child at once (:meth:`RunnerPool.stop`), so the run
-does no more work past its next event than an in-process run would (without it a child ran on
-to the event after, LLM calls included); the events a child sent past the server's stop are not
-stored.
+the server's loop holds the GIL. A ``stop`` (cancel, shutdown) reaches the run as in-process:
+the server tells the child at once (:meth:`RunnerPool.stop`), which cancels the run's token (its
+solver interrupted, its deadlines expired), so the run ends with what it found; a run past the
+server's grace is ended at its next event (the server answers ``stop``), and the events a child
+sent past the server's stop are not stored.
 
 A child writes the run's receipts to the server's file itself (its own connection: the receipt
 log is safe between processes, ``BEGIN IMMEDIATE``). It returns the finished
@@ -28,6 +28,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from cda.contracts.deadline import CancelToken, cancel_scope
 from cda.errors import CDAError
 from cda.service.scheduler import is_draft
 
@@ -182,15 +184,16 @@ class RunnerPool:
             for inbox in child.inboxes.values():
                 inbox.put(("error", "the runner process ended"))
 
-    def stop(self, index: int, action_id: str, attempt: int) -> None:
-        """Tell the child running ``action_id``'s ``attempt`` to stop at its next event (not at its terminal event),
-        as an in-process run does: cancel and shutdown, at once rather than at the event after."""
+    def stop(self, index: int, action_id: str, attempt: int, reason: str = "cancelled",
+             kind: str = "cancelled") -> None:
+        """Tell the child running ``action_id``'s ``attempt`` to stop, as an in-process run is
+        stopped: its token is cancelled there (its solver interrupted, its deadlines expired), at once."""
         child = self.children[index]
         with child.lock:
             if not child.alive:
                 return
         try:
-            child.send(("cancel", action_id, attempt))
+            child.send(("cancel", action_id, (attempt, reason, kind)))
         except (OSError, ValueError):
             pass
 
@@ -251,7 +254,7 @@ class RunnerPool:
             except (OSError, ValueError):
                 pass
         for child in self.children:
-            child.process.join(10)
+            child.process.join(2)  # its runs were stopped first; one that does not exit now is killed
             if child.process.is_alive():
                 child.process.kill()
                 child.process.join(5)
@@ -259,7 +262,10 @@ class RunnerPool:
 
 
 def child_main(conn: Connection, db: str, fsync: bool) -> None:
-    """A runner process: runs each action it is sent in a thread of its own, until ``exit``."""
+    """A runner process: runs each action it is sent in a thread of its own, until ``exit``.
+    Ctrl-C on the server's terminal reaches this process too (one process group): it is the
+    server's to handle (it stops the runs here), so it is ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from cda.actions.receipts import ReceiptLog
     from cda.service.sqlite_writes import relax_fsync
 
@@ -268,22 +274,20 @@ def child_main(conn: Connection, db: str, fsync: bool) -> None:
         relax_fsync(log)
     send_lock = threading.Lock()
     replies: dict[str, queue.SimpleQueue[str]] = {}
-    cancels: dict[tuple[str, int], threading.Event] = {}  # by (action id, attempt): never a later attempt's
+    cancels: dict[tuple[str, int], CancelToken] = {}  # by (action id, attempt): never a later attempt's
 
     def send(message: tuple[str, str, Any]) -> None:
         with send_lock:
             conn.send(message)
 
-    def run_one(job: RunnerJob, answers: queue.SimpleQueue[str], cancel: threading.Event) -> None:
+    def run_one(job: RunnerJob, answers: queue.SimpleQueue[str], cancel: CancelToken) -> None:
         def on_event(event: Any) -> None:
             send(("event", job.action_id, event))
             if waits_for_answer(event):
                 if answers.get() == "stop":
                     raise _Stopped
-            elif not answers.empty():  # only a stop can be waiting here
+            elif not answers.empty():  # only a stop can be waiting here (the server's grace ran out)
                 answers.get()
-                raise _Stopped
-            elif cancel.is_set():  # cancel, shutdown: the server stops it at this event too
                 raise _Stopped
 
         def audit(events: Sequence[Any]) -> list[str]:  # the server checks what it stored
@@ -300,9 +304,11 @@ def child_main(conn: Connection, db: str, fsync: bool) -> None:
 
                 from cda.access import granted
                 from cda.ken.loaders import load_ken
+
                 with granted(job.access) if job.access is not None else nullcontext():
                     ken = load_ken(job.ken_path)
-            result = run_job(job, ken, log, on_event, audit)
+            with cancel_scope(cancel):  # a cancel interrupts its solver, expires its deadlines
+                result = run_job(job, ken, log, on_event, audit)
             send(("done", job.action_id, result))
         except _Stopped:
             send(("stopped", job.action_id, None))
@@ -323,10 +329,11 @@ def child_main(conn: Connection, db: str, fsync: bool) -> None:
             os._exit(0)
         if kind == "run":
             replies[action_id] = queue.SimpleQueue()
-            cancel = cancels.setdefault((action_id, payload.attempt), threading.Event())
+            cancel = cancels.setdefault((action_id, payload.attempt), CancelToken())
             threading.Thread(target=run_one, args=(payload, replies[action_id], cancel), daemon=True).start()
         elif kind == "cancel":
-            cancels.setdefault((action_id, int(payload)), threading.Event()).set()
+            attempt, reason, how = payload
+            cancels.setdefault((action_id, int(attempt)), CancelToken()).cancel(str(reason), str(how))
         elif kind == "reply" and action_id in replies:
             replies[action_id].put(payload)
         elif kind == "exit":

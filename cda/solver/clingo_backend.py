@@ -13,10 +13,15 @@ for Boolean problems (no text to print, parse and ground), program text for prob
 metrics or event times (clingo-dl's ``&diff`` atoms need the grounder). Clauses added later
 (:meth:`ClingoBackend.add_clauses`) go to the same sink; either way the solver keeps what it
 learnt.
+
+A cancel (:class:`~cda.contracts.deadline.CancelToken`) reaches a solve in flight through
+``Control.interrupt``, registered with the deadline (thread-safe, and kept for the next solve
+when none runs); a solve it interrupted answers ``unknown``, as one the deadline cut short.
 """
 
 from __future__ import annotations
 
+import contextvars
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -105,6 +110,8 @@ class ClingoBackend:
         self._has_soft = bool(problem.soft)
         self.theory: Any = None
         self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
+        deadline.on_cancel(self.ctl.interrupt)  # a cancel stops the solve in flight (never handle.cancel:
+        # a handle already closed is freed memory)
         self._ids: dict[str, int] = {}  # problem atom → its number I, shown as x(I)
         self._sym: dict[str, clingo.Symbol] = {}  # atom or key → its symbol (problem atoms; every key in text)
         self._local: dict[str, int] = {}  # atom or key → its literal in the encoder's numbering
@@ -330,7 +337,9 @@ class ClingoBackend:
         (the deadline passed; the search is cancelled). ``on_model`` runs in clingo's solving
         thread while this one waits on the deadline: handing each model over through a
         yielding handle cost about 15 µs a model, most of an enumeration of a small problem.
-        Whatever ``on_model`` raises is raised here, unchanged (clingo would wrap it).
+        Whatever ``on_model`` raises is raised here, unchanged (clingo would wrap it). It runs in
+        this call's context (:mod:`contextvars`): a consumer that reads the run's deadline or cancel
+        token (a circuit oracle's simulation) sees the caller's, not none.
         """
         self._configure(models, project, optimize)
         seen = False
@@ -338,6 +347,7 @@ class ClingoBackend:
         failure: BaseException | None = None
         cancelled = False
         theory = self.theory
+        context = contextvars.copy_context()  # the caller's run deadline and cancel token, in clingo's thread
 
         def consume(m: clingo.Model) -> bool:
             nonlocal seen, stopped, failure
@@ -347,7 +357,7 @@ class ClingoBackend:
             try:
                 if theory is not None:
                     theory.on_model(m)
-                if on_model(m):
+                if context.run(on_model, m):
                     return True
             except BaseException as exc:  # re-raised below, in the caller's thread
                 failure = exc
@@ -366,6 +376,8 @@ class ClingoBackend:
             result = handle.get()
         if failure is not None:
             raise failure
+        if result.interrupted and not stopped:  # a cancel (Control.interrupt): cut short, as by the deadline
+            return "unknown"
         if seen:
             return "sat"
         return "unsat" if result.unsatisfiable else "unknown"

@@ -59,6 +59,8 @@ def marco(
     order = {c: i for i, c in enumerate(clauses)}
     import z3  # here, not at the top: only MARCO's map solver needs it, and a clingo answer need not load z3
 
+    z3.set_param("ctrl_c", False)  # Ctrl-C reaches the command (cda.cli.interrupts), not swallowed by a check
+
     ctx = z3.Context()
     map_solver = z3.Solver(ctx=ctx)
     var = {c: z3.Bool(f"m{i}", ctx) for i, c in enumerate(clauses)}

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from cda.contracts import limits
+from cda.contracts.deadline import deadline_scope, stop_signal
 from cda.contracts.result import Hypothesis, SolveResult
 from cda.contracts.status import SolverStatus
 from cda.encodings.ir import Claim, GroundProblem
@@ -125,10 +126,10 @@ def run(
     """
     if deadline is None:
         deadline = Deadline(options.timeout)
-    if isinstance(problem, GroupedProblem):
-        return _run_minimal(problem, backend_name, options, deadline)
-    if problem.minimal is not None:
-        return _run_minimal(split_observations(problem), backend_name, options, deadline)
+    if isinstance(problem, GroupedProblem) or problem.minimal is not None:
+        grouped = problem if isinstance(problem, GroupedProblem) else split_observations(problem)
+        with deadline_scope(deadline):  # an observation oracle reads it (a circuit's simulation)
+            return _run_minimal(grouped, backend_name, options, deadline)
     result = _empty_result(backend_name, options)
     notes: list[str] = []
     solver: CheckedBackend | None = None
@@ -138,7 +139,7 @@ def run(
             _conflicting(result, solver, options, deadline, notes)
             return result
         result.status = SolverStatus.SAT
-        ranking = _ranking(solver, options, result, notes)
+        ranking = _ranking(solver, options, result, notes, deadline)
         result.enumeration_complete = ranking.complete
         result.hypotheses_enumerated = len(ranking)
         result.hypotheses = [
@@ -153,13 +154,14 @@ def run(
         result.next_tests, considered = next_tests(solver, ranking, options.max_tested_hypotheses)
         if considered < len(ranking):
             notes.append(f"next tests computed over the {considered} most probable hypotheses")
-    except _OutOfTime as exc:
+    except Exception as error:  # noqa: BLE001 - a stop, or raised again (stop_signal)
+        exc = stop_signal(error, deadline)
         result.partial = True
         if solver is not None:
-            notes.append("time budget exhausted; the result is partial")
+            notes.append(f"{deadline.why()}; the result is partial")
         else:
-            notes.append(_before_encoded(exc))
-        _every_claim_answered(result, problem.claims)
+            notes.append(_before_encoded(exc, deadline))
+        _every_claim_answered(result, problem.claims, deadline)
     finally:
         result.notes.extend(notes)
     return result
@@ -171,7 +173,8 @@ def top_of(problem: GroundProblem, options: EngineOptions) -> int:
 
 
 def _ranking(
-    solver: CheckedBackend, options: EngineOptions, result: SolveResult, notes: list[str], *, listed: bool = True
+    solver: CheckedBackend, options: EngineOptions, result: SolveResult, notes: list[str], deadline: Deadline, *,
+    listed: bool = True,
 ) -> Ranking:
     """The ranked hypotheses; a cap or a timeout noted (``listed``: the result lists them, else
     they serve only the claims' confidences)."""
@@ -185,9 +188,10 @@ def _ranking(
         )
     if ranking.timed_out:
         result.partial = True
+        stop = "time ran out" if not deadline.cancelled() else deadline.why()
         notes.append(
-            "time ran out while enumerating hypotheses; the list is partial" if listed else
-            "time ran out while enumerating hypotheses for the claims' confidences; they are over those found"
+            f"{stop} while enumerating hypotheses; the list is partial" if listed else
+            f"{stop} while enumerating hypotheses for the claims' confidences; they are over those found"
         )
     elif ranking.capped:
         notes.append(
@@ -198,12 +202,13 @@ def _ranking(
     return ranking
 
 
-def _every_claim_answered(result: SolveResult, claims: Sequence[Claim]) -> None:
-    """A claim the time budget left undecided is still listed: inconclusive, saying why."""
+def _every_claim_answered(result: SolveResult, claims: Sequence[Claim], deadline: Deadline) -> None:
+    """A claim the time budget (or a cancel) left undecided is still listed: inconclusive, saying why."""
     decided = {v.name for v in result.verdicts}
+    why = f"the run was stopped ({deadline.why()})" if deadline.cancelled() else "the time budget ran out"
     for claim in claims:
         if claim.name not in decided:
-            result.verdicts.append(undecided(claim, "the time budget ran out before this claim was decided"))
+            result.verdicts.append(undecided(claim, f"{why} before this claim was decided"))
 
 
 def _empty_result(backend_name: str, options: EngineOptions) -> SolveResult:
@@ -228,11 +233,11 @@ def _conflicting(
     result.verdicts.extend(in_conflict(claim) for claim in solver.problem.claims)
 
 
-def _before_encoded(exc: _OutOfTime) -> str:
-    """The note for a budget that ran out while the backend was being built, saying where."""
+def _before_encoded(exc: _OutOfTime, deadline: Deadline) -> str:
+    """The note for a budget that ran out (or a cancel) while the backend was being built, saying where."""
     if exc.where:
-        return f"time budget exhausted {exc.where}, before the problem was solved; the result is partial"
-    return "time budget exhausted before the problem was encoded"
+        return f"{deadline.why()} {exc.where}, before the problem was solved; the result is partial"
+    return f"{deadline.why()} before the problem was encoded"
 
 
 def _run_minimal(
@@ -278,10 +283,11 @@ def _run_minimal(
             if result.status is SolverStatus.UNSAT:
                 _conflicting(result, solver, options, deadline, notes)
             else:
-                ranking = _ranking(solver, options, result, notes, listed=False)
+                ranking = _ranking(solver, options, result, notes, deadline, listed=False)
                 for claim in whole.claims:
                     result.verdicts.append(verdict(solver, claim, ranking))
-    except _OutOfTime as exc:
+    except Exception as error:  # noqa: BLE001 - a stop, or raised again (stop_signal)
+        exc = stop_signal(error, deadline)
         result.partial = True
         if search is not None:
             result.minimal_explanations = search.partial()
@@ -291,11 +297,11 @@ def _run_minimal(
             if result.minimal_explanations:
                 result.status = SolverStatus.SAT
             notes.append(
-                "time budget exhausted; the result is partial (each explanation listed was checked against "
+                f"{deadline.why()}; the result is partial (each explanation listed was checked against "
                 "every observation)"
             )
         else:
-            notes.append(_before_encoded(exc))
-        _every_claim_answered(result, grouped.base.claims)
+            notes.append(_before_encoded(exc, deadline))
+        _every_claim_answered(result, grouped.base.claims, deadline)
     result.notes.extend(notes)
     return result

@@ -212,6 +212,7 @@ class MinimalSearch:
         find no model whose true abducibles lie inside ``chosen`` minus that atom."""
         if self.oracle.monotone:
             for atom in sorted(chosen):
+                self._in_time()  # a simulation per atom: 300 explanations of c7552 took 3.1 s, so 10,000 ran far past the budget
                 if self.consistent(chosen - {atom}):
                     raise EvaluatorDisagreement(
                         f"{self.backend.name}: explanation {sorted(chosen)} is not subset-minimal "

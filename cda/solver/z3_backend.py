@@ -12,6 +12,12 @@ clause, fetching each model of an enumeration cost eight times what it costs wit
 The encoding is the scheme of :mod:`cda.encodings.scheme`, mapped onto z3 by the one z3 encoder
 (:mod:`cda.encodings.to_z3`). Clauses added later (:meth:`Z3Backend.add_clauses`) are asserted
 behind their own selectors into both instances.
+
+A cancel (:class:`~cda.contracts.deadline.CancelToken`) reaches a check in flight through
+``Context.interrupt``, registered with the deadline; z3's own Ctrl-C handler is switched off
+(``ctrl_c``), so a SIGINT goes to the command's handler, which cancels the token, instead of
+being swallowed by the check it happened to arrive in (and a process-wide handler installed
+and restored by every check of every thread of a server).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from cda.solver.backend import (
 
 __all__ = ["Z3Backend"]
 
-
+z3.set_param("ctrl_c", False)
 
 
 @dataclass
@@ -62,6 +68,8 @@ class Z3Backend:
         self.problem = problem
         self.deadline = deadline
         self.ctx = z3.Context()
+        self._checking = False  # a check runs: an interrupt now stops it (at any other time it would
+        deadline.on_cancel(self._interrupt)  # fail the next model handed over, see _interrupt)
         self.enc = Z3Encoder(self.ctx, deadline, len(problem.factory))
         self.seed = seed
         self._negative: dict[str, z3.BoolRef] = {}  # Not(atom), made once (see _lits)
@@ -183,7 +191,34 @@ class Z3Backend:
         """``solver.check(*lits)`` in one C call: z3's Python ``check`` coerces every
         assumption to Bool again (most of a check's time under 2,000 assumptions)."""
         array = (z3.Ast * len(lits))(*(lit.as_ast() for lit in lits))
-        return z3.CheckSatResult(z3core.Z3_solver_check_assumptions(self.ctx.ref(), solver.solver, len(lits), array))
+        self._checking = True
+        try:
+            return z3.CheckSatResult(z3core.Z3_solver_check_assumptions(self.ctx.ref(), solver.solver, len(lits), array))
+        finally:
+            self._checking = False
+
+    def _opt_check(self, opt: z3.Optimize, *lits: z3.BoolRef) -> z3.CheckSatResult:
+        self._checking = True
+        try:
+            return opt.check(*lits)
+        finally:
+            self._checking = False
+
+    def _interrupt(self) -> None:
+        """The cancel token's hook: interrupt the check in flight. Only while one runs: an
+        interrupt z3 receives between checks is dropped, but one that lands while it hands a
+        model over fails that call ("model is not available"; seen under Ctrl-C)."""
+        if self._checking:
+            self.ctx.interrupt()
+
+    def _got(self, target: z3.Solver | z3.Optimize) -> z3.ModelRef:
+        """``target.model()``; an interrupt that still lands as z3 hands it over: out of time."""
+        try:
+            return target.model()
+        except z3.Z3Exception:
+            if self.deadline.cancelled():
+                raise _OutOfTime() from None
+            raise
 
     def _or(self, terms: Sequence[z3.BoolRef]) -> z3.BoolRef:
         """``z3.Or(terms)`` in one C call (``z3.Or`` coerces each term in Python)."""
@@ -241,7 +276,7 @@ class Z3Backend:
         solver = self._for(assumptions).solver
         self._timeout(solver)
         status = self._status(self._check(solver, self._lits(assumptions)))
-        return Outcome(status, self._model(solver.model()) if status == "sat" else None)
+        return Outcome(status, self._model(self._got(solver)) if status == "sat" else None)
 
     def enumerate(self, project: Sequence[str], assumptions: Sequence[Lit], limit: int) -> Enumeration:
         out = Enumeration()
@@ -267,7 +302,7 @@ class Z3Backend:
                 if r != z3.sat:
                     out.complete, out.timed_out = False, True
                     break
-                model = self._model(solver.model())
+                model = self._model(self._got(solver))
                 out.models.append(model)
                 if not proj:
                     break
@@ -288,7 +323,7 @@ class Z3Backend:
             if r is None:
                 raise _OutOfTime()
             assert r, "a minimal set found by the solver has a model"
-            out.models.append(self._model(solver.model()))
+            out.models.append(self._model(self._got(solver)))
             return len(out.models) < limit
 
         try:
@@ -338,7 +373,7 @@ class Z3Backend:
                             return out
                         if r is False:
                             break
-                        chosen = [i for i, value in enumerate(self._truth(solver.model(), decls)) if value]
+                        chosen = [i for i, value in enumerate(self._truth(self._got(solver), decls)) if value]
                         out.delivered += 1
                         if not on_set(frozenset(project[i] for i in chosen)):
                             out.complete, out.stopped = False, True
@@ -445,12 +480,12 @@ class Z3Backend:
                     opt.add(pending)
                     pending = []
                     self._timeout(opt)
-                    r = opt.check()
+                    r = self._opt_check(opt)
                     if r == z3.unsat:
                         return out
                     if r != z3.sat:
                         raise _OutOfTime()
-                    best = opt.model()
+                    best = self._got(opt)
                     nxt = (self._cost(best, terms), sum(self._truth(best, decls)))
                 at = nxt
                 solver.push()
@@ -510,7 +545,7 @@ class Z3Backend:
             self._bound(solver, terms, proj, c, None)
             if not self._must(solver):
                 return None
-            upper = sum(self._truth(solver.model(), decls))
+            upper = sum(self._truth(self._got(solver), decls))
             for bigger in range(size + 1, upper):
                 solver.push()
                 self._bound(solver, [], proj, c, bigger)
@@ -537,7 +572,7 @@ class Z3Backend:
             while True:
                 if not self._must(solver):
                     return level
-                model = self._model(solver.model())
+                model = self._model(self._got(solver))
                 level.append(model)
                 if not project:
                     return level
@@ -561,8 +596,8 @@ class Z3Backend:
                 for node, weight in objective.terms:
                     opt.add_soft(self.enc.encode(node), weight, f"level{i}")
         self._timeout(opt)
-        status = self._status(opt.check(*self._lits(assumptions)))
+        status = self._status(self._opt_check(opt, *self._lits(assumptions)))
         if status != "sat":
             return Outcome(status)
-        model = self._model(opt.model())
+        model = self._model(self._got(opt))
         return Outcome("sat", model)

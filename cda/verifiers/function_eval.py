@@ -91,7 +91,7 @@ def _classify(
     """(status, reason code, readable detail) from what the child reported and how it ended."""
     timeout_text = f"timed out after {limits['timeout_s']} s"
     if budget_cut:
-        timeout_text = "stopped when the action's wall budget reached its reserve"
+        timeout_text = "stopped when the action's search budget ran out"
     if result is not None:
         kind = result["kind"]
         where = " while loading the source" if result.get("phase") == "loading" else ""
@@ -166,7 +166,7 @@ def run_function_check(
     if problem is not None:
         return _outcome(name, claim, "failed", "invalid_limits", problem, base)
     if budget_s is not None and not budget_s > 0:
-        return _outcome(name, claim, "skipped", "budget", "not run: the action's wall budget reached its reserve", base)
+        return _outcome(name, claim, "skipped", "budget", "not run: the action's search budget ran out", base)
     from cda.access import may_run_code
     from cda.errors import AccessDenied
 
