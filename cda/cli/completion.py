@@ -46,8 +46,12 @@ def commands(parser: argparse.ArgumentParser) -> list[Command]:
             if isinstance(action, argparse._SubParsersAction):
                 helps = {a.dest: a.help or "" for a in action._choices_actions}
                 for name, sub in action.choices.items():
-                    here.subcommands.append(name)
-                    walk(sub, (*path, name), helps.get(name, ""))
+                    words = tuple(name.split(" "))  # a joined command ("guard resolve") is two words typed
+                    if len(words) == 1:
+                        here.subcommands.append(name)
+                    else:
+                        joined.append((*path, *words))
+                    walk(sub, (*path, *words), helps.get(name, ""))
             elif action.option_strings:
                 long = [o for o in action.option_strings if o.startswith("--")] or action.option_strings
                 if action.nargs == 0:
@@ -56,7 +60,11 @@ def commands(parser: argparse.ArgumentParser) -> list[Command]:
                     for option in long:
                         here.options[option] = [str(c) for c in action.choices or ()]
 
+    joined: list[tuple[str, ...]] = []
     walk(parser, (), parser.description or "")
+    by_path = {c.path: c for c in found}
+    for path in joined:  # the second word completes after the first, as the command is typed
+        by_path[path[:-1]].subcommands.append(path[-1])
     return found
 
 
