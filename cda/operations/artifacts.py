@@ -223,7 +223,8 @@ def integrity(call: Any, p: IntegrityParams) -> IntegrityResult:
         raise OperationError("not_found", unreadable.format(p.action_id, exc), ["params", "action_id"]) from None
     result.log_entries, result.log_head = report.entries, report.head
     others = {m for x in report.problems for m in _ACTION_ID.findall(x)} - {p.action_id}
-    problems.extend(x for x in report.problems if not (set(_ACTION_ID.findall(x)) & others))
+    # a finding is this action's unless it names only other actions (one finishing meanwhile)
+    problems.extend(x for x in report.problems if p.action_id in x or not set(_ACTION_ID.findall(x)) & others)
     result.notes.extend(report.notes)
     if others:
         result.notes.append(f"the audit's findings about {len(others)} other action(s) are theirs, not this one's")
