@@ -707,10 +707,10 @@ def test_a_check_cannot_see_signal_or_trace_a_sibling_check() -> None:
     in its /proc (to signal, trace or read), and the first runs on to its end."""
     import threading
 
-    from tests.conftest import ROOT
-
     marker = "cda-sibling-" + uuid.uuid4().hex
-    release = ROOT / f".{marker}"  # a path both checks can read (the repository is visible, read-only)
+    # a path both checks can read: Python's installation stays visible in the sandbox wherever it is
+    # (the repository does not when it lies under /tmp, as a CI clone made with mktemp does)
+    release = Path(sys.prefix) / f".{marker}"
     first_source = (
         "import os, subprocess, sys, time\ndef check(claim):\n"
         f"    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {marker!r}])\n"
