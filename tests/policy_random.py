@@ -222,7 +222,7 @@ def _atom(w: World) -> str:
     if longs:
         x = rng.choice(longs)
         choices += [f"(if {rng.choice(simple)} then {x} else 0) < 2", f"-({x}) > 1", f"({x} - 1) * 3 < 10",
-                    f'{{"k": {x}}} == {{"k": 1}}']  # fmt: skip
+                    f'{{"k": {x}}} == {{"k": 1}}', f"{x} * {rng.choice(longs)} > {rng.randint(-2, 2)}"]  # fmt: skip
     ents = [p for p, a in _paths(w, "Entity")]
     choices += [f"(if {rng.choice(simple)} then principal else {_lit(w, w.principal)}) == principal",
                 f"[{_lit(w, w.principal)}, principal].contains(principal)", f"principal in [{_lit(w, rng.choice([t.name for t in w.types]))}]",

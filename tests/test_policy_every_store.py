@@ -53,6 +53,9 @@ action read appliesTo { principal: [User], resource: [Doc] };"""
 ENUM = """entity Color enum ["red", "blue"]; entity User; entity Doc = { color: Color };
 action read appliesTo { principal: [User], resource: [Doc] };"""
 
+ARITH = """entity User = { level: Long }; entity Doc = { size: Long, owner: User };
+action read appliesTo { principal: [User], resource: [Doc], context: { n: Long, m: Long } };"""
+
 
 def permit(cond: str, scope: str = "principal, action, resource") -> str:
     return f"permit({scope}) when {{ {cond} }};"
@@ -130,6 +133,23 @@ CASES = [
                                                        "&& principal.manager != principal"), None, FAILS),
     Case("enum-closed", ENUM, "always-allows", permit('resource.color == Color::"red" || resource.color == Color::"blue"'),
          None, HOLDS),
+    # products of two unknowns: exact 64-bit arithmetic, an overflow an error (nonlinear on z3)
+    Case("product-overflows", ARITH, "never-errors", permit("context.n * context.m > 0"), None, FAILS),
+    Case("square-is-never-two", ARITH, "always-denies", permit("context.n * context.n == 2"), None, HOLDS),
+    Case("square-is-never-negative", ARITH, "always-denies", permit("context.n * context.n < 0"), None, HOLDS),
+    Case("product-commutes", ARITH, "equivalent", permit("context.n * context.m > 10"),
+         permit("context.m * context.n > 10"), HOLDS),
+    Case("product-of-attributes", ARITH, "always-denies",
+         permit("principal.level * resource.size == 35 && principal.level > 5"), None, FAILS),
+    Case("product-of-an-owner-attribute", ARITH, "implies",
+         permit("resource.owner == principal && resource.size == 3 && principal.level < 1000 && principal.level > -1000"),
+         permit("principal.level * resource.size == resource.owner.level * 3"), HOLDS),
+    Case("product-of-an-owner-attribute-overflows", ARITH, "implies", permit("resource.owner == principal && resource.size == 3"),
+         permit("principal.level * resource.size == resource.owner.level * 3"), FAILS),
+    Case("distributing-keeps-the-answer", ARITH, "equivalent", permit("context.n * (context.m + 1) == 12"),
+         permit("context.n * context.m + context.n == 12"), HOLDS),  # where one side overflows, so does the other
+    Case("times-zero-still-overflows", ARITH, "equivalent", permit("context.n * context.m * 0 == 0"),
+         permit("context.n * 0 == 0"), FAILS),
     Case("enum-other-id-is-no-value", ENUM, "always-denies", permit('resource.color == Color::"green"'), None, HOLDS),
 ]
 

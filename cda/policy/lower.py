@@ -609,8 +609,32 @@ class Lowering:
         elif y.lin.is_const:
             r = x.lin.scale(y.lin.const)
         else:
-            raise self.refuse("a product of two values that are not constants (non-linear)", pos)
+            r = self._product(x.lin, y.lin)
         return IntV(r), f.not_(in_range(f, r, *LONG))
+
+    def _product(self, x: Lin, y: Lin) -> Lin:
+        """``x * y`` of two unknowns, exact: a fresh variable over every product the factors'
+        ranges allow (wider than 64 bits, so that the overflow stays a range check on it), tied
+        to them by an IR product node (z3: nonlinear integer arithmetic over bounded ranges;
+        clingo: pairs of values where the ranges are small, refused by name where not)."""
+        f = self.f
+        a, b = self._named(x), self._named(y)
+        (al, ah), (bl, bh) = f.int_ranges[a], f.int_ranges[b]
+        corners = (al * bl, al * bh, ah * bl, ah * bh)
+        z = self.int_var("product", min(corners), max(corners))
+        self.background(f.product(z.terms[0][0], a, b))
+        return z
+
+    def _named(self, x: Lin) -> str:
+        """The integer variable ``x`` is, or a fresh one equal to it over ``x``'s range."""
+        if x.const == 0 and len(x.terms) == 1 and x.terms[0][1] == 1:
+            return x.terms[0][0]
+        ranges = self.f.int_ranges
+        low = x.const + sum(c * (ranges[v][0] if c > 0 else ranges[v][1]) for v, c in x.terms)
+        high = x.const + sum(c * (ranges[v][1] if c > 0 else ranges[v][0]) for v, c in x.terms)
+        v = self.int_var("factor", low, high)
+        self.background(lin_eq(self.f, v, x))
+        return v.terms[0][0]
 
     def _get_attr(self, x: Leaf, attr: str, pos: Pos) -> Out:
         f = self.f
