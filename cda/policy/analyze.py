@@ -404,7 +404,14 @@ def analyze(
         if repair:
             from cda.policy.repair import suggest
 
-            result.repair = suggest(prop, lowered, query)
+            def recheck(name: str, policy: Policy) -> bool:
+                """The property, analysed afresh with the policy of clause ``name`` replaced."""
+                sets = [PolicySet([policy if n == name else q for n, q, _, _ in pols], ps.schema, ps.entities)
+                        for pols, ps in zip(lowered.policies, policy_sets)]  # fmt: skip
+                again = analyze(prop, sets, env, backend=backend, timeout=timeout, store=store)
+                return again.status is PropertyStatus.HOLDS
+
+            result.repair = suggest(prop, lowered, query, recheck)
     result.seconds = round(time.perf_counter() - started, 6)
     return result
 

@@ -21,7 +21,7 @@ universe's values are all the entities, strings and numbers a counterexample nee
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +78,7 @@ from cda.policy.values import CRecord, CSet, Datetime, Decimal, Duration, Entity
 if TYPE_CHECKING:
     from cda.policy.symstore import SymStore
 
-__all__ = ["Lowering", "Request", "DATETIME_RANGE"]
+__all__ = ["Lowering", "PolicyParts", "Request", "DATETIME_RANGE"]
 
 #: the datetimes a request or an entity can hold: those Cedar's ``datetime("…")`` reads
 #: (years 0001–9999), so that every counterexample can be written in Cedar's JSON
@@ -98,6 +98,18 @@ class Request:
     action: EntV
     resource: EntV
     context: Val
+
+
+@dataclass(frozen=True)
+class PolicyParts:
+    """A lowered policy taken apart: its scope and each condition's (value, error) as written
+    (``when``'s value; an ``unless`` negates it when combined), for a repair that changes one
+    condition (:mod:`cda.policy.repair`). ``complete`` is false when lowering stopped early (a
+    scope or a condition that never holds: the conditions after it were not lowered)."""
+
+    scope: Node
+    conditions: tuple[tuple[Node, Node], ...]
+    complete: bool
 
 
 @dataclass
@@ -127,6 +139,7 @@ class Lowering:
         self._names: dict[str, int] = {}
         self.policy: Policy | None = None  # the policy being lowered (for the place of a refusal)
         self._attr_reads: dict[Any, Out] = {}  # (entity term, attribute) → what reading it gives
+        self.parts: dict[int, PolicyParts] = {}  # id(policy) → its lowered parts
         self.closed = False
 
     # ------------------------------------------------------------------ names and variables
@@ -413,23 +426,35 @@ class Lowering:
                                     filename=p.filename if p is not None else None)  # fmt: skip
 
     def policy_nodes(self, p: Policy, req: Request) -> tuple[Node, Node]:
-        """(satisfied, errors) of policy ``p``: its scope, then its conditions in order."""
+        """(satisfied, errors) of policy ``p``: its scope, then its conditions in order. Its
+        parts are kept in :attr:`parts` (what a repair of one condition recombines)."""
         f = self.f
         self.policy = p
         scope = f.and_([self._scope(p.principal, req.principal), self._action_scope(p, req.action),
                         self._scope(p.resource, req.resource)])  # fmt: skip
+        lowered: list[tuple[str, Node, Node]] = []
         ok, err = scope, f.false
         for kind, cond in p.conditions:
             if ok is f.false:
                 break
             v, e = self.expr(cond, req)
             b, te = self.to_bool(v)
-            if kind == "unless":
-                b = f.not_(b)
-            bad = f.or_([e, te])
-            err = f.or_([err, f.and_([ok, bad])])
-            ok = f.and_([ok, f.not_(bad), b])
+            lowered.append((kind, b, f.or_([e, te])))
+            ok, err = self.combine(ok, lowered[-1:], err)
+        parts = tuple((b, bad) for _, b, bad in lowered)
+        self.parts[id(p)] = PolicyParts(scope, parts, len(parts) == len(p.conditions))
         self.policy = None
+        return ok, err
+
+    def combine(self, scope: Node, conditions: Sequence[tuple[str, Node, Node]], err: Node | None = None) -> tuple[Node, Node]:
+        """(satisfied, errors) of a scope and its conditions ``(when|unless, value, error)`` in
+        order (``err``: errors already found before them): a condition is evaluated only where
+        those before it hold (Cedar's ``&&``)."""
+        f = self.f
+        ok, err = scope, f.false if err is None else err
+        for kind, b, bad in conditions:
+            err = f.or_([err, f.and_([ok, bad])])
+            ok = f.and_([ok, f.not_(bad), f.not_(b) if kind == "unless" else b])
         return ok, err
 
     def _scope(self, s: Any, who: EntV) -> Node:
