@@ -391,3 +391,18 @@ def test_the_documented_python_session_runs_as_written(monkeypatch: pytest.Monke
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test)
     assert runner.failures == 0 and runner.tries >= 10
+
+
+def test_a_product_too_hard_for_the_budget_is_unknown_never_holds() -> None:
+    """Factoring 10007 * 10009 is a nonlinear question z3 may not answer in 2 s: unknown, or a
+    counterexample cedarpy confirms; never holds."""
+    n = 10007 * 10009
+    text = permit(f"context.n * context.m == {n} && context.n > 1 && context.m > 1")
+    schema = parse_schema(ARITH)
+    sets = [PolicySet(parse_policies(text, "a.cedar"), schema, read_entities([], schema))]
+    res = analyze("always-denies", sets, environments(schema)[0], timeout=2.0)
+    assert res.status in (PropertyStatus.UNKNOWN, FAILS), res.status
+    if res.status is FAILS:
+        assert confirmed_by_cedarpy("always-denies", [text], res.counterexample, ARITH)  # type: ignore[arg-type]
+    else:
+        assert res.counterexample is None and "nothing is claimed" in res.note
