@@ -449,7 +449,7 @@ def _scenario(prop: str, lowered: Lowered, model: dict[str, Any], policy_sets: l
     from cda.policy.scenario import Decoder, StoreBuilder, named_in_request, request_json
 
     low = lowered.low
-    dec = Decoder(low, model)
+    dec = Decoder(low, low.realize_readings(model))
     ctx_type = schema.actions[lowered.env.action].context
     if store is None:
         assert isinstance(low.store, SchemaStore)
