@@ -940,8 +940,8 @@ class Lowering:
                         self.background(f.implies(same, f.iff(atoms[kx], atoms[ky])))
         for d in self.deferred:
             self.background(f.iff(d.atom, d.build(d.witness)))
-        self._close_readings()
         self.store.close()
+        self._close_readings()  # last: over every string constant the store's axioms name too
 
     def _close_readings(self) -> None:
         """A string reads alike wherever it is read: equal strings give equal readings, a string
@@ -954,8 +954,6 @@ class Lowering:
                               "a string that is not a literal", None)  # fmt: skip
         readers: dict[str, Callable[[str], Value]] = {"ip": parse_ip, "decimal": parse_decimal}
         items = list(self.readings.items())
-        # (an IPv4 range has one spelling, two for a /32, as Cedar reads them: two different
-        # strings cannot read as the same range otherwise)
         for i, ((name, _), (x, value, err)) in enumerate(items):
             for c in sorted(self.string_constants):
                 try:
