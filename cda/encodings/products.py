@@ -56,7 +56,7 @@ def pairs(f: NodeFactory, node: Product, problem: GroundProblem, backend: str) -
     count = (xh - xl + 1) * (yh - yl + 1)
     if count > MAX_PAIRS:
         raise BackendUnsupported(
-            f"the {backend} backend reads the product {node!r} as the pairs of values of its factors, at most "
+            f"the {backend} backend reads IR node Product ({node!r}) as the pairs of values of its factors, at most "
             f"{MAX_PAIRS:,}; {node.left} in [{xl}, {xh}] and {node.right} in [{yl}, {yh}] make {count:,}: "
             "use backend 'z3' (nonlinear integer arithmetic)"
         )
