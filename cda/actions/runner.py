@@ -271,9 +271,10 @@ class _Run:
         stream.progress("initialise", 0.0, "reading the problem")
         ken = self.probe.timed(ken_from_inputs(inputs, self.ctx.ken))
         try:
-            problem = build(inputs, ken, budget.deadline())
+            problem = build(inputs, ken, budget.deadline(), self.ctx.base_dir)
         except OutOfTime as exc:
             return _out_of_time(inputs, params, stream, recorder, writer, budget, str(exc))
+        ken = problem.ken  # with the graphs the dsl's own ken lines name
         if problem.adopted:
             stream.checkpoint("context_delta", {"adopted_observations": problem.adopted})
         gp = problem.assembled.gp

@@ -115,7 +115,7 @@ def run_job(job: RunnerJob, ken: Any, log: Any, on_event: Callable[[Any], None],
         return run_action(job.inputs, ken=ken, out_dir=job.out_dir, receipts=AttemptSink(log, job.attempt),
                           subscribers=[on_event], llm_factory=_http_provider, thresholds=job.thresholds,
                           action_id=job.action_id, bound=job.bound, revision=job.revision, supersedes=job.supersedes,
-                          prelude=job.prelude, approval_waits=job.approval_waits, audit=audit)
+                          prelude=job.prelude, approval_waits=job.approval_waits, audit=audit, base_dir=job.out_dir)
 
 
 def waits_for_answer(event: Any) -> bool:
