@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +70,7 @@ class LiveAction:
     attempt: int = 1  # the attempt the service began (its events and receipts are filed under it)
     events: list[ActionEvent] = field(default_factory=list)  # what this attempt streamed so far
     waiting_since: float | None = None  # time.monotonic() when the action began to wait for approvals
+    queued_since: float = field(default_factory=time.monotonic)  # actions.start, moved on by approval waits (TTFS)
     waits: list[ApprovalWait] = field(default_factory=list)  # each decision and how long it took (§10)
 
     access: Access = field(default_factory=lambda: NOTHING)  # what the run may touch (cda.access)
