@@ -230,3 +230,21 @@ def test_without_the_option_work_unit_id_is_refused_naming_it_and_no_alias_is_st
         assert messages and all(m[0] is not None and m[1].startswith("action_") for m in messages)
     with closing(ReceiptLog(db)) as log:
         assert not [e for e in log.entries(action_id) if e.receipt.name == "legacy.alias"]
+
+
+def test_a_revision_made_while_its_consumer_waited_is_offered_when_it_ends(legacy: tuple[Server, Path, Path]) -> None:
+    server, providers, _ = legacy
+    source = providers / "research" / "during.txt"
+    source.write_text("observe slow(auth)\n", encoding="utf-8")
+    with toolbus(server) as ws:
+        started = _start(ws, example_inputs("during", policies={"pii_posture": "consent"}),
+                         subactions=[{"ability": "research", "source": "during", "edge": "bind"}])
+        consumer, (locked,) = started["action_id"], started["linked"]
+        assert started["status"] == "waiting_user"
+        source.write_text("observe slow(auth)\nobserve not slow(db)\n", encoding="utf-8")
+        refreshed = call(ws, "actions.refresh", {"action_id": locked})["result"]
+        assert refreshed["updates_for"] == []  # not a consumer yet: it has not ended
+        call(ws, "actions.approve", {"action_id": consumer, "approval": "pii:consent"})
+        assert follow(server, consumer)[-1]["event"] == "action_completed"
+        got = call(ws, "actions.get", {"action_id": consumer})["result"]
+        assert got["updates_available"] == [refreshed["action_id"]]  # offered once it bound r1 and ended
