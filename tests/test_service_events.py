@@ -175,7 +175,7 @@ def test_ttfs_from_actions_start_counts_the_queue_beside_the_figure_after_it(
     assert "TTFS after the queue (run start)" in out.getvalue(), out.getvalue()
 
 
-def test_the_queue_leaves_out_what_a_person_took_to_approve() -> None:
+def test_the_probe_times_the_queue_from_when_the_server_took_the_action_in() -> None:
     ticks = iter([10.0, 10.5, 11.0])  # the run starts at 10.0; actions.start (moved on by the wait) at 9.75
     probe = ActionProbe(lambda: next(ticks), queued_since=9.75)
     probe.see(ActionCheckpoint(action_id="a", seq=1, kind="boundary_summary", payload={"draft": True}))
