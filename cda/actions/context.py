@@ -60,6 +60,8 @@ class RunContext:
     * ``base_dir``: where relative paths of the dsl's ``ken "…"`` lines are read from (the inputs
       file's folder for ``cda run``, the server's folder for a service; the working directory when
       None).
+    * ``queued_since``: when a server took the action in (on ``clock``): its queue is measured
+      (``measurements.queued_us``, TTFS from ``actions.start``).
     """
 
     ken: KenGraph | None = None
@@ -79,6 +81,7 @@ class RunContext:
     approval_waits: Sequence[ApprovalWait] = ()
     prelude: Sequence[ActionEvent] = ()
     base_dir: Path | None = None
+    queued_since: float | None = None
 
     @classmethod
     def of(cls, context: RunContext | None, changes: dict[str, Any]) -> RunContext:
