@@ -15,8 +15,10 @@ gate for its principal:
 * over HTTP with ``--auth`` (required off loopback) the caller is its token's principal, as at
   ``cda serve``: a partner names no file, runs no code.
 
-Every HTTP request passes the Host/Origin guard (:mod:`cda.adapters.http_guard`). Refusals are
-receipts in ``OUT/gate.sqlite``; ``run_action`` writes its artifacts and receipts under ``--out``
+Every HTTP request passes the Host/Origin guard (:mod:`cda.adapters.http_guard`). Each call runs
+under its own cancel token: the client's cancel (``notifications/cancelled``, or closing the
+call's response stream over streamable HTTP) stops its solver (:meth:`_Door.stopped`). Refusals
+and cancelled calls are receipts in ``OUT/gate.sqlite``; ``run_action`` writes its artifacts and receipts under ``--out``
 (default: a temporary folder for the server's life), where ``artifacts_get`` reads them.
 
 A mistake in the input is a tool error (``isError``) whose text is the compiler-style message
