@@ -51,10 +51,10 @@ def busy_threads(pid: int) -> list[str]:
     return busy
 
 
-def children_running(marker: str) -> list[int]:
-    """The pids of this process's children whose command line contains ``marker`` (a server the
-    SDK's stdio client started: the client does not say its pid)."""
-    me, found = os.getpid(), []
+def children_running(marker: str, parent: int | None = None) -> list[int]:
+    """The pids of the children of ``parent`` (this process) whose command line contains
+    ``marker`` (a server the SDK's stdio client started: the client does not say its pid)."""
+    me, found = parent if parent is not None else os.getpid(), []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue

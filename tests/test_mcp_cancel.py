@@ -126,3 +126,58 @@ def test_cancelling_a_call_over_streamable_http_stops_the_solver(tmp_path: Path,
     finally:
         proc.terminate()
         proc.communicate(timeout=HANG)
+
+
+GATEWAY_POLICIES = """
+[facts]
+deletes = { action_type = ["*delete*"] }
+
+[[policy]]
+id = "no_delete"
+dsl = "not deletes"
+
+[[tool]]
+name = "solve"
+cost = 3
+"""
+
+
+def test_cancelling_a_call_at_the_guardian_gateway_cancels_it_upstream(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cda guard proxy`` in front of ``cda mcp``: the agent's cancel reaches the upstream (its
+    solver stops, its receipt says the client cancelled), the call's reservation is released, and
+    the gateway's receipt log says the call was cancelled."""
+    import io
+
+    from cda.cli.main import main
+    from cda.guardian.ledger import Ledger
+
+    monkeypatch.setenv("CDA_KEY_DIR", str(tmp_path / "keys"))
+    (tmp_path / "policies.toml").write_text(GATEWAY_POLICIES, encoding="utf-8")
+    db = tmp_path / "guardian.db"
+    assert main(["task", "budget", "agent-7", "100", "--store", str(db)], io.StringIO(), io.StringIO()) == 0
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    gateway = StdioServerParameters(command=sys.executable, env=env, cwd=str(tmp_path), args=[
+        "-m", "cda", "guard", "proxy", "--upstream", f"cda={sys.executable} -m cda mcp --out {out}",
+        "--agent", "agent-7", "--policies", str(tmp_path / "policies.toml"), "--ledger", str(db)])
+
+    async def agent() -> dict[str, Any]:
+        async with Client(gateway, read_timeout_seconds=HANG) as client:
+            [proxy] = children_running("guard proxy")
+            [upstream] = children_running(f"cda mcp --out {out}", parent=proxy)
+            return await _cancel_a_long_solve(client, upstream, "clingo", out)
+
+    _assert_stopped(anyio.run(agent), "clingo", "notifications/cancelled")
+    ledger = Ledger.open(db)
+    try:
+        solves = [(str(e.amount), e.status) for e in ledger.entries("agent-7") if e.amount == 3]
+    finally:
+        ledger.close()
+    assert solves == [("3", "released"), ("3", "settled")]  # the cancelled solve, then the one after it
+    log = ReceiptLog(tmp_path / "guardian.db.receipts.sqlite")
+    try:
+        [cancelled] = [e.receipt for e in log.entries("guard.proxy") if e.receipt.name == "guard.proxy.cancelled"]
+    finally:
+        log.close()
+    assert cancelled.status == "cancelled" and cancelled.result["tool"] == "solve"
