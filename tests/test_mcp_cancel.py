@@ -60,14 +60,25 @@ def _idle(pid: int, samples: int = 50) -> tuple[float, list[str]]:
     return cpu_seconds(pid) - before, busy_threads(pid)
 
 
-async def _cancel_a_long_solve(client: Client, pid: int, backend: str, out: Path) -> dict[str, Any]:
+def _action(backend: str) -> dict[str, Any]:
+    """A CDAInputs object whose problem is the pigeonhole (an Action that does not end)."""
+    dsl = pigeonhole(15).replace("goal best_explanation top 1\n", "")
+    return {"problem": "Seat every pigeon.", "dsl": dsl, "observations": [],
+            "goals": {"kind": "best_explanation", "claims": [], "top": 1}, "constraints": {"hard": [], "soft": []},
+            "policies": {"pii_posture": "off", "egress": "local"}, "budgets": {"wall": 3600}, "risk_class": "low",
+            "seed": {"purpose": "cancel-test"}, "backend": backend}
+
+
+async def _cancel_a_long_solve(client: Client, pid: int, backend: str, out: Path,
+                               tool: str = "solve") -> dict[str, Any]:
     """Start a solve that does not end, cancel it once the server is solving, and see it stop."""
     assert not (await client.call_tool("check", {"dsl": PUMP})).is_error  # started, imports done
     start = cpu_seconds(pid)
     answered: list[Any] = []
+    arguments = {"dsl": pigeonhole(15), "backend": backend} if tool == "solve" else {"inputs": _action(backend)}
 
     async def solve() -> None:
-        answered.append(await client.call_tool("solve", {"dsl": pigeonhole(15), "backend": backend}))
+        answered.append(await client.call_tool(tool, arguments))
 
     async with anyio.create_task_group() as calls:
         calls.start_soon(solve)
@@ -181,3 +192,30 @@ def test_cancelling_a_call_at_the_guardian_gateway_cancels_it_upstream(tmp_path:
     finally:
         log.close()
     assert cancelled.status == "cancelled" and cancelled.result["tool"] == "solve"
+
+
+def test_cancelling_run_action_over_stdio_ends_the_action_partial_with_its_receipts(tmp_path: Path) -> None:
+    """An Action cancelled through MCP ends as ``cda serve``'s cancelled actions do: partial,
+    ``stopped: cancelled``, its ``action.end`` receipt written; the door's receipt names it."""
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CDA_KEY_DIR": str(tmp_path / "keys")}
+    server = StdioServerParameters(command=sys.executable, args=["-m", "cda", "mcp", "--out", str(out)],
+                                   env=env, cwd=str(ROOT))
+
+    async def main() -> dict[str, Any]:
+        async with Client(server, read_timeout_seconds=HANG) as client:
+            [pid] = children_running(f"cda mcp --out {out}")
+            return await _cancel_a_long_solve(client, pid, "clingo", out, tool="run_action")
+
+    seen = anyio.run(main)
+    assert seen["answered"] == [] and seen["solving"]
+    [receipt] = seen["receipts"]
+    assert receipt.result["operation"] == "actions.run" and receipt.result["stopped"] == "cancelled"
+    assert receipt.result["run_ended"] is True and seen["still"] == [], seen
+    [action_id] = receipt.result["action_ids"]
+    log = ReceiptLog(out / "receipts.sqlite")
+    try:
+        ends = [e.receipt.result for e in log.entries(action_id) if e.receipt.name == "action.end"]
+    finally:
+        log.close()
+    assert ends and ends[-1]["status"] == "partial", ends
