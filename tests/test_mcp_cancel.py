@@ -107,9 +107,8 @@ def _assert_stopped(seen: dict[str, Any], backend: str, how: str) -> None:
     assert not after.is_error and after.structured_content["verdicts"][0]["status"] == "supported", backend
 
 
-@pytest.mark.parametrize("backend", ["z3", "clingo"])
-def test_cancelling_a_call_over_stdio_stops_the_solver(tmp_path: Path, backend: str) -> None:
-    out = tmp_path / "out"
+def _over_stdio(tmp_path: Path, out: Path, backend: str, tool: str) -> dict[str, Any]:
+    """A ``cda mcp --out OUT`` the SDK's client starts over stdio, and a call of ``tool`` cancelled."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CDA_KEY_DIR": str(tmp_path / "keys")}
     server = StdioServerParameters(command=sys.executable, args=["-m", "cda", "mcp", "--out", str(out)],
                                    env=env, cwd=str(ROOT))
@@ -117,9 +116,17 @@ def test_cancelling_a_call_over_stdio_stops_the_solver(tmp_path: Path, backend: 
     async def main() -> dict[str, Any]:
         async with Client(server, read_timeout_seconds=HANG) as client:
             [pid] = children_running(f"cda mcp --out {out}")
-            return await _cancel_a_long_solve(client, pid, backend, out)
+            return await _cancel_a_long_solve(client, pid, backend, out, tool=tool)
 
-    _assert_stopped(anyio.run(main), backend, "notifications/cancelled")
+    return anyio.run(main)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("backend", ["z3", "clingo"])
+def test_cancelling_a_call_over_stdio_stops_the_solver(tmp_path: Path, backend: str) -> None:
+    out = tmp_path / "out"
+    seen = _over_stdio(tmp_path, out, backend, "solve")
+
+    _assert_stopped(seen, backend, "notifications/cancelled")
 
 
 def test_cancelling_a_call_over_streamable_http_stops_the_solver(tmp_path: Path,
@@ -198,16 +205,7 @@ def test_cancelling_run_action_over_stdio_ends_the_action_partial_with_its_recei
     """An Action cancelled through MCP ends as ``cda serve``'s cancelled actions do: partial,
     ``stopped: cancelled``, its ``action.end`` receipt written; the door's receipt names it."""
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CDA_KEY_DIR": str(tmp_path / "keys")}
-    server = StdioServerParameters(command=sys.executable, args=["-m", "cda", "mcp", "--out", str(out)],
-                                   env=env, cwd=str(ROOT))
-
-    async def main() -> dict[str, Any]:
-        async with Client(server, read_timeout_seconds=HANG) as client:
-            [pid] = children_running(f"cda mcp --out {out}")
-            return await _cancel_a_long_solve(client, pid, "clingo", out, tool="run_action")
-
-    seen = anyio.run(main)
+    seen = _over_stdio(tmp_path, out, "clingo", "run_action")
     assert seen["answered"] == [] and seen["solving"]
     [receipt] = seen["receipts"]
     assert receipt.result["operation"] == "actions.run" and receipt.result["stopped"] == "cancelled"
