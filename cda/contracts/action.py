@@ -241,9 +241,16 @@ class LLMSettings(_Model):
     ``egress_class`` (``local`` allows none, ``partner`` allows partner endpoints, ``external``
     allows both); otherwise the check is skipped, recorded as a receipt stub, and the claims it
     would have read are capped as if the LLM had been unsure.
+
+    ``when``: the HTTP verifier is the abstain gate's second pass, so by default it is called only
+    when Ken's coverage is low (``low_coverage``; docs/actions.md, "The LLM verifier"); with
+    sufficient coverage the offline checker reads the claims and the skip is recorded.
+    ``always`` calls it on every run (a policy that wants a second reader whatever the coverage).
     """
 
     provider: Literal["offline", "openai"] = "offline"
+    when: Literal["low_coverage", "always"] = Field(
+        default="low_coverage", description="call the HTTP verifier only when Ken coverage is low, or always")
     base_url: str | None = Field(default=None, description="e.g. http://127.0.0.1:8000/v1")
     model: str | None = None
     egress_class: Literal["partner", "external"] = "external"
