@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from cda.actions.bands import one_band_per_statement
 from cda.actions.scoring import band_for
 from cda.adapters.action_entry import run_inputs
-from cda.contracts.abstain import CoverageReport, band_rank
+from cda.contracts.abstain import CoverageReport
 from cda.contracts.action import ActionVerdict, CDAInputs, CDAOutputs
 from cda.contracts.result import Hypothesis
 from cda.contracts.status import VerdictStatus
