@@ -38,6 +38,7 @@ from cda.actions.receipts_sink import Recorder
 from cda.actions.scoring import band_for
 from cda.actions.seeds import Seed, derive
 from cda.actions.stream import EventStream
+from cda.actions.trace import action_trace, check_focus
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import ActionStatus, CDAInputs, CDAOutputs, NextTestSuggestion
 from cda.contracts.deadline import OutOfTime
@@ -46,6 +47,7 @@ from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.result import SolveResult
 from cda.contracts.status import SolverStatus
+from cda.encodings import ast as A
 from cda.encodings.ir import Clause, GroundProblem, SoftClause
 from cda.errors import CDAError, DSLError
 from cda.solver.engine import EngineOptions, run
@@ -274,6 +276,7 @@ class _Run:
             problem = build(inputs, ken, budget.deadline())
         except OutOfTime as exc:
             return _out_of_time(inputs, params, stream, recorder, writer, budget, str(exc))
+        check_focus(inputs.focus, problem.assembled.gp, ken)
         if problem.adopted:
             stream.checkpoint("context_delta", {"adopted_observations": problem.adopted})
         gp = problem.assembled.gp
@@ -447,12 +450,20 @@ class _Run:
         recorder.record("action", "action.converged", {"status": status},
                         {"summary": summary_id, "plan": plan_id, "evidence": evidence_id})
         self.trace["verifiers"] = [o.model_dump(mode="json") for o in verified.outcomes]
+        records = [] if verified.abstain is not None else _records(verified.records)
+        selected = next(((r["id"], str(r.get("selected_reason", ""))) for r in verified.records if r.get("selected")),
+                        None)
+        fallbacks = (["abstained"] if verified.abstain is not None else []) + (
+            ["a required LLM check failed closed"] if verified.unverified else []) + list(budget.applied)
+        written_hard = [p.written for p in state.problem.placed()
+                        if isinstance(p.statement, A.Hard)]
         return CDAOutputs(
             action_id=params.action_id, status=status, summary_artifact_id=summary_id, plan_bundle_id=plan_id,
             evidence_bundle_id=evidence_id, verdicts=verdicts, next_tests=next_tests, caveats=caveats,
             abstain=verified.abstain, review=verified.review,
             coverage=state.coverage.figures() if state.coverage is not None else None,
-            hypotheses=[] if verified.abstain is not None else _records(verified.records),
+            hypotheses=records,
+            trace=action_trace(state.inputs, gp, state.coverage, records, selected, verdicts, written_hard, fallbacks),
             epistemic_report=verified.report,
             metrics=counts,
         )

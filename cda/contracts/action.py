@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from cda.contracts import limits
 from cda.contracts.abstain import AbstainOutput, CoverageFigures, EpistemicReport, LowCoverageReview
-from cda.contracts.hypothesis_record import HypothesisRecord
+from cda.contracts.hypothesis_record import HypothesisRecord, TraceRecord
 from cda.contracts.metrics import ActionMetrics
 from cda.contracts.refs import ArtifactRef, SpanRef
 from cda.contracts.result import VerdictStatusField
@@ -268,6 +268,10 @@ class LLMSettings(_Model):
         return self
 
 
+FocusName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$")]
+"""A focus: a Ken node id or an atom's argument, as the DSL writes names."""
+
+
 class CDAInputs(_Model):
     """The inputs of one CDA Action (spec §2.1, extended).
 
@@ -288,6 +292,13 @@ class CDAInputs(_Model):
     functions: list[FunctionCheck] = Field(default_factory=list)
     backend: Literal["auto", "z3", "clingo"] = "auto"
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    focus: FocusName | None = Field(
+        default=None,
+        description="the subsystem to focus on (the trace's focus_subsystem): a Ken node or an argument of the "
+        "problem's atoms; derived from the selected hypothesis when omitted")
+    invariants: list[str] = Field(
+        default_factory=list, max_length=200,
+        description="global invariants (DSL formulas): hard clauses every hypothesis must satisfy, listed in the trace")
 
     @model_validator(mode="after")
     def _has_a_problem(self) -> CDAInputs:
@@ -360,6 +371,9 @@ class CDAOutputs(_Model):
     review: LowCoverageReview | None = Field(
         default=None, description="the low-coverage verifier pass (docs/actions.md, Abstention, step 2): OK | NEEDS_REWRITE | ABSTAIN "
         "with typed problems; triggered only when coverage is low")
+    trace: TraceRecord | None = Field(
+        default=None, description="seed 004's trace of the run: focus, invariants, candidates, the selection and why, "
+        "integration risks, confidence, whether a fallback applied (docs/actions.md, The trace record)")
     hypotheses: list[HypothesisRecord] = Field(
         default_factory=list, description="the ranked hypotheses as records (docs/investigate.md, 'The records'): "
         "stated assumptions, evidence for and against, falsifiers, confidence, next probe; none when the run abstained")
