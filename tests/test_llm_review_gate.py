@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +20,14 @@ import pytest
 from cda.adapters.llm_http import REVIEW_PROMPT, SYSTEM_PROMPT
 from cda.cli.main import main
 from cda.contracts.action import CDAOutputs
-from tests.fake_llm import Answer, FakeProvider, chat_reply, fake_provider
-from tests.test_seed001_action import CAUSAL_KEN, DSL, ENV
+from tests import test_seed001_action as seed001
+from tests.fake_llm import Answer, FakeProvider, chat_reply
+from tests.test_seed001_action import CAUSAL_KEN, DSL
+
+_clean_env = seed001._clean_env  # the same fixtures: the seed's variables unset, the fake provider on loopback
+fake = seed001.fake
 
 SPAN = "jane.doe@example.com paged at 09:14: the api is slow"
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in (*ENV, "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    with fake_provider() as server:
-        yield server
 
 
 def _llm(fake: FakeProvider, **extra: Any) -> dict[str, Any]:

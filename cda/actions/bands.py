@@ -25,23 +25,12 @@ from cda.contracts.abstain import BAND_CEILING, UNKNOWN_ROOT_CAUSE, Band, Episte
 from cda.contracts.action import ActionVerdict
 from cda.contracts.result import SolveResult
 from cda.contracts.status import VerdictStatus
+from cda.verifiers.abstain import norm_atom
 from cda.verifiers.protocol import Ceiling, under_ceilings
 
-__all__ = ["Statement", "norm_atom", "one_band_per_statement", "statement_bands", "verdict_statements"]
+__all__ = ["Statement", "one_band_per_statement", "statement_bands", "verdict_statements"]
 
 Statement = frozenset[str]
-
-
-def norm_atom(text: str) -> str:
-    """An atom as one spelling: no blanks, no ``holds(...)`` around it.
-
-    >>> norm_atom("holds(down( db ))")
-    'down(db)'
-    """
-    atom = "".join(text.split())
-    while atom.startswith("holds(") and atom.endswith(")"):
-        atom = atom[len("holds("):-1]
-    return atom
 
 
 def _statement(atoms: Iterable[str]) -> Statement | None:

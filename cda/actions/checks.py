@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cda.actions.approvals import egress_decision, pii_decision, record_decision
-from cda.actions.bands import norm_atom, one_band_per_statement, verdict_statements
+from cda.actions.bands import one_band_per_statement, verdict_statements
 from cda.actions.budget import Budget
 from cda.actions.ken_grounding import draft_report, ground_in_ken
 from cda.actions.metrics import PROBLEM_LINE_SOURCE
@@ -63,7 +63,7 @@ from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions
 from cda.solver.records import ComputedRecord, hypothesis_record, solve_records
 from cda.store import family
-from cda.verifiers.abstain import low_coverage_reasons
+from cda.verifiers.abstain import low_coverage_reasons, norm_atom
 from cda.verifiers.agreement_outcome import agreement_outcome
 from cda.verifiers.arithmetic import looks_arithmetic, verify_arithmetic
 from cda.verifiers.coverage import coverage_report

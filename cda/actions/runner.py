@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cda.actions.artifacts import ArtifactWriter, boundary_summary
+from cda.actions.bands import one_band_per_statement, verdict_statements
 from cda.actions.bindings import Binding, BoundOutput, lock_of, update_available, with_bindings
 from cda.actions.budget import LADDER_TEXT, Budget
 from cda.actions.checks import VerificationState, run_verifiers
@@ -407,6 +408,10 @@ class _Run:
         if budget.has("conservative_summary"):
             verdicts = [v.model_copy(update={"confidence": min(v.confidence, 0.84), "band": band_for(
                 min(v.confidence, 0.84), v.status)}) for v in verdicts]
+            # the report says what the verdicts say: one band per statement (docs/actions.md)
+            verdicts, verified.report = one_band_per_statement(verdicts, verified.report, verdict_statements(result))
+            if verified.review is not None and verified.review.status == "NEEDS_REWRITE":
+                verified.review = verified.review.model_copy(update={"rewritten": verified.report})
         next_tests = [
             NextTestSuggestion(
                 question=f"Is {t.observable} true?", observable=t.observable, suggested_ability="sandbox",

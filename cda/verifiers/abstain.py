@@ -57,6 +57,7 @@ __all__ = [
     "epistemic_report",
     "low_coverage_reasons",
     "low_coverage_review",
+    "norm_atom",
     "quantities_in",
     "should_abstain",
 ]
@@ -71,7 +72,13 @@ def _node_refs(text: str) -> list[str]:
     return [m.rstrip(".-/") for m in _NODE_REF.findall(text)]
 
 
-def _norm_atom(text: str) -> str:
+def norm_atom(text: str) -> str:
+    """An atom as one spelling: no blanks, no ``holds(...)`` around it (how a verdict, a hypothesis
+    and a report name the same atom).
+
+    >>> norm_atom("holds(down( db ))")
+    'down(db)'
+    """
     atom = "".join(text.split())
     while atom.startswith("holds(") and atom.endswith(")"):
         atom = atom[len("holds(") : -1]
@@ -159,7 +166,7 @@ def _supporting(atoms: Sequence[str], verdicts: Sequence[Verdict]) -> list[str] 
     for atom in atoms:
         found = [
             v.name for v in verdicts
-            if v.status == "supported" and v.goal == "prove" and _norm_atom(v.claim) == _norm_atom(atom)
+            if v.status == "supported" and v.goal == "prove" and norm_atom(v.claim) == norm_atom(atom)
         ]
         if not found:
             return None
