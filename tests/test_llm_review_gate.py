@@ -122,9 +122,9 @@ def test_a_disabled_low_coverage_verifier_is_not_called_and_nothing_fails_closed
     assert not any("failed closed" in c for v in out.verdicts for c in v.caveats)
 
 
-def _review_reply(status: str, span: str) -> Any:
+def _review_reply(status: str, span: str, rewritten: str = "") -> Any:
     problems = [] if status == "OK" else [{"type": "UNGROUNDED_NODE", "span": span, "fix": "downgrade_to_hypothesis"}]
-    content = json.dumps({"status": status, "problems": problems, "rewritten_report": ""})
+    content = json.dumps({"status": status, "problems": problems, "rewritten_report": rewritten})
     return lambda body: Answer(body=chat_reply(content))
 
 
@@ -132,10 +132,12 @@ def test_the_verifiers_answers_are_in_the_review_and_only_lower(tmp_path: Path, 
     fake.mode = _review_reply("OK", "")
     calm, _, _ = cda_run(tmp_path, "ok", llm=_llm(fake))
     assert calm.review is not None and set(calm.review.llm_answers.values()) == {"OK"}
-    fake.mode = _review_reply("NEEDS_REWRITE", "db")
+    fake.mode = _review_reply("NEEDS_REWRITE", "db", "Conclusion: UNKNOWN. Hypothesis: db is down (unverified).")
     rewrite, _, _ = cda_run(tmp_path, "rewrite", llm=_llm(fake))
     assert rewrite.review is not None
     assert rewrite.review.llm_answers == {v.claim: "NEEDS_REWRITE" for v in rewrite.verdicts}
+    assert set(rewrite.review.llm_rewrites.values()) == {"Conclusion: UNKNOWN. Hypothesis: db is down (unverified)."}
+    assert calm.review.llm_rewrites == {}
     before = {v.claim: v for v in calm.verdicts}
     for v in rewrite.verdicts:  # the verifier may only lower
         assert v.confidence <= before[v.claim].confidence and v.confidence <= 0.5
@@ -150,3 +152,9 @@ def test_the_context_is_redacted_with_the_claim(tmp_path: Path, fake: FakeProvid
     for body in fake.bodies:
         text = body.decode("utf-8")
         assert "jane.doe@example.com" not in text and "[EMAIL_1]" in text
+    # a rewrite that quotes the placeholder reads with the value put back
+    fake.mode = _review_reply("NEEDS_REWRITE", "db", "[EMAIL_1] reported a slow api")
+    again, _, _ = cda_run(tmp_path, "pii-rewrite", llm=_llm(fake), observations=[span],
+                          policies={"egress": "partner", "pii_posture": "on"})
+    assert again.review is not None
+    assert set(again.review.llm_rewrites.values()) == {"jane.doe@example.com reported a slow api"}

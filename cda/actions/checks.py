@@ -543,11 +543,15 @@ def _review_in_outputs(review: LowCoverageReview, report: EpistemicReport | None
         update["llm_called"] = llm["called"]
         update["llm_reasons"] = list(llm["reasons"])
         answers: dict[str, str] = {}
+        rewrites: dict[str, str] = {}
         for o in outcomes:
             ev = o.evidence
             if ev is not None and ev.verifier == "llm" and ev.data.get("review_status"):
                 answers[ev.claim] = ev.data["review_status"]
+                if ev.data.get("rewritten_report"):
+                    rewrites[ev.claim] = ev.data["rewritten_report"]
         update["llm_answers"] = answers
+        update["llm_rewrites"] = rewrites
     return review.model_copy(update=update) if update else review
 
 

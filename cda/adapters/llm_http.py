@@ -226,6 +226,7 @@ class OpenAICompatibleProvider:
                 "flagged": [redactor.restore(text) for text in judgement.flagged],
                 "rationale": redactor.restore(judgement.rationale),
                 "problems": [p.model_copy(update={"span": redactor.restore(p.span)}) for p in judgement.problems],
+                "rewritten_report": redactor.restore(judgement.rewritten_report),
             }
         )
 
@@ -391,7 +392,8 @@ def _from_review(obj: dict[str, Any]) -> dict[str, Any]:
         "problems": problems,
         "agrees": "yes" if status == "OK" else "no",
         "flagged": [s for s in spans if isinstance(s, str)],
-        "rationale": f"verifier {status}" + (f"; rewritten: {rewritten}" if isinstance(rewritten, str) and rewritten else ""),
+        "rationale": f"verifier {status}",
+        "rewritten_report": rewritten if isinstance(rewritten, str) else "",
     }
 
 

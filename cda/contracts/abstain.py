@@ -620,3 +620,6 @@ class LowCoverageReview(_Model):
     llm_reasons: list[str] = Field(default_factory=list, description="why the LLM verifier was called or not")
     llm_answers: dict[str, LowCoverageStatus] = Field(
         default_factory=dict, description="each claim's answer from an LLM verifier that answered in this contract")
+    llm_rewrites: dict[str, str] = Field(
+        default_factory=dict, description="the LLM verifier's rewritten_report per claim, where it gave one (text "
+        "for the reader: the run's report is the enforced one, and an LLM only lowers)")

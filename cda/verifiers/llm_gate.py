@@ -118,6 +118,9 @@ class LLMJudgement(BaseModel):
         default=None, description="set when the provider answered in the abstain gate's verifier contract (docs/actions.md, Abstention)"
     )
     problems: list[ReviewProblem] = Field(default_factory=list, description="the contract's typed problems")
+    rewritten_report: str = Field(
+        default="", max_length=100_000,
+        description="the verifier contract's rewritten report (text; shown to the reader, never a verdict)")
     tokens: int | None = Field(default=None, ge=0, description="tokens the provider reported for this call")
 
 
