@@ -145,7 +145,7 @@ def run_action(inputs: CDAInputs, context: RunContext | None = None, /, **change
     """
     ctx = RunContext.of(context, changes)
     clock, bound, prelude = ctx.clock, ctx.bound, ctx.prelude
-    probe = ActionProbe(clock, ctx.approval_waits)  # first thing: TTFS and the total count from here
+    probe = ActionProbe(clock, ctx.approval_waits, ctx.queued_since)  # first thing: TTFS and the total count from here
     inputs = with_bindings(inputs, bound)
     params = _params(inputs, ctx.settings)
     if ctx.action_id is not None:  # a server that named the action when it was submitted (before approvals)
@@ -160,7 +160,8 @@ def run_action(inputs: CDAInputs, context: RunContext | None = None, /, **change
     if [(e.action_id, e.attempt, e.seq) for e in prelude] != [(params.action_id, attempt, i) for i in range(len(prelude))]:
         raise ValueError(f"prelude events of {params.action_id} must be numbered 0.. in attempt {attempt}")
     stream.events.extend(prelude)  # already streamed: counted and chained, not sent again
-    stream.started(inputs_hash)
+    if not any(e.type == "action_started" for e in prelude):  # a server that streamed a wait or a link began with it
+        stream.started(inputs_hash)
     locks = [lock_of(b) for b in bound]
     for b, lock in zip(bound, locks):
         stream.linked(b.action_id, b.ability, "bind")
@@ -274,9 +275,10 @@ class _Run:
         stream.progress("initialise", 0.0, "reading the problem")
         ken = self.probe.timed(ken_from_inputs(inputs, self.ctx.ken))
         try:
-            problem = build(inputs, ken, budget.deadline())
+            problem = build(inputs, ken, budget.deadline(), self.ctx.base_dir)
         except OutOfTime as exc:
             return _out_of_time(inputs, params, stream, recorder, writer, budget, str(exc))
+        ken = problem.ken  # with the graphs the dsl's own ken lines name
         check_focus(inputs.focus, problem.assembled.gp, ken)
         if problem.adopted:
             stream.checkpoint("context_delta", {"adopted_observations": problem.adopted})
