@@ -137,12 +137,15 @@ def test_diagnose_help_and_prove_do_not_load_the_action_runner() -> None:
 
 def test_diagnose_loads_no_numpy() -> None:
     """``cda diagnose`` re-checks and ranks with Python ints as bitsets; numpy is for probing's
-    likelihoods only (it was imported with the probe report's model, 30% of the command's CPU)."""
+    likelihoods only (it was imported with the probe report's model, 30% of the command's CPU). Nor
+    does it load the probing loop: the ``probe`` operation's result model is in
+    ``cda.diagnosis.reports``."""
     instance = sorted((SHARED_DATA / "mbd-mobs" / "c17").glob("*.wcnf.gz"))[0]
     code, mods = loaded("diagnose", str(instance), "--json")
     assert code == 0
     assert "cda.diagnosis.wcnf_import" in mods and "clingo" in mods  # it did diagnose
     assert not {"numpy", "sympy", "pint", "networkx", "cda.actions.runner"} & mods, sorted(mods & set(HEAVY))
+    assert "cda.diagnosis.probe" not in mods and "cda.diagnosis.reports" in mods
 
 
 def test_public_names_resolve_lazily_and_once() -> None:

@@ -350,6 +350,7 @@ class ClingoBackend:
         cancelled = False
         theory = self.theory
         context = contextvars.copy_context()  # the caller's run deadline and cancel token, in clingo's thread
+        handed = [on_model]  # emptied when the solve is over (see the ``finally`` below)
 
         def consume(m: clingo.Model) -> bool:
             nonlocal seen, stopped, failure
@@ -359,23 +360,31 @@ class ClingoBackend:
             try:
                 if theory is not None:
                     theory.on_model(m)
-                if context.run(on_model, m):
+                if context.run(handed[0], m):
                     return True
             except BaseException as exc:  # re-raised below, in the caller's thread
                 failure = exc
             stopped = True
             return False
 
-        with self.ctl.solve(
-            assumptions=self._assumptions(assumptions) + list(extra), on_model=consume, async_=True
-        ) as handle:  # type: ignore[union-attr]
-            if not _wait(handle, self.deadline):
-                cancelled = True
-                handle.cancel()
-                if failure is not None:
-                    raise failure
-                return "sat" if stopped else "unknown"
-            result = handle.get()
+        try:
+            with self.ctl.solve(
+                assumptions=self._assumptions(assumptions) + list(extra), on_model=consume, async_=True
+            ) as handle:  # type: ignore[union-attr]
+                if not _wait(handle, self.deadline):
+                    cancelled = True
+                    handle.cancel()
+                    if failure is not None:
+                        raise failure
+                    return "sat" if stopped else "unknown"
+                result = handle.get()
+        finally:
+            # clingo's Control keeps its last solve's handler (``consume``) until the next solve;
+            # through ``on_model`` (the backend's own closures) that made a cycle, backend → Control
+            # → consume → backend, which left the backend and its whole problem to the cyclic
+            # collector instead of reference counting: a collection of every IR node and clause
+            # after each solve (docs/benchmarks.md, "The clingo path"). Dropped once the solve is over.
+            handed.clear()
         if failure is not None:
             raise failure
         if result.interrupted and not stopped:  # a cancel (Control.interrupt): cut short, as by the deadline
