@@ -22,13 +22,15 @@ import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from cda.contracts.deadline import Deadline, OutOfTime
-from cda.encodings.ir import Clause, GroundProblem
 from cda.encodings.scheme import ALL_CLAUSES, claim_key, selector, soft_key
 from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.gcpause import gc_paused
+
+if TYPE_CHECKING:  # the IR is the ground backends' input, imported by them: `cda prove` needs none
+    from cda.encodings.ir import Clause, GroundProblem
 
 __all__ = [
     "Backend",
