@@ -450,9 +450,19 @@ def main(
     """The ``cda`` command. ``-`` names standard input wherever a command reads a text file
     (:func:`cda.files.standard_input`), and a reader that closes the pipe early (``cda … | head``)
     ends the command quietly: exit 141, as a tool the signal would have killed, no traceback."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _answered(words, stdout, stderr, stdin)
+    finally:
+        if argv is None:  # the process's own command line (the console script, python -m cda): it exits next
+            from cda.gcpause import before_exit
+
+            before_exit()
+
+
+def _answered(words: list[str], stdout: TextIO | None, stderr: TextIO | None, stdin: TextIO | None) -> int:
     from cda.files import standard_input
 
-    words = list(sys.argv[1:] if argv is None else argv)
     try:
         with standard_input(stdin or sys.stdin):
             if "--json" not in words:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from cda.contracts.deadline import Deadline, OutOfTime
-from cda.encodings.scheme import ALL_CLAUSES, claim_key, selector, soft_key
+from cda.encodings.keys import ALL_CLAUSES, claim_key, selector, soft_key
 from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.gcpause import gc_paused
 
