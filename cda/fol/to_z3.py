@@ -102,11 +102,17 @@ class Z3Oracle:
             self.solver.add(z3.Distinct(*self.consts.values()))
         self.sel = {st.name: z3.Bool(f"sel!{st.name}", ctx) for st in problem.premises}
         for st in problem.premises:
-            self.solver.add(z3.Implies(self.sel[st.name], self.compile(st.formula, {})))
+            self._assert(_binary(z3.Z3_mk_implies, ctx, self.sel[st.name], self.compile(st.formula, {})))
         body = self.compile(claim.formula, {})
         self.claim_true = z3.Bool("claim!true", ctx)
         self.claim_false = z3.Bool("claim!false", ctx)
-        self.solver.add(z3.Implies(self.claim_true, body), z3.Implies(self.claim_false, z3.Not(body)))
+        self._assert(_binary(z3.Z3_mk_implies, ctx, self.claim_true, body))
+        self._assert(_binary(z3.Z3_mk_implies, ctx, self.claim_false,
+                             z3.BoolRef(z3.Z3_mk_not(ctx.ref(), body.as_ast()), ctx)))
+
+    def _assert(self, formula: z3.BoolRef) -> None:
+        """``solver.add(formula)`` through the C API (see :meth:`compile`)."""
+        z3.Z3_solver_assert(self.ctx.ref(), self.solver.solver, formula.as_ast())
 
     def _interrupt(self) -> None:
         """The cancel token's hook: interrupt the check in flight, and only then (an interrupt
@@ -178,7 +184,7 @@ class Z3Oracle:
             with _z3_memory_cap(Z3_QUANTIFIER_MEMORY_MB if self.mode == "open" else 0):
                 self._checking = True
                 try:
-                    r = self.solver.check(*lits)
+                    r = self._check(lits)
                 finally:
                     self._checking = False
             model = self.solver.model() if r == z3.sat else None
@@ -200,6 +206,11 @@ class Z3Oracle:
         elif "memory" in reason:
             reason = f"out of memory, cap {Z3_QUANTIFIER_MEMORY_MB} MB"
         return "unknown", None, f"z3 returned unknown ({reason})"
+
+    def _check(self, lits: Sequence[z3.BoolRef]) -> z3.CheckSatResult:
+        """``solver.check(*lits)`` through the C API: the literals are this context's Booleans."""
+        arr = (z3.Ast * len(lits))(*[lit.as_ast() for lit in lits])
+        return z3.CheckSatResult(z3.Z3_solver_check_assumptions(self.ctx.ref(), self.solver.solver, len(lits), arr))
 
     # -- decode
     def structure(self, m: z3.ModelRef) -> Structure:
