@@ -64,7 +64,7 @@ def integer_weights(problem: GroundProblem) -> dict[str, int]:
     """Soft weights scaled by one common factor to integers (solvers need them).
 
     >>> from fractions import Fraction
-    >>> from cda.encodings.ir import NodeFactory, SoftClause
+    >>> from cda.encodings.ir import GroundProblem, NodeFactory, SoftClause
     >>> f = NodeFactory()
     >>> soft = [SoftClause(n, f.atom(n), Fraction(w), 0) for n, w in (("a", "0.5"), ("b", "2"))]
     >>> integer_weights(GroundProblem(f, soft=soft))
