@@ -112,7 +112,8 @@ async def sse(host: str, port: int, action_id: str, last: int | None = None, *,
     the first ``want`` checkpoint (for ``boundary_summary``: the draft, ``"draft":true``)."""
     reader, writer = await asyncio.open_connection(host, port, limit=1 << 22)
     extra = f"Last-Event-ID: {last}\r\n" if last is not None else ""
-    writer.write(f"GET /streams/actions/{action_id} HTTP/1.0\r\nHost: b\r\nAccept: text/event-stream\r\n{extra}\r\n"
+    writer.write(f"GET /streams/actions/{action_id} HTTP/1.0\r\nHost: {host}:{port}\r\n"  # the server's Host guard
+                 f"Accept: text/event-stream\r\n{extra}\r\n"
                  .encode())
     began = time.perf_counter() if t0 is None else t0
     status = int((await reader.readline()).split()[1])

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.contracts.result import CheckReport, SolveResult
 from cda.encodings.assemble import Origin, Piece, assemble
-from cda.encodings.ast import KenLoad, MetricDecl, PredDecl, ProblemAST
+from cda.encodings.ast import MetricDecl, PredDecl, ProblemAST
 from cda.encodings.ir import GroundProblem, NodeFactory
 from cda.encodings.numbers import exact_number
 from cda.encodings.parse import parse_problem
-from cda.errors import AccessDenied, CDAError, DSLError, DSLTypeError, OptionError
+from cda.errors import DSLError, DSLTypeError, OptionError
 from cda.files import read_text
 from cda.gcpause import gc_paused
 
@@ -131,22 +131,10 @@ def _names_a_file(text: str) -> bool:
 
 
 def _ken_for(ast: ProblemAST, ken: KenGraph | None) -> KenGraph | None:
-    loads = [st for st in ast.statements if isinstance(st, KenLoad)]
-    if not loads:
-        return ken
-    from cda.ken.graph import KenGraph
-    from cda.ken.loaders import load_ken  # adapters sit above; imported on demand
+    from cda.encodings.ken_loads import with_ken_loads
 
     base = Path(ast.filename).parent if ast.filename else Path.cwd()
-    merged = ken if ken is not None else KenGraph()
-    for st in loads:
-        try:
-            merged = merged.merged(load_ken(base / st.path))
-        except AccessDenied as exc:  # cda.access: this caller reads no file here; where the line is
-            exc.path = [st.pos[0], st.pos[1]]
-            raise
-        except CDAError as exc:
-            raise DSLError(str(exc), line=st.pos[0], column=st.pos[1], filename=ast.filename) from None
+    merged: KenGraph | None = with_ken_loads(ast.statements, ken, base, ast.filename)
     return merged
 
 

@@ -133,8 +133,8 @@ def follow(server: Server, action_id: str, last_event_id: int | str | None = Non
             return out
         source.response.raise_for_status()
         for sse in source.iter_sse():
-            if not sse.data:
-                continue  # the opening "retry:" alone (a browser dispatches nothing for it)
+            if not sse.data or sse.event.startswith("wu_"):
+                continue  # the opening "retry:" alone (a browser dispatches nothing for it); a §13 alias
             attempt, _, seq = sse.id.rpartition(":")  # "seq", or "attempt:seq" for a re-run
             out.append({"id": int(seq), "attempt": int(attempt or 1), "sse_id": sse.id, "event": sse.event,
                         "data": json.loads(sse.data)})

@@ -112,6 +112,28 @@ def test_a_parenthesised_claim_atom_reaches_the_ken_verifier() -> None:
     assert [(v["status"], v["data"]["edges"]) for v in ken] == [("passed", [["api", "depends", "auth"]])]
 
 
+@pytest.mark.parametrize("backend", ["z3", "clingo"])
+def test_an_action_reads_the_ken_lines_of_its_dsl_as_cda_solve_does(tmp_path: Path, backend: str) -> None:
+    """An Action's dsl once had its ``ken "…"`` lines ignored: REFUTED where ``cda solve`` on the
+    same text said SUPPORTED, with no caveat. The oracle is cda.api.solve on that text."""
+    from cda import api
+
+    graph = tmp_path / "graph"
+    graph.mkdir()
+    (graph / "k.json").write_bytes((EXAMPLE.parent / "ken_services.json").read_bytes())
+    dsl = ('domain Service = {api, auth, db}\npred depends(Service, Service)\nhyp x\n'
+           'ken "graph/k.json"\nhard: x iff depends(api, auth)\n')
+    (tmp_path / "p.cda").write_text(dsl + "goal prove x\n", encoding="utf-8")
+    solved = api.solve(tmp_path / "p.cda", backend=backend)
+    inputs = CDAInputs(problem="is x so?", dsl=dsl, goals={"kind": "prove", "claims": ["x"]}, backend=backend)
+    run = run_inputs(inputs, None, base_dir=tmp_path)
+    assert [v.status for v in run.outputs.verdicts if v.claim == "prove x"] == ["supported"], run.outputs.verdicts
+    assert [v.status.lower() for v in solved.verdicts] == ["supported"], solved.verdicts
+    missing = CDAInputs(problem="is x so?", dsl=dsl.replace("graph/k.json", "graph/none.json"),
+                        goals={"kind": "prove", "claims": ["x"]}, backend=backend)
+    assert "dsl:4:5" in _error(missing)  # a file that is not there: named where its line is
+
+
 def test_an_observed_conjunction_names_its_symptoms_for_ken_coverage() -> None:
     # the old literal regex read only a lone atom: "slow(api) and slow(web)" named no symptom,
     # and with no symptom the coverage check had nothing to cover
@@ -142,6 +164,8 @@ REGEX_ALLOWED = {
     "cda/cli/main.py": "a command's own compiler-style error line (file:line:col: kind: message), for --json",
     "cda/diagnosis/names.py": "runs of digits in gate names, compared as numbers",
     "cda/service/streams.py": "action ids in stream paths and the Last-Event-ID header",
+    "cda/conductor/arithmetic.py": "a number literal's exponent read off its own text, to refuse a huge number "
+                                   "before it is built (Python's parser gives only the float, inf)",
     "cda/operations/demands.py": "the gate's scan for ken \"…\" lines, which must refuse a path before anything parses "
                                  "the text (a parse could load the file); what it finds is a path, never structure",
     "cda/operations/artifacts.py": "action ids in the receipt audit's problem texts",

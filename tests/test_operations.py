@@ -388,6 +388,34 @@ def test_a_call_is_refused_by_the_gate_or_runs_without_a_later_refusal(tmp_path:
     assert "ran" in outcomes  # the property is not met by refusing everything
 
 
+@pytest.mark.parametrize(("listed", "url", "allowed"), [
+    ("", "http://127.0.0.1:9/v1", False),
+    ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1/", True),  # a trailing slash is the same endpoint
+    ("https://LLM.example/v1", "https://llm.example:443/v1", True),  # case and the default port
+    ("http://127.0.0.1:9/v1", "http://localhost:9/v1", False),  # another name is another endpoint
+    ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1/../admin", False),
+    ("http://127.0.0.1:9/v1", "http://u:p@127.0.0.1:9/v1", False),  # credentials in the URL
+    ("http://127.0.0.1:9/v1", "file:///etc/passwd", False),
+    ("http://a.example/v1, http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1", True),
+])
+def test_only_the_operator_s_llm_endpoints_for_a_caller_that_may_not_choose(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listed: str, url: str, allowed: bool) -> None:
+    from cda.operations.gate import decide
+
+    monkeypatch.setenv("CDA_LLM_ENDPOINTS", listed)
+    conduct = OPS["conduct.request"]
+    params = conduct.params.model_validate({"utterance": "compute 1 + 1", "translator": "openai",
+                                            "llm_base_url": url, "llm_model": "m"})
+    for principal, chooses in [(local_user(), True), (anonymous(), True), (local_user((tmp_path,)), False),
+                               (Principal("p", "partner"), False), (Principal("r", "internal", approves=True), False)]:
+        decision = decide(conduct, principal, params, base_dir=tmp_path, egress_cap="external")
+        if chooses or allowed:
+            assert decision.refusal is None, (principal, decision)
+        else:
+            assert decision.refusal is not None and decision.refusal[0] == "egress", (principal, decision)
+            assert decision.refusal[2] == ["llm_base_url"] and "CDA_LLM_ENDPOINTS" in decision.refusal[1]
+
+
 def test_every_operation_has_an_example_for_the_property(tmp_path: Path) -> None:
     assert set(_examples(tmp_path)) == set(OPS)
 
@@ -403,8 +431,23 @@ def test_the_docs_state_who_may_do_what_as_the_registry_decides(doc: str) -> Non
     assert text[start:end] == who_may_do_what(), "regenerate with cda.operations.table.who_may_do_what()"
 
 
+def _splits(run: str) -> bool:
+    """Whether ``run`` is the grammar's keywords and numbers, one after the other (by recursion)."""
+    import re
+    from importlib import resources
+
+    words = set(re.findall(r'"([A-Za-z_]+)"', resources.files("cda.encodings").joinpath("grammar.lark").read_text()))
+    if not run:
+        return True
+    digits = len(run) - len(run.lstrip("0123456789"))
+    if digits and _splits(run[digits:]):
+        return True
+    return any(run.startswith(w) and _splits(run[len(w):]) for w in words)
+
+
 def _ken_lines_by_characters(text: str) -> list[tuple[str, int, int]]:
-    """The oracle for ``ken_lines``: the same rule walked one character at a time."""
+    """An oracle for ``ken_lines``: the grammar's lexing rules walked one character at a time."""
+    word = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
     found: list[tuple[str, int, int]] = []
     i, n = 0, len(text)
     while i < n:
@@ -413,13 +456,27 @@ def _ken_lines_by_characters(text: str) -> list[tuple[str, int, int]]:
             end = text.find("\n", i)
             i = n if end < 0 else end
         elif c == '"':
-            end = text.find('"', i + 1)
-            i = n if end < 0 else end + 1
-        elif text.startswith("ken", i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")) \
-                and (i + 3 == n or not (text[i + 3].isalnum() or text[i + 3] == "_")):
-            j = i + 3
-            while j < n and text[j] in " \t\r\n":
+            j = i + 1
+            while j < n and text[j] not in '"\n':
                 j += 1
+            i = j + 1 if j < n and text[j] == '"' else j
+        elif c in word:
+            k = i
+            while k < n and text[k] in word:
+                k += 1
+            run = text[i:k]
+            if not run.endswith("ken") or not _splits(run[:-3]):  # a name (or numbers and keywords, then one)
+                i = k
+                continue
+            j = k
+            while j < n:  # whitespace and comments between the keyword and its string
+                if text[j] in " \t\f\r\n":
+                    j += 1
+                elif text[j] == "#":
+                    stop = text.find("\n", j)
+                    j = n if stop < 0 else stop
+                else:
+                    break
             if j < n and text[j] == '"':
                 end, stop = text.find('"', j + 1), text.find("\n", j + 1)
                 if end >= 0 and (stop < 0 or end < stop):
@@ -433,7 +490,8 @@ def _ken_lines_by_characters(text: str) -> list[tuple[str, int, int]]:
 
 
 _KEN_PIECES = ["ken", 'ken "x.csv"', '"', "#", "\n", "a", "_", "token", 'ken"y"\n', "kenx", "  ", "é", 'ken\n"z"',
-               '"ken "w""', "\t", "\r", "1"]
+               '"ken "w""', "\t", "\r", "1", "\f", "# c\n", "12", "ken1", "x1",
+               "unsat", "broken", "top", "in"]
 
 
 @given(st.lists(st.sampled_from(_KEN_PIECES), max_size=24).map("".join))
@@ -442,3 +500,30 @@ def test_ken_lines_scan_agrees_with_a_character_walk(text: str) -> None:
     from cda.operations.demands import ken_lines
 
     assert ken_lines(text) == _ken_lines_by_characters(text)
+
+
+_STATEMENTS = ["hyp a", "observe a", "hard: a or b", "soft 2: a", "observe value(metric:m) >= 1", "hyp b",
+               "expect status unsat", "expect status sat", "goal best_explanation top 3", "hard: a and not b"]
+_GAPS = [" ", "\n", "\f", "\t", "\r\n", " # ken \"not\"\n", "\n# c\n", ""]
+
+
+@given(st.lists(st.tuples(st.sampled_from(_STATEMENTS), st.sampled_from(_GAPS), st.booleans(),
+                          st.sampled_from(_GAPS), st.sampled_from(["/p.json", "k.csv", ""])), max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_ken_lines_finds_every_ken_statement_the_parser_reads(parts: list[tuple[str, str, bool, str, str]]) -> None:
+    """The oracle is the DSL's own parser (its lexer skips \\f and comments between ``ken`` and
+    the file's name; ``1ken`` is a number and the keyword): whatever it would load, the gate sees.
+    A gap of "" glues a statement to ``ken`` (``… >= 1ken "…"``)."""
+    from cda.encodings.lark_reader import read
+    from cda.errors import DSLSyntaxError
+    from cda.operations.demands import ken_lines
+
+    text = "metric m: ms\nhyp a, b\n"
+    for statement, gap, ken, inner, path in parts:
+        text += statement + (gap + f'ken{inner}"{path}"' if ken else "") + (gap or " ")
+    try:
+        program = read(text, "start", None)
+    except DSLSyntaxError:
+        return  # nothing is loaded from a text that does not parse
+    loads = [(s.path, *s.pos) for s in program if type(s).__name__ == "KenLoad"]
+    assert ken_lines(text) == loads, text

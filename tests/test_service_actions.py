@@ -103,12 +103,12 @@ def chat() -> Iterator[str]:
 def test_qa3_denied_egress_waits_then_gives_a_conservative_summary_with_receipt_stubs(
         tmp_path: Path, chat: str) -> None:
     db = tmp_path / "receipts.sqlite"
-    llm = {"provider": "openai", "base_url": chat, "model": "m", "egress_class": "external"}
+    llm = {"provider": "openai", "base_url": chat, "model": "m", "egress_class": "external", "when": "always"}
     with serving(db) as server, toolbus(server) as ws:
         denied = _start(ws, example_inputs("qa3-deny", llm=llm, policies={"egress": "external"}))
-        head = follow(server, denied, stop_after=1)  # the stream is open while the action waits
-        assert head[0]["event"] == "action_waiting_user"
-        assert head[0]["data"]["approvals_needed"] == ["egress:external"]
+        head = follow(server, denied, stop_after=2)  # the stream is open while the action waits
+        assert [e["event"] for e in head] == ["action_started", "action_waiting_user"]  # started first
+        assert head[1]["data"]["approvals_needed"] == ["egress:external"] and head[1]["data"]["ts"] is not None
         got = call(ws, "actions.get", {"action_id": denied})["result"]
         assert got["status"] == "waiting_user" and got["approvals_needed"] == ["egress:external"]
         wrong = call(ws, "actions.approve", {"action_id": denied, "approval": "pii:consent"})
@@ -171,7 +171,8 @@ def test_a_live_stream_is_woken_by_the_writer_and_cancel_ends_a_waiting_action(s
         call(ws, "actions.approve", {"action_id": action_id, "approval": "pii:consent"})
         reader.join(60)
         assert [e["id"] for e in got] == list(range(len(got))) and got[-1]["event"] == "action_completed"
-        assert got[0]["event"] == "action_waiting_user" and got[1]["event"] == "action_started"
+        assert [e["event"] for e in got][:3] == ["action_started", "action_waiting_user", "action_progress"]
+        assert all(isinstance(e["data"]["ts"], float) for e in got)  # the service's events too
 
         cancelled = _start(ws, example_inputs("cancel", policies={"pii_posture": "consent"}))
         call(ws, "actions.cancel", {"action_id": cancelled})
@@ -187,7 +188,7 @@ def test_kill_9_mid_action_restart_reports_interrupted_and_the_chain_verifies(tm
         done = _start(ws, example_inputs("before-crash"))
         follow(first, done)
         waiting = _start(ws, example_inputs("crash", policies={"pii_posture": "consent"}))
-        head = follow(first, waiting, stop_after=1)
+        head = follow(first, waiting, stop_after=2)  # action_started, action_waiting_user
         racing = [_start(ws, example_inputs(f"racing{i}")) for i in range(3)]  # killed mid-run, or just done
     assert first.stop(signal.SIGKILL) == -signal.SIGKILL
     with serving(db) as second, toolbus(second) as ws:

@@ -114,7 +114,8 @@ def test_the_page_follows_an_action_live_and_resumes_across_a_restart(tmp_path: 
                     "page-live", policies={"pii_posture": "consent"})})["result"]["action_id"]
                 page.send("Page.navigate", {"url": f"{server.base}/?action={live}"})
                 page.wait("document.body.dataset.state === 'live'")
-                assert page.timeline() == [0]
+                page.wait("document.querySelectorAll('#timeline li').length === 2")  # started, then waiting
+                assert page.timeline() == [0, 1]
                 call(ws, "actions.approve", {"action_id": live, "approval": "pii:consent"})
             page.wait("document.body.dataset.state.startsWith('done')")
             ids = page.timeline()
@@ -138,7 +139,7 @@ def test_the_page_follows_an_action_live_and_resumes_across_a_restart(tmp_path: 
             assert server.stop() == 0
             server = Server(db, port=port)
             page.wait("document.body.dataset.state.startsWith('done')", timeout=30)
-            assert page.timeline() == [0, 1]
+            assert page.timeline() == [0, 1, 2]  # started, waiting, then the interruption
             assert "ActionInterrupted" not in page.js("document.body.innerText")  # a person-readable reason
             assert "interrupted" in page.js("document.getElementById('timeline').innerText")
     finally:

@@ -157,16 +157,16 @@ class Gate:
 def _inputs(purpose: str, fake: FakeProvider) -> dict[str, Any]:
     """An action that waits for ``egress:partner`` (the server's cap is local), then calls the LLM."""
     return example_inputs(purpose, observations=[{"kind": "span", "source": "pager:1", "excerpt": "observe slow(web)"}],
-                          llm={"provider": "openai", "base_url": fake.url, "model": "fake", "egress_class": "partner",
+                          llm={"provider": "openai", "base_url": fake.url, "model": "fake", "egress_class": "partner", "when": "always",
                                "timeout_s": 20}, policies={"egress": "partner"})
 
 
 def _start_approved(server: Server, inputs: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """Start, see the prelude (``action_waiting_user``), approve; the id and the prelude seen."""
+    """Start, see the prelude (``action_started``, ``action_waiting_user``), approve; the id and the prelude seen."""
     with toolbus(server) as ws:
         started = call(ws, "actions.start", {"ability": "cda", "inputs": inputs})["result"]
         assert started["status"] == "waiting_user", started
-        prelude = follow(server, started["action_id"], stop_after=1)
+        prelude = follow(server, started["action_id"], stop_after=2)
         assert call(ws, "actions.approve", {"action_id": started["action_id"], "approval": "egress:partner"})["result"]
     return started["action_id"], prelude
 
@@ -227,15 +227,18 @@ def _comparable(events: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, 
     return [(e["sse_id"], e["event"], without_time(e["data"])) for e in events]
 
 
-def test_runner_processes_stream_receipt_and_audit_as_the_in_process_server(tmp_path: Path) -> None:
+def test_runner_processes_stream_receipt_and_audit_as_the_in_process_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with fake_provider() as fake:
+        monkeypatch.setenv("CDA_LLM_ENDPOINTS", fake.url)  # the operator's endpoint (a client names no other)
         there = _scenarios(tmp_path / "processes" / "receipts.sqlite", PROCESSES, fake)
         here = _scenarios(tmp_path / "in-process" / "receipts.sqlite", (), fake)
 
     # waits for an approval first: its prelude event, then the run, one whole stream
     done = there["done"]
-    assert there["prelude"][0]["event"] == "action_waiting_user" and done[0]["sse_id"] == "0"
-    assert [e["event"] for e in done][:2] == ["action_waiting_user", "action_started"]
+    assert [e["event"] for e in there["prelude"]] == ["action_started", "action_waiting_user"]
+    assert [e["event"] for e in done][:3] == ["action_started", "action_waiting_user", "action_progress"]
+    assert done[0]["sse_id"] == "0" and [e["event"] for e in done].count("action_started") == 1
     assert [e["id"] for e in done] == list(range(len(done)))  # complete, no duplicate, in order
     assert len({e["sse_id"] for e in done}) == len(done) and {e["data"]["attempt"] for e in done} == {1}
     assert done[-1]["event"] == "action_completed"
@@ -319,9 +322,11 @@ def test_bind_new_revision_accept_update_gives_revision_2_in_runner_processes(tm
 
 
 @pytest.mark.slow  # a kill-and-restart loop: .ci/run's slow step (README: the test command leaves it out)
-def test_kill_9_mid_run_restart_and_rerun_is_attempt_2_never_mixed(tmp_path: Path) -> None:
+def test_kill_9_mid_run_restart_and_rerun_is_attempt_2_never_mixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  ) -> None:
     db = tmp_path / "receipts.sqlite"
     with fake_provider() as fake:
+        monkeypatch.setenv("CDA_LLM_ENDPOINTS", fake.url)  # the operator's endpoint (a client names no other)
         gate = Gate(fake)
         inputs = _inputs("proc-rerun", fake)
         with _serving(db, *PROCESSES) as first:
@@ -345,7 +350,7 @@ def test_kill_9_mid_run_restart_and_rerun_is_attempt_2_never_mixed(tmp_path: Pat
             first_run = follow(second, action_id, query="?attempt=1")
             wait_signed(db, action_id, attempt=2)
             assert second.stop() == 0
-    assert [e["event"] for e in seen][:2] == ["action_waiting_user", "action_started"]
+    assert [e["event"] for e in seen][:2] == ["action_started", "action_waiting_user"]
     assert first_run[:-1] == seen  # attempt 1 as it was streamed, then its interruption
     assert first_run[-1]["data"]["error_type"] == "ActionInterrupted"
     assert {e["attempt"] for e in first_run} == {e["data"]["attempt"] for e in first_run} == {1}

@@ -156,8 +156,8 @@ def test_a_rerun_of_an_action_id_files_every_event_under_its_own_attempt(tmp_pat
     with serving(db) as first:  # stopped even when an assertion fails
         with toolbus(first) as ws:
             action_id = call(ws, "actions.start", {"ability": "cda", "inputs": inputs})["result"]["action_id"]
-        head = follow(first, action_id, stop_after=1)
-        assert head[0]["event"] == "action_waiting_user" and head[0]["data"]["attempt"] == 1
+        head = follow(first, action_id, stop_after=2)
+        assert [(e["event"], e["data"]["attempt"]) for e in head] == [("action_started", 1), ("action_waiting_user", 1)]
         assert first.stop(signal.SIGKILL) == -signal.SIGKILL
     with serving(db) as second:
         with toolbus(second) as ws:
@@ -165,22 +165,23 @@ def test_a_rerun_of_an_action_id_files_every_event_under_its_own_attempt(tmp_pat
             again = call(ws, "actions.start", {"ability": "cda", "inputs": inputs})["result"]
             assert again["action_id"] == action_id and again["existing"] is False
             assert again["status"] == "waiting_user"
-            waiting = follow(second, action_id, stop_after=1)  # the new attempt's own first event
-            assert (waiting[0]["sse_id"], waiting[0]["event"], waiting[0]["data"]["attempt"]) == (
-                "2:0", "action_waiting_user", 2)
+            waiting = follow(second, action_id, stop_after=2)  # the new attempt's own first events
+            assert [(e["sse_id"], e["event"], e["data"]["attempt"]) for e in waiting] == [
+                ("2:0", "action_started", 2), ("2:1", "action_waiting_user", 2)]
             call(ws, "actions.approve", {"action_id": action_id, "approval": "pii:consent"})
         second_run = follow(second, action_id)
         assert [e["id"] for e in second_run] == list(range(len(second_run)))
         assert {e["attempt"] for e in second_run} == {e["data"]["attempt"] for e in second_run} == {2}
-        assert [e["event"] for e in second_run][:2] == ["action_waiting_user", "action_started"]
+        assert [e["event"] for e in second_run][:2] == ["action_started", "action_waiting_user"]
         assert second_run[-1]["event"] == "action_completed"
 
         first_run = follow(second, action_id, query="?attempt=1")
-        assert [(e["sse_id"], e["event"]) for e in first_run] == [("0", "action_waiting_user"), ("1", "action_failed")]
-        assert first_run[1]["data"]["error_type"] == "ActionInterrupted" and first_run[1]["data"]["attempt"] == 1
+        assert [(e["sse_id"], e["event"]) for e in first_run] == [
+            ("0", "action_started"), ("1", "action_waiting_user"), ("2", "action_failed")]
+        assert first_run[2]["data"]["error_type"] == "ActionInterrupted" and first_run[2]["data"]["attempt"] == 1
         # resume each attempt by its Last-Event-ID: the rest of that attempt, never the other's
-        assert [e["sse_id"] for e in follow(second, action_id, last_event_id=0)] == ["1"]
-        assert follow(second, action_id, last_event_id=1) == []  # attempt 1 had it all: 204
+        assert [e["sse_id"] for e in follow(second, action_id, last_event_id=1)] == ["2"]
+        assert follow(second, action_id, last_event_id=2) == []  # attempt 1 had it all: 204
         rest = follow(second, action_id, last_event_id="2:3")
         assert [e["sse_id"] for e in rest] == [e["sse_id"] for e in second_run[4:]]
         with httpx.Client(timeout=30) as client:
@@ -194,9 +195,9 @@ def test_a_rerun_of_an_action_id_files_every_event_under_its_own_attempt(tmp_pat
     with closing(sqlite3.connect(db)) as conn:
         stored = conn.execute("SELECT attempt, seq, json_extract(body, '$.type'), json_extract(body, '$.attempt') "
                               "FROM events WHERE action_id = ? ORDER BY attempt, seq", (action_id,)).fetchall()
-    assert stored[:2] == [(1, 0, "action_waiting_user", 1), (1, 1, "action_failed", 1)]
-    assert [row[:2] for row in stored[2:]] == [(2, i) for i in range(len(second_run))]
-    assert all(row[3] == 2 for row in stored[2:])
+    assert stored[:3] == [(1, 0, "action_started", 1), (1, 1, "action_waiting_user", 1), (1, 2, "action_failed", 1)]
+    assert [row[:2] for row in stored[3:]] == [(2, i) for i in range(len(second_run))]
+    assert all(row[3] == 2 for row in stored[3:])
     assert "signed head at entry" in _verify(db)
 
 

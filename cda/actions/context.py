@@ -57,6 +57,11 @@ class RunContext:
       is submitted, before approvals change the inputs).
     * ``approval_waits``: approvals a server waited for before the run, with how long each took.
     * ``prelude``: events a server already streamed for this attempt, numbered 0…
+    * ``base_dir``: where relative paths of the dsl's ``ken "…"`` lines are read from (the inputs
+      file's folder for ``cda run``, the server's folder for a service; the working directory when
+      None).
+    * ``queued_since``: when a server took the action in (on ``clock``): its queue is measured
+      (``measurements.queued_us``, TTFS from ``actions.start``).
     """
 
     ken: KenGraph | None = None
@@ -75,6 +80,8 @@ class RunContext:
     action_id: str | None = None
     approval_waits: Sequence[ApprovalWait] = ()
     prelude: Sequence[ActionEvent] = ()
+    base_dir: Path | None = None
+    queued_since: float | None = None
 
     @classmethod
     def of(cls, context: RunContext | None, changes: dict[str, Any]) -> RunContext:

@@ -143,9 +143,12 @@ class ActionProbe:
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic,
-                 approval_waits: Sequence[ApprovalWait] = ()) -> None:
+                 approval_waits: Sequence[ApprovalWait] = (), queued_since: float | None = None) -> None:
+        """``queued_since``: when a server took the action in (actions.start, on ``clock``, moved
+        on by the time it waited for a person), so ``queued_us`` is its queue."""
         self._clock = clock
         self._start = clock()
+        self.queued_us = None if queued_since is None else _us(max(0.0, self._start - queued_since))
         self.ttfs_us: int | None = None
         self.first_summary_us: int | None = None
         self.ken_us: list[int] = []
@@ -172,6 +175,7 @@ class ActionProbe:
         """What was measured so far; ``total_us`` is now minus the start."""
         return ActionMeasurements(
             total_us=self.elapsed_us(), ttfs_us=self.ttfs_us, first_summary_us=self.first_summary_us,
+            queued_us=self.queued_us,
             ken=LatencySummary.of(self.ken_us),
             approvals=LatencySummary.of([w.waited_us for w in self.approval_waits]),
             approval_waits=list(self.approval_waits),

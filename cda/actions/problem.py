@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 
 from cda.contracts.action import CDAInputs
 from cda.contracts.deadline import NO_DEADLINE, Deadline
@@ -27,6 +28,7 @@ from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.refs import ArtifactRef, SpanRef
 from cda.encodings import ast as A
 from cda.encodings.assemble import Assembled, Origin, Piece, PieceKind, Placed, assemble
+from cda.encodings.ken_loads import with_ken_loads
 from cda.encodings.numbers import exact_number
 from cda.encodings.parse import parse_problem
 from cda.errors import DSLSyntaxError
@@ -46,6 +48,8 @@ class ActionProblem:
     observed_literals: list[str] = field(default_factory=list)  # every observe literal, as written
     #: which input observation each adopted line came from, by the line it takes in the problem
     observation_of_line: dict[int, int] = field(default_factory=dict)
+    #: the Ken graph the run reads: the caller's, merged with those the dsl's ``ken`` lines name
+    ken: KenGraph | None = None
 
     def placed(self) -> list[Placed]:
         return self.assembled.placed()
@@ -104,6 +108,9 @@ def action_pieces(inputs: CDAInputs, first_line: int) -> tuple[list[Piece], dict
         add(Piece("soft", soft.clause, Origin(f"constraints.soft[{i}]"), line, name=soft.name or f"input_soft_{i}",
                   weight=_weight(soft.weight, f"constraints.soft[{i}].weight")))
         line += 1
+    for i, invariant in enumerate(inputs.invariants):  # a global invariant is a hard clause the trace names
+        add(Piece("hard", invariant, Origin(f"invariants[{i}]"), line, name=f"invariant_{i}"))
+        line += 1
     goals = inputs.goals
     mode: PieceKind = "disprove" if goals.kind == "disprove" else "prove"
     for i, claim in enumerate(goals.claims):
@@ -112,11 +119,16 @@ def action_pieces(inputs: CDAInputs, first_line: int) -> tuple[list[Piece], dict
     return pieces, observation_of_line
 
 
-def build(inputs: CDAInputs, ken: KenGraph | None, deadline: Deadline = NO_DEADLINE) -> ActionProblem:
+def build(inputs: CDAInputs, ken: KenGraph | None, deadline: Deadline = NO_DEADLINE,
+          base_dir: Path | None = None) -> ActionProblem:
     """Parse, check and ground the whole problem of ``inputs``; errors name the field at fault.
 
-    Grounding stops at ``deadline`` with :class:`~cda.contracts.deadline.OutOfTime`."""
+    The ``dsl``'s own ``ken "…"`` lines are read as ``cda solve`` reads them (relative to
+    ``base_dir``, else the working directory) and merged into ``ken``: ignored, they once gave an
+    Action another answer than ``cda solve`` on the same text. Grounding stops at ``deadline``
+    with :class:`~cda.contracts.deadline.OutOfTime`."""
     ast = parse_problem(inputs.dsl, "dsl")
+    ken = with_ken_loads(ast.statements, ken, base_dir if base_dir is not None else Path.cwd(), "dsl")
     lines = inputs.dsl.split("\n") if inputs.dsl else []
     if lines and lines[-1] == "":
         lines.pop()
@@ -125,7 +137,7 @@ def build(inputs: CDAInputs, ken: KenGraph | None, deadline: Deadline = NO_DEADL
     if goals.kind in ("best_explanation", "plan") and not any(isinstance(st, A.GoalBest) for st in ast.statements):
         pieces.append(Piece("best", "", Origin("goals"), len(lines) + len(pieces) + 1, top=goals.top or 3))
     assembled = assemble(ast, pieces, ken, deadline)
-    out = ActionProblem(assembled, pieces, observation_of_line=observation_of_line)
+    out = ActionProblem(assembled, pieces, observation_of_line=observation_of_line, ken=ken)
     out.observed_literals = [p.written for p in assembled.placed() if isinstance(p.statement, A.Observe)
                              and p.origin.field == "dsl"]
     for ref in inputs.observations:

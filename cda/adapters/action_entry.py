@@ -99,7 +99,7 @@ def run_inputs(
             raise KenError(f"ken.path: {exc}") from None
     if out_dir is None:
         return run_action(inputs, ken=ken, subscribers=subscribers, settings=settings, llm_factory=_http_provider,
-                          thresholds=thresholds)
+                          thresholds=thresholds, base_dir=base_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     db = out_dir / "receipts.sqlite"
     signer = load_signer()  # before anything is written: a key problem stops the run at once
@@ -114,7 +114,7 @@ def run_inputs(
                 head, count = log.tip()
                 write_head(head_path(db), signer.sign_head(head, count, event.action_id, event.attempt or 1, "start"))
 
-        run = run_action(inputs, ken=ken, out_dir=out_dir, receipts=log, settings=settings,
+        run = run_action(inputs, ken=ken, out_dir=out_dir, receipts=log, settings=settings, base_dir=base_dir,
                          subscribers=[events.append, sign_start, *subscribers], llm_factory=_http_provider,
                          thresholds=thresholds, audit=events.confirm)
         store = ReflectionStore(db, log)

@@ -18,7 +18,7 @@ instrument                     kind       ``cda metrics --json`` field
 =============================  =========  ==============================================
 cda.runs {status}              counter    ``statuses`` (and ``partial_ratio.denominator``)
 cda.runs.partial               counter    ``partial_ratio.numerator``
-cda.ttfs                       histogram  ``ttfs_us``
+cda.ttfs                       histogram  ``ttfs_us`` (from ``actions.start``: ``queued_us`` + the run's)
 cda.ken.query.p95              histogram  ``ken_query_p95_us`` (each run's p95)
 cda.ken.query.max              histogram  ``ken_query_max_us``
 cda.ken.queries                histogram  ``ken_queries``
@@ -66,7 +66,8 @@ class OtelExport:
         self.provider = meter_provider
         self.runs = meter.create_counter("cda.runs", unit="{run}", description="finished runs, by status")
         self.partial = meter.create_counter("cda.runs.partial", unit="{run}", description="runs that ended partial")
-        self.ttfs = times("cda.ttfs", "time to the first draft boundary summary (no draft: first summary, else the run)")
+        self.ttfs = times("cda.ttfs", "actions.start (a server's queue included) to the first draft boundary summary "
+                          "(no draft: first summary, else the run)")
         self.ken_p95 = times("cda.ken.query.p95", "each run's Ken query p95")
         self.ken_max = times("cda.ken.query.max", "each run's slowest Ken query")
         self.ken_queries = counts("cda.ken.queries", "{query}", "Ken queries per run")

@@ -282,6 +282,9 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                     help="folder of local sub-action providers: DIR/<research|sandbox|default>/<source>.txt")
     sv.add_argument("--otel-endpoint", default=None, metavar="URL",
                     help="export each run's §10 metrics to this OTLP/HTTP collector (needs cda[otel]; default off)")
+    sv.add_argument("--legacy-aliases", action="store_true",
+                    help="spec §13, for one CalVer window (default off): stream wu_* events beside action_* and "
+                    "accept inputs.work_unit_id (mapped to the action's id, kept under legacy.aliases[] in receipts)")
     mc = sub.add_parser("mcp", help="serve CDA's tools to agents over the Model Context Protocol (docs/agents.md)")
     mc.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
     mc.add_argument("--host", default="127.0.0.1", help="address to listen on (with --http)")
@@ -606,7 +609,7 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) ->
                           otel_endpoint=args.otel_endpoint, allowed_hosts=args.allowed_host,
                           allow_code=args.allow_code, guard_policies=args.guard_policies,
                           guard_ledger=args.guard_ledger, partner_wall=args.partner_wall,
-                          partner_slots=args.partner_slots)
+                          partner_slots=args.partner_slots, legacy_aliases=args.legacy_aliases)
     if args.command == "schema":
         from cda.cli.schema import main_schema
 

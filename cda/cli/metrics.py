@@ -33,7 +33,9 @@ __all__ = ["EXIT_BROKEN", "EXIT_MET", "EXIT_NO_RUNS", "EXIT_USAGE", "exit_code",
 EXIT_MET, EXIT_BROKEN, EXIT_USAGE, EXIT_NO_RUNS = 0, 1, 2, 3
 
 _LABELS = {
-    "ttfs_us": "TTFS (first summary)",
+    "ttfs_us": "TTFS from actions.start (queue included)",
+    "ttfs_after_queue_us": "TTFS after the queue (run start)",
+    "queue_us": "queue (actions.start to run start)",
     "ken_query_p95_us": "Ken query p95 (per run)",
     "ken_query_max_us": "Ken query max (per run)",
     "ken_queries": "Ken queries",
@@ -46,6 +48,7 @@ _LABELS = {
     "citation_coverage": "citation coverage",
     "partial_ratio": "partial ratio",
 }
+_WIDTH = max(len(label) for label in _LABELS.values()) + 2
 
 
 def store_path(path: Path) -> Path:
@@ -86,13 +89,13 @@ def render_text(store: Path | str, report: MetricsReport, since: float | None) -
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(report.statuses.items()))
     lines = [f"{store}: {report.runs} run(s) ({statuses}), {window}, "
              f"ended {_when(report.first_end)} .. {_when(report.last_end)}", "",
-             f"{'metric':<32}{'n':>6}{'p50':>15}{'p95':>15}{'max':>15}"]
+             f"{'metric':<{_WIDTH}}{'n':>6}{'p50':>15}{'p95':>15}{'max':>15}"]
     for key, dist in report.distributions.items():
-        lines.append(f"{_LABELS[key]:<32}{dist.count:>6}{_value(dist.unit, dist.p50):>15}"
+        lines.append(f"{_LABELS[key]:<{_WIDTH}}{dist.count:>6}{_value(dist.unit, dist.p50):>15}"
                      f"{_value(dist.unit, dist.p95):>15}{_value(dist.unit, dist.max):>15}")
     for key, ratio in report.ratios.items():
         shown = ratio_json(ratio)["percent"]
-        lines.append(f"{_LABELS[key]:<32}{'':>6}{shown:>15}   ({ratio.numerator}/{ratio.denominator})")
+        lines.append(f"{_LABELS[key]:<{_WIDTH}}{'':>6}{shown:>15}   ({ratio.numerator}/{ratio.denominator})")
     lines += ["", "SLOs (spec §10):"]
     for slo in report.slos:
         mark = {"met": "met", "not_met": "NOT MET", "no_data": "no data"}[slo.status]

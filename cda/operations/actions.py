@@ -18,9 +18,9 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
-from cda.contracts.action import CDAInputs, CDAOutputs
+from cda.contracts.action import CDAInputs, CDAOutputs, FocusName
 from cda.contracts.limits import MAX_FINITE_SECONDS
-from cda.operations.base import Params, Result, at
+from cda.operations.base import OperationError, Params, Result, at
 from cda.operations.params import optional_path
 from cda.operations.principals import Principal
 from cda.operations.registry import ConductorTool, Door, Needs, operation
@@ -72,6 +72,23 @@ class StartParams(Params):
     inputs: CDAInputs
     subactions: list[SubActionSpec] = Field(default_factory=list, max_length=16)
     escalation: Escalation | None = None
+    work_unit_id: ActionId | None = Field(default=None, description=(
+        "spec §13: a legacy work unit's id, sent as inputs.work_unit_id; it maps to the action's id and "
+        "is kept under legacy.aliases[] in a receipt. Accepted only by a server started with "
+        "--legacy-aliases (refused otherwise)"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_id(cls, data: Any) -> Any:
+        """``inputs.work_unit_id`` (where a legacy client puts it) is lifted out of the inputs, which
+        never hold it: whether it is accepted is the server's to say (:func:`start`)."""
+        inputs = data.get("inputs") if isinstance(data, dict) else None
+        if not isinstance(inputs, dict) or "work_unit_id" not in inputs:
+            return data
+        if "work_unit_id" in data:
+            raise ValueError("work_unit_id given twice (in inputs and beside them)")
+        return {**data, "inputs": {k: v for k, v in inputs.items() if k != "work_unit_id"},
+                "work_unit_id": inputs["work_unit_id"]}
 
 
 class RefreshResult(Result):
@@ -127,7 +144,8 @@ class ActionDesk(Protocol):
     """What a server offers for its actions (the service's action manager)."""
 
     def start(self, who: Principal, inputs: CDAInputs, subactions: list[SubActionSpec] | None = None,
-              escalation: Escalation | None = None, waits_for: tuple[str, ...] = ()) -> StartResult: ...
+              escalation: Escalation | None = None, waits_for: tuple[str, ...] = (),
+              work_unit_id: str | None = None) -> StartResult: ...
 
     def cancel(self, who: Principal, action_id: str) -> ActionGetResult: ...
 
@@ -146,8 +164,13 @@ _SERVER = {Door.TOOLBUS}
 @operation("actions.start", StartParams, StartResult, summary="start a CDA Action on this server (streamed)",
            doors=_SERVER, needs=Needs(files=True, code=True, egress=True, store=True, long=True), waits=True)
 def start(call: Any, p: StartParams) -> StartResult:
+    if p.work_unit_id is not None and not getattr(call.env.actions, "legacy_aliases", False):
+        raise OperationError("invalid_params", "work_unit_id is the legacy (spec §13) name of an action's id; this "
+                             "server accepts it only when started with cda serve --legacy-aliases: send the inputs "
+                             "without it (the answer's action_id names the action)",
+                             ["params", "inputs", "work_unit_id"])
     result: StartResult = call.env.actions.start(call.principal, p.inputs, p.subactions, p.escalation,
-                                                 waits_for=call.waits_for)
+                                                 waits_for=call.waits_for, work_unit_id=p.work_unit_id)
     return result.model_copy(update={"approvals_ignored": list(call.approvals_ignored)})
 
 
@@ -194,6 +217,11 @@ def accept_update(call: Any, p: AcceptParams) -> StartResult:
 class RunParams(Params):
     inputs: CDAInputs | None = Field(default=None, description="the Action's inputs (CDAInputs)")
     path: optional_path("an inputs.json file on this machine (CDAInputs)") = None  # type: ignore[valid-type]
+    focus: FocusName | None = Field(default=None, description="the subsystem to focus on (the trace's focus_subsystem): "
+                              "a Ken node or an atom's argument; replaces inputs.focus")
+    invariants: list[str] = Field(default_factory=list, max_length=200, description=(
+        "global invariants (DSL formulas), added to inputs.invariants: hard clauses every hypothesis satisfies, "
+        "listed in the trace"))
 
     @model_validator(mode="after")
     def _one(self) -> RunParams:
@@ -219,6 +247,10 @@ def run(call: Any, p: RunParams) -> CDAOutputs:
     else:
         assert p.inputs is not None
         inputs = p.inputs
+    if p.focus is not None or p.invariants:  # checked as the inputs' own fields are (CDAInputs)
+        inputs = CDAInputs.model_validate({**inputs.model_dump(mode="json", exclude_unset=True),
+                                           **({"focus": p.focus} if p.focus is not None else {}),
+                                           "invariants": [*inputs.invariants, *p.invariants]})
     subscribers = list(getattr(call.env, "subscribers", ()))
     if call.progress is not None:
         progress = call.progress

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -27,9 +28,11 @@ Where = list[str | int]
 
 @dataclass
 class Demands:
-    """The concrete needs of a call: paths it names (with where), code, approvals, egress class."""
+    """The concrete needs of a call: paths it names (with where), code, approvals, egress class,
+    and the network endpoints (LLM base URLs) it names."""
 
     paths: list[tuple[Where, str]] = field(default_factory=list)
+    endpoints: list[tuple[Where, str]] = field(default_factory=list)
     code: list[Where] = field(default_factory=list)
     approvals: list[tuple[Where, list[str]]] = field(default_factory=list)
     egress: tuple[Where, str] | None = None
@@ -41,39 +44,69 @@ class Demands:
 
 def ken_lines(text: str) -> list[tuple[str, int, int]]:
     """The paths of the ``ken "…"`` statements in DSL ``text``, each with the line and column of
-    its quoted name (comments skipped; a ``ken`` inside another word is not one).
+    its quoted name, found as the DSL's own lexer could find them (cda/encodings/grammar.lark): a
+    comment runs to its line's end, a string to its closing quote on the same line, and
+    whitespace (``\\f`` included) and comments may stand between ``ken`` and its string.
+
+    ``ken`` is the keyword where a name does not run into it: lark's contextual lexer splits
+    keywords off a longer word where no name can stand, so a word made of keywords and numbers
+    before ``ken`` is split too (``expect status unsatken "…"`` is ``unsat`` and a ``ken`` line,
+    ``top 1ken "…"`` a number and one), while ``broken "…"`` is a name (and, a string standing
+    only in a ``ken`` statement, a syntax error).
 
     >>> ken_lines('hyp a\\nken "/etc/k.json" # ken "not this"\\nobserve b ken "x.csv"')
     [('/etc/k.json', 2, 5), ('x.csv', 3, 15)]
     >>> ken_lines('pred token(A)\\nobserve a  # ken "a.json"')
     []
+    >>> ken_lines('ken # a comment\\n\\f "/p"\\nobserve x >= 1ken "/q"\\nexpect status unsatken "/r"')
+    [('/p', 2, 3), ('/q', 3, 19), ('/r', 4, 24)]
+    >>> ken_lines('observe broken "/s"')
+    []
     """
     found: list[tuple[str, int, int]] = []
-    n = len(text)
     at = _KEN_SCAN.search(text)
     while at is not None:
         i = at.end()
-        if at.group(0) == "ken":  # a comment or a string is skipped whole
-            j = i
-            while j < n and text[j] in " \t\r\n":
-                j += 1
-            if j < n and text[j] == '"':
-                end = text.find('"', j + 1)
-                stop = text.find("\n", j + 1)
-                if end >= 0 and (stop < 0 or end < stop):
-                    line = text.count("\n", 0, j) + 1
-                    found.append((text[j + 1:end], line, j - (text.rfind("\n", 0, j) + 1) + 1))
-                    i = end + 1
+        if at.group(0) == "ken" and _keyword_at(text, at.start()):  # a comment or a string is skipped whole
+            j = _GAP.match(text, i).end()  # type: ignore[union-attr]  # matches the empty gap too
+            string = _STRING.match(text, j)
+            if string is not None:
+                line = text.count("\n", 0, j) + 1
+                found.append((string.group(0)[1:-1], line, j - (text.rfind("\n", 0, j) + 1) + 1))
+                i = string.end()
             else:
                 i = j
         at = _KEN_SCAN.search(text, i)
     return found
 
 
-_KEN_SCAN = re.compile(r'#[^\n]*|"[^"]*"?|(?<!\w)ken(?!\w)')
+def _keyword_at(text: str, start: int) -> bool:
+    """Whether ``ken`` at ``start`` can be lexed as the keyword: the run of name characters just
+    before it is empty, or made of the grammar's keywords and digits (split off by lark)."""
+    k = start
+    while k > 0 and text[k - 1] in _NAME_CHARS:
+        k -= 1
+    return k == start or _split_off().fullmatch(text, k, start) is not None
+
+
+@lru_cache(maxsize=1)
+def _split_off() -> re.Pattern[str]:
+    """Runs lark may split into keywords and numbers: the grammar's own words, longest first."""
+    from importlib import resources
+
+    grammar = resources.files("cda.encodings").joinpath("grammar.lark").read_text(encoding="utf-8")
+    words = sorted(set(re.findall(r'"([A-Za-z_]+)"', grammar)), key=lambda w: (-len(w), w))
+    return re.compile("(?:" + "|".join(words) + "|[0-9]+)*")
+
+
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_KEN_SCAN = re.compile(r'#[^\n]*|"[^"\n]*"?|ken(?![A-Za-z0-9_])')
 """What :func:`ken_lines` stops at: a comment (to its line's end), a string (to its closing quote,
-or the text's end), or the word ``ken``. One regex scan, not a loop over characters: the gate
-reads every DSL text a door receives before it runs (a 360 kB problem: 49 ms by characters)."""
+or its line's end: the grammar's STRING holds no newline), or ``ken`` not followed by a name
+character (``kenx`` is one name). One regex scan, not a loop over characters: the gate reads every
+DSL text a door receives before it runs (a 360 kB problem: 49 ms by characters)."""
+_GAP = re.compile(r"(?:[ \t\f\r\n]+|#[^\n]*)*")  # the grammar's %ignore: WS and COMMENT
+_STRING = re.compile(r'"[^"\n]*"')  # the grammar's STRING
 
 
 def demands_of(params: BaseModel) -> Demands:
@@ -95,6 +128,9 @@ def _walk_model(model: BaseModel, where: Where, out: Demands) -> None:
     egress = getattr(model, "egress_class", None)
     if callable(egress) and egress() is not None:
         out.add_egress(where, egress())
+    endpoints = getattr(model, "endpoint_fields", None)  # parameters that name a URL the call posts to
+    if callable(endpoints):
+        out.endpoints.extend(([*where, name], str(getattr(model, name))) for name in endpoints())
     code = getattr(model, "code_fields", None)  # parameters that name code to run (a conductor's registry)
     if callable(code):
         out.code.extend([*where, name] for name in code())
@@ -141,6 +177,7 @@ def _inputs(inputs: Any, where: Where, out: Demands) -> None:
         out.approvals.append(([*where, "policies", "approvals"], list(inputs.policies.approvals)))
     if inputs.llm.provider != "offline":
         out.add_egress([*where, "llm"], inputs.llm.egress_class)
+        out.endpoints.append(([*where, "llm", "base_url"], str(inputs.llm.base_url)))
     data = inputs.model_dump(mode="json", exclude={"functions", "llm", "seed", "policies"})
     _strings(data, where, out)
 

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from cda.access import EGRESS_RANK, granted
-from cda.actions.bindings import BoundOutput
+from cda.actions.bindings import BoundOutput, with_bindings
 from cda.actions.runner import action_id_of
 from cda.adapters.auth import OPEN, AuthConfig, Principal
 from cda.contracts.abstain import AbstainThresholds
@@ -65,8 +66,10 @@ class ActionManager:
     def __init__(self, db: Path, hub: Hub, *, workers: int = 2, egress_cap: str = "local",
                  providers: dict[str, Provider] | None = None, fsync_each_commit: bool = False,
                  self_approval: bool = True, auth: AuthConfig = OPEN, processes: int = 0,
-                 partner_wall: float | None = PARTNER_WALL_S, partner_slots: int | None = None) -> None:
+                 partner_wall: float | None = PARTNER_WALL_S, partner_slots: int | None = None,
+                 legacy_aliases: bool = False) -> None:
         self.db = db
+        self.legacy_aliases = legacy_aliases  # spec §13 (cda serve --legacy-aliases): work_unit_id accepted
         self.hub = hub
         self.open = auth.open  # every client is the same anonymous partner: an action of unknown owner is theirs
         self.attempts = Attempts(db, hub, fsync_each_commit=fsync_each_commit)
@@ -104,9 +107,12 @@ class ActionManager:
 
     # -- the methods ------------------------------------------------------------------------
     def start(self, who: Principal, inputs: CDAInputs, subactions: list[SubActionSpec] | None = None,
-              escalation: Escalation | None = None, waits_for: tuple[str, ...] = ()) -> StartResult:
+              escalation: Escalation | None = None, waits_for: tuple[str, ...] = (),
+              work_unit_id: str | None = None) -> StartResult:
         """Start an action; what ``who`` may do was decided by the gate (:mod:`cda.operations.gate`)
-        before this runs: ``waits_for`` are the approvals it decided the action waits for."""
+        before this runs: ``waits_for`` are the approvals it decided the action waits for.
+        ``work_unit_id`` (spec §13, a server with ``--legacy-aliases``): the legacy id this action
+        answers for, recorded under ``legacy.aliases[]`` in a ``legacy.alias`` receipt."""
         escalated = None
         if escalation is not None:
             escalated = decide(escalation, inputs.risk_class)
@@ -119,10 +125,12 @@ class ActionManager:
         action_id = self._id_of(who, inputs, bound)
         with self.lock:
             if action_id in self.runs:
+                self._alias(action_id, work_unit_id, None)
                 return StartResult(action_id=action_id, topic=f"actions/{action_id}",
                                    status=self.runs[action_id].status, existing=True)
             stored = read_stream(self.db, action_id, None)
             if stored and not (self._rerunnable(stored[-1]) and self.visible(who, action_id)):
+                self._alias(action_id, work_unit_id, None)
                 return StartResult(action_id=action_id, topic=f"actions/{action_id}",
                                    status=self.get(action_id).status, existing=True)
             run = LiveAction(action_id, who, inputs, bound=bound, notify=[s for s in specs if s.edge == "notify"])
@@ -131,6 +139,11 @@ class ActionManager:
         self.state.own(action_id, who)  # before any receipt: a crash never leaves a started action ownerless
         run.attempt = self.attempts.begin(action_id, "service.start", {"principal": who.name, "profile": who.profile},
                                           {"inputs_sha256": sha256_hex(canonical_json(inputs.model_dump(mode="json")))})
+        self._alias(action_id, work_unit_id, run.attempt)
+        run.access = who.access(self.egress_cap)  # type: ignore[arg-type]  # cda.access: what the run may touch
+        run.needed = self.approvals.needed(inputs, waits_for)
+        if run.needed or (escalated is not None and escalated.short) or any(s.edge != "bind" for _, s, _ in early):
+            self._began(run, bound)  # it streams before its run: action_started first (docs/service.md)
         for _, spec, out in early:
             if spec.edge != "bind":  # the runner links (and locks) what it binds
                 self._emit(run, ActionLinked(action_id=action_id, seq=0, linked_action_id=out.action_id,
@@ -146,13 +159,28 @@ class ActionManager:
             wall = escalated.wall
             if wall is not None and (inputs.budgets.wall is None or inputs.budgets.wall > wall):
                 run.inputs = inputs.model_copy(update={"budgets": inputs.budgets.model_copy(update={"wall": wall})})
-        run.access = who.access(self.egress_cap)  # type: ignore[arg-type]  # cda.access: what the run may touch
-        run.needed = self.approvals.needed(inputs, waits_for)
         if run.needed:
             self.approvals.wait(run)
         else:
             self._submit(run)
         return StartResult(action_id=action_id, topic=f"actions/{action_id}", status=run.status, linked=linked)
+
+    def _alias(self, action_id: str, work_unit_id: str | None, attempt: int | None) -> None:
+        """Spec §13: the legacy work unit id ``work_unit_id`` maps to ``action_id``; kept in the
+        receipt log under ``legacy.aliases[]`` (filed under the attempt it started, if any)."""
+        if work_unit_id is not None:
+            self.receipt(action_id, "legacy.alias", {"work_unit_id": work_unit_id},
+                         {"legacy": {"aliases": [{"work_unit_id": work_unit_id, "action_id": action_id}]}},
+                         attempt=attempt)
+
+    def _began(self, run: LiveAction, bound: Sequence[BoundOutput]) -> None:
+        """``action_started`` by the service, for an action that streams before its run (a wait
+        for approvals, a link, an escalation's reserve): every stream begins with it. Its
+        ``inputs_hash`` is of the inputs as submitted (with what they bind); the run's receipts
+        hash the inputs it reads (the decisions added: approvals-as-input). The runner, seeing
+        it in the prelude, does not start the stream a second time."""
+        inputs_hash = sha256_hex(canonical_json(with_bindings(run.inputs, bound).model_dump(mode="json")))
+        self._emit(run, ActionStarted(action_id=run.action_id, seq=0, inputs_hash=inputs_hash))
 
     def _scope(self, who: Principal) -> str:
         """What makes ``who``'s content-addressed ids their own: on a server with ``--auth`` a
@@ -175,7 +203,6 @@ class ActionManager:
     def _short(self, run: LiveAction, reason: str) -> None:
         """Escalated with less wall time than CDA reserves: a terminal partial at once (spec §9)."""
         caveat = f"escalation with too little time: {reason}; no search ran"
-        self._emit(run, ActionStarted(action_id=run.action_id, seq=0))
         self._emit(run, ActionPartial(action_id=run.action_id, seq=0, caveats=[caveat], next_tests=[
             NextTestSuggestion(question="Escalate again with at least 20 s of wall time left",
                                suggested_ability="default")]))
@@ -193,6 +220,7 @@ class ActionManager:
             raise EdgeError("not_found", f"no finished action {action_id} with bound outputs on this server",
                             ["params", "action_id"])
         bound = self.revisions.offered(held, action_id, update)
+        accepted = next(b for b in bound if f"{b.action_id}.r{b.revision}" == update)
         new_id = self._id_of(who, held.inputs, bound)
         run = LiveAction(new_id, who, held.inputs, bound=bound, revision=held.revision + 1,
                          supersedes=held.plan_bundle_id)
@@ -202,6 +230,7 @@ class ActionManager:
             if not existing:
                 self.runs[new_id] = run
                 self.hub.live.add(new_id)
+        self.state.withdraw(action_id, accepted.action_id, accepted.revision)  # no longer "available" once accepted
         if existing:  # accepted before: its state now (it may have finished), as start answers
             return StartResult(action_id=new_id, topic=f"actions/{new_id}", status=self.get(new_id).status,
                                existing=True, revision=held.revision + 1)
@@ -287,6 +316,10 @@ class ActionManager:
 
     # -- running ----------------------------------------------------------------------------
     def _submit(self, run: LiveAction) -> None:
+        """Queue ``run`` for a slot; the time it waited for a person is taken out of its queue
+        (TTFS from actions.start counts the server's queue, not a person's decision)."""
+        if run.waiting_since is not None:
+            run.queued_since += time.monotonic() - run.waiting_since
         self.scheduling.submit(run, self._execute)
 
     def _execute(self, run: LiveAction) -> None:
@@ -312,7 +345,8 @@ class ActionManager:
             # (prelude), its receipts under that attempt (AttemptSink), its audit over the stored events
             job = RunnerJob(run.action_id, inputs, self.db.parent, self.thresholds, list(run.bound), ken_path,
                             revision=run.revision, supersedes=run.supersedes, attempt=run.attempt,
-                            prelude=list(run.events), approval_waits=list(run.waits), access=run.access)
+                            prelude=list(run.events), approval_waits=list(run.waits), access=run.access,
+                            queued_since=run.queued_since)
             runners = self.scheduling.runners
             if runners is not None:  # in a runner process; its events come back through _emit
                 try:

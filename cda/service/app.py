@@ -69,6 +69,7 @@ class ServiceConfig:
     allow_code: bool = False  # the internal role may run user code (functions) (--allow-code)
     guard_policies: Path | None = None  # guard.evaluate's policy store (--guard-policies)
     guard_ledger: Path | None = None  # guard.evaluate's guardian file (--guard-ledger)
+    legacy_aliases: bool = False  # spec §13 for one window: wu_* beside action_*, work_unit_id accepted
 
 
 @dataclass
@@ -99,7 +100,8 @@ def build_app(config: ServiceConfig) -> Any:
                                   egress_cap=config.egress_cap,
                                   providers=_providers(config.providers), fsync_each_commit=config.fsync,
                                   self_approval=config.auth.open, auth=auth,
-                                  partner_wall=config.partner_wall, partner_slots=config.partner_slots))
+                                  partner_wall=config.partner_wall, partner_slots=config.partner_slots,
+                                  legacy_aliases=config.legacy_aliases))
         state.hub, state.manager = hub, manager
         await anyio.to_thread.run_sync(manager.recover)
         feed = state.metrics = MetricsFeed(config.db, observers=[] if export is None else [export.record])
@@ -124,7 +126,7 @@ def build_app(config: ServiceConfig) -> Any:
     routes = [
         WebSocketRoute("/toolbus", toolbus_endpoint(lambda: state)),
         Route("/streams/actions/{action_id}", stream_endpoint(lambda: state.hub, config.keepalive_s, config.auth,  # type: ignore[arg-type,return-value]
-                                                              lambda: state.manager),
+                                                              lambda: state.manager, config.legacy_aliases),
               methods=["GET", "HEAD", "OPTIONS"]),
         Route("/streams/metrics", metrics_endpoint(lambda: state.metrics, config.keepalive_s, config.auth),
               methods=["GET", "HEAD", "OPTIONS"]),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -93,9 +94,13 @@ class Attempts:
 
     # -- events -----------------------------------------------------------------------------
     def record(self, run: LiveAction, event: ActionEvent) -> ActionEvent:
-        """Number ``event`` in ``run``'s attempt, store it and publish it; the stored event."""
+        """Number ``event`` in ``run``'s attempt, give it its time when it has none (the service's
+        own events: revisions, waits, notices, the ends of stops; a runner's events keep the
+        time their stream gave them), store it and publish it; the stored event. Every stored
+        event has a ``ts``: the retention sweep ages streams by it."""
         with run.lock:
-            event = event.model_copy(update={"seq": run.next_seq, "attempt": run.attempt})
+            stamp = {"ts": time.time()} if event.ts is None else {}
+            event = event.model_copy(update={"seq": run.next_seq, "attempt": run.attempt, **stamp})
             run.next_seq += 1
             body = self.events.store(event)  # its canonical JSON, stored and now streamed
             run.events.append(event)

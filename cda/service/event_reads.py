@@ -162,17 +162,29 @@ def sweep(db: Path, retention_s: float, now: float | None = None) -> int:
     the events' own ``ts`` (store format 2 has no ``stored_at``); whole attempts go, never a part
     of one (that would look tampered to ``cda receipts verify``), and never the attempt the signed
     head beside the file vouches for (deleting it is tampering: the head says those events exist).
+
+    *Streams without a time.* A server before every event had its ``ts`` stored the service's own
+    events (sub-action revisions, waits, notices) with ``ts: null``, so some streams have no time
+    at all. Their rows cannot be changed (a trigger refuses it, and the chain covers the body),
+    so their age is bounded from the file: events are only appended, so the first dated event
+    stored after such a stream's last row was emitted after it ended, and the stream is aged by
+    that event's ``ts``. One with no dated event after it is kept (its age is unknown).
     """
     cutoff = (time.time() if now is None else now) - retention_s
     vouched = _vouched(db)
     store = open_store(db, LOG_FORMAT, durability=Durability.NORMAL)  # the server's own file, recognised
     conn = store.conn
     try:
-        old = conn.execute(
-            "SELECT action_id, MAX(attempt) FROM events GROUP BY action_id "
-            "HAVING MAX(CASE WHEN json_valid(body) THEN json_extract(body, '$.ts') END) < ?", (cutoff,)).fetchall()
+        groups = conn.execute(
+            "SELECT action_id, MAX(attempt), MAX(CASE WHEN json_valid(body) THEN json_extract(body, '$.ts') END), "
+            "MAX(rowid) FROM events GROUP BY action_id").fetchall()
+        # every age first: a dated stream deleted below may be what dates an undated one before it
+        aged = [(a, attempt, _dated_after(conn, int(last_row)) if ts is None else ts)
+                for a, attempt, ts, last_row in groups]
         removed = 0
-        for action_id, attempt in old:
+        for action_id, attempt, ts in aged:
+            if not isinstance(ts, int | float) or not ts < cutoff:
+                continue
             seq, body = conn.execute("SELECT seq, body FROM events WHERE action_id = ? AND attempt = ? "
                                      "ORDER BY seq DESC LIMIT 1", (action_id, attempt)).fetchone()
             if decode(action_id, seq, body, attempt).type not in TERMINAL:
@@ -183,6 +195,14 @@ def sweep(db: Path, retention_s: float, now: float | None = None) -> int:
         return removed
     finally:
         store.close()
+
+
+def _dated_after(conn: sqlite3.Connection, row: int) -> float | None:
+    """The ``ts`` of the first event stored after rowid ``row`` that has one (None: none has)."""
+    found = conn.execute(
+        "SELECT json_extract(body, '$.ts') FROM events WHERE rowid > ? AND json_valid(body) "
+        "AND json_type(body, '$.ts') IN ('real', 'integer') ORDER BY rowid LIMIT 1", (row,)).fetchone()
+    return None if found is None else float(found[0])
 
 
 def _vouched(db: Path) -> tuple[str, int] | None:

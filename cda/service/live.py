@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +27,19 @@ from cda.operations.base import OperationError
 from cda.service.protocol import SubActionSpec
 from cda.service.scheduler import Ticket
 
-__all__ = ["RERUNNABLE", "STOPS", "EdgeError", "LiveAction", "Stop", "json_object", "stopped_as"]
+__all__ = ["RECEIVED", "RERUNNABLE", "STOPS", "EdgeError", "LiveAction", "Stop", "json_object", "received_at",
+           "stopped_as"]
+
+RECEIVED: ContextVar[float | None] = ContextVar("cda_service_received", default=None)
+"""``time.monotonic()`` when the ToolBus read the frame of the call being handled (set per call;
+a thread the call runs in sees it): an action's TTFS from ``actions.start`` starts there, so the
+time the call waited for a thread and the gate is in its queue too."""
+
+
+def received_at() -> float:
+    """When the call being handled was read (:data:`RECEIVED`), else now."""
+    value = RECEIVED.get()
+    return time.monotonic() if value is None else value
 
 RERUNNABLE = frozenset({"ActionInterrupted", "ActionCancelled"})
 """The error types of an attempt ended without its findings by a stop: a new start runs a new attempt."""
@@ -69,6 +83,7 @@ class LiveAction:
     attempt: int = 1  # the attempt the service began (its events and receipts are filed under it)
     events: list[ActionEvent] = field(default_factory=list)  # what this attempt streamed so far
     waiting_since: float | None = None  # time.monotonic() when the action began to wait for approvals
+    queued_since: float = field(default_factory=received_at)  # actions.start read, moved on by approval waits (TTFS)
     waits: list[ApprovalWait] = field(default_factory=list)  # each decision and how long it took (§10)
 
     access: Access = field(default_factory=lambda: NOTHING)  # what the run may touch (cda.access)

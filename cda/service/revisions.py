@@ -152,7 +152,20 @@ class Revisions:
         return [offered if b.action_id == offered.action_id else b for b in held.bound]
 
     def file_consumer(self, run: LiveAction, outputs: Any) -> None:
-        """Remember that ``run`` bound its outputs (``accept_update``, ``update_available``), also after a restart."""
+        """Remember that ``run`` bound its outputs (``accept_update``, ``update_available``), also
+        after a restart; and offer it what is already newer than what it locked: a revision made
+        while it waited or ran found no consumer to offer itself to (a consumer is filed when it ends)."""
         self.state.put_consumer(run.action_id, run.inputs, outputs.revision, outputs.plan_bundle_id, run.bound)
         for b in run.bound:
             self.state.put_revision(b)
+        offered = set(self.state.offers(run.action_id))
+        locks = [lock_of(b) for b in run.bound]
+        for b in run.bound:
+            revision = b.revision + 1
+            while (newer := self.state.revision(f"{b.action_id}.r{revision}")) is not None:
+                rev_id = f"{b.action_id}.r{revision}"
+                if rev_id not in offered and update_available(locks, newer):
+                    self.state.offer(run.action_id, rev_id)
+                    self.attempts.receipt(run.action_id, "bind.update_available", {"sub_action": rev_id},
+                                          {"sha256": sha256_hex(newer.artifact.text or "")})
+                revision += 1

@@ -62,7 +62,8 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
                egress_cap: str = "local", debug: bool = False, providers: Path | None = None,
                fsync: bool = False, otel_endpoint: str | None = None, allowed_hosts: list[str] | None = None,
                allow_code: bool = False, guard_policies: Path | None = None, guard_ledger: Path | None = None,
-               partner_wall: float | None = 300.0, partner_slots: int | None = None) -> int:
+               partner_wall: float | None = 300.0, partner_slots: int | None = None,
+               legacy_aliases: bool = False) -> int:
     """The ``cda serve`` command."""
     if not host.strip():
         err.write("cda: error: --host is empty; give an address (127.0.0.1, or 0.0.0.0 for every interface)\n")
@@ -110,7 +111,8 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
                                   providers=providers, fsync=fsync, otel_endpoint=otel_endpoint, host=host,
                                   allowed_hosts=tuple(allowed_hosts or ()), allow_code=allow_code,
                                   guard_policies=guard_policies, guard_ledger=guard_ledger,
-                                  partner_wall=partner_wall, partner_slots=partner_slots))
+                                  partner_wall=partner_wall, partner_slots=partner_slots,
+                                  legacy_aliases=legacy_aliases))
 
     def ready(server: Any) -> None:
         sock = server.servers[0].sockets[0].getsockname()

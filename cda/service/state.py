@@ -211,6 +211,17 @@ class ServiceState:
     def offer(self, consumer: str, revision_id: str) -> None:
         self._write("INSERT OR IGNORE INTO offers VALUES (?, ?)", (consumer, revision_id))
 
+    def withdraw(self, consumer: str, base: str, up_to: int) -> None:
+        """``consumer`` accepted revision ``up_to`` of ``base``: it and every older revision of
+        that base offered to it are no longer available to it."""
+        with self._lock:
+            for (revision_id,) in self._conn.execute("SELECT revision_id FROM offers WHERE consumer = ?",
+                                                     (consumer,)).fetchall():
+                head, _, number = str(revision_id).rpartition(".r")
+                if head == base and number.isdigit() and int(number) <= up_to:
+                    self._conn.execute("DELETE FROM offers WHERE consumer = ? AND revision_id = ?",
+                                       (consumer, revision_id))
+
     def offers(self, consumer: str) -> list[str]:
         return [str(r) for (r,) in self._rows("SELECT revision_id FROM offers WHERE consumer = ? ORDER BY rowid",
                                               (consumer,))]

@@ -23,6 +23,10 @@ an attempt live ends at its terminal event, or when a newer attempt begins. An a
 with no event yet (queued) is followed. A ``Last-Event-ID`` that is not an event id (below) is a
 400 that says so.
 
+*Legacy aliases* (spec §13, off by default; ``cda serve --legacy-aliases``, for one CalVer
+window): each event is preceded by its ``wu_*`` alias (:func:`legacy_alias`), for consumers of
+the work-unit protocol that have not yet switched to ``action_*``.
+
 *Attempts.* A stream is one attempt (one run) of its action: by default the latest, or the one
 ``?attempt=N`` names. Event ids are the seq for a first attempt and ``N:seq`` for attempt N > 1,
 so a ``Last-Event-ID`` names its attempt: a client that followed an attempt resumes that attempt
@@ -33,6 +37,7 @@ stream never mixes the events of two attempts.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sqlite3
 from collections import deque
@@ -147,8 +152,24 @@ class Hub:
                 del self.seen[topic]  # nobody reads it any more
 
 
-def _message(event: StoredEvent) -> bytes:
-    return f"id: {event.sse_id}\nevent: {event.type}\ndata: {event.data}\n\n".encode()
+def _message(event: StoredEvent, legacy: bool = False) -> bytes:
+    """One SSE message; with ``legacy`` (spec §13, ``cda serve --legacy-aliases``) its ``wu_*``
+    alias first (:func:`legacy_alias`)."""
+    text = f"id: {event.sse_id}\nevent: {event.type}\ndata: {event.data}\n\n"
+    return (legacy_alias(event) + text).encode() if legacy else text.encode()
+
+
+def legacy_alias(event: StoredEvent) -> str:
+    """The ``wu_*`` message a legacy work-unit consumer reads for ``event`` (spec §13): the same
+    data, its ``type`` renamed (``action_started`` -> ``wu_started``) and ``work_unit_id`` = the
+    action's id. It carries no ``id:`` field, so a client's ``Last-Event-ID`` stays the
+    ``action_*`` event's, which follows it: a client cut off between the two is sent both again
+    (aliases are at-least-once; the ``action_*`` events stay exactly-once)."""
+    data = json.loads(event.data)
+    name = "wu_" + event.type.removeprefix("action_")
+    if isinstance(data, dict):
+        data = {**data, "type": name, "work_unit_id": data.get("action_id")}
+    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'), sort_keys=True)}\n\n"
 
 
 class EventStreamResponse(Response):
@@ -223,7 +244,8 @@ def stream_principal(request: Request, auth: AuthConfig | None) -> tuple[Princip
 
 
 def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float, auth: AuthConfig | None = None,
-                    owners: Callable[[], Any] | None = None) -> Callable[[Request], Awaitable[Response]]:
+                    owners: Callable[[], Any] | None = None,
+                    legacy_aliases: bool = False) -> Callable[[Request], Awaitable[Response]]:
     """The handler of ``/streams/actions/{action_id}`` (GET, HEAD, OPTIONS).
 
     With ``--auth`` a stream needs a known token too (``Authorization: Bearer`` or ``?token=``,
@@ -286,18 +308,18 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float, auth: AuthCon
             hub.unsubscribe(action_id, sub)
             return Response(status_code=200, media_type="text/event-stream; charset=utf-8",
                             headers={"Cache-Control": "no-cache"})
-        return EventStreamResponse(_follow(hub, action_id, sub, backlog, last, ended, keepalive_s), {})
+        return EventStreamResponse(_follow(hub, action_id, sub, backlog, last, ended, keepalive_s, legacy_aliases), {})
 
     return endpoint
 
 
 async def _follow(hub: Hub, topic: str, sub: Subscriber, backlog: list[StoredEvent], last: int | None,
-                  ended: bool, keepalive_s: float) -> AsyncIterator[bytes]:
+                  ended: bool, keepalive_s: float, legacy: bool = False) -> AsyncIterator[bytes]:
     sent = sub.cursor = -1 if last is None else last
     try:
         yield f"retry: {RETRY_MS}\n\n".encode()
         if backlog:
-            yield b"".join(_message(e) for e in backlog)
+            yield b"".join(_message(e, legacy) for e in backlog)
             sent = sub.cursor = backlog[-1].seq
         if ended:
             return
@@ -324,7 +346,7 @@ async def _follow(hub: Hub, topic: str, sub: Subscriber, backlog: list[StoredEve
                     continue
                 if event.seq <= sent:
                     continue  # already sent from the backlog
-                chunk.append(_message(event))
+                chunk.append(_message(event, legacy))
                 sent = event.seq
                 if event.type in TERMINAL:
                     done = True

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +38,7 @@ from cda.operations import Door, Principal, Refused, invoke
 from cda.operations.base import OperationError
 from cda.service.actions import ActionManager
 from cda.service.env import service_env
+from cda.service.live import RECEIVED
 from cda.service.protocol import METHODS, ErrorBody, ErrorFrame, Request, ResultFrame, valid_frame_id
 
 __all__ = ["MAX_FRAME", "toolbus_endpoint"]
@@ -86,6 +88,7 @@ def toolbus_endpoint(state: Callable[[], Any]) -> Callable[[WebSocket], Any]:
         try:
             while True:
                 message = await ws.receive()
+                RECEIVED.set(time.monotonic())  # TTFS from actions.start begins when its frame is read
                 if message["type"] == "websocket.disconnect":
                     return
                 text = message.get("text")

@@ -71,6 +71,7 @@ class RunnerJob:
     prelude: list[Any] = field(default_factory=list)  # ActionEvent: what the service streamed before the run
     approval_waits: list[Any] = field(default_factory=list)  # ApprovalWait: the approvals it waited for (§10)
     access: Any = None  # cda.access.Access: what the run may touch (None: unrestricted, a local run)
+    queued_since: float | None = None  # time.monotonic() of actions.start, moved on by approval waits (TTFS)
 
 
 class AttemptSink:
@@ -115,7 +116,8 @@ def run_job(job: RunnerJob, ken: Any, log: Any, on_event: Callable[[Any], None],
         return run_action(job.inputs, ken=ken, out_dir=job.out_dir, receipts=AttemptSink(log, job.attempt),
                           subscribers=[on_event], llm_factory=_http_provider, thresholds=job.thresholds,
                           action_id=job.action_id, bound=job.bound, revision=job.revision, supersedes=job.supersedes,
-                          prelude=job.prelude, approval_waits=job.approval_waits, audit=audit)
+                          prelude=job.prelude, approval_waits=job.approval_waits, audit=audit,
+                          queued_since=job.queued_since, base_dir=job.out_dir)
 
 
 def waits_for_answer(event: Any) -> bool:
