@@ -350,7 +350,12 @@ class ClingoBackend:
         cancelled = False
         theory = self.theory
         context = contextvars.copy_context()  # the caller's run deadline and cancel token, in clingo's thread
-        handed = [on_model]  # emptied when the solve is over (see the ``finally`` below)
+        # clingo's Control keeps its last solve's handler (``consume``) until the next solve; a
+        # handler reaching this backend (``on_model`` usually does) would be a cycle that keeps the
+        # Control and its ground program alive until the cyclic collector runs. The callback is
+        # reached through this list, emptied when the solve ends (docs/architecture.md, "Freeing
+        # solvers").
+        sink = [on_model]
 
         def consume(m: clingo.Model) -> bool:
             nonlocal seen, stopped, failure
@@ -360,7 +365,7 @@ class ClingoBackend:
             try:
                 if theory is not None:
                     theory.on_model(m)
-                if context.run(handed[0], m):
+                if context.run(sink[0], m):
                     return True
             except BaseException as exc:  # re-raised below, in the caller's thread
                 failure = exc
@@ -379,12 +384,7 @@ class ClingoBackend:
                     return "sat" if stopped else "unknown"
                 result = handle.get()
         finally:
-            # clingo's Control keeps its last solve's handler (``consume``) until the next solve;
-            # through ``on_model`` (the backend's own closures) that made a cycle, backend → Control
-            # → consume → backend, which left the backend and its whole problem to the cyclic
-            # collector instead of reference counting: a collection of every IR node and clause
-            # after each solve (docs/benchmarks.md, "The clingo path"). Dropped once the solve is over.
-            handed.clear()
+            sink.clear()
         if failure is not None:
             raise failure
         if result.interrupted and not stopped:  # a cancel (Control.interrupt): cut short, as by the deadline
