@@ -345,6 +345,18 @@ def test_the_calculator_is_exact_and_refuses_code() -> None:
             evaluate(bad)
 
 
+@pytest.mark.parametrize("text", ["1e9999999999 * 2", "1e999999 * 1e999999", "1e3999 * 1e3999", "1e-9999999999",
+                                  "1" * 4001, "0." + "0" * 4000 + "1"])
+def test_the_calculator_refuses_a_huge_number_before_building_it(text: str) -> None:
+    """``1e9999999999`` once built a ten-billion-digit integer (CPU pinned, SIGTERM ignored) and
+    ``1e999999 * 1e999999`` answered with Python's int-printing ValueError; both are refused by
+    name, from the literal's text and bit lengths, on the calculator and on the verify loop."""
+    for compute in (evaluate, recompute):
+        with pytest.raises(ToolError, match="more than 4000 digits"):
+            compute(text)
+    assert evaluate("1e3999 / 1e3998") == recompute("1e3999 / 1e3998") == 10
+
+
 def test_the_query_tool_reads_without_a_trace_and_cannot_write(tmp_path: Path) -> None:
     data = tmp_path / "data.sqlite"
     conn = sqlite3.connect(data)

@@ -20,6 +20,7 @@ cda.conductor.tooling.ToolError: 2 ** 0.5: an exponent must be a whole number (t
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -30,8 +31,12 @@ __all__ = ["check_expression", "evaluate", "exact_text", "recompute"]
 
 MAX_EXPRESSION = 10_000
 MAX_EXPONENT = 1000
-MAX_DIGITS = 10_000
-"""A result whose numerator or denominator passes this many digits is refused (``9**9**9``)."""
+MAX_DIGITS = 4_000
+"""A literal or a result whose numerator or denominator passes this many digits is refused
+(``9**9**9``, ``1e9999999999``): checked from the literal's text and from bit lengths before any
+big number is built or printed (Python refuses to print an int of more than 4,300 digits)."""
+
+_EXPONENT = re.compile(r"[eE]([+-]?\d+)$")
 
 _BINARY = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
 
@@ -70,9 +75,31 @@ def check_expression(text: str) -> str | None:
 
 
 def _literal(node: ast.Constant, text: str) -> str:
+    """The number's own text, refused before it is read when it would pass :data:`MAX_DIGITS`
+    (``1e9999999999`` would otherwise build a ten-billion-digit integer)."""
     segment = ast.get_source_segment(text.strip(), node)
     assert segment is not None
-    return segment.replace("_", "")
+    literal = segment.replace("_", "")
+    exponent = _EXPONENT.search(literal)
+    mantissa = literal[:exponent.start()] if exponent else literal
+    size = len(mantissa) + (abs(int(exponent.group(1))) if exponent and len(exponent.group(1)) < 12 else
+                            (MAX_DIGITS + 1 if exponent else 0))
+    if size > MAX_DIGITS:
+        raise ToolError(f"{text}: the number {literal[:40]}{'…' if len(literal) > 40 else ''} has more than "
+                        f"{MAX_DIGITS} digits")
+    return literal
+
+
+def _too_long(value: Fraction) -> bool:
+    """Whether the numerator or denominator passes :data:`MAX_DIGITS` digits, decided from bit
+    lengths where that is certain and by printing only numbers Python can print."""
+    for part in (abs(value.numerator), value.denominator):
+        bits = part.bit_length()
+        if bits > MAX_DIGITS * 3.33 + 4:  # more than MAX_DIGITS digits for sure (log2 10 > 3.32)
+            return True
+        if bits > MAX_DIGITS * 3.32 - 4 and len(str(part)) > MAX_DIGITS:
+            return True
+    return False
 
 
 def _walk(text: str, number: Callable[[str], Any], power: Callable[[Any, int], Any], exact: Callable[[Any], Fraction],
@@ -109,8 +136,7 @@ def _walk(text: str, number: Callable[[str], Any], power: Callable[[Any, int], A
             if max(base.numerator.bit_length(), base.denominator.bit_length()) * abs(e.numerator) > MAX_DIGITS * 4:
                 raise ToolError(f"{text}: a result of more than {MAX_DIGITS} digits")
             result = power(left, int(e.numerator))
-        value = exact(result)
-        if max(len(str(abs(value.numerator))), len(str(value.denominator))) > MAX_DIGITS:
+        if _too_long(exact(result)):
             raise ToolError(f"{text}: a result of more than {MAX_DIGITS} digits")
         return result
 
