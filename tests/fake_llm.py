@@ -64,6 +64,7 @@ class FakeProvider:
     def __init__(self) -> None:
         self.mode: str | Callable[[bytes], Answer] = "ok"
         self.bodies: list[bytes] = []
+        self.authorizations: list[str | None] = []  # each request's Authorization header (None: none sent)
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.url = ""
@@ -80,6 +81,7 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with fake.lock:
                 fake.bodies.append(body)
+                fake.authorizations.append(self.headers.get("Authorization"))
                 fake.active += 1
                 fake.max_active = max(fake.max_active, fake.active)
             try:

@@ -26,7 +26,7 @@ import pytest
 from websockets.sync.client import connect
 
 from tests.conftest import ROOT
-from tests.fake_llm import fake_provider
+from tests.fake_llm import Answer, chat_reply, fake_provider
 from tests.service_harness import call, example_inputs, serving, toolbus, wait_for, write_tokens
 
 SECRET = "secret_api_key=sk-live-0123456789"
@@ -174,30 +174,68 @@ def test_allowed_host_and_cors_origin_widen_the_guard(tmp_path: Path) -> None:
 # ---- 3. a partner approves its own egress ---------------------------------------------------------
 
 
-def test_a_partner_cannot_approve_its_own_egress(tmp_path: Path) -> None:
+def test_a_partner_cannot_approve_its_own_egress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "receipts.sqlite"
-    with fake_provider() as fake, serving(db, "--auth", str(_auth(tmp_path)), "--egress-cap", "local") as server:
-        inputs = example_inputs(
-            "egress", policies={"egress": "local", "approvals": ["egress:external"], "pii_posture": "off"},
-            llm={"provider": "openai", "base_url": fake.url, "model": "m", "egress_class": "external"},
-            problem="Write to jane.doe@example.com or +1 555 0100 about the outage")
-        with toolbus(server, PARTNER) as ws:
-            started = call(ws, "actions.start", {"ability": "cda", "inputs": inputs})["result"]
-            assert started["status"] == "waiting_user", started
-            assert started["approvals_ignored"] == ["inputs.policies.approvals"]
-            action_id = started["action_id"]
-            assert call(ws, "actions.get", {"action_id": action_id})["result"]["approvals_needed"] == [
-                "egress:external"]
-            refused = call(ws, "actions.approve", {"action_id": action_id, "approval": "egress:external"})
-            assert refused["error"]["code"] == "forbidden"
-        assert fake.bodies == []  # nothing left the machine
-        with toolbus(server, APPROVER) as ws:  # an approver's grant is what lets it out
-            granted = call(ws, "actions.approve", {"action_id": action_id, "approval": "egress:external"})
-            assert "result" in granted, granted
-        wait_for(lambda: fake.bodies, timeout=60)
+    with fake_provider() as fake:
+        monkeypatch.setenv("CDA_LLM_ENDPOINTS", fake.url)  # the operator's endpoint: the egress is what waits
+        with serving(db, "--auth", str(_auth(tmp_path)), "--egress-cap", "local") as server:
+            inputs = example_inputs(
+                "egress", policies={"egress": "local", "approvals": ["egress:external"], "pii_posture": "off"},
+                llm={"provider": "openai", "base_url": fake.url, "model": "m", "egress_class": "external"},
+                problem="Write to jane.doe@example.com or +1 555 0100 about the outage")
+            with toolbus(server, PARTNER) as ws:
+                started = call(ws, "actions.start", {"ability": "cda", "inputs": inputs})["result"]
+                assert started["status"] == "waiting_user", started
+                assert started["approvals_ignored"] == ["inputs.policies.approvals"]
+                action_id = started["action_id"]
+                assert call(ws, "actions.get", {"action_id": action_id})["result"]["approvals_needed"] == [
+                    "egress:external"]
+                refused = call(ws, "actions.approve", {"action_id": action_id, "approval": "egress:external"})
+                assert refused["error"]["code"] == "forbidden"
+            assert fake.bodies == []  # nothing left the machine
+            with toolbus(server, APPROVER) as ws:  # an approver's grant is what lets it out
+                granted = call(ws, "actions.approve", {"action_id": action_id, "approval": "egress:external"})
+                assert "result" in granted, granted
+            wait_for(lambda: fake.bodies, timeout=60)
     names = [(r["name"], r["status"]) for r in _receipts(db, "gate")]
     assert ("gate.approvals_ignored", "denied") in names and ("gate.refused", "denied") in names
     assert any(r["name"] == "approval.granted" for r in _receipts(db, action_id))
+
+
+def test_a_client_sends_nothing_to_an_llm_endpoint_the_operator_did_not_list(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partner naming the LLM endpoint made the server post its evidence there (and the
+    conductor its CDA_LLM_API_KEY): the gate lets a client name only the endpoints the operator
+    lists in CDA_LLM_ENDPOINTS, at every door (the conductor's translator and an Action's llm)."""
+    db = tmp_path / "receipts.sqlite"
+    with fake_provider() as listed, fake_provider() as chosen:
+        listed.mode = lambda body: Answer(body=chat_reply(json.dumps({"obligations": []})))
+        monkeypatch.setenv("CDA_LLM_API_KEY", "sk-server-secret-123")
+        monkeypatch.setenv("CDA_LLM_ENDPOINTS", f"{listed.url}/ , http://other.example/v1")
+        with serving(db, "--auth", str(_auth(tmp_path)), "--egress-cap", "external") as server:
+            with toolbus(server, PARTNER) as ws:
+                for url in (chosen.url, chosen.url.replace("127.0.0.1", "localhost"), f"{listed.url}/../x",
+                            listed.url.replace("http://", "http://user:pw@")):
+                    refused = call(ws, "conduct.request", {"utterance": "compute 1 + 1", "translator": "openai",
+                                                           "llm_base_url": url, "llm_model": "m", "llm_timeout": 5})
+                    assert refused["error"]["code"] == "forbidden", refused
+                    assert "CDA_LLM_ENDPOINTS" in refused["error"]["message"], refused
+                    assert refused["error"]["path"] == ["params", "llm_base_url"], refused
+                inputs = example_inputs("egress", policies={"egress": "external", "pii_posture": "off"},
+                                        llm={"provider": "openai", "base_url": chosen.url, "model": "m",
+                                             "egress_class": "partner"})
+                refused = call(ws, "actions.start", {"ability": "cda", "inputs": inputs})
+                assert refused["error"]["code"] == "forbidden", refused
+                assert refused["error"]["path"] == ["params", "inputs", "llm", "base_url"], refused
+                # the endpoint the operator listed (trailing slash and default port aside) is let through
+                answered = call(ws, "conduct.request", {"utterance": "compute 1 + 1", "translator": "openai",
+                                                        "llm_base_url": listed.url + "/", "llm_model": "m",
+                                                        "llm_timeout": 5})
+                assert "result" in answered, answered
+        assert chosen.bodies == [] and chosen.authorizations == []  # nothing reached the client's host
+        assert listed.authorizations and set(listed.authorizations) == {"Bearer sk-server-secret-123"}  # where it belongs
+    refusals = [r for r in _receipts(db, "gate") if r["name"] == "gate.refused"]
+    assert len(refusals) == 5 and all("sk-server-secret" not in json.dumps(r) for r in refusals)
 
 
 # ---- 4. cda mcp --http: guard and authentication -------------------------------------------------

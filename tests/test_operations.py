@@ -388,6 +388,34 @@ def test_a_call_is_refused_by_the_gate_or_runs_without_a_later_refusal(tmp_path:
     assert "ran" in outcomes  # the property is not met by refusing everything
 
 
+@pytest.mark.parametrize(("listed", "url", "allowed"), [
+    ("", "http://127.0.0.1:9/v1", False),
+    ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1/", True),  # a trailing slash is the same endpoint
+    ("https://LLM.example/v1", "https://llm.example:443/v1", True),  # case and the default port
+    ("http://127.0.0.1:9/v1", "http://localhost:9/v1", False),  # another name is another endpoint
+    ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1/../admin", False),
+    ("http://127.0.0.1:9/v1", "http://u:p@127.0.0.1:9/v1", False),  # credentials in the URL
+    ("http://127.0.0.1:9/v1", "file:///etc/passwd", False),
+    ("http://a.example/v1, http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1", True),
+])
+def test_only_the_operator_s_llm_endpoints_for_a_caller_that_may_not_choose(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listed: str, url: str, allowed: bool) -> None:
+    from cda.operations.gate import decide
+
+    monkeypatch.setenv("CDA_LLM_ENDPOINTS", listed)
+    conduct = OPS["conduct.request"]
+    params = conduct.params.model_validate({"utterance": "compute 1 + 1", "translator": "openai",
+                                            "llm_base_url": url, "llm_model": "m"})
+    for principal, chooses in [(local_user(), True), (anonymous(), True), (local_user((tmp_path,)), False),
+                               (Principal("p", "partner"), False), (Principal("r", "internal", approves=True), False)]:
+        decision = decide(conduct, principal, params, base_dir=tmp_path, egress_cap="external")
+        if chooses or allowed:
+            assert decision.refusal is None, (principal, decision)
+        else:
+            assert decision.refusal is not None and decision.refusal[0] == "egress", (principal, decision)
+            assert decision.refusal[2] == ["llm_base_url"] and "CDA_LLM_ENDPOINTS" in decision.refusal[1]
+
+
 def test_every_operation_has_an_example_for_the_property(tmp_path: Path) -> None:
     assert set(_examples(tmp_path)) == set(OPS)
 

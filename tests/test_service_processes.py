@@ -227,8 +227,10 @@ def _comparable(events: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, 
     return [(e["sse_id"], e["event"], without_time(e["data"])) for e in events]
 
 
-def test_runner_processes_stream_receipt_and_audit_as_the_in_process_server(tmp_path: Path) -> None:
+def test_runner_processes_stream_receipt_and_audit_as_the_in_process_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with fake_provider() as fake:
+        monkeypatch.setenv("CDA_LLM_ENDPOINTS", fake.url)  # the operator's endpoint (a client names no other)
         there = _scenarios(tmp_path / "processes" / "receipts.sqlite", PROCESSES, fake)
         here = _scenarios(tmp_path / "in-process" / "receipts.sqlite", (), fake)
 
@@ -319,9 +321,11 @@ def test_bind_new_revision_accept_update_gives_revision_2_in_runner_processes(tm
 
 
 @pytest.mark.slow  # a kill-and-restart loop: .ci/run's slow step (README: the test command leaves it out)
-def test_kill_9_mid_run_restart_and_rerun_is_attempt_2_never_mixed(tmp_path: Path) -> None:
+def test_kill_9_mid_run_restart_and_rerun_is_attempt_2_never_mixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  ) -> None:
     db = tmp_path / "receipts.sqlite"
     with fake_provider() as fake:
+        monkeypatch.setenv("CDA_LLM_ENDPOINTS", fake.url)  # the operator's endpoint (a client names no other)
         gate = Gate(fake)
         inputs = _inputs("proc-rerun", fake)
         with _serving(db, *PROCESSES) as first:

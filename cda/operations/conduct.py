@@ -57,6 +57,11 @@ class _ConductorSetup(Params):
         """The network egress this request makes (the gate compares it with the door's cap)."""
         return "external" if self.translator == "openai" else None
 
+    def endpoint_fields(self) -> list[str]:
+        """The URL the translator posts to (with ``CDA_LLM_API_KEY``): the gate lets only the
+        operator's endpoints through for a caller that may not choose its own."""
+        return ["llm_base_url"] if self.translator == "openai" else []
+
     def code_fields(self) -> list[str]:
         """A registry may name the user's own tools (Python, programs, MCP servers): naming one
         is running code, decided by the gate (the built-ins need no registry)."""

@@ -27,9 +27,11 @@ Where = list[str | int]
 
 @dataclass
 class Demands:
-    """The concrete needs of a call: paths it names (with where), code, approvals, egress class."""
+    """The concrete needs of a call: paths it names (with where), code, approvals, egress class,
+    and the network endpoints (LLM base URLs) it names."""
 
     paths: list[tuple[Where, str]] = field(default_factory=list)
+    endpoints: list[tuple[Where, str]] = field(default_factory=list)
     code: list[Where] = field(default_factory=list)
     approvals: list[tuple[Where, list[str]]] = field(default_factory=list)
     egress: tuple[Where, str] | None = None
@@ -95,6 +97,9 @@ def _walk_model(model: BaseModel, where: Where, out: Demands) -> None:
     egress = getattr(model, "egress_class", None)
     if callable(egress) and egress() is not None:
         out.add_egress(where, egress())
+    endpoints = getattr(model, "endpoint_fields", None)  # parameters that name a URL the call posts to
+    if callable(endpoints):
+        out.endpoints.extend(([*where, name], str(getattr(model, name))) for name in endpoints())
     code = getattr(model, "code_fields", None)  # parameters that name code to run (a conductor's registry)
     if callable(code):
         out.code.extend([*where, name] for name in code())
@@ -141,6 +146,7 @@ def _inputs(inputs: Any, where: Where, out: Demands) -> None:
         out.approvals.append(([*where, "policies", "approvals"], list(inputs.policies.approvals)))
     if inputs.llm.provider != "offline":
         out.add_egress([*where, "llm"], inputs.llm.egress_class)
+        out.endpoints.append(([*where, "llm", "base_url"], str(inputs.llm.base_url)))
     data = inputs.model_dump(mode="json", exclude={"functions", "llm", "seed", "policies"})
     _strings(data, where, out)
 

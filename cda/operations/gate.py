@@ -16,7 +16,11 @@ read). The rules (docs/service.md, "Who may do what"):
 * approvals given as input (``policies.approvals``) count only from an approver; anyone else's
   are removed before the call runs, with a receipt;
 * network egress above the door's cap: the call waits for an approval where it can wait
-  (``actions.start``), else it is refused.
+  (``actions.start``), else it is refused;
+* an LLM endpoint (an Action's ``llm.base_url``, the conductor's ``llm_base_url``) only from a
+  principal that chooses its own (the CLI's user) or one the operator lists in
+  ``CDA_LLM_ENDPOINTS``: otherwise a client could make the server post its evidence, and the
+  conductor its ``CDA_LLM_API_KEY``, to a host of the client's choosing.
 
 Every refusal is a receipt (``gate.refused``, status ``denied``) in the door's receipt log, also
 the refusals the access check makes while the operation runs (``access.refused``).
@@ -121,6 +125,32 @@ def _resolve(path: str, base_dir: Path) -> Path:
     return resolved_root(p if p.is_absolute() else base_dir / p)
 
 
+ENDPOINTS_VARIABLE = "CDA_LLM_ENDPOINTS"
+
+
+def _endpoint_key(url: str) -> tuple[str, str, int | None, str] | None:
+    """A base URL compared as scheme, host, port (the scheme's default filled in) and path
+    without a trailing slash; ``None`` for anything that is not an http(s) URL with a host."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+        return None
+    scheme = parts.scheme.lower()
+    return scheme, parts.hostname.lower(), port or (443 if scheme == "https" else 80), parts.path.rstrip("/")
+
+
+def allowed_endpoints() -> set[tuple[str, str, int | None, str]]:
+    """The LLM endpoints the operator allows every caller (``CDA_LLM_ENDPOINTS``: base URLs
+    separated by commas or spaces)."""
+    listed = os.environ.get(ENDPOINTS_VARIABLE, "").replace(",", " ").split()
+    return {key for key in map(_endpoint_key, listed) if key is not None}
+
+
 def decide(op: Operation, principal: Principal, params: BaseModel, *, base_dir: Path,
            egress_cap: EgressClass, demands: Demands | None = None) -> Decision:
     """The gate's decision for ``principal`` calling ``op`` with validated ``params``."""
@@ -147,6 +177,13 @@ def decide(op: Operation, principal: Principal, params: BaseModel, *, base_dir: 
         return Decision(("code", f"running user code (functions) is not allowed for {principal.role} "
                          f"{principal.name!r} (a server runs it only with --allow-code, for the internal role)",
                          d.code[0]))
+    if d.endpoints and not principal.endpoints:
+        allowed = allowed_endpoints()
+        for where, url in d.endpoints:
+            key = _endpoint_key(url)
+            if key is None or key not in allowed:
+                return Decision(("egress", f"{principal.role} {principal.name!r} may send only to the LLM endpoints "
+                                 f"the operator lists in {ENDPOINTS_VARIABLE}; {url[:200]!r} is not one", where))
     strip = tuple(where for where, _ in d.approvals) if not principal.approves else ()
     granted_by_input = {a for _, values in d.approvals for a in values} if principal.approves else set()
     waits: tuple[str, ...] = ()

@@ -37,7 +37,10 @@ class Principal:
     ``roots``: ``None`` reads any file the process can, a tuple only below those folders (empty:
     no file). ``code``: may run a user's ``functions``. ``approves``: may grant what an action
     waits for (egress above the cap, PII consent) and reflection approvals where the operation
-    allows its role. The positional form ``Principal(name, role)`` is a token's principal.
+    allows its role. ``endpoints``: may send to an LLM endpoint of its own choosing (else only to
+    the ones the operator lists in ``CDA_LLM_ENDPOINTS``): a caller that names the URL a server
+    posts evidence to, with the server's own key, could read both. The positional form
+    ``Principal(name, role)`` is a token's principal.
     """
 
     name: str
@@ -45,6 +48,7 @@ class Principal:
     roots: tuple[Path, ...] | None = field(default=())
     code: bool = False
     approves: bool = False
+    endpoints: bool = False
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -67,12 +71,14 @@ class Principal:
         return Access(roots=self.roots, code=self.code, egress=egress, who=f"{self.role} {self.name!r}")
 
     def with_roots(self, roots: tuple[Path, ...] | None) -> Principal:
-        return replace(self, roots=roots)
+        return replace(self, roots=roots, endpoints=self.endpoints and roots is None)
 
 
 def local_user(roots: tuple[Path, ...] | None = None, *, code: bool = True, approves: bool = True) -> Principal:
-    """The person at the machine; ``roots`` limit the files it names (``None``: any)."""
-    return Principal("local", "local", roots=roots, code=code, approves=approves)
+    """The person at the machine; ``roots`` limit the files it names (``None``: any). Only the
+    unrestricted one (the CLI's) chooses its own LLM endpoints: a door that limits the files an
+    agent names limits where it sends them too."""
+    return Principal("local", "local", roots=roots, code=code, approves=approves, endpoints=roots is None)
 
 
 LOCAL_USER = local_user()
@@ -81,8 +87,9 @@ LOCAL_USER = local_user()
 
 def anonymous() -> Principal:
     """The one client of an open server (loopback only, Host and Origin checked): a partner that
-    approves its own actions, as there is nobody else to ask."""
-    return Principal("anonymous", "partner", approves=True)
+    approves its own actions and chooses its own LLM endpoints, as there is nobody else to ask
+    (the person at the machine; a server with ``--auth`` lists the endpoints instead)."""
+    return Principal("anonymous", "partner", approves=True, endpoints=True)
 
 
 def server() -> Principal:

@@ -14,7 +14,9 @@ else names a file on the machine (a path parameter, `ken "…"` anywhere in DSL 
 they send the content inline. **code** — an Action's `functions` run for the local user at the CLI,
 under `cda mcp --allow-code`, and for the internal role on `cda serve --allow-code`; never for a
 partner. **egress** — above the door's cap (`--egress-cap`) an `actions.start` waits for an
-approver's `actions.approve`; any other call is refused. **approvals** — `policies.approvals` in a
+approver's `actions.approve`; any other call is refused. **endpoints** — an LLM endpoint (an
+Action's `llm.base_url`, the conductor's `llm_base_url`) is the CLI user's choice; any other caller
+may name only one the operator lists in `CDA_LLM_ENDPOINTS`. **approvals** — `policies.approvals` in a
 caller's own inputs count only from an approver; anyone else's are removed with a receipt. Every
 refusal is a receipt (`gate.refused`, `gate.approvals_ignored`, `access.refused`).
 """
