@@ -108,20 +108,22 @@ def readable(path: Path | str, access: Access | None = None) -> Path:
     access = access if access is not None else _current.get()
     if access.roots is None:
         return Path(path)
+    given = os.fspath(path)
     if not access.roots:
-        raise _refuse(access, "files", f"reading files is not allowed for {access.who}")
+        raise _refuse(access, "files", f"reading files is not allowed for {access.who}", given)
     try:
-        resolved = Path(os.path.realpath(os.path.abspath(os.fspath(path))))
+        resolved = Path(os.path.realpath(os.path.abspath(given)))
     except (OSError, ValueError):  # a NUL byte, a name the OS refuses: not readable either way
-        raise _refuse(access, "files", f"reading files outside the allowed roots is not allowed for {access.who}") from None
+        raise _refuse(access, "files", f"reading files outside the allowed roots is not allowed for {access.who}",
+                      given) from None
     if not under(resolved, access.roots):
-        raise _refuse(access, "files", f"reading files outside the allowed roots is not allowed for {access.who}")
+        raise _refuse(access, "files", f"reading files outside the allowed roots is not allowed for {access.who}", given)
     return resolved
 
 
-def _refuse(access: Access, need: str, reason: str) -> AccessDenied:
+def _refuse(access: Access, need: str, reason: str, file: str | None = None) -> AccessDenied:
     access.refused.append((need, reason))
-    return AccessDenied(reason, need=need)
+    return AccessDenied(reason, need=need, file=file)
 
 
 def with_root(access: Access, root: Path) -> Access:

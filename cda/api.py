@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
+from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime, deadline_scope
 from cda.contracts.result import CheckReport, SolveResult
 from cda.encodings.assemble import Origin, Piece, assemble
 from cda.encodings.ast import MetricDecl, PredDecl, ProblemAST
@@ -152,7 +152,8 @@ def ground(
     if isinstance(source, Vocabulary):
         ast = ProblemAST(list(source.statements()), "", "vocabulary")
     else:
-        ast = parse(source)
+        with deadline_scope(deadline):  # reading counts against the budget too (docs/cli.md, --timeout)
+            ast = parse(source)
     if not ast.statements and not hard and not soft:
         # nothing to answer: a "sat, no hypotheses" would hide an empty or truncated file
         raise DSLTypeError(

@@ -156,7 +156,12 @@ class AccessDenied(CDAError, PermissionError):
     code, network egress above the cap, an approval it cannot give (docs/service.md, "Who may do
     what"). The message says what was refused and never whether a named file exists."""
 
-    def __init__(self, message: str, *, need: str = "files", path: list[str | int] | None = None) -> None:
+    def __init__(self, message: str, *, need: str = "files", path: list[str | int] | None = None,
+                 file: str | None = None) -> None:
         super().__init__(message)
         self.need = need
         self.path = path or []
+        self.file = file  # the file refused, as the reader was given it (a door names it, not another input)
+
+    def as_dict(self, file: str | None = None) -> dict[str, object]:
+        return {**super().as_dict(file), "file": self.file or file}

@@ -74,16 +74,30 @@ SHIM = r"""
 #include <dlfcn.h>
 #include <pthread.h>
 #include <time.h>
-static int woken = 0;
+/* One spurious wake-up per thread, and only of a wait meant to last more than a minute (clasp's
+   handle.wait(600)): Python's own short timed waits (the GIL's, 5 ms) must not take it first. */
+static __thread int woken = 0;
+static double secs(const struct timespec *t) { return (double)t->tv_sec + t->tv_nsec / 1e9; }
+static int far(clockid_t k, const struct timespec *t) {
+    struct timespec now;
+    clock_gettime(k, &now);
+    double ahead = secs(t) - secs(&now);
+    return ahead > 60.0 && ahead < 1e7;
+}
+static int spurious(int known, clockid_t k, const struct timespec *t) {
+    if (woken) return 0;
+    if (known ? far(k, t) : (far(CLOCK_REALTIME, t) || far(CLOCK_MONOTONIC, t))) { woken = 1; return 1; }
+    return 0;
+}
 int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const struct timespec *t) {
     static int (*real)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *) = 0;
-    if (!woken) { woken = 1; return 0; }
+    if (spurious(1, k, t)) return 0;
     if (!real) real = dlsym(RTLD_NEXT, "pthread_cond_clockwait");
     return real(c, m, k, t);
 }
 int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t) {
     static int (*real)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *) = 0;
-    if (!woken) { woken = 1; return 0; }
+    if (spurious(0, 0, t)) return 0;
     if (!real) real = dlsym(RTLD_NEXT, "pthread_cond_timedwait");
     return real(c, m, t);
 }

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from cda.cli.ci_report import Case, Outcome, error_object, render_json, render_jsonl, render_junit, worst_exit_code
 from cda.contracts.fol import ProofResult
-from cda.errors import CDAError
+from cda.errors import BudgetExceeded, CDAError
 from cda.operations.fol import fol_blocks_of, read_fol_file
 
 __all__ = ["fol_blocks_of", "read_fol_file", "render_results", "main_prove", "present_prove", "prove_options", "EXIT_OK", "EXIT_NOT_SUPPORTED", "EXIT_BAD_INPUT", "EXIT_UNKNOWN"]
@@ -112,7 +112,8 @@ def _prove_files(calls: list[dict[str, Any]], fmt: str, stream: TextIO, errors: 
         except CDAError as exc:
             if fmt == "text":
                 print(exc.render(), file=errors)
-            outcome = Outcome(name, EXIT_BAD_INPUT, error=error_object(exc, name),
+            code = EXIT_UNKNOWN if isinstance(exc, BudgetExceeded) else EXIT_BAD_INPUT  # reading ran out of time
+            outcome = Outcome(name, code, error=error_object(exc, name),
                               cases=[Case("prove", failure=str(exc.args[0]).split("\n")[0], detail=exc.render(), error=True)])
         else:
             data = {"file": name, "results": [r.model_dump() for r in results]}

@@ -79,6 +79,8 @@ _retention = _option("--retention-hours", True, lambda name, v: limits.whole(nam
                                                                                why="spec §7.2: at least 24 h"))
 _partner_wall = _option("--partner-wall", False, lambda name, v: limits.seconds(name, v, unlimited=False, positive=True,
                                                                               high=86_400))  # a cap: never none
+_call_wall = _option("--call-wall", False, lambda name, v: limits.seconds(name, v, unlimited=False, positive=True,
+                                                                        high=86_400))  # a cap: never none
 _partner_slots = _option("--partner-slots", True, lambda name, v: limits.whole(name, v, low=1, high=64))
 _job_workers = _option("--workers", True, lambda name, value: limits.whole(name, value, low=1, high=1024))
 
@@ -269,6 +271,8 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sv.add_argument("--workers", type=_workers, default=2, help="actions run at once (threads, 1 to 64)")
     sv.add_argument("--partner-wall", type=_partner_wall, default=300.0, metavar="SECONDS",
                     help="a partner's action runs at most this long, up to a day (its budgets.wall is lowered to it; default 300)")
+    sv.add_argument("--call-wall", type=_call_wall, default=300.0, metavar="SECONDS",
+                    help="a ToolBus investigate/guard/conduct call runs at most this long, up to a day (default 300)")
     sv.add_argument("--partner-slots", type=_partner_slots, default=None, metavar="N",
                     help="with --auth: actions of one partner running at once (default: half the workers, at least 1)")
     sv.add_argument("--processes", type=_processes, default=0,
@@ -609,7 +613,8 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) ->
                           otel_endpoint=args.otel_endpoint, allowed_hosts=args.allowed_host,
                           allow_code=args.allow_code, guard_policies=args.guard_policies,
                           guard_ledger=args.guard_ledger, partner_wall=args.partner_wall,
-                          partner_slots=args.partner_slots, legacy_aliases=args.legacy_aliases)
+                          partner_slots=args.partner_slots, legacy_aliases=args.legacy_aliases,
+                          call_wall=args.call_wall)
     if args.command == "schema":
         from cda.cli.schema import main_schema
 

@@ -36,7 +36,7 @@ from typing import Any
 from cda.errors import BudgetExceeded
 
 __all__ = ["CancelToken", "Deadline", "OutOfTime", "NO_DEADLINE", "cancel_scope", "current_deadline", "current_token",
-           "deadline_scope", "stop_signal"]
+           "deadline_scope", "parse_within", "stop_signal"]
 
 
 class OutOfTime(BudgetExceeded):
@@ -279,6 +279,20 @@ def stop_signal(exc: Exception, deadline: Deadline) -> OutOfTime:
     if deadline.cancelled():
         return OutOfTime()
     raise exc
+
+
+def parse_within(parser: Any, text: str, deadline: Deadline, what: str = "while reading the text", **options: Any) -> Any:
+    """``parser.parse(text, **options)`` for a lark LALR ``parser``, token by token so that
+    ``deadline`` is read between tokens: a text of a million terms takes lark seconds, and a
+    budget covers reading too (docs/cli.md, ``--timeout``). Without a limit or a token, lark's
+    own loop. Raises :class:`OutOfTime` (``what``, at which line)."""
+    if deadline.seconds is None and deadline.token is None:
+        return parser.parse(text, **options)
+    interactive = parser.parse_interactive(text, **options)
+    for token in interactive.iter_parse():
+        if deadline.tick():
+            raise OutOfTime(f"{what} (at line {getattr(token, 'line', 0):,})")
+    return interactive.feed_eof()
 
 
 #: the deadline of a run without a time limit (cancelled with the ambient token of whoever reads it)

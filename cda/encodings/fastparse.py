@@ -32,6 +32,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, NoReturn, TypeVar
 
+from cda.contracts.deadline import Deadline, OutOfTime, current_deadline
 from cda.encodings import ast as A
 from cda.encodings.numbers import refusal, whole_refusal
 
@@ -131,7 +132,7 @@ def _is_name(token: str) -> bool:
     return token.isidentifier()  # tokens are ASCII; fol blocks and the end marker start with NUL
 
 
-def _tokenize(text: str) -> tuple[list[str], list[A.Pos], dict[int, str]]:
+def _tokenize(text: str, deadline: Deadline) -> tuple[list[str], list[A.Pos], dict[int, str]]:
     """Token texts, their (line, column) as lark counts them, and the fol blocks by index."""
     texts: list[str] = []
     poss: list[A.Pos] = []
@@ -140,6 +141,8 @@ def _tokenize(text: str) -> tuple[list[str], list[A.Pos], dict[int, str]]:
     base = -1  # offset of the last "\n": column = offset - base
     off = 0
     for ws, tok in _TOKEN.findall(text):
+        if deadline.tick():
+            raise OutOfTime(f"while reading the problem (at line {line:,})")
         off += len(ws)
         first = tok[0]
         if first == "\n":
@@ -184,10 +187,12 @@ class _Reader:
     node keeps its own: in ``(a and b) or c`` the ``or`` is at ``(``, the ``and`` at ``a``.
     """
 
-    __slots__ = ("t", "p", "blocks", "i", "depth")
+    __slots__ = ("t", "p", "blocks", "i", "depth", "deadline")
 
     def __init__(self, text: str) -> None:
-        self.t, self.p, self.blocks = _tokenize(text)
+        # the run's budget covers reading too (a file of millions of terms takes seconds)
+        self.deadline = current_deadline()
+        self.t, self.p, self.blocks = _tokenize(text, self.deadline)
         self.i = 0
         self.depth = 0
 
@@ -261,6 +266,8 @@ class _Reader:
         out: list[A.Statement] = []
         t = self.t
         while True:
+            if self.deadline.tick():
+                raise OutOfTime(f"while reading the problem (at line {self.p[self.i][0]:,})")
             tok = t[self.i]
             if tok == "hard":
                 out.append(self.hard())
@@ -551,7 +558,10 @@ class _Reader:
         disjuncts: list[A.Formula] = []
         group = [node]  # the conjunction being read
         group_start = start
+        deadline = self.deadline
         while True:
+            if deadline.tick():
+                raise OutOfTime(f"while reading the problem (at line {self.p[self.i][0]:,})")
             if op == "and":
                 self.i += 1
                 group.append(self.unary()[0])

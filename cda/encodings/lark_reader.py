@@ -18,6 +18,7 @@ from typing import Any
 import lark
 from lark import Token, Transformer, v_args
 
+from cda.contracts.deadline import current_deadline, parse_within
 from cda.encodings import ast as A
 from cda.encodings.numbers import refusal, whole_refusal
 from cda.errors import DSLSyntaxError
@@ -385,27 +386,52 @@ def _syntax_error(text: str, err: lark.exceptions.UnexpectedInput, filename: str
     )
 
 
+def _too_deep(text: str, filename: str | None) -> DSLSyntaxError:
+    """The error for a text nested deeper than the reader's stack, at its deepest parenthesis."""
+    line, column = _deepest(text)
+    return DSLSyntaxError("the text is nested too deeply to read; split it into several named clauses",
+                          line=line, column=column, source_line=_source_line(text, line), filename=filename)
+
+
+def _deepest(text: str) -> tuple[int, int]:
+    """The (line, column) of the first parenthesis opened at the greatest depth of ``text``
+    (comments and strings are not told apart: this only points at the place).
+
+    >>> _deepest("hard: a\\nhard: (b or (c))")
+    (2, 13)
+    """
+    depth = best = 0
+    at = 0
+    for offset, char in enumerate(text):
+        if char == "(":
+            depth += 1
+            if depth > best:
+                best, at = depth, offset
+        elif char == ")":
+            depth -= 1
+    line = text.count("\n", 0, at) + 1
+    return line, at - (text.rfind("\n", 0, at) + 1) + 1
+
+
 def read(text: str, start: str, filename: str | None) -> Any:
     """``text`` read by lark from the rule ``start`` (``"start"``: a problem's statements;
     ``"clause_text"``: a clause and its weight), as the AST; a ``DSLSyntaxError`` otherwise."""
     # the parse allocates many small objects and frees none: the cyclic GC only walks them
     # (it made parsing super-linear, 174 -> 238 µs/clause from 1,000 to 10,000 clauses)
+    deadline = current_deadline()
     try:
         with gc_paused():
-            tree = _parser().parse(text, start=start)
+            tree = parse_within(_parser(), text, deadline, "while reading the problem", start=start)
+            deadline.check("while reading the problem")
             return _ToAST().transform(tree)
     except RecursionError:
-        raise DSLSyntaxError(
-            "the text is nested too deeply to read; split it into several named clauses", filename=filename
-        ) from None
+        raise _too_deep(text, filename) from None
     except lark.exceptions.UnexpectedInput as err:
         raise _syntax_error(text, err, filename) from None
     except lark.exceptions.VisitError as err:
         inner = err.orig_exc
         if isinstance(inner, RecursionError):
-            raise DSLSyntaxError(
-                "the text is nested too deeply to read; split it into several named clauses", filename=filename
-            ) from None
+            raise _too_deep(text, filename) from None
         if isinstance(inner, DSLSyntaxError):
             if inner.line is not None:
                 inner.source_line = _source_line(text, inner.line)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from cda.contracts.deadline import OutOfTime, current_deadline
 from cda.fol.syntax import (
     And,
     Atom,
@@ -67,7 +68,10 @@ class _Reader:
         self.values: list[str] = []
         self.poss: list[Pos] = []
         line, line_start, at, n = 1, 0, 0, len(text)
+        self.deadline = deadline = current_deadline()  # a budget covers reading (200,000 terms take seconds)
         while True:
+            if deadline.tick():
+                raise OutOfTime(f"while reading the formulas (at line {line:,})")
             m = _TOKEN.match(text, at)
             if m is None or m.lastgroup is None:
                 if text[at:].strip(" \t\f\r\n"):
@@ -138,6 +142,8 @@ class _Reader:
             return first, start
         items = [first]
         while self._peek() == op:
+            if self.deadline.tick():
+                raise OutOfTime(f"while reading the formulas (at line {self.poss[self.i][0]:,})")
             self.i += 1
             items.append(part()[0])
         return node(tuple(items), start), start

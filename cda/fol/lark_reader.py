@@ -14,6 +14,7 @@ from typing import Any, Literal
 import lark
 from lark import Token, Transformer, v_args
 
+from cda.contracts.deadline import current_deadline, parse_within
 from cda.errors import DSLSyntaxError
 from cda.fol.parse import _TOO_DEEP, MAX_NESTING, _error
 from cda.fol.syntax import (
@@ -193,7 +194,7 @@ def _check_nesting(tree: lark.Tree[Any], source_line: str, filename: str | None,
 def read_with_lark(padded: str, source_line: str, filename: str | None, line: int, column: int) -> Formula:
     """The formula ``padded`` holds, read by lark; a syntax error is a ``DSLSyntaxError`` at its place."""
     try:
-        tree = _parser().parse(padded)
+        tree = parse_within(_parser(), padded, current_deadline(), "while reading the formulas")
         _check_nesting(tree, source_line, filename, line)
         result = _ToAST().transform(tree)
     except (RecursionError, lark.exceptions.VisitError) as err:

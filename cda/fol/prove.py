@@ -422,8 +422,18 @@ def _out_of_time(
 def _prove_one(
     problem: FOLProblem, claim: Statement, timeout: float | None, backend: str, cross_check: bool
 ) -> ProofResult:
-    name, note = choose_fol_backend(problem, backend)
+    """One claim within ``timeout``: an answer that came after it (a stage that read no clock)
+    is not given as if on time, but as the budget's inconclusive (docs/fol.md, "Budgets")."""
     deadline = Deadline(checked_timeout(timeout))
+    result = _within(problem, claim, deadline, backend, cross_check)
+    if not result.unknown and deadline.expired():
+        late = OutOfTime("before the answer was complete")
+        result = _out_of_time(problem, claim, fragment(problem, claim), result.backend, late, deadline)
+    return result
+
+
+def _within(problem: FOLProblem, claim: Statement, deadline: Deadline, backend: str, cross_check: bool) -> ProofResult:
+    name, note = choose_fol_backend(problem, backend)
     frag = fragment(problem, claim)
     try:
         result = _decide(_oracle(problem, claim, name, deadline, frag), problem, claim, frag, name, deadline)

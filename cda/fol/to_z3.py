@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import z3
 
-from cda.contracts.deadline import Deadline
+from cda.contracts.deadline import Deadline, OutOfTime
 from cda.contracts.limits import Z3_MAX_TIMEOUT_MS
 from cda.errors import EvaluatorDisagreement
 from cda.fol.budget import spend
@@ -92,10 +92,11 @@ class Z3Oracle:
             f: z3.Function(f"f!{f}/{n}", *([self.sort] * n), self.sort) for f, n in sig.functions.items() if n > 0
         }
         boolean = z3.BoolSort(ctx)
-        self.preds: dict[str, Any] = {
-            p: (z3.Bool(f"p!{p}", ctx) if n == 0 else z3.Function(f"p!{p}/{n}", *([self.sort] * n), boolean))
-            for p, n in sig.predicates.items()
-        }
+        self.preds: dict[str, Any] = {}
+        for p, n in sig.predicates.items():  # 50,000 predicates take z3's Python API seconds to declare
+            if deadline.tick():
+                raise OutOfTime("while declaring the predicates for z3")
+            self.preds[p] = z3.Bool(f"p!{p}", ctx) if n == 0 else z3.Function(f"p!{p}/{n}", *([self.sort] * n), boolean)
         self._fresh = 0
         self.solver = z3.Solver(ctx=ctx)
         if problem.unique_names and mode != "closed" and len(self.consts) > 1:  # closed: already distinct
@@ -131,6 +132,8 @@ class Z3Oracle:
         return z3.ExprRef(_app(self.ctx, self.funcs[t.name], [self.term(a, env) for a in t.args]), self.ctx)
 
     def compile(self, f: Formula, env: dict[str, z3.ExprRef]) -> z3.BoolRef:
+        if self.deadline.tick():  # a formula of 200,000 terms takes z3's Python API seconds to build
+            raise OutOfTime("while translating the formulas for z3")
         ctx = self.ctx
         if isinstance(f, Atom):
             p = self.preds[f.pred]

@@ -96,6 +96,11 @@ class LiveProblem:
         self.solver = self._checked()
         self.parts = (ken_parts(self.base, ken) if ken is not None else None) or parts(self.base)
 
+    def follow(self) -> None:
+        """Let this call's cancel token stop the live backend, which an earlier call built (under
+        its own token): a server cancels or caps each call on its own (docs/service.md, "Stopping")."""
+        self.backend.follow(Deadline(None))
+
     # ---- observations
     def parse(self, text: str, step: int) -> Observation:
         """``text`` as an observation clause over this problem's atoms (``slow(auth)``, ``not

@@ -76,12 +76,29 @@ def _options(**given: Any) -> McpOptions:
     return McpOptions(**{**base, **{k: v for k, v in given.items() if k in base}})
 
 
-def _tool_error(exc: CDAError, source: str) -> Exception:
+def _refused_file(exc: AccessDenied, args: dict[str, Any]) -> str | None:
+    """The file a refusal is about, as the client named it (an argument's value), else its name
+    alone (the server's folders are not told)."""
+    named = [part for part in exc.path if isinstance(part, str) and isinstance(args.get(part), str)]
+    if named:  # the gate's refusal names the argument
+        return str(args[named[-1]])
+    if exc.file is None:
+        return None
+    for value in args.values():
+        if isinstance(value, str) and value and (exc.file == value or exc.file.endswith("/" + value.lstrip("./"))):
+            return value
+    return Path(exc.file).name
+
+
+def _tool_error(exc: CDAError, source: str, args: dict[str, Any] | None = None) -> Exception:
     """The SDK's tool error carrying the compiler-style message and the JSON error object."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     from cda.errors import DSLError
 
+    if isinstance(exc, AccessDenied):
+        source = _refused_file(exc, args or {}) or source
+        exc.file = None  # named as the client named it, in ``source``
     inner = exc.error if isinstance(exc, ItemError) else exc
     if isinstance(inner, DSLError) and inner.filename is None:
         inner.with_filename(source)
@@ -299,9 +316,9 @@ def _tool(door: _Door, op: Any, context: Any) -> Any:
             raise _tool_error(CDAError(f"{where}: {message}" if where and "CDAInputs" not in message else message),
                               source) from None
         except Refused as exc:
-            raise _tool_error(exc, source) from None
+            raise _tool_error(exc, source, args) from None
         except CDAError as exc:
-            raise _tool_error(exc, source) from None
+            raise _tool_error(exc, source, args) from None
         for run in env.runs:  # what this caller ran is theirs to read back (artifacts_get)
             door.owners[run.outputs.action_id] = who.name
         return result

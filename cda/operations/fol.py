@@ -41,15 +41,18 @@ class ProveOutput(BaseModel):
            door_only={Door.JOBS: ("fol",), Door.CLI: ("fol",),
                       Door.CONDUCTOR: ("fol", "backend", "timeout", "cross_check", "unique_names")})
 def prove(call: Any, p: ProveParams) -> ProveOutput:
+    from cda.contracts.deadline import Deadline, deadline_scope
     from cda.fol.parse import parse_fol
     from cda.fol.prove import prove_all
 
-    if p.path is not None:
-        problem = read_fol_file(at(call, p.path))
-        where = p.path
-    else:
-        problem = parse_fol(p.fol or "", filename="fol")
-        where = "fol"
+    # reading gets one claim's budget: a file that takes longer to read is answered "time ran out"
+    with deadline_scope(Deadline(p.timeout)):  # (BudgetExceeded, exit 3), not proved after it
+        if p.path is not None:
+            problem = read_fol_file(at(call, p.path))
+            where = p.path
+        else:
+            problem = parse_fol(p.fol or "", filename="fol")
+            where = "fol"
     if not problem.claims:
         raise CDAError(f"{where}: no claim to prove (add a line 'claim φ')")
     return ProveOutput(results=prove_all(problem, p.timeout, backend=p.backend, cross_check=p.cross_check,

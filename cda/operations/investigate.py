@@ -288,7 +288,7 @@ class InvestigationDesk:
             raise OperationError("forbidden", f"only the owner of investigation {sid} shares it", ["params", "session_id"])
 
     def _step(self, who: Principal, method: str, p: SessionRef) -> BaseModel:
-        from cda.errors import CDAError
+        from cda.errors import BudgetExceeded, CDAError
         from cda.investigation.session_store import SessionMoved
 
         sid = p.session_id
@@ -310,6 +310,9 @@ class InvestigationDesk:
                     if attempt == MOVED_RETRIES:
                         raise
                     continue
+                except BudgetExceeded as exc:  # stopped mid-step: the live state may be half-changed
+                    inv.release()  # the next call reopens the session from the store (nothing was written)
+                    raise _stopped(exc) from None
                 except (CDAError, OperationError):
                     self._keep(sid, inv)  # a refused step changed nothing: the session is kept as it was
                     raise
@@ -373,6 +376,7 @@ class InvestigationDesk:
             try:
                 if store.last_step(sid) == kept.stored.last_step:
                     kept.store = store
+                    kept.live.follow()  # this call's cancel token and wall stop its solver
                     return kept
             except Exception:  # noqa: BLE001 - the kept one is dropped; reopened below
                 pass
@@ -400,7 +404,7 @@ class InvestigationDesk:
 
     def _mapped(self, exc: Exception) -> Exception:
         """A failure as the error a client gets: its kind, a reason without server paths, and where."""
-        from cda.errors import CDAError, DSLError, KenError
+        from cda.errors import BudgetExceeded, CDAError, DSLError, KenError
         from cda.investigation.live import InvestigationError
         from cda.investigation.revision import StepRefused
         from cda.investigation.session import ClosedInvestigation
@@ -425,6 +429,8 @@ class InvestigationDesk:
             return OperationError("conflict", str(exc), ["params", "session_id"])
         if isinstance(exc, StepRefused):  # the session as it is stands in the way (named in the message)
             return OperationError("conflict", self._hide(str(exc)), ["params", "session_id"])
+        if isinstance(exc, BudgetExceeded):
+            return _stopped(exc)
         if isinstance(exc, CDAError | ValueError):
             return OperationError("invalid_params", self._hide(str(exc)), ["params"])
         if isinstance(exc, sqlite3.Error):
@@ -434,6 +440,16 @@ class InvestigationDesk:
     def _hide(self, text: str) -> str:
         """No server path in a message: the folder of the store is left out."""
         return text.replace(str(self.ken_dir) + "/", "").replace(str(self.db.parent) + "/", "")
+
+
+def _stopped(exc: Exception) -> OperationError:
+    """A step its caller's cancel, the server's stop or the call's wall cut short: nothing of it
+    was written, and the session is as it was before it."""
+    from cda.contracts.deadline import current_token
+
+    token = current_token()
+    why = token.reason if token is not None and token.reason else str(exc)
+    return OperationError("conflict", f"the step did not finish ({why}); nothing of it was written", [])
 
 
 _desks: dict[Path, InvestigationDesk] = {}

@@ -29,6 +29,7 @@ from starlette.routing import Route, WebSocketRoute
 from cda.adapters.auth import OPEN, AuthConfig
 from cda.adapters.http_guard import HostOriginGuard, RefusalLimiter
 from cda.service.actions import ActionManager
+from cda.service.calls import CALL_WALL_S, Calls
 from cda.service.event_reads import sweep
 from cda.service.metrics_stream import MetricsFeed, metrics_endpoint
 from cda.service.page import PAGE
@@ -64,6 +65,7 @@ class ServiceConfig:
     otel_endpoint: str | None = None  # an OTLP/HTTP collector to export the metrics topic to (off: None)
     partner_wall: float | None = 300.0  # seconds a partner's action may run (None: no cap)
     partner_slots: int | None = None  # slots one partner may hold (None: half the workers, at least one)
+    call_wall: float | None = CALL_WALL_S  # seconds a ToolBus product call may run (None: no cap; cda.service.calls)
     host: str = "127.0.0.1"  # the address it binds: a Host the guard accepts
     allowed_hosts: tuple[str, ...] = ()  # further names clients reach it by (--allowed-host)
     allow_code: bool = False  # the internal role may run user code (functions) (--allow-code)
@@ -83,13 +85,14 @@ class _State:
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     refusals: RefusalLimiter = field(default_factory=RefusalLimiter)
     env: Any = None  # the operations' facilities (cda.service.env), made on first use
+    calls: Calls = field(default_factory=Calls)  # the ToolBus calls running in threads, each with its token
 
 
 def build_app(config: ServiceConfig) -> Any:
     """The application behind its Host/Origin guard (:mod:`cda.adapters.http_guard`); its lifespan
     opens the store, recovers, and closes everything."""
     auth = config.auth.with_code() if config.allow_code else config.auth
-    state = _State(config, auth, config.debug)
+    state = _State(config, auth, config.debug, calls=Calls(config.call_wall))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

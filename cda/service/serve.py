@@ -37,6 +37,7 @@ def run_server(app: Any, host: str, port: int, on_ready: Any = None) -> None:
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             state = app.state.service
+            state.calls.stop_all()  # the ToolBus calls' solvers too (cda.service.calls)
             if state.manager is not None:  # the runs' solvers stop now, not after the connections drain
                 state.manager.interrupt_all()
             if state.hub is not None:
@@ -63,7 +64,7 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
                fsync: bool = False, otel_endpoint: str | None = None, allowed_hosts: list[str] | None = None,
                allow_code: bool = False, guard_policies: Path | None = None, guard_ledger: Path | None = None,
                partner_wall: float | None = 300.0, partner_slots: int | None = None,
-               legacy_aliases: bool = False) -> int:
+               legacy_aliases: bool = False, call_wall: float | None = 300.0) -> int:
     """The ``cda serve`` command."""
     if not host.strip():
         err.write("cda: error: --host is empty; give an address (127.0.0.1, or 0.0.0.0 for every interface)\n")
@@ -112,7 +113,7 @@ def main_serve(db: Path, host: str, port: int, out: TextIO, err: TextIO, *, auth
                                   allowed_hosts=tuple(allowed_hosts or ()), allow_code=allow_code,
                                   guard_policies=guard_policies, guard_ledger=guard_ledger,
                                   partner_wall=partner_wall, partner_slots=partner_slots,
-                                  legacy_aliases=legacy_aliases))
+                                  legacy_aliases=legacy_aliases, call_wall=call_wall))
 
     def ready(server: Any) -> None:
         sock = server.servers[0].sockets[0].getsockname()

@@ -20,10 +20,12 @@ There is no ``cda.*`` namespace.
 
 from __future__ import annotations
 
+import collections
 import json
 import sqlite3
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -33,10 +35,12 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from cda.adapters.auth import AuthConfig
 from cda.adapters.http_guard import is_loopback, presented
+from cda.contracts.deadline import cancel_scope
 from cda.errors import AccessDenied, CDAError, DSLError
 from cda.operations import Door, Principal, Refused, invoke
 from cda.operations.base import OperationError
 from cda.service.actions import ActionManager
+from cda.service.calls import STOP_GRACE_S, Calls
 from cda.service.env import service_env
 from cda.service.live import RECEIVED
 from cda.service.protocol import METHODS, ErrorBody, ErrorFrame, Request, ResultFrame, valid_frame_id
@@ -85,23 +89,57 @@ def toolbus_endpoint(state: Callable[[], Any]) -> Callable[[WebSocket], Any]:
             await ws.close(code=1008, reason="unknown token")
             return
         await ws.accept()
+        waiting: collections.deque[tuple[Any, float]] = collections.deque()  # frames (and when read) sent while a call ran
         try:
             while True:
-                message = await ws.receive()
-                RECEIVED.set(time.monotonic())  # TTFS from actions.start begins when its frame is read
+                message, read_at = waiting.popleft() if waiting else (await ws.receive(), time.monotonic())
+                RECEIVED.set(read_at)  # TTFS from actions.start begins when its frame is read (queued ones too)
                 if message["type"] == "websocket.disconnect":
                     return
                 text = message.get("text")
                 if text is None:  # a binary frame: answered, the socket kept
                     await ws.send_text(_error(None, "invalid_frame", "a binary frame: send JSON as a text frame"))
                     continue
-                await ws.send_text(await _answer(text, who, st))
+                answer = await _watched(ws, waiting, _answer(text, who, st))
+                if answer is None:  # the client went away while its call ran: the call was cancelled
+                    return
+                await ws.send_text(answer)
         except WebSocketDisconnect:
             return
 
     return endpoint
 
 
+async def _watched(ws: WebSocket, waiting: collections.deque[tuple[Any, float]], answer: Awaitable[str],
+                   ) -> str | None:
+    """``answer``, while the socket is read beside it: a disconnect cancels the call (its token
+    stops the solver, :mod:`cda.service.calls`) and gives ``None``; frames sent meanwhile wait in
+    ``waiting`` (at most :data:`MAX_WAITING`; more are answered ``conflict`` at once)."""
+    done: list[str] = []
+    async with anyio.create_task_group() as group:
+        async def run() -> None:
+            done.append(await answer)
+            group.cancel_scope.cancel()  # the reader is not needed any more
+
+        async def read() -> None:
+            while True:
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    waiting.append((message, time.monotonic()))
+                    group.cancel_scope.cancel()
+                    return
+                if len(waiting) >= MAX_WAITING:
+                    await ws.send_text(_error(None, "conflict", f"more than {MAX_WAITING} frames sent while a call "
+                                                                "runs: this one was dropped; send it again"))
+                    continue
+                waiting.append((message, time.monotonic()))
+
+        group.start_soon(run)
+        group.start_soon(read)
+    return done[0] if done else None
+
+
+MAX_WAITING = 64  # frames a client may send ahead while its call runs (each is answered in turn)
 PRODUCT_THREADS = 4  # investigate.*, guard.*, conduct.* get their own few threads: slow ones never stall actions
 _limiters: dict[int, anyio.CapacityLimiter] = {}
 
@@ -141,12 +179,26 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
     env = service_env(st)
     limiter = _product_limiter() if namespace not in ("actions", "reflect", "artifacts") else None
 
+    calls: Calls = st.calls
+    token = calls.begin(capped=limiter is not None)  # a product call has no budget of its own: the call wall
+    ended = threading.Event()
+
     def call() -> BaseModel:
-        return invoke(method, request.params, principal=who, door=Door.TOOLBUS, env=env, base_dir=manager.db.parent,
-                      egress_cap=st.config.egress_cap, sink=env.sink)
+        try:
+            with cancel_scope(token):
+                return invoke(method, request.params, principal=who, door=Door.TOOLBUS, env=env,
+                              base_dir=manager.db.parent, egress_cap=st.config.egress_cap, sink=env.sink)
+        finally:
+            ended.set()
 
     try:
-        result = await anyio.to_thread.run_sync(call, limiter=limiter)
+        # abandoned on cancel only to hear of it at once: the thread is stopped by the token and waited for
+        result = await anyio.to_thread.run_sync(call, limiter=limiter, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        token.cancel("cancelled: the client disconnected", "cancelled")  # a stopping server cancelled it first
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(ended.wait, STOP_GRACE_S)
+        raise
     except ValidationError as exc:
         return _validation(request.id, exc, ["params"])
     except Refused as exc:
@@ -167,6 +219,8 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
             str(manager.db), manager.db.name))
     except sqlite3.Error as exc:
         return _error(request.id, "internal", f"the store cannot be read ({type(exc).__name__})")
+    finally:
+        calls.end(token)
     return ResultFrame(id=request.id, result=result.model_dump(mode="json")).model_dump_json()
 
 

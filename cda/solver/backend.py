@@ -169,6 +169,10 @@ class Backend(Protocol):
         ``atoms`` (free Booleans); what the solver learnt so far is kept."""
         ...
 
+    def follow(self, deadline: Deadline) -> None:
+        """Answer the next questions under ``deadline`` and its token (a backend kept between calls)."""
+        ...
+
 
 #: every question of the protocol, by method name
 EVERY_METHOD = frozenset(

@@ -310,6 +310,12 @@ class ClingoBackend:
         conf.project = "project" if project else "no"
         conf.opt_mode = "opt" if optimize else "ignore"
 
+    def follow(self, deadline: Deadline) -> None:
+        """Run the next calls under ``deadline`` (and its token's cancel): a backend kept between
+        calls (an investigation's live one) was built under an earlier call's."""
+        self.deadline = deadline
+        deadline.on_cancel(self.ctl.interrupt)
+
     def _deadline_passed(self, out: Enumeration) -> bool:
         """Mark ``out`` as cut short when the deadline has passed (an enumeration never raises)."""
         try:

@@ -205,6 +205,12 @@ class Z3Backend:
         finally:
             self._checking = False
 
+    def follow(self, deadline: Deadline) -> None:
+        """Run the next calls under ``deadline`` (and its token's cancel): a backend kept between
+        calls (an investigation's live one) was built under an earlier call's."""
+        self.deadline = self.enc.deadline = deadline
+        deadline.on_cancel(self._interrupt)
+
     def _interrupt(self) -> None:
         """The cancel token's hook: interrupt the check in flight. Only while one runs: an
         interrupt z3 receives between checks is dropped, but one that lands while it hands a

@@ -191,8 +191,8 @@ def read_manifest(path: Path) -> Manifest:
         raise where.error(f"[defaults]: unknown key {bad[0]!r} (expected timeout_s, memory_mb)", where.defaults_line, bad[0])
     try:
         fallback = _limits(defaults, "[defaults] ", (DEFAULT_TIMEOUT_S, DEFAULT_MEMORY_MB))
-    except OptionError as exc:
-        raise where.error(str(exc), where.defaults_line) from None
+    except OptionError as exc:  # at the key's own line, not the table's
+        raise where.error(str(exc), where.defaults_line, "timeout_s" if "timeout_s" in str(exc) else "memory_mb") from None
     tables = doc.get("job", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise where.error("'job' must be an array of tables: [[job]]")
