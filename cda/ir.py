@@ -58,6 +58,7 @@ from cda.encodings.ir import (
     Node,
     NodeFactory,
     NumVar,
+    Product,
     SoftClause,
     walk,
 )
@@ -148,8 +149,8 @@ def check_problem(problem: GroundProblem) -> GroundProblem:
         for sub in walk([node]):
             if isinstance(sub, Atom) and sub.name not in problem.atoms:
                 raise ProblemError(f"{what} {name} mentions the atom {sub.name}, which problem.atoms does not declare")
-            if isinstance(sub, Linear):
-                for _, term in sub.terms:
+            if isinstance(sub, Linear | Product):
+                for term in sub.variables if isinstance(sub, Product) else (t for _, t in sub.terms):
                     if term not in problem.numvars:
                         raise ProblemError(f"{what} {name} mentions the numeric variable {term}, which "
                                            "problem.numvars does not declare")

@@ -223,7 +223,7 @@ def chat_server() -> Iterator[str]:
 
 
 def test_qa3_denied_egress_gives_a_conservative_summary_and_receipt_stubs(tmp_path: Path, chat_server: str) -> None:
-    llm = {"provider": "openai", "base_url": chat_server, "model": "m", "egress_class": "external"}
+    llm = {"provider": "openai", "base_url": chat_server, "model": "m", "egress_class": "external", "when": "always"}
     denied = run_inputs_here(_outage(llm=llm), tmp_path)  # policies.egress is "local"
     assert _ChatServer.requests == []  # nothing left the process
     out = denied.outputs

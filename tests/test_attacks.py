@@ -181,7 +181,7 @@ def test_a_partner_cannot_approve_its_own_egress(tmp_path: Path, monkeypatch: py
         with serving(db, "--auth", str(_auth(tmp_path)), "--egress-cap", "local") as server:
             inputs = example_inputs(
                 "egress", policies={"egress": "local", "approvals": ["egress:external"], "pii_posture": "off"},
-                llm={"provider": "openai", "base_url": fake.url, "model": "m", "egress_class": "external"},
+                llm={"provider": "openai", "base_url": fake.url, "model": "m", "egress_class": "external", "when": "always"},
                 problem="Write to jane.doe@example.com or +1 555 0100 about the outage")
             with toolbus(server, PARTNER) as ws:
                 started = call(ws, "actions.start", {"ability": "cda", "inputs": inputs})["result"]

@@ -45,7 +45,7 @@ def test_the_action_keeps_a_small_finishing_margin_not_the_escalation_reserve() 
 @pytest.mark.parametrize(("dsl", "wall"), [(SMALL, 1.0), (cyclic(20), 2.0), (cyclic(60), 1.0)],
                          ids=["slow-provider", "slow-provider-heavy-search", "heavy-grounding"])
 def test_qa4_real_clock_ends_within_wall_plus_ten_percent(slow_provider: FakeProvider, dsl: str, wall: float) -> None:
-    llm: dict[str, Any] = {"provider": "openai", "base_url": slow_provider.url, "model": "fake",
+    llm: dict[str, Any] = {"provider": "openai", "base_url": slow_provider.url, "model": "fake", "when": "always",
                            "egress_class": "partner", "timeout_s": 5}
     inputs = CDAInputs(problem="QA 4", dsl=dsl, budgets={"wall": wall}, llm=llm, policies={"egress": "partner"})
     with Stopwatch() as watch:

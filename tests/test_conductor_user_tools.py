@@ -389,6 +389,11 @@ def test_user_tools_are_refused_where_code_may_not_run(tmp_path: Path) -> None:
     ('command = ["prog"]\ntimeout_s = nan', "timeout_s must be a whole number from 1 to 3600, not nan"),
     ('side_effects = "twice"', "side_effects: Input should be 'none', 'idempotent' or 'once'"),
     ('mcp = { command = ["x"], url = "http://127.0.0.1:1/mcp" }', "write either command = [...] or url"),
+    ('mcp = { url = "http://127.0.0.1:1/mcp", env = { TOKEN = "s3cret" } }', "env is for a server CDA starts"),
+    ('mcp = { command = ["x"], env = { "BAD-NAME" = "s3cret" } }', "String should match pattern"),
+    ('mcp = { command = ["x"], env = { TOKEN = 7 } }', "mcp.env.TOKEN: Input should be a valid string"),
+    ('mcp = { command = ["x"], env = { TOKEN = "s3cret\\u0000" } }', "TOKEN: the value contains a NUL character"),
+    ('mcp = { command = ["x"], env = { TOKEN = "s3cret' + "x" * 40_000 + '" } }', "TOKEN: the value is 40006 characters"),
 ])
 def test_user_tool_mistakes_are_named_at_load_time(tmp_path: Path, text: str, message: str) -> None:
     folder = _folder(tmp_path)
@@ -406,6 +411,69 @@ latency_ms = 1
     with pytest.raises(ConductorError) as exc:
         load_registry(folder / "bad.toml", cda_toolbox()).close()
     assert message in str(exc.value)
+    assert "s3cret" not in str(exc.value)  # an env value is never shown, even in the error about it
+
+
+ENV_SERVER = r'''"""A user's MCP server that pages with a token from its environment (tests/test_conductor_user_tools.py)."""
+import os
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+server = MCPServer("pager")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=False))
+def page_oncall(service: str, message: str) -> dict:
+    """Page the on-call engineer, authenticated by PAGER_TOKEN."""
+    token = os.environ.get("PAGER_TOKEN")
+    with open("pages.log", "a") as f:  # what the paging service received: the user's file, not CDA's
+        f.write(f"{service}: {message} token={token} region={os.environ.get('PAGER_REGION')} "
+                f"leaked={os.environ.get('CDA_ONLY_VARIABLE')}\n")
+    return {"paged": token is not None, "service": service}
+
+
+if __name__ == "__main__":
+    server.run()
+'''
+
+
+def test_an_mcp_server_over_stdio_gets_its_env_and_the_values_are_written_nowhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``env`` in a stdio MCP server's manifest reaches the program (and only what it names, over
+    the SDK's few defaults: CDA's own environment does not); its values appear in no output,
+    trace, database or receipt of CDA's, its names may."""
+    folder = tmp_path
+    secret = "pg-tok-9f8e7d6c5b4a"
+    monkeypatch.setenv("CDA_ONLY_VARIABLE", "not for the user's server")
+    (folder / "pager.py").write_text(ENV_SERVER, encoding="utf-8")
+    (folder / "tools.toml").write_text(f'''
+[[tool]]
+name = "pager"
+mcp = {{ command = ["{sys.executable}", "pager.py"], env = {{ PAGER_TOKEN = "{secret}", PAGER_REGION = "eu-1" }}, timeout_s = 120 }}
+reliability = "high"
+cost = "low"
+latency_ms = 100
+
+[tool.each.page_oncall]
+satisfies = ["page"]
+''', encoding="utf-8")
+    code, out, err = _cda(["conduct", "page api the db is down", "--db", "ir.sqlite", "--registry", "tools.toml",
+                           "--json"], folder)
+    assert code == 0, out + err
+    trace = json.loads(out)
+    assert [(r["tool"], r["status"]) for r in trace["tool_runs"]] == [("pager.page_oncall", "ok")]
+    assert _lines(folder / "pages.log") == [f"api: the db is down token={secret} region=eu-1 leaked=None"]
+    assert secret not in out + err
+    written = [p for p in folder.rglob("*") if p.is_file() and p.name not in {"tools.toml", "pages.log"}]
+    assert any(p.name.startswith("ir.sqlite") for p in written)
+    for path in written:  # the IR database (and its WAL), receipts, anything else CDA left here
+        assert secret.encode() not in path.read_bytes(), path
+    from cda.contracts.conductor import ToolSpec
+
+    given = ToolSpec.model_validate({"name": "pager", "mcp": {"command": ["x"], "env": {"PAGER_TOKEN": secret}},
+                                     "reliability": "high", "cost": "low", "latency_ms": 1})
+    assert given.mcp is not None and given.mcp.env_names() == ["PAGER_TOKEN"]
+    assert secret not in given.model_dump_json() + repr(given) + str(given.model_dump())
 
 
 def test_the_conductor_through_mcp_request_answer_trace(tmp_path: Path) -> None:

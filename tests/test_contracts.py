@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -430,7 +431,7 @@ def json_schema_errors(value: Any, schema: dict[str, Any], root: dict[str, Any],
     schema = _resolve(schema, root)
     unknown = set(schema) - _IGNORED - {
         "type", "properties", "required", "additionalProperties", "items", "enum", "const",
-        "anyOf", "oneOf", "minimum", "maximum", "exclusiveMinimum", "minLength",
+        "anyOf", "oneOf", "minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength", "pattern", "maxItems",
     }
     assert not unknown, f"validator does not know {unknown}"
     errors: list[str] = []
@@ -457,6 +458,12 @@ def json_schema_errors(value: Any, schema: dict[str, Any], root: dict[str, Any],
         errors.append(f"{where}: not above exclusiveMinimum")
     if "minLength" in schema and len(value) < schema["minLength"]:
         errors.append(f"{where}: too short")
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        errors.append(f"{where}: too long")
+    if "pattern" in schema and re.search(schema["pattern"], value) is None:  # JSON Schema: not anchored
+        errors.append(f"{where}: does not match {schema['pattern']}")
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        errors.append(f"{where}: too many items")
     for key in ("anyOf", "oneOf"):
         if key in schema:
             matches = sum(not json_schema_errors(value, s, root, where) for s in schema[key])

@@ -41,7 +41,7 @@ from cda.solver.backend import Deadline, make_backend
 from tests.conftest import GROUND_BACKENDS
 
 ATOMS = ("a", "b", "c")
-INTS = ("x", "y")
+INTS = ("x", "y", "z")
 #: term variables: two members of a population (open: any number of elements) and a string
 POP = ir.Sort("P", "population")
 TEXT = ir.Sort("W", "string")
@@ -63,6 +63,8 @@ KINDS = sorted(node_types(), key=lambda k: k.__name__)
 
 def _samples(f: NodeFactory) -> dict[type, list[Node]]:
     a, b, c = (f.atom(n) for n in ATOMS)
+    for name in INTS:  # a product needs its variables declared: the metrics' range, as _problem's
+        f.declare_int(name, ir.NUM_MIN, ir.NUM_MAX)
     return {
         ir.Const: [f.true, f.false],
         ir.Atom: [a],
@@ -73,6 +75,7 @@ def _samples(f: NodeFactory) -> dict[type, list[Node]]:
         ir.Xor: [f.xor([a, b]), f.xor([a, b, c])],
         ir.Card: [f.card(op, k, [a, b, c]) for op, k in (("<=", 1), ("<=", 2), (">=", 2), ("=", 1), ("=", 2))],
         ir.Linear: [f.linear({"x": 1, "y": -1}, "<=", 0), f.linear({"x": 1}, "<=", 1)],
+        ir.Product: [f.product("z", "x", "y"), f.product("z", "x", "x")],
         ir.Eq: [f.eq(_t("s"), ir.TermConst(POP, "a")), f.eq(_t("s"), _t("t")), f.eq(_t("w"), ir.TermConst(TEXT, "ab"))],
         ir.Like: [f.like(_t("w"), ("a", None)), f.like(_t("w"), (None, "b", None)), f.like(_t("w"), ("x*b",))],
     }
@@ -95,7 +98,8 @@ def test_every_node_type_has_a_sample() -> None:
 
 
 def _ints(node: Node) -> list[str]:
-    return sorted({v for n in ir.walk([node]) if isinstance(n, ir.Linear) for _, v in n.terms})
+    return sorted({v for n in ir.walk([node]) if isinstance(n, ir.Linear | ir.Product)
+                   for v in (n.variables if isinstance(n, ir.Product) else (t for _, t in n.terms))})  # fmt: skip
 
 
 def _terms(node: Node) -> list[str]:
@@ -266,6 +270,8 @@ def _python_truth(node: Node, a: dict[str, bool | int]) -> bool:
             return {"<=": n <= node.k, ">=": n >= node.k, "=": n == node.k}[node.op]
         case ir.Linear():
             return sum(c * int(a[v]) for c, v in node.terms) <= node.bound
+        case ir.Product():
+            return int(a[node.product]) == int(a[node.left]) * int(a[node.right])
         case ir.Eq():
             return _python_term(node.lhs, a) == _python_term(node.rhs, a)
         case ir.Like():

@@ -38,7 +38,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
 def _inputs(url: str, **update: Any) -> CDAInputs:
     data = load_inputs(EXAMPLE).model_dump(mode="json")
     data["ken"]["path"] = str(EXAMPLE.parent / data["ken"]["path"])
-    data["llm"] = {"provider": "openai", "base_url": url, "model": "fake", "egress_class": "partner",
+    data["llm"] = {"provider": "openai", "base_url": url, "model": "fake", "egress_class": "partner", "when": "always",
                    "timeout_s": 0.4}
     data["policies"] = {"egress": "partner", "pii_posture": "off"}
     for key, value in update.items():
@@ -102,7 +102,7 @@ def test_429_and_5xx_are_retried_with_backoff_and_a_recovery_is_a_judgement(fake
 def test_calls_for_several_claims_run_concurrently(fake: FakeProvider) -> None:
     fake.mode = lambda body: MODES["ok"]().__class__(body=chat_reply(json.dumps({"agrees": "yes"})), delay_s=0.4)
     with Stopwatch() as watch:
-        run = run_inputs(_inputs(fake.url, llm={"provider": "openai", "base_url": fake.url, "model": "fake",
+        run = run_inputs(_inputs(fake.url, llm={"provider": "openai", "base_url": fake.url, "model": "fake", "when": "always",
                                                "egress_class": "partner", "timeout_s": 2}))
     assert len(run.outputs.verdicts) == 5 and fake.max_active >= 3
     assert watch.uncontended < 5 * 0.4, watch
@@ -130,23 +130,33 @@ def _receipts(folder: Path, action_id: str) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted((folder / action_id / "cda_plan" / "receipts").glob("*.json"))]
 
 
+def _one_call_and_a_half(fake: FakeProvider) -> int:
+    """A token budget that lets one call out and not two: each call reserves its prompt (~4 bytes a
+    token: the claim, the evidence and the verifier's context) and a 512-token reply."""
+    one = max(len(body) for body in fake.bodies) // 4 + 512
+    return one + one // 2
+
+
 def test_token_budget_counts_usage_and_refuses_calls_past_it(fake: FakeProvider) -> None:
     fake.mode = lambda body: MODES["ok"]().__class__(body=chat_reply(json.dumps({"agrees": "yes"}), usage=900))
     roomy = run_inputs(_inputs(fake.url, budgets={"wall": 60, "tokens": 100_000}))
     assert _supported(roomy) == ["prove slow(api)"] and len(fake.bodies) == 5
+    budget = _one_call_and_a_half(fake)
     fake.bodies.clear()
-    # each call reserves its prompt and a 512-token reply: 2,000 tokens let one call out, not five
-    tight = run_inputs(_inputs(fake.url, budgets={"wall": 60, "tokens": 2000}))
+    tight = run_inputs(_inputs(fake.url, budgets={"wall": 60, "tokens": budget}))
     sent = len(fake.bodies)
     assert 1 <= sent < 5
     refused = [v for v in tight.outputs.verdicts if any("token budget" in c for c in v.caveats)]
     assert len(refused) == 5 - sent and all(v.status != "supported" for v in refused)
-    assert 900 * sent <= 2000
+    assert 900 * sent <= budget
 
 
 def test_a_provider_reporting_zero_tokens_cannot_switch_the_token_budget_off(fake: FakeProvider) -> None:
     fake.mode = lambda body: MODES["ok"]().__class__(body=chat_reply(json.dumps({"agrees": "yes"}), usage=0))
-    tight = run_inputs(_inputs(fake.url, budgets={"wall": 60, "tokens": 2000}))
+    run_inputs(_inputs(fake.url, budgets={"wall": 60, "tokens": 100_000}))
+    budget = _one_call_and_a_half(fake)
+    fake.bodies.clear()
+    tight = run_inputs(_inputs(fake.url, budgets={"wall": 60, "tokens": budget}))
     assert 1 <= len(fake.bodies) < 5  # each call is counted at least at its prompt's size
     assert any(any("token budget" in c for c in v.caveats) for v in tight.outputs.verdicts)
 

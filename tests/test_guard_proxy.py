@@ -25,6 +25,7 @@ from cda.cli.main import main  # noqa: E402
 from cda.contracts.receipt import sha256_hex  # noqa: E402
 from cda.guardian.ledger import Ledger  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
+from tests.mcp_harness import started_http as _started  # noqa: E402
 
 UPSTREAM = ROOT / "examples" / "guardian" / "records_server.py"
 
@@ -298,23 +299,6 @@ def test_the_docs_agent_pointed_at_the_gateway_runs_as_written(tmp_path: Path, m
         code, out, err = _cda(*shlex.split(command.removeprefix("$ cda ")))
         assert code == 0, err
         assert out.splitlines()[0] == first
-
-
-def _started(argv: list[str], folder: Path, name: str) -> tuple[Any, str]:
-    """A ``cda … --http --port 0`` child and the URL its first line on stderr names."""
-    import re
-    import subprocess
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "cda", *argv, "--http", "--port", "0"], cwd=folder, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    found = re.search(r"(http://127\.0\.0\.1:[0-9]+/mcp)", line)
-    if found is None:
-        proc.kill()
-        raise AssertionError(f"{name} did not start: {line!r}{proc.stderr.read()}")
-    return proc, found.group(1)
 
 
 def test_over_http_behind_tokens_and_host_checks_in_front_of_a_stdio_and_an_http_upstream(guardian: Path) -> None:

@@ -69,6 +69,8 @@ atoms = st.one_of(
     const.map(lambda c: f"context.n == {c}"),
     st.tuples(const, const).map(lambda cd: f"context.n + {cd[0]} >= {cd[1]}"),
     st.just("context.n + 9223372036854775807 > 0"),  # overflows (an error) when n >= 1
+    const.map(lambda c: f"context.n * context.n > {c}"),  # a product of two unknowns: overflows for |n| > 2**31.5
+    const.map(lambda c: f"context.n * principal.level == {c}"),
     const.map(lambda c: f"principal.level > {c}"),
     st.just("resource.public"),
     st.just("resource.owner == principal"),

@@ -24,6 +24,7 @@ from cda.policy.authorization import PolicySet
 from cda.policy.entities import read_entities
 from cda.policy.parse import parse_policies
 from cda.policy.schema import parse_schema
+from cda.policy.syntax import UnsupportedConstruct
 from tests.policy_random import Stats, check_seed
 
 HOLDS, FAILS = PropertyStatus.HOLDS, PropertyStatus.FAILS
@@ -52,6 +53,12 @@ TAGGED = """entity User tags String; entity Doc tags String;
 action read appliesTo { principal: [User], resource: [Doc] };"""
 ENUM = """entity Color enum ["red", "blue"]; entity User; entity Doc = { color: Color };
 action read appliesTo { principal: [User], resource: [Doc] };"""
+
+ARITH = """entity User = { level: Long }; entity Doc = { size: Long, owner: User };
+action read appliesTo { principal: [User], resource: [Doc], context: { n: Long, m: Long } };"""
+
+TEXTS = """entity User = { s: String, addr: String }; entity Doc = { t: String };
+action read appliesTo { principal: [User], resource: [Doc], context: { d: String, src: String } };"""
 
 
 def permit(cond: str, scope: str = "principal, action, resource") -> str:
@@ -130,6 +137,45 @@ CASES = [
                                                        "&& principal.manager != principal"), None, FAILS),
     Case("enum-closed", ENUM, "always-allows", permit('resource.color == Color::"red" || resource.color == Color::"blue"'),
          None, HOLDS),
+    # products of two unknowns: exact 64-bit arithmetic, an overflow an error (nonlinear on z3)
+    Case("product-overflows", ARITH, "never-errors", permit("context.n * context.m > 0"), None, FAILS),
+    Case("square-is-never-two", ARITH, "always-denies", permit("context.n * context.n == 2"), None, HOLDS),
+    Case("square-is-never-negative", ARITH, "always-denies", permit("context.n * context.n < 0"), None, HOLDS),
+    Case("product-commutes", ARITH, "equivalent", permit("context.n * context.m > 10"),
+         permit("context.m * context.n > 10"), HOLDS),
+    Case("product-of-attributes", ARITH, "always-denies",
+         permit("principal.level * resource.size == 35 && principal.level > 5"), None, FAILS),
+    Case("product-of-an-owner-attribute", ARITH, "implies",
+         permit("resource.owner == principal && resource.size == 3 && principal.level < 1000 && principal.level > -1000"),
+         permit("principal.level * resource.size == resource.owner.level * 3"), HOLDS),
+    Case("product-of-an-owner-attribute-overflows", ARITH, "implies", permit("resource.owner == principal && resource.size == 3"),
+         permit("principal.level * resource.size == resource.owner.level * 3"), FAILS),
+    Case("distributing-keeps-the-answer", ARITH, "equivalent", permit("context.n * (context.m + 1) == 12"),
+         permit("context.n * context.m + context.n == 12"), HOLDS),  # where one side overflows, so does the other
+    Case("times-zero-still-overflows", ARITH, "equivalent", permit("context.n * context.m * 0 == 0"),
+         permit("context.n * 0 == 0"), FAILS),
+    # ip() and decimal() of strings that are not literals: what a string reads as is a function of it
+    Case("decimal-of-a-string-errs", TEXTS, "never-errors", permit('decimal(context.d).greaterThan(decimal("1.5"))'),
+         None, FAILS),
+    Case("decimal-of-a-string-above", TEXTS, "always-denies", permit('decimal(context.d).greaterThan(decimal("1.5"))'),
+         None, FAILS),
+    Case("decimal-of-a-string-implies", TEXTS, "implies", permit('decimal(context.d).greaterThan(decimal("2.0"))'),
+         permit('decimal(context.d).greaterThan(decimal("1.5"))'), HOLDS),
+    Case("two-spellings-of-one-decimal", TEXTS, "always-denies",
+         permit('decimal(context.d) == decimal("2.0") && context.d != "2.0"'), None, FAILS),
+    Case("two-strings-one-decimal", TEXTS, "always-denies",
+         permit("decimal(principal.s) == decimal(resource.t) && principal.s != resource.t"), None, FAILS),
+    Case("a-named-string-reads-as-itself", TEXTS, "always-denies",
+         permit('context.d == "abc" && decimal(context.d).lessThan(decimal("1.0"))'), None, HOLDS),
+    Case("a-string-is-not-both", TEXTS, "always-denies",
+         permit('ip(context.src).isIpv4() && decimal(context.src).lessThan(decimal("1.0"))'), None, HOLDS),
+    Case("ip-of-a-string-loopback", TEXTS, "always-denies", permit("ip(context.src).isLoopback()"), None, FAILS),
+    Case("two-strings-one-ip-only-for-a-host", TEXTS, "always-denies",
+         permit('ip(context.src).isInRange(ip("10.0.0.0/8")) && ip(principal.addr) == ip(context.src) '
+                "&& principal.addr != context.src"), None, FAILS),
+    Case("two-strings-one-ipv4-range-never", TEXTS, "always-denies",  # "a.b.c.d/p" is its only spelling below /32
+         permit("ip(principal.addr) == ip(context.src) && principal.addr != context.src && ip(context.src).isIpv4() "
+                '&& ip("10.0.0.0/24").isInRange(ip(context.src))'), None, HOLDS),
     Case("enum-other-id-is-no-value", ENUM, "always-denies", permit('resource.color == Color::"green"'), None, HOLDS),
 ]
 
@@ -371,3 +417,28 @@ def test_the_documented_python_session_runs_as_written(monkeypatch: pytest.Monke
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test)
     assert runner.failures == 0 and runner.tries >= 10
+
+
+def test_a_product_too_hard_for_the_budget_is_unknown_never_holds() -> None:
+    """Factoring 10007 * 10009 is a nonlinear question z3 may not answer in 2 s: unknown, or a
+    counterexample cedarpy confirms; never holds."""
+    n = 10007 * 10009
+    text = permit(f"context.n * context.m == {n} && context.n > 1 && context.m > 1")
+    schema = parse_schema(ARITH)
+    sets = [PolicySet(parse_policies(text, "a.cedar"), schema, read_entities([], schema))]
+    res = analyze("always-denies", sets, environments(schema)[0], timeout=2.0)
+    assert res.status in (PropertyStatus.UNKNOWN, FAILS), res.status
+    if res.status is FAILS:
+        assert confirmed_by_cedarpy("always-denies", [text], res.counterexample, ARITH)  # type: ignore[arg-type]
+    else:
+        assert res.counterexample is None and "nothing is claimed" in res.note
+
+
+def test_a_reading_of_a_string_that_a_pattern_also_reads_is_refused_by_name() -> None:
+    """`like` asks which strings exist, a reading which text a string is: together they would
+    need the scenario to spell a string both ways, so they are refused by name (z3 and clingo)."""
+    schema = parse_schema(TEXTS)
+    text = permit('context.d like "1*" && decimal(context.d).lessThan(decimal("1.5"))')
+    sets = [PolicySet(parse_policies(text, "a.cedar"), schema, read_entities([], schema))]
+    with pytest.raises(UnsupportedConstruct, match="ip\\(\\) or decimal\\(\\) of a string that is not a literal.*`like`"):
+        analyze("always-denies", sets, environments(schema)[0])

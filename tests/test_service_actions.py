@@ -103,7 +103,7 @@ def chat() -> Iterator[str]:
 def test_qa3_denied_egress_waits_then_gives_a_conservative_summary_with_receipt_stubs(
         tmp_path: Path, chat: str) -> None:
     db = tmp_path / "receipts.sqlite"
-    llm = {"provider": "openai", "base_url": chat, "model": "m", "egress_class": "external"}
+    llm = {"provider": "openai", "base_url": chat, "model": "m", "egress_class": "external", "when": "always"}
     with serving(db) as server, toolbus(server) as ws:
         denied = _start(ws, example_inputs("qa3-deny", llm=llm, policies={"egress": "external"}))
         head = follow(server, denied, stop_after=2)  # the stream is open while the action waits

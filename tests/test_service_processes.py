@@ -157,7 +157,7 @@ class Gate:
 def _inputs(purpose: str, fake: FakeProvider) -> dict[str, Any]:
     """An action that waits for ``egress:partner`` (the server's cap is local), then calls the LLM."""
     return example_inputs(purpose, observations=[{"kind": "span", "source": "pager:1", "excerpt": "observe slow(web)"}],
-                          llm={"provider": "openai", "base_url": fake.url, "model": "fake", "egress_class": "partner",
+                          llm={"provider": "openai", "base_url": fake.url, "model": "fake", "egress_class": "partner", "when": "always",
                                "timeout_s": 20}, policies={"egress": "partner"})
 
 

@@ -33,14 +33,22 @@ from pathlib import Path
 from typing import Any
 
 from cda.actions.approvals import egress_decision, pii_decision, record_decision
+from cda.actions.bands import one_band_per_statement, verdict_statements
 from cda.actions.budget import Budget
-from cda.actions.ken_grounding import ground_in_ken
+from cda.actions.ken_grounding import draft_report, ground_in_ken
 from cda.actions.metrics import PROBLEM_LINE_SOURCE
 from cda.actions.problem import ActionProblem, observe_literal
 from cda.actions.receipts_sink import Recorder
 from cda.actions.scoring import band_for, normalised_entropy, score
 from cda.actions.stream import EventStream
-from cda.contracts.abstain import AbstainOutput, AbstainThresholds, CoverageReport, EpistemicReport, LowCoverageReview
+from cda.contracts.abstain import (
+    BAND_CEILING,
+    AbstainOutput,
+    AbstainThresholds,
+    CoverageReport,
+    EpistemicReport,
+    LowCoverageReview,
+)
 from cda.contracts.action import ActionVerdict, CDAInputs, NextTestSuggestion
 from cda.contracts.deadline import OutOfTime
 from cda.contracts.hypothesis_record import Evidence, HypothesisRecord
@@ -55,7 +63,7 @@ from cda.ken.graph import KenGraph
 from cda.solver.engine import EngineOptions
 from cda.solver.records import ComputedRecord, hypothesis_record, solve_records
 from cda.store import family
-from cda.verifiers.abstain import low_coverage_reasons
+from cda.verifiers.abstain import low_coverage_reasons, norm_atom
 from cda.verifiers.agreement_outcome import agreement_outcome
 from cda.verifiers.arithmetic import looks_arithmetic, verify_arithmetic
 from cda.verifiers.coverage import coverage_report
@@ -64,6 +72,7 @@ from cda.verifiers.ken_evidence import ClaimAtom, ken_evidence
 from cda.verifiers.llm_gate import (
     LLMJudgement,
     LLMProvider,
+    ReviewContext,
     TokenMeter,
     consult,
     fail_closed_ceiling,
@@ -156,6 +165,7 @@ class Verified:
     review_abstained: list[str] = field(default_factory=list)  # claims the provider's verifier abstained on
     review: LowCoverageReview | None = None
     report: EpistemicReport | None = None
+    llm_review: dict[str, Any] | None = None  # whether the HTTP verifier was called, and why
 
 
 @dataclass(frozen=True)
@@ -203,11 +213,17 @@ def _claims(result: SolveResult, problem: ActionProblem, gp: GroundProblem) -> l
         claims.append(ClaimUnderCheck(v.name, f"{v.goal} {v.claim}", [atom], VerdictStatus(v.status), v.confidence,
                                       justification=list(v.justification)))
     only = result.enumeration_complete and len(result.hypotheses) == 1 and result.status == "sat"
+    # an explanation all of whose atoms the solver proves is as settled as those proofs
+    # (docs/actions.md, "One band per statement"): it starts where they are, not at its posterior
+    proved = {norm_atom(v.claim): v.confidence for v in result.verdicts if v.goal == "prove" and v.status == "supported"}
     for h in result.hypotheses:
         text = "explanation: " + (", ".join(h.assumed) or "nothing assumed")
         atoms: list[ClaimAtom] = [gp.atoms.get(a) or a for a in h.assumed]
         status = VerdictStatus.SUPPORTED if only else VerdictStatus.INCONCLUSIVE
-        claims.append(ClaimUnderCheck(h.id, text, atoms, status, h.posterior))
+        confidence = h.posterior
+        if h.assumed and all(norm_atom(a) in proved for a in h.assumed):
+            status, confidence = VerdictStatus.SUPPORTED, min(proved[norm_atom(a)] for a in h.assumed)
+        claims.append(ClaimUnderCheck(h.id, text, atoms, status, confidence))
     return claims
 
 
@@ -384,7 +400,7 @@ class LLMCheck:
     name = "llm"
 
     def verify(self, claims: Sequence[ClaimUnderCheck], ctx: CheckContext) -> list[Outcome]:
-        return _llm(ctx.state, ctx.gp, list(claims), ctx.found, ctx.skip_external)
+        return _llm(ctx.state, ctx.gp, ctx.result, list(claims), ctx.found, ctx.skip_external)
 
 
 class Coverage:
@@ -421,8 +437,18 @@ class Coverage:
         elif g.abstain is not None:
             out.append(Outcome(caveat=f"low Ken coverage ({'; '.join(g.abstain.reasons)}): explanations are unverified "
                                       "hypotheses"))
-            explanations = tuple(i for i, c in enumerate(claims) if c.claim.startswith("explanation:"))
-            out.append(Outcome(ceiling=Ceiling(confidence=0.49, caveats=("low Ken coverage",)), claims=explanations))
+            # an explanation the solver proves is no unverified hypothesis: like its proof, it is
+            # at most medium (seed 001: no high diagnosis without Ken root causes and chains)
+            unproved = tuple(i for i, c in enumerate(claims)
+                             if c.claim.startswith("explanation:") and c.status != VerdictStatus.SUPPORTED)
+            proved = tuple(i for i, c in enumerate(claims)
+                           if c.claim.startswith("explanation:") and c.status == VerdictStatus.SUPPORTED)
+            out.append(Outcome(ceiling=Ceiling(confidence=BAND_CEILING["low"], caveats=("low Ken coverage",)),
+                               claims=unproved))
+            if proved:
+                out.append(Outcome(ceiling=Ceiling(confidence=BAND_CEILING["medium"], caveats=(
+                    "low Ken coverage: proved from the model, but Ken grounds no root cause and chain, so at most "
+                    "medium",)), claims=proved))
         return out
 
 
@@ -494,6 +520,9 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
         if comp is not None and comp[2] is not None:
             data["selected_reason"] = comp[2]
         out.records.append(data)
+    out.verdicts, out.report = one_band_per_statement(out.verdicts, out.report, verdict_statements(result))
+    if out.review is not None:
+        out.review = _review_in_outputs(out.review, out.report, out.llm_review, outcomes)
     for v in out.verdicts:
         if v.claim.startswith("explanation:"):
             continue
@@ -501,6 +530,29 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
             out.research.append(NextTestSuggestion(question=f"Find evidence for or against: {v.claim}",
                                                    suggested_ability="research"))
     return out
+
+
+def _review_in_outputs(review: LowCoverageReview, report: EpistemicReport | None, llm: dict[str, Any] | None,
+                       outcomes: Sequence[Outcome]) -> LowCoverageReview:
+    """The review as the outputs carry it: its rewrite is the run's final report (one band per
+    statement holds there too), and what the LLM verifier did (called or not, why, its answers)."""
+    update: dict[str, Any] = {}
+    if review.status == "NEEDS_REWRITE" and report is not None:
+        update["rewritten"] = report
+    if llm is not None:
+        update["llm_called"] = llm["called"]
+        update["llm_reasons"] = list(llm["reasons"])
+        answers: dict[str, str] = {}
+        rewrites: dict[str, str] = {}
+        for o in outcomes:
+            ev = o.evidence
+            if ev is not None and ev.verifier == "llm" and ev.data.get("review_status"):
+                answers[ev.claim] = ev.data["review_status"]
+                if ev.data.get("rewritten_report"):
+                    rewrites[ev.claim] = ev.data["rewritten_report"]
+        update["llm_answers"] = answers
+        update["llm_rewrites"] = rewrites
+    return review.model_copy(update=update) if update else review
 
 
 def _solver_records(state: VerificationState, gp: GroundProblem, result: SolveResult, backend: str
@@ -678,29 +730,46 @@ def _offline_judge(state: VerificationState, gp: GroundProblem, claims: list[Cla
     return judge_for
 
 
+def llm_review_gate(state: VerificationState) -> tuple[bool, list[str]]:
+    """Whether the HTTP verifier of ``inputs.llm`` is called in this run, and why (or why not).
+
+    The verifier is the abstain gate's second pass (docs/actions.md, "The LLM verifier"): with
+    ``llm.when = "low_coverage"`` (the default) it is called only when coverage is low and
+    ``ENABLE_LOW_COVERAGE_VERIFIER`` is on; ``"always"`` calls it whatever the coverage.
+    """
+    low = low_coverage_reasons(state.coverage, state.thresholds) if state.coverage is not None else []
+    if state.inputs.llm.when == "always":
+        return True, ["llm.when is 'always'", *(["coverage: " + ", ".join(low)] if low else [])]
+    if not low:
+        return False, ["coverage is sufficient"]
+    if not state.thresholds.low_coverage_verifier_enabled:
+        return False, ["coverage: " + ", ".join(low), "the low-coverage verifier is disabled (ENABLE_LOW_COVERAGE_VERIFIER)"]
+    return True, ["coverage: " + ", ".join(low)]
+
+
 def llm_required_by(state: VerificationState) -> list[str]:
     """Why the configured LLM check is required (empty: the offline checker is enough).
 
-    An HTTP verifier named in ``inputs.llm`` is required by policy: the inputs ask for that
-    reading, so its absence is never silence. Low Ken coverage (docs/actions.md, Abstention, step 2) and a risk class
-    of ``medium`` or ``high`` add their own reasons, which the caveats repeat.
+    An HTTP verifier named in ``inputs.llm`` is required by policy when it is called at all
+    (:func:`llm_review_gate`): the inputs ask for that reading, so its absence is never silence.
+    Low Ken coverage (docs/actions.md, Abstention, step 2) and a risk class of ``medium`` or
+    ``high`` add their own reasons, which the caveats repeat.
     """
-    reasons: list[str] = []
-    if state.inputs.llm.provider == "openai":
-        reasons.append(f"policy: inputs.llm names the {state.inputs.llm.egress_class} verifier")
-    else:
-        return reasons
-    if state.coverage is not None and state.thresholds.low_coverage_verifier_enabled:
-        low = low_coverage_reasons(state.coverage, state.thresholds)
-        if low:
-            reasons.append("coverage: " + ", ".join(low))
+    if state.inputs.llm.provider != "openai":
+        return []
+    runs, why = llm_review_gate(state)
+    if not runs:
+        return []
+    reasons = [f"policy: inputs.llm names the {state.inputs.llm.egress_class} verifier"]
+    reasons += [w for w in why if w.startswith("coverage: ")]
     if state.inputs.risk_class in ("medium", "high"):
         reasons.append(f"risk_class {state.inputs.risk_class}")
     return reasons
 
 
 def _consult_all(state: VerificationState, provider: LLMProvider, claims: list[ClaimUnderCheck],
-                 evidence: list[str]) -> dict[int, tuple[LLMJudgement | None, str | None]]:
+                 evidence: list[str], context: ReviewContext | None
+                 ) -> dict[int, tuple[LLMJudgement | None, str | None]]:
     """Ask about every claim at once, all under the action's remaining budget.
 
     One thread per claim (at most 8): the calls wait on the network, not on the CPU. A call
@@ -711,7 +780,8 @@ def _consult_all(state: VerificationState, provider: LLMProvider, claims: list[C
     deadline = None if remaining is None else time.monotonic() + remaining
     pool = ThreadPoolExecutor(max_workers=max(1, min(8, len(claims))), thread_name_prefix="cda-llm")
     try:
-        futures = {pool.submit(consult, provider, c.claim, evidence, deadline=deadline, meter=state.meter): i
+        futures = {pool.submit(consult, provider, c.claim, evidence, deadline=deadline, meter=state.meter,
+                               context=context): i
                    for i, c in enumerate(claims)}
         done, _ = wait(futures, timeout=None if deadline is None else max(0.0, deadline - time.monotonic()) + 0.05)
     finally:
@@ -722,15 +792,37 @@ def _consult_all(state: VerificationState, provider: LLMProvider, claims: list[C
     return results
 
 
-def _llm(state: VerificationState, gp: GroundProblem, claims: list[ClaimUnderCheck], found: Verified,
-         skip_external: bool) -> list[Outcome]:
+def _review_context(state: VerificationState, result: SolveResult) -> ReviewContext | None:
+    """What the HTTP verifier is shown beside each claim: the draft report (before any review),
+    the observations verbatim, Ken's traversal and the coverage (docs/actions.md, "The LLM verifier")."""
+    if state.coverage is None:  # pragma: no cover - initial_frontier always measures it
+        return None
+    draft = draft_report(state.coverage, state.thresholds, result)
+    return ReviewContext.of(draft, state.coverage, low_coverage_reasons(state.coverage, state.thresholds))
+
+
+def _llm(state: VerificationState, gp: GroundProblem, result: SolveResult, claims: list[ClaimUnderCheck],
+         found: Verified, skip_external: bool) -> list[Outcome]:
     """The LLM gate on every claim: each judgement's ceiling (:func:`~cda.verifiers.llm_gate.llm_ceiling`),
-    or, where a required check gave none, the fail-closed ceiling and the offline checker's."""
+    or, where a required check gave none, the fail-closed ceiling and the offline checker's.
+
+    The HTTP verifier is called only when :func:`llm_review_gate` says so (by default: coverage is
+    low); whether it was called, and why, is a ``llm.review`` receipt and a ``plan_delta``."""
     settings = state.inputs.llm
     evidence = state.problem.evidence + state.problem.observed_literals
     offline_for = _offline_judge(state, gp, claims)
     out: list[Outcome] = []
-    if settings.provider != "openai":
+    context: ReviewContext | None = None
+    if settings.provider == "openai":
+        runs, gate_reasons = llm_review_gate(state)
+        state.recorder.record("llm", "llm.review", {"when": settings.when, "model": settings.model},
+                              {"called": runs, "reasons": gate_reasons})
+        state.stream.checkpoint("plan_delta", {"stage": "verify", "llm_review": "called" if runs else "skipped",
+                                               "reasons": gate_reasons})
+        found.llm_review = {"called": runs, "reasons": gate_reasons}
+        if runs:
+            context = _review_context(state, result)
+    if settings.provider != "openai" or context is None:
         for i, c in enumerate(claims):
             judge = offline_for(c)
             judgement, error = consult(judge, c.claim, evidence)
@@ -767,7 +859,7 @@ def _llm(state: VerificationState, gp: GroundProblem, claims: list[ClaimUnderChe
             reason = str(exc)
         else:
             name = provider.name
-            results = _consult_all(state, provider, claims, evidence)
+            results = _consult_all(state, provider, claims, evidence, context)
     if reason is not None:
         out.append(Outcome(caveat=f"LLM verification missing: {reason}; receipt stubs recorded",
                            notice=f"LLM check not run: {reason}"))

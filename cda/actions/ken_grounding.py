@@ -48,7 +48,7 @@ from cda.verifiers.abstain import (
     should_abstain,
 )
 
-__all__ = ["Grounding", "ground_in_ken"]
+__all__ = ["Grounding", "draft_report", "ground_in_ken"]
 
 
 @dataclass
@@ -83,6 +83,16 @@ def _apply_violations(g: Grounding, violations: Sequence[Violation], ids: list[s
         if index is None or index >= len(ids):
             continue
         g.cap(ids[index], BAND_CEILING["low"], f"{source}: {v.kind} {v.span!r} at {v.location} ({v.detail})")
+
+
+def draft_report(coverage: CoverageReport, thresholds: AbstainThresholds, result: SolveResult) -> EpistemicReport | None:
+    """The run's report before enforcement and review (what the LLM verifier is shown); None when
+    it cannot be built (:func:`ground_in_ken` then fails closed and says so)."""
+    try:
+        return epistemic_report(list(coverage.observations), coverage, result.hypotheses, result.verdicts,
+                                thresholds=thresholds)
+    except ValidationError:
+        return None
 
 
 def ground_in_ken(

@@ -108,6 +108,9 @@ def action_pieces(inputs: CDAInputs, first_line: int) -> tuple[list[Piece], dict
         add(Piece("soft", soft.clause, Origin(f"constraints.soft[{i}]"), line, name=soft.name or f"input_soft_{i}",
                   weight=_weight(soft.weight, f"constraints.soft[{i}].weight")))
         line += 1
+    for i, invariant in enumerate(inputs.invariants):  # a global invariant is a hard clause the trace names
+        add(Piece("hard", invariant, Origin(f"invariants[{i}]"), line, name=f"invariant_{i}"))
+        line += 1
     goals = inputs.goals
     mode: PieceKind = "disprove" if goals.kind == "disprove" else "prove"
     for i, claim in enumerate(goals.claims):

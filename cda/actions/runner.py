@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cda.actions.artifacts import ArtifactWriter, boundary_summary
+from cda.actions.bands import one_band_per_statement, verdict_statements
 from cda.actions.bindings import Binding, BoundOutput, lock_of, update_available, with_bindings
 from cda.actions.budget import LADDER_TEXT, Budget
 from cda.actions.checks import VerificationState, run_verifiers
@@ -38,6 +39,7 @@ from cda.actions.receipts_sink import Recorder
 from cda.actions.scoring import band_for
 from cda.actions.seeds import Seed, derive
 from cda.actions.stream import EventStream
+from cda.actions.trace import action_trace, check_focus
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import ActionStatus, CDAInputs, CDAOutputs, NextTestSuggestion
 from cda.contracts.deadline import OutOfTime
@@ -46,6 +48,7 @@ from cda.contracts.hypothesis_record import HypothesisRecord
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.result import SolveResult
 from cda.contracts.status import SolverStatus
+from cda.encodings import ast as A
 from cda.encodings.ir import Clause, GroundProblem, SoftClause
 from cda.errors import CDAError, DSLError
 from cda.solver.engine import EngineOptions, run
@@ -276,6 +279,7 @@ class _Run:
         except OutOfTime as exc:
             return _out_of_time(inputs, params, stream, recorder, writer, budget, str(exc))
         ken = problem.ken  # with the graphs the dsl's own ken lines name
+        check_focus(inputs.focus, problem.assembled.gp, ken)
         if problem.adopted:
             stream.checkpoint("context_delta", {"adopted_observations": problem.adopted})
         gp = problem.assembled.gp
@@ -406,6 +410,10 @@ class _Run:
         if budget.has("conservative_summary"):
             verdicts = [v.model_copy(update={"confidence": min(v.confidence, 0.84), "band": band_for(
                 min(v.confidence, 0.84), v.status)}) for v in verdicts]
+            # the report says what the verdicts say: one band per statement (docs/actions.md)
+            verdicts, verified.report = one_band_per_statement(verdicts, verified.report, verdict_statements(result))
+            if verified.review is not None and verified.review.status == "NEEDS_REWRITE":
+                verified.review = verified.review.model_copy(update={"rewritten": verified.report})
         next_tests = [
             NextTestSuggestion(
                 question=f"Is {t.observable} true?", observable=t.observable, suggested_ability="sandbox",
@@ -449,12 +457,20 @@ class _Run:
         recorder.record("action", "action.converged", {"status": status},
                         {"summary": summary_id, "plan": plan_id, "evidence": evidence_id})
         self.trace["verifiers"] = [o.model_dump(mode="json") for o in verified.outcomes]
+        records = [] if verified.abstain is not None else _records(verified.records)
+        selected = next(((r["id"], str(r.get("selected_reason", ""))) for r in verified.records if r.get("selected")),
+                        None)
+        fallbacks = (["abstained"] if verified.abstain is not None else []) + (
+            ["a required LLM check failed closed"] if verified.unverified else []) + list(budget.applied)
+        written_hard = [p.written for p in state.problem.placed()
+                        if isinstance(p.statement, A.Hard)]
         return CDAOutputs(
             action_id=params.action_id, status=status, summary_artifact_id=summary_id, plan_bundle_id=plan_id,
             evidence_bundle_id=evidence_id, verdicts=verdicts, next_tests=next_tests, caveats=caveats,
             abstain=verified.abstain, review=verified.review,
             coverage=state.coverage.figures() if state.coverage is not None else None,
-            hypotheses=[] if verified.abstain is not None else _records(verified.records),
+            hypotheses=records,
+            trace=action_trace(state.inputs, gp, state.coverage, records, selected, verdicts, written_hard, fallbacks),
             epistemic_report=verified.report,
             metrics=counts,
         )

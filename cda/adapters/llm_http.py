@@ -46,10 +46,12 @@ from pydantic import ValidationError
 
 from cda.contracts.locations import validation_problems
 from cda.errors import CDAError
-from cda.verifiers.llm_gate import LLMJudgement, LLMProviderError, TokenMeter
+from cda.verifiers.llm_gate import LLMJudgement, LLMProviderError, ReviewContext, TokenMeter
 from cda.verifiers.redact import Redactor
 
-__all__ = ["Egress", "EgressDenied", "LLMProviderError", "OpenAICompatibleProvider", "PiiPosture", "SYSTEM_PROMPT"]
+__all__ = [
+    "Egress", "EgressDenied", "LLMProviderError", "OpenAICompatibleProvider", "PiiPosture", "REVIEW_PROMPT", "SYSTEM_PROMPT",
+]
 
 Egress = Literal["local", "partner", "external"]
 PiiPosture = Literal["on", "off", "consent"]
@@ -66,6 +68,23 @@ SYSTEM_PROMPT = (
     'exactly from the claim), "rationale" (one or two sentences). Bracketed placeholders such as '
     "[EMAIL_1] stand for hidden values: treat equal placeholders as equal values."
 )
+
+REVIEW_PROMPT = (
+    "You review a draft diagnosis whose knowledge-graph coverage is low. You are given the draft report, "
+    "the observations verbatim, a summary of the knowledge graph's traversal (root causes, causal chains, "
+    "nodes reached), the coverage figures with why they are low, and one claim of the draft to judge. "
+    'Reply with one JSON object with exactly these keys: "status" ("OK" if the claim and the draft are '
+    'grounded, "NEEDS_REWRITE" if something must be removed or softened, "ABSTAIN" if no grounded '
+    'diagnosis can be given), "problems" (a list of objects with "type" - one of UNSUPPORTED_METRIC, '
+    "UNGROUNDED_ROOT_CAUSE, UNGROUNDED_NODE, UNKNOWN_NODE, UNGROUNDED_OBSERVATION -, \"span\" copied "
+    'exactly from the draft or the claim, and "fix" - remove, downgrade_to_hypothesis or abstain), '
+    '"rewritten_report" (the draft rewritten, or an empty string). Rules: a specific root cause while the '
+    "coverage has no root cause is ABSTAIN or a rewrite to UNKNOWN with hypotheses; a number that is in no "
+    "observation is removed; a node that is not among the nodes reached becomes a hypothesis. Bracketed "
+    "placeholders such as [EMAIL_1] stand for hidden values: treat equal placeholders as equal values."
+)
+"""The system prompt of a call that carries a :class:`~cda.verifiers.llm_gate.ReviewContext`:
+the low-coverage verifier's contract (docs/actions.md, "The LLM verifier")."""
 
 _JUDGEMENT_KEYS = ("agrees", "confidence", "flagged", "rationale")
 _REVIEW_KEYS = ("status", "problems", "rewritten_report")
@@ -145,16 +164,25 @@ class OpenAICompatibleProvider:
         """The URL every request goes to."""
         return f"{self.base_url}/chat/completions"
 
-    def request_body(self, claim: str, evidence: list[str]) -> tuple[bytes, Redactor | None]:
-        """The exact bytes sent for a claim (redacted when the posture asks) and the redactor used."""
+    def request_body(
+        self, claim: str, evidence: list[str], context: ReviewContext | None = None
+    ) -> tuple[bytes, Redactor | None]:
+        """The exact bytes sent for a claim (redacted when the posture asks) and the redactor used.
+
+        With a review context the call is the low-coverage verifier's (:data:`REVIEW_PROMPT`): the
+        draft report, the observations, Ken's summary and the coverage go with the claim, every
+        string of them redacted with the same numbering as the claim."""
         redactor = Redactor() if self.redacts else None
+        payload: dict[str, Any] = {"claim": claim, "evidence": list(evidence)}
+        if context is not None:
+            payload.update(context.model_dump(mode="json"))
         if redactor is not None:
-            claim = redactor.redact(claim)
-            evidence = [redactor.redact(text) for text in evidence]
-        user = json.dumps({"claim": claim, "evidence": list(evidence)}, ensure_ascii=False, sort_keys=True)
+            payload = _redacted(payload, redactor)
+        user = json.dumps(payload, ensure_ascii=False, sort_keys=True)
+        system = SYSTEM_PROMPT if context is None else REVIEW_PROMPT
         body = {
             "model": self.model,
-            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
             "temperature": 0,
             "seed": 0,
             "max_tokens": MAX_REPLY_TOKENS,
@@ -167,10 +195,12 @@ class OpenAICompatibleProvider:
         return self.judge_bounded(claim, evidence, None, None)
 
     def judge_bounded(
-        self, claim: str, evidence: list[str], deadline: float | None, meter: TokenMeter | None
+        self, claim: str, evidence: list[str], deadline: float | None, meter: TokenMeter | None,
+        context: ReviewContext | None = None,
     ) -> LLMJudgement:
-        """Ask the model before ``deadline`` (``time.monotonic()``), within ``meter``'s tokens."""
-        body, redactor = self.request_body(claim, evidence)
+        """Ask the model before ``deadline`` (``time.monotonic()``), within ``meter``'s tokens;
+        with ``context``, as the low-coverage verifier (:meth:`request_body`)."""
+        body, redactor = self.request_body(claim, evidence, context)
         estimate = len(body) // 4 + MAX_REPLY_TOKENS  # ~4 bytes a token, plus the reply cap
         if meter is not None and not meter.reserve(estimate):
             raise LLMProviderError(
@@ -196,6 +226,7 @@ class OpenAICompatibleProvider:
                 "flagged": [redactor.restore(text) for text in judgement.flagged],
                 "rationale": redactor.restore(judgement.rationale),
                 "problems": [p.model_copy(update={"span": redactor.restore(p.span)}) for p in judgement.problems],
+                "rewritten_report": redactor.restore(judgement.rewritten_report),
             }
         )
 
@@ -321,6 +352,17 @@ class OpenAICompatibleProvider:
             ) from error
 
 
+def _redacted(value: Any, redactor: Redactor) -> Any:
+    """Every string of a JSON value redacted (keys are the contract's names, left as they are)."""
+    if isinstance(value, str):
+        return redactor.redact(value)
+    if isinstance(value, list):
+        return [_redacted(item, redactor) for item in value]
+    if isinstance(value, dict):
+        return {key: _redacted(item, redactor) for key, item in value.items()}
+    return value
+
+
 def _content(reply: bytes, where: str) -> str:
     """``choices[0].message.content`` of a chat-completions reply, or a clear error."""
     try:
@@ -350,7 +392,8 @@ def _from_review(obj: dict[str, Any]) -> dict[str, Any]:
         "problems": problems,
         "agrees": "yes" if status == "OK" else "no",
         "flagged": [s for s in spans if isinstance(s, str)],
-        "rationale": f"verifier {status}" + (f"; rewritten: {rewritten}" if isinstance(rewritten, str) and rewritten else ""),
+        "rationale": f"verifier {status}",
+        "rewritten_report": rewritten if isinstance(rewritten, str) else "",
     }
 
 

@@ -135,6 +135,9 @@ def _analyze(args: argparse.Namespace, out: TextIO) -> int:
     return {PropertyStatus.HOLDS: EXIT_OK, PropertyStatus.FAILS: EXIT_FAILED}.get(status, EXIT_UNKNOWN)
 
 
+_OTHER = {"when": "unless", "unless": "when"}
+
+
 def _print_result(r: Any, out: TextIO) -> None:
     """One environment's answer as text: the verdict, what it was proved for, and the
     counterexample and repair, or the policies it stands on."""
@@ -151,6 +154,10 @@ def _print_result(r: Any, out: TextIO) -> None:
         if r.repair is not None:
             for p in r.repair["remove"]:
                 out.write(f"  repair: remove {p['policy']} ({p['file']}:{p['line']}, {p['effect']})\n")
+            for c in r.repair.get("conditions", []):
+                change = "drop" if c["change"] == "drop" else f"negate ({c['kind']} -> {_OTHER[c['kind']]})"
+                out.write(f"  repair: or {change} {c['kind']} condition {c['condition']} of {c['policy']} "
+                          f"({c['file']}:{c['line']}:{c['column']}); re-checked\n")  # fmt: skip
             out.write(f"  repair: {r.repair['note']}\n")
     if r.stands_on is not None:
         out.write(f"  stands on: {', '.join(r.stands_on) or '(no policy: it holds whatever they say)'}\n")

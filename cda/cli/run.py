@@ -56,11 +56,18 @@ def run_options(p: Any, op: Any) -> dict[str, Any]:
 
 
 def present_run(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
-    return main_run(Path(args.path), args.out, args.json, out, err)
+    trace: dict[str, Any] = {}
+    if getattr(args, "focus", None) is not None:
+        trace["focus"] = args.focus
+    if getattr(args, "invariants", None):
+        trace["invariants"] = list(args.invariants)
+    return main_run(Path(args.path), args.out, args.json, out, err, trace)
 
 
-def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: TextIO) -> int:
-    """The ``cda run`` command (the ``actions.run`` operation, for the local user); the exit code."""
+def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: TextIO,
+             trace: dict[str, Any] | None = None) -> int:
+    """The ``cda run`` command (the ``actions.run`` operation, for the local user); the exit code.
+    ``trace``: ``focus`` and ``invariants`` for the run's trace record (the operation's own params)."""
     from cda.cli.call import LocalEnv, call_local
 
     if out_dir is not None:
@@ -77,7 +84,7 @@ def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: 
         subscribers.append(_progress_printer(err))  # type: ignore[arg-type]
     env = LocalEnv(out_dir=out_dir, subscribers=subscribers, runs=[])
     try:
-        call_local("actions.run", {"path": str(path)}, env)
+        call_local("actions.run", {"path": str(path), **(trace or {})}, env)
     except AuditLogError as exc:  # the log was rewritten behind the run: loud, and not "bad input"
         err.write(exc.render() + "\n")
         return 1
@@ -102,6 +109,6 @@ def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: 
             err.write("\n".join(outputs.caveats) + "\n")
         failed = run.events[-1]
         bad_input = getattr(failed, "error_type", "") in {"DSLSyntaxError", "DSLTypeError", "UnitError", "KenError",
-                                                         "DSLError", "BackendUnsupported"}
+                                                         "DSLError", "BackendUnsupported", "OptionError"}
         return 2 if bad_input else 1
     return 0 if outputs.status in ("completed", "abstained") else 3

@@ -9,7 +9,9 @@ function, a program, or every tool of an MCP server.
   replaced by that input's value — one argument each, never through a shell — with the inputs
   also as a JSON object on its standard input, in the registry's folder, stopped after ``timeout_s``.
   Its standard output must be one JSON object (the outputs); a non-zero exit is the tool's error.
-* ``mcp = {command = [...]}`` or ``mcp = {url = "http://…/mcp"}``: the server is asked for its
+* ``mcp = {command = [...], env = {NAME = "value"}}`` or ``mcp = {url = "http://…/mcp"}``: the
+  program is started with ``env`` over the few variables the SDK passes on (values never shown,
+  :class:`~cda.contracts.conductor.McpServer`), and the server is asked for its
   tools (the official SDK's client, over stdio or streamable HTTP); each becomes a tool named
   ``PREFIX.TOOL``, satisfying the obligation type ``TOOL`` unless the manifest says otherwise,
   its inputs the schema's required properties, its ``side_effects`` read from the tool's
@@ -159,8 +161,8 @@ class _Session:
             from mcp.client.stdio import StdioServerParameters
 
             transport = StdioServerParameters(command=server.command[0], args=list(server.command[1:]),
-                                              cwd=str(base_dir))
-            self.name = " ".join(server.command)
+                                              cwd=str(base_dir), env=server.environment())
+            self.name = " ".join(server.command)  # never the env's values (they are the user's secrets)
         else:
             from mcp.client.streamable_http import streamable_http_client
 

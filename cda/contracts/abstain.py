@@ -614,3 +614,12 @@ class LowCoverageReview(_Model):
     reasons: list[str] = Field(default_factory=list, description="why the pass ran, or why it was skipped")
     rewritten: EpistemicReport | None = Field(default=None, description="the report with the fixes, on NEEDS_REWRITE")
     abstain: AbstainOutput | None = Field(default=None, description="the ABSTAIN output, on ABSTAIN")
+    llm_called: bool | None = Field(
+        default=None, description="whether the run's HTTP LLM verifier was called (None: none is configured); "
+        "it is called only when coverage is low, unless llm.when is 'always'")
+    llm_reasons: list[str] = Field(default_factory=list, description="why the LLM verifier was called or not")
+    llm_answers: dict[str, LowCoverageStatus] = Field(
+        default_factory=dict, description="each claim's answer from an LLM verifier that answered in this contract")
+    llm_rewrites: dict[str, str] = Field(
+        default_factory=dict, description="the LLM verifier's rewritten_report per claim, where it gave one (text "
+        "for the reader: the run's report is the enforced one, and an LLM only lowers)")

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from cda.contracts import limits
 from cda.contracts.abstain import AbstainOutput, CoverageFigures, EpistemicReport, LowCoverageReview
-from cda.contracts.hypothesis_record import HypothesisRecord
+from cda.contracts.hypothesis_record import HypothesisRecord, TraceRecord
 from cda.contracts.metrics import ActionMetrics
 from cda.contracts.refs import ArtifactRef, SpanRef
 from cda.contracts.result import VerdictStatusField
@@ -241,9 +241,16 @@ class LLMSettings(_Model):
     ``egress_class`` (``local`` allows none, ``partner`` allows partner endpoints, ``external``
     allows both); otherwise the check is skipped, recorded as a receipt stub, and the claims it
     would have read are capped as if the LLM had been unsure.
+
+    ``when``: the HTTP verifier is the abstain gate's second pass, so by default it is called only
+    when Ken's coverage is low (``low_coverage``; docs/actions.md, "The LLM verifier"); with
+    sufficient coverage the offline checker reads the claims and the skip is recorded.
+    ``always`` calls it on every run (a policy that wants a second reader whatever the coverage).
     """
 
     provider: Literal["offline", "openai"] = "offline"
+    when: Literal["low_coverage", "always"] = Field(
+        default="low_coverage", description="call the HTTP verifier only when Ken coverage is low, or always")
     base_url: str | None = Field(default=None, description="e.g. http://127.0.0.1:8000/v1")
     model: str | None = None
     egress_class: Literal["partner", "external"] = "external"
@@ -259,6 +266,10 @@ class LLMSettings(_Model):
         if self.provider == "openai" and (not self.base_url or not self.model):
             raise ValueError("llm: provider 'openai' needs both 'base_url' and 'model'")
         return self
+
+
+FocusName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$")]
+"""A focus: a Ken node id or an atom's argument, as the DSL writes names."""
 
 
 class CDAInputs(_Model):
@@ -281,6 +292,13 @@ class CDAInputs(_Model):
     functions: list[FunctionCheck] = Field(default_factory=list)
     backend: Literal["auto", "z3", "clingo"] = "auto"
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    focus: FocusName | None = Field(
+        default=None,
+        description="the subsystem to focus on (the trace's focus_subsystem): a Ken node or an argument of the "
+        "problem's atoms; derived from the selected hypothesis when omitted")
+    invariants: list[str] = Field(
+        default_factory=list, max_length=200,
+        description="global invariants (DSL formulas): hard clauses every hypothesis must satisfy, listed in the trace")
 
     @model_validator(mode="after")
     def _has_a_problem(self) -> CDAInputs:
@@ -353,6 +371,9 @@ class CDAOutputs(_Model):
     review: LowCoverageReview | None = Field(
         default=None, description="the low-coverage verifier pass (docs/actions.md, Abstention, step 2): OK | NEEDS_REWRITE | ABSTAIN "
         "with typed problems; triggered only when coverage is low")
+    trace: TraceRecord | None = Field(
+        default=None, description="seed 004's trace of the run: focus, invariants, candidates, the selection and why, "
+        "integration risks, confidence, whether a fallback applied (docs/actions.md, The trace record)")
     hypotheses: list[HypothesisRecord] = Field(
         default_factory=list, description="the ranked hypotheses as records (docs/investigate.md, 'The records'): "
         "stated assumptions, evidence for and against, falsifiers, confidence, next probe; none when the run abstained")

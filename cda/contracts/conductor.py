@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from cda.contracts import limits
 from cda.contracts.status import _Ordered
@@ -237,19 +237,60 @@ class ToolOverride(_Model):
     description: str | None = Field(default=None, max_length=2000)
 
 
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+"""An environment variable's name as a manifest may set it (a shell's own rule)."""
+
+MAX_ENV_VALUE = 32_768
+"""Characters of one environment variable's value (a key or a token is far shorter)."""
+
+
 class McpServer(_Model):
     """An MCP server whose tools become conductor tools: a program spoken to over stdio
-    (``command``) or a streamable-HTTP endpoint (``url``), one of the two."""
+    (``command``) or a streamable-HTTP endpoint (``url``), one of the two.
+
+    ``env`` (stdio only): variables set for the program, over the few the MCP SDK passes on by
+    itself (``HOME``, ``PATH``, ``USER`` …; nothing else of CDA's environment reaches it). The
+    values are secrets as far as CDA is concerned (an API key, a token): held as
+    :class:`~pydantic.SecretStr`, so a dump, a repr or an error shows ``**********``; only the
+    names are ever written (docs/conductor.md, "Your own tools").
+
+    >>> server = McpServer(command=["pager"], env={"PAGER_TOKEN": "s3cret"})
+    >>> server.env_names(), "s3cret" in repr(server) + server.model_dump_json()
+    (['PAGER_TOKEN'], False)
+    """
 
     command: list[str] | None = Field(default=None, min_length=1, max_length=100)
     url: str | None = Field(default=None, max_length=2048, pattern=r"^https?://")
+    env: dict[Annotated[str, Field(pattern=ENV_NAME_PATTERN, max_length=128)], SecretStr] = Field(
+        default_factory=dict, max_length=100, description="with command: environment variables for the program")
     timeout_s: TimeoutSeconds = Field(default=60, description="whole seconds to wait for the server's answer to one call")
+
+    @field_validator("env")
+    @classmethod
+    def _env_values(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for name, secret in value.items():  # the messages name the variable, never its value
+            text = secret.get_secret_value()
+            if "\0" in text:
+                raise ValueError(f"{name}: the value contains a NUL character (no program can receive it)")
+            if len(text) > MAX_ENV_VALUE:
+                raise ValueError(f"{name}: the value is {len(text)} characters long (at most {MAX_ENV_VALUE})")
+        return value
 
     @model_validator(mode="after")
     def _one(self) -> McpServer:
         if (self.command is None) == (self.url is None):
             raise ValueError("write either command = [...] or url = \"http://…/mcp\", not both and not neither")
+        if self.env and self.command is None:
+            raise ValueError("env is for a server CDA starts (command = [...]); a server at a url has its own")
         return self
+
+    def env_names(self) -> list[str]:
+        """The names ``env`` sets, sorted: what may be shown of it."""
+        return sorted(self.env)
+
+    def environment(self) -> dict[str, str] | None:
+        """``env`` with its values, for the program's start only (None: nothing added)."""
+        return {name: secret.get_secret_value() for name, secret in self.env.items()} or None
 
 
 class ToolSpec(_Model):

@@ -34,7 +34,8 @@ class Receipt(BaseModel):
 
     ``inputs_hash`` is the SHA-256 of the canonical JSON of the call's inputs (the inputs
     themselves may be large or private, so only their hash is kept). ``stub`` receipts record
-    evidence that was needed but could not be obtained (denied egress, a timeout).
+    evidence that was needed but could not be obtained (denied egress, a timeout); ``cancelled``
+    ones a call its client cancelled (``cda mcp``'s ``mcp.cancelled``), which gets no answer.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -48,7 +49,7 @@ class Receipt(BaseModel):
     caps: dict[str, float | int | str] = Field(default_factory=dict)
     result: dict[str, Any] = Field(default_factory=dict)
     citations: list[SpanRef] = Field(default_factory=list)
-    status: Literal["ok", "failed", "timeout", "denied", "stub"] = "ok"
+    status: Literal["ok", "failed", "timeout", "denied", "stub", "cancelled"] = "ok"
     attempt: int | None = Field(
         default=None, ge=1,
         description="which run of the action wrote it (1, 2, … for re-runs of one action id); "

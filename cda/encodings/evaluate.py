@@ -26,6 +26,7 @@ from cda.encodings.ir import (
     Node,
     Not,
     Or,
+    Product,
     Term,
     TermConst,
     Xor,
@@ -101,6 +102,8 @@ def _value(node: Node, assignment: Assignment, memo: dict[int, bool]) -> bool:
     if isinstance(node, Linear):
         total = sum(c * int(assignment[v]) for c, v in node.terms)
         return total <= node.bound
+    if isinstance(node, Product):
+        return int(assignment[node.product]) == int(assignment[node.left]) * int(assignment[node.right])
     if isinstance(node, Eq):
         return _term(node.lhs, assignment) == _term(node.rhs, assignment)
     if isinstance(node, Like):
@@ -194,6 +197,10 @@ class BatchEvaluator:
                 assert isinstance(node, Linear)
                 terms, bound = node.terms, node.bound
                 v = _column([sum(c * int(a[var]) for c, var in terms) <= bound for a in assignments])
+            elif kind is Product:
+                assert isinstance(node, Product)
+                z, x, y = node.variables
+                v = _column([int(a[z]) == int(a[x]) * int(a[y]) for a in assignments])
             elif kind is Eq:
                 assert isinstance(node, Eq)
                 v = _column([_term(node.lhs, a) == _term(node.rhs, a) for a in assignments])

@@ -17,6 +17,7 @@ and the engine re-checks it against the *original* nodes (:mod:`cda.solver.reche
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -43,7 +44,7 @@ from cda.encodings.ir import (
 from cda.encodings.scheme import sort_uses
 from cda.errors import BackendUnsupported
 
-__all__ = ["FiniteDomains"]
+__all__ = ["FiniteDomains", "rewrite_nodes", "rewritten_problem"]
 
 
 class FiniteDomains:
@@ -78,15 +79,7 @@ class FiniteDomains:
                 atoms[name] = AtomInfo(name, "var", "dom", (var.name,))
             one_hot.append(f.card("=", 1, [f.atom(n) for n in names]))
         self._memo: dict[int, Node] = {}
-        self.problem = replace(
-            problem,
-            atoms=atoms,
-            terms={},
-            clauses=[Clause(c.name, c.kind, self.rewrite(c.node), c.line) for c in problem.clauses],
-            background=[*(self.rewrite(n) for n in problem.background), *one_hot],
-            soft=[SoftClause(s.name, self.rewrite(s.node), s.weight, s.line) for s in problem.soft],
-            claims=[Claim(c.name, c.mode, self.rewrite(c.node), c.text, c.line) for c in problem.claims],
-        )
+        self.problem = rewritten_problem(problem, self.rewrite, one_hot, atoms=atoms, terms={})
 
     def _value_atom(self, var: TermVar, value: str) -> Node | None:
         domain = self.domains[var.sort.name]
@@ -96,23 +89,17 @@ class FiniteDomains:
 
     def rewrite(self, node: Node) -> Node:
         """``node`` with every ``Eq`` over term variables replaced by value atoms."""
-        memo, f = self._memo, self.original.factory
-        for sub in walk([node], skip=memo):
-            kids = [memo.get(c.uid, c) for c in sub.children]
-            new: Node
-            if isinstance(sub, Eq):
-                new = self._eq(sub)
-            elif isinstance(sub, Like):
-                raise BackendUnsupported(
-                    f"the {self.backend} backend cannot encode IR node Like on a term variable ({sub!r}): "
-                    "which strings match a pattern is a question of regular languages; use backend 'z3'"
-                )
-            elif not kids or all(k is c for k, c in zip(kids, sub.children)):
-                new = sub
-            else:
-                new = _rebuilt(f, sub, kids)
-            memo[sub.uid] = new
-        return memo[node.uid]
+        return rewrite_nodes(self.original.factory, node, self._memo, self._leaf)
+
+    def _leaf(self, sub: Node) -> Node | None:
+        if isinstance(sub, Eq):
+            return self._eq(sub)
+        if isinstance(sub, Like):
+            raise BackendUnsupported(
+                f"the {self.backend} backend cannot encode IR node Like on a term variable ({sub!r}): "
+                "which strings match a pattern is a question of regular languages; use backend 'z3'"
+            )
+        return None
 
     def _eq(self, node: Eq) -> Node:
         f = self.original.factory
@@ -137,6 +124,34 @@ class FiniteDomains:
             names = self._atoms[var.name]
             out[var.name] = next((domain[i] for i, n in enumerate(names) if model.get(n)), domain[0] if domain else "")
         return out
+
+
+def rewrite_nodes(f: Any, node: Node, memo: dict[int, Node], leaf: Callable[[Node], Node | None]) -> Node:
+    """``node`` with each sub-node that ``leaf`` maps to a node replaced by it (``None``: kept),
+    and the nodes above rebuilt through the factory ``f``; ``memo`` (uid → new node) is shared
+    by the calls of one rewrite, so a shared sub-formula is rewritten once."""
+    for sub in walk([node], skip=memo):
+        new = leaf(sub)
+        if new is None:
+            kids = [memo.get(c.uid, c) for c in sub.children]
+            new = sub if not kids or all(k is c for k, c in zip(kids, sub.children)) else _rebuilt(f, sub, kids)
+        memo[sub.uid] = new
+    return memo[node.uid]
+
+
+def rewritten_problem(
+    problem: GroundProblem, rewrite: Callable[[Node], Node], extra: Sequence[Node] = (), **changes: Any
+) -> GroundProblem:
+    """``problem`` with every clause, background node, soft clause and claim rewritten by
+    ``rewrite``, the ``extra`` background nodes added, and the fields in ``changes`` replaced."""
+    return replace(
+        problem,
+        clauses=[Clause(c.name, c.kind, rewrite(c.node), c.line) for c in problem.clauses],
+        background=[*(rewrite(n) for n in problem.background), *extra],
+        soft=[SoftClause(s.name, rewrite(s.node), s.weight, s.line) for s in problem.soft],
+        claims=[Claim(c.name, c.mode, rewrite(c.node), c.text, c.line) for c in problem.claims],
+        **changes,
+    )
 
 
 def _rebuilt(f: Any, node: Node, kids: list[Node]) -> Node:

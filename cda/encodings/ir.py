@@ -39,6 +39,7 @@ __all__ = [
     "Xor",
     "Card",
     "Linear",
+    "Product",
     "Eq",
     "Like",
     "Sort",
@@ -206,6 +207,31 @@ class Linear(Node):
         return f"{lhs} {self.op} {self.bound}"
 
 
+class Product(Node):
+    """``product = left * right`` over three integer variables (by name): a product of two
+    unknowns, which no :class:`Linear` node can say (Cedar's ``x * y`` of two context values).
+
+    Every variable has its declared range, so the question stays decidable: z3 decides it in
+    nonlinear integer arithmetic, a backend without that reads it as the pairs of values of
+    ``left`` and ``right`` (:mod:`cda.encodings.products`) where the ranges are small, and refuses
+    it by name where not. An overflow is the product's range check, made by whoever needs one.
+    """
+
+    __slots__ = ("product", "left", "right")
+
+    def __init__(self, product: str, left: str, right: str) -> None:
+        self.product = product
+        self.left = left
+        self.right = right
+
+    @property
+    def variables(self) -> tuple[str, str, str]:
+        return (self.product, self.left, self.right)
+
+    def __repr__(self) -> str:
+        return f"{self.product} = {self.left} * {self.right}"
+
+
 class Sort:
     """A sort of terms: ``string`` (text) or ``population`` (an uninterpreted sort whose named
     constants differ from each other). ``domain``, when given, closes it: its terms take exactly
@@ -363,6 +389,9 @@ class NodeFactory:
         #: the range of each integer variable declared with :meth:`declare_int` (others lie in
         #: [NUM_MIN, NUM_MAX]): what :meth:`linear` folds with
         self.int_ranges: dict[str, tuple[int, int]] = {}
+        #: how many :class:`Product` nodes were made: a backend picks nonlinear arithmetic (z3)
+        #: or the pairs' rewrite (clingo) without walking the problem to find one
+        self.products = 0
         self.true = self._intern(("const", True), lambda: Const(True))
         self.false = self._intern(("const", False), lambda: Const(False))
 
@@ -539,6 +568,36 @@ class NodeFactory:
             return self.false
         return self._intern(("lin", items, bound), lambda: Linear(items, "<=", bound))
 
+
+    def product(self, product: str, left: str, right: str) -> Node:
+        """``product = left * right`` over declared integer variables (``left`` and ``right``
+        may be one variable: a square). Interned with its factors in sorted order (the product
+        commutes); folded to ``product = 0`` or ``product = other`` (:meth:`linear` nodes that
+        every backend decides) when a factor's range is the single value 0 or 1.
+
+        >>> f = NodeFactory()
+        >>> for v, lo, hi in (("x", -3, 3), ("y", -3, 3), ("z", -9, 9), ("one", 1, 1)):
+        ...     f.declare_int(v, lo, hi)
+        >>> f.product("z", "y", "x") is f.product("z", "x", "y"), f.product("z", "x", "y")
+        (True, z = x * y)
+        >>> f.product("z", "one", "y")
+        (-1*y + 1*z <= 0 and 1*y + -1*z <= 0)
+        """
+        ranges = self.int_ranges
+        for name in (product, left, right):
+            if name not in ranges:
+                raise ValueError(f"declare the integer variable {name} (declare_int) before a product names it")
+        left, right = sorted((left, right))
+        for fixed, other in ((left, right), (right, left)):
+            low, high = ranges[fixed]
+            if low == high and low in (0, 1):  # z = 0, z = other: difference constraints still
+                return self.linear({product: 1, other: -low} if product != other else {product: 1 - low}, "=", 0)
+
+        def make() -> Node:
+            self.products += 1
+            return Product(product, left, right)
+
+        return self._intern(("mul", product, left, right), make)
 
     def declare_int(self, name: str, low: int, high: int) -> None:
         """Integer variable ``name`` ranges over [``low``, ``high``] (declare it before a linear

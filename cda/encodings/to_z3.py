@@ -32,6 +32,7 @@ from cda.encodings.ir import (
     Node,
     Not,
     Or,
+    Product,
     Sort,
     Term,
     TermConst,
@@ -207,6 +208,9 @@ class Z3Encoder:
         lhs = z3.Sum([c * self.int_var(v) for c, v in node.terms])
         return self._held_term(lhs <= node.bound)
 
+    def visit_Product(self, node: Product) -> Any:
+        return self._held_term(self.int_var(node.product) == self.int_var(node.left) * self.int_var(node.right))
+
     def visit_Eq(self, node: Eq) -> Any:
         return self._held_term(self.term(node.lhs) == self.term(node.rhs))
 
@@ -265,7 +269,7 @@ def like_regex(pattern: tuple[str | None, ...], ctx: z3.Context) -> z3.ReRef:
 #: one visitor per IR node type, looked up by the node's exact type
 _VISIT: dict[type, Callable[[Z3Encoder, Any], Any]] = {
     kind: getattr(Z3Encoder, f"visit_{kind.__name__}")
-    for kind in (Const, Atom, Not, And, Or, Iff, Xor, Card, Linear, Eq, Like)
+    for kind in (Const, Atom, Not, And, Or, Iff, Xor, Card, Linear, Product, Eq, Like)
 }
 
 

@@ -11,6 +11,7 @@ without a receipt (:class:`~cda.adapters.http_guard.RefusalLimiter`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from cda.adapters.auth import AuthConfig
@@ -79,12 +80,16 @@ def http_app(server: Any, args: Any, auth: AuthConfig | None) -> Any:
 
 def serve_http(server: Any, args: Any, auth: AuthConfig | None, err: TextIO) -> int:
     """Serve until interrupted; exit 2 when the address cannot be bound."""
-    return serve_app(http_app(server, args, auth), args, err)
+    def stopping() -> None:
+        server.cda_door.stopping = True
+
+    return serve_app(http_app(server, args, auth), args, err, on_stop=stopping)
 
 
-def serve_app(app: Any, args: Any, err: TextIO) -> int:
+def serve_app(app: Any, args: Any, err: TextIO, on_stop: Callable[[], None] | None = None) -> int:
     """Serve the guarded ``app`` on ``args.host``/``args.port`` until interrupted (the line on
-    ``err`` names the address; exit 2 when it cannot be bound)."""
+    ``err`` names the address; exit 2 when it cannot be bound). ``on_stop`` is called when the
+    server begins to stop, before the calls in flight are cut."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -94,6 +99,11 @@ def serve_app(app: Any, args: Any, err: TextIO) -> int:
                 host, port = self.servers[0].sockets[0].getsockname()[:2]
                 err.write(f"cda: MCP over streamable HTTP at http://{host}:{port}/mcp\n")
                 err.flush()
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            if on_stop is not None:
+                on_stop()
+            await super().shutdown(sockets)
 
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     try:

@@ -22,6 +22,8 @@ so is every upstream call (``guard.proxy.call``). docs/guardian.md, "The gateway
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import shlex
 import threading
 import uuid
@@ -35,6 +37,8 @@ from cda.errors import CDAError
 
 __all__ = ["GuardProxy", "UpstreamSpec", "build_proxy_server", "main_proxy", "parse_upstream"]
 
+STOP_GRACE_S = 30.0
+"""Seconds a cancelled call's upstream has to answer the cancel before the gateway stops waiting."""
 _VERSION_OK = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz.+-"
 
 
@@ -176,7 +180,21 @@ class GuardProxy:
 
         def run(_parameters: Mapping[str, Any]) -> Any:
             client = self._links[tool.upstream].client
-            return anyio.from_thread.run(client.call_tool, tool.name, self._local.arguments)
+            scope = getattr(self._local, "scope", None) or anyio.CancelScope()
+            arguments = self._local.arguments  # read here: the call below runs on the event loop's thread
+            answer: list[Any] = []
+
+            async def upstream() -> None:
+                with scope:  # cancelled when the agent cancels its call: the SDK tells the upstream
+                    answer.append(await client.call_tool(tool.name, arguments))
+
+            try:
+                anyio.from_thread.run(upstream)
+            except (asyncio.CancelledError, concurrent.futures.CancelledError):  # the agent's call was cancelled
+                pass
+            if not answer:  # raised, so the gate releases the reservation (the upstream was told to stop)
+                raise CallCancelled(f"{tool.listed}: the agent cancelled the call before {tool.upstream} answered")
+            return answer[0]
 
         return run
 
@@ -304,6 +322,11 @@ class _Arguments(dict):  # type: ignore[type-arg]
         super().__init__({k: v for k, v in arguments.items() if isinstance(v, str | int) and not isinstance(v, bool)})
 
 
+class CallCancelled(CDAError):
+    """The agent cancelled a call while the upstream ran it: the upstream was sent the cancel, the
+    reservation is released (as for any call that fails), and nothing is answered."""
+
+
 def _ref_name(tool: _Tool) -> str:
     """The tool's name in the guardian's registry: the listed name (``NAME.tool`` with several)."""
     return tool.listed
@@ -331,7 +354,32 @@ def build_proxy_server(proxy: GuardProxy) -> Any:
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         arguments = dict(params.arguments or {})
-        return await anyio.to_thread.run_sync(proxy.call, params.name, arguments)
+        upstream = anyio.CancelScope()
+        ended = threading.Event()
+
+        def call() -> Any:
+            proxy._local.scope = upstream  # this worker thread's call to the upstream is cancelled with it
+            try:
+                return proxy.call(params.name, arguments)
+            except CallCancelled as exc:  # nobody is waiting for the answer: the receipt is the call's record
+                from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+
+                proxy.append(Receipt(action_id="guard.proxy", seq=proxy.count("guard.proxy"), kind="action",
+                                     name="guard.proxy.cancelled", status="cancelled",
+                                     inputs_hash=sha256_hex(canonical_json({"tool": params.name})),
+                                     result={"tool": params.name, "reason": str(exc), "reservation": "released"}))
+                return None
+            finally:
+                proxy._local.scope = None
+                ended.set()
+
+        try:
+            return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():  # the agent cancelled: so is the upstream call in flight
+            upstream.cancel()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(ended.wait, STOP_GRACE_S)
+            raise
 
     return Server("cda-guard-proxy", version=cda_version(),
                   instructions="Tools of upstream MCP servers, each call decided by CDA's guardian first "

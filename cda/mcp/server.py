@@ -15,8 +15,10 @@ gate for its principal:
 * over HTTP with ``--auth`` (required off loopback) the caller is its token's principal, as at
   ``cda serve``: a partner names no file, runs no code.
 
-Every HTTP request passes the Host/Origin guard (:mod:`cda.adapters.http_guard`). Refusals are
-receipts in ``OUT/gate.sqlite``; ``run_action`` writes its artifacts and receipts under ``--out``
+Every HTTP request passes the Host/Origin guard (:mod:`cda.adapters.http_guard`). Each call runs
+under its own cancel token: the client's cancel (``notifications/cancelled``, or closing the
+call's response stream over streamable HTTP) stops its solver (:meth:`_Door.stopped`). Refusals
+and cancelled calls are receipts in ``OUT/gate.sqlite``; ``run_action`` writes its artifacts and receipts under ``--out``
 (default: a temporary folder for the server's life), where ``artifacts_get`` reads them.
 
 A mistake in the input is a tool error (``isError``) whose text is the compiler-style message
@@ -32,6 +34,7 @@ import json
 import shutil
 import tempfile
 import threading
+import time
 import warnings
 import weakref
 from pathlib import Path
@@ -41,6 +44,7 @@ from typing import Annotated, Any, TextIO
 from pydantic import Field, ValidationError
 from pydantic.fields import FieldInfo
 
+from cda.contracts.deadline import CancelToken, cancel_scope
 from cda.errors import AccessDenied, CDAError
 from cda.operations import Door, Principal, Refused, cda_version, for_door, invoke, local_user
 from cda.operations.base import OperationError
@@ -49,6 +53,9 @@ from cda.operations.clause_session import ItemError
 __all__ = ["McpOptions", "build_server", "main_mcp"]
 
 _ROOT = Path(__file__).resolve().parents[2]
+STOP_GRACE_S = 10.0
+"""Seconds a cancelled call's run has to stop before its receipt says it did not (``run_ended``
+false: a call that reads no deadline, as at ``cda serve``'s cancel, docs/service.md)."""
 _SOURCES = ("dsl", "fol", "bench", "statement", "inputs", "utterance")
 
 
@@ -113,6 +120,7 @@ class _Door:
         self.guardian = (GuardDesk(options.guard_policies, options.guard_ledger)
                          if options.guard_policies is not None and options.guard_ledger is not None else None)
         self.fixed_roots = tuple(Path(r) for r in options.allow_root) or None
+        self.stopping = False  # set when the HTTP server begins to stop: a call cut then was not cancelled
 
     # the gate's receipt log, opened on first refusal (LogSink calls append/count)
     def append(self, receipt: Any) -> str:
@@ -130,6 +138,46 @@ class _Door:
 
                 self.log = ReceiptLog(self.out / "gate.sqlite")
             return int(self.log.count(action_id))
+
+    async def stopped(self, ctx: Any, op: Any, who: Principal, token: CancelToken, ended: threading.Event,
+                      env: SimpleNamespace) -> None:
+        """A call whose request was cancelled: stop its run and wait until its thread is gone, then
+        receipt it (``mcp.cancelled`` in ``OUT/gate.sqlite``, status ``cancelled``).
+
+        The SDK cancels the handler's scope on the client's ``notifications/cancelled`` (and when
+        the connection closes or the server stops); the run's :class:`CancelToken` then expires
+        every deadline of the run and interrupts z3 or clingo in flight (docs/agents.md,
+        "Cancelling a call"). The MCP specification forbids an answer to a cancelled request, so
+        the receipt is the call's record: the run stopped, and when."""
+        import anyio
+        import anyio.to_thread
+
+        session = getattr(getattr(ctx, "request_context", None), "session", None)
+        # the SDK's per-request channel; its event is set by notifications/cancelled, not by a shutdown
+        asked = getattr(getattr(session, "_request_outbound", None), "cancel_requested", None)
+        if asked is not None and asked.is_set():
+            token.cancel("cancelled by the client (notifications/cancelled)", "cancelled")
+        elif self.stopping:
+            token.cancel("interrupted: the server is stopping", "interrupted")
+        elif getattr(getattr(ctx, "request_context", None), "request", None) is not None:
+            # streamable HTTP at the 2026 protocol: a client cancels by closing the call's response stream
+            token.cancel("cancelled by the client (it closed the call's response stream)", "cancelled")
+        else:
+            token.cancel("interrupted: the client's connection closed", "interrupted")
+        with anyio.CancelScope(shield=True):
+            gone = await anyio.to_thread.run_sync(ended.wait, STOP_GRACE_S)
+            took = None if token.at is None else time.monotonic() - token.at
+            detail: dict[str, Any] = {"operation": op.name, "tool": op.mcp, "principal": who.name, "role": who.role,
+                                      "request_id": str(getattr(ctx, "request_id", "") or ""),
+                                      "stopped": token.kind, "reason": token.reason, "run_ended": gone,
+                                      "ended_after_s": round(took, 3) if gone and took is not None else None,
+                                      "action_ids": [run.outputs.action_id for run in env.runs]}
+            from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+
+            self.append(Receipt(action_id="mcp", seq=self.count("mcp"), kind="action", name="mcp.cancelled",
+                                inputs_hash=sha256_hex(canonical_json({k: detail[k] for k in ("operation", "principal",
+                                                                                               "request_id")})),
+                                result=detail, status="cancelled"))
 
     def env(self, who: Principal) -> SimpleNamespace:
         from cda.operations.investigate import desk_for
@@ -220,16 +268,28 @@ def _tool(door: _Door, op: Any, context: Any) -> Any:
         env = door.env(who)
         source = _source(op, args)
 
+        token = CancelToken()  # the call's: every deadline of the run expires with it, the solver is interrupted
+        ended = threading.Event()
+
         def progress(fraction: float, message: str) -> None:
-            anyio.from_thread.run(ctx.report_progress, fraction, 1.0, message)
+            if not token.cancelled:  # nothing more is sent about a call that was cancelled
+                anyio.from_thread.run(ctx.report_progress, fraction, 1.0, message)
 
         def call() -> Any:
-            return invoke(op, args, principal=who, door=Door.MCP, env=env, base_dir=Path.cwd(),
-                          egress_cap=door.options.egress_cap, sink=door.sink,  # type: ignore[arg-type]  # argparse choices
-                          progress=progress)
+            try:
+                with cancel_scope(token):
+                    return invoke(op, args, principal=who, door=Door.MCP, env=env, base_dir=Path.cwd(),
+                                  egress_cap=door.options.egress_cap, sink=door.sink,  # type: ignore[arg-type]  # argparse choices
+                                  progress=progress)
+            finally:
+                ended.set()
 
         try:
-            result = await anyio.to_thread.run_sync(call)
+            # abandoned on cancel only to hear of the cancel at once: _stopped waits for the thread
+            result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            await door.stopped(ctx, op, who, token, ended, env)
+            raise
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])

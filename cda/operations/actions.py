@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
-from cda.contracts.action import CDAInputs, CDAOutputs
+from cda.contracts.action import CDAInputs, CDAOutputs, FocusName
 from cda.contracts.limits import MAX_FINITE_SECONDS
 from cda.operations.base import OperationError, Params, Result, at
 from cda.operations.params import optional_path
@@ -217,6 +217,11 @@ def accept_update(call: Any, p: AcceptParams) -> StartResult:
 class RunParams(Params):
     inputs: CDAInputs | None = Field(default=None, description="the Action's inputs (CDAInputs)")
     path: optional_path("an inputs.json file on this machine (CDAInputs)") = None  # type: ignore[valid-type]
+    focus: FocusName | None = Field(default=None, description="the subsystem to focus on (the trace's focus_subsystem): "
+                              "a Ken node or an atom's argument; replaces inputs.focus")
+    invariants: list[str] = Field(default_factory=list, max_length=200, description=(
+        "global invariants (DSL formulas), added to inputs.invariants: hard clauses every hypothesis satisfies, "
+        "listed in the trace"))
 
     @model_validator(mode="after")
     def _one(self) -> RunParams:
@@ -242,6 +247,10 @@ def run(call: Any, p: RunParams) -> CDAOutputs:
     else:
         assert p.inputs is not None
         inputs = p.inputs
+    if p.focus is not None or p.invariants:  # checked as the inputs' own fields are (CDAInputs)
+        inputs = CDAInputs.model_validate({**inputs.model_dump(mode="json", exclude_unset=True),
+                                           **({"focus": p.focus} if p.focus is not None else {}),
+                                           "invariants": [*inputs.invariants, *p.invariants]})
     subscribers = list(getattr(call.env, "subscribers", ()))
     if call.progress is not None:
         progress = call.progress

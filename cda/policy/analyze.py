@@ -404,7 +404,14 @@ def analyze(
         if repair:
             from cda.policy.repair import suggest
 
-            result.repair = suggest(prop, lowered, query)
+            def recheck(name: str, policy: Policy) -> bool:
+                """The property, analysed afresh with the policy of clause ``name`` replaced."""
+                sets = [PolicySet([policy if n == name else q for n, q, _, _ in pols], ps.schema, ps.entities)
+                        for pols, ps in zip(lowered.policies, policy_sets)]  # fmt: skip
+                again = analyze(prop, sets, env, backend=backend, timeout=timeout, store=store)
+                return again.status is PropertyStatus.HOLDS
+
+            result.repair = suggest(prop, lowered, query, recheck)
     result.seconds = round(time.perf_counter() - started, 6)
     return result
 
@@ -442,7 +449,7 @@ def _scenario(prop: str, lowered: Lowered, model: dict[str, Any], policy_sets: l
     from cda.policy.scenario import Decoder, StoreBuilder, named_in_request, request_json
 
     low = lowered.low
-    dec = Decoder(low, model)
+    dec = Decoder(low, low.realize_readings(model))
     ctx_type = schema.actions[lowered.env.action].context
     if store is None:
         assert isinstance(low.store, SchemaStore)

@@ -21,14 +21,15 @@ universe's values are all the entities, strings and numbers a counterexample nee
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import ipaddress
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cda.policy.entities import ExtensionError, parse_datetime, parse_decimal, parse_duration, parse_ip
 from cda.policy.parse import METHODS
 from cda.policy.schema import SType
-from cda.policy.solving import AtomInfo, GroundProblem, Node, NodeFactory, Sort, TermConst, TermVar
+from cda.policy.solving import AtomInfo, GroundProblem, Node, NodeFactory, Sort, TermConst, TermVar, evaluate
 from cda.policy.symvalues import (
     IPV,
     LONG,
@@ -78,7 +79,7 @@ from cda.policy.values import CRecord, CSet, Datetime, Decimal, Duration, Entity
 if TYPE_CHECKING:
     from cda.policy.symstore import SymStore
 
-__all__ = ["Lowering", "Request", "DATETIME_RANGE"]
+__all__ = ["Lowering", "PolicyParts", "Request", "DATETIME_RANGE"]
 
 #: the datetimes a request or an entity can hold: those Cedar's ``datetime("…")`` reads
 #: (years 0001–9999), so that every counterexample can be written in Cedar's JSON
@@ -98,6 +99,18 @@ class Request:
     action: EntV
     resource: EntV
     context: Val
+
+
+@dataclass(frozen=True)
+class PolicyParts:
+    """A lowered policy taken apart: its scope and each condition's (value, error) as written
+    (``when``'s value; an ``unless`` negates it when combined), for a repair that changes one
+    condition (:mod:`cda.policy.repair`). ``complete`` is false when lowering stopped early (a
+    scope or a condition that never holds: the conditions after it were not lowered)."""
+
+    scope: Node
+    conditions: tuple[tuple[Node, Node], ...]
+    complete: bool
 
 
 @dataclass
@@ -127,6 +140,11 @@ class Lowering:
         self._names: dict[str, int] = {}
         self.policy: Policy | None = None  # the policy being lowered (for the place of a refusal)
         self._attr_reads: dict[Any, Out] = {}  # (entity term, attribute) → what reading it gives
+        self.parts: dict[int, PolicyParts] = {}  # id(policy) → its lowered parts
+        self.string_constants: set[str] = set()  # every string the problem names
+        #: (ip|decimal, string term) → (the string, what it reads as, its error atom)
+        self.readings: dict[tuple[str, Any], tuple[StrV, Leaf, Node]] = {}
+        self.like_on_variables = False  # a `like` reads a symbolic string (readings then refused)
         self.closed = False
 
     # ------------------------------------------------------------------ names and variables
@@ -158,6 +176,7 @@ class Lowering:
 
     # ------------------------------------------------------------------ leaves
     def string(self, s: str) -> StrV:
+        self.string_constants.add(s)
         return StrV(TermConst(self.string_sort, s))
 
     def entity(self, uid: EntityUID) -> EntV:
@@ -413,23 +432,35 @@ class Lowering:
                                     filename=p.filename if p is not None else None)  # fmt: skip
 
     def policy_nodes(self, p: Policy, req: Request) -> tuple[Node, Node]:
-        """(satisfied, errors) of policy ``p``: its scope, then its conditions in order."""
+        """(satisfied, errors) of policy ``p``: its scope, then its conditions in order. Its
+        parts are kept in :attr:`parts` (what a repair of one condition recombines)."""
         f = self.f
         self.policy = p
         scope = f.and_([self._scope(p.principal, req.principal), self._action_scope(p, req.action),
                         self._scope(p.resource, req.resource)])  # fmt: skip
+        lowered: list[tuple[str, Node, Node]] = []
         ok, err = scope, f.false
         for kind, cond in p.conditions:
             if ok is f.false:
                 break
             v, e = self.expr(cond, req)
             b, te = self.to_bool(v)
-            if kind == "unless":
-                b = f.not_(b)
-            bad = f.or_([e, te])
-            err = f.or_([err, f.and_([ok, bad])])
-            ok = f.and_([ok, f.not_(bad), b])
+            lowered.append((kind, b, f.or_([e, te])))
+            ok, err = self.combine(ok, lowered[-1:], err)
+        parts = tuple((b, bad) for _, b, bad in lowered)
+        self.parts[id(p)] = PolicyParts(scope, parts, len(parts) == len(p.conditions))
         self.policy = None
+        return ok, err
+
+    def combine(self, scope: Node, conditions: Sequence[tuple[str, Node, Node]], err: Node | None = None) -> tuple[Node, Node]:
+        """(satisfied, errors) of a scope and its conditions ``(when|unless, value, error)`` in
+        order (``err``: errors already found before them): a condition is evaluated only where
+        those before it hold (Cedar's ``&&``)."""
+        f = self.f
+        ok, err = scope, f.false if err is None else err
+        for kind, b, bad in conditions:
+            err = f.or_([err, f.and_([ok, bad])])
+            ok = f.and_([ok, f.not_(bad), f.not_(b) if kind == "unless" else b])
         return ok, err
 
     def _scope(self, s: Any, who: EntV) -> Node:
@@ -537,7 +568,7 @@ class Lowering:
             return r, f.or_([err, e2])
         if isinstance(e, Like):
             v, err = self.expr(e.arg, req)
-            r, e2 = self.map1(v, lambda x: (BoolV(f.like(x.term, e.pattern)), f.false) if isinstance(x, StrV) else self.error())
+            r, e2 = self.map1(v, lambda x: (BoolV(self._like(x, e.pattern)), f.false) if isinstance(x, StrV) else self.error())
             return r, f.or_([err, e2])
         if isinstance(e, Is):
             v, err = self.expr(e.arg, req)
@@ -609,8 +640,37 @@ class Lowering:
         elif y.lin.is_const:
             r = x.lin.scale(y.lin.const)
         else:
-            raise self.refuse("a product of two values that are not constants (non-linear)", pos)
+            r = self._product(x.lin, y.lin)
         return IntV(r), f.not_(in_range(f, r, *LONG))
+
+    def _product(self, x: Lin, y: Lin) -> Lin:
+        """``x * y`` of two unknowns, exact: a fresh variable over every product the factors'
+        ranges allow (wider than 64 bits, so that the overflow stays a range check on it), tied
+        to them by an IR product node (z3: nonlinear integer arithmetic over bounded ranges;
+        clingo: pairs of values where the ranges are small, refused by name where not)."""
+        f = self.f
+        a, b = self._named(x), self._named(y)
+        (al, ah), (bl, bh) = f.int_ranges[a], f.int_ranges[b]
+        corners = (al * bl, al * bh, ah * bl, ah * bh)
+        z = self.int_var("product", min(corners), max(corners))
+        self.background(f.product(z.terms[0][0], a, b))
+        return z
+
+    def _named(self, x: Lin) -> str:
+        """The integer variable ``x`` is, or a fresh one equal to it over ``x``'s range."""
+        if x.const == 0 and len(x.terms) == 1 and x.terms[0][1] == 1:
+            return x.terms[0][0]
+        ranges = self.f.int_ranges
+        low = x.const + sum(c * (ranges[v][0] if c > 0 else ranges[v][1]) for v, c in x.terms)
+        high = x.const + sum(c * (ranges[v][1] if c > 0 else ranges[v][0]) for v, c in x.terms)
+        v = self.int_var("factor", low, high)
+        self.background(lin_eq(self.f, v, x))
+        return v.terms[0][0]
+
+    def _like(self, x: StrV, pattern: tuple[str | None, ...]) -> Node:
+        if not isinstance(x.term, TermConst):
+            self.like_on_variables = True
+        return self.f.like(x.term, pattern)
 
     def _get_attr(self, x: Leaf, attr: str, pos: Pos) -> Out:
         f = self.f
@@ -688,6 +748,8 @@ class Lowering:
             if not isinstance(x, StrV):
                 return self.error()
             if not isinstance(x.term, TermConst):
+                if e.name in ("ip", "decimal"):
+                    return self._reading(e.name, x)
                 raise self.refuse(f"{e.name}() of a string that is not a literal", e.pos)
             readers: dict[str, Callable[[str], Value]] = {"ip": parse_ip, "decimal": parse_decimal,
                                                           "datetime": parse_datetime, "duration": parse_duration}  # fmt: skip
@@ -699,6 +761,22 @@ class Lowering:
 
         r, e2 = self.map1(outs[0][0], construct)
         return r, f.or_([err, e2])
+
+    def _reading(self, name: str, x: StrV) -> Out:
+        """``ip(x)`` / ``decimal(x)`` of a symbolic string: what ``x`` reads as is a function of
+        ``x`` (an error, or a value), free where ``x`` is no string the problem names and that
+        string's reading where it is one (the axioms are made at :meth:`close`, over every
+        string constant). Any reading of an unnamed string is some text's: the scenario writes
+        one (:meth:`realize_readings`)."""
+        found = self.readings.get((name, x.key()))
+        if found is None:
+            assert isinstance(x.term, TermVar)
+            label = f"{name}({x.term.name})"
+            value: Leaf = self.fresh_ip(label) if name == "ip" else IntV(self.int_var(label, *LONG), "decimal")
+            err = self.fresh_atom(f"{label}!error")
+            found = self.readings[(name, x.key())] = (x, value, err)
+        _, value, err = found
+        return value, err
 
     def _method(self, e: Method, req: Request) -> Out:
         f = self.f
@@ -863,12 +941,102 @@ class Lowering:
         for d in self.deferred:
             self.background(f.iff(d.atom, d.build(d.witness)))
         self.store.close()
+        self._close_readings()  # last: over every string constant the store's axioms name too
+
+    def _close_readings(self) -> None:
+        """A string reads alike wherever it is read: equal strings give equal readings, a string
+        the problem names gives its own, and no string reads as both an ip and a decimal."""
+        f = self.f
+        if not self.readings:
+            return
+        if self.like_on_variables:
+            raise self.refuse("ip() or decimal() of a string that is not a literal, in a problem where `like` reads "
+                              "a string that is not a literal", None)  # fmt: skip
+        readers: dict[str, Callable[[str], Value]] = {"ip": parse_ip, "decimal": parse_decimal}
+        items = list(self.readings.items())
+        for i, ((name, _), (x, value, err)) in enumerate(items):
+            for c in sorted(self.string_constants):
+                try:
+                    known: Out = (self.const(readers[name](c)), f.false)
+                except ExtensionError:
+                    known = self.error()
+                same = f.eq(x.term, TermConst(self.string_sort, c))
+                self.background(f.implies(same, f.and_([f.iff(err, known[1]), f.implies(f.not_(err), self.eq(value, known[0]))])))
+            for (other, _), (y, v2, e2) in items[i + 1 :]:
+                same = self.leaf_eq(x, y)
+                if other == name:
+                    self.background(f.implies(same, f.and_([f.iff(err, e2), f.implies(f.not_(err), self.eq(value, v2))])))
+                    if isinstance(value, IPV):  # Cedar spells an IPv4 range "a.b.c.d/p" one way (two for /32)
+                        alike = f.and_([f.not_(same), f.not_(err), f.not_(e2), self.eq(value, v2)])
+                        self.background(f.implies(alike, f.or_([value.v6, lin_eq(f, value.prefix, Lin.of(32))])))
+                else:
+                    self.background(f.implies(same, f.or_([err, e2])))
+
+    def realize_readings(self, model: dict[str, Any]) -> dict[str, Any]:
+        """``model`` with each unnamed string that ``ip()``/``decimal()`` reads given a text that
+        reads so (an error: a text that is neither; a value: one of its spellings), the same
+        text for equal strings and different texts for different ones."""
+        taken = set(self.string_constants) | {str(v) for k, v in model.items() if k in self.gp.terms}
+        wanted: dict[str, tuple[str, Leaf | None]] = {}  # unnamed string → (reader, value; None: an error)
+        for (name, _), (x, value, err) in self.readings.items():
+            assert isinstance(x.term, TermVar)
+            old = str(model[x.term.name])
+            if old not in self.string_constants and (old not in wanted or wanted[old][1] is None):
+                wanted[old] = (name, None if evaluate(err, model) else value)
+        chosen: dict[str, str] = {}
+        for old, (name, reading) in wanted.items():
+            text = next((t for t in _spellings(name, reading, model) if t not in taken), None)
+            if text is not None:  # else every spelling is taken: the re-evaluation says so, loudly
+                chosen[old] = text
+                taken.add(text)
+        if not chosen:
+            return model
+        out = dict(model)
+        for k, t in self.gp.terms.items():
+            if t.sort == self.string_sort and str(model[k]) in chosen:
+                out[k] = chosen[str(model[k])]
+        return out
 
     def set_members_equal(self, a: str, b: str) -> Node:
         """Two symbolic sets of one element type have the same members (over the universe)."""
         f = self.f
         key = self.set_vars[a]
         return f.and_(f.iff(self._member_atom(a, x), self._member_atom(b, x)) for x in self.universe.get(key, {}).values())
+
+
+def _spellings(name: str, value: Leaf | None, model: dict[str, Any]) -> Iterator[str]:
+    """Texts that ``name``() reads as ``value`` (``None``: as an error), the plainest first."""
+    def number(lin: Lin) -> int:
+        return lin.const + sum(c * int(model[v]) for v, c in lin.terms)
+
+    if value is None:
+        n = 0
+        while True:
+            yield f"not {name} #{n}"
+            n += 1
+    if isinstance(value, IntV):  # decimal: its digits, with up to four decimals, then leading zeros
+        scaled = number(value.lin)
+        sign = "-" if scaled < 0 else ""
+        whole, frac = divmod(abs(scaled), 10_000)
+        digits = f"{frac:04d}".rstrip("0") or "0"
+        spelled = [f"{digits}{'0' * k}" for k in range(5 - len(digits))]
+        zeros = 0
+        while True:
+            for fr in spelled:
+                yield f"{sign}{'0' * zeros}{whole}.{fr}"
+            zeros += 1
+    assert isinstance(value, IPV)
+    v6, addr, prefix = bool(evaluate(value.v6, model)), number(value.addr), number(value.prefix)
+    if v6:
+        full = ipaddress.IPv6Address(addr)
+        forms = [full.exploded, full.compressed, ":".join(f"{int(g, 16):x}" for g in full.exploded.split(":"))]
+        forms += [f.upper() for f in forms]
+    else:
+        forms = [str(ipaddress.IPv4Address(addr))]
+    for form in dict.fromkeys(forms):
+        yield f"{form}/{prefix}"
+        if prefix == (128 if v6 else 32):
+            yield form
 
 
 def _const_field(f: NodeFactory, v: Val) -> Field:

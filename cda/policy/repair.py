@@ -17,6 +17,14 @@ again with them removed) before it is shown; when removing them does not restore
 (no permit covers some request, for ``always-allows``), it says so. ``equivalent`` is not
 monotone in any removal: it names the direction that fails instead.
 
+**One condition.** A smaller change than a removal, where one exists: a single ``when``/``unless``
+condition dropped, or negated (``when`` ↔ ``unless``), after which the property holds with every
+other policy as written. The conditions were lowered once (:class:`~cda.policy.lower.PolicyParts`),
+so an edit is the policy's parts recombined; each edit that the query says restores the property
+is then re-checked independently, by analysing the edited policy text from scratch (a fresh
+lowering), before it is shown. The policies of the removal come first; at most
+:data:`MAX_CONDITION_EDITS` edits are tried and :data:`MAX_CONDITION_REPAIRS` shown.
+
 **Explain.** For a holding property, a minimal set of policies whose meaning alone rules out
 every violation (QuickXplain over the policy clauses, the others switched off): the policies it
 stands on, the same on both backends.
@@ -24,15 +32,28 @@ stands on, the same on both backends.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cda.errors import EvaluatorDisagreement
 from cda.policy.solving import Node, OutOfTime, Query, SolverStatus, evaluate
+from cda.policy.syntax import Policy
 
 if TYPE_CHECKING:
     from cda.policy.analyze import Lowered
 
-__all__ = ["suggest", "stands_on"]
+__all__ = ["MAX_CONDITION_EDITS", "MAX_CONDITION_REPAIRS", "condition_repairs", "edited", "suggest", "stands_on"]
+
+#: the most single-condition edits a repair asks the solver about (two per condition)
+MAX_CONDITION_EDITS = 40
+#: the most single-condition repairs shown (each re-checked by a fresh analysis)
+MAX_CONDITION_REPAIRS = 3
+
+#: re-analyses the policy sets with one policy replaced (clause name → the edited policy): True
+#: when the property then holds
+Recheck = Callable[[str, Policy], bool]
 
 
 def _removable(prop: str, lowered: Lowered) -> tuple[list[str], str] | None:
@@ -72,7 +93,83 @@ def _fires(prop: str, lowered: Lowered, name: str) -> Node:
     raise KeyError(name)
 
 
-def suggest(prop: str, lowered: Lowered, query: Query) -> dict[str, Any]:
+def suggest(prop: str, lowered: Lowered, query: Query, recheck: Recheck | None = None) -> dict[str, Any]:
+    """The least set of removable policies whose removal makes ``prop`` hold, re-checked; and,
+    with ``recheck``, the single-condition edits that make it hold (:func:`condition_repairs`)."""
+    out = _removal(prop, lowered, query)
+    if recheck is not None:
+        first = [p["policy"] for p in out["remove"]]
+        out["conditions"], note = condition_repairs(lowered, query, recheck, first)
+        if note:
+            out["note"] += f"; {note}"
+    return out
+
+
+def edited(p: Policy, index: int, change: str) -> Policy:
+    """Policy ``p`` with its condition ``index`` (0-based) dropped or negated (``when`` ↔ ``unless``)."""
+    conds = list(p.conditions)
+    kind, cond = conds[index]
+    if change == "drop":
+        del conds[index]
+    else:
+        conds[index] = ("unless" if kind == "when" else "when", cond)
+    return replace(p, conditions=tuple(conds))
+
+
+def condition_repairs(lowered: Lowered, query: Query, recheck: Recheck,
+                      first: Sequence[str] = ()) -> tuple[list[dict[str, Any]], str]:  # fmt: skip
+    """The single-condition edits (module docstring) after which the property holds, each
+    re-checked by ``recheck`` (a fresh analysis of the edited policy); the policies named in
+    ``first`` are tried first. Returns the edits and a note (what was not tried, or why)."""
+    low = lowered.low
+    f = low.f
+    everything = [c.name for c in lowered.problem.clauses]
+    pols = [entry for per_set in lowered.policies for entry in per_set]
+    pols.sort(key=lambda e: list(first).index(e[0]) if e[0] in first else len(first))  # stable: the rest in order
+    found: list[dict[str, Any]] = []
+    tried = 0
+    try:
+        for name, p, s_atom, e_atom in pols:
+            parts = low.parts.get(id(p))
+            if parts is None or not parts.complete:
+                continue  # a scope or condition that never holds: the rest was not lowered
+            for i, (kind, cond) in enumerate(p.conditions):
+                for change in ("drop", "negate"):
+                    if tried == MAX_CONDITION_EDITS or len(found) == MAX_CONDITION_REPAIRS:
+                        return found, _capped(tried, found)
+                    tried += 1
+                    conds = [(k, b, bad) for (k, _), (b, bad) in zip(p.conditions, parts.conditions)]
+                    if change == "drop":
+                        del conds[i]
+                    else:
+                        conds[i] = ("unless" if kind == "when" else "when", conds[i][1], conds[i][2])
+                    ok, err = low.combine(parts.scope, conds)
+                    sel = query.add(f.and_([f.iff(s_atom, ok), f.iff(e_atom, err)]))
+                    answer = query.check([c for c in everything if c != name], also=[sel])
+                    if answer.status is SolverStatus.UNKNOWN:
+                        return found, "time ran out while trying single-condition repairs"
+                    if answer.status is not SolverStatus.UNSAT:
+                        continue
+                    if not recheck(name, edited(p, i, change)):
+                        raise EvaluatorDisagreement(
+                            f"{change} condition {i + 1} of {name}: the recombined policy restores the property, a "
+                            "fresh analysis of the edited policy does not"
+                        )
+                    where = _where(lowered, name)
+                    found.append({**where, "condition": i + 1, "kind": kind, "change": change,
+                                  "line": cond.pos[0], "column": cond.pos[1]})  # fmt: skip
+    except OutOfTime:
+        return found, "time ran out while trying single-condition repairs"
+    return found, ""
+
+
+def _capped(tried: int, found: list[dict[str, Any]]) -> str:
+    if len(found) == MAX_CONDITION_REPAIRS:
+        return ""
+    return f"single-condition repairs: the first {tried} edits tried"
+
+
+def _removal(prop: str, lowered: Lowered, query: Query) -> dict[str, Any]:
     """The least set of removable policies whose removal makes ``prop`` hold, re-checked."""
     f = lowered.low.f
     found = _removable(prop, lowered)

@@ -30,6 +30,7 @@ import clingo
 
 from cda.encodings.finite import FiniteDomains
 from cda.encodings.ir import Clause, GroundProblem, Node
+from cda.encodings.products import expand_products
 from cda.encodings.scheme import Scheme, build_scheme, guarded_clauses, rank_order, selector, soft_key
 from cda.encodings.to_asp import AspEncoder, AspSink, ProgramText
 from cda.errors import BackendUnavailable, BackendUnsupported
@@ -101,6 +102,7 @@ class ClingoBackend:
             )
         #: term variables as one-hot value atoms (cda.encodings.finite); models are read back
         self._finite: FiniteDomains | None = None
+        problem = expand_products(problem, "clingo")  # x * y as pairs of values, or refused by name
         if problem.terms:
             self._finite = FiniteDomains(problem, "clingo")
             problem = self._finite.problem

@@ -122,7 +122,8 @@ class Z3Backend:
         if self.scheme.sorts:
             solver = z3.Solver(ctx=self.ctx)  # strings, uninterpreted sorts: z3's combined theories
         elif self.problem.numvars:
-            solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
+            # a product of two unknowns (IR Product) is nonlinear: bounded, so still decidable
+            solver = z3.SolverFor("QF_NIA" if self.problem.factory.products else "QF_LIA", ctx=self.ctx)
         else:
             # Boolean problems: z3's incremental SAT core (Booleans and native cardinality
             # constraints) instead of the SMT core. It proves the size levels of minimal_sets far

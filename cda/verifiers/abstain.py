@@ -22,6 +22,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from cda.contracts.abstain import (
     BAND_CEILING,
     UNKNOWN_ROOT_CAUSE,
@@ -44,6 +46,7 @@ from cda.contracts.abstain import (
     band_rank,
     quantities_in,
 )
+from cda.contracts.locations import validation_problems
 from cda.contracts.result import Hypothesis, Verdict
 from cda.ken.graph import KenGraph
 from cda.verifiers.coverage import SafeKen
@@ -54,6 +57,7 @@ __all__ = [
     "epistemic_report",
     "low_coverage_reasons",
     "low_coverage_review",
+    "norm_atom",
     "quantities_in",
     "should_abstain",
 ]
@@ -68,7 +72,13 @@ def _node_refs(text: str) -> list[str]:
     return [m.rstrip(".-/") for m in _NODE_REF.findall(text)]
 
 
-def _norm_atom(text: str) -> str:
+def norm_atom(text: str) -> str:
+    """An atom as one spelling: no blanks, no ``holds(...)`` around it (how a verdict, a hypothesis
+    and a report name the same atom).
+
+    >>> norm_atom("holds(down( db ))")
+    'down(db)'
+    """
     atom = "".join(text.split())
     while atom.startswith("holds(") and atom.endswith(")"):
         atom = atom[len("holds(") : -1]
@@ -156,7 +166,7 @@ def _supporting(atoms: Sequence[str], verdicts: Sequence[Verdict]) -> list[str] 
     for atom in atoms:
         found = [
             v.name for v in verdicts
-            if v.status == "supported" and v.goal == "prove" and _norm_atom(v.claim) == _norm_atom(atom)
+            if v.status == "supported" and v.goal == "prove" and norm_atom(v.claim) == norm_atom(atom)
         ]
         if not found:
             return None
@@ -468,8 +478,13 @@ def _review_violations(report: EpistemicReport, coverage: CoverageReport, gate: 
                 detail="a specific root cause is asserted but Ken coverage found no root cause",
             )
         )
-    found += _observation_violations(report, coverage.observations)
-    observed = _Observed([o.text for o in report.observations] + list(coverage.observations))
+    bad_observations = _observation_violations(report, coverage.observations)
+    found += bad_observations
+    # a number is grounded by the input observations (and the draft's quotes of them), never by an
+    # observation the draft invented: that one is removed, and what it "grounded" goes with it
+    invented = {v.location for v in bad_observations}
+    quoted = [o.text for i, o in enumerate(report.observations) if f"observations[{i}]" not in invented]
+    observed = _Observed(quoted + list(coverage.observations))
     found += _metric_violations(_text_fields(report), observed, "observation")
     grounded = set(coverage.traversal_nodes())
     found += _node_violations(
@@ -552,6 +567,28 @@ def _rewrite(report: EpistemicReport, violations: Sequence[Violation], grounded:
     return EpistemicReport.model_validate(data)
 
 
+def _bare_rewrite(
+    report: EpistemicReport, coverage: CoverageReport, violations: Sequence[Violation], problem: str
+) -> EpistemicReport:
+    """The rewrite when the fixes alone leave a report that breaks a rule: the input observations
+    the draft quoted, Ken's facts of the coverage, no hypothesis and an UNKNOWN conclusion."""
+    quoted = [o for o in report.observations if o.text and any(o.text in t for t in coverage.observations)]
+    return EpistemicReport(
+        observations=quoted,
+        ken_facts=_ken_facts(coverage),
+        hypotheses=[],
+        conclusion=Conclusion(root_cause=UNKNOWN_ROOT_CAUSE, confidence=0.0, verified=False, nodes=[],
+                              justification=["the draft could not be rewritten into a grounded report"]),
+        next_steps=["collect more observations or add causal edges into the symptoms to Ken"],
+        relevant_fixes=list(coverage.relevant_fixes),
+        coverage=coverage.figures(),
+        min_root_causes=report.min_root_causes,
+        min_chains=report.min_chains,
+        caveats=[*report.caveats, f"the rewrite kept only what is grounded ({problem})"],
+        violations=list(violations),
+    )
+
+
 def low_coverage_review(
     report: EpistemicReport, coverage: CoverageReport, thresholds: AbstainThresholds
 ) -> LowCoverageReview:
@@ -584,7 +621,10 @@ def low_coverage_review(
     if abstain is not None and any(v.kind == "UNGROUNDED_ROOT_CAUSE" for v in violations):
         return LowCoverageReview(status="ABSTAIN", violations=violations, triggered=True, reasons=reasons, abstain=abstain)
     if violations:
-        rewritten = _rewrite(report, violations, set(coverage.traversal_nodes()))
+        try:
+            rewritten = _rewrite(report, violations, set(coverage.traversal_nodes()))
+        except ValidationError as exc:  # no traceback on any draft: the rewrite keeps only what is grounded
+            rewritten = _bare_rewrite(report, coverage, violations, validation_problems(exc))
         return LowCoverageReview(
             status="NEEDS_REWRITE", violations=violations, triggered=True, reasons=reasons, rewritten=rewritten
         )

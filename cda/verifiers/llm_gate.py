@@ -38,6 +38,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cda.contracts.abstain import CausalChain, CoverageFigures, CoverageReport, EpistemicReport, RootCause
 from cda.contracts.status import VerdictStatus
 from cda.contracts.verification import VerifierOutcome, VerifierStatus
 from cda.errors import CDAError
@@ -48,6 +49,7 @@ __all__ = [
     "LLMJudgement",
     "LLMProvider",
     "LLMProviderError",
+    "ReviewContext",
     "ReviewProblem",
     "Status",
     "DISAGREE_CAP",
@@ -116,7 +118,45 @@ class LLMJudgement(BaseModel):
         default=None, description="set when the provider answered in the abstain gate's verifier contract (docs/actions.md, Abstention)"
     )
     problems: list[ReviewProblem] = Field(default_factory=list, description="the contract's typed problems")
+    rewritten_report: str = Field(
+        default="", max_length=100_000,
+        description="the verifier contract's rewritten report (text; shown to the reader, never a verdict)")
     tokens: int | None = Field(default=None, ge=0, description="tokens the provider reported for this call")
+
+
+class CKGSummary(BaseModel):
+    """What Ken's traversal found, as the verifier is shown it: root causes, chains, nodes reached."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    root_causes: list[RootCause] = Field(default_factory=list)
+    causal_chains: list[CausalChain] = Field(default_factory=list)
+    traversal_nodes: list[str] = Field(default_factory=list)
+
+
+class ReviewContext(BaseModel):
+    """What the low-coverage verifier is given beside the claim (docs/actions.md, "The LLM
+    verifier"): the draft report, the observations verbatim, a summary of Ken's traversal and the
+    coverage report with the reasons it is low. A provider that takes it reads the whole draft, not
+    one claim alone; one that does not (the offline checker) judges the claim as before."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    draft_report: EpistemicReport | None = Field(description="the run's report before any review (None: it could not be built)")
+    observations: list[str] = Field(description="the input observations, verbatim")
+    ckg: CKGSummary
+    coverage: CoverageFigures
+    low_coverage: list[str] = Field(description="why coverage is low, one line per trigger; empty when it is not")
+
+    @classmethod
+    def of(cls, draft: EpistemicReport | None, coverage: CoverageReport, low: list[str]) -> ReviewContext:
+        """The context of a run whose coverage is ``coverage`` and whose draft is ``draft``."""
+        return cls(
+            draft_report=draft, observations=list(coverage.observations),
+            ckg=CKGSummary(root_causes=coverage.root_causes, causal_chains=coverage.causal_chains,
+                           traversal_nodes=coverage.traversal_nodes()),
+            coverage=coverage.figures(), low_coverage=list(low),
+        )
 
 
 @runtime_checkable
@@ -175,9 +215,11 @@ class BoundedLLMProvider(Protocol):
     name: str
 
     def judge_bounded(
-        self, claim: str, evidence: list[str], deadline: float | None, meter: TokenMeter | None
+        self, claim: str, evidence: list[str], deadline: float | None, meter: TokenMeter | None,
+        context: ReviewContext | None = None,
     ) -> LLMJudgement:
-        """:meth:`LLMProvider.judge` that gives up (``LLMProviderError``) at ``deadline``."""
+        """:meth:`LLMProvider.judge` that gives up (``LLMProviderError``) at ``deadline`` and is
+        shown ``context`` (the draft, the observations, Ken's summary, the coverage) when given."""
         ...
 
 
@@ -320,17 +362,18 @@ def llm_outcome(claim: str, judgement: LLMJudgement | None) -> VerifierOutcome:
 
 def consult(
     provider: LLMProvider, claim: str, evidence: list[str], *,
-    deadline: float | None = None, meter: TokenMeter | None = None,
+    deadline: float | None = None, meter: TokenMeter | None = None, context: ReviewContext | None = None,
 ) -> tuple[LLMJudgement | None, str | None]:
     """Ask a provider; a :class:`LLMProviderError` becomes ``(None, message)`` - no judgement.
 
-    A :class:`BoundedLLMProvider` is given the deadline and the token meter. A judgement that
+    A :class:`BoundedLLMProvider` is given the deadline, the token meter and the review context
+    (a plain :class:`LLMProvider` judges the claim against the evidence alone). A judgement that
     does not re-validate (built with ``model_construct``) is no judgement either. Any other
     exception is a bug in the provider and propagates.
     """
     try:
-        if isinstance(provider, BoundedLLMProvider) and (deadline is not None or meter is not None):
-            judgement = provider.judge_bounded(claim, list(evidence), deadline, meter)
+        if isinstance(provider, BoundedLLMProvider) and (deadline is not None or meter is not None or context):
+            judgement = provider.judge_bounded(claim, list(evidence), deadline, meter, context)
         else:
             judgement = provider.judge(claim, list(evidence))
     except LLMProviderError as error:
