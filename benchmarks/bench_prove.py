@@ -215,6 +215,10 @@ def render(st: dict[str, list[float]], suite: dict[str, Any] | None, load: tuple
         if label == "cda prove (byte code)":
             target = f"≤ 1.25× ({'met' if v / floor <= 1.25 else 'missed'})"
         lines.append(f"| {label} | {1000 * v:.0f} | {v / floor:.2f}× | {target} |")
+    lines += ["", "`cda prove` imports z3 and pydantic, not clingo or lark; it builds only its own command's parser, and "
+              "its process ends with `gc.freeze()` (`cda.gcpause.before_exit`) so that the interpreter's final "
+              "collections skip everything it imported, about 40 ms of CPU the floor line pays at its exit "
+              "(docs/architecture.md, \"Start-up\")."]
     saved = med["cda prove (no byte code for CDA)"] - med["cda prove (byte code)"]
     lines += ["", f"Byte code: without it (`PYTHONDONTWRITEBYTECODE=1` and an editable install not compiled) `cda prove` "
               f"costs {1000 * saved:.0f} ms more CPU; the README's install runs `python -m compileall -q cda` once.", ""]  # fmt: skip

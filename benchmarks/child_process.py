@@ -28,15 +28,20 @@ from pathlib import Path
 
 __all__ = ["ChildRun", "run_child"]
 
-#: argv: report fd, timeout (seconds, or "-" for none), the command. It forks the command, kills
-#: it at the timeout, and writes [exit code, killed, CPU seconds, peak KiB] as JSON to the fd
+#: argv: report fd, timeout (seconds, or "-" for none), CPU limit (whole seconds, or "-"), the
+#: command. It forks the command (under the CPU limit, when there is one: the kernel stops it with
+#: SIGXCPU), kills it at the timeout, and writes [exit code, killed, CPU seconds, peak KiB] as JSON
+#: to the fd
 _LAUNCHER = """\
 import json, os, signal, sys
-fd, timeout, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+fd, timeout, cpu_limit, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
 pid = os.fork()
 if pid == 0:
     os.close(fd)
     try:
+        if cpu_limit != "-":
+            import resource
+            resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_limit), int(cpu_limit) + 1))
         os.execvp(argv[0], argv)
     finally:
         os._exit(127)
@@ -49,6 +54,8 @@ if timeout != "-":
     signal.setitimer(signal.ITIMER_REAL, float(timeout))
 _, status, ru = os.wait4(pid, 0)
 signal.setitimer(signal.ITIMER_REAL, 0)
+if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL) and cpu_limit != "-":
+    killed.append(True)  # its CPU limit
 os.write(fd, json.dumps([os.waitstatus_to_exitcode(status), bool(killed), ru.ru_utime + ru.ru_stime, ru.ru_maxrss]).encode())
 """
 
@@ -69,16 +76,22 @@ class ChildRun:
 
 def run_child(
     argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float | None = None,
-    cwd: Path | None = None,
+    cwd: Path | None = None, cpu_limit: int | None = None,
 ) -> ChildRun:
     """Run ``argv`` to its end, or stop it at ``timeout`` seconds, and measure it (see the module
     docstring). The wall time includes the launcher's start, some 10 ms; the CPU time and the
-    peak are the command's own."""
+    peak are the command's own.
+
+    ``cpu_limit``: stop it once it has used that many seconds of CPU (``RLIMIT_CPU``; reported as
+    timed out). A peer's budget in a CPU-time comparison belongs in CPU time: a wall-clock budget
+    gives it however much CPU the machine's load leaves it (under load 10, a quarter of the
+    budget), so its lower bound, and any ratio against it, moved with the load."""
     read_end, write_end = os.pipe()
     try:
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
             started = time.perf_counter()
-            launcher = [sys.executable, "-S", "-c", _LAUNCHER, str(write_end), "-" if timeout is None else str(timeout)]
+            launcher = [sys.executable, "-S", "-c", _LAUNCHER, str(write_end), "-" if timeout is None else str(timeout),
+                        "-" if cpu_limit is None else str(cpu_limit)]
             proc = subprocess.Popen(
                 [*launcher, *argv], stdout=out, stderr=err, env=None if env is None else dict(env), cwd=cwd,
                 pass_fds=(write_end,),

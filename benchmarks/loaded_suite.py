@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -38,6 +39,7 @@ BURN = "while 1: pass"
 class Run:
     label: str
     seconds: float
+    cpu: float  # user + system seconds of pytest and every process it waited for
     code: int
     summary: str
     load_before: float
@@ -52,16 +54,26 @@ def _summary(output: str) -> str:
     return "(no summary line)"
 
 
-def run_suite(label: str, extra: list[str]) -> Run:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_suite(label: str, extra: list[str], log: Path | None = None) -> Run:
+    """One run of the README's command; its CPU is what the processes it waited for used (the
+    burners are waited for only after the last run), what an idle 2-core machine's wall time
+    approaches. ``log``: a file that keeps the run's whole output (why a run failed)."""
     load_before = os.getloadavg()[0]
-    start = time.monotonic()
+    start, cpu = time.monotonic(), _children_cpu()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", *extra], cwd=ROOT,  # the README's command
                           capture_output=True, text=True)
-    seconds = time.monotonic() - start
+    seconds, cpu = time.monotonic() - start, _children_cpu() - cpu
+    if log is not None:
+        log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
     failed = [line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
     for line in failed:
         print(f"  {line}", file=sys.stderr)
-    return Run(label, seconds, proc.returncode, _summary(proc.stdout), load_before, os.getloadavg()[0])
+    return Run(label, seconds, cpu, proc.returncode, _summary(proc.stdout), load_before, os.getloadavg()[0])
 
 
 def burners(n: int) -> list[subprocess.Popen[bytes]]:
@@ -81,9 +93,11 @@ def section(runs: list[Run], n_burners: int) -> str:
            f"`loaded` runs have {n_burners} CPU-burning processes (`python -c 'while 1: pass'`) beside them, "
            "started and stopped by the script. Other work on the machine adds to the load shown "
            "(1-minute load average before and after the run).", "",
-           "| run | wall time | exit | result | load before → after |", "|---|---:|---:|---|---|"]
+           "| run | wall time | CPU (user+sys) | exit | result | load before → after |",
+           "|---|---:|---:|---:|---|---|"]
     for r in runs:
-        out.append(f"| {r.label} | {r.seconds / 60:.1f} min ({r.seconds:.0f} s) | {r.code} | {r.summary} | "
+        out.append(f"| {r.label} | {r.seconds / 60:.1f} min ({r.seconds:.0f} s) | {r.cpu / 60:.1f} min ({r.cpu:.0f} s) | {r.code} | "
+                   f"{r.summary} | "
                    f"{r.load_before:.1f} → {r.load_after:.1f} |")
     out += ["", "Reproduce: `pip install -e '.[test]' && python benchmarks/loaded_suite.py --idle --write` "
             "(rewrites this section).", END]
@@ -96,16 +110,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--burners", type=int, default=2)
     ap.add_argument("--idle", action="store_true", help="one more run first, with no burner")
     ap.add_argument("--write", action="store_true", help="rewrite this script's section of docs/benchmarks.md (else print only)")
+    ap.add_argument("--logs", type=Path, help="a directory to keep each run's whole output in (RUN.log)")
     ap.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
     args = ap.parse_args(argv)
     runs: list[Run] = []
+    if args.logs is not None:
+        args.logs.mkdir(parents=True, exist_ok=True)
+
+    def log(label: str) -> Path | None:
+        return None if args.logs is None else args.logs / f"{label.replace(' ', '-')}.log"
+
     if args.idle:
-        runs.append(run_suite("idle", args.pytest_args))
+        runs.append(run_suite("idle", args.pytest_args, log("idle")))
         print(runs[-1], flush=True)
     procs = burners(args.burners)
     try:
         for i in range(args.runs):
-            runs.append(run_suite(f"loaded {i + 1}", args.pytest_args))
+            runs.append(run_suite(f"loaded {i + 1}", args.pytest_args, log(f"loaded {i + 1}")))
             print(runs[-1], flush=True)
     finally:
         stop(procs)

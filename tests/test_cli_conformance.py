@@ -70,13 +70,23 @@ def _the_parser(monkeypatch: pytest.MonkeyPatch, words: tuple[str, ...] = ()) ->
     raise AssertionError("cda's main did not parse its arguments with argparse")
 
 
-def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], argparse.ArgumentParser]:
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, Any]:
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subs:
-        return {path: parser}
+    return dict(subs[0].choices) if subs else {}
+
+
+def _commands(patch: pytest.MonkeyPatch, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    """Every command at or below ``path``, each as the parser of ``cda PATH --help`` has it (the CLI
+    builds only the parsers on the command line's way: a command's siblings are named only)."""
+    node = _the_parser(patch, path)
+    for word in path:
+        node = _subcommands(node)[word]
+    below = _subcommands(node)
+    if not below:
+        return {path: node}
     found: dict[tuple[str, ...], argparse.ArgumentParser] = {}
-    for name, sub in subs[0].choices.items():
-        found |= _leaves(sub, (*path, name))
+    for name in below:
+        found |= _commands(patch, (*path, name))
     return found
 
 
@@ -85,7 +95,7 @@ def table() -> dict[tuple[str, ...], argparse.ArgumentParser]:
     """Every command, each as the parser ``cda COMMAND …`` is parsed with (its arguments generated)."""
     patch = pytest.MonkeyPatch()
     try:
-        return {path: _leaves(_the_parser(patch, path))[path] for path in _leaves(_the_parser(patch))}
+        return _commands(patch)
     finally:
         patch.undo()
 

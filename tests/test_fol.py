@@ -787,6 +787,7 @@ def test_bench_folio_reports_the_unique_names_reading_beside(tmp_path: Path) -> 
     assert json.loads(out)["unique_names"]["changed"][0]["index"] == 0
 
 
+@pytest.mark.slow  # the whole FOLIO dev file: .ci/run's slow step
 def test_unique_names_changes_nothing_on_the_folio_dev_file() -> None:
     """No dev example uses equality, and without it distinct names cannot change an answer."""
     _folio_rows()  # skips when the data is absent

@@ -291,6 +291,7 @@ def _matches(expected: list[str], got: list[str]) -> bool:
     return bool(got) and re.match(pattern, got[0]) is not None and _matches(rest, got[1:])
 
 
+@pytest.mark.slow  # the whole two-analyst walk (80 s at load 13): .ci/run's slow step
 def test_the_two_analysts_walk_runs_as_written(tmp_path: Path) -> None:
     """docs/investigate.md, "Two analysts, one incident": every command, run in order, prints what the page shows."""
     import re

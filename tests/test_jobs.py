@@ -104,6 +104,7 @@ def _lines(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / JSONL_NAME).read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.slow  # a real Dask LocalCluster (44 s at load 13): .ci/run's slow step
 def test_pool_and_dask_local_cluster_write_the_same_jsonl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _inputs(tmp_path)
     manifest = tmp_path / "jobs.toml"

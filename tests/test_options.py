@@ -164,12 +164,14 @@ def test_a_huge_timeout_in_the_api_is_not_partial(backend: str) -> None:
 
 
 def test_z3_timeout_never_wraps_round() -> None:
-    """z3 reads its timeout as an unsigned 32-bit count of milliseconds: 2**32 + 50 ms is 50 ms."""
+    """z3 reads its timeout as an unsigned 32-bit count of milliseconds: 2**32 + 50 ms would be
+    50 ms. The deadline is 2**32 ms + 1,000 s away, so that the time the test takes to reach the
+    call (69 ms once, at load 13) cannot bring it under the cap: wrapped it would read 1,000 s."""
     from cda.solver.backend import Deadline
     from cda.solver.z3_backend import Z3Backend
 
     problem = cda.ground(TRIVIAL)
-    backend = Z3Backend(problem, seed=0, deadline=Deadline((2**32 + 50) / 1000), weights={})
+    backend = Z3Backend(problem, seed=0, deadline=Deadline((2**32 + 1_000_000) / 1000), weights={})
     seen: list[object] = []
 
     class Target:

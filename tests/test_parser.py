@@ -877,6 +877,7 @@ def _check_fails_only_with_dsl_errors(text: str) -> None:
             assert err.line >= 1 and (err.column is None or err.column >= 1)
 
 
+@pytest.mark.slow  # 1,200 mutated problems: .ci/run's slow step; test_fastparse's 500 mutated problems against lark stay in the README's command
 @settings(max_examples=1200, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mutated())
 def test_mutated_problems_fail_only_with_dsl_errors(text: str) -> None:

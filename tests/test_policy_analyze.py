@@ -166,6 +166,7 @@ def _answers_violate(prop: str, answers: list[tuple[str, bool]]) -> bool:
 
 
 # no shrinking: a failure is reported as generated (shrinking these pairs took minutes)
+@pytest.mark.slow  # every pair against brute force and cedarpy: .ci/run's slow step
 @settings(max_examples=25, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow])
 @given(a=policy_sets, b=policy_sets)

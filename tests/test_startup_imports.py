@@ -135,14 +135,49 @@ def test_diagnose_help_and_prove_do_not_load_the_action_runner() -> None:
         assert not {"cda.actions.runner", "sympy", "pint"} & mods, (argv, sorted(mods & set(HEAVY)))
 
 
+def test_prove_on_an_open_domain_loads_z3_only_and_no_solve_engine() -> None:
+    """``cda prove`` over an open domain asks z3 alone: no clingo, no lark (its own reader), no IR
+    or encoding scheme (grounding is for declared domains and cross-checks), no solve engine and
+    none of the solve result's models (issue 34: its start-up against the floor)."""
+    code, mods = loaded("prove", str(EXAMPLES / "syllogism.fol"))
+    assert code == 1 and "z3" in mods  # exit 1: one of its claims is inconclusive
+    unwanted = {"clingo", "lark", "cda.encodings.ir", "cda.encodings.scheme", "cda.solver.engine",
+                "cda.contracts.result", "cda.fol.to_ir", *HEAVY}
+    assert not unwanted & mods, sorted(unwanted & mods)
+
+
+def test_only_the_command_line_of_the_process_freezes_the_collector() -> None:
+    """``main(argv)`` in a process that goes on (a test, a host program) leaves its collector as
+    it was; the process's own command (no ``argv``) ends by moving everything out of the
+    collector's way (cda.gcpause.before_exit), which its exit then does not walk."""
+    code = (
+        "import gc, io, contextlib, sys\n"
+        "from cda.cli.main import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    main(['prove', {str(EXAMPLES / 'syllogism.fol')!r}])\n"
+        "    inside = gc.get_freeze_count()\n"
+        f"    sys.argv = ['cda', 'prove', {str(EXAMPLES / 'syllogism.fol')!r}]\n"
+        "    main()\n"
+        "print(inside, gc.get_freeze_count() > 0, out.getvalue().count('SUPPORTED'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "True", "2"]
+
+
 def test_diagnose_loads_no_numpy() -> None:
     """``cda diagnose`` re-checks and ranks with Python ints as bitsets; numpy is for probing's
-    likelihoods only (it was imported with the probe report's model, 30% of the command's CPU)."""
+    likelihoods only (it was imported with the probe report's model, 30% of the command's CPU). Nor
+    does it load the probing loop: the ``probe`` operation's result model is in
+    ``cda.diagnosis.reports``."""
     instance = sorted((SHARED_DATA / "mbd-mobs" / "c17").glob("*.wcnf.gz"))[0]
     code, mods = loaded("diagnose", str(instance), "--json")
     assert code == 0
     assert "cda.diagnosis.wcnf_import" in mods and "clingo" in mods  # it did diagnose
     assert not {"numpy", "sympy", "pint", "networkx", "cda.actions.runner"} & mods, sorted(mods & set(HEAVY))
+    assert "cda.diagnosis.probe" not in mods and "cda.diagnosis.reports" in mods
 
 
 def test_public_names_resolve_lazily_and_once() -> None:

@@ -24,6 +24,8 @@ from pathlib import Path
 from pysat.examples.rc2 import RC2
 from pysat.formula import WCNF
 
+CPU_S = 0.0  # the CPU seconds of the last all_minimal_diagnoses (the benchmark's budget is CPU time)
+
 
 def read_instance(path: Path) -> tuple[int, list[list[int]], list[int], list[list[int]]]:
     """(number of variables, hard clauses, health variables, observations as literal lists)."""
@@ -53,6 +55,7 @@ def read_instance(path: Path) -> tuple[int, list[list[int]], list[int], list[lis
 def all_minimal_diagnoses(path: Path) -> tuple[list[list[int]], float]:
     """Every subset-minimal diagnosis (health variables), and the seconds it took."""
     start = time.perf_counter()
+    cpu_start = time.process_time()
     nvars, hard, health, observations = read_instance(path)
     shared = set(health)
     wcnf = WCNF()
@@ -81,9 +84,11 @@ def all_minimal_diagnoses(path: Path) -> tuple[list[list[int]], float]:
             if not broken:
                 break
             rc2.add_clause(broken)  # one of them healthy: no superset of this diagnosis again
+    global CPU_S
+    CPU_S = time.process_time() - cpu_start
     return found, time.perf_counter() - start
 
 
 if __name__ == "__main__":
     diagnoses, seconds = all_minimal_diagnoses(Path(sys.argv[1]))
-    print(json.dumps({"diagnoses": diagnoses, "time_s": seconds}))
+    print(json.dumps({"diagnoses": diagnoses, "time_s": seconds, "cpu_s": CPU_S}))

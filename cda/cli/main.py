@@ -89,10 +89,65 @@ class _UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     """argparse that hands its refusal to :func:`main` (printed on main's ``stderr``, exit 2)
-    instead of writing to ``sys.stderr`` and exiting itself."""
+    instead of writing to ``sys.stderr`` and exiting itself. Its subcommands are built only where
+    the command line goes (:class:`_Commands`)."""
+
+    #: the command words still to come below this parser: only the first one's parser is built
+    #: (``()``: none, each command named only); ``None``: every one (the whole parser)
+    wanted: tuple[str, ...] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Commands)
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        commands = cast(_Commands, super().add_subparsers(**kwargs))
+        commands.wanted = self.wanted
+        return commands
 
     def error(self, message: str) -> NoReturn:
         raise _UsageError(f"{self.format_usage()}{self.prog}: error: {message}\n")
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Subcommands of which only the one the command line names is built; the others are named
+    (their help line for ``--help``, their name for an unknown command's error) by an
+    :class:`_Unbuilt`. A parser costs about 0.1 ms and each argument more: building every
+    command's took a fifth of ``cda prove``'s start-up beyond its floor (docs/architecture.md,
+    "Start-up")."""
+
+    wanted: tuple[str, ...] | None = None
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        wanted = self.wanted
+        if wanted is None or wanted[:1] == (name,):
+            parser = super().add_parser(name, **kwargs)
+            parser.wanted = (wanted[1:] or None) if wanted is not None else None  # words used up: all below
+            return parser
+        if "help" in kwargs:
+            self._choices_actions.append(self._ChoicesPseudoAction(name, (), kwargs["help"]))
+        unbuilt = self._name_parser_map[name] = _Unbuilt()
+        return unbuilt
+
+
+class _Unbuilt:
+    """A command's parser not built: whatever its builder adds to it is dropped. Parsing that
+    reaches it (the command words were not what :func:`_chosen` read) raises :class:`_Rebuild`,
+    and the command line is parsed again by the whole parser."""
+
+    def __getattr__(self, name: str) -> Callable[..., _Unbuilt]:
+        return _unbuilt
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise _Rebuild()
+
+
+def _unbuilt(*args: Any, **kwargs: Any) -> _Unbuilt:
+    return _Unbuilt()
+
+
+class _Rebuild(Exception):
+    """Internal: parsing reached a command that was not built; parse with the whole parser."""
 
 
 _BACKEND_HELP = "solver: auto (chosen per problem), z3 or clingo"
@@ -188,6 +243,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ``None`` the whole parser, every command generated (what tests walk)."""
     chosen = None if argv is None else _chosen(argv)
     p = _Parser(prog="cda", description="Constraint-Driven Abduction")
+    p.wanted = chosen
     p.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_operations(sub, chosen)
@@ -397,9 +453,19 @@ def main(
     """The ``cda`` command. ``-`` names standard input wherever a command reads a text file
     (:func:`cda.files.standard_input`), and a reader that closes the pipe early (``cda … | head``)
     ends the command quietly: exit 141, as a tool the signal would have killed, no traceback."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _answered(words, stdout, stderr, stdin)
+    finally:
+        if argv is None:  # the process's own command line (the console script, python -m cda): it exits next
+            from cda.gcpause import before_exit
+
+            before_exit()
+
+
+def _answered(words: list[str], stdout: TextIO | None, stderr: TextIO | None, stdin: TextIO | None) -> int:
     from cda.files import standard_input
 
-    words = list(sys.argv[1:] if argv is None else argv)
     try:
         with standard_input(stdin or sys.stdin):
             if "--json" not in words:
@@ -486,7 +552,10 @@ def _main(
 def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> int:
     try:
         argv = _joined(sys.argv[1:] if argv is None else list(argv))
-        args = _parser(argv).parse_args(argv)
+        try:
+            args = _parser(argv).parse_args(argv)
+        except _Rebuild:  # the command words were not where _chosen looked: the whole parser
+            args = _parser().parse_args(argv)
     except _UsageError as exc:
         err.write(str(exc))
         return EXIT_BAD_INPUT

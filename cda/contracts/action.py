@@ -24,7 +24,7 @@ from cda.contracts.abstain import AbstainOutput, CoverageFigures, EpistemicRepor
 from cda.contracts.hypothesis_record import HypothesisRecord, TraceRecord
 from cda.contracts.metrics import ActionMetrics
 from cda.contracts.refs import ArtifactRef, SpanRef
-from cda.contracts.result import VerdictStatusField
+from cda.contracts.status_fields import VerdictStatusField
 
 __all__ = [
     "ActionStatus",

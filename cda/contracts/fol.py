@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cda.contracts.result import VerdictStatusField
+from cda.contracts.status_fields import VerdictStatusField
 
 __all__ = ["World", "ProofResult"]
 

@@ -7,23 +7,14 @@ gives byte-identical JSON on every run and on both backends (``backend`` aside).
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PrivateAttr, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from cda.contracts.status import SolverStatus, VerdictStatus
+from cda.contracts.status_fields import SolverStatusField, VerdictStatusField
 
 __all__ = ["Hypothesis", "Witness", "Verdict", "NextTest", "Conflict", "ExpectationResult", "SolveResult",
            "CheckReport"]
-
-#: the statuses as ordered enums (``min`` lowers them); dumped, and described in the JSON schema,
-#: as their strings (a plain string put in by ``model_copy`` dumps the same, without a warning)
-VerdictStatusField = Annotated[
-    VerdictStatus, PlainSerializer(str, return_type=str), WithJsonSchema(VerdictStatus.json_schema())
-]
-SolverStatusField = Annotated[
-    SolverStatus, PlainSerializer(str, return_type=str), WithJsonSchema(SolverStatus.json_schema())
-]
 
 
 class _Model(BaseModel):

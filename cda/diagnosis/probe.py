@@ -31,13 +31,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from pydantic import BaseModel, ConfigDict
-
 from cda.contracts import limits
 from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.diagnosis.circuit import Circuit, Simulation, Simulator
 from cda.diagnosis.names import counted, diagnosis_order, sorted_gates
 from cda.diagnosis.problem import CircuitInstance, ab_atom
+from cda.diagnosis.reports import ProbeOption, ProbeReport, ProbeRun, ProbeStep
 from cda.engine import Options, choose_backend, expected_gains, run
 from cda.errors import CDAError
 from cda.ir import OracleUndecided
@@ -327,63 +326,6 @@ def _failing(
         bad = circuit.evaluate(vector, flipped)
         out.append(({**vector, **{o: bad[o] for o in outputs}}, bad))
     return out
-
-
-# ---- reports ----------------------------------------------------------------------------------
-class ProbeOption(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    observation: int  # 1-based, as the observation file numbers them
-    net: str
-    gain_bits: float
-    p_one: float
-
-
-class ProbeReport(BaseModel):
-    """What ``cda probe`` prints without ``--inject``: the diagnoses and the best probes."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    file: str
-    backend: str
-    diagnoses: list[list[str]]
-    complete: bool  # every diagnosis was found (of at most ``max_size`` gates, when that is set)
-    timed_out: bool
-    observations: int
-    probes: list[ProbeOption]
-    max_size: int | None = None  # --max-size: larger diagnoses were not sought
-    time_s: float
-    notes: list[str]
-
-
-class ProbeStep(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    observation: int  # 1-based
-    net: str
-    value: bool
-    gain_bits: float | None  # None for a random probe
-    diagnoses: int  # how many remain after it
-
-
-class ProbeRun(BaseModel):
-    """A simulated probing session: the injected fault, each probe, the diagnoses at the end."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    file: str
-    backend: str
-    strategy: str
-    injected: list[str]
-    vectors: int
-    timed_out: bool
-    initial_diagnoses: int
-    steps: list[ProbeStep]
-    final: list[list[str]]
-    resolved: bool  # exactly one diagnosis remains
-    probes: int
-    time_s: float
-    notes: list[str]
 
 
 class _Session:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cda.encodings.ir import Clause, Eq, GroundProblem, Like, Node, Sort, TermConst, TermVar, walk
+from cda.encodings.keys import ALL_CLAUSES, claim_key, selector, soft_key
 from cda.errors import BackendUnsupported
 
 __all__ = [
@@ -40,27 +41,6 @@ __all__ = [
     "selector",
     "soft_key",
 ]
-
-
-def selector(clause_name: str) -> str:
-    """The literal that switches clause ``clause_name`` on."""
-    return f"sel!{clause_name}"
-
-
-#: every backend's atom that implies the selector of each clause it was built with: assuming it
-#: switches them all on in one literal. Thousands of selector assumptions cost every call
-#: (clingo converts each, z3 tracks each: half of a check at 10,000 clauses).
-ALL_CLAUSES = "sel!*"
-
-
-def claim_key(claim_name: str) -> str:
-    """The literal that is true exactly when claim ``claim_name`` holds."""
-    return f"claim!{claim_name}"
-
-
-def soft_key(soft_name: str) -> str:
-    """The literal that is true exactly when soft clause ``soft_name`` is satisfied."""
-    return f"soft!{soft_name}"
 
 
 @dataclass(frozen=True)

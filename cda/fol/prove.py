@@ -28,12 +28,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from itertools import product
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cda.contracts import limits
 from cda.contracts.deadline import Deadline, stop_signal
 from cda.contracts.fol import ProofResult, World
 from cda.contracts.status import VerdictStatus
-from cda.engine import Backend, Options, claim_key, make_backend, quickxplain, selector
+from cda.engine import Backend, claim_key, make_backend, quickxplain, selector
 from cda.errors import BackendUnavailable, BackendUnsupported, CDAError, EvaluatorDisagreement
 from cda.fol.backends import FINITE_SEARCH_SIZES, FolQuestion, search_sizes
 from cda.fol.budget import OutOfTime, spend
@@ -41,8 +42,10 @@ from cda.fol.fragments import Fragment, fragment
 from cda.fol.parse import build_problem
 from cda.fol.structures import Structure, evaluate, minimise
 from cda.fol.syntax import FOLProblem, Statement
-from cda.fol.to_ir import GroundedClaim, atom_name, ground_claim, herbrand_structure
 from cda.fol.to_z3 import AtomValue, Check
+
+if TYPE_CHECKING:  # grounding (cda.fol.to_ir, the IR) only for declared domains and cross-checks
+    from cda.fol.to_ir import GroundedClaim
 
 __all__ = [
     "World",
@@ -109,6 +112,8 @@ class _Oracle:
         lits = [(selector(n), True) for n in premises]
         if claim is not None:
             lits.append((claim_key("claim" if claim else "negated"), True))
+        if atoms:
+            from cda.fol.to_ir import atom_name  # atoms are fixed only over a declared domain
         for pred, args, value in atoms:
             key = atom_name(pred, args)
             if self._takes(key):  # an atom no formula mentions is free (and shown false)
@@ -137,6 +142,8 @@ class _GroundOracle(_Oracle):
     """The problem grounded to the IR and asked of an ordinary backend (clingo or z3)."""
 
     def __init__(self, problem: FOLProblem, claim: Statement, deadline: Deadline, backend: str) -> None:
+        from cda.fol.to_ir import ground_claim
+
         self.grounded: GroundedClaim = ground_claim(problem, claim, deadline)
         built = make_backend(backend, self.grounded.problem, seed=0, deadline=deadline, weights={})
         super().__init__(built, None, takes=self.grounded.problem.atoms.__contains__)
@@ -144,6 +151,8 @@ class _GroundOracle(_Oracle):
     def structure(self, model: Any) -> Structure:
         # overridden, not passed in: a callable over self would make a cycle that keeps the
         # solver alive until the cyclic collector runs
+        from cda.fol.to_ir import herbrand_structure
+
         return herbrand_structure(self.grounded, model)
 
 
@@ -470,14 +479,17 @@ def _prove_one(
 def checked_timeout(timeout: float | None) -> float | None:
     """``timeout`` when the engine would take it (seconds, 0 or more, ``inf`` or None for no
     limit); else ``OptionError`` with the same message ``cda solve`` gives (one check, the
-    engine's: :class:`cda.engine.Options`).
+    engine's: :class:`cda.engine.Options` checks it with :func:`cda.contracts.limits.seconds` too;
+    building the engine's options here would import the solve engine, which ``cda prove`` never runs).
 
     >>> checked_timeout(float("nan"))
     Traceback (most recent call last):
     ...
     cda.errors.OptionError: timeout must be a number of seconds, 0 or more (inf for no limit), not nan
     """
-    return Options(timeout=timeout).timeout  # as the engine keeps it: 10**400 s is a float, no limit
+    if timeout is None:
+        return None
+    return limits.seconds("timeout", timeout)  # as the engine keeps it: 10**400 s is a float, no limit
 
 
 def prove(

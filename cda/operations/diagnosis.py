@@ -15,7 +15,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from cda.contracts import limits
 from cda.diagnosis.diagnose import DiagnosisReport
-from cda.diagnosis.probe import ProbeReport
+from cda.diagnosis.reports import ProbeReport
 from cda.errors import CDAError
 from cda.operations.base import Params, at, one_source
 from cda.operations.params import Backend, Checked, Seed, Timeout, optional_path, optional_text

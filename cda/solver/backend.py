@@ -22,13 +22,15 @@ import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from cda.contracts.deadline import Deadline, OutOfTime
-from cda.encodings.ir import Clause, GroundProblem
-from cda.encodings.scheme import ALL_CLAUSES, claim_key, selector, soft_key
+from cda.encodings.keys import ALL_CLAUSES, claim_key, selector, soft_key
 from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.gcpause import gc_paused
+
+if TYPE_CHECKING:  # the IR is the ground backends' input, imported by them: `cda prove` needs none
+    from cda.encodings.ir import Clause, GroundProblem
 
 __all__ = [
     "Backend",
@@ -62,7 +64,7 @@ def integer_weights(problem: GroundProblem) -> dict[str, int]:
     """Soft weights scaled by one common factor to integers (solvers need them).
 
     >>> from fractions import Fraction
-    >>> from cda.encodings.ir import NodeFactory, SoftClause
+    >>> from cda.encodings.ir import GroundProblem, NodeFactory, SoftClause
     >>> f = NodeFactory()
     >>> soft = [SoftClause(n, f.atom(n), Fraction(w), 0) for n, w in (("a", "0.5"), ("b", "2"))]
     >>> integer_weights(GroundProblem(f, soft=soft))

@@ -350,6 +350,12 @@ class ClingoBackend:
         cancelled = False
         theory = self.theory
         context = contextvars.copy_context()  # the caller's run deadline and cancel token, in clingo's thread
+        # clingo's Control keeps its last solve's handler (``consume``) until the next solve; a
+        # handler reaching this backend (``on_model`` usually does) would be a cycle that keeps the
+        # Control and its ground program alive until the cyclic collector runs. The callback is
+        # reached through this list, emptied when the solve ends (docs/architecture.md, "Freeing
+        # solvers").
+        sink = [on_model]
 
         def consume(m: clingo.Model) -> bool:
             nonlocal seen, stopped, failure
@@ -359,23 +365,26 @@ class ClingoBackend:
             try:
                 if theory is not None:
                     theory.on_model(m)
-                if context.run(on_model, m):
+                if context.run(sink[0], m):
                     return True
             except BaseException as exc:  # re-raised below, in the caller's thread
                 failure = exc
             stopped = True
             return False
 
-        with self.ctl.solve(
-            assumptions=self._assumptions(assumptions) + list(extra), on_model=consume, async_=True
-        ) as handle:  # type: ignore[union-attr]
-            if not _wait(handle, self.deadline):
-                cancelled = True
-                handle.cancel()
-                if failure is not None:
-                    raise failure
-                return "sat" if stopped else "unknown"
-            result = handle.get()
+        try:
+            with self.ctl.solve(
+                assumptions=self._assumptions(assumptions) + list(extra), on_model=consume, async_=True
+            ) as handle:  # type: ignore[union-attr]
+                if not _wait(handle, self.deadline):
+                    cancelled = True
+                    handle.cancel()
+                    if failure is not None:
+                        raise failure
+                    return "sat" if stopped else "unknown"
+                result = handle.get()
+        finally:
+            sink.clear()
         if failure is not None:
             raise failure
         if result.interrupted and not stopped:  # a cancel (Control.interrupt): cut short, as by the deadline

@@ -28,20 +28,25 @@ def quickxplain(clauses: Sequence[str], is_sat: SatOracle) -> list[str] | None:
         return None
     if not is_sat([]):
         return []
-
-    def qx(background: list[str], delta: bool, candidates: list[str]) -> list[str]:
-        if delta and not is_sat(background):
-            return []
-        if len(candidates) == 1:
-            return candidates
-        half = len(candidates) // 2
-        c1, c2 = candidates[:half], candidates[half:]
-        d2 = qx(background + c1, bool(c1), c2)
-        d1 = qx(background + d2, bool(d2), c1)
-        return d1 + d2
-
-    found = set(qx([], False, list(clauses)))
+    found = set(_qx(is_sat, [], False, list(clauses)))
     return [c for c in clauses if c in found]
+
+
+def _qx(is_sat: SatOracle, background: list[str], delta: bool, candidates: list[str]) -> list[str]:
+    """QuickXplain's recursion. A function of the module, not a closure in :func:`quickxplain`:
+    a closure that calls itself refers to itself through its own cell, a cycle that kept
+    ``is_sat`` (and the solver behind it, a z3 context of megabytes) alive until the cyclic
+    collector ran, and z3's memory cap counts every live context (docs/architecture.md, "Freeing
+    solvers")."""
+    if delta and not is_sat(background):
+        return []
+    if len(candidates) == 1:
+        return candidates
+    half = len(candidates) // 2
+    c1, c2 = candidates[:half], candidates[half:]
+    d2 = _qx(is_sat, background + c1, bool(c1), c2)
+    d1 = _qx(is_sat, background + d2, bool(d2), c1)
+    return d1 + d2
 
 
 def marco(

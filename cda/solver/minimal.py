@@ -30,6 +30,7 @@ proved minimal by the oracle (each atom removed in turn must be refuted).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -64,10 +65,14 @@ class _BackendOracle:
     monotone = False
 
     def __init__(self, search: MinimalSearch) -> None:
-        self.search = search
+        # the search owns this oracle; a strong reference back would be a cycle keeping the search's
+        # backend (a solver) alive until the cyclic collector runs (docs/architecture.md, "Freeing
+        # solvers")
+        self._search = weakref.ref(search)
 
     def refuting(self, assumed: frozenset[str], groups: Sequence[int], deadline: Deadline = NO_DEADLINE) -> int | None:
-        s = self.search
+        s = self._search()
+        assert s is not None, "asked after its search was let go"
         for index in groups:
             s.encode(index)
             group = s.grouped.group(index)
