@@ -44,6 +44,7 @@ from cda.contracts.events import (
     ActionPartial,
     ActionProgress,
     ActionStarted,
+    ActionUpdateAvailable,
     ActionWaitingUser,
     event_without_time,
     parse_event,
@@ -129,6 +130,8 @@ def one_of_each_event() -> list[BaseModel]:
         ActionCompleted(action_id="a", seq=6, outputs=outage_outputs()),
         ActionPartial(action_id="a", seq=7, caveats=["wall budget ran out"], next_tests=[NextTestSuggestion(question="Is db up?")]),
         ActionFailed(action_id="a", seq=8, error="line 3: unexpected ')'", error_type="DSLSyntaxError"),
+        ActionUpdateAvailable(action_id="a", seq=9, sub_action="research-0123456789ab.r2", revision=2,
+                              sha256="cd" * 32, artifact_id="research-0123456789ab:output"),
     ]
 
 

@@ -6,7 +6,10 @@ On top of the receipt chain (:func:`cda.actions.receipts.verify_connection`) thi
   indices, triggers): anything added (an extra ``BEFORE INSERT … RAISE(IGNORE)`` trigger, a
   view, an index), altered or missing is tampering;
 - **the events** of each attempt: their own hash chain, and for an attempt that ended, the
-  number and chain head its ``action.end`` receipt names (:mod:`cda.actions.event_chain`);
+  number and chain head its ``action.end`` receipt names (:mod:`cda.actions.event_chain`); an
+  event after those is accepted only as an update offered to the ended action (a server's
+  ``action_update_available``), each vouched for by an ``update.offered`` receipt of that
+  attempt naming its seq and the SHA-256 of its stored body;
 - **the reflection traces**: each one's SHA-256 against its latest ``reflection.put`` receipt,
   and the approval secret (``reflection_meta``) against the hash the signed head names;
 - **the attempts**: every run is numbered (``action.start`` … ``action.end``); one without its
@@ -131,6 +134,7 @@ class _Attempts:
         self.seen: set[tuple[str, int]] = set()
         self.ends: dict[tuple[str, int], Receipt] = {}
         self.puts: dict[str, str] = {}
+        self.offered: dict[tuple[str, int], dict[int, str]] = {}  # update.offered: event seq -> body SHA-256
         self.tampered: list[str] = []
         for row in rows:
             r = row.receipt
@@ -140,6 +144,9 @@ class _Attempts:
                 self.seen.add((r.action_id, r.attempt))
                 if r.name == "action.end":
                     self.ends[(r.action_id, r.attempt)] = r
+                elif r.name == "update.offered" and isinstance(r.result.get("event_seq"), int):
+                    self.offered.setdefault((r.action_id, r.attempt), {})[r.result["event_seq"]] = \
+                        str(r.result.get("event_sha256"))
             if r.name == "reflection.put" and r.result.get("in_log_file") is True:
                 self.puts[r.action_id] = str(r.result.get("sha256"))
             elif r.name == "action.tampered":
@@ -161,6 +168,12 @@ def _event_problems(conn: sqlite3.Connection, attempts: _Attempts,
     full: dict[tuple[str, int], tuple[int, str]] = {}
     timeless: dict[tuple[str, int], str] = {}
     broken: set[tuple[str, int]] = set()
+    # what action.end vouches for is the events up to its count; the rest must be offered updates
+    vouched = {key: end.result.get("events") for key, end in attempts.ends.items()}
+    at_end: dict[tuple[str, int], tuple[int, str | None]] = {}  # (count, timeless head) at action.end's count
+    signed_key = None if signed is None or signed["phase"] != "end" else (signed["action_id"], signed["attempt"])
+    at_signed: tuple[int, str] | None = None  # the full chain at the signed head's count
+    after_end: dict[tuple[str, int], list[tuple[int, str, dict[str, Any] | None]]] = {}
     rows = conn.execute(
         "SELECT action_id, attempt, seq, body, prev_hash, entry_hash FROM events ORDER BY action_id, attempt, seq")
     for action_id, attempt, seq, body, prev_hash, stored in rows:
@@ -181,9 +194,16 @@ def _event_problems(conn: sqlite3.Connection, attempts: _Attempts,
             if problem is not None:
                 problems.append(problem)
                 broken.add(key)
+        end_count = vouched.get(key)
+        if isinstance(end_count, int) and count >= end_count:
+            after_end.setdefault(key, []).append((count, body if isinstance(body, str) else "", data))
         full[key] = (count + 1, str(stored))
         if data is not None:
             timeless[key] = entry_hash(timeless.get(key, GENESIS_HASH), timeless_body(data))
+        if count + 1 == end_count:
+            at_end[key] = (count + 1, timeless.get(key) if data is not None else None)
+        if key == signed_key and signed is not None and count + 1 == signed["events"]:
+            at_signed = full[key]
     notes: list[str] = []
     for key, end in sorted(attempts.ends.items()):
         claimed = (end.result.get("events"), end.result.get("events_head"))
@@ -191,20 +211,44 @@ def _event_problems(conn: sqlite3.Connection, attempts: _Attempts,
             if claimed[0]:
                 notes.append(f"the {claimed[0]} events of {key[0]}#{key[1]} are not in this file "
                              "(pruned, or the run kept no event store)")
-        elif key not in broken and (full[key][0], timeless.get(key)) != claimed:
+        elif key not in broken and at_end.get(key, (0, GENESIS_HASH) if claimed[0] == 0 else None) != claimed:
             problems.append(f"the events of {key[0]}#{key[1]} are not those its action.end receipt vouches for "
                             f"({full[key][0]} stored, {claimed[0]} vouched for): an event was edited, removed or added")
-    if signed is not None and signed["phase"] == "end":
-        key = (signed["action_id"], signed["attempt"])
+        elif key not in broken:
+            problems += _offered_problems(key, after_end.get(key, []), attempts.offered.get(key, {}))
+    if signed_key is not None and signed is not None:
+        key = signed_key
         if key not in full and signed["events"]:
             problems.append(f"the {signed['events']} events of {key[0]}#{key[1]} the signed head vouches for were "
                             "deleted (pruning keeps an action's latest attempt)")
-        elif key in full and key not in broken and full[key] != (signed["events"], signed["events_head"]):
+        elif key in full and key not in broken and (at_signed or (0, GENESIS_HASH)) != (signed["events"],
+                                                                                         signed["events_head"]):
             problems.append(f"the events of {key[0]}#{key[1]} are not those the signed head vouches for "
                             "(an event, or its time, was edited)")
     for key in sorted(set(full) - attempts.seen):
         problems.append(f"the events of {key[0]}#{key[1]} belong to no attempt in the receipt log (added)")
     return problems, notes
+
+
+def _offered_problems(key: tuple[str, int], after: list[tuple[int, str, dict[str, Any] | None]],
+                      offered: dict[int, str]) -> list[str]:
+    """Problems with the events stored after an attempt's ``action.end`` count: each must be an
+    ``action_update_available`` whose body's SHA-256 its ``update.offered`` receipt names, and
+    every event such a receipt names must be stored (docs/service.md, "Sub-actions")."""
+    problems: list[str] = []
+    where = f"{key[0]}#{key[1]}"
+    for seq, body, data in after:
+        want = offered.get(seq)
+        if want is None or data is None or data.get("type") != "action_update_available":
+            problems.append(f"event {seq} of {where} follows its action.end and no update.offered receipt vouches "
+                            "for it: an event was added")
+        elif sha256_hex(body) != want:
+            problems.append(f"event {seq} of {where} (an offered update) is not the one its update.offered receipt "
+                            "vouches for: edited")
+    stored = {seq for seq, _, _ in after}
+    for seq in sorted(set(offered) - stored):
+        problems.append(f"event {seq} of {where}, an offered update its update.offered receipt names, is missing: deleted")
+    return problems
 
 
 def _event_body(where: str, body: str, key: tuple[str, int], seq: int) -> tuple[str | None, dict[str, Any] | None]:

@@ -26,6 +26,7 @@ __all__ = [
     "ActionPartial",
     "ActionProgress",
     "ActionStarted",
+    "ActionUpdateAvailable",
     "ActionWaitingUser",
     "CheckpointKind",
     "EVENT_TYPES",
@@ -130,6 +131,19 @@ class ActionFailed(_Event):
         "(not part of determinism)")
 
 
+class ActionUpdateAvailable(_Event):
+    """A newer revision of a sub-action output this action bound is offered to it (spec §4, bind ⇒
+    lock): the one event that follows a terminal event. It is appended after the attempt's
+    ``action.end`` receipt, and an ``update.offered`` receipt of its own vouches for it
+    (docs/service.md, "Sub-actions"); ``actions.accept_update`` with ``sub_action`` accepts it."""
+
+    type: Literal["action_update_available"] = "action_update_available"
+    sub_action: str = Field(description="the offered revision's stream, '<base>.r<n>'")
+    revision: int = Field(ge=1)
+    sha256: str = Field(description="SHA-256 of the offered revision's text")
+    artifact_id: str
+
+
 ActionEvent = Annotated[
     ActionStarted
     | ActionProgress
@@ -139,7 +153,8 @@ ActionEvent = Annotated[
     | ActionCheckpoint
     | ActionCompleted
     | ActionPartial
-    | ActionFailed,
+    | ActionFailed
+    | ActionUpdateAvailable,
     Field(discriminator="type"),
 ]
 
@@ -153,6 +168,7 @@ EVENT_TYPES: dict[str, type[BaseModel]] = {
     "action_completed": ActionCompleted,
     "action_partial": ActionPartial,
     "action_failed": ActionFailed,
+    "action_update_available": ActionUpdateAvailable,
 }
 """The SSE event name of each event model."""
 

@@ -43,7 +43,7 @@ from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.service.approvals import Approvals
 from cda.service.attempts import Attempts, check_signable
 from cda.service.escalation import decide
-from cda.service.event_reads import TERMINAL, StoredEvent, read_stream
+from cda.service.event_reads import TERMINAL, StoredEvent, ended, read_stream
 from cda.service.live import EdgeError, LiveAction, Stop, json_object, stopped_as
 from cda.service.protocol import ActionGetResult, Escalation, RefreshResult, StartResult, SubActionSpec
 from cda.service.providers import Provider
@@ -302,11 +302,11 @@ class ActionManager:
                 body = json_object(e.data)
                 if body.get("kind") == "boundary_summary":
                     out["boundary_summary"] = body.get("payload", {}).get("text")
-        if events and events[-1].type in TERMINAL:  # stored: final even while its thread winds down
-            body = json_object(events[-1].data)
+        end = ended(events)  # the terminal event, before any offered update that follows it
+        if end is not None:  # stored: final even while its thread winds down
+            body = json_object(end.data)
             outputs = body.get("outputs") or {}
-            out["status"] = stopped_as(events[-1].type, body) or outputs.get("status") or \
-                events[-1].type.removeprefix("action_")
+            out["status"] = stopped_as(end.type, body) or outputs.get("status") or end.type.removeprefix("action_")
             for key in ("revision", "summary_artifact_id", "plan_bundle_id", "evidence_bundle_id"):
                 out[key] = outputs.get(key)
         elif run is not None:
@@ -364,6 +364,7 @@ class ActionManager:
             self.attempts.sign(run.action_id, result.attempt, result.events)  # over the action.end and the trace's receipt
             if run.bound:  # accept_update needs these, also after a restart
                 self.revisions.file_consumer(run, result.outputs)
+                self.revisions.tell(run.action_id)  # what was offered while it ran, now on its ended stream
             for i, spec in enumerate(run.notify):  # notify: told once the consumer is done
                 try:
                     self.revisions.spawn(spec, i, run.owner, self._scope(run.owner))

@@ -34,11 +34,19 @@ from cda.adapters.action_entry import AuditLogError, check_signed_head, refuse_l
 from cda.adapters.auth import Principal
 from cda.adapters.event_store import EventStore, check_event_file
 from cda.contracts.action import CDAInputs
-from cda.contracts.events import ActionEvent, ActionFailed
+from cda.contracts.events import ActionEvent, ActionFailed, ActionUpdateAvailable
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.keys.signing import head_path, load_signer, read_head, write_head
-from cda.service.event_reads import TERMINAL, StoredEvent, last_events, started_without_events
-from cda.service.live import LiveAction
+from cda.service.event_reads import (
+    POST_TERMINAL,
+    TERMINAL,
+    StoredEvent,
+    ended,
+    last_events,
+    read_stream,
+    started_without_events,
+)
+from cda.service.live import LiveAction, json_object
 from cda.service.sqlite_writes import relax_fsync, share_write_lock
 from cda.service.state import check_state
 from cda.service.streams import Hub
@@ -64,6 +72,7 @@ class Attempts:
         self.signer = load_signer()  # the key `cda run` signs with ($CDA_KEY_DIR)
         self.sign_lock = threading.Lock()
         self.tampered = False  # set once a signing found the log rewritten: nothing is signed after that
+        self.notices = threading.Lock()  # one post-terminal notice appended at a time
         with self.sign_lock:
             self.check_log()  # never sign on top of a rewritten log (before the state file is touched)
 
@@ -112,17 +121,59 @@ class Attempts:
         run.stop = None
         self.record(run, ActionFailed(action_id=run.action_id, seq=0, error=error, error_type=error_type))
 
+    def offer_update(self, action_id: str, sub_action: str, revision: int, sha256: str, artifact_id: str) -> bool:
+        """Tell ``action_id``'s stream that ``sub_action`` is offered to it: an
+        ``action_update_available`` event after its latest attempt's terminal event (the next seq
+        of that attempt), an ``update.offered`` receipt naming that seq and the SHA-256 of the
+        event's stored body (what ``cda receipts verify`` accepts after ``action.end``), then a
+        signed head over both. Only once that attempt has ended (its ``action.end`` is in the log:
+        a live run numbers its own events) and once per revision and attempt; whether it was appended.
+
+        The event is stored before its receipt: a server killed between the two leaves an event no
+        receipt vouches for, which ``cda receipts verify`` reports as tampered (docs/service.md)."""
+        with self.notices:
+            events = read_stream(self.db, action_id, None)
+            if not events or ended(events) is None:
+                return False
+            attempt = events[-1].attempt
+            if not any(e.receipt.name == "action.end" and e.receipt.attempt == attempt
+                       for e in self.log.entries(action_id)):
+                return False  # the run is still writing its end
+            if any(e.type in POST_TERMINAL and json_object(e.data).get("sub_action") == sub_action for e in events):
+                return False
+            notice = ActionUpdateAvailable(action_id=action_id, seq=events[-1].seq + 1, attempt=attempt, ts=time.time(),
+                                           sub_action=sub_action, revision=revision, sha256=sha256,
+                                           artifact_id=artifact_id)
+            body = self.events.store(notice)
+            self.receipt(action_id, "update.offered", {"sub_action": sub_action},
+                         {"event_seq": notice.seq, "event_sha256": sha256_hex(body)}, attempt=attempt)
+        self.hub.publish_threadsafe(action_id, StoredEvent(notice.seq, notice.type, body, attempt))
+        self._sign_stored(action_id, attempt)
+        return True
+
     # -- signing ----------------------------------------------------------------------------
     def sign(self, action_id: str, attempt: int, events: Sequence[ActionEvent]) -> None:
         """Sign the log's head after an attempt ended (``cda receipts verify`` wants every
         ``action.end`` under a signature); one at a time, so the last head written is the latest."""
+        self._sign_head(action_id, attempt, len(events), events_head(events, timeless=False))
+
+    def _sign_stored(self, action_id: str, attempt: int) -> None:
+        """:meth:`sign` over the attempt's events as stored (after a post-terminal notice): the
+        chain head of the full bodies is the last row's entry hash."""
+        with self.events.file.lock:
+            row = self.events.file.conn.execute(
+                "SELECT seq, entry_hash FROM events WHERE action_id = ? AND attempt = ? ORDER BY seq DESC LIMIT 1",
+                (action_id, attempt)).fetchone()
+        if row is not None:
+            self._sign_head(action_id, attempt, int(row[0]) + 1, str(row[1]))
+
+    def _sign_head(self, action_id: str, attempt: int, events: int, full_head: str) -> None:
         with self.sign_lock:
             if not self._signable(action_id, attempt):
                 return
             head, count = self.log.tip()
             write_head(head_path(self.db), self.signer.sign_head(
-                head, count, action_id, attempt, "end", len(events), events_head(events, timeless=False),
-                file_meta_digest(self.db)))
+                head, count, action_id, attempt, "end", events, full_head, file_meta_digest(self.db)))
 
     def check_log(self, recorded: bool = True) -> None:
         """:func:`~cda.adapters.action_entry.check_signed_head` on the open log (AuditLogError)."""

@@ -21,10 +21,17 @@ from cda.contracts.events import ActionNotice, parse_event
 from cda.contracts.receipt import canonical_json
 from cda.store import Durability, connect_read_only, open_store
 
-__all__ = ["TERMINAL", "StoredEvent", "last_events", "latest_attempt", "read_after", "read_stream", "started_without_events",
+__all__ = ["POST_TERMINAL", "TERMINAL", "StoredEvent", "ended", "last_events", "latest_attempt", "read_after", "read_stream", "started_without_events",
            "sweep"]
 
 TERMINAL = frozenset({"action_completed", "action_partial", "action_failed"})
+POST_TERMINAL = frozenset({"action_update_available"})
+"""Events that follow an attempt's terminal event: a revision offered to a consumer that has
+ended (docs/service.md, "Sub-actions"). An attempt whose last event is one of these has ended."""
+
+_RUN_EVENT = "(NOT json_valid(body) OR json_extract(body, '$.type') IS NOT 'action_update_available')"
+"""SQL: a stored row that is not a :data:`POST_TERMINAL` event (the run's own last event is the
+last row that passes)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,15 @@ def decode(action_id: str, seq: int, body: str, attempt: int = 1) -> StoredEvent
         notice = ActionNotice(action_id=action_id, seq=seq, level="warning",
                               message=f"event {seq} of this action could not be read ({reason}): skipped")
         return StoredEvent(seq, notice.type, canonical_json(notice.model_dump(mode="json")), attempt)
+
+
+def ended(events: list[StoredEvent]) -> StoredEvent | None:
+    """The terminal event of an attempt's ``events`` (in order) when it has ended: its last event
+    that is not :data:`POST_TERMINAL`, if that is terminal; None while it runs."""
+    for event in reversed(events):
+        if event.type not in POST_TERMINAL:
+            return event if event.type in TERMINAL else None
+    return None
 
 
 def read_stream(db: Path, action_id: str, after: int | None = None, attempt: int | None = None) -> list[StoredEvent]:
@@ -118,7 +134,8 @@ def latest_attempt(db: Path, action_id: str) -> int | None:
 
 
 def last_events(db: Path) -> dict[str, StoredEvent]:
-    """The last stored event of every action (what a restart checks for unfinished runs)."""
+    """The last stored event of every action's run (what a restart checks for unfinished runs):
+    :data:`POST_TERMINAL` events after it are not the run's."""
     if not db.exists():
         return {}
     conn = _connect(db)
@@ -126,7 +143,7 @@ def last_events(db: Path) -> dict[str, StoredEvent]:
         rows = conn.execute(
             "SELECT e.action_id, e.seq, e.body, e.attempt FROM events e JOIN "
             "(SELECT action_id, attempt, MAX(seq) AS m FROM events AS events "
-            f"WHERE {_LATEST} GROUP BY action_id) l "
+            f"WHERE {_LATEST} AND {_RUN_EVENT} GROUP BY action_id) l "
             "ON e.action_id = l.action_id AND e.attempt = l.attempt AND e.seq = l.m").fetchall()
     except sqlite3.OperationalError:
         return {}
@@ -185,9 +202,9 @@ def sweep(db: Path, retention_s: float, now: float | None = None) -> int:
         for action_id, attempt, ts in aged:
             if not isinstance(ts, int | float) or not ts < cutoff:
                 continue
-            seq, body = conn.execute("SELECT seq, body FROM events WHERE action_id = ? AND attempt = ? "
-                                     "ORDER BY seq DESC LIMIT 1", (action_id, attempt)).fetchone()
-            if decode(action_id, seq, body, attempt).type not in TERMINAL:
+            last = conn.execute(f"SELECT seq, body FROM events WHERE action_id = ? AND attempt = ? AND {_RUN_EVENT} "
+                                "ORDER BY seq DESC LIMIT 1", (action_id, attempt)).fetchone()
+            if last is None or decode(action_id, last[0], last[1], attempt).type not in TERMINAL:
                 continue
             keep = vouched[1] if vouched is not None and vouched[0] == action_id else None
             removed += conn.execute("DELETE FROM events WHERE action_id = ? AND attempt IS NOT ?",

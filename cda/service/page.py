@@ -7,7 +7,8 @@ timeline stays complete and free of duplicates. What it shows follows the action
 (docs/service.md, "The page"): the boundary summary first, rendered from Markdown into DOM nodes
 (every piece of text is a text node: no field can carry markup or script into the page), the
 verdicts by claim with bands and confidences to two places, the next tests, the caveats, an
-**Incomplete** badge on a partial, and the plan's chips and drawers — the receipts (the plan
+**Incomplete** badge on a partial, the updates offered to the action once it has ended (its stream
+is opened with ``?updates=1``, so it stays open past the terminal event for them), and the plan's chips and drawers — the receipts (the plan
 bundle's files, browsable), the context pack, the evidence bundle, and the integrity drawer
 (``artifacts.integrity``: the log verified and the signed head checked). Artifacts are read over
 the ToolBus WebSocket (``artifacts.get``; the page's own ``?token=`` authenticates it, as it does
@@ -63,6 +64,7 @@ form{margin-left:auto}
 <tbody id="verdicts"></tbody></table></section>
 <section aria-labelledby="h-caveats" id="caveats-box" hidden><h2 id="h-caveats">Caveats</h2><ul id="caveats"></ul></section>
 <section aria-labelledby="h-tests"><h2 id="h-tests">Next tests</h2><ul id="tests"></ul></section>
+<section aria-labelledby="h-updates" id="updates-box" hidden><h2 id="h-updates">Updates offered</h2><ul id="updates"></ul></section>
 <section aria-labelledby="h-timeline"><h2 id="h-timeline">Timeline</h2><ol id="timeline" start="0"></ol></section>
 </main>
 <script>
@@ -248,20 +250,28 @@ function show(ev) {
   } else if (d.type === "action_progress") { what += " " + d.phase; }
   else if (d.type === "action_notice" || d.type === "action_waiting_user") { what += ": " + (d.message || d.reason); }
   else if (d.type === "action_failed") { what += ": " + d.error; }
+  else if (d.type === "action_update_available") { what += " " + d.sub_action; }
   const li = el("li", what); li.value = d.seq; li.dataset.id = ev.lastEventId;
   $("timeline").append(li);
-  if (d.type === "action_completed" || d.type === "action_partial" || d.type === "action_failed") { terminal(d); source.close(); }
+  if (d.type === "action_completed" || d.type === "action_partial" || d.type === "action_failed") { terminal(d); }
+  else if (d.type === "action_update_available") {
+    const u = el("li", "revision " + d.revision + " of a bound sub-action output is offered: " + d.sub_action +
+                 " (actions.accept_update re-runs this action on it)");
+    u.dataset.subAction = d.sub_action; $("updates").append(u); $("updates-box").hidden = false;
+  }
   else { state("live"); }
 }
 let source = null;
 if (id) {
   $("action").textContent = id; document.title = "CDA action " + id;
-  source = new EventSource("streams/actions/" + encodeURIComponent(id) + (token ? "?token=" + encodeURIComponent(token) : ""));
+  // ?updates=1: the stream stays open past the terminal event, for the updates offered to the action
+  source = new EventSource("streams/actions/" + encodeURIComponent(id) + "?updates=1" + (token ? "&token=" + encodeURIComponent(token) : ""));
   for (const name of ["action_started", "action_progress", "action_notice", "action_waiting_user", "action_linked",
-                      "action_checkpoint", "action_completed", "action_partial", "action_failed"]) {
+                      "action_checkpoint", "action_completed", "action_partial", "action_failed", "action_update_available"]) {
     source.addEventListener(name, show);
   }
-  source.onerror = () => { if (source.readyState === EventSource.CLOSED) { if (!document.body.dataset.state.startsWith("done")) state("closed"); } else state("reconnecting"); };
+  source.onerror = () => { if (document.body.dataset.state.startsWith("done")) return;  // ended: only updates may follow
+    if (source.readyState === EventSource.CLOSED) state("closed"); else state("reconnecting"); };
 } else { state("idle"); }
 </script></body></html>
 """

@@ -5,7 +5,8 @@ source); the server asks its provider (``cda serve --providers DIR``) for the ou
 distinct output of a sub-action is a *revision* with a stream of its own (``<base>.r<n>``: one
 ``context_delta`` with the text). An action that *binds* a revision locks it; when a newer
 revision appears (:meth:`Revisions.refresh`), every action that bound an older one is offered it
-(``update_available``, a receipt), and accepting it starts a *structure revision* of that action
+(``update_available``, a receipt; once the action has ended, an ``action_update_available`` event
+on its own stream with a receipt of its own: :meth:`Revisions.tell`), and accepting it starts a *structure revision* of that action
 (:meth:`~cda.service.actions.ActionManager.accept_update`). Owners, sources, revisions and the
 consumers that bound them are kept in :class:`~cda.service.state.ServiceState`, so all of this
 holds across restarts.
@@ -91,7 +92,19 @@ class Revisions:
             attempts.receipt(consumer, "bind.update_available", {"sub_action": rev_id}, {"sha256": digest})
         attempts.record(stream, ActionCompleted(action_id=rev_id, seq=0))
         attempts.close(stream, "completed")
+        for consumer in offered_to:
+            self.tell(consumer)
         return out, True
+
+    def tell(self, consumer: str) -> None:
+        """Put every revision offered to ``consumer`` on its own stream, once it has ended: an
+        ``action_update_available`` event after its terminal event, receipted on its own
+        (:meth:`~cda.service.attempts.Attempts.offer_update`; one already told is not told again)."""
+        for rev_id in self.state.offers(consumer):
+            offered = self.state.revision(rev_id)
+            if offered is not None:
+                self.attempts.offer_update(consumer, rev_id, offered.revision, sha256_hex(offered.artifact.text or ""),
+                                           offered.artifact.artifact_id)
 
     def _legacy_revision(self, base: str, ability: str, revision: int) -> BoundOutput | None:
         """A revision a server before the state file streamed (its text is in its stream), recorded now."""

@@ -15,7 +15,13 @@ once whole, then only what follows its (attempt, seq) cursor.
 *Slow readers.* A subscriber whose buffer fills (it does not read) is dropped: its buffer is
 freed and its stream ends; the client resumes later with ``Last-Event-ID`` from the store.
 
-*Every stream ends.* An unknown action, and a finished one resumed at or past its terminal
+*Updates after the end.* The updates offered to an action that has ended
+(``action_update_available``, docs/service.md "Sub-actions") are stored after its terminal event
+and sent with the rest of the backlog; a stream ends at the terminal event as before, unless the
+client asked for ``?updates=1``: then a finished attempt is followed past it for the updates
+offered to it (until the client leaves, the server stops or a newer attempt begins).
+
+*Every stream ends.* An unknown action, and a finished one resumed at or past its last
 event, is **204 No Content** (the SSE specification's "stop reconnecting"). An attempt older than
 the action's latest is over, with or without a terminal event (a run killed mid-way, then run
 again): its stored rest is sent and the stream ends (204 when there is none). A stream following
@@ -52,7 +58,7 @@ from starlette.types import Receive, Scope, Send
 
 from cda.adapters.auth import AuthConfig, Principal
 from cda.adapters.http_guard import presented
-from cda.service.event_reads import TERMINAL, StoredEvent, latest_attempt, read_after, read_stream
+from cda.service.event_reads import POST_TERMINAL, TERMINAL, StoredEvent, latest_attempt, read_after, read_stream
 
 __all__ = ["EventStreamResponse", "Hub", "Subscriber", "stream_endpoint"]
 
@@ -221,6 +227,16 @@ def parse_last_event_id(raw: str | None) -> tuple[int, int] | None:
     return attempt, value
 
 
+def _updates_param(raw: str | None) -> bool:
+    """``?updates=1``: follow a finished attempt for the updates offered to it; ValueError for
+    anything but ``1``/``true``/``0``/``false``."""
+    if raw is None or raw in ("0", "false"):
+        return False
+    if raw in ("1", "true"):
+        return True
+    raise ValueError(f"updates must be 1, true, 0 or false, got {raw[:40]!r}")
+
+
 def _attempt_param(raw: str | None) -> int | None:
     """``?attempt=N``: the attempt to stream (None: the latest); ValueError for anything else."""
     if raw is None:
@@ -273,6 +289,7 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float, auth: AuthCon
         try:
             cursor = parse_last_event_id(raw)
             pinned = _attempt_param(request.query_params.get("attempt"))
+            updates = _updates_param(request.query_params.get("updates"))
         except ValueError as exc:
             return PlainTextResponse(f"{exc}\n", 400)
         if cursor is not None and pinned is not None and cursor[0] != pinned:
@@ -297,24 +314,33 @@ def stream_endpoint(hub_of: Callable[[], Hub], keepalive_s: float, auth: AuthCon
         # an attempt older than the latest is over, ended or not (a run killed before its terminal
         # event, then run again): its backlog, then the end; it is never followed live
         older = pinned is not None and latest is not None and pinned < latest
-        ended = older or (bool(backlog) and backlog[-1].type in TERMINAL)
+        # an attempt has ended when its terminal event, or an update offered after it, is there
+        finished = any(e.type in TERMINAL or e.type in POST_TERMINAL for e in backlog)
         if not backlog:
             known = [] if older else await anyio.to_thread.run_sync(read_stream, hub.db, action_id, None, pinned)
-            # nothing to send: follow only an attempt still going (or begun, with no event yet, here)
-            if older or (known[-1].type in TERMINAL if known else action_id not in hub.live):
+            finished = bool(known) and (known[-1].type in TERMINAL or known[-1].type in POST_TERMINAL)
+            # nothing to send: follow only an attempt still going (or begun, with no event yet, here),
+            # or, with ?updates=1, one that has ended (for the updates offered to it)
+            if older or (not known and action_id not in hub.live) or (finished and not updates):
                 hub.unsubscribe(action_id, sub)
                 return Response(status_code=204)  # unknown, over, or finished with nothing after the cursor
+        ended = older or (finished and not updates)
         if request.method == "HEAD":
             hub.unsubscribe(action_id, sub)
             return Response(status_code=200, media_type="text/event-stream; charset=utf-8",
                             headers={"Cache-Control": "no-cache"})
-        return EventStreamResponse(_follow(hub, action_id, sub, backlog, last, ended, keepalive_s, legacy_aliases), {})
+        return EventStreamResponse(_follow(hub, action_id, sub, backlog, last, ended, keepalive_s, legacy_aliases,
+                                           updates), {})
 
     return endpoint
 
 
 async def _follow(hub: Hub, topic: str, sub: Subscriber, backlog: list[StoredEvent], last: int | None,
-                  ended: bool, keepalive_s: float, legacy: bool = False) -> AsyncIterator[bytes]:
+                  ended: bool, keepalive_s: float, legacy: bool = False,
+                  updates: bool = False) -> AsyncIterator[bytes]:
+    """The stream's messages: the backlog, then the live tail of its attempt until its terminal
+    event; with ``updates``, past it (the updates offered to it) until a newer attempt begins,
+    the server stops or the client leaves."""
     sent = sub.cursor = -1 if last is None else last
     try:
         yield f"retry: {RETRY_MS}\n\n".encode()
@@ -340,7 +366,7 @@ async def _follow(hub: Hub, topic: str, sub: Subscriber, backlog: list[StoredEve
                 if sub.attempt is None:
                     sub.attempt = event.attempt
                 if event.attempt != sub.attempt:
-                    if event.attempt > sub.attempt or event.type in TERMINAL:
+                    if event.attempt > sub.attempt or (event.type in TERMINAL and not updates):
                         done = True  # a newer attempt began (ours is over), or the one running ended
                         break
                     continue
@@ -348,7 +374,7 @@ async def _follow(hub: Hub, topic: str, sub: Subscriber, backlog: list[StoredEve
                     continue  # already sent from the backlog
                 chunk.append(_message(event, legacy))
                 sent = event.seq
-                if event.type in TERMINAL:
+                if event.type in TERMINAL and not updates:
                     done = True
                     break
             if chunk:
