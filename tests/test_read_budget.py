@@ -109,3 +109,15 @@ def test_a_dsl_nested_too_deeply_names_its_line_and_column(tmp_path: Path) -> No
     error = error.get("error", error)
     assert "nested too deeply" in error["message"], error
     assert error["line"] == 3 and error["column"] == len("hard x: ") + 5 * 2999 + 5, error
+
+
+def test_an_action_reads_its_dsl_within_its_budget() -> None:
+    """The ToolBus's actions.start with budgets.wall 2 read a 220,000-deep dsl for 13 s: the
+    Action's own reading now runs under its deadline (a labelled partial, via OutOfTime)."""
+    from cda.actions.problem import build
+    from cda.contracts.action import CDAInputs
+
+    inputs = CDAInputs(problem="deep", dsl=WIDE_DSL)
+    assert build(inputs, None, Deadline(3600)).assembled is not None
+    with pytest.raises(OutOfTime, match="while reading the problem"):
+        build(inputs, None, Deadline(0))
