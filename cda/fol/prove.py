@@ -26,6 +26,7 @@ clingo over the Herbrand universe of an EPR problem) and lowers a verdict the tw
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from itertools import product
 from typing import TYPE_CHECKING, Any
@@ -334,6 +335,12 @@ class _Decision:
         def is_sat(subset: Sequence[str]) -> bool:
             return self.is_sat(subset, claim)
 
+        if len(self.names) > 1 and self.infer:
+            # QuickXplain asks about the first half of the premises once it has asked about
+            # none; asked first, a model of that half also says that none is satisfiable. An
+            # unknown is kept and raised only if QuickXplain gets there
+            with suppress(_Undecided):
+                is_sat(self.names[: len(self.names) // 2])
         try:
             found = quickxplain(self.names, is_sat)
         except _Undecided:
