@@ -53,8 +53,20 @@ def present_guard(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, i
     except CDAError as exc:
         err.write(exc.render() + "\n")
         return EXIT_BAD_INPUT
-    out.write(record.model_dump_json() + "\n" if args.json else render(record))
+    if args.json:
+        out.write(record.model_dump_json(exclude={"escalation"} if record.escalation is None else None) + "\n")
+    else:
+        out.write(render(record) + _held(record.escalation))
     return exit_code(record.decision)
+
+
+def _held(e: Any) -> str:
+    """Where an ESCALATE waits for a person (``cda guard resolve ID``; ``cda guard escalations`` lists it)."""
+    if e is None:
+        return ""
+    again = "" if e.new else ", as when this action was escalated before"
+    then = "; a person resolves it: cda guard resolve " + e.escalation_id if e.state == "open" else ""
+    return f"  escalation: {e.escalation_id} {e.state}{again}{then}\n"
 
 
 def _guardian_files(p: Any, policies: bool = False) -> None:
