@@ -101,6 +101,8 @@ def _show(e: dict[str, Any]) -> str:
     if res:
         line += f"\n    {res['decision']}d by {res['by']}: {res['reason']}" + (
             f" (until {res['expires_at']}; {e['tx_id']})" if res["decision"] == "approve" else "")
+    if e.get("used_by"):
+        line += f"\n    used by {e['used_by']}"
     return line + "\n"
 
 
@@ -108,12 +110,13 @@ def _present_list(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, p
     from cda.cli.call import LocalEnv, call_local
     from cda.errors import CDAError
     from cda.operations.base import OperationError
+    from cda.operations.gate import Refused
     from cda.operations.guard import GuardDesk
 
     env = LocalEnv(guardian=GuardDesk(Path("-"), args.ledger))
     try:
         found = call_local(op, params, env)
-    except OperationError as exc:
+    except (OperationError, Refused) as exc:  # the gate's refusal (its own proposal) is a refusal too
         err.write(f"cda: refused: {exc}\n")
         return 1
     except CDAError as exc:

@@ -240,10 +240,13 @@ def _escalation_problems(task: TaskSigned, e: Any, ledger: Ledger, action: Actio
         bound.append(f"the escalated action is for task {e.action.get('task_id')!r}, not {task.task_id!r}")
     if bound:
         return bound, False
+    if policy_store is not None and policy_store.digest != e.policy_digest:  # the executor's mistake: kept for another
+        return [f"the policy store given ({policy_store.digest[:16]}…) is not the one in force when it was approved "
+                f"({e.policy_digest[:16]}…)"], False
     pinned, why = pinned_policy_digest(SignerRegistry(store))
     if pinned is None:
         return [why], False
-    problems = resolution_problems(store, e, policy_store.digest if policy_store is not None else pinned)
+    problems = resolution_problems(store, e, pinned)
     latest = store.latest_decision(e.action_digest)
     if latest is not None and DecisionRecord.model_validate_json(latest.body).decision is Decision.REJECT:
         problems.append("the guardian rejected this action after it was escalated: an approval does not outlive a "

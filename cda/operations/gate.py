@@ -96,12 +96,13 @@ class Proposal:
     """Who proposed what a call would approve (an operation's ``proposer`` hook reads it from the
     door's store): ``principal`` is ``role:name`` of the caller whose call proposed it (None: not
     proposed through a door), ``agent`` the agent the proposal is for, ``signer`` the identity the
-    call approves as (its ``by``), ``subject`` what is approved (for the message)."""
+    call approves as (its ``by``), ``subject`` what is approved (for the message), ``param`` the parameter naming it."""
 
     subject: str
     agent: str
     principal: str | None
     signer: str | None
+    param: str = "id"  # the parameter that names the proposal (where a refusal points)
 
 
 def self_approval(principal: Principal, proposal: Proposal) -> str | None:
@@ -269,9 +270,10 @@ def invoke(op: Operation | str, params: Mapping[str, Any] | BaseModel, *, princi
         proposal = op.proposer(env, checked)
         why = self_approval(principal, proposal) if proposal is not None else None
         if why is not None:
-            sink.record("gate.refused", op.name, principal, {"need": "approve", "reason": why, "where": [],
+            named: list[str | int] = [proposal.param]
+            sink.record("gate.refused", op.name, principal, {"need": "approve", "reason": why, "where": named,
                                                             "door": door.value, "action_id": action_id})
-            raise Refused(why, need="approve")
+            raise Refused(why, need="approve", path=named)
     call = Call(op, principal, door, env, base, egress_cap, sink, progress, decision.waits_for)
     if decision.strip_approvals:
         for where in decision.strip_approvals:

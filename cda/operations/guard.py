@@ -247,7 +247,7 @@ def proposer_of(env: Any, p: Any) -> Any:
     if e is None:
         return None
     return Proposal(subject=f"escalation {e.escalation_id}", agent=e.agent_id, principal=e.proposed_by,
-                    signer=p.by)
+                    signer=p.by, param="escalation_id")
 
 
 class ResolveParams(Params):
