@@ -212,6 +212,24 @@ def test_a_rejected_escalation_stays_rejected_when_the_action_is_asked_again(fol
     code, _, err = execute(folder, signed_task(folder, BIG, "t-1"))
     assert code == 1 and "rejected by a person" in err
     assert balance(folder)["committed"] == "0"
+    pushy = json.loads((GUARDIAN / "pushy_launch.json").read_text(encoding="utf-8"))
+    code, record = guard(folder, pushy, "--sim", GUARDIAN / "marketing_launch.toml")
+    assert (code, record["escalation"]["escalation_id"]) == (3, "esc-2")
+    assert resolve(folder, "reject", escalation="esc-2")[0] == 0
+    assert cda("task", "budget", "agent-7", "1000", "--store", folder / "guardian.db")[0] == 0
+    code, again = guard(folder, pushy)  # asked again without the simulation: over budget now, another reason
+    assert (code, again["reason"]) == (3, "budget_exceeded")
+    assert again["escalation"] == {"escalation_id": "esc-2", "state": "rejected", "new": False}  # not reopened
+    assert [e["state"] for e in escalations(folder)] == ["rejected", "rejected"]
+    assert cda("task", "budget", "agent-7", "2500", "--store", folder / "guardian.db")[0] == 0
+    code, record = guard(folder, BIG)  # within the raised budget: the gate approves it now
+    assert record["decision"] == "APPROVE"
+    decision = folder / "decision.json"
+    decision.write_text(json.dumps(record), encoding="utf-8")
+    code, _, err = cda("task", "execute", signed_task(folder, BIG, "t-2"), "--store", folder / "guardian.db",
+                       "--decision", decision)
+    assert code == 1 and "a person rejected this action (escalation esc-1)" in err  # the refusal outlives it
+    assert balance(folder)["committed"] == "0"
 
 
 def test_the_agent_does_not_resolve_its_own_escalation(folder: Path) -> None:

@@ -99,7 +99,7 @@ def _show(e: dict[str, Any]) -> str:
            f"{e['cost']} {e['currency']}"
     res = e.get("resolution")
     if res:
-        line += f"\n    {res['decision']}d by {res['by']}: {res['reason']}" + (
+        line += f"\n    {res['decision'].removesuffix('e')}ed by {res['by']}: {res['reason']}" + (
             f" (until {res['expires_at']}; {e['tx_id']})" if res["decision"] == "approve" else "")
     if e.get("used_by"):
         line += f"\n    used by {e['used_by']}"

@@ -140,9 +140,14 @@ def escalate(store: GuardianStore, *, key: str, action: Any, tool_id: str, recor
     """Record an ESCALATE ``record`` about ``action`` (a :class:`~cda.guardian.proposal.ProposedAction`)
     as an open escalation, and whether it is new. The same key escalated for the same reason under
     the same policy store while one is in a state of ``keep`` (default: open) gives that one back,
-    not new (an agent retrying does not pile up escalations, nor reopen a rejection)."""
+    not new (an agent retrying does not pile up escalations); with ``rejected`` in ``keep``, a
+    rejection of the key is given back whatever the reason now (asking again does not reopen it)."""
     marks = ", ".join("?" for _ in keep)
     with store.transaction() as conn:
+        refused = conn.execute(f"SELECT {_COLUMNS} FROM escalations WHERE call_key = ? AND state = 'rejected' "
+                               "ORDER BY rowid DESC LIMIT 1", (key,)).fetchone() if "rejected" in keep else None
+        if refused is not None:  # a person refused these very bytes: asked again for another reason, still refused
+            return _row(refused), False
         found = conn.execute(f"SELECT {_COLUMNS} FROM escalations WHERE call_key = ? AND state IN ({marks}) "
                              "AND reason = ? AND policy_digest = ? ORDER BY rowid DESC LIMIT 1",
                              (key, *keep, record.reason, record.policy_digest)).fetchone()

@@ -25,6 +25,8 @@
    task's record commit in one transaction, so two racing executions cannot both pass;
 7. an action the guardian once escalated for its simulated risk (``causal_risk``): the simulation
    is random, so guarding it again under another seed until the risk draws low proves nothing;
+   and an action a person rejected (an escalation of it in state ``rejected``): a later APPROVE
+   (a budget raised since) does not undo a person's refusal;
 8. an action that another task has executed (or started to): an APPROVE is used up by the run
    it allowed, so new task ids cannot run one approval again (a failed run does not use it up).
 
@@ -118,6 +120,11 @@ def _recorded_problems(task: TaskSigned, decision: DecisionRecord, store: Guardi
     if risky is not None:  # the simulation is random: another seed draws other noise, not a safer action
         return ["the guardian escalated this action for its simulated risk before (causal_risk); simulating it "
                 "again (another --seed) does not undo that: a human decides, or a changed action is guarded anew"]
+    rejected = store.conn.execute("SELECT escalation_id FROM escalations WHERE action_digest = ? AND state = 'rejected' "
+                                  "LIMIT 1", (decision.action_digest,)).fetchone()
+    if rejected is not None:  # a person's refusal of these bytes is not undone by asking the gate again later
+        return [f"a person rejected this action (escalation {rejected[0]}); an APPROVE the guardian gave it since does "
+                "not undo that: a changed action is guarded anew"]
     problems = []
     signers = SignerRegistry(store)
     pinned, why = pinned_policy_digest(signers)
