@@ -303,3 +303,34 @@ def test_over_the_toolbus_the_proposer_does_not_resolve_and_an_approver_does(fol
     assert any("proposed by internal 'ops'" in r["reason"] and r["where"] == ["escalation_id"] for r in refusals)
     code, _, err = execute(folder, signed_task(folder, BIG, "t-1"))
     assert code == 0, err
+
+
+def test_over_mcp_the_agent_escalates_and_a_person_resolves(folder: Path) -> None:
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    server = StdioServerParameters(command=sys.executable, args=[
+        "-m", "cda", "mcp", "--out", str(folder / "out"), "--guard-policies", str(POLICIES),
+        "--guard-ledger", str(folder / "guardian.db")], env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(folder))
+
+    async def agent() -> dict[str, Any]:
+        async with Client(server, read_timeout_seconds=120) as client:
+            first = (await client.call_tool("guard_evaluate", {"action": BIG})).structured_content
+            again = (await client.call_tool("guard_evaluate", {"action": BIG})).structured_content
+            listed = (await client.call_tool("guard_escalations", {"state": "open"})).structured_content
+            own = await client.call_tool("guard_resolve", {"escalation_id": "esc-1", "decision": "approve",
+                                                           "by": "alice", "reason": "I approve my own launch"})
+            return {"first": first, "again": again, "listed": listed, "own": own}
+
+    out = anyio.run(agent)
+    assert out["first"]["decision"] == "ESCALATE"
+    assert out["first"]["escalation"] == {"escalation_id": "esc-1", "state": "open", "new": True}
+    assert out["again"]["escalation"] == {"escalation_id": "esc-1", "state": "open", "new": False}
+    assert [e["escalation_id"] for e in out["listed"]["escalations"]] == ["esc-1"]
+    assert out["own"].is_error and "approver" in out["own"].content[0].text  # the agent over stdio approves nothing
+    assert escalations(folder)[0]["state"] == "open" and balance(folder)["committed"] == "0"
+    assert resolve(folder, "approve")[0] == 0  # the person at the CLI
+    code, _, err = execute(folder, signed_task(folder, BIG, "t-1"))
+    assert code == 0, err
