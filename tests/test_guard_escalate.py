@@ -301,6 +301,15 @@ def test_over_the_toolbus_the_proposer_does_not_resolve_and_an_approver_does(fol
     finally:
         log.close()
     assert any("proposed by internal 'ops'" in r["reason"] and r["where"] == ["escalation_id"] for r in refusals)
+    trail = ReceiptLog(folder / "guardian.db.receipts.sqlite")  # the guardian's own log at the server's door
+    try:
+        said = [(e.receipt.name, e.receipt.result.get("escalation_id"), e.receipt.result.get("new"))
+                for e in trail.entries()]
+        assert trail.verify().ok
+    finally:
+        trail.close()
+    assert said == [("guardian.evaluate", None, None), ("guardian.escalation", "esc-1", True),
+                    ("guardian.evaluate", None, None), ("guardian.escalation", "esc-1", False)]
     code, _, err = execute(folder, signed_task(folder, BIG, "t-1"))
     assert code == 0, err
 

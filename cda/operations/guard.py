@@ -79,6 +79,13 @@ class GuardDesk:
     receipts: Path | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)  # one decision at a time: the ledger's order
 
+    @classmethod
+    def beside(cls, policies: Path, ledger: Path) -> GuardDesk:
+        """A server's guardian (``cda serve``, ``cda mcp``): its decisions and escalations receipted in
+        ``<ledger>.receipts.sqlite``, the log the gateway keeps by default, so what a remote caller
+        was answered is on record at every door."""
+        return cls(policies, ledger, ledger.with_name(ledger.name + ".receipts.sqlite"))
+
 
 class _Recording:
     """A simulator that keeps its last prediction, so the simulation the gate ran can be stored
