@@ -343,3 +343,20 @@ def test_over_mcp_the_agent_escalates_and_a_person_resolves(folder: Path) -> Non
     assert resolve(folder, "approve")[0] == 0  # the person at the CLI
     code, _, err = execute(folder, signed_task(folder, BIG, "t-1"))
     assert code == 0, err
+
+
+def test_a_guard_job_holds_its_escalate_for_a_person(folder: Path) -> None:
+    (folder / "big.json").write_text(json.dumps(BIG), encoding="utf-8")
+    (folder / "jobs.toml").write_text(f'''[[job]]
+kind = "guard"
+file = "big.json"
+params = {{ policies = "{POLICIES}", ledger = "guardian.db" }}
+''', encoding="utf-8")
+    code, out, err = cda("jobs", "run", folder / "jobs.toml", "--out", folder / "runs", "--json")
+    assert code == 3, (out, err)  # no verdict: a person decides
+    [row] = [json.loads(line) for line in (folder / "runs" / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert row["status"] == "timeout" and "held for a person as escalation esc-1" in row["error"]
+    assert row["result"]["escalation"] == {"escalation_id": "esc-1", "state": "open", "new": True}
+    [e] = escalations(folder)
+    assert (e["state"], e["proposed_by"], e["action_digest"]) == ("open", "local:local", row["result"]["action_digest"])
+    assert guard(folder, BIG)[1]["escalation"]["new"] is False  # the CLI sees the job's escalation as the same

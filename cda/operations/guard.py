@@ -41,6 +41,9 @@ class GuardParams(Params):
                        "action with") = None
     samples: Samples = Field(default=1000, description="Monte Carlo samples of the simulation")
     seed: Seed = 0
+    policies: optional_path("the policy store (TOML); a job names it, other doors use their own") = None  # type: ignore[valid-type]
+    ledger: optional_path("the guardian's SQLite file; a job names it, other doors use their own",  # type: ignore[valid-type]
+                          store=True) = None
 
     @model_validator(mode="after")
     def _one(self) -> GuardParams:
@@ -101,8 +104,10 @@ class _Recording:
 
 
 @operation("guard.evaluate", GuardParams, GuardVerdict, summary="the guardian: APPROVE / REJECT / ESCALATE one "
-           "proposed action", doors={Door.CLI, Door.TOOLBUS, Door.MCP}, needs=Needs(files=True, store=True),
-           cli=("guard",), cli_positional=("action_path",), door_only={Door.CLI: ("action",)},
+           "proposed action", doors={Door.CLI, Door.TOOLBUS, Door.MCP, Door.JOBS}, needs=Needs(files=True, store=True),
+           cli=("guard",), cli_positional=("action_path",), job="guard",
+           door_only={Door.CLI: ("action", "policies", "ledger"), Door.TOOLBUS: ("policies", "ledger"),
+                      Door.MCP: ("policies", "ledger"), Door.JOBS: ("action",)},
            renames={Door.CLI: {"action_path": "action"}})
 def evaluate(call: Any, p: GuardParams) -> GuardVerdict:
     from cda.guardian.decide import evaluate as decide
@@ -111,9 +116,11 @@ def evaluate(call: Any, p: GuardParams) -> GuardVerdict:
     from cda.guardian.proposal import ProposedAction, read_action
 
     desk: GuardDesk | None = getattr(call.env, "guardian", None)
+    if desk is None and p.policies is not None and p.ledger is not None:  # a job names its guardian's files
+        desk = GuardDesk.beside(at(call, p.policies), at(call, p.ledger))
     if desk is None:
         raise OperationError("forbidden", "this door has no guardian (cda serve / cda mcp --guard-policies P "
-                             "--guard-ledger L)", ["method"])
+                             "--guard-ledger L; a job's params policies and ledger)", ["method"])
     if p.action_path is not None:
         path = at(call, p.action_path)
         from cda.access import readable
