@@ -201,6 +201,34 @@ def test_racing_threads_run_it_once(folder: Path) -> None:
     assert all("already" in r for r in refused), refused
 
 
+def test_an_executor_that_read_the_approval_before_another_ran_it_is_told_it_ran(
+        folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race the racing tests above meet under load, made certain: the loser read the escalation
+    as approved, the winner then ran it and settled its reservation."""
+    from cda.guardian import escalations as esc
+    from cda.guardian.execution import ExecutionRefused
+    from cda.guardian.execution import execute as run_task
+    from cda.guardian.ledger import Ledger
+    from cda.guardian.tasks import read_task
+
+    assert guard(folder, BIG)[0] == 3 and resolve(folder, "approve")[0] == 0
+    late = read_task(signed_task(folder, BIG, "t-2").read_text(encoding="utf-8"))
+    ledger = Ledger.open(folder / "guardian.db")
+    try:
+        stale = esc.get(ledger.store, "esc-1")
+        assert execute(folder, signed_task(folder, BIG, "t-1"))[0] == 0
+        reads = iter([stale])
+        real = esc.get
+        monkeypatch.setattr(esc, "get", lambda store, ident: next(reads, None) or real(store, ident))
+        with pytest.raises(ExecutionRefused) as refused:
+            run_task(late, None, ledger, escalation="esc-1")
+    finally:
+        ledger.close()
+    assert "used already by task:t-1" in str(refused.value) and "void" not in str(refused.value)
+    [e] = escalations(folder)
+    assert (e["state"], e["used_by"]) == ("used", "task:t-1") and balance(folder)["committed"] == "2500"
+
+
 def test_a_rejected_escalation_stays_rejected_when_the_action_is_asked_again(folder: Path) -> None:
     assert guard(folder, BIG)[0] == 3
     assert resolve(folder, "reject")[0] == 0

@@ -314,9 +314,9 @@ def sweep_expired(ledger: Ledger) -> list[str]:
     return swept
 
 
-def void(ledger: Ledger, e: Escalation, why: str) -> None:
+def void(ledger: Ledger, e: Escalation, why: str) -> bool:
     """Make an approval that cannot be used ``void`` and release its reservation (``why`` goes in
-    the release's evidence)."""
+    the release's evidence); False when it was no longer approved (used or void meanwhile)."""
     store = ledger.store
     with store.transaction() as conn:
         moved = conn.execute("UPDATE escalations SET state = 'void', updated_at = ? WHERE escalation_id = ? "
@@ -325,6 +325,7 @@ def void(ledger: Ledger, e: Escalation, why: str) -> None:
         entry = ledger.entry(e.tx_id)
         if entry is not None and entry.status == "reserved":
             ledger.release(e.tx_id, evidence=[f"void:{e.escalation_id}", f"why:{why[:200]}"])
+    return moved == 1
 
 
 def settle_claim(ledger: Ledger, e: Escalation) -> None:

@@ -293,8 +293,9 @@ def _execute_escalated(task: TaskSigned, escalation: str, ledger: Ledger, action
         raise ExecutionRefused(refused + "; ".join(problems))
     problems, lapsed = _escalation_problems(task, e, ledger, action, policy_store)
     if problems:
-        if lapsed:
-            void(ledger, e, "; ".join(problems))
+        if lapsed and not void(ledger, e, "; ".join(problems)):  # another executor used it while we checked:
+            now = get(store, escalation)  # say that (its reservation settled by that run is not a lapse)
+            problems, lapsed = _escalation_problems(task, now or e, ledger, action, policy_store)
         raise ExecutionRefused(refused + "; ".join(problems) + (" (the approval is void)" if lapsed else ""))
     with store.transaction() as conn:
         taken = conn.execute("UPDATE escalations SET state = 'used', used_by = ?, updated_at = ? "
