@@ -67,10 +67,6 @@ class GuardVerdict(DecisionRecord):
 
     escalation: EscalationRef | None = None
 
-    def record(self) -> DecisionRecord:
-        """The decision record alone (what the guardian file stores and ``cda task execute`` reads)."""
-        return DecisionRecord.model_validate(self.model_dump(exclude={"escalation"}))
-
 
 @dataclass
 class GuardDesk:
@@ -116,7 +112,7 @@ def evaluate(call: Any, p: GuardParams) -> GuardVerdict:
     from cda.guardian.proposal import ProposedAction, read_action
 
     desk: GuardDesk | None = getattr(call.env, "guardian", None)
-    if desk is None and p.policies is not None and p.ledger is not None:  # a job names its guardian's files
+    if desk is None and call.door is Door.JOBS and p.policies is not None and p.ledger is not None:  # a job's own
         desk = GuardDesk.beside(at(call, p.policies), at(call, p.ledger))
     if desk is None:
         raise OperationError("forbidden", "this door has no guardian (cda serve / cda mcp --guard-policies P "
