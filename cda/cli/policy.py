@@ -47,6 +47,10 @@ def add_policy_parser(sub: Any, seconds: Any) -> None:
     an.add_argument("--schema", type=Path, required=True, help="the schema (.cedarschema or JSON)")
     an.add_argument("--entities", type=Path, default=None,
                     help="decide it for this entity store only (default: for every store the schema allows)")
+    an.add_argument("--links", type=Path, action="append", default=None,
+                    help="template links (the Cedar CLI's JSON), once per policy file in the same order")
+    an.add_argument("--every-link", action="store_true",
+                    help="each template also stands for every link of it (any entities its slots allow)")
     an.add_argument("--principal-type", default=None, help="only this principal type (default: every one)")
     an.add_argument("--action", default=None, help='Action::"view" or view (default: every action of the schema)')
     an.add_argument("--resource-type", default=None, help="only this resource type (default: every one)")
@@ -124,7 +128,8 @@ def _analyze(args: argparse.Namespace, out: TextIO) -> int:
     results = analyze_files(
         args.property, args.policies, schema=args.schema, entities=args.entities, action=args.action,
         principal_type=args.principal_type, resource_type=args.resource_type, backend=args.backend,
-        timeout=args.timeout, explain=args.explain, repair=args.repair,
+        timeout=args.timeout, explain=args.explain, repair=args.repair, links=args.links or (),
+        every_link=args.every_link,
     )  # fmt: skip
     if args.json:
         out.write(json.dumps([r.to_json() for r in results], sort_keys=True) + "\n")
@@ -149,6 +154,8 @@ def _print_result(r: Any, out: TextIO) -> None:
         out.write(f"  request: {json.dumps(cex['request'], sort_keys=True)}\n")
         if "entities" in cex:
             out.write(f"  entities: {json.dumps(cex['entities'], sort_keys=True)}\n")
+        for name, links in cex.get("links", {}).items():
+            out.write(f"  links ({name}): {json.dumps(links, sort_keys=True)}\n")
         for name, ans in r.answers.items():
             out.write(f"  {name}: {ans['decision']} (reason {ans['reason']}, errors {ans['errors']})\n")
         if r.repair is not None:
