@@ -538,7 +538,6 @@ def check_template_seed(seed: int, *, stores: int = 2, samples: int = 6, backend
 
     w = world(seed)
     text = w.text()
-    schema = parse_schema(text)
     static = policy_set(w)
     t_text, slots = templates(w)
     a_text, b_text = f"{static}\n{t_text}", policy_set(w)
