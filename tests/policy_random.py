@@ -514,6 +514,12 @@ def random_links(w: World, first: int, slots: list[tuple[str, list[str]]], ids: 
     return [{"template_id": f"policy{first}", "link_id": f"{tag}-policy{first}", "args": args}]
 
 
+def set_a_links(cex: dict[str, Any], prop: str) -> list[dict[str, Any]]:
+    """The links a counterexample names for the first policy set (named S, A or OLD)."""
+    name = "S" if PROPERTIES[prop] == 1 else "OLD" if prop == "no-new-access" else "A"
+    return list(cex.get("links", {}).get(name, []))
+
+
 def _linked_cedarpy(text: str, links: list[dict[str, Any]]) -> Any:
     import cedarpy
 
@@ -570,7 +576,7 @@ def check_template_seed(seed: int, *, stores: int = 2, samples: int = 6, backend
                 stats.fails += 1
                 cex = res.counterexample
                 assert cex is not None
-                extra = next(iter(cex.get("links", {}).values()), []) if every else []  # set A's (named S, A or OLD)
+                extra = set_a_links(cex, prop) if every else []
                 if every and len(extra) != len(slots):
                     stats.problems.append(f"every link: the counterexample names {len(extra)} links: {where}")
                 pols = [_linked_cedarpy(a_text, given + extra), b_text][:arity]

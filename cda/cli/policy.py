@@ -48,7 +48,7 @@ def add_policy_parser(sub: Any, seconds: Any) -> None:
     an.add_argument("--entities", type=Path, default=None,
                     help="decide it for this entity store only (default: for every store the schema allows)")
     an.add_argument("--links", type=Path, action="append", default=None,
-                    help="template links (the Cedar CLI's JSON), once per policy file in the same order")
+                    help="template links (the Cedar CLI's JSON) of the first policy file; again for the second")
     an.add_argument("--every-link", action="store_true",
                     help="each template also stands for every link of it (any entities its slots allow)")
     an.add_argument("--principal-type", default=None, help="only this principal type (default: every one)")

@@ -180,7 +180,7 @@ def analyze_files(
     """``cda policy analyze`` as a function of file paths (what a batch job calls): ``prop`` on
     the policy files (one, or two for the binary properties) over every environment selected,
     for every store the schema allows, or for the store ``entities`` when given. ``links``:
-    a links file (or None) per policy file, in the same order; ``every_link``: each template
+    the links files (or None) of the first policy files, in order; ``every_link``: each template
     also stands for every link of it (docs/policy.md)."""
     from cda.policy.authorization import load_policy_set
 
@@ -188,9 +188,10 @@ def analyze_files(
         raise OptionError(f"unknown property {prop!r}; one of {', '.join(PROPERTIES)}")
     if len(policies) != PROPERTIES[prop]:
         raise OptionError(f"{prop} takes {PROPERTIES[prop]} policy file(s), not {len(policies)}")
-    if links and len(links) != len(policies):
-        raise OptionError(f"give a links file for each policy file ({len(policies)}), not {len(links)}")
-    per_file = list(links) or [None] * len(policies)
+    if len(links) > len(policies):
+        raise OptionError(f"{len(links)} links files for {len(policies)} policy file(s): the i-th links file "
+                          "links the i-th policy file's templates")  # fmt: skip
+    per_file = [*links, *[None] * (len(policies) - len(links))]
     sets = [load_policy_set(p, schema, entities, x) for p, x in zip(policies, per_file)]
     assert sets[0].schema is not None
     envs = select_environments(sets[0].schema, action, principal_type, resource_type)
@@ -534,7 +535,7 @@ def _scenario(prop: str, lowered: Lowered, model: dict[str, Any], policy_sets: l
         builder.build()
         request = request_json(dec, lowered.request, ctx_type, builder.entity_of)
         full = builder.to_json()
-        small = builder.to_json(keep=named_in_request(request) | {uid for got in links for x in got for _, uid in x.values})
+        small = builder.to_json(keep=named_in_request(request))
         for entities_json in ([small, full] if len(small) < len(full) else [full]):
             try:
                 concrete = read_entities(entities_json, schema, "counterexample.entities")
@@ -564,7 +565,7 @@ def _scenario(prop: str, lowered: Lowered, model: dict[str, Any], policy_sets: l
         from cda.policy.templates import links_json
 
         names = ["OLD", "NEW"] if prop == "no-new-access" else ["A", "B"] if len(links) == 2 else ["S"]
-        cex["links"] = {n: links_json(got) for n, got in zip(names, links)}
+        cex["links"] = {n: links_json(got, ps.templates) for n, got, ps in zip(names, links, policy_sets) if got}
     return cex, answers
 
 
@@ -573,7 +574,7 @@ def _chosen_links(dec: Any, chosen: list[tuple[Policy, str, dict[str, list[tuple
     """The link of each template a model chose (every link): a slot's entity, or, where the
     model chose a type that never applies here, an entity of the first such type the slot allows
     (a template whose slot allows no type has no link)."""
-    from cda.policy.templates import allowed_types
+    from cda.policy.templates import allowed_types, template_name
 
     taken = {p.id for p in ps.policies} | {t.id for t in ps.templates}
     out: list[Link] = []
@@ -590,10 +591,11 @@ def _chosen_links(dec: Any, chosen: list[tuple[Policy, str, dict[str, list[tuple
             else:
                 values.append((slot, dec.uid(x)))
         else:
-            n, link_id = 0, f"{template.id}-link"
+            base = template_name(ps.templates, template.id)
+            n, link_id = 0, f"{base}-link"
             while link_id in taken:
                 n += 1
-                link_id = f"{template.id}-link{n}"
+                link_id = f"{base}-link{n}"
             taken.add(link_id)
             out.append(Link(template.id, link_id, tuple(values)))
     return out

@@ -32,7 +32,7 @@ from cda.policy.schema import Schema
 from cda.policy.syntax import Policy, Scope
 from cda.policy.values import EntityUID
 
-__all__ = ["Link", "LinkError", "read_links", "link", "allowed_types", "find_template", "links_json"]
+__all__ = ["Link", "LinkError", "read_links", "link", "allowed_types", "find_template", "links_json", "template_name"]
 
 SLOTS = ("?principal", "?resource")
 
@@ -53,14 +53,25 @@ class Link:
     link_id: str
     values: tuple[tuple[str, EntityUID], ...]
 
-    def to_json(self) -> dict[str, Any]:
-        """The link in the Cedar CLI's form (``args``' entities as Cedar text)."""
-        return {"template_id": self.template_id, "link_id": self.link_id,
+    def to_json(self, template: str | None = None) -> dict[str, Any]:
+        """The link in the Cedar CLI's form (``args``' entities as Cedar text), the template
+        named ``template`` when given."""
+        return {"template_id": template or self.template_id, "link_id": self.link_id,
                 "args": {slot: str(uid) for slot, uid in self.values}}  # fmt: skip
 
 
-def links_json(links: Iterable[Link]) -> list[dict[str, Any]]:
-    return [x.to_json() for x in links]
+def template_name(templates: Sequence[Policy], template_id: str) -> str:
+    """How a links file names the template: its ``@id`` where that names it alone (the Cedar CLI
+    takes ``@id`` as the policy id, cedarpy resolves it), else its id."""
+    t = find_template(templates, template_id)
+    name = t.annotations.get("id") if t is not None else None
+    if name and find_template(templates, name) is t:
+        return name
+    return template_id
+
+
+def links_json(links: Iterable[Link], templates: Sequence[Policy] = ()) -> list[dict[str, Any]]:
+    return [x.to_json(template_name(templates, x.template_id)) for x in links]
 
 
 def find_template(templates: Sequence[Policy], name: str) -> Policy | None:
