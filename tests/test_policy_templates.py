@@ -262,3 +262,29 @@ def test_random_templates_and_links_against_cedarpy_and_sampling(backend: str) -
     assert total.fails == total.fails_confirmed and total.holds_contradicted == 0 and total.unknown == 0
     # clingo refuses by name what it cannot ground (64-bit longs, patterns): z3 decides those
     assert total.analyses + total.refused == 4 * 2 * 7 and total.analyses >= (20 if backend == "z3" else 8)
+
+
+def test_authorize_and_a_request_batch_take_the_links(tmp_path: Path) -> None:
+    """``cda policy authorize --links`` and a ``request-batch`` job with ``params.links`` answer
+    with the linked policies, as cedarpy does."""
+    p, s, f = _files(tmp_path)
+    (tmp_path / "e.json").write_text(json.dumps(STORE))
+    req = {"principal": {"type": "User", "id": "bob"}, "action": {"type": "Action", "id": "view"},
+           "resource": {"type": "Doc", "id": "d1"}, "context": {}}  # fmt: skip
+    (tmp_path / "r.json").write_text(json.dumps(req))
+    (tmp_path / "rs.json").write_text(json.dumps([req]))
+    theirs = cedarpy.is_authorized(req, _cedarpy_set(LINKS), json.dumps(STORE), SCHEMA)
+    assert (theirs.decision.value, theirs.diagnostics.reasons) == ("Allow", ["eng-reads-specs"])
+    out = io.StringIO()
+    args = ["policy", "authorize", str(p), "--schema", str(s), "--entities", str(tmp_path / "e.json"),
+            "--request", str(tmp_path / "r.json"), "--json"]  # fmt: skip
+    assert main([*args, "--links", str(f)], stdout=out, stderr=io.StringIO()) == 0
+    assert json.loads(out.getvalue())["reason"] == ["eng-reads-specs"]
+    out = io.StringIO()
+    assert main(args, stdout=out, stderr=io.StringIO()) == 0 and json.loads(out.getvalue())["decision"] == "deny"
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "request-batch"\nfile = "p.cedar"\nparams = { requests = "rs.json", '
+                        'schema = "s.cedarschema", entities = "e.json", links = "links.json" }\n', encoding="utf-8")  # fmt: skip
+    assert main(["jobs", "run", str(manifest)], stdout=io.StringIO(), stderr=io.StringIO()) == 0
+    (line,) = [json.loads(x) for x in (tmp_path / "m.results" / "results.jsonl").read_text().splitlines()]
+    assert [a["reason"] for a in line["result"]["answers"]] == [["eng-reads-specs"]]

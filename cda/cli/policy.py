@@ -36,6 +36,7 @@ def add_policy_parser(sub: Any, seconds: Any) -> None:
     au.add_argument("policies", type=Path, help="the Cedar policy file (.cedar)")
     au.add_argument("--schema", type=Path, default=None, help="the schema (.cedarschema or JSON)")
     au.add_argument("--entities", type=Path, default=None, help="the entity store (Cedar entities JSON)")
+    au.add_argument("--links", type=Path, default=None, help="template links (the Cedar CLI's JSON)")
     au.add_argument("--request", type=Path, required=True, help="a request JSON (principal, action, resource, context)")
     au.add_argument("--json", action="store_true", help="print one JSON object")
     te = psub.add_parser("test", help="run Cedar integration-test JSON files and print agreement")
@@ -82,7 +83,7 @@ def main_policy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _authorize(args: argparse.Namespace, out: TextIO) -> int:
     from cda.policy.authorization import authorize
 
-    ans = authorize(args.policies, args.request, schema=args.schema, entities=args.entities)
+    ans = authorize(args.policies, args.request, schema=args.schema, entities=args.entities, links=args.links)
     if args.json:
         out.write(json.dumps(ans.to_json(), sort_keys=True) + "\n")
         return EXIT_OK

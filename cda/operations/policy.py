@@ -82,6 +82,7 @@ class BatchParams(Params):
     requests: FilePath = Field(description="a JSON list of requests")
     schema_: optional_path("the Cedar schema") = Field(default=None, alias="schema")  # type: ignore[valid-type]
     entities: optional_path("the entities (JSON)") = None  # type: ignore[valid-type]
+    links: optional_path("template links (the Cedar CLI's JSON)") = None  # type: ignore[valid-type]
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

@@ -328,13 +328,15 @@ def authorize(
     *,
     schema: str | Path | None = None,
     entities: str | Path | None = None,
+    links: str | Path | None = None,
 ) -> Answer:
     """Allow or deny one request (a dict in Cedar's request JSON form, or a JSON file) against a
-    policy file (with ``schema`` and ``entities`` files) or a loaded :class:`PolicySet`.
+    policy file (with ``schema``, ``entities`` and template ``links`` files) or a loaded
+    :class:`PolicySet`.
 
     Raises a :class:`~cda.errors.CDAError` (``DSLSyntaxError`` with file/line/column,
     ``UnsupportedConstruct`` naming the construct) when the input cannot be read."""
-    ps = policies if isinstance(policies, PolicySet) else load_policy_set(policies, schema, entities)
+    ps = policies if isinstance(policies, PolicySet) else load_policy_set(policies, schema, entities, links)
     if isinstance(request, dict):
         return ps.decide(read_request(request, ps.schema))
     data = parse_json(read_text(Path(request)), str(request), DSLError)

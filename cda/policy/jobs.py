@@ -73,7 +73,7 @@ def request_batch(job: Job) -> dict[str, Any]:
     from cda.policy.authorization import authorize, load_policy_set
 
     p = job.params
-    ps = load_policy_set(_file(job), p.get("schema"), p.get("entities"))
+    ps = load_policy_set(_file(job), p.get("schema"), p.get("entities"), p.get("links"))
     where = str(p["requests"])
     requests = parse_json(read_text(Path(where)), where, CDAError)
     if not isinstance(requests, list) or not all(isinstance(r, dict) for r in requests):
