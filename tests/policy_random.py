@@ -383,6 +383,29 @@ class _Answer:
     errors: list[str]
 
 
+def _decide(stats: Stats, prop: str, chosen: list[PolicySet], env: Environment, backend: str, against: str | None,
+            where: str, **kwargs: Any) -> Any:  # fmt: skip
+    """The analysis on ``backend`` (compared with ``against``'s verdict, a difference a problem),
+    counted; None when refused by name or unknown (nothing to check)."""
+    from cda.errors import BackendUnsupported
+    from cda.policy.syntax import UnsupportedConstruct
+
+    try:
+        res = analyze(prop, chosen, env, backend=backend, **kwargs)  # type: ignore[arg-type]
+    except (UnsupportedConstruct, BackendUnsupported):
+        stats.refused += 1
+        return None
+    stats.analyses += 1
+    if against is not None:
+        other = analyze(prop, chosen, env, backend=against, **kwargs)  # type: ignore[arg-type]
+        if other.status != res.status:
+            stats.problems.append(f"{backend} says {res.status}, {against} says {other.status}: {where}")
+    if res.status is PropertyStatus.UNKNOWN:
+        stats.unknown += 1
+        return None
+    return res
+
+
 def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = "z3", against: str | None = None) -> Stats:
     """Every property on seed ``seed``'s world, against the oracles (module docstring); with
     ``against``, also against that backend's verdict. A construct or a backend that refuses by
@@ -402,18 +425,8 @@ def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = 
     for prop, arity in PROPERTIES.items():
         texts, chosen = [a_text, b_text][:arity], sets[:arity]
         where = f"seed {seed} {prop}:\n{text}--- A\n{a_text}\n--- B\n{b_text}"
-        try:
-            res = analyze(prop, chosen, env, backend=backend, repair=False)  # type: ignore[arg-type]
-        except (UnsupportedConstruct, BackendUnsupported):
-            stats.refused += 1
-            continue
-        stats.analyses += 1
-        if against is not None:
-            other = analyze(prop, chosen, env, backend=against, repair=False)  # type: ignore[arg-type]
-            if other.status != res.status:
-                stats.problems.append(f"{backend} says {res.status}, {against} says {other.status}: {where}")
-        if res.status is PropertyStatus.UNKNOWN:
-            stats.unknown += 1
+        res = _decide(stats, prop, chosen, env, backend, against, where)
+        if res is None:
             continue
         if res.status is PropertyStatus.FAILS:
             stats.fails += 1
@@ -538,9 +551,7 @@ def check_template_seed(seed: int, *, stores: int = 2, samples: int = 6, backend
     cedarpy links the templates as the counterexample names (``links``) and its answers violate
     the property; every HOLDS: random stores, requests and (for every link) random links never
     violate it in cedarpy."""
-    from cda.errors import BackendUnsupported
     from cda.policy.authorization import policy_set_of
-    from cda.policy.syntax import UnsupportedConstruct
 
     w = world(seed)
     text = w.text()
@@ -559,18 +570,8 @@ def check_template_seed(seed: int, *, stores: int = 2, samples: int = 6, backend
         for prop, arity in PROPERTIES.items():
             chosen = sets[:arity]
             where = f"seed {seed} {prop} every_link={every}:\n{text}--- A\n{a_text}\n{json.dumps(given)}\n--- B\n{b_text}"
-            try:
-                res = analyze(prop, chosen, env, backend=backend, every_link=every)  # type: ignore[arg-type]
-            except (UnsupportedConstruct, BackendUnsupported):
-                stats.refused += 1
-                continue
-            stats.analyses += 1
-            if against is not None:
-                other = analyze(prop, chosen, env, backend=against, every_link=every)  # type: ignore[arg-type]
-                if other.status != res.status:
-                    stats.problems.append(f"{backend} says {res.status}, {against} says {other.status}: {where}")
-            if res.status is PropertyStatus.UNKNOWN:
-                stats.unknown += 1
+            res = _decide(stats, prop, chosen, env, backend, against, where, every_link=every)
+            if res is None:
                 continue
             if res.status is PropertyStatus.FAILS:
                 stats.fails += 1
