@@ -278,8 +278,8 @@ def _violation(f: Any, prop: str, sets: list[tuple[Node, Node]]) -> Node:
 def _slot_choices(low: Lowering, template: Policy, name: str, env: Environment,
                   schema: Schema) -> dict[str, list[tuple[Node, EntV | None]]]:  # fmt: skip
     """Each slot of ``template`` as a symbolic entity: one term per allowed type that can match
-    the environment's principal (resource), and ``None`` for the allowed types that never do
-    (a link of such a type makes the template never apply here); exactly one is chosen."""
+    the environment's principal (resource), and ``None`` for a link that never applies here;
+    exactly one is chosen."""
     from cda.policy.symstore import ancestor_types
     from cda.policy.templates import allowed_types
 
@@ -300,8 +300,9 @@ def _slot_choices(low: Lowering, template: Policy, name: str, env: Environment,
                 x = EntV(low.term_var(f"slot[{name}]{slot}", sort), t)
                 low.register(x)
                 alts.append((low.atom(f"link[{name}]{slot}={t}"), x))
-        if any(t not in reach for t in allowed) or not alts:
-            alts.append((low.atom(f"link[{name}]{slot}=elsewhere"), None))
+        # a link that never applies here: of a type that cannot match, or to an entity no request of
+        # this environment is (nor is in), as a link to an entity outside a given store
+        alts.append((low.atom(f"link[{name}]{slot}=elsewhere"), None))
         low.background(f.or_([g for g, _ in alts]))
         for i, (g, _) in enumerate(alts):
             for h, _ in alts[i + 1 :]:
@@ -572,8 +573,9 @@ def _scenario(prop: str, lowered: Lowered, model: dict[str, Any], policy_sets: l
 def _chosen_links(dec: Any, chosen: list[tuple[Policy, str, dict[str, list[tuple[Node, EntV | None]]]]],
                   ps: PolicySet, schema: Schema) -> list[Link]:  # fmt: skip
     """The link of each template a model chose (every link): a slot's entity, or, where the
-    model chose a type that never applies here, an entity of the first such type the slot allows
-    (a template whose slot allows no type has no link)."""
+    model chose a link that never applies here, an entity ``elsewhere`` of the first type the
+    slot allows that cannot match, else of the first it allows (a template whose slot allows
+    no type has no link)."""
     from cda.policy.templates import allowed_types, template_name
 
     taken = {p.id for p in ps.policies} | {t.id for t in ps.templates}
