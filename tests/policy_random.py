@@ -406,6 +406,15 @@ def _decide(stats: Stats, prop: str, chosen: list[PolicySet], env: Environment, 
     return res
 
 
+def _count_fails(stats: Stats, confirmed: bool, where: str, cex: dict[str, Any]) -> None:
+    """A FAILS, confirmed by cedarpy or a problem."""
+    stats.fails += 1
+    if confirmed:
+        stats.fails_confirmed += 1
+    else:
+        stats.problems.append(f"FAILS not confirmed by cedarpy: {where}\n{json.dumps(cex)}")
+
+
 def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = "z3", against: str | None = None) -> Stats:
     """Every property on seed ``seed``'s world, against the oracles (module docstring); with
     ``against``, also against that backend's verdict. A construct or a backend that refuses by
@@ -429,13 +438,9 @@ def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = 
         if res is None:
             continue
         if res.status is PropertyStatus.FAILS:
-            stats.fails += 1
             cex = res.counterexample
             assert cex is not None
-            if _cedarpy(prop, texts, [cex["request"]], cex["entities"], text) == [True]:
-                stats.fails_confirmed += 1
-            else:
-                stats.problems.append(f"FAILS not confirmed by cedarpy: {where}\n{json.dumps(cex)}")
+            _count_fails(stats, _cedarpy(prop, texts, [cex["request"]], cex["entities"], text) == [True], where, cex)
             own = read_entities(cex["entities"], schema)
             try:
                 bounded = analyze(prop, chosen, env, backend=backend, store=(own, "the counterexample's"), repair=False)  # type: ignore[arg-type]
@@ -574,17 +579,14 @@ def check_template_seed(seed: int, *, stores: int = 2, samples: int = 6, backend
             if res is None:
                 continue
             if res.status is PropertyStatus.FAILS:
-                stats.fails += 1
                 cex = res.counterexample
                 assert cex is not None
                 extra = set_a_links(cex, prop) if every else []
                 if every and len(extra) != len(slots):
                     stats.problems.append(f"every link: the counterexample names {len(extra)} links: {where}")
                 pols = [_linked_cedarpy(a_text, given + extra), b_text][:arity]
-                if _cedarpy(prop, pols, [cex["request"]], cex["entities"], text) == [True]:  # type: ignore[arg-type]
-                    stats.fails_confirmed += 1
-                else:
-                    stats.problems.append(f"FAILS not confirmed by cedarpy: {where}\n{json.dumps(cex)}")
+                confirmed = _cedarpy(prop, pols, [cex["request"]], cex["entities"], text) == [True]  # type: ignore[arg-type]
+                _count_fails(stats, confirmed, where, cex)
                 continue
             stats.holds += 1
             contradicted = False
