@@ -176,6 +176,33 @@ CASES = [
     Case("two-strings-one-ipv4-range-never", TEXTS, "always-denies",  # "a.b.c.d/p" is its only spelling below /32
          permit("ip(principal.addr) == ip(context.src) && principal.addr != context.src && ip(context.src).isIpv4() "
                 '&& ip("10.0.0.0/24").isInRange(ip(context.src))'), None, HOLDS),
+    # datetime() and duration() of strings that are not literals: the same readings
+    Case("datetime-of-a-string-errs", TEXTS, "never-errors", permit('datetime(context.d) > datetime("2024-01-01")'),
+         None, FAILS),
+    Case("datetime-of-a-string-after", TEXTS, "always-denies",
+         permit('datetime(context.d) > datetime("2024-01-01") && datetime(context.d).toTime() == duration("90m")'),
+         None, FAILS),
+    Case("datetime-of-a-string-implies", TEXTS, "implies", permit('datetime(context.d) > datetime("2025-01-01")'),
+         permit('datetime(context.d).toDate() >= datetime("2025-01-01")'), HOLDS),
+    Case("two-spellings-of-one-datetime", TEXTS, "always-denies",
+         permit('datetime(context.d) == datetime("2024-01-01") && context.d != "2024-01-01"'), None, FAILS),
+    Case("a-datetime-before-year-one-through-an-offset", TEXTS, "always-denies",
+         permit('datetime(context.d) < datetime("0000-01-01")'), None, FAILS),
+    Case("no-datetime-before-year-zero-and-a-day", TEXTS, "always-denies",
+         permit('datetime(context.d) < datetime("0000-01-01").offset(duration("-1d"))'), None, HOLDS),
+    Case("a-named-string-reads-as-its-datetime", TEXTS, "always-denies",
+         permit('context.d == "2024-01-01T10:00:00+0200" && datetime(context.d).toTime() != duration("8h")'), None, HOLDS),
+    Case("duration-of-a-string-in-days", TEXTS, "always-denies",
+         permit('duration(context.d) > duration("1d") && duration(context.d).toDays() == 1 && context.d != principal.s '
+                "&& duration(principal.s) == duration(context.d)"), None, FAILS),
+    Case("duration-of-a-string-implies", TEXTS, "implies", permit('duration(context.d).toHours() > 48'),
+         permit('duration(context.d) > duration("2d")'), HOLDS),
+    Case("a-string-is-not-a-datetime-and-a-duration", TEXTS, "always-denies",
+         permit('datetime(context.d) > datetime("2024-01-01") || duration(context.d) > duration("0ms")')
+         .replace("||", "&&"), None, HOLDS),
+    Case("offset-by-a-read-duration-overflows", TEXTS, "never-errors",
+         permit('context.d == "9999-12-31" && datetime(context.d).offset(duration(context.src)) > datetime("2024-01-01")'),
+         None, FAILS),
     Case("enum-other-id-is-no-value", ENUM, "always-denies", permit('resource.color == Color::"green"'), None, HOLDS),
 ]
 
@@ -440,5 +467,5 @@ def test_a_reading_of_a_string_that_a_pattern_also_reads_is_refused_by_name() ->
     schema = parse_schema(TEXTS)
     text = permit('context.d like "1*" && decimal(context.d).lessThan(decimal("1.5"))')
     sets = [PolicySet(parse_policies(text, "a.cedar"), schema, read_entities([], schema))]
-    with pytest.raises(UnsupportedConstruct, match="ip\\(\\) or decimal\\(\\) of a string that is not a literal.*`like`"):
+    with pytest.raises(UnsupportedConstruct, match="ip\\(\\), decimal\\(\\), datetime\\(\\) or duration\\(\\) of a string that is not a literal.*`like`"):
         analyze("always-denies", sets, environments(schema)[0])

@@ -21,8 +21,7 @@ universe's values are all the entities, strings and numbers a counterexample nee
 
 from __future__ import annotations
 
-import ipaddress
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from cda.policy.entities import ExtensionError, parse_datetime, parse_decimal, p
 from cda.policy.parse import METHODS
 from cda.policy.schema import SType
 from cda.policy.solving import AtomInfo, GroundProblem, Node, NodeFactory, Sort, TermConst, TermVar, evaluate
+from cda.policy.spellings import spellings
 from cda.policy.symvalues import (
     IPV,
     LONG,
@@ -79,11 +79,21 @@ from cda.policy.values import CRecord, CSet, Datetime, Decimal, Duration, Entity
 if TYPE_CHECKING:
     from cda.policy.symstore import SymStore
 
-__all__ = ["Lowering", "PolicyParts", "Request", "DATETIME_RANGE"]
+__all__ = ["Lowering", "PolicyParts", "Request", "DATETIME_RANGE", "READERS"]
+
+#: Cedar's extension constructors of a string (no two read one text: the readings exclude
+#: each other, an axiom of :meth:`Lowering._close_readings`)
+READERS: dict[str, Callable[[str], Value]] = {"ip": parse_ip, "decimal": parse_decimal,
+                                              "datetime": parse_datetime, "duration": parse_duration}  # fmt: skip
 
 #: the datetimes a request or an entity can hold: those Cedar's ``datetime("…")`` reads
 #: (years 0001–9999), so that every counterexample can be written in Cedar's JSON
 DATETIME_RANGE = (-62_135_596_800_000, 253_402_300_799_999)
+#: the datetimes ``datetime(s)`` reads for some text ``s``: years 0000–9999 in local time, with
+#: an offset of up to ±23:59 (a reading of an unnamed string ranges over these)
+_MAX_OFFSET = (23 * 60 + 59) * 60_000
+_YEAR0 = -62_167_219_200_000  # 0000-01-01T00:00:00Z
+DATETIME_READ_RANGE = (_YEAR0 - _MAX_OFFSET, DATETIME_RANGE[1] + _MAX_OFFSET)
 _DAY = 86_400_000
 _PER = {"toDays": _DAY, "toHours": 3_600_000, "toMinutes": 60_000, "toSeconds": 1000, "toMilliseconds": 1}
 _LOOPBACK = {4: (0x7F000000, 8), 6: (1, 128)}
@@ -748,13 +758,9 @@ class Lowering:
             if not isinstance(x, StrV):
                 return self.error()
             if not isinstance(x.term, TermConst):
-                if e.name in ("ip", "decimal"):
-                    return self._reading(e.name, x)
-                raise self.refuse(f"{e.name}() of a string that is not a literal", e.pos)
-            readers: dict[str, Callable[[str], Value]] = {"ip": parse_ip, "decimal": parse_decimal,
-                                                          "datetime": parse_datetime, "duration": parse_duration}  # fmt: skip
+                return self._reading(e.name, x)
             try:
-                v = readers[e.name](x.term.value)
+                v = READERS[e.name](x.term.value)
             except ExtensionError:
                 return self.error()
             return self.const(v), f.false
@@ -763,7 +769,8 @@ class Lowering:
         return r, f.or_([err, e2])
 
     def _reading(self, name: str, x: StrV) -> Out:
-        """``ip(x)`` / ``decimal(x)`` of a symbolic string: what ``x`` reads as is a function of
+        """``ip(x)``, ``decimal(x)``, ``datetime(x)`` or ``duration(x)`` of a symbolic string:
+        what ``x`` reads as is a function of
         ``x`` (an error, or a value), free where ``x`` is no string the problem names and that
         string's reading where it is one (the axioms are made at :meth:`close`, over every
         string constant). Any reading of an unnamed string is some text's: the scenario writes
@@ -772,7 +779,11 @@ class Lowering:
         if found is None:
             assert isinstance(x.term, TermVar)
             label = f"{name}({x.term.name})"
-            value: Leaf = self.fresh_ip(label) if name == "ip" else IntV(self.int_var(label, *LONG), "decimal")
+            value: Leaf
+            if name == "ip":
+                value = self.fresh_ip(label)
+            else:  # a datetime reads within the years 0000–9999 (offsets aside); the others, as any 64-bit value
+                value = IntV(self.int_var(label, *(DATETIME_READ_RANGE if name == "datetime" else LONG)), name)
             err = self.fresh_atom(f"{label}!error")
             found = self.readings[(name, x.key())] = (x, value, err)
         _, value, err = found
@@ -950,9 +961,9 @@ class Lowering:
         if not self.readings:
             return
         if self.like_on_variables:
-            raise self.refuse("ip() or decimal() of a string that is not a literal, in a problem where `like` reads "
-                              "a string that is not a literal", None)  # fmt: skip
-        readers: dict[str, Callable[[str], Value]] = {"ip": parse_ip, "decimal": parse_decimal}
+            raise self.refuse("ip(), decimal(), datetime() or duration() of a string that is not a literal, in a "
+                              "problem where `like` reads a string that is not a literal", None)  # fmt: skip
+        readers = READERS
         items = list(self.readings.items())
         for i, ((name, _), (x, value, err)) in enumerate(items):
             for c in sorted(self.string_constants):
@@ -985,7 +996,7 @@ class Lowering:
                 wanted[old] = (name, None if evaluate(err, model) else value)
         chosen: dict[str, str] = {}
         for old, (name, reading) in wanted.items():
-            text = next((t for t in _spellings(name, reading, model) if t not in taken), None)
+            text = next((t for t in spellings(name, reading, model) if t not in taken), None)
             if text is not None:  # else every spelling is taken: the re-evaluation says so, loudly
                 chosen[old] = text
                 taken.add(text)
@@ -1002,41 +1013,6 @@ class Lowering:
         f = self.f
         key = self.set_vars[a]
         return f.and_(f.iff(self._member_atom(a, x), self._member_atom(b, x)) for x in self.universe.get(key, {}).values())
-
-
-def _spellings(name: str, value: Leaf | None, model: dict[str, Any]) -> Iterator[str]:
-    """Texts that ``name``() reads as ``value`` (``None``: as an error), the plainest first."""
-    def number(lin: Lin) -> int:
-        return lin.const + sum(c * int(model[v]) for v, c in lin.terms)
-
-    if value is None:
-        n = 0
-        while True:
-            yield f"not {name} #{n}"
-            n += 1
-    if isinstance(value, IntV):  # decimal: its digits, with up to four decimals, then leading zeros
-        scaled = number(value.lin)
-        sign = "-" if scaled < 0 else ""
-        whole, frac = divmod(abs(scaled), 10_000)
-        digits = f"{frac:04d}".rstrip("0") or "0"
-        spelled = [f"{digits}{'0' * k}" for k in range(5 - len(digits))]
-        zeros = 0
-        while True:
-            for fr in spelled:
-                yield f"{sign}{'0' * zeros}{whole}.{fr}"
-            zeros += 1
-    assert isinstance(value, IPV)
-    v6, addr, prefix = bool(evaluate(value.v6, model)), number(value.addr), number(value.prefix)
-    if v6:
-        full = ipaddress.IPv6Address(addr)
-        forms = [full.exploded, full.compressed, ":".join(f"{int(g, 16):x}" for g in full.exploded.split(":"))]
-        forms += [f.upper() for f in forms]
-    else:
-        forms = [str(ipaddress.IPv4Address(addr))]
-    for form in dict.fromkeys(forms):
-        yield f"{form}/{prefix}"
-        if prefix == (128 if v6 else 32):
-            yield form
 
 
 def _const_field(f: NodeFactory, v: Val) -> Field:
