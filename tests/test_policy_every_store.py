@@ -60,6 +60,12 @@ action read appliesTo { principal: [User], resource: [Doc], context: { n: Long, 
 TEXTS = """entity User = { s: String, addr: String }; entity Doc = { t: String };
 action read appliesTo { principal: [User], resource: [Doc], context: { d: String, src: String } };"""
 
+NEST = """entity User = { roles: Set<{ name: String, level: Long, team?: String }>, groups: Set<Set<String>> };
+entity Doc = { need: Set<{ name: String, level: Long, team?: String }>, owners: Set<Set<User>> };
+action read appliesTo { principal: [User], resource: [Doc],
+  context: { grants: Set<{ name: String, level: Long }>, pairs: Set<Set<Long>>, m: Set<Set<String>>,
+             r: { name: String, level: Long } } };"""
+
 
 def permit(cond: str, scope: str = "principal, action, resource") -> str:
     return f"permit({scope}) when {{ {cond} }};"
@@ -203,6 +209,37 @@ CASES = [
     Case("offset-by-a-read-duration-overflows", TEXTS, "never-errors",
          permit('context.d == "9999-12-31" && datetime(context.d).offset(duration(context.src)) > datetime("2024-01-01")'),
          None, FAILS),
+    # sets of records and sets of sets: extensional equality, witnesses of the element type
+    Case("a-set-of-records-contains", NEST, "always-denies", permit('context.grants.contains({name: "admin", level: 3})'),
+         None, FAILS),
+    Case("a-record-member-is-compared-by-value", NEST, "implies",
+         permit('context.grants.contains({name: "admin", level: 3}) && context.r == {name: "admin", level: 3}'),
+         permit("context.grants.contains(context.r)"), HOLDS),
+    Case("a-record-of-another-shape-is-no-member", NEST, "always-denies",
+         permit('context.grants.contains({name: "admin"})'), None, HOLDS),
+    Case("containsAll-of-records", NEST, "implies",
+         permit('principal.roles.containsAll(resource.need) && resource.need.contains({name: "x", level: 1})'),
+         permit('principal.roles.contains({name: "x", level: 1})'), HOLDS),
+    Case("containsAll-of-records-needs-the-member", NEST, "implies", permit("principal.roles.containsAll(resource.need)"),
+         permit('principal.roles.contains({name: "x", level: 1})'), FAILS),
+    Case("an-optional-attribute-makes-another-record", NEST, "always-denies",
+         permit('principal.roles.contains({name: "x", level: 1, team: "t"}) && !principal.roles.contains({name: "x", level: 1})'),
+         None, FAILS),
+    Case("sets-of-sets-are-unordered", NEST, "always-denies",
+         permit("context.pairs.contains([1, 2]) && !context.pairs.contains([2, 1])"), None, HOLDS),
+    Case("a-set-of-sets-contains", NEST, "always-denies",
+         permit("context.pairs.contains([1, 2]) && !context.pairs.contains([2])"), None, FAILS),
+    Case("equal-sets-of-sets", NEST, "always-denies",
+         permit("context.m == principal.groups && !principal.groups.isEmpty() && context.m.isEmpty()"), None, HOLDS),
+    Case("sets-of-sets-equal-when-each-contains-the-other", NEST, "always-denies",
+         permit("context.m != principal.groups && context.m.containsAll(principal.groups) && principal.groups.containsAll(context.m)"),
+         None, HOLDS),
+    Case("containsAny-of-sets-of-sets", NEST, "always-denies",
+         permit('context.m.containsAny(principal.groups) && principal.groups.contains(["a"])'), None, FAILS),
+    Case("a-set-of-sets-of-entities", NEST, "always-denies", permit("resource.owners.contains([principal])"), None, FAILS),
+    Case("the-empty-set-as-a-member", NEST, "always-denies", permit("context.m.contains([]) && context.m.isEmpty()"), None, HOLDS),
+    Case("a-set-of-records-equals-a-literal", NEST, "always-denies",
+         permit('context.grants == [{name: "a", level: 1}, {name: "b", level: 2}]'), None, FAILS),
     Case("enum-other-id-is-no-value", ENUM, "always-denies", permit('resource.color == Color::"green"'), None, HOLDS),
 ]
 

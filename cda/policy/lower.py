@@ -142,6 +142,8 @@ class Lowering:
         self.store: SymStore  # set by the store, which needs the lowering to make its values
         self.universe: dict[str, dict[Any, Leaf]] = {}  # element type key → element leaves
         self.set_vars: dict[str, str] = {}  # symbolic set name → its element type key
+        self.set_types: dict[str, SType] = {}  # a symbolic set of sets or records → its element type
+        self._set_ops: dict[Any, Node] = {}  # (operation, set keys) → its placeholder atom (made once)
         self.members: dict[str, dict[Any, Node]] = {}  # set name → element key → atom
         self._member_leaf: dict[str, dict[Any, Leaf]] = {}
         self.deferred: list[_Deferred] = []
@@ -229,7 +231,7 @@ class Lowering:
         keys = {elem_key(leaf) for item in items for _, leaf in alternatives(item, self.f)}
         for item in items:
             for _, leaf in alternatives(item, self.f):
-                if not isinstance(leaf, SetV | RecV | Opaque):
+                if not isinstance(leaf, Opaque):
                     self.register(leaf)
         return SetV(items=items, elem=keys.pop() if len(keys) == 1 else ("mixed" if keys else None))
 
@@ -259,13 +261,16 @@ class Lowering:
             leaf = IntV(self.int_var(prefix, *DATETIME_RANGE), "datetime")
         elif t.kind == "Ext" and t.name == "ipaddr":
             leaf = self.fresh_ip(prefix)
-        elif t.kind == "Set" and t.elem is not None and t.elem.kind not in ("Set", "Record"):
+        elif t.kind == "Set" and t.elem is not None and _encodable(t.elem):
             name = self.fresh(prefix)
             key = stype_key(t.elem)
             self.set_vars[name] = key
             self.members[name] = {}
             self._member_leaf[name] = {}
-            leaf = SetV(var=name, elem=key)
+            nested = t.elem.kind in ("Set", "Record")
+            if nested:
+                self.set_types[name] = t.elem
+            leaf = SetV(var=name, elem=key, etype=t.elem if nested else None)
         elif t.kind == "Record":
             fields: dict[str, Field] = {}
             for name, at, required in t.attrs:
@@ -301,8 +306,16 @@ class Lowering:
         self.background(f.or_([v6, v4_bounds]))
         return IPV(v6, addr, prefix_len)
 
-    def fresh_leaf(self, key: str, prefix: str) -> Leaf:
-        """A fresh element of element type ``key`` (a witness)."""
+    def fresh_leaf(self, key: str, prefix: str, etype: SType | None = None) -> Leaf:
+        """A fresh element of element type ``key`` (a witness; of a set or a record, of the
+        schema type ``etype``)."""
+        if key in ("Set", "Record"):
+            if etype is None:
+                raise self.refuse(f"a quantifier over a set of {key.lower()}s of no known type", None)
+            made = self.fresh_value(etype, prefix)
+            if not isinstance(made, Leaf) or isinstance(made, Opaque):
+                raise self.refuse(f"a set of {key.lower()}s of type {etype.kind}", None)
+            return made
         if key.startswith("Entity:"):
             return self.fresh_value(SType("Entity", name=key[7:]), prefix)  # type: ignore[return-value]
         t = {"Bool": SType("Bool"), "Long": SType("Long"), "String": SType("String"),
@@ -334,9 +347,16 @@ class Lowering:
             self.register(x)
         return found
 
-    def defer(self, prefix: str, witness: str | None, build: Callable[[Leaf | None], Node]) -> Node:
-        """A placeholder atom for ``build(witness)``, defined when the universe is final."""
+    def defer(self, prefix: str, witness: str | None, build: Callable[[Leaf | None], Node],
+              etype: SType | None = None, memo: Any = None) -> Node:  # fmt: skip
+        """A placeholder atom for ``build(witness)``, defined when the universe is final (the
+        witness of a set of sets or records is of schema type ``etype``). With ``memo``, one
+        atom per key: closing compares sets again and must not make new witnesses each time."""
+        if memo is not None and memo in self._set_ops:
+            return self._set_ops[memo]
         atom = self.fresh_atom(prefix)
+        if memo is not None:
+            self._set_ops[memo] = atom
         w = None
         closed = self.store.sort(witness[7:]).domain if witness is not None and witness.startswith("Entity:") else None
         if closed is not None:  # a closed population: its values are the universe, no witness needed
@@ -344,7 +364,7 @@ class Lowering:
             for ident in closed:
                 self.entity(EntityUID(witness[7:], ident))
         elif witness is not None and witness != "mixed":
-            w = self.fresh_leaf(witness, f"{prefix}.witness")
+            w = self.fresh_leaf(witness, f"{prefix}.witness", etype)
             self.register(w)
         self.deferred.append(_Deferred(atom, w, build))
         return atom
@@ -360,7 +380,8 @@ class Lowering:
         assert b.var is not None
         bv = b.var
         return self.defer("containsAll", b.elem, lambda w: f.and_(
-            f.implies(self.member(SetV(var=bv, elem=b.elem), x), self.member(a, x)) for x in self.elements(b.elem)))  # fmt: skip
+            f.implies(self.member(b, x), self.member(a, x)) for x in self.elements(b.elem)),
+            b.etype, ("containsAll", a.key(), bv))  # fmt: skip
 
     def contains_any(self, a: SetV, b: SetV) -> Node:
         f = self.f
@@ -369,13 +390,15 @@ class Lowering:
         if a.items is not None:
             return f.or_(self.member_val(b, item) for item in a.items)
         return self.defer("containsAny", b.elem, lambda w: f.or_(
-            f.and_([self.member(a, x), self.member(b, x)]) for x in self.elements(b.elem)))  # fmt: skip
+            f.and_([self.member(a, x), self.member(b, x)]) for x in self.elements(b.elem)),
+            b.etype, ("containsAny", a.key(), b.key()))  # fmt: skip
 
     def is_empty(self, s: SetV) -> Node:
         f = self.f
         if s.items is not None:
             return f.const(not s.items)
-        return self.defer("isEmpty", s.elem, lambda w: f.not_(f.or_(self.member(s, x) for x in self.elements(s.elem))))
+        return self.defer("isEmpty", s.elem, lambda w: f.not_(f.or_(self.member(s, x) for x in self.elements(s.elem))),
+                          s.etype, ("isEmpty", s.key()))  # fmt: skip
 
     def set_eq(self, a: SetV, b: SetV) -> Node:
         f = self.f
@@ -387,8 +410,9 @@ class Lowering:
         key = keys.pop() if keys else None
         if key == "mixed":
             raise self.refuse("== between a symbolic set and a set literal of several types", None)
+        memo = ("setEq", *sorted([a.key(), b.key()], key=repr))
         return self.defer("setEq", key, lambda w: f.and_(
-            f.iff(self.member(a, x), self.member(b, x)) for x in self.elements(key)))  # fmt: skip
+            f.iff(self.member(a, x), self.member(b, x)) for x in self.elements(key)), a.etype or b.etype, memo)  # fmt: skip
 
     def member_val(self, s: SetV, v: Val) -> Node:
         f = self.f
@@ -932,27 +956,87 @@ class Lowering:
     # ------------------------------------------------------------------ closing
     def close(self) -> None:
         """Every symbolic set's atom for every element of its type, equal elements members
-        alike, the store's axioms, and each placeholder's definition (module docstring)."""
+        alike, a set of sets or records holding only members of its element type, the store's
+        axioms, and each placeholder's definition (module docstring).
+
+        Comparing elements that are sets or records compares sets again (new placeholders,
+        new witnesses, a larger universe): that is repeated until nothing new is made (element
+        types nest finitely and each comparison is made once), and only then is each
+        definition written, over the final universe."""
         f = self.f
-        for name, key in self.set_vars.items():
+        while True:
+            before = (len(self.deferred), len(self.set_vars), sum(len(u) for u in self.universe.values()))
+            self._close_sets(final=False)
+            for d in list(self.deferred):
+                d.build(d.witness)
+            if before == (len(self.deferred), len(self.set_vars), sum(len(u) for u in self.universe.values())):
+                break
+        self._close_sets(final=True)
+        self.closed = True
+        for d in self.deferred:
+            self.background(f.iff(d.atom, d.build(d.witness)))
+        self.store.close()
+        self._close_readings()  # last: over every string constant the store's axioms name too
+
+    def _close_sets(self, final: bool) -> None:
+        """Membership atoms over the universe; with ``final``, the axioms over them (before:
+        only what they would make, so that the universe grows to its end)."""
+        f = self.f
+        for name, key in list(self.set_vars.items()):
             for x in list(self.universe.get(key, {}).values()):
                 self._member_atom(name, x)
-        self.closed = True
-        for name in self.set_vars:
+        for name in list(self.set_vars):
             items = list(self._member_leaf[name].items())
             atoms = self.members[name]
+            etype = self.set_types.get(name)
             for i, (kx, x) in enumerate(items):
+                if etype is not None:  # a set of sets or records holds values of its element type only
+                    fits = self.conforms(x, etype)
+                    if final and fits is not f.true:
+                        self.background(f.implies(atoms[kx], fits))
                 named = isinstance(x, StrV | EntV) and isinstance(x.term, TermConst)
                 for ky, y in items[i + 1 :]:
                     if named and isinstance(y, StrV | EntV) and isinstance(y.term, TermConst):
                         continue  # two names: never equal
                     same = self.leaf_eq(x, y)
-                    if same is not f.false:
+                    if final and same is not f.false:
                         self.background(f.implies(same, f.iff(atoms[kx], atoms[ky])))
-        for d in self.deferred:
-            self.background(f.iff(d.atom, d.build(d.witness)))
-        self.store.close()
-        self._close_readings()  # last: over every string constant the store's axioms name too
+
+    def conforms(self, x: Leaf, t: SType) -> Node:
+        """Whether value ``x`` is of schema type ``t`` (a record: its attributes exactly those
+        of ``t``, the required ones present), as a set's element in a store or a request."""
+        f = self.f
+        if t.kind == "Record":
+            if not isinstance(x, RecV):
+                return f.false
+            types = {name: (at, required) for name, at, required in t.attrs}
+            if set(x.fields) - set(types):
+                return f.false
+            parts = []
+            for name, (at, required) in types.items():
+                fld = x.fields.get(name)
+                if fld is None:
+                    if required:
+                        return f.false
+                    continue
+                if required:
+                    parts.append(fld.present)
+                parts.append(f.implies(fld.present, self._conforms_val(fld.value(), at)))
+            return f.and_(parts)
+        if t.kind == "Set":
+            if not isinstance(x, SetV):
+                return f.false
+            if x.items is None:
+                return f.const(x.etype == t.elem if t.elem is not None and t.elem.kind in ("Set", "Record")
+                               else x.elem == stype_key(t.elem) if t.elem is not None else False)  # fmt: skip
+            return f.and_(self._conforms_val(item, t.elem) for item in x.items) if t.elem is not None else f.false
+        if isinstance(x, EntV):
+            return f.const(t.kind == "Entity" and t.name == x.etype)
+        return f.const(elem_key(x) == stype_key(t) and not isinstance(x, SetV | RecV | Opaque))
+
+    def _conforms_val(self, v: Val, t: SType) -> Node:
+        f = self.f
+        return f.or_(f.and_([g, self.conforms(leaf, t)]) for g, leaf in alternatives(v, f))
 
     def _close_readings(self) -> None:
         """A string reads alike wherever it is read: equal strings give equal readings, a string
@@ -1037,6 +1121,16 @@ def _presence(low: Lowering, t: SType, prefix: str, on_leaf: Any, path: tuple[st
 
 def _maker(low: Lowering, t: SType, prefix: str, on_leaf: Any, path: tuple[str, ...]) -> Callable[[], Val]:
     return lambda: low.fresh_value(t, prefix, on_leaf, path)
+
+
+def _encodable(t: SType) -> bool:
+    """Whether a set of ``t`` is encoded: primitives, entities, extensions, and sets and records
+    of those (any depth)."""
+    if t.kind == "Set":
+        return t.elem is not None and _encodable(t.elem)
+    if t.kind == "Record":
+        return all(_encodable(at) for _, at, _ in t.attrs)
+    return t.kind in ("Bool", "Long", "String", "Entity", "Ext")
 
 
 def elem_key(leaf: Leaf) -> str:
