@@ -28,7 +28,6 @@ from cda.policy.authorization import PolicySet, decide
 from cda.policy.entities import Request, read_entities, read_request
 from cda.policy.parse import parse_policies
 from cda.policy.schema import parse_schema
-from cda.policy.syntax import UnsupportedConstruct
 from cda.policy.values import LONG_MAX, LONG_MIN, CRecord, EntityUID
 from tests.conftest import DATA
 
