@@ -240,6 +240,8 @@ CASES = [
     Case("the-empty-set-as-a-member", NEST, "always-denies", permit("context.m.contains([]) && context.m.isEmpty()"), None, HOLDS),
     Case("a-set-of-records-equals-a-literal", NEST, "always-denies",
          permit('context.grants == [{name: "a", level: 1}, {name: "b", level: 2}]'), None, FAILS),
+    Case("in-an-empty-set-of-sets-is-no-error", NEST, "never-errors", permit("principal in context.pairs"), None, FAILS),
+    Case("in-an-empty-set-of-sets-is-false", NEST, "always-denies", permit("!(principal in context.pairs)"), None, FAILS),
     Case("enum-other-id-is-no-value", ENUM, "always-denies", permit('resource.color == Color::"green"'), None, HOLDS),
 ]
 

@@ -755,8 +755,8 @@ class Lowering:
                         else:
                             errs.append(g)  # Cedar: a set with a non-entity element is a type error
                 return BoolV(f.or_(vals)), f.or_(errs)
-            if y.elem is None or not y.elem.startswith("Entity:"):
-                return self.error()
+            if y.elem is None or not y.elem.startswith("Entity:"):  # Cedar checks each element: empty, no error
+                return BoolV(f.false), f.not_(self.is_empty(y))
             s = y
             return BoolV(self.defer("inSet", y.elem, lambda w: f.or_(
                 f.and_([self.member(s, el), self.store.in_(x, el)]) for el in self.elements(s.elem)
@@ -964,7 +964,7 @@ class Lowering:
         types nest finitely and each comparison is made once), and only then is each
         definition written, over the final universe."""
         f = self.f
-        while True:
+        while "Set" in self.universe or "Record" in self.universe:  # else nothing new can be made
             before = (len(self.deferred), len(self.set_vars), sum(len(u) for u in self.universe.values()))
             self._close_sets(final=False)
             for d in list(self.deferred):
