@@ -66,6 +66,10 @@ action read appliesTo { principal: [User], resource: [Doc],
   context: { grants: Set<{ name: String, level: Long }>, pairs: Set<Set<Long>>, m: Set<Set<String>>,
              r: { name: String, level: Long } } };"""
 
+TWO_TYPES = """entity User = { roles: Set<{ name: String, team: String }>, deep: Set<Set<Set<Long>>> };
+action read appliesTo { principal: [User], resource: [User],
+  context: { grants: Set<{ name: String }>, m: Set<Set<String>>, n: Set<Set<Long>> } };"""
+
 
 def permit(cond: str, scope: str = "principal, action, resource") -> str:
     return f"permit({scope}) when {{ {cond} }};"
@@ -242,6 +246,17 @@ CASES = [
          permit('context.grants == [{name: "a", level: 1}, {name: "b", level: 2}]'), None, FAILS),
     Case("in-an-empty-set-of-sets-is-no-error", NEST, "never-errors", permit("principal in context.pairs"), None, FAILS),
     Case("in-an-empty-set-of-sets-is-false", NEST, "always-denies", permit("!(principal in context.pairs)"), None, FAILS),
+    # sets of two element types differ by an element of either type: a witness of each
+    Case("sets-of-records-of-two-types-differ", TWO_TYPES, "always-denies",
+         permit("context.grants.isEmpty() && context.grants != principal.roles"), None, FAILS),
+    Case("sets-of-sets-of-two-types-differ", TWO_TYPES, "always-denies",
+         permit("context.m.isEmpty() && context.m != context.n"), None, FAILS),
+    Case("sets-of-sets-of-sets", TWO_TYPES, "always-denies",
+         permit("principal.deep.contains([[1], []]) && !resource.deep.contains([[], [1]]) && principal.deep == resource.deep"),
+         None, HOLDS),
+    Case("sets-of-sets-of-sets-differ", TWO_TYPES, "always-denies",
+         permit("principal.deep.contains([[1], []]) && principal.deep != resource.deep && resource.deep.containsAll(principal.deep)"),
+         None, FAILS),
     Case("enum-other-id-is-no-value", ENUM, "always-denies", permit('resource.color == Color::"green"'), None, HOLDS),
 ]
 

@@ -410,6 +410,10 @@ class Lowering:
         key = keys.pop() if keys else None
         if key == "mixed":
             raise self.refuse("== between a symbolic set and a set literal of several types", None)
+        if a.var is not None and b.var is not None and a.etype != b.etype:
+            # sets of sets or records of two schema types: an element in one and not the other
+            # is of that one's type, so each direction needs a witness of its own
+            return f.and_([self.contains_all(a, b), self.contains_all(b, a)])
         memo = ("setEq", *sorted([a.key(), b.key()], key=repr))
         return self.defer("setEq", key, lambda w: f.and_(
             f.iff(self.member(a, x), self.member(b, x)) for x in self.elements(key)), a.etype or b.etype, memo)  # fmt: skip
