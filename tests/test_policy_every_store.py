@@ -257,6 +257,8 @@ CASES = [
     Case("sets-of-sets-of-sets-differ", TWO_TYPES, "always-denies",
          permit("principal.deep.contains([[1], []]) && principal.deep != resource.deep && resource.deep.containsAll(principal.deep)"),
          None, FAILS),
+    Case("a-named-ipv4-range-is-its-only-spelling", TEXTS, "always-denies",
+         permit('ip(context.src) == ip("10.0.0.0/8") && context.src != "10.0.0.0/8"'), None, HOLDS),
     Case("enum-other-id-is-no-value", ENUM, "always-denies", permit('resource.color == Color::"green"'), None, HOLDS),
 ]
 

@@ -1061,6 +1061,10 @@ class Lowering:
                     known = self.error()
                 same = f.eq(x.term, TermConst(self.string_sort, c))
                 self.background(f.implies(same, f.and_([f.iff(err, known[1]), f.implies(f.not_(err), self.eq(value, known[0]))])))
+                parsed = known[0]
+                if known[1] is f.false and isinstance(parsed, IPV) and parsed.v6 is f.false and parsed.prefix.const < 32:
+                    # an IPv4 range below /32 has one spelling, the constant's: no other string reads as it
+                    self.background(f.implies(f.and_([f.not_(err), self.eq(value, parsed)]), same))
             for (other, _), (y, v2, e2) in items[i + 1 :]:
                 same = self.leaf_eq(x, y)
                 if other == name:
