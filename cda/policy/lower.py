@@ -95,6 +95,7 @@ _MAX_OFFSET = (23 * 60 + 59) * 60_000
 _YEAR0 = -62_167_219_200_000  # 0000-01-01T00:00:00Z
 DATETIME_READ_RANGE = (_YEAR0 - _MAX_OFFSET, DATETIME_RANGE[1] + _MAX_OFFSET)
 _DAY = 86_400_000
+_MAX_CLOSING_ROUNDS = 64
 _PER = {"toDays": _DAY, "toHours": 3_600_000, "toMinutes": 60_000, "toSeconds": 1000, "toMilliseconds": 1}
 _LOOPBACK = {4: (0x7F000000, 8), 6: (1, 128)}
 _MULTICAST = {4: (0xE0000000, 4), 6: (0xFF << 120, 8)}
@@ -968,7 +969,11 @@ class Lowering:
         types nest finitely and each comparison is made once), and only then is each
         definition written, over the final universe."""
         f = self.f
+        rounds = 0
         while "Set" in self.universe or "Record" in self.universe:  # else nothing new can be made
+            rounds += 1
+            if rounds > _MAX_CLOSING_ROUNDS:  # types nest finitely, so this is a guard, not a limit met
+                raise self.refuse(f"sets of sets nested too deeply to close in {_MAX_CLOSING_ROUNDS} rounds", None)
             before = (len(self.deferred), len(self.set_vars), sum(len(u) for u in self.universe.values()))
             self._close_sets(final=False)
             for d in list(self.deferred):
