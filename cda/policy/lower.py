@@ -799,10 +799,10 @@ class Lowering:
 
     def _reading(self, name: str, x: StrV) -> Out:
         """``ip(x)``, ``decimal(x)``, ``datetime(x)`` or ``duration(x)`` of a symbolic string:
-        what ``x`` reads as is a function of ``x`` (an error, or a value), free where ``x`` is no string the problem names and that
-        string's reading where it is one (the axioms are made at :meth:`close`, over every
-        string constant). Any reading of an unnamed string is some text's: the scenario writes
-        one (:meth:`realize_readings`)."""
+        what ``x`` reads as is a function of ``x`` (an error, or a value), free where ``x`` is
+        no string the problem names and that string's reading where it is one (the axioms are
+        made at :meth:`close`, over every string constant). Any reading of an unnamed string is
+        some text's: the scenario writes one (:meth:`realize_readings`)."""
         found = self.readings.get((name, x.key()))
         if found is None:
             assert isinstance(x.term, TermVar)
