@@ -64,8 +64,14 @@ def test_c432_with_100000_vectors_keeps_a_2_s_budget(backend: str) -> None:
     code, run, elapsed = probe_json(C432, backend, "118gat", 100_000, 2)
     assert elapsed < 2 + MARGIN, elapsed
     assert code == 3 and run["timed_out"] and not run["resolved"]
-    assert run["vectors"] == MAX_NET_COPIES // 196 == 1275
-    assert any(n.startswith("1,275 test vectors drawn, not 100,000") for n in run["notes"]), run["notes"]
+    if run["vectors"]:  # the memory bound, not the 100,000 asked
+        assert run["vectors"] == MAX_NET_COPIES // 196 == 1275
+        assert any(n.startswith("1,275 test vectors drawn, not 100,000") for n in run["notes"]), run["notes"]
+    else:  # a machine so loaded that the 2 s ran out while drawing them (seen at load 13-20): said so, and
+        # no note claims the 1,275 were drawn
+        assert any(n.startswith("time ran out while drawing test vectors (") and n.endswith(" of 1,275): nothing was "
+                   "diagnosed") for n in run["notes"]), run["notes"]
+        assert not any("test vectors drawn" in n for n in run["notes"]), run["notes"]
     assert any(n.startswith("time ran out while") for n in run["notes"]), run["notes"]
     assert all(len(d) >= 1 for d in run["final"])
 
