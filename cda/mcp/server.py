@@ -331,12 +331,37 @@ def _tool(door: _Door, op: Any, context: Any) -> Any:
     return tool
 
 
+def _strict(tool: Any) -> Any:
+    """``tool`` refusing an argument it does not take, as the ToolBus does (the gate's
+    ``invoke`` names it): the SDK's argument model would drop it silently (a misspelt ``timout``
+    on ``solve`` ran with no budget), so the model lets extras through to the gate and the input
+    schema says ``additionalProperties: false``."""
+    from pydantic import ConfigDict
+
+    base = tool.fn_metadata.arg_model
+
+    class Passing(base):  # type: ignore[misc, valid-type]
+        model_config = ConfigDict(**{**base.model_config, "extra": "allow"})
+
+        def model_dump_one_level(self) -> dict[str, Any]:
+            return {**super().model_dump_one_level(), **(self.model_extra or {})}
+
+    Passing.__name__ = base.__name__
+    tool.fn_metadata.arg_model = Passing
+    tool.parameters["additionalProperties"] = False
+    return tool
+
+
 def build_server(options: McpOptions | None = None) -> Any:
     """The server, its tools (the registry's MCP door) and resources registered (the SDK imported here)."""
     from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.tools import Tool
 
     door = _Door(options if options is not None else _options())
+    tools = [_strict(Tool.from_function(_tool(door, op, Context), name=op.mcp, description=op.summary,
+                                        structured_output=True)) for op in for_door(Door.MCP)]
     server = MCPServer(
+        tools=tools,
         name="cda",
         log_level="WARNING",
         version=cda_version(),
@@ -346,8 +371,6 @@ def build_server(options: McpOptions | None = None) -> Any:
             "next tests, conflicts), or build it item by item in a session and re-solve after each edit."
         ),
     )
-    for op in for_door(Door.MCP):
-        server.add_tool(_tool(door, op, Context), name=op.mcp, description=op.summary, structured_output=True)
     server.cda_door = door  # type: ignore[attr-defined]
 
     docs = _ROOT / "docs" / "dsl.md"
