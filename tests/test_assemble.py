@@ -229,8 +229,8 @@ def test_a_soft_weight_from_json_is_exact_and_within_the_dsl_range() -> None:
     inputs = _outage(constraints={"soft": [{"clause": "not down(cache)", "weight": 0.1}]})
     soft = {s.name: s.weight for s in build(inputs, None).assembled.gp.soft}
     assert soft["input_soft_0"] == Fraction(1, 10)  # the decimal written, not the float's binary value
-    error = _error(_outage(constraints={"soft": [{"clause": "not down(cache)", "weight": 1e300}]}))
-    assert error.startswith("constraints.soft[0].weight: syntax error: the soft weight 1e+300 is out of range"), error
+    with pytest.raises(ValidationError, match="out of range"):  # refused where every door passes: the contract
+        _outage(constraints={"soft": [{"clause": "not down(cache)", "weight": 1e300}]})
     with pytest.raises(ValidationError, match="got True"):  # JSON's true is no weight
         CDAInputs.model_validate({"dsl": "hyp a", "constraints": {"soft": [{"clause": "a", "weight": True}]}})
 

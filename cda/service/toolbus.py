@@ -36,6 +36,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from cda.adapters.auth import AuthConfig
 from cda.adapters.http_guard import is_loopback, presented
 from cda.contracts.deadline import cancel_scope
+from cda.contracts.json_numbers import exact_float
 from cda.errors import AccessDenied, CDAError, DSLError
 from cda.operations import Door, Principal, Refused, invoke
 from cda.operations.base import OperationError
@@ -159,7 +160,7 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
     if len(text) > MAX_FRAME:
         return _error(None, "invalid_frame", f"frame larger than {MAX_FRAME} bytes")
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, parse_float=exact_float)  # a number's digits kept: an Action's weight is exact
     except ValueError as exc:
         return _error(None, "invalid_frame", f"not JSON: {exc}")
     except RecursionError:  # '[' * 200000: deeper than the parser goes
