@@ -45,3 +45,28 @@ def test_an_unknown_argument_is_refused_and_the_schema_says_none_are_taken(tmp_p
         assert result.is_error, result.content
         assert f"{argument}: Extra inputs are not permitted" in result.content[0].text
     assert not out["ok"].is_error  # the same call without the stray argument is answered
+
+
+def test_refusals_name_what_the_client_named_and_no_more(tmp_path: Any) -> None:
+    """Audit finding 13: a refused ``ken`` line in ``dsl`` is named ``dsl`` (not the whole text),
+    a refused ``ken`` list item by its own path (not the problem's file), and ``report_check`` with
+    neither draft says so (not "…not both")."""
+    import json
+
+    (tmp_path / "ok.cda").write_text("hyp a\n", encoding="utf-8")
+    outside = "/etc/hostname"
+
+    async def body(client: Client) -> dict[str, Any]:
+        return {"dsl": await client.call_tool("solve", {"dsl": f'ken "{outside}"\nhyp a\n'}),
+                "ken": await client.call_tool("solve", {"path": "ok.cda", "ken": [outside]}),
+                "neither": await client.call_tool("report_check", {"observations": ["x"]}),
+                "typed": await client.call_tool("solve", {"path": "ok.cda", "ken": "k.json"})}
+
+    out = _run(body, tmp_path)
+    for name, file in (("dsl", "dsl"), ("ken", outside)):
+        assert out[name].is_error
+        error = json.loads(out[name].content[0].text.splitlines()[-1])
+        assert error["file"] == file and error["kind"] == "refused", error
+    assert out["neither"].is_error and "neither was given" in out["neither"].content[0].text
+    assert "not both" not in out["neither"].content[0].text
+    assert out["typed"].is_error and "Passing" not in out["typed"].content[0].text  # no helper class of ours named

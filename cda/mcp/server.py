@@ -79,9 +79,18 @@ def _options(**given: Any) -> McpOptions:
 def _refused_file(exc: AccessDenied, args: dict[str, Any]) -> str | None:
     """The file a refusal is about, as the client named it (an argument's value), else its name
     alone (the server's folders are not told)."""
-    named = [part for part in exc.path if isinstance(part, str) and isinstance(args.get(part), str)]
-    if named:  # the gate's refusal names the argument
-        return str(args[named[-1]])
+    value: Any = args
+    for part in exc.path:  # the gate's refusal names the argument (and the item of a list: ken[0])
+        if isinstance(value, dict) and isinstance(part, str) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value):
+            value = value[part]
+        else:
+            break
+    if exc.path and exc.path[0] in _SOURCES:  # a line of a text argument: named by the argument, never its text
+        return "circuit.bench" if exc.path[0] == "bench" else str(exc.path[0])
+    if isinstance(value, str) and value is not args:
+        return value
     if exc.file is None:
         return None
     for value in args.values():
@@ -340,14 +349,13 @@ def _strict(tool: Any) -> Any:
 
     base = tool.fn_metadata.arg_model
 
-    class Passing(base):  # type: ignore[misc, valid-type]
-        model_config = ConfigDict(**{**base.model_config, "extra": "allow"})
+    def dump(self: Any) -> dict[str, Any]:
+        return {**base.model_dump_one_level(self), **(self.model_extra or {})}
 
-        def model_dump_one_level(self) -> dict[str, Any]:
-            return {**super().model_dump_one_level(), **(self.model_extra or {})}
-
-    Passing.__name__ = base.__name__
-    tool.fn_metadata.arg_model = Passing
+    # made under the SDK's own name (solveArguments): a validation message names it
+    tool.fn_metadata.arg_model = type(base.__name__, (base,), {
+        "model_config": ConfigDict(**{**base.model_config, "extra": "allow"}), "model_dump_one_level": dump,
+        "__module__": base.__module__})
     tool.parameters["additionalProperties"] = False
     return tool
 
