@@ -157,6 +157,7 @@ REGEX_ALLOWED = {
     "cda/verifiers/coverage.py": "words of free-text observations, matched against Ken labels",
     "cda/verifiers/arithmetic.py": "numeric equations in success criteria and free-text observations",
     "cda/verifiers/llm_offline.py": "the offline stand-in for an LLM judge reads a claim as words, as a model does",
+    "cda/adapters/llm_http.py": "secrets (a bearer token, sk-..., api_key=) in a provider's error page, redacted before it is kept",
     "cda/verifiers/abstain.py": "numbers and Ken ids in free-text abstention inputs, and input locations",
     "cda/contracts/abstain.py": "numbers and their units in free-text observations and report texts (seed 001 grounding)",
     "cda/verifiers/redact.py": "personal data (emails, phone numbers, IBANs) in free text",
