@@ -1,4 +1,4 @@
-"""The README's test command on a busy machine: ``python -m pytest -q`` run ``--runs`` times (3)
+"""The README's test command on a busy machine: ``python -m pytest -q -n auto`` run ``--runs`` times (3)
 beside ``--burners`` (2) processes that do nothing but burn a CPU (``python -c 'while 1: pass'``),
 started before the first run and stopped after the last by this script (by their own pids).
 
@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- loaded_suite:start -->", "<!-- loaded_suite:end -->"
 BURN = "while 1: pass"
+#: README command 2's test run, after its install (tests/test_docs.py holds README.md and .ci/run to it)
+TEST_COMMAND = ("python", "-m", "pytest", "-q", "-n", "auto")
 
 
 @dataclass
@@ -65,7 +67,7 @@ def run_suite(label: str, extra: list[str], log: Path | None = None) -> Run:
     approaches. ``log``: a file that keeps the run's whole output (why a run failed)."""
     load_before = os.getloadavg()[0]
     start, cpu = time.monotonic(), _children_cpu()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", *extra], cwd=ROOT,  # the README's command
+    proc = subprocess.run([sys.executable, *TEST_COMMAND[1:], *extra], cwd=ROOT,  # the README's command
                           capture_output=True, text=True)
     seconds, cpu = time.monotonic() - start, _children_cpu() - cpu
     if log is not None:
@@ -89,7 +91,7 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 def section(runs: list[Run], n_burners: int) -> str:
     out = [START, "## The test suite on a busy machine (`benchmarks/loaded_suite.py`)", "",
-           f"The README's test command (`python -m pytest -q`), each run on {machine()}; "
+           f"The README's test command (`{' '.join(TEST_COMMAND)}`), each run on {machine()}; "
            f"`loaded` runs have {n_burners} CPU-burning processes (`python -c 'while 1: pass'`) beside them, "
            "started and stopped by the script. Other work on the machine adds to the load shown "
            "(1-minute load average before and after the run).", "",

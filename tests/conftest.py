@@ -12,6 +12,13 @@ import pytest
 
 from cda.solver.backend import REGISTRY
 
+# The suite keeps the byte code it compiles, whatever PYTHONDONTWRITEBYTECODE says (CI images and
+# containers set it): else each pytest-xdist worker rewrites and compiles every test module from
+# source again (12 of the 18 s of CPU its collection took), and every `python -m cda` child of a
+# test compiles CDA's modules again (README.md: what `python -m compileall -q cda` is for). Only
+# __pycache__ folders are written, beside the sources; the variable still reaches the children.
+sys.dont_write_bytecode = False
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 #: the outside data sets (README.md, "Test data"): ``../shared/data`` beside the clone, or the

@@ -2,8 +2,9 @@
 
 A seed gives a schema (entity types with ``memberOf``, required and optional attributes of every
 kind the analyses read, tags; one action with a context), two policy sets over it (scopes with
-``==``, ``in``, ``is``; conditions with ``has``, ``in``, ``is``, ``like``, sets, records, longs,
-decimals, datetimes, durations, addresses, tags, if-then-else) and random stores that conform to
+``==``, ``in``, ``is``; conditions with ``has``, ``in``, ``is``, ``like``, sets (of strings,
+longs, entities, sets and records), records, longs, decimals, datetimes, durations, addresses,
+``ip``/``decimal``/``datetime``/``duration`` of strings, tags, if-then-else) and random stores that conform to
 the schema. :func:`check_seed` decides every property over every store the schema allows and:
 
 * every FAILS: cedarpy (Cedar's own evaluator) reads the counterexample's request and entity
@@ -41,7 +42,11 @@ from cda.policy.values import EntityUID  # noqa: E402
 
 SCALARS = ["Bool", "Long", "String"]
 EXTS = ["decimal", "datetime", "duration", "ipaddr"]
-STRINGS = ["", "a", "ab", "b", "x*y", "1.25", "10.1.2.3"]
+STRINGS = ["", "a", "ab", "b", "x*y", "1.25", "10.1.2.3", "2024-06-30", "1h30m"]
+#: set element kinds besides String, Long and entity types: sets of sets and sets of records
+NESTED = {"SetString": "Set<String>", "Rec": "{k: Long, n?: String}"}
+NESTED_VALUES: dict[str, list[Any]] = {"SetString": [[], ["a"], ["a", "b"], ["b"]],
+                                       "Rec": [{"k": 1}, {"k": 0, "n": "a"}, {"k": 1, "n": "a"}]}  # fmt: skip
 DATES = ["2024-01-01", "2024-06-30T12:00:00Z", "1970-01-01", "2030-12-31T23:59:59.999Z"]
 DURATIONS = ["1h", "-2d", "30m", "0ms", "1d2h"]
 DECIMALS = ["0.0", "1.5", "-2.25", "100.0001"]
@@ -62,7 +67,7 @@ class Attr:
         elif self.kind in ("Entity", "Ext"):
             t = self.ref
         elif self.kind == "Set":
-            t = f"Set<{self.ref}>"
+            t = f"Set<{NESTED.get(self.ref, self.ref)}>"
         else:
             t = "{" + ", ".join(f.decl() for f in self.fields) + "}"
         return t
@@ -122,7 +127,7 @@ def _attr(rng: random.Random, name: str, types: list[str], depth: int = 0) -> At
     if roll < 0.7:
         return Attr(name, "Entity", rng.choice(types), required)
     if roll < 0.86:
-        return Attr(name, "Set", rng.choice(["String", "Long", *types]), required)
+        return Attr(name, "Set", rng.choice(["String", "Long", *types, *NESTED]), required)
     if roll < 0.93 or depth > 0:
         return Attr(name, "Ext", rng.choice(EXTS), required)
     return Attr(name, "Record", required=required, fields=[_attr(rng, f"{name}{i}", types, depth + 1) for i in range(2)])
@@ -183,7 +188,9 @@ def _atom(w: World) -> str:
         s = rng.choice(STRINGS)
         choices.append(f'{path} == "{s}"')
         if w.readings:
-            choices += [f'decimal({path}).lessThan(decimal("1.5"))', f'ip({path}).isInRange(ip("10.0.0.0/8"))']
+            choices += [f'decimal({path}).lessThan(decimal("1.5"))', f'ip({path}).isInRange(ip("10.0.0.0/8"))',
+                        f'datetime({path}) < datetime("{rng.choice(DATES)}")', f'datetime({path}).toTime() < duration("12h")',
+                        f'duration({path}) > duration("{rng.choice(DURATIONS)}")', f"duration({path}).toMinutes() == 90"]  # fmt: skip
         else:
             choices.append(f'{path} like "{rng.choice(["a*", "*b", "a*b", "*"])}"')
     for path, a in _paths(w, "Entity"):
@@ -197,6 +204,14 @@ def _atom(w: World) -> str:
                         f'{path}.containsAny(["a"])', f"{path}.isEmpty()"]  # fmt: skip
         elif a.ref == "Long":
             choices += [f"{path}.contains({rng.randint(-1, 1)})", f"{path}.isEmpty()"]
+        elif a.ref == "SetString":
+            member = rng.choice(["[]", '["a"]', '["b", "a"]'])
+            choices += [f"{path}.contains({member})", f'{path}.containsAll([["a"], []])',
+                        f'{path}.containsAny([["a", "b"], ["b"]])', f"{path}.isEmpty()", f'{path} == [["a"]]']  # fmt: skip
+        elif a.ref == "Rec":
+            record = rng.choice(["{k: 1}", '{k: 0, n: "a"}', '{n: "a", k: 1}'])
+            choices += [f"{path}.contains({record})",
+                        f"{path}.containsAny([{{k: 0}}, {{k: 1}}])", f"{path}.isEmpty()", f"{path} == [{{k: 1}}]"]  # fmt: skip
         else:
             choices += [f"{path}.contains(principal)", f"principal in {path}", f"{path}.contains({_lit(w, a.ref)})",
                         f"{path}.isEmpty()", f"resource in {path}"]  # fmt: skip
@@ -292,8 +307,8 @@ def _value(w: World, a: Attr, entities: dict[str, list[str]]) -> Any:
     if a.kind == "Entity":
         return {"__entity": {"type": a.ref, "id": rng.choice(entities[a.ref])}}
     if a.kind == "Set":
-        pool: list[Any] = (STRINGS if a.ref == "String" else [-1, 0, 1] if a.ref == "Long" else
-                           [{"__entity": {"type": a.ref, "id": i}} for i in entities[a.ref]])  # fmt: skip
+        pool: list[Any] = (STRINGS if a.ref == "String" else [-1, 0, 1] if a.ref == "Long" else NESTED_VALUES[a.ref]
+                           if a.ref in NESTED else [{"__entity": {"type": a.ref, "id": i}} for i in entities[a.ref]])  # fmt: skip
         return rng.sample(pool, rng.randint(0, min(2, len(pool))))
     if a.kind == "Ext":
         arg = rng.choice({"decimal": DECIMALS, "datetime": DATES, "duration": DURATIONS, "ipaddr": IPS}[a.ref])
@@ -612,12 +627,17 @@ if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     first = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     backend = sys.argv[3] if len(sys.argv) > 3 else "z3"
+    import time
+
     check = check_template_seed if len(sys.argv) > 4 and sys.argv[4] == "templates" else check_seed
     total = Stats()
+    started = time.perf_counter()
     for s in range(first, first + n):
         total.add(check(s, backend=backend, against=None if backend == "z3" else "z3"))
-    print(json.dumps({k: v for k, v in total.__dict__.items() if k != "problems"} | {"problems": len(total.problems)},
-                     indent=1))
+    took = time.perf_counter() - started  # the whole check (oracles included) per analysis decided
+    print(json.dumps({k: v for k, v in total.__dict__.items() if k != "problems"} | {"problems": len(total.problems)}
+                     | {"seconds": round(took, 1), "seconds_per_analysis": round(took / max(total.analyses, 1), 3)},
+                     indent=1))  # fmt: skip
     for p in total.problems[:5]:
         print(p)
     sys.exit(1 if total.problems else 0)

@@ -348,3 +348,16 @@ def test_the_reader_is_told_how_to_label_a_block() -> None:
     prompt, and a ```sh block with no directive runs."""
     found = [b.lang for page in PAGES for b in blocks(page)]
     assert found.count("console") >= 10 and found.count("pycon") >= 3 and found.count("sh") >= 4, found
+
+
+def test_readme_ci_and_the_loaded_suite_run_one_test_command() -> None:
+    """README command 2's test run is what .ci/run's first step and benchmarks/loaded_suite.py
+    run, word for word: the command the lead times is the one a user types (issue 27)."""
+    from tests.conftest import benchmark_module
+
+    command = " ".join(benchmark_module("loaded_suite").TEST_COMMAND)
+    assert "-n auto" in command  # every core (pytest-xdist)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"pip install -e '.[test]' && {command}\n```" in readme
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert f"pip install -q -e '.[test]' && {command}\n" in ci

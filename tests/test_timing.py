@@ -2,8 +2,8 @@
 
 The rule (tests/timing.py's docstring): per sampling interval, the most any one thread waited for
 a core less the CPU everything else of the run had meanwhile. Checked on hand-made samples, then
-on a real thread that shares its core with a burning process while the caller sleeps in
-``join`` (the case the caller's own ``run_delay`` missed: test_budget_realtime failed at load 8).
+on a real thread that shares its core with a burning process while the caller sleeps waiting
+for it (the case the caller's own ``run_delay`` missed: test_budget_realtime failed at load 8).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.timing import Sample, Stopwatch, stall, stalled_within, wait_until
+from tests.timing import HANG, Sample, Stopwatch, stall, stalled_within, wait_until
 
 MS = 1_000_000  # nanoseconds
 
@@ -81,21 +81,27 @@ def test_a_worker_sharing_its_core_while_the_caller_sleeps_is_counted_as_stalled
     try:
         wait_until(lambda: _cpu_seconds(burner) > 0.05, "the burner to run")
         worked: list[float] = []
+        done, leave = threading.Event(), threading.Event()
 
         def work() -> None:
             os.sched_setaffinity(0, {core})  # this thread only: it shares the burner's core
             while time.thread_time() < 0.3:
                 pass
             worked.append(time.thread_time())
+            done.set()
+            leave.wait(HANG)  # alive until the watch is read: an interval in which a thread ended counts no
+            # stall (tests/timing.py), and at load 17 one sampling interval was 0.5 s of this test's 2.6 s
 
+        worker = threading.Thread(target=work)
         with Stopwatch() as watch:
-            worker = threading.Thread(target=work)
             worker.start()
-            worker.join()
+            assert done.wait(HANG)
     finally:
+        leave.set()
         os.kill(burner, 9)
+    worker.join()
     # the worker had at best half its core: it waited about as long as it ran, all of it while
-    # the caller slept in join; the caller's own run delay saw none of it
+    # the caller slept waiting for it; the caller's own run delay saw none of it
     assert watch.stalled > 0.1, watch
     assert watch.uncontended >= worked[0] - 0.05, watch  # never less than the run's own CPU
     assert watch.uncontended < watch.cpu + 0.15, watch  # about what an idle core would have taken

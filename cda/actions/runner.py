@@ -519,8 +519,11 @@ def _out_of_time(inputs: CDAInputs, params: _Params, stream: EventStream, record
     result = SolveResult(status=SolverStatus.UNKNOWN, backend="none", seed=params.solver_seed, hypotheses=[],
                          hypotheses_enumerated=0, enumeration_complete=False, verdicts=[], next_tests=[],
                          conflict=None, partial=True, notes=[where])
-    summary_id = writer.write_summary(boundary_summary(params.action_id, inputs, result, [], next_tests, caveats))
+    summary = boundary_summary(params.action_id, inputs, result, [], next_tests, caveats)
+    summary_id = writer.write_summary(summary)
     evidence_id = writer.write_evidence_bundle([], recorder.stubs())
+    # on the stream as every run's summary is: a client and the TTFS metric see the partial's answer
+    stream.checkpoint("boundary_summary", {"draft": False, "summary_artifact_id": summary_id, "text": summary})
     return CDAOutputs(action_id=params.action_id, status="partial", summary_artifact_id=summary_id,
                       evidence_bundle_id=evidence_id, next_tests=next_tests, caveats=caveats)
 

@@ -162,6 +162,16 @@ class FolZ3Backend(_ChecksOnly):
         """The world a ``sat`` answer's witness describes."""
         return self.oracle.structure(witness)
 
+    def core(self) -> tuple[list[str], bool | None] | None:
+        """After an ``unsat`` answer, the premises (and the claim's value) it rests on
+        (:meth:`~cda.fol.to_z3.Z3Oracle.core`)."""
+        return self.oracle.core()
+
+    def satisfied(self, witness: Any) -> tuple[list[str], bool | None]:
+        """The premises a ``sat`` answer's witness makes true, and the claim's value there
+        (:meth:`~cda.fol.to_z3.Z3Oracle.satisfied`)."""
+        return self.oracle.satisfied(witness)
+
 
 class FiniteModelBackend(_ChecksOnly):
     """``fol-finite``: a world of :func:`search_sizes` elements, smallest first; ``sat`` with the

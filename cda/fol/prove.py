@@ -26,6 +26,7 @@ clingo over the Herbrand universe of an EPR problem) and lowers a verdict the tw
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from itertools import product
 from typing import TYPE_CHECKING, Any
@@ -136,6 +137,18 @@ class _Oracle:
         """The finite structure a ``sat`` answer's model describes."""
         assert self._structure is not None
         return self._structure(model)
+
+    def core(self) -> tuple[list[str], bool | None] | None:
+        """After an ``unsat`` answer: the premises it rests on and the claim's value if it
+        rests on the claim (None: the backend cannot say; the question is then its own core)."""
+        core = getattr(self.backend, "core", None)
+        return core() if core is not None else None
+
+    def satisfied(self, model: Any) -> tuple[list[str], bool | None]:
+        """The premises a ``sat`` answer's model is known to make true beyond those asked, and
+        the claim's value there (None: not known); nothing when the backend cannot say."""
+        satisfied = getattr(self.backend, "satisfied", None)
+        return satisfied(model) if satisfied is not None else ([], None)
 
 
 class _GroundOracle(_Oracle):
@@ -255,6 +268,19 @@ def _least_world(
 
 
 class _Decision:
+    """One claim's questions, each asked once. What an answer implies is kept too: a set of
+    premises that is unsatisfiable (with the claim's value, or without the claim) stays so in
+    every larger set, and a world that satisfies some premises satisfies every subset of them,
+    so QuickXplain's questions that an earlier answer settles cost no solver call. The premise
+    sets come from the backend where it can say (z3's unsat core; the premises z3 evaluates
+    true in a model), else from the question itself. The answers are those the solver would
+    give (a decision procedure is monotone), so the premises listed do not change
+    (docs/fol.md, "Minimal premise sets")."""
+
+    #: whether earlier answers settle later questions (off: every question goes to the solver;
+    #: the tests compare the two)
+    infer = True
+
     def __init__(self, oracle: _Oracle, problem: FOLProblem, claim: Statement, backend: str) -> None:
         self.oracle = oracle
         self.problem = problem
@@ -262,21 +288,59 @@ class _Decision:
         self.backend = backend
         self.names = [st.name for st in problem.premises]
         self._memo: dict[tuple[frozenset[str], bool | None], Check] = {}
+        #: (premises, claim value or None) found unsatisfiable / satisfiable
+        self._unsat: list[tuple[frozenset[str], bool | None]] = []
+        self._sat: list[tuple[frozenset[str], bool | None]] = []
         self.notes: list[str] = []
 
     def ask(self, premises: Sequence[str], claim: bool | None) -> Check:
+        """The solver's answer, its model included (a question asked once)."""
         key = (frozenset(premises), claim)
         if key not in self._memo:
-            self._memo[key] = self.oracle.check(premises, claim)
+            self._memo[key] = answer = self.oracle.check(premises, claim)
+            self._learn(key[0], claim, answer, read_model=False)
         return self._memo[key]
+
+    def is_sat(self, premises: Sequence[str], claim: bool | None) -> bool:
+        """Whether ``premises`` with the claim ``claim`` are satisfiable, from an earlier answer
+        where one implies it (no model); ``_Undecided`` when the solver cannot say."""
+        key = (frozenset(premises), claim)
+        known = self._memo.get(key)
+        if known is None:
+            chosen, value = key
+            if not self.infer:
+                pass
+            elif any(core <= chosen and c in (None, value) for core, c in self._unsat):
+                return False
+            elif any(chosen <= held and value in (None, c) for held, c in self._sat):
+                return True
+            self._memo[key] = known = self.oracle.check(premises, claim)
+            self._learn(chosen, claim, known, read_model=True)
+        if known[0] == "unknown":
+            raise _Undecided()
+        return known[0] == "sat"
+
+    def _learn(self, chosen: frozenset[str], claim: bool | None, answer: Check, read_model: bool) -> None:
+        """Keep what ``answer`` implies. ``read_model``: whether the model may be evaluated
+        (z3 completes a model it evaluates; one that is read back as a world is left alone)."""
+        status, model, _ = answer
+        if status == "unsat":
+            core = self.oracle.core()
+            self._unsat.append((frozenset(core[0]), core[1]) if core is not None else (chosen, claim))
+        elif status == "sat":
+            held, value = self.oracle.satisfied(model) if read_model else ([], claim)
+            self._sat.append((chosen.union(held), claim if claim is not None else value))
 
     def core(self, claim: bool | None) -> tuple[list[str], bool]:
         def is_sat(subset: Sequence[str]) -> bool:
-            status, _m, _r = self.ask(subset, claim)
-            if status == "unknown":
-                raise _Undecided()
-            return status == "sat"
+            return self.is_sat(subset, claim)
 
+        if len(self.names) > 1 and self.infer:
+            # QuickXplain asks about the first half of the premises once it has asked about
+            # none; asked first, a model of that half also says that none is satisfiable. An
+            # unknown is kept and raised only if QuickXplain gets there
+            with suppress(_Undecided):
+                is_sat(self.names[: len(self.names) // 2])
         try:
             found = quickxplain(self.names, is_sat)
         except _Undecided:

@@ -6,14 +6,14 @@ accepts it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cda.contracts.deadline import Deadline
 from cda.fol.budget import spend
 from cda.fol.syntax import And, Atom, BoolConst, Eq, Formula, Iff, Implies, Not, Or, Term, Xor, subformulas
 
-__all__ = ["Structure", "evaluate", "minimise"]
+__all__ = ["Structure", "evaluate", "compile_formula", "minimise"]
 
 
 @dataclass(frozen=True)
@@ -27,13 +27,73 @@ class Structure:
     relations: Mapping[str, frozenset[tuple[str, ...]]]
 
 
-def _eval_term(t: Term, s: Structure, env: Mapping[str, str]) -> str:
+#: a formula made into a function of a structure, the free variables' values and a deadline
+Check = Callable[[Structure, Mapping[str, str], "Deadline | None"], bool]
+_TermValue = Callable[[Structure, Mapping[str, str]], str]
+
+
+def _term(t: Term) -> _TermValue:
+    """``t`` as a function of the structure and the variables' values."""
+    name = t.name
     if not t.args:
-        if t.name in env:
-            return env[t.name]
-        return s.constants[t.name]
-    args = tuple(_eval_term(a, s, env) for a in t.args)
-    return s.functions[t.name][args]
+        def named(s: Structure, env: Mapping[str, str]) -> str:
+            return env[name] if name in env else s.constants[name]
+
+        return named
+    args = [_term(a) for a in t.args]
+
+    def applied(s: Structure, env: Mapping[str, str]) -> str:
+        return s.functions[name][tuple(a(s, env) for a in args)]
+
+    return applied
+
+
+def compile_formula(f: Formula) -> Check:
+    """``f`` as a function ``(structure, env, deadline) -> truth`` that :func:`evaluate` runs:
+    the formula's shape is read once, not at every element of every quantifier (the world
+    minimiser evaluates the same premises thousands of times, docs/benchmarks.md, "cda prove").
+    Operands are visited in the same order, and stop at the same one, as the formula reads."""
+    if isinstance(f, Atom):
+        pred, args = f.pred, [_term(a) for a in f.args]
+        if len(args) == 1:
+            (only,) = args
+            return lambda s, env, dl: (only(s, env),) in s.relations.get(pred, _NONE)
+        return lambda s, env, dl: tuple(a(s, env) for a in args) in s.relations.get(pred, _NONE)
+    if isinstance(f, Eq):
+        lhs, rhs = _term(f.lhs), _term(f.rhs)
+        return lambda s, env, dl: lhs(s, env) == rhs(s, env)
+    if isinstance(f, BoolConst):
+        value = f.value
+        return lambda s, env, dl: value
+    if isinstance(f, Not):
+        arg = compile_formula(f.arg)
+        return lambda s, env, dl: not arg(s, env, dl)
+    if isinstance(f, And):
+        parts = [compile_formula(a) for a in f.args]
+        return lambda s, env, dl: all(p(s, env, dl) for p in parts)
+    if isinstance(f, Or):
+        parts = [compile_formula(a) for a in f.args]
+        return lambda s, env, dl: any(p(s, env, dl) for p in parts)
+    if isinstance(f, Implies | Iff | Xor):
+        lhs_f, rhs_f = compile_formula(f.lhs), compile_formula(f.rhs)
+        if isinstance(f, Implies):
+            return lambda s, env, dl: (not lhs_f(s, env, dl)) or rhs_f(s, env, dl)
+        if isinstance(f, Iff):
+            return lambda s, env, dl: lhs_f(s, env, dl) == rhs_f(s, env, dl)
+        return lambda s, env, dl: lhs_f(s, env, dl) != rhs_f(s, env, dl)
+    body, var, forall = compile_formula(f.body), f.var, f.kind == "forall"
+
+    def quantified(s: Structure, env: Mapping[str, str], dl: Deadline | None) -> bool:
+        for e in s.domain:
+            spend(dl, "re-checking a world")
+            if body(s, {**env, var: e}, dl) != forall:
+                return not forall
+        return forall
+
+    return quantified
+
+
+_NONE: frozenset[tuple[str, ...]] = frozenset()
 
 
 def evaluate(
@@ -47,32 +107,7 @@ def evaluate(
     >>> evaluate(parse_formula("∀x (Cat(x) → x = tom)"), s), evaluate(parse_formula("∀x Cat(x)"), s)
     (True, False)
     """
-    env = {} if env is None else env
-    if isinstance(f, Atom):
-        return tuple(_eval_term(a, s, env) for a in f.args) in s.relations.get(f.pred, frozenset())
-    if isinstance(f, Eq):
-        return _eval_term(f.lhs, s, env) == _eval_term(f.rhs, s, env)
-    if isinstance(f, BoolConst):
-        return f.value
-    if isinstance(f, Not):
-        return not evaluate(f.arg, s, env, deadline=deadline)
-    if isinstance(f, And):
-        return all(evaluate(a, s, env, deadline=deadline) for a in f.args)
-    if isinstance(f, Or):
-        return any(evaluate(a, s, env, deadline=deadline) for a in f.args)
-    if isinstance(f, Implies):
-        return (not evaluate(f.lhs, s, env, deadline=deadline)) or evaluate(f.rhs, s, env, deadline=deadline)
-    if isinstance(f, Iff):
-        return evaluate(f.lhs, s, env, deadline=deadline) == evaluate(f.rhs, s, env, deadline=deadline)
-    if isinstance(f, Xor):
-        return evaluate(f.lhs, s, env, deadline=deadline) != evaluate(f.rhs, s, env, deadline=deadline)
-    test = all if f.kind == "forall" else any
-
-    def instance(e: str) -> bool:
-        spend(deadline, "re-checking a world")
-        return evaluate(f.body, s, {**env, f.var: e}, deadline=deadline)
-
-    return test(instance(e) for e in s.domain)
+    return compile_formula(f)(s, {} if env is None else env, deadline)
 
 
 def minimise(
@@ -98,15 +133,15 @@ def minimise(
     """
     cost = [0]
     uses = [{n.pred for n in subformulas(f) if isinstance(n, Atom)} for f in (*hold, *fail)]
+    compiled = [compile_formula(f) for f in (*hold, *fail)]
+    wanted = [True] * len(hold) + [False] * len(fail)
+    empty: dict[str, str] = {}
 
     def ok(t: Structure, pred: str | None = None) -> bool:
         """Only formulas that mention ``pred`` can change when one of its atoms flips."""
-        checks = [
-            (f, want) for f, want, used in zip((*hold, *fail), [True] * len(hold) + [False] * len(fail), uses)
-            if pred is None or pred in used
-        ]
+        checks = [(f, want) for f, want, used in zip(compiled, wanted, uses) if pred is None or pred in used]
         cost[0] += len(checks)
-        return all(evaluate(f, t, deadline=deadline) == want for f, want in checks)
+        return all(f(t, empty, deadline) == want for f, want in checks)
 
     named = set(s.constants.values())
     if not s.functions and not keep_elements:  # a declared domain keeps every element

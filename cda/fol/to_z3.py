@@ -72,6 +72,7 @@ class Z3Oracle:
         self.cap = cap
         ctx = self.ctx = z3.Context()
         self._checking = False
+        self._core: tuple[list[str], bool | None] | None = None
         deadline.on_cancel(self._interrupt)  # a cancel (Ctrl-C, a client's) stops the check in flight
         sig = problem.signature
         self.values: list[z3.ExprRef] = []
@@ -102,11 +103,18 @@ class Z3Oracle:
         if problem.unique_names and mode != "closed" and len(self.consts) > 1:  # closed: already distinct
             self.solver.add(z3.Distinct(*self.consts.values()))
         self.sel = {st.name: z3.Bool(f"sel!{st.name}", ctx) for st in problem.premises}
+        #: each premise's formula as compiled, by name (:meth:`satisfied` evaluates them in a model)
+        self.bodies: dict[str, z3.BoolRef] = {}
         for st in problem.premises:
-            self._assert(_binary(z3.Z3_mk_implies, ctx, self.sel[st.name], self.compile(st.formula, {})))
-        body = self.compile(claim.formula, {})
+            self.bodies[st.name] = self.compile(st.formula, {})
+            self._assert(_binary(z3.Z3_mk_implies, ctx, self.sel[st.name], self.bodies[st.name]))
+        body = self.claim_body = self.compile(claim.formula, {})
         self.claim_true = z3.Bool("claim!true", ctx)
         self.claim_false = z3.Bool("claim!false", ctx)
+        #: the assumption literals by z3's id for them: a premise's name, or the claim's value
+        self._assumed: dict[int, str | bool] = {z3.Z3_get_ast_id(ctx.ref(), v.as_ast()): k for k, v in self.sel.items()}
+        self._assumed[z3.Z3_get_ast_id(ctx.ref(), self.claim_true.as_ast())] = True
+        self._assumed[z3.Z3_get_ast_id(ctx.ref(), self.claim_false.as_ast())] = False
         self._assert(_binary(z3.Z3_mk_implies, ctx, self.claim_true, body))
         self._assert(_binary(z3.Z3_mk_implies, ctx, self.claim_false,
                              z3.BoolRef(z3.Z3_mk_not(ctx.ref(), body.as_ast()), ctx)))
@@ -176,6 +184,7 @@ class Z3Oracle:
             if left <= 0:
                 return "unknown", None, "time ran out"
             self.solver.set("timeout", max(1, min(Z3_MAX_TIMEOUT_MS, int(left * 1000))))
+        self._core = None
         lits = [self.sel[n] for n in premises]
         if claim is not None:
             lits.append(self.claim_true if claim else self.claim_false)
@@ -200,6 +209,7 @@ class Z3Oracle:
         if r == z3.sat:
             return "sat", model, ""
         if r == z3.unsat:
+            self._core = self._read_core()
             return "unsat", None, ""
         reason = self.solver.reason_unknown()
         if self.deadline.cancelled():  # interrupted by a cancel (Ctrl-C, a client's): say so, not "time"
@@ -209,6 +219,41 @@ class Z3Oracle:
         elif "memory" in reason:
             reason = f"out of memory, cap {Z3_QUANTIFIER_MEMORY_MB} MB"
         return "unknown", None, f"z3 returned unknown ({reason})"
+
+    def core(self) -> tuple[list[str], bool | None] | None:
+        """After an ``unsat`` answer of :meth:`check`: the premises z3's unsat core names and the
+        claim's value if the core assumes it (None: the premises named are inconsistent without
+        the claim); None after any other answer, or when the core assumes a fixed atom."""
+        return self._core
+
+    def _read_core(self) -> tuple[list[str], bool | None] | None:
+        """The last check's unsat core as :meth:`core` gives it."""
+        ctx = self.ctx.ref()
+        vector = z3.Z3_solver_get_unsat_core(ctx, self.solver.solver)
+        z3.Z3_ast_vector_inc_ref(ctx, vector)
+        try:
+            assumed = [self._assumed.get(z3.Z3_get_ast_id(ctx, z3.Z3_ast_vector_get(ctx, vector, i)))
+                       for i in range(z3.Z3_ast_vector_size(ctx, vector))]
+        finally:
+            z3.Z3_ast_vector_dec_ref(ctx, vector)
+        if any(a is None for a in assumed):
+            return None
+        claims = [a for a in assumed if isinstance(a, bool)]
+        return [a for a in assumed if isinstance(a, str)], (claims[0] if claims else None)
+
+    def satisfied(self, m: z3.ModelRef) -> tuple[list[str], bool | None]:
+        """The premises true in ``m`` (z3's own evaluation of each compiled premise, its model
+        completed), and the claim's value there (None when z3's evaluation does not reduce it
+        to true or false). A premise whose evaluation does not reduce to true is left out:
+        the list may be short, never wrong. Completion changes ``m``: not for a model read
+        back with :meth:`structure`."""
+        if not isinstance(m, z3.ModelRef):
+            return [], None
+        ctx = self.ctx
+        true = [name for name, body in self.bodies.items()
+                if z3.Z3_get_bool_value(ctx.ref(), _value(ctx, m, body.as_ast())) == z3.Z3_L_TRUE]
+        value = z3.Z3_get_bool_value(ctx.ref(), _value(ctx, m, self.claim_body.as_ast()))
+        return true, (True if value == z3.Z3_L_TRUE else False if value == z3.Z3_L_FALSE else None)
 
     def _check(self, lits: Sequence[z3.BoolRef]) -> z3.CheckSatResult:
         """``solver.check(*lits)`` through the C API: the literals are this context's Booleans."""

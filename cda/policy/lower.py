@@ -21,8 +21,7 @@ universe's values are all the entities, strings and numbers a counterexample nee
 
 from __future__ import annotations
 
-import ipaddress
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from cda.policy.entities import ExtensionError, parse_datetime, parse_decimal, p
 from cda.policy.parse import METHODS
 from cda.policy.schema import SType
 from cda.policy.solving import AtomInfo, GroundProblem, Node, NodeFactory, Sort, TermConst, TermVar, evaluate
+from cda.policy.spellings import spellings
 from cda.policy.symvalues import (
     IPV,
     LONG,
@@ -79,12 +79,23 @@ from cda.policy.values import CRecord, CSet, Datetime, Decimal, Duration, Entity
 if TYPE_CHECKING:
     from cda.policy.symstore import SymStore
 
-__all__ = ["Lowering", "PolicyParts", "Request", "DATETIME_RANGE"]
+__all__ = ["Lowering", "PolicyParts", "Request", "DATETIME_RANGE", "READERS"]
+
+#: Cedar's extension constructors of a string (no two read one text: the readings exclude
+#: each other, an axiom of :meth:`Lowering._close_readings`)
+READERS: dict[str, Callable[[str], Value]] = {"ip": parse_ip, "decimal": parse_decimal,
+                                              "datetime": parse_datetime, "duration": parse_duration}  # fmt: skip
 
 #: the datetimes a request or an entity can hold: those Cedar's ``datetime("…")`` reads
 #: (years 0001–9999), so that every counterexample can be written in Cedar's JSON
 DATETIME_RANGE = (-62_135_596_800_000, 253_402_300_799_999)
+#: the datetimes ``datetime(s)`` reads for some text ``s``: years 0000–9999 in local time, with
+#: an offset of up to ±23:59 (a reading of an unnamed string ranges over these)
+_MAX_OFFSET = (23 * 60 + 59) * 60_000
+_YEAR0 = -62_167_219_200_000  # 0000-01-01T00:00:00Z
+DATETIME_READ_RANGE = (_YEAR0 - _MAX_OFFSET, DATETIME_RANGE[1] + _MAX_OFFSET)
 _DAY = 86_400_000
+_MAX_CLOSING_ROUNDS = 64
 _PER = {"toDays": _DAY, "toHours": 3_600_000, "toMinutes": 60_000, "toSeconds": 1000, "toMilliseconds": 1}
 _LOOPBACK = {4: (0x7F000000, 8), 6: (1, 128)}
 _MULTICAST = {4: (0xE0000000, 4), 6: (0xFF << 120, 8)}
@@ -132,6 +143,8 @@ class Lowering:
         self.store: SymStore  # set by the store, which needs the lowering to make its values
         self.universe: dict[str, dict[Any, Leaf]] = {}  # element type key → element leaves
         self.set_vars: dict[str, str] = {}  # symbolic set name → its element type key
+        self.set_types: dict[str, SType] = {}  # a symbolic set of sets or records → its element type
+        self._set_ops: dict[Any, Node] = {}  # (operation, set keys) → its placeholder atom (made once)
         self.members: dict[str, dict[Any, Node]] = {}  # set name → element key → atom
         self._member_leaf: dict[str, dict[Any, Leaf]] = {}
         self.deferred: list[_Deferred] = []
@@ -221,7 +234,7 @@ class Lowering:
         keys = {elem_key(leaf) for item in items for _, leaf in alternatives(item, self.f)}
         for item in items:
             for _, leaf in alternatives(item, self.f):
-                if not isinstance(leaf, SetV | RecV | Opaque):
+                if not isinstance(leaf, Opaque):
                     self.register(leaf)
         return SetV(items=items, elem=keys.pop() if len(keys) == 1 else ("mixed" if keys else None))
 
@@ -251,13 +264,16 @@ class Lowering:
             leaf = IntV(self.int_var(prefix, *DATETIME_RANGE), "datetime")
         elif t.kind == "Ext" and t.name == "ipaddr":
             leaf = self.fresh_ip(prefix)
-        elif t.kind == "Set" and t.elem is not None and t.elem.kind not in ("Set", "Record"):
+        elif t.kind == "Set" and t.elem is not None and _encodable(t.elem):
             name = self.fresh(prefix)
             key = stype_key(t.elem)
             self.set_vars[name] = key
             self.members[name] = {}
             self._member_leaf[name] = {}
-            leaf = SetV(var=name, elem=key)
+            nested = t.elem.kind in ("Set", "Record")
+            if nested:
+                self.set_types[name] = t.elem
+            leaf = SetV(var=name, elem=key, etype=t.elem if nested else None)
         elif t.kind == "Record":
             fields: dict[str, Field] = {}
             for name, at, required in t.attrs:
@@ -293,8 +309,16 @@ class Lowering:
         self.background(f.or_([v6, v4_bounds]))
         return IPV(v6, addr, prefix_len)
 
-    def fresh_leaf(self, key: str, prefix: str) -> Leaf:
-        """A fresh element of element type ``key`` (a witness)."""
+    def fresh_leaf(self, key: str, prefix: str, etype: SType | None = None) -> Leaf:
+        """A fresh element of element type ``key`` (a witness; of a set or a record, of the
+        schema type ``etype``)."""
+        if key in ("Set", "Record"):
+            if etype is None:
+                raise self.refuse(f"a quantifier over a set of {key.lower()}s of no known type", None)
+            made = self.fresh_value(etype, prefix)
+            if not isinstance(made, Leaf) or isinstance(made, Opaque):
+                raise self.refuse(f"a set of {key.lower()}s of type {etype.kind}", None)
+            return made
         if key.startswith("Entity:"):
             return self.fresh_value(SType("Entity", name=key[7:]), prefix)  # type: ignore[return-value]
         t = {"Bool": SType("Bool"), "Long": SType("Long"), "String": SType("String"),
@@ -326,9 +350,16 @@ class Lowering:
             self.register(x)
         return found
 
-    def defer(self, prefix: str, witness: str | None, build: Callable[[Leaf | None], Node]) -> Node:
-        """A placeholder atom for ``build(witness)``, defined when the universe is final."""
+    def defer(self, prefix: str, witness: str | None, build: Callable[[Leaf | None], Node],
+              etype: SType | None = None, memo: Any = None) -> Node:  # fmt: skip
+        """A placeholder atom for ``build(witness)``, defined when the universe is final (the
+        witness of a set of sets or records is of schema type ``etype``). With ``memo``, one
+        atom per key: closing compares sets again and must not make new witnesses each time."""
+        if memo is not None and memo in self._set_ops:
+            return self._set_ops[memo]
         atom = self.fresh_atom(prefix)
+        if memo is not None:
+            self._set_ops[memo] = atom
         w = None
         closed = self.store.sort(witness[7:]).domain if witness is not None and witness.startswith("Entity:") else None
         if closed is not None:  # a closed population: its values are the universe, no witness needed
@@ -336,7 +367,7 @@ class Lowering:
             for ident in closed:
                 self.entity(EntityUID(witness[7:], ident))
         elif witness is not None and witness != "mixed":
-            w = self.fresh_leaf(witness, f"{prefix}.witness")
+            w = self.fresh_leaf(witness, f"{prefix}.witness", etype)
             self.register(w)
         self.deferred.append(_Deferred(atom, w, build))
         return atom
@@ -352,7 +383,8 @@ class Lowering:
         assert b.var is not None
         bv = b.var
         return self.defer("containsAll", b.elem, lambda w: f.and_(
-            f.implies(self.member(SetV(var=bv, elem=b.elem), x), self.member(a, x)) for x in self.elements(b.elem)))  # fmt: skip
+            f.implies(self.member(b, x), self.member(a, x)) for x in self.elements(b.elem)),
+            b.etype, ("containsAll", a.key(), bv))  # fmt: skip
 
     def contains_any(self, a: SetV, b: SetV) -> Node:
         f = self.f
@@ -361,13 +393,15 @@ class Lowering:
         if a.items is not None:
             return f.or_(self.member_val(b, item) for item in a.items)
         return self.defer("containsAny", b.elem, lambda w: f.or_(
-            f.and_([self.member(a, x), self.member(b, x)]) for x in self.elements(b.elem)))  # fmt: skip
+            f.and_([self.member(a, x), self.member(b, x)]) for x in self.elements(b.elem)),
+            b.etype, ("containsAny", a.key(), b.key()))  # fmt: skip
 
     def is_empty(self, s: SetV) -> Node:
         f = self.f
         if s.items is not None:
             return f.const(not s.items)
-        return self.defer("isEmpty", s.elem, lambda w: f.not_(f.or_(self.member(s, x) for x in self.elements(s.elem))))
+        return self.defer("isEmpty", s.elem, lambda w: f.not_(f.or_(self.member(s, x) for x in self.elements(s.elem))),
+                          s.etype, ("isEmpty", s.key()))  # fmt: skip
 
     def set_eq(self, a: SetV, b: SetV) -> Node:
         f = self.f
@@ -379,8 +413,13 @@ class Lowering:
         key = keys.pop() if keys else None
         if key == "mixed":
             raise self.refuse("== between a symbolic set and a set literal of several types", None)
+        if a.var is not None and b.var is not None and a.etype != b.etype:
+            # sets of sets or records of two schema types: an element in one and not the other
+            # is of that one's type, so each direction needs a witness of its own
+            return f.and_([self.contains_all(a, b), self.contains_all(b, a)])
+        memo = ("setEq", *sorted([a.key(), b.key()], key=repr))
         return self.defer("setEq", key, lambda w: f.and_(
-            f.iff(self.member(a, x), self.member(b, x)) for x in self.elements(key)))  # fmt: skip
+            f.iff(self.member(a, x), self.member(b, x)) for x in self.elements(key)), a.etype or b.etype, memo)  # fmt: skip
 
     def member_val(self, s: SetV, v: Val) -> Node:
         f = self.f
@@ -726,8 +765,8 @@ class Lowering:
                         else:
                             errs.append(g)  # Cedar: a set with a non-entity element is a type error
                 return BoolV(f.or_(vals)), f.or_(errs)
-            if y.elem is None or not y.elem.startswith("Entity:"):
-                return self.error()
+            if y.elem is None or not y.elem.startswith("Entity:"):  # Cedar checks each element: empty, no error
+                return BoolV(f.false), f.not_(self.is_empty(y))
             s = y
             return BoolV(self.defer("inSet", y.elem, lambda w: f.or_(
                 f.and_([self.member(s, el), self.store.in_(x, el)]) for el in self.elements(s.elem)
@@ -753,13 +792,9 @@ class Lowering:
             if not isinstance(x, StrV):
                 return self.error()
             if not isinstance(x.term, TermConst):
-                if e.name in ("ip", "decimal"):
-                    return self._reading(e.name, x)
-                raise self.refuse(f"{e.name}() of a string that is not a literal", e.pos)
-            readers: dict[str, Callable[[str], Value]] = {"ip": parse_ip, "decimal": parse_decimal,
-                                                          "datetime": parse_datetime, "duration": parse_duration}  # fmt: skip
+                return self._reading(e.name, x)
             try:
-                v = readers[e.name](x.term.value)
+                v = READERS[e.name](x.term.value)
             except ExtensionError:
                 return self.error()
             return self.const(v), f.false
@@ -768,16 +803,20 @@ class Lowering:
         return r, f.or_([err, e2])
 
     def _reading(self, name: str, x: StrV) -> Out:
-        """``ip(x)`` / ``decimal(x)`` of a symbolic string: what ``x`` reads as is a function of
-        ``x`` (an error, or a value), free where ``x`` is no string the problem names and that
-        string's reading where it is one (the axioms are made at :meth:`close`, over every
-        string constant). Any reading of an unnamed string is some text's: the scenario writes
-        one (:meth:`realize_readings`)."""
+        """``ip(x)``, ``decimal(x)``, ``datetime(x)`` or ``duration(x)`` of a symbolic string:
+        what ``x`` reads as is a function of ``x`` (an error, or a value), free where ``x`` is
+        no string the problem names and that string's reading where it is one (the axioms are
+        made at :meth:`close`, over every string constant). Any reading of an unnamed string is
+        some text's: the scenario writes one (:meth:`realize_readings`)."""
         found = self.readings.get((name, x.key()))
         if found is None:
             assert isinstance(x.term, TermVar)
             label = f"{name}({x.term.name})"
-            value: Leaf = self.fresh_ip(label) if name == "ip" else IntV(self.int_var(label, *LONG), "decimal")
+            value: Leaf
+            if name == "ip":
+                value = self.fresh_ip(label)
+            else:  # a datetime reads within the years 0000–9999 (offsets aside); the others, as any 64-bit value
+                value = IntV(self.int_var(label, *(DATETIME_READ_RANGE if name == "datetime" else LONG)), name)
             err = self.fresh_atom(f"{label}!error")
             found = self.readings[(name, x.key())] = (x, value, err)
         _, value, err = found
@@ -926,27 +965,91 @@ class Lowering:
     # ------------------------------------------------------------------ closing
     def close(self) -> None:
         """Every symbolic set's atom for every element of its type, equal elements members
-        alike, the store's axioms, and each placeholder's definition (module docstring)."""
+        alike, a set of sets or records holding only members of its element type, the store's
+        axioms, and each placeholder's definition (module docstring).
+
+        Comparing elements that are sets or records compares sets again (new placeholders,
+        new witnesses, a larger universe): that is repeated until nothing new is made (element
+        types nest finitely and each comparison is made once), and only then is each
+        definition written, over the final universe."""
         f = self.f
-        for name, key in self.set_vars.items():
+        rounds = 0
+        while "Set" in self.universe or "Record" in self.universe:  # else nothing new can be made
+            rounds += 1
+            if rounds > _MAX_CLOSING_ROUNDS:  # types nest finitely, so this is a guard, not a limit met
+                raise self.refuse(f"sets of sets nested too deeply to close in {_MAX_CLOSING_ROUNDS} rounds", None)
+            before = (len(self.deferred), len(self.set_vars), sum(len(u) for u in self.universe.values()))
+            self._close_sets(final=False)
+            for d in list(self.deferred):
+                d.build(d.witness)
+            if before == (len(self.deferred), len(self.set_vars), sum(len(u) for u in self.universe.values())):
+                break
+        self._close_sets(final=True)
+        self.closed = True
+        for d in self.deferred:
+            self.background(f.iff(d.atom, d.build(d.witness)))
+        self.store.close()
+        self._close_readings()  # last: over every string constant the store's axioms name too
+
+    def _close_sets(self, final: bool) -> None:
+        """Membership atoms over the universe; with ``final``, the axioms over them (before:
+        only what they would make, so that the universe grows to its end)."""
+        f = self.f
+        for name, key in list(self.set_vars.items()):
             for x in list(self.universe.get(key, {}).values()):
                 self._member_atom(name, x)
-        self.closed = True
-        for name in self.set_vars:
+        for name in list(self.set_vars):
             items = list(self._member_leaf[name].items())
             atoms = self.members[name]
+            etype = self.set_types.get(name)
             for i, (kx, x) in enumerate(items):
+                if etype is not None:  # a set of sets or records holds values of its element type only
+                    fits = self.conforms(x, etype)
+                    if final and fits is not f.true:
+                        self.background(f.implies(atoms[kx], fits))
                 named = isinstance(x, StrV | EntV) and isinstance(x.term, TermConst)
                 for ky, y in items[i + 1 :]:
                     if named and isinstance(y, StrV | EntV) and isinstance(y.term, TermConst):
                         continue  # two names: never equal
                     same = self.leaf_eq(x, y)
-                    if same is not f.false:
+                    if final and same is not f.false:
                         self.background(f.implies(same, f.iff(atoms[kx], atoms[ky])))
-        for d in self.deferred:
-            self.background(f.iff(d.atom, d.build(d.witness)))
-        self.store.close()
-        self._close_readings()  # last: over every string constant the store's axioms name too
+
+    def conforms(self, x: Leaf, t: SType) -> Node:
+        """Whether value ``x`` is of schema type ``t`` (a record: its attributes exactly those
+        of ``t``, the required ones present), as a set's element in a store or a request."""
+        f = self.f
+        if t.kind == "Record":
+            if not isinstance(x, RecV):
+                return f.false
+            types = {name: (at, required) for name, at, required in t.attrs}
+            if set(x.fields) - set(types):
+                return f.false
+            parts = []
+            for name, (at, required) in types.items():
+                fld = x.fields.get(name)
+                if fld is None:
+                    if required:
+                        return f.false
+                    continue
+                if required:
+                    parts.append(fld.present)
+                parts.append(f.implies(fld.present, self._conforms_val(fld.value(), at)))
+            return f.and_(parts)
+        if t.kind == "Set":
+            if not isinstance(x, SetV):
+                return f.false
+            if x.items is None:
+                return f.const(x.etype == t.elem if t.elem is not None and t.elem.kind in ("Set", "Record")
+                               else x.elem == stype_key(t.elem) if t.elem is not None else False)  # fmt: skip
+            return f.and_(self._conforms_val(item, t.elem) for item in x.items) if t.elem is not None else f.false
+        if isinstance(x, EntV):
+            return f.const(t.kind == "Entity" and t.name == x.etype)
+        return f.const(elem_key(x) == stype_key(t) and not isinstance(x, SetV | RecV | Opaque))
+
+    def _conforms_val(self, v: Val, t: SType) -> Node:
+        f = self.f
+        return f.or_(f.and_([g, self.conforms(leaf, t)]) for g, leaf in alternatives(v, f))
 
     def _close_readings(self) -> None:
         """A string reads alike wherever it is read: equal strings give equal readings, a string
@@ -955,9 +1058,9 @@ class Lowering:
         if not self.readings:
             return
         if self.like_on_variables:
-            raise self.refuse("ip() or decimal() of a string that is not a literal, in a problem where `like` reads "
-                              "a string that is not a literal", None)  # fmt: skip
-        readers: dict[str, Callable[[str], Value]] = {"ip": parse_ip, "decimal": parse_decimal}
+            raise self.refuse("ip(), decimal(), datetime() or duration() of a string that is not a literal, in a "
+                              "problem where `like` reads a string that is not a literal", None)  # fmt: skip
+        readers = READERS
         items = list(self.readings.items())
         for i, ((name, _), (x, value, err)) in enumerate(items):
             for c in sorted(self.string_constants):
@@ -967,6 +1070,10 @@ class Lowering:
                     known = self.error()
                 same = f.eq(x.term, TermConst(self.string_sort, c))
                 self.background(f.implies(same, f.and_([f.iff(err, known[1]), f.implies(f.not_(err), self.eq(value, known[0]))])))
+                parsed = known[0]
+                if known[1] is f.false and isinstance(parsed, IPV) and parsed.v6 is f.false and parsed.prefix.const < 32:
+                    # an IPv4 range below /32 has one spelling, the constant's: no other string reads as it
+                    self.background(f.implies(f.and_([f.not_(err), self.eq(value, parsed)]), same))
             for (other, _), (y, v2, e2) in items[i + 1 :]:
                 same = self.leaf_eq(x, y)
                 if other == name:
@@ -990,7 +1097,7 @@ class Lowering:
                 wanted[old] = (name, None if evaluate(err, model) else value)
         chosen: dict[str, str] = {}
         for old, (name, reading) in wanted.items():
-            text = next((t for t in _spellings(name, reading, model) if t not in taken), None)
+            text = next((t for t in spellings(name, reading, model) if t not in taken), None)
             if text is not None:  # else every spelling is taken: the re-evaluation says so, loudly
                 chosen[old] = text
                 taken.add(text)
@@ -1007,41 +1114,6 @@ class Lowering:
         f = self.f
         key = self.set_vars[a]
         return f.and_(f.iff(self._member_atom(a, x), self._member_atom(b, x)) for x in self.universe.get(key, {}).values())
-
-
-def _spellings(name: str, value: Leaf | None, model: dict[str, Any]) -> Iterator[str]:
-    """Texts that ``name``() reads as ``value`` (``None``: as an error), the plainest first."""
-    def number(lin: Lin) -> int:
-        return lin.const + sum(c * int(model[v]) for v, c in lin.terms)
-
-    if value is None:
-        n = 0
-        while True:
-            yield f"not {name} #{n}"
-            n += 1
-    if isinstance(value, IntV):  # decimal: its digits, with up to four decimals, then leading zeros
-        scaled = number(value.lin)
-        sign = "-" if scaled < 0 else ""
-        whole, frac = divmod(abs(scaled), 10_000)
-        digits = f"{frac:04d}".rstrip("0") or "0"
-        spelled = [f"{digits}{'0' * k}" for k in range(5 - len(digits))]
-        zeros = 0
-        while True:
-            for fr in spelled:
-                yield f"{sign}{'0' * zeros}{whole}.{fr}"
-            zeros += 1
-    assert isinstance(value, IPV)
-    v6, addr, prefix = bool(evaluate(value.v6, model)), number(value.addr), number(value.prefix)
-    if v6:
-        full = ipaddress.IPv6Address(addr)
-        forms = [full.exploded, full.compressed, ":".join(f"{int(g, 16):x}" for g in full.exploded.split(":"))]
-        forms += [f.upper() for f in forms]
-    else:
-        forms = [str(ipaddress.IPv4Address(addr))]
-    for form in dict.fromkeys(forms):
-        yield f"{form}/{prefix}"
-        if prefix == (128 if v6 else 32):
-            yield form
 
 
 def _const_field(f: NodeFactory, v: Val) -> Field:
@@ -1066,6 +1138,16 @@ def _presence(low: Lowering, t: SType, prefix: str, on_leaf: Any, path: tuple[st
 
 def _maker(low: Lowering, t: SType, prefix: str, on_leaf: Any, path: tuple[str, ...]) -> Callable[[], Val]:
     return lambda: low.fresh_value(t, prefix, on_leaf, path)
+
+
+def _encodable(t: SType) -> bool:
+    """Whether a set of ``t`` is encoded: primitives, entities, extensions, and sets and records
+    of those (any depth)."""
+    if t.kind == "Set":
+        return t.elem is not None and _encodable(t.elem)
+    if t.kind == "Record":
+        return all(_encodable(at) for _, at, _ in t.attrs)
+    return t.kind in ("Bool", "Long", "String", "Entity", "Ext")
 
 
 def elem_key(leaf: Leaf) -> str:

@@ -176,11 +176,13 @@ class IPV(Leaf):
 class SetV(Leaf):
     """A set: literal ``items`` (values, each maybe :class:`Cases`), or a symbolic set named
     ``var`` whose membership atoms the lowering makes per element (``elem``: the element type's
-    key, ``Long`` or ``Entity:User`` …; ``None`` for an empty literal)."""
+    key, ``Long`` or ``Entity:User`` …, ``Set`` or ``Record`` for sets of sets or of records, whose
+    element type ``etype`` then says what a member must be; ``None`` for an empty literal)."""
 
     items: tuple[Val, ...] | None = None
     var: str | None = None
     elem: str | None = None
+    etype: Any = None  # a symbolic set of sets or records: its element's schema type (an SType)
     ty = "Set"
 
     def key(self) -> Any:
@@ -230,7 +232,7 @@ class RecV(Leaf):
 
 @dataclass(eq=False)
 class Opaque(Leaf):
-    """A value of a type the analyses do not encode (a set of records, …): fine while no
+    """A value of a type the analyses do not encode (a set of an unknown type, …): fine while no
     policy reads it, refused at the place of the policy that does."""
 
     what: str

@@ -5,7 +5,8 @@ it starts ``python -m cda.adapters.jobs.child`` in a new session (its own proces
 the manifest's folder, hands it the job, and waits at most the job's ``timeout_s``; past it the
 whole process group is killed and the job is recorded as ``timeout``. A process that dies
 without an answer (a signal, an abort in a solver's native code under the memory cap) is
-recorded as ``crashed`` with its exit status and the tail of its stderr.
+recorded as ``crashed`` with its exit status and the tail of its stderr; one the loader ended
+for want of memory under the cap (its own message, exit 127) is ``memory``.
 
 The outcome holds no timing but ``seconds``, which the results store keeps and the JSONL leaves
 out: results compare byte for byte across runs and runners.
@@ -28,6 +29,11 @@ from cda.adapters.jobs.manifest import JobSpec
 __all__ = ["Outcome", "kill_running", "run_job"]
 
 _STDERR_TAIL = 400
+#: glibc's dynamic loader, out of memory for a thread's TLS block (a thread created after the
+#: cap, reading a library's thread-local data): it prints this and exits 127 before Python can
+#: raise MemoryError, so the cap, not a crash, is why the job ended
+_LOADER_OOM = "cannot allocate memory for thread-local data"
+_LOADER_EXIT = 127
 _LIVE: set[subprocess.Popen[bytes]] = set()  # job processes of this process, for kill_running()
 _LIVE_LOCK = threading.Lock()
 
@@ -112,6 +118,9 @@ def run_job(spec: JobSpec, stop: threading.Event | None = None) -> Outcome:
             if problem is not None:  # its answer is about other contents than its key's
                 return Outcome(spec.key, "failed", None, problem, seconds)
             return Outcome(spec.key, answer["status"], answer.get("result"), answer.get("error"), seconds)
+    if proc.returncode == _LOADER_EXIT and _LOADER_OOM in err.decode("utf-8", "replace"):
+        return Outcome(spec.key, "memory", None, f"the job went over its memory cap of {spec.memory_mb} MiB "
+                       f"(the loader: {_LOADER_OOM})", seconds)
     return Outcome(spec.key, "crashed", None, _death(proc.returncode, err, spec.memory_mb), seconds)
 
 
