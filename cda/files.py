@@ -23,7 +23,7 @@ import contextvars
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -201,11 +201,13 @@ def read_text(path: Path) -> str:
     return decode_text(read_bytes(path), path)
 
 
-def parse_json(text: str, where: str, error: type[CDAError] = CDAError, *, line: int | None = None) -> Any:
+def parse_json(text: str, where: str, error: type[CDAError] = CDAError, *, line: int | None = None,
+               parse_float: Callable[[str], Any] | None = None) -> Any:
     """``text`` decoded as JSON; every way the decoder fails (bad syntax, nesting deeper than
     Python's recursion limit, a number too long to convert) is an ``error`` naming ``where`` (a
     file name) and, for syntax, line:column (``line`` says which line of the file a one-line
-    ``text`` is, as in a JSON-lines file).
+    ``text`` is, as in a JSON-lines file). ``parse_float`` reads a number with a fraction or an
+    exponent from its digits (as ``json.loads``'s; an Action's soft weight is read exactly).
 
     >>> parse_json('[' * 100000 + ']' * 100000, "deep.json")
     Traceback (most recent call last):
@@ -215,7 +217,7 @@ def parse_json(text: str, where: str, error: type[CDAError] = CDAError, *, line:
     cda.errors.CDAError: x.json:1:7: not valid JSON: Expecting value
     """
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=parse_float)
     except json.JSONDecodeError as exc:
         at = f"{exc.lineno}:{exc.colno}" if line is None else f"{line}:{exc.colno}"
         raise error(f"{where}:{at}: not valid JSON: {exc.msg}") from None

@@ -46,7 +46,7 @@ def _as_one_text(inputs: CDAInputs) -> str:
     for ref in inputs.observations:
         lines += [f"observe {lit}" for raw in observation_text(ref).split("\n") if (lit := observe_literal(raw))]
     lines += [f"hard input_hard_{i}: {c}" for i, c in enumerate(inputs.constraints.hard)]
-    lines += [f"soft {s.name or f'input_soft_{i}'} weight {s.weight!r}: {s.clause}"
+    lines += [f"soft {s.name or f'input_soft_{i}'} weight {s.weight:f}: {s.clause}"
               for i, s in enumerate(inputs.constraints.soft)]
     mode = "disprove" if inputs.goals.kind == "disprove" else "prove"
     lines += [f"goal {mode} {c}" for c in inputs.goals.claims]

@@ -516,8 +516,15 @@ def test_the_conductor_over_the_toolbus_keeps_each_partners_requests_their_own(t
             answered = call(alice, "conduct.answer", {"obligation": clarify["id"], "text": "6 * 7"})["result"]
             shown = call(alice, "conduct.trace", {"request": asked["request_id"]})["result"]
             registry = call(alice, "conduct.request", {"utterance": "compute 1", "registry": str(tmp_path / "t.toml")})
+            called = call(alice, "conduct.request", {"utterance": "compute abs(1)"})["result"]
+            alice.send('{"id": 99, "method": "conduct.trace", "params": {"request": ' + "1" * 5000 + "}}")
+            digits = json.loads(alice.recv(timeout=30))["error"]
     assert asked["status"] == "unanswered" and "1024" in asked["answer"]
-    assert theirs["code"] == "not_found" and answer["code"] != "ok" and "no obligation" in answer["message"]
+    assert theirs["code"] == "not_found" and answer["code"] == "not_found" and "no obligation" in answer["message"]
+    assert "sqlite" not in answer["message"]  # the server's file is not the partner's business (audit 14)
+    assert "a function call" in called["answer"] and "Call" not in called["answer"]  # words, not Python's node names
+    assert digits["code"] == "invalid_frame" and "longer than 4300 digits" in digits["message"]
+    assert "sys." not in digits["message"]
     assert again["request_id"] != asked["request_id"]  # bob's same words are bob's own request
     assert answered["status"] == "answered" and "6 * 7 = 42" in answered["answer"] and shown == answered
     assert registry["error"]["code"] == "forbidden"  # a partner names no registry (no code, no files)

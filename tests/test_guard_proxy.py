@@ -343,3 +343,22 @@ def test_over_http_behind_tokens_and_host_checks_in_front_of_a_stdio_and_an_http
                 proc.terminate()
                 proc.wait(timeout=30)
                 proc.stderr.close()
+
+
+def test_a_template_argument_that_adds_path_structure_is_rejected_and_never_forwarded(guardian: Path) -> None:
+    """Audit finding 7: ``{table}/{key}`` filled with ``./prod`` or ``x/../prod`` slipped past a
+    ``prod/*`` rule (approved; the upstream deleted). Each such argument is REJECT
+    ``malformed_action`` naming it, receipted; matching is case-sensitive (docs/guardian.md)."""
+    probes = ["./prod", "x/../prod", "prod/", "..", ".", "", "prod\\x", "prod\u2215x", "pr\u200bod", "prod\nx"]
+
+    async def body(client: Client) -> list[Any]:
+        return [await client.call_tool("delete_record", {"table": table, "key": 7}) for table in probes]
+
+    results = _as_agent(guardian, body)
+    for table, result in zip(probes, results):
+        text = result.content[0].text
+        assert result.is_error and "REJECT malformed_action" in text, (table, text)
+        assert "table" in text, text
+    assert _calls(guardian, "delete_record") == []  # the upstream never saw one
+    db = sqlite3.connect(guardian / "guardian.db")
+    assert db.execute("SELECT COUNT(*) FROM decisions").fetchone()[0] == len(probes)  # each decision recorded

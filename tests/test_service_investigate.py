@@ -132,6 +132,7 @@ def test_sessions_are_their_starters_and_survive_a_restart(tmp_path: Path) -> No
         {"name": "alice", "sha256": token_hash("tok-alice"), "profile": "partner"},
         {"name": "bob", "sha256": token_hash("tok-bob"), "profile": "partner"},
         {"name": "ops", "sha256": token_hash("tok-ops"), "profile": "internal"},
+        {"name": "oncall", "sha256": token_hash("tok-oncall"), "profile": "approver"},
     ]}), encoding="utf-8")
     problem = tmp_path / "outage.cda"
     problem.write_text(OUTAGE, encoding="utf-8")
@@ -144,6 +145,10 @@ def test_sessions_are_their_starters_and_survive_a_restart(tmp_path: Path) -> No
         with toolbus(server, "tok-bob") as bob:
             for method in ("investigate.status", "investigate.undo", "investigate.close"):
                 assert _error(call(bob, method, {"session_id": sid}))["code"] == "not_found"
+        with toolbus(server, "tok-oncall") as oncall:  # an approver approves; it takes no step in alice's session
+            assert _error(call(oncall, "investigate.observe", {"session_id": sid, "observation": "slow(db)"}))[
+                "code"] == "not_found"
+            assert _error(call(oncall, "investigate.status", {"session_id": sid}))["code"] == "not_found"
         with toolbus(server, "tok-ops") as ops:
             assert _valid(call(ops, "investigate.status", {"session_id": sid}), "investigate.status")["memory"] == seen
             # an internal reviewer names no server file either (files: the local user only); whether the

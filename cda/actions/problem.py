@@ -19,6 +19,7 @@ a reader of the problem as one text would give them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
@@ -74,14 +75,14 @@ def observe_literal(line: str) -> str | None:
     return None
 
 
-def _weight(value: float, where: str) -> Fraction:
-    """A soft weight from JSON as the user wrote it: the shortest decimal the float prints as
-    (1.5, 0.1), within the DSL's number range (one rule,
+def _weight(value: Decimal, where: str) -> Fraction:
+    """A soft weight from JSON exactly as the user wrote it (the contract kept its digits:
+    :mod:`cda.contracts.json_numbers`), within the DSL's number range (one rule,
     :func:`cda.encodings.numbers.exact_number`)."""
     try:
-        return exact_number(value)
+        return exact_number(Fraction(value))
     except ValueError as exc:
-        raise DSLSyntaxError(f"the soft weight {value!r} is out of range: {exc}").with_filename(where) from None
+        raise DSLSyntaxError(f"the soft weight {format(value, 'f')} is out of range: {exc}").with_filename(where) from None
 
 
 def action_pieces(inputs: CDAInputs, first_line: int) -> tuple[list[Piece], dict[int, int]]:

@@ -30,6 +30,7 @@ from cda.adapters.event_store import EventStore
 from cda.contracts.abstain import AbstainThresholds
 from cda.contracts.action import CDAInputs
 from cda.contracts.events import ActionEvent
+from cda.contracts.json_numbers import exact_float
 from cda.contracts.locations import validation_problems
 from cda.errors import CDAError, KenError
 from cda.files import parse_json, read_text
@@ -53,7 +54,7 @@ def load_inputs(path: Path) -> CDAInputs:
     """Read and validate ``inputs.json`` (a relative Ken path stays relative: the run's seed must
     not depend on where the file sits; :func:`run_inputs` resolves it against ``base_dir``)."""
     text = read_text(path)
-    data = parse_json(text, str(path), InputsError)
+    data = parse_json(text, str(path), InputsError, parse_float=exact_float)  # a weight's digits, exactly
     try:
         inputs = CDAInputs.model_validate(data)
     except ValidationError as exc:

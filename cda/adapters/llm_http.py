@@ -36,6 +36,7 @@ settled at the reply's ``usage.total_tokens``.
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -240,7 +241,7 @@ class OpenAICompatibleProvider:
             "type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
         body = {"model": self.model, "temperature": 0, "seed": 0, "response_format": response_format,
                 "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
-        reply = self._post(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+        reply = self._post_with_retries(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8"), None)
         return _content(reply, self.endpoint)
 
     def _post_with_retries(self, body: bytes, deadline: float | None) -> bytes:
@@ -267,7 +268,7 @@ class OpenAICompatibleProvider:
                     errors.append(f"a retry after {wait:g} s would pass the action's deadline")
                     break
                 time.sleep(wait)
-        raise LLMProviderError(f"no judgement after {tried} attempt(s): " + " | ".join(errors))
+        raise LLMProviderError(f"no answer after {tried} attempt(s): " + " | ".join(errors))
 
     def _post(self, body: bytes, timeout: float | None = None) -> bytes:
         from cda.access import may_egress
@@ -288,7 +289,7 @@ class OpenAICompatibleProvider:
                 data: bytes = response.read(MAX_REPLY_BYTES + 1)
         except urllib.error.HTTPError as error:
             try:
-                detail = _excerpt(error.read(2000)) if error.fp is not None else ""
+                detail = _excerpt(error.read(2000), key=self._api_key) if error.fp is not None else ""
                 retry_after = _seconds(error.headers.get("Retry-After") if error.headers else None)
             finally:
                 error.close()
@@ -425,7 +426,29 @@ def _unfence(content: str) -> str:
     return text.strip()
 
 
-def _excerpt(data: bytes | str, limit: int = 200) -> str:
+_SECRET = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}|\bsk-[A-Za-z0-9_-]{6,}|"
+                     r"\b(api[_-]?key|authorization|x-api-key)([\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic)\s+)?[^\s\"',;]{6,}")
+
+
+def redact_secrets(text: str, key: str | None = None) -> str:
+    """``text`` with the configured API key's exact value and anything that looks like a secret
+    (``Bearer …``, ``sk-…``, ``api_key=…``, ``Authorization: …``) replaced by ``[redacted]``: a
+    provider's error page may quote the request's headers, and what it says is stored in the
+    conductor's IR database and shown (docs/conductor.md)."""
+    if key:
+        text = text.replace(key, "[redacted]")
+
+    def hide(match: re.Match[str]) -> str:
+        if match[1]:
+            return f"{match[1]} [redacted]"
+        if match[2]:
+            return f"{match[2]}{match[3]}[redacted]"
+        return "[redacted]"
+
+    return _SECRET.sub(hide, text)
+
+
+def _excerpt(data: bytes | str, limit: int = 200, key: str | None = None) -> str:
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    flat = " ".join(text.split())
+    flat = redact_secrets(" ".join(text.split()), key)
     return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")

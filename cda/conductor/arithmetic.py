@@ -41,6 +41,12 @@ _EXPONENT = re.compile(r"[eE]([+-]?\d+)$")
 _BINARY = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
 
 
+_FOUND = {"Call": "a function call", "Name": "a name", "Attribute": "an attribute", "Subscript": "an index",
+          "Compare": "a comparison", "BoolOp": "and/or", "Lambda": "a lambda", "IfExp": "an if-expression",
+          "List": "a list", "Tuple": "a tuple", "Dict": "a dict", "Set": "a set", "JoinedStr": "a string"}
+"""What a user wrote, in words, where the calculator refuses it (never Python's node names)."""
+
+
 def _tree(text: str) -> ast.expr:
     if len(text) > MAX_EXPRESSION:
         raise ToolError(f"an expression of {len(text)} characters (at most {MAX_EXPRESSION})")
@@ -61,7 +67,8 @@ def _tree(text: str) -> ast.expr:
             if isinstance(part.value, complex):
                 raise ToolError(f"{text!r}: complex numbers are not supported")
         elif not isinstance(part, ast.operator | ast.unaryop | ast.expr_context):
-            raise ToolError(f"{text!r}: only numbers and + - * / ** are allowed, not {type(part).__name__}")
+            found = _FOUND.get(type(part).__name__, "another kind of expression")
+            raise ToolError(f"{text!r}: only numbers and + - * / ** are allowed, not {found}")
     return node
 
 

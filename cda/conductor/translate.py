@@ -219,11 +219,13 @@ class LLMTranslatorIn:
         system = llm_prompt(self.types)
         attempts: list[dict[str, Any]] = []
         user = utterance
+        failed: str | None = None
         for _ in range(2):
             try:
                 reply = self._complete(system, user)
             except Exception as exc:  # a provider's failure of any kind: the rules answer instead
-                attempts.append({"problem": f"the translator failed: {type(exc).__name__}: {exc}"[:500]})
+                failed = f"the model translator failed: {exc}"[:500]  # no class names: a user reads it
+                attempts.append({"problem": failed})
                 break
             doc, problem = self._read(reply)
             attempts.append({"reply_sha256": hashlib.sha256(reply.encode("utf-8")).hexdigest(),
@@ -234,7 +236,11 @@ class LLMTranslatorIn:
             user = (f"{utterance}\n\nYour previous reply was refused: {problem}. Reply again with one JSON object "
                     "valid against the schema, using only the listed obligation types.")
         self.last_receipt = {"translator": "rules (the model's replies were refused)", "attempts": attempts}
-        return self.fallback(utterance)
+        doc = self.fallback(utterance)
+        if failed is not None and all(o.type == "clarify" for o in doc.obligations):
+            # the rules read nothing: the reason the user must see is the model's failure, not "no rule reads"
+            return _error_doc(f"{failed}; the rule translator read nothing of the request either")
+        return doc
 
     def _read(self, reply: str) -> tuple[ObligationsDoc | None, str | None]:
         body = reply.strip()

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import ast
 import math
+from decimal import Decimal
 from pathlib import PurePath
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema, field_validator, model_validator
 
 from cda.contracts import limits
 from cda.contracts.abstain import AbstainOutput, CoverageFigures, EpistemicReport, LowCoverageReview
 from cda.contracts.hypothesis_record import HypothesisRecord, TraceRecord
+from cda.contracts.json_numbers import DECIMAL_PATTERN, decimal_of, weight_json
 from cda.contracts.metrics import ActionMetrics
 from cda.contracts.refs import ArtifactRef, SpanRef
 from cda.contracts.status_fields import VerdictStatusField
@@ -86,28 +88,22 @@ class Goals(_Model):
 
 
 class SoftConstraint(_Model):
-    """A clause that may fail at a cost: a model where it is false pays ``weight``."""
+    """A clause that may fail at a cost: a model where it is false pays ``weight``, the exact decimal written."""
+
+    # 1.0000000000000001 is not 1: every door reads a JSON number's digits (cda.contracts.json_numbers);
+    # NaN, infinities, zero, negatives and numbers beyond the DSL's literal range are refused
 
     clause: str = Field(min_length=1)
-    weight: float = Field(default=1.0, gt=0, description="cost when violated; finite and > 0")
+    weight: Annotated[Decimal, PlainSerializer(weight_json, when_used="json"), WithJsonSchema(
+        {"type": ["number", "string"], "exclusiveMinimum": 0, "default": 1, "pattern": DECIMAL_PATTERN, "title": "Weight",
+         "description": "cost when violated; an exact decimal number > 0 (or its digits as a string)"})] = Field(
+        default=Decimal(1), gt=0, description="cost when violated; an exact decimal number > 0 (or its digits as a string)")
     name: str | None = Field(default=None, description="a name for cores and receipts")
 
     @field_validator("weight", mode="before")
     @classmethod
-    def _a_number(cls, value: object) -> object:
-        # before the ``gt=0`` check, which would call NaN "not greater than 0"
-        if isinstance(value, bool):  # JSON's true is no weight (pydantic would read it as 1)
-            raise ValueError(f"a soft weight must be a number > 0, got {value!r}")
-        if isinstance(value, (float, str)):
-            try:
-                number = float(value)
-            except ValueError:
-                return value  # pydantic's own message: not a valid number
-            if math.isnan(number):
-                raise ValueError("a soft weight must be a number > 0, got NaN (not a number)")
-            if math.isinf(number):
-                raise ValueError(f"a soft weight must be a finite number > 0, got {number}")
-        return value
+    def _exact(cls, value: object) -> Decimal:
+        return decimal_of(value, "a soft weight")  # then the ``gt=0`` check
 
 
 class Constraints(_Model):

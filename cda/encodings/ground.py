@@ -147,7 +147,7 @@ class _Grounder:
                 self.domain_index[st.name] = {v: i for i, v in enumerate(st.values)}
         for st in statements:
             if isinstance(st, A.PredDecl):
-                claim_name(st.name, f"a {st.kind} predicate", st.pos)
+                claim_name(st.name, f"{'an' if st.kind[:1] in 'aeiou' else 'a'} {st.kind} predicate", st.pos)
                 for dom, dpos in zip(st.domains, st.domain_pos):
                     if dom not in self.domains:
                         raise self.err(f"unknown domain '{dom}'{self._known(self.domains)}", dpos)

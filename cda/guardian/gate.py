@@ -177,11 +177,12 @@ class Gate:
         self.seed = seed
         self.receipts = receipts
 
-    def call(self, action: ProposedAction | str | bytes | Mapping[str, Any]) -> GatedCall:
+    def call(self, action: ProposedAction | Malformed | str | bytes | Mapping[str, Any]) -> GatedCall:
         """Validate the action (and its arguments against the tool's schema), ask the guardian,
         and on APPROVE reserve its cost and run the tool once (see the module's docstring);
         :class:`ToolCallRefused` when the action id has run before."""
-        checked = action if isinstance(action, ProposedAction) else read_action(action)
+        # a Malformed already read (the MCP gateway's unfillable resource) is decided as it is, reason kept
+        checked = action if isinstance(action, ProposedAction | Malformed) else read_action(action)
         if isinstance(checked, ProposedAction):
             checked = self.registry._problem(checked) or checked
         record = evaluate(checked, self.policy_store, self.simulator, self.ledger, seed=self.seed, receipts=self.receipts)
@@ -221,7 +222,8 @@ class Gate:
         :func:`cda.guardian.execution.execute` checks the signature, the recorded and pinned
         APPROVE, the task id once and the reservation before the tool runs; a result that is
         not a JSON object is recorded as ``{"result": value}``."""
-        checked = action if isinstance(action, ProposedAction) else read_action(action)
+        # a Malformed already read (the MCP gateway's unfillable resource) is decided as it is, reason kept
+        checked = action if isinstance(action, ProposedAction | Malformed) else read_action(action)
         problem = checked if isinstance(checked, Malformed) else self.registry._problem(checked)
         if problem is not None or not isinstance(checked, ProposedAction):
             assert problem is not None

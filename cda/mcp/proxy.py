@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import shlex
 import threading
+import unicodedata
 import uuid
 from collections.abc import Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -219,6 +221,13 @@ class GuardProxy:
             assert rule is not None
             try:
                 resources.append(template.format_map(_Arguments(arguments)))
+            except _PathInjection as exc:
+                from cda.contracts.receipt import canonical_json, sha256_hex
+
+                return Malformed(f"$.parameters.{exc.key}",
+                                 f"the argument {exc.key} ({json.dumps(exc.value[:64])}) cannot fill the resource "
+                                 f"{template!r} of the [[tool]] rule {rule.name!r}: {exc.reason}",
+                                 sha256_hex(canonical_json({"tool": tool.listed})))
             except (KeyError, ValueError, IndexError) as exc:
                 from cda.contracts.receipt import canonical_json, sha256_hex
 
@@ -317,10 +326,47 @@ class GuardProxy:
 
 
 class _Arguments(dict):  # type: ignore[type-arg]
-    """A call's arguments for ``str.format_map``: each as its text; a missing one is a KeyError."""
+    """A call's arguments for ``str.format_map``: each as its text; a missing one is a KeyError,
+    one that would add path structure to the resource a :class:`_PathInjection`."""
 
     def __init__(self, arguments: Mapping[str, Any]) -> None:
         super().__init__({k: v for k, v in arguments.items() if isinstance(v, str | int) and not isinstance(v, bool)})
+
+    def __getitem__(self, key: str) -> Any:
+        value = super().__getitem__(key)
+        if isinstance(value, str) and (reason := _injects(value)):
+            raise _PathInjection(key, value, reason)
+        return value
+
+
+class _PathInjection(Exception):
+    """A template argument that is not one segment of a resource name (docs/guardian.md, "The MCP gateway")."""
+
+    def __init__(self, key: str, value: str, reason: str) -> None:
+        super().__init__(key)
+        self.key, self.value, self.reason = key, value, reason
+
+
+_SEPARATORS = "/\\\u2215\u2044\u29f8\u29f9\ufe68"
+"""Slash, backslash and the look-alikes NFKC leaves alone (division slash, fraction slash, big
+solidus, big reverse solidus, small reverse solidus)."""
+
+
+def _injects(value: str) -> str | None:
+    """Why ``value`` may not fill one ``{argument}`` of a resource template, or None: a segment
+    holds no separator (``/``, ``\\``, nor a look-alike once NFKC-normalised), is not ``.`` or
+    ``..`` or empty, and holds no control or invisible format character (``x/../prod`` and
+    ``./prod`` once slipped past a ``prod/*`` rule)."""
+    folded = unicodedata.normalize("NFKC", value)
+    if not value:
+        return "it is empty"
+    if any(c in folded for c in _SEPARATORS):
+        return "it contains a path separator"
+    if folded in (".", ".."):
+        return f"it is the path segment {folded!r}"
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in value):
+        return "it contains a control or invisible character"
+    return None
 
 
 class CallCancelled(CDAError):

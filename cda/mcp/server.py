@@ -79,9 +79,18 @@ def _options(**given: Any) -> McpOptions:
 def _refused_file(exc: AccessDenied, args: dict[str, Any]) -> str | None:
     """The file a refusal is about, as the client named it (an argument's value), else its name
     alone (the server's folders are not told)."""
-    named = [part for part in exc.path if isinstance(part, str) and isinstance(args.get(part), str)]
-    if named:  # the gate's refusal names the argument
-        return str(args[named[-1]])
+    value: Any = args
+    for part in exc.path:  # the gate's refusal names the argument (and the item of a list: ken[0])
+        if isinstance(value, dict) and isinstance(part, str) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value):
+            value = value[part]
+        else:
+            break
+    if exc.path and exc.path[0] in _SOURCES:  # a line of a text argument: named by the argument, never its text
+        return "circuit.bench" if exc.path[0] == "bench" else str(exc.path[0])
+    if isinstance(value, str) and value is not args:
+        return value
     if exc.file is None:
         return None
     for value in args.values():
@@ -331,12 +340,36 @@ def _tool(door: _Door, op: Any, context: Any) -> Any:
     return tool
 
 
+def _strict(tool: Any) -> Any:
+    """``tool`` refusing an argument it does not take, as the ToolBus does (the gate's
+    ``invoke`` names it): the SDK's argument model would drop it silently (a misspelt ``timout``
+    on ``solve`` ran with no budget), so the model lets extras through to the gate and the input
+    schema says ``additionalProperties: false``."""
+    from pydantic import ConfigDict
+
+    base = tool.fn_metadata.arg_model
+
+    def dump(self: Any) -> dict[str, Any]:
+        return {**base.model_dump_one_level(self), **(self.model_extra or {})}
+
+    # made under the SDK's own name (solveArguments): a validation message names it
+    tool.fn_metadata.arg_model = type(base.__name__, (base,), {
+        "model_config": ConfigDict(**{**base.model_config, "extra": "allow"}), "model_dump_one_level": dump,
+        "__module__": base.__module__})
+    tool.parameters["additionalProperties"] = False
+    return tool
+
+
 def build_server(options: McpOptions | None = None) -> Any:
     """The server, its tools (the registry's MCP door) and resources registered (the SDK imported here)."""
     from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.tools import Tool
 
     door = _Door(options if options is not None else _options())
+    tools = [_strict(Tool.from_function(_tool(door, op, Context), name=op.mcp, description=op.summary,
+                                        structured_output=True)) for op in for_door(Door.MCP)]
     server = MCPServer(
+        tools=tools,
         name="cda",
         log_level="WARNING",
         version=cda_version(),
@@ -346,8 +379,6 @@ def build_server(options: McpOptions | None = None) -> Any:
             "next tests, conflicts), or build it item by item in a session and re-solve after each edit."
         ),
     )
-    for op in for_door(Door.MCP):
-        server.add_tool(_tool(door, op, Context), name=op.mcp, description=op.summary, structured_output=True)
     server.cda_door = door  # type: ignore[attr-defined]
 
     docs = _ROOT / "docs" / "dsl.md"

@@ -175,7 +175,13 @@ def request(call: Any, p: ConductParams) -> Trace:
            doors={Door.TOOLBUS, Door.MCP}, needs=Needs(files=True, code=True, egress=True, store=True, long=True))
 def answer(call: Any, p: AnswerParams) -> Trace:
     with _conductor(call, p) as conductor:
-        return conductor.answer(p.obligation, p.text, tuple(p.retract))  # type: ignore[no-any-return]
+        try:
+            return conductor.answer(p.obligation, p.text, tuple(p.retract))  # type: ignore[no-any-return]
+        except CDAError as exc:  # another partner's obligation is not found, as at conduct.trace (no server path)
+            reason = str(exc).rsplit(": ", 1)[-1]
+            if reason == f"no obligation {p.obligation}":
+                raise OperationError("not_found", reason, ["obligation"]) from None
+            raise
 
 
 @operation("conduct.trace", TraceParams, Trace, summary="a conductor request as its IR database holds it",

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from cda.access import EGRESS_RANK, EgressClass, granted, resolved_root, under
 from cda.errors import AccessDenied
@@ -242,6 +242,20 @@ def _without_approvals(params: BaseModel, places: tuple[Where, ...]) -> BaseMode
     return type(params).model_validate(data)
 
 
+_STRICT_DOORS = (Door.TOOLBUS, Door.MCP)
+"""Doors whose parameters come from a client as given: a field the door does not take (unknown, or
+one the door keeps to itself such as ``reflect.approve``'s ``store``) is refused, never dropped —
+a misspelt ``timout`` must not run with no budget (docs/operations.md)."""
+
+
+def _refuse_unknown(op: Operation, params: Mapping[str, Any], door: Door) -> None:
+    taken = set(op.params_at(door))
+    extra = [name for name in params if name not in taken]
+    if extra:
+        raise ValidationError.from_exception_data(op.params.__name__, [
+            {"type": "extra_forbidden", "loc": (str(name),), "input": params[name]} for name in extra])
+
+
 def invoke(op: Operation | str, params: Mapping[str, Any] | BaseModel, *, principal: Principal, door: Door,
            env: Any = None, base_dir: Path | None = None, egress_cap: EgressClass = "local", sink: Sink | None = None,
            progress: Callable[[float, str], None] | None = None, action_id: str | None = None) -> BaseModel:
@@ -258,6 +272,8 @@ def invoke(op: Operation | str, params: Mapping[str, Any] | BaseModel, *, princi
         sink.record("gate.refused", op.name, principal, {"need": "role", "reason": reason, "where": [],
                                                         "door": door.value, "action_id": action_id})
         raise Refused(reason, need="role")
+    if isinstance(params, Mapping) and door in _STRICT_DOORS:
+        _refuse_unknown(op, params, door)
     checked = params if isinstance(params, op.params) else op.params.model_validate(
         params.model_dump() if isinstance(params, BaseModel) else params)
     decision = decide(op, principal, checked, base_dir=base, egress_cap=egress_cap)

@@ -282,9 +282,9 @@ class InvestigationDesk:
             with self._sessions(read_only=True) as sessions:
                 owner = sessions.owner(sid)
                 members = sessions.members(sid) if owner is not None else []
-        if owner is None or (owner != who.name and who.name not in members and not who.sees_all):
+        if owner is None or (owner != who.name and who.name not in members and not who.reviews_sessions):
             raise OperationError("not_found", f"no investigation {sid!r}", ["params", "session_id"])
-        if owner_only and owner != who.name and not who.sees_all:
+        if owner_only and owner != who.name and not who.reviews_sessions:
             raise OperationError("forbidden", f"only the owner of investigation {sid} shares it", ["params", "session_id"])
 
     def _step(self, who: Principal, method: str, p: SessionRef) -> BaseModel:

@@ -10,7 +10,9 @@ Four roles:
 * ``internal`` — an internal reviewer's token: sees every action, reads raw traces with a
   reflection approval, issues those approvals, approves an action's egress. Names no server file;
   runs code only on a server started with ``--allow-code``.
-* ``approver`` — a token that may approve or deny what actions wait for, and nothing more.
+* ``approver`` — a token that may approve or deny what actions wait for (and resolve escalations);
+  its own calls run as a partner's do, and it does not act on another caller's investigation
+  sessions (approving is not investigating: docs/service.md).
 
 A principal carries its capabilities explicitly, so the gate (:mod:`cda.operations.gate`) never
 asks "which door is this": the door decided that when it built the principal.
@@ -65,6 +67,12 @@ class Principal:
     def sees_all(self) -> bool:
         """Whether it may act on another caller's actions and sessions (to review or approve them)."""
         return self.role in ("internal", "approver")
+
+    @property
+    def reviews_sessions(self) -> bool:
+        """Whether it may act on another caller's investigation sessions: the internal role only
+        (an approver approves; it does not take steps in someone else's session)."""
+        return self.role == "internal"
 
     def access(self, egress: EgressClass = "external") -> Access:
         """The :class:`~cda.access.Access` its calls run under, with the door's egress cap."""

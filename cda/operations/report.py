@@ -57,7 +57,9 @@ class CheckReportParams(Params):
 
     @model_validator(mode="after")
     def _one(self) -> CheckReportParams:
-        if (self.draft is None) == (self.draft_path is None):
+        if self.draft is None and self.draft_path is None:
+            raise ValueError("give 'draft' (the report) or 'draft_path' (a file): neither was given")
+        if self.draft is not None and self.draft_path is not None:
             raise ValueError("give either 'draft' (the report) or 'draft_path' (a file), not both")
         return self
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import json
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -36,6 +37,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from cda.adapters.auth import AuthConfig
 from cda.adapters.http_guard import is_loopback, presented
 from cda.contracts.deadline import cancel_scope
+from cda.contracts.json_numbers import exact_float
 from cda.errors import AccessDenied, CDAError, DSLError
 from cda.operations import Door, Principal, Refused, invoke
 from cda.operations.base import OperationError
@@ -159,8 +161,11 @@ async def _answer(text: str, who: Principal, st: Any) -> str:
     if len(text) > MAX_FRAME:
         return _error(None, "invalid_frame", f"frame larger than {MAX_FRAME} bytes")
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, parse_float=exact_float)  # a number's digits kept: an Action's weight is exact
     except ValueError as exc:
+        if "int_max_str_digits" in str(exc) or "Exceeds the limit" in str(exc):  # Python's words, not the client's
+            return _error(None, "invalid_frame", f"not JSON this server reads: a number longer than "
+                                                 f"{sys.get_int_max_str_digits()} digits")
         return _error(None, "invalid_frame", f"not JSON: {exc}")
     except RecursionError:  # '[' * 200000: deeper than the parser goes
         return _error(None, "invalid_frame", "not JSON this server reads: nested too deeply")
