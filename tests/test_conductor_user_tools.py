@@ -218,6 +218,8 @@ def test_three_kinds_of_user_tool_answer_one_request_and_no_side_effect_is_repea
     assert _lines(folder / "tickets.log") == ["api"]
     assert _lines(folder / "pages.log") == ["api: the db is down"]
     assert "page [ops.page_oncall]" in trace["answer"] and '"paged": true' in trace["answer"]
+    # the user's folder holds what the user put there: no byte code written beside their tools
+    assert not list(folder.rglob("__pycache__")), sorted(map(str, folder.rglob("__pycache__")))
 
 
 def test_a_live_tool_whose_check_fails_is_uncertain_without_being_run_again(tmp_path: Path) -> None:

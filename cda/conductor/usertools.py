@@ -26,6 +26,8 @@ loopback is network egress of class ``external``.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
 import re
 import subprocess
@@ -81,15 +83,23 @@ def python_tool(target: str, base_dir: Path, where: str) -> Tool:
     return Tool(run)
 
 
+class _SourceOnly(importlib.machinery.SourceFileLoader):
+    """Compile the user's tool from its source every time, and never write (or read) a
+    ``__pycache__`` beside it: the user's folder holds only what the user put there."""
+
+    def get_code(self, fullname: str) -> Any:
+        return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
+
+
 def _module(name: str, base_dir: Path) -> Any:
     """A module beside the registry (``base_dir/name.py`` or a package there) is read afresh
     from its file on each load — an edited tool is the tool that runs; any other is imported."""
-    import importlib.util
 
     relative = Path(*name.split("."))
     for candidate in (base_dir / relative.with_suffix(".py"), base_dir / relative / "__init__.py"):
         if candidate.is_file():
-            spec = importlib.util.spec_from_file_location(f"cda_user_tool.{name}", candidate)
+            loader = _SourceOnly(f"cda_user_tool.{name}", str(candidate))
+            spec = importlib.util.spec_from_file_location(f"cda_user_tool.{name}", candidate, loader=loader)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
