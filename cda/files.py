@@ -23,6 +23,7 @@ import contextvars
 import hashlib
 import json
 import os
+import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,8 +34,8 @@ from cda.access import readable
 from cda.errors import AccessDenied, CDAError
 
 __all__ = ["CHANGED", "DATA_MAX_BYTES", "DATA_MAX_ENV", "KEY_DIR_ENV", "STDIN", "TEXT_MAX_BYTES", "data_max_bytes",
-           "decode_text", "is_stdin", "key_dir", "open_regular", "parse_json", "too_large", "read_bytes", "read_json",
-           "read_text", "recording", "sha256_of",
+           "decode_text", "is_stdin", "create_file", "key_dir", "open_regular", "parse_json", "too_large", "read_bytes", "read_json",
+           "read_text", "recording", "replace_file", "sha256_of",
            "standard_input", "text_stream", "TextStream"]
 
 TEXT_MAX_BYTES = 1_000_000
@@ -326,6 +327,56 @@ def read_json(path: Path, error: type[CDAError] = CDAError, *, limit: int | None
     except CDAError as exc:
         raise error(str(exc)) from None
     return parse_json(text, str(path), error)
+
+
+def _temporary_beside(path: Path, data: bytes, durable: bool = False) -> Path:
+    """``data`` in a new file beside ``path`` with a random name, made with ``O_EXCL|O_NOFOLLOW``
+    (never an existing file, never through a link planted at the name); ``durable``: on disk
+    (``fsync``) before it is renamed, for a file whose loss after a crash would matter."""
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return temp
+
+
+def replace_file(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Write ``data`` as the file ``path`` whole or not at all: into a new temporary file beside it,
+    renamed over the name (a reader sees the old file or the new one; a symbolic link at ``path``
+    is replaced, never written through). For files CDA made itself; an ``OSError`` as it comes."""
+    temp = _temporary_beside(path, data, durable)
+    try:
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def create_file(path: Path, data: bytes, what: str = "file") -> None:
+    """Write ``data`` as the new file ``path``, whole or not at all; a ``CDAError`` when anything
+    is there already (a file, a link, even a dangling one), which is left as it was: CDA never
+    modifies a file it did not create. The temporary file is linked to the name (``link`` fails
+    on an existing name, as ``O_EXCL`` does), so no other writer can slip in between."""
+    try:
+        temp = _temporary_beside(path, data)
+    except OSError as exc:
+        raise CDAError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        raise CDAError(f"{path}: a {what} of that name exists; CDA never overwrites a file it did not create "
+                       "(remove it, or give another name)") from None
+    except OSError as exc:
+        raise CDAError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 KEY_DIR_ENV = "CDA_KEY_DIR"
