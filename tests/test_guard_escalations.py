@@ -45,7 +45,7 @@ def _held(ledger: Ledger, name: str = "spring") -> esc.Escalation:
     record = DecisionRecord(decision=Decision.ESCALATE, reason="budget_exceeded", action_digest=action.digest(),
                             policy_digest=POLICY, receipt="b" * 64)
     return esc.escalate(ledger.store, key=esc.call_key("agent-7", "launch@1", {"name": name}), action=action,
-                        tool_id="launch@1", record=record)
+                        tool_id="launch@1", record=record)[0]
 
 
 def test_an_approval_is_used_once_even_by_racing_callers(world: tuple[Ledger, Clock, str]) -> None:

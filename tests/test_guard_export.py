@@ -44,7 +44,7 @@ def test_the_export_lists_every_entry_decision_and_escalation_with_their_receipt
     for outcome, doc in ((approved, _action("a1", "60.5", "spring")), (held, _action("a2", "70", "=HYPERLINK"))):
         ledger.store.record_decision(outcome.record, read_action(doc) if outcome is approved else None)
     proposed = read_action(_action("a2", "70", "=HYPERLINK(\"http://evil\")"))
-    escalation = esc.escalate(ledger.store, key="k" * 64, action=proposed, tool_id="launch@1", record=held.record)
+    escalation = esc.escalate(ledger.store, key="k" * 64, action=proposed, tool_id="launch@1", record=held.record)[0]
     ledger.close()
 
     code, jsonl = _cda("guard", "export", "--ledger", str(db))

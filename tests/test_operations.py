@@ -185,7 +185,7 @@ def test_the_job_kinds_are_the_registry_s_with_the_same_limits() -> None:
     assert set(KINDS) == set(ops)
     for kind_name, op in ops.items():
         kind = KINDS[kind_name]
-        assert set(kind.params) == {op.name_at(Door.JOBS, p) for p in op.params_at(Door.JOBS) if p != "path"}, kind_name
+        assert set(kind.params) == {op.name_at(Door.JOBS, p) for p in op.params_at(Door.JOBS) if p != kind.main}, kind_name
         for param, checked in _numbers(op):
             door = op.name_at(Door.JOBS, param)
             if door not in kind.params:

@@ -53,8 +53,20 @@ def present_guard(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, i
     except CDAError as exc:
         err.write(exc.render() + "\n")
         return EXIT_BAD_INPUT
-    out.write(record.model_dump_json() + "\n" if args.json else render(record))
+    if args.json:
+        out.write(record.model_dump_json(exclude={"escalation"} if record.escalation is None else None) + "\n")
+    else:
+        out.write(render(record) + _held(record.escalation))
     return exit_code(record.decision)
+
+
+def _held(e: Any) -> str:
+    """Where an ESCALATE waits for a person (``cda guard resolve ID``; ``cda guard escalations`` lists it)."""
+    if e is None:
+        return ""
+    again = "" if e.new else ", as when this action was escalated before"
+    then = "; a person resolves it: cda guard resolve " + e.escalation_id if e.state == "open" else ""
+    return f"  escalation: {e.escalation_id} {e.state}{again}{then}\n"
 
 
 def _guardian_files(p: Any, policies: bool = False) -> None:
@@ -87,8 +99,10 @@ def _show(e: dict[str, Any]) -> str:
            f"{e['cost']} {e['currency']}"
     res = e.get("resolution")
     if res:
-        line += f"\n    {res['decision']}d by {res['by']}: {res['reason']}" + (
+        line += f"\n    {res['decision'].removesuffix('e')}ed by {res['by']}: {res['reason']}" + (
             f" (until {res['expires_at']}; {e['tx_id']})" if res["decision"] == "approve" else "")
+    if e.get("used_by"):
+        line += f"\n    used by {e['used_by']}"
     return line + "\n"
 
 
@@ -96,12 +110,13 @@ def _present_list(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, p
     from cda.cli.call import LocalEnv, call_local
     from cda.errors import CDAError
     from cda.operations.base import OperationError
+    from cda.operations.gate import Refused
     from cda.operations.guard import GuardDesk
 
     env = LocalEnv(guardian=GuardDesk(Path("-"), args.ledger))
     try:
         found = call_local(op, params, env)
-    except OperationError as exc:
+    except (OperationError, Refused) as exc:  # the gate's refusal (its own proposal) is a refusal too
         err.write(f"cda: refused: {exc}\n")
         return 1
     except CDAError as exc:

@@ -24,7 +24,9 @@ lifecycle from the command line.
 * ``cda task verify SIGNED.json --store G`` checks the signature against the registry.
 * ``cda task execute SIGNED.json --store G --decision DECISION.json [--action ACTION.json]
   [--result RESULT.json] [--receipt ID]... [--out FILE]`` records the execution of an approved
-  signed task once: its ledger reservation, its result, its receipts.
+  signed task once: its ledger reservation, its result, its receipts. ``--escalation ID
+  [--policies P]`` instead of ``--decision``: the task runs the action a person approved in that
+  escalation, once (cda.guardian.execution, "An approved escalation").
 
 Exit codes: 0 done (signed, verified, executed); 1 refused (a signature that does not verify, an
 execution the guardian does not allow, a signer not registered); 2 bad input (a missing or
@@ -104,7 +106,13 @@ def add_task_parser(sub: Any, count: Callable[[str], Callable[[str], Any]], *,
     ex = tsub.add_parser("execute", help="execute an approved signed task once (ledger entry, result, receipts)")
     ex.add_argument("task", type=Path, help="the signed task (JSON)")
     ex.add_argument("--store", type=Path, required=True, help=_STORE_HELP)
-    ex.add_argument("--decision", type=Path, required=True, help="the guardian's DecisionRecord (cda guard --json)")
+    approval = ex.add_mutually_exclusive_group(required=True)
+    approval.add_argument("--decision", type=Path, default=None, help="the guardian's DecisionRecord (cda guard --json)")
+    approval.add_argument("--escalation", default=None, metavar="ID",
+                          help="an escalation a person approved (cda guard resolve ID --approve): runs its exact "
+                          "action once")
+    ex.add_argument("--policies", type=Path, default=None,
+                    help="with --escalation: the policy store in force (the pinned one), judged again on the action")
     ex.add_argument("--action", type=Path, default=None, help="the proposed action the decision is about")
     ex.add_argument("--result", type=Path, default=None, help="the result to record (a JSON object; default {})")
     ex.add_argument("--receipt", action="append", default=[], help="a receipt id of the run (repeatable)")
@@ -421,13 +429,24 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise _Refused([f"{args.task}: task {task.task_id!r} is {task.state}: only a signed task can be executed"])
     from cda.files import parse_json
 
-    decision_doc = parse_json(_read(args.decision, "the decision"), str(args.decision))
-    try:
-        decision = DecisionRecord.model_validate(decision_doc)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(map(str, first["loc"])) or "the document"
-        raise _bad(f"{args.decision}: not a guardian DecisionRecord ({where}: {first['msg']})") from None
+    decision = None
+    if args.decision is not None:
+        decision_doc = parse_json(_read(args.decision, "the decision"), str(args.decision))
+        if isinstance(decision_doc, dict):  # cda guard --json adds where an ESCALATE waits; not part of the record
+            decision_doc.pop("escalation", None)
+        try:
+            decision = DecisionRecord.model_validate(decision_doc)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(map(str, first["loc"])) or "the document"
+            raise _bad(f"{args.decision}: not a guardian DecisionRecord ({where}: {first['msg']})") from None
+    policy_store = None
+    if args.policies is not None:
+        if args.escalation is None:
+            raise _bad("--policies goes with --escalation (a decision names the policy store it was made under)")
+        from cda.guardian.policies import load_policy_store
+
+        policy_store = load_policy_store(args.policies)
     action = None
     if args.action is not None:
         parsed = read_action(_read(args.action, "the action"))
@@ -443,7 +462,7 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with _open_existing(args.store, args.root) as store:
         try:
             done = execute(task, decision, Ledger(store), action=action, run=lambda _task: result,
-                           receipts=args.receipt)
+                           receipts=args.receipt, escalation=args.escalation, policy_store=policy_store)
         except ExecutionRefused as exc:
             hint = " (cda guard records its decisions in the guardian file it is given)" \
                 if "not one the guardian recorded" in str(exc) else ""

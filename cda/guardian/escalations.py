@@ -22,6 +22,13 @@ must still be held, and it must not have expired. An approval that fails any of 
 its reservation is released and the call is decided anew. A rejection refuses the identical call
 for good (a changed call is decided anew).
 
+The same holds for an action escalated by ``cda guard`` (the ``guard.evaluate`` operation, at
+every door): its key is :func:`action_key` (the action's digest, so the approval is bound to those
+exact bytes: a changed amount is another action), the principal whose call proposed it is kept
+(``proposed_by``: the gate refuses that principal's resolution of it), and an approval is used by
+a signed task (:func:`cda.guardian.execution.execute` with ``escalation=``), once, whatever door
+or process tries. ``used_by`` names what used it (``task:<id>`` or the gateway's ``call:<id>``).
+
 States: ``open`` → ``approved`` → ``used`` | ``void``; ``open`` → ``rejected``.
 """
 
@@ -40,8 +47,9 @@ from cda.guardian.ledger import Ledger, LedgerError
 from cda.guardian.money import text
 from cda.guardian.signers import SignerError, SignerRegistry, pinned_policy_digest, verifies
 
-__all__ = ["Claim", "Escalation", "EscalationError", "RESOLUTION_FORMAT", "call_key", "claim", "escalate",
-           "escalations", "release_claim", "sweep_expired", "resolve", "resolution_problems", "settle_claim"]
+__all__ = ["Claim", "Escalation", "EscalationError", "RESOLUTION_FORMAT", "action_key", "call_key", "claim",
+           "escalate", "escalations", "get", "release_claim", "sweep_expired", "resolve", "resolution_problems",
+           "settle_claim", "void"]
 
 RESOLUTION_FORMAT = "cda.guardian.resolution/1"
 MAX_TTL_HOURS = 24 * 30
@@ -55,6 +63,12 @@ class EscalationError(CDAError, PermissionError):
 def call_key(agent_id: str, tool_id: str, arguments: Any) -> str:
     """What makes two calls the same call: the SHA-256 of the agent, the tool and the arguments."""
     return sha256_hex(canonical_json({"agent": agent_id, "tool": tool_id, "arguments": arguments}))
+
+
+def action_key(action_digest: str) -> str:
+    """What makes two proposed actions given to ``cda guard`` the same action: their digest (every
+    field, the ``action_id`` and the amount included), so an approval runs only those bytes."""
+    return sha256_hex(canonical_json({"action": action_digest}))
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,8 @@ class Escalation:
     tx_id: str | None
     created_at: str
     updated_at: str
+    proposed_by: str | None = None
+    used_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The escalation as JSON (money as exact decimal text)."""
@@ -87,17 +103,18 @@ class Escalation:
                 "decision_receipt": self.decision_receipt, "policy_digest": self.policy_digest,
                 "arguments": self.action.get("parameters", {}), "resolution": self.resolution,
                 "signature": self.signature, "tx_id": self.tx_id, "created_at": self.created_at,
-                "updated_at": self.updated_at}
+                "updated_at": self.updated_at, "proposed_by": self.proposed_by, "used_by": self.used_by}
 
 
 _COLUMNS = ("escalation_id, call_key, action_digest, agent_id, tool_id, action, reason, decision_receipt, "
-            "policy_digest, cost, currency, state, resolution, signature, tx_id, created_at, updated_at")
+            "policy_digest, cost, currency, state, resolution, signature, tx_id, created_at, updated_at, proposed_by, used_by")
 
 
 def _row(row: Any) -> Escalation:
     return Escalation(str(row[0]), str(row[1]), str(row[2]), str(row[3]), str(row[4]), json.loads(row[5]),
                       str(row[6]), str(row[7]), str(row[8]), Decimal(row[9]), str(row[10]), str(row[11]),
-                      None if row[12] is None else json.loads(row[12]), row[13], row[14], str(row[15]), str(row[16]))
+                      None if row[12] is None else json.loads(row[12]), row[13], row[14], str(row[15]), str(row[16]),
+                      row[17], row[18])
 
 
 def get(store: GuardianStore, escalation_id: str) -> Escalation | None:
@@ -112,27 +129,41 @@ def escalations(store: GuardianStore, state: str | None = None) -> list[Escalati
     return [_row(r) for r in store.conn.execute(f"SELECT {_COLUMNS} FROM escalations {where} ORDER BY rowid", args)]
 
 
-def escalate(store: GuardianStore, *, key: str, action: Any, tool_id: str, record: Any) -> Escalation:
+_OPEN = ("open",)
+#: what ``cda guard`` keeps for an action it escalates again: anything but a lapsed approval, so a
+#: rejection is not reopened by asking again, and an approval is not asked twice
+KEEP_RESOLVED = ("open", "approved", "rejected", "used")
+
+
+def escalate(store: GuardianStore, *, key: str, action: Any, tool_id: str, record: Any,
+             proposed_by: str | None = None, keep: tuple[str, ...] = _OPEN) -> tuple[Escalation, bool]:
     """Record an ESCALATE ``record`` about ``action`` (a :class:`~cda.guardian.proposal.ProposedAction`)
-    as an open escalation; the same call escalated for the same reason while one is open gives
-    that one back (an agent retrying does not pile up escalations)."""
+    as an open escalation, and whether it is new. The same key escalated for the same reason under
+    the same policy store while one is in a state of ``keep`` (default: open) gives that one back,
+    not new (an agent retrying does not pile up escalations); with ``rejected`` in ``keep``, a
+    rejection of the key is given back whatever the reason now (asking again does not reopen it)."""
+    marks = ", ".join("?" for _ in keep)
     with store.transaction() as conn:
-        found = conn.execute(f"SELECT {_COLUMNS} FROM escalations WHERE call_key = ? AND state = 'open' AND reason = ? "
-                             "AND policy_digest = ? ORDER BY rowid DESC LIMIT 1",
-                             (key, record.reason, record.policy_digest)).fetchone()
+        refused = conn.execute(f"SELECT {_COLUMNS} FROM escalations WHERE call_key = ? AND state = 'rejected' "
+                               "ORDER BY rowid DESC LIMIT 1", (key,)).fetchone() if "rejected" in keep else None
+        if refused is not None:  # a person refused these very bytes: asked again for another reason, still refused
+            return _row(refused), False
+        found = conn.execute(f"SELECT {_COLUMNS} FROM escalations WHERE call_key = ? AND state IN ({marks}) "
+                             "AND reason = ? AND policy_digest = ? ORDER BY rowid DESC LIMIT 1",
+                             (key, *keep, record.reason, record.policy_digest)).fetchone()
         if found is not None:
-            return _row(found)
+            return _row(found), False
         n = int(conn.execute("SELECT COUNT(*) FROM escalations").fetchone()[0]) + 1
         ident = f"esc-{n}"
         now = store.now()
         conn.execute(f"INSERT INTO escalations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', NULL, NULL, "
-                     "NULL, ?, ?)",
+                     "NULL, ?, ?, ?, NULL)",
                      (ident, key, record.action_digest, action.agent_id, tool_id,
                       canonical_json(action.model_dump(mode="json")), record.reason, record.receipt,
-                      record.policy_digest, text(action.cost_estimate), action.currency, now, now))
+                      record.policy_digest, text(action.cost_estimate), action.currency, now, now, proposed_by))
     found_now = get(store, ident)
     assert found_now is not None
-    return found_now
+    return found_now, True
 
 
 def _document(store_id: str, e: Escalation, decision: str, by: str, reason: str, resolved_at: str,
@@ -240,31 +271,32 @@ class Claim:
     void: tuple[str, ...] = ()
 
 
-def claim(ledger: Ledger, key: str, policy_digest: str) -> Claim:
+def claim(ledger: Ledger, key: str, policy_digest: str, used_by: str | None = None) -> Claim:
     """The resolution that decides the call ``key`` now: the latest resolved escalation of that
     call. An approval that verifies is marked ``used`` (once: two racing calls cannot both take
     it); one that does not is made ``void`` and its reservation released, and the call is decided
     anew. A rejection that verifies refuses the call."""
     store = ledger.store
-    void: list[str] = [f"{ident}: expired" for ident in sweep_expired(ledger)]
+    voided: list[str] = [f"{ident}: expired" for ident in sweep_expired(ledger)]
     while True:
         row = store.conn.execute(f"SELECT {_COLUMNS} FROM escalations WHERE call_key = ? AND state IN "
                                  "('approved', 'rejected') ORDER BY rowid DESC LIMIT 1", (key,)).fetchone()
         if row is None:
-            return Claim(None, False, tuple(void))
+            return Claim(None, False, tuple(voided))
         e = _row(row)
         if e.state == "rejected":  # even one that does not verify holds the call back: a refusal is never a pass
-            return Claim(e, False, tuple(void))
+            return Claim(e, False, tuple(voided))
         problems = resolution_problems(store, e, policy_digest)
         if problems:
-            _void(ledger, e, "; ".join(problems))
-            void.append(f"{e.escalation_id}: {'; '.join(problems)}")
+            void(ledger, e, "; ".join(problems))
+            voided.append(f"{e.escalation_id}: {'; '.join(problems)}")
             continue
         with store.transaction() as conn:
-            taken = conn.execute("UPDATE escalations SET state = 'used', updated_at = ? WHERE escalation_id = ? "
-                                 "AND state = 'approved'", (store.now(), e.escalation_id)).rowcount
+            taken = conn.execute("UPDATE escalations SET state = 'used', used_by = ?, updated_at = ? "
+                                 "WHERE escalation_id = ? AND state = 'approved'",
+                                 (used_by, store.now(), e.escalation_id)).rowcount
         if taken == 1:
-            return Claim(e, True, tuple(void))
+            return Claim(e, True, tuple(voided))
 
 
 def sweep_expired(ledger: Ledger) -> list[str]:
@@ -277,12 +309,14 @@ def sweep_expired(ledger: Ledger) -> list[str]:
     for e in escalations(store, "approved"):
         expires = (e.resolution or {}).get("expires_at")
         if isinstance(expires, str) and now >= datetime.fromisoformat(expires):
-            _void(ledger, e, "expired")
+            void(ledger, e, "expired")
             swept.append(e.escalation_id)
     return swept
 
 
-def _void(ledger: Ledger, e: Escalation, why: str) -> None:
+def void(ledger: Ledger, e: Escalation, why: str) -> bool:
+    """Make an approval that cannot be used ``void`` and release its reservation (``why`` goes in
+    the release's evidence); False when it was no longer approved (used or void meanwhile)."""
     store = ledger.store
     with store.transaction() as conn:
         moved = conn.execute("UPDATE escalations SET state = 'void', updated_at = ? WHERE escalation_id = ? "
@@ -290,7 +324,8 @@ def _void(ledger: Ledger, e: Escalation, why: str) -> None:
     if moved == 1 and e.tx_id is not None:
         entry = ledger.entry(e.tx_id)
         if entry is not None and entry.status == "reserved":
-            ledger.release(e.tx_id, evidence=[f"void:{e.escalation_id}"])
+            ledger.release(e.tx_id, evidence=[f"void:{e.escalation_id}", f"why:{why[:200]}"])
+    return moved == 1
 
 
 def settle_claim(ledger: Ledger, e: Escalation) -> None:

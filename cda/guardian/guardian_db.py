@@ -152,6 +152,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "created_at TEXT NOT NULL, updated_at TEXT NOT NULL)",
         "CREATE INDEX escalations_call ON escalations(call_key)",
     ),
+    # version 6: who proposed an escalated action (the door's principal, so the gate can refuse its
+    # own resolution) and what used an approval (a task id, or the gateway's call)
+    (
+        "ALTER TABLE escalations ADD COLUMN proposed_by TEXT",
+        "ALTER TABLE escalations ADD COLUMN used_by TEXT",
+    ),
 )
 """Every migration, in order: ``MIGRATIONS[i]`` takes a file from version ``i`` to ``i + 1``.
 Append only; never edit one that has shipped."""

@@ -252,7 +252,7 @@ class GuardProxy:
         key = esc.call_key(self.agent, ref, dict(arguments))
         action_id = f"mcp-{uuid.uuid4().hex}"
         self._local.arguments = dict(arguments)
-        resolved = esc.claim(ledger, key, self.store.digest)
+        resolved = esc.claim(ledger, key, self.store.digest, used_by=f"call:{action_id}")
         if resolved.escalation is not None and not resolved.approved:
             doc = resolved.escalation.resolution or {}
             self._receipt(Receipt(action_id=action_id, seq=0, kind="action", name="guard.proxy.refused",
@@ -281,7 +281,8 @@ class GuardProxy:
             return outcome.result
         text = render(record)
         if record.decision is Decision.ESCALATE and proposed is not None:
-            e = esc.escalate(ledger.store, key=key, action=proposed, tool_id=ref, record=record)
+            e, _ = esc.escalate(ledger.store, key=key, action=proposed, tool_id=ref, record=record,
+                                proposed_by=f"gateway:{self.agent}")
             text = (f"ESCALATE: held for a person's decision as escalation {e.escalation_id} (nothing was called or "
                     f"reserved; once it is approved, the same call goes through once)\n{text}")
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,

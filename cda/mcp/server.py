@@ -134,7 +134,7 @@ class _Door:
         self.log: Any = None
         self.sink = LogSink(self)
         self.shelf = ArtifactShelf(self.out, self.out / "receipts.sqlite", self.owners.get)
-        self.guardian = (GuardDesk(options.guard_policies, options.guard_ledger)
+        self.guardian = (GuardDesk.beside(options.guard_policies, options.guard_ledger)
                          if options.guard_policies is not None and options.guard_ledger is not None else None)
         self.fixed_roots = tuple(Path(r) for r in options.allow_root) or None
         self.stopping = False  # set when the HTTP server begins to stop: a call cut then was not cancelled

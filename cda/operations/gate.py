@@ -17,6 +17,10 @@ read). The rules (docs/service.md, "Who may do what"):
   are removed before the call runs, with a receipt;
 * network egress above the door's cap: the call waits for an approval where it can wait
   (``actions.start``), else it is refused;
+* an approval of a proposal (an operation that declares its ``proposer``: ``guard.resolve``) never
+  from the one who proposed it: not from the principal whose call proposed it (a token's
+  principal; the local user at the machine is the one person there, so its approvals stand), and
+  not signed as the agent the proposal is for, nor as the proposing principal's name;
 * an LLM endpoint (an Action's ``llm.base_url``, the conductor's ``llm_base_url``) only from a
   principal that chooses its own (the CLI's user) or one the operator lists in
   ``CDA_LLM_ENDPOINTS``: otherwise a client could make the server post its evidence, and the
@@ -42,7 +46,8 @@ from cda.operations.demands import Demands, Where, demands_of
 from cda.operations.principals import Principal
 from cda.operations.registry import Door, Operation, get
 
-__all__ = ["Call", "Decision", "LogSink", "MemorySink", "Refused", "Sink", "decide", "invoke"]
+__all__ = ["Call", "Decision", "LogSink", "MemorySink", "Proposal", "Refused", "Sink", "decide", "invoke",
+           "self_approval"]
 
 
 class Refused(AccessDenied):
@@ -84,6 +89,33 @@ class LogSink:
                                 result={"operation": op, "principal": principal.name, "role": principal.role,
                                         **{k: v for k, v in detail.items() if k != "action_id"}},
                                 status="denied"))
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """Who proposed what a call would approve (an operation's ``proposer`` hook reads it from the
+    door's store): ``principal`` is ``role:name`` of the caller whose call proposed it (None: not
+    proposed through a door), ``agent`` the agent the proposal is for, ``signer`` the identity the
+    call approves as (its ``by``), ``subject`` what is approved (for the message), ``param`` the parameter naming it."""
+
+    subject: str
+    agent: str
+    principal: str | None
+    signer: str | None
+    param: str = "id"  # the parameter that names the proposal (where a refusal points)
+
+
+def self_approval(principal: Principal, proposal: Proposal) -> str | None:
+    """Why ``principal`` may not approve ``proposal`` (None: it may): see the module's docstring."""
+    me = f"{principal.role}:{principal.name}"
+    proposer_name = proposal.principal.split(":", 1)[1] if proposal.principal else None
+    if proposal.principal == me and principal.role != "local":
+        return (f"{proposal.subject} was proposed by {principal.role} {principal.name!r}: the one who proposes "
+                "does not approve it")
+    if proposal.signer is not None and proposal.signer in (proposal.agent, proposer_name):
+        return (f"{proposal.subject} was proposed for agent {proposal.agent!r}: it is not approved as "
+                f"{proposal.signer!r}, its own proposer")
+    return None
 
 
 @dataclass(frozen=True)
@@ -234,6 +266,14 @@ def invoke(op: Operation | str, params: Mapping[str, Any] | BaseModel, *, princi
         sink.record("gate.refused", op.name, principal, {"need": need, "reason": reason, "where": where,
                                                         "door": door.value, "action_id": action_id})
         raise Refused(reason, need=need, path=list(where))
+    if op.proposer is not None:
+        proposal = op.proposer(env, checked)
+        why = self_approval(principal, proposal) if proposal is not None else None
+        if why is not None:
+            named: list[str | int] = [proposal.param]
+            sink.record("gate.refused", op.name, principal, {"need": "approve", "reason": why, "where": named,
+                                                            "door": door.value, "action_id": action_id})
+            raise Refused(why, need="approve", path=named)
     call = Call(op, principal, door, env, base, egress_cap, sink, progress, decision.waits_for)
     if decision.strip_approvals:
         for where in decision.strip_approvals:

@@ -1,7 +1,13 @@
 """``guard.evaluate``: the guardian's gate on one proposed action (docs/guardian.md): APPROVE,
 REJECT or ESCALATE, recorded in the guardian's file. The policy store and the ledger are the
 door's (``call.env.guardian``, a :class:`GuardDesk`: the CLI's ``--policies``/``--ledger``, a
-server's ``--guard-policies``/``--guard-ledger``); the caller sends the action."""
+server's ``--guard-policies``/``--guard-ledger``); the caller sends the action.
+
+An ESCALATE is also an **escalation** a person resolves (:mod:`cda.guardian.escalations`), recorded
+here, so at every door that runs this operation (CLI, ToolBus, MCP): one row per action (its key
+is the action's digest; asking again gives the same escalation, and a rejected one stays
+rejected), the proposing principal kept so the gate refuses its own resolution
+(:func:`proposer_of`, ``guard.resolve``)."""
 
 from __future__ import annotations
 
@@ -14,12 +20,13 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from cda.contracts import limits
 from cda.errors import CDAError
-from cda.guardian.decision import DecisionRecord
+from cda.guardian.decision import Decision, DecisionRecord
 from cda.operations.base import OperationError, Params, Result, at
 from cda.operations.params import Checked, Seed, optional_path
 from cda.operations.registry import Door, Needs, operation
 
-__all__ = ["EscalationList", "EscalationsParams", "GuardDesk", "GuardParams", "ResolveParams"]
+__all__ = ["EscalationList", "EscalationRef", "EscalationsParams", "GuardDesk", "GuardParams", "GuardVerdict",
+           "ResolveParams", "proposer_of"]
 
 #: the simulator's own range (limits.samples: 2 to 1,000,000), checked at every door before any decision
 Samples = Annotated[Annotated[int, Field(ge=limits.MIN_SAMPLES, le=limits.MAX_SAMPLES)],
@@ -34,12 +41,31 @@ class GuardParams(Params):
                        "action with") = None
     samples: Samples = Field(default=1000, description="Monte Carlo samples of the simulation")
     seed: Seed = 0
+    policies: optional_path("the policy store (TOML); a job names it, other doors use their own") = None  # type: ignore[valid-type]
+    ledger: optional_path("the guardian's SQLite file; a job names it, other doors use their own",  # type: ignore[valid-type]
+                          store=True) = None
 
     @model_validator(mode="after")
     def _one(self) -> GuardParams:
         if (self.action is None) == (self.action_path is None):
             raise ValueError("give either 'action' (the proposed action) or 'action_path' (a file), not both")
         return self
+
+
+class EscalationRef(Result):
+    """The escalation an ESCALATE is held in: its id, its state (``open`` until a person resolves
+    it) and whether this call opened it (False: the same action was escalated before)."""
+
+    escalation_id: str
+    state: str
+    new: bool
+
+
+class GuardVerdict(DecisionRecord):
+    """The decision record, and for an ESCALATE the escalation a person resolves (None otherwise;
+    not part of the record the receipt hashes)."""
+
+    escalation: EscalationRef | None = None
 
 
 @dataclass
@@ -51,6 +77,13 @@ class GuardDesk:
     ledger: Path
     receipts: Path | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)  # one decision at a time: the ledger's order
+
+    @classmethod
+    def beside(cls, policies: Path, ledger: Path) -> GuardDesk:
+        """A server's guardian (``cda serve``, ``cda mcp``): its decisions and escalations receipted in
+        ``<ledger>.receipts.sqlite``, the log the gateway keeps by default, so what a remote caller
+        was answered is on record at every door."""
+        return cls(policies, ledger, ledger.with_name(ledger.name + ".receipts.sqlite"))
 
 
 class _Recording:
@@ -66,20 +99,24 @@ class _Recording:
         return self.last
 
 
-@operation("guard.evaluate", GuardParams, DecisionRecord, summary="the guardian: APPROVE / REJECT / ESCALATE one "
-           "proposed action", doors={Door.CLI, Door.TOOLBUS, Door.MCP}, needs=Needs(files=True, store=True),
-           cli=("guard",), cli_positional=("action_path",), door_only={Door.CLI: ("action",)},
+@operation("guard.evaluate", GuardParams, GuardVerdict, summary="the guardian: APPROVE / REJECT / ESCALATE one "
+           "proposed action", doors={Door.CLI, Door.TOOLBUS, Door.MCP, Door.JOBS}, needs=Needs(files=True, store=True),
+           cli=("guard",), cli_positional=("action_path",), job="guard",
+           door_only={Door.CLI: ("action", "policies", "ledger"), Door.TOOLBUS: ("policies", "ledger"),
+                      Door.MCP: ("policies", "ledger"), Door.JOBS: ("action",)},
            renames={Door.CLI: {"action_path": "action"}})
-def evaluate(call: Any, p: GuardParams) -> DecisionRecord:
+def evaluate(call: Any, p: GuardParams) -> GuardVerdict:
     from cda.guardian.decide import evaluate as decide
     from cda.guardian.ledger import Ledger
     from cda.guardian.policies import load_policy_store
     from cda.guardian.proposal import ProposedAction, read_action
 
     desk: GuardDesk | None = getattr(call.env, "guardian", None)
+    if desk is None and call.door is Door.JOBS and p.policies is not None and p.ledger is not None:  # a job's own
+        desk = GuardDesk.beside(at(call, p.policies), at(call, p.ledger))
     if desk is None:
         raise OperationError("forbidden", "this door has no guardian (cda serve / cda mcp --guard-policies P "
-                             "--guard-ledger L)", ["method"])
+                             "--guard-ledger L; a job's params policies and ledger)", ["method"])
     if p.action_path is not None:
         path = at(call, p.action_path)
         from cda.access import readable
@@ -123,11 +160,32 @@ def evaluate(call: Any, p: GuardParams) -> DecisionRecord:
             ledger.store.record_decision(record, proposed)  # what `cda task execute` checks a decision against
             if simulator is not None and simulator.last is not None and proposed is not None and record.sim_id:
                 _record_hypothesis(ledger.store, proposed, simulator.last)
+            held = None
+            if record.decision is Decision.ESCALATE and proposed is not None:
+                held = _escalate(ledger.store, proposed, record, call.principal, receipts)
         finally:
             ledger.close()
             if receipts is not None:
                 receipts.close()
-    return record
+    return GuardVerdict(**record.model_dump(), escalation=held)
+
+
+def _escalate(store: Any, action: Any, record: DecisionRecord, principal: Any, receipts: Any) -> EscalationRef:
+    """Hold an ESCALATE for a person (see the module's docstring), with a receipt that says
+    whether the escalation is new or the one the same action was held in before."""
+    from cda.contracts.receipt import Receipt
+    from cda.guardian import escalations as esc
+    from cda.guardian.gate import tool_id
+
+    key = esc.action_key(record.action_digest)
+    e, new = esc.escalate(store, key=key, action=action, tool_id=tool_id(action.tool.name, action.tool.version),
+                          record=record, proposed_by=f"{principal.role}:{principal.name}", keep=esc.KEEP_RESOLVED)
+    if receipts is not None:
+        receipts.append(Receipt(action_id=action.action_id, seq=receipts.count(action.action_id), kind="action",
+                                name="guardian.escalation", inputs_hash=key,
+                                result={"escalation_id": e.escalation_id, "state": e.state, "new": new,
+                                        "decision_receipt": record.receipt, "held_in": e.decision_receipt}))
+    return EscalationRef(escalation_id=e.escalation_id, state=e.state, new=new)
 
 
 def _record_hypothesis(store: Any, action: Any, prediction: Any) -> None:
@@ -183,6 +241,25 @@ def list_escalations(call: Any, p: EscalationsParams) -> EscalationList:
             ledger.close()
 
 
+def proposer_of(env: Any, p: Any) -> Any:
+    """Who proposed the escalation ``p.escalation_id`` (a :class:`~cda.operations.gate.Proposal`
+    for the gate; None when the door has no guardian file or no such escalation: the operation
+    says so itself)."""
+    from cda.guardian.escalations import get
+    from cda.guardian.guardian_db import GuardianStore
+    from cda.operations.gate import Proposal
+
+    desk: GuardDesk | None = getattr(env, "guardian", None)
+    if desk is None or not desk.ledger.is_file():
+        return None
+    with GuardianStore.open(desk.ledger) as store:
+        e = get(store, p.escalation_id)
+    if e is None:
+        return None
+    return Proposal(subject=f"escalation {e.escalation_id}", agent=e.agent_id, principal=e.proposed_by,
+                    signer=p.by, param="escalation_id")
+
+
 class ResolveParams(Params):
     escalation_id: str = Field(pattern=r"^esc-[1-9][0-9]{0,17}$", description="the escalation (esc-N)")
     decision: Literal["approve", "reject"] = Field(description="approve: the same call goes through once; "
@@ -199,7 +276,7 @@ class ResolveParams(Params):
 @operation("guard.resolve", ResolveParams, EscalationList, summary="a person's signed decision on an escalated "
            "call (HITL): approve it once, or reject it", doors={Door.CLI, Door.TOOLBUS, Door.MCP},
            needs=Needs(files=True, store=True), approves=True, roles={"local", "internal", "approver"},
-           cli=("guard", "resolve"),
+           cli=("guard", "resolve"), proposer=lambda env, p: proposer_of(env, p),
            cli_positional=("escalation_id",), door_only={Door.CLI: ("decision",)})
 def resolve(call: Any, p: ResolveParams) -> EscalationList:
     from cda.guardian.escalations import EscalationError

@@ -105,6 +105,9 @@ class Operation:
     conductor: ConductorTool | None = None
     door_only: dict[Door, tuple[str, ...]] = field(default_factory=dict)  # parameters a door does not take
     renames: dict[Door, dict[str, str]] = field(default_factory=dict)  # a door's own name for a parameter
+    # who proposed what this call would approve ((env, params) -> cda.operations.gate.Proposal or
+    # None): the gate refuses its proposer, so nobody approves their own proposal
+    proposer: Callable[[Any, Any], Any] | None = None
 
     def params_at(self, door: Door) -> list[str]:
         """The parameter names this operation takes at ``door``."""
@@ -167,6 +170,7 @@ def operation(
     conductor: ConductorTool | None = None,
     door_only: dict[Door, tuple[str, ...]] | None = None,
     renames: dict[Door, dict[str, str]] | None = None,
+    proposer: Callable[[Any, Any], Any] | None = None,
 ) -> Callable[[Callable[[Call, P], R]], Callable[[Call, P], R]]:
     """Declare an operation: decorate its function ``(call, params) -> result``.
 
@@ -190,7 +194,8 @@ def operation(
             roles=frozenset(roles), approves=approves, waits=waits,
             cli=cli if cli is not None else tuple(name.split(".")), cli_positional=cli_positional,
             mcp=mcp if mcp is not None else name.replace(".", "_"), job=job if job is not None else name,
-            conductor=conductor, door_only=dict(door_only or {}), renames=dict(renames or {}))
+            conductor=conductor, door_only=dict(door_only or {}), renames=dict(renames or {}),
+            proposer=proposer)
         return fn
 
     return declare

@@ -17,8 +17,10 @@ partner. **egress** — above the door's cap (`--egress-cap`) an `actions.start`
 approver's `actions.approve`; any other call is refused. **endpoints** — an LLM endpoint (an
 Action's `llm.base_url`, the conductor's `llm_base_url`) is the CLI user's choice; any other caller
 may name only one the operator lists in `CDA_LLM_ENDPOINTS`. **approvals** — `policies.approvals` in a
-caller's own inputs count only from an approver; anyone else's are removed with a receipt. Every
-refusal is a receipt (`gate.refused`, `gate.approvals_ignored`, `access.refused`).
+caller's own inputs count only from an approver; anyone else's are removed with a receipt.
+**proposals** — `guard.resolve` is refused to the token whose call proposed the escalation and to a
+signer named as its agent: nobody approves their own proposal. Every refusal is a receipt
+(`gate.refused`, `gate.approvals_ignored`, `access.refused`).
 """
 
 _DOOR_NAMES = {Door.CLI: "CLI", Door.TOOLBUS: "ToolBus", Door.MCP: "MCP", Door.JOBS: "jobs",

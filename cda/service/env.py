@@ -54,7 +54,7 @@ def service_env(state: Any) -> ServiceEnv:
         config = state.config
         guardian = None
         if getattr(config, "guard_policies", None) is not None and getattr(config, "guard_ledger", None) is not None:
-            guardian = GuardDesk(config.guard_policies, config.guard_ledger)
+            guardian = GuardDesk.beside(config.guard_policies, config.guard_ledger)
         env = ServiceEnv(actions=manager, sink=ServiceSink(manager),
                          artifacts=ArtifactShelf(db.parent, db, manager.state.owner), reflection=manager.reflection,
                          read_trace=manager.read_trace, conductor_db=db.with_name(db.name + ".conductor.sqlite"),

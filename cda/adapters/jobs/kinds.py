@@ -66,6 +66,8 @@ class JobKind:
     #: checks the parameters together once each is checked (when the manifest is read):
     #: ``(parameter, message)`` for a mistake, else None
     check: Callable[[dict[str, Any]], tuple[str, str] | None] | None = None
+    #: the operation's parameter the job's ``file`` is (an operation's kind)
+    main: str = "path"
 
 
 @dataclass(frozen=True)
@@ -235,7 +237,7 @@ def operation_kind(name: str, *, main: str = "path", doc: str = "", shape: Calla
         return None
 
     return JobKind(op.job, run, checkers, paths=paths, required=required, doc=doc or op.summary, inputs=inputs,
-                   verdict=verdict, check=check)
+                   verdict=verdict, check=check, main=main)
 
 
 def _field_checker(field: Any) -> Checker:
@@ -316,6 +318,19 @@ def _diagnose_verdict(result: Any) -> Negative | None:
     return None
 
 
+def _guard_verdict(result: Any) -> Negative | None:
+    """As ``cda guard`` exits: 1 for a REJECT, 3 for an ESCALATE (no verdict here: a person decides
+    the escalation the result names)."""
+    why = f"{result['decision']} {result['reason']}"
+    if result["decision"] == "REJECT":
+        return Negative("failed", f"{why} (as `cda guard` exits 1; the result has the details)")
+    if result["decision"] == "ESCALATE":
+        held = result.get("escalation") or {}
+        return Negative("timeout", f"{why}: held for a person as escalation {held.get('escalation_id')} "
+                        f"({held.get('state')}; as `cda guard` exits 3, no verdict here)")
+    return None
+
+
 def _later(kind: str, operation: str, **hooks: Any) -> tuple[str, Callable[[], JobKind]]:
     return kind, lambda: operation_kind(operation, **hooks)
 
@@ -324,6 +339,8 @@ register(_later("solve", "solve", doc="rank explanations, check claims (a .cda f
                 verdict=_solve_verdict))
 register(_later("check", "check", doc="parse and type-check a .cda file", inputs=_dsl_inputs))
 register(_later("prove", "prove", doc="prove the claims of a .fol file", verdict=_prove_verdict))
+register(_later("guard", "guard.evaluate", main="action_path", verdict=_guard_verdict,
+                doc="the guardian on one proposed action (JSON): APPROVE, REJECT, or ESCALATE to a person"))
 register(_later("diagnose", "diagnose", doc="minimal diagnoses of a circuit (.bench or .wcnf[.gz])", shape=_no_time,
                 verdict=_diagnose_verdict))
 
