@@ -22,7 +22,7 @@ from cda.encodings.ir import GroundProblem, NodeFactory
 from cda.encodings.numbers import exact_number
 from cda.encodings.parse import parse_problem
 from cda.errors import DSLError, DSLTypeError, OptionError
-from cda.files import read_text
+from cda.files import TEXT_MAX_BYTES, read_text
 from cda.gcpause import gc_paused
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ Source = str | Path | Vocabulary
 
 def _read(source: str | Path) -> tuple[str, str | None]:
     if isinstance(source, Path):
-        return read_text(source), str(source)
+        return read_text(source, limit=TEXT_MAX_BYTES), str(source)
     return source, None
 
 

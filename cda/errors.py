@@ -39,6 +39,27 @@ class CDAError(Exception):
         return {"file": file, "line": None, "column": None, "kind": "error", "message": str(self), "expected": []}
 
 
+ECHO_WIDTH = 80
+"""The most characters of the offending line an error echoes on each side of the caret: a
+2 MB line is shown as the part around the spot, with ``…`` where it was cut."""
+
+
+def _clipped(line: str, at: int) -> tuple[str, int]:
+    """``line`` cut to :data:`ECHO_WIDTH` characters either side of index ``at``, and where ``at``
+    is in what is kept (the caret goes under the same character).
+
+    >>> _clipped("x" * 1000 + "!" + "y" * 1000, 1000)[0][78:86]
+    'xxx!yyyy'
+    >>> line, at = _clipped("x" * 1000 + "!" + "y" * 1000, 1000); line[at], len(line)
+    ('!', 162)
+    """
+    at = max(0, min(at, len(line)))
+    start, end = max(0, at - ECHO_WIDTH), min(len(line), at + ECHO_WIDTH)
+    head = "…" if start > 0 else ""
+    tail = "…" if end < len(line) else ""
+    return head + line[start:end] + tail, at - start + len(head)
+
+
 class DSLError(CDAError, ValueError):
     """A mistake in DSL text, located at ``line``/``column`` (1-based) when known."""
 
@@ -73,9 +94,9 @@ class DSLError(CDAError, ValueError):
                 where += f":{self.column}"
         text = f"{where}: {self.kind}: {self.message}"
         if self.source_line is not None and self.column is not None:
-            line = self.source_line.rstrip("\n")
+            line, at = _clipped(self.source_line.rstrip("\n"), self.column - 1)
             # the source's own tabs before the spot, so that the caret lands under it on a terminal
-            lead = "".join("\t" if c == "\t" else " " for c in line[: self.column - 1])
+            lead = "".join("\t" if c == "\t" else " " for c in line[:at])
             text += "\n    " + line + "\n    " + lead + "^"
         return text
 

@@ -23,6 +23,8 @@ import contextvars
 import hashlib
 import json
 import os
+import secrets
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +33,36 @@ from typing import Any, TextIO
 from cda.access import readable
 from cda.errors import AccessDenied, CDAError
 
-__all__ = ["CHANGED", "KEY_DIR_ENV", "STDIN", "decode_text", "is_stdin", "key_dir", "parse_json", "read_bytes", "read_json", "read_text", "recording", "sha256_of", "standard_input", "text_stream", "TextStream"]
+__all__ = ["CHANGED", "DATA_MAX_BYTES", "DATA_MAX_ENV", "KEY_DIR_ENV", "STDIN", "TEXT_MAX_BYTES", "data_max_bytes",
+           "decode_text", "is_stdin", "create_file", "key_dir", "open_regular", "parse_json", "too_large", "read_bytes", "read_json",
+           "read_text", "recording", "replace_file", "sha256_of",
+           "standard_input", "text_stream", "TextStream"]
+
+TEXT_MAX_BYTES = 1_000_000
+"""The most bytes CDA reads from a file of text it parses whole (DSL, ``.fol``, Cedar policies): the
+same number as the characters inline text may have (``MAX_TEXT``, cda.operations.params), since
+parsing holds about 190 times the text in memory (docs/dsl.md, "Size and time limits")."""
+
+DATA_MAX_BYTES = 256 * 1024 * 1024
+"""The most bytes CDA reads from a data file (a Ken graph, a ``.bench`` circuit, observations, a
+``.wcnf`` once decompressed, Cedar entities, a jobs manifest) unless :data:`DATA_MAX_ENV` sets
+another: larger, as these are read by loaders that hold far less per byte than a parser of text
+(docs/dsl.md, "Size and time limits")."""
+
+DATA_MAX_ENV = "CDA_MAX_DATA_BYTES"
+"""The environment variable that sets the data-file cap (a whole number of bytes, 1 to 2**40)."""
+
+
+def data_max_bytes() -> int:
+    """The data-file cap in force: :data:`DATA_MAX_ENV` when set (checked: a whole number from 1
+    to 2**40, else a ``CDAError``), else :data:`DATA_MAX_BYTES`."""
+    configured = os.environ.get(DATA_MAX_ENV)
+    if configured is None:
+        return DATA_MAX_BYTES
+    text = configured.strip()
+    if not text.isdigit() or not 1 <= int(text) <= 1 << 40:
+        raise CDAError(f"{DATA_MAX_ENV}={configured[:40]!r}: not a whole number of bytes from 1 to {1 << 40:,}")
+    return int(text)
 
 STDIN = "-"
 """The name that stands for standard input wherever the ``cda`` command reads a text file."""
@@ -47,7 +78,7 @@ class _Stdin:
     def read(self) -> str:
         if self.text is None:
             try:
-                self.text = self.stream.read()
+                self.text = self.stream.read(data_max_bytes() + 1)  # characters: never more than a file may hold
             except UnicodeDecodeError as exc:
                 raise CDAError(f"cannot read standard input: not UTF-8 text (byte {exc.start})") from None
             except OSError as exc:  # closed, or not readable here
@@ -98,20 +129,74 @@ def recording() -> Iterator[dict[str, str]]:
         _READS.reset(token)
 
 
-def read_bytes(path: Path) -> bytes:
+def _size(n: int) -> str:
+    """``n`` bytes as a reader says it: ``1,048,576 bytes``."""
+    return f"{n:,} bytes"
+
+
+def too_large(where: Path | str, size: int | None, limit: int, what: str = "file") -> CDAError:
+    """The error for input past its cap: it names the input, its size (when known) and the cap."""
+    found = f"{_size(size)}; the limit is" if size is not None else "more than the limit of"
+    return CDAError(f"cannot read {where}: the {what} is too large ({found} {_size(limit)}; docs/dsl.md, "
+                    "Size and time limits)")
+
+
+@contextmanager
+def open_regular(path: Path) -> Iterator[Any]:
+    """The regular file at ``path`` open for reading (binary), checked on the opened file: a FIFO,
+    a device or a socket is refused ("not a regular file") instead of read, which would block
+    forever or never end; a folder is refused too. Opened with ``O_NONBLOCK`` so that opening a
+    FIFO with no writer does not block before the check can refuse it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except IsADirectoryError:
+        raise CDAError(f"cannot read {path}: a folder, not a file") from None
+    except OSError as exc:
+        raise CDAError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise CDAError(f"cannot read {path}: a folder, not a file")
+        if not stat.S_ISREG(info.st_mode):
+            raise CDAError(f"cannot read {path}: not a regular file (a FIFO, device or socket is not read)")
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with fh:
+        yield fh
+
+
+def read_bytes(path: Path, *, limit: int | None = None) -> bytes:
     """The bytes of the file at ``path``, read once (noted by :func:`recording` when one is in
-    force); a missing or unreadable file, or a folder, is a ``CDAError``; one the current call may
-    not read (:mod:`cda.access`) is :class:`~cda.errors.AccessDenied`, before anything is opened.
-    Inside :func:`standard_input`, ``-`` is standard input (read once)."""
+    force); a missing or unreadable file, a folder, anything but a regular file (a FIFO would block
+    the call forever) or a file over ``limit`` bytes (:data:`TEXT_MAX_BYTES` for text parsed whole,
+    :func:`data_max_bytes` by default) is a ``CDAError``; one the current call may not read
+    (:mod:`cda.access`) is :class:`~cda.errors.AccessDenied`, before anything is opened.
+    Inside :func:`standard_input`, ``-`` is standard input (read once).
+
+    The size is checked twice: on the opened file (``fstat``, before a byte is read) and by
+    reading at most ``limit + 1`` bytes, so a file that grows while it is read is refused too."""
+    if limit is None:
+        limit = data_max_bytes()
     if is_stdin(path):
         stdin = _STDIN.get()
         assert stdin is not None
-        return stdin.read().encode("utf-8")
+        data = stdin.read().encode("utf-8")
+        if len(data) > limit:
+            raise too_large("standard input", len(data), limit, "input")
+        return data
     checked = readable(path)  # cda.access: a file the current call may not read is refused before it is opened
-    try:
-        data = checked.read_bytes()
-    except OSError as exc:
-        raise CDAError(f"cannot read {path}: {exc.strerror}") from None
+    with open_regular(checked) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise too_large(path, size, limit)
+        try:
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise CDAError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise too_large(path, None, limit)
     _note(path, sha256_of(data))
     return data
 
@@ -129,8 +214,11 @@ class TextStream:
     has been read :func:`recording` notes it as :func:`read_bytes` would. For a reader that
     must not hold a large file's bytes at once (Ken's loaders of a million-edge graph)."""
 
-    def __init__(self, fh: Any) -> None:
+    def __init__(self, fh: Any, limit: int = DATA_MAX_BYTES, where: Path | str = "the file") -> None:
         self._fh = fh
+        self._left = limit
+        self._limit = limit
+        self._where = where
         self._hash = hashlib.sha256()
         self._decoder = codecs.getincrementaldecoder("utf-8-sig")()
         self.done = False
@@ -140,6 +228,9 @@ class TextStream:
         ``UnicodeDecodeError`` for bytes that are not UTF-8)."""
         while True:
             data = self._fh.read(size)
+            self._left -= len(data)
+            if self._left < 0:  # the file grew past the cap while it was read
+                raise too_large(self._where, None, self._limit)
             self._hash.update(data)
             if not data:
                 self.done = True
@@ -150,8 +241,9 @@ class TextStream:
 
 
 @contextmanager
-def text_stream(path: Path) -> Iterator[TextStream]:
-    """The file at ``path`` as a :class:`TextStream`; a missing or unreadable file is a ``CDAError``.
+def text_stream(path: Path, *, limit: int | None = None) -> Iterator[TextStream]:
+    """The file at ``path`` as a :class:`TextStream`; a missing or unreadable file, anything but a
+    regular file, or one over ``limit`` bytes (checked before and while it is read) is a ``CDAError``.
 
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "g.json"
@@ -161,12 +253,12 @@ def text_stream(path: Path) -> Iterator[TextStream]:
     >>> parts, reads == {str(path.resolve()): sha256_of(path.read_bytes())}
     (['{', '"nodes": []}', ''], True)
     """
-    try:
-        fh = path.open("rb")
-    except OSError as exc:
-        raise CDAError(f"cannot read {path}: {exc.strerror}") from None
-    with fh:
-        stream = TextStream(fh)
+    limit = data_max_bytes() if limit is None else limit
+    with open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise too_large(path, size, limit)
+        stream = TextStream(fh, limit, path)
         yield stream
         if stream.done:
             _note(path, stream._hash.hexdigest())
@@ -181,7 +273,7 @@ def decode_text(data: bytes, path: Path | str) -> str:
         raise CDAError(f"cannot read {path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})") from None
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, *, limit: int | None = None) -> str:
     """The file's text as UTF-8 (:func:`read_bytes`, then :func:`decode_text`); a missing,
     unreadable or non-UTF-8 file is a ``CDAError``. Inside :func:`standard_input`, ``-`` is
     standard input.
@@ -195,10 +287,8 @@ def read_text(path: Path) -> str:
     ('hyp a', 'hyp a')
     """
     if is_stdin(path):
-        stdin = _STDIN.get()
-        assert stdin is not None
-        return stdin.read()
-    return decode_text(read_bytes(path), path)
+        return read_bytes(path, limit=limit).decode("utf-8")
+    return decode_text(read_bytes(path, limit=limit), path)
 
 
 def parse_json(text: str, where: str, error: type[CDAError] = CDAError, *, line: int | None = None,
@@ -229,16 +319,66 @@ def parse_json(text: str, where: str, error: type[CDAError] = CDAError, *, line:
         raise error(f"{where}{at}: not valid JSON: {exc}") from None
 
 
-def read_json(path: Path, error: type[CDAError] = CDAError) -> Any:
+def read_json(path: Path, error: type[CDAError] = CDAError, *, limit: int | None = None) -> Any:
     """The JSON value in the file at ``path`` (read as :func:`read_text` does); any failure is an
     ``error`` naming the file."""
     try:
-        text = read_text(path)
+        text = read_text(path, limit=limit)
     except AccessDenied:
         raise
     except CDAError as exc:
         raise error(str(exc)) from None
     return parse_json(text, str(path), error)
+
+
+def _temporary_beside(path: Path, data: bytes, durable: bool = False) -> Path:
+    """``data`` in a new file beside ``path`` with a random name, made with ``O_EXCL|O_NOFOLLOW``
+    (never an existing file, never through a link planted at the name); ``durable``: on disk
+    (``fsync``) before it is renamed, for a file whose loss after a crash would matter."""
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return temp
+
+
+def replace_file(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Write ``data`` as the file ``path`` whole or not at all: into a new temporary file beside it,
+    renamed over the name (a reader sees the old file or the new one; a symbolic link at ``path``
+    is replaced, never written through). For files CDA made itself; an ``OSError`` as it comes."""
+    temp = _temporary_beside(path, data, durable)
+    try:
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def create_file(path: Path, data: bytes, what: str = "file") -> None:
+    """Write ``data`` as the new file ``path``, whole or not at all; a ``CDAError`` when anything
+    is there already (a file, a link, even a dangling one), which is left as it was: CDA never
+    modifies a file it did not create. The temporary file is linked to the name (``link`` fails
+    on an existing name, as ``O_EXCL`` does), so no other writer can slip in between."""
+    try:
+        temp = _temporary_beside(path, data)
+    except OSError as exc:
+        raise CDAError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        raise CDAError(f"{path}: a {what} of that name exists; CDA never overwrites a file it did not create "
+                       "(remove it, or give another name)") from None
+    except OSError as exc:
+        raise CDAError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 KEY_DIR_ENV = "CDA_KEY_DIR"

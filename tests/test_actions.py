@@ -158,6 +158,12 @@ def test_two_runs_give_identical_outputs_events_and_artifacts(tmp_path: Path) ->
             assert [{k: v for k, v in h.items() if k not in ("events_head", "meta", "signature")} for h in heads] == [
                 {k: v for k, v in heads[0].items() if k not in ("events_head", "meta", "signature")}] * 2
             continue
+        if rel.name == ".cda-artifacts.json":  # the manifest: every file's SHA-256, the signed head's as above
+            listed = [json.loads((tmp_path / run / rel).read_text())["files"] for run in ("a", "b")]
+            assert [{k: v for k, v in m.items() if not k.endswith("receipts_head.json")} for m in listed] == [
+                {k: v for k, v in listed[0].items() if not k.endswith("receipts_head.json")}] * 2
+            assert "summary.md" in listed[0] and "cda_plan/receipts_head.json" in listed[0]
+            continue
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
 
 

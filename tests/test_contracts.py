@@ -368,7 +368,8 @@ def test_check_finds_stale_missing_and_extra_files(tmp_path: Path) -> None:
     data["properties"]["risk_class"]["default"] = "high"
     target.write_text(json.dumps(data, sort_keys=True, indent=2) + "\n", encoding="utf-8")
     (copy / "SpanRef.schema.json").unlink()
-    (copy / "Old.schema.json").write_text("{}\n", encoding="utf-8")
+    (copy / "Old.schema.json").write_text(json.dumps({"$schema": "https://json-schema.org/draft/2020-12/schema",
+                                                      "$id": "Old.schema.json"}) + "\n", encoding="utf-8")
     (copy / "README.md").write_text("not a schema\n", encoding="utf-8")
     assert schema_diff(copy) == {
         "CDAInputs.schema.json": "stale",

@@ -254,7 +254,6 @@ def test_a_directory_where_a_file_belongs_is_named_as_one(files: Path, monkeypat
     code, _, err = guard(files, doc(), "--ledger", str(files))
     assert code == 2 and "it is a directory" in err and "No such file" not in err
     monkeypatch.setenv("CDA_KEY_DIR", str(files / "keys"))
-    (files / "draft.json").write_text("{}")
     out, errs = io.StringIO(), io.StringIO()
     main(["task", "add-signer", "alice", "--store", str(files / "guardian.db")], stdout=out, stderr=errs)
     (files / "d.json").write_text(doc(task_id="t-1"))

@@ -12,7 +12,10 @@ beyond the decisions.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,8 +25,10 @@ from cda.contracts.metrics import CitationCoverage
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.refs import SpanRef
 from cda.contracts.result import SolveResult
+from cda.errors import CDAError
+from cda.files import replace_file
 
-__all__ = ["SUMMARY_MAX_CHARS", "ArtifactWriter", "boundary_summary", "content_id"]
+__all__ = ["MANIFEST", "SUMMARY_MAX_CHARS", "ArtifactFolderError", "ArtifactWriter", "boundary_summary", "content_id"]
 
 SUMMARY_MAX_CHARS = 2400
 _TRUNCATED = "\n… (summary truncated to its fixed size; the plan bundle has the rest)\n"
@@ -167,18 +172,158 @@ def _dump(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+MANIFEST = ".cda-artifacts.json"
+"""The file in an action's artifact folder that lists what CDA wrote there (relative path and the
+SHA-256 of the bytes written): how a later run recognises the folder as its own."""
+
+_MANIFEST_KIND = "cda-artifacts"
+
+
+class ArtifactFolderError(CDAError):
+    """An action's artifact folder holds something CDA did not write (docs/actions.md, "Receipts,
+    artifacts, reflection"): nothing is written to it."""
+
+
+def _sha256_file(path: Path) -> str | None:
+    """The SHA-256 of the regular file at ``path``, read without following a link (None: it is
+    not a regular file, or cannot be read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        digest = hashlib.sha256()
+        for block in iter(lambda: fh.read(1 << 16), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 class ArtifactWriter:
-    """Writes an action's artifacts under ``folder`` (or only computes their ids when None)."""
+    """Writes an action's artifacts under ``folder`` (or only computes their ids when None).
+
+    CDA never modifies a file it did not create (docs/actions.md): the folder is made by this
+    writer, or is one it made before (its :data:`MANIFEST` lists every file in it, each still with
+    the bytes CDA wrote), or is empty; anything else (a file CDA did not write, one changed since,
+    a symbolic link, a FIFO) is an :class:`ArtifactFolderError` raised when the writer is made,
+    before anything is written. Each file is written to a new temporary file in its folder and
+    renamed over the name, so a link planted at the name is replaced, never written through,
+    and a reader never sees half a file."""
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
+        self._written: dict[str, str] = {}
+        if folder is not None:
+            self._written = self._claim(folder)
 
-    def _write(self, relative: str, text: str) -> None:
+    @staticmethod
+    def _refuse(folder: Path, why: str) -> ArtifactFolderError:
+        return ArtifactFolderError(f"{folder}: {why}; CDA never modifies files it did not create (remove it, or "
+                                   "give another --out folder)")
+
+    def _claim(self, folder: Path) -> dict[str, str]:
+        """The manifest of ``folder`` once checked to hold only what CDA wrote (made when missing)."""
+        try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(folder)
+            return {}  # new: nothing in it
+        except FileExistsError:
+            pass  # checked below
+        except OSError as exc:
+            raise ArtifactFolderError(f"cannot make {folder}: {exc.strerror or exc}") from None
+        try:
+            info = os.lstat(folder)
+        except OSError as exc:
+            raise ArtifactFolderError(f"cannot read {folder}: {exc.strerror or exc}") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise self._refuse(folder, "a symbolic link where the action's artifact folder goes")
+        if not stat.S_ISDIR(info.st_mode):
+            raise self._refuse(folder, "a file where the action's artifact folder goes")
+        written = self._manifest(folder)
+        for root, dirs, files in os.walk(folder):  # os.walk never follows a link to a folder
+            for name in sorted(dirs + files):
+                path = Path(root) / name
+                relative = path.relative_to(folder).as_posix()
+                mode = os.lstat(path).st_mode
+                if stat.S_ISDIR(mode):
+                    continue
+                if relative == MANIFEST:
+                    continue
+                if not stat.S_ISREG(mode):
+                    raise self._refuse(folder, f"{relative} is not a regular file CDA wrote (a link, FIFO or device)")
+                if relative not in written:
+                    raise self._refuse(folder, f"{relative} was not written by CDA")
+                if _sha256_file(path) != written[relative]:
+                    raise self._refuse(folder, f"{relative} was changed since CDA wrote it")
+        return written
+
+    def _manifest(self, folder: Path) -> dict[str, str]:
+        """What the folder's manifest lists ({} for an empty folder without one)."""
+        path = folder / MANIFEST
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            if any(folder.iterdir()):
+                raise self._refuse(folder, "a folder CDA did not make (it has no " + MANIFEST + ")") from None
+            return {}
+        except OSError:
+            raise self._refuse(folder, f"{MANIFEST} is not a file CDA wrote") from None
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise self._refuse(folder, f"{MANIFEST} is not a regular file")
+            raw = fh.read(1 << 20)
+        try:
+            doc = json.loads(raw)
+            files = doc["files"] if doc.get("kind") == _MANIFEST_KIND else None
+        except (ValueError, TypeError, AttributeError, KeyError):
+            files = None
+        if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+            raise self._refuse(folder, f"{MANIFEST} is not one CDA wrote")
+        return dict(files)
+
+    def _replace(self, path: Path, data: bytes) -> None:
+        """``data`` into a new temporary file beside ``path`` (``O_EXCL|O_NOFOLLOW``), then renamed
+        over ``path``: a link at ``path`` is replaced, never followed."""
+        assert self.folder is not None
+        where = self.folder
+        for part in path.relative_to(self.folder).parts[:-1]:
+            where = where / part
+            try:
+                os.mkdir(where)
+            except FileExistsError:
+                if not stat.S_ISDIR(os.lstat(where).st_mode):
+                    raise self._refuse(where, "not a folder CDA made") from None
+        replace_file(path, data)
+
+    def write_file(self, relative: str, text: str) -> None:
+        """Write ``text`` as the file ``relative`` in the folder, listed as CDA's (the signed
+        receipts head a run adds to ``cda_plan`` after the bundle)."""
+        self._write(relative, text)
+
+    def _write(self, relative: str, text: str, *, listed: bool = True) -> None:
+        """Write one file and note it; ``listed``: the manifest rewritten now (a bundle of many
+        files writes it once, after the last: see :meth:`_list`)."""
         if self.folder is None:
             return
-        path = self.folder / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        data = text.encode("utf-8")
+        try:
+            self._replace(self.folder / relative, data)
+        except OSError as exc:
+            raise ArtifactFolderError(f"cannot write {self.folder / relative}: {exc.strerror or exc}") from None
+        self._written[relative] = hashlib.sha256(data).hexdigest()
+        if listed:
+            self._list()
+
+    def _list(self) -> None:
+        """Rewrite the manifest: every file this folder holds from CDA, with its SHA-256."""
+        if self.folder is None:
+            return
+        manifest = {"kind": _MANIFEST_KIND, "files": dict(sorted(self._written.items()))}
+        try:
+            replace_file(self.folder / MANIFEST, _dump(manifest).encode("utf-8"))
+        except OSError as exc:
+            raise ArtifactFolderError(f"cannot write {self.folder / MANIFEST}: {exc.strerror or exc}") from None
 
     def write_summary(self, text: str) -> str:
         self._write("summary.md", text)
@@ -208,7 +353,8 @@ class ArtifactWriter:
         for r in receipts:
             files[f"receipts/{r['seq']:04d}.json"] = _dump(r)
         for name, text in files.items():
-            self._write(f"cda_plan/{name}", text)
+            self._write(f"cda_plan/{name}", text, listed=False)
+        self._list()
         return content_id("cda_plan", canonical_json({k: sha256_hex(v) for k, v in files.items()}))
 
     def write_evidence_bundle(self, citations: list[SpanRef], stubs: list[dict[str, Any]],

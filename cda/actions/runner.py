@@ -150,6 +150,8 @@ def run_action(inputs: CDAInputs, context: RunContext | None = None, /, **change
     params = _params(inputs, ctx.settings)
     if ctx.action_id is not None:  # a server that named the action when it was submitted (before approvals)
         params.action_id = ctx.action_id
+    # the artifact folder is checked (CDA's own, or new) before anything is recorded or written
+    writer = ArtifactWriter(ctx.out_dir / params.action_id if ctx.out_dir is not None else None)
     sink = ctx.receipts if ctx.receipts is not None else ReceiptLog(":memory:")
     recorder = Recorder(sink, params.action_id, params.seed.label())
     inputs_json = inputs.model_dump(mode="json")
@@ -168,7 +170,6 @@ def run_action(inputs: CDAInputs, context: RunContext | None = None, /, **change
         recorder.record("action", "bind", {"action_id": b.action_id, "artifact_id": lock.artifact_id},
                         {"revision": lock.revision, "sha256": lock.sha256})
     budget = Budget(inputs.budgets.wall, clock=clock)
-    writer = ArtifactWriter(ctx.out_dir / params.action_id if ctx.out_dir is not None else None)
     trace: dict[str, Any] = {"action_id": params.action_id, "seed": params.seed.label(), "rounds": []}
     failure: tuple[str, str] | None = None
     try:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from cda.actions.artifacts import ArtifactWriter
 from cda.actions.audit import file_meta_digest, file_schema_problems
 from cda.actions.event_chain import events_head
 from cda.actions.receipts import ReceiptLog
@@ -32,6 +33,7 @@ from cda.contracts.action import CDAInputs
 from cda.contracts.events import ActionEvent
 from cda.contracts.json_numbers import exact_float
 from cda.contracts.locations import validation_problems
+from cda.contracts.receipt import canonical_json
 from cda.errors import CDAError, KenError
 from cda.files import parse_json, read_text
 from cda.ken.graph import KenGraph
@@ -132,7 +134,7 @@ def run_inputs(
                                events_head(run.events, timeless=False), file_meta_digest(db))
         write_head(head_path(db), doc)
         if run.artifact_dir is not None and (run.artifact_dir / "cda_plan").is_dir():
-            write_head(run.artifact_dir / "cda_plan" / "receipts_head.json", doc)
+            ArtifactWriter(run.artifact_dir).write_file("cda_plan/receipts_head.json", canonical_json(doc) + "\n")
         return dataclasses.replace(run, receipts_head=head)
     finally:
         log.close()

@@ -142,10 +142,10 @@ class CdaFile(_SuiteFile):
         from cda.encodings.format import format_expectation, format_formula
         from cda.encodings.parse import parse_problem
         from cda.errors import CDAError
-        from cda.files import read_text
+        from cda.files import TEXT_MAX_BYTES, read_text
 
         try:
-            problem = parse_problem(read_text(self.path), str(self.path))
+            problem = parse_problem(read_text(self.path, limit=TEXT_MAX_BYTES), str(self.path))
         except CDAError as exc:
             yield from self.bad_file(exc.render())
             return

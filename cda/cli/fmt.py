@@ -19,7 +19,7 @@ from typing import TextIO
 from cda.encodings.format import format_problem, format_source
 from cda.encodings.parse import parse_problem
 from cda.errors import CDAError, DSLError
-from cda.files import read_text
+from cda.files import TEXT_MAX_BYTES, read_text
 
 __all__ = ["formatted", "main_fmt"]
 
@@ -53,7 +53,7 @@ def main_fmt(names: Sequence[str], check: bool, out: TextIO, err: TextIO, stdin:
             if name == "-":
                 text, label = stdin.read(), "<stdin>"
             else:
-                text, label = read_text(Path(name)), name
+                text, label = read_text(Path(name), limit=TEXT_MAX_BYTES), name
             new = formatted(text, label)
         except CDAError as exc:
             if isinstance(exc, DSLError) and exc.filename is None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cda.contracts.schema import schema_diff, write_schemas
+from cda.errors import CDAError
 
 __all__ = ["main_schema"]
 
@@ -45,6 +46,9 @@ def main_schema(folder: Path, check: bool = False, out: TextIO | None = None, er
         paths = write_schemas(folder)
     except OSError as exc:
         print(f"cda: error: {folder}: {exc.strerror or exc}", file=errors)
+        return EXIT_BAD_INPUT
+    except CDAError as exc:  # a file there CDA did not write: refused, nothing written
+        print(f"cda: error: {exc}", file=errors)
         return EXIT_BAD_INPUT
     if as_json:
         stream.write(json.dumps({"folder": str(folder), "check": False, "current": True, "problems": {},

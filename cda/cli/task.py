@@ -213,10 +213,9 @@ def _write_task(doc_text: str, path: Path | None, out: TextIO) -> None:
     if path is None:
         out.write(doc_text + "\n")
         return
-    try:
-        path.write_text(doc_text + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise _bad(f"cannot write {path}: {exc.strerror or exc}") from None
+    from cda.files import create_file
+
+    create_file(path, (doc_text + "\n").encode("utf-8"))  # a new file: an existing one (or a link) is refused
 
 
 def _add_signer(args: argparse.Namespace, out: TextIO) -> int:

@@ -40,6 +40,8 @@ from cda.contracts.receipt import Receipt
 from cda.contracts.refs import ArtifactRef, SpanRef
 from cda.contracts.result import SolveResult
 from cda.contracts.verification import VerifierOutcome
+from cda.errors import CDAError
+from cda.files import read_bytes, replace_file
 
 __all__ = [
     "CONTRACTS",
@@ -111,23 +113,49 @@ def render_schemas() -> dict[str, str]:
     }
 
 
+def _written_by_cda(path: Path) -> bool:
+    """Whether the schema file at ``path`` is one a CDA wrote: a regular file (not a link) holding a
+    JSON object with this dialect's ``$schema`` and its own file name as ``$id``, as every schema
+    :func:`render_schemas` makes has (older CDAs' schemas too)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        doc = json.loads(read_bytes(path, limit=_MAX_SCHEMA_BYTES))
+    except (CDAError, ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and doc.get("$schema") == _DIALECT and doc.get("$id") == path.name
+
+
+_MAX_SCHEMA_BYTES = 16 * 1024 * 1024
+"""The largest schema file :func:`_written_by_cda` reads to recognise it (CDA's are under 100 KB)."""
+
+
 def write_schemas(folder: Path) -> list[Path]:
     """Write every schema into ``folder`` (created if missing) and return the paths, in name order.
 
     Files whose text is already current are left untouched; ``*.schema.json`` files that no
     longer belong to a contract are removed, so the folder ends up exactly as
-    :func:`check_schemas` expects. Other files (a README) are kept.
+    :func:`check_schemas` expects. Other files (a README) are kept. CDA never modifies a file it
+    did not create: a ``*.schema.json`` file that is not one a CDA wrote (:func:`_written_by_cda`)
+    is a ``CDAError`` naming it, raised before anything is written or removed. Each file is
+    written whole (a temporary file renamed over the name: a link there is replaced, not followed).
     """
     folder.mkdir(parents=True, exist_ok=True)
     expected = render_schemas()
-    for stale in sorted(folder.glob("*" + SCHEMA_SUFFIX)):
+    present = sorted(p for p in folder.iterdir() if p.name.endswith(SCHEMA_SUFFIX)) if folder.is_dir() else []
+    foreign = [p.name for p in present if not _written_by_cda(p)]
+    if foreign:
+        raise CDAError(f"{folder / foreign[0]}: not a schema file CDA wrote" +
+                       (f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else "") +
+                       "; CDA never modifies files it did not create (remove it, or give another folder)")
+    for stale in present:
         if stale.name not in expected:
             stale.unlink()
     paths = []
     for file_name, text in expected.items():
         path = folder / file_name
         if not path.is_file() or path.read_bytes() != text.encode("utf-8"):
-            path.write_bytes(text.encode("utf-8"))
+            replace_file(path, text.encode("utf-8"))
         paths.append(path)
     return paths
 

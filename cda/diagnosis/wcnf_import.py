@@ -13,13 +13,14 @@ named by their health variable number, as the files name no other gate.
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from cda.diagnosis.circuit import Circuit, Gate, gate_function, table_function, table_kind, truth_table
 from cda.diagnosis.problem import CircuitInstance, GateConstraint, ab_atom, build_grouped
 from cda.errors import AccessDenied, CDAError
-from cda.files import read_bytes
+from cda.files import data_max_bytes, read_bytes, too_large
 from cda.ir import GroupedProblem, MinimalGoal, Node, NodeFactory
 
 __all__ = ["WcnfError", "Wcnf", "parse_wcnf", "read_wcnf", "load_wcnf"]
@@ -163,6 +164,29 @@ def parse_wcnf(text: str, filename: str = "<wcnf>") -> Wcnf:
     return w
 
 
+def _gunzip(raw: bytes, path: Path, limit: int | None = None) -> bytes:
+    """``raw`` (gzip, possibly several members) decompressed a piece at a time, never past ``limit``
+    bytes: a small file that would decompress to gigabytes (a "gzip bomb": 200 KB to 1 GB) is
+    refused once its output passes the cap, having held at most the cap (docs/dsl.md, Size and
+    time limits)."""
+    limit = data_max_bytes() if limit is None else limit
+    out = bytearray()
+    rest = raw
+    while rest:
+        unzip = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer
+        while True:
+            out += unzip.decompress(rest, limit + 1 - len(out))
+            if len(out) > limit:
+                raise WcnfError(str(too_large(path, None, limit, "decompressed file")))
+            rest = unzip.unconsumed_tail
+            if unzip.eof or not rest:
+                break
+        if not unzip.eof:
+            raise EOFError("the gzip stream ends before its end marker")
+        rest = unzip.unused_data.lstrip(b"\x00")  # the next member, if any (padding zeros skipped, as gzip does)
+    return bytes(out)
+
+
 def read_wcnf(path: Path) -> Wcnf:
     try:
         raw = read_bytes(path)  # read once: what is parsed is what a digest of the file covers
@@ -171,8 +195,8 @@ def read_wcnf(path: Path) -> Wcnf:
     except CDAError as exc:
         raise WcnfError(str(exc)) from None
     try:
-        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
-    except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError) as exc:
+        text = (_gunzip(raw, path) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error, UnicodeDecodeError) as exc:
         raise WcnfError(f"cannot read {path}: {exc}") from None
     return parse_wcnf(text, str(path))
 

@@ -37,7 +37,7 @@ from cda.engine import (
     rank_hypotheses,
 )
 from cda.errors import CDAError
-from cda.files import read_text
+from cda.files import TEXT_MAX_BYTES, read_text
 from cda.investigation.focus import choose_focus, coupling_risks
 from cda.investigation.live import InvestigationError, LiveProblem, Observation
 from cda.investigation.revision import KEPT_STATEMENTS, Revision, StepRefused, change, revised_text
@@ -120,7 +120,7 @@ class Investigation:
         from cda.contracts import limits
 
         limits.count("top", top)
-        text = read_text(problem) if isinstance(problem, Path) else problem
+        text = read_text(problem, limit=TEXT_MAX_BYTES) if isinstance(problem, Path) else problem
         filename = str(problem) if isinstance(problem, Path) else None
         live = LiveProblem(text, backend, filename=filename, ken=_load_ken(ken))
         sid = session_id or uuid.uuid4().hex[:16]

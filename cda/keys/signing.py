@@ -26,13 +26,12 @@ can sign anything; keep it out of shared folders and backups of the logs.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from cda.contracts.receipt import canonical_json
 from cda.errors import SigningError
-from cda.files import KEY_DIR_ENV, key_dir, parse_json
+from cda.files import KEY_DIR_ENV, key_dir, parse_json, replace_file
 from cda.keys.ed25519 import public_key_of, sign_bytes, verifies
 from cda.keys.key_files import create_key_file, read_key_file
 
@@ -112,12 +111,9 @@ def trusted_public_key(directory: Path | None = None) -> str | None:
 
 def write_head(path: Path, doc: dict[str, Any]) -> None:
     """Write a signed head file atomically (a temporary file renamed over it)."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        temp.write_text(canonical_json(doc) + "\n", encoding="utf-8")
-        os.replace(temp, path)
+        replace_file(path, (canonical_json(doc) + "\n").encode("utf-8"), durable=True)  # a link planted at the name is replaced
     except OSError as exc:  # a full disk, a read-only folder
-        temp.unlink(missing_ok=True)
         raise SigningError(f"{path}: cannot write the signed head ({exc.strerror or exc})") from None
 
 

@@ -80,8 +80,8 @@ def _plan_files(folder: Path) -> dict[str, str]:
     size = 0
     for path in sorted(folder.rglob("*")):
         name = path.relative_to(folder).as_posix()
-        if not path.is_file() or name == "receipts_head.json":  # the signed head is written after the id is made
-            continue
+        if not path.is_file() or name == "receipts_head.json" or name.startswith("."):  # the signed head is written
+            continue  # after the id is made; a temporary file or the folder's manifest (one up) is no part of it
         size += path.stat().st_size
         if size > _MAX_BYTES:
             raise OperationError("conflict", f"the plan bundle is larger than {_MAX_BYTES >> 20} MiB", ["params", "id"])

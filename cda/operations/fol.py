@@ -66,11 +66,11 @@ def read_fol_file(path: Path | str) -> Any:
     """Read and check a ``.fol`` file, or the ``fol { … }`` blocks of a ``.cda`` file; raises
     ``DSLSyntaxError``/``DSLTypeError`` (with the file name, line, column and a caret) or
     ``CDAError`` when the file cannot be read."""
-    from cda.files import read_text
+    from cda.files import TEXT_MAX_BYTES, read_text
     from cda.fol.parse import parse_fol
 
     path = Path(path)
-    text = read_text(path)
+    text = read_text(path, limit=TEXT_MAX_BYTES)
     if path.suffix == ".cda":
         text = fol_blocks_of(text, str(path))
     return parse_fol(text, filename=str(path))

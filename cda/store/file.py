@@ -150,6 +150,8 @@ def open_store(path: Path | str, fmt: FileFormat, *, durability: Durability = Du
             fmt.migrate(conn, 0)
         return store
     target = Path(path)
+    if target.is_symlink() and not target.exists():
+        raise StoreFileError(f"{where}: a symbolic link to nothing; CDA does not create its file at a link's target")
     if not create and not target.exists():
         raise StoreFileError(f"{where}: no such file")
     _existing(target, where, fmt)
