@@ -457,6 +457,9 @@ def main(
     """The ``cda`` command. ``-`` names standard input wherever a command reads a text file
     (:func:`cda.files.standard_input`), and a reader that closes the pipe early (``cda … | head``)
     ends the command quietly: exit 141, as a tool the signal would have killed, no traceback."""
+    from cda.cli.launch import command_began
+
+    command_began(process=argv is None)  # a --timeout counts from here, or from the process's launch
     words = list(sys.argv[1:] if argv is None else argv)
     try:
         return _answered(words, stdout, stderr, stdin)
