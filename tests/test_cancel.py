@@ -179,7 +179,8 @@ def test_a_cancel_between_two_checks_is_not_lost(backend: str) -> None:
     gp = ground(pigeonhole(15))
     solver = make_backend(backend, gp, seed=0, deadline=Deadline(None, CancelToken()), weights=integer_weights(gp))
     token = CancelToken()
-    token.on_cancel(solver.ctx.interrupt if backend == "z3" else solver.ctl.interrupt)  # type: ignore[attr-defined]
+    handle = solver.ctx if backend == "z3" else solver.ctl  # type: ignore[attr-defined]
+    token.on_cancel(lambda: handle.interrupt())  # the raw interrupt, at any time (held strongly: lives as the test)
     token.cancel("before the check")
     out: list[str] = []
     thread = threading.Thread(target=lambda: out.append(solver.check(all_clauses_on(gp.clauses)).status), daemon=True)

@@ -14,8 +14,12 @@ path a timeout takes and prints its labelled partial (``note: interrupted (Ctrl-
 is partial. No ``KeyboardInterrupt`` is raised in the command, so no traceback can reach the user.
 
 Two safety nets: a second Ctrl-C ends the process at once, and a command that has not come
-back :data:`GRACE_S` seconds after the signal (a loop that never reads its deadline) is ended
-by the watcher, with a line saying that nothing more could be printed. Both exit 130 (143).
+back after spending :data:`GRACE_S` seconds of CPU since the signal (a loop that never reads its
+deadline), or :data:`GRACE_WALL_S` seconds of wall time (one blocked), is ended by the watcher,
+with a line saying that nothing more could be printed. Both exit 130 (143). The grace is CPU
+time because printing the partial is work the load stretches: on a 2-core machine at load 13 a
+``cda diagnose`` that needed 0.3 s of CPU to print what it found took over 2 s of wall time, and
+a 2 s wall grace cut it off with nothing printed.
 docs/cli.md, "Ctrl-C", says the same to users; ``benchmarks/bench_cancel.py`` measures the latency.
 """
 
@@ -33,13 +37,20 @@ from typing import Any
 
 from cda.contracts.deadline import CancelToken, cancel_scope
 
-__all__ = ["EXIT_INTERRUPTED", "GRACE_S", "Interruption", "interruptible"]
+__all__ = ["EXIT_INTERRUPTED", "GRACE_S", "GRACE_WALL_S", "Interruption", "interruptible"]
 
 EXIT_INTERRUPTED = 130
 """The exit status of a command stopped by Ctrl-C (128 + SIGINT); SIGTERM gives 143."""
 
 GRACE_S = 2.0
-"""Seconds a command has, after the signal, to print what it found before the watcher ends it."""
+"""CPU seconds a command may spend, after the signal, to print what it found before the watcher
+ends it (CPU, which load cannot stretch; see :data:`GRACE_WALL_S` for a command that is blocked)."""
+
+GRACE_WALL_S = 30.0
+"""Wall seconds after the signal past which the watcher ends a command that has not come back
+however little CPU it spent (blocked on a read, a lock, a child)."""
+
+_GRACE_POLL_S = 0.05
 
 _NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
@@ -106,14 +117,19 @@ def interruptible() -> Iterator[Interruption]:
                     _end_now(signum, "stopped at once (second signal)")
                 state.signum, state.at = signum, time.monotonic()
                 name = _NAMES.get(signal.Signals(signum), "a signal")
+                cpu_at = time.process_time()
                 state.token.cancel(f"interrupted ({name})", "cancelled")
-                timer = threading.Timer(GRACE_S, _late, args=(signum,))
-                timer.daemon = True
-                timer.start()
+                threading.Thread(target=_grace, args=(signum, cpu_at), name="cda-grace", daemon=True).start()
 
-    def _late(signum: int) -> None:
-        if not done.is_set():
-            _end_now(signum, f"the command did not stop within {GRACE_S:g} s; nothing more could be printed")
+    def _grace(signum: int, cpu_at: float) -> None:
+        """End the process once it has spent GRACE_S of CPU (every thread's) since the signal, or
+        GRACE_WALL_S of wall time, without coming back."""
+        assert state.at is not None
+        while not done.wait(_GRACE_POLL_S):
+            if time.process_time() - cpu_at >= GRACE_S:
+                _end_now(signum, f"the command did not stop within {GRACE_S:g} s of CPU; nothing more could be printed")
+            if time.monotonic() - state.at >= GRACE_WALL_S:
+                _end_now(signum, f"the command did not stop within {GRACE_WALL_S:g} s; nothing more could be printed")
 
     with ExitStack() as stack:
         previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)

@@ -113,9 +113,18 @@ class CancelToken:
 
     def on_cancel(self, hook: Hook) -> None:
         """Call ``hook`` when the token is cancelled (at once if it is already). A bound method is
-        held weakly: a backend that is gone is not kept alive, nor called."""
+        held weakly: a backend that is gone is not kept alive, nor called.
+
+        Never the bound method of an object with a ``__del__`` (a solver's own handle: clingo's
+        ``Control``, z3's ``Context``): CPython runs ``__del__`` before it clears the weak
+        references, so the hook would still resolve, from the cancelling thread, while that
+        ``__del__`` frees the native object (a SIGSEGV on Ctrl-C). Register a method of the
+        object that owns the handle instead; this is refused with :class:`TypeError`."""
         ref: Callable[[], Hook | None]
         if hasattr(hook, "__self__") and hasattr(hook, "__func__"):
+            if getattr(type(hook.__self__), "__del__", None) is not None:
+                raise TypeError(f"{hook!r}: a cancel hook must not be a method of an object with __del__ "
+                                "(it would be called while that object is freed); register its owner's method")
             try:
                 ref = weakref.WeakMethod(hook)  # type: ignore[arg-type]
             except TypeError:  # a builtin's bound method cannot be weakly referenced

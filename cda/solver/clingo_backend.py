@@ -112,8 +112,7 @@ class ClingoBackend:
         self._has_soft = bool(problem.soft)
         self.theory: Any = None
         self.ctl = clingo.Control([f"--seed={seed}", "--opt-mode=ignore"])
-        deadline.on_cancel(self.ctl.interrupt)  # a cancel stops the solve in flight (never handle.cancel:
-        # a handle already closed is freed memory)
+        deadline.on_cancel(self._interrupt)  # a cancel stops the solve in flight (see _interrupt)
         self._ids: dict[str, int] = {}  # problem atom → its number I, shown as x(I)
         self._sym: dict[str, clingo.Symbol] = {}  # atom or key → its symbol (problem atoms; every key in text)
         self._local: dict[str, int] = {}  # atom or key → its literal in the encoder's numbering
@@ -314,7 +313,17 @@ class ClingoBackend:
         """Run the next calls under ``deadline`` (and its token's cancel): a backend kept between
         calls (an investigation's live one) was built under an earlier call's."""
         self.deadline = deadline
-        deadline.on_cancel(self.ctl.interrupt)
+        deadline.on_cancel(self._interrupt)
+
+    def _interrupt(self) -> None:
+        """The cancel token's hook: stop the solve in flight (``Control.interrupt``, safe from any
+        thread while the Control lives). Registered as the backend's method, never the Control's
+        own ``interrupt``: CPython runs an object's ``__del__`` before it clears the weak references
+        to it, so a weak hook to the Control's own method still resolved while clingo's ``__del__``
+        freed it, and a Ctrl-C landing then called into freed memory (SIGSEGV; seen in ``cda bench
+        folio``). The backend has no ``__del__``: its weak references are gone before the Control it
+        holds is freed. Never ``handle.cancel``: a handle already closed is freed memory too."""
+        self.ctl.interrupt()
 
     def _deadline_passed(self, out: Enumeration) -> bool:
         """Mark ``out`` as cut short when the deadline has passed (an enumeration never raises)."""
