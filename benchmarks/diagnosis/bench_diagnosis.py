@@ -25,8 +25,10 @@ test vector exposing each; diagnoses of at most 2 gates; probes chosen by CDA's 
 information gain against a random unmeasured net (same vectors), until one diagnosis remains.
 Target: CDA's mean number of probes at most half of random's.
 
-``python benchmarks/diagnosis/bench_diagnosis.py`` (about ten minutes on this 2-core machine;
-with ``--write`` rewrites its section of docs/benchmarks.md) or ``--quick`` (a smoke run of a few instances and
+``python benchmarks/diagnosis/bench_diagnosis.py`` (about 50 minutes on this 2-core machine at
+load 10–20, a quarter of it the generated problems' 60 s budgets; with ``--write`` rewrites its
+section of docs/benchmarks.md, with ``--raw FILE`` also keeps every measurement, which
+``--from-raw FILE`` renders again without running anything) or ``--quick`` (a smoke run of a few instances and
 faults, about a minute; prints only). ``--help`` for the timeouts, the fault count and the seed.
 """
 
