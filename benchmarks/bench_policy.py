@@ -24,7 +24,9 @@ a temporary folder and removed afterwards.
   test's store: CPU time per property (median, p95), refusals by construct, each counterexample
   re-checked with cedarpy and the CPU time cedarpy takes to evaluate it;
 * *a multi-tenant document application* (roles, groups, ownership; ``--app-sizes`` policies,
-  50 to 500) and *synthetic sets* (``--sizes``): time per property in both modes.
+  50 to 500) and *synthetic sets* (``--sizes``): time per property in both modes;
+* *templates*: the application with a sharing template and as many links as policies, each
+  analysis as linked and over every link of the template.
 
 Run ``python benchmarks/bench_policy.py`` (about a minute; ``--write`` rewrites this script's
 section of docs/benchmarks.md).
@@ -343,6 +345,66 @@ def tenant_app(sizes: list[int], timeout: float) -> list[tuple[int, str, str, fl
     return rows
 
 
+#: the tenant app's sharing template (a link shares a folder or a document with a user or a group)
+TENANT_TEMPLATE = ('@id("share")\npermit(principal in ?principal, action == Action::"view", resource in ?resource) '
+                   "when { resource.tenant == principal.tenant };")  # fmt: skip
+#: what no policy should grant: reading another tenant's document
+TENANT_PROBE = 'permit(principal, action == Action::"view", resource) when { resource.tenant != principal.tenant };'
+
+
+def tenant_links(n: int) -> list[dict[str, Any]]:
+    """About ``n`` links of :data:`TENANT_TEMPLATE`: per tenant, its users and groups given
+    its shared folder and its documents."""
+    out: list[dict[str, Any]] = []
+    tenant = 0
+    while len(out) < n:
+        t = f"t{tenant}"
+        for who in (f'User::"{t}-ann"', f'User::"{t}-bo"', f'Group::"{t}-editors"', f'Group::"{t}-auditors"'):
+            for what in (f'Folder::"{t}-shared"', f'Doc::"{t}-plan"', f'Doc::"{t}-memo"'):
+                out.append({"template_id": "share", "link_id": f"share-{len(out)}", "args": {"?principal": who, "?resource": what}})
+        tenant += 1
+    return out[:n]
+
+
+def tenant_templates(sizes: list[int], timeout: float) -> list[tuple[int, int, str, str, float, str, float | None]]:
+    """Per size: the tenant app with the sharing template and as many links as policies;
+    ``disjoint`` with :data:`TENANT_PROBE` (can the set grant a cross-tenant read?) and
+    ``no-new-access`` against the app without the template, each as linked and over every link,
+    over every store: (policies, links, property, meaning, seconds, status, cedarpy seconds)."""
+    import cedarpy
+
+    from cda.policy.authorization import policy_set_of
+
+    env = Environment("User", EntityUID("Action", "view"), "Doc")
+    rows = []
+    for n in sizes:
+        base = tenant_policies(n)
+        text = base + "\n" + TENANT_TEMPLATE
+        links = tenant_links(n)
+        with_links = policy_set_of((text, f"tenant-{n}-share.cedar"), (TENANT_SCHEMA, "tenant.cedarschema"), None,
+                                   (json.dumps(links), "links.json"))  # fmt: skip
+        probe = policy_set_of((TENANT_PROBE, "probe.cedar"), (TENANT_SCHEMA, "tenant.cedarschema"))
+        old = policy_set_of((base, f"tenant-{n}.cedar"), (TENANT_SCHEMA, "tenant.cedarschema"))
+        for prop, sets, first in (("disjoint", [with_links, probe], 0), ("no-new-access", [old, with_links], 1)):
+            for every in (False, True):
+                t0 = time.process_time()
+                res = analyze(prop, sets, env, timeout=timeout, every_link=every)
+                cpu = time.process_time() - t0
+                cp = None
+                if res.counterexample is not None:
+                    cex = res.counterexample
+                    extra = cex.get("links", {}).get("A" if first == 0 else "NEW", [])
+                    linked = cedarpy.PolicySet.from_str(text).with_linked_batch(
+                        [{"template_id": x["template_id"], "new_id": x["link_id"], "values": x["args"]}
+                         for x in links + extra])  # fmt: skip
+                    texts: list[Any] = [linked, TENANT_PROBE] if first == 0 else [base, linked]
+                    cp, ok = _cedarpy_seconds(cex, texts, None, TENANT_SCHEMA, prop)
+                    assert ok, (n, prop, every, cex)
+                rows.append((len(with_links.policies) - len(links), len(links), prop,
+                             "every link" if every else "as linked", cpu, str(res.status), cp))  # fmt: skip
+    return rows
+
+
 #: conditions of the synthetic policy sets (the handwritten sandbox_b schema and entities)
 _CONDS = [
     "context.authenticated",
@@ -456,7 +518,8 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def render(ag: dict[str, Any], tp: dict[str, Any], an: Tally, app: list[Any], sc: list[Any], hw: dict[str, Any]) -> str:
+def render(ag: dict[str, Any], tp: dict[str, Any], an: Tally, app: list[Any], sc: list[Any], hw: dict[str, Any],
+           tpl: list[Any]) -> str:  # fmt: skip
     import cedarpy  # noqa: F401
     import z3
 
@@ -554,6 +617,25 @@ def render(ag: dict[str, Any], tp: dict[str, Any], an: Tally, app: list[Any], sc
             lines.append(f"| {size} | {prop} | {cells['every store']} | {cells['given store']} | {' / '.join(cp) or '—'} |")
     lines += [
         "",
+        "Templates (docs/policy.md, \"Templates and links\"): the same application with a sharing template "
+        "(`TENANT_TEMPLATE`: `permit(principal in ?principal, action == view, resource in ?resource) when "
+        "{ resource.tenant == principal.tenant }`) and as many links as policies (users and groups given folders "
+        "and documents of their tenant); `disjoint` with a probe that permits cross-tenant reads (can the set "
+        "ever grant one?) and `no-new-access` against the app without the template, over every store, **as "
+        "linked** and **over every link** of the template. cedarpy links the template as each counterexample "
+        "names and confirms it:",
+        "",
+        "| policies | links | property | as linked | every link | cedarpy (counterexample) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for size in sorted({r[0] for r in tpl}):
+        for prop in ("disjoint", "no-new-access"):
+            got = {m: (links, secs, status, cps) for n_, links, p_, m, secs, status, cps in tpl if n_ == size and p_ == prop}
+            a, e = got["as linked"], got["every link"]
+            cp = " / ".join(_ms(x[3]) for x in (a, e) if x[3] is not None) or "—"
+            lines.append(f"| {size} | {a[0]} | {prop} | {_ms(a[1])} ({a[2]}) | {_ms(e[1])} ({e[2]}) | {cp} |")
+    lines += [
+        "",
         "Time against policy-set size: synthetic sets of N random policies over the handwritten `sandbox_b` "
         "schema (environment (User, view, Photo); conditions on context Booleans and decimals, attributes, "
         "hierarchy, `like`, arithmetic); binary properties compare the set with the same set after one edit (its "
@@ -613,9 +695,10 @@ def main() -> int:
         tp = throughput(corpus, args.repeat)
         an = analyses(corpus, args.analyses, args.timeout)
     app = tenant_app(args.app_sizes, args.timeout)
+    tpl = tenant_templates(args.app_sizes, args.timeout)
     sc = scaling(args.sizes, args.timeout)
     hw = handwritten_analyses(args.timeout)
-    text = render(ag, tp, an, app, sc, hw)
+    text = render(ag, tp, an, app, sc, hw, tpl)
     print(text)
     if args.write:
         write_section(DOC, START, END, text)

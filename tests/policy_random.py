@@ -12,8 +12,12 @@ the schema. :func:`check_seed` decides every property over every store the schem
 * every HOLDS: random stores and requests (bounded sampling, answered by cedarpy and by CDA's
   evaluator) never violate it, and the analysis bounded to each sampled store holds too.
 
-``python tests/policy_random.py N [FIRST [BACKEND]]`` runs seeds FIRST..FIRST+N-1 and prints the counts the closing note of
-issue 29 asks for (analyses checked, FAILS confirmed, HOLDS contradicted).
+Templates (:func:`check_template_seed`): a set with templates and a links file, decided as linked
+and for every link of each template; cedarpy links the templates as each counterexample names
+and confirms it; sampled stores, requests and links never contradict a HOLDS.
+
+``python tests/policy_random.py N [FIRST [BACKEND [templates]]]`` runs seeds FIRST..FIRST+N-1 and prints the counts the
+closing note of issue 29 asks for (analyses checked, FAILS confirmed, HOLDS contradicted).
 """
 
 from __future__ import annotations
@@ -379,6 +383,38 @@ class _Answer:
     errors: list[str]
 
 
+def _decide(stats: Stats, prop: str, chosen: list[PolicySet], env: Environment, backend: str, against: str | None,
+            where: str, **kwargs: Any) -> Any:  # fmt: skip
+    """The analysis on ``backend`` (compared with ``against``'s verdict, a difference a problem),
+    counted; None when refused by name or unknown (nothing to check)."""
+    from cda.errors import BackendUnsupported
+    from cda.policy.syntax import UnsupportedConstruct
+
+    try:
+        res = analyze(prop, chosen, env, backend=backend, **kwargs)  # type: ignore[arg-type]
+    except (UnsupportedConstruct, BackendUnsupported):
+        stats.refused += 1
+        return None
+    stats.analyses += 1
+    if against is not None:
+        other = analyze(prop, chosen, env, backend=against, **kwargs)  # type: ignore[arg-type]
+        if other.status != res.status:
+            stats.problems.append(f"{backend} says {res.status}, {against} says {other.status}: {where}")
+    if res.status is PropertyStatus.UNKNOWN:
+        stats.unknown += 1
+        return None
+    return res
+
+
+def _count_fails(stats: Stats, confirmed: bool, where: str, cex: dict[str, Any]) -> None:
+    """A FAILS, confirmed by cedarpy or a problem."""
+    stats.fails += 1
+    if confirmed:
+        stats.fails_confirmed += 1
+    else:
+        stats.problems.append(f"FAILS not confirmed by cedarpy: {where}\n{json.dumps(cex)}")
+
+
 def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = "z3", against: str | None = None) -> Stats:
     """Every property on seed ``seed``'s world, against the oracles (module docstring); with
     ``against``, also against that backend's verdict. A construct or a backend that refuses by
@@ -398,27 +434,13 @@ def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = 
     for prop, arity in PROPERTIES.items():
         texts, chosen = [a_text, b_text][:arity], sets[:arity]
         where = f"seed {seed} {prop}:\n{text}--- A\n{a_text}\n--- B\n{b_text}"
-        try:
-            res = analyze(prop, chosen, env, backend=backend, repair=False)  # type: ignore[arg-type]
-        except (UnsupportedConstruct, BackendUnsupported):
-            stats.refused += 1
-            continue
-        stats.analyses += 1
-        if against is not None:
-            other = analyze(prop, chosen, env, backend=against, repair=False)  # type: ignore[arg-type]
-            if other.status != res.status:
-                stats.problems.append(f"{backend} says {res.status}, {against} says {other.status}: {where}")
-        if res.status is PropertyStatus.UNKNOWN:
-            stats.unknown += 1
+        res = _decide(stats, prop, chosen, env, backend, against, where)
+        if res is None:
             continue
         if res.status is PropertyStatus.FAILS:
-            stats.fails += 1
             cex = res.counterexample
             assert cex is not None
-            if _cedarpy(prop, texts, [cex["request"]], cex["entities"], text) == [True]:
-                stats.fails_confirmed += 1
-            else:
-                stats.problems.append(f"FAILS not confirmed by cedarpy: {where}\n{json.dumps(cex)}")
+            _count_fails(stats, _cedarpy(prop, texts, [cex["request"]], cex["entities"], text) == [True], where, cex)
             own = read_entities(cex["entities"], schema)
             try:
                 bounded = analyze(prop, chosen, env, backend=backend, store=(own, "the counterexample's"), repair=False)  # type: ignore[arg-type]
@@ -455,15 +477,145 @@ def check_seed(seed: int, *, stores: int = 3, samples: int = 12, backend: str = 
     return stats
 
 
+# ---------------------------------------------------------------------------- templates and links
+
+
+def _reach(w: World, t: str) -> list[str]:
+    """``t`` and its possible ancestor types (the world's ``memberOf``, transitively)."""
+    seen, todo = [t], [t]
+    while todo:
+        for p in w.type(todo.pop()).parents:
+            if p not in seen:
+                seen.append(p)
+                todo.append(p)
+    return seen
+
+
+def templates(w: World) -> tuple[str, list[tuple[str, list[str]]]]:
+    """One or two random templates (text, and per template its slots with their allowed types,
+    worked out from the world, not by CDA)."""
+    rng = w.rng
+    out, slots = [], []
+    for _ in range(rng.randint(1, 2)):
+        parts, mine = [], []
+        for var, t in (("principal", w.principal), ("resource", w.resource)):
+            roll = rng.random()
+            if roll < 0.3:
+                parts.append(f"{var} == ?{var}")
+                mine.append((f"?{var}", [t]))
+            elif roll < 0.6:
+                parts.append(f"{var} in ?{var}")
+                mine.append((f"?{var}", _reach(w, t)))
+            elif roll < 0.75:
+                parts.append(f"{var} is {t} in ?{var}")
+                mine.append((f"?{var}", _reach(w, t)))
+            else:
+                parts.append(_scope(w, var, t))
+        if not mine:
+            parts[0] = "principal == ?principal"
+            mine.append(("?principal", [w.principal]))
+        effect = rng.choice(["permit", "permit", "forbid"])
+        conds = "".join(f" {rng.choice(['when', 'unless'])} {{ {_expr(w, 1)} }}" for _ in range(rng.randint(0, 1)))
+        out.append(f"{effect}({parts[0]}, action, {parts[1]}){conds};")
+        slots.append((f"@{len(slots)}", mine))
+    return "\n".join(out), slots
+
+
+def random_links(w: World, first: int, slots: list[tuple[str, list[str]]], ids: dict[str, list[str]], tag: str
+                 ) -> list[dict[str, Any]]:  # fmt: skip
+    """One random link of the template ``policy{first}`` (its slots' entities among ``ids``)."""
+    rng = w.rng
+    args = {}
+    for slot, types in slots:
+        t = rng.choice(types)
+        args[slot] = f'{t}::"{rng.choice(ids[t])}"'
+    return [{"template_id": f"policy{first}", "link_id": f"{tag}-policy{first}", "args": args}]
+
+
+def set_a_links(cex: dict[str, Any], prop: str) -> list[dict[str, Any]]:
+    """The links a counterexample names for the first policy set (named S, A or OLD)."""
+    name = "S" if PROPERTIES[prop] == 1 else "OLD" if prop == "no-new-access" else "A"
+    return list(cex.get("links", {}).get(name, []))
+
+
+def _linked_cedarpy(text: str, links: list[dict[str, Any]]) -> Any:
+    import cedarpy
+
+    ps = cedarpy.PolicySet.from_str(text)
+    if links:
+        ps = ps.with_linked_batch([{"template_id": x["template_id"], "new_id": x["link_id"], "values": x["args"]}
+                                   for x in links])  # fmt: skip
+    return ps
+
+
+def check_template_seed(seed: int, *, stores: int = 2, samples: int = 6, backend: str = "z3",
+                        against: str | None = None) -> Stats:  # fmt: skip
+    """Templates on seed ``seed``'s world: set A is random policies and templates (with one
+    random link each in the links file), B random policies; every property is decided as linked
+    and for every link (one more link per template, any entity its slots allow). Every FAILS:
+    cedarpy links the templates as the counterexample names (``links``) and its answers violate
+    the property; every HOLDS: random stores, requests and (for every link) random links never
+    violate it in cedarpy."""
+    from cda.policy.authorization import policy_set_of
+
+    w = world(seed)
+    text = w.text()
+    static = policy_set(w)
+    t_text, slots = templates(w)
+    a_text, b_text = f"{static}\n{t_text}", policy_set(w)
+    first = len(parse_policies(static))  # the templates' positional ids: policy{first}, …
+    given_ids = {t.name: w.ids(t.name) for t in w.types}
+    given = [x for i, (_, sl) in enumerate(slots) for x in random_links(w, first + i, sl, given_ids, "given")]
+    env = Environment(w.principal, EntityUID("Action", "act"), w.resource)
+    sampled = [store(w) for _ in range(stores)]
+    stats = Stats()
+    sets = [policy_set_of((text_, name), (text, "s.cedarschema"), None, links)
+            for text_, name, links in ((a_text, "a.cedar", (json.dumps(given), "links.json")), (b_text, "b.cedar", None))]  # fmt: skip
+    for every in (False, True):
+        for prop, arity in PROPERTIES.items():
+            chosen = sets[:arity]
+            where = f"seed {seed} {prop} every_link={every}:\n{text}--- A\n{a_text}\n{json.dumps(given)}\n--- B\n{b_text}"
+            res = _decide(stats, prop, chosen, env, backend, against, where, every_link=every)
+            if res is None:
+                continue
+            if res.status is PropertyStatus.FAILS:
+                cex = res.counterexample
+                assert cex is not None
+                extra = set_a_links(cex, prop) if every else []
+                if every and len(extra) != len(slots):
+                    stats.problems.append(f"every link: the counterexample names {len(extra)} links: {where}")
+                pols = [_linked_cedarpy(a_text, given + extra), b_text][:arity]
+                confirmed = _cedarpy(prop, pols, [cex["request"]], cex["entities"], text) == [True]  # type: ignore[arg-type]
+                _count_fails(stats, confirmed, where, cex)
+                continue
+            stats.holds += 1
+            contradicted = False
+            for entities in sampled:
+                ids = {t.name: [e["uid"]["id"] for e in entities if e["uid"]["type"] == t.name] for t in w.types}
+                for k in range(2 if every else 1):
+                    extra = ([x for i, (_, sl) in enumerate(slots) for x in random_links(w, first + i, sl, ids, f"any{k}")]
+                             if every else [])  # fmt: skip
+                    reqs = requests(w, entities, samples)
+                    stats.samples += len(reqs)
+                    pols = [_linked_cedarpy(a_text, given + extra), b_text][:arity]
+                    if any(_cedarpy(prop, pols, reqs, entities, text)):  # type: ignore[arg-type]
+                        contradicted = True
+                        stats.problems.append(f"HOLDS contradicted by a sampled request: {where}\n{json.dumps(entities)}"
+                                              f"\n{json.dumps(extra)}")  # fmt: skip
+            stats.holds_contradicted += contradicted
+    return stats
+
+
 if __name__ == "__main__":
     # python tests/policy_random.py N [FIRST [BACKEND]]: seeds FIRST..FIRST+N-1 on BACKEND (z3 or
     # clingo; clingo's verdicts are also compared with z3's)
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     first = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     backend = sys.argv[3] if len(sys.argv) > 3 else "z3"
+    check = check_template_seed if len(sys.argv) > 4 and sys.argv[4] == "templates" else check_seed
     total = Stats()
     for s in range(first, first + n):
-        total.add(check_seed(s, backend=backend, against=None if backend == "z3" else "z3"))
+        total.add(check(s, backend=backend, against=None if backend == "z3" else "z3"))
     print(json.dumps({k: v for k, v in total.__dict__.items() if k != "problems"} | {"problems": len(total.problems)},
                      indent=1))
     for p in total.problems[:5]:

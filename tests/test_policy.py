@@ -288,7 +288,8 @@ def test_cli_test_exits_2_naming_the_file_when_the_test_data_is_broken(
 def test_a_refused_construct_is_still_a_refusal_not_an_error(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     tests = _cedar_test_folder(tmp_path)
-    (tmp_path / "p.cedar").write_text("permit(principal, action, resource == ?resource);")
+    # a template is read (it authorizes nothing until linked); a slot outside the scope is refused
+    (tmp_path / "p.cedar").write_text("permit(principal, action, resource) when { resource == ?resource };")
     assert main(["policy", "test", str(tests)]) == 0
     assert "refused 1 request(s): template slot" in capsys.readouterr().out
 

@@ -36,6 +36,7 @@ def add_policy_parser(sub: Any, seconds: Any) -> None:
     au.add_argument("policies", type=Path, help="the Cedar policy file (.cedar)")
     au.add_argument("--schema", type=Path, default=None, help="the schema (.cedarschema or JSON)")
     au.add_argument("--entities", type=Path, default=None, help="the entity store (Cedar entities JSON)")
+    au.add_argument("--links", type=Path, default=None, help="template links (the Cedar CLI's JSON)")
     au.add_argument("--request", type=Path, required=True, help="a request JSON (principal, action, resource, context)")
     au.add_argument("--json", action="store_true", help="print one JSON object")
     te = psub.add_parser("test", help="run Cedar integration-test JSON files and print agreement")
@@ -47,6 +48,10 @@ def add_policy_parser(sub: Any, seconds: Any) -> None:
     an.add_argument("--schema", type=Path, required=True, help="the schema (.cedarschema or JSON)")
     an.add_argument("--entities", type=Path, default=None,
                     help="decide it for this entity store only (default: for every store the schema allows)")
+    an.add_argument("--links", type=Path, action="append", default=None,
+                    help="template links (the Cedar CLI's JSON) of the first policy file; again for the second")
+    an.add_argument("--every-link", action="store_true",
+                    help="each template also stands for every link of it (any entities its slots allow)")
     an.add_argument("--principal-type", default=None, help="only this principal type (default: every one)")
     an.add_argument("--action", default=None, help='Action::"view" or view (default: every action of the schema)')
     an.add_argument("--resource-type", default=None, help="only this resource type (default: every one)")
@@ -78,7 +83,7 @@ def main_policy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _authorize(args: argparse.Namespace, out: TextIO) -> int:
     from cda.policy.authorization import authorize
 
-    ans = authorize(args.policies, args.request, schema=args.schema, entities=args.entities)
+    ans = authorize(args.policies, args.request, schema=args.schema, entities=args.entities, links=args.links)
     if args.json:
         out.write(json.dumps(ans.to_json(), sort_keys=True) + "\n")
         return EXIT_OK
@@ -124,7 +129,8 @@ def _analyze(args: argparse.Namespace, out: TextIO) -> int:
     results = analyze_files(
         args.property, args.policies, schema=args.schema, entities=args.entities, action=args.action,
         principal_type=args.principal_type, resource_type=args.resource_type, backend=args.backend,
-        timeout=args.timeout, explain=args.explain, repair=args.repair,
+        timeout=args.timeout, explain=args.explain, repair=args.repair, links=args.links or (),
+        every_link=args.every_link,
     )  # fmt: skip
     if args.json:
         out.write(json.dumps([r.to_json() for r in results], sort_keys=True) + "\n")
@@ -149,6 +155,8 @@ def _print_result(r: Any, out: TextIO) -> None:
         out.write(f"  request: {json.dumps(cex['request'], sort_keys=True)}\n")
         if "entities" in cex:
             out.write(f"  entities: {json.dumps(cex['entities'], sort_keys=True)}\n")
+        for name, links in cex.get("links", {}).items():
+            out.write(f"  links ({name}): {json.dumps(links, sort_keys=True)}\n")
         for name, ans in r.answers.items():
             out.write(f"  {name}: {ans['decision']} (reason {ans['reason']}, errors {ans['errors']})\n")
         if r.repair is not None:

@@ -57,6 +57,9 @@ class AnalysisParams(Params):
     schema_: FilePath = Field(alias="schema", description="the Cedar schema")
     entities: optional_path("an entity store (JSON) to bound the analysis to; without it, every store the schema "  # type: ignore[valid-type]
                             "allows") = None
+    links: optional_path("template links of the policy set under review (the Cedar CLI's JSON)") = None  # type: ignore[valid-type]
+    other_links: optional_path("template links of the other policy set") = None  # type: ignore[valid-type]
+    every_link: bool = Field(default=False, description="each template also stands for every link of it")
     principal_type: optional_text("only this principal type") = None  # type: ignore[valid-type]
     action: optional_text("only this action") = None  # type: ignore[valid-type]
     resource_type: optional_text("only this resource type") = None  # type: ignore[valid-type]
@@ -69,6 +72,8 @@ class AnalysisParams(Params):
             raise ValueError(f"{self.analysis} compares two policy sets: it needs params.other (the second file)")
         if self.analysis not in _BINARY and self.other is not None:
             raise ValueError(f"{self.analysis} analyses one policy set: params.other would not be read")
+        if self.other is None and self.other_links is not None:
+            raise ValueError("params.other_links are the links of params.other, which is not given")
         return self
 
 
@@ -77,6 +82,7 @@ class BatchParams(Params):
     requests: FilePath = Field(description="a JSON list of requests")
     schema_: optional_path("the Cedar schema") = Field(default=None, alias="schema")  # type: ignore[valid-type]
     entities: optional_path("the entities (JSON)") = None  # type: ignore[valid-type]
+    links: optional_path("template links (the Cedar CLI's JSON)") = None  # type: ignore[valid-type]
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -84,7 +90,7 @@ class BatchParams(Params):
 def _job(call: Any, p: BaseModel) -> Any:
     data = p.model_dump(by_alias=True, exclude_none=True)
     file = at(call, data.pop("path"))
-    paths = {"other", "schema", "entities", "requests"}
+    paths = {"other", "schema", "entities", "requests", "links", "other_links"}
     return SimpleNamespace(file=file, params={k: str(at(call, v)) if k in paths else v for k, v in data.items()})
 
 

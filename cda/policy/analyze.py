@@ -48,6 +48,7 @@ from cda.policy.solving import Clause, Deadline, GroundProblem, Node, Query, Sof
 from cda.policy.symstore import FixedStore, SchemaStore
 from cda.policy.symvalues import EntV
 from cda.policy.syntax import Policy
+from cda.policy.templates import Link
 from cda.policy.values import EntityUID
 
 __all__ = [
@@ -173,22 +174,30 @@ def analyze_files(
     timeout: float = 60.0,
     explain: bool = False,
     repair: bool = False,
+    links: Sequence[str | Path | None] = (),
+    every_link: bool = False,
 ) -> list[AnalysisResult]:
     """``cda policy analyze`` as a function of file paths (what a batch job calls): ``prop`` on
     the policy files (one, or two for the binary properties) over every environment selected,
-    for every store the schema allows, or for the store ``entities`` when given."""
+    for every store the schema allows, or for the store ``entities`` when given. ``links``:
+    the links files (or None) of the first policy files, in order; ``every_link``: each template
+    also stands for every link of it (docs/policy.md)."""
     from cda.policy.authorization import load_policy_set
 
     if prop not in PROPERTIES:
         raise OptionError(f"unknown property {prop!r}; one of {', '.join(PROPERTIES)}")
     if len(policies) != PROPERTIES[prop]:
         raise OptionError(f"{prop} takes {PROPERTIES[prop]} policy file(s), not {len(policies)}")
-    sets = [load_policy_set(p, schema, entities) for p in policies]
+    if len(links) > len(policies):
+        raise OptionError(f"{len(links)} links files for {len(policies)} policy file(s): the i-th links file "
+                          "links the i-th policy file's templates")  # fmt: skip
+    per_file = [*links, *[None] * (len(policies) - len(links))]
+    sets = [load_policy_set(p, schema, entities, x) for p, x in zip(policies, per_file)]
     assert sets[0].schema is not None
     envs = select_environments(sets[0].schema, action, principal_type, resource_type)
     given = None if entities is None else (sets[0].entities, Path(entities).name)  # the same on every door
-    return [analyze(prop, sets, e, backend=backend, timeout=timeout, store=given, explain=explain, repair=repair)
-            for e in envs]  # fmt: skip
+    return [analyze(prop, sets, e, backend=backend, timeout=timeout, store=given, explain=explain, repair=repair,
+                    every_link=every_link) for e in envs]  # fmt: skip
 
 
 def violated(prop: str, answers: list[Answer]) -> bool:
@@ -225,6 +234,8 @@ class Lowered:
     policies: list[list[tuple[str, Policy, Node, Node]]]
     violation: str  # the violation clause's name
     env: Environment
+    #: per policy set, with every link: [(template, its clause name, slot → [(chosen, entity)])]
+    slots: list[list[tuple[Policy, str, dict[str, list[tuple[Node, EntV | None]]]]]] = field(default_factory=list)
 
 
 def _set_nodes(low: Lowering, tag: str, policies: list[Policy], req: Request,
@@ -264,9 +275,47 @@ def _violation(f: Any, prop: str, sets: list[tuple[Node, Node]]) -> Node:
     return f.and_([b_allow, f.not_(a_allow)])  # type: ignore[no-any-return]  # no-new-access OLD NEW
 
 
+def _slot_choices(low: Lowering, template: Policy, name: str, env: Environment,
+                  schema: Schema) -> dict[str, list[tuple[Node, EntV | None]]]:  # fmt: skip
+    """Each slot of ``template`` as a symbolic entity: one term per allowed type that can match
+    the environment's principal (resource), and ``None`` for a link that never applies here;
+    exactly one is chosen."""
+    from cda.policy.symstore import ancestor_types
+    from cda.policy.templates import allowed_types
+
+    f = low.f
+    anc = ancestor_types(schema)
+    out: dict[str, list[tuple[Node, EntV | None]]] = {}
+    for slot in template.slots:
+        scope = template.principal if slot == "?principal" else template.resource
+        who = env.principal_type if slot == "?principal" else env.resource_type
+        allowed = sorted(allowed_types(template, slot, schema))
+        reach = {who} if scope.kind == "eq" else {who} | anc.get(who, set()) if scope.type in (None, who) else set()
+        alts: list[tuple[Node, EntV | None]] = []
+        for t in allowed:
+            if t in reach:
+                sort = low.store.sort(t)
+                if sort.domain is not None and not sort.domain:
+                    continue  # a given store without entities of the type: no link of it applies
+                x = EntV(low.term_var(f"slot[{name}]{slot}", sort), t)
+                low.register(x)
+                alts.append((low.atom(f"link[{name}]{slot}={t}"), x))
+        # a link that never applies here: of a type that cannot match, or to an entity no request of
+        # this environment is (nor is in), as a link to an entity outside a given store
+        alts.append((low.atom(f"link[{name}]{slot}=elsewhere"), None))
+        low.background(f.or_([g for g, _ in alts]))
+        for i, (g, _) in enumerate(alts):
+            for h, _ in alts[i + 1 :]:
+                low.background(f.not_(f.and_([g, h])))
+        out[slot] = alts
+    return out
+
+
 def lower_analysis(prop: str, policy_sets: list[PolicySet], env: Environment, schema: Schema,
-                   store: Entities | None) -> Lowered:  # fmt: skip
-    """``prop`` over ``env`` as an IR problem, over every store (``store`` None) or ``store``."""
+                   store: Entities | None, every_link: bool = False) -> Lowered:  # fmt: skip
+    """``prop`` over ``env`` as an IR problem, over every store (``store`` None) or ``store``;
+    with ``every_link``, each template of a set is there too, linked once to any entities its
+    slots allow (:func:`_slot_choices`)."""
     low = Lowering()
     sym = SchemaStore(low, schema) if store is None else FixedStore(low, store)
     f = low.f
@@ -280,12 +329,19 @@ def lower_analysis(prop: str, policy_sets: list[PolicySet], env: Environment, sc
     req = Request(principal, action, resource, context)
     defs: list[Clause] = []
     tags = ["OLD", "NEW"] if prop == "no-new-access" else ["A", "B"] if len(policy_sets) == 2 else [""]
-    sets, per_set = [], []
+    sets, per_set, slots = [], [], []
     try:
         for tag, ps in zip(tags, policy_sets):
-            allow, errs, pols = _set_nodes(low, tag, ps.policies, req, defs)
+            templates = ps.templates if every_link else []
+            chosen = []
+            for t in templates:
+                name = f"{tag}:{t.id}" if tag else t.id
+                low.slots[id(t)] = _slot_choices(low, t, name, env, schema)
+                chosen.append((t, name, low.slots[id(t)]))
+            allow, errs, pols = _set_nodes(low, tag, [*ps.policies, *templates], req, defs)
             sets.append((allow, errs))
             per_set.append(pols)
+            slots.append(chosen)
     except RecursionError:
         raise CDAError("a policy condition is nested too deeply to encode") from None
     low.close()
@@ -293,7 +349,7 @@ def lower_analysis(prop: str, policy_sets: list[PolicySet], env: Environment, sc
     gp.clauses.extend(defs)
     gp.clauses.append(Clause("violation", "hard", _violation(f, prop, sets), 0))
     _small_scenario(low, gp)
-    return Lowered(low, req, gp, per_set, "violation", env)
+    return Lowered(low, req, gp, per_set, "violation", env, slots)
 
 
 def _small_scenario(low: Lowering, gp: GroundProblem) -> None:
@@ -318,15 +374,25 @@ def _small_scenario(low: Lowering, gp: GroundProblem) -> None:
 # ---------------------------------------------------------------------------- the analysis
 
 
-def _proved_for(store: tuple[Entities, str] | None, schema: Schema) -> str:
+def _proved_for(store: tuple[Entities, str] | None, schema: Schema, policy_sets: list[PolicySet],
+                every_link: bool) -> str:  # fmt: skip
     if store is None:
-        return EVERY_STORE
-    entities, where = store
-    n = sum(1 for u in entities.attrs if u not in schema.actions)
-    return f"the entity store {where} as given ({n} entities besides the schema's actions)"
+        out = EVERY_STORE
+    else:
+        entities, where = store
+        n = sum(1 for u in entities.attrs if u not in schema.actions)
+        out = f"the entity store {where} as given ({n} entities besides the schema's actions)"
+    templates = sum(len(ps.templates) for ps in policy_sets)
+    links = sum(len(ps.links) for ps in policy_sets)
+    if every_link and templates:
+        out += (f"; and every link of the {templates} template(s): each template linked once more, its slots any "
+                f"entities of the types they allow, besides the {links} given link(s)")
+    elif templates or links:
+        out += f"; the policy set as linked ({links} link(s); a template without a link authorizes nothing)"
+    return out
 
 
-def _assumptions(store: tuple[Entities, str] | None) -> list[str]:
+def _assumptions(store: tuple[Entities, str] | None, slots: bool = False) -> list[str]:
     out = ["requests conform to the schema (the principal and resource types of the environment, the context "
            "of the action's context type)"]
     if store is None:
@@ -337,6 +403,9 @@ def _assumptions(store: tuple[Entities, str] | None) -> list[str]:
                    "(its attributes and hierarchy are fixed)")
     out.append("longs, decimals and durations range over Cedar's 64-bit values; datetimes over those Cedar reads "
                "(years 1 to 9999)")
+    if slots:
+        out.append("a slot's entity is of a type the slot allows (docs/policy.md)" + (
+            "" if store is None else " and, where it can apply, an entity of the given store"))
     return out
 
 
@@ -350,11 +419,14 @@ def analyze(
     store: tuple[Entities, str] | None = None,
     explain: bool = False,
     repair: bool = False,
+    every_link: bool = False,
 ) -> AnalysisResult:
     """Decide ``prop`` for the policy sets (one or two, as the property takes) over ``env``:
     for every entity store the first set's schema allows, or, with ``store`` (an entity store
-    and where it came from), for that store. ``repair`` (a failing property) and ``explain``
-    (a holding one) ask for more solving, within the same ``timeout``."""
+    and where it came from), for that store. A set's templates count as linked (its links);
+    with ``every_link``, each template is also linked once to any entities its slots allow, and
+    a counterexample names that link. ``repair`` (a failing property) and ``explain`` (a
+    holding one) ask for more solving, within the same ``timeout``."""
     if prop not in PROPERTIES:
         raise OptionError(f"unknown property {prop!r}; one of {', '.join(PROPERTIES)}")
     if len(policy_sets) != PROPERTIES[prop]:
@@ -370,13 +442,14 @@ def analyze(
         raise CDAError(f"the action {env.action} is not in the schema")
     if store is not None:
         _has_requests(store[0], env, schema)
-    lowered = lower_analysis(prop, policy_sets, env, schema, None if store is None else store[0])
+    lowered = lower_analysis(prop, policy_sets, env, schema, None if store is None else store[0], every_link)
     deadline = Deadline(timeout)
     query = Query(lowered.problem, backend, deadline)
     result = AnalysisResult(
         property=prop, status=PropertyStatus.UNKNOWN,
         environment={"principal_type": env.principal_type, "action": str(env.action), "resource_type": env.resource_type},
-        backend=backend, proved_for=_proved_for(store, schema), assumptions=_assumptions(store),
+        backend=backend, proved_for=_proved_for(store, schema, policy_sets, every_link),
+        assumptions=_assumptions(store, every_link and any(ps.templates for ps in policy_sets)),
         policies=[len(ps.policies) for ps in policy_sets],
     )  # fmt: skip
     decided = query.check()
@@ -406,9 +479,12 @@ def analyze(
 
             def recheck(name: str, policy: Policy) -> bool:
                 """The property, analysed afresh with the policy of clause ``name`` replaced."""
-                sets = [PolicySet([policy if n == name else q for n, q, _, _ in pols], ps.schema, ps.entities)
-                        for pols, ps in zip(lowered.policies, policy_sets)]  # fmt: skip
-                again = analyze(prop, sets, env, backend=backend, timeout=timeout, store=store)
+                sets = []
+                for pols, ps in zip(lowered.policies, policy_sets):
+                    kept = [policy if n == name else q for n, q, _, _ in pols]
+                    sets.append(PolicySet([q for q in kept if not q.slots], ps.schema, ps.entities,
+                                          [q for q in kept if q.slots], ps.links))  # fmt: skip
+                again = analyze(prop, sets, env, backend=backend, timeout=timeout, store=store, every_link=every_link)
                 return again.status is PropertyStatus.HOLDS
 
             result.repair = suggest(prop, lowered, query, recheck)
@@ -451,6 +527,9 @@ def _scenario(prop: str, lowered: Lowered, model: dict[str, Any], policy_sets: l
     low = lowered.low
     dec = Decoder(low, low.realize_readings(model))
     ctx_type = schema.actions[lowered.env.action].context
+    links = [_chosen_links(dec, chosen, ps, schema) for chosen, ps in zip(lowered.slots, policy_sets)]
+    if any(links):  # the sets as the counterexample links them: what is evaluated again
+        policy_sets = [_linked(ps, got) for ps, got in zip(policy_sets, links)]
     if store is None:
         assert isinstance(low.store, SchemaStore)
         builder = StoreBuilder(dec, low.store, schema)
@@ -483,7 +562,53 @@ def _scenario(prop: str, lowered: Lowered, model: dict[str, Any], policy_sets: l
     cex: dict[str, Any] = {"request": request}
     if entities_json is not None:
         cex["entities"] = entities_json
+    if any(links):
+        from cda.policy.templates import links_json
+
+        names = ["OLD", "NEW"] if prop == "no-new-access" else ["A", "B"] if len(links) == 2 else ["S"]
+        cex["links"] = {n: links_json(got, ps.templates) for n, got, ps in zip(names, links, policy_sets) if got}
     return cex, answers
+
+
+def _chosen_links(dec: Any, chosen: list[tuple[Policy, str, dict[str, list[tuple[Node, EntV | None]]]]],
+                  ps: PolicySet, schema: Schema) -> list[Link]:  # fmt: skip
+    """The link of each template a model chose (every link): a slot's entity, or, where the
+    model chose a link that never applies here, an entity ``elsewhere`` of the first type the
+    slot allows that cannot match, else of the first it allows (a template whose slot allows
+    no type has no link)."""
+    from cda.policy.templates import allowed_types, template_name
+
+    taken = {p.id for p in ps.policies} | {t.id for t in ps.templates}
+    out: list[Link] = []
+    for template, _, slots in chosen:
+        values: list[tuple[str, EntityUID]] = []
+        for slot, alts in slots.items():
+            x = next(x for g, x in alts if dec.truth(g))
+            if x is None:
+                here = {y.etype for _, y in alts if y is not None}
+                other = sorted(allowed_types(template, slot, schema) - here) or sorted(here)
+                if not other:
+                    break
+                values.append((slot, EntityUID(other[0], "elsewhere")))
+            else:
+                values.append((slot, dec.uid(x)))
+        else:
+            base = template_name(ps.templates, template.id)
+            n, link_id = 0, f"{base}-link"
+            while link_id in taken:
+                n += 1
+                link_id = f"{base}-link{n}"
+            taken.add(link_id)
+            out.append(Link(template.id, link_id, tuple(values)))
+    return out
+
+
+def _linked(ps: PolicySet, links: list[Link]) -> PolicySet:
+    from cda.policy.templates import link
+
+    by_id = {t.id: t for t in ps.templates}
+    made = [link(by_id[x.template_id], x.link_id, dict(x.values)) for x in links]
+    return PolicySet([*ps.policies, *made], ps.schema, ps.entities, ps.templates, [*ps.links, *links])
 
 
 def _answers(request: dict[str, Any], schema: Schema, store: Entities, policy_sets: list[PolicySet]) -> list[Answer]:
@@ -497,8 +622,10 @@ def _answers(request: dict[str, Any], schema: Schema, store: Entities, policy_se
 
 def _one(prop: str) -> Any:
     def run(ps: PolicySet, env: Environment, *, backend: Backend = "z3", timeout: float = 60.0,
-            store: tuple[Entities, str] | None = None, explain: bool = False, repair: bool = False) -> AnalysisResult:  # fmt: skip
-        return analyze(prop, [ps], env, backend=backend, timeout=timeout, store=store, explain=explain, repair=repair)
+            store: tuple[Entities, str] | None = None, explain: bool = False, repair: bool = False,
+            every_link: bool = False) -> AnalysisResult:  # fmt: skip
+        return analyze(prop, [ps], env, backend=backend, timeout=timeout, store=store, explain=explain, repair=repair,
+                       every_link=every_link)  # fmt: skip
 
     run.__name__ = prop.replace("-", "_")
     run.__doc__ = f"``{prop}``: see :func:`analyze`."
@@ -507,8 +634,10 @@ def _one(prop: str) -> Any:
 
 def _two(prop: str) -> Any:
     def run(a: PolicySet, b: PolicySet, env: Environment, *, backend: Backend = "z3", timeout: float = 60.0,
-            store: tuple[Entities, str] | None = None, explain: bool = False, repair: bool = False) -> AnalysisResult:  # fmt: skip
-        return analyze(prop, [a, b], env, backend=backend, timeout=timeout, store=store, explain=explain, repair=repair)
+            store: tuple[Entities, str] | None = None, explain: bool = False, repair: bool = False,
+            every_link: bool = False) -> AnalysisResult:  # fmt: skip
+        return analyze(prop, [a, b], env, backend=backend, timeout=timeout, store=store, explain=explain, repair=repair,
+                       every_link=every_link)  # fmt: skip
 
     run.__name__ = prop.replace("-", "_")
     run.__doc__ = f"``{prop}``: see :func:`analyze`."

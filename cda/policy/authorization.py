@@ -19,6 +19,7 @@ from cda.policy.evaluate import Compiled, Compiler, EvalError, Frame, evaluate
 from cda.policy.parse import parse_policies
 from cda.policy.schema import Schema, read_schema_text
 from cda.policy.syntax import Policy, Pos, Scope
+from cda.policy.templates import Link
 from cda.policy.values import EntityUID
 
 __all__ = ["Answer", "Authorizer", "PolicySet", "authorize", "authorizer", "decide", "load_policy_set", "policy_applies", "scope_holds", "scope_matches"]
@@ -40,11 +41,15 @@ class Answer:
 
 @dataclass
 class PolicySet:
-    """Policies with the schema and entity store they are evaluated against."""
+    """Policies with the schema and entity store they are evaluated against. ``policies`` are
+    the static ones and those the ``links`` made of ``templates`` (:mod:`cda.policy.templates`);
+    a template itself authorizes nothing."""
 
     policies: list[Policy]
     schema: Schema | None
     entities: Entities
+    templates: list[Policy] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
     _compiled: tuple[Sequence[Policy], tuple[Policy, ...], Authorizer] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -281,27 +286,40 @@ class Authorizer:
         return Answer("deny", [], errors, messages)
 
 
-def load_policy_set(policies: str | Path, schema: str | Path | None, entities: str | Path | None) -> PolicySet:
-    """Read a policy file, an optional schema (either form) and an optional entities file."""
+def load_policy_set(policies: str | Path, schema: str | Path | None, entities: str | Path | None,
+                    links: str | Path | None = None) -> PolicySet:  # fmt: skip
+    """Read a policy file, an optional schema (either form), an optional entities file and an
+    optional links file (template links in the Cedar CLI's JSON)."""
     texts = {name: (read_text(Path(path)), str(path)) for name, path in
-             (("policies", policies), ("schema", schema), ("entities", entities)) if path is not None}
-    return policy_set_of(texts["policies"], texts.get("schema"), texts.get("entities"))
+             (("policies", policies), ("schema", schema), ("entities", entities), ("links", links)) if path is not None}
+    return policy_set_of(texts["policies"], texts.get("schema"), texts.get("entities"), texts.get("links"))
 
 
 Named = tuple[str, str]
 """A file's text and its name (for errors)."""
 
 
-def policy_set_of(policies: Named, schema: Named | None = None, entities: Named | None = None) -> PolicySet:
+def policy_set_of(policies: Named, schema: Named | None = None, entities: Named | None = None,
+                  links: Named | None = None) -> PolicySet:  # fmt: skip
     """The policy set of texts already read (each with its file's name): a caller that keeps a
-    digest of the files parses the very text it hashed."""
-    pols = parse_policies(*policies)
+    digest of the files parses the very text it hashed. Templates are kept apart; each link
+    of ``links`` adds the policy it makes."""
+    from cda.policy.templates import link, read_links
+
+    parsed = parse_policies(*policies, templates=True)
+    pols = [p for p in parsed if not p.slots]
+    templates = [p for p in parsed if p.slots]
     sch = read_schema_text(*schema) if schema is not None else None
     if entities is not None:
         store = read_entities(parse_json(entities[0], entities[1], DSLError), sch, entities[1])
     else:
         store = read_entities([], sch)
-    return PolicySet(pols, sch, store)
+    got: list[Link] = []
+    if links is not None:
+        got = read_links(parse_json(links[0], links[1], DSLError), pols, templates, sch, links[1])
+        by_id = {t.id: t for t in templates}
+        pols += [link(by_id[x.template_id], x.link_id, dict(x.values)) for x in got]
+    return PolicySet(pols, sch, store, templates, got)
 
 
 def authorize(
@@ -310,13 +328,15 @@ def authorize(
     *,
     schema: str | Path | None = None,
     entities: str | Path | None = None,
+    links: str | Path | None = None,
 ) -> Answer:
     """Allow or deny one request (a dict in Cedar's request JSON form, or a JSON file) against a
-    policy file (with ``schema`` and ``entities`` files) or a loaded :class:`PolicySet`.
+    policy file (with ``schema``, ``entities`` and template ``links`` files) or a loaded
+    :class:`PolicySet`.
 
     Raises a :class:`~cda.errors.CDAError` (``DSLSyntaxError`` with file/line/column,
     ``UnsupportedConstruct`` naming the construct) when the input cannot be read."""
-    ps = policies if isinstance(policies, PolicySet) else load_policy_set(policies, schema, entities)
+    ps = policies if isinstance(policies, PolicySet) else load_policy_set(policies, schema, entities, links)
     if isinstance(request, dict):
         return ps.decide(read_request(request, ps.schema))
     data = parse_json(read_text(Path(request)), str(request), DSLError)

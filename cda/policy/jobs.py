@@ -42,7 +42,8 @@ def cedar_test(job: Job) -> dict[str, Any]:
 
 def policy_analysis(job: Job) -> dict[str, Any]:
     """An analysis of the policy file, against ``other`` for the binary properties, for every
-    entity store the schema allows (for the store ``entities`` when given). The job's
+    entity store the schema allows (for the store ``entities`` when given), each file's
+    templates linked by ``links`` (``other_links``), and with ``every_link`` by every link. The job's
     ``file`` is the policy set under review and ``other`` the one it is compared with, so
     ``implies`` asks "file implies other" (``equivalent``, ``disjoint``: file and other) and
     ``no-new-access`` asks "file (NEW) allows nothing other (OLD) denies", i.e. it runs
@@ -52,14 +53,17 @@ def policy_analysis(job: Job) -> dict[str, Any]:
     p = job.params
     prop = str(p["analysis"])
     files = [_file(job)] + ([Path(p["other"])] if "other" in p else [])
+    links = [p.get("links"), p.get("other_links")][: len(files)]
     if PROPERTIES.get(prop) == 2 and len(files) != 2:
         raise CDAError(f"a {prop} job needs a second policy file: params.other")
     if prop == "no-new-access":  # analyze_files takes OLD NEW; the job's file is NEW, other is OLD
         files.reverse()
+        links.reverse()
     if "schema" not in p:
         raise CDAError("a policy-analysis job needs params.schema")
     results = analyze_files(prop, files, schema=p["schema"], entities=p.get("entities"), action=p.get("action"),
-                            principal_type=p.get("principal_type"), resource_type=p.get("resource_type"))
+                            principal_type=p.get("principal_type"), resource_type=p.get("resource_type"),
+                            links=links if any(links) else (), every_link=bool(p.get("every_link", False)))
     return {"analysis": prop, "status": str(min(r.status for r in results)),
             "environments": [r.to_json() for r in results]}
 
@@ -69,7 +73,7 @@ def request_batch(job: Job) -> dict[str, Any]:
     from cda.policy.authorization import authorize, load_policy_set
 
     p = job.params
-    ps = load_policy_set(_file(job), p.get("schema"), p.get("entities"))
+    ps = load_policy_set(_file(job), p.get("schema"), p.get("entities"), p.get("links"))
     where = str(p["requests"])
     requests = parse_json(read_text(Path(where)), where, CDAError)
     if not isinstance(requests, list) or not all(isinstance(r, dict) for r in requests):

@@ -145,6 +145,8 @@ class Lowering:
         #: (ip|decimal, string term) → (the string, what it reads as, its error atom)
         self.readings: dict[tuple[str, Any], tuple[StrV, Leaf, Node]] = {}
         self.like_on_variables = False  # a `like` reads a symbolic string (readings then refused)
+        #: id(template) → slot → [(chosen, the slot's entity or None: a link that never applies here)]
+        self.slots: dict[int, dict[str, list[tuple[Node, EntV | None]]]] = {}
         self.closed = False
 
     # ------------------------------------------------------------------ names and variables
@@ -467,13 +469,16 @@ class Lowering:
         f = self.f
         if s.kind == "any":
             return f.true
+        if s.kind == "is" or (s.kind == "is_in" and who.etype != s.type):
+            return f.true if who.etype == s.type else f.false
+        if s.slot is not None:  # a template's slot: one of its possible entities, as chosen (every link)
+            assert self.policy is not None
+            alts = self.slots[id(self.policy)][s.slot]
+            return f.or_(f.and_([g, self.leaf_eq(who, x) if s.kind == "eq" else self.store.in_(who, x)])
+                         for g, x in alts if x is not None)  # fmt: skip
         if s.kind == "eq":
             return self.leaf_eq(who, self.entity(s.entity))
-        if s.kind == "in":
-            return self.store.in_(who, self.entity(s.entity))
-        if who.etype != s.type:
-            return f.false
-        return f.true if s.kind == "is" else self.store.in_(who, self.entity(s.entity))
+        return self.store.in_(who, self.entity(s.entity))
 
     def _action_scope(self, p: Policy, action: EntV) -> Node:
         a = p.action

@@ -1,8 +1,11 @@
 """Cedar policy text to :class:`~cda.policy.syntax.Policy` objects (recursive descent).
 
 Errors name the file, line and column and what was expected there. Constructs of Cedar that CDA
-does not encode (templates' ``?principal`` slots, ``action is`` in a scope) are refused by name
-with :class:`~cda.policy.syntax.UnsupportedConstruct`. Policy ids follow Cedar's
+does not encode (``action is`` in a scope) are refused by name with
+:class:`~cda.policy.syntax.UnsupportedConstruct`. Templates (``principal == ?principal``,
+``resource in ?resource`` in the scope, the only place Cedar allows a slot) are read when the
+caller asks for them (``templates=True``: a policy set with links, :mod:`cda.policy.templates`)
+and refused by name otherwise. Policy ids follow Cedar's
 ``PolicySet::from_str``: ``policy0``, ``policy1``, … in order (an ``@id`` annotation is kept
 as an annotation).
 """
@@ -71,9 +74,10 @@ _VARS = ("principal", "action", "resource", "context")
 _RELOPS = ("==", "!=", "<", "<=", ">", ">=")
 
 
-def parse_policies(text: str, filename: str = "<policies>") -> list[Policy]:
-    """Every policy of ``text``, in order."""
-    p = _Parser(text, filename)
+def parse_policies(text: str, filename: str = "<policies>", *, templates: bool = False) -> list[Policy]:
+    """Every policy of ``text``, in order; with ``templates``, templates among them (a policy
+    whose :attr:`~cda.policy.syntax.Policy.slots` is not empty), else a slot is refused."""
+    p = _Parser(text, filename, templates)
     out: list[Policy] = []
     try:
         while p.tok.kind != "eof":
@@ -104,9 +108,10 @@ def parse_entity_ref(text: str, default_type: str | None = None) -> EntityUID:
 
 
 class _Parser:
-    def __init__(self, text: str, filename: str) -> None:
+    def __init__(self, text: str, filename: str, templates: bool = False) -> None:
         self.text = text
         self.filename = filename
+        self.templates = templates
         self.toks = tokenize(text, filename)
         self.i = 0
         self.tok = self.toks[0]
@@ -212,13 +217,13 @@ class _Parser:
     def scope(self, var: str) -> Scope:
         self.expect(var)
         if self.accept("=="):
-            return Scope("eq", self.entity_or_slot())
+            return self.entity_or_slot("eq", var)
         if self.accept("in"):
-            return Scope("in", self.entity_or_slot())
+            return self.entity_or_slot("in", var)
         if self.accept("is"):
             t = self.path("an entity type")
             if self.accept("in"):
-                return Scope("is_in", self.entity_or_slot(), t)
+                return self.entity_or_slot("is_in", var, t)
             return Scope("is", None, t)
         return Scope("any")
 
@@ -240,10 +245,18 @@ class _Parser:
             self.refuse("'action is …' in a scope", self.tok)
         return ActionScope("any")
 
-    def entity_or_slot(self) -> EntityUID:
-        if self.at("?"):
-            self.refuse("a template slot (?principal/?resource)", self.tok)
-        return self.entity()
+    def entity_or_slot(self, kind: Literal["eq", "in", "is_in"], var: str, etype: str | None = None) -> Scope:
+        if not self.at("?"):
+            return Scope(kind, self.entity(), etype)
+        q = self.tok
+        if not self.templates:
+            self.refuse("a template slot (?principal/?resource)", q)
+        self.advance()
+        name = self.tok
+        if name.kind != "ident" or name.text != var or (name.line, name.column) != (q.line, q.column + 1):
+            self.fail(f"the slot ?{var} (a {var} scope takes only ?{var})", name)
+        self.advance()
+        return Scope(kind, None, etype, f"?{var}")
 
     def path(self, what: str) -> str:
         parts = [self.expect_kind("ident", what).text]
@@ -438,7 +451,8 @@ class _Parser:
                 self.expect("}", "'}' or ','")
                 return RecLit(tuple(rec), pos)
             if t.text == "?":
-                self.refuse("a template slot (?principal/?resource)", t)
+                self.refuse("a template slot in a condition (Cedar allows ?principal/?resource only in the scope)"
+                            if self.templates else "a template slot (?principal/?resource)", t)  # fmt: skip
             self.fail("an expression")
         if t.kind != "ident":
             self.fail("an expression")

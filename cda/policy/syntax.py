@@ -168,12 +168,14 @@ class Scope:
     """The principal or resource part of a policy's scope.
 
     ``kind``: ``any`` (no constraint), ``eq`` (``== E``), ``in`` (``in E``), ``is`` (``is T``),
-    ``is_in`` (``is T in E``).
+    ``is_in`` (``is T in E``). In a template, ``slot`` (``?principal`` or ``?resource``) stands
+    where ``entity`` would be, until a link fills it (:mod:`cda.policy.templates`).
     """
 
     kind: Literal["any", "eq", "in", "is", "is_in"]
     entity: EntityUID | None = None
     type: str | None = None
+    slot: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,3 +198,8 @@ class Policy:
     annotations: dict[str, str] = field(default_factory=dict, compare=False)
     pos: Pos = (0, 0)
     filename: str = field(default="<policies>", compare=False)
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        """The template slots of the scope (``?principal``, ``?resource``); empty for a policy."""
+        return tuple(s.slot for s in (self.principal, self.resource) if s.slot is not None)
