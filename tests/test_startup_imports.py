@@ -180,6 +180,34 @@ def test_diagnose_loads_no_numpy() -> None:
     assert "cda.diagnosis.probe" not in mods and "cda.diagnosis.reports" in mods
 
 
+def test_diagnose_builds_only_its_parameters_and_its_report() -> None:
+    """Pydantic's model builds are most of a command's start-up (docs/architecture.md,
+    "Start-up"): ``cda diagnose`` builds the two models it validates and prints; the engine's
+    result, the probe reports and the other operations' parameters stay unbuilt."""
+    instance = sorted((SHARED_DATA / "mbd-mobs" / "c17").glob("*.wcnf.gz"))[0]
+    code = textwrap.dedent(
+        f"""
+        import contextlib, io, json
+        from cda.cli.main import main
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["diagnose", {str(instance)!r}, "--json"]) == 0
+        from cda.contracts.result import SolveResult, Hypothesis, CheckReport
+        from cda.diagnosis.diagnose import DiagnosisReport
+        from cda.diagnosis.reports import ProbeOption, ProbeReport
+        from cda.operations.diagnosis import DiagnoseParams, ProbeParams
+        models = [SolveResult, Hypothesis, CheckReport, DiagnosisReport, ProbeOption, ProbeReport, DiagnoseParams,
+                  ProbeParams]
+        print(json.dumps({{m.__name__: m.__pydantic_complete__ for m in models}}))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"SolveResult": False, "Hypothesis": False, "CheckReport": False,
+                                 "DiagnosisReport": True, "ProbeOption": False, "ProbeReport": False,
+                                 "DiagnoseParams": True, "ProbeParams": False}
+
+
 def test_public_names_resolve_lazily_and_once() -> None:
     import cda
     from cda import SolveResult, solve

@@ -7,6 +7,9 @@ simulates broken gates and probes until one diagnosis remains (``--strategy``, `
 
 Exit codes: 0 answered, 2 bad input (one line on stderr, or a JSON object on stdout with
 ``--json``; never a traceback), 3 when time ran out (what was found is printed).
+
+``--timeout`` is counted from the process's launch (:mod:`cda.cli.launch`): the seconds the
+interpreter and the imports took are taken off the budget the operation gets.
 """
 
 from __future__ import annotations
@@ -73,11 +76,24 @@ def present_diagnose(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO |
     try:
         mode, k = _mode(args.mode)
         with progress(err, f"diagnosing {args.path}"):
-            report = call_local(op, {**params_of(op, args), "mode": mode, **({"k": k} if k is not None else {})})
+            report = call_local(op, _from_launch({**params_of(op, args), "mode": mode, **({"k": k} if k is not None else {})}))
     except CDAError as exc:
         return _bad(exc, args.path, args.json, out, err)
     out.write(json.dumps(report.model_dump(), indent=2) + "\n" if args.json else render(report))
     return 3 if report.timed_out else 0
+
+
+def _from_launch(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with a ``timeout`` the command line gave made what is left of it since launch.
+    The value is checked first (the operation's own check would otherwise see the remainder, and
+    a refusal name a number the user never typed); a spent budget is 0, a partial at once."""
+    from cda.cli.launch import budget_left
+    from cda.contracts import limits
+
+    timeout = params.get("timeout")
+    if isinstance(timeout, int | float) and not isinstance(timeout, bool):
+        return {**params, "timeout": budget_left(limits.seconds("--timeout", timeout))}
+    return params
 
 
 def _asker(out: TextIO) -> Callable[[str], str | None]:
@@ -107,7 +123,7 @@ def present_probe(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | No
                 return result
         else:
             with progress(err, f"probing {args.path}"):
-                result = call_local(op, params_of(op, args))
+                result = call_local(op, _from_launch(params_of(op, args)))
     except CDAError as exc:
         return _bad(exc, args.path, args.json, out, err)
     if args.json:

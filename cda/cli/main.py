@@ -457,6 +457,9 @@ def main(
     """The ``cda`` command. ``-`` names standard input wherever a command reads a text file
     (:func:`cda.files.standard_input`), and a reader that closes the pipe early (``cda … | head``)
     ends the command quietly: exit 141, as a tool the signal would have killed, no traceback."""
+    from cda.cli.launch import command_began
+
+    command_began(process=argv is None)  # a --timeout counts from here, or from the process's launch
     words = list(sys.argv[1:] if argv is None else argv)
     try:
         return _answered(words, stdout, stderr, stdin)
@@ -554,12 +557,18 @@ def _main(
 
 
 def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> int:
+    from cda.gcpause import gc_paused
+
     try:
         argv = _joined(sys.argv[1:] if argv is None else list(argv))
-        try:
-            args = _parser(argv).parse_args(argv)
-        except _Rebuild:  # the command words were not where _chosen looked: the whole parser
-            args = _parser().parse_args(argv)
+        # building the parser imports the command's operation, pydantic and its models: tens of
+        # thousands of objects that live as long as the process; the cyclic collector walking
+        # them again and again was about a tenth of `cda diagnose`'s start-up (docs/benchmarks.md)
+        with gc_paused():
+            try:
+                args = _parser(argv).parse_args(argv)
+            except _Rebuild:  # the command words were not where _chosen looked: the whole parser
+                args = _parser().parse_args(argv)
     except _UsageError as exc:
         err.write(str(exc))
         return EXIT_BAD_INPUT

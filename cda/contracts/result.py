@@ -18,7 +18,12 @@ __all__ = ["Hypothesis", "Witness", "Verdict", "NextTest", "Conflict", "Expectat
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Each model builds its validator and serializer on first use (``defer_build``): a
+    diagnosis reads its explanations off a :class:`SolveResult` made with ``model_construct``
+    and never validates or prints one, so ``cda diagnose`` builds none of these
+    (docs/architecture.md, "Start-up")."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Hypothesis(_Model):

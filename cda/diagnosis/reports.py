@@ -3,8 +3,8 @@
 Apart from :mod:`cda.diagnosis.probe` (which re-exports them) so that declaring the ``probe``
 operation, which names its result model, does not import the probing loop: ``cda diagnose``
 declares both operations and runs neither loop (docs/benchmarks.md, the diagnosis start-up).
-ProbeRun and ProbeStep build their validators on first use (``defer_build``): only ``cda probe
---inject`` makes one.
+Every model here builds its validator on first use (``defer_build``): ``cda diagnose`` declares
+the probe operation and never makes one of them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ __all__ = ["ProbeOption", "ProbeReport", "ProbeRun", "ProbeStep"]
 
 
 class ProbeOption(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     observation: int  # 1-based, as the observation file numbers them
     net: str
@@ -26,7 +26,7 @@ class ProbeOption(BaseModel):
 class ProbeReport(BaseModel):
     """What ``cda probe`` prints without ``--inject``: the diagnoses and the best probes."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     file: str
     backend: str

@@ -29,15 +29,19 @@ class OperationError(CDAError, ValueError):
 
 
 class Params(BaseModel):
-    """Parameters of an operation: an unknown key is refused, every field checked."""
+    """Parameters of an operation: an unknown key is refused, every field checked.
 
-    model_config = ConfigDict(extra="forbid")
+    Each model builds its validator when first used (``defer_build``): a command declares every
+    operation of its module and runs one (docs/architecture.md, "Start-up")."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Result(BaseModel):
-    """A result an operation declares itself (the engine's own models serve where they exist)."""
+    """A result an operation declares itself (the engine's own models serve where they exist);
+    built on first use, as :class:`Params`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 def one_source(text: str | None, path: str | None, text_name: str, path_name: str = "path") -> None:

@@ -212,10 +212,15 @@ def _every_claim_answered(result: SolveResult, claims: Sequence[Claim], deadline
 
 
 def _empty_result(backend_name: str, options: EngineOptions) -> SolveResult:
-    return SolveResult(
+    """The result every run fills in. Made without validation (``model_construct``: each field
+    is set here or has its default; nothing comes from a user), so that a run whose caller
+    only reads it, a diagnosis, never builds the result's validator (docs/architecture.md,
+    "Start-up"); a result that is printed or dumped builds its serializer then."""
+    return SolveResult.model_construct(
         status=SolverStatus.UNKNOWN, backend=backend_name, seed=options.seed, hypotheses=[],
         hypotheses_enumerated=0, enumeration_complete=False, verdicts=[], next_tests=[], conflict=None,
-        partial=False, notes=[],
+        partial=False, notes=[], minimal_explanations=None, minimal_complete=False,
+        expectations=[],  # given: a default_factory would have pydantic inspect list's signature (tokenize, ~10 ms)
     )
 
 
