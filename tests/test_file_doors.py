@@ -149,6 +149,20 @@ def test_a_text_file_over_the_cap_is_refused_before_it_is_parsed(tmp_path: Path)
     assert len(done.stderr) < 1000
 
 
+def test_policy_text_gets_the_text_cap_at_both_products(tmp_path: Path) -> None:
+    """Cedar policies (cda policy) and the guardian's TOML policy file are text parsed whole: the
+    text cap, as DSL text, not the data cap their schemas and entities get."""
+    schema = EXAMPLES / "cedar" / "schema.cedarschema"
+    (tmp_path / "big.cedar").write_text("permit(principal, action, resource);\n//" + "x" * 1_000_001 + "\n")
+    _refused(_cda("policy", "analyze", "always-allows", "big.cedar", "--schema", str(schema), cwd=tmp_path),
+             "big.cedar", "the limit is 1,000,000 bytes")
+    (tmp_path / "policies.toml").write_text("# " + "x" * 1_000_001 + "\n")
+    from cda.guardian.policies import load_policy_store
+
+    with pytest.raises(CDAError, match="the limit is 1,000,000 bytes"):
+        load_policy_store(tmp_path / "policies.toml")
+
+
 def test_the_cap_is_checked_on_what_is_read_too() -> None:
     # /proc files say 0 bytes to fstat and hold more: the read itself must stop at cap + 1
     with pytest.raises(CDAError, match="more than the limit of 10 bytes"):

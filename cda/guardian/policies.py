@@ -65,7 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.errors import BackendUnsupported, CDAError, DSLError
-from cda.files import read_text
+from cda.files import TEXT_MAX_BYTES, read_text
 from cda.guardian.proposal import MAX_COST_UNITS, ProposedAction, cost_units
 
 if TYPE_CHECKING:
@@ -324,7 +324,7 @@ def load_policy_store(source: Path | str | Mapping[str, Any], *, base: Path | No
     else:
         path = Path(source)
         where, folder = str(path), base or path.parent
-        text = read_text(path)
+        text = read_text(path, limit=TEXT_MAX_BYTES)  # parsed whole: the text cap
         try:
             data = tomllib.loads(text, parse_float=Decimal)
         except tomllib.TOMLDecodeError as exc:
@@ -477,7 +477,8 @@ def _cedar(c: _Cedar, where: str, folder: Path) -> CedarPolicy:
 
     paths = [(folder / name, name) for name in (c.policies, c.schema_file, c.entities) if name is not None]
     try:
-        texts = {name: (read_text(path), str(path)) for path, name in paths}
+        texts = {name: (read_text(path, limit=TEXT_MAX_BYTES if name == c.policies else None), str(path))
+                 for path, name in paths}  # the policy text: the text cap; schema and entities are data
         ps = policy_set_of(texts[c.policies], None if c.schema_file is None else texts[c.schema_file],
                            None if c.entities is None else texts[c.entities])
     except DSLError as exc:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cda.errors import CDAError, DSLError
-from cda.files import parse_json, read_text
+from cda.files import TEXT_MAX_BYTES, parse_json, read_text
 from cda.policy.entities import Entities, Request, RequestInvalid, read_entities, read_request
 from cda.policy.evaluate import Compiled, Compiler, EvalError, Frame, evaluate
 from cda.policy.parse import parse_policies
@@ -290,8 +290,9 @@ def load_policy_set(policies: str | Path, schema: str | Path | None, entities: s
                     links: str | Path | None = None) -> PolicySet:  # fmt: skip
     """Read a policy file, an optional schema (either form), an optional entities file and an
     optional links file (template links in the Cedar CLI's JSON)."""
-    texts = {name: (read_text(Path(path)), str(path)) for name, path in
-             (("policies", policies), ("schema", schema), ("entities", entities), ("links", links)) if path is not None}
+    texts = {name: (read_text(Path(path), limit=TEXT_MAX_BYTES if name == "policies" else None), str(path))
+             for name, path in (("policies", policies), ("schema", schema), ("entities", entities), ("links", links))
+             if path is not None}  # policy text is parsed whole: the text cap; the others are data
     return policy_set_of(texts["policies"], texts.get("schema"), texts.get("entities"), texts.get("links"))
 
 
