@@ -23,7 +23,7 @@ a causal hypothesis's ``risk_score`` as the exact text it was given.
 >>> import tempfile, pathlib
 >>> store = GuardianStore.open(pathlib.Path(tempfile.mkdtemp()) / "guardian.sqlite")
 >>> store.version
-5
+6
 >>> store.close()
 """
 

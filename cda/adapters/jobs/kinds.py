@@ -13,7 +13,7 @@ Registering a kind is one call, :func:`register`. The Cedar kinds (``cedar-test`
 only when such a job runs; without that package the job fails with "cda.policy not available".
 
 >>> sorted(KINDS)
-['cedar-test', 'check', 'diagnose', 'policy-analysis', 'prove', 'request-batch', 'solve']
+['cedar-test', 'check', 'diagnose', 'guard', 'policy-analysis', 'prove', 'request-batch', 'solve']
 >>> KINDS["solve"].params["backend"]("backend", "z3")
 'z3'
 """
