@@ -275,6 +275,7 @@ def _initialize(client: httpx.Client, url: str, **headers: str) -> httpx.Respons
     return client.post(url, json=body, headers={"Accept": "application/json, text/event-stream", **headers})
 
 
+@pytest.mark.slow
 def test_mcp_http_checks_host_origin_and_tokens(tmp_path: Path) -> None:
     secret = _secret(tmp_path)
     with _mcp_http(tmp_path, "--auth", str(_auth(tmp_path))) as (_, port), httpx.Client(timeout=20) as client:

@@ -283,6 +283,7 @@ def test_a_wide_circuit_simulation_stops_at_the_runs_deadline() -> None:
     assert circuit.run([wide, wide], [None] * len(gates), wide)[-1] == wide
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads a process's CPU time from /proc")
 def test_ctrl_c_in_cda_diagnose_prints_the_diagnoses_found_so_far(tmp_path: Path) -> None:
     """The issue's case: ``cda diagnose … --mode all`` ignored two Ctrl-C for 70 s and printed
@@ -302,6 +303,7 @@ def test_ctrl_c_in_cda_diagnose_prints_the_diagnoses_found_so_far(tmp_path: Path
     assert took < CANCEL_WITHIN_S, (took, os.getloadavg())  # CPU after the signal (issue 27: within a second)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads a process's CPU time from /proc")
 def test_ctrl_c_in_cda_bench_folio_scores_the_examples_done(tmp_path: Path) -> None:
     """A benchmark stopped half-way scores the examples it finished, says so, and counts no example

@@ -161,6 +161,7 @@ def test_prove_command_reports_malformed_logic(tmp_path: Path) -> None:
 FOLIO = DATA / "folio" / "folio-v0.0-validation-dev.jsonl"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not FOLIO.exists(), reason=f"FOLIO data not found at {FOLIO} (README.md, Test data)")
 def test_bench_folio_command_json() -> None:
     code, out, _ = run("bench", "folio", str(FOLIO), "--json")

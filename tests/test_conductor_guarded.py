@@ -73,6 +73,7 @@ def _conduct(folder: Path, obligations: list[dict[str, Any]], name: str) -> tupl
     return code, json.loads(out), err
 
 
+@pytest.mark.slow
 def test_the_conductor_pages_through_the_guardian_once_per_approval(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path

@@ -245,6 +245,7 @@ with load_registry(folder / "tools.toml", cda_toolbox()) as registry, IRDatabase
 '''
 
 
+@pytest.mark.slow
 def test_a_once_tool_runs_once_across_a_kill_between_intent_and_result(tmp_path: Path) -> None:
     folder = _folder(tmp_path)
     script = folder / "conduct.py"

@@ -327,6 +327,7 @@ def test_grounding_matches_generated_formulas(p: Problem) -> None:
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+@pytest.mark.slow
 @given(problems())
 def test_backends_agree_and_match_brute_force(p: Problem) -> None:
     text = p.text()
@@ -629,6 +630,7 @@ def test_top_only_truncates_the_list() -> None:
         assert default.hypotheses_enumerated == three.hypotheses_enumerated == 7
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(problems(), st.integers(min_value=1, max_value=5))
 def test_capped_hypotheses_are_the_first_of_the_canonical_order(p: Problem, cap: int) -> None:
@@ -721,6 +723,7 @@ def test_capped_levels_across_costs_and_sizes(cap: int) -> None:
         assert [h.assumed for h in r.hypotheses] == full[:cap], b
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(arithmetic_problems(), st.integers(min_value=1, max_value=3))
 def test_capped_arithmetic_hypotheses_agree(text: str, cap: int) -> None:

@@ -52,6 +52,7 @@ def _action_folder(tmp_path: Path) -> tuple[Path, str]:
 # ---------------------------------------------------------------- cda run --out DIR
 
 
+@pytest.mark.slow
 def test_run_out_never_touches_files_it_did_not_write(tmp_path: Path) -> None:
     folder, ident = _action_folder(tmp_path)
     # a second run over its own folder is fine, and gives the same files
@@ -252,6 +253,7 @@ def test_a_syntax_error_echoes_the_part_of_a_huge_line_around_the_caret(tmp_path
 # ---------------------------------------------------------------- other outputs
 
 
+@pytest.mark.slow
 def test_task_draft_out_and_schema_never_overwrite_a_users_file(tmp_path: Path) -> None:
     (tmp_path / "draft.json").write_text("precious\n")
     _refused(_cda("task", "draft", str(EXAMPLES / "guardian" / "launch.json"), "--task-id", "t1", "--out", "draft.json",

@@ -301,6 +301,7 @@ def test_the_docs_agent_pointed_at_the_gateway_runs_as_written(tmp_path: Path, m
         assert out.splitlines()[0] == first
 
 
+@pytest.mark.slow
 def test_over_http_behind_tokens_and_host_checks_in_front_of_a_stdio_and_an_http_upstream(guardian: Path) -> None:
     """Two upstreams — the records server over stdio and ``cda mcp`` over streamable HTTP — behind
     the gateway over streamable HTTP with ``--auth``: tools prefixed by upstream, the token and the

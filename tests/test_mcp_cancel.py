@@ -129,6 +129,7 @@ def test_cancelling_a_call_over_stdio_stops_the_solver(tmp_path: Path, backend: 
     _assert_stopped(seen, backend, "notifications/cancelled")
 
 
+@pytest.mark.slow
 def test_cancelling_a_call_over_streamable_http_stops_the_solver(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "out"
@@ -160,6 +161,7 @@ cost = 3
 """
 
 
+@pytest.mark.slow
 def test_cancelling_a_call_at_the_guardian_gateway_cancels_it_upstream(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """``cda guard proxy`` in front of ``cda mcp``: the agent's cancel reaches the upstream (its

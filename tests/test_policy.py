@@ -201,6 +201,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "corpus-tests"
 
 
+@pytest.mark.slow
 @needs_data
 def test_every_corpus_request_cda_imports_agrees_with_cedar(corpus: Path) -> None:
     """All 1,000 fuzz tests (8,000 requests, about 1.5 s): 100% agreement on what is imported,

@@ -660,6 +660,7 @@ def test_a_check_gets_neither_real_time_nor_a_higher_priority() -> None:
         "failed", "check returned False", "errno 1 13\n"), out
 
 
+@pytest.mark.slow
 def test_an_orphaned_process_check_stops_at_its_cpu_limit(tmp_path: Path) -> None:
     """RLIMIT_CPU: a ``process`` check outlives a killed CDA (no namespace to end), but not past
     its CPU limit (timeout + 2 s of CPU). CDA is killed before its own 4 s deadline would stop it."""

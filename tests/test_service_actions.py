@@ -140,6 +140,7 @@ def test_qa3_denied_egress_waits_then_gives_a_conservative_summary_with_receipt_
         log.close()
 
 
+@pytest.mark.slow
 def test_qa4_a_heavy_search_keeps_the_reserve_degrades_in_verification_and_says_the_budget(server: Server) -> None:
     """22 free atoms beside the outage example and budgets.wall 10: the search and every verifier
     share the search budget (the cross-check splits what is left between the backends), the ladder
@@ -181,6 +182,7 @@ def test_a_live_stream_is_woken_by_the_writer_and_cancel_ends_a_waiting_action(s
         assert call(ws, "actions.get", {"action_id": cancelled})["result"]["status"] == "cancelled"
 
 
+@pytest.mark.slow
 def test_kill_9_mid_action_restart_reports_interrupted_and_the_chain_verifies(tmp_path: Path) -> None:
     db = tmp_path / "receipts.sqlite"
     first = Server(db)

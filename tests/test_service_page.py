@@ -102,6 +102,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_the_page_follows_an_action_live_and_resumes_across_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "receipts.sqlite"
     port = _free_port()
@@ -175,6 +176,7 @@ def _press_enter_on(page: Page, selector: str) -> None:
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> **bold** `x<b>`'
 
 
+@pytest.mark.slow
 def test_the_page_in_its_four_states_with_its_drawers_behind_a_token(tmp_path: Path) -> None:
     """Running, completed, partial and failed, each checked in the DOM and screenshotted; a hostile
     problem text stays text; the chips open their drawers from the keyboard, reading the artifacts

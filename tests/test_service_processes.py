@@ -227,6 +227,7 @@ def _comparable(events: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, 
     return [(e["sse_id"], e["event"], without_time(e["data"])) for e in events]
 
 
+@pytest.mark.slow
 def test_runner_processes_stream_receipt_and_audit_as_the_in_process_server(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with fake_provider() as fake:
@@ -301,6 +302,7 @@ def _bind_and_accept(root: Path, *args: str) -> dict[str, Any]:
             "verify": _verify(db)}
 
 
+@pytest.mark.slow
 def test_bind_new_revision_accept_update_gives_revision_2_in_runner_processes(tmp_path: Path) -> None:
     there = _bind_and_accept(tmp_path / "processes", *PROCESSES)
     before, after = there["before"], there["after"]

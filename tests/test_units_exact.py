@@ -177,6 +177,7 @@ def _comparisons(draw: st.DrawFn) -> tuple[str, int, str, bool]:
     return metric_unit, pinned, f"value(metric:w) {op} {text} {bound_unit}", truth
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_comparisons())
 @example(("mg", 45359237 * 3, "value(metric:w) <= 300 lb", True))  # a factor rounded through a float broke these
