@@ -60,3 +60,33 @@ def test_a_cancel_while_a_clingo_control_is_freed_does_not_reach_it(monkeypatch:
     assert result.status == "sat" and result.enumeration_complete, result  # the solve ran to its end
     assert freed, "the backend's Control was freed when the solve returned"
     assert "while freed" not in reached, reached  # a live Control may be interrupted; a freed one never
+
+
+def test_a_cancel_while_an_examples_formulas_are_read_ends_the_folio_bench_with_its_score(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C landing while ``cda bench folio`` read an example's formulas (the reader keeps the
+    budget) was a fatal "time ran out while reading the formulas" with nothing scored (2 of 12
+    runs of the Ctrl-C test on an idle machine); it ends the run like a stop in a solver call."""
+    import json
+
+    import cda.fol.folio as folio
+    from cda.contracts.deadline import OutOfTime
+
+    example = {"premises-FOL": ["∀x (Cat(x) → Pet(x))", "Cat(tom)"], "conclusion-FOL": "Pet(tom)", "label": "True"}
+    path = tmp_path / "three.jsonl"
+    path.write_text("".join(json.dumps(example) + "\n" for _ in range(3)), encoding="utf-8")
+    token = CancelToken()
+    reads = []
+    real = folio.build_problem
+
+    def build(*args: object, **kwargs: object) -> object:
+        reads.append(1)
+        if len(reads) == 3:  # the second example's first reading: the stop lands as it is read
+            token.cancel("interrupted (Ctrl-C)")
+            raise OutOfTime("while reading the formulas")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(folio, "build_problem", build)
+    with cancel_scope(token):
+        report = folio.run_bench(path, timeout=10.0)
+    assert [r.outcome for r in report.results] == ["correct"]  # the first example scored, none as a miss

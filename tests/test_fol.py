@@ -632,7 +632,8 @@ def test_settled_questions_change_no_answer(problem: tuple[list[Tup], Tup, int])
     """Random EPR problems (many contradict themselves, so cores without the claim are met):
     the same result with and without earlier answers settling later questions. Where asking
     every question meets one z3 cannot decide (then decided over the Herbrand universe, and a
-    note says so), the settled side may never ask it: every other field is still the same."""
+    note says so), the settled side may never ask it, and z3's quantifier instantiation may give
+    up on either side under load: every other field is still the same."""
     premises, claim, _ = problem
     results = []
     for infer in (False, True):
@@ -642,8 +643,8 @@ def test_settled_questions_change_no_answer(problem: tuple[list[Tup], Tup, int])
         finally:
             fol_prove._Decision.infer = True
     asked_all, settled = results
-    if any("did not decide" in note for note in asked_all["notes"]):
-        asked_all["notes"] = [n for n in asked_all["notes"] if "did not decide" not in n]
+    for side in results:  # either side may meet one (seen on the settled side in a loaded run): only the note differs
+        side["notes"] = [n for n in side["notes"] if "did not decide" not in n]
     assert asked_all == settled
 
 

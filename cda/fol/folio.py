@@ -218,8 +218,13 @@ def run_bench(path: Path | str, timeout: float = 10.0, cross_check: bool = True)
     results: list[ExampleResult] = []
     unique: list[ExampleResult] = []  # the unique-names reading of the same examples
     for i, row in rows:
-        standard = run_example(i, row, timeout, cross_check)
-        distinct = run_example(i, row, timeout, cross_check, unique_names=True)
+        try:
+            standard = run_example(i, row, timeout, cross_check)
+            distinct = run_example(i, row, timeout, cross_check, unique_names=True)
+        except Exception:  # noqa: BLE001 - a stop while the example's formulas were read: raised
+            if token is not None and token.cancelled:  # there (out of time), it ends the run like one in a
+                break  # solver call; any other error goes on up
+            raise
         if token is not None and token.cancelled:  # stopped during it: no answer, not a miss
             break
         results.append(standard)
