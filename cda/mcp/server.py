@@ -118,7 +118,7 @@ def cancel_requested(ctx: Any) -> bool:
     that reads it; an SDK that keeps it elsewhere raises :class:`SdkChanged`
     (``tests/test_mcp_cancel.py`` calls this through a real server, so an upgrade fails there)."""
     session = getattr(getattr(ctx, "request_context", None), "session", None)
-    event = getattr(getattr(session, "_request_outbound", None), "cancel_requested", None)
+    event: Any = getattr(getattr(session, "_request_outbound", None), "cancel_requested", None)
     if session is None or not callable(getattr(event, "is_set", None)):
         from importlib.metadata import version
 
