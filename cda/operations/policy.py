@@ -48,14 +48,19 @@ class PolicyJobResult(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class AuthorizeParams(Params):
+class _PolicySetParams(Params):
+    """A policy set as its files: the policies, and the schema, entities and template links read with them."""
+
     path: FilePath = Field(description="the Cedar policy file (.cedar)")
-    request: FilePath = Field(description="a request JSON (principal, action, resource, context)")
     schema_: optional_path("the schema (.cedarschema or JSON)") = Field(default=None, alias="schema")  # type: ignore[valid-type]
     entities: optional_path("the entity store (Cedar entities JSON)") = None  # type: ignore[valid-type]
     links: optional_path("template links (the Cedar CLI's JSON)") = None  # type: ignore[valid-type]
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class AuthorizeParams(_PolicySetParams):
+    request: FilePath = Field(description="a request JSON (principal, action, resource, context)")
 
 
 class AuthorizeResult(Result):
@@ -105,14 +110,8 @@ class AnalysisParams(Params):
         return self
 
 
-class BatchParams(Params):
-    path: FilePath = Field(description="the policy set (.cedar)")
+class BatchParams(_PolicySetParams):
     requests: FilePath = Field(description="a JSON list of requests")
-    schema_: optional_path("the Cedar schema") = Field(default=None, alias="schema")  # type: ignore[valid-type]
-    entities: optional_path("the entities (JSON)") = None  # type: ignore[valid-type]
-    links: optional_path("template links (the Cedar CLI's JSON)") = None  # type: ignore[valid-type]
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def _job(call: Any, p: BaseModel) -> Any:
