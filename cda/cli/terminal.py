@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO, cast
 
+from cda.terminal_text import for_terminal
+
 __all__ = ["PROGRESS_AFTER", "is_terminal", "use_colour", "paint", "Progress", "progress"]
 
 #: seconds of work before a progress line is shown
@@ -79,7 +81,7 @@ class Progress:
     def line(self) -> str:
         """The text of the progress line now."""
         count = f" [{self.done}/{self.total}]" if self.total is not None else ""
-        return f"cda: {self.label}{count} {time.monotonic() - self._start:.1f} s"
+        return f"cda: {for_terminal(self.label, keep='')}{count} {time.monotonic() - self._start:.1f} s"
 
     def _run(self) -> None:
         if self._stop.wait(self.after):
