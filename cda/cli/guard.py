@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from cda.terminal_text import for_terminal
+
 __all__ = ["guard_options", "present_guard"]
 
 EXIT_BAD_INPUT = 2
@@ -117,7 +119,7 @@ def _present_list(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, p
     try:
         found = call_local(op, params, env)
     except (OperationError, Refused) as exc:  # the gate's refusal (its own proposal) is a refusal too
-        err.write(f"cda: refused: {exc}\n")
+        err.write(for_terminal(f"cda: refused: {exc}") + "\n")
         return 1
     except CDAError as exc:
         err.write(exc.render() + "\n")

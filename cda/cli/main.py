@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 from cda.cli.commands import GROUPS, JOINED, OPERATION_COMMANDS, Command, presenter
 from cda.contracts import limits
 from cda.errors import OptionError
+from cda.terminal_text import for_terminal
 
 if TYPE_CHECKING:
     from cda.contracts.result import SolveResult
@@ -570,7 +571,7 @@ def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> i
             except _Rebuild:  # the command words were not where _chosen looked: the whole parser
                 args = _parser().parse_args(argv)
     except _UsageError as exc:
-        err.write(str(exc))
+        err.write(for_terminal(str(exc)))  # argparse quotes what was typed
         return EXIT_BAD_INPUT
     except _VersionShown as shown:
         out.write(str(shown))
