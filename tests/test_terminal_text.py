@@ -227,3 +227,20 @@ def test_history_shows_a_remote_callers_note_and_reason_escaped(tmp_path: Path) 
     assert len(run.stdout.splitlines()) == 4  # start, its note, the observation and its reason: no faked line
     raw = json.loads(_cda("investigate", "history", session, "--db", str(sessions), "--json", cwd=tmp_path).stdout)
     assert raw["notes"][0]["text"] == "fine" + HOSTILE + "\n 9 fake"  # stored as written; JSON keeps it exact
+
+
+def test_other_text_reports_show_input_text_escaped(tmp_path: Path) -> None:
+    """fmt's file labels, argparse's usage errors, the conductor's tree quoting a request, and a
+    missing file's name: each printed with its controls escaped, and the exit codes unchanged."""
+    name = "f\x1b]0;PWNED\x07.cda"
+    (tmp_path / name).write_text("hyp a\n\n\nhard:    a\n", encoding="utf-8")
+    runs = {"fmt": (_cda("fmt", "--check", name, cwd=tmp_path), 1),
+            "usage": (_cda("solve", name, "--format", "x\x1b[2J", cwd=tmp_path), 2),
+            "missing": (_cda("solve", "gone\x1b[2J.cda", cwd=tmp_path), 2),
+            "conduct": (_cda("conduct", "why is x\x1b[2J\u202e slow", "--db", "c.sqlite", cwd=tmp_path), 1)}
+    for what, (run, code) in runs.items():
+        assert run.returncode == code, (what, run.returncode, run.stderr)
+        assert not _unsafe(run.stdout + run.stderr), (what, run.stdout + run.stderr)
+        assert "\\x1b" in run.stdout + run.stderr, what
+    assert runs["fmt"][0].stdout == "f\\x1b]0;PWNED\\x07.cda: not formatted\n"
+    assert "why is x\\x1b[2J\\u202e slow" in runs["conduct"][0].stdout

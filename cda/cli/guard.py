@@ -58,7 +58,7 @@ def present_guard(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, i
     if args.json:
         out.write(record.model_dump_json(exclude={"escalation"} if record.escalation is None else None) + "\n")
     else:
-        out.write(render(record) + _held(record.escalation))
+        out.write(for_terminal(render(record) + _held(record.escalation)))
     return exit_code(record.decision)
 
 
@@ -127,7 +127,7 @@ def _present_list(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, p
     if args.json:
         out.write(found.model_dump_json() + "\n")
     else:
-        out.write("".join(_show(e) for e in found.escalations) or "no escalations\n")
+        out.write(for_terminal("".join(_show(e) for e in found.escalations)) or "no escalations\n")
     return 0
 
 
