@@ -203,6 +203,18 @@ def test_a_page_of_another_local_port_or_scheme_is_another_origin(tmp_path: Path
             assert "error" in call(ws, "actions.get", {"action_id": "none"})
 
 
+def test_a_cors_origin_that_is_no_origin_is_a_usage_error_at_every_http_door(tmp_path: Path) -> None:
+    """``--cors-origin localhost:8080`` (no scheme) would match no page at all: refused, exit 2."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for argv in (["serve", str(tmp_path / "r.sqlite"), "--port", "0"], ["mcp", "--http", "--port", "0"]):
+        for bad in ("localhost:8080", "https://console.example/app", "null"):
+            proc = subprocess.run([sys.executable, "-m", "cda", *argv, "--cors-origin", bad], capture_output=True,
+                                  text=True, timeout=60, env=env)
+            assert proc.returncode == 2 and "--cors-origin must be an origin" in proc.stderr, (argv, bad, proc.stderr)
+            assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "r.sqlite").exists()
+
+
 def test_allowed_host_and_cors_origin_widen_the_guard(tmp_path: Path) -> None:
     with serving(tmp_path / "r.sqlite", "--allowed-host", "cda.internal", "--cors-origin",
                  "https://console.example") as server, httpx.Client(timeout=10) as client:

@@ -35,7 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-__all__ = ["HostOriginGuard", "LOOPBACK_NAMES", "RefusalLimiter", "host_of", "is_loopback", "origin_key", "presented"]
+from cda.errors import OptionError
+
+__all__ = ["HostOriginGuard", "LOOPBACK_NAMES", "RefusalLimiter", "host_of", "cors_origin", "is_loopback", "origin_key",
+           "presented"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -82,7 +85,7 @@ class HostOriginGuard:
         self.app = app
         self.bind = host_of(bind) if bind not in ("0.0.0.0", "::", "") else ""
         self.hosts = {host_of(h) for h in allowed_hosts}
-        self.origins = {o for o in map(origin_key, allowed_origins) if o is not None}
+        self.origins = {cors_origin(o) for o in allowed_origins}
 
     def __getattr__(self, name: str) -> Any:  # the wrapped app's own attributes (state, routes)
         return getattr(self.app, name)
@@ -146,6 +149,24 @@ def origin_key(origin: str) -> tuple[str, str, int] | None:
     except ValueError:
         return None
     return parts.scheme, parts.hostname, _DEFAULT_PORT[parts.scheme] if port is None else port
+
+
+def cors_origin(value: str) -> tuple[str, str, int]:
+    """An origin given with ``--cors-origin``, as :func:`origin_key` reads it; anything else (a bare
+    host, a path, ``null``) is refused rather than silently matching nothing.
+
+    >>> cors_origin("https://console.example")
+    ('https', 'console.example', 443)
+    >>> cors_origin("localhost:8080")
+    Traceback (most recent call last):
+    ...
+    cda.errors.OptionError: --cors-origin must be an origin, scheme://host[:port] (http or https, no path), not 'localhost:8080'
+    """
+    key = origin_key(value)
+    if key is None:
+        raise OptionError(f"--cors-origin must be an origin, scheme://host[:port] (http or https, no path), "
+                          f"not {value!r}")
+    return key
 
 
 def _take_token(scope: Scope) -> None:

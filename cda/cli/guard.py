@@ -163,7 +163,7 @@ def present_export(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, 
     return 0
 
 
-def add_proxy_parser(sub: Any, seed: Any, count: Any, port: Any) -> None:
+def add_proxy_parser(sub: Any, seed: Any, count: Any, port: Any, origin: Any) -> None:
     """``cda guard proxy``: the MCP gateway's options (argparse only; the server is cda.mcp.proxy)."""
     px = sub.add_parser("guard proxy", help="an MCP gateway: upstream MCP servers' tools, each call made only on "
                         "the guardian's APPROVE (docs/guardian.md)")
@@ -189,4 +189,5 @@ def add_proxy_parser(sub: Any, seed: Any, count: Any, port: Any) -> None:
     px.add_argument("--auth", type=Path, default=None, help="with --http: JSON file of hashed bearer tokens")
     px.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                     help="with --http: a further name clients reach it by (Host header)")
-    px.add_argument("--cors-origin", action="append", default=[], help="with --http: an origin whose pages may call it")
+    px.add_argument("--cors-origin", action="append", default=[], type=origin,
+                    help="with --http: an origin (scheme://host:port) whose pages may call it")
