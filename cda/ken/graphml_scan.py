@@ -53,12 +53,12 @@ _DATAS = rf"((?:{_WS}<data{_S}key={_VALUE_NC}{_WS}(?:/>|>{_TEXT_NC}</data{_WS}>)
 #: names it: an edge or a node with one data element (2-6, 7-10), with any data (11-14, 15-17)
 #: the same two first alternatives as they are written by networkx (ElementTree) and most tools:
 #: one space between attributes, none inside tags; tried first, twice as fast as ITEMS
-COMPACT = re.compile(rf'({_WS}(?:(<edge) source={_VALUE} target={_VALUE}><data key={_VALUE}>{_TEXT}</data></edge>'
-                     rf'|(<node) id={_VALUE}><data key={_VALUE}>{_TEXT}</data></node>))')
-ITEMS = re.compile(rf"({_WS}(?:(<edge){_S}source={_VALUE}{_S}target={_VALUE}{_WS}>{_WS}{_DATA}{_WS}</edge{_WS}>"
-                   rf"|(<node){_S}id={_VALUE}{_WS}>{_WS}{_DATA}{_WS}</node{_WS}>"
-                   rf"|(<edge){_S}source={_VALUE}{_S}target={_VALUE}{_WS}(?:/>|>{_DATAS}</edge{_WS}>)"
-                   rf"|(<node){_S}id={_VALUE}{_WS}(?:/>|>{_DATAS}</node{_WS}>)))")
+COMPACT = re.compile(rf'({_WS}(?:<(e)dge source={_VALUE} target={_VALUE}><data key={_VALUE}>{_TEXT}</data></edge>'
+                     rf'|<(n)ode id={_VALUE}><data key={_VALUE}>{_TEXT}</data></node>))')
+ITEMS = re.compile(rf"({_WS}(?:<(e)dge{_S}source={_VALUE}{_S}target={_VALUE}{_WS}>{_WS}{_DATA}{_WS}</edge{_WS}>"
+                   rf"|<(n)ode{_S}id={_VALUE}{_WS}>{_WS}{_DATA}{_WS}</node{_WS}>"
+                   rf"|<(e)dge{_S}source={_VALUE}{_S}target={_VALUE}{_WS}(?:/>|>{_DATAS}</edge{_WS}>)"
+                   rf"|<(n)ode{_S}id={_VALUE}{_WS}(?:/>|>{_DATAS}</node{_WS}>)))")
 DATA = re.compile(_DATA_ANY)
 END = re.compile(rf"{_WS}</graph{_WS}>{_WS}</graphml{_WS}>{_WS}")
 LONGEST = 1 << 20  # characters: a node or an edge longer than that is left to the parser

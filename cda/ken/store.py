@@ -336,17 +336,17 @@ class GraphBuilder:
         dict update, not a call per name). With ``check``, a new name that is not a string is
         a ``TypeError`` (an old one cannot be: only strings are in the index)."""
         get = self.index.get
-        out = [get(x, -1) for x in names]
-        if -1 in out:
-            new = list(dict.fromkeys([x for x, i in zip(names, out, strict=True) if i == -1]))
+        out: list[int | None] = list(map(get, names))  # a C loop: no Python frame per name
+        if None in out:
+            new = list(dict.fromkeys([x for x, i in zip(names, out, strict=True) if i is None]))
             if check and not all(x.__class__ is str for x in new):
                 raise TypeError("a node id that is not a string")
             start = len(self.names)
             self.index.update(zip(new, range(start, start + len(new)), strict=True))
             self.names.extend(new)
             self.labels.extend([NO_LABEL] * len(new))
-            out = [get(x) if i == -1 else i for x, i in zip(names, out, strict=True)]  # type: ignore[misc]
-        return out
+            out = list(map(get, names))
+        return out  # type: ignore[return-value]
 
     def relation(self, name: str) -> int:
         r = self.rel_index.get(name)
