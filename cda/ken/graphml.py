@@ -11,6 +11,16 @@ does not parse, and the cut before it is tried: a chunk that parses is a run of 
 of the graph. Their ids and data are interned a column at a time and dropped with the chunk's
 tree (docs/benchmarks.md, "Ken").
 
+**Two readers of the body, one graph.** ElementTree's callbacks are most of that reading's cost
+at a million edges, so the body is first *matched* by :mod:`cda.ken.graphml_scan` (one compiled
+pattern over each chunk, for the everyday shape networkx and most tools write); a body of any
+other shape (a comment, CDATA, a character reference, single quotes, …) makes it stop, and the
+file is read again, parsed as above. Both fill the same :class:`_Reader`, which decides what the
+elements mean. A syntax error met by either is reported as networkx's reading reports it
+(ElementTree's message: what, line, column), found by a parse with no tree that holds a chunk
+at a time (:func:`_check_well_formed`), so that a broken million-edge file costs neither
+networkx's memory nor a traceback.
+
 The graph is the one networkx reads: the first ``<graph>`` of the ``graphml`` namespace, its
 nodes then its edges, a data value typed by its key (``int``, ``long``, ``float``, ``double``,
 ``boolean``, ``string``; an empty element is the empty string; the text is ElementTree's, as
@@ -19,7 +29,7 @@ direction; and Ken's reading of it (:func:`cda.ken.nodelink.assemble`): nodes an
 same order, each undirected edge both ways.
 
 **What it leaves to networkx** (:class:`~cda.ken.nodelink.Unusual`): anything outside that — a
-syntax error (so the message is ElementTree's), a document type declaration, a root outside
+file that is not UTF-8, a document type declaration, a root outside
 the namespace, a second graph or anything after the graph, hyperedges, ports, yFiles group
 nodes or data with elements inside, key defaults, keys without a type, a name or an id or of
 an unknown type, data of an unknown key or that does not convert, data of the graph itself,
