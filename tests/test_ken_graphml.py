@@ -227,3 +227,22 @@ def test_malformed_xml_names_line_and_column(tmp_path: Path, broken: str, where:
     loaded, ref = load_both(path)
     assert loaded == ref
     assert isinstance(loaded, str) and where in loaded and "bad.graphml: not GraphML (ParseError: " in loaded
+
+
+def test_a_syntax_error_early_in_a_large_file_is_found_early(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file the parsing reader takes (comments: not the everyday shape) broken near its start:
+    the error is networkx's, found by one streamed check after two chunks without a cut that
+    parses, not after carrying (and re-parsing at every chunk) the rest of the file."""
+    head = (f'<graphml xmlns="{NS}">\n<key id="d1" for="edge" attr.name="relation" attr.type="string"/>\n'
+            '<graph edgedefault="directed">\n')
+    edges = ['<edge source="a" target="b"><!-- c --><data key="d1">r</data></edge>\n'] * 2000
+    edges[10] = edges[10].replace("</data>", "</dat>")
+    path = tmp_path / "big.graphml"
+    path.write_text(head + "".join(edges) + "</graph></graphml>\n", encoding="utf-8")
+    monkeypatch.setattr(graphml_reader, "CHUNK", 512)
+    parses = []
+    real = graphml_reader.fromstring
+    monkeypatch.setattr(graphml_reader, "fromstring", lambda text: parses.append(1) or real(text))
+    loaded, ref = load_both(path)
+    assert loaded == ref and isinstance(loaded, str) and "mismatched tag: line 14, column" in loaded
+    assert len(parses) < 30  # a few chunks' cuts, not three a chunk to the file's end (about 800)

@@ -40,6 +40,7 @@ edge ids that read as integers, an edge ``key`` attribute standing in for an id,
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from xml.etree.ElementTree import ParseError, XMLParser, fromstring
@@ -267,7 +268,7 @@ def _fill(path: Path, *, scanned: bool) -> _Reader | None:
             text, root_tag, graph_tag = _head(fh.read(CHUNK), fh, reader)
             head = root_tag + graph_tag
             if not scanned:
-                _read(fh, text, head, reader)
+                _read(fh, text, head, reader, lambda: _check_well_formed(path))
             elif fromstring(head + "<node/></graph></graphml>")[0][0].tag != _NODE or not scan(fh, text, reader, CHUNK):
                 return None  # unprefixed names outside the namespace, or a body of another shape
     except ParseError:
@@ -301,10 +302,13 @@ def _check_well_formed(path: Path) -> None:
         raise KenError(f"{path}: not GraphML (ParseError: {exc})") from None
 
 
-def _read(fh: Any, text: str, head: str, reader: _Reader) -> None:
+def _read(fh: Any, text: str, head: str, reader: _Reader, check: Callable[[], None]) -> None:
     """The graph's children a chunk at a time, each chunk cut after its last end tag and parsed
     inside copies of the root's and the graph's own start tags (``head``, so that it has their
-    namespaces), the end read whole with what follows the graph."""
+    namespaces), the end read whole with what follows the graph. When no cut parses for two
+    chunks, ``check`` looks for a syntax error in the file (raising its error) once, so that a
+    broken file is not carried, and copied at every cut tried, to its end."""
+    checked = False
     while True:
         more = fh.read(CHUNK)
         if not more:
@@ -319,6 +323,10 @@ def _read(fh: Any, text: str, head: str, reader: _Reader) -> None:
             reader.take(graph)
             text = text[cut:]
             break
+        else:
+            if not checked and len(text) > 2 * CHUNK:
+                check()
+                checked = False
     root = fromstring(head + text)
     if len(root) != 1 or root[0].tag != _GRAPH:
         raise Unusual("something after the graph")
