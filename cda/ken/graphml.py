@@ -326,7 +326,7 @@ def _read(fh: Any, text: str, head: str, reader: _Reader, check: Callable[[], No
         else:
             if not checked and len(text) > 2 * CHUNK:
                 check()
-                checked = False
+                checked = True
     root = fromstring(head + text)
     if len(root) != 1 or root[0].tag != _GRAPH:
         raise Unusual("something after the graph")
