@@ -1,16 +1,17 @@
 """The GraphML body in its everyday shape, matched by a regular expression instead of parsed.
 
 Why: at a million edges an XML parser's callbacks are the cost — ``ElementTree`` builds three
-elements an edge (5 s of CPU for the benchmark's file before anything is read into a graph),
-``xml.parsers.expat`` with bare handlers still spends 2 s calling Python five times an edge —
-while one compiled pattern run by ``re`` over a chunk of text finds the same nodes and edges in
-under a second (docs/benchmarks.md, "Ken"). The pattern is a *recogniser*, not a parser: it
-accepts a chunk only when the chunk is exactly a run of the elements below, each of them
-well-formed XML by construction, and anything else — a comment, a CDATA section, a processing
-instruction, a character reference, an entity other than the five predefined ones, an
-attribute other than these or in another order, single quotes, a carriage return or a tab in
-text (XML normalises them), a character XML forbids, ``]]>`` in text, anything after the
-graph — makes :func:`scan` answer False, and the caller reads the file with the parser
+elements an edge (5 s of CPU for the benchmark's file at load 2, before anything is read into a
+graph), ``xml.parsers.expat`` with two bare handlers still spends 2 s calling Python — while one
+compiled pattern run by ``re`` over each chunk of text finds the same nodes and edges in about
+1.5 s, and hands them over as columns (docs/benchmarks.md, "Ken"). The pattern is a
+*recogniser*, not a parser: it takes a run of text only when the run is exactly a sequence of
+the elements below, each well-formed XML by construction, and anything else — a comment, a
+CDATA section, a processing instruction, a character reference, an entity other than the five
+predefined ones, another attribute, attributes in another order, single quotes, whitespace
+around ``=``, a tab, newline or carriage return in an attribute value or a carriage return in
+text (XML normalises them), a character XML forbids, ``]]>``, anything after the graph — makes
+:func:`scan` answer False, and the caller reads the file with the parser
 (:mod:`cda.ken.graphml`). What it accepts, after the root's and the graph's start tags:
 
 * ``<node id="…"/>`` or ``<node id="…">`` with ``<data key="…">…</data>`` (or ``<data
@@ -21,7 +22,7 @@ graph — makes :func:`scan` answer False, and the caller reads the file with th
 Unprefixed names in those elements are in the GraphML namespace only when the root's and the
 graph's start tags make it the default one: the caller checks that on a probe document before
 calling :func:`scan`. What the elements mean (types, keys, merges, the relation) is the
-:class:`~cda.ken.graphml.GraphMLReader`'s business, the same for both readers.
+business of the reader it is given (:class:`cda.ken.graphml._Reader`), the same for both readers.
 """
 
 from __future__ import annotations
@@ -45,22 +46,23 @@ _TEXT_CH = r"[^<&\r\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]"
 _TEXT = rf"({_TEXT_CH}*(?:{_ENTITY}{_TEXT_CH}*)*)"
 _TEXT_NC = rf"{_TEXT_CH}*(?:{_ENTITY}{_TEXT_CH}*)*"
 _DATA = rf"<data{_S}key={_VALUE}{_WS}>{_TEXT}</data{_WS}>"  # one data element with text: key, text
-_DATA_ANY = rf"<data{_S}key={_VALUE}{_WS}(?:/>|>{_TEXT}</data{_WS}>)"  # key, text (None: "/>")
+_DATA_ANY = rf"<data{_S}key={_VALUE}{_WS}(?:/>|>{_TEXT}</data{_WS}>)"  # key, text ("" for "/>")
 _DATAS = rf"((?:{_WS}<data{_S}key={_VALUE_NC}{_WS}(?:/>|>{_TEXT_NC}</data{_WS}>))*){_WS}"
 
 #: one node or edge with the whitespace before it (group 1, all of it: a run of matches is
-#: contiguous when these join to the start of the text); the first group of each alternative
-#: names it: an edge or a node with one data element (2-6, 7-10), with any data (11-14, 15-17)
-#: the same two first alternatives as networkx (ElementTree) and most tools write them, and
-#: without entities: one space between attributes, none inside tags; tried first (a third
-#: faster than ITEMS), ITEMS taking over where it stops
-_BARE = rf'"({_PLAIN}*)"'
-COMPACT = re.compile(rf'({_WS}(?:<(e)dge source={_BARE} target={_BARE}><data key={_BARE}>({_TEXT_CH}*)</data></edge>'
-                     rf'|<(n)ode id={_BARE}><data key={_BARE}>({_TEXT_CH}*)</data></node>))')
+#: contiguous when these join to the start of the text); the one-letter group of each
+#: alternative names it: an edge or a node with one data element (2-6, 7-10), with any data
+#: (11-14, 15-17)
 ITEMS = re.compile(rf"({_WS}(?:<(e)dge{_S}source={_VALUE}{_S}target={_VALUE}{_WS}>{_WS}{_DATA}{_WS}</edge{_WS}>"
                    rf"|<(n)ode{_S}id={_VALUE}{_WS}>{_WS}{_DATA}{_WS}</node{_WS}>"
                    rf"|<(e)dge{_S}source={_VALUE}{_S}target={_VALUE}{_WS}(?:/>|>{_DATAS}</edge{_WS}>)"
                    rf"|<(n)ode{_S}id={_VALUE}{_WS}(?:/>|>{_DATAS}</node{_WS}>)))")
+#: ITEMS' first two alternatives as networkx (ElementTree) and most tools write them, without
+#: entities: one space between attributes, none inside tags; tried first (a fifth to a third
+#: faster than ITEMS), ITEMS taking over where it stops
+_BARE = rf'"({_PLAIN}*)"'
+COMPACT = re.compile(rf'({_WS}(?:<(e)dge source={_BARE} target={_BARE}><data key={_BARE}>({_TEXT_CH}*)</data></edge>'
+                     rf'|<(n)ode id={_BARE}><data key={_BARE}>({_TEXT_CH}*)</data></node>))')
 DATA = re.compile(_DATA_ANY)
 END = re.compile(rf"{_WS}</graph{_WS}>{_WS}</graphml{_WS}>{_WS}")
 LONGEST = 1 << 20  # characters: a node or an edge longer than that is left to the parser
