@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from itertools import accumulate, chain, islice, repeat
+from operator import itemgetter
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, NoReturn, TypeVar
@@ -132,8 +134,50 @@ def _is_name(token: str) -> bool:
     return token.isidentifier()  # tokens are ASCII; fol blocks and the end marker start with NUL
 
 
+#: the tokens of one line when no fol block can span lines: ``_TOKEN`` less the newline and the
+#: fol block (without a fol block, no token of ``_TOKEN`` crosses a newline, so reading the text
+#: line by line gives the same tokens at the same places)
+_LINE_TOKEN = re.compile(
+    r"([ \t\f\r]*)"
+    r"([A-Za-z_][A-Za-z0-9_]*|[():,]|#[^\n]*"  # the commonest first (no two alternatives start alike)
+    r"|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+    r"|<=|>=|!=|->|[-+*/<>=(),:{}\[\]]|\"[^\"\n]*\"|[^ \t\f\r])"
+)
+#: where a fol block might start (also inside a longer name: then the slower whole-text path runs)
+_SECOND = itemgetter(1)
+_FOL_START = re.compile(r"fol[ \t\r\n]*\{")
+
+
 def _tokenize(text: str, deadline: Deadline) -> tuple[list[str], list[A.Pos], dict[int, str]]:
-    """Token texts, their (line, column) as lark counts them, and the fol blocks by index."""
+    """Token texts, their (line, column) as lark counts them, and the fol blocks by index.
+
+    Why line by line: a problem is mostly short lines of a few tokens, and Python work per token
+    (a loop turn, a tuple, a clock tick) was most of reading it. Here the per-token work is done
+    in C (``findall``, ``accumulate`` over the pieces' lengths for the columns, ``zip`` for the
+    positions); Python turns once per line. A text with a fol block (which spans lines) takes
+    :func:`_tokenize_whole`.
+    """
+    if _FOL_START.search(text) is not None:
+        return _tokenize_whole(text, deadline)
+    texts: list[str] = []
+    poss: list[A.Pos] = []
+    findall = _LINE_TOKEN.findall
+    for number, line in enumerate(text.split("\n"), 1):
+        if deadline.tick():
+            raise OutOfTime(f"while reading the problem (at line {number:,})")
+        pairs = findall(line)  # (whitespace before, token)
+        if not pairs:
+            continue
+        if pairs[-1][1][0] == "#":  # a comment runs to the end of its line
+            del pairs[-1]
+        texts += map(_SECOND, pairs)
+        # a token's column: 1 + the lengths of every piece before it, its own whitespace included
+        poss += zip(repeat(number), islice(accumulate(map(len, chain.from_iterable(pairs)), initial=1), 1, None, 2))
+    return _finish(texts, poss, {})
+
+
+def _tokenize_whole(text: str, deadline: Deadline) -> tuple[list[str], list[A.Pos], dict[int, str]]:
+    """:func:`_tokenize` over the whole text at once, token by token: fol blocks span lines."""
     texts: list[str] = []
     poss: list[A.Pos] = []
     blocks: dict[int, str] = {}
@@ -164,12 +208,19 @@ def _tokenize(text: str, deadline: Deadline) -> tuple[list[str], list[A.Pos], di
             texts.append(tok)
             poss.append((line, off - base))
             off += len(tok)
+    return _finish(texts, poss, blocks)
+
+
+def _finish(texts: list[str], poss: list[A.Pos], blocks: dict[int, str]) -> tuple[list[str], list[A.Pos], dict[int, str]]:
+    """The token list checked (a character no token starts with goes to lark) and ended."""
     for tok in set(texts):  # checked once per distinct token, not once per token
         if len(tok) == 1 and tok not in _SINGLE:
             raise Fallback(f"no token starts with {tok!r}")
     texts += (_END, _END)
     poss += ((0, 0), (0, 0))
     return texts, poss, blocks
+
+
 
 
 def _number(text: str) -> Fraction:
