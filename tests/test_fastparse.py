@@ -23,7 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cda.contracts.deadline import Deadline
 from cda.encodings import ast as A
+from cda.encodings import fastparse
 from cda.encodings.fastparse import MAX_DEPTH, Fallback, _builder, read_clause, read_problem
 from cda.encodings.format import format_clause, format_problem
 from cda.encodings.parse import parse_clause, parse_problem
@@ -301,3 +303,26 @@ def test_glued_identifiers_agree_with_lark(text: str) -> None:
 def test_arbitrary_text_agrees_with_lark(text: str) -> None:
     same_as_lark(text)
     same_clause_as_lark(text)
+
+
+def _tokens(tokenize: Any, text: str) -> Any:
+    try:
+        return tokenize(text, Deadline(None))
+    except Fallback as e:
+        return ("fallback", str(e))
+
+
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(st.text(alphabet=st.sampled_from([*"ab _\t\r\f\n#:,()-.09e\"{}<>=!é[]", "hard", "not ", "and ", "# c\n", "fol", "fol {"]),
+               max_size=40))
+def test_line_tokenizer_is_the_whole_text_tokenizer(text: str) -> None:
+    """The line-by-line tokenizer (no fol block) gives the whole-text one's tokens, positions and
+    refusals; a text where a fol block may start goes to the whole-text one."""
+    assert _tokens(fastparse._tokenize, text) == _tokens(fastparse._tokenize_whole, text)
+
+
+def test_line_tokenizer_on_the_benchmark_family() -> None:
+    bench = _bench_core()
+    text = bench.to_dsl(bench.generate(2_000, 0)) + "  # a comment\n\n  \t\nhard: a or b # end\n"
+    assert fastparse._FOL_START.search(text) is None  # the line path is the one taken
+    assert _tokens(fastparse._tokenize, text) == _tokens(fastparse._tokenize_whole, text)
