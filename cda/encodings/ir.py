@@ -429,6 +429,12 @@ class NodeFactory:
         return node
 
     def _flat(self, kind: type, args: Iterable[Node], unit: bool) -> tuple[Node, ...] | Node:
+        args = tuple(args)
+        kinds = set(map(type, args))
+        if kind not in kinds and Const not in kinds and len({a.uid for a in args}) == len(args):
+            # the common case, checked in C: nothing to flatten, fold or drop (no class derives
+            # from Const, And or Or, so the types say what ``isinstance`` would)
+            return args
         out: list[Node] = []
         seen: set[int] = set()
         for a in args:

@@ -58,9 +58,8 @@ _WAIT_SLICE = 86_400.0
 #: ``hash(sym)`` is a C call through cffi, 0.4 µs, most of decoding a model of hundreds of
 #: atoms), or its hash where the API keeps no such value. Either way the keys of the shown numbers
 #: are checked distinct when registered, and decoding falls back to ``sym.number`` otherwise.
-_symbol_key: Callable[[clingo.Symbol], int] = (
-    operator.attrgetter("_rep") if isinstance(getattr(clingo.Number(1), "_rep", None), int) else hash
-)
+_RAW_KEYS = isinstance(getattr(clingo.Number(1), "_rep", None), int)
+_symbol_key: Callable[[clingo.Symbol], int] = operator.attrgetter("_rep") if _RAW_KEYS else hash
 
 
 def _wait(handle: clingo.SolveHandle, deadline: Deadline) -> bool:
@@ -279,7 +278,11 @@ class ClingoBackend:
         with an out-parameter for every symbol; this was most of the enumeration's time on large
         problems)."""
         if self._by_hash:
-            return list(map(self._name_of_hash.__getitem__, map(_symbol_key, m.symbols(shown=True))))
+            shown = m.symbols(shown=True)
+            # the symbols' keys read straight off clingo's array (ints, in C) when it holds them:
+            # iterating the sequence made a Symbol object per true atom, most of decoding a model
+            raw = getattr(shown, "_p_symbols", None) if _RAW_KEYS else None
+            return list(map(self._name_of_hash.__getitem__, map(_symbol_key, shown) if raw is None else raw))
         by_number = self._name_of_number
         return [by_number[sym.number] for sym in m.symbols(shown=True)]
 
