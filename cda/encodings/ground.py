@@ -74,6 +74,10 @@ OPEN_KINDS = ("hyp", "observable", "var")
 _PREFIX_KIND = {"hyp": "hyp", "obs": "observable", "pred": "pred"}
 
 
+_FAtom, _FNot, _FNary, _FImplies = A.FAtom, A.FNot, A.FNary, A.FImplies
+_AND_OR = frozenset(("and", "or"))
+
+
 def _num(value: Fraction) -> str:
     return numbers.show(value)
 
@@ -357,7 +361,25 @@ class _Grounder:
     # ---- formulas
     def formula(self, node: A.Formula, env: dict[str, str]) -> Node:
         f = self.f
-        # the commonest forms first: large problems are mostly atoms, negations, and/or, implies
+        # the commonest forms first, by exact type, an atom operand grounded without a call of
+        # this method: large problems are mostly atoms, negations, and/or, implies (a subclass of
+        # a node type, if one is ever made, takes the general path below)
+        kind = type(node)
+        if kind is _FAtom:
+            return self.atom(node, env)  # type: ignore[arg-type]
+        if kind is _FNot:
+            arg = node.arg  # type: ignore[union-attr]
+            return f.not_(self.atom(arg, env) if type(arg) is _FAtom else self.formula(arg, env))
+        if kind is _FNary and node.op in _AND_OR:  # type: ignore[union-attr]
+            atom, formula = self.atom, self.formula
+            args = [atom(a, env) if type(a) is _FAtom else formula(a, env) for a in node.args]  # type: ignore[union-attr]
+            return f.or_(args) if node.op == "or" else f.and_(args)  # type: ignore[union-attr]
+        if kind is _FImplies:
+            lhs, rhs = node.lhs, node.rhs  # type: ignore[union-attr]
+            return f.implies(
+                self.atom(lhs, env) if type(lhs) is _FAtom else self.formula(lhs, env),
+                self.atom(rhs, env) if type(rhs) is _FAtom else self.formula(rhs, env),
+            )
         if isinstance(node, A.FAtom):
             return self.atom(node, env)
         if isinstance(node, A.FNot):
