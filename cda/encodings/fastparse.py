@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from itertools import accumulate, chain, compress, islice, repeat
-from operator import itemgetter
 from collections.abc import Callable
 from fractions import Fraction
+from itertools import accumulate, chain, compress, islice, repeat
+from operator import itemgetter
 from typing import Any, NoReturn, TypeVar
 
 from cda.contracts.deadline import Deadline, OutOfTime, current_deadline
@@ -472,12 +472,12 @@ class _Reader:
         t = self.t
         tokens = t[i:end]
         shape = tuple(map(_SHAPE_WORDS.get, tokens, repeat(_NAME)))
-        make = _SHAPES.get(shape, _UNSEEN)
+        make = _SHAPES.get(shape, _UNSEEN)  # type: ignore[arg-type]
         if make is None or len(tokens) > _SHAPE_TOKENS or t[end] not in _STATEMENT_WORDS or not _plain(tokens, shape):
             return self.hard()
-        if make is not _UNSEEN:
+        if callable(make):
             self.i = end
-            return make(tokens, self.p[i:end])  # type: ignore[no-any-return]
+            return make(tokens, self.p[i:end])
         node = self.hard()
         if self.i == end and len(_SHAPES) < _MAX_SHAPES:
             _SHAPES[shape] = _compile_shape(node, tokens, self.p[i:end])

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import product
+from typing import Any
 
 from cda.contracts import limits
 from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
@@ -365,17 +366,18 @@ class _Grounder:
         # this method: large problems are mostly atoms, negations, and/or, implies (a subclass of
         # a node type, if one is ever made, takes the general path below)
         kind = type(node)
+        n: Any = node  # its type is told by ``kind``
         if kind is _FAtom:
-            return self.atom(node, env)  # type: ignore[arg-type]
+            return self.atom(n, env)
         if kind is _FNot:
-            arg = node.arg  # type: ignore[union-attr]
+            arg = n.arg
             return f.not_(self.atom(arg, env) if type(arg) is _FAtom else self.formula(arg, env))
-        if kind is _FNary and node.op in _AND_OR:  # type: ignore[union-attr]
+        if kind is _FNary and n.op in _AND_OR:
             atom, formula = self.atom, self.formula
-            args = [atom(a, env) if type(a) is _FAtom else formula(a, env) for a in node.args]  # type: ignore[union-attr]
-            return f.or_(args) if node.op == "or" else f.and_(args)  # type: ignore[union-attr]
+            args = [atom(a, env) if type(a) is _FAtom else formula(a, env) for a in n.args]
+            return f.or_(args) if n.op == "or" else f.and_(args)
         if kind is _FImplies:
-            lhs, rhs = node.lhs, node.rhs  # type: ignore[union-attr]
+            lhs, rhs = n.lhs, n.rhs
             return f.implies(
                 self.atom(lhs, env) if type(lhs) is _FAtom else self.formula(lhs, env),
                 self.atom(rhs, env) if type(rhs) is _FAtom else self.formula(rhs, env),
