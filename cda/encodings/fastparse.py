@@ -30,7 +30,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 from fractions import Fraction
-from itertools import accumulate, chain, compress, islice, repeat
+from itertools import accumulate, chain, islice, repeat
 from operator import itemgetter
 from typing import Any, NoReturn, TypeVar
 
@@ -252,12 +252,19 @@ _MAX_SHAPES = 1024  # per process; further shapes are read
 _SHAPES: dict[tuple[str, ...], Callable[[list[str], list[A.Pos]], A.Hard] | None] = {}
 
 
-def _plain(tokens: list[str], shape: tuple[str, ...]) -> bool:
-    """Whether every name of the shape is one the reader reads as a plain atom whatever its text
-    (the fast path of :meth:`_Reader.unary`): an identifier, no keyword, no cardinality prefix."""
-    names = list(compress(tokens, map(_NAME.__eq__, shape)))
-    return (all(map(str.isidentifier, names)) and _NOT_PLAIN.isdisjoint(names)
-            and not any(map(str.startswith, names, repeat(_CARDS))))
+_OTHER = "\x00other"  # a token a shape may not hold: its statement is read
+
+
+def _shape_of(token: str) -> str:
+    """A token's place in a shape: itself for the words of :data:`_SHAPE_WORDS`, :data:`_NAME`
+    for a name the reader reads as a plain atom whatever its text (the fast path of
+    :meth:`_Reader.unary`: an identifier, no keyword, no cardinality prefix), else :data:`_OTHER`."""
+    word = _SHAPE_WORDS.get(token)
+    if word is not None:
+        return word
+    if token.isidentifier() and token not in _NOT_PLAIN and not token.startswith(_CARDS):
+        return _NAME
+    return _OTHER
 
 
 def _compile_shape(node: A.Hard, tokens: list[str], poss: list[A.Pos]) -> Callable[[list[str], list[A.Pos]], A.Hard] | None:
@@ -322,12 +329,13 @@ class _Reader:
     node keeps its own: in ``(a and b) or c`` the ``or`` is at ``(``, the ``and`` at ``a``.
     """
 
-    __slots__ = ("t", "p", "blocks", "spans", "i", "depth", "deadline")
+    __slots__ = ("t", "p", "blocks", "spans", "places", "i", "depth", "deadline")
 
     def __init__(self, text: str) -> None:
         # the run's budget covers reading too (a file of millions of terms takes seconds)
         self.deadline = current_deadline()
         self.t, self.p, self.blocks, self.spans = _tokenize(text, self.deadline)
+        self.places: dict[str, str] = {}  # see hard_line
         self.i = 0
         self.depth = 0
 
@@ -471,16 +479,22 @@ class _Reader:
         i = self.i
         t = self.t
         tokens = t[i:end]
-        shape = tuple(map(_SHAPE_WORDS.get, tokens, repeat(_NAME)))
+        places = self.places  # each token's place in a shape, classified once per reading
+        shape = tuple(map(places.get, tokens))
+        if None in shape:
+            for tok in tokens:
+                if tok not in places:
+                    places[tok] = _shape_of(tok)
+            shape = tuple(map(places.__getitem__, tokens))
         make = _SHAPES.get(shape, _UNSEEN)  # type: ignore[arg-type]
-        if make is None or len(tokens) > _SHAPE_TOKENS or t[end] not in _STATEMENT_WORDS or not _plain(tokens, shape):
+        if make is None or _OTHER in shape or len(tokens) > _SHAPE_TOKENS or t[end] not in _STATEMENT_WORDS:
             return self.hard()
         if callable(make):
             self.i = end
             return make(tokens, self.p[i:end])
         node = self.hard()
         if self.i == end and len(_SHAPES) < _MAX_SHAPES:
-            _SHAPES[shape] = _compile_shape(node, tokens, self.p[i:end])
+            _SHAPES[shape] = _compile_shape(node, tokens, self.p[i:end])  # type: ignore[index]
         return node
 
     def soft(self) -> A.Soft:
