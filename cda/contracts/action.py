@@ -318,7 +318,8 @@ class ActionVerdict(_Model):
 
     hypothesis_id: str
     status: VerdictStatusField  # the ordered enum in Python, its string in JSON
-    confidence: float = Field(ge=0.0, le=1.0)
+    confidence: float | None = Field(ge=0.0, le=1.0, description="null exactly when the status is unknown: the "
+                                     "budget cut the claim off and no confidence was computed (band low)")
     band: Literal["low", "medium", "high"]
     claim: str
     caveats: list[str] = Field(default_factory=list)

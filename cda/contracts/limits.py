@@ -169,8 +169,9 @@ def probability(name: str, value: object) -> float:
     ...
     cda.errors.OptionError: --prior 1E-400 is too close to 0 to compute with (the least a float holds is about 4.9e-324)
     """
-    number = isinstance(value, int | float | Decimal | Fraction) and not isinstance(value, bool)
-    exact = Fraction(value) if number and _finite(value) else None  # type: ignore[arg-type]
+    exact = None
+    if isinstance(value, int | float | Decimal | Fraction) and not isinstance(value, bool) and _finite(value):
+        exact = Fraction(value)
     if exact is None or not 0 < exact < 1:
         raise OptionError(f"{name} must be a probability strictly between 0 and 1, not {_shown(value)}")
     near = float(exact)
