@@ -507,11 +507,13 @@ def test_claims_under_minimal_explanations_are_answered_as_without_it(text: str,
 
 
 def test_statuses_are_ordered_enums_that_print_as_their_strings() -> None:
-    """Lowering a status is a min: refuted < inconclusive < supported, unsat < unknown < sat;
-    the JSON keeps the strings."""
+    """Lowering a status is a min: refuted < unknown < inconclusive < supported (a ceiling never
+    lifts an undecided claim to inconclusive), unsat < unknown < sat; the JSON keeps the strings."""
     from cda.contracts.status import SolverStatus, VerdictStatus
 
-    assert sorted(VerdictStatus) == [VerdictStatus.REFUTED, VerdictStatus.INCONCLUSIVE, VerdictStatus.SUPPORTED]
+    assert sorted(VerdictStatus) == [VerdictStatus.REFUTED, VerdictStatus.UNKNOWN, VerdictStatus.INCONCLUSIVE,
+                                     VerdictStatus.SUPPORTED]
+    assert min(VerdictStatus.UNKNOWN, VerdictStatus.INCONCLUSIVE) is VerdictStatus.UNKNOWN
     assert sorted(SolverStatus) == [SolverStatus.UNSAT, SolverStatus.UNKNOWN, SolverStatus.SAT]
     assert min(VerdictStatus.SUPPORTED, VerdictStatus("inconclusive")) is VerdictStatus.INCONCLUSIVE
     assert min(VerdictStatus.REFUTED, VerdictStatus.INCONCLUSIVE) is VerdictStatus.REFUTED
