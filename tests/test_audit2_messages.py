@@ -91,3 +91,44 @@ def test_investigate_revise_refuses_what_an_investigation_ignores(statement: str
     assert "revise" not in history.stdout  # not recorded as a step
     kept = _cda("investigate", "revise", sid, "fact depends(web, api)", "--db", "s.sqlite", cwd=tmp_path)
     assert kept.returncode == 0, kept.stderr  # what it reads is still taken
+
+
+SEPARATED = [
+    ("metric t : ms\nobserve value(metric:t) = 1_000\n", 2, 28),  # once read as the unit '_000'
+    ("metric t : ms\nobserve value(metric:t) = 1_000 ms\n", 2, 28),
+    ("metric t : ms\nobserve value(metric:t) = 5\nhard: value(metric:t) <= 2_5.5e1 ms\n", 3, 27),
+    ("hyp a\nsoft weight 1_000: not a\n", 2, 14),
+    ("hyp a\nsoft: not a weight 1_000\n", 2, 21),
+    ("hyp a\ngoal best_explanation top 1_000\n", 2, 28),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "column"), SEPARATED)
+def test_digit_separators_are_refused_where_they_stand_by_both_readers(text: str, line: int, column: int) -> None:
+    """docs/dsl.md, "Numbers": a number is plain decimal digits. Both readers refuse ``1_000``
+    with the same words at the separator (the fast reader hands it to lark's, which says where)."""
+    from cda.encodings.numbers import DIGIT_SEPARATORS
+    from cda.encodings.parse import parse_problem
+    from cda.errors import DSLSyntaxError
+    from tests.test_fastparse import same_as_lark
+
+    assert same_as_lark(text) is False  # the fast reader does not take it, and the answers agree
+    for fast in (True, False):
+        with pytest.raises(DSLSyntaxError) as err:
+            parse_problem(text, "t.cda", fast=fast)
+        assert (err.value.message, err.value.line, err.value.column) == (DIGIT_SEPARATORS, line, column)
+
+
+def test_names_with_underscores_and_digits_still_read() -> None:
+    from tests.test_fastparse import same_as_lark, same_clause_as_lark
+
+    assert same_as_lark("hyp a1_000, _1, b_2\nhard: a1_000 or _1 or b_2\n")
+    assert same_clause_as_lark("a1_000 or _1")
+
+
+def test_solve_says_where_a_digit_separator_stands(tmp_path: Path) -> None:
+    (tmp_path / "p.cda").write_text(SEPARATED[0][0])
+    done = _cda("solve", "p.cda", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "p.cda:2:28: syntax error: digit separators are not allowed: write 1000, not 1_000" in done.stderr
+    assert "unknown unit" not in done.stderr
