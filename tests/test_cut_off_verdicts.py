@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,14 +18,9 @@ import cda
 from cda.contracts.result import Verdict
 from cda.contracts.status import VerdictStatus
 from tests.conftest import ROOT
+from tests.test_audit2_messages import _cda
 
 ENTAILED = "hyp a, b\nobservable o\nobserve o\nhard: o iff (a or b)\ngoal prove a or b\n"
-
-
-def _cda(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "cda", *args], cwd=cwd, env=env, input=stdin, capture_output=True,
-                          text=True, timeout=300)
 
 
 def test_the_claim_is_decided_when_given_the_time(backend: str) -> None:
