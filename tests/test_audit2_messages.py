@@ -4,6 +4,7 @@ Python repr or pydantic's text."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -132,3 +133,30 @@ def test_solve_says_where_a_digit_separator_stands(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "p.cda:2:28: syntax error: digit separators are not allowed: write 1000, not 1_000" in done.stderr
     assert "unknown unit" not in done.stderr
+
+
+def test_investigate_revise_refuses_a_goal_over_mcp(tmp_path: Path) -> None:
+    """The refusal is the operation's: the MCP door gets it as a tool error, and no step is written."""
+    pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    server = StdioServerParameters(command=sys.executable, args=["-m", "cda", "mcp"],
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(tmp_path))
+
+    async def body() -> tuple[object, object]:
+        async with Client(server, read_timeout_seconds=120) as client:
+            started = (await client.call_tool("investigate_start", {
+                "dsl": "hyp a, b\nobservable o\nhard: o iff (a or b)\n"})).structured_content
+            assert isinstance(started, dict)
+            refused = await client.call_tool("investigate_revise", {
+                "session_id": started["session_id"], "add": ["goal prove a"]})
+            history = await client.call_tool("investigate_history", {"session_id": started["session_id"]})
+            return refused, history
+
+    refused, history = anyio.run(body)
+    assert refused.is_error  # type: ignore[attr-defined]
+    text = refused.content[0].text  # type: ignore[attr-defined]
+    assert "is a goal, which an investigation ignores" in text and "invalid_params" in text, text
+    assert "revise" not in json.dumps(history.structured_content)  # type: ignore[attr-defined]
