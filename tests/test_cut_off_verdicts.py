@@ -105,3 +105,23 @@ def test_the_abstain_gate_and_the_conductor_do_not_count_unknown_as_support() ->
     # the conductor's postconditions: a claim must be supported, and the answer complete
     assert POSTCONDITIONS["status_in"]({}, {"status": "unknown"}, None, ("status", "sat")) is not None  # type: ignore[arg-type]
     assert POSTCONDITIONS["complete"]({}, outputs, None, ()) == "the answer is partial (a budget ran out)"  # type: ignore[arg-type]
+
+
+def test_the_action_summary_lists_an_unknown_claim_as_not_decided() -> None:
+    """The action contract carries no confidence for an unknown claim (band low), the
+    one-band and conservative rules leave it so, and the boundary summary says "not decided"."""
+    from cda.actions.artifacts import boundary_summary
+    from cda.actions.bands import one_band_per_statement
+    from cda.contracts.action import ActionVerdict, CDAInputs
+
+    cut = cda.solve(ENTAILED, backend="z3", timeout=0)
+    verdict = ActionVerdict(hypothesis_id="prove@5", status=VerdictStatus.UNKNOWN, confidence=None, band="low",
+                            claim="prove a or b", caveats=[cut.verdicts[0].reason or ""])
+    assert json.loads(verdict.model_dump_json())["confidence"] is None
+    kept, _ = one_band_per_statement([verdict], None, {})
+    assert kept == [verdict]
+    inputs = CDAInputs.model_validate({"problem": "is a or b?", "dsl": ENTAILED})
+    text = boundary_summary("cda-test", inputs, cut, [verdict], [], [])
+    assert "- UNKNOWN prove a or b (not decided: no confidence)" in text, text
+    assert "prove a or b was not decided (the budget cut it off)" in text
+    assert "0.50" not in text and "INCONCLUSIVE" not in text
