@@ -125,3 +125,15 @@ def test_the_action_summary_lists_an_unknown_claim_as_not_decided() -> None:
     assert "- UNKNOWN prove a or b (not decided: no confidence)" in text, text
     assert "prove a or b was not decided (the budget cut it off)" in text
     assert "0.50" not in text and "INCONCLUSIVE" not in text
+
+
+def test_the_action_verdict_contract_ties_unknown_to_no_confidence() -> None:
+    from cda.contracts.action import ActionVerdict
+
+    base = {"hypothesis_id": "h", "claim": "prove a"}
+    with pytest.raises(ValueError, match="an unknown verdict has no confidence"):
+        ActionVerdict.model_validate({**base, "status": "unknown", "confidence": 0.5, "band": "low"})
+    with pytest.raises(ValueError, match="a supported verdict has a confidence"):
+        ActionVerdict.model_validate({**base, "status": "supported", "confidence": None, "band": "low"})
+    with pytest.raises(ValueError, match="band low"):
+        ActionVerdict.model_validate({**base, "status": "unknown", "confidence": None, "band": "high"})

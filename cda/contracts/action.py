@@ -324,6 +324,16 @@ class ActionVerdict(_Model):
     claim: str
     caveats: list[str] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _confidence_when_decided(self) -> ActionVerdict:
+        """No confidence exactly for an *unknown* claim (never decided), and then band ``low``."""
+        if (self.confidence is None) != (self.status == "unknown"):
+            raise ValueError("an unknown verdict has no confidence" if self.status == "unknown"
+                             else f"a {self.status} verdict has a confidence")
+        if self.confidence is None and self.band != "low":
+            raise ValueError("an unknown verdict is in band low")
+        return self
+
 
 class NextTestSuggestion(_Model):
     """A question whose answer would best separate the hypotheses (spec §2.2 ``next_tests``)."""
