@@ -60,17 +60,17 @@ def test_timeout_gives_a_labelled_partial_result(backend: str) -> None:
 
 def test_a_claim_the_timeout_left_undecided_is_still_answered(backend: str) -> None:
     """Every goal asked for gets a verdict: the time budget runs out in the enumeration, before
-    the claims, and each is listed as inconclusive with the reason (a mutation that drops them
-    leaves the verdicts empty)."""
+    the claims, and each is listed as unknown, with no confidence and the reason (a mutation that
+    drops them leaves the verdicts empty; docs/dsl.md, "Verdicts")."""
     names = ", ".join(f"a{i}" for i in range(18))
     text = f"hyp {names}\nhard: a0 or a1\ngoal prove a0\ngoal disprove a1 and a2"
     r = cda.solve(text, backend=backend, timeout=0.001)
     assert r.partial
     assert [(v.goal, v.claim, v.status) for v in r.verdicts] == [
-        ("prove", "a0", "inconclusive"),
-        ("disprove", "a1 and a2", "inconclusive"),
+        ("prove", "a0", "unknown"),
+        ("disprove", "a1 and a2", "unknown"),
     ]
-    assert all("time" in (v.reason or "") and v.confidence == 0.5 for v in r.verdicts)
+    assert all("time" in (v.reason or "") and v.confidence is None for v in r.verdicts)
 
 
 def test_enumeration_cap_is_reported(backend: str) -> None:
@@ -507,11 +507,13 @@ def test_claims_under_minimal_explanations_are_answered_as_without_it(text: str,
 
 
 def test_statuses_are_ordered_enums_that_print_as_their_strings() -> None:
-    """Lowering a status is a min: refuted < inconclusive < supported, unsat < unknown < sat;
-    the JSON keeps the strings."""
+    """Lowering a status is a min: refuted < unknown < inconclusive < supported (a ceiling never
+    lifts an undecided claim to inconclusive), unsat < unknown < sat; the JSON keeps the strings."""
     from cda.contracts.status import SolverStatus, VerdictStatus
 
-    assert sorted(VerdictStatus) == [VerdictStatus.REFUTED, VerdictStatus.INCONCLUSIVE, VerdictStatus.SUPPORTED]
+    assert sorted(VerdictStatus) == [VerdictStatus.REFUTED, VerdictStatus.UNKNOWN, VerdictStatus.INCONCLUSIVE,
+                                     VerdictStatus.SUPPORTED]
+    assert min(VerdictStatus.UNKNOWN, VerdictStatus.INCONCLUSIVE) is VerdictStatus.UNKNOWN
     assert sorted(SolverStatus) == [SolverStatus.UNSAT, SolverStatus.UNKNOWN, SolverStatus.SAT]
     assert min(VerdictStatus.SUPPORTED, VerdictStatus("inconclusive")) is VerdictStatus.INCONCLUSIVE
     assert min(VerdictStatus.REFUTED, VerdictStatus.INCONCLUSIVE) is VerdictStatus.REFUTED

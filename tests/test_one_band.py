@@ -123,7 +123,7 @@ def test_the_run_that_prompted_the_rule_is_one_band_now(tmp_path: Path) -> None:
 
 atoms = st.sampled_from(["down(a)", "down(b)", "slow(a)"])
 verdict_specs = st.lists(st.tuples(st.lists(atoms, min_size=1, max_size=2, unique=True),
-                                   st.sampled_from(list(VerdictStatus)), st.floats(0.0, 1.0)),
+                                   st.sampled_from([s for s in VerdictStatus if s.decided]), st.floats(0.0, 1.0)),  # unknown: tests/test_cut_off_verdicts.py
                          min_size=1, max_size=6)
 
 

@@ -302,12 +302,18 @@ def test_an_unlimited_timeout_is_accepted_on_both_backends(timeout: float) -> No
         assert res.status is PropertyStatus.FAILS
 
 
-@pytest.mark.parametrize("timeout", [float("nan"), -1, 0])
+@pytest.mark.parametrize("timeout", [float("nan"), -1, -0.5])
 def test_a_bad_timeout_is_an_option_error_naming_it(timeout: float) -> None:
     from cda.errors import OptionError
 
-    with pytest.raises(OptionError, match="timeout must be a number of seconds"):
+    with pytest.raises(OptionError, match="timeout must be a number of seconds, 0 or more"):
         analyze("always-allows", [_set("permit(principal, action, resource);")], ENV, timeout=timeout)
+
+
+def test_a_zero_timeout_leaves_the_property_unknown() -> None:
+    """0 is no time at all, as at every other command: nothing is claimed (audit2 finding 9)."""
+    res = analyze("always-allows", [_set("permit(principal, action, resource);")], ENV, timeout=0)
+    assert res.status is PropertyStatus.UNKNOWN and "time ran out" in (res.note or "")
 
 
 def test_deep_nesting_is_a_located_syntax_error_not_a_recursion_traceback() -> None:

@@ -80,7 +80,8 @@ def boundary_summary(
     if not verdicts:
         out.append("- none: no claim was settled")
     for v in verdicts:
-        out.append(f"- {v.status.upper()} {_line(v.claim, 100)} (confidence {v.confidence:.2f}, {v.band})")
+        how = "not decided: no confidence" if v.confidence is None else f"confidence {v.confidence:.2f}, {v.band}"
+        out.append(f"- {v.status.upper()} {_line(v.claim, 100)} ({how})")
         # what lowered this verdict (a function check that timed out, a disagreeing backend, an
         # LLM judgement): a reader of the summary must see why, not only the JSON outputs
         out += [f"  - lowered: {_line(c, 200)}" for c in v.caveats]
@@ -103,10 +104,12 @@ def boundary_summary(
         out.append("")
     out += ["## Residual uncertainty", ""]
     inconclusive = [v for v in verdicts if v.status == "inconclusive"]
-    if not caveats and not inconclusive:
+    undecided = [v for v in verdicts if v.status == "unknown"]
+    if not caveats and not inconclusive and not undecided:
         out.append("- none recorded")
     out += [f"- {_line(c, 200)}" for c in caveats]
     out += [f"- {_line(v.claim, 100)} remains open" for v in inconclusive]
+    out += [f"- {_line(v.claim, 100)} was not decided (the budget cut it off)" for v in undecided]
     out.append("")
     if next_tests:
         out += ["## Next tests", ""]

@@ -105,7 +105,7 @@ def one_band_per_statement(
     out: list[ActionVerdict] = []
     for v in verdicts:
         key = keys.get(v.hypothesis_id)
-        if key is None or band_rank(lowest[key][0]) >= band_rank(v.band):
+        if key is None or v.confidence is None or band_rank(lowest[key][0]) >= band_rank(v.band):  # unknown: low
             out.append(v)
             continue
         band, where = lowest[key]

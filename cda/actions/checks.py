@@ -171,7 +171,8 @@ class Verified:
 @dataclass(frozen=True)
 class ClaimUnderCheck:
     """One verdict the solver gave (a goal's claim, or an explanation), as the verifiers see it:
-    its id, its text, the atoms it is about, and the solver's status and confidence. Verifiers
+    its id, its text, the atoms it is about, and the solver's status and confidence (0.0 for an
+    *unknown* claim, which has none: its action verdict shows none, :func:`run_verifiers`). Verifiers
     read it; only :func:`run_verifiers` turns it into the final verdict, under their ceilings."""
 
     hypothesis_id: str
@@ -210,12 +211,13 @@ def _claims(result: SolveResult, problem: ActionProblem, gp: GroundProblem) -> l
     claims: list[ClaimUnderCheck] = []
     for v in result.verdicts:
         atom: ClaimAtom = (v.claim, formulas[v.name]) if v.name in formulas else v.claim
-        claims.append(ClaimUnderCheck(v.name, f"{v.goal} {v.claim}", [atom], VerdictStatus(v.status), v.confidence,
+        claims.append(ClaimUnderCheck(v.name, f"{v.goal} {v.claim}", [atom], VerdictStatus(v.status), v.confidence or 0.0,
                                       justification=list(v.justification)))
     only = result.enumeration_complete and len(result.hypotheses) == 1 and result.status == "sat"
     # an explanation all of whose atoms the solver proves is as settled as those proofs
     # (docs/actions.md, "One band per statement"): it starts where they are, not at its posterior
-    proved = {norm_atom(v.claim): v.confidence for v in result.verdicts if v.goal == "prove" and v.status == "supported"}
+    proved = {norm_atom(v.claim): v.confidence for v in result.verdicts
+              if v.goal == "prove" and v.status == "supported" and v.confidence is not None}
     for h in result.hypotheses:
         text = "explanation: " + (", ".join(h.assumed) or "nothing assumed")
         atoms: list[ClaimAtom] = [gp.atoms.get(a) or a for a in h.assumed]
@@ -496,9 +498,14 @@ def run_verifiers(state: VerificationState, gp: GroundProblem, result: SolveResu
         ceilings = [o.ceiling for o in outcomes if o.ceiling is not None and o.caps(i)]
         status, confidence = under_ceilings(c.status, c.confidence, ceilings)
         conf = round(confidence, 9) + 0.0
+        caveats = [caveat for ceiling in ceilings for caveat in ceiling.caveats]
+        if status is VerdictStatus.UNKNOWN:  # never decided: no confidence, and the band says so (docs/actions.md)
+            why = next((v.reason for v in result.verdicts if v.name == c.hypothesis_id and v.reason), None)
+            out.verdicts.append(ActionVerdict(hypothesis_id=c.hypothesis_id, status=status, confidence=None, band="low",
+                                              claim=c.claim, caveats=[*caveats, why or "the claim was not decided"]))
+            continue
         out.verdicts.append(ActionVerdict(hypothesis_id=c.hypothesis_id, status=status, confidence=conf,
-                                          band=band_for(conf, status), claim=c.claim,
-                                          caveats=[caveat for ceiling in ceilings for caveat in ceiling.caveats]))
+                                          band=band_for(conf, status), claim=c.claim, caveats=caveats))
     symptoms = set(state.symptoms())
     causes = {rc.node for rc in state.coverage.root_causes} if state.coverage is not None else set()
     computed, why_not = _solver_records(state, gp, result, backend)

@@ -409,8 +409,9 @@ class _Run:
         stream.progress("report", 0.9, "writing the summary")
         verdicts = verified.verdicts
         if budget.has("conservative_summary"):
-            verdicts = [v.model_copy(update={"confidence": min(v.confidence, 0.84), "band": band_for(
-                min(v.confidence, 0.84), v.status)}) for v in verdicts]
+            verdicts = [v if v.confidence is None else v.model_copy(update={  # unknown: no confidence to cap
+                "confidence": min(v.confidence, 0.84), "band": band_for(min(v.confidence, 0.84), v.status)})
+                for v in verdicts]
             # the report says what the verdicts say: one band per statement (docs/actions.md)
             verdicts, verified.report = one_band_per_statement(verdicts, verified.report, verdict_statements(result))
             if verified.review is not None and verified.review.status == "NEEDS_REWRITE":

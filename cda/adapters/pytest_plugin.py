@@ -289,7 +289,10 @@ def _check_solved(result: SolveResult, kind: str, key: str) -> None:
         if v.name == key:
             if v.status == "supported":
                 return
-            lines = [f"{v.goal} {v.claim}: {str(v.status).upper()} (confidence {v.confidence:.4g})"]
+            how = "not decided: no confidence" if v.confidence is None else f"confidence {v.confidence:.4g}"
+            lines = [f"{v.goal} {v.claim}: {str(v.status).upper()} ({how})"]
+            if v.reason and v.confidence is None:
+                lines.append(f"  {v.reason}")
             if v.justification:
                 lines.append(f"  justification core: {', '.join(v.justification)}")
             breaking = [w for w in v.witnesses if not w.holds]

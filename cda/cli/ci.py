@@ -46,8 +46,8 @@ def _labelled(exc: CDAError, label: str) -> CDAError:
 
 
 def solve_exit_code(result: SolveResult) -> int:
-    if result.status == "unknown" or result.partial:
-        return EXIT_UNKNOWN
+    if result.status == "unknown" or result.partial or any(v.status == "unknown" for v in result.verdicts):
+        return EXIT_UNKNOWN  # an undecided claim (a solver's own unknown too) is not a refutation: exit 3
     if any(v.status != "supported" for v in result.verdicts):
         return EXIT_GOAL_FAILED
     if any(not e.passed for e in result.expectations):

@@ -17,6 +17,7 @@ import argparse
 import types
 import typing
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import Any
 
 from cda.errors import OptionError
@@ -29,8 +30,8 @@ __all__ = ["add_operation_arguments", "cli_type", "params_of"]
 def _number(flag: str, checked: Checked) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
         try:
-            value: int | float = int(text) if checked.whole else float(text)
-        except ValueError:
+            value: int | float | Decimal = int(text) if checked.whole else Decimal(text) if checked.exact else float(text)
+        except (ValueError, ArithmeticError):
             if text.strip().lstrip("+-").isdigit():  # past Python's 4,300 digits for int(): out of any range
                 raise argparse.ArgumentTypeError(f"{flag}: a number of {len(text.strip())} digits is out of range") from None
             kind = "a whole number" if checked.whole else "a number"

@@ -375,6 +375,11 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def _confidence_words(confidence: float | None) -> str:
+    """``confidence 0.75``, or for an *unknown* verdict that none was computed (docs/dsl.md, "Verdicts")."""
+    return "not decided: no confidence" if confidence is None else f"confidence {_fmt(confidence)}"
+
+
 def _fmt(x: float) -> str:
     return f"{x:.4f}".rstrip("0").rstrip(".") if x else "0"
 
@@ -432,7 +437,7 @@ def render_table(result: SolveResult) -> str:
         out.append("")
         out.append("verdicts:")
         for v in result.verdicts:
-            line = f"  {v.goal} {v.claim}: {v.status.upper()} (confidence {_fmt(v.confidence)})"
+            line = f"  {v.goal} {v.claim}: {v.status.upper()} ({_confidence_words(v.confidence)})"
             out.append(line)
             if v.justification:
                 out.append(f"    because of: {', '.join(v.justification)}")

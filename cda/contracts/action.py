@@ -318,10 +318,21 @@ class ActionVerdict(_Model):
 
     hypothesis_id: str
     status: VerdictStatusField  # the ordered enum in Python, its string in JSON
-    confidence: float = Field(ge=0.0, le=1.0)
+    confidence: float | None = Field(ge=0.0, le=1.0, description="null exactly when the status is unknown: the "
+                                     "budget cut the claim off and no confidence was computed (band low)")
     band: Literal["low", "medium", "high"]
     claim: str
     caveats: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _confidence_when_decided(self) -> ActionVerdict:
+        """No confidence exactly for an *unknown* claim (never decided), and then band ``low``."""
+        if (self.confidence is None) != (self.status == "unknown"):
+            raise ValueError("an unknown verdict has no confidence" if self.status == "unknown"
+                             else f"a {self.status} verdict has a confidence")
+        if self.confidence is None and self.band != "low":
+            raise ValueError("an unknown verdict is in band low")
+        return self
 
 
 class NextTestSuggestion(_Model):

@@ -29,6 +29,8 @@ cda.errors.OptionError: --port must be a whole number from 0 to 65535, not 70000
 from __future__ import annotations
 
 import math
+from decimal import Decimal
+from fractions import Fraction
 
 from cda.errors import OptionError
 
@@ -166,22 +168,45 @@ def vectors(name: str, value: object) -> int:
 
 
 def probability(name: str, value: object) -> float:
-    """A probability strictly between 0 and 1 (a per-gate failure rate: 0 or 1 would be certainty).
+    """A probability strictly between 0 and 1 (a per-gate failure rate: 0 or 1 would be certainty),
+    checked exactly: a ``Decimal`` or ``Fraction`` (the CLI passes the text read as a ``Decimal``)
+    is compared as written, not after rounding to a float, and one that a float cannot hold
+    strictly inside (0, 1) is refused in words rather than computed with as 0 or 1.
 
     >>> probability("--prior", 1.0)
     Traceback (most recent call last):
     ...
     cda.errors.OptionError: --prior must be a probability strictly between 0 and 1, not 1.0
+    >>> probability("--prior", Decimal("1e-400"))
+    Traceback (most recent call last):
+    ...
+    cda.errors.OptionError: --prior 1E-400 is too close to 0 to compute with (the least a float holds is about 4.9e-324)
     """
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not number or not 0 < value < 1:  # type: ignore[operator]
+    exact = None
+    if isinstance(value, int | float | Decimal | Fraction) and not isinstance(value, bool) and _finite(value):
+        exact = Fraction(value)
+    if exact is None or not 0 < exact < 1:
         raise OptionError(f"{name} must be a probability strictly between 0 and 1, not {_shown(value)}")
-    return value  # type: ignore[return-value]
+    near = float(exact)
+    if near == 0.0:
+        raise OptionError(f"{name} {_shown(value)} is too close to 0 to compute with "
+                          "(the least a float holds is about 4.9e-324)")
+    if near == 1.0:
+        raise OptionError(f"{name} {_shown(value)} is too close to 1 to compute with "
+                          "(the largest float below 1 is 1 - 1.1e-16)")
+    return near
+
+
+def _finite(value: int | float | Decimal | Fraction) -> bool:
+    if isinstance(value, Decimal):
+        return value.is_finite()
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 def _shown(value: object) -> str:
     """How a refused value is quoted: numbers as written, anything else by repr, long ones cut."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
         return f"a whole number of about {int(value.bit_length() * math.log10(2)) + 1} digits"
-    text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) else repr(value)
+    number = isinstance(value, int | float | Decimal | Fraction) and not isinstance(value, bool)
+    text = str(value) if number else repr(value)
     return text if len(text) <= 40 else text[:20] + "…" + text[-10:]

@@ -9,8 +9,9 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from cda.contracts.status import VerdictStatus
 from cda.contracts.status_fields import SolverStatusField, VerdictStatusField
 
 __all__ = ["Hypothesis", "Witness", "Verdict", "NextTest", "Conflict", "ExpectationResult", "SolveResult",
@@ -66,19 +67,32 @@ class Verdict(_Model):
 
     ``status`` is relative to the goal: a ``disprove c`` goal is *supported* when ``c`` is
     refuted. ``confidence`` is the posterior probability that the goal holds: 1.0 when
-    supported, 0.0 when refuted, in between when inconclusive.
+    supported, 0.0 when refuted, in between when inconclusive, and none at all when *unknown*
+    (the budget cut the claim off before it was decided: ``reason`` says so; docs/dsl.md).
     """
 
     name: str
     goal: Literal["prove", "disprove"]
     claim: str
     status: VerdictStatusField  # an ordered enum in Python, its string in JSON
-    confidence: float
+    confidence: float | None = Field(
+        description="the probability that the goal holds; null exactly when the status is unknown (nothing was computed)"
+    )
     justification: list[str] = Field(
         description="a minimal set of clauses that forces the answer (empty when inconclusive)"
     )
     witnesses: list[Witness]
     reason: str | None = None
+
+    @model_validator(mode="after")
+    def _confidence_when_decided(self) -> Verdict:
+        """A decided claim has a confidence in [0, 1]; an *unknown* one has none and says why."""
+        if self.status is VerdictStatus.UNKNOWN:
+            if self.confidence is not None or not self.reason:
+                raise ValueError("an unknown verdict has no confidence and says why (reason)")
+        elif self.confidence is None or not 0.0 <= self.confidence <= 1.0:
+            raise ValueError(f"a {self.status} verdict has a confidence in [0, 1], not {self.confidence!r}")
+        return self
 
 
 class NextTest(_Model):

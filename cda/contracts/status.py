@@ -5,18 +5,21 @@ equal to it, hashed like it, printed and repr'd as it) and every output keeps it
 order of declaration, not the alphabet, chosen so that a rule that may only lower a status is a
 ``min``:
 
-* :class:`VerdictStatus`: ``REFUTED < INCONCLUSIVE < SUPPORTED``, how far the evidence backs the
-  goal (CrossHair orders its verdicts the same way). A check that can only demote, such as the
+* :class:`VerdictStatus`: ``REFUTED < UNKNOWN < INCONCLUSIVE < SUPPORTED``, how far the evidence
+  backs the goal (CrossHair orders its verdicts the same way). *unknown* is a claim nobody
+  decided (the time budget or a cancel cut it off, a solver said unknown): no evidence was
+  computed, so it sits below *inconclusive* (where the premises were shown to allow both) and
+  carries no confidence (docs/dsl.md, "Verdicts"). A check that can only demote, such as the
   LLM gate or a disagreement between backends, takes ``min(status, ceiling)``: *supported*
-  under a ceiling of *inconclusive* becomes *inconclusive*, *refuted* stays *refuted*.
+  under a ceiling of *inconclusive* becomes *inconclusive*, *refuted* and *unknown* stay as they are.
 * :class:`SolverStatus`: ``UNSAT < UNKNOWN < SAT``, Kleene's order of the three truth values of
   "a model exists" (false < unknown < true), so ``min`` over several calls says whether *every*
   one of them has a model and ``max`` whether *some* does; an ``unknown`` is never read as sat.
 
 >>> min(VerdictStatus.SUPPORTED, VerdictStatus.INCONCLUSIVE) is VerdictStatus.INCONCLUSIVE
 True
->>> min(VerdictStatus("refuted"), VerdictStatus.INCONCLUSIVE)
-'refuted'
+>>> min(VerdictStatus("refuted"), VerdictStatus.INCONCLUSIVE), min(VerdictStatus.UNKNOWN, VerdictStatus.INCONCLUSIVE)
+('refuted', 'unknown')
 >>> min(SolverStatus.SAT, SolverStatus.UNKNOWN), max(SolverStatus.UNSAT, SolverStatus.UNKNOWN)
 ('unknown', 'unknown')
 """
@@ -102,15 +105,25 @@ class SolverStatus(_Ordered):
 
 
 class VerdictStatus(_Ordered):
-    """The answer to a goal: ``REFUTED < INCONCLUSIVE < SUPPORTED`` (see the module docstring)."""
+    """The answer to a goal: ``REFUTED < UNKNOWN < INCONCLUSIVE < SUPPORTED`` (see the module docstring)."""
 
     REFUTED = "refuted"
+    UNKNOWN = "unknown"
     INCONCLUSIVE = "inconclusive"
     SUPPORTED = "supported"
 
     @classmethod
     def schema_order(cls) -> tuple[str, ...]:
-        return ("supported", "refuted", "inconclusive")  # the order the contract has always listed them in
+        return ("supported", "refuted", "inconclusive", "unknown")  # the contract's order, unknown added last
+
+    @property
+    def decided(self) -> bool:
+        """Whether the claim was decided at all (every status but *unknown* carries a confidence).
+
+        >>> VerdictStatus.INCONCLUSIVE.decided, VerdictStatus.UNKNOWN.decided
+        (True, False)
+        """
+        return self is not VerdictStatus.UNKNOWN
 
     @classmethod
     def settled(cls, goal_holds: bool) -> VerdictStatus:

@@ -36,7 +36,7 @@ from typing import Any, NoReturn, TypeVar
 
 from cda.contracts.deadline import Deadline, OutOfTime, current_deadline
 from cda.encodings import ast as A
-from cda.encodings.numbers import refusal, whole_refusal
+from cda.encodings.numbers import refusal, separated, whole_refusal
 
 __all__ = ["Fallback", "MAX_DEPTH", "read_problem", "read_clause"]
 
@@ -1009,6 +1009,8 @@ class _Reader:
         tok = self.t[self.i]
         if not _is_name(tok) or tok in _AFTER_NUMBER:
             return None
+        if separated(tok):
+            self.fail("digit separators: lark's reader says where")
         if tok.startswith(_SIG_KINDS):
             if tok in _SIG_KINDS:  # a declaration starts here
                 return None

@@ -20,7 +20,7 @@ from lark import Token, Transformer, v_args
 
 from cda.contracts.deadline import current_deadline, parse_within
 from cda.encodings import ast as A
-from cda.encodings.numbers import refusal, whole_refusal
+from cda.encodings.numbers import DIGIT_SEPARATORS, refusal, separated, separator_in, whole_refusal
 from cda.errors import DSLSyntaxError
 from cda.gcpause import gc_paused
 
@@ -288,6 +288,8 @@ class _ToAST(Transformer[Token, Any]):
 
     def quantity(self, meta: Any, items: list[Any]) -> A.AQuantity:
         value, unit = items
+        if unit is not None and separated(unit[0]):  # 1_000: not the unit '_000'
+            raise DSLSyntaxError(DIGIT_SEPARATORS, line=unit[1][0], column=unit[1][1])
         return A.AQuantity(value, unit[0] if unit is not None else None, _pos(meta))
 
     def number(self, meta: Any, items: list[Token]) -> Fraction:
@@ -367,6 +369,11 @@ def _syntax_error(text: str, err: lark.exceptions.UnexpectedInput, filename: str
         found = "end of input" if token.type == "$END" else f"'{token}'"
         expected = _expected_words(set(err.expected))
         message = f"unexpected {found}; expected {', '.join(expected)}"
+        # weight 1_000, 1_000 ms: the error lies past a number with digit separators; say that, there
+        before = (_source_line(text, line) or "")[: max(column - 1, 0)] if line is not None and column else ""
+        separator = separator_in(before + str(token)[:2])
+        if separator is not None:
+            message, column, expected = DIGIT_SEPARATORS, separator + 1, []
     elif isinstance(err, lark.exceptions.UnexpectedCharacters):
         at = err.pos_in_stream
         char = text[at] if at is not None and at < len(text) else "?"

@@ -14,12 +14,53 @@ from __future__ import annotations
 from decimal import Decimal
 from fractions import Fraction
 
-__all__ = ["MAX_DIGITS", "MAX_EXPONENT", "refusal", "whole_refusal", "read_number", "exact_number", "show"]
+__all__ = [
+    "DIGIT_SEPARATORS", "MAX_DIGITS", "MAX_EXPONENT", "refusal", "separated", "separator_in", "whole_refusal",
+    "read_number",
+    "exact_number", "show",
+]
 
 #: the most digits a literal may have (before and after the point together)
 MAX_DIGITS = 40
 #: the largest exponent, either sign, of ``1.5e30``
 MAX_EXPONENT = 30
+
+
+#: the refusal of ``1_000``: a number is plain decimal digits (docs/dsl.md, "Numbers"). Both
+#: readers would otherwise read ``_000`` as a unit and say "unknown unit '_000'"
+DIGIT_SEPARATORS = "digit separators are not allowed: write 1000, not 1_000"
+
+
+def separated(name: str) -> bool:
+    """Whether a name read right after a number is the rest of a number with digit separators:
+    ``_`` then a digit (``_000`` of ``1_000``). No unit or name a user means starts so.
+
+    >>> separated("_000"), separated("ms"), separated("_x")
+    (True, False, False)
+    """
+    return name[:1] == "_" and name[1:2].isdigit()
+
+
+def separator_in(line: str) -> int | None:
+    """The index of the first digit separator of a number in ``line`` (the ``_`` of ``1_000``,
+    not of a name such as ``a1_000``), or None: where a syntax error further on began.
+
+    >>> separator_in("observe value(metric:t) = 1_000 ms"), separator_in("hyp a1_0, b_1"), separator_in("x 2.5_0")
+    (27, None, 5)
+    """
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c.isalpha() or c == "_":  # a name: skip it whole, digits and underscores included
+            while i < len(line) and (line[i].isalnum() or line[i] == "_"):
+                i += 1
+            continue
+        if c == "#":  # a comment: nothing further is read
+            return None
+        if c.isdigit() and line[i + 1 : i + 2] == "_" and line[i + 2 : i + 3].isdigit():
+            return i + 1
+        i += 1
+    return None
 
 
 def _abbreviated(text: str) -> str:

@@ -57,6 +57,8 @@ MAX_PLACES = 9
 """Decimal places an amount may have (fiat currencies use 0 to 3, a satoshi is 1e-8 BTC; also the
 limit of the gate's cost estimates, :data:`cda.guardian.proposal.MAX_COST_PLACES`)."""
 
+_LIMIT_IN_WORDS = "a quadrillion, 10 to the power 15"  # MAX_AMOUNT as a refusal says it
+
 CURRENCY_PATTERN = r"^[A-Z][A-Z0-9]{2,9}$"
 """What :func:`currency` accepts, as the models' and schemas' pattern (actions, tasks, ledger entries)."""
 
@@ -78,14 +80,15 @@ def amount(name: str, value: object) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, int | Decimal):
         raise OptionError(f"{name} must be an exact amount (a JSON number, an int or a Decimal), not {_shown(value)}")
     if isinstance(value, int) and value.bit_length() > 64:
-        raise OptionError(f"{name} must be at most {MAX_AMOUNT:,}, not a whole number of {value.bit_length()} bits")
+        raise OptionError(f"{name} must be at most {MAX_AMOUNT:,} ({_LIMIT_IN_WORDS}), "
+                          f"not a whole number of {value.bit_length()} bits")
     number = Decimal(value)
     if not number.is_finite():
         raise OptionError(f"{name} must be a finite amount, not {value}")
     if number < 0:
         raise OptionError(f"{name} must be 0 or more, not {value}")
     if number > MAX_AMOUNT:
-        raise OptionError(f"{name} must be at most {MAX_AMOUNT:,}, not {_shown(value)}")
+        raise OptionError(f"{name} must be at most {MAX_AMOUNT:,} ({_LIMIT_IN_WORDS}), not {_shown(value)}")
     number = canonical(number)
     exponent = number.as_tuple().exponent
     if isinstance(exponent, int) and -exponent > MAX_PLACES:
@@ -143,8 +146,15 @@ def dump_exact(value: Any) -> str:
 
 
 def _shown(value: object) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:20] + "…" + shown[-10:]
+    """How a refused value is quoted: a number as its digits (``1E+400``, never ``Decimal('1E+400')``),
+    with its size in words when it is past the limit by far; anything else by repr; long ones cut."""
+    if isinstance(value, Decimal | int) and not isinstance(value, bool):
+        shown = str(value)
+        if isinstance(value, Decimal) and value.is_finite() and value != 0 and abs(value) > MAX_AMOUNT:
+            shown += f" (about 10 to the power {value.adjusted()})"
+    else:
+        shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:20] + "…" + shown[-10:]
 
 
 def _amount_field(value: object, info: ValidationInfo) -> Decimal:

@@ -15,7 +15,18 @@ from typing import Any
 
 from cda.errors import CDAError
 
-__all__ = ["Change", "Revision", "StepRefused", "change", "revised_text", "same_statement"]
+__all__ = ["Change", "Revision", "StepRefused", "change", "ignored_statement", "revised_text", "same_statement"]
+
+#: the statements an investigation would carry but never read, by the parser's name for them,
+#: and why (docs/investigate.md, "Revising the model"): a revision that adds one is refused
+#: rather than recorded as a step that changed nothing
+IGNORED: dict[str, str] = {
+    "GoalClaim": "an investigation ranks hypotheses and decides no claims (cda solve does)",
+    "GoalMinimal": "an investigation ranks every consistent set, not only the minimal ones",
+    "GoalBest": "how many hypotheses a session lists is set when it starts (--top)",
+    "Expect": "an investigation checks no expectations (cda test does)",
+    "FolBlock": "first-order claims are for cda prove",
+}
 
 #: the most hypothesis statements a step keeps in its trace to say which appeared or vanished
 KEPT_STATEMENTS = 2_000
@@ -45,6 +56,34 @@ class Revision:
 def same_statement(a: str, b: str) -> bool:
     """Whether two lines are one statement as written (whitespace aside)."""
     return " ".join(a.split()) == " ".join(b.split())
+
+
+def ignored_statement(add: str) -> str | None:
+    """Why the added text ``add`` holds a statement an investigation ignores (a goal, an
+    ``expect`` line, a ``fol`` block), naming its line; ``None`` when it holds none, or does not
+    read (the revision's own reading says where it fails).
+
+    >>> ignored_statement("goal prove down(api)")
+    "line 1 ('goal prove down(api)') is a goal, which an investigation ignores: an investigation ranks hypotheses and decides no claims (cda solve does)"
+    >>> ignored_statement("fact depends(web, queue)") is None
+    True
+    """
+    from cda.api import parse
+    from cda.errors import DSLError
+
+    try:
+        statements = parse(add if add.endswith("\n") else add + "\n").statements
+    except DSLError:
+        return None
+    lines = add.split("\n")
+    for statement in statements:
+        kind = type(statement).__name__
+        if kind in IGNORED:
+            line = statement.pos[0]
+            what = {"Expect": "an expect line", "FolBlock": "a fol block"}.get(kind, "a goal")
+            shown = " ".join(lines[line - 1].split())[:80] if 0 < line <= len(lines) else kind
+            return f"line {line} ({shown!r}) is {what}, which an investigation ignores: {IGNORED[kind]}"
+    return None
 
 
 def revised_text(base: str, revisions: Sequence[Revision]) -> str:

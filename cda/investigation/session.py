@@ -40,7 +40,14 @@ from cda.errors import CDAError
 from cda.files import TEXT_MAX_BYTES, read_text
 from cda.investigation.focus import choose_focus, coupling_risks
 from cda.investigation.live import InvestigationError, LiveProblem, Observation
-from cda.investigation.revision import KEPT_STATEMENTS, Revision, StepRefused, change, revised_text
+from cda.investigation.revision import (
+    KEPT_STATEMENTS,
+    Revision,
+    StepRefused,
+    change,
+    ignored_statement,
+    revised_text,
+)
 from cda.investigation.session_store import Note, SessionStore, StoredSession, StoredStep
 from cda.ir import Atom, Clause, Not
 
@@ -189,6 +196,10 @@ class Investigation:
         retract = [r for r in (" ".join(x.split()) for x in retract) if r]
         if not add and not retract:
             raise InvestigationError("a revision adds or retracts at least one statement, e.g. 'fact depends(a, b)'")
+        for a in add:
+            why = ignored_statement(a)
+            if why is not None:
+                raise InvestigationError(f"this revision cannot be a step: {why}")
         step = self.stored.last_step + 1
         revisions = [*self.revisions, Revision(step, tuple(add), tuple(retract))]
         live = _live(self.stored, revisions, [(o.step, o.text) for o in self.live.active], revising=step)

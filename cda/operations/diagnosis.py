@@ -28,7 +28,7 @@ Count = Annotated[Annotated[int, Field(ge=1, le=limits.MAX_COUNT)] | None,
                   Checked(limits.count, True)]
 Probability = Annotated[Annotated[float, Field(gt=0, lt=1)],
                         BeforeValidator(lambda v, info: limits.probability(info.field_name, v)),
-                        Checked(limits.probability, False)]
+                        Checked(limits.probability, False, exact=True)]
 
 
 class _Circuit(Params):

@@ -43,10 +43,12 @@ MAX_TEXT = 1_000_000  # characters of DSL (or .fol, .bench) text in one call
 @dataclass(frozen=True)
 class Checked:
     """The one checker of a numeric parameter, ``(name, value) -> value`` raising
-    :class:`~cda.errors.OptionError`; ``whole``: the CLI reads the text as an integer."""
+    :class:`~cda.errors.OptionError`; ``whole``: the CLI reads the text as an integer;
+    ``exact``: as a ``Decimal`` (the checker compares the number as written, not its float)."""
 
     check: Callable[[str, Any], Any]
     whole: bool
+    exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,18 @@ Timeout = Annotated[Annotated[float, Field(ge=0)] | None, *checked(_seconds, who
 FilePath = Annotated[str, PathParam(), Field(min_length=1, max_length=4096, description="a file on this machine")]
 
 
+def _not_empty(value: Any) -> Any:
+    """An empty text refused in words at every door (``dsl: the input is empty``), before
+    pydantic's "String should have at least 1 character"."""
+    if value == "":
+        raise ValueError("the input is empty (no text at all)")
+    return value
+
+
 def dsl_text(description: str, *, max_length: int = MAX_TEXT) -> Any:
     """A DSL text parameter's type (scanned for ``ken`` lines by the gate)."""
-    return Annotated[str, DslText(), Field(min_length=1, max_length=max_length, description=description)]
+    return Annotated[str, DslText(), BeforeValidator(_not_empty),
+                     Field(min_length=1, max_length=max_length, description=description)]
 
 
 def marker(metadata: list[Any], kind: type[Any]) -> Any:
@@ -103,7 +114,8 @@ def checker_of(metadata: list[Any]) -> Checked | None:
 def optional_text(description: str, *, dsl: bool = False, max_length: int = MAX_TEXT, min_length: int = 1) -> Any:
     """An optional text parameter (``None``: not given); ``dsl``: DSL text the gate scans."""
     inner = Annotated[str, Field(min_length=min_length, max_length=max_length)]
-    return Annotated[inner | None, *((DslText(),) if dsl else ()), Field(description=description)]
+    empty = (BeforeValidator(_not_empty),) if min_length else ()
+    return Annotated[inner | None, *((DslText(),) if dsl else ()), *empty, Field(description=description)]
 
 
 def optional_path(description: str, *, store: bool = False) -> Any:

@@ -443,7 +443,7 @@ def analyze(
         raise OptionError(f"{prop} takes {PROPERTIES[prop]} policy set(s), not {len(policy_sets)}")
     if backend not in ("z3", "clingo"):
         raise OptionError(f"unknown backend {backend!r}; z3 or clingo")
-    timeout = seconds("timeout", timeout, positive=True)
+    timeout = seconds("timeout", timeout)  # 0: no time at all, every property unknown (a partial), as elsewhere
     started = time.perf_counter()
     schema = policy_sets[0].schema
     if schema is None:

@@ -210,7 +210,7 @@ function outputs(o, extraCaveats) {
     const tb = $("verdicts"); tb.textContent = "";
     for (const v of o.verdicts) {
       const tr = document.createElement("tr"); tr.dataset.hypothesis = v.hypothesis_id;
-      tr.append(el("td", v.claim || v.hypothesis_id), el("td", v.status), el("td", Number(v.confidence).toFixed(2), "num"),
+      tr.append(el("td", v.claim || v.hypothesis_id), el("td", v.status), el("td", v.confidence == null ? "not decided" : Number(v.confidence).toFixed(2), "num"),
                 el("td", v.band, "band band-" + v.band));
       tb.append(tr);
     }

@@ -8,6 +8,8 @@ fail: for ``disprove c``, c fails and holds under them)
 and a confidence: the posterior probability that the goal holds, where P(c | h) is 1 or 0 when
 hypothesis h forces c and ½ when h leaves it open, summed over **every** hypothesis enumerated
 (not a prefix of them; a confidence over a capped enumeration says so in its reason).
+A claim left undecided (the budget ran out, a cancel, a solver's unknown) is *unknown*, with no
+confidence and the reason.
 """
 
 from __future__ import annotations
@@ -72,9 +74,10 @@ def verdict(solver: CheckedBackend, claim: Claim, ranking: Ranking) -> Verdict:
 
 
 def undecided(claim: Claim, reason: str) -> Verdict:
-    """Inconclusive for want of an answer (a time budget, a solver's unknown), confidence ½."""
+    """*unknown* for want of an answer (a time budget, a cancel, a solver's unknown): no
+    confidence, since none was computed, and ``reason`` says why (docs/dsl.md, "Verdicts")."""
     return Verdict(
-        name=claim.name, goal=claim.mode, claim=claim.text, status=VerdictStatus.INCONCLUSIVE, confidence=0.5,
+        name=claim.name, goal=claim.mode, claim=claim.text, status=VerdictStatus.UNKNOWN, confidence=None,
         justification=[], witnesses=[], reason=reason,
     )
 

@@ -61,9 +61,12 @@ def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
 
 
 def downgrade(verdict: Verdict, reason: str) -> Verdict:
-    """Lower a verdict to inconclusive; never raises one."""
+    """Lower a verdict to inconclusive; never raises one (an *unknown* one, undecided, stays so:
+    there is no confidence to lower)."""
+    if verdict.status is VerdictStatus.UNKNOWN:
+        return verdict
     if verdict.status == "inconclusive":
-        return verdict.model_copy(update={"confidence": min(verdict.confidence, 0.5)})
+        return verdict.model_copy(update={"confidence": 0.5 if verdict.confidence is None else min(verdict.confidence, 0.5)})
     return verdict.model_copy(update={"status": VerdictStatus.INCONCLUSIVE, "confidence": 0.5, "reason": reason})
 
 

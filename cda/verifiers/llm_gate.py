@@ -73,7 +73,7 @@ DISAGREE_CAP = 0.5
 UNSURE_CAP = 0.8
 """Highest confidence a claim keeps when the LLM says it is unsure."""
 
-_STATUSES: tuple[str, ...] = ("supported", "refuted", "inconclusive")
+_STATUSES: tuple[str, ...] = ("supported", "refuted", "inconclusive", "unknown")  # unknown: kept, never raised
 
 
 class LLMProviderError(CDAError, RuntimeError):
