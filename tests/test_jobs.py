@@ -25,7 +25,7 @@ from cda.adapters.jobs.child import outcome_of
 from cda.adapters.jobs.manifest import ManifestError, read_manifest
 from cda.adapters.jobs.results_store import JOBS_FORMAT
 from cda.cli.main import main
-from tests.conftest import DATA
+from tests.conftest import DATA, copy_cedar_test
 from tests.timing import HANG, Stopwatch, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -573,9 +573,9 @@ def test_cedar_kinds_run_through_cda_policy(tmp_path: Path) -> None:
                     reason="needs ../shared/data/cedar/tests (Cedar's handwritten integration tests)")
 def test_a_cedar_test_job_agrees_with_cedar(tmp_path: Path) -> None:
     tests = DATA / "cedar" / "tests"
-    first = sorted(tests.rglob("*.json"))[0]
+    first = copy_cedar_test(sorted(tests.rglob("*.json"))[0], tmp_path)
     manifest = tmp_path / "m.toml"
-    manifest.write_text(f'[[job]]\nkind = "cedar-test"\nfile = "{first}"\n', encoding="utf-8")
+    manifest.write_text(f'[[job]]\nkind = "cedar-test"\nfile = "{first.relative_to(tmp_path)}"\n', encoding="utf-8")
     code, _, err = _run(manifest)
     assert code == 0, err
     (line,) = [json.loads(x) for x in (tmp_path / "m.results" / "results.jsonl").read_text().splitlines()]
