@@ -238,6 +238,9 @@ def test_kill_9_mid_batch_then_rerun_finishes_every_job_exactly_once(tmp_path: P
     with ReceiptLog(db, fmt=JOBS_FORMAT) as log:  # exactly one receipt per job, the chain intact
         assert sorted(e.receipt.inputs_hash for e in log.entries()) == sorted(after)
     assert verify_receipts(db, formats=(JOBS_FORMAT,)).ok
+    out = io.StringIO()  # and the head the resumed batch signed covers every receipt
+    assert main(["receipts", "verify", str(db)], stdout=out, stderr=io.StringIO()) == 0, out.getvalue()
+    assert "signed head at entry 8 (0 entries after it)" in out.getvalue()
     # a third run finds everything done, runs nothing and writes the same bytes
     first = (tmp_path / "jobs.results" / JSONL_NAME).read_bytes()
     code, out, _ = _run(manifest)
