@@ -88,10 +88,10 @@ class _Heads:
     (:mod:`cda.keys.signing`): the head is signed after a job's receipt (at most once a
     :data:`SIGN_EVERY`: a signature and its durable write cost about 10 ms, measured at load 15),
     before the batch stops on Ctrl-C, and once more at the end, so a batch killed at any moment
-    leaves at most the receipts of its last second after the signed head (the next run signs them). Before each signature the
-    receipts appended since the last one are read back (:meth:`ReceiptLog.confirm`); at the end,
-    the head signed before the batch must still be in the log: a log rewritten while the batch ran
-    is never signed, and the batch says so."""
+    leaves at most the receipts of its last second after the signed head (the next run signs
+    them). Before each signature the receipts appended since the last one are read back
+    (:meth:`ReceiptLog.confirm`); at the end, the head before the batch must still be in the
+    log: a log rewritten while the batch ran is never signed, and the batch says so."""
 
     def __init__(self, db: Path, log: ReceiptLog, signer: Signer, run_id: str) -> None:
         self.db, self.log, self.signer, self.run_id = db, log, signer, run_id
@@ -157,7 +157,7 @@ def _only_batch_in(out_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock on the ``--out`` folder for the whole batch; a second batch on the
     same folder (by any path to it) is refused at once with a :class:`~cda.errors.CDAError`.
 
-    Why a lock and not per-job claims (docs/jobs.md, "Two batches on one folder"): only the
+    Why a lock and not per-job claims (docs/jobs.md, "One batch per results folder"): only the
     batch's own process writes the store (the job processes, pool or Dask, hand their outcome
     back to it), so one writer per folder is all "each job done exactly once" needs. The lock is
     the kernel's (``flock`` on the folder), held by an open file that dies with the process: a
@@ -220,7 +220,8 @@ def _run_locked(manifest: Manifest, out_dir: Path, target: Path, *, workers: int
                 else:
                     run_dask(todo, dask, workers, done)
         except KeyboardInterrupt:  # the finished jobs' receipts are signed before the batch stops
-            heads.sign()
+            with contextlib.suppress(CDAError):  # a head that cannot be written: the stop goes on
+                heads.sign()
             raise
         heads.sign(final=True)
         finished = store.finished()
