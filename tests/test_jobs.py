@@ -877,15 +877,22 @@ def test_a_second_batch_on_a_busy_folder_is_refused_at_once(tmp_path: Path) -> N
     by another path to it, exits 2 and writes nothing; the first is then stopped (Ctrl-C)."""
     manifest = _ctrl_c_manifest(tmp_path)
     proc = _start(manifest)
-    try:
-        wait_until(lambda: _job_processes_in(tmp_path), "the first batch's jobs to run")
+    db = tmp_path / "m.results" / DB_NAME
+
+    def receipts() -> int:
+        try:
+            with sqlite3.connect(db) as conn:
+                return int(conn.execute("SELECT COUNT(*) FROM receipts").fetchone()[0])
+        except sqlite3.OperationalError:  # not made yet
+            return 0
+
+    try:  # the check job done (its receipt written), the cube job running on (35 s alone)
+        wait_until(lambda: db.exists() and receipts() == 1 and _job_processes_in(tmp_path),
+                   "the first batch's check job to finish while its cube job runs")
         (tmp_path / "alias").symlink_to(tmp_path / "m.results")
-        with sqlite3.connect(tmp_path / "m.results" / DB_NAME) as conn:
-            before = conn.execute("SELECT COUNT(*) FROM receipts").fetchone()
         done = _cda("jobs", "run", str(manifest), "--out", str(tmp_path / "alias"))
         assert done.returncode == 2 and "another `cda jobs run` is running on this results folder" in done.stderr
-        with sqlite3.connect(tmp_path / "m.results" / DB_NAME) as conn:
-            assert conn.execute("SELECT COUNT(*) FROM receipts").fetchone() == before
+        assert receipts() == 1 and _job_processes_in(tmp_path)  # nothing written; the first batch runs on
     finally:
         err = _interrupt(proc, tmp_path)
     assert proc.returncode == 130, err
