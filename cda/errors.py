@@ -7,6 +7,8 @@ Third-party errors (lark, pint, z3, clingo) are translated where they enter.
 
 from __future__ import annotations
 
+from cda.terminal_text import for_terminal
+
 __all__ = [
     "CDAError",
     "DSLError",
@@ -30,8 +32,10 @@ class CDAError(Exception):
     """Root of every error CDA raises on purpose."""
 
     def render(self) -> str:
-        """How the CLI prints it; mistakes located in DSL text print like a compiler."""
-        return f"cda: error: {self}"
+        """How the CLI prints it; mistakes located in DSL text print like a compiler. What the
+        message quotes from an input is shown with its control characters escaped
+        (:func:`~cda.terminal_text.for_terminal`)."""
+        return for_terminal(f"cda: error: {self}")
 
     def as_dict(self, file: str | None = None) -> dict[str, object]:
         """The mistake as the JSON object ``--json`` prints on stdout: ``file``, ``line``,
@@ -92,12 +96,14 @@ class DSLError(CDAError, ValueError):
             where += f":{self.line}"
             if self.column is not None:
                 where += f":{self.column}"
-        text = f"{where}: {self.kind}: {self.message}"
+        text = for_terminal(f"{where}: {self.kind}: {self.message}")
         if self.source_line is not None and self.column is not None:
             line, at = _clipped(self.source_line.rstrip("\n"), self.column - 1)
-            # the source's own tabs before the spot, so that the caret lands under it on a terminal
-            lead = "".join("\t" if c == "\t" else " " for c in line[:at])
-            text += "\n    " + line + "\n    " + lead + "^"
+            # the quoted line with its controls escaped (a newline too: it is one line); the lead is
+            # built from the escaped part before the spot, tabs kept, so the caret lands under it
+            shown, before = for_terminal(line, keep="\t"), for_terminal(line[:at], keep="\t")
+            lead = "".join("\t" if c == "\t" else " " for c in before)
+            text += "\n    " + shown + "\n    " + lead + "^"
         return text
 
     def as_dict(self, file: str | None = None) -> dict[str, object]:

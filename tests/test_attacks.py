@@ -163,6 +163,58 @@ def test_a_foreign_origin_or_a_rebound_host_gets_nothing_from_an_open_server(tmp
             assert "error" in call(ws, "actions.get", {"action_id": "none"})
 
 
+def test_a_page_of_another_local_port_or_scheme_is_another_origin(tmp_path: Path) -> None:
+    """Audit 2, finding 3: the Origin's port and scheme count, not only its host. A page served by
+    another web server on this machine (``http://localhost:1``) gets 403 on the page, the streams
+    and the ToolBus handshake (so ``investigate.start`` never runs); the server's own origin (the
+    port it bound with ``--port 0``), a forwarded port that the Host names, and a ``--cors-origin``
+    are served."""
+    with serving(tmp_path / "r.sqlite", "--cors-origin", "http://localhost:9998") as server, \
+            httpx.Client(timeout=10) as client:
+        port = server.port
+        url = f"ws://{server.host}:{port}/toolbus"
+        foreign = ["http://localhost:1", "http://127.0.0.1:9999", "http://127.0.0.9:80", f"https://127.0.0.1:{port}",
+                   f"http://127.0.0.1:{port + 1 if port < 65535 else 1}", "http://localhost", f"http://[::1]:{port}x"]
+        for origin in foreign:
+            for path in ("/", "/streams/metrics", "/streams/actions/anything"):
+                assert client.get(server.base + path, headers={"Origin": origin}).status_code == 403, (origin, path)
+            with pytest.raises(Exception) as refused:  # noqa: B017 - the handshake's HTTP status is what matters
+                connect(url, origin=origin, open_timeout=10)  # type: ignore[arg-type]
+            assert "403" in str(refused.value), (origin, refused.value)
+        assert not list(tmp_path.glob("*invest*")), "no investigation was started by a refused page"
+        for own in (server.base, f"http://localhost:{port}", f"HTTP://LOCALHOST:{port}/", f"http://[::1]:{port}",
+                    "http://localhost:9998"):
+            assert client.get(server.base + "/", headers={"Origin": own}).status_code == 200, own
+            with connect(url, origin=own, open_timeout=10) as ws:  # type: ignore[arg-type]
+                assert call(ws, "investigate.start", {"dsl": PROBLEM + "observe o\n"}).get("result"), own
+        # a forwarded port (ssh -L 8080:localhost:PORT): the browser's Host and Origin name port 8080
+        forwarded = {"Host": "localhost:8080", "Origin": "http://localhost:8080"}
+        assert client.get(server.base + "/", headers=forwarded).status_code == 200
+        other = {"Host": "localhost:8080", "Origin": "http://localhost:8081"}
+        assert client.get(server.base + "/", headers=other).status_code == 403
+        import socket
+
+        with pytest.raises(Exception) as refused:  # noqa: B017
+            connect("ws://localhost:8080/toolbus", sock=socket.create_connection((server.host, port), timeout=10),
+                    origin="http://127.0.0.1:8080", open_timeout=10)  # type: ignore[arg-type]
+        assert "403" in str(refused.value)
+        with connect("ws://localhost:8080/toolbus", sock=socket.create_connection((server.host, port), timeout=10),
+                     origin="http://localhost:8080", open_timeout=10) as ws:  # type: ignore[arg-type]
+            assert "error" in call(ws, "actions.get", {"action_id": "none"})
+
+
+def test_a_cors_origin_that_is_no_origin_is_a_usage_error_at_every_http_door(tmp_path: Path) -> None:
+    """``--cors-origin localhost:8080`` (no scheme) would match no page at all: refused, exit 2."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for argv in (["serve", str(tmp_path / "r.sqlite"), "--port", "0"], ["mcp", "--http", "--port", "0"]):
+        for bad in ("localhost:8080", "https://console.example/app", "null"):
+            proc = subprocess.run([sys.executable, "-m", "cda", *argv, "--cors-origin", bad], capture_output=True,
+                                  text=True, timeout=60, env=env)
+            assert proc.returncode == 2 and "--cors-origin must be an origin" in proc.stderr, (argv, bad, proc.stderr)
+            assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "r.sqlite").exists()
+
+
 def test_allowed_host_and_cors_origin_widen_the_guard(tmp_path: Path) -> None:
     with serving(tmp_path / "r.sqlite", "--allowed-host", "cda.internal", "--cors-origin",
                  "https://console.example") as server, httpx.Client(timeout=10) as client:
@@ -282,6 +334,7 @@ def test_mcp_http_checks_host_origin_and_tokens(tmp_path: Path) -> None:
         url = f"http://127.0.0.1:{port}/mcp"
         assert _initialize(client, url, Host=f"rebind.evil.example:{port}").status_code == 421
         assert _initialize(client, url, Origin="https://evil.example").status_code == 403
+        assert _initialize(client, url, Origin="http://localhost:1").status_code == 403  # another local page
         assert _initialize(client, url).status_code == 401
         assert _initialize(client, url, Authorization="Bearer wrong").status_code == 401
         assert _initialize(client, url, Authorization=f"Bearer {PARTNER}").status_code == 200

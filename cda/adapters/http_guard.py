@@ -4,10 +4,18 @@
   address the connection arrived at, the address it binds, or a name given with
   ``--allowed-host``. Anything else is **421** — a DNS-rebinding page reaches the server under
   its own name, which is none of these.
-* **Origin**, when a browser sends one, must be one of those hosts (the server's own page) or an
-  origin given with ``--cors-origin``; anything else (another site, ``null``) is **403**. A
-  WebSocket handshake always carries its page's Origin, so a page elsewhere cannot open the
-  ToolBus.
+* **Origin**, when a browser sends one, must be the server's own origin or one given with
+  ``--cors-origin``; anything else (another site, ``null``, another port of this machine) is
+  **403**. The server's own origin is the request's scheme, one of those hosts, and a port: the
+  port the server actually bound (read from the connection, so ``--port 0`` works too) or the
+  port of the request's own ``Host`` when the Origin names that same host (a forwarded port,
+  ``ssh -L 8080:localhost:8765``: the browser sends ``Host: localhost:8080`` and
+  ``Origin: http://localhost:8080``). Browsers treat every port as another origin, so a page
+  served by any other local web server is refused. A WebSocket handshake always carries its
+  page's Origin, so a page elsewhere cannot open the ToolBus.
+  The **Host** check needs no port: a browser sends the ``Host`` of the URL it connected to, and
+  that connection reached this server, so the name is what a rebinding page can forge, not the
+  port.
 * A ``?token=`` in the query (a browser's ``EventSource`` and WebSocket cannot set headers) is
   taken out of the request before anything logs it: the endpoints read it from
   ``scope["cda.token"]``; access logs and error messages see the path without it.
@@ -27,7 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-__all__ = ["HostOriginGuard", "LOOPBACK_NAMES", "RefusalLimiter", "host_of", "is_loopback", "presented"]
+from cda.errors import OptionError
+
+__all__ = ["HostOriginGuard", "LOOPBACK_NAMES", "RefusalLimiter", "host_of", "cors_origin", "is_loopback", "origin_key",
+           "presented"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -74,7 +85,7 @@ class HostOriginGuard:
         self.app = app
         self.bind = host_of(bind) if bind not in ("0.0.0.0", "::", "") else ""
         self.hosts = {host_of(h) for h in allowed_hosts}
-        self.origins = {o.rstrip("/").lower() for o in allowed_origins}
+        self.origins = {cors_origin(o) for o in allowed_origins}
 
     def __getattr__(self, name: str) -> Any:  # the wrapped app's own attributes (state, routes)
         return getattr(self.app, name)
@@ -97,19 +108,65 @@ class HostOriginGuard:
             await _refuse(scope, receive, send, 421, "misdirected request: this server does not answer to that Host\n")
             return
         origin = headers.get("origin")
-        if origin is not None and not self._origin_ok(origin, scope):
+        if origin is not None and not self._origin_ok(origin, scope, headers.get("host", "")):
             await _refuse(scope, receive, send, 403, "forbidden: requests from that Origin are not accepted\n")
             return
         await self.app(scope, receive, send)
 
-    def _origin_ok(self, origin: str, scope: Scope) -> bool:
-        origin = origin.strip().rstrip("/").lower()
-        if origin in self.origins:
-            return True
-        parts = urlsplit(origin)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+    def _origin_ok(self, origin: str, scope: Scope, host_header: str) -> bool:
+        key = origin_key(origin)
+        if key is None:
             return False  # "null" (a file, a sandboxed frame) and anything stranger
-        return self._host_ok(host_of(parts.netloc), scope)
+        if key in self.origins:
+            return True
+        scheme, host, port = key
+        if scheme != _HTTP_SCHEME.get(str(scope.get("scheme", "http")), "") or not self._host_ok(host, scope):
+            return False
+        server = scope.get("server")
+        if server is not None and port == server[1]:
+            return True  # the port this server bound, whatever name the page used for it
+        own = origin_key(f"{scheme}://{host_header}")
+        return own == key  # a forwarded port: the page's origin is the Host the browser sent here
+
+
+_HTTP_SCHEME = {"http": "http", "ws": "http", "https": "https", "wss": "https"}
+_DEFAULT_PORT = {"http": 80, "https": 443}
+
+
+def origin_key(origin: str) -> tuple[str, str, int] | None:
+    """An origin as (scheme, host, port) with the scheme's default port filled in, or ``None`` when
+    it is not an http(s) origin (``null``, a bad port, a path).
+
+    >>> origin_key("HTTP://LocalHost/"), origin_key("https://[::1]:8443"), origin_key("null")
+    (('http', 'localhost', 80), ('https', '::1', 8443), None)
+    """
+    parts = urlsplit(origin.strip().lower())
+    if parts.scheme not in _DEFAULT_PORT or not parts.hostname or parts.path not in ("", "/") \
+            or parts.query or parts.fragment or parts.username is not None:
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    return parts.scheme, parts.hostname, _DEFAULT_PORT[parts.scheme] if port is None else port
+
+
+def cors_origin(value: str) -> tuple[str, str, int]:
+    """An origin given with ``--cors-origin``, as :func:`origin_key` reads it; anything else (a bare
+    host, a path, ``null``) is refused rather than silently matching nothing.
+
+    >>> cors_origin("https://console.example")
+    ('https', 'console.example', 443)
+    >>> cors_origin("localhost:8080")
+    Traceback (most recent call last):
+    ...
+    cda.errors.OptionError: --cors-origin must be an origin, scheme://host[:port] (http or https, no path), not 'localhost:8080'
+    """
+    key = origin_key(value)
+    if key is None:
+        raise OptionError(f"--cors-origin must be an origin, scheme://host[:port] (http or https, no path), "
+                          f"not {value!r}")
+    return key
 
 
 def _take_token(scope: Scope) -> None:

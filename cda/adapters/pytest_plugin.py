@@ -266,8 +266,10 @@ class CdaItem(pytest.Item):
         _check_solved(answer, self.kind, self.key)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, CdaFailure):
-            return str(excinfo.value)
+        if isinstance(excinfo.value, CdaFailure):  # it quotes the suite's text: shown escaped on the terminal
+            from cda.terminal_text import for_terminal
+
+            return for_terminal(str(excinfo.value))
         return str(super().repr_failure(excinfo, style))
 
     def reportinfo(self) -> tuple[Path, int, str]:

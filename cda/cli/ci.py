@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from cda.cli.ci_report import Case, Outcome, error_object, render_json, render_jsonl, render_junit, worst_exit_code
 from cda.cli.terminal import paint, progress
 from cda.errors import CDAError, DSLError
+from cda.terminal_text import for_terminal
 
 if TYPE_CHECKING:
     from cda.api import Source
@@ -127,8 +128,8 @@ def _run_files(
             outcomes.append(outcome)
             if fmt == "text" and outcome.error is None:
                 if len(names) > 1 and suite == "cda solve":  # check's line names its file already
-                    out.write(f"== {name} ==\n")
-                out.write(outcome.text)
+                    out.write(f"== {for_terminal(name, keep='')} ==\n")
+                out.write(for_terminal(outcome.text))  # names and strings of the input, escaped
             elif fmt == "jsonl":
                 out.write(render_jsonl([outcome]))
                 out.flush()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cda.errors import CDAError
+from cda.terminal_text import for_terminal
 
 __all__ = ["Case", "Outcome", "error_object", "worst_exit_code", "render_json", "render_jsonl", "render_junit",
            "FORMATS"]
@@ -96,23 +97,30 @@ def render_jsonl(outcomes: Sequence[Outcome]) -> str:
 
 def render_junit(outcomes: Sequence[Outcome], suite: str) -> str:
     """JUnit XML: one ``<testsuite>`` (``suite``) with a ``<testcase>`` per case of every file
-    (``classname`` is the file). The ``time`` attributes are the only bytes that vary between runs."""
+    (``classname`` is the file). The ``time`` attributes are the only bytes that vary between runs.
+
+    XML 1.0 cannot hold most C0 controls even as character references, and ElementTree writes them
+    raw (a report no CI parser reads): every text and attribute from the input passes
+    :func:`~cda.terminal_text.for_terminal` first, which shows them as visible escapes (``\\x01``)."""
     cases = [(o, c) for o in outcomes for c in o.cases]
     failures = sum(1 for _, c in cases if c.failure is not None and not c.error)
     errors = sum(1 for _, c in cases if c.failure is not None and c.error)
     total = sum(o.seconds for o in outcomes)
     import xml.etree.ElementTree as ET  # here: only a JUnit report needs it (start-up, benchmarks/bench_prove.py)
 
+    def xml(text: str, keep: str = "") -> str:
+        return for_terminal(text, keep)
+
     root = ET.Element("testsuites")
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)), failures=str(failures),
+    ts = ET.SubElement(root, "testsuite", name=xml(suite), tests=str(len(cases)), failures=str(failures),
                        errors=str(errors), skipped="0", time=f"{total:.3f}")
     for o in outcomes:
         share = o.seconds / max(1, len(o.cases))
         for c in o.cases:
-            tc = ET.SubElement(ts, "testcase", classname=o.file, name=c.name, time=f"{share:.3f}")
+            tc = ET.SubElement(ts, "testcase", classname=xml(o.file), name=xml(c.name), time=f"{share:.3f}")
             if c.failure is not None:
-                tag = ET.SubElement(tc, "error" if c.error else "failure", message=c.failure,
+                tag = ET.SubElement(tc, "error" if c.error else "failure", message=xml(c.failure),
                                     type="error" if c.error else "failure")
-                tag.text = c.detail or c.failure
+                tag.text = xml(c.detail or c.failure, keep="\n\t")
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

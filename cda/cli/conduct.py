@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cda.errors import CDAError
+from cda.terminal_text import for_terminal
 
 __all__ = ["conduct_options", "present_conduct"]
 
@@ -56,5 +57,5 @@ def present_conduct(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | 
     except CDAError as exc:
         print(exc.render(), file=err)
         return EXIT_BAD_INPUT
-    out.write(trace.model_dump_json(indent=2) + "\n" if args.json else render_tree(trace))
+    out.write(trace.model_dump_json(indent=2) + "\n" if args.json else for_terminal(render_tree(trace)))
     return EXIT_ANSWERED if trace.status == "answered" else EXIT_OWED

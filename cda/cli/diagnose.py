@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cda.errors import CDAError, OptionError
+from cda.terminal_text import for_terminal
 
 __all__ = ["diagnose_options", "present_diagnose", "present_probe", "probe_options"]
 
@@ -100,7 +101,7 @@ def _asker(out: TextIO) -> Callable[[str], str | None]:
     """A prompt on ``out`` and one line from standard input (``None`` at its end)."""
 
     def ask(prompt: str) -> str | None:
-        out.write(prompt)
+        out.write(for_terminal(prompt))
         out.flush()
         line = sys.stdin.readline()
         return line if line else None
@@ -129,7 +130,7 @@ def present_probe(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | No
     if args.json:
         out.write(json.dumps(result.model_dump(), indent=2) + "\n")
     else:
-        out.write(render_run(result) if isinstance(result, ProbeRun) else render_report(result))
+        out.write(for_terminal(render_run(result) if isinstance(result, ProbeRun) else render_report(result)))
     return 3 if getattr(result, "timed_out", False) else 0
 
 

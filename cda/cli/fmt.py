@@ -20,6 +20,7 @@ from cda.encodings.format import format_problem, format_source
 from cda.encodings.parse import parse_problem
 from cda.errors import CDAError, DSLError
 from cda.files import TEXT_MAX_BYTES, read_text
+from cda.terminal_text import for_terminal
 
 __all__ = ["formatted", "main_fmt"]
 
@@ -70,13 +71,13 @@ def main_fmt(names: Sequence[str], check: bool, out: TextIO, err: TextIO, stdin:
         elif new != text:
             if check:
                 if not as_json:
-                    out.write(f"{label}: not formatted\n")
+                    out.write(for_terminal(f"{label}: not formatted\n"))
                 code = max(code, 1)
             else:
                 Path(name).write_text(new, encoding="utf-8")
                 entry["rewritten"] = True
                 if not as_json:
-                    out.write(f"{label}: formatted\n")
+                    out.write(for_terminal(f"{label}: formatted\n"))
         report.append(entry)
     if as_json:
         out.write(json.dumps({"exit_code": code, "files": report}, ensure_ascii=False) + "\n")

@@ -30,6 +30,7 @@ from cda.cli.ci_report import Case, Outcome, error_object, render_json, render_j
 from cda.contracts.fol import ProofResult
 from cda.errors import BudgetExceeded, CDAError
 from cda.operations.fol import fol_blocks_of, read_fol_file
+from cda.terminal_text import for_terminal
 
 __all__ = ["fol_blocks_of", "read_fol_file", "render_results", "main_prove", "present_prove", "prove_options", "EXIT_OK", "EXIT_NOT_SUPPORTED", "EXIT_BAD_INPUT", "EXIT_UNKNOWN"]
 
@@ -122,8 +123,8 @@ def _prove_files(calls: list[dict[str, Any]], fmt: str, stream: TextIO, errors: 
         outcomes.append(outcome)
         if fmt == "text" and outcome.error is None:
             if len(calls) > 1:
-                stream.write(f"== {name} ==\n")
-            stream.write(outcome.text)
+                stream.write(f"== {for_terminal(name, keep='')} ==\n")
+            stream.write(for_terminal(outcome.text))  # claims and names of the input, escaped
         elif fmt == "jsonl":
             stream.write(render_jsonl([outcome]))
             stream.flush()

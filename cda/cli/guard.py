@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from cda.terminal_text import for_terminal
+
 __all__ = ["guard_options", "present_guard"]
 
 EXIT_BAD_INPUT = 2
@@ -56,7 +58,7 @@ def present_guard(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, i
     if args.json:
         out.write(record.model_dump_json(exclude={"escalation"} if record.escalation is None else None) + "\n")
     else:
-        out.write(render(record) + _held(record.escalation))
+        out.write(for_terminal(render(record) + _held(record.escalation)))
     return exit_code(record.decision)
 
 
@@ -117,7 +119,7 @@ def _present_list(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, p
     try:
         found = call_local(op, params, env)
     except (OperationError, Refused) as exc:  # the gate's refusal (its own proposal) is a refusal too
-        err.write(f"cda: refused: {exc}\n")
+        err.write(for_terminal(f"cda: refused: {exc}") + "\n")
         return 1
     except CDAError as exc:
         err.write(exc.render() + "\n")
@@ -125,7 +127,7 @@ def _present_list(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, p
     if args.json:
         out.write(found.model_dump_json() + "\n")
     else:
-        out.write("".join(_show(e) for e in found.escalations) or "no escalations\n")
+        out.write(for_terminal("".join(_show(e) for e in found.escalations)) or "no escalations\n")
     return 0
 
 
@@ -161,7 +163,7 @@ def present_export(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, 
     return 0
 
 
-def add_proxy_parser(sub: Any, seed: Any, count: Any, port: Any) -> None:
+def add_proxy_parser(sub: Any, seed: Any, count: Any, port: Any, origin: Any) -> None:
     """``cda guard proxy``: the MCP gateway's options (argparse only; the server is cda.mcp.proxy)."""
     px = sub.add_parser("guard proxy", help="an MCP gateway: upstream MCP servers' tools, each call made only on "
                         "the guardian's APPROVE (docs/guardian.md)")
@@ -187,4 +189,5 @@ def add_proxy_parser(sub: Any, seed: Any, count: Any, port: Any) -> None:
     px.add_argument("--auth", type=Path, default=None, help="with --http: JSON file of hashed bearer tokens")
     px.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                     help="with --http: a further name clients reach it by (Host header)")
-    px.add_argument("--cors-origin", action="append", default=[], help="with --http: an origin whose pages may call it")
+    px.add_argument("--cors-origin", action="append", default=[], type=origin,
+                    help="with --http: an origin (scheme://host:port) whose pages may call it")

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from cda.errors import CDAError
 from cda.files import is_stdin
+from cda.terminal_text import for_terminal
 
 __all__ = ["options", "present", "render_status"]
 
@@ -52,10 +53,12 @@ def present(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, inp: Te
         err.write(exc.render() + "\n")
         return EXIT_BAD_INPUT
     if op.name == "investigate.start":
-        out.write(json.dumps({"session_id": result.session_id}) + "\n" if args.json else result.session_id + "\n")
+        out.write(json.dumps({"session_id": result.session_id}) + "\n" if args.json
+                  else for_terminal(result.session_id, keep="") + "\n")
     elif op.name == "investigate.share":
         out.write(result.model_dump_json() + "\n" if args.json
-                  else f"owner {result.owner}; members: {', '.join(result.members) or 'none'}\n")
+                  else for_terminal(f"owner {result.owner}; members: {', '.join(result.members) or 'none'}", keep="")
+                  + "\n")
     elif op.name in ("investigate.history", "investigate.note"):
         if args.json:
             out.write(result.model_dump_json() + "\n")
@@ -68,6 +71,13 @@ def present(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, inp: Te
     else:
         out.write(render_status(result.memory))
     return EXIT_OK
+
+
+def _shown(lines: list[str]) -> str:
+    """The lines as text for a person: each is one line, so a newline, an escape sequence or a bidi
+    override inside it (a note, a reason, an author a remote ToolBus caller wrote) is shown escaped
+    (:func:`~cda.terminal_text.for_terminal`) and cannot fake another line or drive the terminal."""
+    return "".join(for_terminal(line, keep="\t") + "\n" for line in lines)
 
 
 def render_history(result: Any) -> str:
@@ -89,7 +99,7 @@ def render_history(result: Any) -> str:
         if s.reason:
             lines.append(f"      why: {s.reason}")
         lines.extend(f"      note [{n.author}]: {n.text}" for n in notes.get(s.step, []))
-    return "\n".join(lines) + "\n"
+    return _shown(lines)
 
 
 def render_status(memory: Any) -> str:
@@ -110,7 +120,7 @@ def render_status(memory: Any) -> str:
         lines.extend("  " + " & ".join(core) for core in memory.conflict.cores)
         lines.append("two ways out:")
         lines.extend("  " + way for way in memory.ways_out)
-        return "\n".join(lines) + "\n"
+        return _shown(lines)
     lines.append(f"focus: {memory.focus_subsystem} ({memory.focus_reason})")
     lines.append(f"hypotheses: {memory.hypotheses_total} consistent; the first {len(memory.candidate_hypotheses)}:")
     for h in memory.candidate_hypotheses:
@@ -128,4 +138,4 @@ def render_status(memory: Any) -> str:
         lines.append("settled: " + "; ".join(memory.global_invariants))
     lines.append(f"why: {memory.selected_hypothesis_reason}")
     lines.append(f"next probe: {memory.next_probe or 'none — nothing left that tells the hypotheses apart'}")
-    return "\n".join(lines) + "\n"
+    return _shown(lines)

@@ -4,7 +4,8 @@ failed (a negative verdict, an error, a crash), 3 some job has no complete answe
 a solver's unknown, over its memory), 2 a bad manifest or option, 130 interrupted (Ctrl-C: the
 running jobs are killed, the finished ones kept).
 
-On a terminal a one-line progress bar is drawn on stderr (plain text, redrawn with ``\\r``).
+On a terminal a one-line progress bar is drawn on stderr (plain text, redrawn with ``\\r``); a job's
+name in it is shown with its control characters escaped (:func:`~cda.terminal_text.for_terminal`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TextIO
 from cda.adapters.jobs.batch import BatchReport, run_batch
 from cda.adapters.jobs.manifest import JobSpec, read_manifest
 from cda.errors import CDAError
+from cda.terminal_text import for_terminal
 
 __all__ = ["EXIT_OF_STATUS", "main_jobs_run", "default_workers"]
 
@@ -39,7 +41,7 @@ def _bar(err: TextIO) -> object:
     def show(report: BatchReport, spec: JobSpec | None) -> None:
         todo = report.total - report.skipped
         filled = _BAR if todo == 0 else report.ran * _BAR // todo
-        last = f"  {spec.name[:40]}" if spec is not None else ""
+        last = f"  {for_terminal(spec.name, keep='')[:40]}" if spec is not None else ""  # a manifest's text
         err.write(f"\r[{'#' * filled}{'-' * (_BAR - filled)}] {report.ran}/{todo} jobs"
                   f" ({report.skipped} done before){last:<42}")
         err.flush()
@@ -78,5 +80,5 @@ def main_jobs_run(manifest_path: Path, out_dir: Path | None, workers: int | None
         return code
     counts = ", ".join(f"{n} {status}" for status, n in sorted(report.statuses.items()))
     out.write(f"{report.total} jobs: {counts}; {report.ran} ran now, {report.skipped} were done before\n")
-    out.write(f"results: {report.jsonl}\n")
+    out.write(f"results: {for_terminal(str(report.jsonl), keep='')}\n")
     return code

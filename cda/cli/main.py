@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 from cda.cli.commands import GROUPS, JOINED, OPERATION_COMMANDS, Command, presenter
 from cda.contracts import limits
 from cda.errors import OptionError
+from cda.terminal_text import for_terminal
 
 if TYPE_CHECKING:
     from cda.contracts.result import SolveResult
@@ -62,6 +63,19 @@ def _option(name: str, whole: bool, check: Callable[[str, Any], object]) -> Call
 
     parse.__name__ = name  # argparse names the type in some messages
     return parse
+
+
+def _cors_origin(text: str) -> str:
+    """An argparse ``type`` for ``--cors-origin``: checked by the guard's own reading of an origin
+    (:func:`cda.adapters.http_guard.cors_origin`), so a typo is a usage error, not an origin that
+    silently matches nothing."""
+    from cda.adapters.http_guard import cors_origin
+
+    try:
+        cors_origin(text)
+    except OptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _count(name: str) -> Callable[[str], Any]:
@@ -261,7 +275,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (not loopback: needs --auth)")
     sv.add_argument("--port", type=_port, default=8765, help="TCP port, 0 to 65535 (0: any free port)")
     sv.add_argument("--auth", type=Path, default=None, help="JSON file of hashed bearer tokens and their profiles")
-    sv.add_argument("--cors-origin", action="append", default=[],
+    sv.add_argument("--cors-origin", action="append", default=[], type=_cors_origin,
                     help="an origin (scheme://host:port) whose pages may use this server")
     sv.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                     help="a further name clients reach this server by (Host header); loopback names and the "
@@ -306,14 +320,15 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                     help="with --http: JSON file of hashed bearer tokens (as cda serve's); required off loopback")
     mc.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                     help="with --http: a further name clients reach it by (Host header)")
-    mc.add_argument("--cors-origin", action="append", default=[], help="with --http: an origin whose pages may call it")
+    mc.add_argument("--cors-origin", action="append", default=[], type=_cors_origin,
+                    help="with --http: an origin (scheme://host:port) whose pages may call it")
     mc.add_argument("--out", type=Path, default=None,
                     help="folder for run_action's artifacts and receipts (default: a temporary one for this session)")
     mc.add_argument("--guard-policies", type=Path, default=None, help="guard_evaluate's policy store (TOML)")
     mc.add_argument("--guard-ledger", type=Path, default=None, help="guard_evaluate's guardian file (SQLite)")
     from cda.cli.guard import add_proxy_parser
 
-    add_proxy_parser(sub, _seed, _count, _port)
+    add_proxy_parser(sub, _seed, _count, _port, _cors_origin)
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
     sc.add_argument("folder", type=Path, help="folder of the .schema.json files")
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
@@ -570,7 +585,7 @@ def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO, inp: TextIO) -> i
             except _Rebuild:  # the command words were not where _chosen looked: the whole parser
                 args = _parser().parse_args(argv)
     except _UsageError as exc:
-        err.write(str(exc))
+        err.write(for_terminal(str(exc)))  # argparse quotes what was typed
         return EXIT_BAD_INPUT
     except _VersionShown as shown:
         out.write(str(shown))

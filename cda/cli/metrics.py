@@ -26,6 +26,7 @@ from cda.actions.metrics_report import MetricsReport, ms, ratio_json, summarise
 from cda.actions.metrics_runs import read_runs
 from cda.actions.metrics_window import since_instant
 from cda.errors import CDAError
+from cda.terminal_text import for_terminal
 
 __all__ = ["EXIT_BROKEN", "EXIT_MET", "EXIT_NO_RUNS", "EXIT_USAGE", "exit_code", "main_metrics", "render_text",
            "store_path"]
@@ -131,5 +132,5 @@ def main_metrics(store: Path, since: str | None, as_json: bool, out: TextIO, err
         doc = {"store": str(path), "since": instant, **report.as_json(), "exit_code": code}
         out.write(json.dumps(doc, sort_keys=True) + "\n")
     else:
-        out.write(render_text(path, report, instant))
+        out.write(for_terminal(render_text(path, report, instant)))
     return code

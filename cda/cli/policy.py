@@ -20,6 +20,8 @@ import json
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from cda.cli.terminal import escaped
+
 __all__ = ["analyze_options", "authorize_options", "present_analyze", "present_authorize", "present_test",
            "test_options"]
 
@@ -63,7 +65,7 @@ def _called(op: Any, params: dict[str, Any], err: TextIO, show: Callable[[Any], 
     try:
         result = call_local(op, params)
     except BackendUnsupported as e:
-        err.write(f"cda: error: {e}\n")
+        err.write(e.render() + "\n")
         return EXIT_BAD_INPUT
     except CDAError as e:
         err.write(e.render() + "\n")
@@ -72,23 +74,25 @@ def _called(op: Any, params: dict[str, Any], err: TextIO, show: Callable[[Any], 
 
 
 def present_authorize(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
+    shown = escaped(out)  # policy ids, file names and conditions of the input
     from cda.cli.generate import params_of
 
     def show(ans: Any) -> int:
         if args.json:
             out.write(json.dumps(ans.model_dump(), sort_keys=True) + "\n")
             return EXIT_OK
-        out.write(f"{ans.decision.upper()}\n")
-        out.write(f"determining policies: {', '.join(ans.reason) or '(none)'}\n")
-        out.write(f"errors: {', '.join(ans.errors) or '(none)'}\n")
+        shown.write(f"{ans.decision.upper()}\n")
+        shown.write(f"determining policies: {', '.join(ans.reason) or '(none)'}\n")
+        shown.write(f"errors: {', '.join(ans.errors) or '(none)'}\n")
         for m in ans.messages:
-            out.write(f"  {m}\n")
+            shown.write(f"  {m}\n")
         return EXIT_OK
 
     return _called(op, params_of(op, args), err, show)
 
 
 def present_test(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
+    shown = escaped(out)  # policy ids, file names and conditions of the input
     from cda.cli.generate import params_of
 
     def show(result: Any) -> int:
@@ -99,11 +103,11 @@ def present_test(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, in
         else:
             for r in summary["results"]:
                 if r["imported"] and not r["agree"]:
-                    out.write(f"DISAGREE {r['file']} request {r['index']}: expected {r['expected']}, "
+                    shown.write(f"DISAGREE {r['file']} request {r['index']}: expected {r['expected']}, "
                               f"CDA {r['decision']}\n")
             for construct, n in summary["refused_by_construct"].items():
-                out.write(f"refused {n} request(s): {construct}\n")
-            out.write(f"{summary['total']} requests, {summary['imported']} imported, {summary['agreed']} agree "
+                shown.write(f"refused {n} request(s): {construct}\n")
+            shown.write(f"{summary['total']} requests, {summary['imported']} imported, {summary['agreed']} agree "
                       f"({bad} disagree)\n")
         return EXIT_FAILED if bad else EXIT_OK
 
@@ -111,13 +115,14 @@ def present_test(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, in
 
 
 def present_analyze(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO | None = None) -> int:
+    shown = escaped(out)  # policy ids, file names and conditions of the input
     from cda.cli.generate import params_of
     from cda.policy.analyze import files_error
 
     files, links = list(args.policies), list(args.links or [])
     wrong = files_error(args.analysis, len(files), len(links))
     if wrong is not None:
-        err.write(f"cda: error: {wrong}\n")
+        escaped(err).write(f"cda: error: {wrong}\n")
         return EXIT_BAD_INPUT
     links += [None] * (len(files) - len(links))
     if args.analysis == "no-new-access":  # the operation's file is the set under review: NEW; other is OLD
@@ -132,7 +137,7 @@ def present_analyze(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO,
             out.write(json.dumps(environments, sort_keys=True) + "\n")
         else:
             for r in environments:
-                _print_result(r, out)
+                _print_result(r, shown)
         return {"holds": EXIT_OK, "fails": EXIT_FAILED}.get(result.model_dump()["status"], EXIT_UNKNOWN)
 
     return _called(op, params_of(op, args, **given), err, show)
@@ -141,33 +146,33 @@ def present_analyze(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO,
 _OTHER = {"when": "unless", "unless": "when"}
 
 
-def _print_result(r: dict[str, Any], out: TextIO) -> None:
+def _print_result(r: dict[str, Any], shown: TextIO) -> None:
     """One environment's answer (its JSON) as text: the verdict, what it was proved for, and the
     counterexample and repair, or the policies it stands on."""
     env = r["environment"]
     head = f"{r['property']} for ({env['principal_type']}, {env['action']}, {env['resource_type']}) on {r['backend']}"
-    out.write(f"{str(r['status']).upper():<7}{head}\n  proved for: {r['proved_for']}\n")
+    shown.write(f"{str(r['status']).upper():<7}{head}\n  proved for: {r['proved_for']}\n")
     if r["counterexample"] is not None:
         cex = r["counterexample"]
-        out.write(f"  request: {json.dumps(cex['request'], sort_keys=True)}\n")
+        shown.write(f"  request: {json.dumps(cex['request'], sort_keys=True)}\n")
         if "entities" in cex:
-            out.write(f"  entities: {json.dumps(cex['entities'], sort_keys=True)}\n")
+            shown.write(f"  entities: {json.dumps(cex['entities'], sort_keys=True)}\n")
         for name, links in cex.get("links", {}).items():
-            out.write(f"  links ({name}): {json.dumps(links, sort_keys=True)}\n")
+            shown.write(f"  links ({name}): {json.dumps(links, sort_keys=True)}\n")
         for name, ans in r["answers"].items():
-            out.write(f"  {name}: {ans['decision']} (reason {ans['reason']}, errors {ans['errors']})\n")
+            shown.write(f"  {name}: {ans['decision']} (reason {ans['reason']}, errors {ans['errors']})\n")
         if r["repair"] is not None:
             for p in r["repair"]["remove"]:
-                out.write(f"  repair: remove {p['policy']} ({p['file']}:{p['line']}, {p['effect']})\n")
+                shown.write(f"  repair: remove {p['policy']} ({p['file']}:{p['line']}, {p['effect']})\n")
             for c in r["repair"].get("conditions", []):
                 change = "drop" if c["change"] == "drop" else f"negate ({c['kind']} -> {_OTHER[c['kind']]})"
-                out.write(f"  repair: or {change} {c['kind']} condition {c['condition']} of {c['policy']} "
+                shown.write(f"  repair: or {change} {c['kind']} condition {c['condition']} of {c['policy']} "
                           f"({c['file']}:{c['line']}:{c['column']}); re-checked\n")  # fmt: skip
-            out.write(f"  repair: {r['repair']['note']}\n")
+            shown.write(f"  repair: {r['repair']['note']}\n")
     if r["stands_on"] is not None:
-        out.write(f"  stands on: {', '.join(r['stands_on']) or '(no policy: it holds whatever they say)'}\n")
+        shown.write(f"  stands on: {', '.join(r['stands_on']) or '(no policy: it holds whatever they say)'}\n")
     if r["status"] == "holds":
         for a in r["assumptions"]:
-            out.write(f"  assuming: {a}\n")
+            shown.write(f"  assuming: {a}\n")
     if r["note"]:
-        out.write(f"  note: {r['note']}\n")
+        shown.write(f"  note: {r['note']}\n")

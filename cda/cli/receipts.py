@@ -30,6 +30,7 @@ from typing import TextIO
 from cda.actions.audit import AuditReport, audit_file
 from cda.errors import CDAError
 from cda.keys.signing import trusted_public_key
+from cda.terminal_text import for_terminal
 
 __all__ = ["main_receipts_verify", "render_report", "EXIT_INTACT", "EXIT_TAMPERED", "EXIT_BAD_INPUT", "EXIT_UNVERIFIED"]
 
@@ -104,5 +105,5 @@ def main_receipts_verify(
     if as_json:
         stream.write(json.dumps({"file": str(db), **report.model_dump()}, ensure_ascii=False, indent=2) + "\n")
     else:
-        stream.write(render_report(db, report))
+        stream.write(for_terminal(render_report(db, report)))
     return {"intact": EXIT_INTACT, "tampered": EXIT_TAMPERED, "unverified": EXIT_UNVERIFIED}[report.status]

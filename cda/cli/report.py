@@ -12,6 +12,7 @@ import argparse
 from typing import Any, TextIO
 
 from cda.errors import CDAError
+from cda.terminal_text import for_terminal
 
 __all__ = ["present_check_report", "report_options"]
 
@@ -35,7 +36,7 @@ def present_check_report(op: Any, args: argparse.Namespace, out: TextIO, err: Te
     if args.json:
         out.write(result.model_dump_json() + "\n")
     else:
-        out.write(render(result))
+        out.write(for_terminal(render(result)))
     return EXIT_OK if result.verdict == "OK" else EXIT_FINDINGS
 
 

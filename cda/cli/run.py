@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from cda.adapters.action_entry import AuditLogError
 from cda.contracts.events import ActionEvent
 from cda.errors import CDAError
+from cda.terminal_text import for_terminal
 
 __all__ = ["main_run", "present_run", "run_options"]
 
@@ -29,7 +30,8 @@ def _progress_printer(err: TextIO) -> object:
         if event.type == "action_progress":
             filled = int(event.fraction * _BAR)  # type: ignore[union-attr]
             bar = "#" * filled + "-" * (_BAR - filled)
-            err.write(f"\r[{bar}] {event.phase:<10} {event.message[:50]:<50}")  # type: ignore[union-attr]
+            said = for_terminal(event.message, keep="")[:50]  # type: ignore[union-attr]  # it may quote the input
+            err.write(f"\r[{bar}] {event.phase:<10} {said:<50}")  # type: ignore[union-attr]
             err.flush()
         elif event.type in ("action_completed", "action_partial", "action_failed"):
             err.write("\r" + " " * (_BAR + 66) + "\r")
@@ -95,18 +97,18 @@ def main_run(path: Path, out_dir: Path | None, as_json: bool, out: TextIO, err: 
     outputs = run.outputs
     if not as_json:
         if run.artifact_dir is not None and (run.artifact_dir / "summary.md").exists():
-            out.write((run.artifact_dir / "summary.md").read_text(encoding="utf-8"))
+            out.write(for_terminal((run.artifact_dir / "summary.md").read_text(encoding="utf-8")))
         else:
             for event in reversed(run.events):
                 if event.type == "action_checkpoint" and event.kind == "boundary_summary":  # type: ignore[union-attr]
-                    out.write(str(event.payload.get("text", "")))  # type: ignore[union-attr]
+                    out.write(for_terminal(str(event.payload.get("text", ""))))  # type: ignore[union-attr]
                     break
         out.write(f"\nstatus: {outputs.status}   action: {outputs.action_id}   receipts head: {run.receipts_head}\n")
         if run.artifact_dir is not None:
             out.write(f"artifacts: {run.artifact_dir}\n")
     if outputs.status == "failed":
         if not as_json:
-            err.write("\n".join(outputs.caveats) + "\n")
+            err.write(for_terminal("\n".join(outputs.caveats)) + "\n")
         failed = run.events[-1]
         bad_input = getattr(failed, "error_type", "") in {"DSLSyntaxError", "DSLTypeError", "UnitError", "KenError",
                                                          "DSLError", "BackendUnsupported", "OptionError"}

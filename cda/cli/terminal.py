@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO, cast
 
-__all__ = ["PROGRESS_AFTER", "is_terminal", "use_colour", "paint", "Progress", "progress"]
+from cda.terminal_text import for_terminal
+
+__all__ = ["PROGRESS_AFTER", "is_terminal", "use_colour", "paint", "Progress", "progress", "escaped"]
 
 #: seconds of work before a progress line is shown
 PROGRESS_AFTER = 1.0
@@ -79,7 +81,7 @@ class Progress:
     def line(self) -> str:
         """The text of the progress line now."""
         count = f" [{self.done}/{self.total}]" if self.total is not None else ""
-        return f"cda: {self.label}{count} {time.monotonic() - self._start:.1f} s"
+        return f"cda: {for_terminal(self.label, keep='')}{count} {time.monotonic() - self._start:.1f} s"
 
     def _run(self) -> None:
         if self._stop.wait(self.after):
@@ -137,3 +139,27 @@ def progress(stream: TextIO, label: str, total: int | None = None) -> Iterator[P
         yield bar
     finally:
         bar.close()
+
+
+class _Escaped:
+    """A text stream whose writes pass :func:`~cda.terminal_text.for_terminal` (:func:`escaped`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(for_terminal(text))
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+def escaped(stream: TextIO) -> TextIO:
+    """``stream`` for a text report built from input text (policy ids, file names): every write has
+    its control characters shown escaped, newlines and tabs kept. Never for a report that paints
+    (its colour codes would be escaped too) and never for JSON (which escapes them itself).
+
+    >>> import io; s = io.StringIO(); _ = escaped(s).write("id\\x1b[2J\\n"); s.getvalue()
+    'id\\\\x1b[2J\\n'
+    """
+    return cast(TextIO, _Escaped(stream))

@@ -11,6 +11,16 @@ does not parse, and the cut before it is tried: a chunk that parses is a run of 
 of the graph. Their ids and data are interned a column at a time and dropped with the chunk's
 tree (docs/benchmarks.md, "Ken").
 
+**Two readers of the body, one graph.** ElementTree's callbacks are most of that reading's cost
+at a million edges, so the body is first *matched* by :mod:`cda.ken.graphml_scan` (one compiled
+pattern over each chunk, for the everyday shape networkx and most tools write); a body of any
+other shape (a comment, CDATA, a character reference, single quotes, …) makes it stop, and the
+file is read again, parsed as above. Both fill the same :class:`_Reader`, which decides what the
+elements mean. A syntax error met by either is reported as networkx's reading reports it
+(ElementTree's message: what, line, column), found by a parse with no tree that holds a chunk
+at a time (:func:`_check_well_formed`), so that a broken million-edge file costs neither
+networkx's memory nor a traceback.
+
 The graph is the one networkx reads: the first ``<graph>`` of the ``graphml`` namespace, its
 nodes then its edges, a data value typed by its key (``int``, ``long``, ``float``, ``double``,
 ``boolean``, ``string``; an empty element is the empty string; the text is ElementTree's, as
@@ -19,7 +29,7 @@ direction; and Ken's reading of it (:func:`cda.ken.nodelink.assemble`): nodes an
 same order, each undirected edge both ways.
 
 **What it leaves to networkx** (:class:`~cda.ken.nodelink.Unusual`): anything outside that — a
-syntax error (so the message is ElementTree's), a document type declaration, a root outside
+file that is not UTF-8, a document type declaration, a root outside
 the namespace, a second graph or anything after the graph, hyperedges, ports, yFiles group
 nodes or data with elements inside, key defaults, keys without a type, a name or an id or of
 an unknown type, data of an unknown key or that does not convert, data of the graph itself,
@@ -30,15 +40,17 @@ edge ids that read as integers, an edge ``key`` attribute standing in for an id,
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from xml.etree.ElementTree import ParseError, fromstring
+from xml.etree.ElementTree import ParseError, XMLParser, fromstring
 
 import numpy as np
 
-from cda.errors import CDAError
-from cda.files import text_stream
+from cda.errors import CDAError, KenError
+from cda.files import data_max_bytes, open_regular, text_stream
 from cda.gcpause import gc_paused
+from cda.ken.graphml_scan import scan
 from cda.ken.nodelink import CHUNK, RELATION_KEYS, Unusual, assemble
 from cda.ken.store import FrozenGraph, GraphBuilder
 
@@ -53,10 +65,23 @@ _BOOLS = {"true": True, "false": False, "0": False, "1": True}
 _RELATION_SET = frozenset(RELATION_KEYS)
 
 
+def _value(kind: type, text: str | None) -> Any:
+    """A data element's text typed as networkx types it (an empty element: the empty string)."""
+    if text is None:
+        return ""
+    try:
+        return _BOOLS[text.lower()] if kind is bool else kind(text)
+    except (KeyError, ValueError):
+        raise Unusual("data that does not convert") from None
+
+
 class _Reader:
     """What the chunks' elements give: a batch of nodes' and edges' XML attributes, and their
     ``<data>`` elements as rows (owner, key, text), interned a column at a time (:meth:`flush`),
-    as the JSON reader does."""
+    as the JSON reader does. Both readers of the body fill it (:mod:`cda.ken.graphml_scan`'s
+    matches and this module's parsed chunks), so that the two give one graph."""
+
+    value = staticmethod(_value)
 
     def __init__(self) -> None:
         self.keys: dict[str, tuple[str, type]] = {}
@@ -130,7 +155,7 @@ class _Reader:
         get = self.keys.get
         typed = [get(d.get("key")) for d in firsts]  # type: ignore[arg-type]
         if None in typed:
-            raise Unusual("data of an unknown key")
+            self.unknown_key()
         texts = [d.text for d in firsts]
         if all(kind is str for _, kind in typed):  # type: ignore[misc]
             return [((name, "" if text is None else text),) for (name, _), text in zip(typed, texts, strict=True)]  # type: ignore[misc]
@@ -158,12 +183,20 @@ class _Reader:
             raise Unusual("a key without a known type, a name or an id")
         self.keys[key_id] = (name, _TYPES[kind])
 
+    @staticmethod
+    def unknown_key() -> None:
+        raise Unusual("data of an unknown key")
+
     def add_nodes(self, nodes: list[dict[str, str]], data: list[tuple[tuple[str, Any], ...]]) -> None:
         ids = [a.get("id") for a in nodes]
         if None in ids or any(a.get("yfiles.foldertype") == "group" for a in nodes):
             raise Unusual("a node without an id, or a group")
+        self.add_node_ids(ids, data)  # type: ignore[arg-type]
+
+    def add_node_ids(self, ids: list[str], data: list[tuple[tuple[str, Any], ...]]) -> None:
+        """Nodes listed in the file, in order, with their data as (name, value) pairs."""
         builder = self.builder
-        numbers = builder.numbers(ids)  # type: ignore[arg-type]
+        numbers = builder.numbers(ids)
         self.listed.extend(numbers)
         labels, attrs = builder.labels, builder.attrs
         for i, name, pairs in zip(numbers, ids, data, strict=True):
@@ -211,27 +244,13 @@ class _Reader:
         return sid
 
 
-def _value(kind: type, text: str | None) -> Any:
-    """A data element's text typed as networkx types it (an empty element: the empty string)."""
-    if text is None:
-        return ""
-    try:
-        return _BOOLS[text.lower()] if kind is bool else kind(text)
-    except (KeyError, ValueError):
-        raise Unusual("data that does not convert") from None
-
-
 def read_graphml(path: Path) -> FrozenGraph:
     """The graph in a GraphML file, as ``networkx.read_graphml(force_multigraph=True)`` gives it
     to Ken. Raises :class:`~cda.ken.nodelink.Unusual` for a file outside the shape it reads (see
-    the module docstring), :class:`~cda.errors.KenError` for an edge without a relation."""
-    reader = _Reader()
-    try:
-        # read once, hashed as read (cda.files: what is parsed is what a digest covers)
-        with gc_paused(), text_stream(path) as fh:  # nothing read here is in a cycle
-            _read(fh, reader)
-    except (ParseError, UnicodeDecodeError, RecursionError, CDAError):
-        raise Unusual("not well-formed XML, or not UTF-8") from None
+    the module docstring), :class:`~cda.errors.KenError` for an edge without a relation or XML
+    that is not well-formed (networkx's message: what, line and column)."""
+    reader = _fill(path, scanned=True) or _fill(path, scanned=False)
+    assert reader is not None
     sigs = [dict(t) for t in reader.relation_sigs]
     with gc_paused():
         return assemble(reader.builder, reader.listed, _int64(reader.u), _int64(reader.v), _int64(reader.sig), sigs,
@@ -239,13 +258,57 @@ def read_graphml(path: Path) -> FrozenGraph:
                         keys_are_relations=False, where=str(path))
 
 
-def _read(fh: Any, reader: _Reader) -> None:
-    """The head (up to the first graph's start tag) read whole; then the graph's children a
-    chunk at a time, each chunk cut after its last end tag and parsed inside copies of the
-    root's and the graph's own start tags (so that it has their namespaces), the end read
-    whole with what follows the graph."""
-    text, root_tag, graph_tag = _head(fh.read(CHUNK), fh, reader)
-    head = root_tag + graph_tag
+def _fill(path: Path, *, scanned: bool) -> _Reader | None:
+    """The file read into a new reader: its body matched by :func:`~cda.ken.graphml_scan.scan`
+    (None when the body is not of the shape it takes), or parsed a chunk at a time."""
+    reader = _Reader()
+    try:
+        # read once a pass, hashed as read (cda.files: what is parsed is what a digest covers)
+        with gc_paused(), text_stream(path) as fh:  # nothing read here is in a cycle
+            text, root_tag, graph_tag = _head(fh.read(CHUNK), fh, reader)
+            head = root_tag + graph_tag
+            if not scanned:
+                _read(fh, text, head, reader, lambda: _check_well_formed(path))
+            elif fromstring(head + "<node/></graph></graphml>")[0][0].tag != _NODE or not scan(fh, text, reader, CHUNK):
+                return None  # unprefixed names outside the namespace, or a body of another shape
+    except ParseError:
+        _check_well_formed(path)
+        raise Unusual("well-formed XML that the chunks cut wrongly") from None
+    except (UnicodeDecodeError, RecursionError, CDAError):
+        raise Unusual("not UTF-8, or not read") from None
+    return reader
+
+
+class _Nothing:
+    """An ``XMLParser`` target without handlers: the parse checks the XML and builds nothing."""
+
+
+def _check_well_formed(path: Path) -> None:
+    """A :class:`~cda.errors.KenError` with the message networkx's reading gives (ElementTree's
+    parser on the file's bytes: what is wrong, line and column) when the file is not well-formed
+    XML, found in a streamed parse that holds a chunk at a time (a million-edge file that breaks
+    at its end is not parsed into a tree first, as networkx would)."""
+    parser = XMLParser(target=_Nothing())
+    left = data_max_bytes()
+    try:
+        with open_regular(path) as fh:
+            while data := fh.read(CHUNK):
+                left -= len(data)
+                if left < 0:
+                    return  # grown past the cap since it was read: networkx's reading refuses it
+                parser.feed(data)
+            parser.close()
+    except ParseError as exc:
+        raise KenError(f"{path}: not GraphML (ParseError: {exc})") from None
+
+
+def _read(fh: Any, text: str, head: str, reader: _Reader, check: Callable[[], None]) -> None:
+    """The graph's children a chunk at a time, each chunk cut after its last end tag and parsed
+    inside copies of the root's and the graph's own start tags (``head``, so that it has their
+    namespaces), the end read whole with what follows the graph. When no cut parses for two
+    chunks, ``check`` looks for a syntax error in the file (raising its error) once, so that a
+    broken file is not carried, and copied at every cut tried, to its end."""
+    checked = False
     while True:
         more = fh.read(CHUNK)
         if not more:
@@ -260,6 +323,10 @@ def _read(fh: Any, reader: _Reader) -> None:
             reader.take(graph)
             text = text[cut:]
             break
+        else:
+            if not checked and len(text) > 2 * CHUNK:
+                check()
+                checked = True
     root = fromstring(head + text)
     if len(root) != 1 or root[0].tag != _GRAPH:
         raise Unusual("something after the graph")
