@@ -31,6 +31,19 @@ SHARED_DATA = DATA  # the same folder under the name the policy and Ken tests us
 GROUND_BACKENDS = [name for name, spec in REGISTRY.items() if spec.accepts == "ground"]
 
 
+def copy_cedar_test(test: Path, into: Path) -> Path:
+    """A copy, under ``into``, of one Cedar integration-test file and the policy, schema and
+    entities files it names, at the same places relative to each other: a jobs manifest reads
+    only files inside its own folder (docs/jobs.md), so a test's manifest runs on this copy."""
+    import json
+
+    root = next(p.parent for p in test.parents if p.name in ("tests", "corpus-tests"))
+    data = json.loads(test.read_text(encoding="utf-8"))
+    for name in (str(test.relative_to(root)), *(data[k] for k in ("policies", "schema", "entities") if data.get(k))):
+        (into / name).parent.mkdir(parents=True, exist_ok=True)
+        (into / name).write_bytes((root / name).read_bytes())
+    return into / test.relative_to(root)
+
 
 def benchmark_module(name: str) -> ModuleType:
     """``benchmarks/<name>.py`` loaded as the module ``name`` (the benchmarks are scripts, not a

@@ -375,10 +375,11 @@ def test_over_mcp_the_agent_escalates_and_a_person_resolves(folder: Path) -> Non
 
 def test_a_guard_job_holds_its_escalate_for_a_person(folder: Path) -> None:
     (folder / "big.json").write_text(json.dumps(BIG), encoding="utf-8")
-    (folder / "jobs.toml").write_text(f'''[[job]]
+    (folder / "policies.toml").write_bytes(POLICIES.read_bytes())  # a job reads only files inside its folder
+    (folder / "jobs.toml").write_text('''[[job]]
 kind = "guard"
 file = "big.json"
-params = {{ policies = "{POLICIES}", ledger = "guardian.db" }}
+params = { policies = "policies.toml", ledger = "guardian.db" }
 ''', encoding="utf-8")
     code, out, err = cda("jobs", "run", folder / "jobs.toml", "--out", folder / "runs", "--json")
     assert code == 3, (out, err)  # no verdict: a person decides

@@ -25,7 +25,7 @@ from cda.adapters.jobs.child import outcome_of
 from cda.adapters.jobs.manifest import ManifestError, read_manifest
 from cda.adapters.jobs.results_store import JOBS_FORMAT
 from cda.cli.main import main
-from tests.conftest import DATA
+from tests.conftest import DATA, copy_cedar_test
 from tests.timing import HANG, Stopwatch, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -238,6 +238,9 @@ def test_kill_9_mid_batch_then_rerun_finishes_every_job_exactly_once(tmp_path: P
     with ReceiptLog(db, fmt=JOBS_FORMAT) as log:  # exactly one receipt per job, the chain intact
         assert sorted(e.receipt.inputs_hash for e in log.entries()) == sorted(after)
     assert verify_receipts(db, formats=(JOBS_FORMAT,)).ok
+    out = io.StringIO()  # and the head the resumed batch signed covers every receipt
+    assert main(["receipts", "verify", str(db)], stdout=out, stderr=io.StringIO()) == 0, out.getvalue()
+    assert "signed head at entry 8 (0 entries after it)" in out.getvalue()
     # a third run finds everything done, runs nothing and writes the same bytes
     first = (tmp_path / "jobs.results" / JSONL_NAME).read_bytes()
     code, out, _ = _run(manifest)
@@ -573,9 +576,9 @@ def test_cedar_kinds_run_through_cda_policy(tmp_path: Path) -> None:
                     reason="needs ../shared/data/cedar/tests (Cedar's handwritten integration tests)")
 def test_a_cedar_test_job_agrees_with_cedar(tmp_path: Path) -> None:
     tests = DATA / "cedar" / "tests"
-    first = sorted(tests.rglob("*.json"))[0]
+    first = copy_cedar_test(sorted(tests.rglob("*.json"))[0], tmp_path)
     manifest = tmp_path / "m.toml"
-    manifest.write_text(f'[[job]]\nkind = "cedar-test"\nfile = "{first}"\n', encoding="utf-8")
+    manifest.write_text(f'[[job]]\nkind = "cedar-test"\nfile = "{first.relative_to(tmp_path)}"\n', encoding="utf-8")
     code, _, err = _run(manifest)
     assert code == 0, err
     (line,) = [json.loads(x) for x in (tmp_path / "m.results" / "results.jsonl").read_text().splitlines()]
@@ -719,3 +722,179 @@ def test_an_edited_or_deleted_result_row_is_tampering(tmp_path: Path) -> None:
         conn.execute("DELETE FROM job_results WHERE kind = 'solve'")
     code, text = verify()
     assert code == 1 and "is gone, yet a receipt names it" in text, text
+
+
+# --- audit2 findings 2, 4, 7 and 9 (docs/jobs.md): through the `cda` command in a child process
+
+
+def _cda(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "cda", *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=HANG)
+
+
+def test_a_jobs_files_must_be_inside_the_manifests_folder(tmp_path: Path) -> None:
+    """An absolute path, a `..` and a link out of the folder (as `file` or a file parameter) are
+    refused at reading the manifest, with line and field, before anything runs; nothing of the
+    outside file reaches the output. A link that stays inside is fine."""
+    secret = "root:x:0:0:root:/root:/bin/bash"
+    (tmp_path / "secret.cda").write_text(secret + "\n", encoding="utf-8")
+    (tmp_path / "secret.obs").write_text(secret + "\n", encoding="utf-8")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "claim.cda").write_text(CLAIM_OK, encoding="utf-8")
+    (folder / "c17.bench").write_text(C17, encoding="utf-8")
+    (folder / "out.cda").symlink_to(tmp_path / "secret.cda")
+    (folder / "sub").mkdir()
+    (folder / "sub" / "in.cda").symlink_to(folder / "claim.cda")
+    cases = [(f'file = "{tmp_path / "secret.cda"}"', "file", "an absolute path"),
+             ('file = "../secret.cda"', "file", "through '..' or a link"),
+             ('file = "sub/../../secret.cda"', "file", "through '..' or a link"),
+             ('file = "out.cda"', "file", "through '..' or a link")]
+    manifest = folder / "m.toml"
+    for line, field, how in cases:
+        manifest.write_text(f'[defaults]\ntimeout_s = 60\n\n[[job]]\nkind = "check"\n{line}\n', encoding="utf-8")
+        done = _cda("jobs", "run", str(manifest))
+        assert done.returncode == 2, (line, done.stderr)
+        assert f"m.toml:6: job 1: {field} " in done.stderr and "outside the manifest's folder" in done.stderr, done.stderr
+        assert how in done.stderr and secret not in done.stdout + done.stderr and "Traceback" not in done.stderr
+        assert not (folder / "m.results").exists()
+    manifest.write_text('[[job]]\nkind = "diagnose"\nfile = "c17.bench"\nparams = { observations = "../secret.obs" }\n',
+                        encoding="utf-8")
+    done = _cda("jobs", "run", str(manifest))
+    assert done.returncode == 2 and "m.toml:4: job 1: params.observations '../secret.obs': outside" in done.stderr
+    manifest.write_text('[[job]]\nkind = "check"\nfile = "sub/in.cda"\n', encoding="utf-8")
+    done = _cda("jobs", "run", str(manifest))
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_jobs_error_has_no_cli_prefix_and_quotes_little_of_its_file(tmp_path: Path) -> None:
+    """A `prove` job on a `.cda` file with no fol block fails like every other job, without the
+    CLI's `cda: error: ` (audit2 finding 9); a syntax error quotes at most a clipped line."""
+    (tmp_path / "claim.cda").write_text(CLAIM, encoding="utf-8")
+    long_line = "zz" + "q" * 20_000
+    (tmp_path / "long.cda").write_text(long_line + "\n", encoding="utf-8")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[job]]\nkind = "prove"\nfile = "claim.cda"\n\n[[job]]\nkind = "check"\nfile = "long.cda"\n',
+                        encoding="utf-8")
+    done = _cda("jobs", "run", str(manifest))
+    assert done.returncode == 1, done.stderr
+    prove, check = _lines(tmp_path / "m.results")
+    assert prove["status"] == "failed" and prove["error"].startswith(f"{tmp_path / 'claim.cda'}: no fol"), prove
+    assert "cda: error" not in prove["error"]
+    assert check["status"] == "failed", check
+    assert check["error"].startswith(f"{tmp_path / 'long.cda'}:1:1: syntax error"), check["error"][:200]
+    assert len(check["error"]) <= 2000 and "q" * 2000 not in check["error"]  # the 20 000 q's are cut
+
+
+def _three_jobs(folder: Path) -> Path:
+    (folder / "claim.cda").write_text(CLAIM_OK, encoding="utf-8")
+    (folder / "c17.bench").write_text(C17, encoding="utf-8")
+    (folder / "c17.obs").write_text(C17_OBS, encoding="utf-8")
+    manifest = folder / "m.toml"
+    manifest.write_text('[[job]]\nkind = "solve"\nfile = "claim.cda"\n\n[[job]]\nkind = "diagnose"\nfile = "c17.bench"\n'
+                        'params = { observations = "c17.obs" }\n\n[[job]]\nkind = "check"\nfile = "claim.cda"\n',
+                        encoding="utf-8")
+    return manifest
+
+
+def _tampered_copy(base: Path, into: Path, sql: str) -> Path:
+    import shutil
+
+    shutil.copytree(base, into)
+    with sqlite3.connect(into / DB_NAME) as conn:
+        conn.executescript(sql)
+    return into / DB_NAME
+
+
+def test_a_results_store_is_signed_and_every_column_a_user_reads_is_covered(tmp_path: Path) -> None:
+    """audit2 finding 2: the batch signs its head; a job deleted with its receipt (the triggers
+    dropped and put back), an edit to seconds, run_id, finished_at or kind, and a missing signed
+    head are tampering; a batch refuses to extend (and sign) a store whose signed head is gone."""
+    manifest = _three_jobs(tmp_path)
+    assert _cda("jobs", "run", str(manifest), "--workers", "1").returncode == 0
+    base = tmp_path / "m.results"
+    done = _cda("receipts", "verify", str(base / DB_NAME))
+    assert done.returncode == 0 and "intact: 3 entries" in done.stdout and "signed head at entry 3" in done.stdout
+    with sqlite3.connect(base / DB_NAME) as conn:
+        triggers = "".join(sql + ";\n" for (sql,) in conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'receipts'"))
+    deleted = _tampered_copy(base, tmp_path / "deleted", (
+        "DROP TRIGGER receipts_no_delete; DROP TRIGGER receipts_no_update; DROP TRIGGER receipts_extend_only;\n"
+        "DELETE FROM job_results WHERE key = (SELECT substr(action_id, 5) FROM receipts ORDER BY rowid DESC LIMIT 1);\n"
+        "DELETE FROM receipts WHERE rowid = (SELECT MAX(rowid) FROM receipts);\n" + triggers))
+    done = _cda("receipts", "verify", str(deleted))
+    assert done.returncode == 1 and "the signed head (entry 3" in done.stdout and "is not in the log" in done.stdout
+    resumed = _cda("jobs", "run", str(manifest), "--out", str(deleted.parent))
+    assert resumed.returncode == 2 and "will not extend this receipt log" in resumed.stderr, resumed.stderr
+    for column, sql in (("seconds", "seconds = seconds * 100"), ("run_id", "run_id = 'x'"),
+                        ("finished_at", "finished_at = finished_at - 86400")):
+        db = _tampered_copy(base, tmp_path / column, f"UPDATE job_results SET {sql};")
+        done = _cda("receipts", "verify", str(db))
+        assert done.returncode == 1 and f": {column} not as its receipt vouches (edited)" in done.stdout, done.stdout
+    db = _tampered_copy(base, tmp_path / "kind", "UPDATE job_results SET kind = 'prove' WHERE kind = 'check';")
+    done = _cda("receipts", "verify", str(db))
+    assert done.returncode == 1 and "is not the answer its receipt vouches for" in done.stdout
+    db = _tampered_copy(base, tmp_path / "unsigned", "")
+    (tmp_path / "unsigned" / f"{DB_NAME}.head.json").unlink()
+    done = _cda("receipts", "verify", str(db))
+    assert done.returncode == 1 and "no signed head beside the results store" in done.stdout
+    assert _cda("receipts", "verify", str(db), "--unsigned").returncode == 0
+
+
+def test_two_batches_racing_on_one_folder_do_each_job_once(tmp_path: Path) -> None:
+    """audit2 finding 4: two `cda jobs run` started together on one --out: whichever order the
+    kernel gives them, every job is done once (one row at attempt 0, one receipt), the log is
+    intact, and a batch that found the folder taken says so and ran nothing."""
+    (tmp_path / "claim.cda").write_text(CLAIM_OK, encoding="utf-8")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text("".join(f'[[job]]\nkind = "solve"\nfile = "claim.cda"\nparams = {{ seed = {i} }}\n\n'
+                                for i in range(6)), encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command = [sys.executable, "-m", "cda", "jobs", "run", str(manifest), "--workers", "1", "--out", str(tmp_path / "o")]
+    procs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outputs = [proc.communicate(timeout=HANG) for proc in procs]
+    codes = sorted(proc.returncode for proc in procs)
+    ran = 0
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert "Traceback" not in err
+        if proc.returncode == 2:
+            assert "another `cda jobs run` is running on this results folder" in err and out == "", err
+        else:
+            assert proc.returncode == 0, err
+            ran += int(out.split(" ran now")[0].rsplit(" ", 1)[-1])
+    assert codes in ([0, 0], [0, 2]) and ran == 6, outputs
+    db = tmp_path / "o" / DB_NAME
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*), COUNT(DISTINCT key), MAX(attempt) FROM job_results").fetchone() == (6, 6, 0)
+        assert conn.execute("SELECT COUNT(*) FROM receipts").fetchone() == (6,)
+    assert _cda("receipts", "verify", str(db)).returncode == 0
+
+
+def test_a_second_batch_on_a_busy_folder_is_refused_at_once(tmp_path: Path) -> None:
+    """While a batch runs (its long job's process is alive), a second one on the same folder,
+    by another path to it, exits 2 and writes nothing; the first is then stopped (Ctrl-C)."""
+    manifest = _ctrl_c_manifest(tmp_path)
+    proc = _start(manifest)
+    db = tmp_path / "m.results" / DB_NAME
+
+    def receipts() -> int:
+        try:
+            with sqlite3.connect(db) as conn:
+                return int(conn.execute("SELECT COUNT(*) FROM receipts").fetchone()[0])
+        except sqlite3.OperationalError:  # not made yet
+            return 0
+
+    try:  # the check job done (its receipt written), the cube job running on (35 s alone)
+        wait_until(lambda: db.exists() and receipts() == 1 and _job_processes_in(tmp_path),
+                   "the first batch's check job to finish while its cube job runs")
+        (tmp_path / "alias").symlink_to(tmp_path / "m.results")
+        done = _cda("jobs", "run", str(manifest), "--out", str(tmp_path / "alias"))
+        assert done.returncode == 2 and "another `cda jobs run` is running on this results folder" in done.stderr
+        assert receipts() == 1 and _job_processes_in(tmp_path)  # nothing written; the first batch runs on
+    finally:
+        err = _interrupt(proc, tmp_path)
+    assert proc.returncode == 130, err
+    done = _cda("receipts", "verify", str(tmp_path / "m.results" / DB_NAME))
+    assert done.returncode == 0, done.stdout  # the finished job's receipt was signed as the batch stopped

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from cda.cli.main import main
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, copy_cedar_test
 
 CASES: list[dict[str, Any]] = json.loads((ROOT / "tests" / "golden" / "policy_cli" / "cases.json").read_text("utf-8"))
 CEDAR_TESTS = DATA / "cedar" / "tests"
@@ -81,13 +81,13 @@ def test_each_policy_subcommand_is_its_operation_s_cli_door() -> None:
 def test_cda_policy_test_takes_one_test_file_as_its_job_does(tmp_path: Path) -> None:
     """One operation, one meaning: the CLI takes a single test file, as a ``cedar-test`` job does,
     with the same summary (a job's file is a file: a manifest refuses a folder)."""
-    first = sorted(CEDAR_TESTS.rglob("*.json"))[0]
+    first = copy_cedar_test(sorted(CEDAR_TESTS.rglob("*.json"))[0], tmp_path)  # a job reads inside its folder
     out = io.StringIO()
     assert main(["policy", "test", str(first), "--json"], stdout=out, stderr=io.StringIO()) == 0
     one = json.loads(out.getvalue())
     assert one["total"] == one["agreed"] > 0 and {r["file"] for r in one["results"]} == {str(first)}
     manifest = tmp_path / "m.toml"
-    manifest.write_text(f'[[job]]\nkind = "cedar-test"\nfile = "{first}"\n', encoding="utf-8")
+    manifest.write_text(f'[[job]]\nkind = "cedar-test"\nfile = "{first.relative_to(tmp_path)}"\n', encoding="utf-8")
     err = io.StringIO()
     assert main(["jobs", "run", str(manifest)], stdout=io.StringIO(), stderr=err) == 0, err.getvalue()
     (line,) = (tmp_path / "m.results" / "results.jsonl").read_text("utf-8").splitlines()
@@ -98,16 +98,18 @@ def test_a_policy_analysis_job_takes_the_cli_s_options_with_the_same_checks(tmp_
     """``--explain``, ``--repair``, ``--backend`` and ``--timeout`` are parameters of
     ``policy.analyze`` now: a job asks them too, and a bad one is refused by the same check."""
     cedar = ROOT / "examples" / "cedar"
+    for name in ("old.cedar", "new.cedar", "schema.cedarschema"):  # a job reads only files inside its folder
+        (tmp_path / name).write_bytes((cedar / name).read_bytes())
     manifest = tmp_path / "m.toml"
-    job = ('[[job]]\nkind = "policy-analysis"\nfile = "{c}/old.cedar"\n'
-           'params = {{ analysis = "implies", other = "{c}/new.cedar", schema = "{c}/schema.cedarschema", {extra} }}\n')
-    manifest.write_text(job.format(c=cedar, extra="explain = true, timeout = 30"), encoding="utf-8")
+    job = ('[[job]]\nkind = "policy-analysis"\nfile = "old.cedar"\n'
+           'params = {{ analysis = "implies", other = "new.cedar", schema = "schema.cedarschema", {extra} }}\n')
+    manifest.write_text(job.format(extra="explain = true, timeout = 30"), encoding="utf-8")
     assert main(["jobs", "run", str(manifest)], stdout=io.StringIO(), stderr=io.StringIO()) == 0
     (line,) = (tmp_path / "m.results" / "results.jsonl").read_text("utf-8").splitlines()
     (env,) = json.loads(line)["result"]["environments"]
     assert env["status"] == "holds" and env["stands_on"] == ["A:policy0", "A:policy1", "B:policy0", "B:policy2"]
     for bad, named in (('timeout = -1', "timeout"), ('backend = "cvc5"', "backend"), ('repair = "yes"', "repair")):
-        manifest.write_text(job.format(c=cedar, extra=bad), encoding="utf-8")
+        manifest.write_text(job.format(extra=bad), encoding="utf-8")
         err = io.StringIO()
         assert main(["jobs", "run", str(manifest)], stdout=io.StringIO(), stderr=err) == 2
         assert f"params.{named}" in err.getvalue() and "Traceback" not in err.getvalue(), err.getvalue()

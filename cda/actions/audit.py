@@ -122,9 +122,9 @@ def _schema_problems(conn: sqlite3.Connection, fmt: FileFormat = LOG_FORMAT) -> 
     return problems, legacy
 
 
-def file_schema_problems(path: Path | str) -> list[str]:
-    """What :func:`audit_file` would say about the schema of the CDA log file at ``path`` (read-only)."""
-    return read_snapshot(path, lambda conn: _schema_problems(conn)[0])
+def file_schema_problems(path: Path | str, fmt: FileFormat = LOG_FORMAT) -> list[str]:
+    """What :func:`audit_file` would say about the schema of the CDA file of ``fmt`` at ``path`` (read-only)."""
+    return read_snapshot(path, lambda conn: _schema_problems(conn, fmt)[0])
 
 
 class _Attempts:

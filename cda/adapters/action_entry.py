@@ -21,8 +21,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from cda.actions.artifacts import ArtifactWriter
-from cda.actions.audit import file_meta_digest, file_schema_problems
+from cda.actions.audit import file_meta_digest
 from cda.actions.event_chain import events_head
+from cda.actions.log_guard import AuditLogError, check_signed_head, refuse_lost_log
 from cda.actions.receipts import ReceiptLog
 from cda.actions.reflection import ReflectionStore
 from cda.actions.runner import ActionRun, RunSettings, run_action
@@ -38,14 +39,10 @@ from cda.errors import CDAError, KenError
 from cda.files import parse_json, read_text
 from cda.ken.graph import KenGraph
 from cda.ken.loaders import load_ken
-from cda.keys.signing import head_path, load_signer, read_head, signature_problems, write_head
+from cda.keys.signing import head_path, load_signer, write_head
 from cda.verifiers.llm_gate import LLMProvider
 
-__all__ = ["AuditLogError", "InputsError", "check_signed_head", "load_inputs", "run_inputs"]
-
-
-class AuditLogError(CDAError):
-    """The receipt log was changed behind the run's back (or its signed head no longer holds)."""
+__all__ = ["AuditLogError", "InputsError", "check_signed_head", "load_inputs", "refuse_lost_log", "run_inputs"]
 
 
 class InputsError(CDAError, ValueError):
@@ -139,31 +136,3 @@ def run_inputs(
     finally:
         log.close()
         events.close()
-
-
-def refuse_lost_log(db: Path) -> None:
-    """Refuse to start a new receipt log where one was signed and is now gone or wiped (its
-    signed head still beside it): creating a fresh file there would bury the evidence."""
-    if head_path(db).exists() and (not db.exists() or (db.is_file() and db.stat().st_size == 0)):
-        raise AuditLogError(f"{db}: will not start a new receipt log: the log is gone or wiped, but its signed "
-                            f"head is still beside it (run `cda receipts verify {db}`)")
-
-
-def check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: bool = True) -> None:
-    """Refuse to extend a log whose schema is not CDA's (an extra trigger could drop the run's
-    receipts) or whose last signed head it no longer holds: signing on top of a rewritten log
-    would vouch for the rewrite. ``recorded``: also refuse a log in which a run recorded
-    ``action.tampered`` (a scan of every receipt: a long-lived writer that checked it once and
-    tracks its own findings may skip it before each signature)."""
-    problems = file_schema_problems(db)
-    if recorded and log.named("action.tampered"):
-        problems.append("an earlier run found this log rewritten while it ran (keep it as evidence, use a new --out)")
-    path = head_path(db)
-    if path.exists():
-        doc = read_head(path)
-        problems += signature_problems(doc, public_key)
-        if not log.holds(doc["head"], doc["count"]):
-            problems.append(f"the head signed after the last run (entry {doc['count']}) is no longer in the log")
-    if problems:
-        raise AuditLogError(f"{db}: will not extend this receipt log: " + "; ".join(problems)
-                            + f" (run `cda receipts verify {db}`)")

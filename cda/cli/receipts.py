@@ -92,7 +92,7 @@ def main_receipts_verify(
         report = audit_file(db, expected_head=expected_head, trusted_key=trusted, require_signature=not unsigned,
                             formats=(LOG_FORMAT, JOBS_FORMAT))
         try:  # a jobs file: its job_results rows against the receipts that vouch for them
-            found, notes = row_problems(db)
+            found, notes = row_problems(db, require_signature=not unsigned)
         except (sqlite3.DatabaseError, UnicodeDecodeError, CDAError):  # a file the audit found unreadable says so
             found, notes = [], []
         if found or notes:

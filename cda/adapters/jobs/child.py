@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "outcome_of"]
+__all__ = ["MAX_ERROR_CHARS", "clipped", "job_error", "main", "outcome_of"]
 
 
 def _die_with_parent(parent: int) -> None:
@@ -76,6 +76,35 @@ def _memory(wire: dict[str, Any], why: str = "") -> dict[str, Any]:
     return {"status": "memory", "error": f"{error} ({why})" if why else error}
 
 
+MAX_ERROR_CHARS = 2000
+"""The most characters of a job's error kept in its results: a parser's error echoes at most a
+clipped line of the input (:data:`cda.errors.ECHO_WIDTH`), and nothing longer of a file's
+contents is copied into a results file that may be shared (docs/jobs.md, "Results")."""
+
+
+def job_error(exc: BaseException) -> str:
+    """The job's error as its results record it: the message as the CLI prints it, without the
+    CLI's ``cda: error:`` prefix that no other job error has (a located DSL error keeps its
+    ``file:line:col:`` form).
+
+    >>> from cda.errors import CDAError
+    >>> job_error(CDAError("x.cda: no fol { … } block to prove"))
+    'x.cda: no fol { … } block to prove'
+    """
+    from cda.errors import CDAError
+
+    return (exc.render() if isinstance(exc, CDAError) else str(exc)).removeprefix("cda: error: ")
+
+
+def clipped(text: str) -> str:
+    """``text`` cut to :data:`MAX_ERROR_CHARS` characters (``…`` where it was cut).
+
+    >>> len(clipped("x" * 5000)), clipped("short")
+    (2000, 'short')
+    """
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 1] + "…"
+
+
 def outcome_of(wire: dict[str, Any]) -> dict[str, Any]:
     """Run one job in this process: ``{"status": "ok", "result": …}``,
     ``{"status": "failed" | "memory", "error": …}``, or for a result that is not a pass (the
@@ -86,6 +115,8 @@ def outcome_of(wire: dict[str, Any]) -> dict[str, Any]:
 
     with recording() as reads:
         outcome = _outcome(wire)
+    if isinstance(outcome.get("error"), str):
+        outcome["error"] = clipped(outcome["error"])
     return {**outcome, "reads": dict(reads)}
 
 
@@ -107,7 +138,7 @@ def _outcome(wire: dict[str, Any]) -> dict[str, Any]:
     except MemoryError:
         return _memory(wire)
     except CDAError as exc:
-        return {"status": "failed", "error": exc.render()}
+        return {"status": "failed", "error": job_error(exc)}
     except (ImportError, OSError) as exc:
         if _over_cap(exc):  # a library the cap left no room to load
             return _memory(wire, f"{type(exc).__name__}: {exc}")

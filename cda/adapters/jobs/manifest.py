@@ -8,7 +8,7 @@ The format (docs/jobs.md)::
 
     [[job]]
     kind = "solve"          # a registered kind (cda.adapters.jobs.kinds.KINDS)
-    file = "claim.cda"      # relative to the manifest
+    file = "claim.cda"      # relative to the manifest, inside its folder
     name = "claim"          # optional, unique; default "<kind> <file>" (+ " (job N)" if repeated)
     timeout_s = 10          # optional: overrides [defaults]
     params = { backend = "z3", top = 3 }
@@ -148,12 +148,21 @@ def _limits(table: dict[str, Any], where: str, fallback: tuple[float, int]) -> t
 
 
 def _read_input(base: Path, name: str, what: str) -> bytes:
-    """An input file's bytes, read once (their hash goes into the key; the named files are found in them)."""
+    """An input file's bytes, read once (their hash goes into the key; the named files are found in them).
+
+    The file must be inside the manifest's folder once links are resolved: a manifest is shared
+    and run by others, and a job's error may quote a line of what it read (clipped), so a path
+    that is absolute or leads out (``..``, a link) is refused before anything runs."""
     path = base / name
     try:
+        inside = path.resolve().is_relative_to(base.resolve())
         found, folder = path.exists(), path.is_dir()
-    except OSError as exc:  # a name the file system refuses
-        raise OptionError(f"{what} {name!r}: cannot be read ({exc.strerror or exc})") from None
+    except (OSError, RuntimeError) as exc:  # a name the file system refuses, a loop of links
+        raise OptionError(f"{what} {name!r}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    if not inside:
+        how = "an absolute path" if Path(name).is_absolute() else "through '..' or a link"
+        raise OptionError(f"{what} {name!r}: outside the manifest's folder {base.resolve()} ({how}); "
+                          "a job reads only files inside it")
     if folder:
         raise OptionError(f"{what} {name!r}: a folder, not a file")
     if not found:

@@ -25,9 +25,10 @@ from cda.actions.store_file import APPLICATION_ID as LOG_APPLICATION_ID
 from cda.actions.store_file import RECEIPTS_SCHEMA
 from cda.adapters.jobs.isolate import Outcome
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+from cda.keys.signing import head_path
 from cda.store import JOBS_RESULTS_MARK, FileFormat, open_store, read_snapshot, tables_of
 
-__all__ = ["JOBS_FORMAT", "ResultStore", "Row", "answer_of", "row_problems"]
+__all__ = ["JOBS_FORMAT", "RUN_COLUMNS", "ResultStore", "Row", "answer_of", "row_problems"]
 
 _TABLE = (
     "CREATE TABLE job_results (key TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, "
@@ -36,6 +37,10 @@ _TABLE = (
 )
 
 Row = dict[str, Any]
+
+RUN_COLUMNS = ("seconds", "run_id", "finished_at")
+"""The columns of ``job_results`` about the run rather than the answer: each receipt names them
+as they are (the JSONL leaves them out, so that it stays the same bytes on every runner)."""
 
 
 def answer_of(row: Row) -> Any:
@@ -48,11 +53,13 @@ def answer_of(row: Row) -> Any:
     return row["error"]
 
 
-def row_problems(path: Path | str) -> tuple[list[str], list[str]]:
+def row_problems(path: Path | str, *, require_signature: bool = True) -> tuple[list[str], list[str]]:
     """``cda receipts verify`` on a results file, beyond the log's own chain: each ``job_results``
-    row is the answer its attempt's receipt vouches for (status and hash), and no job with a
-    receipt lost its row; (problems, notes). A row whose receipt is not written yet (a batch
-    killed between the two; the next run appends it) is a note. Read without a trace."""
+    row is the answer its attempt's receipt vouches for (status and hash, kind, and the run's
+    columns :data:`RUN_COLUMNS`), no job with a receipt lost its row, and (``require_signature``)
+    a file with job receipts has its signed head beside it (every batch signs one; without it a
+    deleted last job would go unseen); (problems, notes). A row whose receipt is not written yet
+    (a batch killed between the two; the next run appends it) is a note. Read without a trace."""
 
     def read(conn: sqlite3.Connection) -> tuple[list[str], list[str]]:
         if "job_results" not in tables_of(conn):
@@ -68,8 +75,9 @@ def row_problems(path: Path | str) -> tuple[list[str], list[str]]:
         problems: list[str] = []
         notes: set[str] = set()
         keys: set[str] = set()
-        for key, status, result, error, attempt in conn.execute(
-                "SELECT key, status, result, error, attempt FROM job_results ORDER BY key"):
+        for key, kind, status, result, error, attempt, *run in conn.execute(
+                f"SELECT key, kind, status, result, error, attempt, {', '.join(RUN_COLUMNS)} FROM job_results "
+                "ORDER BY key"):
             keys.add(str(key))
             vouching = receipts.get((f"job-{key}", attempt))
             if vouching is None:
@@ -81,11 +89,24 @@ def row_problems(path: Path | str) -> tuple[list[str], list[str]]:
                     {"status": status, "error": error, "result": None if result is None else json.loads(result)})))
             except ValueError:
                 digest = None
-            if vouching.result.get("status") != status or vouching.result.get("answer_sha256") != digest:
+            if vouching.result.get("status") != status or vouching.result.get("answer_sha256") != digest \
+                    or vouching.name != f"job.{kind}":
                 problems.append(f"job_results: job {str(key)[:16]}… is not the answer its receipt vouches for (edited)")
+            elif any(column in vouching.result and vouching.result[column] != value
+                     for column, value in zip(RUN_COLUMNS, run, strict=True)):
+                edited = [c for c, v in zip(RUN_COLUMNS, run, strict=True) if c in vouching.result and vouching.result[c] != v]
+                problems.append(f"job_results: job {str(key)[:16]}…: {', '.join(edited)} not as its receipt vouches "
+                                "(edited)")
+            elif not all(column in vouching.result for column in RUN_COLUMNS):
+                notes.add("receipts written before CDA covered the columns seconds, run_id and finished_at: those "
+                          "columns of their rows are not checked")
         for action_id, _ in sorted(receipts):
             if action_id[len("job-"):] not in keys:
                 problems.append(f"job_results: the row of {action_id[:20]}… is gone, yet a receipt names it (deleted)")
+        if receipts and require_signature and not head_path(path).exists():
+            problems.append(f"no signed head beside the results store ({head_path(path).name} is missing) although "
+                            "jobs finished in it (a store written before batches signed their heads has none: run the same batch again "
+                            "to sign it, or verify with --unsigned)")
         return problems, sorted(notes)
 
     return read_snapshot(path, read)
@@ -128,28 +149,32 @@ class ResultStore:
         self._conn = self.file.conn
 
     def finished(self) -> dict[str, Row]:
-        """Every recorded job by key: status, result (JSON), error, attempt, run_id, seconds."""
+        """Every recorded job by key: kind, status, result (JSON), error, attempt, seconds, run_id, finished_at."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT key, kind, status, result, error, attempt, run_id, seconds FROM job_results").fetchall()
+                "SELECT key, kind, status, result, error, attempt, seconds, run_id, finished_at FROM job_results"
+            ).fetchall()
         return {
             key: {"kind": kind, "status": status, "result": None if result is None else json.loads(result),
-                  "error": error, "attempt": attempt, "run_id": run_id, "seconds": seconds}
-            for key, kind, status, result, error, attempt, run_id, seconds in rows
+                  "error": error, "attempt": attempt, "seconds": seconds, "run_id": run_id, "finished_at": finished_at}
+            for key, kind, status, result, error, attempt, seconds, run_id, finished_at in rows
         }
 
-    def record(self, kind: str, outcome: Outcome, run_id: str) -> int:
-        """Store ``outcome`` (replacing a failed attempt being retried); returns its attempt number."""
+    def record(self, kind: str, outcome: Outcome, run_id: str) -> Row:
+        """Store ``outcome`` (replacing a failed attempt being retried); returns the row as
+        :meth:`finished` reads it (its attempt number counted here)."""
         result = None if outcome.result is None else json.dumps(outcome.result, sort_keys=True, ensure_ascii=False)
+        finished_at = time.time()
         with self.file.transaction() as conn:
             row = conn.execute("SELECT attempt FROM job_results WHERE key = ?", (outcome.key,)).fetchone()
             attempt = 0 if row is None else int(row[0]) + 1
             conn.execute(
                 "INSERT OR REPLACE INTO job_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (outcome.key, kind, outcome.status, result, outcome.error, outcome.seconds, attempt, run_id,
-                 time.time()),
+                 finished_at),
             )
-        return attempt
+        return {"kind": kind, "status": outcome.status, "result": outcome.result, "error": outcome.error,
+                "attempt": attempt, "seconds": outcome.seconds, "run_id": run_id, "finished_at": finished_at}
 
     def outputs(self, name: str) -> set[str] | None:
         """The SHA-256s ``name`` beside the store may have, as the batch wrote it (None: it never did)."""

@@ -1,0 +1,53 @@
+"""Before a writer extends a signed receipt log: is it still the log that was signed?
+
+Shared by every writer that signs a head (:mod:`cda.keys.signing`): ``cda run``, the service's
+attempts and ``cda jobs run``. Signing on top of a rewritten log would vouch for the rewrite,
+and starting a new log where a signed one was wiped would bury the evidence.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cda.actions.audit import file_schema_problems
+from cda.actions.receipts import ReceiptLog
+from cda.actions.store_file import LOG_FORMAT
+from cda.errors import CDAError
+from cda.keys.signing import head_path, read_head, signature_problems
+from cda.store import FileFormat
+
+__all__ = ["AuditLogError", "check_signed_head", "refuse_lost_log"]
+
+
+class AuditLogError(CDAError):
+    """The receipt log was changed behind the run's back (or its signed head no longer holds)."""
+
+
+def refuse_lost_log(db: Path) -> None:
+    """Refuse to start a new receipt log where one was signed and is now gone or wiped (its
+    signed head still beside it): creating a fresh file there would bury the evidence."""
+    if head_path(db).exists() and (not db.exists() or (db.is_file() and db.stat().st_size == 0)):
+        raise AuditLogError(f"{db}: will not start a new receipt log: the log is gone or wiped, but its signed "
+                            f"head is still beside it (run `cda receipts verify {db}`)")
+
+
+def check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: bool = True,
+                      fmt: FileFormat = LOG_FORMAT) -> None:
+    """Refuse to extend a log whose schema is not CDA's (an extra trigger could drop the run's
+    receipts) or whose last signed head it no longer holds: signing on top of a rewritten log
+    would vouch for the rewrite. ``recorded``: also refuse a log in which a run recorded
+    ``action.tampered`` (a scan of every receipt: a long-lived writer that checked it once and
+    tracks its own findings may skip it before each signature). ``fmt``: the file's format (a
+    jobs results store holds a receipt log too)."""
+    problems = file_schema_problems(db, fmt)
+    if recorded and log.named("action.tampered"):
+        problems.append("an earlier run found this log rewritten while it ran (keep it as evidence, use a new --out)")
+    path = head_path(db)
+    if path.exists():
+        doc = read_head(path)
+        problems += signature_problems(doc, public_key)
+        if not log.holds(doc["head"], doc["count"]):
+            problems.append(f"the head signed after the last run (entry {doc['count']}) is no longer in the log")
+    if problems:
+        raise AuditLogError(f"{db}: will not extend this receipt log: " + "; ".join(problems)
+                            + f" (run `cda receipts verify {db}`)")
