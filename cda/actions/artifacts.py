@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -178,6 +179,15 @@ SHA-256 of the bytes written): how a later run recognises the folder as its own.
 
 _MANIFEST_KIND = "cda-artifacts"
 
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{16}\.tmp")
+"""The name :func:`cda.files.replace_file` gives the temporary file it renames over ``name``."""
+
+
+def _manifest_temporary(name: str) -> bool:
+    """Whether ``name`` is a temporary file of the manifest (a write of it a crash cut off)."""
+    temporary = _TEMPORARY.fullmatch(name)
+    return temporary is not None and temporary["name"] == MANIFEST
+
 
 class ArtifactFolderError(CDAError):
     """An action's artifact folder holds something CDA did not write (docs/actions.md, "Receipts,
@@ -209,7 +219,8 @@ class ArtifactWriter:
     a symbolic link, a FIFO) is an :class:`ArtifactFolderError` raised when the writer is made,
     before anything is written. Each file is written to a new temporary file in its folder and
     renamed over the name, so a link planted at the name is replaced, never written through,
-    and a reader never sees half a file."""
+    and a reader never sees half a file; a run killed while writing leaves a folder the next run
+    takes back (the manifest lists what it is about to write first: :meth:`_write`)."""
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
@@ -240,7 +251,9 @@ class ArtifactWriter:
             raise self._refuse(folder, "a symbolic link where the action's artifact folder goes")
         if not stat.S_ISDIR(info.st_mode):
             raise self._refuse(folder, "a file where the action's artifact folder goes")
-        written = self._manifest(folder)
+        written, pending = self._manifest(folder)
+        held: dict[str, str] = {}
+        unfinished: list[Path] = []
         for root, dirs, files in os.walk(folder):  # os.walk never follows a link to a folder
             for name in sorted(dirs + files):
                 path = Path(root) / name
@@ -252,21 +265,36 @@ class ArtifactWriter:
                     continue
                 if not stat.S_ISREG(mode):
                     raise self._refuse(folder, f"{relative} is not a regular file CDA wrote (a link, FIFO or device)")
-                if relative not in written:
+                temporary = _TEMPORARY.fullmatch(name)
+                if temporary is not None and relative not in written and relative not in pending:
+                    meant = (path.parent / temporary["name"]).relative_to(folder).as_posix()
+                    if meant == MANIFEST or meant in pending:
+                        unfinished.append(path)  # a write a crash cut off: the temporary file of a name CDA was writing
+                        continue
+                if relative not in written and relative not in pending:
                     raise self._refuse(folder, f"{relative} was not written by CDA")
-                if _sha256_file(path) != written[relative]:
+                digest = _sha256_file(path)
+                if digest is None or digest not in (written.get(relative), pending.get(relative)):
                     raise self._refuse(folder, f"{relative} was changed since CDA wrote it")
-        return written
+                held[relative] = digest
+        for path in unfinished:  # only once the whole folder is known to be CDA's
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise ArtifactFolderError(f"cannot remove {path}: {exc.strerror or exc}") from None
+        return held
 
-    def _manifest(self, folder: Path) -> dict[str, str]:
-        """What the folder's manifest lists ({} for an empty folder without one)."""
+    def _manifest(self, folder: Path) -> tuple[dict[str, str], dict[str, str]]:
+        """What the folder's manifest lists: the files written, and those being written when it was
+        last written (``pending``: each name with the SHA-256 of the bytes CDA was about to write;
+        empty once a write finished). Both empty for an empty folder without a manifest."""
         path = folder / MANIFEST
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
-            if any(folder.iterdir()):
+            if any(not _manifest_temporary(entry.name) for entry in folder.iterdir()):
                 raise self._refuse(folder, "a folder CDA did not make (it has no " + MANIFEST + ")") from None
-            return {}
+            return {}, {}  # empty, or a first manifest's write a crash cut off (removed by the claim)
         except OSError:
             raise self._refuse(folder, f"{MANIFEST} is not a file CDA wrote") from None
         with os.fdopen(fd, "rb") as fh:
@@ -276,11 +304,15 @@ class ArtifactWriter:
         try:
             doc = json.loads(raw)
             files = doc["files"] if doc.get("kind") == _MANIFEST_KIND else None
+            pending = doc.get("pending", {})
         except (ValueError, TypeError, AttributeError, KeyError):
-            files = None
-        if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-            raise self._refuse(folder, f"{MANIFEST} is not one CDA wrote")
-        return dict(files)
+            files = pending = None
+        for listing in (files, pending):
+            if not isinstance(listing, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                        for k, v in listing.items()):
+                raise self._refuse(folder, f"{MANIFEST} is not one CDA wrote")
+        assert isinstance(files, dict) and isinstance(pending, dict)
+        return dict(files), dict(pending)
 
     def _replace(self, path: Path, data: bytes) -> None:
         """``data`` into a new temporary file beside ``path`` (``O_EXCL|O_NOFOLLOW``), then renamed
@@ -299,34 +331,44 @@ class ArtifactWriter:
     def write_file(self, relative: str, text: str) -> None:
         """Write ``text`` as the file ``relative`` in the folder, listed as CDA's (the signed
         receipts head a run adds to ``cda_plan`` after the bundle)."""
-        self._write(relative, text)
+        self._write({relative: text})
 
-    def _write(self, relative: str, text: str, *, listed: bool = True) -> None:
-        """Write one file and note it; ``listed``: the manifest rewritten now (a bundle of many
-        files writes it once, after the last: see :meth:`_list`)."""
+    def _write(self, files: dict[str, str]) -> None:
+        """Write ``files`` (relative name → text) and list them in the manifest.
+
+        The manifest is written first with the files as ``pending`` (each with the SHA-256 of the
+        bytes about to be written), then the files, then the manifest without ``pending``. A run
+        killed anywhere in between leaves a folder the next run still recognises as CDA's: each
+        pending file holds its old bytes, its new bytes or nothing, and a temporary file beside a
+        pending name is that write cut off (removed by the next run); see :meth:`_claim`."""
         if self.folder is None:
             return
-        data = text.encode("utf-8")
-        try:
-            self._replace(self.folder / relative, data)
-        except OSError as exc:
-            raise ArtifactFolderError(f"cannot write {self.folder / relative}: {exc.strerror or exc}") from None
-        self._written[relative] = hashlib.sha256(data).hexdigest()
-        if listed:
-            self._list()
+        blobs = {relative: text.encode("utf-8") for relative, text in files.items()}
+        pending = {relative: hashlib.sha256(data).hexdigest() for relative, data in blobs.items()}
+        self._list(pending)
+        for relative, data in blobs.items():
+            try:
+                self._replace(self.folder / relative, data)
+            except OSError as exc:
+                raise ArtifactFolderError(f"cannot write {self.folder / relative}: {exc.strerror or exc}") from None
+            self._written[relative] = pending[relative]
+        self._list()
 
-    def _list(self) -> None:
-        """Rewrite the manifest: every file this folder holds from CDA, with its SHA-256."""
+    def _list(self, pending: dict[str, str] | None = None) -> None:
+        """Rewrite the manifest: every file this folder holds from CDA, with its SHA-256, and the
+        files about to be written (``pending``), if any."""
         if self.folder is None:
             return
-        manifest = {"kind": _MANIFEST_KIND, "files": dict(sorted(self._written.items()))}
+        manifest: dict[str, Any] = {"kind": _MANIFEST_KIND, "files": dict(sorted(self._written.items()))}
+        if pending:
+            manifest["pending"] = dict(sorted(pending.items()))
         try:
             replace_file(self.folder / MANIFEST, _dump(manifest).encode("utf-8"))
         except OSError as exc:
             raise ArtifactFolderError(f"cannot write {self.folder / MANIFEST}: {exc.strerror or exc}") from None
 
     def write_summary(self, text: str) -> str:
-        self._write("summary.md", text)
+        self._write({"summary.md": text})
         return content_id("summary", text)
 
     def write_plan_bundle(
@@ -352,9 +394,7 @@ class ArtifactWriter:
             files["context_pack.json"] = _dump(context)
         for r in receipts:
             files[f"receipts/{r['seq']:04d}.json"] = _dump(r)
-        for name, text in files.items():
-            self._write(f"cda_plan/{name}", text, listed=False)
-        self._list()
+        self._write({f"cda_plan/{name}": text for name, text in files.items()})
         return content_id("cda_plan", canonical_json({k: sha256_hex(v) for k, v in files.items()}))
 
     def write_evidence_bundle(self, citations: list[SpanRef], stubs: list[dict[str, Any]],
@@ -364,5 +404,5 @@ class ArtifactWriter:
         body = {"citations": [c.model_dump(mode="json") for c in citations], "missing_evidence": stubs,
                 "unverified_claims": unverified or []}
         text = _dump(body)
-        self._write("evidence.json", text)
+        self._write({"evidence.json": text})
         return content_id("evidence", text)

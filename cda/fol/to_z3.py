@@ -9,6 +9,7 @@ one formula has millions of instances.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from itertools import product
@@ -193,7 +194,7 @@ class Z3Oracle:
             atom = decl(*[self.consts_by_element[a] for a in args]) if args else decl
             lits.append(atom if value else z3.Not(atom))
         try:
-            with _z3_memory_cap(Z3_QUANTIFIER_MEMORY_MB if self.mode == "open" else 0):
+            with _Z3_MEMORY_CAP.held(Z3_QUANTIFIER_MEMORY_MB if self.mode == "open" else 0):
                 self._checking = True
                 try:
                     r = self._check(lits)
@@ -324,19 +325,41 @@ class Z3Oracle:
         return Structure(domain, constants, functions, relations)
 
 
-@contextmanager
-def _z3_memory_cap(megabytes: int) -> Iterator[None]:
-    """z3's ``memory_max_size`` for the block (0: leave it), restored after. The parameter is
-    global to z3 (no solver or context takes it), hence set only around the checks that need it."""
-    if not megabytes:
-        yield
-        return
-    before = z3.get_param("memory_max_size")
-    z3.set_param("memory_max_size", megabytes)
-    try:
-        yield
-    finally:
-        z3.set_param("memory_max_size", before)
+class _MemoryCap:
+    """z3's ``memory_max_size``, held while any check in the process needs it.
+
+    The parameter is global to z3 (no solver or context takes it). Set and put back by each check
+    on its own, two checks on two threads (a server runs claims side by side) put it back in the
+    wrong order: the first to finish lifted the cap from the other's run, the last left it set on
+    every later z3 call in the process. So the holders are counted: the first sets the cap, the
+    last puts back what was there before it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._before = ""
+
+    @contextmanager
+    def held(self, megabytes: int) -> Iterator[None]:
+        """The cap of ``megabytes`` for the block (0: leave it as it is)."""
+        if not megabytes:
+            yield
+            return
+        with self._lock:
+            if self._holders == 0:
+                self._before = z3.get_param("memory_max_size")
+                z3.set_param("memory_max_size", megabytes)
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if self._holders == 0:
+                    z3.set_param("memory_max_size", self._before)
+
+
+_Z3_MEMORY_CAP = _MemoryCap()
 
 
 def _binary(make: Any, ctx: z3.Context, a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
