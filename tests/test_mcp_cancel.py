@@ -21,6 +21,7 @@ pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
 
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
+from mcp.server.mcpserver import Context  # noqa: E402  (a probe tool's annotation, resolved by the SDK)
 
 from cda.actions.receipts import ReceiptLog  # noqa: E402
 from cda.contracts.receipt import Receipt  # noqa: E402
@@ -219,3 +220,65 @@ def test_cancelling_run_action_over_stdio_ends_the_action_partial_with_its_recei
     finally:
         log.close()
     assert ends and ends[-1]["status"] == "partial", ends
+
+
+def _probed_server(seen: list[Any], started: anyio.Event) -> Any:
+    """``cda mcp``'s server with one more tool: it waits until its call is cancelled, then says what
+    :func:`cda.mcp.server.cancel_requested` read (the SDK's cancel signal, as the door reads it)."""
+    from cda.mcp.server import build_server, cancel_requested
+
+    server = build_server()
+
+    @server.tool()
+    async def cancel_probe(ctx: Context, wait: bool) -> bool:
+        if not wait:
+            return cancel_requested(ctx)
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            seen.append(cancel_requested(ctx))
+        return False  # pragma: no cover - never reached: cancelled
+
+    return server
+
+
+def test_the_door_reads_the_client_s_cancel_where_the_installed_sdk_keeps_it() -> None:
+    """The SDK exposes no public cancel signal to an ``MCPServer`` tool (its ``BaseContext.cancel_requested``
+    is the low-level API's), so the door reads the session's private dispatch context in one function.
+    Through the SDK's own client: a call not cancelled reads False, a call the client cancels reads
+    True. An SDK that moves the event fails here with :class:`~cda.mcp.server.SdkChanged`, loudly,
+    instead of every cancel being reported as a lost connection."""
+    seen: list[Any] = []
+
+    async def main() -> Any:
+        started = anyio.Event()
+        server = _probed_server(seen, started)
+        # in memory over JSON-RPC (the stdio and HTTP transports' dispatcher); the SDK's direct
+        # in-process peers ("auto" with a Server object) send no notifications/cancelled at all
+        async with Client(server, read_timeout_seconds=HANG, mode="legacy") as client:
+            plain = await client.call_tool("cancel_probe", {"wait": False})
+            async with anyio.create_task_group() as calls:
+                calls.start_soon(client.call_tool, "cancel_probe", {"wait": True})
+                with anyio.fail_after(HANG):
+                    await started.wait()
+                calls.cancel_scope.cancel()  # the SDK sends notifications/cancelled for the call
+            with anyio.fail_after(HANG):
+                while not seen:
+                    await anyio.sleep(0.01)
+            return plain
+
+    plain = anyio.run(main)
+    assert not plain.is_error, plain.content
+    assert plain.structured_content == {"result": False}
+    assert seen == [True]
+
+
+def test_an_sdk_that_moved_the_cancel_event_is_said_not_taken_for_a_lost_connection() -> None:
+    from types import SimpleNamespace
+
+    from cda.mcp.server import SdkChanged, cancel_requested
+
+    for ctx in (SimpleNamespace(request_context=SimpleNamespace(session=SimpleNamespace())), SimpleNamespace()):
+        with pytest.raises(SdkChanged, match="ServerSession._request_outbound.cancel_requested"):
+            cancel_requested(ctx)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -180,14 +179,21 @@ SHA-256 of the bytes written): how a later run recognises the folder as its own.
 
 _MANIFEST_KIND = "cda-artifacts"
 
-_TEMPORARY = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{16}\.tmp")
-"""The name :func:`cda.files.replace_file` gives the temporary file it renames over ``name``."""
+_HEX = frozenset("0123456789abcdef")
+
+
+def _temporary_of(name: str) -> str | None:
+    """The name whose temporary file ``name`` is (``.NAME.<16 hex digits>.tmp``, as
+    :func:`cda.files.replace_file` makes it), or None."""
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return None
+    stem, _, digits = name[1:-4].rpartition(".")
+    return stem if stem and len(digits) == 16 and set(digits) <= _HEX else None
 
 
 def _manifest_temporary(name: str) -> bool:
     """Whether ``name`` is a temporary file of the manifest (a write of it a crash cut off)."""
-    temporary = _TEMPORARY.fullmatch(name)
-    return temporary is not None and temporary["name"] == MANIFEST
+    return _temporary_of(name) == MANIFEST
 
 
 class ArtifactFolderError(CDAError):
@@ -266,9 +272,9 @@ class ArtifactWriter:
                     continue
                 if not stat.S_ISREG(mode):
                     raise self._refuse(folder, f"{relative} is not a regular file CDA wrote (a link, FIFO or device)")
-                temporary = _TEMPORARY.fullmatch(name)
+                temporary = _temporary_of(name)
                 if temporary is not None and relative not in written and relative not in pending:
-                    meant = (path.parent / temporary["name"]).relative_to(folder).as_posix()
+                    meant = (path.parent / temporary).relative_to(folder).as_posix()
                     if meant == MANIFEST or meant in pending:
                         unfinished.append(path)  # a write a crash cut off: the temporary file of a name CDA was writing
                         continue

@@ -71,6 +71,12 @@ OPERATION_COMMANDS: dict[tuple[str, ...], Command] = {
                                       "cda.cli.investigate:present", "cda.cli.investigate:options"),
     ("investigate", "close"): Command("investigate.close", "close the investigation", "cda.cli.investigate:present",
                                       "cda.cli.investigate:options"),
+    ("policy", "authorize"): Command("policy.authorize", "Allow or Deny one request, with the determining policies "
+                                     "and errors", "cda.cli.policy:present_authorize", "cda.cli.policy:authorize_options"),
+    ("policy", "test"): Command("policy.test", "run Cedar integration-test JSON files and print agreement",
+                                "cda.cli.policy:present_test", "cda.cli.policy:test_options"),
+    ("policy", "analyze"): Command("policy.analyze", "decide a property over every request of an environment",
+                                   "cda.cli.policy:present_analyze", "cda.cli.policy:analyze_options"),
     ("reflect", "approve"): Command("reflect.approve", "issue a reflection approval: a token that lets a reviewer "
                                     "read one action's raw trace", "cda.cli.reflect:present_approve",
                                     "cda.cli.reflect:approve_options"),
@@ -79,6 +85,7 @@ OPERATION_COMMANDS: dict[tuple[str, ...], Command] = {
 GROUPS: dict[str, str] = {
     "investigate": "an investigation over time: observations, records, next probe",
     "reflect": "reflection: approvals to read an action's raw trace",
+    "policy": "Cedar policies: authorize a request, run Cedar tests, analyze (docs/policy.md)",
 }
 """The commands with subcommands, and their one-line help. A two-word command whose first word
 is a command of its own (``cda guard resolve`` beside ``cda guard ACTION``) is not a group: it is

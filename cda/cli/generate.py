@@ -106,6 +106,8 @@ def add_operation_arguments(parser: argparse.ArgumentParser, op: Operation, *,
             flag = "--" + op.name_at(Door.CLI, name).replace("_", "-")
             if name in metavars:
                 keywords["metavar"] = metavars[name]
+            elif op.name_at(Door.CLI, name) != name and "action" not in keywords and "choices" not in keywords:
+                keywords["metavar"] = op.name_at(Door.CLI, name).upper()  # --schema SCHEMA, not SCHEMA_
             if field.is_required():
                 keywords["required"] = True
             parser.add_argument(flag, dest=name, help=help_text, **keywords)

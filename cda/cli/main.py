@@ -235,8 +235,11 @@ def _generated(p: argparse.ArgumentParser, command: Command) -> None:
 
     op = get(command.operation)
     extras = presenter(command.extras) if command.extras else None
-    shape = extras(p, op) if extras is not None else None
-    add_operation_arguments(p, op, **(shape or {}))
+    shape = dict(extras(p, op) or {}) if extras is not None else {}
+    after = shape.pop("after", None)  # the command's own arguments that follow the generated positionals
+    add_operation_arguments(p, op, **shape)
+    if after is not None:
+        after(p)
     p.set_defaults(operation=command.operation, presenter=command.presenter)
 
 
@@ -330,9 +333,6 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     mt.add_argument("store", type=Path, help="the store: receipts.sqlite of cda run --out / cda serve (or its folder)")
     mt.add_argument("--since", default=None, help="only runs ended since: ISO-8601 (UTC if no offset) or an age (90m, 24h, 7d)")
     mt.add_argument("--json", action="store_true", help="print one JSON object")
-    from cda.cli.policy import add_policy_parser
-
-    add_policy_parser(sub, _seconds)
     from cda.cli.task import add_task_parser  # argparse only
 
     add_task_parser(sub, _count, samples=_samples)
@@ -637,10 +637,6 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) ->
         from cda.cli.metrics import main_metrics
 
         return main_metrics(args.store, args.since, args.json, out, err)
-    if args.command == "policy":
-        from cda.cli.policy import main_policy
-
-        return main_policy(args, out, err)
     if args.command == "task":
         from cda.cli.task import main_task
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import shutil
 import tempfile
 import threading
@@ -50,9 +51,10 @@ from cda.operations import Door, Principal, Refused, cda_version, for_door, invo
 from cda.operations.base import OperationError
 from cda.operations.clause_session import ItemError
 
-__all__ = ["McpOptions", "build_server", "main_mcp"]
+__all__ = ["McpOptions", "SdkChanged", "build_server", "cancel_requested", "main_mcp"]
 
 _ROOT = Path(__file__).resolve().parents[2]
+_LOG = logging.getLogger("cda.mcp")
 STOP_GRACE_S = 10.0
 """Seconds a cancelled call's run has to stop before its receipt says it did not (``run_ended``
 false: a call that reads no deadline, as at ``cda serve``'s cancel, docs/service.md)."""
@@ -97,6 +99,33 @@ def _refused_file(exc: AccessDenied, args: dict[str, Any]) -> str | None:
         if isinstance(value, str) and value and (exc.file == value or exc.file.endswith("/" + value.lstrip("./"))):
             return value
     return Path(exc.file).name
+
+
+class SdkChanged(RuntimeError):
+    """The installed ``mcp`` SDK no longer keeps what this door reads of it (see
+    :func:`cancel_requested`): an upgrade that needs this module changed, said loudly."""
+
+
+def cancel_requested(ctx: Any) -> bool:
+    """Whether the client sent ``notifications/cancelled`` for the call of tool context ``ctx``
+    (False: the call's scope was cancelled otherwise: the connection closed, the server stops).
+
+    The SDK sets a per-request event on the cancel notification (``DispatchContext.cancel_requested``,
+    before it cancels the handler's scope). Its public face, ``BaseContext.cancel_requested``, is the
+    low-level handler API's; a tool of ``MCPServer`` gets a ``Context`` whose ``request_context``
+    holds a ``ServerSession``, which keeps that dispatch context as the private ``_request_outbound``
+    (mcp 2.3: no public way from a tool, docs/agents.md "Cancelling a call"). This is the one place
+    that reads it; an SDK that keeps it elsewhere raises :class:`SdkChanged`
+    (``tests/test_mcp_cancel.py`` calls this through a real server, so an upgrade fails there)."""
+    session = getattr(getattr(ctx, "request_context", None), "session", None)
+    event: Any = getattr(getattr(session, "_request_outbound", None), "cancel_requested", None)
+    if session is None or not callable(getattr(event, "is_set", None)):
+        from importlib.metadata import version
+
+        raise SdkChanged(f"the mcp SDK {version('mcp')} keeps no per-request cancel event where "
+                         "cda.mcp.server.cancel_requested reads it (ServerSession._request_outbound.cancel_requested): "
+                         "a client's cancel cannot be told from a lost connection; update cda/mcp/server.py")
+    return bool(event.is_set())
 
 
 def _tool_error(exc: CDAError, source: str, args: dict[str, Any] | None = None) -> Exception:
@@ -178,18 +207,21 @@ class _Door:
         import anyio
         import anyio.to_thread
 
-        session = getattr(getattr(ctx, "request_context", None), "session", None)
-        # the SDK's per-request channel; its event is set by notifications/cancelled, not by a shutdown
-        asked = getattr(getattr(session, "_request_outbound", None), "cancel_requested", None)
-        if asked is not None and asked.is_set():
-            token.cancel("cancelled by the client (notifications/cancelled)", "cancelled")
-        elif self.stopping:
-            token.cancel("interrupted: the server is stopping", "interrupted")
-        elif getattr(getattr(ctx, "request_context", None), "request", None) is not None:
-            # streamable HTTP at the 2026 protocol: a client cancels by closing the call's response stream
-            token.cancel("cancelled by the client (it closed the call's response stream)", "cancelled")
+        try:
+            asked = cancel_requested(ctx)
+        except SdkChanged as exc:  # said in the receipt and the log, never taken for a lost connection
+            _LOG.error("%s", exc)
+            token.cancel(f"stopped, cause unknown: {exc}", "interrupted")
         else:
-            token.cancel("interrupted: the client's connection closed", "interrupted")
+            if asked:
+                token.cancel("cancelled by the client (notifications/cancelled)", "cancelled")
+            elif self.stopping:
+                token.cancel("interrupted: the server is stopping", "interrupted")
+            elif getattr(getattr(ctx, "request_context", None), "request", None) is not None:
+                # streamable HTTP at the 2026 protocol: a client cancels by closing the call's response stream
+                token.cancel("cancelled by the client (it closed the call's response stream)", "cancelled")
+            else:
+                token.cancel("interrupted: the client's connection closed", "interrupted")
         with anyio.CancelScope(shield=True):
             gone = await anyio.to_thread.run_sync(ended.wait, STOP_GRACE_S)
             took = None if token.at is None else time.monotonic() - token.at
@@ -317,13 +349,7 @@ def _tool(door: _Door, op: Any, context: Any) -> Any:
             await door.stopped(ctx, op, who, token, ended, env)
             raise
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            message = str(first["msg"]).removeprefix("Value error, ")
-            if op.name == "actions.run" and first["loc"] and first["loc"][0] == "inputs":
-                message = f"inputs do not match CDAInputs: {where}: {message}"
-            raise _tool_error(CDAError(f"{where}: {message}" if where and "CDAInputs" not in message else message),
-                              source) from None
+            raise _tool_error(_invalid_params(op, exc), source) from None
         except Refused as exc:
             raise _tool_error(exc, source, args) from None
         except CDAError as exc:
@@ -340,11 +366,29 @@ def _tool(door: _Door, op: Any, context: Any) -> Any:
     return tool
 
 
+def _invalid_params(op: Any, exc: ValidationError) -> OperationError:
+    """A call's arguments the params model refused, as the gate names them at every door
+    (``invalid_params``, the argument's path, the check's own words): never pydantic's text,
+    its error URL or a model's class name."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if op.name == "actions.run" and first["loc"] and first["loc"][0] == "inputs":
+        message = f"inputs do not match CDAInputs: {where}: {message}"
+    elif where:
+        message = f"{where}: {message}"
+    return OperationError("invalid_params", message, list(first["loc"]))
+
+
 def _strict(tool: Any) -> Any:
     """``tool`` refusing an argument it does not take, as the ToolBus does (the gate's
     ``invoke`` names it): the SDK's argument model would drop it silently (a misspelt ``timout``
     on ``solve`` ran with no budget), so the model lets extras through to the gate and the input
-    schema says ``additionalProperties: false``."""
+    schema says ``additionalProperties: false``.
+
+    Arguments the SDK's model refuses (``{"timeout": "abc"}``, a list for a number) are passed on
+    unvalidated too: the SDK would answer with pydantic's own report (its URL, ``solveArguments``),
+    and the gate refuses them with the same model, in its own words (:func:`_invalid_params`)."""
     from pydantic import ConfigDict
 
     base = tool.fn_metadata.arg_model
@@ -352,10 +396,18 @@ def _strict(tool: Any) -> Any:
     def dump(self: Any) -> dict[str, Any]:
         return {**base.model_dump_one_level(self), **(self.model_extra or {})}
 
-    # made under the SDK's own name (solveArguments): a validation message names it
+    def validate(cls: Any, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return base.model_validate.__func__(cls, obj, *args, **kwargs)
+        except ValidationError:
+            if not isinstance(obj, dict):
+                raise
+            return cls.model_construct(**obj)  # the gate validates the call's parameters: its refusal answers
+
+    # made under the SDK's own name (solveArguments)
     tool.fn_metadata.arg_model = type(base.__name__, (base,), {
         "model_config": ConfigDict(**{**base.model_config, "extra": "allow"}), "model_dump_one_level": dump,
-        "__module__": base.__module__})
+        "model_validate": classmethod(validate), "__module__": base.__module__})
     tool.parameters["additionalProperties"] = False
     return tool
 

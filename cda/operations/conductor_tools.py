@@ -1,5 +1,5 @@
 """CDA's operations as conductor tools (``cda.solve``, ``cda.prove``, ``cda.diagnose``,
-``cda.run_action``), generated from the registry: each operation that names a
+``cda.run_action``, ``cda.guard``), generated from the registry: each operation that names a
 :class:`~cda.operations.registry.ConductorTool` becomes a tool whose inputs (the obligation's
 words) fill the operation's parameters, run through the gate for the conductor's own caller
 (:meth:`~cda.operations.gate.Call.nested`), so a partner's ``conduct.request`` reads no file a
@@ -8,7 +8,8 @@ partner could not name itself.
 Each tool keeps its independent re-check for the verify loop: a solve is re-solved on the other
 backend, a proof re-decided with the cross-check, a diagnosis re-simulated gate by gate (consistent
 with every observation, and minimal) and re-diagnosed on the other backend, an Action run again
-from the same inputs and seed. The outputs are the conductor's words (exact costs as text,
+from the same inputs and seed; the guardian's decision is recorded in its file, so it is checked
+where it is kept, never asked twice (``side_effects = "idempotent"`` in ``tools.toml``). The outputs are the conductor's words (exact costs as text,
 verdicts with their justification), shaped here per tool.
 """
 
@@ -79,8 +80,15 @@ def _run_out(run: Any) -> Outputs:
             "receipts_head": run.receipts_head}
 
 
+def _guard_out(record: Any) -> Outputs:
+    held = record.escalation
+    return {"decision": str(record.decision), "reason": record.reason, "action_digest": record.action_digest,
+            "policy_digest": record.policy_digest, "receipt": record.receipt,
+            "escalation": None if held is None else {"id": held.escalation_id, "state": held.state}}
+
+
 _SHAPES: dict[str, Callable[[Any], Outputs]] = {"solve": _solve_out, "prove": _prove_out, "diagnose": _diagnose_out,
-                                                 "actions.run": _run_out}
+                                                 "actions.run": _run_out, "guard.evaluate": _guard_out}
 
 
 # ---- the re-checks

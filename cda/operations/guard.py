@@ -1,7 +1,8 @@
 """``guard.evaluate``: the guardian's gate on one proposed action (docs/guardian.md): APPROVE,
 REJECT or ESCALATE, recorded in the guardian's file. The policy store and the ledger are the
 door's (``call.env.guardian``, a :class:`GuardDesk`: the CLI's ``--policies``/``--ledger``, a
-server's ``--guard-policies``/``--guard-ledger``); the caller sends the action.
+server's ``--guard-policies``/``--guard-ledger``); a batch job and a conductor obligation (the tool
+``cda.guard``) name them, as files the gate lets their caller name; the caller sends the action.
 
 An ESCALATE is also an **escalation** a person resolves (:mod:`cda.guardian.escalations`), recorded
 here, so at every door that runs this operation (CLI, ToolBus, MCP): one row per action (its key
@@ -23,7 +24,7 @@ from cda.errors import CDAError
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.operations.base import OperationError, Params, Result, at
 from cda.operations.params import Checked, Seed, optional_path
-from cda.operations.registry import Door, Needs, operation
+from cda.operations.registry import ConductorTool, Door, Needs, operation
 
 __all__ = ["EscalationList", "EscalationRef", "EscalationsParams", "GuardDesk", "GuardParams", "GuardVerdict",
            "ResolveParams", "proposer_of"]
@@ -100,8 +101,9 @@ class _Recording:
 
 
 @operation("guard.evaluate", GuardParams, GuardVerdict, summary="the guardian: APPROVE / REJECT / ESCALATE one "
-           "proposed action", doors={Door.CLI, Door.TOOLBUS, Door.MCP, Door.JOBS}, needs=Needs(files=True, store=True),
-           cli=("guard",), cli_positional=("action_path",), job="guard",
+           "proposed action", doors={Door.CLI, Door.TOOLBUS, Door.MCP, Door.JOBS, Door.CONDUCTOR},
+           needs=Needs(files=True, store=True), cli=("guard",), cli_positional=("action_path",), job="guard",
+           conductor=ConductorTool("cda.guard", {"action": "action_path", "policies": "policies", "ledger": "ledger"}),
            door_only={Door.CLI: ("action", "policies", "ledger"), Door.TOOLBUS: ("policies", "ledger"),
                       Door.MCP: ("policies", "ledger"), Door.JOBS: ("action",)},
            renames={Door.CLI: {"action_path": "action"}})
@@ -112,11 +114,13 @@ def evaluate(call: Any, p: GuardParams) -> GuardVerdict:
     from cda.guardian.proposal import ProposedAction, read_action
 
     desk: GuardDesk | None = getattr(call.env, "guardian", None)
-    if desk is None and call.door is Door.JOBS and p.policies is not None and p.ledger is not None:  # a job's own
+    if desk is None and call.door in (Door.JOBS, Door.CONDUCTOR) and p.policies is not None and p.ledger is not None:
+        # a job's own, or the ones a conductor's obligation names (the gate let its caller name them)
         desk = GuardDesk.beside(at(call, p.policies), at(call, p.ledger))
     if desk is None:
         raise OperationError("forbidden", "this door has no guardian (cda serve / cda mcp --guard-policies P "
-                             "--guard-ledger L; a job's params policies and ledger)", ["method"])
+                             "--guard-ledger L; a job's params policies and ledger; a conductor obligation's "
+                             "policies and ledger)", ["method"])
     if p.action_path is not None:
         path = at(call, p.action_path)
         from cda.access import readable

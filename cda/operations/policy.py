@@ -1,7 +1,9 @@
-"""The Cedar policy operations a batch job runs (docs/jobs.md: kinds ``cedar-test``,
-``policy-analysis``, ``request-batch``), through :mod:`cda.policy.jobs`. A job's files are named
-relative to its manifest's folder (the call's folder). ``cda policy …`` on the command line is its
-own command group (docs/policy.md)."""
+"""The Cedar policy operations (docs/policy.md): ``policy.authorize`` (one request),
+``policy.test`` (Cedar's integration tests) and ``policy.analyze`` (a property of a policy set) are
+``cda policy authorize | test | analyze`` on the command line (:mod:`cda.cli.policy` shows their
+results), and with ``policy.authorize_batch`` the batch job kinds (docs/jobs.md: ``cedar-test``,
+``policy-analysis``, ``request-batch``), through :mod:`cda.policy.jobs`. A call's files are named
+relative to its folder (the CLI's working directory, a manifest's folder)."""
 
 from __future__ import annotations
 
@@ -12,11 +14,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cda.errors import CDAError
-from cda.operations.base import Params, at
-from cda.operations.params import FilePath, optional_path, optional_text
+from cda.operations.base import Params, Result, at
+from cda.operations.params import FilePath, Timeout, optional_path, optional_text
 from cda.operations.registry import Door, Needs, operation
 
-__all__ = ["AnalysisParams", "BatchParams", "CedarTestParams", "PolicyJobResult", "PolicyUnavailable", "policy_package"]
+__all__ = ["AnalysisParams", "AuthorizeParams", "AuthorizeResult", "BatchParams", "CedarTestParams", "PolicyJobResult",
+           "PolicyUnavailable", "policy_package"]
 
 _BINARY = frozenset({"implies", "equivalent", "disjoint", "no-new-access"})
 
@@ -26,7 +29,7 @@ class PolicyUnavailable(CDAError, RuntimeError):
 
 
 def policy_package(kind: str) -> ModuleType:
-    """``cda.policy.jobs``, the policy package's entry points for batch jobs, or a
+    """``cda.policy.jobs``, the policy package's entry points for its operations, or a
     :class:`PolicyUnavailable` naming the kind (an import error inside the package is not hidden)."""
     try:
         return importlib.import_module("cda.policy.jobs")
@@ -34,7 +37,7 @@ def policy_package(kind: str) -> ModuleType:
         if exc.name not in ("cda.policy", "cda.policy.jobs"):
             raise
         raise PolicyUnavailable(
-            f"cda.policy not available: a {kind!r} job needs the Cedar policy package (cda/policy/), "
+            f"cda.policy not available: {kind!r} needs the Cedar policy package (cda/policy/), "
             "which this installation lacks"
         ) from None
 
@@ -45,14 +48,39 @@ class PolicyJobResult(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class _PolicySetParams(Params):
+    """A policy set as its files: the policies, and the schema, entities and template links read with them."""
+
+    path: FilePath = Field(description="the Cedar policy file (.cedar)")
+    schema_: optional_path("the schema (.cedarschema or JSON)") = Field(default=None, alias="schema")  # type: ignore[valid-type]
+    entities: optional_path("the entity store (Cedar entities JSON)") = None  # type: ignore[valid-type]
+    links: optional_path("template links (the Cedar CLI's JSON)") = None  # type: ignore[valid-type]
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class AuthorizeParams(_PolicySetParams):
+    request: FilePath = Field(description="a request JSON (principal, action, resource, context)")
+
+
+class AuthorizeResult(Result):
+    """Cedar's answer: the decision, the determining policies, the policies whose evaluation
+    raised an error, and the messages of those errors."""
+
+    decision: Literal["allow", "deny"]
+    reason: list[str]
+    errors: list[str]
+    messages: list[str]
+
+
 class CedarTestParams(Params):
-    path: FilePath = Field(description="a Cedar integration-test JSON file")
+    path: FilePath = Field(description="a Cedar integration-test JSON file, or a folder of them")
 
 
 class AnalysisParams(Params):
     path: FilePath = Field(description="the policy set under review (.cedar)")
-    analysis: Literal["always-allows", "always-denies", "implies", "equivalent", "disjoint", "never-errors",
-                      "no-new-access"]
+    analysis: Literal["always-allows", "always-denies", "never-errors", "implies", "equivalent", "disjoint",
+                      "no-new-access"] = Field(description="the property to decide")
     other: optional_path("the policy set it is compared with (implies, equivalent, disjoint, no-new-access)") = None  # type: ignore[valid-type]
     schema_: FilePath = Field(alias="schema", description="the Cedar schema")
     entities: optional_path("an entity store (JSON) to bound the analysis to; without it, every store the schema "  # type: ignore[valid-type]
@@ -63,6 +91,11 @@ class AnalysisParams(Params):
     principal_type: optional_text("only this principal type") = None  # type: ignore[valid-type]
     action: optional_text("only this action") = None  # type: ignore[valid-type]
     resource_type: optional_text("only this resource type") = None  # type: ignore[valid-type]
+    backend: Literal["z3", "clingo"] = Field(default="z3", description="the solver that decides it")
+    timeout: Timeout = Field(default=60.0, description="per environment, seconds (inf: no limit)")
+    explain: bool = Field(default=False, description="for a property that holds: the policies it stands on")
+    repair: bool = Field(default=False, description="for a property that fails: the policies whose removal "
+                         "restores it (re-checked)")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -77,20 +110,14 @@ class AnalysisParams(Params):
         return self
 
 
-class BatchParams(Params):
-    path: FilePath = Field(description="the policy set (.cedar)")
+class BatchParams(_PolicySetParams):
     requests: FilePath = Field(description="a JSON list of requests")
-    schema_: optional_path("the Cedar schema") = Field(default=None, alias="schema")  # type: ignore[valid-type]
-    entities: optional_path("the entities (JSON)") = None  # type: ignore[valid-type]
-    links: optional_path("template links (the Cedar CLI's JSON)") = None  # type: ignore[valid-type]
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def _job(call: Any, p: BaseModel) -> Any:
     data = p.model_dump(by_alias=True, exclude_none=True)
     file = at(call, data.pop("path"))
-    paths = {"other", "schema", "entities", "requests", "links", "other_links"}
+    paths = {"other", "schema", "entities", "requests", "links", "other_links", "request"}
     return SimpleNamespace(file=file, params={k: str(at(call, v)) if k in paths else v for k, v in data.items()})
 
 
@@ -98,14 +125,23 @@ _NEEDS = Needs(files=True, long=True)
 _SCHEMA = {Door.JOBS: {"schema_": "schema"}}
 
 
-@operation("policy.test", CedarTestParams, PolicyJobResult, summary="a Cedar integration-test file: agreement per "
-           "request", doors={Door.JOBS}, needs=_NEEDS, job="cedar-test")
+@operation("policy.authorize", AuthorizeParams, AuthorizeResult, summary="allow or deny one request, with the "
+           "determining policies and errors", doors={Door.CLI}, needs=Needs(files=True), cli_positional=("path",),
+           renames={Door.CLI: {"schema_": "schema", "path": "policies"}})
+def authorize(call: Any, p: AuthorizeParams) -> AuthorizeResult:
+    return AuthorizeResult.model_validate(policy_package("policy.authorize").authorize_request(_job(call, p)))
+
+
+@operation("policy.test", CedarTestParams, PolicyJobResult, summary="Cedar integration-test JSON files: agreement "
+           "per request", doors={Door.CLI, Door.JOBS}, needs=_NEEDS, job="cedar-test", cli_positional=("path",),
+           renames={Door.CLI: {"path": "folder"}})
 def cedar_test(call: Any, p: CedarTestParams) -> PolicyJobResult:
     return PolicyJobResult.model_validate(policy_package("cedar-test").cedar_test(_job(call, p)))
 
 
-@operation("policy.analyze", AnalysisParams, PolicyJobResult, summary="an analysis of a Cedar policy set",
-           doors={Door.JOBS}, needs=_NEEDS, job="policy-analysis", renames=_SCHEMA)
+@operation("policy.analyze", AnalysisParams, PolicyJobResult, summary="decide a property over every request of "
+           "an environment", doors={Door.CLI, Door.JOBS}, needs=_NEEDS, job="policy-analysis",
+           cli_positional=("analysis",), renames={**_SCHEMA, Door.CLI: {"schema_": "schema", "analysis": "property"}})
 def analyze(call: Any, p: AnalysisParams) -> PolicyJobResult:
     return PolicyJobResult.model_validate(policy_package("policy-analysis").policy_analysis(_job(call, p)))
 

@@ -57,6 +57,7 @@ __all__ = [
     "PROPERTIES",
     "EVERY_STORE",
     "analyze",
+    "files_error",
     "always_allows",
     "always_denies",
     "implies",
@@ -161,6 +162,19 @@ def select_environments(
     return envs
 
 
+def files_error(prop: str, policies: int, links: int) -> str | None:
+    """What is wrong with asking ``prop`` of ``policies`` policy files and ``links`` links files
+    (one per policy file at most, in order), or None."""
+    if prop not in PROPERTIES:
+        return f"unknown property {prop!r}; one of {', '.join(PROPERTIES)}"
+    if policies != PROPERTIES[prop]:
+        return f"{prop} takes {PROPERTIES[prop]} policy file(s), not {policies}"
+    if links > policies:
+        return (f"{links} links files for {policies} policy file(s): the i-th links file links the i-th policy "
+                "file's templates")
+    return None
+
+
 def analyze_files(
     prop: str,
     policies: Sequence[str | Path],
@@ -184,13 +198,9 @@ def analyze_files(
     also stands for every link of it (docs/policy.md)."""
     from cda.policy.authorization import load_policy_set
 
-    if prop not in PROPERTIES:
-        raise OptionError(f"unknown property {prop!r}; one of {', '.join(PROPERTIES)}")
-    if len(policies) != PROPERTIES[prop]:
-        raise OptionError(f"{prop} takes {PROPERTIES[prop]} policy file(s), not {len(policies)}")
-    if len(links) > len(policies):
-        raise OptionError(f"{len(links)} links files for {len(policies)} policy file(s): the i-th links file "
-                          "links the i-th policy file's templates")  # fmt: skip
+    wrong = files_error(prop, len(policies), len(links))
+    if wrong is not None:
+        raise OptionError(wrong)
     per_file = [*links, *[None] * (len(policies) - len(links))]
     sets = [load_policy_set(p, schema, entities, x) for p, x in zip(policies, per_file)]
     assert sets[0].schema is not None

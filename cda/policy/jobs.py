@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from cda.errors import CDAError
 from cda.files import parse_json, read_text
 
-__all__ = ["cedar_test", "policy_analysis", "request_batch"]
+__all__ = ["authorize_request", "cedar_test", "policy_analysis", "request_batch"]
 
 
 class Job(Protocol):
@@ -30,13 +30,29 @@ def _file(job: Job) -> Path:
     return Path(job.file)
 
 
-def cedar_test(job: Job) -> dict[str, Any]:
-    """A Cedar integration-test JSON file: agreement per request (as ``cda policy test --json``)."""
-    from cda.policy.cedar_tests import run_test_file, summarize
+def authorize_request(job: Job) -> dict[str, Any]:
+    """One request (the JSON file ``params.request``) authorized against the policy file
+    (``cda policy authorize``)."""
+    from cda.policy.authorization import authorize
 
-    summary = summarize(run_test_file(_file(job)))
+    p = job.params
+    return authorize(_file(job), Path(p["request"]), schema=p.get("schema"), entities=p.get("entities"),
+                     links=p.get("links")).to_json()
+
+
+def cedar_test(job: Job) -> dict[str, Any]:
+    """A Cedar integration-test JSON file, or every one under a folder: agreement per request
+    (``cda policy test``; its ``--json``)."""
+    from cda.policy.cedar_tests import run_test_dir, run_test_file, summarize
+
+    path = _file(job)
+    if not path.exists():
+        raise CDAError(f"{path}: no such file or folder")
+    folder = path.is_dir()
+    summary = summarize(run_test_dir(path) if folder else run_test_file(path))
     if summary["total"] == 0:
-        raise CDAError(f"{job.file}: the test file has no request: nothing checked")
+        raise CDAError(f"{path}: no Cedar test request found (no JSON file with 'requests', or only empty ones): "
+                       "nothing checked" if folder else f"{path}: the test file has no request: nothing checked")
     return summary
 
 
@@ -61,9 +77,12 @@ def policy_analysis(job: Job) -> dict[str, Any]:
         links.reverse()
     if "schema" not in p:
         raise CDAError("a policy-analysis job needs params.schema")
+    timeout = p.get("timeout", 60.0)
     results = analyze_files(prop, files, schema=p["schema"], entities=p.get("entities"), action=p.get("action"),
                             principal_type=p.get("principal_type"), resource_type=p.get("resource_type"),
-                            links=links if any(links) else (), every_link=bool(p.get("every_link", False)))
+                            links=links if any(links) else (), every_link=bool(p.get("every_link", False)),
+                            backend=p.get("backend", "z3"), timeout=float("inf") if timeout is None else timeout,
+                            explain=bool(p.get("explain", False)), repair=bool(p.get("repair", False)))
     return {"analysis": prop, "status": str(min(r.status for r in results)),
             "environments": [r.to_json() for r in results]}
 
