@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import secrets
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -129,12 +128,22 @@ def fraction_of_text(text: str) -> Fraction:
     >>> fraction_of_text("1.0000000000000001") - 1, fraction_of_text("-1/3")
     (Fraction(1, 10000000000000000), Fraction(-1, 3))
     """
-    if len(text) > 200 or not re.fullmatch(EXACT_PATTERN, text):
+    if len(text) > 200 or not _is_exact_text(text):
         raise ValueError(f"not an exact number (digits, or p/q): {text[:40]!r}")
     try:
         return Fraction(text)
     except ZeroDivisionError:
         raise ValueError(f"not an exact number: {text[:40]!r} divides by zero") from None
+
+
+def _is_exact_text(text: str) -> bool:
+    """Whether ``text`` matches :data:`EXACT_PATTERN` (digits with an optional point, or p/q)."""
+    body = text[1:] if text.startswith("-") else text
+    if "/" in body:
+        num, _, den = body.partition("/")
+        return num.isascii() and num.isdigit() and den.isascii() and den.isdigit()
+    whole, point, frac = body.partition(".")
+    return whole.isascii() and whole.isdigit() and (not point or (frac.isascii() and frac.isdigit()))
 
 
 def exact_dumps(data: Any, **dumps: Any) -> str:
@@ -159,7 +168,7 @@ def exact_dumps(data: Any, **dumps: Any) -> str:
             exact = value.get("cost_exact")
             out = {k: walk(v) for k, v in value.items()}
             if (isinstance(exact, str) and "/" not in exact and isinstance(value.get("cost"), (int, float))
-                    and not isinstance(value.get("cost"), bool) and re.fullmatch(EXACT_PATTERN, exact)):
+                    and not isinstance(value.get("cost"), bool) and len(exact) <= 200 and _is_exact_text(exact)):
                 out["cost"] = f"\u0000{token}:{len(found)}"
                 found.append(exact)
             return out
@@ -170,4 +179,10 @@ def exact_dumps(data: Any, **dumps: Any) -> str:
     text = json.dumps(walk(data), **dumps)
     if not found:
         return text
-    return re.sub(rf'"\\u0000{token}:(\d+)"', lambda m: found[int(m[1])], text)
+    marker = f'"\\u0000{token}:'  # json.dumps escapes the NUL: the placeholder's text, quotes included
+    head, *rest = text.split(marker)
+    out = [head]
+    for part in rest:  # each part starts with "N\"" then what follows the placeholder
+        index, _, after = part.partition('"')
+        out += [found[int(index)], after]
+    return "".join(out)
