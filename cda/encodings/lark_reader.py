@@ -390,19 +390,18 @@ def _too_deep(text: str, filename: str | None, tree: lark.Tree | None = None) ->
     """The error for a text nested deeper than the reader's stack.
 
     With the parse tree (lark's parser is iterative, only building the AST recurses) it points
-    at the construct that is too deep: the start of the most deeply nested part of the deepest
-    statement (``hard h: not not … a`` points at the first ``not``, not at the file's first line),
-    and says how deep it is and where its innermost part lies. Without it, at the deepest
-    parenthesis of the text.
+    at the construct that is too deep: the innermost part of the deepest statement's formula
+    (``hard h: not not … a`` on line 2 points at its ``a``, not at the file's first line), and
+    says where that formula starts and how deep it is. Without it, at the deepest parenthesis.
     """
     found = _deepest_construct(tree) if tree is not None else None
     if found is None:
         line, column = _deepest(text)
         message = "the text is nested too deeply to read"
     else:
-        (line, column), levels, (inner_line, inner_column) = found
-        message = (f"this formula is nested too deeply to read ({levels:,} levels, its innermost part at "
-                   f"line {inner_line:,}, column {inner_column:,})")
+        (start_line, start_column), levels, (line, column) = found
+        message = (f"this formula (line {start_line:,}, column {start_column:,}) is nested too deeply to read "
+                   f"({levels:,} levels; the caret marks its innermost part)")
     return DSLSyntaxError(f"{message}; split it into several named clauses", line=line, column=column,
                           source_line=_source_line(text, line), filename=filename,
                           expected=("a formula nested less deeply",))
