@@ -41,6 +41,7 @@ __all__ = [
     "MIN_SAMPLES",
     "MAX_VECTORS",
     "Z3_MAX_TIMEOUT_MS",
+    "z3_timeout_ms",
     "count",
     "port",
     "probability",
@@ -61,6 +62,18 @@ MAX_VECTORS = 100_000
 #: z3's timeout is an unsigned 32-bit count of milliseconds (a larger one wraps round: 2**32 + 50
 #: ms times out after 50 ms); its largest value, about 49.7 days, is also z3's "no timeout"
 Z3_MAX_TIMEOUT_MS = 2**32 - 1
+
+
+def z3_timeout_ms(left: float) -> int:
+    """z3's ``timeout`` for ``left`` seconds still to go (positive): whole milliseconds from 1 to
+    :data:`Z3_MAX_TIMEOUT_MS`, clamped *before* the seconds become milliseconds, so a huge finite
+    budget (``--timeout 1e306``, which an unlimited option accepts) is z3's longest wait rather
+    than an infinity that ``int`` cannot take.
+
+    >>> z3_timeout_ms(1e306) == Z3_MAX_TIMEOUT_MS, z3_timeout_ms(0.0001), z3_timeout_ms(2.5)
+    (True, 1, 2500)
+    """
+    return max(1, int(min(left, Z3_MAX_TIMEOUT_MS / 1000) * 1000))
 #: Monte Carlo draws of the causal simulator (docs/causal.md): a sample variance needs two
 MIN_SAMPLES, MAX_SAMPLES = 2, 1_000_000
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import z3
 
 from cda.contracts.deadline import Deadline, OutOfTime
-from cda.contracts.limits import Z3_MAX_TIMEOUT_MS
+from cda.contracts.limits import z3_timeout_ms
 from cda.errors import EvaluatorDisagreement
 from cda.fol.budget import spend
 from cda.fol.structures import Structure
@@ -184,7 +184,7 @@ class Z3Oracle:
         if left is not None:
             if left <= 0:
                 return "unknown", None, "time ran out"
-            self.solver.set("timeout", max(1, min(Z3_MAX_TIMEOUT_MS, int(left * 1000))))
+            self.solver.set("timeout", z3_timeout_ms(left))
         self._core = None
         lits = [self.sel[n] for n in premises]
         if claim is not None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import z3
 from z3 import z3core
 
-from cda.contracts.limits import Z3_MAX_TIMEOUT_MS
+from cda.contracts.limits import z3_timeout_ms
 from cda.encodings.ir import Clause, GroundProblem, Sort, TermConst, TermVar, fresh_labels
 from cda.encodings.scheme import SortUse, build_scheme, guarded_clauses, rank_order
 from cda.encodings.to_z3 import Z3Encoder, string_value
@@ -239,7 +239,7 @@ class Z3Backend:
         if left is not None:
             if left <= 0:
                 raise _OutOfTime()
-            target.set("timeout", max(1, min(Z3_MAX_TIMEOUT_MS, int(left * 1000))))
+            target.set("timeout", z3_timeout_ms(left))
 
     def _model(self, m: z3.ModelRef) -> Model:
         # only the problem's atoms (not the thousands of selectors): an atom the model leaves
