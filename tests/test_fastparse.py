@@ -23,7 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cda.contracts.deadline import Deadline
 from cda.encodings import ast as A
+from cda.encodings import fastparse
 from cda.encodings.fastparse import MAX_DEPTH, Fallback, _builder, read_clause, read_problem
 from cda.encodings.format import format_clause, format_problem
 from cda.encodings.parse import parse_clause, parse_problem
@@ -301,3 +303,76 @@ def test_glued_identifiers_agree_with_lark(text: str) -> None:
 def test_arbitrary_text_agrees_with_lark(text: str) -> None:
     same_as_lark(text)
     same_clause_as_lark(text)
+
+
+def _tokens(tokenize: Any, text: str) -> Any:
+    try:
+        return tokenize(text, Deadline(None))
+    except Fallback as e:
+        return ("fallback", str(e))
+
+
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(st.lists(st.sampled_from([*"ab _\t\r\f\n#:,()-.09e\"{}<>=!é[]", "hard", "not ", "and ", "# c\n", "fol", "fol {"]),
+                max_size=40).map("".join))
+def test_line_tokenizer_is_the_whole_text_tokenizer(text: str) -> None:
+    """The line-by-line tokenizer (no fol block) gives the whole-text one's tokens, positions and
+    refusals; a text where a fol block may start goes to the whole-text one."""
+    assert _tokens(fastparse._tokenize, text)[:3] == _tokens(fastparse._tokenize_whole, text)[:3]
+
+
+def test_line_tokenizer_on_the_benchmark_family() -> None:
+    bench = _bench_core()
+    text = bench.to_dsl(bench.generate(2_000, 0)) + "  # a comment\n\n  \t\nhard: a or b # end\n"
+    assert fastparse._FOL_START.search(text) is None  # the line path is the one taken
+    assert _tokens(fastparse._tokenize, text)[:3] == _tokens(fastparse._tokenize_whole, text)[:3]
+
+
+_SHAPED = [
+    "hyp a, b, c\nhard: (not a and b) implies c\nhard: (not b and c) implies a\n",
+    "hyp a, b\nhard: a or not b\nhard: b\n  or a\nhard: a\n(b)\n",  # a statement over two lines; a line glued on
+    "hyp a, b\nhard x: a iff b\nhard y: b iff a\nhard: a implies b implies a\n",
+    "hyp a, b, at_mostx\nhard: a or at_mostx\nhard: b or a\n",  # a name the shape may not hold
+    "hyp a, b\nhard: a or b # note\nhard: b or a\nsoft: a\nhard: not not a\nhard: not not b\n",
+    "hyp true_, b\nhard: true_ and b\nhard: b and true_\nhard: a and\n",  # the last one lark refuses
+    "hyp a, b\nhard: ((a)) or (b and a)\nhard: ((b)) or (a and b)\nhard: a or b weight\n",
+]
+
+
+@pytest.mark.parametrize("text", _SHAPED)
+def test_compiled_shapes_read_as_lark_reads(text: str) -> None:
+    """A statement built by its shape's compiled reader is the statement lark reads: the shapes
+    compiled on a first reading, used on a second, and none at all give the same trees."""
+
+    def fast() -> Any:
+        try:
+            return outcome(lambda: read_problem(text))
+        except Fallback as e:
+            return ("fallback", str(e))
+
+    saved = dict(fastparse._SHAPES)
+    try:
+        fastparse._SHAPES.clear()
+        first = fast()
+        second = fast()  # every shape of the text compiled by now
+        assert first == second
+        same_as_lark(text)
+        limit = fastparse._MAX_SHAPES
+        fastparse._SHAPES.clear()
+        fastparse._MAX_SHAPES = 0
+        try:
+            assert fast() == first
+        finally:
+            fastparse._MAX_SHAPES = limit
+    finally:
+        fastparse._SHAPES.clear()
+        fastparse._SHAPES.update(saved)
+
+
+def test_compiled_shapes_are_used_on_the_benchmark_family() -> None:
+    bench = _bench_core()
+    text = bench.to_dsl(bench.generate(1_000, 0))
+    read_problem(text)
+    shapes = {k: v for k, v in fastparse._SHAPES.items() if v is not None}
+    assert len(shapes) >= 10  # the family's clause forms, each compiled
+    assert same_as_lark(text)

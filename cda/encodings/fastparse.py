@@ -30,6 +30,8 @@ import dataclasses
 import re
 from collections.abc import Callable
 from fractions import Fraction
+from itertools import accumulate, chain, islice, repeat
+from operator import itemgetter
 from typing import Any, NoReturn, TypeVar
 
 from cda.contracts.deadline import Deadline, OutOfTime, current_deadline
@@ -132,8 +134,55 @@ def _is_name(token: str) -> bool:
     return token.isidentifier()  # tokens are ASCII; fol blocks and the end marker start with NUL
 
 
-def _tokenize(text: str, deadline: Deadline) -> tuple[list[str], list[A.Pos], dict[int, str]]:
-    """Token texts, their (line, column) as lark counts them, and the fol blocks by index."""
+#: the tokens of one line when no fol block can span lines: ``_TOKEN`` less the newline and the
+#: fol block (without a fol block, no token of ``_TOKEN`` crosses a newline, so reading the text
+#: line by line gives the same tokens at the same places)
+_LINE_TOKEN = re.compile(
+    r"([ \t\f\r]*)"
+    r"([A-Za-z_][A-Za-z0-9_]*|[():,]|#[^\n]*"  # the commonest first (no two alternatives start alike)
+    r"|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+    r"|<=|>=|!=|->|[-+*/<>=(),:{}\[\]]|\"[^\"\n]*\"|[^ \t\f\r])"
+)
+#: where a fol block might start (also inside a longer name: then the slower whole-text path runs)
+_SECOND = itemgetter(1)
+_FOL_START = re.compile(r"fol[ \t\r\n]*\{")
+
+
+def _tokenize(text: str, deadline: Deadline) -> tuple[list[str], list[A.Pos], dict[int, str], dict[int, int]]:
+    """Token texts, their (line, column) as lark counts them, the fol blocks by index, and where
+    each line's tokens end, by the index of its first token (for :meth:`_Reader.hard_line`).
+
+    Why line by line: a problem is mostly short lines of a few tokens, and Python work per token
+    (a loop turn, a tuple, a clock tick) was most of reading it. Here the per-token work is done
+    in C (``findall``, ``accumulate`` over the pieces' lengths for the columns, ``zip`` for the
+    positions); Python turns once per line. A text with a fol block (which spans lines) takes
+    :func:`_tokenize_whole`.
+    """
+    if _FOL_START.search(text) is not None:
+        return _tokenize_whole(text, deadline)
+    texts: list[str] = []
+    poss: list[A.Pos] = []
+    spans: dict[int, int] = {}
+    findall = _LINE_TOKEN.findall
+    for number, line in enumerate(text.split("\n"), 1):
+        if deadline.tick():
+            raise OutOfTime(f"while reading the problem (at line {number:,})")
+        pairs = findall(line)  # (whitespace before, token)
+        if not pairs:
+            continue
+        if pairs[-1][1][0] == "#":  # a comment runs to the end of its line
+            del pairs[-1]
+        first = len(texts)
+        texts += map(_SECOND, pairs)
+        spans[first] = len(texts)
+        # a token's column: 1 + the lengths of every piece before it, its own whitespace included
+        poss += zip(repeat(number), islice(accumulate(map(len, chain.from_iterable(pairs)), initial=1), 1, None, 2))
+    return _finish(texts, poss, {}, spans)
+
+
+def _tokenize_whole(text: str, deadline: Deadline) -> tuple[list[str], list[A.Pos], dict[int, str], dict[int, int]]:
+    """:func:`_tokenize` over the whole text at once, token by token: fol blocks span lines (no
+    line ends are given: statements are read by the general path)."""
     texts: list[str] = []
     poss: list[A.Pos] = []
     blocks: dict[int, str] = {}
@@ -164,18 +213,111 @@ def _tokenize(text: str, deadline: Deadline) -> tuple[list[str], list[A.Pos], di
             texts.append(tok)
             poss.append((line, off - base))
             off += len(tok)
+    return _finish(texts, poss, blocks, {})
+
+
+def _finish(texts: list[str], poss: list[A.Pos], blocks: dict[int, str], spans: dict[int, int]) -> tuple[list[str], list[A.Pos], dict[int, str], dict[int, int]]:
+    """The token list checked (a character no token starts with goes to lark) and ended."""
     for tok in set(texts):  # checked once per distinct token, not once per token
         if len(tok) == 1 and tok not in _SINGLE:
             raise Fallback(f"no token starts with {tok!r}")
     texts += (_END, _END)
     poss += ((0, 0), (0, 0))
-    return texts, poss, blocks
+    return texts, poss, blocks, spans
+
+
 
 
 def _number(text: str) -> Fraction:
     if refusal(text):
         raise Fallback("lark's transformer refuses this number")
     return Fraction(text)
+
+
+# ---- compiled shapes: a statement read once, then built without reading (see _Reader.hard_line)
+#: the tokens a compiled shape may hold besides plain names: where the reader's decisions depend
+#: on the tokens' kinds alone (no glued colon, sign or number, no lookahead past the line)
+_SHAPE_WORDS = {w: w for w in ("hard", ":", "not", "and", "or", "implies", "iff", "(", ")")}
+_NAME = "\x00name"  # a plain name's place in a shape
+_UNSEEN = object()
+#: the tokens a statement may be followed by for its line to be the whole statement: each starts
+#: a statement, and none continues a formula
+_STATEMENT_WORDS = frozenset(
+    ("hard", "soft", *_SIG_KINDS, "observe", "fact", "domain", "event", "metric", "goal", "expect", "ken", _FOL, _END)
+)
+_SHAPE_TOKENS = 64  # longer statements are read (the reading's own cost dwarfs the calls saved)
+_MAX_SHAPES = 1024  # per process; further shapes are read
+#: shape -> the function that builds a statement of that shape from its tokens and positions,
+#: or None where the shape cannot be compiled. Process-wide, as ``re`` keeps its patterns.
+_SHAPES: dict[tuple[str, ...], Callable[[list[str], list[A.Pos]], A.Hard] | None] = {}
+
+
+_OTHER = "\x00other"  # a token a shape may not hold: its statement is read
+
+
+def _shape_of(token: str) -> str:
+    """A token's place in a shape: itself for the words of :data:`_SHAPE_WORDS`, :data:`_NAME`
+    for a name the reader reads as a plain atom whatever its text (the fast path of
+    :meth:`_Reader.unary`: an identifier, no keyword, no cardinality prefix), else :data:`_OTHER`."""
+    word = _SHAPE_WORDS.get(token)
+    if word is not None:
+        return word
+    if token.isidentifier() and token not in _NOT_PLAIN and not token.startswith(_CARDS):
+        return _NAME
+    return _OTHER
+
+
+def _compile_shape(node: A.Hard, tokens: list[str], poss: list[A.Pos]) -> Callable[[list[str], list[A.Pos]], A.Hard] | None:
+    """A function building ``node`` from its line's tokens and positions, so that a statement
+    of the same shape (the same tokens but for plain names) is built without being read.
+
+    Why: the recursive descent makes several calls per atom; the statements of a large problem
+    come in a few shapes (bench_core's family: about twenty). Exact by construction: each name
+    and position of ``node`` is taken from the token it was read from (found by its position,
+    unique on a line), the reader's decisions on these tokens do not depend on a plain name's
+    text (see :data:`_SHAPE_WORDS`), and the function is checked to rebuild ``node`` itself.
+    ``None`` when ``node`` holds anything else (then its shape is always read).
+    """
+    where = {pos: k for k, pos in enumerate(poss)}
+
+    def at(pos: A.Pos) -> int:
+        k = where.get(pos)
+        if k is None:
+            raise LookupError(pos)
+        return k
+
+    def source(n: object) -> str:
+        kind = type(n)
+        if kind is A.FAtom and n.kind is None and n.args == ():  # type: ignore[attr-defined]
+            k = at(n.pos)  # type: ignore[attr-defined]
+            if tokens[k] != n.pred:  # type: ignore[attr-defined]
+                raise LookupError(n)
+            return f"atom(None, t[{k}], (), p[{k}])"
+        if kind is A.FNot:
+            return f"not_({source(n.arg)}, p[{at(n.pos)}])"  # type: ignore[attr-defined]
+        if kind is A.FNary and n.op in ("and", "or", "iff"):  # type: ignore[attr-defined]
+            args = "".join(f"{source(a)}, " for a in n.args)  # type: ignore[attr-defined]
+            return f"nary({n.op!r}, ({args}), p[{at(n.pos)}])"  # type: ignore[attr-defined]
+        if kind is A.FImplies:
+            return f"implies({source(n.lhs)}, {source(n.rhs)}, p[{at(n.pos)}])"  # type: ignore[attr-defined]
+        raise LookupError(n)
+
+    try:
+        if type(node) is not A.Hard:
+            return None
+        name = "None"
+        if node.name is not None:
+            name = f"t[{at(node.name_pos)}]"
+            if tokens[at(node.name_pos)] != node.name:
+                return None
+        body = source(node.formula)
+        code = f"def make(t, p):\n    return hard({name}, {body}, p[{at(node.pos)}], p[{at(node.name_pos)}])\n"
+        namespace: dict[str, Any] = {"atom": _FAtom, "not_": _FNot, "nary": _FNary, "implies": _FImplies, "hard": _Hard}
+        exec(code, namespace)  # as _builder makes its constructors
+        make: Callable[[list[str], list[A.Pos]], A.Hard] = namespace["make"]
+        return make if make(tokens, poss) == node else None
+    except (LookupError, SyntaxError, RecursionError, MemoryError):
+        return None
 
 
 class _Reader:
@@ -187,12 +329,13 @@ class _Reader:
     node keeps its own: in ``(a and b) or c`` the ``or`` is at ``(``, the ``and`` at ``a``.
     """
 
-    __slots__ = ("t", "p", "blocks", "i", "depth", "deadline")
+    __slots__ = ("t", "p", "blocks", "spans", "places", "i", "depth", "deadline")
 
     def __init__(self, text: str) -> None:
         # the run's budget covers reading too (a file of millions of terms takes seconds)
         self.deadline = current_deadline()
-        self.t, self.p, self.blocks = _tokenize(text, self.deadline)
+        self.t, self.p, self.blocks, self.spans = _tokenize(text, self.deadline)
+        self.places: dict[str, str] = {}  # see hard_line
         self.i = 0
         self.depth = 0
 
@@ -265,12 +408,14 @@ class _Reader:
     def problem(self) -> list[A.Statement]:
         out: list[A.Statement] = []
         t = self.t
+        spans = self.spans
         while True:
             if self.deadline.tick():
                 raise OutOfTime(f"while reading the problem (at line {self.p[self.i][0]:,})")
             tok = t[self.i]
             if tok == "hard":
-                out.append(self.hard())
+                end = spans.get(self.i)
+                out.append(self.hard() if end is None else self.hard_line(end))
             elif tok == "soft":
                 out.append(self.soft())
             elif tok in _SIG_KINDS:
@@ -326,6 +471,31 @@ class _Reader:
         self.expect(":")
         formula, _ = self.formula()
         return _Hard(name, formula, pos, name_pos)
+
+    def hard_line(self, end: int) -> A.Hard:
+        """A ``hard`` statement that fills its line (tokens ``i`` to ``end``), built by the
+        compiled reader of its shape when one is known (see :func:`_compile_shape`), else read by
+        :meth:`hard` (and its shape compiled, when it qualifies)."""
+        i = self.i
+        t = self.t
+        tokens = t[i:end]
+        places = self.places  # each token's place in a shape, classified once per reading
+        shape = tuple(map(places.get, tokens))
+        if None in shape:
+            for tok in tokens:
+                if tok not in places:
+                    places[tok] = _shape_of(tok)
+            shape = tuple(map(places.__getitem__, tokens))
+        make = _SHAPES.get(shape, _UNSEEN)  # type: ignore[arg-type]
+        if make is None or _OTHER in shape or len(tokens) > _SHAPE_TOKENS or t[end] not in _STATEMENT_WORDS:
+            return self.hard()
+        if callable(make):
+            self.i = end
+            return make(tokens, self.p[i:end])
+        node = self.hard()
+        if self.i == end and len(_SHAPES) < _MAX_SHAPES:
+            _SHAPES[shape] = _compile_shape(node, tokens, self.p[i:end])  # type: ignore[index]
+        return node
 
     def soft(self) -> A.Soft:
         pos = self.p[self.i]

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import product
+from typing import Any
 
 from cda.contracts import limits
 from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
@@ -72,6 +73,10 @@ RESERVED = frozenset(
 )
 OPEN_KINDS = ("hyp", "observable", "var")
 _PREFIX_KIND = {"hyp": "hyp", "obs": "observable", "pred": "pred"}
+
+
+_FAtom, _FNot, _FNary, _FImplies = A.FAtom, A.FNot, A.FNary, A.FImplies
+_AND_OR = frozenset(("and", "or"))
 
 
 def _num(value: Fraction) -> str:
@@ -357,7 +362,26 @@ class _Grounder:
     # ---- formulas
     def formula(self, node: A.Formula, env: dict[str, str]) -> Node:
         f = self.f
-        # the commonest forms first: large problems are mostly atoms, negations, and/or, implies
+        # the commonest forms first, by exact type, an atom operand grounded without a call of
+        # this method: large problems are mostly atoms, negations, and/or, implies (a subclass of
+        # a node type, if one is ever made, takes the general path below)
+        kind = type(node)
+        n: Any = node  # its type is told by ``kind``
+        if kind is _FAtom:
+            return self.atom(n, env)
+        if kind is _FNot:
+            arg = n.arg
+            return f.not_(self.atom(arg, env) if type(arg) is _FAtom else self.formula(arg, env))
+        if kind is _FNary and n.op in _AND_OR:
+            atom, formula = self.atom, self.formula
+            args = [atom(a, env) if type(a) is _FAtom else formula(a, env) for a in n.args]
+            return f.or_(args) if n.op == "or" else f.and_(args)
+        if kind is _FImplies:
+            lhs, rhs = n.lhs, n.rhs
+            return f.implies(
+                self.atom(lhs, env) if type(lhs) is _FAtom else self.formula(lhs, env),
+                self.atom(rhs, env) if type(rhs) is _FAtom else self.formula(rhs, env),
+            )
         if isinstance(node, A.FAtom):
             return self.atom(node, env)
         if isinstance(node, A.FNot):

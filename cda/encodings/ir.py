@@ -429,6 +429,12 @@ class NodeFactory:
         return node
 
     def _flat(self, kind: type, args: Iterable[Node], unit: bool) -> tuple[Node, ...] | Node:
+        args = tuple(args)
+        kinds = set(map(type, args))
+        if kind not in kinds and Const not in kinds and len({a.uid for a in args}) == len(args):
+            # the common case, checked in C: nothing to flatten, fold or drop (no class derives
+            # from Const, And or Or, so the types say what ``isinstance`` would)
+            return args
         out: list[Node] = []
         seen: set[int] = set()
         for a in args:
@@ -681,7 +687,7 @@ def in_order(roots: Iterable[Node], skip: Container[int] = ()) -> list[Node]:
     """
     found: dict[int, Node] = {}
     stack = [r for r in roots if r.uid not in skip]
-    pop, push = stack.pop, stack.extend
+    pop, push, push_one = stack.pop, stack.extend, stack.append
     while stack:
         node = pop()
         uid = node.uid
@@ -691,7 +697,14 @@ def in_order(roots: Iterable[Node], skip: Container[int] = ()) -> list[Node]:
         kind = type(node)
         if kind is Atom or kind is Const:
             continue
-        push([c for c in node.children if c.uid not in found and c.uid not in skip])
+        # the commonest kinds read their fields, not the ``children`` property (a call a node)
+        if kind is Not:
+            child = node.arg  # type: ignore[attr-defined]
+            if child.uid not in found and child.uid not in skip:
+                push_one(child)
+            continue
+        kids = node.args if kind is Or or kind is And else node.children  # type: ignore[attr-defined]
+        push([c for c in kids if c.uid not in found and c.uid not in skip])
     return [found[uid] for uid in sorted(found)]
 
 

@@ -30,9 +30,12 @@ def posterior(costs: Sequence[Fraction]) -> list[float]:
     """
     if not costs:
         return []
-    low = min(costs)
-    weight = {c: math.exp(-float(c - low)) for c in set(costs)}  # few distinct costs: exact arithmetic once each
-    weights = [weight[c] for c in costs]
+    # few distinct costs: exact arithmetic once each. They are found by (numerator, denominator),
+    # equal exactly for equal Fractions (lowest terms): a Fraction's own hash costs a modular inverse
+    distinct = {(c.numerator, c.denominator): c for c in costs}
+    low = min(distinct.values())
+    weight = {key: math.exp(-float(c - low)) for key, c in distinct.items()}
+    weights = [weight[c.numerator, c.denominator] for c in costs]
     total = math.fsum(weights)
     return [w / total for w in weights]
 
