@@ -98,6 +98,8 @@ def test_a_partner_names_no_server_file_in_any_field_that_carries_dsl(tmp_path: 
                 _no_secret_in(text)
                 if method == "conduct.request":  # the conductor's tool is refused by the gate: no file read
                     assert "reading files is not allowed" in text or "names no file" in text, answer
+                    # said in words, no Python class name (AccessDenied: …) in the CLARIFY the user reads
+                    assert "Denied" not in text and "Error:" not in text, answer
                     continue
                 assert answer.get("error", {}).get("code") in ("forbidden", "invalid_params"), (method, answer)
                 if answer["error"]["code"] == "invalid_params":  # a CDAInputs field that takes no DSL statement

@@ -243,7 +243,8 @@ def test_weights_too_fine_for_clingo_go_to_z3_or_are_refused_by_name(tmp_path: P
     data = json.loads(out)
     assert code == 0 and err == "" and data["backend"] == "z3"
     assert [h["assumed"] for h in data["hypotheses"]] == [["a"], ["b"], ["a", "b"]]
-    assert [h["cost"] for h in data["hypotheses"]] == [0.123456789, 1.0, 1.123456789]
+    assert [h["cost_exact"] for h in data["hypotheses"]] == ["0.123456789123", "1", "1.123456789123"]
+    assert '"cost": 1.123456789123,' in out  # the exact digits, not rounded to nine decimals
     code, out, err = run("solve", str(f), "--backend", "clingo")
     assert code == 2 and out == ""
     assert "32-bit" in err and "z3" in err and "Traceback" not in err
@@ -295,4 +296,23 @@ def test_a_huge_cost_prints_exactly_and_the_table_stays_aligned(tmp_path: Path) 
     assert rows[2].split()[2] == str(10**30)  # not 1000000000000000019884624838656, the float's digits
     assert len({len(r.rstrip().rsplit(None, 1)[0]) for r in rows}) == 1  # the cost column's right edge
     _code, out, _ = run("solve", str(path), "--json")
-    assert json.loads(out)["hypotheses"][1]["cost"] == 1e30  # the JSON contract keeps its float
+    assert json.loads(out)["hypotheses"][1]["cost"] == 10**30  # the exact digits, read back as the exact int
+
+
+@pytest.mark.parametrize(
+    ("body", "inner"),
+    # the caret: not's innermost a; implies' last link (a implies a)
+    [("not " * 60_000 + "a", 9 + 4 * 60_000), (" implies ".join(["a"] * 5_000), 9 + 10 * 4_998)],
+    ids=["not", "implies"],
+)
+def test_a_formula_nested_too_deeply_is_reported_where_it_is(tmp_path: Path, body: str, inner: int) -> None:
+    # audit item 11: the deep clause is on line 2; the error pointed at 1:1 (``hyp a``)
+    path = tmp_path / "deep.cda"
+    path.write_text(f"hyp a\nhard h: {body}\n", encoding="utf-8")
+    code, _out, err = run("check", str(path))
+    assert code == 2 and "Traceback" not in err
+    first = err.splitlines()[0]
+    assert first.startswith(f"{path}:2:{inner}: syntax error: this formula (line 2, column 9) is nested too "
+                            "deeply to read ("), first
+    assert "levels; the caret marks its innermost part)" in first and "split it into" in first
+    assert "^" in err.splitlines()[2]

@@ -185,7 +185,9 @@ def test_unreadable_requests_are_clarify_and_a_malformed_llm_reply_falls_back_to
     for label, reply in replies.items():
         translator = LLMTranslatorIn(lambda system, user, r=reply: r)
         doc = translator("anything")
-        assert [o.type for o in doc.obligations] == ["clarify"], label  # the rules' reading, never a guess
+        # the rules read nothing either: the failure alone, never a guess
+        assert [o.type for o in doc.obligations] == ["translation_failed"], label
+        assert "replies were refused twice" in doc.obligations[0].inputs["reason"], label
         assert translator.last_receipt is not None and len(translator.last_receipt["attempts"]) == 2, label
         assert translator.last_receipt["translator"].startswith("rules"), label
     good = LLMTranslatorIn(lambda s, u: "```json\n" + json.dumps(
@@ -197,7 +199,8 @@ def test_unreadable_requests_are_clarify_and_a_malformed_llm_reply_falls_back_to
         raise OSError("connection refused")
 
     trace = Conductor(IRDatabase(":memory:"), translator_in=LLMTranslatorIn(down)).handle("compute 2 * 3")
-    assert trace.status == "answered" and "= 6" in trace.answer  # the rules answered instead
+    assert trace.status == "translation_failed" and "= 6" in trace.answer  # the rules answered instead, said so
+    assert trace.answer.startswith("TRANSLATION_FAILED: the model translator failed: connection refused")
     receipt = next(e for e in trace.events if e.kind == "translated").body["receipt"]
     assert "connection refused" in receipt["attempts"][0]["problem"]
 

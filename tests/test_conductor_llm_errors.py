@@ -51,7 +51,7 @@ def test_a_failing_model_is_reported_as_such_and_its_key_is_never_stored(tmp_pat
                           "--translator", "openai", "--llm-base-url", endpoint, "--llm-model", "m", "--llm-timeout", "20"],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     shown = run.stdout + run.stderr
-    assert run.returncode == 1, shown
+    assert run.returncode == 4, shown  # translation_failed (docs/conductor.md)
     assert "the model translator failed" in shown and "HTTP 502" in shown and "after 3 attempt(s)" in shown, shown
     assert endpoint in shown and "no rule reads this request" not in shown
     assert "_Retryable" not in shown and "LLMProviderError" not in shown and "Traceback" not in shown

@@ -326,7 +326,9 @@ def test_the_llm_translator_names_a_users_tool_and_falls_back_to_rules(tmp_path:
         receipt = next(e for e in trace.events if e.kind == "translated").body["receipt"]
         assert receipt["translator"].startswith("rules") and len(receipt["attempts"]) == 2
         assert "launch_rocket are not in the registry" in receipt["attempts"][0]["problem"]
-        assert [o.type for o in trace.obligations] == ["open_ticket"] and trace.status == "answered"
+        # the rules' reading is acted on, under the failure that says the model did not read it
+        assert [o.type for o in trace.obligations] == ["translation_failed", "open_ticket"]
+        assert trace.status == "translation_failed"
     assert _lines(folder / "tickets.log") == ["auth", "cache"]
 
 

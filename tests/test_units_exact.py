@@ -9,7 +9,11 @@ Before the fix the factors went through floats and ``limit_denominator(10**12)``
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -219,3 +223,38 @@ def test_a_logarithmic_unit_is_compared_in_its_own_unit_and_refused_across_units
     with pytest.raises(cda.UnitError, match="no exact conversion from neper to decibel") as err:
         cda.solve("metric noise : dB\nhard: value(metric:noise) > 3 Np\n")
     assert (err.value.line, err.value.column) == (2, 29)
+
+
+def test_a_non_whole_value_of_a_whole_metric_gets_a_note_through_cda_solve(tmp_path: Path) -> None:
+    # audit item 12: 200.5 ms on a whole-ms metric was a bare unsat with the observation as core
+    path = tmp_path / "m.cda"
+    path.write_text(
+        "metric latency : ms\nhyp slow_db\nobservable hi\nhard h: hi iff slow_db\n"
+        "hard t: hi iff value(metric:latency) > 200 ms\nobserve value(metric:latency) = 200.5 ms\n"
+        "goal best_explanation top 3\n",
+        encoding="utf-8",
+    )
+    for backend in BACKENDS:
+        out = subprocess.run([sys.executable, "-m", "cda", "solve", str(path), "--json", "--backend", backend],
+                             capture_output=True, text=True, timeout=600, check=False)
+        doc = json.loads(out.stdout)
+        assert doc["status"] == "unsat", out.stdout
+        notes = [n for n in doc["notes"] if f"{path}:6:31:" in n]
+        assert len(notes) == 1, doc["notes"]
+        assert "metric latency counts whole ms, and 200.5 ms is not a whole number" in notes[0]
+        assert notes[0].endswith("so the comparison is false in every model")
+
+
+@pytest.mark.parametrize(
+    ("comparison", "noted"),
+    [("value(metric:m) = 1.5 s", True), ("value(metric:m) != 1.50 s", True), ("value(metric:m) = 1500 ms", True),
+     ("value(metric:m) = 2000 ms", False), ("value(metric:m) <= 1.5 s", False),
+     ("2 * value(metric:m) = 3 s", True), ("2 * value(metric:m) = 4 s", False)],
+)
+def test_the_whole_number_note_marks_exactly_the_equations_no_whole_value_meets(comparison: str, noted: bool) -> None:
+    # oracle: an equation c*m = b over whole m has a solution iff c divides b (written out here)
+    text = f"metric m : s\nobservable q\nobserve q iff {comparison}\n"
+    for backend in BACKENDS:
+        r = cda.solve(text, backend=backend)
+        assert r.status == "sat"
+        assert any("whole number of them" in n for n in r.notes) is noted, (backend, r.notes)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cda.contracts.action import ActionVerdict, CDAInputs, NextTestSuggestion
+from cda.contracts.json_numbers import exact_text
 from cda.contracts.metrics import CitationCoverage
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.contracts.refs import SpanRef
@@ -90,7 +91,7 @@ def boundary_summary(
         out += ["## Best explanations", ""]
         for h in result.hypotheses:
             assumed = ", ".join(h.assumed) or "(nothing assumed)"
-            out.append(f"- {h.id}: {_line(assumed, 120)} (posterior {h.posterior:.3f}, cost {h.cost:g})")
+            out.append(f"- {h.id}: {_line(assumed, 120)} (posterior {h.posterior:.3f}, cost {exact_text(h.exact_cost())})")
         if not result.enumeration_complete:
             out.append(f"- enumeration capped at {result.hypotheses_enumerated} hypotheses: posteriors are estimates")
         out.append("")

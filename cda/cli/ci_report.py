@@ -13,11 +13,11 @@ failed goal (1) over success (0).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cda.contracts.json_numbers import exact_dumps  # costs as their exact digits (docs/dsl.md)
 from cda.errors import CDAError
 from cda.terminal_text import for_terminal
 
@@ -85,14 +85,14 @@ def render_json(outcomes: Sequence[Outcome]) -> str:
     """One file: its result object (or its error object); several: ``{"exit_code", "files"}``."""
     if len(outcomes) == 1:
         only = outcomes[0]
-        return json.dumps(only.error if only.error is not None else only.data, indent=2, ensure_ascii=False) + "\n"
+        return exact_dumps(only.error if only.error is not None else only.data, indent=2, ensure_ascii=False) + "\n"
     whole = {"exit_code": worst_exit_code([o.code for o in outcomes]), "files": [_entry(o) for o in outcomes]}
-    return json.dumps(whole, indent=2, ensure_ascii=False) + "\n"
+    return exact_dumps(whole, indent=2, ensure_ascii=False) + "\n"
 
 
 def render_jsonl(outcomes: Sequence[Outcome]) -> str:
     """One compact JSON object per file, one per line."""
-    return "".join(json.dumps(_entry(o), ensure_ascii=False, separators=(",", ":")) + "\n" for o in outcomes)
+    return "".join(exact_dumps(_entry(o), ensure_ascii=False, separators=(",", ":")) + "\n" for o in outcomes)
 
 
 def render_junit(outcomes: Sequence[Outcome], suite: str) -> str:

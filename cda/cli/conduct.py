@@ -6,7 +6,9 @@ the registry, a Ken graph, CDA's other operations as tools, and — only when as
 ``--translator openai`` — an OpenAI-compatible model as Translator-In.
 
 Exit codes: 0 answered (every obligation resolved and verified), 1 uncertain or unanswered
-(a CLARIFY, DISCOVER_OP, JUSTIFY or ERROR is owed, or a verification failed), 2 bad input.
+(a CLARIFY, DISCOVER_OP, JUSTIFY or ERROR is owed, or a verification failed), 2 bad input,
+4 translation_failed (the model translator failed: its provider's HTTP error or timeout, or two
+replies that were not an obligations document; what the rule translator read instead is answered).
 Running the same command again after the conductor was killed resumes the unfinished request.
 """
 
@@ -20,7 +22,8 @@ from cda.terminal_text import for_terminal
 
 __all__ = ["conduct_options", "present_conduct"]
 
-EXIT_ANSWERED, EXIT_OWED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_ANSWERED, EXIT_OWED, EXIT_BAD_INPUT, EXIT_TRANSLATION_FAILED = 0, 1, 2, 4
+#: 3 is left out: elsewhere in cda it means a labelled partial (a budget ran out)
 
 
 def conduct_options(p: Any, op: Any) -> dict[str, Any]:
@@ -58,4 +61,6 @@ def present_conduct(op: Any, args: Any, out: TextIO, err: TextIO, inp: TextIO | 
         print(exc.render(), file=err)
         return EXIT_BAD_INPUT
     out.write(trace.model_dump_json(indent=2) + "\n" if args.json else for_terminal(render_tree(trace)))
+    if trace.status == "translation_failed":
+        return EXIT_TRANSLATION_FAILED
     return EXIT_ANSWERED if trace.status == "answered" else EXIT_OWED

@@ -26,7 +26,7 @@ from typing import Any
 
 from cda.conductor.irdb import IRDatabase, canonical
 from cda.conductor.registry import RegisteredTool, Registry
-from cda.conductor.tooling import ConditionCall, ToolContext
+from cda.conductor.tooling import ConditionCall, ToolContext, ToolError, kind_of, said
 from cda.contracts.conductor import Fact, Obligation, ObligationStatus, SideEffects, ToolRunStatus
 
 __all__ = ["Eligibility", "check_conditions", "eligibility", "plan_obligation"]
@@ -59,7 +59,7 @@ def check_conditions(calls: tuple[ConditionCall, ...], table: Mapping[str, Any],
         try:
             why = table[call.name](inputs, outputs, ctx, call.args)
         except Exception as exc:  # a condition that breaks on odd input does not hold
-            why = f"{type(exc).__name__}: {exc}"
+            why = said(exc)
         if why is not None:
             failed.append(f"{call.text}: {why}")
     return failed
@@ -87,12 +87,12 @@ def _run(tool: RegisteredTool, inputs: dict[str, Any], registry: Registry, ctx: 
     try:
         outputs = tool.impl.run(inputs, ctx)
         if not isinstance(outputs, dict):
-            raise TypeError(f"the tool returned {type(outputs).__name__}, not a JSON object")
+            raise ToolError(f"the tool returned {kind_of(outputs)}, not a JSON object")
         canonical(outputs)  # JSON or refused here, not half-written later
         for fact in outputs.get("facts") or []:  # facts become assertions: each must read as one
             Fact.parse(str(fact))
     except Exception as exc:  # any failure of a tool is its run's outcome, never the conductor's
-        return ToolRunStatus.ERROR, None, f"{type(exc).__name__}: {exc}"[:2000], _ms(start)
+        return ToolRunStatus.ERROR, None, said(exc)[:2000], _ms(start)
     duration = _ms(start)
     failed = check_conditions(tool.postconditions, registry.toolbox.postconditions, inputs, outputs, ctx)
     if failed:

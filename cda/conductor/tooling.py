@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cda.errors import CDAError
+from cda.errors import AccessDenied, BudgetExceeded, CDAError
 
 if TYPE_CHECKING:
     from cda.api import KenGraph
@@ -35,6 +35,8 @@ __all__ = [
     "ToolError",
     "Toolbox",
     "parse_condition",
+    "kind_of",
+    "said",
 ]
 
 
@@ -45,6 +47,63 @@ class ConductorError(CDAError, ValueError):
 class ToolError(CDAError):
     """A tool could not produce an answer (its input was refused, its file missing, …): the run
     is recorded as ``error`` with this message and the next candidate is tried."""
+
+
+#: a failure outside CDA's own errors, in words (the first class ``exc`` is an instance of wins)
+_KINDS: tuple[tuple[type[BaseException], str], ...] = (
+    (PermissionError, "refused"),
+    (TimeoutError, "timed out"),
+    (FileNotFoundError, "no such file"),
+    (ConnectionError, "the connection failed"),
+    (OSError, "could not read or write"),
+    (RecursionError, "nested too deeply"),
+    (MemoryError, "out of memory"),
+    (KeyError, "a name is missing"),
+    (UnicodeError, "text that is not valid UTF-8"),
+    (ValueError, "a value was refused"),
+    (TypeError, "a value of the wrong kind"),
+    (ArithmeticError, "arithmetic failed"),
+    (ImportError, "a module does not import"),
+)
+
+
+def kind_of(value: object) -> str:
+    """What ``value`` is, in JSON's words rather than Python's class names.
+
+    >>> kind_of(None), kind_of([1]), kind_of("x"), kind_of(2.5)
+    ('null', 'a list', 'a string', 'a number')
+    """
+    if value is None:
+        return "null"
+    for cls, words in ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"),
+                       (list, "a list"), (tuple, "a list"), (dict, "an object")):
+        if isinstance(value, cls):
+            return words
+    return "an object that is not JSON"
+
+
+def said(exc: BaseException) -> str:
+    """``exc`` as a person reading a trace is told it: what was refused or failed and why, never
+    a Python class name (``AccessDenied: …``, ``ToolError: …``). CDA's own errors say it in their
+    message (a refusal is marked ``refused:``, a budget ``out of time:``); any other failure (a
+    user's tool, a condition breaking on odd input) is named by its kind in words.
+
+    >>> said(ToolError("2 ** 0.5: an exponent must be a whole number"))
+    '2 ** 0.5: an exponent must be a whole number'
+    >>> said(AccessDenied("/etc/x: outside the folders this caller may read"))
+    'refused: /etc/x: outside the folders this caller may read'
+    >>> said(KeyError("service"))
+    "a name is missing: 'service'"
+    """
+    message = str(exc).strip() or "no detail was given"
+    if isinstance(exc, AccessDenied):
+        return f"refused: {message}"
+    if isinstance(exc, BudgetExceeded):
+        return f"out of time: {message}"
+    if isinstance(exc, CDAError):
+        return message
+    kind = next((words for cls, words in _KINDS if isinstance(exc, cls)), "an unexpected failure")
+    return f"{kind}: {message}"
 
 
 @dataclass(frozen=True)

@@ -220,6 +220,7 @@ class LLMTranslatorIn:
         attempts: list[dict[str, Any]] = []
         user = utterance
         failed: str | None = None
+        problem: str | None = None
         for _ in range(2):
             try:
                 reply = self._complete(system, user)
@@ -236,11 +237,17 @@ class LLMTranslatorIn:
             user = (f"{utterance}\n\nYour previous reply was refused: {problem}. Reply again with one JSON object "
                     "valid against the schema, using only the listed obligation types.")
         self.last_receipt = {"translator": "rules (the model's replies were refused)", "attempts": attempts}
+        if failed is None:
+            failed = f"the model translator's replies were refused twice (the last: {problem})"[:500]
         doc = self.fallback(utterance)
-        if failed is not None and all(o.type == "clarify" for o in doc.obligations):
+        if all(o.type == "clarify" for o in doc.obligations):
             # the rules read nothing: the reason the user must see is the model's failure, not "no rule reads"
-            return _error_doc(f"{failed}; the rule translator read nothing of the request either")
-        return doc
+            return ObligationsDoc(obligations=[ObligationSpec(type="translation_failed", inputs={
+                "reason": f"{failed}; the rule translator read nothing of the request either"})])
+        # what the rules read is still answered, under the failure that says who read it
+        failure = ObligationSpec(type="translation_failed", inputs={
+            "reason": f"{failed}; the rule translator read the request instead"})
+        return doc.model_copy(update={"obligations": [failure, *doc.obligations]})
 
     def _read(self, reply: str) -> tuple[ObligationsDoc | None, str | None]:
         body = reply.strip()
@@ -322,6 +329,8 @@ def _meta_line(o: Obligation) -> str:
         return f"DISCOVER_OP: no tool satisfies {o.inputs.get('obligation_type')!r}; one must be registered"
     if o.type == "justify":
         return f"JUSTIFY(failure): {reason}"
+    if o.type == "translation_failed":
+        return f"TRANSLATION_FAILED: {reason}"
     return f"ERROR: {reason}"
 
 
@@ -330,22 +339,25 @@ def render_answer(
 ) -> tuple[str, str]:
     """The reply and its status: ``answered`` (every obligation resolved and verified),
     ``uncertain`` (a verification failed: its answer is replaced by an uncertainty message),
-    ``unanswered`` (something is still owed: a CLARIFY, DISCOVER_OP, JUSTIFY or ERROR).
+    ``unanswered`` (something is still owed: a CLARIFY, DISCOVER_OP, JUSTIFY or ERROR),
+    ``translation_failed`` (the model translator failed: whatever else holds, the request was not
+    read as asked — first, since every other line stands on the rule translator's reading).
 
     One line per obligation in the order of the request, each followed by what it still owes."""
     children: dict[int | None, list[Obligation]] = {}
     for o in obligations:
         children.setdefault(o.parent_id, []).append(o)
     lines: list[str] = []
-    owed = uncertain = False
+    owed = uncertain = untranslated = False
 
     def walk(o: Obligation) -> None:
-        nonlocal owed, uncertain
+        nonlocal owed, uncertain, untranslated
         if o.type in META_TYPES and o.status is not ObligationStatus.ACTIVE:
             pass  # a question answered: what it led to follows
         elif o.type in META_TYPES:
             lines.append(_meta_line(o))
             owed = True
+            untranslated = untranslated or o.type == "translation_failed"
         elif o.id in failed_checks:
             lines.append(f"UNCERTAIN ({o.type}): the answer did not survive verification ({failed_checks[o.id]})")
             uncertain = True
@@ -357,4 +369,6 @@ def render_answer(
 
     for root in children.get(None, []):
         walk(root)
-    return "\n".join(lines), "uncertain" if uncertain else "unanswered" if owed else "answered"
+    status = ("translation_failed" if untranslated else "uncertain" if uncertain else "unanswered" if owed
+              else "answered")
+    return "\n".join(lines), status

@@ -36,7 +36,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from cda.conductor.tooling import ConductorError, Outputs, Tool, ToolContext, ToolError
+from cda.conductor.tooling import ConductorError, Outputs, Tool, ToolContext, ToolError, kind_of, said
 from cda.contracts.conductor import NAME_PATTERN, McpServer, SideEffects, ToolSpec
 
 __all__ = ["command_tool", "mcp_tools", "python_tool"]
@@ -61,7 +61,7 @@ def python_tool(target: str, base_dir: Path, where: str) -> Tool:
     try:
         module = _module(module_name, base_dir)
     except Exception as exc:  # the user's module failing to import is their registry's mistake
-        raise ConductorError(f"{where}: impl {target!r}: the module does not import: {type(exc).__name__}: {exc}") from None
+        raise ConductorError(f"{where}: impl {target!r}: the module does not import: {said(exc)}") from None
     fn = getattr(module, function_name, None)
     if not callable(fn):
         raise ConductorError(f"{where}: impl {target!r}: {module_name} has no function {function_name!r}")
@@ -77,7 +77,7 @@ def python_tool(target: str, base_dir: Path, where: str) -> Tool:
         if isinstance(result, BaseModel):
             result = result.model_dump(mode="json")
         if not isinstance(result, dict):
-            raise ToolError(f"{target} returned {type(result).__name__}, not a dict of outputs")
+            raise ToolError(f"{target} returned {kind_of(result)}, not a dict of outputs")
         return result
 
     return Tool(run)
@@ -143,7 +143,7 @@ def command_tool(spec: ToolSpec, base_dir: Path, where: str) -> Tool:
             raise ToolError(f"{argv[0]}: its output is not JSON ({exc.msg} at line {exc.lineno}, "
                             f"column {exc.colno})") from None
         if not isinstance(outputs, dict):
-            raise ToolError(f"{argv[0]}: its output is {type(outputs).__name__}, not a JSON object")
+            raise ToolError(f"{argv[0]}: its output is {kind_of(outputs)}, not a JSON object")
         return outputs
 
     return Tool(run)
@@ -231,7 +231,7 @@ def mcp_tools(spec: ToolSpec, base_dir: Path, stack: ExitStack, where: str,
         session = _Session(spec.mcp, base_dir, stack)
         offered = session.tools()
     except Exception as exc:  # a server that does not start or answer is the registry's problem
-        raise ConductorError(f"{where}: the MCP server does not answer: {type(exc).__name__}: {exc}") from None
+        raise ConductorError(f"{where}: the MCP server does not answer: {said(exc)}") from None
     names = {t.name for t in offered}
     unknown = sorted(set(spec.each) - names)
     if unknown:
@@ -277,7 +277,7 @@ def _mcp_run(session: _Session, name: str, schema: dict[str, Any]) -> Callable[[
         try:
             result = session.call(name, arguments)
         except Exception as exc:  # the session or the server failing is this run's error
-            raise ToolError(f"{name} on {session.name}: {type(exc).__name__}: {exc}") from None
+            raise ToolError(f"{name} on {session.name}: {said(exc)}") from None
         text = "\n".join(getattr(c, "text", "") for c in result.content or [])
         if result.is_error:
             raise ToolError(f"{name}: {text[:2000] or 'the server reported an error'}")

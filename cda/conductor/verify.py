@@ -30,7 +30,7 @@ from cda.conductor.arithmetic import exact_text, recompute
 from cda.conductor.irdb import IRDatabase, canonical
 from cda.conductor.plan import check_conditions
 from cda.conductor.registry import RegisteredTool, Registry
-from cda.conductor.tooling import ToolContext
+from cda.conductor.tooling import ToolContext, said
 from cda.contracts.conductor import (
     META_TYPES,
     Assertion,
@@ -191,7 +191,7 @@ def verify_request(request_id: int, registry: Registry, db: IRDatabase, ctx: Too
                 else:
                     why = _rules(db, registry, ctx, run)
             except Exception as exc:  # a re-check that cannot run does not confirm the answer
-                why = f"the re-check failed: {type(exc).__name__}: {exc}"[:2000]
+                why = f"the re-check failed: {said(exc)}"[:2000]
         same = _SAME.get(kind, "re-evaluated: the same")
         finding = Verification(obligation_id=o.id, kind=kind, ok=why is None, detail=why or same)
         with db.transaction() as conn:

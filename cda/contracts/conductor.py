@@ -53,9 +53,12 @@ __all__ = [
 NAME_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$"
 """Obligation types and tool names: lower-case dotted words (``compute``, ``cda.solve``)."""
 
-META_TYPES = ("clarify", "discover_op", "justify", "error")
+META_TYPES = ("clarify", "discover_op", "justify", "error", "translation_failed")
 """Obligations the conductor raises for someone outside it (a person, an operator): no tool is
-run for them; the reply lists them as what is needed."""
+run for them; the reply lists them as what is needed. ``translation_failed``: the model
+translator asked for (``--translator openai``) failed — the provider's HTTP error or timeout, or
+two replies that were not an obligations document — so what the request holds besides was read
+by the rule translator, if anything (docs/conductor.md, "Exit codes and statuses")."""
 
 MAX_INPUT_TEXT = 100_000
 """The longest text an obligation input may hold (an expression, a path, a query)."""
@@ -432,7 +435,7 @@ class Trace(_Model):
 
     request_id: int
     utterance: str
-    status: Literal["answered", "uncertain", "unanswered"]
+    status: Literal["answered", "uncertain", "unanswered", "translation_failed"]
     answer: str
     obligations: list[Obligation]
     tool_runs: list[ToolRun]

@@ -10,11 +10,15 @@ exact (:class:`~cda.contracts.action.SoftConstraint`'s ``weight``) reads the dig
 
 from __future__ import annotations
 
+import json
 import math
+import secrets
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Any
 
-__all__ = ["DECIMAL_PATTERN", "JsonFloat", "decimal_of", "exact_float", "weight_json"]
+__all__ = ["DECIMAL_PATTERN", "EXACT_PATTERN", "JsonFloat", "decimal_of", "exact_dumps", "exact_float", "exact_text",
+           "fraction_of_text", "weight_json"]
 
 MAX_SIGNIFICANT = 40
 """Digits a weight may carry (the DSL's literals allow as many: docs/dsl.md, "Numbers")."""
@@ -91,3 +95,94 @@ def weight_json(value: Decimal) -> float | str:
     :func:`decimal_of`)."""
     number = float(value)
     return number if Decimal(repr(number)) == value else format(value, "f")
+
+
+EXACT_PATTERN = r"^-?\d+(\.\d+)?$|^-?\d+/\d+$"
+"""An exact number as :func:`exact_text` writes it: plain decimal digits, or ``p/q``."""
+
+
+def exact_text(value: Fraction) -> str:
+    """A rational as the user would write it, exactly: ``1.5``, ``200``, ``1/3`` (a terminating
+    decimal in plain digits, no exponent: JSON number text; else ``p/q``).
+
+    >>> exact_text(Fraction(3, 2)), exact_text(Fraction(200)), exact_text(Fraction(-1, 3)), exact_text(Fraction(45359237, 100))
+    ('1.5', '200', '-1/3', '453592.37')
+    """
+    if value.denominator == 1:
+        return str(value.numerator)
+    den, twos, fives = value.denominator, 0, 0
+    while den % 2 == 0:
+        den, twos = den // 2, twos + 1
+    while den % 5 == 0:
+        den, fives = den // 5, fives + 1
+    if den != 1:
+        return f"{value.numerator}/{value.denominator}"
+    digits = max(twos, fives)
+    whole, frac = divmod(abs(value.numerator) * 10**digits // value.denominator, 10**digits)
+    return f"{'-' if value < 0 else ''}{whole}.{str(frac).rjust(digits, '0')}"
+
+
+def fraction_of_text(text: str) -> Fraction:
+    """:func:`exact_text` read back; ``ValueError`` for anything else.
+
+    >>> fraction_of_text("1.0000000000000001") - 1, fraction_of_text("-1/3")
+    (Fraction(1, 10000000000000000), Fraction(-1, 3))
+    """
+    if len(text) > 200 or not _is_exact_text(text):
+        raise ValueError(f"not an exact number (digits, or p/q): {text[:40]!r}")
+    try:
+        return Fraction(text)
+    except ZeroDivisionError:
+        raise ValueError(f"not an exact number: {text[:40]!r} divides by zero") from None
+
+
+def _is_exact_text(text: str) -> bool:
+    """Whether ``text`` matches :data:`EXACT_PATTERN` (digits with an optional point, or p/q)."""
+    body = text[1:] if text.startswith("-") else text
+    if "/" in body:
+        num, _, den = body.partition("/")
+        return num.isascii() and num.isdigit() and den.isascii() and den.isdigit()
+    whole, point, frac = body.partition(".")
+    return whole.isascii() and whole.isdigit() and (not point or (frac.isascii() and frac.isdigit()))
+
+
+def exact_dumps(data: Any, **dumps: Any) -> str:
+    """``json.dumps(data, **dumps)``, with every ``cost`` that has an exact sibling ``cost_exact``
+    in plain digits written as that JSON number text, not through a float
+    (``1.0000000000000001`` stays that, where ``json.dumps`` of the float prints ``1.0``).
+
+    Why a second pass: neither ``json`` nor pydantic writes a number from given text, so each
+    exact cost becomes a placeholder string (a random token of this call, so no data can
+    collide with it) and the placeholder with its quotes is then replaced by the digits. A
+    ``cost_exact`` of the form ``p/q`` (no finite decimal) leaves ``cost`` the nearest float,
+    marked by ``cost_approximate`` (docs/dsl.md, "Hypotheses").
+
+    >>> exact_dumps({"cost": 1.0, "cost_exact": "1.0000000000000001", "cost_approximate": False})
+    '{"cost": 1.0000000000000001, "cost_exact": "1.0000000000000001", "cost_approximate": false}'
+    """
+    token = secrets.token_hex(8)
+    found: list[str] = []
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            exact = value.get("cost_exact")
+            out = {k: walk(v) for k, v in value.items()}
+            if (isinstance(exact, str) and "/" not in exact and isinstance(value.get("cost"), (int, float))
+                    and not isinstance(value.get("cost"), bool) and len(exact) <= 200 and _is_exact_text(exact)):
+                out["cost"] = f"\u0000{token}:{len(found)}"
+                found.append(exact)
+            return out
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        return value
+
+    text = json.dumps(walk(data), **dumps)
+    if not found:
+        return text
+    marker = f'"\\u0000{token}:'  # json.dumps escapes the NUL: the placeholder's text, quotes included
+    head, *rest = text.split(marker)
+    out = [head]
+    for part in rest:  # each part starts with "N\"" then what follows the placeholder
+        index, _, after = part.partition('"')
+        out += [found[int(index)], after]
+    return "".join(out)

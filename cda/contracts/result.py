@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from cda.contracts.json_numbers import EXACT_PATTERN, exact_dumps, exact_text, fraction_of_text
 from cda.contracts.status import VerdictStatus
 from cda.contracts.status_fields import SolverStatusField, VerdictStatusField
 
@@ -28,25 +29,51 @@ class _Model(BaseModel):
 
 
 class Hypothesis(_Model):
-    """One explanation: the abducibles it assumes true (all others false)."""
+    """One explanation: the abducibles it assumes true (all others false).
+
+    The engine sums weights exactly (rule 3): ``cost_exact`` is that sum as text, plain digits
+    when it is a finite decimal (every cost of decimal weights is), else ``p/q``. ``cost`` is the
+    same number for clients that read numbers: CDA's own JSON writers (:func:`~cda.contracts.
+    json_numbers.exact_dumps`) write it from ``cost_exact``'s digits, so ``1.0000000000000001``
+    and ``1`` differ in the JSON; in Python, and when ``cost_exact`` is ``p/q``
+    (``cost_approximate``), it is the nearest float (docs/dsl.md, "Hypotheses").
+    """
 
     id: str
     assumed: list[str] = Field(description="abducible atoms assumed true, e.g. 'down(db)'")
-    cost: float = Field(description="sum of the weights of the soft clauses its cheapest model violates")
-    posterior: float = Field(description="exp(-cost), normalised over the enumerated hypotheses")
+    cost: float = Field(description=(
+        "sum of the weights of the soft clauses its cheapest model violates; written from cost_exact's digits "
+        "when that is a finite decimal, else the nearest float (cost_approximate)"))
+    posterior: float = Field(description="exp(-cost), normalised over the enumerated hypotheses (approximate: nine decimals)")
     violated: list[str] = Field(description="names of the soft clauses violated at that cost")
-    # The engine sums weights exactly; the JSON contract keeps ``cost`` a float (schemas and
-    # clients unchanged), so the exact sum rides along out of band for the text report.
+    cost_exact: str | None = Field(default=None, pattern=EXACT_PATTERN, max_length=200, description=(
+        "the exact cost: plain decimal digits when it is a finite decimal, else p/q"))
+    cost_approximate: bool = Field(default=False, description=(
+        "true when the exact cost is no finite decimal, so cost is only its nearest float"))
     _exact_cost: Fraction | None = PrivateAttr(default=None)
 
+    @model_validator(mode="after")
+    def _exact(self) -> Hypothesis:
+        """``cost_exact`` read back (a result loaded from JSON keeps its exact cost), or filled
+        from ``cost`` (the shortest decimal that reads back as it) when not given."""
+        if self.cost_exact is not None:
+            self.with_exact_cost(fraction_of_text(self.cost_exact))
+        elif self.cost == self.cost and abs(self.cost) != float("inf"):
+            self.with_exact_cost(Fraction(repr(self.cost)))
+        return self
+
     def with_exact_cost(self, cost: Fraction) -> Hypothesis:
-        """Attach the exact cost the engine computed (``cost`` stays its float); returns self."""
+        """Attach the exact cost the engine computed: ``cost_exact`` its text, ``cost`` its nearest
+        float; returns self."""
         self._exact_cost = cost
+        self.cost_exact = exact_text(cost)
+        self.cost_approximate = "/" in self.cost_exact
+        self.cost = float(cost) + 0.0
         return self
 
     def exact_cost(self) -> Fraction:
-        """The cost as an exact rational: the engine's own sum when attached, else the shortest
-        decimal that reads back as ``cost`` (a result loaded from JSON: ``1e+30`` is 10**30).
+        """The cost as an exact rational: the engine's own sum, ``cost_exact`` read back, else the
+        shortest decimal that reads back as ``cost`` (``1e+30`` is 10**30).
 
         >>> Hypothesis(id="h1", assumed=[], cost=1e30, posterior=1.0, violated=[]).exact_cost() == 10**30
         True
@@ -144,8 +171,9 @@ class SolveResult(_Model):
     )
 
     def json_text(self) -> str:
-        """Canonical JSON (stable key order, two-space indent)."""
-        return self.model_dump_json(indent=2)
+        """Canonical JSON (stable key order, two-space indent), each hypothesis's ``cost`` written
+        from its exact digits (:func:`~cda.contracts.json_numbers.exact_dumps`)."""
+        return exact_dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False)
 
 
 class CheckReport(_Model):

@@ -590,6 +590,8 @@ class _Grounder:
         if isinstance(result, Const) and g and abs(b_int) > NUM_MAX * g:
             what = f"the bound {_num(bound)} {ref_unit}" if ref_unit else f"the bound {_num(bound)}"
             self._range_note(node.pos, result.value, what)
+        elif node.op in ("=", "!=") and g and b_int % g:
+            self._whole_note(node.pos, node.op == "!=", coefs, bound, ref_unit)
         return result
 
     def _linear(self, ints: dict[str, int], op: str, b_int: int) -> Node:
@@ -613,6 +615,29 @@ class _Grounder:
         note = (
             f"{where}: {what} lies outside the numeric range (every metric and event is a whole number "
             f"in [-10^9, 10^9] of its unit), so the comparison is {'true' if value else 'false'} in every model"
+        )
+        if note not in self.gp.notes:
+            self.gp.notes.append(note)
+
+    def _whole_note(self, pos: A.Pos, value: bool, coefs: dict[str, Fraction], bound: Fraction,
+                    unit: str | None) -> None:
+        """A note on the result: this (in)equality needs a non-whole value of a whole-numbered
+        metric or event (``value(metric:latency) = 200.5 ms`` with ``metric latency : ms``), so
+        it is decided by integrality alone, as a bound outside the range is (docs/dsl.md, Units)."""
+        where = f"{self.filename or '<input>'}:{pos[0]}:{pos[1]}" if pos[0] else (self.filename or "<input>")
+        unit_text = f" {unit}" if unit else ""
+        names = [f"{kind} {name}" for kind, _, name in (var.partition(":") for var in coefs)]
+        whole = f"whole {unit}" if unit else "whole units"
+        if len(coefs) == 1:
+            (coef,) = coefs.values()
+            what = f"{names[0]} counts {whole}, and {_num(bound / coef)}{unit_text} is not a whole number of them"
+        else:
+            what = f"{' and '.join(names)} count {whole}, which never make up {_num(bound)}{unit_text}"
+        hint = "declare a finer unit to compare with it" if any(n.startswith("metric ") for n in names) else (
+            "event times are whole seconds")
+        note = (
+            f"{where}: {what} ({hint}), so the comparison is "
+            f"{'true' if value else 'false'} in every model"
         )
         if note not in self.gp.notes:
             self.gp.notes.append(note)

@@ -393,11 +393,61 @@ def _syntax_error(text: str, err: lark.exceptions.UnexpectedInput, filename: str
     )
 
 
-def _too_deep(text: str, filename: str | None) -> DSLSyntaxError:
-    """The error for a text nested deeper than the reader's stack, at its deepest parenthesis."""
-    line, column = _deepest(text)
-    return DSLSyntaxError("the text is nested too deeply to read; split it into several named clauses",
-                          line=line, column=column, source_line=_source_line(text, line), filename=filename)
+def _too_deep(text: str, filename: str | None, tree: lark.Tree | None = None) -> DSLSyntaxError:
+    """The error for a text nested deeper than the reader's stack.
+
+    With the parse tree (lark's parser is iterative, only building the AST recurses) it points
+    at the construct that is too deep: the innermost part of the deepest statement's formula
+    (``hard h: not not … a`` on line 2 points at its ``a``, not at the file's first line), and
+    says where that formula starts and how deep it is. Without it, at the deepest parenthesis.
+    """
+    found = _deepest_construct(tree) if tree is not None else None
+    if found is None:
+        line, column = _deepest(text)
+        message = "the text is nested too deeply to read"
+    else:
+        (start_line, start_column), levels, (line, column) = found
+        message = (f"this formula (line {start_line:,}, column {start_column:,}) is nested too deeply to read "
+                   f"({levels:,} levels; the caret marks its innermost part)")
+    return DSLSyntaxError(f"{message}; split it into several named clauses", line=line, column=column,
+                          source_line=_source_line(text, line), filename=filename,
+                          expected=("a formula nested less deeply",))
+
+
+def _deepest_construct(tree: lark.Tree) -> tuple[A.Pos, int, A.Pos] | None:
+    """For the statement of ``tree`` nested deepest: the position of its deepest child (the
+    formula that is too deep), that child's depth in levels of the tree, and the position of its
+    innermost node. Walks with an explicit stack: the tree is too deep to recurse over.
+
+    ``None`` when no node carries a position.
+    """
+    best: tuple[int, A.Pos, A.Pos] | None = None  # (depth, start of the deep child, innermost place)
+    for statement in tree.children:
+        if not isinstance(statement, lark.Tree):
+            continue
+        for child in statement.children:
+            if not isinstance(child, lark.Tree):
+                continue
+            depth, inner = _depth_and_innermost(child)
+            start = _pos(child.meta)
+            if start[0] and (best is None or depth > best[0]):
+                best = (depth, start, inner)
+    if best is None:
+        return None
+    return best[1], best[0], best[2]
+
+
+def _depth_and_innermost(root: lark.Tree) -> tuple[int, A.Pos]:
+    """The depth of ``root`` (1 for a tree of leaves) and the position of its deepest subtree."""
+    deepest, where = 0, _pos(root.meta)
+    stack: list[tuple[lark.Tree, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            place = _pos(node.meta)
+            deepest, where = depth, place if place[0] else where
+        stack.extend((c, depth + 1) for c in reversed(node.children) if isinstance(c, lark.Tree))
+    return deepest, where
 
 
 def _deepest(text: str) -> tuple[int, int]:
@@ -430,7 +480,14 @@ def read(text: str, start: str, filename: str | None) -> Any:
         with gc_paused():
             tree = parse_within(_parser(), text, deadline, "while reading the problem", start=start)
             deadline.check("while reading the problem")
-            return _ToAST().transform(tree)
+            try:
+                return _ToAST().transform(tree)
+            except RecursionError:
+                raise _too_deep(text, filename, tree) from None
+            except lark.exceptions.VisitError as err:
+                if isinstance(err.orig_exc, RecursionError):
+                    raise _too_deep(text, filename, tree) from None
+                raise
     except RecursionError:
         raise _too_deep(text, filename) from None
     except lark.exceptions.UnexpectedInput as err:

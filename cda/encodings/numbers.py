@@ -14,6 +14,8 @@ from __future__ import annotations
 from decimal import Decimal
 from fractions import Fraction
 
+from cda.contracts.json_numbers import exact_text as show  # one writer of exact numbers
+
 __all__ = [
     "DIGIT_SEPARATORS", "MAX_DIGITS", "MAX_EXPONENT", "refusal", "separated", "separator_in", "whole_refusal",
     "read_number",
@@ -141,21 +143,3 @@ def exact_number(value: object) -> Fraction:
         raise ValueError(f"{value} divides by zero") from None
 
 
-def show(value: Fraction) -> str:
-    """A rational as the user would write it, exactly: ``1.5``, ``200``, ``1/3``.
-
-    >>> show(Fraction(3, 2)), show(Fraction(200)), show(Fraction(-1, 3)), show(Fraction(45359237, 100))
-    ('1.5', '200', '-1/3', '453592.37')
-    """
-    if value.denominator == 1:
-        return str(value.numerator)
-    den, twos, fives = value.denominator, 0, 0
-    while den % 2 == 0:
-        den, twos = den // 2, twos + 1
-    while den % 5 == 0:
-        den, fives = den // 5, fives + 1
-    if den != 1:
-        return f"{value.numerator}/{value.denominator}"
-    digits = max(twos, fives)
-    whole, frac = divmod(abs(value.numerator) * 10**digits // value.denominator, 10**digits)
-    return f"{'-' if value < 0 else ''}{whole}.{str(frac).rjust(digits, '0')}"

@@ -144,7 +144,7 @@ def run(
         result.hypotheses_enumerated = len(ranking)
         result.hypotheses = [
             Hypothesis(
-                id=f"h{i + 1}", assumed=sorted(h.assumed), cost=rounded(float(h.cost)), posterior=rounded(p),
+                id=f"h{i + 1}", assumed=sorted(h.assumed), cost=float(h.cost), posterior=rounded(p),
                 violated=list(h.violated),
             ).with_exact_cost(Fraction(h.cost))
             for i, (h, p) in enumerate(zip(ranking.hypotheses[: top_of(problem, options)], ranking.posteriors))
