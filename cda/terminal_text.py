@@ -19,7 +19,10 @@ it, on a terminal or not, so a log read later with ``cat`` or ``less -R`` is as 
 
 from __future__ import annotations
 
-import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # ``re`` loads on the first escape, not with ``import cda`` (cda.errors imports this module)
+    import re
 
 __all__ = ["UNSAFE", "for_terminal"]
 
@@ -44,6 +47,8 @@ def _finder(keep: str) -> re.Pattern[str]:
     ~400 ms through ``str.translate`` with a table of multi-character replacements."""
     finder = _FINDERS.get(keep)
     if finder is None:
+        import re
+
         members = "".join(f"\\u{ord(c):04x}" for c in sorted(UNSAFE) if c not in keep)
         finder = _FINDERS[keep] = re.compile(f"[{members}]")
     return finder
