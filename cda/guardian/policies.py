@@ -159,8 +159,16 @@ class _ToolRule(_Strict):
     def _exact(cls, value: object) -> object:
         if isinstance(value, bool) or isinstance(value, float):
             raise ValueError("a number is expected (TOML numbers are read exactly)")
-        if isinstance(value, Decimal) and value.as_tuple().exponent < -9:  # type: ignore[operator]
-            raise ValueError("a cost has at most 9 decimal places")
+        if isinstance(value, str):  # "0.25": the same checks as a TOML number
+            try:
+                value = Decimal(value.strip())
+            except ArithmeticError:
+                raise ValueError(f"{value[:40]!r} is not a decimal number") from None
+        if isinstance(value, Decimal):
+            if not value.is_finite():  # a TOML nan or inf (as_tuple's exponent is then a letter)
+                raise ValueError(f"a cost is a finite number, not {value}")
+            if value.as_tuple().exponent < -9:  # type: ignore[operator]
+                raise ValueError("a cost has at most 9 decimal places")
         return value
 
 
