@@ -52,3 +52,83 @@ def test_a_tool_rule_cost_as_text_or_number_is_read_exactly(tmp_path: Path) -> N
         code, out, err = _guard(tmp_path, cost)
         assert (code, err) == (0, ""), cost
         assert out.startswith("APPROVE")
+
+
+# ---- the conductor's `command` tools: output read as it comes, the process group stopped
+
+TOOL = '''
+[[tool]]
+name = "{name}"
+command = {command}
+satisfies = ["{name}"]
+inputs = ["x"]
+timeout_s = {timeout}
+reliability = "high"
+cost = "low"
+latency_ms = 1
+'''
+
+
+def _registry(folder: Path, name: str, command: list[str], timeout: int = 60) -> Path:
+    path = folder / "tools.toml"
+    path.write_text(TOOL.format(name=name, command=json.dumps(command), timeout=timeout))
+    return path
+
+
+def _conduct(folder: Path, request: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["conduct", request, "--db", str(folder / "ir.sqlite"), "--registry", str(folder / "tools.toml")],
+                stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_tool_that_floods_its_output_is_stopped_at_the_cap_without_holding_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # 400 MB as fast as a pipe takes it: the conductor held all of it (and its text) before the check
+    flood = "import sys\nchunk = b'a' * (1 << 20)\nfor _ in range(400):\n    sys.stdout.buffer.write(chunk)\n"
+    (tmp_path / "flood.py").write_text(flood)
+    _registry(tmp_path, "flood", [sys.executable, "flood.py", "{x}"])
+    measure = ("import resource, subprocess, sys\n"
+               "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+               "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+               "print(done.stdout)")
+    done = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m", "cda", "conduct", "flood x=1",
+                           "--db", str(tmp_path / "ir.sqlite"), "--registry", str(tmp_path / "tools.toml")],
+                          capture_output=True, text=True, cwd=tmp_path, check=True)
+    status, peak_kb = done.stdout.splitlines()[0].split()
+    assert status == "1", done.stdout  # the obligation is owed: its one tool failed
+    assert "more than 10000000 bytes of output (stopped)" in done.stdout
+    assert int(peak_kb) < 300_000, f"peak {int(peak_kb) // 1024} MiB for a 10 MB cap"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def test_a_tool_stopped_after_its_timeout_leaves_no_process_behind(tmp_path: Path) -> None:
+    import time
+
+    _registry(tmp_path, "hang", ["sh", "-c", "sleep 300 & echo $! > child.pid; sleep 300", "{x}"], timeout=1)
+    code, out, _ = _conduct(tmp_path, "hang x=1")
+    assert code == 1 and "tool hang: error — sh: stopped after 1 s (timeout_s)" in out
+    child = int((tmp_path / "child.pid").read_text())
+    give_up = time.monotonic() + 60  # SIGKILL is delivered at once; a loaded machine may take a moment to reap
+    while _alive(child) and time.monotonic() < give_up:
+        time.sleep(0.05)
+    assert not _alive(child), "the tool's background process outlived its timeout"
+
+
+def test_a_tool_whose_leftover_process_holds_its_output_still_answers(tmp_path: Path) -> None:
+    # the program printed its answer and ended; a process it left keeps the pipe open until the
+    # tool's time is up, then is stopped: the answer stands (it was a timeout before)
+    (tmp_path / "lingers.sh").write_text('sleep 300 &\nprintf \'{"seen": "%s"}\\n\' "$1"\n')
+    _registry(tmp_path, "lingers", ["sh", "lingers.sh", "{x}"], timeout=2)
+    code, out, err = _conduct(tmp_path, "lingers x=7")
+    assert (code, err) == (0, ""), out
+    assert "tool lingers: ok" in out and '"seen": "7"' in out
