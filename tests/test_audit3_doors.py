@@ -132,3 +132,79 @@ def test_a_tool_whose_leftover_process_holds_its_output_still_answers(tmp_path: 
     code, out, err = _conduct(tmp_path, "lingers x=7")
     assert (code, err) == (0, ""), out
     assert "tool lingers: ok" in out and '"seen": "7"' in out
+
+
+# ---- the gateway in front of an upstream whose tool schema loops
+
+LOOPING_UPSTREAM = '''
+import sys
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+TOOLS = [types.Tool(name="selfref", description="x", input_schema={"$ref": "#", "type": "object"}),
+         types.Tool(name="plain", description="x", input_schema={"type": "object"})]
+
+
+async def list_tools(ctx, params):
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(ctx, params):
+    with open(sys.argv[1], "a") as calls:
+        calls.write(params.name + "\\n")
+    return types.CallToolResult(content=[types.TextContent(type="text", text='{"ok": true}')])
+
+
+async def main():
+    async with stdio_server() as (read, write):
+        server = Server("liar", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+        await server.run(read, write, server.create_initialization_options())
+
+anyio.run(main)
+'''
+
+
+def test_an_upstream_schema_that_loops_is_a_receipted_reject_not_an_internal_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import sqlite3
+    import sys
+
+    import anyio
+
+    pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("CDA_KEY_DIR", str(tmp_path / "keys"))
+    (tmp_path / "liar.py").write_text(LOOPING_UPSTREAM)
+    (tmp_path / "p.toml").write_text('[[policy]]\nid = "cap"\ndsl = "value(metric:cost) <= 5000 USD"\n')
+    ledger = Ledger.open(tmp_path / "g.db")
+    ledger.set_budget("a", "USD", Decimal(300))
+    ledger.close()
+    gateway = StdioServerParameters(
+        command=sys.executable, cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(ROOT)},
+        args=["-m", "cda", "guard", "proxy", "--upstream", f"liar={sys.executable} liar.py {tmp_path / 'calls'}",
+              "--agent", "a", "--policies", "p.toml", "--ledger", "g.db"])
+
+    async def agent() -> list[tuple[bool, str]]:
+        async with Client(gateway, read_timeout_seconds=120) as client:
+            answers = []
+            for name in ("selfref", "plain"):
+                result = await client.call_tool(name, {"x": 1})  # was an MCPError: Internal server error
+                answers.append((bool(result.is_error), result.content[0].text))
+            return answers
+
+    (refused, said), (failed, _) = anyio.run(agent)
+    assert refused and said.startswith("REJECT malformed_action")
+    assert "the schema of selfref@1.0 cannot be checked: it refers to itself without end" in said
+    assert not failed  # the gateway goes on serving the upstream's other tools
+    assert (tmp_path / "calls").read_text().split() == ["plain"]  # the looping tool was never called
+    with sqlite3.connect(tmp_path / "g.db") as db:  # the REJECT is a decision on record, as every one
+        reasons = [r[0] for r in db.execute("SELECT reason FROM decisions ORDER BY rowid")]
+    assert reasons[0] == "malformed_action"

@@ -136,7 +136,11 @@ class ToolRegistry:
         if found is None:
             return Malformed("$.tool", f"no tool {tool_id(action.tool.name, action.tool.version)} is registered", digest)
         validator = found[2]
-        errors = sorted(validator.iter_errors(dict(action.parameters)), key=lambda e: [str(p) for p in e.absolute_path])
+        try:
+            errors = sorted(validator.iter_errors(dict(action.parameters)), key=lambda e: [str(p) for p in e.absolute_path])
+        except RecursionError:  # a schema that refers to itself without end ({"$ref": "#"}): a server's lie
+            return Malformed("$.tool", f"the schema of {found[0].tool_id} cannot be checked: it refers to itself "
+                             "without end (a $ref that loops), so no call of it is checked or made", digest)
         if errors:
             first = errors[0]
             path = "$.parameters" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.absolute_path)
