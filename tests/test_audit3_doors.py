@@ -208,3 +208,51 @@ def test_an_upstream_schema_that_loops_is_a_receipted_reject_not_an_internal_err
     with sqlite3.connect(tmp_path / "g.db") as db:  # the REJECT is a decision on record, as every one
         reasons = [r[0] for r in db.execute("SELECT reason FROM decisions ORDER BY rowid")]
     assert reasons[0] == "malformed_action"
+    out = io.StringIO()  # the gateway's receipt log: the REJECT and the call, under a signed head
+    assert main(["receipts", "verify", str(tmp_path / "g.db.receipts.sqlite")], stdout=out, stderr=out) == 0
+    assert "signed head at entry" in out.getvalue() and "(0 entries after it)" in out.getvalue()
+
+
+# ---- the guardian's receipt log: its head signed, so the newest receipts cannot be cut off unseen
+
+NO_DELETE = '[facts]\ndeletes = { action_type = ["*delete*"] }\n[[policy]]\nid = "no_delete"\ndsl = "not deletes"\n'
+
+
+def _decide(tmp_path: Path, action_type: str) -> tuple[int, str, str]:
+    (tmp_path / "p.toml").write_text(NO_DELETE)
+    (tmp_path / "a.json").write_text(json.dumps({**ACTION, "action_id": action_type, "action_type": action_type}))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["guard", str(tmp_path / "a.json"), "--policies", str(tmp_path / "p.toml"), "--ledger",
+                 str(tmp_path / "g.db"), "--receipts", str(tmp_path / "r.sqlite")], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _verify(tmp_path: Path) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["receipts", "verify", str(tmp_path / "r.sqlite")], stdout=out, stderr=err)
+    return code, out.getvalue() + err.getvalue()
+
+
+def _cut_newest(db: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:  # what anyone who can write the file can do
+        trigger = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'receipts_no_delete'").fetchone()[0]
+        conn.execute("DROP TRIGGER receipts_no_delete")
+        conn.execute("DELETE FROM receipts WHERE rowid = (SELECT MAX(rowid) FROM receipts)")
+        conn.execute(trigger)
+
+
+def test_cutting_the_newest_guardian_receipt_is_found_and_stops_the_next_decision(tmp_path: Path) -> None:
+    ledger = Ledger.open(tmp_path / "g.db")
+    ledger.set_budget("a", "USD", Decimal(300))
+    ledger.close()
+    assert _decide(tmp_path, "read")[1].startswith("APPROVE")
+    assert _decide(tmp_path, "delete")[1].startswith("REJECT policy:no_delete")
+    code, said = _verify(tmp_path)
+    assert code == 0 and "signed head at entry 2" in said
+    _cut_newest(tmp_path / "r.sqlite")  # the REJECT's receipt: verified "intact: 1 entries" before
+    code, said = _verify(tmp_path)
+    assert code == 1 and "TAMPERED" in said and "the signed head (entry 2" in said
+    code, out, err = _decide(tmp_path, "read")  # nothing is signed on top of the cut log
+    assert (code, out) == (2, "") and "will not extend this receipt log" in err

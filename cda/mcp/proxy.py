@@ -130,12 +130,14 @@ class GuardProxy:
             from cda.store import companion
 
             self.receipts = companion(self.ledger, "receipts")
-        from cda.actions.receipts import ReceiptLog
+        from cda.actions.log_guard import SignedLog
         from cda.store import Durability
 
         # the receipt log as cda serve keeps its own: never corrupted by a killed process, fsynced
-        # per commit only with --fsync (the money in the guardian file is fsynced at every commit)
-        self.log = ReceiptLog(self.receipts, durability=Durability.FULL if self.fsync else Durability.NORMAL)
+        # per commit only with --fsync (the money in the guardian file is fsynced at every commit);
+        # its head signed after every receipt, so the newest cannot be cut off unseen
+        self.log = SignedLog(self.receipts, "guard.proxy",
+                             durability=Durability.FULL if self.fsync else Durability.NORMAL)
 
     # ------------------------------------------------------------------ upstreams
     async def start(self, stack: AsyncExitStack) -> None:
