@@ -160,10 +160,11 @@ class _ToolRule(_Strict):
         if isinstance(value, bool) or isinstance(value, float):
             raise ValueError("a number is expected (TOML numbers are read exactly)")
         if isinstance(value, str):  # "0.25": the same checks as a TOML number
+            text = value
             try:
-                value = Decimal(value.strip())
+                value = Decimal(text.strip())
             except ArithmeticError:
-                raise ValueError(f"{value[:40]!r} is not a decimal number") from None
+                raise ValueError(f"{text[:40]!r} is not a decimal number") from None
         if isinstance(value, Decimal):
             if not value.is_finite():  # a TOML nan or inf (as_tuple's exponent is then a letter)
                 raise ValueError(f"a cost is a finite number, not {value}")
