@@ -256,3 +256,12 @@ def test_cutting_the_newest_guardian_receipt_is_found_and_stops_the_next_decisio
     assert code == 1 and "TAMPERED" in said and "the signed head (entry 2" in said
     code, out, err = _decide(tmp_path, "read")  # nothing is signed on top of the cut log
     assert (code, out) == (2, "") and "will not extend this receipt log" in err
+
+
+def test_investigating_a_folder_says_it_is_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "d.cda").mkdir()
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["investigate", "start", str(tmp_path / "d.cda"), "--db", str(tmp_path / "i.sqlite")],
+                stdout=out, stderr=err)
+    assert (code, out.getvalue()) == (2, "")
+    assert "d.cda: a folder, not a file" in err.getvalue()  # was "no such file"
