@@ -265,3 +265,30 @@ def test_investigating_a_folder_says_it_is_a_folder(tmp_path: Path) -> None:
                 stdout=out, stderr=err)
     assert (code, out.getvalue()) == (2, "")
     assert "d.cda: a folder, not a file" in err.getvalue()  # was "no such file"
+
+
+# ---- TOML nested past Python's recursion limit, at every TOML door
+
+@pytest.mark.parametrize("door", ["conduct --registry", "guard --policies", "guard --sim", "jobs run"])
+@pytest.mark.parametrize("nesting", ["array", "table"])
+def test_toml_nested_too_deeply_is_a_one_line_error_at_every_door(tmp_path: Path, door: str, nesting: str) -> None:
+    deep = 50_000
+    value = "[" * deep + "]" * deep if nesting == "array" else "{a = " * deep + "1" + "}" * deep
+    toml = tmp_path / "deep.toml"
+    toml.write_text(f"x = {value}\n")  # a RecursionError traceback from tomllib before
+    ledger = Ledger.open(tmp_path / "g.db")
+    ledger.set_budget("a", "USD", Decimal(300))
+    ledger.close()
+    (tmp_path / "a.json").write_text(json.dumps(ACTION))
+    (tmp_path / "p.toml").write_text(NO_DELETE)
+    argv = {"conduct --registry": ["conduct", "compute 1 + 1", "--db", str(tmp_path / "ir.sqlite"), "--registry", str(toml)],
+            "guard --policies": ["guard", str(tmp_path / "a.json"), "--policies", str(toml), "--ledger", str(tmp_path / "g.db")],
+            "guard --sim": ["guard", str(tmp_path / "a.json"), "--policies", str(tmp_path / "p.toml"), "--ledger",
+                            str(tmp_path / "g.db"), "--sim", str(toml)],
+            "jobs run": ["jobs", "run", str(toml), "--out", str(tmp_path / "out")]}[door]
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, stdout=out, stderr=err)
+    assert (code, out.getvalue()) == (2, "")
+    said = err.getvalue()
+    assert "deep.toml" in said and "nested too deeply to read" in said and "Traceback" not in said
+    assert len(said.strip().splitlines()) == 1

@@ -65,7 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.errors import BackendUnsupported, CDAError, DSLError
-from cda.files import TEXT_MAX_BYTES, read_text
+from cda.files import TEXT_MAX_BYTES, parse_toml, read_text
 from cda.guardian.proposal import MAX_COST_UNITS, ProposedAction, cost_units
 
 if TYPE_CHECKING:
@@ -335,7 +335,7 @@ def load_policy_store(source: Path | str | Mapping[str, Any], *, base: Path | No
         where, folder = str(path), base or path.parent
         text = read_text(path, limit=TEXT_MAX_BYTES)  # parsed whole: the text cap
         try:
-            data = tomllib.loads(text, parse_float=Decimal)
+            data = parse_toml(text, parse_float=Decimal)
         except tomllib.TOMLDecodeError as exc:
             line, column = _toml_position(str(exc))
             raise PolicyFileError(f"not valid TOML: {str(exc).split(' (at')[0]}", line=line, column=column,
