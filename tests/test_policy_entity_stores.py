@@ -89,3 +89,34 @@ def test_a_closure_past_the_cap_is_refused_with_a_message(tmp_path: Path, capsys
     code, out, err = _authorize(tmp_path, 'permit (principal, action, resource);\n', store, "0", capsys)
     assert (code, out) == (2, "")
     assert "more than 100 (entity, ancestor) pairs" in err
+
+
+@pytest.mark.parametrize("where", ["entity attribute", "request context"])
+def test_a_value_nested_past_the_limit_is_refused_and_one_within_it_is_decided(
+        tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # 400 levels in a request's context, 900 in an attribute: RecursionError tracebacks before;
+    # Cedar's own reader refuses a document nested 128 deep
+    def nested(depth: int) -> object:
+        value: object = 1
+        for _ in range(depth):
+            value = {"x": value} if where == "entity attribute" else [value]
+        return value
+
+    policy = 'permit (principal, action, resource) when { context has c || principal has deep };\n'
+    for depth, refused in ((60, False), (400, True), (900, True)):
+        store = [{**_g("ana"), "attrs": {"deep": nested(depth)}} if where == "entity attribute" else _g("ana"), DOC]
+        request = {**REQUEST, "principal": {"type": "G", "id": "ana"},
+                   "context": {"c": nested(depth)} if where == "request context" else {}}
+        (tmp_path / "p.cedar").write_text(policy)
+        (tmp_path / "e.json").write_text(json.dumps(store))
+        (tmp_path / "r.json").write_text(json.dumps(request))
+        code = main(["policy", "authorize", str(tmp_path / "p.cedar"), "--entities", str(tmp_path / "e.json"),
+                     "--request", str(tmp_path / "r.json")])
+        out, err = capsys.readouterr()
+        if refused:
+            assert (code, out) == (2, ""), err
+            assert "a value nested more than 100 levels deep" in err and "Traceback" not in err
+        else:
+            answer = cedarpy.is_authorized({"principal": 'G::"ana"', "action": 'Action::"read"',
+                                            "resource": 'Doc::"memo"', "context": request["context"]}, policy, store)
+            assert (code, out.splitlines()[0]) == (0, answer.decision.name.upper()), err

@@ -27,6 +27,27 @@ MAX_CLOSURE = 10_000_000
 entities, each the parent of the next (a 2,000-deep chain holds 2 million; docs/policy.md)."""
 
 
+MAX_VALUE_DEPTH = 100
+"""The deepest a value in an entities or request file may nest (records and sets in one another):
+Cedar's own JSON reader stops at 128 levels of the whole document; past this, evaluating a value
+(comparing it, printing it) would meet Python's recursion limit (a traceback before)."""
+
+
+def _shallow(obj: Any, where: str) -> Any:
+    """``obj`` when it nests at most :data:`MAX_VALUE_DEPTH` levels (checked without recursion)."""
+    level: list[tuple[Any, int]] = [(obj, 0)]
+    while level:
+        value, depth = level.pop()
+        if depth > MAX_VALUE_DEPTH:
+            raise DSLError(f"{where}: a value nested more than {MAX_VALUE_DEPTH} levels deep (records and sets in "
+                           "one another; Cedar's reader stops at 128)")
+        if isinstance(value, dict):
+            level.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            level.extend((v, depth + 1) for v in value)
+    return obj
+
+
 class ExtensionError(ValueError):
     """A string that is not an ``ip``/``decimal`` literal (an evaluation error in a policy)."""
 
@@ -274,6 +295,7 @@ def read_entities(data: Any, schema: Schema | None, where: str = "entities") -> 
         if not isinstance(attrs, dict):
             raise DSLError(f"{w}.attrs must be an object")
         types = decl.attrs.attr_map() if decl else {}
+        _shallow(e, w)
         store.attrs[uid] = CRecord({k: read_value(v, types[k][0] if k in types else None, f"{w}.attrs.{k}")
                                     for k, v in attrs.items()})  # fmt: skip
         tags = e.get("tags") or {}
@@ -334,7 +356,7 @@ def read_request(data: Mapping[str, Any], schema: Schema | None, where: str = "r
     ctx_type = None
     if schema is not None and action in schema.actions:
         ctx_type = schema.actions[action].context
-    ctx = read_value(data.get("context") or {}, ctx_type, f"{where}.context")
+    ctx = read_value(_shallow(data.get("context") or {}, f"{where}.context"), ctx_type, f"{where}.context")
     if not isinstance(ctx, CRecord):
         raise DSLError(f"{where}.context must be an object")
     if schema is not None:
