@@ -7,6 +7,7 @@ and starting a new log where a signed one was wiped would bury the evidence.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from cda.actions.audit import file_schema_problems
@@ -54,6 +55,9 @@ def check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: b
                             + f" (run `cda receipts verify {db}`)")
 
 
+_SIGNING = threading.Lock()  # this process's writers of guardian logs sign one at a time
+
+
 class SignedLog:
     """A receipt log whose head is signed after every append, for the writers that have no runs
     to end: the guardian's decisions and escalations (every door of ``guard.evaluate``), the
@@ -85,12 +89,17 @@ class SignedLog:
         return int(self.log.count(action_id))
 
     def sign(self) -> None:
+        """Sign the log's tip, unless a head already signed covers as much: writers of one log
+        (a pool's jobs, a server and a gateway) never put an older head back over a newer one."""
         from cda.actions.audit import file_meta_digest
         from cda.keys.signing import write_head
 
-        head, count = self.log.tip()
-        write_head(head_path(self.db), self.signer.sign_head(head, count, self.label, 1, "end",
-                                                             meta=file_meta_digest(self.db)))
+        path = head_path(self.db)
+        with _SIGNING:
+            head, count = self.log.tip()
+            if path.exists() and read_head(path)["count"] >= count:
+                return
+            write_head(path, self.signer.sign_head(head, count, self.label, 1, "end", meta=file_meta_digest(self.db)))
 
     def close(self) -> None:
         self.log.close()
