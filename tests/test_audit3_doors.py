@@ -292,3 +292,47 @@ def test_toml_nested_too_deeply_is_a_one_line_error_at_every_door(tmp_path: Path
     said = err.getvalue()
     assert "deep.toml" in said and "nested too deeply to read" in said and "Traceback" not in said
     assert len(said.strip().splitlines()) == 1
+
+
+FAILING_LIST = '''
+import anyio
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+
+async def list_tools(ctx, params):
+    raise ValueError("this server cannot list its tools")
+
+
+async def main():
+    async with stdio_server() as (read, write):
+        server = Server("broken", version="1.0", on_list_tools=list_tools)
+        await server.run(read, write, server.create_initialization_options())
+
+anyio.run(main)
+'''
+
+
+def test_an_upstream_that_cannot_list_its_tools_stops_the_gateway_with_one_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
+    from tests.conftest import ROOT
+
+    (tmp_path / "broken.py").write_text(FAILING_LIST)
+    (tmp_path / "p.toml").write_text(NO_DELETE)
+    ledger = Ledger.open(tmp_path / "g.db")
+    ledger.set_budget("a", "USD", Decimal(300))
+    ledger.close()
+    done = subprocess.run(
+        [sys.executable, "-m", "cda", "guard", "proxy", "--upstream", f"broken={sys.executable} broken.py",
+         "--agent", "a", "--policies", "p.toml", "--ledger", "g.db"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CDA_KEY_DIR": str(tmp_path / "keys")})
+    # an ExceptionGroup traceback and exit 1 before (the CDAError was wrapped by the upstream's task group)
+    ours = [line for line in done.stderr.splitlines() if line.startswith("cda: error:")]
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert ours == ["cda: error: upstream broken: cannot connect or list its tools (MCPError: Internal server error)"]
+    assert "Exception Group" not in done.stderr

@@ -157,8 +157,9 @@ class GuardProxy:
                 client = await stack.enter_async_context(Client(target, read_timeout_seconds=300, cache=None))
                 listed = (await client.list_tools()).tools
             except Exception as exc:  # noqa: BLE001 - any failure to reach it is one clear line
-                raise CDAError(f"upstream {spec.name}: cannot connect or list its tools ({type(exc).__name__}: "
-                               f"{exc})") from None
+                cause = _innermost(exc)
+                raise CDAError(f"upstream {spec.name}: cannot connect or list its tools ({type(cause).__name__}: "
+                               f"{cause})") from None
             info = client.server_info
             version = (getattr(info, "version", "") or "0")[:32]
             if not version[0].isalnum() or any(c not in _VERSION_OK for c in version):
@@ -371,6 +372,20 @@ def _injects(value: str) -> str | None:
     return None
 
 
+def _innermost(exc: BaseException) -> BaseException:
+    """The one failure inside task groups that each hold one (anyio's ExceptionGroup wrapping)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _cda_error_in(group: BaseExceptionGroup) -> CDAError | None:  # type: ignore[type-arg]
+    """The CDAError a task group wrapped on its way out (an upstream that does not list its
+    tools, a schema the registry refuses), or None when the group holds something else."""
+    found = group.subgroup(CDAError)
+    return None if found is None else _innermost(found)  # type: ignore[return-value]
+
+
 class CallCancelled(CDAError):
     """The agent cancelled a call while the upstream ran it: the upstream was sent the cancel, the
     reservation is released (as for any call that fails), and nothing is answered."""
@@ -491,7 +506,14 @@ def main_proxy(args: Any, err: TextIO) -> int:
     auth = None
     try:
         if not args.http:
-            anyio.run(_serve_stdio, proxy)
+            try:
+                anyio.run(_serve_stdio, proxy)
+            except BaseExceptionGroup as group:  # the upstreams' task groups wrap a CDAError on its way out
+                error = _cda_error_in(group)
+                if error is None:
+                    raise
+                err.write(error.render() + "\n")
+                return 2
             return 0
         from cda.adapters.auth import AuthConfig
 
