@@ -336,3 +336,15 @@ def test_an_upstream_that_cannot_list_its_tools_stops_the_gateway_with_one_line(
     assert done.returncode == 2, done.stderr[-2000:]
     assert ours == ["cda: error: upstream broken: cannot connect or list its tools (MCPError: Internal server error)"]
     assert "Exception Group" not in done.stderr
+
+
+def test_a_registry_mcp_server_that_does_not_start_is_named_in_words(tmp_path: Path) -> None:
+    import sys
+
+    pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
+    (tmp_path / "tools.toml").write_text(f'[[tool]]\nname = "gone"\nmcp = {{ command = ["{sys.executable}", '
+                                         '"missing.py"] }\nreliability = "high"\ncost = "low"\nlatency_ms = 1\n')
+    code, out, err = _conduct(tmp_path, "x")
+    assert (code, out) == (2, "")
+    assert "the MCP server does not answer" in err
+    assert "TaskGroup" not in err and "sub-exception" not in err  # "unhandled errors in a TaskGroup" before

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from cda.errors import CDAError
+from cda.errors import CDAError, innermost
 
 __all__ = ["GuardProxy", "UpstreamSpec", "build_proxy_server", "main_proxy", "parse_upstream"]
 
@@ -157,7 +157,7 @@ class GuardProxy:
                 client = await stack.enter_async_context(Client(target, read_timeout_seconds=300, cache=None))
                 listed = (await client.list_tools()).tools
             except Exception as exc:  # noqa: BLE001 - any failure to reach it is one clear line
-                cause = _innermost(exc)
+                cause = innermost(exc)
                 raise CDAError(f"upstream {spec.name}: cannot connect or list its tools ({type(cause).__name__}: "
                                f"{cause})") from None
             info = client.server_info
@@ -372,18 +372,11 @@ def _injects(value: str) -> str | None:
     return None
 
 
-def _innermost(exc: BaseException) -> BaseException:
-    """The one failure inside task groups that each hold one (anyio's ExceptionGroup wrapping)."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
 def _cda_error_in(group: BaseExceptionGroup) -> CDAError | None:  # type: ignore[type-arg]
     """The CDAError a task group wrapped on its way out (an upstream that does not list its
     tools, a schema the registry refuses), or None when the group holds something else."""
     found = group.subgroup(CDAError)
-    return None if found is None else _innermost(found)  # type: ignore[return-value]
+    return None if found is None else innermost(found)  # type: ignore[return-value]
 
 
 class CallCancelled(CDAError):
