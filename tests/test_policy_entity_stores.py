@@ -120,3 +120,29 @@ def test_a_value_nested_past_the_limit_is_refused_and_one_within_it_is_decided(
             answer = cedarpy.is_authorized({"principal": 'G::"ana"', "action": 'Action::"read"',
                                             "resource": 'Doc::"memo"', "context": request["context"]}, policy, store)
             assert (code, out.splitlines()[0]) == (0, answer.decision.name.upper()), err
+
+
+def test_like_is_decided_as_cedar_decides_and_a_long_string_cannot_stall_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import random
+
+    rng = random.Random(7)
+    patterns = ["*a*a*b", "a*", "*b", "a*b*a", "*", "**a**", "ab\\*c*", "*\\**", "a\\*", ""]
+    texts = ["", "a", "ab", "ba", "aab", "a*b", "ab*c", "ab*cd", "*", "aaab" * 3,
+             *("".join(rng.choice("ab*") for _ in range(rng.randrange(8))) for _ in range(12))]
+    # the request's string is the caller's: 20,000 characters against three stars was a regex
+    # backtracking for hours (8,000 took more than 3 minutes); Cedar answers at once
+    cases = [(p, t) for p in patterns for t in texts] + [("*a*a*a*b", "a" * 20_000), ("*a*a*a*b", "a" * 20_000 + "b")]
+    store = [_g("ana"), DOC]
+    (tmp_path / "e.json").write_text(json.dumps(store))
+    for pattern, text in cases:
+        policy = f'permit (principal, action, resource) when {{ context.s like "{pattern}" }};\n'
+        request = {**REQUEST, "principal": {"type": "G", "id": "ana"}, "context": {"s": text}}
+        (tmp_path / "p.cedar").write_text(policy)
+        (tmp_path / "r.json").write_text(json.dumps(request))
+        code = main(["policy", "authorize", str(tmp_path / "p.cedar"), "--entities", str(tmp_path / "e.json"),
+                     "--request", str(tmp_path / "r.json")])
+        out, err = capsys.readouterr()
+        theirs = cedarpy.is_authorized({"principal": 'G::"ana"', "action": 'Action::"read"',
+                                        "resource": 'Doc::"memo"', "context": {"s": text}}, policy, store)
+        assert (code, out.splitlines()[0]) == (0, theirs.decision.name.upper()), (pattern, text[:20], err)
