@@ -348,3 +348,35 @@ def test_a_registry_mcp_server_that_does_not_start_is_named_in_words(tmp_path: P
     assert (code, out) == (2, "")
     assert "the MCP server does not answer" in err
     assert "TaskGroup" not in err and "sub-exception" not in err  # "unhandled errors in a TaskGroup" before
+
+
+def test_digits_before_ken_in_dsl_text_do_not_stall_the_gates_scan(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    import anyio
+
+    pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from tests.conftest import ROOT
+
+    # the gate scans every DSL text a door receives for `ken "…"` lines before anything runs: 27
+    # digits before `ken` held it 25 s (each 2 more: 3.5 times longer); 60 would be centuries
+    server = StdioServerParameters(command=sys.executable, args=["-m", "cda", "mcp"], cwd=str(tmp_path),
+                                   env={**os.environ, "PYTHONPATH": str(ROOT), "CDA_KEY_DIR": str(tmp_path / "keys")})
+    base = "hyp a\nobservable o\nobserve o\nhard: o iff a\n"
+
+    async def agent() -> list[tuple[bool, str]]:
+        async with Client(server, read_timeout_seconds=300) as client:
+            answers = []
+            for dsl in (base + "0" * 60 + "zken\n", base + 'observe o 12ken "/etc/hostname"\n'):
+                result = await client.call_tool("check", {"dsl": dsl})
+                answers.append((bool(result.is_error), result.content[0].text))
+            return answers
+
+    (stalled_error, stalled), (ken_error, ken) = anyio.run(agent)
+    assert stalled_error and "syntax error" in stalled  # answered: the DSL's own error, at once
+    # a `ken` after digits is still found by the scan: the file it names is refused at its place
+    assert ken_error and "outside the allowed roots" in ken and '"path": ["dsl", 5, 17]' in ken
