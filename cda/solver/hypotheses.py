@@ -58,6 +58,11 @@ class Ranking:
     timed_out: bool
     cap: int
 
+    @property
+    def unsatisfiable(self) -> bool:
+        """No hypothesis, and the enumeration finished: no model satisfies every clause."""
+        return not self.hypotheses and not self.timed_out
+
     def __len__(self) -> int:
         return len(self.hypotheses)
 
