@@ -75,7 +75,7 @@ OPEN_KINDS = ("hyp", "observable", "var")
 _PREFIX_KIND = {"hyp": "hyp", "obs": "observable", "pred": "pred"}
 
 
-_FAtom, _FNot, _FNary, _FImplies = A.FAtom, A.FNot, A.FNary, A.FImplies
+_FAtom, _FNot, _FNary, _FImplies, _Hard = A.FAtom, A.FNot, A.FNary, A.FImplies, A.Hard
 _AND_OR = frozenset(("and", "or"))
 _SHAPE_KEY = A.SHAPE_KEY
 
@@ -733,6 +733,13 @@ class _Grounder:
         text (a claim string), where the line cannot be read back.
         """
         at = self.at = (line, st.pos[1])
+        if type(st) is _Hard:  # the commonest statement, by its exact type (the isinstance chain below takes the rest)
+            formula = st.formula  # type: ignore[attr-defined]
+            shape = formula.__dict__.get(_SHAPE_KEY)
+            node = self.formula(formula, {}) if shape is None else self.shaped(shape, formula)
+            name = self.unique_name(st.name, "hard", at, st.name_pos)  # type: ignore[attr-defined]
+            self.gp.clauses.append(Clause(name, "hard", node, line))
+            return
         if isinstance(st, A.Fact):
             decl = self.preds.get(st.atom.pred)
             if decl is None:
@@ -749,9 +756,7 @@ class _Grounder:
             name = self.unique_name(st.name, "observe", at, st.name_pos)
             self.gp.clauses.append(Clause(name, "observation", node, line))
         elif isinstance(st, A.Hard):
-            formula = st.formula
-            shape = formula.__dict__.get(_SHAPE_KEY)
-            node = self.formula(formula, {}) if shape is None else self.shaped(shape, formula)
+            node = self.formula(st.formula, {})
             name = self.unique_name(st.name, "hard", at, st.name_pos)
             self.gp.clauses.append(Clause(name, "hard", node, line))
         elif isinstance(st, A.Soft):
