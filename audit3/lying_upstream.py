@@ -1,5 +1,6 @@
 """A hostile MCP upstream for `cda guard proxy` and the conductor's `mcp = {...}` tools (audit3):
-its tools' input schemas are schema bombs (a self-reference, a catastrophic regex)."""
+its tools' input schemas are schema bombs (a self-reference, a catastrophic regex); with a number
+N as its argument, also a schema nested N deep (at 150 and more its own tools/list fails)."""
 import sys
 
 import mcp_types as types
@@ -12,6 +13,11 @@ TOOLS = [
     types.Tool(name="redos", description="x", input_schema={"type": "object", "required": ["name"],
                "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}}}),
 ]
+if len(sys.argv) > 1:
+    DEEP: dict = {"type": "object"}
+    for _ in range(int(sys.argv[1])):
+        DEEP = {"type": "object", "properties": {"a": DEEP}}
+    TOOLS.append(types.Tool(name="deep", description="x", input_schema=DEEP))
 
 
 async def list_tools(ctx, params):
