@@ -401,3 +401,75 @@ def test_redaction_of_a_long_almost_address_is_linear_and_finds_what_it_found() 
     assert emails("a@bb.cc and x.y@ex-1.example.org") == ["a@bb.cc", "x.y@ex-1.example.org"]
     assert emails("a" * 100_000 + "@" + "a" * 100_000) == []  # quadratic before: minutes
     assert emails("write to " + "x" * 50_000 + "@example.com now") == ["x" * 50_000 + "@example.com"]
+
+
+# ---- the gateway in front of an upstream whose tool schema has a regex that backtracks without end
+
+BACKTRACKING_UPSTREAM = LOOPING_UPSTREAM.replace(
+    '''TOOLS = [types.Tool(name="selfref", description="x", input_schema={"$ref": "#", "type": "object"}),''',
+    '''TOOLS = [types.Tool(name="nested", description="x", input_schema={
+             "type": "object", "properties": {"x": {"type": "string", "pattern": "^(a+)+$"}}}),''')
+
+
+def test_an_upstream_pattern_that_backtracks_is_checked_in_a_child_with_a_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A schema regex of the exponential kind (``^(a+)+$``) met by an agent's argument built to
+    backtrack held a gateway thread for 16.6 s at 28 characters, twice as long for each more
+    (audit3, finding 11). Such a tool's arguments are now checked in a child process with a
+    deadline: an argument that matches is passed on, one that does not is refused with the
+    schema's message, and one whose check does not end is refused, on record, in bounded time."""
+    import os
+    import sys
+    import time
+
+    import anyio
+
+    pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from tests.conftest import ROOT
+
+    assert 'pattern": "^(a+)+$"' in BACKTRACKING_UPSTREAM
+    monkeypatch.setenv("CDA_KEY_DIR", str(tmp_path / "keys"))
+    (tmp_path / "liar.py").write_text(BACKTRACKING_UPSTREAM)
+    (tmp_path / "p.toml").write_text('[[policy]]\nid = "cap"\ndsl = "value(metric:cost) <= 5000 USD"\n')
+    ledger = Ledger.open(tmp_path / "g.db")
+    ledger.set_budget("a", "USD", Decimal(300))
+    ledger.close()
+    gateway = StdioServerParameters(
+        command=sys.executable, cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(ROOT)},
+        args=["-m", "cda", "guard", "proxy", "--upstream", f"liar={sys.executable} liar.py {tmp_path / 'calls'}",
+              "--agent", "a", "--policies", "p.toml", "--ledger", "g.db"])
+
+    async def agent() -> tuple[list[tuple[bool, str]], float]:
+        async with Client(gateway, read_timeout_seconds=300) as client:
+            answers = []
+            for x in ("aaa", "b"):
+                result = await client.call_tool("nested", {"x": x})
+                answers.append((bool(result.is_error), result.content[0].text))
+            started = time.monotonic()
+            result = await client.call_tool("nested", {"x": "a" * 60 + "!"})  # years of backtracking in-process
+            answers.append((bool(result.is_error), result.content[0].text))
+            return answers, time.monotonic() - started
+
+    [(failed, _), (_, mismatch), (_, cut)], seconds = anyio.run(agent)
+    assert not failed  # a matching argument reaches the upstream
+    assert mismatch.startswith("REJECT malformed_action") and "'b' does not match '^(a+)+$'" in mismatch
+    assert cut.startswith("REJECT malformed_action")
+    assert "could not be checked against its schema in 5 s (its pattern '^(a+)+$' can take exponential time" in cut
+    assert seconds < 120  # the child's deadline, whatever the load (60 characters in-process: 2^60 steps)
+    assert (tmp_path / "calls").read_text().split() == ["nested"]  # only the matching call was made
+
+
+def test_which_schema_regexes_are_checked_in_a_child() -> None:
+    """Repetition inside repetition, alternation inside repetition and backreferences, at any
+    depth of the schema (``pattern`` values, ``patternProperties`` keys); plain ones stay in process."""
+    from cda.guardian.schema_check import backtracking_patterns
+
+    schema = {"type": "object", "properties": {
+        "a": {"pattern": "^[a-z0-9_]{1,64}$"}, "b": {"pattern": "^(a+)+$"}, "c": {"pattern": "^(x|xy)*z$"},
+        "d": {"items": {"pattern": r"(\w+)\s\1"}}, "e": {"pattern": "^abc$"}, "f": {"pattern": "^(ab)?c+$"}},
+        "patternProperties": {"^(k*)*$": {}, "^k[0-9]+$": {}}}
+    assert backtracking_patterns(schema) == sorted(["^(a+)+$", "^(x|xy)*z$", r"(\w+)\s\1", "^(k*)*$"])
+    assert backtracking_patterns({"type": "object"}) == []
