@@ -75,9 +75,13 @@ def _receipt(spec: JobSpec, row: Row) -> Receipt:
         caps={"timeout_s": spec.timeout_s, "memory_mb": spec.memory_mb},
         result={"job": spec.name, "status": row["status"], "answer_sha256": sha256_hex(canonical_json(answer)),
                 **{column: row[column] for column in RUN_COLUMNS}},
-        status="ok" if row["status"] == "ok" else "timeout" if row["status"] == "timeout" else "failed",
+        status="ok" if row["status"] == "ok" else "timeout" if row["status"] in _NO_COMPLETE_ANSWER else "failed",
     )
 
+
+_NO_COMPLETE_ANSWER = ("timeout", "partial", "unknown", "escalated")
+"""Job statuses whose receipt says ``timeout``: the receipt's status keeps its three words; the
+job's own status is in the receipt's ``result``. (``memory`` has always been ``failed`` there.)"""
 
 SIGN_EVERY = 1.0
 """Seconds between two signatures of the head while jobs finish (the end is always signed)."""

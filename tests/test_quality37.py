@@ -1,0 +1,97 @@
+"""The last stop's "noticed and left alone" list, each through a real door (the `cda` command in
+a child process, a real `cda jobs run`, the MCP SDK's client): what a job's status says when there
+is no complete answer, the files a job's file names, a signed head with rows after it, a DSL
+error's excerpt, a file name that is not UTF-8, text outputs escaped, and small messages."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import cda
+from cda.adapters.jobs.kinds import KINDS
+from cda.cli.ci import solve_exit_code
+from cda.cli.jobs import EXIT_OF_STATUS
+from tests.conftest import ROOT
+from tests.timing import HANG
+
+#: a strict order with no greatest element: only infinite models, so z3 gives up and no finite world
+#: settles the claim; with time to spare, the solvers' own unknown (tests/test_fol.py has the oracle)
+ONLY_INFINITE = """premise p1: ∀x ∃y Less(x, y)
+premise p2: ∀x ¬Less(x, x)
+premise p3: ∀x ∀y ∀z (Less(x, y) ∧ Less(y, z) → Less(x, z))
+claim c1: P(a)
+"""
+
+ENTAILED = "hyp a, b\nobservable o\nobserve o\nhard: o iff (a or b)\ngoal prove a or b\n"
+
+
+def _cda(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    run_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "cda", *map(str, args)], env=run_env, cwd=cwd, capture_output=True,
+                          text=True, timeout=HANG)
+
+
+def _jsonl(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+# --- 1. a solver's own unknown and a budget's cut, on every door the same --------------------
+
+
+def test_a_jobs_status_says_cut_or_undecided_as_the_cli_does(tmp_path: Path) -> None:
+    """A `prove` job whose solvers could not decide was recorded `timeout` (a word for the job's
+    own time limit); one cut off by its budget too. Now: `unknown` and `partial`, as the `partial`
+    field `cda prove --json` gives for the same claim, and the batch exits 3 as `cda prove` does."""
+    (tmp_path / "inf.fol").write_text(ONLY_INFINITE, encoding="utf-8")
+    (tmp_path / "t.cda").write_text(ENTAILED, encoding="utf-8")
+    keys = {"CDA_KEY_DIR": str(tmp_path / "keys")}
+    by_cli = {}
+    for budget in ("10", "0"):
+        done = _cda("prove", "inf.fol", "--timeout", budget, "--json", cwd=tmp_path)
+        assert done.returncode == 3, done.stderr
+        [claim] = json.loads(done.stdout)["results"]
+        assert claim["unknown"] is True
+        by_cli[budget] = claim["partial"]
+    assert by_cli == {"10": False, "0": True}  # the solvers gave up with time to spare; the budget cut
+    (tmp_path / "m.toml").write_text(
+        '[[job]]\nkind = "prove"\nfile = "inf.fol"\nparams = { timeout = 10 }\n\n'
+        '[[job]]\nkind = "prove"\nfile = "inf.fol"\nparams = { timeout = 0 }\n\n'
+        '[[job]]\nkind = "solve"\nfile = "t.cda"\nparams = { timeout = 0 }\n', encoding="utf-8")
+    done = _cda("jobs", "run", "m.toml", "--workers", "1", cwd=tmp_path, env=keys)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.startswith("3 jobs: 2 partial, 1 unknown;"), done.stdout
+    undecided, cut, solve_cut = _jsonl(tmp_path / "m.results")
+    assert undecided["status"] == "unknown" and "a solver said unknown, nothing was cut short" in undecided["error"]
+    assert cut["status"] == "partial" and "the time budget ran out" in cut["error"]
+    assert solve_cut["status"] == "partial" and solve_cut["result"]["partial"] is True
+    assert "a budget ran out; what was found is kept" in solve_cut["error"]
+    verified = _cda("receipts", "verify", tmp_path / "m.results" / "results.sqlite", env=keys)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_solve_job_and_cda_solve_give_one_exit_for_every_answer() -> None:
+    """`cda solve` exits 3 for a claim a solver left unknown in a run that was not cut; the solve
+    job called that `failed` (exit 1). The oracle is `cda solve`'s own exit code: for every mix of
+    status, partial, verdicts and expectations the job's status maps to the same code."""
+    base = cda.solve(ENTAILED, backend="z3")
+    [verdict] = base.verdicts
+    [expectation] = cda.solve(ENTAILED + "expect status sat\n", backend="z3").expectations
+    unknown = verdict.model_copy(update={"status": "unknown", "confidence": None, "reason": "z3 returned unknown"})
+    refuted = verdict.model_copy(update={"status": "refuted", "confidence": 0.0})
+    failed_expect = expectation.model_copy(update={"passed": False})
+    seen = set()
+    for status, partial, verdicts, expects in itertools.product(
+            ("sat", "unknown"), (False, True), ([], [verdict], [unknown], [refuted], [refuted, unknown]),
+            ([], [expectation], [failed_expect])):
+        result = base.model_copy(update={"status": status, "partial": partial, "verdicts": verdicts,
+                                         "expectations": expects})
+        negative = KINDS["solve"].verdict(json.loads(result.json_text()))
+        job_status = "ok" if negative is None else negative.status
+        assert EXIT_OF_STATUS[job_status] == solve_exit_code(result), (status, partial, verdicts, expects, job_status)
+        seen.add(job_status)
+    assert seen == {"ok", "failed", "partial", "unknown"}
