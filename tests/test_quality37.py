@@ -95,3 +95,50 @@ def test_a_solve_job_and_cda_solve_give_one_exit_for_every_answer() -> None:
         assert EXIT_OF_STATUS[job_status] == solve_exit_code(result), (status, partial, verdicts, expects, job_status)
         seen.add(job_status)
     assert seen == {"ok", "failed", "partial", "unknown"}
+
+
+# --- 4. a DSL syntax error quotes a long token cut, with its length, on every door -----------
+
+LONG = "x" * 20000
+LONG_TOKEN = f"hyp a\nhard: a {LONG} b\n"
+
+
+def _mcp_call(tool: str, arguments: dict) -> object:
+    import anyio
+    import pytest
+
+    pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    server = StdioServerParameters(command=sys.executable, args=["-m", "cda", "mcp"],
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(ROOT))
+
+    async def main() -> object:
+        async with Client(server, read_timeout_seconds=60) as client:
+            return await client.call_tool(tool, arguments)
+
+    return anyio.run(main)
+
+
+def test_a_long_token_is_quoted_cut_with_its_length_at_every_door(tmp_path: Path) -> None:
+    """A 20,000-character token was printed whole in "unexpected '…'" (the line under it was
+    already cut): now its first 60 characters, "…" and its length; line, column and what was
+    expected stay exact. The CLI's text and --json, and the MCP tool, say the same."""
+    (tmp_path / "long.cda").write_text(LONG_TOKEN, encoding="utf-8")
+    cut = "unexpected '" + "x" * 60 + "…' (a token of 20,000 characters); expected "
+    text = _cda("check", "long.cda", cwd=tmp_path)
+    assert text.returncode == 2 and len(text.stderr) < 1000, len(text.stderr)
+    assert text.stderr.startswith(f"long.cda:2:9: syntax error: {cut}"), text.stderr[:300]
+    as_json = _cda("check", "long.cda", "--json", cwd=tmp_path)
+    error = json.loads(as_json.stdout)
+    assert (error["line"], error["column"], error["kind"]) == (2, 9, "syntax error")
+    assert error["message"].startswith(cut) and len(error["message"]) < 1000 and error["expected"]
+    assert error["message"] == text.stderr.split(": syntax error: ", 1)[1].split("\n", 1)[0]
+    result = _mcp_call("check", {"dsl": LONG_TOKEN})
+    shown = " ".join(getattr(c, "text", "") for c in result.content)  # type: ignore[attr-defined]
+    assert result.is_error and cut in shown and LONG not in shown, shown[:400]  # type: ignore[attr-defined]
+    # a Cedar policy and a .fol file go through the same error
+    (tmp_path / "long.fol").write_text(f"premise p1: P(a) ∧ Q(b) {LONG} b\n", encoding="utf-8")
+    fol = _cda("prove", "long.fol", cwd=tmp_path)
+    assert fol.returncode == 2 and "(a token of 20,000 characters)" in fol.stderr and len(fol.stderr) < 1000
