@@ -142,3 +142,27 @@ def test_a_long_token_is_quoted_cut_with_its_length_at_every_door(tmp_path: Path
     (tmp_path / "long.fol").write_text(f"premise p1: P(a) ∧ Q(b) {LONG} b\n", encoding="utf-8")
     fol = _cda("prove", "long.fol", cwd=tmp_path)
     assert fol.returncode == 2 and "(a token of 20,000 characters)" in fol.stderr and len(fol.stderr) < 1000
+
+
+# --- 5. a file name that is not UTF-8 ---------------------------------------------------------
+
+
+def test_a_file_name_that_is_not_utf8_is_named_and_said_what_is_wrong(tmp_path: Path) -> None:
+    """`cda solve bad\\xff.cda` said "path: Input should be a valid string, unable to parse raw data
+    as a unicode string" (pydantic's words, no file named). Now the name, its byte escaped, and
+    what to do; the same through --json. The file itself is untouched."""
+    name = os.fsdecode(b"bad\xff.cda")  # as Python reads the argument: the byte as a surrogate escape
+    (tmp_path / name).write_text(ENTAILED, encoding="utf-8")
+    for args in (("solve",), ("check", "--json"), ("prove",)):
+        done = subprocess.run([sys.executable, "-m", "cda", args[0], os.fsencode(name), *args[1:]],
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, capture_output=True,
+                              timeout=HANG)
+        shown = (done.stdout + done.stderr).decode("utf-8")  # UTF-8, the byte escaped: the old JSON held 0xff
+        if "--json" in args:
+            error = json.loads(done.stdout)
+            assert error["file"] == "bad\\xff.cda", error
+            shown = error["message"]
+        assert done.returncode == 2, shown
+        assert "the file name 'bad\\xff.cda' is not UTF-8 (the byte 0xff at character 4)" in shown, shown
+        assert "Input should be a valid string" not in shown and "Traceback" not in shown
+    assert (tmp_path / name).read_text(encoding="utf-8") == ENTAILED
