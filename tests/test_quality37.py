@@ -166,3 +166,28 @@ def test_a_file_name_that_is_not_utf8_is_named_and_said_what_is_wrong(tmp_path: 
         assert "the file name 'bad\\xff.cda' is not UTF-8 (the byte 0xff at character 4)" in shown, shown
         assert "Input should be a valid string" not in shown and "Traceback" not in shown
     assert (tmp_path / name).read_text(encoding="utf-8") == ENTAILED
+
+
+# --- 6. `cda task` and `cda schema` text escaped ----------------------------------------------
+
+
+def test_cda_task_and_cda_schema_text_shows_controls_escaped(tmp_path: Path) -> None:
+    """A folder or store named with ESC sequences reached the terminal raw in `cda schema`'s
+    "wrote 35 schemas to …" and `cda task add-signer`'s "first signer of …": a title set, a screen
+    cleared. Now escaped as every other line built from input; the JSON forms are JSON."""
+    keys = {"CDA_KEY_DIR": str(tmp_path / "keys")}
+    folder = tmp_path / "s\x1b[2Jx"
+    done = _cda("schema", folder, env=keys)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "s\\x1b[2Jx" in done.stdout, done.stdout
+    assert (folder / "SolveResult.schema.json").is_file()  # the name itself is kept: only its display is escaped
+    check = _cda("schema", "--check", folder, env=keys)
+    assert check.returncode == 0 and "\x1b" not in check.stdout and "s\\x1b[2Jx: schemas are current" in check.stdout
+    store = tmp_path / "g\x1b]0;owned\x07.db"
+    done = _cda("task", "add-signer", "--store", store, "orc:alice", env=keys)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout, done.stdout
+    assert "g\\x1b]0;owned\\x07.db" in done.stdout, done.stdout
+    as_json = _cda("task", "add-signer", "--store", store, "orc:bob", "--by", "orc:alice", "--json", env=keys)
+    assert as_json.returncode == 0, as_json.stderr  # the JSON form stays JSON (json.dumps escapes controls itself)
+    assert json.loads(as_json.stdout)["signer_id"] == "orc:bob"
