@@ -191,3 +191,43 @@ def test_cda_task_and_cda_schema_text_shows_controls_escaped(tmp_path: Path) -> 
     as_json = _cda("task", "add-signer", "--store", store, "orc:bob", "--by", "orc:alice", "--json", env=keys)
     assert as_json.returncode == 0, as_json.stderr  # the JSON form stays JSON (json.dumps escapes controls itself)
     assert json.loads(as_json.stdout)["signer_id"] == "orc:bob"
+
+
+# --- 8. an investigation's mistake names the field the user gave ------------------------------
+
+
+def test_an_investigation_error_names_the_field_it_came_in(tmp_path: Path) -> None:
+    """A refused revision said its place was `params.observation`, a field `investigate.revise`
+    does not have; now `params.add` (what was added does not read, or is a goal) and, for a note
+    with no text, `params.text`. An observation's mistake stays at `params.observation`."""
+    import anyio
+    import pytest
+
+    pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    server = StdioServerParameters(command=sys.executable, args=["-m", "cda", "mcp"],
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(tmp_path))
+
+    async def body() -> dict[str, str]:
+        async with Client(server, read_timeout_seconds=120) as client:
+            started = (await client.call_tool("investigate_start", {
+                "dsl": "hyp a, b\nobservable o\nhard: o iff (a or b)\n"})).structured_content
+            assert isinstance(started, dict)
+            session = started["session_id"]
+            said = {}
+            for name, tool, args in (
+                    ("goal", "investigate_revise", {"add": ["goal prove a"]}),
+                    ("unreadable", "investigate_revise", {"add": ["hard: a and and b"]}),
+                    ("observe", "investigate_observe", {"observation": "nosuch(x)"}),
+                    ("note", "investigate_note", {"step": 0, "text": "   "})):
+                reply = await client.call_tool(tool, {"session_id": session, **args})
+                assert reply.is_error, (name, reply)
+                said[name] = " ".join(getattr(c, "text", "") for c in reply.content)
+            return said
+
+    said = anyio.run(body)
+    for name, field in (("goal", "add"), ("unreadable", "add"), ("observe", "observation"), ("note", "text")):
+        assert f"params.{field}" in said[name] or f'"params", "{field}"' in said[name], (name, said[name])
+    assert "observation" not in said["goal"] + said["unreadable"] + said["note"], said
