@@ -231,3 +231,80 @@ def test_an_investigation_error_names_the_field_it_came_in(tmp_path: Path) -> No
     for name, field in (("goal", "add"), ("unreadable", "add"), ("observe", "observation"), ("note", "text")):
         assert f"params.{field}" in said[name] or f'"params", "{field}"' in said[name], (name, said[name])
     assert "observation" not in said["goal"] + said["unreadable"] + said["note"], said
+
+
+# --- 2. the files a job's file names are held to the manifest's folder ------------------------
+
+SECRET = "root:x:0:0:root:/root:/bin/bash"
+
+
+def test_the_files_a_jobs_file_names_are_held_to_the_manifests_folder(tmp_path: Path) -> None:
+    """`file` and the file parameters were held to the manifest's folder; a `.cda` file's `ken "…"`
+    and a Cedar test's `policies` were not: a shared manifest could make a job read any file its
+    runner can. Now each is refused before anything runs (exit 2), naming the job, its file and
+    the path; nothing of the outside file reaches the output; a graph inside is fine."""
+    (tmp_path / "secret.json").write_text(json.dumps({"nodes": [{"id": SECRET}], "links": []}), encoding="utf-8")
+    (tmp_path / "p.cedar").write_text("permit(principal, action, resource);", encoding="utf-8")
+    folder = tmp_path / "m"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "inside.json").write_text(json.dumps({"nodes": [{"id": "n"}], "links": []}), encoding="utf-8")
+    (folder / "link.json").symlink_to(tmp_path / "secret.json")
+    model = "hyp a\nobservable o\nhard: o iff a\n"
+    cases = {"up.cda": ('ken "../secret.json"', "it leads out of the folder"),
+             "abs.cda": (f'ken "{tmp_path / "secret.json"}"', "it leads out of the folder"),
+             "link.cda": ('ken "link.json"', "through a link")}
+    keys = {"CDA_KEY_DIR": str(tmp_path / "keys")}
+    for name, (line, how) in cases.items():
+        (folder / name).write_text(f"{line}\n{model}", encoding="utf-8")
+        (folder / "m.toml").write_text(f'[[job]]\nkind = "check"\nfile = "{name}"\n', encoding="utf-8")
+        done = _cda("jobs", "run", "m.toml", cwd=folder, env=keys)
+        assert done.returncode == 2, (name, done.stdout, done.stderr)
+        written = line.split('"')[1]
+        assert f"m.toml:3: job 1: file '{name}' names 'ken {written}': outside the manifest's folder" in done.stderr
+        assert how in done.stderr and SECRET not in done.stdout + done.stderr, done.stderr
+        assert not (folder / "m.results").exists()  # nothing ran, nothing written
+    (folder / "ok.cda").write_text(f'ken "inside.json"\n{model}', encoding="utf-8")
+    (folder / "m.toml").write_text('[[job]]\nkind = "check"\nfile = "ok.cda"\n', encoding="utf-8")
+    assert _cda("jobs", "run", "m.toml", cwd=folder, env=keys).returncode == 0
+    # a Cedar test's policies, found above its tests/ folder: outside when that is above the manifest's
+    (folder / "tests" / "t.json").write_text(json.dumps({"policies": "../p.cedar", "requests": []}), encoding="utf-8")
+    (folder / "c.toml").write_text('[[job]]\nkind = "cedar-test"\nfile = "tests/t.json"\n', encoding="utf-8")
+    done = _cda("jobs", "run", "c.toml", cwd=folder, env=keys)
+    assert done.returncode == 2 and "names 'policies': outside the manifest's folder" in done.stderr, done.stderr
+
+
+def test_a_jobs_process_reads_only_inside_the_manifests_folder(tmp_path: Path) -> None:
+    """What the manifest's reading does not find (a file changed to name another after it was
+    read) meets the gate's access check in the job's process: the same roots, the job's error
+    naming the file. The oracle: the same job with no folder given reads it."""
+    from cda.adapters.jobs.child import outcome_of
+
+    (tmp_path / "secret.json").write_text(json.dumps({"nodes": [{"id": SECRET}], "links": []}), encoding="utf-8")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "p.cda").write_text('ken "../secret.json"\nhyp a\nobservable o\nhard: o iff a\n', encoding="utf-8")
+    wire = {"kind": "check", "file": str(folder / "p.cda"), "params": {}, "memory_mb": 2048}
+    assert outcome_of(wire)["status"] == "ok"  # no folder: the local user reads any file
+    held = outcome_of({**wire, "base": str(folder)})
+    assert held["status"] == "failed", held
+    assert f"the job read a file '{folder / '..' / 'secret.json'}' outside the manifest's folder {folder}" in held["error"]
+    assert SECRET not in held["error"]
+
+
+def test_a_policy_analysis_cut_by_its_budget_is_partial_at_the_cli_and_in_a_job(tmp_path: Path) -> None:
+    """`cda policy analyze --timeout 0` exits 3 with every environment unknown; `--json` now says
+    it was cut (`partial: true`) and the job records `partial`, not `timeout` (the job's own limit)."""
+    import shutil
+
+    for name in ("new.cedar", "schema.cedarschema"):
+        shutil.copy(ROOT / "examples" / "cedar" / name, tmp_path / name)
+    done = _cda("policy", "analyze", "always-allows", "new.cedar", "--schema", "schema.cedarschema", "--timeout", "0",
+                "--json", cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert [(e["status"], e.get("partial")) for e in json.loads(done.stdout)] == [("unknown", True)]
+    (tmp_path / "m.toml").write_text('[[job]]\nkind = "policy-analysis"\nfile = "new.cedar"\nparams = { analysis = '
+                                     '"always-allows", schema = "schema.cedarschema", timeout = 0 }\n', encoding="utf-8")
+    done = _cda("jobs", "run", "m.toml", cwd=tmp_path, env={"CDA_KEY_DIR": str(tmp_path / "keys")})
+    assert done.returncode == 3, done.stderr
+    [line] = _jsonl(tmp_path / "m.results")
+    assert line["status"] == "partial" and "its time budget ran out" in line["error"], line["error"]

@@ -128,8 +128,10 @@ class AnalysisResult:
             "property": self.property, "status": str(self.status), "environment": self.environment,
             "backend": self.backend, "proved_for": self.proved_for, "assumptions": self.assumptions,
             "counterexample": self.counterexample, "answers": self.answers, "repair": self.repair,
-            "stands_on": self.stands_on, "note": self.note, "policies": self.policies, "partial": self.partial,
+            "stands_on": self.stands_on, "note": self.note, "policies": self.policies,
         }  # fmt: skip
+        if self.partial:  # only when set: a decided answer keeps the bytes it always had
+            out["partial"] = True
         if timing:
             out["seconds"] = self.seconds
         return out

@@ -130,7 +130,8 @@ def _outcome(wire: dict[str, Any]) -> dict[str, Any]:
         params = dict(wire["params"])
         for name in kind.paths & set(params):
             params[name] = Path(params[name])
-        job = JobInput(Path(wire["file"]) if wire["file"] is not None else None, params)
+        base = Path(wire["base"]) if wire.get("base") else None
+        job = JobInput(Path(wire["file"]) if wire["file"] is not None else None, params, base)
         result = kind.run(job)
         text = json.dumps(result, sort_keys=True, ensure_ascii=False, allow_nan=False)
         answer = json.loads(text)

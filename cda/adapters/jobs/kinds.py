@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from cda.contracts import limits
-from cda.errors import CDAError, OptionError
+from cda.errors import AccessDenied, CDAError, OptionError
 
 __all__ = ["JobInput", "JobKind", "KINDS", "Negative", "operation_kind", "register"]
 
@@ -43,6 +43,9 @@ class JobInput:
 
     file: Path | None
     params: dict[str, Any]
+    #: the manifest's folder: the one root of the files the job may read (None: any file, as a test
+    #: that runs a kind directly gives absolute paths)
+    base: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -208,21 +211,30 @@ def operation_kind(name: str, *, main: str = "path", doc: str = "", shape: Calla
     def run(job: JobInput) -> Any:
         from pydantic import ValidationError
 
-        from cda.operations import LOCAL_USER, MemorySink, invoke
+        from cda.operations import LOCAL_USER, MemorySink, invoke, local_user
 
         if before is not None:
             before()  # what the kind needs installed, said before its parameters are looked at
         params = {p: job.params[door] for p, door in names.items() if door in job.params}
         if job.file is not None:
             params[main] = str(job.file)
+        # the manifest's author, held to the manifest's folder: what the job's file names (a ken graph,
+        # a Cedar test's policies) passes the same access check as its top-level paths (docs/jobs.md)
+        principal = LOCAL_USER if job.base is None else local_user(roots=(job.base,))
         try:
             result = invoke(op, {k: str(v) if isinstance(v, Path) else v for k, v in params.items()},
-                            principal=LOCAL_USER, door=Door.JOBS, base_dir=Path.cwd(), egress_cap="local",
+                            principal=principal, door=Door.JOBS, base_dir=Path.cwd(), egress_cap="local",
                             sink=MemorySink())
         except ValidationError as exc:
             first = exc.errors()[0]
             where = names.get(str(first["loc"][0]), str(first["loc"][0])) if first["loc"] else "params"
             raise CDAError(f"params.{where}: {str(first['msg']).removeprefix('Value error, ')}") from None
+        except AccessDenied as exc:
+            if exc.need != "files" or job.base is None:
+                raise
+            named = f" {exc.file!r}" if exc.file else ""  # the job's own author wrote it: named to them
+            raise CDAError(f"the job read a file{named} outside the manifest's folder {job.base}; a job reads only "
+                           "files inside it (what its file names included)") from None
         data = result.model_dump(mode="json", by_alias=True)
         return shape(data) if shape is not None else data
 
