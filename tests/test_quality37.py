@@ -308,3 +308,78 @@ def test_a_policy_analysis_cut_by_its_budget_is_partial_at_the_cli_and_in_a_job(
     assert done.returncode == 3, done.stderr
     [line] = _jsonl(tmp_path / "m.results")
     assert line["status"] == "partial" and "its time budget ran out" in line["error"], line["error"]
+
+
+# --- 3. rows appended after a signed head are not signed over ---------------------------------
+
+
+def test_receipts_appended_after_the_signed_head_are_unverified_and_never_signed_over(tmp_path: Path) -> None:
+    """Someone who can write results.sqlite appends a receipt after the signed head: verify called
+    it a note (exit 0) and the next batch signed over it. Now verify says UNVERIFIED (exit 3) and
+    the next batch refuses to extend the log (exit 2), running nothing. The batch's own receipts
+    after its head (vouched for one by one) are believed: the oracle, a batch stopped before its
+    last head, whose tail verifies intact and is signed by the next run."""
+    import sqlite3
+
+    from cda.actions.receipts import ReceiptLog
+    from cda.adapters.jobs.batch import DB_NAME, _receipt
+    from cda.adapters.jobs.manifest import read_manifest
+    from cda.adapters.jobs.results_store import JOBS_FORMAT
+    from cda.keys.signing import head_path, read_head
+
+    keys = {"CDA_KEY_DIR": str(tmp_path / "keys")}
+    (tmp_path / "a.cda").write_text(ENTAILED, encoding="utf-8")
+    (tmp_path / "m.toml").write_text('[[job]]\nkind = "check"\nfile = "a.cda"\n', encoding="utf-8")
+    assert _cda("jobs", "run", "m.toml", cwd=tmp_path, env=keys).returncode == 0
+    db = tmp_path / "m.results" / DB_NAME
+    assert _cda("receipts", "verify", db, env=keys).returncode == 0
+    # the batch's own tail: the head put back one entry, as a batch killed before its last signature
+    head = read_head(head_path(db))
+    with ReceiptLog(db, fmt=JOBS_FORMAT) as log:
+        own = log.entries()[-1].receipt
+        assert own.result.get("vouched"), own.result  # each receipt signed by the batch's key
+    # the forgery: job b.cda "done, ok" — a row and the receipt the batch would write for it, appended
+    (tmp_path / "b.cda").write_text(ENTAILED.replace("prove a or b", "prove a"), encoding="utf-8")
+    (tmp_path / "m.toml").write_text('[[job]]\nkind = "check"\nfile = "a.cda"\n\n[[job]]\nkind = "check"\n'
+                                     'file = "b.cda"\n', encoding="utf-8")
+    spec = read_manifest(tmp_path / "m.toml").jobs[1]
+    row = {"kind": "check", "status": "ok", "result": {"forged": True}, "error": None, "attempt": 0,
+           "seconds": 0.5, "run_id": "f" * 32, "finished_at": 1.0}
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO job_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (spec.key, "check", "ok", '{"forged": true}', None, 0.5, 0, "f" * 32, 1.0))
+    conn.close()
+    with ReceiptLog(db, fmt=JOBS_FORMAT) as log:
+        log.append(_receipt(spec, row))
+    done = _cda("receipts", "verify", db, env=keys)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "UNVERIFIED" in done.stdout and "1 of the 1 entries after the signed head (entry" in done.stdout, done.stdout
+    again = _cda("jobs", "run", "m.toml", cwd=tmp_path, env=keys)
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert "will not sign over this receipt log: 1 entries after its signed head" in again.stderr, again.stderr
+    assert read_head(head_path(db)) == head  # nothing signed
+    assert len(_jsonl(tmp_path / "m.results")) == 1  # nothing ran: b.cda's forged "ok" was not taken
+
+
+def test_a_batch_stopped_before_its_head_leaves_a_tail_it_vouched_for(tmp_path: Path) -> None:
+    """The legitimate tail: receipts the batch appended and vouched for before a kill stopped its
+    next signature. Verify believes them entry by entry (exit 0, a note), and the next batch signs."""
+    from cda.adapters.jobs.batch import DB_NAME
+    from cda.keys.signing import head_path, read_head, write_head
+
+    keys = {"CDA_KEY_DIR": str(tmp_path / "keys")}
+    (tmp_path / "a.cda").write_text(ENTAILED, encoding="utf-8")
+    (tmp_path / "m.toml").write_text('[[job]]\nkind = "check"\nfile = "a.cda"\n', encoding="utf-8")
+    assert _cda("jobs", "run", "m.toml", cwd=tmp_path, env=keys).returncode == 0
+    db = tmp_path / "m.results" / DB_NAME
+    from cda.keys.signing import load_signer
+
+    signer = load_signer(tmp_path / "keys")
+    head = read_head(head_path(db))
+    # the head as it was before the job's receipt: the state a kill -9 in the batch's last second leaves
+    write_head(head_path(db), signer.sign_head("0" * 64, 0, head["action_id"], 1, "end"))
+    done = _cda("receipts", "verify", db, env=keys)
+    assert done.returncode == 0, done.stdout
+    assert "each vouched for by the trusted key" in done.stdout, done.stdout
+    assert _cda("jobs", "run", "m.toml", cwd=tmp_path, env=keys).returncode == 0
+    assert read_head(head_path(db))["count"] == head["count"]  # signed over its own tail
