@@ -127,6 +127,7 @@ for side in ("raw", "cda"):
         with ctl.solve(yield_=True) as handle:
             for m in handle:
                 found.append(m.symbols(shown=True))
+        del ctl, rules  # released, as cda.solve releases its own solver
     else:
         r = api.solve(text, backend="clingo", top=3)
     mark()

@@ -210,6 +210,7 @@ def raw_z3(p: Problem) -> RawRun:
         vals = [z3.is_true(m.eval(x, model_completion=True)) for x in xs]
         found.append(vals)
         s.add(z3.Or([z3.Not(x) if v else x for x, v in zip(xs, vals)]))
+    s = m = xs = ctx = None  # released, as cda.solve releases its own solver before it returns
     t2 = time.perf_counter()
     hyps = {frozenset(p.name(i) for i, v in enumerate(vals) if v) for vals in found}
     assert len(hyps) == len(found), "raw z3 found a projection twice"
@@ -229,6 +230,7 @@ def raw_clingo(p: Problem) -> RawRun:
     with ctl.solve(yield_=True) as handle:  # type: ignore[union-attr]
         for m in handle:
             found.append(m.symbols(shown=True))
+    del ctl, rules  # released, as cda.solve releases its own solver before it returns
     t2 = time.perf_counter()
     hyps = {frozenset(p.name(s.arguments[0].number) for s in syms) for syms in found}
     assert len(hyps) == len(found), "raw clingo found a projection twice"

@@ -306,10 +306,12 @@ def test_arbitrary_text_agrees_with_lark(text: str) -> None:
 
 
 def _tokens(tokenize: Any, text: str) -> Any:
+    """(texts, every token's position as a list, fol blocks), or the refusal."""
     try:
-        return tokenize(text, Deadline(None))
+        texts, positions, blocks, _ = tokenize(text, Deadline(None))
     except Fallback as e:
         return ("fallback", str(e))
+    return texts, [positions[i] for i in range(len(texts))], blocks
 
 
 @settings(max_examples=400, derandomize=True, deadline=None)
@@ -336,6 +338,8 @@ _SHAPED = [
     "hyp a, b\nhard: a or b # note\nhard: b or a\nsoft: a\nhard: not not a\nhard: not not b\n",
     "hyp true_, b\nhard: true_ and b\nhard: b and true_\nhard: a and\n",  # the last one lark refuses
     "hyp a, b\nhard: ((a)) or (b and a)\nhard: ((b)) or (a and b)\nhard: a or b weight\n",
+    # one shape, its columns from other names' lengths and other whitespace (tabs count one, as lark counts)
+    "hyp a, bb, ccc\nhard: (not a and bb) implies ccc\n  hard:\t(not  ccc and\tbb)   implies a\nhard: (not bb and a) implies bb\n",
 ]
 
 

@@ -120,6 +120,13 @@ class FRisk:
 
 Formula = FAtom | FConst | FNot | FNary | FImplies | FCard | FQuant | FBefore | FWithin | FPath | FCompare | FRisk
 
+#: where a formula read by one of the fast reader's compiled shapes keeps that shape (a tuple of
+#: token kinds, plain names abstracted): in the node's ``__dict__``, not a field, so equality,
+#: hashing, ``repr`` and ``dataclasses.replace`` ignore it. Formulas of one shape have one
+#: structure, so the grounder grounds them all with one function compiled for that shape
+#: (:mod:`cda.encodings.ground`); a formula without it is grounded node by node.
+SHAPE_KEY = "_shape"
+
 
 # ---- linear arithmetic ----------------------------------------------------------------------
 @dataclass(frozen=True)

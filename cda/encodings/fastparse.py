@@ -267,7 +267,9 @@ def _shape_of(token: str) -> str:
     return _OTHER
 
 
-def _compile_shape(node: A.Hard, tokens: list[str], poss: list[A.Pos]) -> Callable[[list[str], list[A.Pos]], A.Hard] | None:
+def _compile_shape(
+    node: A.Hard, tokens: list[str], poss: list[A.Pos], shape: tuple[str, ...]
+) -> Callable[[list[str], list[A.Pos]], A.Hard] | None:
     """A function building ``node`` from its line's tokens and positions, so that a statement
     of the same shape (the same tokens but for plain names) is built without being read.
 
@@ -277,6 +279,10 @@ def _compile_shape(node: A.Hard, tokens: list[str], poss: list[A.Pos]) -> Callab
     unique on a line), the reader's decisions on these tokens do not depend on a plain name's
     text (see :data:`_SHAPE_WORDS`), and the function is checked to rebuild ``node`` itself.
     ``None`` when ``node`` holds anything else (then its shape is always read).
+
+    Each formula it builds carries ``shape`` under :data:`~cda.encodings.ast.SHAPE_KEY` (in its
+    ``__dict__``, not a field: equality, hashing, ``repr`` and ``replace`` ignore it), which lets
+    the grounder ground every formula of one shape with one compiled function.
     """
     where = {pos: k for k, pos in enumerate(poss)}
 
@@ -311,8 +317,13 @@ def _compile_shape(node: A.Hard, tokens: list[str], poss: list[A.Pos]) -> Callab
             if tokens[at(node.name_pos)] != node.name:
                 return None
         body = source(node.formula)
-        code = f"def make(t, p):\n    return hard({name}, {body}, p[{at(node.pos)}], p[{at(node.name_pos)}])\n"
-        namespace: dict[str, Any] = {"atom": _FAtom, "not_": _FNot, "nary": _FNary, "implies": _FImplies, "hard": _Hard}
+        code = (
+            f"def make(t, p):\n    formula = {body}\n    formula.__dict__[{A.SHAPE_KEY!r}] = shape\n"
+            f"    return hard({name}, formula, p[{at(node.pos)}], p[{at(node.name_pos)}])\n"
+        )
+        namespace: dict[str, Any] = {
+            "atom": _FAtom, "not_": _FNot, "nary": _FNary, "implies": _FImplies, "hard": _Hard, "shape": shape,
+        }
         exec(code, namespace)  # as _builder makes its constructors
         make: Callable[[list[str], list[A.Pos]], A.Hard] = namespace["make"]
         return make if make(tokens, poss) == node else None
@@ -494,7 +505,7 @@ class _Reader:
             return make(tokens, self.p[i:end])
         node = self.hard()
         if self.i == end and len(_SHAPES) < _MAX_SHAPES:
-            _SHAPES[shape] = _compile_shape(node, tokens, self.p[i:end])  # type: ignore[index]
+            _SHAPES[shape] = _compile_shape(node, tokens, self.p[i:end], shape)  # type: ignore[index,arg-type]
         return node
 
     def soft(self) -> A.Soft:

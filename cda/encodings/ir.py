@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+from operator import attrgetter
 from typing import Literal
 
 __all__ = [
@@ -377,6 +378,9 @@ def fresh_labels(constants: Container[str], n: int) -> list[str]:
     return out
 
 
+_UID = attrgetter("uid")
+
+
 class NodeFactory:
     """Builds interned, simplified nodes. Use one factory per problem."""
 
@@ -419,10 +423,11 @@ class NodeFactory:
         return node
 
     def not_(self, arg: Node) -> Node:
-        if isinstance(arg, Const):
-            return self.const(not arg.value)
-        if isinstance(arg, Not):
-            return arg.arg
+        kind = type(arg)  # no class derives from Const or Not
+        if kind is Const:
+            return self.const(not arg.value)  # type: ignore[attr-defined]
+        if kind is Not:
+            return arg.arg  # type: ignore[attr-defined]
         node = self._nots.get(arg.uid)
         if node is None:
             node = self._nots[arg.uid] = self._numbered(Not(arg))
@@ -430,11 +435,17 @@ class NodeFactory:
 
     def _flat(self, kind: type, args: Iterable[Node], unit: bool) -> tuple[Node, ...] | Node:
         args = tuple(args)
-        kinds = set(map(type, args))
-        if kind not in kinds and Const not in kinds and len({a.uid for a in args}) == len(args):
-            # the common case, checked in C: nothing to flatten, fold or drop (no class derives
-            # from Const, And or Or, so the types say what ``isinstance`` would)
-            return args
+        if len(args) == 2:  # the commonest (``implies`` makes one): checked without building sets
+            a, b = args
+            ka, kb = type(a), type(b)
+            if ka is not kind and kb is not kind and ka is not Const and kb is not Const and a is not b:
+                return args  # (nodes are interned: two distinct nodes are two distinct objects)
+        else:
+            kinds = set(map(type, args))
+            if kind not in kinds and Const not in kinds and len(set(map(_UID, args))) == len(args):
+                # the common case, checked in C: nothing to flatten, fold or drop (no class derives
+                # from Const, And or Or, so the types say what ``isinstance`` would)
+                return args
         out: list[Node] = []
         seen: set[int] = set()
         for a in args:
@@ -459,7 +470,7 @@ class NodeFactory:
             return self.true
         if len(flat) == 1:
             return flat[0]
-        key = ("and", tuple([a.uid for a in flat]))
+        key = ("and", tuple(map(_UID, flat)))
         node = self._table.get(key)
         if node is None:
             node = self._table[key] = self._numbered(And(flat))
@@ -473,7 +484,7 @@ class NodeFactory:
             return self.false
         if len(flat) == 1:
             return flat[0]
-        key = ("or", tuple([a.uid for a in flat]))
+        key = ("or", tuple(map(_UID, flat)))
         node = self._table.get(key)
         if node is None:
             node = self._table[key] = self._numbered(Or(flat))

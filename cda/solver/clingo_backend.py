@@ -31,7 +31,15 @@ import clingo
 from cda.encodings.finite import FiniteDomains
 from cda.encodings.ir import Clause, GroundProblem, Node
 from cda.encodings.products import expand_products
-from cda.encodings.scheme import Scheme, build_scheme, guarded_clauses, rank_order, selector, soft_key
+from cda.encodings.scheme import (
+    ALL_CLAUSES,
+    Scheme,
+    build_scheme,
+    guarded_clauses,
+    rank_order,
+    selector,
+    soft_key,
+)
 from cda.encodings.to_asp import AspEncoder, AspSink, ProgramText
 from cda.errors import BackendUnavailable, BackendUnsupported
 from cda.solver.backend import (
@@ -170,6 +178,8 @@ class ClingoBackend:
         #: the program text (metrics and event times), else None: the program went straight
         #: into the solver through clingo's backend API
         self._text: ProgramText | None = None
+        #: clauses written behind ALL_CLAUSES alone, their selectors not made yet (see _write)
+        self._unselected: tuple[tuple[str, Node], ...] = ()
         scheme = self._scheme = build_scheme(problem, weights)
         if problem.numvars:
             self._build_text(scheme)
@@ -212,14 +222,24 @@ class ClingoBackend:
         self._local[name] = lit
         return lit
 
-    def _write(self, sink: AspSink, scheme: Scheme) -> None:
-        """The scheme (:mod:`cda.encodings.scheme`) as ASP, on either sink."""
+    def _write(self, sink: AspSink, scheme: Scheme, *, selectors: bool = True) -> None:
+        """The scheme (:mod:`cda.encodings.scheme`) as ASP, on either sink.
+
+        ``selectors=False``: each clause is written behind :data:`ALL_CLAUSES` alone
+        (``:- every, <clause false>``) and its own selector is made only when a call first asks
+        for one (:meth:`_select_clauses`). Most runs never do (every clause on is the question
+        of hypotheses, claims and next tests; only conflicts and the investigations' queries
+        switch clauses one by one), and a selector per clause was a second atom and rule per
+        clause for clasp: half of building a large program and a third of enumerating it.
+        """
         local = self._local
         for name in scheme.atoms:
             if self.deadline.tick():
                 raise _OutOfTime(f"while encoding for clingo (declaring {len(scheme.atoms):,} atoms)")
             self._declare(sink, name, True, choice=False)
-        keys = [key for key, _ in scheme.guarded] + [key for key, _ in scheme.defined]
+        guarded = scheme.guarded if selectors or scheme.every is None else ()
+        self._unselected = () if guarded else scheme.guarded
+        keys = [key for key, _ in guarded] + [key for key, _ in scheme.defined]
         if scheme.every is not None:
             keys.append(scheme.every)
         for key in keys:
@@ -230,12 +250,16 @@ class ClingoBackend:
         enc = self.encoder = AspEncoder(sink, local.__getitem__, self.deadline, len(self.problem.factory))
         if scheme.every is not None:
             every = local[scheme.every]
-            for key, _ in scheme.guarded:
+            for key, _ in guarded:
                 sink.add_rule([local[key]], [every])
         for node in scheme.background:
             sink.add_rule([], [-enc.lit(node)])
-        for key, node in scheme.guarded:  # one rule, no auxiliary atom for the clause's top
+        for key, node in guarded:  # one rule, no auxiliary atom for the clause's top
             sink.add_rule([], [local[key], *enc.false_body(node)])
+        if self._unselected:
+            every = local[scheme.every]  # type: ignore[index]
+            for _, node in self._unselected:
+                sink.add_rule([], [every, *enc.false_body(node)])
         for key, node in scheme.defined:
             k, lit = local[key], enc.lit(node)
             sink.add_rule([], [k, -lit])
@@ -293,7 +317,7 @@ class ClingoBackend:
         10,000 clauses, and linear. Only the ``#show`` directives go through the grounder."""
         self._literal = self._local  # the encoder's literals are the program's
         with self.ctl.backend() as b:
-            self._write(_direct_sink(b), scheme)
+            self._write(_direct_sink(b), scheme, selectors=False)
         # shown: the problem's atoms (numbered first), what a model is decoded from
         text = "#show.\n"
         if scheme.atoms:  # with none, clingo would say that x/1 occurs in no rule head (an info message)
@@ -863,8 +887,36 @@ class ClingoBackend:
         self._literal[key] = sel
         self._copies.append((template, index, slots))
 
+    def _select_clauses(self) -> None:
+        """Give each clause written behind :data:`ALL_CLAUSES` alone its own selector, as the
+        scheme has it (``every ⇒ selector``, ``selector ⇒ clause``; see :meth:`_write`): the
+        program then has the answer sets it would have had with them from the start (the rules
+        ``every ⇒ clause`` already there follow from the new ones), and the solver keeps what
+        it learnt."""
+        pending, self._unselected = self._unselected, ()
+        deadline = self.deadline
+        with self.ctl.backend() as b:
+            sink = _direct_sink(b)
+            keys = []
+            for count, (key, _) in enumerate(pending):
+                if count & 1023 == 0 and deadline.expired():
+                    self._unselected = pending  # nothing is half made: the next call starts again
+                    raise _OutOfTime(f"while giving {len(pending):,} clauses their selectors for clingo")
+                keys.append(self._declare(sink, key, False, choice=False))
+            sink.add_rule(keys, [], True)
+            every = self._local[ALL_CLAUSES]
+            for lit in keys:
+                sink.add_rule([lit], [every])
+            enc = self.encoder
+            enc.sink = sink
+            for lit, (_, node) in zip(keys, pending):
+                sink.add_rule([], [lit, *enc.false_body(node)])
+
     def _literal_of(self, name: str) -> int:
         lit = self._literal.get(name)
+        if lit is None and self._unselected:  # a clause's selector, asked for the first time
+            self._select_clauses()
+            lit = self._literal.get(name)
         if lit is None:
             atom = self.ctl.symbolic_atoms[self._sym[name]]
             # every atom of a program written as text has a choice rule (``{x(I)}.``), so the

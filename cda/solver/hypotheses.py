@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import compress
+from operator import itemgetter
 
 from cda.encodings.evaluate import BatchEvaluator, evaluate_many
 from cda.encodings.ir import Atom, Linear, SoftClause, walk
@@ -58,6 +59,11 @@ class Ranking:
     timed_out: bool
     cap: int
 
+    @property
+    def unsatisfiable(self) -> bool:
+        """No hypothesis, and the enumeration finished: no model satisfies every clause."""
+        return not self.hypotheses and not self.timed_out
+
     def __len__(self) -> int:
         return len(self.hypotheses)
 
@@ -81,8 +87,9 @@ def rank_hypotheses(solver: CheckedBackend, cap: int) -> Ranking:
     out: list[RankedHypothesis] = []
     seen: set[frozenset[str]] = set()
     soft_values = pricer.values(models)
+    values = itemgetter(*hyps) if len(hyps) > 1 else (lambda model: (model[hyps[0]],) if hyps else ())
     for i, model in enumerate(models):
-        assumed = frozenset(compress(hyps, map(model.__getitem__, hyps)))
+        assumed = frozenset(compress(hyps, values(model)))  # one C call reads every abducible's value
         if assumed in seen:
             raise EvaluatorDisagreement(f"{solver.name} enumerated hypothesis {sorted(assumed)} twice")
         seen.add(assumed)
