@@ -383,3 +383,21 @@ def test_a_batch_stopped_before_its_head_leaves_a_tail_it_vouched_for(tmp_path: 
     assert "each vouched for by the trusted key" in done.stdout, done.stdout
     assert _cda("jobs", "run", "m.toml", cwd=tmp_path, env=keys).returncode == 0
     assert read_head(head_path(db))["count"] == head["count"]  # signed over its own tail
+
+
+def test_the_toolbus_gives_the_cut_token_and_names_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    """The ToolBus door (a real `cda serve` on loopback, a real websocket client): the long token
+    is quoted cut as at the CLI, line and column exact; a path parameter holding a lone surrogate
+    (a JSON "\\udcff") is refused with the same words as the CLI's, not pydantic's."""
+    from tests.service_harness import call, serving, toolbus
+
+    with serving(tmp_path / "s.sqlite") as server, toolbus(server) as ws:
+        answer = call(ws, "investigate.start", {"dsl": LONG_TOKEN})
+        refused = call(ws, "investigate.start", {"path": "bad\udcff.cda"})
+    error = answer["error"]
+    text = json.dumps(error, ensure_ascii=False)
+    assert "unexpected '" + "x" * 60 + "…' (a token of 20,000 characters)" in text and LONG not in text, text[:500]
+    assert error["path"] == ["params", "dsl", 2, 9] and "(line 2, column 9)" in error["message"], error
+    said = json.dumps(refused["error"], ensure_ascii=False)
+    assert "the file name 'bad\\\\xff.cda' is not UTF-8 (the byte 0xff at character 4)" in said, said
+    assert "Input should be a valid string" not in said
