@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import cda
 from cda.adapters.jobs.kinds import KINDS
@@ -103,7 +104,8 @@ LONG = "x" * 20000
 LONG_TOKEN = f"hyp a\nhard: a {LONG} b\n"
 
 
-def _mcp_call(tool: str, arguments: dict) -> object:
+def _mcp(body: Any, cwd: Path = ROOT) -> Any:
+    """``await body(client)`` with the official MCP SDK's client on a `cda mcp` over stdio."""
     import anyio
     import pytest
 
@@ -112,13 +114,20 @@ def _mcp_call(tool: str, arguments: dict) -> object:
     from mcp.client.stdio import StdioServerParameters
 
     server = StdioServerParameters(command=sys.executable, args=["-m", "cda", "mcp"],
-                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(ROOT))
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(cwd))
 
-    async def main() -> object:
-        async with Client(server, read_timeout_seconds=60) as client:
-            return await client.call_tool(tool, arguments)
+    async def main() -> Any:
+        async with Client(server, read_timeout_seconds=120) as client:
+            return await body(client)
 
     return anyio.run(main)
+
+
+def _mcp_call(tool: str, arguments: dict) -> Any:
+    async def body(client: Any) -> Any:
+        return await client.call_tool(tool, arguments)
+
+    return _mcp(body)
 
 
 def test_a_long_token_is_quoted_cut_with_its_length_at_every_door(tmp_path: Path) -> None:
@@ -200,34 +209,24 @@ def test_an_investigation_error_names_the_field_it_came_in(tmp_path: Path) -> No
     """A refused revision said its place was `params.observation`, a field `investigate.revise`
     does not have; now `params.add` (what was added does not read, or is a goal) and, for a note
     with no text, `params.text`. An observation's mistake stays at `params.observation`."""
-    import anyio
-    import pytest
 
-    pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
-    from mcp import Client
-    from mcp.client.stdio import StdioServerParameters
+    async def body(client: Any) -> dict[str, str]:
+        started = (await client.call_tool("investigate_start", {
+            "dsl": "hyp a, b\nobservable o\nhard: o iff (a or b)\n"})).structured_content
+        assert isinstance(started, dict)
+        session = started["session_id"]
+        said = {}
+        for name, tool, args in (
+                ("goal", "investigate_revise", {"add": ["goal prove a"]}),
+                ("unreadable", "investigate_revise", {"add": ["hard: a and and b"]}),
+                ("observe", "investigate_observe", {"observation": "nosuch(x)"}),
+                ("note", "investigate_note", {"step": 0, "text": "   "})):
+            reply = await client.call_tool(tool, {"session_id": session, **args})
+            assert reply.is_error, (name, reply)
+            said[name] = " ".join(getattr(c, "text", "") for c in reply.content)
+        return said
 
-    server = StdioServerParameters(command=sys.executable, args=["-m", "cda", "mcp"],
-                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(tmp_path))
-
-    async def body() -> dict[str, str]:
-        async with Client(server, read_timeout_seconds=120) as client:
-            started = (await client.call_tool("investigate_start", {
-                "dsl": "hyp a, b\nobservable o\nhard: o iff (a or b)\n"})).structured_content
-            assert isinstance(started, dict)
-            session = started["session_id"]
-            said = {}
-            for name, tool, args in (
-                    ("goal", "investigate_revise", {"add": ["goal prove a"]}),
-                    ("unreadable", "investigate_revise", {"add": ["hard: a and and b"]}),
-                    ("observe", "investigate_observe", {"observation": "nosuch(x)"}),
-                    ("note", "investigate_note", {"step": 0, "text": "   "})):
-                reply = await client.call_tool(tool, {"session_id": session, **args})
-                assert reply.is_error, (name, reply)
-                said[name] = " ".join(getattr(c, "text", "") for c in reply.content)
-            return said
-
-    said = anyio.run(body)
+    said = _mcp(body, tmp_path)
     for name, field in (("goal", "add"), ("unreadable", "add"), ("observe", "observation"), ("note", "text")):
         assert f"params.{field}" in said[name] or f'"params", "{field}"' in said[name], (name, said[name])
     assert "observation" not in said["goal"] + said["unreadable"] + said["note"], said
