@@ -472,3 +472,21 @@ def test_false_body_fast_path_equals_the_general_walk(monkeypatch: pytest.Monkey
     fast = bodies()
     monkeypatch.setattr(AspEncoder, "_false_disjunction", lambda self, node: None)
     assert fast == bodies()
+
+
+@pytest.mark.parametrize("spell", ["bool", "zero_one", "any_int"])
+def test_the_batch_evaluator_reads_atom_values_as_bools_however_spelt(spell: str) -> None:
+    """An atom's value may be a bool or an int read as a bool (2 and -1 are true): the columns
+    (read through one byte string when every value is 0/1, else value by value) agree with
+    :func:`evaluate` model by model."""
+    import random
+
+    rng = random.Random(spell)
+    f = NodeFactory()
+    atoms = [f.atom(f"p{i}") for i in range(7)]
+    nodes = [f.or_([atoms[0], f.not_(atoms[1])]), f.and_(atoms[2:5]), f.xor(atoms[4:7]), *atoms]
+    spelt = {"bool": lambda v: v, "zero_one": int, "any_int": lambda v: rng.choice([2, -1, 7]) if v else 0}[spell]
+    rows = [{f"p{i}": spelt(rng.random() < 0.5) for i in range(7)} for _ in range(70)]
+    columns = BatchEvaluator(nodes).columns(rows)
+    for i, row in enumerate(rows):
+        assert [bool(c >> i & 1) for c in columns] == [evaluate(node, row) for node in nodes]

@@ -402,8 +402,10 @@ def test_clauses_switched_one_by_one_or_all_at_once_against_brute_force(backend:
     """Checks under every kind of assumption a caller makes (every clause on, clauses one by one,
     one switched off, none, abducibles fixed) against brute force, on 40 random problems. z3
     answers calls that keep every clause on from a solver without selectors and builds the
-    guarded one only for the others: the first calls here keep every clause on and must not build
-    it, so both of its solvers are compared."""
+    guarded one only for the others; clingo writes each clause behind ALL_CLAUSES alone and makes
+    the selectors (in the same program, keeping what clasp learnt) on the first call that switches
+    clauses one by one: the first calls here keep every clause on and must not make them, so both
+    forms of each backend are compared."""
     import random
 
     from cda.solver.backend import ALL_CLAUSES
@@ -435,8 +437,12 @@ def test_clauses_switched_one_by_one_or_all_at_once_against_brute_force(backend:
             seen.add((i < len(plain_calls), status))
             if backend == "z3" and i == len(plain_calls) - 1:
                 assert built._guarded is None, "a call keeping every clause on built the guarded solver"
+            if backend == "clingo" and i == 1:  # (the third plain call names a selector: clingo makes them there)
+                assert built._unselected, "a call keeping every clause on made the clauses' selectors"
         if backend == "z3":
             assert built._guarded is not None
+        if backend == "clingo":
+            assert not built._unselected  # made on the first call switching clauses one by one
     assert seen == {(True, "sat"), (True, "unsat"), (False, "sat"), (False, "unsat")}
 
 

@@ -234,7 +234,15 @@ class BatchEvaluator:
         get = itemgetter(*[a.name for a in atoms])
         if len(atoms) == 1:
             return {atoms[0].uid: _column([get(a) for a in assignments])}
-        return {atom.uid: _column(values) for atom, values in zip(atoms, zip(*map(get, assignments)))}
+        rows = list(map(get, assignments))
+        try:  # every value a bool (or 0/1): the rows as one byte string, each atom's column a slice of it
+            table = b"".join(map(bytes, rows))
+        except (TypeError, ValueError):  # a value bytes() does not take
+            table = b"\x02"
+        if not table.translate(None, b"\x00\x01"):
+            width = len(atoms)
+            return {atom.uid: int(table[j::width][::-1].translate(_TO_ASCII), 2) for j, atom in enumerate(atoms)}
+        return {atom.uid: _column(values) for atom, values in zip(atoms, zip(*rows))}
 
 
 _TO_ASCII = bytes.maketrans(b"\x00\x01", b"01")

@@ -697,6 +697,23 @@ def in_order(roots: Iterable[Node], skip: Container[int] = ()) -> list[Node]:
     for callers that only need some such order: the evaluator and the encoders.
     """
     found: dict[int, Node] = {}
+    if not skip:  # the common call: a node met again is passed over when popped, not filtered when pushed
+        stack = list(roots)
+        pop, push, push_one = stack.pop, stack.extend, stack.append
+        while stack:
+            node = pop()
+            uid = node.uid
+            if uid in found:
+                continue
+            found[uid] = node
+            kind = type(node)
+            if kind is Atom or kind is Const:
+                continue
+            if kind is Not:
+                push_one(node.arg)  # type: ignore[attr-defined]
+            else:
+                push(node.args if kind is Or or kind is And else node.children)  # type: ignore[attr-defined]
+        return list(map(found.__getitem__, sorted(found)))
     stack = [r for r in roots if r.uid not in skip]
     pop, push, push_one = stack.pop, stack.extend, stack.append
     while stack:
