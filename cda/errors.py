@@ -10,6 +10,7 @@ from __future__ import annotations
 from cda.terminal_text import for_terminal
 
 __all__ = [
+    "innermost",
     "CDAError",
     "DSLError",
     "DSLSyntaxError",
@@ -224,3 +225,12 @@ class AccessDenied(CDAError, PermissionError):
 
     def as_dict(self, file: str | None = None) -> dict[str, object]:
         return {**super().as_dict(file), "file": self.file or file}
+
+
+def innermost(exc: BaseException) -> BaseException:
+    """The one failure inside exception groups that each hold one: what anyio's task groups
+    (the MCP SDK's sessions) wrap on the way out, so a message names it, never "unhandled errors
+    in a TaskGroup"."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc

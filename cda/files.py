@@ -34,7 +34,7 @@ from cda.access import readable
 from cda.errors import AccessDenied, CDAError
 
 __all__ = ["CHANGED", "DATA_MAX_BYTES", "DATA_MAX_ENV", "KEY_DIR_ENV", "STDIN", "TEXT_MAX_BYTES", "data_max_bytes",
-           "decode_text", "is_stdin", "create_file", "key_dir", "open_regular", "parse_json", "too_large", "read_bytes", "read_json",
+           "decode_text", "is_stdin", "create_file", "key_dir", "open_regular", "parse_json", "parse_toml", "too_large", "read_bytes", "read_json",
            "read_text", "recording", "replace_file", "sha256_of",
            "standard_input", "text_stream", "TextStream"]
 
@@ -317,6 +317,24 @@ def parse_json(text: str, where: str, error: type[CDAError] = CDAError, *, line:
     except ValueError as exc:  # e.g. an integer longer than Python's digit limit
         at = "" if line is None else f":{line}"
         raise error(f"{where}{at}: not valid JSON: {exc}") from None
+
+
+def parse_toml(text: str, parse_float: Callable[[str], Any] = float) -> dict[str, Any]:
+    """``text`` decoded as TOML, as :func:`tomllib.loads` does, except that nesting deeper than
+    Python's recursion limit is a :class:`tomllib.TOMLDecodeError` too (it was a RecursionError
+    traceback at every TOML door: a registry, a policy store, a jobs manifest, a causal model),
+    so each caller's own "not valid TOML" message covers it.
+
+    >>> parse_toml("x = " + "[" * 100000 + "]" * 100000)
+    Traceback (most recent call last):
+    tomllib.TOMLDecodeError: nested too deeply to read
+    """
+    import tomllib
+
+    try:
+        return tomllib.loads(text, parse_float=parse_float)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError("nested too deeply to read") from None
 
 
 def read_json(path: Path, error: type[CDAError] = CDAError, *, limit: int | None = None) -> Any:

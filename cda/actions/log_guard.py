@@ -7,16 +7,19 @@ and starting a new log where a signed one was wiped would bury the evidence.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from cda.actions.audit import file_schema_problems
 from cda.actions.receipts import ReceiptLog
 from cda.actions.store_file import LOG_FORMAT
+from cda.contracts.receipt import Receipt
 from cda.errors import CDAError
 from cda.keys.signing import head_path, read_head, signature_problems, vouched_by
-from cda.store import FileFormat
+from cda.store import Durability, FileFormat
 
-__all__ = ["AuditLogError", "check_signed_head", "refuse_lost_log", "refuse_unvouched_tail", "unvouched_tail"]
+__all__ = ["AuditLogError", "SignedLog", "check_signed_head", "refuse_lost_log", "refuse_unvouched_tail",
+           "unvouched_tail"]
 
 
 class AuditLogError(CDAError):
@@ -78,3 +81,53 @@ def refuse_unvouched_tail(db: Path, log: ReceiptLog, public_key: str) -> None:
             f"{count}) are covered by no signature and were not vouched for by this key (entries {shown}): "
             f"nothing shows CDA wrote them. Run `cda receipts verify {db}`; keep the folder as evidence and give "
             "another --out")
+
+
+_SIGNING = threading.Lock()  # this process's writers of guardian logs sign one at a time
+
+
+class SignedLog:
+    """A receipt log whose head is signed after every append, for the writers that have no runs
+    to end: the guardian's decisions and escalations (every door of ``guard.evaluate``), the
+    gateway's calls (``cda guard proxy``) and ``cda mcp``'s refusals. Without it such a log had no
+    signed head, so deleting its newest receipts (a REJECT, an upstream call) still verified
+    intact (audit3). Opening it refuses a log whose last signed head it no longer holds, as
+    every signing writer does; ``append`` and ``count`` make it a gate's receipt sink."""
+
+    def __init__(self, db: Path, label: str, *, durability: Durability = Durability.FULL) -> None:
+        from cda.keys.signing import load_signer
+
+        self.signer = load_signer()  # before anything is written: a key problem stops the writer at once
+        refuse_lost_log(db)
+        self.db, self.label = db, label
+        self.log = ReceiptLog(db, durability=durability)
+        try:
+            check_signed_head(db, self.log, self.signer.public_key, recorded=False)
+        except BaseException:
+            self.log.close()
+            raise
+
+    def append(self, receipt: Receipt) -> str:
+        """Append ``receipt`` and sign the new head (callers serialise their appends)."""
+        entry = self.log.append(receipt)
+        self.sign()
+        return entry
+
+    def count(self, action_id: str) -> int:
+        return int(self.log.count(action_id))
+
+    def sign(self) -> None:
+        """Sign the log's tip, unless a head already signed covers as much: writers of one log
+        (a pool's jobs, a server and a gateway) never put an older head back over a newer one."""
+        from cda.actions.audit import file_meta_digest
+        from cda.keys.signing import write_head
+
+        path = head_path(self.db)
+        with _SIGNING:
+            head, count = self.log.tip()
+            if path.exists() and read_head(path)["count"] >= count:
+                return
+            write_head(path, self.signer.sign_head(head, count, self.label, 1, "end", meta=file_meta_digest(self.db)))
+
+    def close(self) -> None:
+        self.log.close()

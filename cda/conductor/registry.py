@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from cda.conductor.tooling import ConditionCall, ConductorError, Tool, Toolbox, parse_condition
 from cda.contracts.conductor import SideEffects, ToolSpec
 from cda.contracts.locations import validation_problems
-from cda.files import read_text
+from cda.files import parse_toml, read_text
 
 __all__ = ["DEFAULT_REGISTRY", "Registry", "RegisteredTool", "load_registry", "registry_from_data"]
 
@@ -172,7 +172,7 @@ def load_registry(path: Path | None, toolbox: Toolbox) -> Registry:
     else:
         text, where = read_text(path), str(path)
     try:
-        data = tomllib.loads(text)
+        data = parse_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConductorError(f"{where}: not TOML: {exc}") from None
     return registry_from_data(data, toolbox, where, Path(path).resolve().parent)

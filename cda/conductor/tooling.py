@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cda.errors import AccessDenied, BudgetExceeded, CDAError
+from cda.errors import AccessDenied, BudgetExceeded, CDAError, innermost
 
 if TYPE_CHECKING:
     from cda.api import KenGraph
@@ -95,6 +95,7 @@ def said(exc: BaseException) -> str:
     >>> said(KeyError("service"))
     "a name is missing: 'service'"
     """
+    exc = innermost(exc)
     message = str(exc).strip() or "no detail was given"
     if isinstance(exc, AccessDenied):
         return f"refused: {message}"

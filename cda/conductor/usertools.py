@@ -26,13 +26,19 @@ loopback is network egress of class ``external``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import importlib.util
 import json
+import os
 import re
+import signal
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +49,9 @@ __all__ = ["command_tool", "mcp_tools", "python_tool"]
 
 MAX_OUTPUT = 10_000_000
 """A program's standard output is read up to this many bytes (more is the tool's error)."""
+
+_ERR_TAIL = 65_536
+"""The most bytes of a program's standard error kept (its last lines are the tool's error)."""
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
@@ -125,20 +134,16 @@ def command_tool(spec: ToolSpec, base_dir: Path, where: str) -> Tool:
     def run(inputs: Mapping[str, Any], ctx: ToolContext) -> Outputs:
         may_run_code()
         argv = [_PLACEHOLDER.sub(lambda m: _text(inputs[m[1]]), arg) for arg in argv_template]
+        ran = _run_program(argv, json.dumps(dict(inputs), sort_keys=True).encode(), base_dir, timeout)
+        if ran.stopped is not None:
+            raise ToolError(f"{argv[0]}: {ran.stopped}")
+        if ran.returncode != 0:
+            tail = ran.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+            raise ToolError(f"{argv[0]} exited with status {ran.returncode}" + (f": {' / '.join(tail)}" if tail else ""))
         try:
-            done = subprocess.run(argv, input=json.dumps(dict(inputs), sort_keys=True), capture_output=True,
-                                  text=True, timeout=timeout, cwd=base_dir, shell=False, check=False)
-        except subprocess.TimeoutExpired:
-            raise ToolError(f"{argv[0]}: stopped after {timeout} s (timeout_s)") from None
-        except OSError as exc:
-            raise ToolError(f"{argv[0]}: cannot start: {exc.strerror or exc}") from None
-        if done.returncode != 0:
-            tail = done.stderr.strip().splitlines()[-3:]
-            raise ToolError(f"{argv[0]} exited with status {done.returncode}" + (f": {' / '.join(tail)}" if tail else ""))
-        if len(done.stdout) > MAX_OUTPUT:
-            raise ToolError(f"{argv[0]}: more than {MAX_OUTPUT} bytes of output")
-        try:
-            outputs = json.loads(done.stdout)
+            outputs = json.loads(ran.stdout.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ToolError(f"{argv[0]}: its output is not UTF-8 text") from None
         except json.JSONDecodeError as exc:
             raise ToolError(f"{argv[0]}: its output is not JSON ({exc.msg} at line {exc.lineno}, "
                             f"column {exc.colno})") from None
@@ -147,6 +152,84 @@ def command_tool(spec: ToolSpec, base_dir: Path, where: str) -> Tool:
         return outputs
 
     return Tool(run)
+
+
+@dataclass
+class _Ran:
+    """What a program left: its exit status, its output, the tail of its errors, and why it was
+    stopped (None when it ended by itself)."""
+
+    returncode: int | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stopped: str | None = None
+
+
+def _run_program(argv: list[str], given: bytes, cwd: Path, timeout: float) -> _Ran:
+    """Run ``argv`` in a process group of its own, ``given`` on its standard input. Its output is
+    read as it comes and never held past :data:`MAX_OUTPUT` bytes (its errors: the last
+    :data:`_ERR_TAIL`): the program is stopped at once when it writes more, as when it runs past
+    ``timeout`` — and so is every process it started that is still in its group (a ``sh -c
+    'daemon & …'`` once outlived the timeout; 1.5 GB of output once took 4.4 GB of memory before
+    it was refused)."""
+    ran = _Ran()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=cwd, shell=False, start_new_session=True)
+    except OSError as exc:
+        raise ToolError(f"{argv[0]}: cannot start: {exc.strerror or exc}") from None
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    out, err = bytearray(), bytearray()
+    too_much = threading.Event()
+
+    def stop_group() -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    def feed() -> None:
+        with contextlib.suppress(OSError):  # a program that does not read its input closes the pipe
+            proc.stdin.write(given)  # type: ignore[union-attr]
+        with contextlib.suppress(OSError):
+            proc.stdin.close()  # type: ignore[union-attr]
+
+    def read_out() -> None:
+        while chunk := proc.stdout.read1(1 << 16):  # type: ignore[union-attr]
+            if len(out) + len(chunk) > MAX_OUTPUT:
+                too_much.set()
+                stop_group()
+                return
+            out.extend(chunk)
+
+    def read_err() -> None:
+        while chunk := proc.stderr.read1(1 << 16):  # type: ignore[union-attr]
+            err.extend(chunk)
+            del err[:-_ERR_TAIL]
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (feed, read_out, read_err)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        ran.stopped = f"stopped after {timeout} s (timeout_s)"
+        stop_group()
+    except BaseException:  # Ctrl-C: the program and what it started do not outlive the call
+        stop_group()
+        raise
+    for t in threads[1:]:  # a process it left behind may hold the pipes open: it gets the time left
+        t.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() for t in threads[1:]):
+        stop_group()
+        for t in threads[1:]:
+            t.join()
+    proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        stream.close()
+    if too_much.is_set():
+        ran.stopped = f"more than {MAX_OUTPUT} bytes of output (stopped)"
+    ran.returncode, ran.stdout, ran.stderr = proc.returncode, bytes(out), bytes(err)
+    return ran
 
 
 def _text(value: Any) -> str:

@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.errors import CDAError
-from cda.files import is_stdin, parse_json, read_text
+from cda.files import is_stdin, parse_json, parse_toml, read_text
 
 __all__ = [
     "FORMAT",
@@ -322,7 +322,7 @@ def load_causal_model(source: str | PathLike[str] | Mapping[str, Any]) -> Causal
     suffix = (".json" if text.lstrip().startswith("{") else ".toml") if stdin else path.suffix.lower()
     if suffix == ".toml":
         try:
-            data: Any = tomllib.loads(text, parse_float=Decimal)
+            data: Any = parse_toml(text, parse_float=Decimal)
         except tomllib.TOMLDecodeError as exc:
             raise CausalModelError(f"{where}: not valid TOML: {exc}") from None
         except ValueError as exc:  # an integer longer than Python's digit limit

@@ -83,7 +83,9 @@ class ToolRegistry:
 
     def __init__(self, store: GuardianStore | None = None) -> None:
         self._store = store
-        self._tools: dict[str, tuple[RegisteredTool, ToolFunction, Any]] = {}
+        #: tool id -> (the tool, its implementation, its schema's validator, the schema's regexes that
+        #: may take exponential time to match: see cda/guardian/schema_check.py)
+        self._tools: dict[str, tuple[RegisteredTool, ToolFunction, Any, list[str]]] = {}
         self.stored: set[str] = set()  # tool ids written to a guardian file's mcp_tool_registry
 
     def register(self, name: str, version: str, schema: Mapping[str, Any], implementation: ToolFunction) -> RegisteredTool:
@@ -118,7 +120,9 @@ class ToolRegistry:
             except CDAError as exc:
                 raise ToolRegistryError(str(exc)) from None
             self.stored.add(tool.tool_id)
-        self._tools[tool.tool_id] = (tool, implementation, cls(dict(schema)))
+        from cda.guardian.schema_check import backtracking_patterns
+
+        self._tools[tool.tool_id] = (tool, implementation, cls(dict(schema)), backtracking_patterns(dict(schema)))
         return tool
 
     def get(self, name: str, version: str) -> RegisteredTool | None:
@@ -135,12 +139,30 @@ class ToolRegistry:
         digest = action.digest()
         if found is None:
             return Malformed("$.tool", f"no tool {tool_id(action.tool.name, action.tool.version)} is registered", digest)
-        validator = found[2]
-        errors = sorted(validator.iter_errors(dict(action.parameters)), key=lambda e: [str(p) for p in e.absolute_path])
-        if errors:
-            first = errors[0]
-            path = "$.parameters" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.absolute_path)
-            return Malformed(path, f"the arguments do not match the schema of {found[0].tool_id}: {first.message}", digest)
+        tool, _, validator, backtracking = found
+        first: tuple[list[str | int], str] | None = None
+        if backtracking:  # a regex that may take exponential time: checked in a child with a deadline
+            from cda.guardian.schema_check import CHILD_SECONDS, errors_in_child
+
+            errors = errors_in_child(tool.schema, dict(action.parameters))
+            if errors is None:
+                return Malformed("$.tool", f"the arguments of {tool.tool_id} could not be checked against its schema "
+                                 f"in {CHILD_SECONDS:g} s (its pattern {backtracking[0]!r} can take exponential time "
+                                 "to match), so the call is not made", digest)
+            first = errors[0] if errors else None
+        else:
+            try:
+                found_errors = sorted(validator.iter_errors(dict(action.parameters)),
+                                      key=lambda e: [str(p) for p in e.absolute_path])
+            except RecursionError:  # a schema that refers to itself without end ({"$ref": "#"}): a server's lie
+                return Malformed("$.tool", f"the schema of {tool.tool_id} cannot be checked: it refers to itself "
+                                 "without end (a $ref that loops), so no call of it is checked or made", digest)
+            if found_errors:
+                first = (list(found_errors[0].absolute_path), found_errors[0].message)
+        if first is not None:
+            at, message = first
+            path = "$.parameters" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at)
+            return Malformed(path, f"the arguments do not match the schema of {tool.tool_id}: {message}", digest)
         return None
 
     def _run(self, action: ProposedAction) -> Any:

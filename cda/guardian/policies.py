@@ -65,7 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.errors import BackendUnsupported, CDAError, DSLError
-from cda.files import TEXT_MAX_BYTES, read_text
+from cda.files import TEXT_MAX_BYTES, parse_toml, read_text
 from cda.guardian.proposal import MAX_COST_UNITS, ProposedAction, cost_units
 
 if TYPE_CHECKING:
@@ -159,8 +159,17 @@ class _ToolRule(_Strict):
     def _exact(cls, value: object) -> object:
         if isinstance(value, bool) or isinstance(value, float):
             raise ValueError("a number is expected (TOML numbers are read exactly)")
-        if isinstance(value, Decimal) and value.as_tuple().exponent < -9:  # type: ignore[operator]
-            raise ValueError("a cost has at most 9 decimal places")
+        if isinstance(value, str):  # "0.25": the same checks as a TOML number
+            text = value
+            try:
+                value = Decimal(text.strip())
+            except ArithmeticError:
+                raise ValueError(f"{text[:40]!r} is not a decimal number") from None
+        if isinstance(value, Decimal):
+            if not value.is_finite():  # a TOML nan or inf (as_tuple's exponent is then a letter)
+                raise ValueError(f"a cost is a finite number, not {value}")
+            if value.as_tuple().exponent < -9:  # type: ignore[operator]
+                raise ValueError("a cost has at most 9 decimal places")
         return value
 
 
@@ -326,7 +335,7 @@ def load_policy_store(source: Path | str | Mapping[str, Any], *, base: Path | No
         where, folder = str(path), base or path.parent
         text = read_text(path, limit=TEXT_MAX_BYTES)  # parsed whole: the text cap
         try:
-            data = tomllib.loads(text, parse_float=Decimal)
+            data = parse_toml(text, parse_float=Decimal)
         except tomllib.TOMLDecodeError as exc:
             line, column = _toml_position(str(exc))
             raise PolicyFileError(f"not valid TOML: {str(exc).split(' (at')[0]}", line=line, column=column,

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from cda.errors import CDAError
+from cda.errors import CDAError, innermost
 
 __all__ = ["GuardProxy", "UpstreamSpec", "build_proxy_server", "main_proxy", "parse_upstream"]
 
@@ -130,12 +130,14 @@ class GuardProxy:
             from cda.store import companion
 
             self.receipts = companion(self.ledger, "receipts")
-        from cda.actions.receipts import ReceiptLog
+        from cda.actions.log_guard import SignedLog
         from cda.store import Durability
 
         # the receipt log as cda serve keeps its own: never corrupted by a killed process, fsynced
-        # per commit only with --fsync (the money in the guardian file is fsynced at every commit)
-        self.log = ReceiptLog(self.receipts, durability=Durability.FULL if self.fsync else Durability.NORMAL)
+        # per commit only with --fsync (the money in the guardian file is fsynced at every commit);
+        # its head signed after every receipt, so the newest cannot be cut off unseen
+        self.log = SignedLog(self.receipts, "guard.proxy",
+                             durability=Durability.FULL if self.fsync else Durability.NORMAL)
 
     # ------------------------------------------------------------------ upstreams
     async def start(self, stack: AsyncExitStack) -> None:
@@ -155,8 +157,9 @@ class GuardProxy:
                 client = await stack.enter_async_context(Client(target, read_timeout_seconds=300, cache=None))
                 listed = (await client.list_tools()).tools
             except Exception as exc:  # noqa: BLE001 - any failure to reach it is one clear line
-                raise CDAError(f"upstream {spec.name}: cannot connect or list its tools ({type(exc).__name__}: "
-                               f"{exc})") from None
+                cause = innermost(exc)
+                raise CDAError(f"upstream {spec.name}: cannot connect or list its tools ({type(cause).__name__}: "
+                               f"{cause})") from None
             info = client.server_info
             version = (getattr(info, "version", "") or "0")[:32]
             if not version[0].isalnum() or any(c not in _VERSION_OK for c in version):
@@ -369,6 +372,13 @@ def _injects(value: str) -> str | None:
     return None
 
 
+def _cda_error_in(group: BaseExceptionGroup) -> CDAError | None:  # type: ignore[type-arg]
+    """The CDAError a task group wrapped on its way out (an upstream that does not list its
+    tools, a schema the registry refuses), or None when the group holds something else."""
+    found = group.subgroup(CDAError)
+    return None if found is None else innermost(found)  # type: ignore[return-value]
+
+
 class CallCancelled(CDAError):
     """The agent cancelled a call while the upstream ran it: the upstream was sent the cancel, the
     reservation is released (as for any call that fails), and nothing is answered."""
@@ -489,7 +499,14 @@ def main_proxy(args: Any, err: TextIO) -> int:
     auth = None
     try:
         if not args.http:
-            anyio.run(_serve_stdio, proxy)
+            try:
+                anyio.run(_serve_stdio, proxy)
+            except BaseExceptionGroup as group:  # the upstreams' task groups wrap a CDAError on its way out
+                error = _cda_error_in(group)
+                if error is None:
+                    raise
+                err.write(error.render() + "\n")
+                return 2
             return 0
         from cda.adapters.auth import AuthConfig
 

@@ -177,22 +177,22 @@ class _Door:
         self.fixed_roots = tuple(Path(r) for r in options.allow_root) or None
         self.stopping = False  # set when the HTTP server begins to stop: a call cut then was not cancelled
 
-    # the gate's receipt log, opened on first refusal (LogSink calls append/count)
+    # the gate's receipt log, opened on first refusal (LogSink calls append/count), its head signed
+    # after every receipt
+    def _gate_log(self) -> Any:
+        if self.log is None:
+            from cda.actions.log_guard import SignedLog
+
+            self.log = SignedLog(self.out / "gate.sqlite", "mcp.gate")
+        return self.log
+
     def append(self, receipt: Any) -> str:
         with self.lock:
-            if self.log is None:
-                from cda.actions.receipts import ReceiptLog
-
-                self.log = ReceiptLog(self.out / "gate.sqlite")
-            return str(self.log.append(receipt))
+            return str(self._gate_log().append(receipt))
 
     def count(self, action_id: str) -> int:
         with self.lock:
-            if self.log is None:
-                from cda.actions.receipts import ReceiptLog
-
-                self.log = ReceiptLog(self.out / "gate.sqlite")
-            return int(self.log.count(action_id))
+            return int(self._gate_log().count(action_id))
 
     async def stopped(self, ctx: Any, op: Any, who: Principal, token: CancelToken, ended: threading.Event,
                       env: SimpleNamespace) -> None:

@@ -156,9 +156,9 @@ def evaluate(call: Any, p: GuardParams) -> GuardVerdict:
         receipts = None
         try:
             if desk.receipts is not None:
-                from cda.actions.receipts import ReceiptLog
+                from cda.actions.log_guard import SignedLog
 
-                receipts = ReceiptLog(desk.receipts)
+                receipts = SignedLog(desk.receipts, "guardian")
             record = decide(action, store, simulator, ledger, seed=p.seed, receipts=receipts)
             proposed = action if isinstance(action, ProposedAction) else None
             ledger.store.record_decision(record, proposed)  # what `cda task execute` checks a decision against

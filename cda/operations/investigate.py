@@ -246,7 +246,8 @@ class InvestigationDesk:
                           for e in p.ken.edges]}), encoding="utf-8")
         problem: str | Path = p.dsl if p.dsl is not None else at(call, p.path or "")
         if isinstance(problem, Path) and not problem.is_file():
-            raise OperationError("invalid_params", f"{p.path}: no such file", ["params", "path"])
+            what = "a folder, not a file" if problem.is_dir() else "no such file"
+            raise OperationError("invalid_params", f"{p.path}: {what}", ["params", "path"])
         author = self._author(call.principal, p.author)
         try:
             with self._own_files():

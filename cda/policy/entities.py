@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,32 @@ from cda.policy.values import LONG_MAX, LONG_MIN, CRecord, CSet, Datetime, Decim
 
 __all__ = ["Entities", "Request", "RequestInvalid", "validate_request", "read_entities", "read_request", "read_value", "parse_decimal", "parse_ip", "parse_datetime", "parse_duration",
            "ExtensionError"]  # fmt: skip
+
+
+MAX_CLOSURE = 10_000_000
+"""At most this many (entity, ancestor) pairs in a store's ``in`` hierarchy: a chain of about 4,500
+entities, each the parent of the next (a 2,000-deep chain holds 2 million; docs/policy.md)."""
+
+
+MAX_VALUE_DEPTH = 100
+"""The deepest a value in an entities or request file may nest (records and sets in one another):
+Cedar's own JSON reader stops at 128 levels of the whole document; past this, evaluating a value
+(comparing it, printing it) would meet Python's recursion limit (a traceback before)."""
+
+
+def _shallow(obj: Any, where: str) -> Any:
+    """``obj`` when it nests at most :data:`MAX_VALUE_DEPTH` levels (checked without recursion)."""
+    level: list[tuple[Any, int]] = [(obj, 0)]
+    while level:
+        value, depth = level.pop()
+        if depth > MAX_VALUE_DEPTH:
+            raise DSLError(f"{where}: a value nested more than {MAX_VALUE_DEPTH} levels deep (records and sets in "
+                           "one another; Cedar's reader stops at 128)")
+        if isinstance(value, dict):
+            level.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            level.extend((v, depth + 1) for v in value)
+    return obj
 
 
 class ExtensionError(ValueError):
@@ -35,23 +61,40 @@ class Entities:
     parents: dict[EntityUID, list[EntityUID]] = field(default_factory=dict)
     ancestors: dict[EntityUID, frozenset[EntityUID]] = field(default_factory=dict)
 
-    def close(self) -> None:
-        """Compute every entity's ancestors (the transitive closure of ``parents``)."""
+    def close(self, where: str = "entities") -> None:
+        """Compute every entity's ancestors (the transitive closure of ``parents``), as Cedar does
+        when it reads a store: a cycle (an entity its own ancestor, ``a in a`` included) is refused,
+        as Cedar refuses it, and so is a closure past :data:`MAX_CLOSURE` pairs. Iterative, so a
+        hierarchy of any depth is read without Python's recursion limit (docs/policy.md)."""
         memo: dict[EntityUID, frozenset[EntityUID]] = {}
-
-        def up(u: EntityUID, stack: frozenset[EntityUID]) -> frozenset[EntityUID]:
-            if u in memo:
-                return memo[u]
-            out: set[EntityUID] = set()
-            for p in self.parents.get(u, ()):
-                out.add(p)
-                if p not in stack:
-                    out |= up(p, stack | {p})
-            memo[u] = frozenset(out)
-            return memo[u]
-
-        for u in list(self.parents):
-            up(u, frozenset({u}))
+        pairs = 0
+        for root in list(self.parents):
+            if root in memo:
+                continue
+            path: list[tuple[EntityUID, Iterator[EntityUID]]] = [(root, iter(self.parents.get(root, ())))]
+            on_path = {root}
+            while path:
+                u, todo = path[-1]
+                for p in todo:
+                    if p in on_path:
+                        raise DSLError(f"{where}: the hierarchy has a cycle: {p} is among its own ancestors "
+                                       "(Cedar refuses such a store)")
+                    if p not in memo:
+                        on_path.add(p)
+                        path.append((p, iter(self.parents.get(p, ()))))
+                        break
+                else:
+                    path.pop()
+                    on_path.discard(u)
+                    out: set[EntityUID] = set()
+                    for p in self.parents.get(u, ()):
+                        out.add(p)
+                        out |= memo[p]
+                    memo[u] = frozenset(out)
+                    pairs += len(out)
+                    if pairs > MAX_CLOSURE:
+                        raise DSLError(f"{where}: the hierarchy's transitive closure has more than {MAX_CLOSURE:,} "
+                                       "(entity, ancestor) pairs: too large to read")
         self.ancestors = memo
 
     def is_in(self, a: EntityUID, b: EntityUID) -> bool:
@@ -237,16 +280,22 @@ def read_entities(data: Any, schema: Schema | None, where: str = "entities") -> 
     if not isinstance(data, list):
         raise DSLError(f"{where}: the entities file is a JSON list")
     store = Entities()
+    seen: dict[EntityUID, int] = {}
     for i, e in enumerate(data):
         w = f"{where}[{i}]"
         if not isinstance(e, dict) or "uid" not in e:
             raise DSLError(f"{w}: an entity is an object with uid, attrs and parents")
         uid = _uid(e["uid"], f"{w}.uid")
+        if uid in seen:
+            raise DSLError(f"{w}.uid: {uid} is in the store twice (also {where}[{seen[uid]}]); Cedar refuses a "
+                           "store that lists an entity more than once")
+        seen[uid] = i
         decl = schema.entities.get(uid.type) if schema else None
         attrs = e.get("attrs") or {}
         if not isinstance(attrs, dict):
             raise DSLError(f"{w}.attrs must be an object")
         types = decl.attrs.attr_map() if decl else {}
+        _shallow(e, w)
         store.attrs[uid] = CRecord({k: read_value(v, types[k][0] if k in types else None, f"{w}.attrs.{k}")
                                     for k, v in attrs.items()})  # fmt: skip
         tags = e.get("tags") or {}
@@ -266,7 +315,7 @@ def read_entities(data: Any, schema: Schema | None, where: str = "entities") -> 
             if a.uid not in store.attrs:
                 store.attrs[a.uid] = CRecord({})
                 store.parents[a.uid] = list(a.parents)
-    store.close()
+    store.close(where)
     return store
 
 
@@ -307,7 +356,7 @@ def read_request(data: Mapping[str, Any], schema: Schema | None, where: str = "r
     ctx_type = None
     if schema is not None and action in schema.actions:
         ctx_type = schema.actions[action].context
-    ctx = read_value(data.get("context") or {}, ctx_type, f"{where}.context")
+    ctx = read_value(_shallow(data.get("context") or {}, f"{where}.context"), ctx_type, f"{where}.context")
     if not isinstance(ctx, CRecord):
         raise DSLError(f"{where}.context must be an object")
     if schema is not None:

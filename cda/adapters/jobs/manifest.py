@@ -44,7 +44,7 @@ from cda.adapters.jobs.kinds import KINDS
 from cda.contracts import limits
 from cda.contracts.receipt import canonical_json
 from cda.errors import CDAError, OptionError
-from cda.files import CHANGED, read_bytes, sha256_of
+from cda.files import CHANGED, parse_toml, read_bytes, sha256_of
 
 __all__ = ["JobSpec", "Manifest", "ManifestError", "read_manifest", "DEFAULT_TIMEOUT_S", "DEFAULT_MEMORY_MB"]
 
@@ -202,7 +202,7 @@ def read_manifest(path: Path) -> Manifest:
         raise ManifestError(f"{path}: the manifest is larger than {MAX_MANIFEST_BYTES >> 20} MiB")
     try:
         text = data.decode("utf-8")
-        doc = tomllib.loads(text)
+        doc = parse_toml(text)
     except UnicodeDecodeError as exc:
         raise ManifestError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:  # its message ends "(at line L, column C)"

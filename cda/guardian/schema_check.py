@@ -1,0 +1,116 @@
+"""Checking a tool's arguments against a JSON Schema whose regular expressions may backtrack.
+
+An upstream MCP server writes its tools' schemas and the agent writes the arguments; JSON Schema's
+``pattern`` (and ``patternProperties``, whose regexes meet property names the agent chose) are
+matched by Python's ``re``, which backtracks with no time limit: ``^(a+)+$`` against ``"a" * 28 +
+"!"`` holds a thread for seconds and twice as long for each more character. So a schema is read
+once, when its tool is registered: a regex with a repetition inside a repetition, an alternation
+inside a repetition or a backreference (the forms whose matching can take exponential time) makes
+every check of that tool's arguments run in a child process with a deadline. A check that does not
+finish is a refusal (the call is not made): a guardian that cannot tell fails closed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = ["CHILD_SECONDS", "backtracking_patterns", "errors_in_child"]
+
+#: how long a child process may take to check one call's arguments
+CHILD_SECONDS = 5.0
+
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT")
+
+
+def _regexes(schema: Any) -> Iterator[str]:
+    """Every regex a schema holds: ``pattern`` values and ``patternProperties`` keys, at any depth."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if key == "pattern" and isinstance(value, str):
+                    yield value
+                elif key == "patternProperties" and isinstance(value, Mapping):
+                    yield from (k for k in value if isinstance(k, str))
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def _may_backtrack(pattern: str) -> bool:
+    """Whether ``pattern`` holds a form whose matching may take exponential time (see the module
+    docstring); a pattern ``re`` cannot read counts as one (``jsonschema`` refuses it anyway)."""
+    try:
+        from re import _parser  # type: ignore[attr-defined]  # CPython's reader of regexes
+
+        parsed = _parser.parse(pattern)
+    except Exception:  # noqa: BLE001 - unreadable, or a Python without the module: treated as risky
+        return True
+
+    def walk(items: Any, inside_repeat: bool) -> bool:
+        for op, av in items:
+            name = str(op)
+            if name in ("GROUPREF", "GROUPREF_EXISTS"):
+                return True
+            if name in _REPEATS:
+                low, high, body = av
+                repeated = high is _parser.MAXREPEAT or high > 1
+                if repeated and inside_repeat:
+                    return True
+                if walk(body, inside_repeat or repeated):
+                    return True
+            elif name == "BRANCH":
+                if inside_repeat:
+                    return True
+                if any(walk(branch, inside_repeat) for branch in av[1]):
+                    return True
+            elif name == "SUBPATTERN":
+                if walk(av[-1], inside_repeat):
+                    return True
+            elif name in ("ASSERT", "ASSERT_NOT"):
+                if walk(av[1], inside_repeat):
+                    return True
+            elif name == "ATOMIC_GROUP" or name == "POSSESSIVE_REPEAT":
+                continue  # no backtracking into it
+        return False
+
+    return walk(parsed, False)
+
+
+def backtracking_patterns(schema: Any) -> list[str]:
+    """The regexes of ``schema`` that may take exponential time to match (sorted, each once)."""
+    return sorted({p for p in _regexes(schema) if _may_backtrack(p)})
+
+
+_CHILD = r"""
+import json, sys
+from jsonschema.validators import validator_for
+schema, instance = json.load(sys.stdin)
+errors = sorted(validator_for(schema)(schema).iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+json.dump([[list(e.absolute_path), e.message] for e in errors[:1]], sys.stdout)
+"""
+
+
+def errors_in_child(schema: Mapping[str, Any], instance: Mapping[str, Any],
+                    seconds: float = CHILD_SECONDS) -> list[tuple[list[str | int], str]] | None:
+    """The first schema error of ``instance`` as (path, message), checked by ``jsonschema`` in a
+    child process; ``[]`` when it matches; ``None`` when the check did not finish in ``seconds``
+    (the child is killed) or failed."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-c", _CHILD], input=json.dumps([schema, instance]), capture_output=True,
+            text=True, timeout=seconds, check=False,
+        )
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        return None
+    if done.returncode != 0:
+        return None
+    try:
+        return [(list(path), str(message)) for path, message in json.loads(done.stdout)]
+    except (ValueError, TypeError):
+        return None
