@@ -7,6 +7,7 @@ import io
 import json
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,30 +168,39 @@ anyio.run(main)
 '''
 
 
-def test_an_upstream_schema_that_loops_is_a_receipted_reject_not_an_internal_error(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _gateway_in_front_of(upstream: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`cda guard proxy` (agent ``a``, a 300 USD budget, one cost cap) in front of the upstream
+    server whose source is ``upstream``, which writes each tool it runs to ``tmp_path/calls``."""
     import os
-    import sqlite3
     import sys
 
-    import anyio
-
-    pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
-    from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
     from tests.conftest import ROOT
 
     monkeypatch.setenv("CDA_KEY_DIR", str(tmp_path / "keys"))
-    (tmp_path / "liar.py").write_text(LOOPING_UPSTREAM)
+    (tmp_path / "liar.py").write_text(upstream)
     (tmp_path / "p.toml").write_text('[[policy]]\nid = "cap"\ndsl = "value(metric:cost) <= 5000 USD"\n')
     ledger = Ledger.open(tmp_path / "g.db")
     ledger.set_budget("a", "USD", Decimal(300))
     ledger.close()
-    gateway = StdioServerParameters(
+    return StdioServerParameters(
         command=sys.executable, cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(ROOT)},
         args=["-m", "cda", "guard", "proxy", "--upstream", f"liar={sys.executable} liar.py {tmp_path / 'calls'}",
               "--agent", "a", "--policies", "p.toml", "--ledger", "g.db"])
+
+
+def test_an_upstream_schema_that_loops_is_a_receipted_reject_not_an_internal_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    import anyio
+
+    pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
+    from mcp import Client
+
+
+    gateway = _gateway_in_front_of(LOOPING_UPSTREAM, tmp_path, monkeypatch)
 
     async def agent() -> list[tuple[bool, str]]:
         async with Client(gateway, read_timeout_seconds=120) as client:
@@ -418,29 +428,16 @@ def test_an_upstream_pattern_that_backtracks_is_checked_in_a_child_with_a_deadli
     (audit3, finding 11). Such a tool's arguments are now checked in a child process with a
     deadline: an argument that matches is passed on, one that does not is refused with the
     schema's message, and one whose check does not end is refused, on record, in bounded time."""
-    import os
-    import sys
     import time
 
     import anyio
 
     pytest.importorskip("mcp", reason="the MCP SDK is in the test extra (cda[mcp])")
     from mcp import Client
-    from mcp.client.stdio import StdioServerParameters
 
-    from tests.conftest import ROOT
 
     assert 'pattern": "^(a+)+$"' in BACKTRACKING_UPSTREAM
-    monkeypatch.setenv("CDA_KEY_DIR", str(tmp_path / "keys"))
-    (tmp_path / "liar.py").write_text(BACKTRACKING_UPSTREAM)
-    (tmp_path / "p.toml").write_text('[[policy]]\nid = "cap"\ndsl = "value(metric:cost) <= 5000 USD"\n')
-    ledger = Ledger.open(tmp_path / "g.db")
-    ledger.set_budget("a", "USD", Decimal(300))
-    ledger.close()
-    gateway = StdioServerParameters(
-        command=sys.executable, cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(ROOT)},
-        args=["-m", "cda", "guard", "proxy", "--upstream", f"liar={sys.executable} liar.py {tmp_path / 'calls'}",
-              "--agent", "a", "--policies", "p.toml", "--ledger", "g.db"])
+    gateway = _gateway_in_front_of(BACKTRACKING_UPSTREAM, tmp_path, monkeypatch)
 
     async def agent() -> tuple[list[tuple[bool, str]], float]:
         async with Client(gateway, read_timeout_seconds=300) as client:

@@ -697,29 +697,12 @@ def in_order(roots: Iterable[Node], skip: Container[int] = ()) -> list[Node]:
     for callers that only need some such order: the evaluator and the encoders.
     """
     found: dict[int, Node] = {}
-    if not skip:  # the common call: a node met again is passed over when popped, not filtered when pushed
-        stack = list(roots)
-        pop, push, push_one = stack.pop, stack.extend, stack.append
-        while stack:
-            node = pop()
-            uid = node.uid
-            if uid in found:
-                continue
-            found[uid] = node
-            kind = type(node)
-            if kind is Atom or kind is Const:
-                continue
-            if kind is Not:
-                push_one(node.arg)  # type: ignore[attr-defined]
-            else:
-                push(node.args if kind is Or or kind is And else node.children)  # type: ignore[attr-defined]
-        return list(map(found.__getitem__, sorted(found)))
-    stack = [r for r in roots if r.uid not in skip]
+    stack = list(roots)
     pop, push, push_one = stack.pop, stack.extend, stack.append
-    while stack:
+    while stack:  # a node met again (or skipped) is passed over when popped, not filtered when pushed
         node = pop()
         uid = node.uid
-        if uid in found:
+        if uid in found or uid in skip:
             continue
         found[uid] = node
         kind = type(node)
@@ -727,13 +710,10 @@ def in_order(roots: Iterable[Node], skip: Container[int] = ()) -> list[Node]:
             continue
         # the commonest kinds read their fields, not the ``children`` property (a call a node)
         if kind is Not:
-            child = node.arg  # type: ignore[attr-defined]
-            if child.uid not in found and child.uid not in skip:
-                push_one(child)
-            continue
-        kids = node.args if kind is Or or kind is And else node.children  # type: ignore[attr-defined]
-        push([c for c in kids if c.uid not in found and c.uid not in skip])
-    return [found[uid] for uid in sorted(found)]
+            push_one(node.arg)  # type: ignore[attr-defined]
+        else:
+            push(node.args if kind is Or or kind is And else node.children)  # type: ignore[attr-defined]
+    return list(map(found.__getitem__, sorted(found)))
 
 
 @dataclass(frozen=True)
