@@ -103,6 +103,12 @@ def exponent(a: float, b: float, n1: int, n2: int) -> float:
     return math.log(b / a) / math.log(n2 / n1) if a > 0 and b > 0 else math.nan
 
 
+def _shown_exponent(k: float) -> str:
+    """An exponent as the table shows it: "—" for a stage that took no time (no solver call of
+    its kind since the enumeration answers satisfiability itself)."""
+    return "—" if math.isnan(k) else f"{k:.2f}"
+
+
 # ---- instruction counts ------------------------------------------------------------------------
 _COUNTED = '''
 import os, sys
@@ -257,7 +263,7 @@ def section(sizes: list[Size], counted: dict[int, tuple[int, int]], args: argpar
             lines.append(
                 f"| {a.n:,} → {b.n:,} | {exponent(a.raw, b.raw, a.n, b.n):.2f} "
                 f"| {exponent(a.cda['e2e'], b.cda['e2e'], a.n, b.n):.2f} | "
-                + " | ".join(f"{exponent(a.cda[k], b.cda[k], a.n, b.n):.2f}" for k in STAGES) + " |"
+                + " | ".join(_shown_exponent(exponent(a.cda[k], b.cda[k], a.n, b.n)) for k in STAGES) + " |"
             )
     if counted:
         lines += [

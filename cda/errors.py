@@ -26,6 +26,7 @@ __all__ = [
     "KenError",
     "MissingExtra",
     "AccessDenied",
+    "cut_quotes",
 ]
 
 
@@ -65,6 +66,37 @@ def _clipped(line: str, at: int) -> tuple[str, int]:
     return head + line[start:end] + tail, at - start + len(head)
 
 
+QUOTE_WIDTH = 60
+"""The most characters of a quoted token a DSL error's message keeps: a 20,000-character name
+in ``unexpected '…'`` is shown as its first :data:`QUOTE_WIDTH`, ``…`` and its length."""
+
+
+def cut_quotes(message: str) -> str:
+    """``message`` with each quoted part (``'…'``) longer than twice :data:`QUOTE_WIDTH` cut to its
+    start, ``…`` and how long it was; line, column and what was expected are elsewhere, exact.
+    Every door shows the message so cut: the CLI's text, ``--json``, the ToolBus and MCP.
+
+    >>> cut_quotes("unexpected '" + "x" * 20000 + "'; expected a name")[-53:]
+    "xxx…' (a token of 20,000 characters); expected a name"
+    >>> cut_quotes("unexpected 'b'; expected ')'")
+    "unexpected 'b'; expected ')'"
+    """
+    if len(message) <= 2 * QUOTE_WIDTH + 2:  # nothing quoted can be too long
+        return message
+    parts = message.split("'")
+    out = parts[0]
+    for k in range(1, len(parts), 2):
+        inner = parts[k]
+        if k + 1 >= len(parts):  # an opening quote never closed: left as it is
+            out += "'" + inner
+            break
+        note = ""
+        if len(inner) > 2 * QUOTE_WIDTH:
+            inner, note = inner[:QUOTE_WIDTH] + "…", f" (a token of {len(inner):,} characters)"
+        out += "'" + inner + "'" + note + parts[k + 1]
+    return out
+
+
 class DSLError(CDAError, ValueError):
     """A mistake in DSL text, located at ``line``/``column`` (1-based) when known."""
 
@@ -78,7 +110,7 @@ class DSLError(CDAError, ValueError):
         filename: str | None = None,
         expected: tuple[str, ...] = (),
     ) -> None:
-        self.message = message
+        self.message = cut_quotes(message)  # a long token quoted is cut to its start and length
         self.expected = expected  # what the grammar accepted at the spot, in words (syntax errors)
         self.line = line
         self.column = column

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # ``re`` loads on the first escape, not with ``import cda`` (cda.errors imports this module)
     import re
 
-__all__ = ["UNSAFE", "for_terminal"]
+__all__ = ["UNSAFE", "for_terminal", "name_text"]
 
 _BIDI = frozenset(range(0x202A, 0x202F)) | frozenset(range(0x2066, 0x206A))
 
@@ -69,3 +69,22 @@ def for_terminal(text: str, keep: str = "\n\t") -> str:
     'x\\\\udcff.cda'
     """
     return _finder(keep).sub(_shown, text)
+
+
+def name_text(name: str) -> str:
+    r"""A file name as text, for JSON and messages: a name that is not UTF-8 (its bytes read by
+    Python as surrogate escapes, as ``sys.argv`` and ``os.listdir`` give them) with each such
+    byte shown as ``\xNN``, any other lone surrogate as ``\udNNN``; a UTF-8 name as it is.
+
+    >>> name_text("bad\udcff.cda"), name_text("ok.cda")
+    ('bad\\xff.cda', 'ok.cda')
+    """
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        pass
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no byte stands for (a JSON string's "\ud800")
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")

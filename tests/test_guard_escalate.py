@@ -384,7 +384,7 @@ params = { policies = "policies.toml", ledger = "guardian.db" }
     code, out, err = cda("jobs", "run", folder / "jobs.toml", "--out", folder / "runs", "--json")
     assert code == 3, (out, err)  # no verdict: a person decides
     [row] = [json.loads(line) for line in (folder / "runs" / "results.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert row["status"] == "timeout" and "held for a person as escalation esc-1" in row["error"]
+    assert row["status"] == "escalated" and "held for a person as escalation esc-1" in row["error"]
     assert row["result"]["escalation"] == {"escalation_id": "esc-1", "state": "open", "new": True}
     [e] = escalations(folder)
     assert (e["state"], e["proposed_by"], e["action_digest"]) == ("open", "local:local", row["result"]["action_digest"])

@@ -687,16 +687,17 @@ def test_a_negative_verdict_is_a_failed_job_and_exits_1_as_the_cli_does(tmp_path
     assert ": intact: 3 entries" in verify_out.getvalue()
 
 
-def test_a_partial_solve_job_is_a_timeout_and_the_batch_exits_3(tmp_path: Path) -> None:
+def test_a_partial_solve_job_is_partial_and_the_batch_exits_3(tmp_path: Path) -> None:
     """A solver budget that runs out inside the job is `cda solve`'s exit 3: the job is recorded
-    `timeout` (no complete answer), its partial result kept, and the batch exits 3."""
+    `partial` (no complete answer; not `timeout`, the job's own limit), its partial result kept,
+    and the batch exits 3."""
     (tmp_path / "cube.cda").write_text(_cube(20), encoding="utf-8")
     manifest = tmp_path / "jobs.toml"
     manifest.write_text('[[job]]\nkind = "solve"\nfile = "cube.cda"\ntimeout_s = 120\nparams = { timeout = 0.5 }\n',
                         encoding="utf-8")
     code, out, _ = _run(manifest)
     (line,) = _lines(tmp_path / "jobs.results")
-    assert code == 3 and line["status"] == "timeout", (out, line["error"])
+    assert code == 3 and line["status"] == "partial", (out, line["error"])
     assert line["result"]["partial"] is True and "cda solve` exits 3" in line["error"]
 
 

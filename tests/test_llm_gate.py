@@ -467,7 +467,9 @@ def test_http_provider_accepts_a_fenced_object_and_refuses_keys_outside_the_cont
     ("reply", "message"),
     [
         (Reply("this is not json"), "not JSON"),
-        (Reply("[1, 2]"), "expected an object"),
+        (Reply("[1, 2]"), "replied with a JSON array where the verifier contract asks for a JSON object"),
+        (Reply('"agrees"'), "replied with a JSON string where"),  # JSON's words, never Python's (list, str)
+        (Reply("[" * 100_000 + "]" * 100_000), "JSON that cannot be read (nested too deeply)"),
         (Reply(json.dumps({"confidence": 0.5})), "agrees"),
         (Reply(_judgement_json(agrees="maybe")), "agrees"),
         (Reply(_judgement_json(confidence=1.5)), "confidence"),

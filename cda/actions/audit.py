@@ -16,8 +16,10 @@ On top of the receipt chain (:func:`cda.actions.receipts.verify_connection`) thi
   ``action.end`` was interrupted (killed, crashed) and is reported as such, not as tampering;
 - **the signed head** beside the log (:mod:`cda.keys.signing`): a valid Ed25519 signature
   by the trusted key, over a head that is still the entry at the count it names. Entries after
-  it (a later reviewer's reflection receipts, an interrupted attempt) are reported as an
-  unsigned tail.
+  it (a later reviewer's reflection receipts, an interrupted attempt) are an unsigned tail: the
+  log is *unverified* (exit 3) unless the trusted key vouched for each of them one by one (a
+  ``cda jobs run`` vouches for every receipt it appends), since anyone who can write the file
+  can append.
 
 A file that carries CDA's mark, or has a signed head beside it, and cannot be read as a log
 (wiped, truncated, replaced by something else) is *tampered*, not "not a log".
@@ -39,7 +41,7 @@ from cda.actions.event_chain import timeless_body
 from cda.actions.receipts import GENESIS_HASH, LogRow, ReceiptLogError, entry_hash, verify_connection
 from cda.actions.store_file import LEGACY_TABLES, LOG_FORMAT
 from cda.contracts.receipt import Receipt, sha256_hex
-from cda.keys.signing import SigningError, head_path, read_head, signature_problems
+from cda.keys.signing import SigningError, head_path, read_head, signature_problems, vouched_by
 from cda.store import FileFormat, StoreFileError, read_snapshot, recognise_any
 
 __all__ = ["AuditReport", "audit_file", "expected_schema", "file_meta_digest", "file_schema_problems",
@@ -401,8 +403,16 @@ def audit_file(
                 problems.append(f"attempt(s) {', '.join(ended[:5])} ended after the signed head, and no "
                                 "signature covers them: appended by something that could not sign")
             elif unsigned_tail:
-                notes.append(f"{unsigned_tail} entries after the signed head are not covered by its signature "
-                             "(an attempt still running or interrupted)")
+                # anyone who can write the file can append: a tail is believed only entry by entry,
+                # where the trusted key vouched for each (a jobs batch stopped before its next head)
+                loose = [r for r in rows[count:] if r.receipt is None or not vouched_by(r.receipt, trusted_key)]
+                if loose:
+                    unverified = (f"{len(loose)} of the {unsigned_tail} entries after the signed head (entry "
+                                  f"{count}) are covered by no signature: nothing shows CDA wrote them (a run "
+                                  "killed before it signed them, or rows appended by whoever can write the file)")
+                else:
+                    notes.append(f"{unsigned_tail} entries after the signed head are each vouched for by the trusted "
+                                 "key (a batch stopped before it signed its head; the next run signs them)")
         if trusted_key is None:
             unverified = ("no trusted key to check the head's signature against (no local signing key here): "
                           "give the signer's --public-key; a head signed by any key would pass otherwise")

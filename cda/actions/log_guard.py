@@ -15,10 +15,11 @@ from cda.actions.receipts import ReceiptLog
 from cda.actions.store_file import LOG_FORMAT
 from cda.contracts.receipt import Receipt
 from cda.errors import CDAError
-from cda.keys.signing import head_path, read_head, signature_problems
+from cda.keys.signing import head_path, read_head, signature_problems, vouched_by
 from cda.store import Durability, FileFormat
 
-__all__ = ["AuditLogError", "SignedLog", "check_signed_head", "refuse_lost_log"]
+__all__ = ["AuditLogError", "SignedLog", "check_signed_head", "refuse_lost_log", "refuse_unvouched_tail",
+           "unvouched_tail"]
 
 
 class AuditLogError(CDAError):
@@ -53,6 +54,33 @@ def check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: b
     if problems:
         raise AuditLogError(f"{db}: will not extend this receipt log: " + "; ".join(problems)
                             + f" (run `cda receipts verify {db}`)")
+
+
+def unvouched_tail(log: ReceiptLog, count: int, public_key: str | None) -> list[int]:
+    """The positions (1-based, as the signed head counts) of the entries after entry ``count``
+    that ``public_key`` did not vouch for one by one (:func:`cda.keys.signing.vouch`): appended by
+    something without the key, or by a writer that does not vouch (``cda run``, the service)."""
+    return [at for at, entry in enumerate(log.entries(), start=1)
+            if at > count and not vouched_by(entry.receipt, public_key)]
+
+
+def refuse_unvouched_tail(db: Path, log: ReceiptLog, public_key: str) -> None:
+    """Refuse to extend a log (and so sign a head over it) whose entries after its signed head are
+    not all vouched for by this key: rows anyone with write access appended after the head would
+    be signed as if the batch wrote them. A ``cda jobs run`` killed in its last second leaves
+    receipts it vouched for, which pass (docs/jobs.md)."""
+    path = head_path(db)
+    if not path.exists():
+        return
+    count = int(read_head(path)["count"])
+    foreign = unvouched_tail(log, count, public_key)
+    if foreign:
+        shown = ", ".join(map(str, foreign[:5])) + (" …" if len(foreign) > 5 else "")
+        raise AuditLogError(
+            f"{db}: will not sign over this receipt log: {len(foreign)} entries after its signed head (entry "
+            f"{count}) are covered by no signature and were not vouched for by this key (entries {shown}): "
+            f"nothing shows CDA wrote them. Run `cda receipts verify {db}`; keep the folder as evidence and give "
+            "another --out")
 
 
 _SIGNING = threading.Lock()  # this process's writers of guardian logs sign one at a time

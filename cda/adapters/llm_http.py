@@ -95,6 +95,21 @@ MAX_REPLY_TOKENS = 512
 MAX_RETRY_AFTER_S = 5.0
 
 
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in JSON's words (``an array``), not Python's (``list``).
+
+    >>> _json_kind([1]), _json_kind("x"), _json_kind(True), _json_kind(2.5), _json_kind(None)
+    ('a JSON array', 'a JSON string', 'a JSON boolean', 'a JSON number', 'JSON null')
+    """
+    if value is None:
+        return "JSON null"
+    if isinstance(value, bool):
+        return "a JSON boolean"
+    if isinstance(value, (int, float)):
+        return "a JSON number"
+    return "a JSON string" if isinstance(value, str) else "a JSON array"
+
+
 class _Retryable(LLMProviderError):
     """A failure worth another attempt (429, 5xx, a reset connection); carries Retry-After."""
 
@@ -321,13 +336,14 @@ class OpenAICompatibleProvider:
                 f"LLM provider {self.name} replied with content that is not JSON ({error.msg}): {_excerpt(content)}"
             ) from error
         except (RecursionError, ValueError) as error:  # nested past the recursion limit, a huge integer
+            why = "nested too deeply" if isinstance(error, RecursionError) else "a number too long to read"
             raise LLMProviderError(
-                f"LLM provider {self.name} replied with JSON that cannot be read ({type(error).__name__}): "
-                f"{_excerpt(content)}"
+                f"LLM provider {self.name} replied with JSON that cannot be read ({why}): {_excerpt(content)}"
             ) from None
         if not isinstance(obj, dict):
             raise LLMProviderError(
-                f"LLM provider {self.name} replied with JSON {type(obj).__name__}, expected an object: {_excerpt(content)}"
+                f"LLM provider {self.name} replied with {_json_kind(obj)} where the verifier contract asks for a "
+                f"JSON object ({{\"status\": …}}): {_excerpt(content)}"
             )
         keys = set(obj)
         if "status" in obj:  # the abstain gate's verifier contract (docs/actions.md, Abstention)

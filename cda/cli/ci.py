@@ -46,8 +46,8 @@ def _labelled(exc: CDAError, label: str) -> CDAError:
 
 
 def solve_exit_code(result: SolveResult) -> int:
-    if result.status == "unknown" or result.partial or any(v.status == "unknown" for v in result.verdicts):
-        return EXIT_UNKNOWN  # an undecided claim (a solver's own unknown too) is not a refutation: exit 3
+    if result.incomplete() is not None:
+        return EXIT_UNKNOWN  # a budget's partial or an undecided claim (a solver's own unknown too): exit 3
     if any(v.status != "supported" for v in result.verdicts):
         return EXIT_GOAL_FAILED
     if any(not e.passed for e in result.expectations):
@@ -71,7 +71,9 @@ def solve_cases(result: SolveResult) -> list[Case]:
                   for w in v.witnesses]
         if v.reason:
             lines.append(v.reason)
-        cases.append(Case(name, failure=f"{str(v.status).upper()}", detail="\n".join(lines)))
+        # an undecided claim is no failed check: JUnit's <error>, as the run's partial below
+        cases.append(Case(name, failure=f"{str(v.status).upper()}", detail="\n".join(lines),
+                          error=v.status == "unknown"))
     for e in result.expectations:  # named as the pytest plugin names the item
         label = f"expect {e.text}" if e.name.startswith("expect@") else f"expect {e.name}"
         cases.append(Case(label, failure=None if e.passed else e.reason, detail=e.reason))

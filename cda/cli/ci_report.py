@@ -60,7 +60,13 @@ def error_object(exc: CDAError, file: str) -> dict[str, Any]:
     >>> error_object(DSLSyntaxError("unexpected ')'", line=2, column=5, expected=("a name",)), "x.cda")["expected"]
     ['a name']
     """
-    return exc.as_dict(file)
+    from cda.terminal_text import name_text
+
+    found = exc.as_dict(file)
+    named = found.get("file")
+    if isinstance(named, str):  # a name that is not UTF-8, with its bytes escaped: JSON is text
+        found["file"] = name_text(named)
+    return found
 
 
 def worst_exit_code(codes: Sequence[int]) -> int:
@@ -73,7 +79,9 @@ def worst_exit_code(codes: Sequence[int]) -> int:
 
 
 def _entry(o: Outcome) -> dict[str, Any]:
-    entry: dict[str, Any] = {"file": o.file, "exit_code": o.code}
+    from cda.terminal_text import name_text
+
+    entry: dict[str, Any] = {"file": name_text(o.file), "exit_code": o.code}
     if o.error is not None:
         entry["error"] = o.error
     else:

@@ -1,7 +1,7 @@
 """``cda jobs run MANIFEST.toml``: run a batch, print a summary. Exit codes are the CLI's table
 (:data:`EXIT_OF_STATUS`, the worst job's as over several files): 0 every job ok, 1 some job
-failed (a negative verdict, an error, a crash), 3 some job has no complete answer (timed out,
-a solver's unknown, over its memory), 2 a bad manifest or option, 130 interrupted (Ctrl-C: the
+failed (a negative verdict, an error, a crash), 3 some job has no complete answer (a budget's
+partial, a solver's unknown, an escalation, killed at its time limit, over its memory), 2 a bad manifest or option, 130 interrupted (Ctrl-C: the
 running jobs are killed, the finished ones kept).
 
 On a terminal a one-line progress bar is drawn on stderr (plain text, redrawn with ``\\r``); a job's
@@ -16,15 +16,12 @@ from pathlib import Path
 from typing import TextIO
 
 from cda.adapters.jobs.batch import BatchReport, run_batch
+from cda.adapters.jobs.isolate import EXIT_OF_STATUS
 from cda.adapters.jobs.manifest import JobSpec, read_manifest
 from cda.errors import CDAError
 from cda.terminal_text import for_terminal
 
 __all__ = ["EXIT_OF_STATUS", "main_jobs_run", "default_workers"]
-
-#: a job's status → the exit code ``cda solve`` would give the same answer (0 answered, 1 a check
-#: failed, 3 no complete answer); a crash is a failure, going over memory a budget run out
-EXIT_OF_STATUS = {"ok": 0, "failed": 1, "crashed": 1, "timeout": 3, "memory": 3}
 
 _BAR = 24
 

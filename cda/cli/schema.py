@@ -26,6 +26,10 @@ def main_schema(folder: Path, check: bool = False, out: TextIO | None = None, er
     ``as_json``: one object, ``{"folder", "check", "current", "problems": {file: stale|missing|extra},
     "written"}``."""
     stream, errors = out or sys.stdout, err or sys.stderr
+    if not as_json:  # the folder's name is the user's text: shown with its controls escaped
+        from cda.cli.terminal import escaped
+
+        stream, errors = escaped(stream), escaped(errors)
     try:
         if check:
             if folder.exists() and not folder.is_dir():  # a missing folder: every schema is missing (exit 1)

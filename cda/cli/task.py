@@ -129,9 +129,16 @@ def _root_option(*parsers: argparse.ArgumentParser) -> None:
 
 
 def main_task(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Run ``cda task …``; see the module's docstring for the exit codes."""
+    """Run ``cda task …``; see the module's docstring for the exit codes. Without ``--json`` what
+it prints is text built from inputs (a store's path, signer ids, an agent's name): every write
+passes :func:`~cda.terminal_text.for_terminal` (docs/architecture.md, "What CDA prints"); a task
+document printed whole is JSON and written as it is (:func:`_write_task`)."""
     from cda.errors import CDAError
 
+    if not args.json:
+        from cda.cli.terminal import escaped
+
+        out, err = escaped(out), escaped(err)
     try:
         if args.task_command == "add-signer":
             return _add_signer(args, out)
@@ -210,8 +217,8 @@ def _bad(message: str) -> Exception:
 
 
 def _write_task(doc_text: str, path: Path | None, out: TextIO) -> None:
-    if path is None:
-        out.write(doc_text + "\n")
+    if path is None:  # a JSON document: json.dumps escaped what it must; the escaping stream would spoil it
+        getattr(out, "unescaped", out).write(doc_text + "\n")
         return
     from cda.files import create_file
 

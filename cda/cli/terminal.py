@@ -146,6 +146,7 @@ class _Escaped:
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
+        self.unescaped = stream  # for a JSON document written whole into a text report's stream
 
     def write(self, text: str) -> int:
         return self._stream.write(for_terminal(text))

@@ -56,6 +56,10 @@ class ProofResult(_Model):
     backend: str
     reason: str
     unknown: bool = Field(description="inconclusive because a solver said unknown or time ran out")
+    partial: bool = Field(
+        default=False,
+        description="unknown because the time budget ran out or a cancel stopped it (a cut, not the solver's own unknown)",
+    )
     cross_check: Literal["agree", "disagree", "skipped"] | None
     notes: list[str]
     unique_names: bool = Field(

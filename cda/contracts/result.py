@@ -16,7 +16,26 @@ from cda.contracts.status import VerdictStatus
 from cda.contracts.status_fields import SolverStatusField, VerdictStatusField
 
 __all__ = ["Hypothesis", "Witness", "Verdict", "NextTest", "Conflict", "ExpectationResult", "SolveResult",
-           "CheckReport"]
+           "CheckReport", "Incomplete", "incomplete"]
+
+Incomplete = Literal["partial", "unknown"]
+"""Why an answer is not complete (docs/dsl.md, "Verdicts"): ``partial``, a budget or a cancel cut
+the run short and what is there is what was found; ``unknown``, nothing was cut, a solver could not
+decide. Either is exit 3 of ``cda solve``; neither is a failure of the check or of CDA."""
+
+
+def incomplete(status: str, partial: bool, verdicts: list[str]) -> Incomplete | None:
+    """What ``cda solve`` and a ``solve`` job both say of an answer (its ``status``, ``partial``
+    and its verdicts' statuses): the one rule, so that the two doors cannot drift apart.
+
+    >>> incomplete("sat", False, ["supported", "unknown"]), incomplete("unknown", True, [])
+    ('unknown', 'partial')
+    """
+    if partial:
+        return "partial"
+    if status == "unknown" or "unknown" in verdicts:
+        return "unknown"
+    return None
 
 
 class _Model(BaseModel):
@@ -169,6 +188,10 @@ class SolveResult(_Model):
     expectations: list[ExpectationResult] = Field(
         default_factory=list, description="the problem's expect statements, checked against this answer, in order"
     )
+
+    def incomplete(self) -> Incomplete | None:
+        """``partial`` (a budget ran out), ``unknown`` (a solver could not decide) or None: :func:`incomplete`."""
+        return incomplete(str(self.status), self.partial, [str(v.status) for v in self.verdicts])
 
     def json_text(self) -> str:
         """Canonical JSON (stable key order, two-space indent), each hypothesis's ``cost`` written

@@ -493,6 +493,8 @@ def _prove_one(
     if not result.unknown and deadline.expired():
         late = OutOfTime("before the answer was complete")
         result = _out_of_time(problem, claim, fragment(problem, claim), result.backend, late, deadline)
+    # an undecided claim is a cut when the budget (or a cancel) ended it; else the solvers could not decide
+    result.partial = result.unknown and deadline.expired()
     return result
 
 

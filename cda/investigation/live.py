@@ -32,12 +32,16 @@ __all__ = ["Observation", "LiveProblem", "InvestigationError"]
 
 
 class InvestigationError(CDAError, ValueError):
-    """An observation the problem cannot take (an unknown atom, an abducible, bad syntax);
-    ``column``: where in the observation (whitespace collapsed) the DSL found the fault, when known."""
+    """A step the investigation cannot take: an observation the problem cannot take (an unknown
+    atom, an abducible, bad syntax), a revision that does not read, a note with no text.
+    ``field``: the parameter the user gave it in (``observation``, ``add``, ``retract``, ``text``),
+    which every door names as the place of the mistake; ``column``: where in that text (whitespace
+    collapsed) the DSL found the fault, when known."""
 
-    def __init__(self, message: str, column: int | None = None) -> None:
+    def __init__(self, message: str, column: int | None = None, *, field: str = "observation") -> None:
         super().__init__(message)
         self.column = column
+        self.field = field
 
 
 @dataclass(frozen=True)

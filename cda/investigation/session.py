@@ -195,14 +195,19 @@ class Investigation:
         add = [a for a in (" ".join(x.split()) if "\n" not in x else x.strip() for x in add) if a]
         retract = [r for r in (" ".join(x.split()) for x in retract) if r]
         if not add and not retract:
-            raise InvestigationError("a revision adds or retracts at least one statement, e.g. 'fact depends(a, b)'")
+            raise InvestigationError("a revision adds or retracts at least one statement, e.g. 'fact depends(a, b)'",
+                                     field="add")
         for a in add:
             why = ignored_statement(a)
             if why is not None:
-                raise InvestigationError(f"this revision cannot be a step: {why}")
+                raise InvestigationError(f"this revision cannot be a step: {why}", field="add")
         step = self.stored.last_step + 1
         revisions = [*self.revisions, Revision(step, tuple(add), tuple(retract))]
-        live = _live(self.stored, revisions, [(o.step, o.text) for o in self.live.active], revising=step)
+        try:
+            live = _live(self.stored, revisions, [(o.step, o.text) for o in self.live.active], revising=step)
+        except InvestigationError as exc:  # the revised model does not read: what was added, else what was taken out
+            exc.field = "add" if add else "retract"
+            raise
         cache = _Cache()
         memory, trace = _compute(live, self.stored, list(live.active), step=step, cache=cache)
         self._commit("revise", None, None, memory, trace, author=author, reason=reason,
@@ -252,7 +257,7 @@ class Investigation:
         """A free-text note on ``step`` (any step of the history; not a step itself)."""
         words = text.strip()
         if not words:
-            raise InvestigationError("a note needs some text")
+            raise InvestigationError("a note needs some text", field="text")
         if not 0 <= step <= self.stored.last_step:
             raise StepRefused(f"there is no step {step} (the last is {self.stored.last_step})")
         found = Note(step, author, words, _now())

@@ -420,7 +420,7 @@ class InvestigationDesk:
             at_ = f"line {exc.line}" + (f", column {exc.column}" if exc.column is not None else "") if exc.line else ""
             return OperationError("invalid_params", f"{exc.kind}: {exc.message}" + (f" ({at_})" if at_ else ""), where)
         if isinstance(exc, InvestigationError):
-            path: list[str | int] = ["params", "observation"] + ([exc.column] if exc.column is not None else [])
+            path: list[str | int] = ["params", exc.field] + ([exc.column] if exc.column is not None else [])
             return OperationError("invalid_params", str(exc), path)
         if isinstance(exc, KenError):
             return OperationError("invalid_params", self._hide(str(exc)), ["params", "ken"])

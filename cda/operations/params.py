@@ -85,7 +85,27 @@ Top = Annotated[Annotated[int, Field(ge=1, le=limits.MAX_COUNT)] | None, *checke
                 Field(description="how many hypotheses to list")]
 Timeout = Annotated[Annotated[float, Field(ge=0)] | None, *checked(_seconds, whole=False),
                     Field(description="wall-clock budget in seconds (none or inf: no limit)")]
-FilePath = Annotated[str, PathParam(), Field(min_length=1, max_length=4096, description="a file on this machine")]
+
+
+def _named_in_text(value: Any) -> Any:
+    """A file name is text: one that is not UTF-8 (an argument decoded with ``surrogateescape``,
+    a JSON string with a lone surrogate) is refused naming it, its bytes shown escaped, before
+    pydantic's "Input should be a valid string, unable to parse raw data as a unicode string"."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            from cda.terminal_text import name_text
+
+            code = ord(value[exc.start])
+            what = f"the byte {code - 0xDC00:#04x}" if 0xDC80 <= code <= 0xDCFF else f"the lone surrogate {code:#06x}"
+            raise ValueError(f"the file name '{name_text(value)}' is not UTF-8 ({what} at character {exc.start + 1}); "
+                             "CDA takes file names as UTF-8 text: rename the file, or link to it under a UTF-8 name") from None
+    return value
+
+
+_TextName = Annotated[str, BeforeValidator(_named_in_text), Field(min_length=1, max_length=4096)]
+FilePath = Annotated[_TextName, PathParam(), Field(description="a file on this machine")]
 
 
 def _not_empty(value: Any) -> Any:
@@ -120,14 +140,12 @@ def optional_text(description: str, *, dsl: bool = False, max_length: int = MAX_
 
 def optional_path(description: str, *, store: bool = False) -> Any:
     """An optional path parameter: a file the operation reads (``store``: a store it writes)."""
-    inner = Annotated[str, Field(min_length=1, max_length=4096)]
-    return Annotated[inner | None, PathParam(store=store), Field(description=description)]
+    return Annotated[_TextName | None, PathParam(store=store), Field(description=description)]
 
 
 def path_list(description: str) -> Any:
     """Zero or more files the operation reads."""
-    inner = Annotated[str, Field(min_length=1, max_length=4096)]
-    return Annotated[list[inner], PathParam(), Field(max_length=64, description=description)]
+    return Annotated[list[_TextName], PathParam(), Field(max_length=64, description=description)]
 
 
 def whole_in(low: int, high: int) -> Any:

@@ -118,6 +118,8 @@ class AnalysisResult:
     note: str = ""
     seconds: float = 0.0
     policies: list[int] = field(default_factory=list)
+    #: unknown because the time budget ran out (or a cancel stopped it), not the solver's own unknown
+    partial: bool = False
 
     def to_json(self, *, timing: bool = False) -> dict[str, Any]:
         """The result as JSON; without ``timing`` (the default) the same inputs give the same
@@ -128,6 +130,8 @@ class AnalysisResult:
             "counterexample": self.counterexample, "answers": self.answers, "repair": self.repair,
             "stands_on": self.stands_on, "note": self.note, "policies": self.policies,
         }  # fmt: skip
+        if self.partial:  # only when set: a decided answer keeps the bytes it always had
+            out["partial"] = True
         if timing:
             out["seconds"] = self.seconds
         return out
@@ -465,6 +469,7 @@ def analyze(
     decided = query.check()
     if decided.status is SolverStatus.UNKNOWN:
         result.note = f"{backend} gave no verdict: {decided.note or 'unknown'}; nothing is claimed"
+        result.partial = deadline.expired()
     elif decided.status is SolverStatus.UNSAT:
         result.status = PropertyStatus.HOLDS
         if explain:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cda.actions.log_guard import AuditLogError, check_signed_head, refuse_lost_log
+from cda.actions.log_guard import AuditLogError, check_signed_head, refuse_lost_log, refuse_unvouched_tail
 from cda.actions.receipts import GENESIS_HASH, ReceiptLog
 from cda.adapters.jobs.isolate import Outcome
 from cda.adapters.jobs.manifest import JobSpec, Manifest
@@ -35,7 +35,7 @@ from cda.adapters.jobs.results_store import JOBS_FORMAT, RUN_COLUMNS, ResultStor
 from cda.adapters.jobs.runners import run_dask, run_local
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.errors import CDAError
-from cda.keys.signing import Signer, head_path, load_signer, write_head
+from cda.keys.signing import Signer, head_path, load_signer, vouch, write_head
 
 __all__ = ["BatchReport", "run_batch", "jsonl_line", "DB_NAME", "JSONL_NAME"]
 
@@ -75,9 +75,13 @@ def _receipt(spec: JobSpec, row: Row) -> Receipt:
         caps={"timeout_s": spec.timeout_s, "memory_mb": spec.memory_mb},
         result={"job": spec.name, "status": row["status"], "answer_sha256": sha256_hex(canonical_json(answer)),
                 **{column: row[column] for column in RUN_COLUMNS}},
-        status="ok" if row["status"] == "ok" else "timeout" if row["status"] == "timeout" else "failed",
+        status="ok" if row["status"] == "ok" else "timeout" if row["status"] in _NO_COMPLETE_ANSWER else "failed",
     )
 
+
+_NO_COMPLETE_ANSWER = ("timeout", "partial", "unknown", "escalated")
+"""Job statuses whose receipt says ``timeout``: the receipt's status keeps its three words; the
+job's own status is in the receipt's ``result``. (``memory`` has always been ``failed`` there.)"""
 
 SIGN_EVERY = 1.0
 """Seconds between two signatures of the head while jobs finish (the end is always signed)."""
@@ -102,8 +106,11 @@ class _Heads:
         self.signed_at = -SIGN_EVERY
 
     def append(self, receipt: Receipt) -> None:
+        """Append ``receipt`` vouched for by the batch's key (:func:`~cda.keys.signing.vouch`): until
+        the next head is signed it is in the log's unsigned tail, and a batch killed meanwhile
+        leaves receipts the next one can tell from rows someone else appended."""
         with self.lock:
-            self.pending.append(self.log.append(receipt))
+            self.pending.append(self.log.append(vouch(self.signer, receipt)))
 
     def sign(self, *, final: bool = False, now: bool = True) -> None:
         """Sign the log's head (not ``now``: only if the last signature is older than
@@ -191,6 +198,7 @@ def _run_locked(manifest: Manifest, out_dir: Path, target: Path, *, workers: int
         raise
     try:
         check_signed_head(db, log, signer.public_key, fmt=JOBS_FORMAT)
+        refuse_unvouched_tail(db, log, signer.public_key)  # the next head would sign over them
         on_disk = _check_jsonl(store, target)
         finished = store.finished()
         todo = [s for s in manifest.jobs

@@ -108,7 +108,7 @@ def clipped(text: str) -> str:
 def outcome_of(wire: dict[str, Any]) -> dict[str, Any]:
     """Run one job in this process: ``{"status": "ok", "result": …}``,
     ``{"status": "failed" | "memory", "error": …}``, or for a result that is not a pass (the
-    kind's ``verdict``) ``{"status": "failed" | "timeout", "error": …, "result": …}``; each with ``reads``: every file
+    kind's ``verdict``) ``{"status": "failed" | "partial" | "unknown" | "escalated", "error": …, "result": …}``; each with ``reads``: every file
     the job read and the SHA-256 of what it parsed (:func:`cda.files.recording`). Never raises for
     what the job does."""
     from cda.files import recording
@@ -130,7 +130,8 @@ def _outcome(wire: dict[str, Any]) -> dict[str, Any]:
         params = dict(wire["params"])
         for name in kind.paths & set(params):
             params[name] = Path(params[name])
-        job = JobInput(Path(wire["file"]) if wire["file"] is not None else None, params)
+        base = Path(wire["base"]) if wire.get("base") else None
+        job = JobInput(Path(wire["file"]) if wire["file"] is not None else None, params, base)
         result = kind.run(job)
         text = json.dumps(result, sort_keys=True, ensure_ascii=False, allow_nan=False)
         answer = json.loads(text)

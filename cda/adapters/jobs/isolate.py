@@ -26,7 +26,15 @@ from typing import Any
 
 from cda.adapters.jobs.manifest import JobSpec
 
-__all__ = ["Outcome", "kill_running", "run_job"]
+__all__ = ["EXIT_OF_STATUS", "Outcome", "kill_running", "run_job"]
+
+#: a job's status → the exit code the CLI gives the same answer (docs/jobs.md, "Results"): 0 an
+#: answer; 1 a check that does not hold, an error, a crash; 3 no complete answer — ``partial`` (a
+#: budget inside the job ran out, what was found is kept), ``unknown`` (a solver could not decide,
+#: nothing was cut short), ``escalated`` (held for a person), ``timeout`` (the job's process was
+#: killed at its ``timeout_s``), ``memory`` (it went over its ``memory_mb``)
+EXIT_OF_STATUS = {"ok": 0, "failed": 1, "crashed": 1, "partial": 3, "unknown": 3, "escalated": 3, "timeout": 3,
+                  "memory": 3}
 
 _STDERR_TAIL = 400
 #: glibc's dynamic loader, out of memory for a thread's TLS block (a thread created after the
@@ -41,7 +49,7 @@ _LIVE_LOCK = threading.Lock()
 @dataclass(frozen=True)
 class Outcome:
     key: str
-    status: str  # ok | failed | timeout | memory | crashed
+    status: str  # a key of EXIT_OF_STATUS
     result: Any
     error: str | None
     seconds: float
@@ -112,7 +120,7 @@ def run_job(spec: JobSpec, stop: threading.Event | None = None) -> Outcome:
             answer = json.loads(lines[-1])
         except json.JSONDecodeError:
             answer = None
-        if isinstance(answer, dict) and answer.get("status") in ("ok", "failed", "memory", "timeout"):
+        if isinstance(answer, dict) and answer.get("status") in EXIT_OF_STATUS and answer["status"] not in ("crashed", "timeout"):
             reads = answer.get("reads")
             problem = spec.reads_problem(reads) if isinstance(reads, dict) else "the job's process named no file it read"
             if problem is not None:  # its answer is about other contents than its key's

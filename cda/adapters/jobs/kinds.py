@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from cda.contracts import limits
-from cda.errors import CDAError, OptionError
+from cda.errors import AccessDenied, CDAError, OptionError
 
 __all__ = ["JobInput", "JobKind", "KINDS", "Negative", "operation_kind", "register"]
 
@@ -43,6 +43,9 @@ class JobInput:
 
     file: Path | None
     params: dict[str, Any]
+    #: the manifest's folder: the one root of the files the job may read (None: any file, as a test
+    #: that runs a kind directly gives absolute paths)
+    base: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class JobKind:
     inputs: Callable[[Path, bytes], dict[str, Path]] | None = None
     #: for a kind whose result is a verdict: a :class:`Negative` when the result is not a pass
     #: (a goal refuted or inconclusive, a property that fails, a test that disagrees: ``failed``;
-    #: a solver budget run out or a solver's unknown: ``timeout``), else None; the job is then
+    #: a solver budget run out: ``partial``; a solver's unknown: ``unknown``), else None; the job is then
     #: recorded with that status and error and its result kept, so the batch exits as the CLI does
     verdict: Callable[[Any], Negative | None] | None = None
     #: checks the parameters together once each is checked (when the manifest is read):
@@ -72,8 +75,10 @@ class JobKind:
 
 @dataclass(frozen=True)
 class Negative:
-    """A result that is not a pass: ``failed`` (exit 1 on the CLI: a goal, claim or property that
-    does not hold) or ``timeout`` (exit 3: the answer is partial or unknown), and why."""
+    """A result that is not a pass, and why: ``failed`` (exit 1 on the CLI: a goal, claim or
+    property that does not hold), or exit 3, no complete answer: ``partial`` (a budget inside the
+    job ran out; what was found is kept), ``unknown`` (a solver could not decide; nothing was cut
+    short) or ``escalated`` (held for a person). docs/jobs.md, "Results"."""
 
     status: str
     error: str
@@ -206,21 +211,30 @@ def operation_kind(name: str, *, main: str = "path", doc: str = "", shape: Calla
     def run(job: JobInput) -> Any:
         from pydantic import ValidationError
 
-        from cda.operations import LOCAL_USER, MemorySink, invoke
+        from cda.operations import LOCAL_USER, MemorySink, invoke, local_user
 
         if before is not None:
             before()  # what the kind needs installed, said before its parameters are looked at
         params = {p: job.params[door] for p, door in names.items() if door in job.params}
         if job.file is not None:
             params[main] = str(job.file)
+        # the manifest's author, held to the manifest's folder: what the job's file names (a ken graph,
+        # a Cedar test's policies) passes the same access check as its top-level paths (docs/jobs.md)
+        principal = LOCAL_USER if job.base is None else local_user(roots=(job.base,))
         try:
             result = invoke(op, {k: str(v) if isinstance(v, Path) else v for k, v in params.items()},
-                            principal=LOCAL_USER, door=Door.JOBS, base_dir=Path.cwd(), egress_cap="local",
+                            principal=principal, door=Door.JOBS, base_dir=Path.cwd(), egress_cap="local",
                             sink=MemorySink())
         except ValidationError as exc:
             first = exc.errors()[0]
             where = names.get(str(first["loc"][0]), str(first["loc"][0])) if first["loc"] else "params"
             raise CDAError(f"params.{where}: {str(first['msg']).removeprefix('Value error, ')}") from None
+        except AccessDenied as exc:
+            if exc.need != "files" or job.base is None:
+                raise
+            named = f" {exc.file!r}" if exc.file else ""  # the job's own author wrote it: named to them
+            raise CDAError(f"the job read a file{named} outside the manifest's folder {job.base}; a job reads only "
+                           "files inside it (what its file names included)") from None
         data = result.model_dump(mode="json", by_alias=True)
         return shape(data) if shape is not None else data
 
@@ -284,11 +298,19 @@ def _dsl_inputs(file: Path, data: bytes) -> dict[str, Path]:
 
 
 def _solve_verdict(result: Any) -> Negative | None:
-    """As ``cda solve`` exits: 3 for a partial or unknown answer, 1 for a goal not supported or
-    an ``expect`` that failed."""
-    if result["status"] == "unknown" or result.get("partial"):
-        why = "; ".join(result.get("notes") or []) or f"status {result['status']}"
-        return Negative("timeout", f"no complete answer (as `cda solve` exits 3): {why}")
+    """As ``cda solve`` exits (the one rule, :func:`cda.contracts.result.incomplete`): 3 for a
+    partial answer (``partial``: a budget ran out) or an undecided one (``unknown``: a solver could
+    not decide), 1 for a goal not supported or an ``expect`` that failed."""
+    from cda.contracts.result import incomplete
+
+    why_not = incomplete(result["status"], bool(result.get("partial")), [v["status"] for v in result["verdicts"]])
+    if why_not is not None:
+        undecided = [f"{v['goal']} {v['claim']}: {v.get('reason') or 'unknown'}" for v in result["verdicts"]
+                     if v["status"] == "unknown"]
+        why = "; ".join([*(result.get("notes") or []), *undecided]) or f"status {result['status']}"
+        what = ("a budget ran out; what was found is kept" if why_not == "partial"
+                else "a solver could not decide; nothing was cut short")
+        return Negative(why_not, f"no complete answer ({what}; as `cda solve` exits 3): {why}")
     failed = [f"{v['goal']} {v['claim']}: {v['status']}" for v in result["verdicts"] if v["status"] != "supported"]
     failed += [f"expect {e['text']}: failed" for e in result.get("expectations") or [] if not e["passed"]]
     if failed:
@@ -297,13 +319,19 @@ def _solve_verdict(result: Any) -> Negative | None:
 
 
 def _prove_verdict(result: Any) -> Negative | None:
-    """As ``cda prove`` exits: 3 when a claim is unknown (a budget ran out), 1 when a claim is
-    refuted or inconclusive."""
+    """As ``cda prove`` exits: 3 when a claim is unknown — ``partial`` when the budget (or a
+    cancel) cut it off, ``unknown`` when the solvers could not decide it in time to spare — 1 when
+    a claim is refuted or inconclusive."""
     claims = result["results"]
-    unknown = [r["claim_name"] for r in claims if r["unknown"]]
-    if unknown:
-        return Negative("timeout", f"claim(s) {', '.join(unknown)} undecided: a solver said unknown or time ran out "
-                        "(as `cda prove` exits 3)")
+    cut = [r["claim_name"] for r in claims if r["unknown"] and r.get("partial")]
+    undecided = [r["claim_name"] for r in claims if r["unknown"] and not r.get("partial")]
+    if cut:
+        more = f"; undecided by the solvers: {', '.join(undecided)}" if undecided else ""
+        return Negative("partial", f"claim(s) {', '.join(cut)} cut off: the time budget ran out{more} "
+                        "(as `cda prove` exits 3; the reasons are in the result)")
+    if undecided:
+        return Negative("unknown", f"claim(s) {', '.join(undecided)} undecided: a solver said unknown, nothing was cut "
+                        "short (as `cda prove` exits 3; the reasons are in the result)")
     failed = [f"{r['claim_name']}: {r['status']}" for r in claims if r["status"] != "supported"]
     if failed:
         return Negative("failed", f"{'; '.join(failed)} (as `cda prove` exits 1; the result has the details)")
@@ -311,9 +339,10 @@ def _prove_verdict(result: Any) -> Negative | None:
 
 
 def _diagnose_verdict(result: Any) -> Negative | None:
-    """As ``cda diagnose`` exits: 3 when the search ran out of time (the diagnoses found are kept)."""
+    """As ``cda diagnose`` exits: 3 when the search ran out of time (``partial``: the diagnoses
+    found are kept)."""
     if result["timed_out"]:
-        return Negative("timeout", "the search ran out of its budget; the diagnoses found so far are in the result "
+        return Negative("partial", "the search ran out of its budget; the diagnoses found so far are in the result "
                         "(as `cda diagnose` exits 3)")
     return None
 
@@ -326,7 +355,7 @@ def _guard_verdict(result: Any) -> Negative | None:
         return Negative("failed", f"{why} (as `cda guard` exits 1; the result has the details)")
     if result["decision"] == "ESCALATE":
         held = result.get("escalation") or {}
-        return Negative("timeout", f"{why}: held for a person as escalation {held.get('escalation_id')} "
+        return Negative("escalated", f"{why}: held for a person as escalation {held.get('escalation_id')} "
                         f"({held.get('state')}; as `cda guard` exits 3, no verdict here)")
     return None
 
@@ -378,8 +407,10 @@ def _analysis_verdict(result: Any) -> Negative | None:
     failed = [e["environment"] for e in result["environments"] if e["status"] == result["status"]]
     where = "; ".join(f"({e['principal_type']}, {e['action']}, {e['resource_type']})" for e in failed)
     if result["status"] == "unknown":
-        return Negative("timeout", f"{result['analysis']}: no verdict for {where} (as `cda policy analyze` exits 3; "
-                        "the note says why)")
+        cut = any(e.get("partial") for e in result["environments"] if e["status"] == "unknown")
+        return Negative("partial" if cut else "unknown", f"{result['analysis']}: no verdict for {where} "
+                        f"({'its time budget ran out' if cut else 'the solver could not decide'}; "
+                        "as `cda policy analyze` exits 3; the note says why)")
     return Negative("failed", f"{result['analysis']} does not hold for {where} (as `cda policy analyze` exits 1; "
                     "the counterexample is in the result)")
 

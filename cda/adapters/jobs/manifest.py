@@ -34,6 +34,7 @@ content.
 from __future__ import annotations
 
 import hashlib
+import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -81,7 +82,8 @@ class JobSpec:
 
     def wire(self) -> dict[str, Any]:
         """What the job's process reads (JSON)."""
-        return {"kind": self.kind, "file": self.file, "params": self.params, "memory_mb": self.memory_mb}
+        return {"kind": self.kind, "file": self.file, "params": self.params, "memory_mb": self.memory_mb,
+                "base": self.base}
 
     def reads_problem(self, reads: dict[str, str]) -> str | None:
         """Why the files the job's process read (resolved path -> SHA-256 of what it parsed) are
@@ -147,6 +149,25 @@ def _limits(table: dict[str, Any], where: str, fallback: tuple[float, int]) -> t
     return timeout, memory
 
 
+def _outside(base: Path, name: Path, *, named: bool = False) -> str | None:
+    """Why ``name`` (relative to ``base``, or absolute) is not a file a job may read: outside the
+    manifest's folder once links are resolved; None when it is inside. The one check of every file
+    a job reads: its ``file``, its file parameters, and the files its file names (a ``.cda``
+    file's ``ken`` graphs, a Cedar test's policies, schema and entities: ``named``, found by a path that is
+    not the manifest's own words). Raises ``OSError`` or
+    ``RuntimeError`` for a name the file system refuses or a loop of links."""
+    target = base / name
+    if target.resolve().is_relative_to(base.resolve()):
+        return None
+    if Path(os.path.abspath(target)).is_relative_to(os.path.abspath(base)):
+        how = "through a link" if named else "through '..' or a link"
+    elif named:
+        how = "it leads out of the folder"
+    else:
+        how = "an absolute path" if name.is_absolute() else "through '..' or a link"
+    return f"outside the manifest's folder {base.resolve()} ({how}); a job reads only files inside it"
+
+
 def _read_input(base: Path, name: str, what: str) -> bytes:
     """An input file's bytes, read once (their hash goes into the key; the named files are found in them).
 
@@ -155,14 +176,12 @@ def _read_input(base: Path, name: str, what: str) -> bytes:
     that is absolute or leads out (``..``, a link) is refused before anything runs."""
     path = base / name
     try:
-        inside = path.resolve().is_relative_to(base.resolve())
+        outside = _outside(base, Path(name))
         found, folder = path.exists(), path.is_dir()
     except (OSError, RuntimeError) as exc:  # a name the file system refuses, a loop of links
         raise OptionError(f"{what} {name!r}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
-    if not inside:
-        how = "an absolute path" if Path(name).is_absolute() else "through '..' or a link"
-        raise OptionError(f"{what} {name!r}: outside the manifest's folder {base.resolve()} ({how}); "
-                          "a job reads only files inside it")
+    if outside is not None:
+        raise OptionError(f"{what} {name!r}: {outside}")
     if folder:
         raise OptionError(f"{what} {name!r}: a folder, not a file")
     if not found:
@@ -258,6 +277,12 @@ def _job(i: int, table: dict[str, Any], base: Path, fallback: tuple[float, int],
         digests["file"] = inputs[str((base / file).resolve())] = sha256_of(data)
         if kind.inputs is not None:  # the files the main file names, found in the bytes just hashed
             for what, named in sorted(kind.inputs(base / file, data).items()):
+                try:
+                    outside = _outside(base, Path(os.path.abspath(named)), named=True)  # named: base joined already
+                except (OSError, RuntimeError):  # a name the file system refuses, a loop of links: keyed as absent
+                    outside = None
+                if outside is not None:  # held to the folder as `file` is: the job's file is the manifest's too
+                    raise where.error(f"{label}: file {file!r} names {what!r}: {outside}", line, "file")
                 try:
                     digest: str | None = sha256_of(read_bytes(named))
                 except (CDAError, OSError):
