@@ -158,9 +158,75 @@ def instructions(n: int) -> tuple[int, int]:
     return counts[1], counts[3]
 
 
+def stage_instructions(n: int) -> dict[str, object]:
+    """Instructions per stage of ``cda.solve`` and of the direct program at ``n`` clauses, and the
+    collections during the call: ``stage_instructions.py`` under callgrind, one dump per clock
+    reading, each stage's linear form over the dumps evaluated on their cumulative counts."""
+    import json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--dump-before=sched_yield", f"--callgrind-out-file={out}",
+             sys.executable, str(Path(__file__).resolve().parent / "stage_instructions.py"), str(n)],
+            check=True, capture_output=True, env=env, text=True,
+        )
+        report = json.loads(done.stdout)
+        dumps = sorted(Path(tmp).glob("cg.out.*"), key=lambda f: int(f.name.rsplit(".", 1)[1]))
+        counts = [int(f.read_text().split("summary: ", 1)[1].split()[0]) for f in dumps]
+    assert len(counts) >= report["marks"], "a dump per clock reading (another sched_yield would shift them)"
+    upto = [0]
+    for c in counts:
+        upto.append(upto[-1] + c)  # upto[k]: instructions before mark k returned
+
+    def value(form: dict[str, int]) -> int:
+        return sum(c * upto[int(i)] for i, c in form.items())
+
+    a, b = report["raw"]
+    marks = report["gc_marks"]
+    return {
+        "direct": upto[b] - upto[a],
+        **{k: value(form) for k, form in report["stages"].items()},
+        "gc": sum(upto[stop] - upto[start] for start, stop in zip(marks[::2], marks[1::2])),
+        "collections": report["gc"],
+    }
+
+
+def growth_table(counted: dict[int, dict[str, object]]) -> list[str]:
+    """Per-stage instructions and their growth exponents between consecutive sizes."""
+    keys = ("direct", "e2e", *STAGES, "gc")
+    names = {"direct": "direct", "e2e": "CDA", **STAGE_NAMES, "gc": "in GC"}
+    ns = sorted(counted)
+    lines = [
+        "",
+        "Instructions per stage (callgrind, one dump per clock reading of bench_core's stage timer; "
+        "no load changes them), millions:",
+        "",
+        "| N clauses | " + " | ".join(names[k] for k in keys) + " | collections (gen 0/1/2) |",
+        "|---:|" + "---:|" * (len(keys) + 1),
+    ]
+    for n in ns:
+        c = counted[n]
+        gens = c["collections"]
+        assert isinstance(gens, dict)
+        lines.append(f"| {n:,} | " + " | ".join(f"{int(c[k]) / 1e6:,.1f}" for k in keys)  # type: ignore[call-overload]
+                     + " | " + "/".join(str(gens.get(str(g), 0)) for g in range(3)) + " |")
+    if len(ns) > 1:
+        lines += ["", "Growth exponents in instructions (∝ N^k; stages under 1 M instructions left out):", "",
+                  "| from → to | " + " | ".join(names[k] for k in keys) + " |", "|---|" + "---:|" * len(keys)]
+        for a, b in zip(ns, ns[1:]):
+            cells = []
+            for k in keys:
+                x, y = int(counted[a][k]), int(counted[b][k])  # type: ignore[call-overload]
+                cells.append(f"{exponent(x, y, a, b):.2f}" if min(x, y) > 1e6 else "–")
+            lines.append(f"| {a:,} → {b:,} | " + " | ".join(cells) + " |")
+    return lines
+
+
 # ---- the report --------------------------------------------------------------------------------
 def section(sizes: list[Size], counted: dict[int, tuple[int, int]], args: argparse.Namespace,
-            load: tuple[float, float], elapsed: float) -> str:
+            load: tuple[float, float], elapsed: float, staged: dict[int, dict[str, object]] | None = None) -> str:
     small = [s for s in sizes if s.n < 10_000]
     large = [s for s in sizes if s.n >= 10_000]
     lines = [
@@ -208,6 +274,8 @@ def section(sizes: list[Size], counted: dict[int, tuple[int, int]], args: argpar
             "|---:|---:|---:|---:|",
             *(f"| {n:,} | {raw / 1e6:,.0f} M | {cda / 1e6:,.0f} M | {cda / raw:.2f}× |" for n, (raw, cda) in sorted(counted.items())),
         ]
+    if staged:
+        lines += growth_table(staged)
     lines += ["", "**Targets** (issue 34):", ""]
     if small:
         s = small[-1]
@@ -255,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--budget", type=float, default=120.0)
     ap.add_argument("--instructions", type=core._sizes, default=(), help="sizes to count under callgrind")
+    ap.add_argument("--growth-instructions", type=core._sizes, default=(),
+                    help="sizes whose per-stage instructions and GC are counted under callgrind")
     ap.add_argument("--write", action="store_true", help="write the doc section even with --quick or --sizes")
     ap.add_argument("--cda-label", help="how to name the measured cda in the doc (default: its git commit)")
     args = ap.parse_args(argv)
@@ -265,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     core.warm_up()
     measured = [measure(n, args.repeats if n <= 100_000 else min(args.repeats, 2), args.budget, None) for n in sizes]
     counted = {n: instructions(n) for n in args.instructions}
-    text = section(measured, counted, args, (load, os.getloadavg()[0]), time.perf_counter() - started)
+    staged = {n: stage_instructions(n) for n in args.growth_instructions}
+    text = section(measured, counted, args, (load, os.getloadavg()[0]), time.perf_counter() - started, staged)
     print(text)
     if args.write:
         write_section(DOC, START, END, text)
