@@ -470,3 +470,32 @@ def test_which_schema_regexes_are_checked_in_a_child() -> None:
         "patternProperties": {"^(k*)*$": {}, "^k[0-9]+$": {}}}
     assert backtracking_patterns(schema) == sorted(["^(a+)+$", "^(x|xy)*z$", r"(\w+)\s\1", "^(k*)*$"])
     assert backtracking_patterns({"type": "object"}) == []
+
+
+def test_the_child_check_reads_the_arguments_as_the_gate_holds_them() -> None:
+    """The child gets the parameters exactly: a JSON fraction is a ``Decimal`` in the gate (not a
+    float: it was a TypeError that reached the agent as an internal error), an integer an ``int``,
+    and a dict shaped like the tag the decimals travel in stays a dict. Each answer is the one
+    ``jsonschema`` gives in process."""
+    from decimal import Decimal
+
+    from jsonschema.validators import validator_for
+
+    from cda.guardian.proposal import read_action
+    from cda.guardian.schema_check import errors_in_child
+
+    schema = {"type": "object", "properties": {
+        "x": {"type": "string", "pattern": "^(a+)+$"}, "n": {"type": "number", "maximum": 1.5},
+        "k": {"type": "integer"}, "d": {"type": "object", "additionalProperties": {"type": "string"}}}}
+    action = read_action(json.dumps({
+        "action_id": "x", "agent_id": "a", "action_type": "t", "tool": {"name": "n", "version": "1.0"},
+        "cost_estimate": "1", "currency": "USD",
+        "parameters": {"x": "aa", "n": "N", "k": 3, "d": {"0" * 32: "1.5"}}}).replace('"N"', "1.50000000000000001"))
+    cases = [dict(action.parameters),  # type: ignore[union-attr]
+             {"x": "aa", "n": Decimal("1.4"), "k": Decimal("2.5")}, {"x": "b", "n": Decimal("1.5"), "k": 1}]
+    assert isinstance(cases[0]["n"], Decimal)
+    for instance in cases:
+        local = sorted(validator_for(schema)(schema).iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+        expected = [(list(local[0].absolute_path), local[0].message)] if local else []
+        assert errors_in_child(schema, instance) == expected, instance
+    assert errors_in_child(schema, cases[0]) == [(["n"], "Decimal('1.50000000000000001') is greater than the maximum of 1.5")]

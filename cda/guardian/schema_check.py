@@ -13,9 +13,11 @@ finish is a refusal (the call is not made): a guardian that cannot tell fails cl
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
+from decimal import Decimal
 from typing import Any
 
 __all__ = ["CHILD_SECONDS", "backtracking_patterns", "errors_in_child"]
@@ -89,8 +91,12 @@ def backtracking_patterns(schema: Any) -> list[str]:
 
 _CHILD = r"""
 import json, sys
+from decimal import Decimal
 from jsonschema.validators import validator_for
-schema, instance = json.load(sys.stdin)
+tag = sys.stdin.readline().strip()
+def hook(d):  # a Decimal of the parameters, as the parent holds it (the tag is a random token of the call)
+    return Decimal(d[tag]) if len(d) == 1 and tag in d else d
+schema, instance = json.load(sys.stdin, object_hook=hook)
 errors = sorted(validator_for(schema)(schema).iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
 json.dump([[list(e.absolute_path), e.message] for e in errors[:1]], sys.stdout)
 """
@@ -101,12 +107,20 @@ def errors_in_child(schema: Mapping[str, Any], instance: Mapping[str, Any],
     """The first schema error of ``instance`` as (path, message), checked by ``jsonschema`` in a
     child process; ``[]`` when it matches; ``None`` when the check did not finish in ``seconds``
     (the child is killed) or failed."""
+    tag = secrets.token_hex(16)
+
+    def exact(value: object) -> dict[str, str]:  # the parameters' decimals (JSON's fractions), digit for digit
+        if isinstance(value, Decimal):
+            return {tag: str(value)}
+        raise TypeError(f"{type(value).__name__} is not JSON")
+
     try:
+        sent = tag + "\n" + json.dumps([schema, instance], default=exact)
         done = subprocess.run(
-            [sys.executable, "-I", "-c", _CHILD], input=json.dumps([schema, instance]), capture_output=True,
-            text=True, timeout=seconds, check=False,
+            [sys.executable, "-I", "-c", _CHILD], input=sent, capture_output=True, text=True, timeout=seconds,
+            check=False,
         )
-    except (subprocess.TimeoutExpired, OSError, ValueError):
+    except (subprocess.TimeoutExpired, OSError, ValueError, TypeError):
         return None
     if done.returncode != 0:
         return None
