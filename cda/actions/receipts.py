@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from cda.actions.store_file import GENESIS_HASH, LOG_FORMAT, RECEIPTS_SCHEMA, TRIGGERS
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+from cda.keys.signing import Signer, VouchState, vouch, vouch_state
 from cda.store import Durability, FileFormat, StoreFileError, open_store, read_snapshot, recognise_any
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "TRIGGERS",
     "VerifyReport",
     "entry_hash",
+    "tail_vouches",
     "verify",
     "verify_connection",
 ]
@@ -110,20 +112,43 @@ class VerifyReport(BaseModel):
     problems: list[str]
 
 
-def _append_locked(conn: sqlite3.Connection, bodies: list[tuple[str, str]]) -> list[str]:
-    """Append (action_id, body) pairs after the current head; the caller holds the write lock."""
+def _append_locked(conn: sqlite3.Connection, receipts: Sequence[Receipt], signer: Signer | None) -> list[str]:
+    """Append ``receipts`` after the current head; the caller holds the write lock. With a
+    ``signer`` each is vouched for at the place it takes (:func:`cda.keys.signing.vouch`): the one
+    place every writer of a log passes, so a writer with a key never leaves an entry unvouched."""
     last = conn.execute("SELECT seq, entry_hash FROM receipts ORDER BY rowid DESC LIMIT 1").fetchone()
     seq, prev = (int(last[0]) + 1, str(last[1])) if last else (0, GENESIS_HASH)
     hashes: list[str] = []
-    for action_id, body in bodies:
+    for receipt in receipts:
+        body = _body(receipt if signer is None else vouch(signer, receipt, seq, prev))
         digest = entry_hash(prev, body)
         conn.execute(
             "INSERT INTO receipts (seq, action_id, body, prev_hash, entry_hash) VALUES (?, ?, ?, ?, ?)",
-            (seq, action_id, body, prev, digest),
+            (seq, receipt.action_id, body, prev, digest),
         )
         hashes.append(digest)
         seq, prev = seq + 1, digest
     return hashes
+
+
+def tail_vouches(entries: Sequence[tuple[Receipt | None, str]], count: int,
+                 public_key: str | None) -> dict[VouchState, list[int]]:
+    """The entries after entry ``count`` (``entries``: each receipt, None for a body that does not
+    parse, with its entry hash, in chain order) by what their vouch shows for ``public_key`` at
+    the place they are (:func:`cda.keys.signing.vouch_state`), each as its 1-based position (as a
+    signed head counts). Only :attr:`VouchState.VOUCHED` entries show that the key's holder
+    appended them there.
+
+    >>> tail_vouches([(Receipt(action_id="a", seq=0, kind="action", name="x", inputs_hash="h"), "ab" * 32)], 0, None)
+    {<VouchState.NONE: 'none'>: [1]}
+    """
+    found: dict[VouchState, list[int]] = {}
+    for index in range(count, len(entries)):
+        receipt = entries[index][0]
+        prev = entries[index - 1][1] if index else GENESIS_HASH
+        state = VouchState.NONE if receipt is None else vouch_state(receipt, public_key, index, prev)
+        found.setdefault(state, []).append(index + 1)
+    return found
 
 
 def entry_hash(prev_hash: str, body: str) -> str:
@@ -162,8 +187,11 @@ class ReceiptLog:
     """
 
     def __init__(self, path: Path | str, *, fmt: FileFormat = LOG_FORMAT,
-                 durability: Durability = Durability.FULL) -> None:
+                 durability: Durability = Durability.FULL, signer: Signer | None = None) -> None:
         self.path = path
+        # vouches for every receipt appended (:func:`cda.keys.signing.vouch`); None: a writer
+        # without a key, whose entries verify reports as vouched for by nobody
+        self.signer = signer
         self.file = open_store(path, fmt, durability=durability)
         self._closed = False
         try:
@@ -199,11 +227,20 @@ class ReceiptLog:
         An empty iterable adds nothing and returns ``[]``. A receipt holding NaN or infinity
         (which canonical JSON cannot spell) is a :class:`ReceiptLogError`, and then nothing is added.
         """
-        bodies = [(r.action_id, _body(r)) for r in receipts]
-        if not bodies:
+        batch = list(receipts)  # one JSON cannot spell rolls the transaction back: nothing is added
+        if not batch:
             return []
         with self._write() as conn:
-            return _append_locked(conn, bodies)
+            return _append_locked(conn, batch, self.signer)
+
+    def append_with(self, write: Callable[[sqlite3.Connection], Receipt]) -> tuple[Receipt, str]:
+        """Write something else in the log's file and the receipt that accounts for it, in one
+        transaction: ``write(conn)`` makes its change on the log's connection and returns the
+        receipt (the jobs' row and its receipt: a kill can never leave one without the other).
+        Returns (the receipt as built, its entry hash)."""
+        with self._write() as conn:
+            receipt = write(conn)
+            return receipt, _append_locked(conn, [receipt], self.signer)[0]
 
     def begin_attempt(self, action_id: str, receipt_for: Callable[[int], Receipt]) -> tuple[int, str]:
         """Number a new attempt (run) of ``action_id`` and log its first receipt, atomically.
@@ -218,8 +255,7 @@ class ReceiptLog:
                 "SELECT MAX(json_extract(body, '$.attempt')) FROM receipts WHERE action_id = ?", (action_id,)
             ).fetchone()
             attempt = 1 if row is None or row[0] is None else int(row[0]) + 1
-            receipt = receipt_for(attempt)
-            return attempt, _append_locked(conn, [(receipt.action_id, _body(receipt))])[0]
+            return attempt, _append_locked(conn, [receipt_for(attempt)], self.signer)[0]
 
     def confirm(self, appended: Sequence[str]) -> list[str]:
         """Problems found re-reading what this run appended: ``appended`` are the entry hashes
