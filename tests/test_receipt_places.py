@@ -19,6 +19,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -338,3 +339,45 @@ def test_a_row_and_its_receipt_are_one_transaction(tmp_path: Path, keys: Path) -
     finally:
         log.close()
         store.close()
+
+
+# --- around it: the signed head itself -----------------------------------------------------------------
+
+
+def test_a_deleted_head_file_does_not_let_a_writer_sign_over_an_append(tmp_path: Path, keys: Path) -> None:
+    """The head file deleted and a forged receipt appended: a writer that found no head signed over
+    the whole log, forgery included. A log with receipts this key vouched for was written by a CDA
+    that signs heads, so a missing head is tampering: verify exit 1, the batch refuses (exit 2)."""
+    from cda.contracts.receipt import canonical_json
+
+    db = _batch(tmp_path, keys, ["a.cda"])
+    head_path(db).unlink()
+    forged = Receipt(action_id="job-" + "9" * 64, seq=0, kind="action", name="job.check", inputs_hash="9" * 64)
+    _append_raw(db, [canonical_json(forged.model_dump(mode="json"))])
+    done = _cda("receipts", "verify", db, keys=keys)
+    assert done.returncode == 1 and "is missing" in done.stdout, done.stdout
+    again = _cda("jobs", "run", "m.toml", cwd=tmp_path, keys=keys)
+    assert again.returncode == 2 and "the head file was deleted" in again.stderr, again.stdout + again.stderr
+    assert not head_path(db).exists()
+
+
+def test_a_head_signed_by_another_key_is_refused_by_every_writer(tmp_path: Path, keys: Path) -> None:
+    """The head re-signed (over the same log) by a key that is not the local one: verify says
+    tampered, and neither `cda jobs run` nor the guardian's log writer extends it."""
+    from cda.actions.log_guard import SignedLog
+    from cda.keys.signing import Signer
+
+    db = _batch(tmp_path, keys, ["a.cda"])
+    head = read_head(head_path(db))
+    write_head(head_path(db), Signer("33" * 32).sign_head(head["head"], head["count"], head["action_id"], 1, "end"))
+    done = _cda("receipts", "verify", db, keys=keys)
+    assert done.returncode == 1 and "signed by another key" in done.stdout, done.stdout
+    again = _cda("jobs", "run", "m.toml", cwd=tmp_path, keys=keys)
+    assert again.returncode == 2 and "signed by another key" in again.stderr, again.stderr
+    log = tmp_path / "guard.sqlite"
+    with closing(SignedLog(log, "guard")) as signed:
+        signed.append(Receipt(action_id="g", seq=0, kind="action", name="guard.decision", inputs_hash="h"))
+    doc = read_head(head_path(log))
+    write_head(head_path(log), Signer("33" * 32).sign_head(doc["head"], doc["count"], "guard", 1, "end"))
+    with pytest.raises(AuditLogError, match="signed by another key"):
+        SignedLog(log, "guard")

@@ -41,7 +41,7 @@ from cda.actions.event_chain import timeless_body
 from cda.actions.receipts import GENESIS_HASH, LogRow, ReceiptLogError, entry_hash, verify_connection
 from cda.actions.store_file import LEGACY_TABLES, LOG_FORMAT
 from cda.contracts.receipt import Receipt, sha256_hex
-from cda.keys.signing import SigningError, VouchState, head_path, read_head, signature_problems
+from cda.keys.signing import VOUCHED, SigningError, VouchState, head_path, read_head, signature_problems
 from cda.store import FileFormat, StoreFileError, read_snapshot, recognise_any
 
 __all__ = ["AuditReport", "audit_file", "expected_schema", "file_meta_digest", "file_schema_problems",
@@ -444,6 +444,11 @@ def audit_file(
                           "give the signer's --public-key; a head signed by any key would pass otherwise")
     elif attempts.ends and require_signature:
         problems.append(f"no signed head beside the log ({head_file.name} is missing) although runs ended in it")
+    elif require_signature and trusted_key is not None and any(
+            r.receipt is not None and isinstance(v := r.receipt.result.get(VOUCHED), dict) and v.get("key") == trusted_key
+            for r in rows):
+        problems.append(f"no signed head beside the log ({head_file.name} is missing) although the trusted key "
+                        "vouched for entries in it: every writer that vouches signs a head (deleted)")
     else:
         notes.append("no signed head: only the chain vouches for the log")
     interrupted = attempts.interrupted()

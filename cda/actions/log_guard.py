@@ -1,8 +1,10 @@
 """Before a writer extends a signed receipt log: is it still the log that was signed?
 
 Shared by every writer that signs a head (:mod:`cda.keys.signing`): ``cda run``, the service's
-attempts and ``cda jobs run``. Signing on top of a rewritten log would vouch for the rewrite,
-and starting a new log where a signed one was wiped would bury the evidence.
+attempts, ``cda jobs run`` and the guardian's logs (:class:`SignedLog`). Signing on top of a
+rewritten log would vouch for the rewrite, signing over entries after the signed head that this
+key did not vouch for where they are would claim them as the writer's, and starting a new log
+where a signed one was wiped would bury the evidence.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: b
             problems.append(f"the head signed after the last run (entry {doc['count']}) is no longer in the log")
         elif not problems:
             problems += tail_problem(log, int(doc["count"]), public_key)
+    elif log.vouched_for_by(public_key):  # only a log CDA wrote before it signed heads may have none
+        problems.append(f"its signed head ({path.name}) is gone, yet this key vouched for entries in it: the head "
+                        "file was deleted, and signing now would cover whatever was appended since")
     if problems:
         raise AuditLogError(f"{db}: will not extend this receipt log: " + "; ".join(problems)
                             + f" (run `cda receipts verify {db}`; keep the file as evidence and write to a new one)")

@@ -15,9 +15,13 @@ records :meth:`ReceiptLog.head` in its outputs, and ``verify(path, expected_head
 checks that the chain still contains that entry, which vouches for every entry up to and
 including it. Entries appended after the anchor are vouched for only by a later anchor.
 
-What the log does not prove is who wrote an entry: anyone who can write the file can append a
-well-formed entry, exactly as :meth:`ReceiptLog.append` does. It proves that what was written
-before an anchor has not changed since.
+Anyone who can write the file can append a well-formed entry, exactly as :meth:`ReceiptLog.append`
+does. A log opened with the signing key (``signer``) vouches for each receipt it appends, at the
+place it lands (:func:`cda.keys.signing.vouch`: its seq and the previous entry's hash), so the
+key's holder can later tell its own entries after the last signed head from anyone else's, and a
+vouched receipt copied to another log, moved or appended twice no longer counts
+(:func:`tail_vouches`; docs/actions.md, "Vouched receipts"). Without a key the log proves only
+that what was written before an anchor has not changed since.
 
 >>> log = ReceiptLog(":memory:")
 >>> r = Receipt(action_id="a1", seq=0, kind="solver", name="z3.check", inputs_hash="00")
@@ -354,6 +358,15 @@ class ReceiptLog:
             row = self._connection().execute(
                 "SELECT COUNT(*) FROM receipts WHERE json_extract(body, '$.name') = ?", (name,)).fetchone()
         return int(row[0])
+
+    def vouched_for_by(self, public_key: str) -> bool:
+        """Whether any receipt carries a vouch naming ``public_key`` (of the form that names its
+        place): the log was written by a CDA that signs its heads, with this key."""
+        with self.file.lock:
+            row = self._connection().execute(
+                "SELECT 1 FROM receipts WHERE json_extract(body, '$.result.vouched.key') = ? LIMIT 1",
+                (public_key,)).fetchone()
+        return row is not None
 
     def tip(self) -> tuple[str, int]:
         """(the head, how many entries the log holds), read together: what a signed head vouches for."""
