@@ -33,7 +33,7 @@ from typing import Any
 from cda.contracts.receipt import Receipt, canonical_json
 from cda.errors import SigningError
 from cda.files import KEY_DIR_ENV, key_dir, parse_json, replace_file
-from cda.keys.ed25519 import public_key_of, sign_bytes, verifies
+from cda.keys.ed25519 import private_key_of, public_key_of, sign_bytes, verifies
 from cda.keys.key_files import create_key_file, read_key_file
 
 __all__ = [
@@ -73,11 +73,14 @@ class Signer:
 
     def __init__(self, private_hex: str) -> None:
         self._private = private_hex
+        self._loaded: Any = None  # cryptography's key object, loaded on the first signature
         self.public_key = public_key_of(private_hex)
 
     def sign_bytes(self, data: bytes) -> str:
         """The signature (hex) of this key over ``data``."""
-        return sign_bytes(self._private, data)
+        if self._loaded is None:
+            self._loaded = private_key_of(self._private)
+        return sign_bytes(self._loaded, data)
 
     def sign_head(self, head: str, count: int, action_id: str, attempt: int, phase: str,
                   events: int = 0, events_head: str = "0" * 64, meta: str = "0" * 64) -> dict[str, Any]:
