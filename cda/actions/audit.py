@@ -332,7 +332,8 @@ def _tail_findings(rows: list[LogRow], count: int, trusted_key: str | None) -> t
     append, so a tail is believed only entry by entry, where the trusted key vouched for each at
     the place it is (every writer with a key vouches for what it appends: :class:`ReceiptLog`).
     (problems, why the log is unverified or None, notes)."""
-    tail = receipts_mod.tail_vouches([(r.receipt, r.entry_hash) for r in rows], count, trusted_key)
+    tail = receipts_mod.tail_vouches([(r.receipt, r.entry_hash) for r in rows[count:]], count,
+                                     rows[count - 1].entry_hash if count else GENESIS_HASH, trusted_key)
     problems: list[str] = []
     notes: list[str] = []
 

@@ -55,7 +55,7 @@ def check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: b
         if not log.holds(doc["head"], doc["count"]):
             problems.append(f"the head signed after the last run (entry {doc['count']}) is no longer in the log")
         elif not problems:
-            problems += tail_problem(log, int(doc["count"]), public_key)
+            problems += tail_problem(log, int(doc["count"]), str(doc["head"]), public_key)
     elif log.vouched_for_by(public_key):  # only a log CDA wrote before it signed heads may have none
         problems.append(f"its signed head ({path.name}) is gone, yet this key vouched for entries in it: the head "
                         "file was deleted, and signing now would cover whatever was appended since")
@@ -64,19 +64,21 @@ def check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: b
                             + f" (run `cda receipts verify {db}`; keep the file as evidence and write to a new one)")
 
 
-def unvouched_tail(log: ReceiptLog, count: int, public_key: str | None) -> list[int]:
+def unvouched_tail(log: ReceiptLog, count: int, head: str, public_key: str | None) -> list[int]:
     """The positions (1-based, as the signed head counts) of the entries after entry ``count``
-    that ``public_key`` did not vouch for one by one at the place they are
-    (:func:`cda.keys.signing.vouch`): appended by something without the key, vouched for in an
-    older form that names no place, or copied there from another log, moved or appended twice."""
-    found = tail_vouches([(e.receipt, e.entry_hash) for e in log.entries()], count, public_key)
+    (whose hash is ``head``) that ``public_key`` did not vouch for one by one at the place they
+    are (:func:`cda.keys.signing.vouch`): appended by something without the key, vouched for in an
+    older form that names no place, or copied there from another log, moved or appended twice.
+    Only the tail is read: a long-lived writer checks it before each signature."""
+    found = tail_vouches([(e.receipt, e.entry_hash) for e in log.entries(after=count)], count, head, public_key)
     return sorted(at for state, places in found.items() if state is not VouchState.VOUCHED for at in places)
 
 
-def tail_problem(log: ReceiptLog, count: int, public_key: str) -> list[str]:
-    """Why the entries after the signed head (entry ``count``) may not be signed over (empty: each
-    is vouched for by this key where it is: a writer killed before it signed its last receipts)."""
-    foreign = unvouched_tail(log, count, public_key)
+def tail_problem(log: ReceiptLog, count: int, head: str, public_key: str) -> list[str]:
+    """Why the entries after the signed head (entry ``count``, hash ``head``) may not be signed
+    over (empty: each is vouched for by this key where it is: a writer killed before it signed
+    its last receipts)."""
+    foreign = unvouched_tail(log, count, head, public_key)
     if not foreign:
         return []
     shown = ", ".join(map(str, foreign[:5])) + (" …" if len(foreign) > 5 else "")

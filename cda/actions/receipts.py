@@ -135,23 +135,24 @@ def _append_locked(conn: sqlite3.Connection, receipts: Sequence[Receipt], signer
     return hashes
 
 
-def tail_vouches(entries: Sequence[tuple[Receipt | None, str]], count: int,
+def tail_vouches(tail: Sequence[tuple[Receipt | None, str]], count: int, head: str,
                  public_key: str | None) -> dict[VouchState, list[int]]:
-    """The entries after entry ``count`` (``entries``: each receipt, None for a body that does not
-    parse, with its entry hash, in chain order) by what their vouch shows for ``public_key`` at
-    the place they are (:func:`cda.keys.signing.vouch_state`), each as its 1-based position (as a
-    signed head counts). Only :attr:`VouchState.VOUCHED` entries show that the key's holder
-    appended them there.
+    """The entries after entry ``count``, whose hash is ``head`` (``tail``: each receipt, None for
+    a body that does not parse, with its entry hash, in chain order), by what their vouch shows
+    for ``public_key`` at the place they are (:func:`cda.keys.signing.vouch_state`), each as its
+    1-based position (as a signed head counts). Only :attr:`VouchState.VOUCHED` entries show that
+    the key's holder appended them there.
 
-    >>> tail_vouches([(Receipt(action_id="a", seq=0, kind="action", name="x", inputs_hash="h"), "ab" * 32)], 0, None)
+    >>> tail_vouches([(Receipt(action_id="a", seq=0, kind="action", name="x", inputs_hash="h"), "ab" * 32)], 0,
+    ...              GENESIS_HASH, None)
     {<VouchState.NONE: 'none'>: [1]}
     """
     found: dict[VouchState, list[int]] = {}
-    for index in range(count, len(entries)):
-        receipt = entries[index][0]
-        prev = entries[index - 1][1] if index else GENESIS_HASH
+    prev = head
+    for index, (receipt, digest) in enumerate(tail, start=count):
         state = VouchState.NONE if receipt is None else vouch_state(receipt, public_key, index, prev)
         found.setdefault(state, []).append(index + 1)
+        prev = digest
     return found
 
 
@@ -305,18 +306,19 @@ class ReceiptLog:
             last = position[digest]
         return problems
 
-    def entries(self, action_id: str | None = None) -> list[LogEntry]:
-        """The entries in log order, all of them or those of one action.
+    def entries(self, action_id: str | None = None, *, after: int = 0) -> list[LogEntry]:
+        """The entries in log order, all of them or those of one action; ``after``: only those
+        after the first ``after`` entries of the log (the tail after a signed head).
 
         A body that no longer parses is a :class:`ReceiptLogError` naming its seq; use
         :meth:`verify` to see every problem at once.
         """
         query = "SELECT seq, body, prev_hash, entry_hash FROM receipts"
-        params: tuple[str, ...] = ()
+        params: tuple[str | int, ...] = ()
         if action_id is not None:
             query, params = query + " WHERE action_id = ?", (action_id,)
         with self.file.lock:
-            rows = self._connection().execute(query + " ORDER BY rowid", params).fetchall()
+            rows = self._connection().execute(query + " ORDER BY rowid LIMIT -1 OFFSET ?", (*params, after)).fetchall()
         out: list[LogEntry] = []
         for seq, body, prev_hash, digest in rows:
             try:
