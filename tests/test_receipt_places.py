@@ -347,7 +347,8 @@ def test_a_row_and_its_receipt_are_one_transaction(tmp_path: Path, keys: Path) -
 def test_a_deleted_head_file_does_not_let_a_writer_sign_over_an_append(tmp_path: Path, keys: Path) -> None:
     """The head file deleted and a forged receipt appended: a writer that found no head signed over
     the whole log, forgery included. A log with receipts this key vouched for was written by a CDA
-    that signs heads, so a missing head is tampering: verify exit 1, the batch refuses (exit 2)."""
+    that vouches, so without a head the whole log is a tail, believed entry by entry: verify exit 1
+    (a results store with jobs and no head), the batch refuses (exit 2) naming the forged entry."""
     from cda.contracts.receipt import canonical_json
 
     db = _batch(tmp_path, keys, ["a.cda"])
@@ -357,8 +358,25 @@ def test_a_deleted_head_file_does_not_let_a_writer_sign_over_an_append(tmp_path:
     done = _cda("receipts", "verify", db, keys=keys)
     assert done.returncode == 1 and "is missing" in done.stdout, done.stdout
     again = _cda("jobs", "run", "m.toml", cwd=tmp_path, keys=keys)
-    assert again.returncode == 2 and "the head file was deleted" in again.stderr, again.stdout + again.stderr
-    assert not head_path(db).exists()
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert "1 entries of a log with no signed head are covered by no signature" in again.stderr, again.stderr
+    assert "(entries 2)" in again.stderr and not head_path(db).exists()
+
+
+def test_a_server_killed_before_its_first_signature_is_believed_entry_by_entry(tmp_path: Path, keys: Path) -> None:
+    """A new log whose writer died before it signed anything: every entry vouched for where it is.
+    Verify believes it with a note (exit 0: no attempt ended), and the next writer extends it."""
+    db = tmp_path / "log.sqlite"
+    with ReceiptLog(db, signer=load_signer(keys)) as log:
+        log.append_many([Receipt(action_id="act", seq=n, kind="action", name=f"step.{n}", inputs_hash="h")
+                         for n in range(3)])
+    done = _cda("receipts", "verify", db, keys=keys)
+    assert done.returncode == 0 and "3 entries after the signed head are each vouched for" in done.stdout, done.stdout
+    with ReceiptLog(db) as log:
+        check_signed_head(db, log, load_signer(keys).public_key)  # no refusal
+    _append_raw(db, [_rows(db)[0][1]])  # the first entry again: its vouch names seq 0
+    done = _cda("receipts", "verify", db, keys=keys)
+    assert done.returncode == 1 and "entry 4 (seq 3): the trusted key's vouch does not hold" in done.stdout, done.stdout
 
 
 def test_a_head_signed_by_another_key_is_refused_by_every_writer(tmp_path: Path, keys: Path) -> None:

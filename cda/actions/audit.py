@@ -356,7 +356,8 @@ def _tail_findings(rows: list[LogRow], count: int, trusted_key: str | None) -> t
                    for at in tail.get(state, []))
     unverified: str | None = None
     if loose and not problems:
-        unverified = (f"{len(loose)} of the {len(rows) - count} entries after the signed head (entry {count}) are "
+        where = f"after the signed head (entry {count})" if count else "of the log, which has no signed head,"
+        unverified = (f"{len(loose)} of the {len(rows) - count} entries {where} are "
                       f"covered by no signature and vouched for by no trusted key ({named(loose)}): nothing shows "
                       "CDA wrote them (a writer without a key, or rows appended by whoever can write the file)")
     if tail.get(VouchState.OLD_FORM):
@@ -445,11 +446,16 @@ def audit_file(
                           "give the signer's --public-key; a head signed by any key would pass otherwise")
     elif attempts.ends and require_signature:
         problems.append(f"no signed head beside the log ({head_file.name} is missing) although runs ended in it")
-    elif require_signature and trusted_key is not None and any(
+    elif trusted_key is not None and any(
             r.receipt is not None and isinstance(v := r.receipt.result.get(VOUCHED), dict) and v.get("key") == trusted_key
             for r in rows):
-        problems.append(f"no signed head beside the log ({head_file.name} is missing) although the trusted key "
-                        "vouched for entries in it: every writer that vouches signs a head (deleted)")
+        # written by a CDA that vouches, and no head: a writer killed before its first signature, or
+        # the head file deleted; the whole log is then a tail, believed entry by entry
+        found, unverified, tail_notes = _tail_findings(rows, 0, trusted_key)
+        problems += found
+        notes += [*tail_notes, "no signed head: the trusted key vouched for entries of this log, so it was written "
+                  "by a CDA that signs heads (a writer killed before its first signature, or the head file deleted: "
+                  "entries removed from the end cannot be seen)"]
     else:
         notes.append("no signed head: only the chain vouches for the log")
     interrupted = attempts.interrupted()

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from cda.actions.audit import file_schema_problems
-from cda.actions.receipts import ReceiptLog, tail_vouches
+from cda.actions.receipts import GENESIS_HASH, ReceiptLog, tail_vouches
 from cda.actions.store_file import LOG_FORMAT
 from cda.contracts.receipt import Receipt
 from cda.errors import CDAError
@@ -56,9 +56,11 @@ def check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: b
             problems.append(f"the head signed after the last run (entry {doc['count']}) is no longer in the log")
         elif not problems:
             problems += tail_problem(log, int(doc["count"]), str(doc["head"]), public_key)
-    elif log.vouched_for_by(public_key):  # only a log CDA wrote before it signed heads may have none
-        problems.append(f"its signed head ({path.name}) is gone, yet this key vouched for entries in it: the head "
-                        "file was deleted, and signing now would cover whatever was appended since")
+    elif log.vouched_for_by(public_key):
+        # no head yet (a writer killed before its first signature), or one deleted: then the whole
+        # log is the tail, and only entries this key vouched for where they are may be signed over
+        # (a log CDA wrote before it vouched has no vouch at all, and is extended as before)
+        problems += tail_problem(log, 0, GENESIS_HASH, public_key)
     if problems:
         raise AuditLogError(f"{db}: will not extend this receipt log: " + "; ".join(problems)
                             + f" (run `cda receipts verify {db}`; keep the file as evidence and write to a new one)")
@@ -82,8 +84,9 @@ def tail_problem(log: ReceiptLog, count: int, head: str, public_key: str) -> lis
     if not foreign:
         return []
     shown = ", ".join(map(str, foreign[:5])) + (" …" if len(foreign) > 5 else "")
-    return [f"{len(foreign)} entries after its signed head (entry {count}) are covered by no signature and were not "
-            f"vouched for by this key where they are (entries {shown}): nothing shows CDA wrote them there"]
+    after = f"after its signed head (entry {count})" if count else "of a log with no signed head"
+    return [f"{len(foreign)} entries {after} are covered by no signature and were not vouched for by this key "
+            f"where they are (entries {shown}): nothing shows CDA wrote them there"]
 
 
 _SIGNING = threading.Lock()  # this process's writers of guardian logs sign one at a time
