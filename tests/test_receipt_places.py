@@ -180,6 +180,8 @@ def test_a_vouch_of_the_old_form_is_not_trusted_more(tmp_path: Path, keys: Path)
     done = _cda("receipts", "verify", db, keys=keys)
     assert done.returncode == 3, done.stdout
     assert "entry 2 (seq 1): vouched for in the form CDA wrote before" in done.stdout, done.stdout
+    with ReceiptLog(db) as log, pytest.raises(AuditLogError, match=r"\(entries 2\).*form CDA wrote before"):
+        check_signed_head(db, log, signer.public_key)  # no writer signs over it
 
 
 def test_a_tail_vouched_by_another_key_is_not_believed(tmp_path: Path, keys: Path) -> None:

@@ -20,7 +20,7 @@ from cda.errors import CDAError
 from cda.keys.signing import VouchState, head_path, read_head, signature_problems
 from cda.store import Durability, FileFormat
 
-__all__ = ["AuditLogError", "SignedLog", "check_signed_head", "refuse_lost_log", "tail_problem", "unvouched_tail"]
+__all__ = ["AuditLogError", "SignedLog", "check_signed_head", "refuse_lost_log", "tail_problem", "tail_states"]
 
 
 class AuditLogError(CDAError):
@@ -66,27 +66,30 @@ def check_signed_head(db: Path, log: ReceiptLog, public_key: str, *, recorded: b
                             + f" (run `cda receipts verify {db}`; keep the file as evidence and write to a new one)")
 
 
-def unvouched_tail(log: ReceiptLog, count: int, head: str, public_key: str | None) -> list[int]:
-    """The positions (1-based, as the signed head counts) of the entries after entry ``count``
-    (whose hash is ``head``) that ``public_key`` did not vouch for one by one at the place they
-    are (:func:`cda.keys.signing.vouch`): appended by something without the key, vouched for in an
-    older form that names no place, or copied there from another log, moved or appended twice.
-    Only the tail is read: a long-lived writer checks it before each signature."""
-    found = tail_vouches([(e.receipt, e.entry_hash) for e in log.entries(after=count)], count, head, public_key)
-    return sorted(at for state, places in found.items() if state is not VouchState.VOUCHED for at in places)
+def tail_states(log: ReceiptLog, count: int, head: str, public_key: str | None) -> dict[VouchState, list[int]]:
+    """The entries after entry ``count`` (whose hash is ``head``) by what their vouch shows for
+    ``public_key`` where they are (:func:`cda.actions.receipts.tail_vouches`): only
+    :attr:`~cda.keys.signing.VouchState.VOUCHED` ones were appended there by the key's holder; the
+    others by something without the key, with a vouch of the older form that names no place, or
+    copied there from another log, moved or appended twice. Only the tail is read: a long-lived
+    writer checks it before each signature."""
+    return tail_vouches([(e.receipt, e.entry_hash) for e in log.entries(after=count)], count, head, public_key)
 
 
 def tail_problem(log: ReceiptLog, count: int, head: str, public_key: str) -> list[str]:
     """Why the entries after the signed head (entry ``count``, hash ``head``) may not be signed
     over (empty: each is vouched for by this key where it is: a writer killed before it signed
     its last receipts)."""
-    foreign = unvouched_tail(log, count, head, public_key)
+    found = tail_states(log, count, head, public_key)
+    foreign = sorted(at for state, places in found.items() if state is not VouchState.VOUCHED for at in places)
     if not foreign:
         return []
     shown = ", ".join(map(str, foreign[:5])) + (" …" if len(foreign) > 5 else "")
     after = f"after its signed head (entry {count})" if count else "of a log with no signed head"
+    why = ("; some carry a vouch of the form CDA wrote before a vouch named its place, which a copy from another log "
+           "also passes" if VouchState.OLD_FORM in found else "")
     return [f"{len(foreign)} entries {after} are covered by no signature and were not vouched for by this key "
-            f"where they are (entries {shown}): nothing shows CDA wrote them there"]
+            f"where they are (entries {shown}): nothing shows CDA wrote them there{why}"]
 
 
 _SIGNING = threading.Lock()  # this process's writers of guardian logs sign one at a time
