@@ -401,3 +401,18 @@ def test_a_head_signed_by_another_key_is_refused_by_every_writer(tmp_path: Path,
     write_head(head_path(log), Signer("33" * 32).sign_head(doc["head"], doc["count"], "guard", 1, "end"))
     with pytest.raises(AuditLogError, match="signed by another key"):
         SignedLog(log, "guard")
+
+
+def test_a_vouch_has_one_spelling() -> None:
+    """A vouch with an extra field, or its signature in capitals (the same bytes to a hex reader),
+    is another body with a valid signature in it: it counts as no vouch, so that a vouched entry of
+    a tail cannot be rewritten (its chain recomputed) and still pass."""
+    from cda.keys.signing import Signer, vouch
+
+    signer = Signer("11" * 32)
+    receipt = vouch(signer, Receipt(action_id="a", seq=0, kind="action", name="x", inputs_hash="h"), 4, "ab" * 32)
+    good = receipt.result["vouched"]
+    assert vouch_state(receipt, signer.public_key, 4, "ab" * 32) is VouchState.VOUCHED
+    for spelling in ({**good, "note": "x"}, {**good, "signature": good["signature"].upper()}, {"key": good["key"]}):
+        respelled = receipt.model_copy(update={"result": {"vouched": spelling}})
+        assert vouch_state(respelled, signer.public_key, 4, "ab" * 32) is VouchState.NONE, spelling

@@ -26,6 +26,7 @@ can sign anything; keep it out of shared folders and backups of the logs.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,8 @@ VOUCHED = "vouched"
 """The key of a receipt's ``result`` that holds the writer's vouch for the receipt at its place:
 ``{"key": <public key hex>, "signature": <hex>}`` (:func:`vouch`)."""
 
+_LOWER_HEX = re.compile(r"[0-9a-f]{128}")
+
 VOUCH_FORMAT = "cda-vouch-v2"
 """What a vouch signs: this tag, the receipt's place in its log (``seq``, ``prev_hash``) and the
 receipt without its vouch. (The first form, a bare signature of the receipt alone, bound it to no
@@ -225,8 +228,9 @@ def vouch_state(receipt: Receipt, public_key: str | None, seq: int, prev_hash: s
     found = receipt.result.get(VOUCHED)
     if isinstance(found, str):
         return VouchState.OLD_FORM
-    if not (isinstance(found, dict) and isinstance(found.get("key"), str) and isinstance(found.get("signature"), str)):
-        return VouchState.NONE
+    if not (isinstance(found, dict) and sorted(found) == ["key", "signature"] and isinstance(found["key"], str)
+            and isinstance(found["signature"], str) and _LOWER_HEX.fullmatch(found["signature"])):
+        return VouchState.NONE  # not a vouch as CDA writes it: no spelling of one passes but the one signed
     if public_key is None or found["key"] != public_key:
         return VouchState.OTHER_KEY
     if verifies(public_key, _placed_bytes(receipt, seq, prev_hash), found["signature"]):
