@@ -1,5 +1,5 @@
 """One batch: read the manifest, skip the jobs already finished, run the rest, record each as
-it finishes (row, then receipt), write the JSONL in manifest order.
+it finishes (its row and its receipt in one transaction), write the JSONL in manifest order.
 
 The JSONL (``results.jsonl``) has one line per job of the manifest, keys sorted:
 ``index``, ``name``, ``kind``, ``key``, ``status`` (ok, failed, timeout, memory, crashed),
