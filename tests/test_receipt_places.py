@@ -257,6 +257,28 @@ def test_the_service_writers_vouch_for_what_they_append(tmp_path: Path, keys: Pa
                for seq, body, prev, _ in rows)
 
 
+def test_a_served_action_is_vouched_for_by_the_server_and_its_runner(tmp_path: Path) -> None:
+    """A real `cda serve` on loopback runs an action (its runner process appends the run's
+    receipts, the server its own): every entry of the file is vouched for by the key where it is,
+    so a later signer can tell them from anything appended by hand."""
+    from tests.service_harness import call, example_inputs, follow, serving, toolbus
+
+    db = tmp_path / "receipts.sqlite"
+    with serving(db) as server:
+        with toolbus(server) as ws:
+            action_id = call(ws, "actions.start", {"ability": "cda", "inputs": example_inputs("vouch")})["result"][
+                "action_id"]
+        follow(server, action_id)
+        assert server.stop() == 0
+    key = load_signer().public_key  # the key tests/conftest.py gives every process of this test
+    rows = _rows(db)
+    names = {json.loads(body)["name"] for _, body, _, _ in rows}
+    assert {"action.start", "action.end"} <= names and len(rows) > 10, names
+    states = [vouch_state(Receipt.model_validate_json(body), key, seq, prev) for seq, body, prev, _ in rows]
+    assert set(states) == {VouchState.VOUCHED}, [(row[0], state) for row, state in zip(rows, states, strict=True)
+                                                 if state is not VouchState.VOUCHED]
+
+
 # --- 3. a results row no receipt accounts for ----------------------------------------------------------
 
 
