@@ -324,7 +324,7 @@ class ToolSpec(_Model):
     deterministic: bool = Field(default=True, description="the same inputs always give the same outputs")
     verify: str | None = Field(default=None, pattern=NAME_PATTERN, max_length=100,
                                description="a side-effect-free tool of the registry that checks this one's answers")
-    timeout_s: TimeoutSeconds = Field(default=60, description="with command: whole seconds before the program is stopped")
+    timeout_s: TimeoutSeconds = Field(default=60, description="with command or impl = module:function: whole seconds before the call is stopped")
     description: str = ""
 
     @field_validator("satisfies")
