@@ -536,6 +536,7 @@ class _Tee(_Written):
 
 
 _LOCATED = re.compile(r"(?P<file>[^:\n]+):(?P<line>\d+)(?::(?P<column>\d+))?: (?P<kind>[a-z ]*error): (?P<message>.*)")
+_FILED = re.compile(r"(?P<file>[^:\n]+): (?P<kind>[a-z ]*error): (?P<message>.*)")
 
 
 def _mistake(said: str) -> dict[str, Any]:
@@ -554,6 +555,10 @@ def _mistake(said: str) -> dict[str, Any]:
         return {"file": found["file"], "line": int(found["line"]),
                 "column": int(found["column"]) if found["column"] else None, "kind": found["kind"],
                 "message": found["message"], "expected": []}
+    filed = None if first.startswith("cda") else _FILED.match(first)  # a file's mistake with no line (JSON data)
+    if filed is not None:
+        return {"file": filed["file"], "line": None, "column": None, "kind": filed["kind"],
+                "message": filed["message"], "expected": []}
     if first.startswith("cda: refused: "):  # the operation refused the call (exit 1), not bad input
         return {"file": None, "line": None, "column": None, "kind": "refused",
                 "message": first[len("cda: refused: "):], "expected": []}
