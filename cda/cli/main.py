@@ -87,6 +87,7 @@ _port = _option("--port", True, limits.port)
 _seconds = _option("--timeout", False, limits.seconds)
 _vectors = _option("--vectors", True, limits.vectors)
 _samples = _option("--samples", True, limits.samples)
+_reply_bytes = _option("--max-reply-bytes", True, limits.reply_bytes)
 _workers = _option("--workers", True, lambda name, v: limits.whole(name, v, low=1, high=64))
 _processes = _option("--processes", True, lambda name, v: limits.whole(name, v, low=0, high=64))
 _retention = _option("--retention-hours", True, lambda name, v: limits.whole(name, v, low=24, high=24 * 365,
@@ -328,7 +329,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     mc.add_argument("--guard-ledger", type=Path, default=None, help="guard_evaluate's guardian file (SQLite)")
     from cda.cli.guard import add_proxy_parser
 
-    add_proxy_parser(sub, _seed, _count, _port, _cors_origin)
+    add_proxy_parser(sub, _seed, _count, _port, _cors_origin, _reply_bytes)
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
     sc.add_argument("folder", type=Path, help="folder of the .schema.json files")
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from cda.conductor.impl_child import load_module
+from cda.conductor.mcp_transport import capped_http, capped_stdio
 from cda.conductor.tooling import ConductorError, Outputs, Tool, ToolContext, ToolError, kind_of, said
 from cda.contracts.conductor import NAME_PATTERN, McpServer, SideEffects, ToolSpec
 
@@ -299,17 +300,13 @@ class _Session:
         self.timeout = server.timeout_s
         portal = stack.enter_context(start_blocking_portal())
         transport: Any
-        if server.command is not None:
-            from mcp.client.stdio import StdioServerParameters
-
-            transport = StdioServerParameters(command=server.command[0], args=list(server.command[1:]),
-                                              cwd=str(base_dir), env=server.environment())
+        if server.command is not None:  # a reply is never held past max_reply_bytes (cda.conductor.mcp_transport)
+            transport = capped_stdio(list(server.command), env=server.environment(), cwd=str(base_dir),
+                                     max_bytes=server.max_reply_bytes)
             self.name = " ".join(server.command)  # never the env's values (they are the user's secrets)
         else:
-            from mcp.client.streamable_http import streamable_http_client
-
             assert server.url is not None
-            transport = streamable_http_client(server.url)
+            transport = capped_http(server.url, max_bytes=server.max_reply_bytes)
             self.name = server.url
         self.portal = portal
         self.client = stack.enter_context(portal.wrap_async_context_manager(

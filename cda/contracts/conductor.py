@@ -267,6 +267,8 @@ class McpServer(_Model):
     env: dict[Annotated[str, Field(pattern=ENV_NAME_PATTERN, max_length=128)], SecretStr] = Field(
         default_factory=dict, max_length=100, description="with command: environment variables for the program")
     timeout_s: TimeoutSeconds = Field(default=60, description="whole seconds to wait for the server's answer to one call")
+    max_reply_bytes: Annotated[int, BeforeValidator(lambda value: limits.reply_bytes("max_reply_bytes", value))] = Field(
+        default=10_000_000, description="bytes of one reply the server may send; a longer one is refused unread")
 
     @field_validator("env")
     @classmethod
