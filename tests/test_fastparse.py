@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from cda.contracts.deadline import Deadline
 from cda.encodings import ast as A
 from cda.encodings import fastparse
-from cda.encodings.fastparse import MAX_DEPTH, Fallback, _builder, read_clause, read_problem
+from cda.encodings.construct import fast_constructor
+from cda.encodings.fastparse import MAX_DEPTH, Fallback, read_clause, read_problem
 from cda.encodings.format import format_clause, format_problem
 from cda.encodings.parse import parse_clause, parse_problem
 from cda.errors import DSLError
@@ -148,7 +149,7 @@ def test_positions_follow_lark_around_parentheses() -> None:
 @pytest.mark.parametrize("cls", [A.FAtom, A.FNot, A.FNary, A.FImplies, A.Term, A.Hard, A.Soft, A.Observe])
 def test_fast_constructors_make_the_dataclass_s_objects(cls: type) -> None:
     values = tuple(f"v{i}" for i in range(len(dataclasses.fields(cls))))
-    fast, slow = _builder(cls)(*values), cls(*values)
+    fast, slow = fast_constructor(cls)(*values), cls(*values)
     assert type(fast) is cls and vars(fast) == vars(slow) and fast == slow and hash(fast) == hash(slow)
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.pos = (1, 1)
@@ -166,7 +167,7 @@ def test_fast_constructors_leave_other_classes_alone() -> None:
         def __post_init__(self) -> None:
             assert self.x >= 0
 
-    assert _builder(Slotted) is Slotted and _builder(Checked) is Checked
+    assert fast_constructor(Slotted) is Slotted and fast_constructor(Checked) is Checked
 
 
 # ---- errors and declined texts: lark's outcome, unchanged --------------------------------------
@@ -308,7 +309,7 @@ def test_arbitrary_text_agrees_with_lark(text: str) -> None:
 def _tokens(tokenize: Any, text: str) -> Any:
     """(texts, every token's position as a list, fol blocks), or the refusal."""
     try:
-        texts, positions, blocks, _ = tokenize(text, Deadline(None))
+        texts, positions, blocks, *_ = tokenize(text, Deadline(None))
     except Fallback as e:
         return ("fallback", str(e))
     return texts, [positions[i] for i in range(len(texts))], blocks
@@ -345,8 +346,9 @@ _SHAPED = [
 
 @pytest.mark.parametrize("text", _SHAPED)
 def test_compiled_shapes_read_as_lark_reads(text: str) -> None:
-    """A statement built by its shape's compiled reader is the statement lark reads: the shapes
-    compiled on a first reading, used on a second, and none at all give the same trees."""
+    """A statement built by its shape's or its skeleton's compiled maker is the statement lark
+    reads: the makers compiled on a first reading, used on a second, and none at all give the
+    same trees."""
 
     def fast() -> Any:
         try:
@@ -354,29 +356,94 @@ def test_compiled_shapes_read_as_lark_reads(text: str) -> None:
         except Fallback as e:
             return ("fallback", str(e))
 
-    saved = dict(fastparse._SHAPES)
+    saved = dict(fastparse._SHAPES), dict(fastparse._SKELETONS)
+    limits = fastparse._MAX_SHAPES, fastparse._MAX_SKELETONS
     try:
         fastparse._SHAPES.clear()
+        fastparse._SKELETONS.clear()
         first = fast()
-        second = fast()  # every shape of the text compiled by now
+        second = fast()  # every shape and skeleton of the text compiled by now
         assert first == second
         same_as_lark(text)
-        limit = fastparse._MAX_SHAPES
-        fastparse._SHAPES.clear()
-        fastparse._MAX_SHAPES = 0
-        try:
+        for shapes, skeletons in ((0, 0), (limits[0], 0), (0, limits[1])):  # none; shapes alone; skeletons alone
+            fastparse._SHAPES.clear()
+            fastparse._SKELETONS.clear()
+            fastparse._MAX_SHAPES, fastparse._MAX_SKELETONS = shapes, skeletons
             assert fast() == first
-        finally:
-            fastparse._MAX_SHAPES = limit
+            assert fast() == first
+            fastparse._MAX_SHAPES, fastparse._MAX_SKELETONS = limits
     finally:
+        fastparse._MAX_SHAPES, fastparse._MAX_SKELETONS = limits
         fastparse._SHAPES.clear()
-        fastparse._SHAPES.update(saved)
+        fastparse._SHAPES.update(saved[0])
+        fastparse._SKELETONS.clear()
+        fastparse._SKELETONS.update(saved[1])
+
+
+#: hard lines of one skeleton each: names to fill in, whitespace and parentheses as written
+_SKELETON_LINES = [
+    "hard: ({} and not {}) implies {}",
+    "hard: not {} or {} or not {}",
+    "hard:\t{}  implies   {} iff {}",
+    "hard {}: ({}) or (not ({}))",
+    "hard: {} and {} or {}\r",
+    "hard: {} implies {} implies {}",
+]
+_ANY_NAME = st.one_of(
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True),
+    st.sampled_from(["not", "and", "or", "hard", "iff", "implies", "hyp", "obs", "true", "forall", "at_most",
+                     "at_mostly", "exactly_", "nota", "andy", "hardly", "or_", "soft", "weight", "expect", "x"]),
+)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_SKELETON_LINES), st.lists(st.lists(_ANY_NAME, min_size=3, max_size=3), min_size=2, max_size=4),
+       st.sampled_from(["", "hard: z\n", "soft: z\n", "  or z\n", "(z)\n", "observe\n", "hyp a,\n"]))
+def test_lines_of_one_skeleton_read_as_lark_reads(line: str, names: list[list[str]], after: str) -> None:
+    """Lines of one skeleton with any names (keywords, prefixes of keywords, names of every
+    length) and any next line (a statement, a formula going on, a parenthesis) are read as lark
+    reads them, the skeleton compiled from the first line (or refused) and used on the others."""
+    lines = [line.format(*three) for three in names]
+    text = "\n".join(lines[:-1]) + "\n" + after + lines[-1] + "\n" + after
+    same_as_lark(text)
+
+
+def test_skeletons_are_used_on_the_benchmark_family() -> None:
+    """bench_core's hard lines are built from their skeletons, not tokenized: one token each."""
+    bench = _bench_core()
+    text = bench.to_dsl(bench.generate(1_000, 0))
+    read_problem(text)
+    texts, _, _, _, made = fastparse._tokenize(text, Deadline(None), True)
+    hard_lines = sum(line.startswith("hard") for line in text.split("\n"))
+    assert len(made) == hard_lines == 1_000
+    assert texts.count(fastparse._MADE) == hard_lines
+    assert len({k for k, v in fastparse._SKELETONS.items() if v is not None}) >= 10
+    assert same_as_lark(text)
+
+
+def test_a_skeleton_line_that_goes_on_is_read_again_token_by_token() -> None:
+    text = "hyp a, b, c\nhard: a or b\nhard: b or a\n  or c\nhard: c or a\n"
+    read_problem(text)  # the skeleton "hard: _ or _" compiled
+    texts, _, _, _, made = fastparse._tokenize(text, Deadline(None), True)
+    assert len(made) == 3  # the second line's statement goes on: the reader finds out, not the tokenizer
+    statements = read_problem(text)
+    assert [type(s).__name__ for s in statements] == ["PredDecl"] * 3 + ["Hard"] * 3
+    assert isinstance(statements[4].formula, A.FNary) and len(statements[4].formula.args) == 3
+    assert same_as_lark(text)
 
 
 def test_compiled_shapes_are_used_on_the_benchmark_family() -> None:
     bench = _bench_core()
     text = bench.to_dsl(bench.generate(1_000, 0))
-    read_problem(text)
+    limit = fastparse._MAX_SKELETONS
+    saved = dict(fastparse._SKELETONS)
+    try:  # the lines tokenized, as where no skeleton applies
+        fastparse._MAX_SKELETONS = 0
+        fastparse._SKELETONS.clear()
+        read_problem(text)
+    finally:
+        fastparse._MAX_SKELETONS = limit
+        fastparse._SKELETONS.update(saved)
     shapes = {k: v for k, v in fastparse._SHAPES.items() if v is not None}
     assert len(shapes) >= 10  # the family's clause forms, each compiled
     assert same_as_lark(text)

@@ -26,16 +26,17 @@ example, on the benchmark's problems, on the parser tests' inputs and on fuzzed 
 
 from __future__ import annotations
 
-import dataclasses
 import re
+from bisect import bisect_right
 from collections.abc import Callable
 from fractions import Fraction
 from itertools import accumulate, chain, islice, repeat
 from operator import itemgetter
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 from cda.contracts.deadline import Deadline, OutOfTime, current_deadline
 from cda.encodings import ast as A
+from cda.encodings.construct import fast_constructor
 from cda.encodings.numbers import refusal, separated, whole_refusal
 
 __all__ = ["Fallback", "MAX_DEPTH", "read_problem", "read_clause"]
@@ -50,41 +51,15 @@ class Fallback(Exception):
     """This reader cannot vouch for the text: read it with lark."""
 
 
-_T = TypeVar("_T")
-
-
-def _builder(cls: type[_T]) -> Callable[..., _T]:
-    """A constructor for the frozen dataclass ``cls``, positional, that fills ``__dict__`` directly.
-
-    Why: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; that
-    was a third of reading a large problem. The object made is the one ``cls(...)`` makes (same
-    class, same ``__dict__``, so equal and hashed alike). A class this does not fit (slots,
-    ``__post_init__``, fields outside ``__init__``) gets its own constructor back.
-    """
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    if "__slots__" in vars(cls) or hasattr(cls, "__post_init__") or not all(f.init for f in fields):
-        return cls
-    names = [f.name for f in fields]
-    source = "\n".join(
-        [f"def make({', '.join(names)}):", "    obj = new(cls)", "    fill = obj.__dict__"]
-        + [f"    fill[{name!r}] = {name}" for name in names]
-        + ["    return obj"]
-    )
-    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
-    exec(source, namespace)  # as dataclasses builds __init__ itself
-    make: Callable[..., _T] = namespace["make"]
-    return make
-
-
 # the nodes a problem is mostly made of (the others are built with their own constructors)
-_FAtom = _builder(A.FAtom)
-_FNot = _builder(A.FNot)
-_FNary = _builder(A.FNary)
-_FImplies = _builder(A.FImplies)
-_Term = _builder(A.Term)
-_Hard = _builder(A.Hard)
-_Soft = _builder(A.Soft)
-_Observe = _builder(A.Observe)
+_FAtom = fast_constructor(A.FAtom)
+_FNot = fast_constructor(A.FNot)
+_FNary = fast_constructor(A.FNary)
+_FImplies = fast_constructor(A.FImplies)
+_Term = fast_constructor(A.Term)
+_Hard = fast_constructor(A.Hard)
+_Soft = fast_constructor(A.Soft)
+_Observe = fast_constructor(A.Observe)
 
 
 # One token per match: optional inline whitespace, then a newline, a comment, a fol block, a
@@ -148,25 +123,46 @@ _SECOND = itemgetter(1)
 _FOL_START = re.compile(r"fol[ \t\r\n]*\{")
 
 
-def _tokenize(text: str, deadline: Deadline) -> tuple[list[str], list[A.Pos], dict[int, str], dict[int, int]]:
-    """Token texts, their (line, column) as lark counts them, the fol blocks by index, and where
-    each line's tokens end, by the index of its first token (for :meth:`_Reader.hard_line`).
+def _tokenize(
+    text: str, deadline: Deadline, lines: bool = False
+) -> tuple[list[str], list[A.Pos], dict[int, str], dict[int, int], dict[int, A.Hard]]:
+    """Token texts, their (line, column) as lark counts them, the fol blocks by index, where
+    each line's tokens end, by the index of its first token (for :meth:`_Reader.hard_line`), and
+    the statements already built, by the index of the :data:`_MADE` token standing for each.
 
     Why line by line: a problem is mostly short lines of a few tokens, and Python work per token
     (a loop turn, a tuple, a clock tick) was most of reading it. Here the per-token work is done
     in C (``findall``, ``accumulate`` over the pieces' lengths for the columns, ``zip`` for the
-    positions); Python turns once per line. A text with a fol block (which spans lines) takes
-    :func:`_tokenize_whole`.
+    positions); Python turns once per line. ``lines`` (a whole problem): a ``hard`` line whose
+    skeleton is compiled (:func:`_compile_skeleton`) is not tokenized at all; its statement is
+    built and one :data:`_MADE` token stands for it. A text with a fol block (which spans lines)
+    takes :func:`_tokenize_whole`.
     """
     if _FOL_START.search(text) is not None:
         return _tokenize_whole(text, deadline)
     texts: list[str] = []
     poss: list[A.Pos] = []
     spans: dict[int, int] = {}
+    made: dict[int, A.Hard] = {}
     findall = _LINE_TOKEN.findall
+    skeletons = _SKELETONS if lines else None
     for number, line in enumerate(text.split("\n"), 1):
         if deadline.tick():
             raise OutOfTime(f"while reading the problem (at line {number:,})")
+        if skeletons is not None and len(line) <= _SKELETON_CHARS and line.startswith("hard"):
+            parts = _PLAIN_SPLIT(line)
+            key = tuple(parts[::2])
+            make = skeletons.get(key, _UNSEEN)
+            if make is _UNSEEN:
+                make = None
+                if len(skeletons) < _MAX_SKELETONS:
+                    make = skeletons[key] = _compile_skeleton(line, number, parts, deadline)
+            if make is not None:
+                node = make(parts, number)  # type: ignore[operator]
+                made[len(texts)] = node
+                texts.append(_MADE)
+                poss.append(node.pos)
+                continue
         pairs = findall(line)  # (whitespace before, token)
         if not pairs:
             continue
@@ -177,10 +173,12 @@ def _tokenize(text: str, deadline: Deadline) -> tuple[list[str], list[A.Pos], di
         spans[first] = len(texts)
         # a token's column: 1 + the lengths of every piece before it, its own whitespace included
         poss += zip(repeat(number), islice(accumulate(map(len, chain.from_iterable(pairs)), initial=1), 1, None, 2))
-    return _finish(texts, poss, {}, spans)
+    return _finish(texts, poss, {}, spans, made)
 
 
-def _tokenize_whole(text: str, deadline: Deadline) -> tuple[list[str], list[A.Pos], dict[int, str], dict[int, int]]:
+def _tokenize_whole(
+    text: str, deadline: Deadline
+) -> tuple[list[str], list[A.Pos], dict[int, str], dict[int, int], dict[int, A.Hard]]:
     """:func:`_tokenize` over the whole text at once, token by token: fol blocks span lines (no
     line ends are given: statements are read by the general path)."""
     texts: list[str] = []
@@ -213,17 +211,19 @@ def _tokenize_whole(text: str, deadline: Deadline) -> tuple[list[str], list[A.Po
             texts.append(tok)
             poss.append((line, off - base))
             off += len(tok)
-    return _finish(texts, poss, blocks, {})
+    return _finish(texts, poss, blocks, {}, {})
 
 
-def _finish(texts: list[str], poss: list[A.Pos], blocks: dict[int, str], spans: dict[int, int]) -> tuple[list[str], list[A.Pos], dict[int, str], dict[int, int]]:
+def _finish(
+    texts: list[str], poss: list[A.Pos], blocks: dict[int, str], spans: dict[int, int], made: dict[int, A.Hard]
+) -> tuple[list[str], list[A.Pos], dict[int, str], dict[int, int], dict[int, A.Hard]]:
     """The token list checked (a character no token starts with goes to lark) and ended."""
     for tok in set(texts):  # checked once per distinct token, not once per token
         if len(tok) == 1 and tok not in _SINGLE:
             raise Fallback(f"no token starts with {tok!r}")
     texts += (_END, _END)
     poss += ((0, 0), (0, 0))
-    return texts, poss, blocks, spans
+    return texts, poss, blocks, spans, made
 
 
 
@@ -243,7 +243,8 @@ _UNSEEN = object()
 #: the tokens a statement may be followed by for its line to be the whole statement: each starts
 #: a statement, and none continues a formula
 _STATEMENT_WORDS = frozenset(
-    ("hard", "soft", *_SIG_KINDS, "observe", "fact", "domain", "event", "metric", "goal", "expect", "ken", _FOL, _END)
+    ("hard", "soft", *_SIG_KINDS, "observe", "fact", "domain", "event", "metric", "goal", "expect", "ken", _FOL, _END,
+     "\x00made")  # _MADE (defined with the skeletons below)
 )
 _SHAPE_TOKENS = 64  # longer statements are read (the reading's own cost dwarfs the calls saved)
 _MAX_SHAPES = 1024  # per process; further shapes are read
@@ -284,6 +285,22 @@ def _compile_shape(
     ``__dict__``, not a field: equality, hashing, ``repr`` and ``replace`` ignore it), which lets
     the grounder ground every formula of one shape with one compiled function.
     """
+    try:
+        body, hard = _maker_source(node, tokens, poss, "t[{}]".format, "p[{}]".format)
+        make: Callable[[list[str], list[A.Pos]], A.Hard] = _define("t, p", [], body, hard, shape)
+        return make if make(tokens, poss) == node else None
+    except (LookupError, SyntaxError, RecursionError, MemoryError):
+        return None
+
+
+def _maker_source(
+    node: A.Hard, tokens: list[str], poss: list[A.Pos], text_of: Callable[[int], str], pos_of: Callable[[int], str]
+) -> tuple[str, str]:
+    """The source of a maker of ``node`` (read from ``tokens`` at ``poss``, one line): the
+    expression of its formula and that of the statement around ``formula``, with token ``k``'s
+    text and position spelled ``text_of(k)`` and ``pos_of(k)``. ``LookupError`` when ``node``
+    holds anything but hard, plain atoms, not, and/or/iff and implies, or a name that is not
+    its token's text."""
     where = {pos: k for k, pos in enumerate(poss)}
 
     def at(pos: A.Pos) -> int:
@@ -298,36 +315,128 @@ def _compile_shape(
             k = at(n.pos)  # type: ignore[attr-defined]
             if tokens[k] != n.pred:  # type: ignore[attr-defined]
                 raise LookupError(n)
-            return f"atom(None, t[{k}], (), p[{k}])"
+            return f"atom(None, {text_of(k)}, (), {pos_of(k)})"
         if kind is A.FNot:
-            return f"not_({source(n.arg)}, p[{at(n.pos)}])"  # type: ignore[attr-defined]
+            return f"not_({source(n.arg)}, {pos_of(at(n.pos))})"  # type: ignore[attr-defined]
         if kind is A.FNary and n.op in ("and", "or", "iff"):  # type: ignore[attr-defined]
             args = "".join(f"{source(a)}, " for a in n.args)  # type: ignore[attr-defined]
-            return f"nary({n.op!r}, ({args}), p[{at(n.pos)}])"  # type: ignore[attr-defined]
+            return f"nary({n.op!r}, ({args}), {pos_of(at(n.pos))})"  # type: ignore[attr-defined]
         if kind is A.FImplies:
-            return f"implies({source(n.lhs)}, {source(n.rhs)}, p[{at(n.pos)}])"  # type: ignore[attr-defined]
+            return f"implies({source(n.lhs)}, {source(n.rhs)}, {pos_of(at(n.pos))})"  # type: ignore[attr-defined]
         raise LookupError(n)
 
+    if type(node) is not A.Hard:
+        raise LookupError(node)
+    name = "None"
+    if node.name is not None:
+        k = at(node.name_pos)
+        if tokens[k] != node.name:
+            raise LookupError(node.name)
+        name = text_of(k)
+    body = source(node.formula)
+    return body, f"hard({name}, formula, {pos_of(at(node.pos))}, {pos_of(at(node.name_pos))})"
+
+
+def _define(params: str, prelude: list[str], body: str, hard: str, shape: tuple[str, ...]) -> Any:
+    """``make(params)``: the prelude's lines, then the formula ``body`` marked with its reader's
+    ``shape`` (for the grounder), then the statement ``hard`` around it."""
+    code = "".join(
+        [f"def make({params}):\n", *(f"    {line}\n" for line in prelude), f"    formula = {body}\n",
+         f"    formula.__dict__[{A.SHAPE_KEY!r}] = shape\n", f"    return {hard}\n"]
+    )
+    namespace: dict[str, Any] = {
+        "atom": _FAtom, "not_": _FNot, "nary": _FNary, "implies": _FImplies, "hard": _Hard, "shape": shape,
+    }
+    exec(code, namespace)  # as fast_constructor makes its constructors
+    return namespace["make"]
+
+
+# ---- skeletons: a whole ``hard`` line built from its names, without tokens (see _tokenize)
+#: a plain name on a line: an identifier that is no keyword of a statement's formula, no
+#: cardinality word's prefix, no part of a longer word; ``split`` gives the line's literal parts
+#: (its skeleton) and its names in turn
+_SKELETON_KEYWORDS = sorted(_NOT_PLAIN | {"hard", "not", "and", "or", "implies", "iff"}, key=len, reverse=True)
+_PLAIN_SPLIT = re.compile(
+    r"\b(?=[A-Za-z_])(?!(?:" + "|".join(_SKELETON_KEYWORDS) + r")\b)(?!" + "|".join(_CARDS) + r")([A-Za-z_][A-Za-z0-9_]*)",
+    re.ASCII,  # \b: between [A-Za-z0-9_] and anything else (a word's start: 13% cheaper than a look-behind)
+).split
+_SKELETON_CHARS = 400  # longer lines are tokenized (a skeleton is kept as a key: bounded memory)
+_MAX_SKELETONS = 1024  # per process; further skeletons are tokenized
+#: skeleton -> the function that builds a ``hard`` line of that skeleton from the line's split
+#: parts and its number, or None where the skeleton cannot be compiled. Process-wide, as _SHAPES.
+_SKELETONS: dict[tuple[str, ...], Callable[[list[str], int], A.Hard] | None] = {}
+_MADE = "\x00made"  # a token standing for a line built by its skeleton's maker
+
+
+def _compile_skeleton(line: str, number: int, parts: list[str], deadline: Deadline) -> Callable[[list[str], int], A.Hard] | None:
+    """A function building the ``hard`` statement that fills ``line`` from the line's parts
+    (``_PLAIN_SPLIT(line)``: literal text and names in turn) and its number, so that a line of
+    the same skeleton (the same literal text, any names) is neither tokenized nor read.
+
+    Why: tokenizing a line (a token and a position per piece) and finding its shape was half of
+    reading a large problem; a line's skeleton is found by one ``split``. Exact by construction:
+    a name of the skeleton is a whole token whatever its text (the characters around it are no
+    part of an identifier, and no token but a quoted string or a comment could take it in: a
+    line where one does is refused below), so every line of one skeleton has the same tokens
+    but for the names, in the same places but for the names' lengths; the tokens are those of a
+    compiled shape (:func:`_compile_shape`: the reader's decisions do not depend on the names);
+    each position is the column the tokenizer gives (1 + the characters before the token); and
+    the maker is checked to rebuild the statement the reader reads from this line. ``None`` when
+    the line holds anything else; it is then tokenized and read, as every line once was.
+    Whether the statement ends with its line is the reader's to check (the next token).
+    """
     try:
-        if type(node) is not A.Hard:
+        if not line.isascii():
             return None
-        name = "None"
-        if node.name is not None:
-            name = f"t[{at(node.name_pos)}]"
-            if tokens[at(node.name_pos)] != node.name:
+        pairs = _LINE_TOKEN.findall(line)
+        tokens = [tok for _, tok in pairs]
+        if not tokens or tokens[0] != "hard" or len(tokens) > _SHAPE_TOKENS or tokens[-1][0] == "#":
+            return None  # (not a statement "hard"; too long; a comment: its words are no names)
+        shape = tuple(map(_shape_of, tokens))
+        if _OTHER in shape:  # ASCII, so also no character that no token starts with
+            return None
+        columns = list(islice(accumulate(map(len, chain.from_iterable(pairs)), initial=1), 1, None, 2))
+        poss = [(number, column) for column in columns]
+        reader = _Reader.__new__(_Reader)
+        reader.t, reader.p = [*tokens, _END, _END], [*poss, (0, 0), (0, 0)]
+        reader.blocks, reader.spans, reader.made, reader.places = {}, {}, {}, {}
+        reader.i, reader.depth, reader.deadline = 0, 0, deadline
+        node = reader.hard()
+        if reader.i != len(tokens):
+            return None
+        starts = list(accumulate(map(len, parts), initial=0))  # each part's offset in the line
+        name_at = {starts[j]: j // 2 for j in range(1, len(parts), 2)}
+        text: list[str] = []
+        pos: list[str] = []
+        claimed: set[int] = set()
+        for tok, column in zip(tokens, columns):
+            offset = column - 1
+            m = name_at.get(offset)
+            if m is not None:  # a name: the token is the whole part
+                if parts[2 * m + 1] != tok:
+                    return None
+                claimed.add(m)
+                text.append(f"n{m}")
+                pos.append(f"(line, c{m})")
+                continue
+            j = bisect_right(starts, offset) - 1  # the part holding the token's first character
+            if j % 2 or offset + len(tok) > starts[j + 1]:  # inside a name, or reaching into one
                 return None
-        body = source(node.formula)
-        code = (
-            f"def make(t, p):\n    formula = {body}\n    formula.__dict__[{A.SHAPE_KEY!r}] = shape\n"
-            f"    return hard({name}, formula, p[{at(node.pos)}], p[{at(node.name_pos)}])\n"
-        )
-        namespace: dict[str, Any] = {
-            "atom": _FAtom, "not_": _FNot, "nary": _FNary, "implies": _FImplies, "hard": _Hard, "shape": shape,
-        }
-        exec(code, namespace)  # as _builder makes its constructors
-        make: Callable[[list[str], list[A.Pos]], A.Hard] = namespace["make"]
-        return make if make(tokens, poss) == node else None
-    except (LookupError, SyntaxError, RecursionError, MemoryError):
+            text.append(repr(tok))
+            d = offset - starts[j]
+            pos.append(f"(line, {d + 1})" if j == 0 else f"(line, e{j // 2 - 1} + {d})")
+        names = len(parts) // 2
+        if len(claimed) != names:
+            return None
+        # c{m}: name m's column; e{m}: the column just past it (the literal parts' lengths are the skeleton's)
+        prelude = [", ".join("_" if j % 2 == 0 else f"n{j // 2}" for j in range(len(parts))) + ", = parts"]
+        for m in range(names):
+            before = f"e{m - 1} + " if m else ""
+            prelude += [f"c{m} = {before}{len(parts[2 * m]) + (0 if m else 1)}", f"e{m} = c{m} + len(n{m})"]
+        body, hard = _maker_source(node, tokens, poss, text.__getitem__, pos.__getitem__)
+        make: Callable[[list[str], int], A.Hard] = _define("parts, line", prelude, body, hard, shape)
+        return make if make(parts, number) == node else None
+    except (Fallback, LookupError, SyntaxError, RecursionError, MemoryError, ValueError):
         return None
 
 
@@ -340,12 +449,12 @@ class _Reader:
     node keeps its own: in ``(a and b) or c`` the ``or`` is at ``(``, the ``and`` at ``a``.
     """
 
-    __slots__ = ("t", "p", "blocks", "spans", "places", "i", "depth", "deadline")
+    __slots__ = ("t", "p", "blocks", "spans", "made", "places", "i", "depth", "deadline")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, lines: bool = False) -> None:
         # the run's budget covers reading too (a file of millions of terms takes seconds)
         self.deadline = current_deadline()
-        self.t, self.p, self.blocks, self.spans = _tokenize(text, self.deadline)
+        self.t, self.p, self.blocks, self.spans, self.made = _tokenize(text, self.deadline, lines)
         self.places: dict[str, str] = {}  # see hard_line
         self.i = 0
         self.depth = 0
@@ -424,7 +533,13 @@ class _Reader:
             if self.deadline.tick():
                 raise OutOfTime(f"while reading the problem (at line {self.p[self.i][0]:,})")
             tok = t[self.i]
-            if tok == "hard":
+            if tok is _MADE:  # a line built from its skeleton: the whole statement, if the next token starts one
+                i = self.i
+                if t[i + 1] not in _STATEMENT_WORDS:
+                    raise _Continued()
+                out.append(self.made[i])
+                self.i = i + 1
+            elif tok == "hard":
                 end = spans.get(self.i)
                 out.append(self.hard() if end is None else self.hard_line(end))
             elif tok == "soft":
@@ -1048,10 +1163,21 @@ def _signed(node: Any, sign: int) -> A.ATerm:
     return A.ATerm(Fraction(sign), None, node, node.pos)
 
 
+class _Continued(Exception):
+    """A line built from its skeleton is not a whole statement (the formula goes on)."""
+
+
 def read_problem(text: str) -> list[A.Statement]:
-    """The statements of a whole problem, or :class:`Fallback`."""
+    """The statements of a whole problem, or :class:`Fallback`.
+
+    Its ``hard`` lines are built from their skeletons; where one of them turns out not to be a
+    whole statement (its formula goes on on the next line), the text is tokenized and read again
+    without them."""
     try:
-        return _Reader(text).problem()
+        try:
+            return _Reader(text, lines=True).problem()
+        except _Continued:
+            return _Reader(text).problem()
     except (RecursionError, IndexError):  # too deep for Python's stack; read past the end
         raise Fallback("the fast reader gave up") from None
 
