@@ -18,6 +18,7 @@ import pytest
 from cda.conductor.registry import load_registry
 from cda.conductor.tooling import ConductorError
 from cda.operations.conductor_tools import cda_toolbox
+from tests.test_audit3_doors import _alive  # a process that is neither gone nor a zombie
 
 ECHO = r'''import json, sys
 print(json.dumps({"argv": sys.argv[1:], "stdin": json.load(sys.stdin)}))
@@ -123,14 +124,6 @@ def answer(x: str) -> dict:
     print('{"outputs": {"forged": true}}')
     return {"x": x}
 '''
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
 
 
 def test_a_python_tool_that_never_returns_is_stopped_at_its_timeout(tmp_path: Path) -> None:
