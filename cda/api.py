@@ -21,7 +21,7 @@ from cda.encodings.ast import MetricDecl, PredDecl, ProblemAST
 from cda.encodings.ir import GroundProblem, NodeFactory
 from cda.encodings.numbers import exact_number
 from cda.encodings.parse import parse_problem
-from cda.errors import DSLError, DSLTypeError, OptionError
+from cda.errors import DSLError, DSLTypeError, EmptyProblem, OptionError
 from cda.files import TEXT_MAX_BYTES, read_text
 from cda.gcpause import gc_paused
 
@@ -156,8 +156,9 @@ def ground(
             ast = parse(source)
     if not ast.statements and not hard and not soft:
         # nothing to answer: a "sat, no hypotheses" would hide an empty or truncated file
-        raise DSLTypeError(
-            "the problem is empty: no declarations, clauses or goals (only blanks and comments)",
+        raise EmptyProblem(
+            "the problem is empty: it has no statements (no declarations, clauses or goals; only blanks and "
+            "comments). Write at least one, e.g. 'hyp rain' (docs/dsl.md)",
             line=1,
             column=1,
             filename=ast.filename,

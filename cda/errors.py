@@ -15,6 +15,7 @@ __all__ = [
     "DSLError",
     "DSLSyntaxError",
     "DSLTypeError",
+    "EmptyProblem",
     "UnitError",
     "OptionError",
     "ProblemError",
@@ -148,6 +149,16 @@ class DSLError(CDAError, ValueError):
         self.args = (self.render(),)
         return self
 
+    def in_file(self, filename: str) -> DSLError:
+        """This error as one of the file ``filename`` the user gave, when it names no file yet: a
+        message that begins with the name (``e.json[3].uid: …``, as a JSON reader locates its
+        values) loses it to the prefix (``e.json: error: [3].uid: …``), never ``<input>``."""
+        if self.filename is None:
+            rest = self.message.removeprefix(filename)
+            self.message = rest.removeprefix(": ") if rest != self.message else self.message
+            self.with_filename(filename)
+        return self
+
 
 class DSLSyntaxError(DSLError):
     """The text does not follow the grammar; says what was expected at the spot."""
@@ -163,6 +174,16 @@ class DSLTypeError(DSLError):
     @property
     def kind(self) -> str:
         return "type error"
+
+
+class EmptyProblem(DSLTypeError):
+    """A problem with no statement at all (docs/dsl.md, "Empty input"). Nothing in it is mistyped,
+    so it is said as a plain ``error``, with what to write; it stays a :class:`DSLTypeError` for
+    callers that catch that (an answer to nothing is refused where meanings are checked)."""
+
+    @property
+    def kind(self) -> str:
+        return "error"
 
 
 class UnitError(DSLTypeError):

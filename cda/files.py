@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cda.access import readable
-from cda.errors import AccessDenied, CDAError
+from cda.errors import AccessDenied, CDAError, DSLError
 
 __all__ = ["CHANGED", "DATA_MAX_BYTES", "DATA_MAX_ENV", "KEY_DIR_ENV", "STDIN", "TEXT_MAX_BYTES", "data_max_bytes",
            "decode_text", "is_stdin", "create_file", "key_dir", "open_regular", "parse_json", "parse_toml", "too_large", "read_bytes", "read_json",
@@ -309,6 +309,9 @@ def parse_json(text: str, where: str, error: type[CDAError] = CDAError, *, line:
     try:
         return json.loads(text, parse_float=parse_float)
     except json.JSONDecodeError as exc:
+        if issubclass(error, DSLError):  # located as a compiler does: FILE:LINE:COL: error: …
+            raise error(f"not valid JSON: {exc.msg}", filename=where, line=exc.lineno if line is None else line,
+                        column=exc.colno) from None
         at = f"{exc.lineno}:{exc.colno}" if line is None else f"{line}:{exc.colno}"
         raise error(f"{where}:{at}: not valid JSON: {exc.msg}") from None
     except RecursionError:

@@ -45,6 +45,7 @@ def test_a_tool_rule_cost_that_is_not_a_finite_exact_amount_is_refused_in_one_li
     code, out, err = _guard(tmp_path, cost)
     assert (code, out) == (2, ""), err
     assert "tool[0].cost" in err and said in err and "Traceback" not in err
+    assert "Value error" not in err  # pydantic's prefix is not the user's business (leftovers41)
     assert len(err.strip().splitlines()) == 1
 
 
@@ -455,7 +456,13 @@ def test_an_upstream_pattern_that_backtracks_is_checked_in_a_child_with_a_deadli
     assert mismatch.startswith("REJECT malformed_action") and "'b' does not match '^(a+)+$'" in mismatch
     assert cut.startswith("REJECT malformed_action")
     assert "could not be checked against its schema in 5 s (its pattern '^(a+)+$' can take exponential time" in cut
-    assert seconds < 120  # the child's deadline, whatever the load (60 characters in-process: 2^60 steps)
+    # the refusal is the deadline's: the call waited the child's whole CHILD_SECONDS (one monotonic clock
+    # encloses the other) and then returned at all — 60 characters in process are 2^60 steps, and the
+    # client's own read timeout (300 s) fails the test rather than hang it. How long past the deadline
+    # the refusal comes is the load's (the child's kill and the gateway's reply), not a promise of the code.
+    from cda.guardian.schema_check import CHILD_SECONDS
+
+    assert seconds >= CHILD_SECONDS
     assert (tmp_path / "calls").read_text().split() == ["nested"]  # only the matching call was made
 
 

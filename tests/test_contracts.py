@@ -529,7 +529,7 @@ def test_a_span_that_ends_before_it_starts_is_refused_at_its_end_field() -> None
     with pytest.raises(ValidationError) as info:
         CDAInputs.model_validate(data)
     assert validation_problems(info.value) == (
-        "observations[0].span.end: Value error, the span ends (end=2) before it starts (start=30)"
+        "observations[0].span.end: the span ends (end=2) before it starts (start=30)"
     )
     data["observations"] = [{"kind": "span", "source": "log", "start": 2, "end": 2}]  # an empty span is fine
     assert CDAInputs.model_validate(data).observations[0].end == 2

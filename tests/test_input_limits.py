@@ -115,7 +115,9 @@ def test_an_empty_file_is_an_error_from_the_cli(tmp_path: Path) -> None:
     path.write_text("")
     out, err = StringIO(), StringIO()
     assert main(["solve", str(path)], stdout=out, stderr=err) == 2
-    assert f"{path}:1:1: type error: the problem is empty" in err.getvalue() and out.getvalue() == ""
+    # not a "type error" (nothing in it is mistyped): the file, the fact, and what to write
+    assert err.getvalue().startswith(f"{path}:1:1: error: the problem is empty: it has no statements")
+    assert "Write at least one, e.g. 'hyp rain'" in err.getvalue() and out.getvalue() == ""
 
 
 # ---- reserved words ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from cda.contracts.locations import problem_message
 from cda.errors import CDAError
 
 __all__ = ["LocalEnv", "call_local", "failure"]
@@ -38,7 +39,7 @@ def failure(exc: Exception) -> CDAError:
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        message = str(first["msg"]).removeprefix("Value error, ")
+        message = problem_message(first)
         return CDAError(f"{where}: {message}" if where else message)
     if isinstance(exc, CDAError):
         return exc

@@ -163,7 +163,7 @@ def present_export(op: Any, args: argparse.Namespace, out: TextIO, err: TextIO, 
     return 0
 
 
-def add_proxy_parser(sub: Any, seed: Any, count: Any, port: Any, origin: Any) -> None:
+def add_proxy_parser(sub: Any, seed: Any, count: Any, port: Any, origin: Any, reply_bytes: Any) -> None:
     """``cda guard proxy``: the MCP gateway's options (argparse only; the server is cda.mcp.proxy)."""
     px = sub.add_parser("guard proxy", help="an MCP gateway: upstream MCP servers' tools, each call made only on "
                         "the guardian's APPROVE (docs/guardian.md)")
@@ -183,6 +183,9 @@ def add_proxy_parser(sub: Any, seed: Any, count: Any, port: Any, origin: Any) ->
     px.add_argument("--sim", type=Path, default=None, metavar="MODEL", help="a causal model to simulate each call with")
     px.add_argument("--samples", type=count("--samples"), default=1000, help="Monte Carlo samples (default 1000)")
     px.add_argument("--seed", type=seed, default=0, help="the simulation's seed (default 0)")
+    px.add_argument("--max-reply-bytes", type=reply_bytes, default=10_000_000, metavar="BYTES",
+                    help="the most bytes of one upstream reply (default 10000000); a longer one is refused unread "
+                    "and the call answers an error")
     px.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
     px.add_argument("--host", default="127.0.0.1", help="with --http: address to listen on (not loopback: --auth)")
     px.add_argument("--port", type=port, default=8000, help="with --http: TCP port (0: any free port)")

@@ -87,6 +87,7 @@ _port = _option("--port", True, limits.port)
 _seconds = _option("--timeout", False, limits.seconds)
 _vectors = _option("--vectors", True, limits.vectors)
 _samples = _option("--samples", True, limits.samples)
+_reply_bytes = _option("--max-reply-bytes", True, limits.reply_bytes)
 _workers = _option("--workers", True, lambda name, v: limits.whole(name, v, low=1, high=64))
 _processes = _option("--processes", True, lambda name, v: limits.whole(name, v, low=0, high=64))
 _retention = _option("--retention-hours", True, lambda name, v: limits.whole(name, v, low=24, high=24 * 365,
@@ -328,7 +329,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     mc.add_argument("--guard-ledger", type=Path, default=None, help="guard_evaluate's guardian file (SQLite)")
     from cda.cli.guard import add_proxy_parser
 
-    add_proxy_parser(sub, _seed, _count, _port, _cors_origin)
+    add_proxy_parser(sub, _seed, _count, _port, _cors_origin, _reply_bytes)
     sc = sub.add_parser("schema", help="write the JSON schemas of the contracts (--check: compare)")
     sc.add_argument("folder", type=Path, help="folder of the .schema.json files")
     sc.add_argument("--check", action="store_true", help="exit 1 listing stale/missing/extra files")
@@ -536,6 +537,7 @@ class _Tee(_Written):
 
 
 _LOCATED = re.compile(r"(?P<file>[^:\n]+):(?P<line>\d+)(?::(?P<column>\d+))?: (?P<kind>[a-z ]*error): (?P<message>.*)")
+_FILED = re.compile(r"(?P<file>[^:\n]+): (?P<kind>[a-z ]*error): (?P<message>.*)")
 
 
 def _mistake(said: str) -> dict[str, Any]:
@@ -554,6 +556,10 @@ def _mistake(said: str) -> dict[str, Any]:
         return {"file": found["file"], "line": int(found["line"]),
                 "column": int(found["column"]) if found["column"] else None, "kind": found["kind"],
                 "message": found["message"], "expected": []}
+    filed = None if first.startswith("cda") else _FILED.match(first)  # a file's mistake with no line (JSON data)
+    if filed is not None:
+        return {"file": filed["file"], "line": None, "column": None, "kind": filed["kind"],
+                "message": filed["message"], "expected": []}
     if first.startswith("cda: refused: "):  # the operation refused the call (exit 1), not bad input
         return {"file": None, "line": None, "column": None, "kind": "refused",
                 "message": first[len("cda: refused: "):], "expected": []}

@@ -434,6 +434,7 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     task = read_task(_read(args.task, "the task"), str(args.task))
     if not isinstance(task, TaskSigned) or isinstance(task, TaskExecuted):
         raise _Refused([f"{args.task}: task {task.task_id!r} is {task.state}: only a signed task can be executed"])
+    from cda.contracts.locations import problem_message
     from cda.files import parse_json
 
     decision = None
@@ -446,7 +447,7 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             where = ".".join(map(str, first["loc"])) or "the document"
-            raise _bad(f"{args.decision}: not a guardian DecisionRecord ({where}: {first['msg']})") from None
+            raise _bad(f"{args.decision}: not a guardian DecisionRecord ({where}: {problem_message(first)})") from None
     policy_store = None
     if args.policies is not None:
         if args.escalation is None:

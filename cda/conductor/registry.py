@@ -104,7 +104,7 @@ def _implementations(spec: ToolSpec, toolbox: Toolbox, base_dir: Path, stack: Ex
     if spec.command is not None:
         return [(spec, usertools.command_tool(spec, base_dir, at))]
     if spec.impl is not None and ":" in spec.impl:
-        return [(spec, usertools.python_tool(spec.impl, base_dir, at))]
+        return [(spec, usertools.python_tool(spec.impl, base_dir, at, spec.timeout_s))]
     if spec.implementation not in toolbox.tools:
         raise ConductorError(
             f"{at}: no implementation {spec.implementation!r} (known: {', '.join(sorted(toolbox.tools))}; "

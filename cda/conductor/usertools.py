@@ -27,13 +27,12 @@ loopback is network egress of class ``external``.
 from __future__ import annotations
 
 import contextlib
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -42,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cda.conductor.impl_child import load_module
+from cda.conductor.mcp_transport import capped_http, capped_stdio
 from cda.conductor.tooling import ConductorError, Outputs, Tool, ToolContext, ToolError, kind_of, said
 from cda.contracts.conductor import NAME_PATTERN, McpServer, SideEffects, ToolSpec
 
@@ -53,14 +54,11 @@ MAX_OUTPUT = 10_000_000
 _ERR_TAIL = 65_536
 """The most bytes of a program's standard error kept (its last lines are the tool's error)."""
 
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-
-
-def python_tool(target: str, base_dir: Path, where: str) -> Tool:
-    """The function ``package.module:function`` as a tool (imported now: a wrong name is a
-    registry mistake, found at load time)."""
-    from pydantic import BaseModel, ValidationError, validate_call
-
+def python_tool(target: str, base_dir: Path, where: str, timeout: int = 60) -> Tool:
+    """The function ``package.module:function`` as a tool. It is imported now (a wrong name is a
+    registry mistake, found at load time) and each call runs in a child process
+    (:mod:`cda.conductor.impl_child`, which says why): stopped after ``timeout`` seconds or on
+    Ctrl-C/cancel like a ``command`` tool, its inputs and outputs crossing as JSON."""
     from cda.access import may_run_code
 
     module_name, _, function_name = target.partition(":")
@@ -68,72 +66,124 @@ def python_tool(target: str, base_dir: Path, where: str) -> Tool:
         raise ConductorError(f"{where}: impl {target!r}: write package.module:function")
     may_run_code()
     try:
-        module = _module(module_name, base_dir)
+        module = load_module(module_name, base_dir)
     except Exception as exc:  # the user's module failing to import is their registry's mistake
         raise ConductorError(f"{where}: impl {target!r}: the module does not import: {said(exc)}") from None
-    fn = getattr(module, function_name, None)
-    if not callable(fn):
+    if not callable(getattr(module, function_name, None)):
         raise ConductorError(f"{where}: impl {target!r}: {module_name} has no function {function_name!r}")
-    checked = validate_call(validate_return=True)(fn)
+    child = [sys.executable, str(Path(__file__).with_name("impl_child.py"))]
 
     def run(inputs: Mapping[str, Any], ctx: ToolContext) -> Outputs:
         may_run_code()
+        request = {"path": list(sys.path), "base_dir": str(base_dir), "target": target, "inputs": dict(inputs)}
         try:
-            result = checked(**inputs)
-        except ValidationError as exc:
-            raise ToolError(f"{target}: {exc.error_count()} problem(s): " + "; ".join(
-                f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])) from None
-        if isinstance(result, BaseModel):
-            result = result.model_dump(mode="json")
-        if not isinstance(result, dict):
-            raise ToolError(f"{target} returned {kind_of(result)}, not a dict of outputs")
-        return result
+            given = json.dumps(request, allow_nan=False).encode()
+        except (TypeError, ValueError) as exc:
+            raise ToolError(f"{target}: its inputs are not JSON ({exc})") from None
+        ran = _run_program(child, given, Path.cwd(), timeout)
+        if ran.stopped is not None:
+            raise ToolError(f"{target}: {ran.stopped}")
+        try:
+            reply = json.loads(ran.stdout.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            tail = ran.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+            raise ToolError(f"{target}: its process ended with status {ran.returncode} and no answer"
+                            + (f": {' / '.join(tail)}" if tail else "")) from None
+        if "error" in reply:
+            raise ToolError(str(reply["error"]))
+        return dict(reply["outputs"])
 
     return Tool(run)
 
 
-class _SourceOnly(importlib.machinery.SourceFileLoader):
-    """Compile the user's tool from its source every time, and never write (or read) a
-    ``__pycache__`` beside it: the user's folder holds only what the user put there."""
+_SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox"}
+"""Programs whose ``-c`` argument is shell code."""
 
-    def get_code(self, fullname: str) -> Any:
-        return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
+_CODE_FLAG = {"python": "-c", "perl": "-e", "ruby": "-e", "node": "-e", "php": "-r", "lua": "-e", "Rscript": "-e"}
+"""Interpreters whose flag's next argument is code (``python3.12`` is ``python``)."""
+
+Template = list[tuple[str, bool]]
+"""One argument of a ``command``: its pieces, each literal text (False) or an input's name (True)."""
 
 
-def _module(name: str, base_dir: Path) -> Any:
-    """A module beside the registry (``base_dir/name.py`` or a package there) is read afresh
-    from its file on each load — an edited tool is the tool that runs; any other is imported."""
+def _template(arg: str, inputs: list[str], where: str) -> Template:
+    """``arg`` cut at its placeholders: ``{name}`` is the input ``name``, ``{{`` and ``}}`` are a
+    literal brace (as in Python's ``str.format``), any other brace is a registry mistake."""
+    pieces: Template = []
+    literal, i = "", 0
+    while i < len(arg):
+        two = arg[i:i + 2]
+        if two in ("{{", "}}"):
+            literal, i = literal + two[0], i + 2
+            continue
+        if arg[i] == "}":
+            raise ConductorError(f"{where}: command argument {arg!r}: a lone '}}' (write '}}}}' for a brace)")
+        if arg[i] == "{":
+            end = arg.find("}", i)
+            name = arg[i + 1:end] if end > 0 else ""
+            if end < 0 or "{" in name:
+                raise ConductorError(f"{where}: command argument {arg!r}: a lone '{{' (write '{{{{' for a brace)")
+            if name not in inputs:
+                raise ConductorError(f"{where}: command argument {arg!r}: {{{name}}} is not one of the tool's inputs "
+                                     f"({', '.join(inputs) or 'none'}; write '{{{{' and '}}}}' for a brace)")
+            if literal:
+                pieces.append((literal, False))
+            pieces.append((name, True))
+            literal, i = "", end + 1
+            continue
+        literal, i = literal + arg[i], i + 1
+    if literal or not pieces:
+        pieces.append((literal, False))
+    return pieces
 
-    relative = Path(*name.split("."))
-    for candidate in (base_dir / relative.with_suffix(".py"), base_dir / relative / "__init__.py"):
-        if candidate.is_file():
-            loader = _SourceOnly(f"cda_user_tool.{name}", str(candidate))
-            spec = importlib.util.spec_from_file_location(f"cda_user_tool.{name}", candidate, loader=loader)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-    return importlib.import_module(name)
+
+def _code_arguments(command: list[str]) -> set[int]:
+    """The positions in ``command`` that a shell or an interpreter reads as code (``sh -c CODE``,
+    ``python3 -c CODE``, ``perl -e CODE``): an input placed there would be code, not a value."""
+    program = Path(command[0]).name
+    if program in _SHELLS:
+        return {i + 1 for i, a in enumerate(command[1:-1], 1)
+                if a.startswith("-") and not a.startswith("--") and "c" in a}
+    base = re.sub(r"[0-9.]+$", "", program)
+    flag = _CODE_FLAG.get(base)
+    return {i + 1 for i, a in enumerate(command[1:-1], 1) if a == flag} if flag else set()
 
 
 def command_tool(spec: ToolSpec, base_dir: Path, where: str) -> Tool:
     """The program ``spec.command`` as a tool, run in ``base_dir`` (the registry's folder, where a
-    program named by a relative path is); every ``{name}`` in it must be one of the inputs."""
+    program named by a relative path is), with no shell: each argument reaches it as one argument
+    whatever the inputs hold (quotes, spaces, ``;``, ``$(…)``). An agent may choose the inputs, so
+    the registry is held to what keeps them values (docs/conductor.md, "Inputs in a command"): every
+    ``{name}`` is one of the inputs; the program itself (the first item) and the code of
+    ``sh -c``/``python -c`` are never filled from an input; and an input that begins an argument
+    with no ``--`` before it may not begin with ``-`` (it would be read as an option)."""
     from cda.access import may_run_code
 
     assert spec.command is not None
     may_run_code()
-    for arg in spec.command:
-        for name in _PLACEHOLDER.findall(arg):
-            if name not in spec.inputs:
-                raise ConductorError(f"{where}: command argument {arg!r}: {{{name}}} is not one of the tool's inputs "
-                                     f"({', '.join(spec.inputs) or 'none'})")
-    argv_template = list(spec.command)
-    timeout = spec.timeout_s
+    templates = [_template(arg, spec.inputs, where) for arg in spec.command]
+    if any(is_input for _, is_input in templates[0]):
+        raise ConductorError(f"{where}: command {spec.command[0]!r}: the program is the registry's choice, "
+                             "not an input's (name it, and pass the input as an argument)")
+    for i in sorted(_code_arguments(spec.command)):
+        if any(is_input for _, is_input in templates[i]):
+            raise ConductorError(f"{where}: command argument {spec.command[i]!r} is code for "
+                                 f"{Path(spec.command[0]).name}: an input there would run as code; pass it as "
+                                 "an argument of its own (sh -c '... \"$1\"' sh {name}) or read it from stdin")
+    ended = spec.command.index("--") if "--" in spec.command else len(spec.command)
+    option_places = {templates[i][0][0] for i in range(1, ended) if templates[i][0][1]}
+    program, timeout = spec.command[0], spec.timeout_s
 
     def run(inputs: Mapping[str, Any], ctx: ToolContext) -> Outputs:
         may_run_code()
-        argv = [_PLACEHOLDER.sub(lambda m: _text(inputs[m[1]]), arg) for arg in argv_template]
+        values = {name: _text(value) for name, value in inputs.items()}
+        for name in sorted(option_places):
+            if values[name].startswith("-"):
+                raise ToolError(f"{program}: input {name} = {values[name][:80]!r} begins with '-' and would "
+                                "be read as an option (the registry can put \"--\" before it if the program takes it)")
+        if any("\0" in values[text] for t in templates for text, is_input in t if is_input):
+            raise ToolError(f"{program}: an input holds a NUL character, which no argument can carry")
+        argv = ["".join(values[text] if is_input else text for text, is_input in t) for t in templates]
         ran = _run_program(argv, json.dumps(dict(inputs), sort_keys=True).encode(), base_dir, timeout)
         if ran.stopped is not None:
             raise ToolError(f"{argv[0]}: {ran.stopped}")
@@ -250,17 +300,13 @@ class _Session:
         self.timeout = server.timeout_s
         portal = stack.enter_context(start_blocking_portal())
         transport: Any
-        if server.command is not None:
-            from mcp.client.stdio import StdioServerParameters
-
-            transport = StdioServerParameters(command=server.command[0], args=list(server.command[1:]),
-                                              cwd=str(base_dir), env=server.environment())
+        if server.command is not None:  # a reply is never held past max_reply_bytes (cda.conductor.mcp_transport)
+            transport = capped_stdio(list(server.command), env=server.environment(), cwd=str(base_dir),
+                                     max_bytes=server.max_reply_bytes)
             self.name = " ".join(server.command)  # never the env's values (they are the user's secrets)
         else:
-            from mcp.client.streamable_http import streamable_http_client
-
             assert server.url is not None
-            transport = streamable_http_client(server.url)
+            transport = capped_http(server.url, max_bytes=server.max_reply_bytes)
             self.name = server.url
         self.portal = portal
         self.client = stack.enter_context(portal.wrap_async_context_manager(

@@ -267,6 +267,8 @@ class McpServer(_Model):
     env: dict[Annotated[str, Field(pattern=ENV_NAME_PATTERN, max_length=128)], SecretStr] = Field(
         default_factory=dict, max_length=100, description="with command: environment variables for the program")
     timeout_s: TimeoutSeconds = Field(default=60, description="whole seconds to wait for the server's answer to one call")
+    max_reply_bytes: Annotated[int, BeforeValidator(lambda value: limits.reply_bytes("max_reply_bytes", value))] = Field(
+        default=10_000_000, description="bytes of one reply the server may send; a longer one is refused unread")
 
     @field_validator("env")
     @classmethod
@@ -324,7 +326,7 @@ class ToolSpec(_Model):
     deterministic: bool = Field(default=True, description="the same inputs always give the same outputs")
     verify: str | None = Field(default=None, pattern=NAME_PATTERN, max_length=100,
                                description="a side-effect-free tool of the registry that checks this one's answers")
-    timeout_s: TimeoutSeconds = Field(default=60, description="with command: whole seconds before the program is stopped")
+    timeout_s: TimeoutSeconds = Field(default=60, description="with command or impl = module:function: whole seconds before the call is stopped")
     description: str = ""
 
     @field_validator("satisfies")

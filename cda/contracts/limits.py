@@ -101,6 +101,21 @@ def count(name: str, value: object, *, low: int = 1) -> int:
     return whole(name, value, low=low, high=MAX_COUNT)
 
 
+MIN_REPLY_BYTES, MAX_REPLY_BYTES = 1024, 1_000_000_000
+"""The range of ``max_reply_bytes``/``--max-reply-bytes``: what one MCP server's reply may hold."""
+
+
+def reply_bytes(name: str, value: object) -> int:
+    """The cap of one MCP reply, in bytes (:data:`MIN_REPLY_BYTES` to :data:`MAX_REPLY_BYTES`).
+
+    >>> reply_bytes("--max-reply-bytes", 10)
+    Traceback (most recent call last):
+    ...
+    cda.errors.OptionError: --max-reply-bytes must be a whole number from 1024 to 1000000000, not 10
+    """
+    return whole(name, value, low=MIN_REPLY_BYTES, high=MAX_REPLY_BYTES)
+
+
 def samples(name: str, value: object) -> int:
     """Monte Carlo draws of the causal simulator: :data:`MIN_SAMPLES` to :data:`MAX_SAMPLES`.
 

@@ -7,11 +7,15 @@ pydantic's locations are tuples (``("constraints", "soft", 0, "weight")``); CDA 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
-__all__ = ["field_path", "validation_problems"]
+__all__ = ["field_path", "problem_message", "validation_problems"]
+
+_PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
+"""What pydantic puts before a validator's own words (``ValueError``, ``assert``)."""
 
 
 def field_path(loc: Sequence[int | str]) -> str:
@@ -28,6 +32,22 @@ def field_path(loc: Sequence[int | str]) -> str:
     return text or "(top level)"
 
 
+def problem_message(error: Mapping[str, Any]) -> str:
+    """One of pydantic's errors (an item of ``ValidationError.errors()``) in the words a user
+    reads: the validator's own message, without the ``Value error, `` pydantic puts before it.
+    Every door that shows a validation error takes its text from here.
+
+    >>> problem_message({"msg": "Value error, timeout_s must be 1 or more, not -1"})
+    'timeout_s must be 1 or more, not -1'
+    >>> problem_message({"msg": "Input should be a valid integer"})
+    'Input should be a valid integer'
+    """
+    message = str(error.get("msg", ""))
+    for prefix in _PYDANTIC_PREFIXES:
+        message = message.removeprefix(prefix)
+    return message
+
+
 def validation_problems(exc: ValidationError) -> str:
     """Every problem pydantic found, ``field: message``, joined by ``; ``."""
-    return "; ".join(f"{field_path(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False))
+    return "; ".join(f"{field_path(e['loc'])}: {problem_message(e)}" for e in exc.errors(include_url=False))

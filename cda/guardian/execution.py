@@ -63,6 +63,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from cda.contracts.locations import problem_message
 from cda.errors import CDAError
 from cda.guardian.decision import Decision, DecisionRecord
 from cda.guardian.guardian_db import Clock, GuardianStore, utc_now
@@ -335,7 +336,7 @@ def _run(task: TaskSigned, ledger: Ledger, tx_id: str, run: Callable[[TaskSigned
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in first["loc"]) or "the task"
         raise TaskError(f"task {task.task_id!r} ran and its cost was settled ({tx_id}), but its result cannot "
-                        f"be recorded: {where}: {first['msg']}") from None
+                        f"be recorded: {where}: {problem_message(first)}") from None
     _set_state(store, task.task_id, "executed", executed.to_json())
     return executed
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from cda.contracts.locations import problem_message
 from cda.contracts.receipt import sha256_hex
 from cda.errors import CDAError
 from cda.guardian.decide import budget_refusal, evaluate
@@ -102,7 +103,7 @@ class ToolRegistry:
         try:
             ToolRef(name=name, version=version)
         except ValidationError as exc:
-            raise ToolRegistryError(f"tool {name!r} version {version!r}: not a tool name and version ({exc.errors()[0]['msg']})") from None
+            raise ToolRegistryError(f"tool {name!r} version {version!r}: not a tool name and version ({problem_message(exc.errors()[0])})") from None
         if not isinstance(schema, Mapping):
             raise ToolRegistryError(f"tool {name}@{version}: the schema is a JSON object")
         try:

@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cda.contracts.locations import problem_message
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.errors import BackendUnsupported, CDAError, DSLError
 from cda.files import TEXT_MAX_BYTES, parse_toml, read_text
@@ -345,7 +346,7 @@ def load_policy_store(source: Path | str | Mapping[str, Any], *, base: Path | No
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         at = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in first["loc"]).replace(".[", "[")
-        raise PolicyFileError(f"{at}: {first['msg']}", filename=where) from None
+        raise PolicyFileError(f"{at}: {problem_message(first)}", filename=where) from None
     return _build(layout, where, folder, text)
 
 

@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
+from cda.contracts.locations import problem_message
 from cda.contracts.receipt import canonical_json, sha256_hex
 from cda.guardian.money import CURRENCY_PATTERN, MAX_PLACES
 from cda.ir import exact_number
@@ -298,7 +299,7 @@ def read_action(raw: str | bytes | Mapping[str, Any]) -> ProposedAction | Malfor
         return ProposedAction.model_validate(dict(data))
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        return Malformed(_path(first["loc"], first.get("ctx")), first["msg"], digest)
+        return Malformed(_path(first["loc"], first.get("ctx")), problem_message(first), digest)
     except RecursionError:
         return Malformed("$", "nested too deeply", digest)
 

@@ -95,6 +95,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cda.contracts.locations import problem_message
 from cda.errors import CDAError
 from cda.guardian.guardian_db import Clock, Moment, utc_now
 from cda.guardian.money import CURRENCY_PATTERN, Amount, dump_exact, load_exact, plain, text
@@ -413,4 +414,4 @@ def _opened(store: GuardianStore | Path | str) -> Iterator[GuardianStore]:
 def _first_problem(exc: ValidationError, what: str) -> str:
     first = exc.errors(include_url=False)[0]
     where = ".".join(str(part) for part in first["loc"]) or "the document"
-    return f"not {what}: {where}: {first['msg']}"
+    return f"not {what}: {where}: {problem_message(first)}"

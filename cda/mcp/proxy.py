@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from cda.conductor.mcp_transport import DEFAULT_MAX_REPLY
 from cda.errors import CDAError, innermost
 
 __all__ = ["GuardProxy", "UpstreamSpec", "build_proxy_server", "main_proxy", "parse_upstream"]
@@ -105,6 +106,7 @@ class GuardProxy:
     seed: int = 0
     simulator: Any = None
     fsync: bool = False
+    max_reply_bytes: int = DEFAULT_MAX_REPLY
     tools: dict[str, _Tool] = field(default_factory=dict)
     _links: dict[str, _Upstream] = field(default_factory=dict)
     _local: threading.local = field(default_factory=threading.local)
@@ -144,15 +146,15 @@ class GuardProxy:
         """Connect every upstream, list its tools and register them (the guardian file's
         MCP_TOOL_REGISTRY and the gate's registry)."""
         from mcp import Client
-        from mcp.client.stdio import StdioServerParameters
 
+        from cda.conductor.mcp_transport import capped_http, capped_stdio
         from cda.guardian.gate import ToolRegistry
         from cda.guardian.guardian_db import GuardianStore
 
         several = len(self.upstreams) > 1
         for spec in self.upstreams:
-            target: Any = spec.url if spec.url is not None else StdioServerParameters(
-                command=spec.command[0], args=list(spec.command[1:]))
+            target: Any = (capped_http(spec.url, max_bytes=self.max_reply_bytes) if spec.url is not None else
+                           capped_stdio(list(spec.command), max_bytes=self.max_reply_bytes))
             try:
                 client = await stack.enter_async_context(Client(target, read_timeout_seconds=300, cache=None))
                 listed = (await client.list_tools()).tools
@@ -492,7 +494,7 @@ def main_proxy(args: Any, err: TextIO) -> int:
 
             simulator = load_simulator(args.sim, samples=args.samples)
         proxy = GuardProxy(specs, args.policies, args.ledger, args.agent, args.receipts, args.seed, simulator,
-                           args.fsync)
+                           args.fsync, args.max_reply_bytes)
     except CDAError as exc:
         err.write(exc.render() + "\n")
         return 2

@@ -46,6 +46,7 @@ from pydantic import Field, ValidationError
 from pydantic.fields import FieldInfo
 
 from cda.contracts.deadline import CancelToken, cancel_scope
+from cda.contracts.locations import problem_message
 from cda.errors import AccessDenied, CDAError
 from cda.operations import Door, Principal, Refused, cda_version, for_door, invoke, local_user
 from cda.operations.base import OperationError
@@ -373,7 +374,7 @@ def _invalid_params(op: Any, exc: ValidationError) -> OperationError:
     its error URL or a model's class name."""
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
-    message = str(first["msg"]).removeprefix("Value error, ")
+    message = problem_message(first)
     if op.name == "actions.run" and first["loc"] and first["loc"][0] == "inputs":
         message = f"inputs do not match CDAInputs: {where}: {message}"
     elif where:

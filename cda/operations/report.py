@@ -30,6 +30,7 @@ from cda.contracts.abstain import (
     Violation,
 )
 from cda.contracts.action import KenSource
+from cda.contracts.locations import problem_message
 from cda.errors import CDAError
 from cda.operations.base import OperationError, Params, Result, at
 from cda.operations.params import optional_path
@@ -172,7 +173,7 @@ def check(call: Any, p: CheckReportParams) -> CheckReportResult:
         first = exc.errors()[0]
         where: list[str | int] = ["params", "draft", *(x for x in first["loc"] if isinstance(x, str | int))]
         raise OperationError("invalid_params", f"the draft is not an epistemic report: {len(exc.errors())} problem(s); "
-                             f"{'.'.join(map(str, first['loc'])) or 'the report'}: {first['msg']}", where) from None
+                             f"{'.'.join(map(str, first['loc'])) or 'the report'}: {problem_message(first)}", where) from None
     if caveats:
         report = report.model_copy(update={"caveats": [*report.caveats, *caveats]})
     violations = enforce(report, p.observations, ken)

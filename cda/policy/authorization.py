@@ -312,7 +312,10 @@ def policy_set_of(policies: Named, schema: Named | None = None, entities: Named 
     templates = [p for p in parsed if p.slots]
     sch = read_schema_text(*schema) if schema is not None else None
     if entities is not None:
-        store = read_entities(parse_json(entities[0], entities[1], DSLError), sch, entities[1])
+        try:
+            store = read_entities(parse_json(entities[0], entities[1], DSLError), sch, entities[1])
+        except DSLError as exc:  # named by the file the user gave (docs/policy.md), never <input>
+            raise exc.in_file(entities[1]) from None
     else:
         store = read_entities([], sch)
     got: list[Link] = []

@@ -38,6 +38,7 @@ from cda.adapters.auth import AuthConfig
 from cda.adapters.http_guard import is_loopback, presented
 from cda.contracts.deadline import cancel_scope
 from cda.contracts.json_numbers import exact_float
+from cda.contracts.locations import problem_message
 from cda.errors import AccessDenied, CDAError, DSLError
 from cda.operations import Door, Principal, Refused, invoke
 from cda.operations.base import OperationError
@@ -60,7 +61,7 @@ def _error(frame_id: Any, code: str, message: str, path: list[str | int] | None 
 def _validation(frame_id: Any, exc: ValidationError, prefix: list[str | int]) -> str:
     first = exc.errors()[0]
     path = [*prefix, *first["loc"]]
-    return _error(frame_id, "invalid_params" if prefix else "invalid_frame", f"{first['msg']}", path)
+    return _error(frame_id, "invalid_params" if prefix else "invalid_frame", problem_message(first), path)
 
 
 def toolbus_endpoint(state: Callable[[], Any]) -> Callable[[WebSocket], Any]:

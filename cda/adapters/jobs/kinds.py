@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from cda.contracts import limits
+from cda.contracts.locations import problem_message
 from cda.errors import AccessDenied, CDAError, OptionError
 
 __all__ = ["JobInput", "JobKind", "KINDS", "Negative", "operation_kind", "register"]
@@ -228,7 +229,7 @@ def operation_kind(name: str, *, main: str = "path", doc: str = "", shape: Calla
         except ValidationError as exc:
             first = exc.errors()[0]
             where = names.get(str(first["loc"][0]), str(first["loc"][0])) if first["loc"] else "params"
-            raise CDAError(f"params.{where}: {str(first['msg']).removeprefix('Value error, ')}") from None
+            raise CDAError(f"params.{where}: {problem_message(first)}") from None
         except AccessDenied as exc:
             if exc.need != "files" or job.base is None:
                 raise
@@ -247,7 +248,7 @@ def operation_kind(name: str, *, main: str = "path", doc: str = "", shape: Calla
         except ValidationError as exc:
             first = exc.errors()[0]
             where = str(first["loc"][0]) if first["loc"] else next(iter(names), main)
-            return names.get(where, where), str(first["msg"]).removeprefix("Value error, ")
+            return names.get(where, where), problem_message(first)
         return None
 
     return JobKind(op.job, run, checkers, paths=paths, required=required, doc=doc or op.summary, inputs=inputs,
