@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from cda.contracts.deadline import Deadline
 from cda.encodings import ast as A
 from cda.encodings import fastparse
-from cda.encodings.fastparse import MAX_DEPTH, Fallback, _builder, read_clause, read_problem
+from cda.encodings.construct import fast_constructor
+from cda.encodings.fastparse import MAX_DEPTH, Fallback, read_clause, read_problem
 from cda.encodings.format import format_clause, format_problem
 from cda.encodings.parse import parse_clause, parse_problem
 from cda.errors import DSLError
@@ -148,7 +149,7 @@ def test_positions_follow_lark_around_parentheses() -> None:
 @pytest.mark.parametrize("cls", [A.FAtom, A.FNot, A.FNary, A.FImplies, A.Term, A.Hard, A.Soft, A.Observe])
 def test_fast_constructors_make_the_dataclass_s_objects(cls: type) -> None:
     values = tuple(f"v{i}" for i in range(len(dataclasses.fields(cls))))
-    fast, slow = _builder(cls)(*values), cls(*values)
+    fast, slow = fast_constructor(cls)(*values), cls(*values)
     assert type(fast) is cls and vars(fast) == vars(slow) and fast == slow and hash(fast) == hash(slow)
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.pos = (1, 1)
@@ -166,7 +167,7 @@ def test_fast_constructors_leave_other_classes_alone() -> None:
         def __post_init__(self) -> None:
             assert self.x >= 0
 
-    assert _builder(Slotted) is Slotted and _builder(Checked) is Checked
+    assert fast_constructor(Slotted) is Slotted and fast_constructor(Checked) is Checked
 
 
 # ---- errors and declined texts: lark's outcome, unchanged --------------------------------------

@@ -26,17 +26,17 @@ example, on the benchmark's problems, on the parser tests' inputs and on fuzzed 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from bisect import bisect_right
 from collections.abc import Callable
 from fractions import Fraction
 from itertools import accumulate, chain, islice, repeat
 from operator import itemgetter
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 from cda.contracts.deadline import Deadline, OutOfTime, current_deadline
 from cda.encodings import ast as A
+from cda.encodings.construct import fast_constructor
 from cda.encodings.numbers import refusal, separated, whole_refusal
 
 __all__ = ["Fallback", "MAX_DEPTH", "read_problem", "read_clause"]
@@ -51,41 +51,15 @@ class Fallback(Exception):
     """This reader cannot vouch for the text: read it with lark."""
 
 
-_T = TypeVar("_T")
-
-
-def _builder(cls: type[_T]) -> Callable[..., _T]:
-    """A constructor for the frozen dataclass ``cls``, positional, that fills ``__dict__`` directly.
-
-    Why: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; that
-    was a third of reading a large problem. The object made is the one ``cls(...)`` makes (same
-    class, same ``__dict__``, so equal and hashed alike). A class this does not fit (slots,
-    ``__post_init__``, fields outside ``__init__``) gets its own constructor back.
-    """
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    if "__slots__" in vars(cls) or hasattr(cls, "__post_init__") or not all(f.init for f in fields):
-        return cls
-    names = [f.name for f in fields]
-    source = "\n".join(
-        [f"def make({', '.join(names)}):", "    obj = new(cls)", "    fill = obj.__dict__"]
-        + [f"    fill[{name!r}] = {name}" for name in names]
-        + ["    return obj"]
-    )
-    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
-    exec(source, namespace)  # as dataclasses builds __init__ itself
-    make: Callable[..., _T] = namespace["make"]
-    return make
-
-
 # the nodes a problem is mostly made of (the others are built with their own constructors)
-_FAtom = _builder(A.FAtom)
-_FNot = _builder(A.FNot)
-_FNary = _builder(A.FNary)
-_FImplies = _builder(A.FImplies)
-_Term = _builder(A.Term)
-_Hard = _builder(A.Hard)
-_Soft = _builder(A.Soft)
-_Observe = _builder(A.Observe)
+_FAtom = fast_constructor(A.FAtom)
+_FNot = fast_constructor(A.FNot)
+_FNary = fast_constructor(A.FNary)
+_FImplies = fast_constructor(A.FImplies)
+_Term = fast_constructor(A.Term)
+_Hard = fast_constructor(A.Hard)
+_Soft = fast_constructor(A.Soft)
+_Observe = fast_constructor(A.Observe)
 
 
 # One token per match: optional inline whitespace, then a newline, a comment, a fol block, a
@@ -373,7 +347,7 @@ def _define(params: str, prelude: list[str], body: str, hard: str, shape: tuple[
     namespace: dict[str, Any] = {
         "atom": _FAtom, "not_": _FNot, "nary": _FNary, "implies": _FImplies, "hard": _Hard, "shape": shape,
     }
-    exec(code, namespace)  # as _builder makes its constructors
+    exec(code, namespace)  # as fast_constructor makes its constructors
     return namespace["make"]
 
 

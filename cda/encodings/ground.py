@@ -34,6 +34,7 @@ from cda.contracts import limits
 from cda.contracts.deadline import NO_DEADLINE, Deadline, OutOfTime
 from cda.encodings import ast as A
 from cda.encodings import numbers, units
+from cda.encodings.construct import fast_constructor
 from cda.encodings.ir import (
     NUM_MAX,
     Atom,
@@ -85,35 +86,54 @@ _SHAPE_GROUNDERS: dict[tuple[str, ...], Callable[..., Node] | None] = {}
 _MAX_SHAPE_GROUNDERS = 1024
 _UNCOMPILED = object()
 _NO_BINDINGS: dict[str, str] = {}  # never written: an atom's variables are looked up in it
+_Clause = fast_constructor(Clause)  # a problem's clauses are made by the thousand
 
 
 def _compile_grounder(formula: A.Formula) -> Callable[..., Node] | None:
-    """A function ``(formula, atom, factory, env) -> Node`` doing what :meth:`_Grounder.formula`
-    does on every formula with ``formula``'s structure: the atoms, negations, ``and``/``or`` and
-    ``implies`` of a reader shape, each operand reached by its path from the top. ``None`` for
-    anything else (an ``iff`` chain, whose operands are all grounded before it folds, included).
+    """A function ``(formula, atom, plain, f, negation, env) -> Node`` doing what
+    :meth:`_Grounder.formula` does on every formula with ``formula``'s structure: the atoms,
+    negations, ``and``/``or`` and ``implies`` of a reader shape, each operand reached by its path
+    from the top. ``None`` for anything else (an ``iff`` chain, whose operands are all grounded
+    before it folds, included).
 
     Why: a large problem's clauses come in a few shapes; walking each one node by node, a type
-    test and a call per node, was a third of grounding it.
+    test and a call per node, was a third of grounding it. A plain atom met before is looked up
+    in ``plain`` (the grounder's atoms by name) and the negation of a node met before in
+    ``negation`` (the factory's, by the node's number) without a call; on a miss, ``atom`` and
+    ``f.not_`` make them, so the factory's calls come in the walk's order (the same numbers).
     """
+    lines: list[str] = []
+
+    def fresh(value: str) -> str:
+        name = f"x{len(lines)}"
+        lines.append(f"{name} = {value}")
+        return name
 
     def source(n: object, path: str) -> str:
         kind = type(n)
         if kind is _FAtom and n.kind is None and n.args == ():  # type: ignore[attr-defined]
-            return f"atom({path}, env)"
+            node = fresh(path)
+            return fresh(f"plain({node}.pred) or atom({node}, env)")
         if kind is _FNot:
-            return f"f.not_({source(n.arg, path + '.arg')})"  # type: ignore[attr-defined]
+            arg = source(n.arg, path + ".arg")  # type: ignore[attr-defined]
+            return fresh(f"negation({arg}.uid) or f.not_({arg})")
         if kind is _FNary and n.op in _AND_OR:  # type: ignore[attr-defined]
-            args = "".join(f"{source(a, f'{path}.args[{i}]')}, " for i, a in enumerate(n.args))  # type: ignore[attr-defined]
-            return f"f.{'or_' if n.op == 'or' else 'and_'}(({args}))"  # type: ignore[attr-defined]
-        if kind is _FImplies:
-            return f"f.implies({source(n.lhs, path + '.lhs')}, {source(n.rhs, path + '.rhs')})"  # type: ignore[attr-defined]
+            args = [source(a, f"{path}.args[{i}]") for i, a in enumerate(n.args)]  # type: ignore[attr-defined]
+            if len(args) == 2:
+                return fresh(f"f.{'or2' if n.op == 'or' else 'and2'}({args[0]}, {args[1]})")  # type: ignore[attr-defined]
+            return fresh(f"f.{'or_' if n.op == 'or' else 'and_'}(({''.join(a + ', ' for a in args)}))")  # type: ignore[attr-defined]
+        if kind is _FImplies:  # the factory's implies: or_((not_(lhs), rhs)), in that order
+            lhs = source(n.lhs, path + ".lhs")  # type: ignore[attr-defined]
+            rhs = source(n.rhs, path + ".rhs")  # type: ignore[attr-defined]
+            return fresh(f"f.or2(negation({lhs}.uid) or f.not_({lhs}), {rhs})")
         raise LookupError(kind)
 
     try:
-        code = f"def ground(F, atom, f, env):\n    return {source(formula, 'F')}\n"
+        top = source(formula, "F")
     except (LookupError, RecursionError):
         return None
+    code = "def ground(F, atom, plain, f, negation, env):\n" + "".join(f"    {line}\n" for line in lines)
+    code += f"    return {top}\n"
     namespace: dict[str, Any] = {}
     try:
         exec(code, namespace)  # as the reader compiles its shapes
@@ -160,6 +180,7 @@ class _Grounder:
         # argument-free atoms, once checked: the same node whatever the environment (the checks
         # read only the declarations and the closed facts, which are complete before any formula)
         self._plain_atoms: dict[str | tuple[str, str], Node] = {}
+        self._plain_get = self._plain_atoms.get  # for the compiled grounders
 
     # ---- errors
     def err(self, message: str, pos: A.Pos, cls: type[DSLTypeError] = DSLTypeError) -> DSLTypeError:
@@ -416,7 +437,7 @@ class _Grounder:
                 _SHAPE_GROUNDERS[shape] = ground
         if ground is None:
             return self.formula(formula, {})
-        return ground(formula, self.atom, self.f, _NO_BINDINGS)  # type: ignore[operator]
+        return ground(formula, self.atom, self._plain_get, self.f, self.f.negation, _NO_BINDINGS)  # type: ignore[operator]
 
     def formula(self, node: A.Formula, env: dict[str, str]) -> Node:
         f = self.f
@@ -714,8 +735,11 @@ class _Grounder:
         return name
 
     def statements(self, statements: list[A.Statement]) -> None:
-        self.declare(statements)
-        for st in statements:  # closed facts first: they may be used before they appear
+        # declarations and facts are read first, from the statements that are no hard clause
+        # (most of a large problem: one type test each here, not one pass per kind)
+        others = [st for st in statements if type(st) is not _Hard]
+        self.declare(others)
+        for st in others:  # closed facts first: they may be used before they appear
             if isinstance(st, A.Fact):
                 decl = self.preds.get(st.atom.pred)
                 if decl is not None and decl.kind == "pred":
@@ -737,8 +761,16 @@ class _Grounder:
             formula = st.formula  # type: ignore[attr-defined]
             shape = formula.__dict__.get(_SHAPE_KEY)
             node = self.formula(formula, {}) if shape is None else self.shaped(shape, formula)
-            name = self.unique_name(st.name, "hard", at, st.name_pos)  # type: ignore[attr-defined]
-            self.gp.clauses.append(Clause(name, "hard", node, line))
+            name = st.name  # type: ignore[attr-defined]
+            if name is None:  # unique_name's, without the call
+                names = self.names
+                name = f"hard@{line}"
+                if name in names:
+                    name = f"hard@{line}:{at[1]}"
+                names.add(name)
+            else:
+                name = self.unique_name(name, "hard", at, st.name_pos)  # type: ignore[attr-defined]
+            self.gp.clauses.append(_Clause(name, "hard", node, line))
             return
         if isinstance(st, A.Fact):
             decl = self.preds.get(st.atom.pred)

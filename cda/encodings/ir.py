@@ -389,6 +389,9 @@ class NodeFactory:
         # the two commonest kinds get tables of their own, keyed without building a tuple
         self._atoms: dict[str, Node] = {}
         self._nots: dict[int, Node] = {}
+        #: the negation of the node numbered ``uid`` if it was made (else None): compiled
+        #: grounders look it up before they call :meth:`not_`
+        self.negation: Callable[[int], Node | None] = self._nots.get
         self._size = 0  # nodes made so far: the next uid
         #: the range of each integer variable declared with :meth:`declare_int` (others lie in
         #: [NUM_MIN, NUM_MAX]): what :meth:`linear` folds with
@@ -492,6 +495,29 @@ class NodeFactory:
 
     def implies(self, lhs: Node, rhs: Node) -> Node:
         return self.or_((self.not_(lhs), rhs))
+
+    def and2(self, a: Node, b: Node) -> Node:
+        """``and_((a, b))``, the commonest case (two distinct operands, neither a constant nor an
+        ``and``) without building the operands' tuple twice or calling :meth:`_flat`."""
+        ka, kb = type(a), type(b)
+        if ka is And or kb is And or ka is Const or kb is Const or a is b:
+            return self.and_((a, b))
+        key = ("and", (a.uid, b.uid))
+        node = self._table.get(key)
+        if node is None:
+            node = self._table[key] = self._numbered(And((a, b)))
+        return node
+
+    def or2(self, a: Node, b: Node) -> Node:
+        """``or_((a, b))``, as :meth:`and2` for ``and``."""
+        ka, kb = type(a), type(b)
+        if ka is Or or kb is Or or ka is Const or kb is Const or a is b:
+            return self.or_((a, b))
+        key = ("or", (a.uid, b.uid))
+        node = self._table.get(key)
+        if node is None:
+            node = self._table[key] = self._numbered(Or((a, b)))
+        return node
 
     def iff(self, lhs: Node, rhs: Node) -> Node:
         if isinstance(lhs, Const):
