@@ -16,6 +16,7 @@ from fractions import Fraction
 from itertools import compress
 from operator import itemgetter
 
+from cda.encodings.construct import fast_constructor
 from cda.encodings.evaluate import BatchEvaluator, evaluate_many
 from cda.encodings.ir import Atom, Linear, SoftClause, walk
 from cda.errors import EvaluatorDisagreement
@@ -88,6 +89,7 @@ def rank_hypotheses(solver: CheckedBackend, cap: int) -> Ranking:
     seen: set[frozenset[str]] = set()
     soft_values = pricer.values(models)
     values = itemgetter(*hyps) if len(hyps) > 1 else (lambda model: (model[hyps[0]],) if hyps else ())
+    priced = pricer.priced
     for i, model in enumerate(models):
         assumed = frozenset(compress(hyps, values(model)))  # one C call reads every abducible's value
         if assumed in seen:
@@ -97,26 +99,31 @@ def rank_hypotheses(solver: CheckedBackend, cap: int) -> Ranking:
             model = pricer.cheapest_model(assumed, model)
             cost, violated = pricer.cost_of(model)
         else:
-            cost, violated = pricer.priced(soft_values[i])
-        out.append(RankedHypothesis(assumed, cost, violated, model))
+            cost, violated = priced(soft_values[i]) if pricer.soft else _FREE
+        out.append(_Ranked(assumed, cost, violated, model))
     # costs are Fractions, whose comparisons run in Python: sort by each distinct cost's rank.
     # Names: two sets of one size compare as their sorted lists do exactly when the sets less the
     # atoms every hypothesis assumes do (those sit in both lists alike), so only what is left is
     # sorted (on bench_core's 400,000-clause problem every hypothesis assumed 10,000 pinned atoms)
     # (a Fraction's hash is a modular inverse, a microsecond each: the distinct costs are found by
     # their (numerator, denominator), equal exactly for equal Fractions, both being in lowest terms)
-    distinct = {_exact_key(h.cost): h.cost for h in out}
+    # (the keys are made in one comprehension and the hypotheses put in their order: a stable
+    # sort of the indices by key, the order ``list.sort`` with a key function gives)
+    distinct = {(h.cost.numerator, h.cost.denominator): h.cost for h in out}
     rank = {key: i for i, key in enumerate(sorted(distinct, key=distinct.__getitem__))}
     common = frozenset.intersection(*(h.assumed for h in out)) if out else frozenset()
-    out.sort(key=lambda h: (rank[_exact_key(h.cost)], len(h.assumed), sorted(h.assumed - common)))
+    keys = [
+        (rank[h.cost.numerator, h.cost.denominator], len(h.assumed), sorted(h.assumed - common)) for h in out
+    ]
+    out = [out[i] for i in sorted(range(len(out)), key=keys.__getitem__)]
     return Ranking(
         hypotheses=out, posteriors=posterior([h.cost for h in out]), complete=complete, capped=capped,
         timed_out=enum.timed_out, cap=cap,
     )
 
 
-def _exact_key(cost: Fraction) -> tuple[int, int]:
-    return cost.numerator, cost.denominator
+_Ranked = fast_constructor(RankedHypothesis)  # one per hypothesis enumerated
+_FREE: tuple[Fraction, tuple[str, ...]] = (_ZERO, ())  # the price where there is no soft clause
 
 
 class _Pricer:
