@@ -22,7 +22,7 @@ from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from cda.cli.main import main  # noqa: E402
-from cda.contracts.receipt import sha256_hex  # noqa: E402
+from cda.contracts.receipt import canonical_json, sha256_hex  # noqa: E402
 from cda.guardian.ledger import Ledger  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.mcp_harness import started_http as _started  # noqa: E402
@@ -152,7 +152,12 @@ def test_reject_approve_and_a_budget_that_covers_five_of_eight_concurrent_calls(
     assert names.count("guard.proxy.call") == 6
     db = sqlite3.connect(guardian / "guardian.db")
     decided = [json.loads(r[0])["receipt"] for r in db.execute("SELECT body FROM decisions")]
-    assert len(decided) == 11 and set(decided) <= {sha256_hex(b) for b in bodies}
+    # a decision names its receipt by the SHA-256 of its canonical JSON without the writer's vouch
+    # (which the log adds where the receipt lands: docs/actions.md, "Vouched receipts")
+    unvouched = [{**json.loads(b), "result": {k: v for k, v in json.loads(b)["result"].items() if k != "vouched"}}
+                 for b in bodies]
+    assert all(json.loads(b)["result"].get("vouched") for b in bodies)  # the gateway vouches for each
+    assert len(decided) == 11 and set(decided) <= {sha256_hex(canonical_json(b)) for b in unvouched}
     assert {r[0] for r in db.execute("SELECT tool_id FROM mcp_tool_registry")} == {
         "read_record@1.4", "delete_record@1.4", "launch_campaign@1.4"}
     assert db.execute("SELECT COUNT(*) FROM decisions").fetchone()[0] == 11

@@ -357,7 +357,7 @@ def test_receipts_appended_after_the_signed_head_are_unverified_and_never_signed
     assert "UNVERIFIED" in done.stdout and "1 of the 1 entries after the signed head (entry" in done.stdout, done.stdout
     again = _cda("jobs", "run", "m.toml", cwd=tmp_path, env=keys)
     assert again.returncode == 2, again.stdout + again.stderr
-    assert "will not sign over this receipt log: 1 entries after its signed head" in again.stderr, again.stderr
+    assert "will not extend this receipt log: 1 entries after its signed head" in again.stderr, again.stderr
     assert read_head(head_path(db)) == head  # nothing signed
     assert len(_jsonl(tmp_path / "m.results")) == 1  # nothing ran: b.cda's forged "ok" was not taken
 

@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 
 from cda.contracts.events import without_time
+from cda.contracts.receipt import canonical_json
 from tests.conftest import ROOT
 from tests.fake_llm import Answer, FakeProvider, fake_provider, judgement
 from tests.service_harness import Server, call, example_inputs, follow, toolbus, wait_for, wait_signed
@@ -108,9 +109,14 @@ def _verify(db: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _receipts(db: Path, action_id: str) -> list[str]:
+    """The action's receipt bodies as their producer made them: without the vouch each log adds,
+    which names the receipt's place in that log (docs/actions.md, "Vouched receipts"), and so
+    differs between two servers whose logs interleave their actions differently."""
     with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-        return [str(b) for (b,) in conn.execute("SELECT body FROM receipts WHERE action_id = ? ORDER BY rowid",
-                                                 (action_id,))]
+        bodies = [json.loads(b) for (b,) in conn.execute("SELECT body FROM receipts WHERE action_id = ? ORDER BY rowid",
+                                                          (action_id,))]
+    assert all(b["result"].get("vouched") for b in bodies)  # every one vouched for by the server's key
+    return [canonical_json({**b, "result": {k: v for k, v in b["result"].items() if k != "vouched"}}) for b in bodies]
 
 
 def _files(folder: Path) -> dict[str, bytes]:

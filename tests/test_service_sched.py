@@ -158,7 +158,9 @@ def test_a_runner_process_gives_the_same_bytes_as_an_in_process_run(tmp_path: Pa
     here, there = tmp_path / "here", tmp_path / "there"
     here.mkdir()
     there.mkdir()
-    log = ReceiptLog(here / "receipts.sqlite")
+    from cda.keys.signing import load_signer
+
+    log = ReceiptLog(here / "receipts.sqlite", signer=load_signer())  # vouched as the runner vouches: same bytes
     local = run_action(inputs, out_dir=here, receipts=log, thresholds=AbstainThresholds(), action_id="cda-same")
     log.close()
     seen: list[Any] = []

@@ -14,6 +14,7 @@ Each test runs real ``cda serve`` processes (tests/service_harness.py) and check
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -28,6 +29,7 @@ import pytest
 from cda.actions.receipts import ReceiptLog
 from cda.adapters.auth import token_hash
 from cda.contracts.receipt import sha256_hex
+from cda.keys.signing import head_path, load_signer
 from cda.service.state import state_path
 from tests.conftest import ROOT
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_signed
@@ -88,7 +90,8 @@ def test_accept_update_after_kill_9_and_restart_gives_revision_2_and_the_file_ve
     try:
         assert "bind.accept" in [e.receipt.name for e in log.entries(consumer)]
         binds = [e.receipt for e in log.entries(accepted["action_id"]) if e.receipt.name == "bind"]
-        assert [b.result for b in binds] == [{"revision": 2, "sha256": sha256_hex(source.read_text(encoding="utf-8"))}]
+        assert [{k: v for k, v in b.result.items() if k != "vouched"} for b in binds] == [  # the vouch aside
+            {"revision": 2, "sha256": sha256_hex(source.read_text(encoding="utf-8"))}]
     finally:
         log.close()
     assert "intact" in _verify(db)
@@ -214,15 +217,24 @@ def test_the_server_signs_what_a_crash_left_and_never_on_top_of_a_rewritten_log(
             action_id = call(ws, "actions.start", {"ability": "cda", "inputs": _inputs("signed")})["result"]["action_id"]
         follow(first, action_id)
         assert first.stop() == 0
-    log = ReceiptLog(db)  # what the killed server had written in that instant
-    try:
-        log.append(Receipt(action_id=action_id, seq=0, kind="action", name="action.end", inputs_hash="0" * 64,
-                           result={"status": "completed", "events": 0}, attempt=2))
-    finally:
-        log.close()
-    unsigned = subprocess.run([sys.executable, "-m", "cda", "receipts", "verify", str(db)], capture_output=True,
+    end = Receipt(action_id=action_id, seq=0, kind="action", name="action.end", inputs_hash="0" * 64,
+                  result={"status": "completed", "events": 0}, attempt=2)
+    forged = tmp_path / "forged.sqlite"  # the same end appended by someone without the key: never signed over
+    shutil.copyfile(db, forged)
+    shutil.copyfile(head_path(db), head_path(forged))
+    with closing(ReceiptLog(forged)) as log:
+        log.append(end)
+    unsigned = subprocess.run([sys.executable, "-m", "cda", "receipts", "verify", str(forged)], capture_output=True,
                               text=True, cwd=ROOT, timeout=60)
     assert unsigned.returncode != 0 and "ended after the signed head" in unsigned.stdout
+    refused = subprocess.run([sys.executable, "-m", "cda", "serve", str(forged), "--port", "0"], capture_output=True,
+                             text=True, cwd=ROOT, timeout=60)
+    assert refused.returncode == 2 and "not vouched for by this key where they are" in refused.stderr, refused.stderr
+    with closing(ReceiptLog(db, signer=load_signer())) as log:  # what the killed server had written in that instant
+        log.append(end)
+    vouched = subprocess.run([sys.executable, "-m", "cda", "receipts", "verify", str(db)], capture_output=True,
+                             text=True, cwd=ROOT, timeout=60)
+    assert vouched.returncode == 0 and "each vouched for by the trusted key" in vouched.stdout, vouched.stdout
     with serving(db) as second:
         assert second.stop() == 0
     assert "signed head at entry" in _verify(db)

@@ -41,7 +41,7 @@ from cda.actions.event_chain import timeless_body
 from cda.actions.receipts import GENESIS_HASH, LogRow, ReceiptLogError, entry_hash, verify_connection
 from cda.actions.store_file import LEGACY_TABLES, LOG_FORMAT
 from cda.contracts.receipt import Receipt, sha256_hex
-from cda.keys.signing import SigningError, head_path, read_head, signature_problems, vouched_by
+from cda.keys.signing import VOUCHED, SigningError, VouchState, head_path, read_head, signature_problems
 from cda.store import FileFormat, StoreFileError, read_snapshot, recognise_any
 
 __all__ = ["AuditReport", "audit_file", "expected_schema", "file_meta_digest", "file_schema_problems",
@@ -327,6 +327,50 @@ def _cda_header(path: Path, formats: Sequence[FileFormat]) -> bool:
             and int.from_bytes(header[68:72], "big") in {fmt.app_id for fmt in formats})
 
 
+def _tail_findings(rows: list[LogRow], count: int, trusted_key: str | None) -> tuple[list[str], str | None, list[str]]:
+    """The entries after the signed head (entry ``count``): anyone who can write the file can
+    append, so a tail is believed only entry by entry, where the trusted key vouched for each at
+    the place it is (every writer with a key vouches for what it appends: :class:`ReceiptLog`).
+    (problems, why the log is unverified or None, notes)."""
+    tail = receipts_mod.tail_vouches([(r.receipt, r.entry_hash) for r in rows[count:]], count,
+                                     rows[count - 1].entry_hash if count else GENESIS_HASH, trusted_key)
+    problems: list[str] = []
+    notes: list[str] = []
+
+    def named(places: list[int]) -> str:
+        return ", ".join(f"entry {at} (seq {at - 1})" for at in places[:5]) + (" …" if len(places) > 5 else "")
+
+    misplaced = tail.get(VouchState.MISPLACED, [])
+    if misplaced:
+        problems.append(f"{named(misplaced)}: the trusted key's vouch does not hold at this place in this log: "
+                        "copied from another log, moved, appended twice or edited")
+    vouched = set(tail.get(VouchState.VOUCHED, []))
+    # every finished run signs a head after its action.end: an unvouched end past the signed head was
+    # appended by something that could not sign (a vouched one: a writer killed in the instant between)
+    ended = [f"{r.action_id}#{r.attempt}" for at, row in enumerate(rows[count:], start=count + 1)
+             if (r := row.receipt) is not None and r.name == "action.end" and at not in vouched]
+    if ended:
+        problems.append(f"attempt(s) {', '.join(ended[:5])} ended after the signed head, and no signature "
+                        "covers them: appended by something that could not sign")
+    loose = sorted(at for state in (VouchState.NONE, VouchState.OLD_FORM, VouchState.OTHER_KEY)
+                   for at in tail.get(state, []))
+    unverified: str | None = None
+    if loose and not problems:
+        where = f"after the signed head (entry {count})" if count else "of the log, which has no signed head,"
+        unverified = (f"{len(loose)} of the {len(rows) - count} entries {where} are "
+                      f"covered by no signature and vouched for by no trusted key ({named(loose)}): nothing shows "
+                      "CDA wrote them (a writer without a key, or rows appended by whoever can write the file)")
+    if tail.get(VouchState.OLD_FORM):
+        notes.append(f"{named(tail[VouchState.OLD_FORM])}: vouched for in the form CDA wrote before a vouch named "
+                     "its place in the log, which a copy from another log also passes: counted as not vouched for")
+    if tail.get(VouchState.OTHER_KEY) and trusted_key is not None:
+        notes.append(f"{named(tail[VouchState.OTHER_KEY])}: vouched for by another key than the trusted one")
+    if vouched and not loose and not problems:
+        notes.append(f"{len(vouched)} entries after the signed head are each vouched for by the trusted key where "
+                     "they are (a writer stopped before it signed its head; the next one signs them)")
+    return problems, unverified, notes
+
+
 def _tampered(expected_head: str | None, problems: list[str], signed: dict[str, Any] | None) -> AuditReport:
     return AuditReport(ok=False, status="tampered", entries=0, head=GENESIS_HASH, expected_head=expected_head, problems=problems,
                        signed_head=None if signed is None else signed["head"],
@@ -394,30 +438,24 @@ def audit_file(
                             "the log was truncated, wiped, replaced or rewritten")
         else:
             unsigned_tail = len(hashes) - count
-            # every finished run signs a head after its action.end, so an ended attempt past the
-            # signed head was appended by something that could not sign (or a signer killed in
-            # the instant between the two): nothing vouches for it
-            ended = [f"{r.receipt.action_id}#{r.receipt.attempt}" for r in rows[count:]
-                     if r.receipt is not None and r.receipt.name == "action.end"]
-            if ended:
-                problems.append(f"attempt(s) {', '.join(ended[:5])} ended after the signed head, and no "
-                                "signature covers them: appended by something that could not sign")
-            elif unsigned_tail:
-                # anyone who can write the file can append: a tail is believed only entry by entry,
-                # where the trusted key vouched for each (a jobs batch stopped before its next head)
-                loose = [r for r in rows[count:] if r.receipt is None or not vouched_by(r.receipt, trusted_key)]
-                if loose:
-                    unverified = (f"{len(loose)} of the {unsigned_tail} entries after the signed head (entry "
-                                  f"{count}) are covered by no signature: nothing shows CDA wrote them (a run "
-                                  "killed before it signed them, or rows appended by whoever can write the file)")
-                else:
-                    notes.append(f"{unsigned_tail} entries after the signed head are each vouched for by the trusted "
-                                 "key (a batch stopped before it signed its head; the next run signs them)")
+            found, unverified, tail_notes = _tail_findings(rows, count, trusted_key)
+            problems += found
+            notes += tail_notes
         if trusted_key is None:
             unverified = ("no trusted key to check the head's signature against (no local signing key here): "
                           "give the signer's --public-key; a head signed by any key would pass otherwise")
     elif attempts.ends and require_signature:
         problems.append(f"no signed head beside the log ({head_file.name} is missing) although runs ended in it")
+    elif trusted_key is not None and any(
+            r.receipt is not None and isinstance(v := r.receipt.result.get(VOUCHED), dict) and v.get("key") == trusted_key
+            for r in rows):
+        # written by a CDA that vouches, and no head: a writer killed before its first signature, or
+        # the head file deleted; the whole log is then a tail, believed entry by entry
+        found, unverified, tail_notes = _tail_findings(rows, 0, trusted_key)
+        problems += found
+        notes += [*tail_notes, "no signed head: the trusted key vouched for entries of this log, so it was written "
+                  "by a CDA that signs heads (a writer killed before its first signature, or the head file deleted: "
+                  "entries removed from the end cannot be seen)"]
     else:
         notes.append("no signed head: only the chain vouches for the log")
     interrupted = attempts.interrupted()

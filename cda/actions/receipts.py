@@ -15,9 +15,13 @@ records :meth:`ReceiptLog.head` in its outputs, and ``verify(path, expected_head
 checks that the chain still contains that entry, which vouches for every entry up to and
 including it. Entries appended after the anchor are vouched for only by a later anchor.
 
-What the log does not prove is who wrote an entry: anyone who can write the file can append a
-well-formed entry, exactly as :meth:`ReceiptLog.append` does. It proves that what was written
-before an anchor has not changed since.
+Anyone who can write the file can append a well-formed entry, exactly as :meth:`ReceiptLog.append`
+does. A log opened with the signing key (``signer``) vouches for each receipt it appends, at the
+place it lands (:func:`cda.keys.signing.vouch`: its seq and the previous entry's hash), so the
+key's holder can later tell its own entries after the last signed head from anyone else's, and a
+vouched receipt copied to another log, moved or appended twice no longer counts
+(:func:`tail_vouches`; docs/actions.md, "Vouched receipts"). Without a key the log proves only
+that what was written before an anchor has not changed since.
 
 >>> log = ReceiptLog(":memory:")
 >>> r = Receipt(action_id="a1", seq=0, kind="solver", name="z3.check", inputs_hash="00")
@@ -43,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from cda.actions.store_file import GENESIS_HASH, LOG_FORMAT, RECEIPTS_SCHEMA, TRIGGERS
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
+from cda.keys.signing import Signer, VouchState, vouch, vouch_state
 from cda.store import Durability, FileFormat, StoreFileError, open_store, read_snapshot, recognise_any
 
 __all__ = [
@@ -55,6 +60,7 @@ __all__ = [
     "TRIGGERS",
     "VerifyReport",
     "entry_hash",
+    "tail_vouches",
     "verify",
     "verify_connection",
 ]
@@ -110,20 +116,44 @@ class VerifyReport(BaseModel):
     problems: list[str]
 
 
-def _append_locked(conn: sqlite3.Connection, bodies: list[tuple[str, str]]) -> list[str]:
-    """Append (action_id, body) pairs after the current head; the caller holds the write lock."""
+def _append_locked(conn: sqlite3.Connection, receipts: Sequence[Receipt], signer: Signer | None) -> list[str]:
+    """Append ``receipts`` after the current head; the caller holds the write lock. With a
+    ``signer`` each is vouched for at the place it takes (:func:`cda.keys.signing.vouch`): the one
+    place every writer of a log passes, so a writer with a key never leaves an entry unvouched."""
     last = conn.execute("SELECT seq, entry_hash FROM receipts ORDER BY rowid DESC LIMIT 1").fetchone()
     seq, prev = (int(last[0]) + 1, str(last[1])) if last else (0, GENESIS_HASH)
     hashes: list[str] = []
-    for action_id, body in bodies:
+    for receipt in receipts:
+        body = _body(receipt if signer is None else vouch(signer, receipt, seq, prev))
         digest = entry_hash(prev, body)
         conn.execute(
             "INSERT INTO receipts (seq, action_id, body, prev_hash, entry_hash) VALUES (?, ?, ?, ?, ?)",
-            (seq, action_id, body, prev, digest),
+            (seq, receipt.action_id, body, prev, digest),
         )
         hashes.append(digest)
         seq, prev = seq + 1, digest
     return hashes
+
+
+def tail_vouches(tail: Sequence[tuple[Receipt | None, str]], count: int, head: str,
+                 public_key: str | None) -> dict[VouchState, list[int]]:
+    """The entries after entry ``count``, whose hash is ``head`` (``tail``: each receipt, None for
+    a body that does not parse, with its entry hash, in chain order), by what their vouch shows
+    for ``public_key`` at the place they are (:func:`cda.keys.signing.vouch_state`), each as its
+    1-based position (as a signed head counts). Only :attr:`VouchState.VOUCHED` entries show that
+    the key's holder appended them there.
+
+    >>> tail_vouches([(Receipt(action_id="a", seq=0, kind="action", name="x", inputs_hash="h"), "ab" * 32)], 0,
+    ...              GENESIS_HASH, None)
+    {<VouchState.NONE: 'none'>: [1]}
+    """
+    found: dict[VouchState, list[int]] = {}
+    prev = head
+    for index, (receipt, digest) in enumerate(tail, start=count):
+        state = VouchState.NONE if receipt is None else vouch_state(receipt, public_key, index, prev)
+        found.setdefault(state, []).append(index + 1)
+        prev = digest
+    return found
 
 
 def entry_hash(prev_hash: str, body: str) -> str:
@@ -162,8 +192,11 @@ class ReceiptLog:
     """
 
     def __init__(self, path: Path | str, *, fmt: FileFormat = LOG_FORMAT,
-                 durability: Durability = Durability.FULL) -> None:
+                 durability: Durability = Durability.FULL, signer: Signer | None = None) -> None:
         self.path = path
+        # vouches for every receipt appended (:func:`cda.keys.signing.vouch`); None: a writer
+        # without a key, whose entries verify reports as vouched for by nobody
+        self.signer = signer
         self.file = open_store(path, fmt, durability=durability)
         self._closed = False
         try:
@@ -199,11 +232,20 @@ class ReceiptLog:
         An empty iterable adds nothing and returns ``[]``. A receipt holding NaN or infinity
         (which canonical JSON cannot spell) is a :class:`ReceiptLogError`, and then nothing is added.
         """
-        bodies = [(r.action_id, _body(r)) for r in receipts]
-        if not bodies:
+        batch = list(receipts)  # one JSON cannot spell rolls the transaction back: nothing is added
+        if not batch:
             return []
         with self._write() as conn:
-            return _append_locked(conn, bodies)
+            return _append_locked(conn, batch, self.signer)
+
+    def append_with(self, write: Callable[[sqlite3.Connection], Receipt]) -> tuple[Receipt, str]:
+        """Write something else in the log's file and the receipt that accounts for it, in one
+        transaction: ``write(conn)`` makes its change on the log's connection and returns the
+        receipt (the jobs' row and its receipt: a kill can never leave one without the other).
+        Returns (the receipt as built, its entry hash)."""
+        with self._write() as conn:
+            receipt = write(conn)
+            return receipt, _append_locked(conn, [receipt], self.signer)[0]
 
     def begin_attempt(self, action_id: str, receipt_for: Callable[[int], Receipt]) -> tuple[int, str]:
         """Number a new attempt (run) of ``action_id`` and log its first receipt, atomically.
@@ -218,8 +260,7 @@ class ReceiptLog:
                 "SELECT MAX(json_extract(body, '$.attempt')) FROM receipts WHERE action_id = ?", (action_id,)
             ).fetchone()
             attempt = 1 if row is None or row[0] is None else int(row[0]) + 1
-            receipt = receipt_for(attempt)
-            return attempt, _append_locked(conn, [(receipt.action_id, _body(receipt))])[0]
+            return attempt, _append_locked(conn, [receipt_for(attempt)], self.signer)[0]
 
     def confirm(self, appended: Sequence[str]) -> list[str]:
         """Problems found re-reading what this run appended: ``appended`` are the entry hashes
@@ -265,18 +306,19 @@ class ReceiptLog:
             last = position[digest]
         return problems
 
-    def entries(self, action_id: str | None = None) -> list[LogEntry]:
-        """The entries in log order, all of them or those of one action.
+    def entries(self, action_id: str | None = None, *, after: int = 0) -> list[LogEntry]:
+        """The entries in log order, all of them or those of one action; ``after``: only those
+        after the first ``after`` entries of the log (the tail after a signed head).
 
         A body that no longer parses is a :class:`ReceiptLogError` naming its seq; use
         :meth:`verify` to see every problem at once.
         """
         query = "SELECT seq, body, prev_hash, entry_hash FROM receipts"
-        params: tuple[str, ...] = ()
+        params: tuple[str | int, ...] = ()
         if action_id is not None:
             query, params = query + " WHERE action_id = ?", (action_id,)
         with self.file.lock:
-            rows = self._connection().execute(query + " ORDER BY rowid", params).fetchall()
+            rows = self._connection().execute(query + " ORDER BY rowid LIMIT -1 OFFSET ?", (*params, after)).fetchall()
         out: list[LogEntry] = []
         for seq, body, prev_hash, digest in rows:
             try:
@@ -318,6 +360,15 @@ class ReceiptLog:
             row = self._connection().execute(
                 "SELECT COUNT(*) FROM receipts WHERE json_extract(body, '$.name') = ?", (name,)).fetchone()
         return int(row[0])
+
+    def vouched_for_by(self, public_key: str) -> bool:
+        """Whether any receipt carries a vouch naming ``public_key`` (of the form that names its
+        place): the log was written by a CDA that signs its heads, with this key."""
+        with self.file.lock:
+            row = self._connection().execute(
+                "SELECT 1 FROM receipts WHERE json_extract(body, '$.result.vouched.key') = ? LIMIT 1",
+                (public_key,)).fetchone()
+        return row is not None
 
     def tip(self) -> tuple[str, int]:
         """(the head, how many entries the log holds), read together: what a signed head vouches for."""

@@ -105,7 +105,7 @@ def run_inputs(
     signer = load_signer()  # before anything is written: a key problem stops the run at once
     refuse_lost_log(db)
     events = EventStore(db)
-    log = ReceiptLog(db)
+    log = ReceiptLog(db, signer=signer)  # every receipt vouched for where it lands
     try:
         check_signed_head(db, log, signer.public_key)
 

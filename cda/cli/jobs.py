@@ -71,9 +71,14 @@ def main_jobs_run(manifest_path: Path, out_dir: Path | None, workers: int | None
     from cda.cli.ci_report import worst_exit_code
 
     code = worst_exit_code([EXIT_OF_STATUS[status] for status in report.statuses])
+    if report.unaccounted:  # rows nobody can show a batch wrote: left out, their jobs run again
+        from cda.adapters.jobs.results_store import unaccounted_problem
+
+        err.write(f"cda: warning: {for_terminal(unaccounted_problem(report.unaccounted))}\n")
     if as_json:
         out.write(json.dumps({"jobs": report.total, "statuses": dict(sorted(report.statuses.items())), "ran": report.ran,
-                              "done_before": report.skipped, "results": str(report.jsonl), "exit_code": code}) + "\n")
+                              "done_before": report.skipped, "results": str(report.jsonl), "exit_code": code,
+                              "unaccounted": report.unaccounted}) + "\n")
         return code
     counts = ", ".join(f"{n} {status}" for status, n in sorted(report.statuses.items()))
     out.write(f"{report.total} jobs: {counts}; {report.ran} ran now, {report.skipped} were done before\n")

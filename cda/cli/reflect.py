@@ -33,12 +33,13 @@ class _Stores:
         from cda.actions.receipts import ReceiptLog
         from cda.actions.reflection import ReflectionStore
         from cda.adapters.event_store import check_event_file
+        from cda.keys.signing import local_signer
 
         db = readable(Path(path))
         if not db.is_file():
             raise CDAError(f"{path}: no such receipt log (cda run --out DIR and cda serve write DIR/receipts.sqlite)")
         check_event_file(db)  # CDA's own file: a foreign one is never modified
-        log = ReceiptLog(db)
+        log = ReceiptLog(db, signer=local_signer())  # vouched for by the local key, when there is one
         store = ReflectionStore(db, log)
         self.opened += [store, log]
         return store

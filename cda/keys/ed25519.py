@@ -11,7 +11,9 @@ a check. Keys and signatures are hex text, as they are kept in files and rows.
 
 from __future__ import annotations
 
-__all__ = ["public_key_of", "sign_bytes", "verifies"]
+from typing import Any
+
+__all__ = ["private_key_of", "public_key_of", "sign_bytes", "verifies"]
 
 
 def public_key_of(private_hex: str) -> str:
@@ -26,11 +28,18 @@ def public_key_of(private_hex: str) -> str:
     return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
 
 
-def sign_bytes(private_hex: str, data: bytes) -> str:
-    """The Ed25519 signature (hex) of the private key ``private_hex`` over ``data``."""
+def private_key_of(private_hex: str) -> Any:
+    """The loaded private key (``cryptography``'s object) of ``private_hex``: loading costs as much
+    as a signature, so a signer that signs many times keeps it (:class:`cda.keys.signing.Signer`)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    return Ed25519PrivateKey.from_private_bytes(bytes.fromhex(private_hex)).sign(data).hex()
+    return Ed25519PrivateKey.from_private_bytes(bytes.fromhex(private_hex))
+
+
+def sign_bytes(private_key: str | Any, data: bytes) -> str:
+    """The Ed25519 signature (hex) over ``data`` of a private key, in hex or as :func:`private_key_of` loaded it."""
+    key = private_key_of(private_key) if isinstance(private_key, str) else private_key
+    return str(key.sign(data).hex())
 
 
 def verifies(public_hex: str | None, data: bytes, signature: str) -> bool:

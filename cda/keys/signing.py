@@ -26,13 +26,14 @@ can sign anything; keep it out of shared folders and backups of the logs.
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from cda.contracts.receipt import Receipt, canonical_json
 from cda.errors import SigningError
 from cda.files import KEY_DIR_ENV, key_dir, parse_json, replace_file
-from cda.keys.ed25519 import public_key_of, sign_bytes, verifies
+from cda.keys.ed25519 import private_key_of, public_key_of, sign_bytes, verifies
 from cda.keys.key_files import create_key_file, read_key_file
 
 __all__ = [
@@ -44,10 +45,14 @@ __all__ = [
     "head_path",
     "key_dir",
     "load_signer",
+    "local_signer",
     "read_head",
     "signature_problems",
     "trusted_public_key",
+    "VOUCHED",
+    "VouchState",
     "vouch",
+    "vouch_state",
     "vouched_by",
     "write_head",
 ]
@@ -68,11 +73,14 @@ class Signer:
 
     def __init__(self, private_hex: str) -> None:
         self._private = private_hex
+        self._loaded: Any = None  # cryptography's key object, loaded on the first signature
         self.public_key = public_key_of(private_hex)
 
     def sign_bytes(self, data: bytes) -> str:
         """The signature (hex) of this key over ``data``."""
-        return sign_bytes(self._private, data)
+        if self._loaded is None:
+            self._loaded = private_key_of(self._private)
+        return sign_bytes(self._loaded, data)
 
     def sign_head(self, head: str, count: int, action_id: str, attempt: int, phase: str,
                   events: int = 0, events_head: str = "0" * 64, meta: str = "0" * 64) -> dict[str, Any]:
@@ -103,12 +111,19 @@ def load_signer(directory: Path | None = None) -> Signer:
     return Signer(create_key_file(path, SigningError, _WHAT, keep_existing=True))
 
 
-def trusted_public_key(directory: Path | None = None) -> str | None:
-    """The public key of the local signing key (None when there is none yet); never creates one."""
+def local_signer(directory: Path | None = None) -> Signer | None:
+    """The local signing key when there is one (None: none yet); never creates one. What a log
+    opened by a writer that makes no key of its own vouches with (:class:`cda.actions.receipts.ReceiptLog`)."""
     path = (directory or key_dir()) / KEY_FILE
     if not path.exists():
         return None
-    return Signer(read_key_file(path, SigningError, _WHAT)).public_key
+    return Signer(read_key_file(path, SigningError, _WHAT))
+
+
+def trusted_public_key(directory: Path | None = None) -> str | None:
+    """The public key of the local signing key (None when there is none yet); never creates one."""
+    signer = local_signer(directory)
+    return None if signer is None else signer.public_key
 
 
 def write_head(path: Path, doc: dict[str, Any]) -> None:
@@ -150,32 +165,79 @@ def signature_problems(doc: dict[str, Any], trusted: str | None) -> list[str]:
 
 
 VOUCHED = "vouched"
-"""The key of a receipt's ``result`` that holds the signing key's signature of the receipt itself."""
+"""The key of a receipt's ``result`` that holds the writer's vouch for the receipt at its place:
+``{"key": <public key hex>, "signature": <hex>}`` (:func:`vouch`)."""
+
+_LOWER_HEX = frozenset("0123456789abcdef")
+
+VOUCH_FORMAT = "cda-vouch-v2"
+"""What a vouch signs: this tag, the receipt's place in its log (``seq``, ``prev_hash``) and the
+receipt without its vouch. (The first form, a bare signature of the receipt alone, bound it to no
+place: docs/jobs.md, "Vouched receipts".)"""
 
 
-def _receipt_bytes(receipt: Receipt) -> bytes:
+class VouchState(Enum):
+    """What a receipt's vouch shows at the place it is read, for one trusted key."""
+
+    NONE = "none"  # no vouch: written by a writer without a key, or by someone else
+    OLD_FORM = "old form"  # a signature of the receipt alone (CDA before the vouch named its place)
+    OTHER_KEY = "another key"  # vouched for by a key that is not the trusted one (or no key is trusted)
+    MISPLACED = "misplaced"  # the trusted key's vouch for another place: copied, moved or duplicated
+    VOUCHED = "vouched"  # the trusted key vouched for this receipt at exactly this place
+
+
+def _receipt_without_vouch(receipt: Receipt) -> dict[str, Any]:
     body = receipt.model_dump(mode="json")
     body["result"] = {k: v for k, v in body["result"].items() if k != VOUCHED}
-    return canonical_json(body).encode("utf-8")
+    return body
 
 
-def vouch(signer: Signer, receipt: Receipt) -> Receipt:
-    """``receipt`` signed by ``signer`` one by one (its ``result`` holds the signature): a receipt
-    appended after the signed head, before the next head is signed (a batch killed in its last
-    second), still shows who wrote it; anyone can append a row, only the key holder can vouch.
-    About 50 µs a receipt, where a head costs a durable write (docs/jobs.md, "Results")."""
-    return receipt.model_copy(update={"result": {**receipt.result, VOUCHED: signer.sign_bytes(_receipt_bytes(receipt))}})
+def _placed_bytes(receipt: Receipt, seq: int, prev_hash: str) -> bytes:
+    """The bytes a vouch signs. ``prev_hash`` is the hash of every entry before the receipt, so
+    it names the log (its history from its first entry on) as well as the place in it."""
+    return canonical_json({"format": VOUCH_FORMAT, "seq": seq, "prev_hash": prev_hash,
+                           "receipt": _receipt_without_vouch(receipt)}).encode("utf-8")
 
 
-def vouched_by(receipt: Receipt, public_key: str | None) -> bool:
-    """Whether ``receipt`` carries a signature of itself by ``public_key`` (:func:`vouch`).
+def vouch(signer: Signer, receipt: Receipt, seq: int, prev_hash: str) -> Receipt:
+    """``receipt`` vouched for by ``signer`` as entry ``seq`` of its log, after the entry whose hash
+    is ``prev_hash`` (:data:`~cda.actions.store_file.GENESIS_HASH` for the first). Only the log's
+    writer calls this (:class:`cda.actions.receipts.ReceiptLog`, which knows the place as it
+    appends): a receipt appended after the signed head, before the next head is signed (a run
+    killed in its last second), still shows who wrote it and where; anyone can append a row, only
+    the key holder can vouch, and a vouched receipt copied to another log, moved or appended twice
+    no longer counts. About 65 µs of CPU a receipt, where a head costs a durable write (docs/actions.md)."""
+    signature = signer.sign_bytes(_placed_bytes(receipt, seq, prev_hash))
+    return receipt.model_copy(update={"result": {**receipt.result,
+                                                 VOUCHED: {"key": signer.public_key, "signature": signature}}})
+
+
+def vouch_state(receipt: Receipt, public_key: str | None, seq: int, prev_hash: str) -> VouchState:
+    """What ``receipt``'s vouch shows when it is entry ``seq`` of a log after ``prev_hash``, for the
+    trusted ``public_key`` (None: no key is trusted).
 
     >>> from cda.contracts.receipt import Receipt
     >>> signer = Signer("11" * 32)
-    >>> r = vouch(signer, Receipt(action_id="a", seq=0, kind="action", name="job.x", inputs_hash="h"))
-    >>> vouched_by(r, signer.public_key), vouched_by(r.model_copy(update={"status": "failed"}), signer.public_key)
-    (True, False)
+    >>> r = vouch(signer, Receipt(action_id="a", seq=0, kind="action", name="job.x", inputs_hash="h"), 3, "ab" * 32)
+    >>> [vouch_state(r, signer.public_key, *place).value for place in [(3, "ab" * 32), (4, "ab" * 32), (3, "cd" * 32)]]
+    ['vouched', 'misplaced', 'misplaced']
+    >>> vouch_state(r.model_copy(update={"status": "failed"}), signer.public_key, 3, "ab" * 32).value
+    'misplaced'
     """
-    signature = receipt.result.get(VOUCHED)
-    return isinstance(signature, str) and public_key is not None and verifies(
-        public_key, _receipt_bytes(receipt), signature)
+    found = receipt.result.get(VOUCHED)
+    if isinstance(found, str):
+        return VouchState.OLD_FORM
+    if not (isinstance(found, dict) and sorted(found) == ["key", "signature"] and isinstance(found["key"], str)
+            and isinstance(found["signature"], str) and len(found["signature"]) == 128
+            and set(found["signature"]) <= _LOWER_HEX):
+        return VouchState.NONE  # not a vouch as CDA writes it: no spelling of one passes but the one signed
+    if public_key is None or found["key"] != public_key:
+        return VouchState.OTHER_KEY
+    if verifies(public_key, _placed_bytes(receipt, seq, prev_hash), found["signature"]):
+        return VouchState.VOUCHED
+    return VouchState.MISPLACED
+
+
+def vouched_by(receipt: Receipt, public_key: str | None, seq: int, prev_hash: str) -> bool:
+    """Whether ``public_key`` vouched for ``receipt`` as entry ``seq`` after ``prev_hash`` (:func:`vouch`)."""
+    return vouch_state(receipt, public_key, seq, prev_hash) is VouchState.VOUCHED

@@ -243,9 +243,10 @@ class _Door:
         def reflection() -> Any:
             from cda.actions.receipts import ReceiptLog
             from cda.actions.reflection import ReflectionStore
+            from cda.keys.signing import local_signer
 
             db = self.out / "receipts.sqlite"
-            return ReflectionStore(db, ReceiptLog(db))
+            return ReflectionStore(db, ReceiptLog(db, signer=local_signer()))  # its receipts vouched for
 
         return SimpleNamespace(out_dir=self.out, runs=[], sessions=self.sessions.setdefault(who.name, {}),
                                artifacts=self.shelf, investigations=desk_for(self.out / "investigations.sqlite",

@@ -62,14 +62,14 @@ class Attempts:
     def __init__(self, db: Path, hub: Hub, *, fsync_each_commit: bool = False) -> None:
         self.db = db
         self.hub = hub
+        self.signer = load_signer()  # the key `cda run` signs with ($CDA_KEY_DIR)
         self.events = EventStore(db)
-        self.log = ReceiptLog(db)
+        self.log = ReceiptLog(db, signer=self.signer)  # every receipt vouched for where it lands
         self.reflection = ReflectionStore(db, self.log)
         if not fsync_each_commit:
             for store in (self.events, self.log, self.reflection):
                 relax_fsync(store)
         share_write_lock(self.events, self.log, self.reflection)
-        self.signer = load_signer()  # the key `cda run` signs with ($CDA_KEY_DIR)
         self.sign_lock = threading.Lock()
         self.tampered = False  # set once a signing found the log rewritten: nothing is signed after that
         self.notices = threading.Lock()  # one post-terminal notice appended at a time

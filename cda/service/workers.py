@@ -269,9 +269,10 @@ def child_main(conn: Connection, db: str, fsync: bool) -> None:
     server's to handle (it stops the runs here), so it is ignored."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from cda.actions.receipts import ReceiptLog
+    from cda.keys.signing import load_signer
     from cda.service.sqlite_writes import relax_fsync
 
-    log = ReceiptLog(Path(db))
+    log = ReceiptLog(Path(db), signer=load_signer())  # the server's key: the runs' receipts are vouched for
     if not fsync:
         relax_fsync(log)
     send_lock = threading.Lock()

@@ -1,5 +1,5 @@
 """One batch: read the manifest, skip the jobs already finished, run the rest, record each as
-it finishes (row, then receipt), write the JSONL in manifest order.
+it finishes (its row and its receipt in one transaction), write the JSONL in manifest order.
 
 The JSONL (``results.jsonl``) has one line per job of the manifest, keys sorted:
 ``index``, ``name``, ``kind``, ``key``, ``status`` (ok, failed, timeout, memory, crashed),
@@ -18,6 +18,7 @@ import fcntl
 import hashlib
 import json
 import os
+import sqlite3
 import tempfile
 import threading
 import time
@@ -25,17 +26,16 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from cda.actions.log_guard import AuditLogError, check_signed_head, refuse_lost_log, refuse_unvouched_tail
+from cda.actions.log_guard import AuditLogError, check_signed_head, refuse_lost_log
 from cda.actions.receipts import GENESIS_HASH, ReceiptLog
 from cda.adapters.jobs.isolate import Outcome
 from cda.adapters.jobs.manifest import JobSpec, Manifest
-from cda.adapters.jobs.results_store import JOBS_FORMAT, RUN_COLUMNS, ResultStore, Row, answer_of
+from cda.adapters.jobs.results_store import JOBS_FORMAT, RUN_COLUMNS, ResultStore, Row, answer_of, unaccounted_problem
 from cda.adapters.jobs.runners import run_dask, run_local
 from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.errors import CDAError
-from cda.keys.signing import Signer, head_path, load_signer, vouch, write_head
+from cda.keys.signing import Signer, head_path, load_signer, write_head
 
 __all__ = ["BatchReport", "run_batch", "jsonl_line", "DB_NAME", "JSONL_NAME"]
 
@@ -50,6 +50,9 @@ class BatchReport:
     ran: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     jsonl: Path | None = None
+    unaccounted: list[str] = field(default_factory=list)
+    """Keys of ``job_results`` rows no receipt accounted for when the batch began: left out (and
+    run again when the manifest names them); ``cda receipts verify`` reports them until then."""
 
     @property
     def failed(self) -> int:
@@ -105,12 +108,21 @@ class _Heads:
         self.first = log.tip()
         self.signed_at = -SIGN_EVERY
 
-    def append(self, receipt: Receipt) -> None:
-        """Append ``receipt`` vouched for by the batch's key (:func:`~cda.keys.signing.vouch`): until
-        the next head is signed it is in the log's unsigned tail, and a batch killed meanwhile
-        leaves receipts the next one can tell from rows someone else appended."""
+    def record(self, store: ResultStore, spec: JobSpec, outcome: Outcome) -> Row:
+        """Write the job's row and its receipt in one transaction (a kill leaves both or neither),
+        the receipt vouched for by the batch's key where it lands (the log's signer,
+        :func:`~cda.keys.signing.vouch`): until the next head is signed it is in the log's unsigned
+        tail, and a batch killed meanwhile leaves receipts the next one can tell from rows
+        someone else appended."""
+        row: Row = {}
+
+        def write(conn: sqlite3.Connection) -> Receipt:
+            row.update(store.record_into(conn, spec.kind, outcome, self.run_id))
+            return _receipt(spec, row)
+
         with self.lock:
-            self.pending.append(self.log.append(vouch(self.signer, receipt)))
+            self.pending.append(self.log.append_with(write)[1])
+        return row
 
     def sign(self, *, final: bool = False, now: bool = True) -> None:
         """Sign the log's head (not ``now``: only if the last signature is older than
@@ -192,30 +204,27 @@ def _run_locked(manifest: Manifest, out_dir: Path, target: Path, *, workers: int
     refuse_lost_log(db)
     store = ResultStore(db)
     try:
-        log = ReceiptLog(db, fmt=JOBS_FORMAT)
+        log = ReceiptLog(db, fmt=JOBS_FORMAT, signer=signer)  # every receipt vouched for where it lands
     except BaseException:
         store.close()
         raise
     try:
-        check_signed_head(db, log, signer.public_key, fmt=JOBS_FORMAT)
-        refuse_unvouched_tail(db, log, signer.public_key)  # the next head would sign over them
+        check_signed_head(db, log, signer.public_key, fmt=JOBS_FORMAT)  # and its tail: the next head signs over it
+        unaccounted = _accounted_rows(db, store)
         on_disk = _check_jsonl(store, target)
-        finished = store.finished()
+        finished = {key: row for key, row in store.finished().items() if key not in unaccounted}
         todo = [s for s in manifest.jobs
                 if s.key not in finished or (retry_failed and finished[s.key]["status"] != "ok")]
-        report = BatchReport(total=len(manifest.jobs), skipped=len(manifest.jobs) - len(todo))
+        report = BatchReport(total=len(manifest.jobs), skipped=len(manifest.jobs) - len(todo),
+                             unaccounted=sorted(unaccounted))
         run_id = uuid.uuid4().hex
         heads = _Heads(db, log, signer, run_id)
-        for spec in manifest.jobs:
-            if spec.key in finished and log.count(f"job-{spec.key}") <= finished[spec.key]["attempt"]:
-                heads.append(_receipt(spec, finished[spec.key]))  # a kill came between the row and its receipt
         heads.sign()
         if progress is not None:
             progress(report, None)
 
         def done(spec: JobSpec, outcome: Outcome) -> None:
-            row: dict[str, Any] = store.record(spec.kind, outcome, run_id)
-            heads.append(_receipt(spec, row))
+            heads.record(store, spec, outcome)
             heads.sign(now=False)
             report.ran += 1
             if progress is not None:
@@ -232,7 +241,12 @@ def _run_locked(manifest: Manifest, out_dir: Path, target: Path, *, workers: int
                 heads.sign()
             raise
         heads.sign(final=True)
-        finished = store.finished()
+        left_out = _accounted_rows(db, store, refuse_new=set(unaccounted))
+        finished = {key: row for key, row in store.finished().items() if key not in left_out}
+        missing = [spec.name for spec in manifest.jobs if spec.key not in finished]
+        if missing:  # only a row no receipt accounts for, left in place of a job that failed to be recorded
+            raise AuditLogError(f"{db}: job(s) {', '.join(missing[:5])} have no row their receipt accounts for; "
+                                f"results.jsonl is not written (run `cda receipts verify {db}`)")
         lines = [jsonl_line(spec, finished[spec.key]) for spec in manifest.jobs]
         for spec in manifest.jobs:
             status = finished[spec.key]["status"]
@@ -243,6 +257,22 @@ def _run_locked(manifest: Manifest, out_dir: Path, target: Path, *, workers: int
     finally:
         log.close()
         store.close()
+
+
+def _accounted_rows(db: Path, store: ResultStore, refuse_new: set[str] | None = None) -> set[str]:
+    """The keys of rows no receipt accounts for (:func:`~cda.adapters.jobs.results_store.row_findings`),
+    which the batch leaves out (it runs such a job of its manifest again, its row replaced);
+    :class:`AuditLogError` for a row its receipt does not vouch for, or a receipt whose row is
+    gone, since signing on would vouch for the edit. ``refuse_new``: the keys left out at the
+    start; one more found at the end was added while the batch ran, and is refused too."""
+    found = store.findings()
+    problems = list(found.problems)
+    if refuse_new is not None and set(found.unaccounted) - refuse_new:
+        problems.append(unaccounted_problem(sorted(set(found.unaccounted) - refuse_new)) + " (added while the batch ran)")
+    if problems:
+        raise AuditLogError(f"{db}: will not sign over this results store: " + "; ".join(problems[:3])
+                            + f" (run `cda receipts verify {db}`; keep the folder as evidence and give another --out)")
+    return set(found.unaccounted)
 
 
 def _check_jsonl(store: ResultStore, target: Path) -> str | None:

@@ -4,8 +4,8 @@ The file is :data:`JOBS_FORMAT` (opened, marked "CDAJ" and migrated by :mod:`cda
 is committed as soon as its job finishes, so a batch killed at any moment keeps every job
 finished before the kill; a re-run reads the finished keys and skips them. The file also holds
 the receipt log (:class:`cda.actions.receipts.ReceiptLog`, table ``receipts``): one receipt per
-job attempt, appended after the row; a receipt lost to a kill between the two is appended on the
-next run. ``outputs`` records the SHA-256 of each file the batch wrote beside the store
+job attempt, written with its row in one transaction, so that a row no receipt accounts for was
+not written by a batch (:func:`row_findings`). ``outputs`` records the SHA-256 of each file the batch wrote beside the store
 (``results.jsonl``), so that a later batch replaces only a file it wrote and nobody changed.
 
 A file an earlier CDA made (marked with the receipt log's "CDA1", holding ``job_results`` and
@@ -19,7 +19,7 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cda.actions.store_file import APPLICATION_ID as LOG_APPLICATION_ID
 from cda.actions.store_file import RECEIPTS_SCHEMA
@@ -28,7 +28,8 @@ from cda.contracts.receipt import Receipt, canonical_json, sha256_hex
 from cda.keys.signing import head_path
 from cda.store import JOBS_RESULTS_MARK, FileFormat, open_store, read_snapshot, tables_of
 
-__all__ = ["JOBS_FORMAT", "RUN_COLUMNS", "ResultStore", "Row", "answer_of", "row_problems"]
+__all__ = ["JOBS_FORMAT", "RUN_COLUMNS", "ResultStore", "Row", "RowFindings", "answer_of", "row_findings", "row_problems",
+           "unaccounted_problem"]
 
 _TABLE = (
     "CREATE TABLE job_results (key TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, "
@@ -53,61 +54,91 @@ def answer_of(row: Row) -> Any:
     return row["error"]
 
 
+class RowFindings(NamedTuple):
+    """What the receipts say of the ``job_results`` rows (:func:`row_findings`)."""
+
+    problems: list[str]  # a row edited, or gone while a receipt names it
+    unaccounted: list[str]  # keys of rows no receipt accounts for (added by hand, or a kill in an old CDA)
+    notes: list[str]
+
+
+def row_findings(conn: sqlite3.Connection) -> RowFindings:
+    """Each ``job_results`` row against the receipt of its attempt (status and answer hash, kind,
+    and the run's columns :data:`RUN_COLUMNS`), and each job receipt against its row. A row and
+    its receipt are written in one transaction (:meth:`ResultStore.record_into` inside
+    :meth:`cda.actions.receipts.ReceiptLog.append_with`), so a row without its receipt was not
+    written by a batch: the batch never signs over it (docs/jobs.md, "Results")."""
+    if "job_results" not in tables_of(conn):
+        return RowFindings([], [], [])
+    receipts: dict[tuple[str, int], Receipt] = {}
+    for (body,) in conn.execute("SELECT body FROM receipts ORDER BY seq"):
+        try:
+            receipt = Receipt.model_validate_json(body)
+        except ValueError:  # the chain check names a body that does not parse
+            continue
+        if receipt.action_id.startswith("job-"):
+            receipts[(receipt.action_id, receipt.seq)] = receipt
+    problems: list[str] = []
+    unaccounted: list[str] = []
+    notes: set[str] = set()
+    keys: set[str] = set()
+    for key, kind, status, result, error, attempt, *run in conn.execute(
+            f"SELECT key, kind, status, result, error, attempt, {', '.join(RUN_COLUMNS)} FROM job_results "
+            "ORDER BY key"):
+        keys.add(str(key))
+        vouching = receipts.get((f"job-{key}", attempt))
+        if vouching is None:
+            unaccounted.append(str(key))
+            continue
+        try:
+            digest = sha256_hex(canonical_json(answer_of(
+                {"status": status, "error": error, "result": None if result is None else json.loads(result)})))
+        except ValueError:
+            digest = None
+        if vouching.result.get("status") != status or vouching.result.get("answer_sha256") != digest \
+                or vouching.name != f"job.{kind}":
+            problems.append(f"job_results: job {str(key)[:16]}… is not the answer its receipt vouches for (edited)")
+        elif any(column in vouching.result and vouching.result[column] != value
+                 for column, value in zip(RUN_COLUMNS, run, strict=True)):
+            edited = [c for c, v in zip(RUN_COLUMNS, run, strict=True) if c in vouching.result and vouching.result[c] != v]
+            problems.append(f"job_results: job {str(key)[:16]}…: {', '.join(edited)} not as its receipt vouches "
+                            "(edited)")
+        elif not all(column in vouching.result for column in RUN_COLUMNS):
+            notes.add("receipts written before CDA covered the columns seconds, run_id and finished_at: those "
+                      "columns of their rows are not checked")
+    for action_id, _ in sorted(receipts):
+        if action_id[len("job-"):] not in keys:
+            problems.append(f"job_results: the row of {action_id[:20]}… is gone, yet a receipt names it (deleted)")
+    return RowFindings(problems, unaccounted, sorted(notes))
+
+
+def unaccounted_problem(keys: list[str]) -> str:
+    """How verify and the batch name rows no receipt accounts for."""
+    shown = ", ".join(f"{key[:16]}…" for key in keys[:5]) + (" and more" if len(keys) > 5 else "")
+    return (f"job_results: {len(keys)} row(s) no receipt accounts for (job {shown}): nothing shows a batch wrote "
+            "them (added by hand; a CDA before rows and receipts were written together also left one when killed "
+            "between the two). `cda jobs run` leaves them out of results.jsonl and runs a manifest's job again")
+
+
 def row_problems(path: Path | str, *, require_signature: bool = True) -> tuple[list[str], list[str]]:
-    """``cda receipts verify`` on a results file, beyond the log's own chain: each ``job_results``
-    row is the answer its attempt's receipt vouches for (status and hash, kind, and the run's
-    columns :data:`RUN_COLUMNS`), no job with a receipt lost its row, and (``require_signature``)
-    a file with job receipts has its signed head beside it (every batch signs one; without it a
-    deleted last job would go unseen); (problems, notes). A row whose receipt is not written yet
-    (a batch killed between the two; the next run appends it) is a note. Read without a trace."""
+    """``cda receipts verify`` on a results file, beyond the log's own chain: :func:`row_findings`
+    (a row no receipt accounts for is a problem), and (``require_signature``) a file with job
+    receipts has its signed head beside it (every batch signs one; without it a deleted last job
+    would go unseen); (problems, notes). Read without a trace."""
 
     def read(conn: sqlite3.Connection) -> tuple[list[str], list[str]]:
         if "job_results" not in tables_of(conn):
             return [], []
-        receipts: dict[tuple[str, int], Receipt] = {}
-        for (body,) in conn.execute("SELECT body FROM receipts ORDER BY seq"):
-            try:
-                receipt = Receipt.model_validate_json(body)
-            except ValueError:  # the chain check names a body that does not parse
-                continue
-            if receipt.action_id.startswith("job-"):
-                receipts[(receipt.action_id, receipt.seq)] = receipt
-        problems: list[str] = []
-        notes: set[str] = set()
-        keys: set[str] = set()
-        for key, kind, status, result, error, attempt, *run in conn.execute(
-                f"SELECT key, kind, status, result, error, attempt, {', '.join(RUN_COLUMNS)} FROM job_results "
-                "ORDER BY key"):
-            keys.add(str(key))
-            vouching = receipts.get((f"job-{key}", attempt))
-            if vouching is None:
-                notes.add(f"job {str(key)[:16]}…: attempt {attempt} has no receipt yet (a batch stopped between the "
-                          "two; the next run appends it)")
-                continue
-            try:
-                digest = sha256_hex(canonical_json(answer_of(
-                    {"status": status, "error": error, "result": None if result is None else json.loads(result)})))
-            except ValueError:
-                digest = None
-            if vouching.result.get("status") != status or vouching.result.get("answer_sha256") != digest \
-                    or vouching.name != f"job.{kind}":
-                problems.append(f"job_results: job {str(key)[:16]}… is not the answer its receipt vouches for (edited)")
-            elif any(column in vouching.result and vouching.result[column] != value
-                     for column, value in zip(RUN_COLUMNS, run, strict=True)):
-                edited = [c for c, v in zip(RUN_COLUMNS, run, strict=True) if c in vouching.result and vouching.result[c] != v]
-                problems.append(f"job_results: job {str(key)[:16]}…: {', '.join(edited)} not as its receipt vouches "
-                                "(edited)")
-            elif not all(column in vouching.result for column in RUN_COLUMNS):
-                notes.add("receipts written before CDA covered the columns seconds, run_id and finished_at: those "
-                          "columns of their rows are not checked")
-        for action_id, _ in sorted(receipts):
-            if action_id[len("job-"):] not in keys:
-                problems.append(f"job_results: the row of {action_id[:20]}… is gone, yet a receipt names it (deleted)")
-        if receipts and require_signature and not head_path(path).exists():
+        found = row_findings(conn)
+        problems = list(found.problems)
+        if found.unaccounted:
+            problems.append(unaccounted_problem(found.unaccounted))
+        has_receipts = conn.execute("SELECT 1 FROM receipts WHERE action_id LIKE 'job-%' LIMIT 1").fetchone()
+        if has_receipts and require_signature and not head_path(path).exists():
             problems.append(f"no signed head beside the results store ({head_path(path).name} is missing) although "
                             "jobs finished in it (a store written before batches signed their heads has none: run the same batch again "
                             "to sign it, or verify with --unsigned)")
-        return problems, sorted(notes)
+        return problems, found.notes
 
     return read_snapshot(path, read)
 
@@ -160,21 +191,25 @@ class ResultStore:
             for key, kind, status, result, error, attempt, seconds, run_id, finished_at in rows
         }
 
-    def record(self, kind: str, outcome: Outcome, run_id: str) -> Row:
-        """Store ``outcome`` (replacing a failed attempt being retried); returns the row as
-        :meth:`finished` reads it (its attempt number counted here)."""
+    def record_into(self, conn: sqlite3.Connection, kind: str, outcome: Outcome, run_id: str) -> Row:
+        """Store ``outcome`` on ``conn``, inside the caller's transaction, the one that appends its
+        receipt (:meth:`cda.actions.receipts.ReceiptLog.append_with`), replacing a failed attempt
+        being retried; returns the row as :meth:`finished` reads it (its attempt number counted here)."""
         result = None if outcome.result is None else json.dumps(outcome.result, sort_keys=True, ensure_ascii=False)
         finished_at = time.time()
-        with self.file.transaction() as conn:
-            row = conn.execute("SELECT attempt FROM job_results WHERE key = ?", (outcome.key,)).fetchone()
-            attempt = 0 if row is None else int(row[0]) + 1
-            conn.execute(
-                "INSERT OR REPLACE INTO job_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (outcome.key, kind, outcome.status, result, outcome.error, outcome.seconds, attempt, run_id,
-                 finished_at),
-            )
+        row = conn.execute("SELECT attempt FROM job_results WHERE key = ?", (outcome.key,)).fetchone()
+        attempt = 0 if row is None else int(row[0]) + 1
+        conn.execute(
+            "INSERT OR REPLACE INTO job_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (outcome.key, kind, outcome.status, result, outcome.error, outcome.seconds, attempt, run_id, finished_at),
+        )
         return {"kind": kind, "status": outcome.status, "result": outcome.result, "error": outcome.error,
                 "attempt": attempt, "seconds": outcome.seconds, "run_id": run_id, "finished_at": finished_at}
+
+    def findings(self) -> RowFindings:
+        """:func:`row_findings` on this store."""
+        with self._lock:
+            return row_findings(self._conn)
 
     def outputs(self, name: str) -> set[str] | None:
         """The SHA-256s ``name`` beside the store may have, as the batch wrote it (None: it never did)."""
