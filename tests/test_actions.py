@@ -221,7 +221,7 @@ class _ChatServer(http.server.BaseHTTPRequestHandler):
 def chat_server() -> Iterator[str]:
     _ChatServer.requests = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ChatServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)  # shutdown() waits one interval
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     server.shutdown()

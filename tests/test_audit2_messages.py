@@ -1,6 +1,8 @@
 """Messages the second audit found unclear or inconsistent (findings 9 and 10), each through the
-``cda`` command in a child process: what a user types, the exit code, and words rather than a
-Python repr or pydantic's text."""
+``cda`` command: what a user types, the exit code, and words rather than a Python repr or
+pydantic's text. Each door and exit code is run once in a child process (``_cda``); the other
+cases of a door read the same words from the same ``main`` in the test's process
+(``tests/cli_run.py``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_run import cda_here
 from tests.conftest import EXAMPLES, ROOT
 
 CEDAR = EXAMPLES / "cedar"
@@ -26,27 +29,27 @@ def _cda(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.Complete
 def test_policy_analyze_takes_timeout_0_as_its_help_says(tmp_path: Path) -> None:
     """``--help`` says 0 or more; 0 is no time at all: every property unknown, a partial (exit 3),
     as ``cda solve --timeout 0`` is."""
-    helped = _cda("policy", "analyze", "--help", cwd=tmp_path)
+    helped = cda_here("policy", "analyze", "--help", cwd=tmp_path)
     assert "--timeout" in helped.stdout
     done = _cda("policy", "analyze", "always-allows", str(CEDAR / "new.cedar"), "--schema",
                 str(CEDAR / "schema.cedarschema"), "--timeout", "0", cwd=tmp_path)
     assert done.returncode == 3, done.stderr
     assert done.stdout.startswith("UNKNOWN") and "time ran out" in done.stdout
     assert "more than 0" not in done.stderr
-    negative = _cda("policy", "analyze", "always-allows", str(CEDAR / "new.cedar"), "--schema",
+    negative = cda_here("policy", "analyze", "always-allows", str(CEDAR / "new.cedar"), "--schema",
                     str(CEDAR / "schema.cedarschema"), "--timeout", "-1", cwd=tmp_path)
     assert negative.returncode == 2 and "0 or more" in negative.stderr
 
 
-@pytest.mark.parametrize(("typed", "words"), [
-    ("1e-400", "--prior 1E-400 is too close to 0 to compute with"),
-    ("0.99999999999999999", "--prior 0.99999999999999999 is too close to 1 to compute with"),
-    ("1.0000000000000001", "strictly between 0 and 1, not 1.0000000000000001"),  # a float would read 1.0
-    ("0", "strictly between 0 and 1, not 0"),
-    ("nan", "strictly between 0 and 1, not NaN"),
-])
-def test_probe_reads_the_prior_exactly_from_its_text(typed: str, words: str, tmp_path: Path) -> None:
-    done = _cda("probe", str(EXAMPLES / "c17.bench"), "--observations", str(EXAMPLES / "c17.obs"), "--prior", typed,
+@pytest.mark.parametrize(("typed", "words", "run"), [
+    ("1e-400", "--prior 1E-400 is too close to 0 to compute with", _cda),  # the door's exit 2 in a child
+    ("0.99999999999999999", "--prior 0.99999999999999999 is too close to 1 to compute with", cda_here),
+    ("1.0000000000000001", "strictly between 0 and 1, not 1.0000000000000001", cda_here),  # a float would read 1.0
+    ("0", "strictly between 0 and 1, not 0", cda_here),
+    ("nan", "strictly between 0 and 1, not NaN", cda_here),
+], ids=["1e-400", "0.99999999999999999", "1.0000000000000001", "0", "nan"])
+def test_probe_reads_the_prior_exactly_from_its_text(typed: str, words: str, run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    done = run("probe", str(EXAMPLES / "c17.bench"), "--observations", str(EXAMPLES / "c17.obs"), "--prior", typed,
                 cwd=tmp_path)
     assert done.returncode == 2 and words in done.stderr, done.stderr
     assert "not 0.0" not in done.stderr and "Traceback" not in done.stderr
@@ -59,7 +62,7 @@ def test_probe_takes_a_tiny_prior_a_float_holds(tmp_path: Path) -> None:
 
 
 def test_task_budget_says_the_limit_in_words(tmp_path: Path) -> None:
-    done = _cda("task", "budget", "agent-x", "1e400", "--store", str(tmp_path / "g.db"), cwd=tmp_path)
+    done = cda_here("task", "budget", "agent-x", "1e400", "--store", str(tmp_path / "g.db"), cwd=tmp_path)
     assert done.returncode == 2
     assert "Decimal(" not in done.stderr
     assert "at most 1,000,000,000,000,000 (a quadrillion, 10 to the power 15), not 1E+400" in done.stderr, done.stderr
@@ -72,25 +75,27 @@ def test_solve_of_empty_input_says_the_input_is_empty(tmp_path: Path) -> None:
     assert "String should have" not in done.stderr
 
 
-@pytest.mark.parametrize(("statement", "line", "why"), [
-    ("goal prove down(api)", "line 1 ('goal prove down(api)') is a goal", "decides no claims"),
-    ("goal minimal_explanations", "is a goal", "every consistent set"),
-    ("goal best_explanation top 3", "is a goal", "--top"),
-    ("expect status sat", "is an expect line", "checks no expectations"),
-    ("fact depends(web, api)\ngoal disprove down(db)", "line 2 ('goal disprove down(db)') is a goal", "no claims"),
-])
-def test_investigate_revise_refuses_what_an_investigation_ignores(statement: str, line: str, why: str,
+@pytest.mark.parametrize(("statement", "line", "why", "run"), [
+    # the first case runs each command in a child: the door's exits 0 and 2 as a user meets them
+    ("goal prove down(api)", "line 1 ('goal prove down(api)') is a goal", "decides no claims", _cda),
+    ("goal minimal_explanations", "is a goal", "every consistent set", cda_here),
+    ("goal best_explanation top 3", "is a goal", "--top", cda_here),
+    ("expect status sat", "is an expect line", "checks no expectations", cda_here),
+    ("fact depends(web, api)\ngoal disprove down(db)", "line 2 ('goal disprove down(db)') is a goal", "no claims",
+     cda_here),
+], ids=["goal prove", "goal minimal_explanations", "goal best_explanation", "expect", "fact then goal"])
+def test_investigate_revise_refuses_what_an_investigation_ignores(statement: str, line: str, why: str, run,  # type: ignore[no-untyped-def]
                                                                     tmp_path: Path) -> None:
     (tmp_path / "p.cda").write_text((EXAMPLES / "outage_first_symptom.cda").read_text())
-    started = _cda("investigate", "start", "p.cda", "--db", "s.sqlite", cwd=tmp_path)
+    started = run("investigate", "start", "p.cda", "--db", "s.sqlite", cwd=tmp_path)
     assert started.returncode == 0, started.stderr
     sid = started.stdout.strip()
-    done = _cda("investigate", "revise", sid, statement, "--db", "s.sqlite", cwd=tmp_path)
+    done = run("investigate", "revise", sid, statement, "--db", "s.sqlite", cwd=tmp_path)
     assert done.returncode == 2, done.stdout
     assert line in done.stderr and why in done.stderr and "which an investigation ignores" in done.stderr
-    history = _cda("investigate", "history", sid, "--db", "s.sqlite", cwd=tmp_path)
+    history = run("investigate", "history", sid, "--db", "s.sqlite", cwd=tmp_path)
     assert "revise" not in history.stdout  # not recorded as a step
-    kept = _cda("investigate", "revise", sid, "fact depends(web, api)", "--db", "s.sqlite", cwd=tmp_path)
+    kept = run("investigate", "revise", sid, "fact depends(web, api)", "--db", "s.sqlite", cwd=tmp_path)
     assert kept.returncode == 0, kept.stderr  # what it reads is still taken
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from cda.errors import CDAError
 from cda.files import read_bytes, text_stream
+from tests.cli_run import cda_here
 from tests.conftest import EXAMPLES, ROOT
 
 ACTION = EXAMPLES / "action" / "service_outage.json"
@@ -186,7 +187,8 @@ def test_a_file_exactly_at_the_cap_reads(tmp_path: Path) -> None:
 def test_a_fifo_is_refused_not_read(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "f.cda")
     _refused(_cda("solve", "f.cda", "--timeout", "2", cwd=tmp_path, timeout=60), "not a regular file")
-    _refused(_cda("check", str(tmp_path), cwd=tmp_path), "a folder, not a file")
+    _refused(cda_here("check", str(tmp_path), cwd=tmp_path, env={"CDA_KEY_DIR": str(tmp_path / "keys")}),
+             "a folder, not a file")  # main's words in process: the fifo's refusal above is the child
 
 
 def test_a_fifo_over_mcp_answers_and_the_server_stays_alive(tmp_path: Path) -> None:
@@ -217,8 +219,11 @@ def test_a_gzip_bomb_is_refused_at_the_data_cap_from_the_cli(tmp_path: Path) -> 
     _refused(_cda("diagnose", "bomb.wcnf.gz", cwd=tmp_path, env=cap), "bomb.wcnf.gz",
              "decompressed file is too large", "1,000,000 bytes")
     # under the default cap the same file decompresses (and is then read as the empty instance it is)
-    assert "too large" not in _cda("diagnose", "bomb.wcnf.gz", cwd=tmp_path).stderr
-    _refused(_cda("diagnose", "bomb.wcnf.gz", cwd=tmp_path, env={"CDA_MAX_DATA_BYTES": "-1"}), "CDA_MAX_DATA_BYTES")
+    # the other two read main's words in process (the cap is read from the environment at each read)
+    keys = {"CDA_KEY_DIR": str(tmp_path / "keys")}
+    assert "too large" not in cda_here("diagnose", "bomb.wcnf.gz", cwd=tmp_path, env=keys).stderr
+    _refused(cda_here("diagnose", "bomb.wcnf.gz", cwd=tmp_path, env={**keys, "CDA_MAX_DATA_BYTES": "-1"}),
+             "CDA_MAX_DATA_BYTES")
 
 
 def test_a_gzip_bomb_is_refused_over_mcp(tmp_path: Path) -> None:

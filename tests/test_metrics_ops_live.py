@@ -143,7 +143,7 @@ class _Collector(BaseHTTPRequestHandler):
 def test_serve_exports_to_an_otlp_collector_the_numbers_cda_metrics_prints(tmp_path: Path) -> None:
     collector = HTTPServer(("127.0.0.1", 0), _Collector)
     _Collector.received = []
-    thread = threading.Thread(target=collector.serve_forever, daemon=True)
+    thread = threading.Thread(target=collector.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)  # shutdown() waits one interval
     thread.start()
     db = tmp_path / "receipts.sqlite"
     try:

@@ -93,7 +93,7 @@ class _Chat(http.server.BaseHTTPRequestHandler):
 def chat() -> Iterator[str]:
     _Chat.hits = []
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)  # shutdown() waits one interval
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     httpd.shutdown()

@@ -27,6 +27,7 @@ from cda.cli.ci_report import Case, Outcome, render_junit
 from cda.cli.investigate import render_history, render_status
 from cda.errors import CDAError, DSLSyntaxError
 from cda.terminal_text import UNSAFE, for_terminal
+from tests.cli_run import cda_here
 from tests.conftest import ROOT
 from tests.service_harness import call, serving
 
@@ -140,7 +141,7 @@ def test_a_syntax_error_quotes_the_line_escaped_and_the_caret_under_the_spot(tmp
     assert lines[0].startswith("esc.cda:2:13: syntax error: unexpected '\"\\x1b]0;PWNED\\x07\\x1b[2J\"'")
     assert lines[1] == '    hard:\ta and "\\x1b]0;PWNED\\x07\\x1b[2J" \\u202e'
     assert lines[2] == "    " + " " * 5 + "\t" + " " * 6 + "^"  # under the opening quote, the tab kept
-    run = _cda("solve", "esc.cda", "--json", cwd=tmp_path)  # JSON stays JSON: the message as it was
+    run = cda_here("solve", "esc.cda", "--json", cwd=tmp_path)  # JSON stays JSON: the message as it was
     assert json.loads(run.stdout)["message"].startswith("unexpected '\"\x1b]0;PWNED\x07")
 
 
@@ -164,7 +165,7 @@ def test_junit_reports_of_solve_and_prove_parse_with_a_control_in_a_file_or_its_
     assert [c.get("classname") for c in cases] == ["bad.fol", "good.fol"]
     assert "\\x01" in (cases[0].find("error").text or "")  # type: ignore[union-attr]
     assert not _unsafe(run.stdout)
-    text = _cda("prove", "bad.fol", "good.fol", cwd=tmp_path)  # the text report: escaped too
+    text = cda_here("prove", "bad.fol", "good.fol", cwd=tmp_path)  # the text report: escaped too
     assert not _unsafe(text.stdout + text.stderr) and "\\x01" in text.stderr
 
 
@@ -215,7 +216,7 @@ def test_history_shows_a_remote_callers_note_and_reason_escaped(tmp_path: Path) 
             assert "result" in noted, noted
     sessions = tmp_path / "receipts.sqlite.investigations.sqlite"
     assert sessions.exists(), sorted(p.name for p in tmp_path.iterdir())
-    observed = _cda("investigate", "observe", session, "not slow(cache)", "--reason", "r\x1b[31mRED\u202e",
+    observed = cda_here("investigate", "observe", session, "not slow(cache)", "--reason", "r\x1b[31mRED\u202e",
                     "--db", str(sessions), "--as", "bob", cwd=tmp_path)
     assert observed.returncode == 0, observed.stderr
     assert not _unsafe(observed.stdout)
@@ -225,7 +226,7 @@ def test_history_shows_a_remote_callers_note_and_reason_escaped(tmp_path: Path) 
     assert "note [" in run.stdout and "fine" + for_terminal(HOSTILE + "\n 9 fake", keep="") in run.stdout
     assert "why: r\\x1b[31mRED\\u202e" in run.stdout and "[bob]" in run.stdout
     assert len(run.stdout.splitlines()) == 4  # start, its note, the observation and its reason: no faked line
-    raw = json.loads(_cda("investigate", "history", session, "--db", str(sessions), "--json", cwd=tmp_path).stdout)
+    raw = json.loads(cda_here("investigate", "history", session, "--db", str(sessions), "--json", cwd=tmp_path).stdout)
     assert raw["notes"][0]["text"] == "fine" + HOSTILE + "\n 9 fake"  # stored as written; JSON keeps it exact
 
 
@@ -235,8 +236,8 @@ def test_other_text_reports_show_input_text_escaped(tmp_path: Path) -> None:
     name = "f\x1b]0;PWNED\x07.cda"
     (tmp_path / name).write_text("hyp a\n\n\nhard:    a\n", encoding="utf-8")
     runs = {"fmt": (_cda("fmt", "--check", name, cwd=tmp_path), 1),
-            "usage": (_cda("solve", name, "--format", "x\x1b[2J", cwd=tmp_path), 2),
-            "missing": (_cda("solve", "gone\x1b[2J.cda", cwd=tmp_path), 2),
+            "usage": (cda_here("solve", name, "--format", "x\x1b[2J", cwd=tmp_path), 2),  # main's words in process
+            "missing": (cda_here("solve", "gone\x1b[2J.cda", cwd=tmp_path), 2),
             "conduct": (_cda("conduct", "why is x\x1b[2J\u202e slow", "--db", "c.sqlite", cwd=tmp_path), 1)}
     for what, (run, code) in runs.items():
         assert run.returncode == code, (what, run.returncode, run.stderr)
