@@ -595,7 +595,7 @@ def test_the_openai_translator_over_http(tmp_path: Path) -> None:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Fake)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         out, err = _io(), _io()

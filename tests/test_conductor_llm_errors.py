@@ -36,7 +36,7 @@ class _Failing(BaseHTTPRequestHandler):
 @pytest.fixture()
 def endpoint() -> Iterator[str]:
     server = HTTPServer(("127.0.0.1", 0), _Failing)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}/v1"

@@ -63,7 +63,7 @@ def provider() -> Iterator[Any]:
     server.daemon_threads = True
     server.calls = []  # type: ignore[attr-defined]
     server.release = threading.Event()  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield server
