@@ -133,3 +133,40 @@ def test_the_cap_is_a_checked_option(tmp_path: Path, value: str) -> None:
                            "--policies", "p.toml", "--ledger", "g.db", "--max-reply-bytes", value],
                           capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert done.returncode == 2 and "--max-reply-bytes" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_json_reply_is_counted_whatever_the_case_of_its_type() -> None:
+    """A server that spells its JSON type in capitals (the SDK reads the body whole all the same)
+    is held to the cap: a real server on loopback, the transport's own client."""
+    import asyncio
+
+    from cda.conductor.mcp_transport import ReplyTooLarge, _counting_client
+
+    body = b"[" + b"1," * 50_000 + b"1]"
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: Application/JSON\r\nConnection: close\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        for i in range(0, len(body), 4096):
+            part = body[i:i + 4096]
+            writer.write(b"%x\r\n%s\r\n" % (len(part), part))
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def run() -> str:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with _counting_client(10_000) as client:
+                try:
+                    response = await client.get(f"http://127.0.0.1:{port}/mcp")  # read whole, as the SDK's aread
+                except ReplyTooLarge as exc:
+                    return str(exc)
+                return f"read {len(response.content)} bytes"
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(run()) == "the server's reply is larger than 10000 bytes (max_reply_bytes): refused, not read"

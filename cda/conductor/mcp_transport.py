@@ -194,7 +194,8 @@ def _counting_client(max_bytes: int) -> Any:
 
         async def handle_async_request(self, request: Any) -> Any:
             response = await self.inner.handle_async_request(request)
-            if response.headers.get("content-type", "").startswith("application/json"):
+            # the SDK reads the type in any case ("Application/JSON" is JSON to it): so does the counter
+            if response.headers.get("content-type", "").lower().startswith("application/json"):
                 length = response.headers.get("content-length", "")
                 response.stream = Counted(response.stream, int(length) if length.isdigit() else 0)
             return response
