@@ -13,6 +13,7 @@ import pytest
 
 from cda.cli.main import main
 from cda.guardian.ledger import Ledger
+from tests.timing import process_alive, wait_until
 
 ACTION = {"action_id": "x1", "agent_id": "a", "tool": {"name": "t", "version": "1"}, "action_type": "read",
           "resources": ["r/1"], "cost_estimate": "1", "currency": "USD", "parameters": {}}
@@ -105,25 +106,13 @@ def test_a_tool_that_floods_its_output_is_stopped_at_the_cap_without_holding_it(
     assert int(peak_kb) < 300_000, f"peak {int(peak_kb) // 1024} MiB for a 10 MB cap"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
 def test_a_tool_stopped_after_its_timeout_leaves_no_process_behind(tmp_path: Path) -> None:
-    import time
-
     _registry(tmp_path, "hang", ["sh", "-c", "sleep 300 & echo $! > child.pid; sleep 300", "{x}"], timeout=1)
     code, out, _ = _conduct(tmp_path, "hang x=1")
     assert code == 1 and "tool hang: error — sh: stopped after 1 s (timeout_s)" in out
     child = int((tmp_path / "child.pid").read_text())
-    give_up = time.monotonic() + 60  # SIGKILL is delivered at once; a loaded machine may take a moment to reap
-    while _alive(child) and time.monotonic() < give_up:
-        time.sleep(0.05)
-    assert not _alive(child), "the tool's background process outlived its timeout"
+    # SIGKILL is delivered at once; a loaded machine may take a moment to reap
+    wait_until(lambda: not process_alive(child), "the tool's background process to end with its timeout", timeout=60)
 
 
 def test_a_tool_whose_leftover_process_holds_its_output_still_answers(tmp_path: Path) -> None:

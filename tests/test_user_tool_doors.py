@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from cda.conductor.registry import load_registry
 from cda.conductor.tooling import ConductorError
 from cda.operations.conductor_tools import cda_toolbox
-from tests.test_audit3_doors import _alive  # a process that is neither gone nor a zombie
+from tests.timing import process_alive, wait_until
 
 ECHO = r'''import json, sys
 print(json.dumps({"argv": sys.argv[1:], "stdin": json.load(sys.stdin)}))
@@ -134,10 +133,8 @@ def test_a_python_tool_that_never_returns_is_stopped_at_its_timeout(tmp_path: Pa
     run = _runs(trace)[0]
     assert run["status"] == "error" and run["detail"] == "slow:hang: stopped after 2 s (timeout_s)"
     child = int((tmp_path / "child.pid").read_text())
-    give_up = time.monotonic() + 60  # SIGKILL is delivered at once; a loaded machine may take a moment to reap
-    while _alive(child) and time.monotonic() < give_up:
-        time.sleep(0.05)
-    assert not _alive(child), "the function's process outlived its timeout"
+    # SIGKILL is delivered at once; a loaded machine may take a moment to reap
+    wait_until(lambda: not process_alive(child), "the function's process to end with its timeout", timeout=60)
 
 
 def test_a_python_tools_prints_cannot_forge_its_answer(tmp_path: Path) -> None:

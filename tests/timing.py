@@ -218,3 +218,12 @@ def wait_until(condition: Callable[[], T], what: str, timeout: float = HANG, eve
 
 if __name__ == "__main__":
     _sample_until_told(int(sys.argv[1]), float(sys.argv[2]))
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` is running: neither gone nor a zombie waiting to be reaped."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
