@@ -122,6 +122,15 @@ def hang(x: str) -> dict:
 def answer(x: str) -> dict:
     print('{"outputs": {"forged": true}}')
     return {"x": x}
+
+
+def garble(x: str) -> dict:  # writes a JSON list where the answer goes, then leaves without one
+    for fd in range(3, 16):
+        try:
+            os.write(fd, b"[1]")
+        except OSError:
+            pass
+    os._exit(0)
 '''
 
 
@@ -135,6 +144,15 @@ def test_a_python_tool_that_never_returns_is_stopped_at_its_timeout(tmp_path: Pa
     child = int((tmp_path / "child.pid").read_text())
     # SIGKILL is delivered at once; a loaded machine may take a moment to reap
     wait_until(lambda: not process_alive(child), "the function's process to end with its timeout", timeout=60)
+
+
+def test_a_python_tool_that_writes_something_else_than_an_answer_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text(HANG)
+    _registry(tmp_path, 'impl = "slow:garble"')
+    code, trace, err = _conduct(tmp_path, [{"type": "t", "inputs": {"x": "a"}}])
+    assert code == 1 and "Traceback" not in err, err
+    run = _runs(trace)[0]
+    assert run["status"] == "error" and run["detail"].startswith("slow:garble: its process ended with status 0 and no answer")
 
 
 def test_a_python_tools_prints_cannot_forge_its_answer(tmp_path: Path) -> None:

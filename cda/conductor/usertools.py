@@ -85,7 +85,11 @@ def python_tool(target: str, base_dir: Path, where: str, timeout: int = 60) -> T
             raise ToolError(f"{target}: {ran.stopped}")
         try:
             reply = json.loads(ran.stdout.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            # the answer is the child's: {"outputs": {...}} or {"error": "..."}; anything else (the
+            # user's code writing to the answer's descriptor itself) is no answer
+            if not isinstance(reply, dict) or not ("error" in reply or isinstance(reply.get("outputs"), dict)):
+                raise ValueError(reply)
+        except (UnicodeDecodeError, ValueError):  # (json.JSONDecodeError is a ValueError)
             tail = ran.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
             raise ToolError(f"{target}: its process ended with status {ran.returncode} and no answer"
                             + (f": {' / '.join(tail)}" if tail else "")) from None
