@@ -49,7 +49,7 @@ def _held(ledger: Ledger, name: str = "spring") -> esc.Escalation:
 
 
 def test_an_approval_is_used_once_even_by_racing_callers(world: tuple[Ledger, Clock, str]) -> None:
-    ledger, _, key = world
+    ledger, clock, key = world
     e = _held(ledger)
     assert _held(ledger).escalation_id == e.escalation_id  # the same call again: the same open escalation
     esc.resolve(ledger, e.escalation_id, decision="approve", by="alice", key=key, reason="ok")
@@ -58,7 +58,7 @@ def test_an_approval_is_used_once_even_by_racing_callers(world: tuple[Ledger, Cl
     wins: list[bool] = []
 
     def take() -> None:
-        other = Ledger.open(path)
+        other = Ledger.open(path, clock)  # the test's clock: the wall clock would outlive the approval
         try:
             wins.append(esc.claim(other, e.call_key, POLICY).approved)
         finally:
