@@ -1,0 +1,113 @@
+"""Wave G's conductor tools audited as an attacker (docs/conductor.md, "Inputs in a command", "Your
+own tools"): a registry whose code position hides behind a bundled flag, an attached code
+argument, a wrapper program (``env``, ``timeout``, ``nice``) or an option between ``sh -c`` and its
+code is refused at load like ``sh -c {x}``; a tool that leaves a process in a session of its own
+holding its output open does not hold the conductor past its ``timeout_s``, and that process does
+not outlive the call."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cda.conductor.registry import load_registry
+from cda.conductor.tooling import ConductorError
+from cda.operations.conductor_tools import cda_toolbox
+from tests.timing import process_alive, wait_until
+
+TOOL = '''
+[[tool]]
+name = "t"
+{body}
+satisfies = ["t"]
+inputs = ["x"]
+timeout_s = {timeout}
+reliability = "high"
+cost = "low"
+latency_ms = 1
+'''
+
+
+def _registry(folder: Path, body: str, timeout: int = 60) -> Path:
+    (folder / "tools.toml").write_text(TOOL.format(body=body, timeout=timeout))
+    return folder / "tools.toml"
+
+
+@pytest.mark.parametrize(("command", "said"), [
+    (["python3", "-Ic", "{x}"], "is code for python3"),  # -I and -c in one bundle
+    (["python3", "-c{x}"], "is code for python3"),  # the code attached to its flag
+    (["pypy3", "-c", "{x}"], "is code for pypy3"),
+    (["perl", "-ne", "print '{x}'"], "is code for perl"),
+    (["perl", "-lE", "say '{x}'"], "is code for perl"),
+    (["ruby", "-ne", "{x}"], "is code for ruby"),
+    (["node", "-p", "{x}"], "is code for node"),
+    (["node", "--eval", "{x}"], "is code for node"),
+    (["node", "--eval={x}"], "is code for node"),
+    (["sh", "-c", "-e", "echo {x}"], "is code for sh"),  # the code is the first operand after the options
+    (["bash", "-c", "--", "{x}"], "is code for bash"),
+    (["env", "sh", "-c", "{x}"], "is code for sh"),
+    (["/usr/bin/env", "-i", "A=1", "python3", "-c", "{x}"], "is code for python3"),
+    (["timeout", "5", "bash", "-ec", "{x}"], "is code for bash"),
+    (["nice", "-n", "5", "perl", "-e", "{x}"], "is code for perl"),
+    (["env", "{x}", "a"], "the program is the registry's choice"),
+    (["nohup", "{x}"], "the program is the registry's choice"),
+])
+def test_a_code_or_program_position_is_refused_however_it_is_spelled(
+        tmp_path: Path, command: list[str], said: str) -> None:
+    with pytest.raises(ConductorError, match="tool 1") as raised:
+        load_registry(_registry(tmp_path, f"command = {json.dumps(command)}"), cda_toolbox())
+    assert said in str(raised.value)
+
+
+@pytest.mark.parametrize("command", [
+    ["python3", "-u", "tool.py", "{x}"],  # -u takes no code
+    ["python3", "-c", "import sys; print(sys.argv)", "{x}"],  # the input is an argument of the code
+    ["sh", "-c", 'echo "$1"', "sh", "{x}"],
+    ["perl", "-ne", "print", "{x}"],  # the input is the file perl reads
+    ["env", "A=1", "python3", "tool.py", "{x}"],
+    ["timeout", "5", "prog", "--", "{x}"],
+    ["node", "tool.js", "-p", "{x}"],  # after the script: the script's own arguments
+])
+def test_an_input_in_an_argument_position_is_accepted(tmp_path: Path, command: list[str]) -> None:
+    registry = load_registry(_registry(tmp_path, f"command = {json.dumps(command)}"), cda_toolbox())
+    assert registry is not None
+
+
+ESCAPE = r'''import json, os, sys, time
+if os.fork() == 0:  # a child in a session of its own: out of the tool's process group, holding its stdout
+    os.setsid()
+    with open("escaped.pid", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(600)
+    os._exit(0)
+while not os.path.exists("escaped.pid"):
+    time.sleep(0.01)
+print(json.dumps({"x": json.load(sys.stdin)["x"]}))
+'''
+
+
+def test_a_process_that_leaves_its_session_does_not_hold_the_conductor_or_outlive_the_call(tmp_path: Path) -> None:
+    (tmp_path / "escape.py").write_text(ESCAPE)
+    _registry(tmp_path, f'command = [{json.dumps(sys.executable)}, "escape.py"]', timeout=3)
+    (tmp_path / "o.json").write_text(json.dumps({"obligations": [{"type": "t", "inputs": {"x": "a"}}]}))
+    try:
+        done = subprocess.run([sys.executable, "-m", "cda", "conduct", "--obligations", str(tmp_path / "o.json"),
+                               "--db", str(tmp_path / "ir.sqlite"), "--registry", str(tmp_path / "tools.toml"),
+                               "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=240)
+        # the old conductor waited on the escaped process's pipe for ever (the subprocess timeout fired)
+        trace = json.loads(done.stdout)
+        runs = trace["tool_runs"]
+        assert [run["status"] for run in runs] == ["ok"] and runs[0]["outputs"] == {"x": "a"}, (done.stderr, trace)
+        escaped = int((tmp_path / "escaped.pid").read_text())
+        wait_until(lambda: not process_alive(escaped), "the escaped process to be stopped with its tool", timeout=60)
+    finally:
+        if (tmp_path / "escaped.pid").exists():
+            pid = int((tmp_path / "escaped.pid").read_text())
+            if process_alive(pid):
+                os.kill(pid, signal.SIGKILL)
