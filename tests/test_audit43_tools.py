@@ -111,3 +111,28 @@ def test_a_process_that_leaves_its_session_does_not_hold_the_conductor_or_outliv
             pid = int((tmp_path / "escaped.pid").read_text())
             if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _conduct(folder: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    (folder / "o.json").write_text(json.dumps({"obligations": [{"type": "t", "inputs": {"x": "a"}}]}))
+    return subprocess.run([sys.executable, "-m", "cda", "conduct", "--obligations", str(folder / "o.json"),
+                           "--db", str(folder / "ir.sqlite"), "--registry", str(folder / "tools.toml"), "--json"],
+                          capture_output=True, text=True, cwd=folder, timeout=timeout)
+
+
+@pytest.mark.parametrize(("module", "said"), [
+    ("import sys\nsys.exit(0)\n", "the module does not import: it exited (status 0)"),
+    ("import os\nos._exit(7)\n", "the module does not import: it exited (status 7)"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "the module does not import: it exited (signal 9)"),
+    ("import time\nwhile True:\n    time.sleep(1)\n", "the module does not import: stopped after 2 s (timeout_s)"),
+    ("raise KeyboardInterrupt\n", "the module does not import: KeyboardInterrupt"),
+])
+def test_a_python_tools_module_that_exits_or_hangs_as_it_imports_is_a_registry_mistake(
+        tmp_path: Path, module: str, said: str) -> None:
+    # the registry's check imported the module in the conductor's own process: its exit was the
+    # conductor's (a silent exit 0 with no answer), its endless loop the conductor's too
+    (tmp_path / "bad.py").write_text("def f(x: str) -> dict:\n    return {'x': x}\n\n" + module)
+    _registry(tmp_path, 'impl = "bad:f"', timeout=2)
+    done = _conduct(tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, (done.returncode, done.stdout, done.stderr)
+    assert "tool 1" in done.stderr and f"impl 'bad:f': {said}" in done.stderr, done.stderr

@@ -41,9 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cda.conductor.impl_child import load_module
 from cda.conductor.mcp_transport import capped_http, capped_stdio
-from cda.conductor.tooling import ConductorError, Outputs, Tool, ToolContext, ToolError, kind_of, said
+from cda.conductor.tooling import ConductorError, Outputs, Tool, ToolContext, ToolError, kind_named, kind_of, said
 from cda.contracts.conductor import NAME_PATTERN, McpServer, SideEffects, ToolSpec
 
 __all__ = ["command_tool", "mcp_tools", "python_tool"]
@@ -65,13 +64,8 @@ def python_tool(target: str, base_dir: Path, where: str, timeout: int = 60) -> T
     if not module_name or not function_name.isidentifier():
         raise ConductorError(f"{where}: impl {target!r}: write package.module:function")
     may_run_code()
-    try:
-        module = load_module(module_name, base_dir)
-    except Exception as exc:  # the user's module failing to import is their registry's mistake
-        raise ConductorError(f"{where}: impl {target!r}: the module does not import: {said(exc)}") from None
-    if not callable(getattr(module, function_name, None)):
-        raise ConductorError(f"{where}: impl {target!r}: {module_name} has no function {function_name!r}")
     child = [sys.executable, str(Path(__file__).with_name("impl_child.py"))]
+    _check_in_child(child, target, base_dir, where, timeout)
 
     def run(inputs: Mapping[str, Any], ctx: ToolContext) -> Outputs:
         may_run_code()
@@ -133,6 +127,33 @@ def _template(arg: str, inputs: list[str], where: str) -> Template:
     if literal or not pieces:
         pieces.append((literal, False))
     return pieces
+
+
+def _check_in_child(child: list[str], target: str, base_dir: Path, where: str, timeout: int) -> None:
+    """The registry's check that ``target`` imports and names a function, made in the child a
+    call runs in (:func:`cda.conductor.impl_child._check`): importing runs the module's code, and
+    a module that exits, loops or kills itself as it imports must not do so in the conductor (a
+    ``sys.exit(0)`` there once ended ``cda conduct`` with status 0 and no answer)."""
+    request = {"path": list(sys.path), "base_dir": str(base_dir), "target": target, "check": True}
+    ran = _run_program(child, json.dumps(request).encode(), Path.cwd(), timeout)
+    said_so = f"{where}: impl {target!r}: "
+    if ran.stopped is not None:
+        raise ConductorError(f"{said_so}the module does not import: {ran.stopped}")
+    try:
+        reply = json.loads(ran.stdout.decode("utf-8"))
+        if not isinstance(reply, dict) or not ("error" in reply or reply.get("outputs") == {}):
+            raise ValueError(reply)
+    except (UnicodeDecodeError, ValueError):
+        status = ran.returncode or 0
+        how = f"signal {-status}" if status < 0 else f"status {status}"
+        raise ConductorError(f"{said_so}the module does not import: it exited ({how})") from None
+    if "error" not in reply:
+        return
+    raised = [str(name) for name in reply.get("raised") or []]
+    if not raised:  # the child's own words (an exit, no such function)
+        raise ConductorError(said_so + str(reply["error"]))
+    kind = kind_named(raised)
+    raise ConductorError(f"{said_so}the module does not import: {kind}: {reply['error']}")
 
 
 _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"}
