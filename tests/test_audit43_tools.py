@@ -136,3 +136,23 @@ def test_a_python_tools_module_that_exits_or_hangs_as_it_imports_is_a_registry_m
     done = _conduct(tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr, (done.returncode, done.stdout, done.stderr)
     assert "tool 1" in done.stderr and f"impl 'bad:f': {said}" in done.stderr, done.stderr
+
+
+ECHO = r'''import json, sys
+print(json.dumps({"argv": sys.argv[1:]}))
+'''
+
+
+def test_a_double_dash_that_ends_a_wrappers_options_does_not_end_the_programs(tmp_path: Path) -> None:
+    # "--" here ends env's options; echo.py still reads "-rf" as an option: the value is refused
+    (tmp_path / "echo.py").write_text(ECHO)
+    _registry(tmp_path, f'command = ["env", "--", {json.dumps(sys.executable)}, "echo.py", "{{x}}"]')
+    (tmp_path / "o.json").write_text(json.dumps({"obligations": [{"type": "t", "inputs": {"x": "-rf"}},
+                                                                  {"type": "t", "inputs": {"x": "fine"}}]}))
+    done = subprocess.run([sys.executable, "-m", "cda", "conduct", "--obligations", str(tmp_path / "o.json"),
+                           "--db", str(tmp_path / "ir.sqlite"), "--registry", str(tmp_path / "tools.toml"), "--json"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=240)
+    runs = sorted(json.loads(done.stdout)["tool_runs"], key=lambda run: (run["obligation_id"], run["id"]))
+    assert runs[0]["status"] == "error", runs  # was: ok, argv ["-rf"]
+    assert "input x = '-rf' begins with '-' and would be read as an option" in runs[0]["detail"]
+    assert runs[1]["status"] == "ok" and runs[1]["outputs"] == {"argv": ["fine"]}

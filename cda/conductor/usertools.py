@@ -321,7 +321,9 @@ def command_tool(spec: ToolSpec, base_dir: Path, where: str) -> Tool:
             raise ConductorError(f"{where}: command argument {spec.command[i]!r} is code for "
                                  f"{reader}: an input there would run as code; pass it as "
                                  "an argument of its own (sh -c '... \"$1\"' sh {name}) or read it from stdin")
-    ended = spec.command.index("--") if "--" in spec.command else len(spec.command)
+    # the "--" that ends the options of the program run (not a wrapper's: env -- prog {x})
+    start = programs[-1] + 1
+    ended = spec.command.index("--", start) if "--" in spec.command[start:] else len(spec.command)
     option_places = {templates[i][0][0] for i in range(1, ended) if templates[i][0][1]}
     program, timeout = spec.command[0], spec.timeout_s
 
