@@ -17,6 +17,7 @@ import pytest
 from cda.actions.receipts import ReceiptLog, entry_hash
 from cda.contracts.receipt import Receipt
 from cda.keys.signing import head_path, load_signer
+from tests.audit_helpers import edit_under_triggers
 from tests.cli_run import cda_here
 from tests.conftest import ROOT
 
@@ -40,23 +41,17 @@ def _copy(runs: Path, to: Path) -> Path:
 
 def _respell_last(db: Path, respell: str) -> None:
     """The last entry's body respelled (``respell``: how), its entry hash recomputed, the triggers put back."""
-    conn = sqlite3.connect(db, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        triggers = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall()
-        for name, _ in triggers:
-            conn.execute(f"DROP TRIGGER {name}")
-        rowid, body, prev = conn.execute("SELECT rowid, body, prev_hash FROM receipts ORDER BY rowid DESC LIMIT 1").fetchone()
+
+    def attack(conn: sqlite3.Connection) -> None:
+        rowid, body, prev = conn.execute("SELECT rowid, body, prev_hash FROM receipts ORDER BY rowid DESC LIMIT 1"
+                                         ).fetchone()
         new = {"duplicate key": '{"status":"failed",' + body[1:],
                "space": body.replace('","', '", "', 1),
                "key order": '{"status":"ok",' + body[1:].replace(',"status":"ok"', "")}[respell]
         assert new != body
         conn.execute("UPDATE receipts SET body = ?, entry_hash = ? WHERE rowid = ?", (new, entry_hash(prev, new), rowid))
-        for _, sql in triggers:
-            conn.execute(sql)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
+
+    edit_under_triggers(db, attack)
 
 
 @pytest.mark.parametrize("respell", ["duplicate key", "space", "key order"])

@@ -19,24 +19,8 @@ import pytest
 from cda.conductor.registry import load_registry
 from cda.conductor.tooling import ConductorError
 from cda.operations.conductor_tools import cda_toolbox
+from tests.audit_helpers import one_tool_registry as _registry
 from tests.timing import process_alive, wait_until
-
-TOOL = '''
-[[tool]]
-name = "t"
-{body}
-satisfies = ["t"]
-inputs = ["x"]
-timeout_s = {timeout}
-reliability = "high"
-cost = "low"
-latency_ms = 1
-'''
-
-
-def _registry(folder: Path, body: str, timeout: int = 60) -> Path:
-    (folder / "tools.toml").write_text(TOOL.format(body=body, timeout=timeout))
-    return folder / "tools.toml"
 
 
 @pytest.mark.parametrize(("command", "said"), [
