@@ -94,3 +94,17 @@ def test_an_untouched_log_and_its_vouched_tail_still_verify_and_extend(
     assert again.returncode == 0, again.stderr
     done = cda_here("receipts", "verify", db, env=env)
     assert done.returncode == 0 and "intact" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("count", [-1, "7", 1.5])
+def test_a_damaged_head_file_is_said_to_be_damaged_not_missing(
+        signed_run: tuple[Path, dict[str, str]], tmp_path: Path, count: object) -> None:
+    import json
+
+    runs, env = signed_run
+    db = _copy(runs, tmp_path / "runs")
+    head = json.loads(head_path(db).read_text())
+    head_path(db).write_text(json.dumps({**head, "count": count}))
+    done = cda_here("receipts", "verify", db, env=env)
+    assert done.returncode == 1 and "the signed head file is damaged" in done.stdout, done.stdout
+    assert "is missing" not in done.stdout, done.stdout  # the file is there: verify said it was missing
