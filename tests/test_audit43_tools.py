@@ -41,6 +41,10 @@ from tests.timing import process_alive, wait_until
     (["nice", "-n", "5", "perl", "-e", "{x}"], "is code for perl"),
     (["env", "{x}", "a"], "the program is the registry's choice"),
     (["nohup", "{x}"], "the program is the registry's choice"),
+    (["sudo", "-u", "svc", "{x}"], "the program is the registry's choice"),
+    (["ssh", "-p", "22", "host", "cat", "{x}"], "is code for ssh"),  # the remote shell reads the joined words
+    (["watch", "-n", "5", "ls", "{x}"], "is code for watch"),  # run through sh -c
+    (["ssh", "-o", "{x}", "host", "uptime"], "is code for ssh"),  # -o ProxyCommand=… runs locally
 ])
 def test_a_code_or_program_position_is_refused_however_it_is_spelled(
         tmp_path: Path, command: list[str], said: str) -> None:
@@ -57,6 +61,8 @@ def test_a_code_or_program_position_is_refused_however_it_is_spelled(
     ["env", "A=1", "python3", "tool.py", "{x}"],
     ["timeout", "5", "prog", "--", "{x}"],
     ["node", "tool.js", "-p", "{x}"],  # after the script: the script's own arguments
+    ["sudo", "-u", "svc", "prog", "--", "{x}"],
+    ["ssh", "-p", "{x}", "host", "uptime"],  # an option's value
 ])
 def test_an_input_in_an_argument_position_is_accepted(tmp_path: Path, command: list[str]) -> None:
     registry = load_registry(_registry(tmp_path, f"command = {json.dumps(command)}"), cda_toolbox())

@@ -171,9 +171,21 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "taskset": (frozenset(), 1),
     "time": (frozenset({"-f", "-o", "--format", "--output"}), 0),
     "busybox": (frozenset(), 0),
+    "sudo": (frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}), 0),
+    "doas": (frozenset({"-u", "-C"}), 0),
+    "chroot": (frozenset(), 1),
 }
 """Programs that run the program named after their own options (and ``operands`` more arguments:
 ``timeout 5 prog``): the options that take a value as the next argument, and those operands."""
+
+_JOINED: dict[str, frozenset[str]] = {
+    "ssh": frozenset({"-b", "-c", "-D", "-E", "-e", "-F", "-I", "-i", "-J", "-L", "-l", "-m", "-O", "-o", "-p",
+                      "-Q", "-R", "-S", "-W", "-w"}),
+    "watch": frozenset({"-n", "--interval", "-q", "--equexit"}),
+}
+"""Programs that join the arguments after their options into one line of shell code (``ssh HOST
+ARGS…`` on the remote host, ``watch ARGS…`` through ``sh -c``): every one of them is code. The
+options that take a value as the next argument."""
 
 _INTERPRETERS: dict[str, tuple[str, str, frozenset[str], bool]] = {
     "python": ("cm", "WX", frozenset(), True),
@@ -239,6 +251,15 @@ def _code_of(base: str, name: str, command: list[str], p: int) -> dict[int, str]
     """:func:`_program_and_code`'s code positions for the program ``command[p]`` (called ``name``)."""
     n = len(command)
     code: set[int] = set()
+    joined = _JOINED.get(base)
+    if joined is not None:
+        i, options = p + 1, set()
+        while i < n and command[i].startswith("-") and command[i] != "--":
+            if base == "ssh" and command[i] == "-o":  # -o ProxyCommand=… runs a local command
+                options.add(i + 1)
+            i += 2 if command[i] in joined else 1
+        i += (i < n and command[i] == "--") + (base == "ssh")  # ssh: the host, then the remote command
+        return {j: name for j in [*sorted(options), *range(i, n)] if j < n}
     if base in _SHELLS:
         i, after_c = p + 1, False
         while i < n and command[i] != "--" and command[i][:1] in "-+" and len(command[i]) > 1:
