@@ -478,16 +478,16 @@ def _kill_holders(*pipes: Any) -> None:
             wanted.add(f"pipe:[{os.fstat(pipe.fileno()).st_ino}]")
     me = os.getpid()
     with contextlib.suppress(OSError):
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit() or int(entry.name) == me:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == me:
                 continue
             try:
-                held = any(os.readlink(fd.path) in wanted for fd in os.scandir(f"/proc/{entry.name}/fd"))
+                held = any(os.readlink(f"/proc/{pid}/fd/{fd}") in wanted for fd in os.listdir(f"/proc/{pid}/fd"))
             except OSError:  # ended meanwhile, or another user's
                 continue
             if held:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(int(entry.name), signal.SIGKILL)
+                    os.kill(int(pid), signal.SIGKILL)
 
 
 def _text(value: Any) -> str:
