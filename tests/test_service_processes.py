@@ -78,7 +78,7 @@ def _alive(pid: int) -> bool:
 def _serving(db: Path, *args: str) -> Iterator[Server]:
     """A server whose runner processes are ended with it: they must end by themselves (the
     server closes the pool, or its pipe reaches end of file when it is killed); any left after
-    10 s is killed here and the test fails."""
+    HANG is killed here and the test fails."""
     server = Server(db, *args)
     children = _children(server.proc.pid)
     try:
@@ -93,7 +93,7 @@ def _serving(db: Path, *args: str) -> Iterator[Server]:
     assert not left, f"runner processes outlived their server: {left}"
 
 
-def _reap(pids: set[int], wait_s: float = 10) -> set[int]:
+def _reap(pids: set[int], wait_s: float = HANG) -> set[int]:
     """Wait for ``pids`` to end; kill (by pid) those still alive after ``wait_s``; the ones killed."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline and any(_alive(p) for p in pids):
@@ -345,8 +345,9 @@ def test_kill_9_mid_run_restart_and_rerun_is_attempt_2_never_mixed(tmp_path: Pat
             seen = follow(first, action_id, stop_after=last + 1)
             runners = _children(first.proc.pid)
             first.proc.kill()
-            # they end at once, their LLM calls still held (they used to run on until those returned)
-            assert not _reap(runners, 5), "runner processes outlived a killed server"
+            # they end at once, their LLM calls still held (they used to run on until those returned,
+            # which the gate holds for HANG): half of that is the bound, not a time a loaded machine keeps
+            assert not _reap(runners, HANG / 2), "runner processes outlived a killed server"
             assert first.stop() == -signal.SIGKILL
             after_kill = _receipts(db, action_id)
         gate.open()
