@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.timing import HANG
+
 JUDGEMENT_YES = {"agrees": "yes", "confidence": None, "flagged": [], "rationale": "supported by the evidence"}
 
 
@@ -126,4 +128,4 @@ def fake_provider() -> Iterator[FakeProvider]:
         fake.stop.set()
         httpd.shutdown()
         httpd.server_close()
-        thread.join(timeout=10)
+        thread.join(timeout=HANG)

@@ -148,7 +148,7 @@ def wait_for(predicate: Any, timeout: float = HANG, every: float = 0.05) -> Any:
     return wait_until(predicate, getattr(predicate, "__name__", "a condition"), timeout, every)
 
 
-def wait_signed(db: Path, action_id: str, attempt: int = 1, timeout: float = 30) -> dict[str, Any]:
+def wait_signed(db: Path, action_id: str, attempt: int = 1, timeout: float = HANG) -> dict[str, Any]:
     """The signed head beside ``db`` once it vouches for the end of ``action_id``'s ``attempt``
     (the server signs just after an attempt's terminal event, which a client may see first)."""
     from cda.keys.signing import head_path, read_head

@@ -569,3 +569,24 @@ def test_a_run_takes_one_context_and_keywords_change_it(tmp_path: Path) -> None:
         (tmp_path / "b" / by_keywords.outputs.action_id / "summary.md").read_text()
     with pytest.raises(TypeError, match="outdir"):
         run_action(inputs, outdir=tmp_path)
+
+
+def test_a_budget_spent_in_the_last_check_still_gives_a_conservative_summary() -> None:
+    """The ladder is looked at before each check; a budget spent inside the last one (here: the
+    clock jumps past the wall when the summary begins) used to end partial with verdicts still
+    high and no rung recorded. The summary is written under the pressure it is written at."""
+    inputs = _outage(budgets={"wall": 10.0})
+    from cda.ken.loaders import load_ken
+
+    ken = load_ken(EXAMPLE.parent / inputs.ken.path)  # type: ignore[union-attr]
+    clock = _ScriptedClock({"report": 20.0})
+    run = run_action(inputs, ken=ken, clock=clock, subscribers=[clock.on_event])
+    out = run.outputs
+    assert out.status == "partial" and run.events[-1].type == "action_partial"
+    ladder = [(e.payload["degradation"], e.payload["stage"]) for e in run.events
+              if e.type == "action_checkpoint" and "degradation" in e.payload]  # type: ignore[union-attr]
+    order = ["shrink_beam", "drop_soft_clauses", "reduce_external_calls", "conservative_summary"]
+    assert ladder == [(rung, "report") for rung in order]
+    assert all(v.band != "high" for v in out.verdicts)
+    unbounded = run_action(_outage(), ken=ken)  # the same run without a wall keeps its high band
+    assert any(v.band == "high" for v in unbounded.outputs.verdicts)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_run import cda_here
 from tests.conftest import EXAMPLES, ROOT
 
 ACTION = EXAMPLES / "action" / "service_outage.json"
@@ -56,6 +57,13 @@ def _cda(folder: Path, *argv: str, crash: dict[str, str] | None = None) -> subpr
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CDA_KEY_DIR": str(folder / "keys"), **(crash or {})}
     command = [sys.executable, "-c", _CRASHING] if crash else [sys.executable, "-m", "cda"]
     return subprocess.run([*command, *argv], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _again(folder: Path, out: str) -> subprocess.CompletedProcess[str]:
+    """The next ``cda run`` over the killed run's folder, in this process (``tests/cli_run.py``'s
+    ``cda_here``): what is tested is what it finds on disk, not its process; every killed run, the
+    clean run and the refusal below are real children (docs/testing.md)."""
+    return cda_here("run", ACTION.name, "--out", out, cwd=folder, env={"CDA_KEY_DIR": str(folder / "keys")})
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -104,7 +112,7 @@ def test_a_run_killed_while_writing_is_taken_back_by_the_next(clean_run: tuple[P
         out = f"{mode}-{at}"
         killed = _cda(folder, "run", ACTION.name, "--out", out, crash={"CRASH_AT": str(at), "CRASH_MODE": mode})
         assert killed.returncode == 9, (at, killed.returncode, killed.stderr[-2000:])
-        again = _cda(folder, "run", ACTION.name, "--out", out)
+        again = _again(folder, out)
         assert again.returncode == 0, (mode, at, again.stderr[-2000:])
         _assert_whole(folder / out / ident, clean)
 
@@ -120,7 +128,7 @@ def test_a_run_killed_over_its_own_earlier_folder_is_taken_back(clean_run: tuple
             shutil.copytree(folder / "clean", folder / out, ignore=shutil.ignore_patterns("receipts.sqlite*"))
             killed = _cda(folder, "run", ACTION.name, "--out", out, crash={"CRASH_AT": str(at), "CRASH_MODE": mode})
             assert killed.returncode == 9, (at, killed.stderr[-2000:])
-            again = _cda(folder, "run", ACTION.name, "--out", out)
+            again = _again(folder, out)
             assert again.returncode == 0, (mode, at, again.stderr[-2000:])
             _assert_whole(folder / out / ident, clean)
 

@@ -28,6 +28,7 @@ from websockets.sync.client import connect
 from tests.conftest import ROOT
 from tests.fake_llm import Answer, chat_reply, fake_provider
 from tests.service_harness import call, example_inputs, serving, toolbus, wait_for, write_tokens
+from tests.timing import HANG
 
 SECRET = "secret_api_key=sk-live-0123456789"
 PARTNER, INTERNAL, APPROVER = "tok-partner-1", "tok-internal-1", "tok-approver-1"
@@ -313,7 +314,7 @@ def _mcp_http(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str
         yield proc, port
     finally:
         proc.terminate()
-        proc.wait(timeout=15)
+        proc.wait(timeout=HANG)
         log.close()
 
 
@@ -491,14 +492,14 @@ def test_the_guard_takes_a_query_token_out_before_an_access_log_line_is_written(
     with caplog.at_level("INFO", logger="uvicorn.access"):
         thread.start()
         try:
-            wait_for(lambda: server.started, timeout=30)
+            wait_for(lambda: server.started)
             port = server.servers[0].sockets[0].getsockname()[1]
             with httpx.Client(timeout=10) as client:
                 assert client.get(f"http://127.0.0.1:{port}/s?a=1&token={secret_token}").status_code == 204
-            wait_for(lambda: any("GET /s" in r.getMessage() for r in caplog.records), timeout=10)
+            wait_for(lambda: any("GET /s" in r.getMessage() for r in caplog.records))
         finally:
             server.should_exit = True
-            thread.join(timeout=15)
+            thread.join(timeout=HANG)
     lines = "\n".join(r.getMessage() for r in caplog.records)
     assert "GET /s?a=1" in lines and secret_token not in lines
     assert seen == {"query": b"a=1", "token": secret_token}

@@ -26,6 +26,7 @@ from cda.contracts.receipt import canonical_json, sha256_hex  # noqa: E402
 from cda.guardian.ledger import Ledger  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.mcp_harness import started_http as _started  # noqa: E402
+from tests.timing import HANG
 
 UPSTREAM = ROOT / "examples" / "guardian" / "records_server.py"
 
@@ -347,7 +348,7 @@ def test_over_http_behind_tokens_and_host_checks_in_front_of_a_stdio_and_an_http
         for proc in (gateway, upstream):
             if proc is not None:
                 proc.terminate()
-                proc.wait(timeout=30)
+                proc.wait(timeout=HANG)
                 proc.stderr.close()
 
 

@@ -14,6 +14,7 @@ from cda.errors import OptionError
 from cda.guardian.guardian_db import GuardianStore
 from cda.guardian.ledger import InsufficientBudget, Ledger, LedgerEntry, LedgerError
 from cda.guardian.money import amount, dump_exact, load_exact
+from tests.timing import HANG
 
 
 def _ledger(tmp_path: Path | None = None) -> Ledger:
@@ -201,7 +202,7 @@ def test_four_processes_racing_500_reservations_each_never_overspend(tmp_path: P
     for proc in procs:
         proc.start()
     for proc in procs:
-        proc.join(60)
+        proc.join(HANG)
     assert all(proc.exitcode == 0 for proc in procs)
     won = sum(out.get(timeout=5) for _ in procs)
     ledger = Ledger.open(path)

@@ -38,6 +38,7 @@ from cda.guardian.signers import (
     verify_problems,
 )
 from cda.guardian.tasks import TaskDraft, TaskError, TaskExecuted, TaskSigned, read_task
+from tests.timing import HANG
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 11, 24, 20, 0, tzinfo=UTC)
@@ -299,7 +300,7 @@ def test_racing_executions_of_one_signed_task_run_it_once(tmp_path: Path) -> Non
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(30)
+        thread.join(HANG)
     assert len(ran) == 1 and len(refused) == 7 and all("a task id executes once" in r for r in refused)
     after = Ledger.open(path, CLOCK)
     assert len(after.entries()) == 1 and after.remaining("agent-42", "USD") == Decimal("349.75")

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from cda.cli.main import main
+from tests.timing import HANG
 
 LOADS = 150  # loads per flipping file: bounded, whatever the machine's speed
 
@@ -47,7 +48,7 @@ def flipping(path: Path, variants: list[bytes]) -> Iterator[list[int]]:
         yield flips
     finally:
         stop.set()
-        thread.join(30)
+        thread.join(HANG)
     assert not thread.is_alive()
 
 

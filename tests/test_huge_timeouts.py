@@ -2,7 +2,9 @@
 ``--timeout 1e306`` that the checker accepts became an infinity of milliseconds that ``int`` could not
 take, a traceback at ``cda solve``/``cda prove``/``cda policy analyze``, an Action's ``budgets.wall``
 and a job's ``timeout``). The clamp is in one place, ``cda.contracts.limits.z3_timeout_ms``; each door
-is driven here as a user would, in a child process."""
+is driven here as a user would, in a child process (the answer with no limit, which the huge one must
+equal, is read in this process through ``tests/cli_run.py``'s ``cda_here``: the same function a child
+calls, half the children; docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_run import cda_here
 from tests.conftest import EXAMPLES, ROOT
 
 
@@ -36,7 +39,7 @@ def _no_crash(done: subprocess.CompletedProcess[str]) -> None:
       "--schema", str(EXAMPLES / "cedar" / "schema.cedarschema")), None),
 ])
 def test_a_huge_timeout_at_the_cli_is_the_longest_wait(tmp_path: Path, argv: tuple[str, ...], code: int | None) -> None:
-    plain = _cda(*argv, cwd=tmp_path)
+    plain = cda_here(*argv, cwd=tmp_path, env={"CDA_KEY_DIR": str(tmp_path / "keys")})
     huge = _cda(*argv, "--timeout", "1e306", cwd=tmp_path)
     _no_crash(huge)
     assert huge.returncode == plain.returncode, (huge.returncode, plain.returncode, huge.stderr[-2000:])

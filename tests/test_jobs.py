@@ -223,7 +223,7 @@ def test_kill_9_mid_batch_then_rerun_finishes_every_job_exactly_once(tmp_path: P
     before = done()
     assert 2 <= len(before) < 8, "the batch was not killed mid-way"
     # the running job's process dies with its parent (PR_SET_PDEATHSIG): the kernel's kill lands
-    wait_until(lambda: not _job_processes_in(tmp_path), "the job processes to die with their killed batch", timeout=30)
+    wait_until(lambda: not _job_processes_in(tmp_path), "the job processes to die with their killed batch")
 
     code, out, _ = _run(manifest, "--workers", "2")
     assert code == 0, out

@@ -20,6 +20,7 @@ from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from tests.conftest import EXAMPLES, ROOT  # noqa: E402
+from tests.timing import HANG
 
 PUMP = "hyp leak, spill\nobservable wet\nobserve wet\nhard: wet iff (leak or spill)\nsoft: not spill weight 2\n" \
        "goal prove leak or spill\n"
@@ -190,5 +191,5 @@ def test_streamable_http_serves_the_same_tools(tmp_path: Path) -> None:
         assert bad.is_error and "dsl:2:9: syntax error" in bad.content[0].text
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=HANG)
         log.close()

@@ -24,6 +24,7 @@ from cda.adapters.auth import token_hash
 from cda.cli.main import main
 from cda.contracts.action import CDAInputs
 from tests.service_harness import Server, call, example_inputs, follow, serving, toolbus, wait_for
+from tests.timing import HANG
 
 
 def metrics_json(db: Path) -> dict[str, Any]:
@@ -69,7 +70,7 @@ def test_metrics_topic_streams_each_finished_run_and_the_rolling_slos(tmp_path: 
     db = tmp_path / "receipts.sqlite"
     with serving(db) as server:
         live = Listener(server, want=3)
-        assert live.opened.wait(15) and live.messages[0]["event"] == "slo_status"
+        assert live.opened.wait(HANG) and live.messages[0]["event"] == "slo_status"
         assert live.messages[0]["data"]["window"]["runs"] == 0
         with toolbus(server) as ws:
             started = [call(ws, "actions.start", {"ability": "cda", "inputs": example_inputs(f"live{i}")})["result"][
@@ -77,7 +78,7 @@ def test_metrics_topic_streams_each_finished_run_and_the_rolling_slos(tmp_path: 
         streamed = {a: follow(server, a)[-1] for a in started}
         # a run another process writes into the same file (cda run --out) is on the topic too
         other = run_inputs(CDAInputs.model_validate(example_inputs("outside")), tmp_path)
-        assert live.done.wait(30), live.messages
+        assert live.done.wait(HANG), live.messages
         runs = live.runs()
         names = [m["data"]["action_id"] for m in runs]  # in the order they ended (two workers run at once)
         assert sorted(names[:2]) == sorted(started) and names[2] == other.outputs.action_id
@@ -95,7 +96,7 @@ def test_metrics_topic_streams_each_finished_run_and_the_rolling_slos(tmp_path: 
         assert [len(m["data"]["window"]["statuses"]) > 0 for m in runs] == [True] * 3
         # resuming by Last-Event-ID replays the runs after it, from the store
         again = Listener(server, last_event_id=ids[0], want=2)
-        assert again.done.wait(15)
+        assert again.done.wait(HANG)
         replayed = again.runs()
         assert [int(m["id"]) for m in replayed] == ids[1:]
         assert [m["data"]["metrics"] for m in replayed] == [m["data"]["metrics"] for m in runs[1:]]
@@ -196,13 +197,13 @@ def test_sigterm_ends_an_open_metrics_stream_at_once_and_cleanly(tmp_path: Path)
     server = Server(tmp_path / "receipts.sqlite")
     live = Listener(server, want=1)  # waits for a run that never comes
     try:
-        assert live.opened.wait(15) and live.messages[0]["event"] == "slo_status"
+        assert live.opened.wait(HANG) and live.messages[0]["event"] == "slo_status"
         with Stopwatch() as watch:  # the server is our child: its waits for a core are not its time
             assert server.stop() == 0
     finally:
         if server.proc.poll() is None:
             server.stop(signal.SIGKILL)
-    assert live.done.wait(5)
+    assert live.done.wait(HANG)  # the reader's end; how soon the server stopped is the bound below
     assert watch.uncontended < 3.0, watch  # uvicorn's graceful timeout cut it off at ~5.5 s before
     err = server.stderr()
     assert "Traceback" not in err and "graceful shutdown exceeded" not in err, err

@@ -26,6 +26,7 @@ from cda.adapters.llm_http import OpenAICompatibleProvider
 from cda.contracts.action import CDAInputs
 from cda.verifiers.redact import iban_valid, luhn_valid
 from tests.fake_llm import FakeProvider, fake_provider
+from tests.timing import HANG
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +105,7 @@ frames = st.sampled_from(["contact {} today", "({})", "{}.", "see {}, then", "{}
 
 def _provider(url: str, posture: Any, consent: bool = False) -> OpenAICompatibleProvider:
     return OpenAICompatibleProvider(url, "fake", egress="partner", pii_posture=posture, pii_consent=consent,
-                                    timeout_s=5, max_attempts=1)
+                                    timeout_s=HANG, max_attempts=1)  # a loopback answer: only a hang is late
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,7 +1,8 @@
 """Receipts that mean what they say (docs/jobs.md, "Vouched receipts"; docs/actions.md, "The audit log").
 
 Three holes, each attacked as an attacker would (a real SQLite file edited with ``sqlite3``, the
-real ``cda`` in a child process), and the key's holder as the oracle of what is genuine:
+real ``cda`` in a child process; ``cda receipts verify`` once per exit code as a child, its other
+answers read in process through ``cda_here``), and the key's holder as the oracle of what is genuine:
 
 1. a receipt's vouch named no place: a vouched receipt copied from another log signed by the same
    key, moved within its log or appended twice still counted as vouched;
@@ -31,6 +32,7 @@ from cda.adapters.jobs.batch import DB_NAME
 from cda.adapters.jobs.results_store import JOBS_FORMAT
 from cda.contracts.receipt import Receipt
 from cda.keys.signing import VouchState, head_path, load_signer, read_head, vouch_state, write_head
+from tests.cli_run import cda_here
 from tests.conftest import ROOT
 from tests.timing import HANG
 
@@ -42,6 +44,12 @@ def _cda(*args: str | Path, cwd: Path | None = None, keys: Path) -> subprocess.C
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CDA_KEY_DIR": str(keys)}
     return subprocess.run([sys.executable, "-m", "cda", *map(str, args)], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=HANG)
+
+
+def _verify(db: Path, keys: Path) -> subprocess.CompletedProcess[str]:
+    """``cda receipts verify DB`` in this process (``tests/cli_run.py``'s ``cda_here``): its words and
+    exit code are what is read; a real child answers each of its exit codes (0, 1, 3) once below."""
+    return cda_here("receipts", "verify", db, env={"CDA_KEY_DIR": str(keys)})
 
 
 def _rows(db: Path) -> list[tuple[int, str, str, str]]:
@@ -152,13 +160,13 @@ def test_reordered_and_duplicated_vouched_receipts_are_named(tmp_path: Path, key
     assert _cda("receipts", "verify", db, keys=keys).returncode == 0
     bodies = [row[1] for row in _rows(db)]
     _rewrite_tail(db, 2, [bodies[3], bodies[2]])
-    swapped = _cda("receipts", "verify", db, keys=keys)
+    swapped = _verify(db, keys)
     assert swapped.returncode == 1, swapped.stdout
     assert "entry 3 (seq 2), entry 4 (seq 3): the trusted key's vouch does not hold" in swapped.stdout, swapped.stdout
     _rewrite_tail(db, 2, bodies[2:])
-    assert _cda("receipts", "verify", db, keys=keys).returncode == 0  # put back as written: believed again
+    assert _verify(db, keys).returncode == 0  # put back as written: believed again
     _append_raw(db, [bodies[3]])
-    twice = _cda("receipts", "verify", db, keys=keys)
+    twice = _verify(db, keys)
     assert twice.returncode == 1 and "entry 5 (seq 4): the trusted key's vouch" in twice.stdout, twice.stdout
     assert "entry 4 (seq 3)" not in twice.stdout  # the original stays believed
 
@@ -195,7 +203,7 @@ def test_a_tail_vouched_by_another_key_is_not_believed(tmp_path: Path, keys: Pat
     write_head(head_path(db), signer.sign_head(_rows(db)[0][3], 1, "act", 1, "start"))
     with ReceiptLog(db, signer=Signer("22" * 32)) as log:
         log.append(Receipt(action_id="act", seq=1, kind="action", name="step", inputs_hash="h"))
-    done = _cda("receipts", "verify", db, keys=keys)
+    done = _verify(db, keys)
     assert done.returncode == 3 and "entry 2 (seq 1): vouched for by another key" in done.stdout, done.stdout
     with ReceiptLog(db) as log, pytest.raises(AuditLogError, match=r"\(entries 2\)"):
         check_signed_head(db, log, signer.public_key)
@@ -217,7 +225,7 @@ def test_cda_run_vouches_for_every_receipt_and_refuses_a_tail_it_did_not_write(t
     states = {vouch_state(Receipt.model_validate_json(body), key, seq, prev) for seq, body, prev, _ in rows}
     assert states == {VouchState.VOUCHED}, states
     _sign_back(db, keys, 3)  # the start head a run writes, as a kill after its action.end leaves it
-    done = _cda("receipts", "verify", db, keys=keys)
+    done = _verify(db, keys)
     assert done.returncode == 0, done.stdout
     assert f"{len(rows) - 3} entries after the signed head are each vouched for" in done.stdout, done.stdout
     forged = Receipt(action_id=json.loads(rows[-1][1])["action_id"], seq=999, kind="action", name="reflection.put",
@@ -225,7 +233,7 @@ def test_cda_run_vouches_for_every_receipt_and_refuses_a_tail_it_did_not_write(t
     from cda.contracts.receipt import canonical_json
 
     _append_raw(db, [canonical_json(forged.model_dump(mode="json"))])
-    done = _cda("receipts", "verify", db, keys=keys)
+    done = _verify(db, keys)
     assert done.returncode == 3 and f"(entry {len(rows) + 1} (seq {len(rows)}))" in done.stdout, done.stdout
     head = read_head(head_path(db))
     again = _cda("run", EXAMPLE, "--out", out, keys=keys)
@@ -302,7 +310,7 @@ def test_a_forged_results_row_is_flagged_and_never_signed(tmp_path: Path, keys: 
                                      '[[job]]\nkind = "check"\nfile = "b.cda"\nname = "b.cda"\n', encoding="utf-8")
     spec = read_manifest(tmp_path / "m.toml").jobs[1]
     _insert_row(db, spec.key, {"forged": True})
-    done = _cda("receipts", "verify", db, keys=keys)
+    done = _verify(db, keys)
     assert done.returncode == 1, done.stdout
     assert f"1 row(s) no receipt accounts for (job {spec.key[:16]}…)" in done.stdout, done.stdout
     entries = len(_rows(db))
@@ -314,7 +322,7 @@ def test_a_forged_results_row_is_flagged_and_never_signed(tmp_path: Path, keys: 
     lines = [json.loads(line) for line in (tmp_path / "m.results" / "results.jsonl").read_text().splitlines()]
     assert [line["status"] for line in lines] == ["ok", "ok"] and "forged" not in json.dumps(lines)
     assert len(_rows(db)) == entries + 1  # one receipt: the job's real run
-    assert _cda("receipts", "verify", db, keys=keys).returncode == 0
+    assert _verify(db, keys).returncode == 0
 
 
 def test_a_forged_row_outside_the_manifest_stays_flagged_and_an_edited_row_is_refused(tmp_path: Path,
@@ -326,7 +334,7 @@ def test_a_forged_row_outside_the_manifest_stays_flagged_and_an_edited_row_is_re
     again = _cda("jobs", "run", "m.toml", cwd=tmp_path, keys=keys)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "forged" not in (tmp_path / "m.results" / "results.jsonl").read_text()
-    assert _cda("receipts", "verify", db, keys=keys).returncode == 1
+    assert _verify(db, keys).returncode == 1
     with sqlite3.connect(db) as conn:
         conn.execute("DELETE FROM job_results WHERE key = ?", ("9" * 64,))
         conn.execute("UPDATE job_results SET result = ?", (json.dumps({"edited": True}),))
@@ -379,7 +387,7 @@ def test_a_deleted_head_file_does_not_let_a_writer_sign_over_an_append(tmp_path:
     head_path(db).unlink()
     forged = Receipt(action_id="job-" + "9" * 64, seq=0, kind="action", name="job.check", inputs_hash="9" * 64)
     _append_raw(db, [canonical_json(forged.model_dump(mode="json"))])
-    done = _cda("receipts", "verify", db, keys=keys)
+    done = _verify(db, keys)
     assert done.returncode == 1 and "is missing" in done.stdout, done.stdout
     again = _cda("jobs", "run", "m.toml", cwd=tmp_path, keys=keys)
     assert again.returncode == 2, again.stdout + again.stderr
@@ -394,12 +402,12 @@ def test_a_server_killed_before_its_first_signature_is_believed_entry_by_entry(t
     with ReceiptLog(db, signer=load_signer(keys)) as log:
         log.append_many([Receipt(action_id="act", seq=n, kind="action", name=f"step.{n}", inputs_hash="h")
                          for n in range(3)])
-    done = _cda("receipts", "verify", db, keys=keys)
+    done = _verify(db, keys)
     assert done.returncode == 0 and "3 entries after the signed head are each vouched for" in done.stdout, done.stdout
     with ReceiptLog(db) as log:
         check_signed_head(db, log, load_signer(keys).public_key)  # no refusal
     _append_raw(db, [_rows(db)[0][1]])  # the first entry again: its vouch names seq 0
-    done = _cda("receipts", "verify", db, keys=keys)
+    done = _verify(db, keys)
     assert done.returncode == 1 and "entry 4 (seq 3): the trusted key's vouch does not hold" in done.stdout, done.stdout
 
 
@@ -412,7 +420,7 @@ def test_a_head_signed_by_another_key_is_refused_by_every_writer(tmp_path: Path,
     db = _batch(tmp_path, keys, ["a.cda"])
     head = read_head(head_path(db))
     write_head(head_path(db), Signer("33" * 32).sign_head(head["head"], head["count"], head["action_id"], 1, "end"))
-    done = _cda("receipts", "verify", db, keys=keys)
+    done = _verify(db, keys)
     assert done.returncode == 1 and "signed by another key" in done.stdout, done.stdout
     again = _cda("jobs", "run", "m.toml", cwd=tmp_path, keys=keys)
     assert again.returncode == 2 and "signed by another key" in again.stderr, again.stderr

@@ -24,6 +24,7 @@ from cda.service.actions import ActionManager, is_draft
 from cda.service.scheduler import DRAFT, REST, StageScheduler
 from cda.service.streams import Hub
 from tests.service_harness import example_inputs, wait_for
+from tests.timing import HANG
 
 
 def _queued(sched: StageScheduler, n: int) -> Callable[[], bool]:
@@ -53,11 +54,11 @@ def test_one_slot_every_draft_before_any_rest_in_arrival_order() -> None:
     threads = _jobs(sched, 12, log)
     for t in reversed(threads):  # started in reverse: the order must come from the tickets, not the threads
         t.start()
-    wait_for(_queued(sched, 12), timeout=20, every=0.01)
+    wait_for(_queued(sched, 12), every=0.01)
     assert sched.waiting() == [(DRAFT, i) for i in range(1, 13)]  # arrival 0 is the blocker
     sched.release(blocker)
     for t in threads:
-        t.join(20)
+        t.join(HANG)
     assert log == [("draft", i) for i in range(12)] + [("rest", i) for i in range(12)]
     assert sched.running == 0 and sched.waiting() == []
 
@@ -71,11 +72,11 @@ def test_two_slots_no_rest_starts_while_a_draft_waits() -> None:
     threads = _jobs(sched, 10, log)
     for t in threads:
         t.start()
-    wait_for(_queued(sched, 10), timeout=20, every=0.01)
+    wait_for(_queued(sched, 10), every=0.01)
     for b in blockers:
         sched.release(b)
     for t in threads:
-        t.join(20)
+        t.join(HANG)
     first_rest = log.index(next(e for e in log if e[0] == "rest"))
     # with two slots, at most one other draft can still be on its way when the first rest begins
     # (the other slot's holder may still be on its way), and nobody is lost or run twice

@@ -407,6 +407,9 @@ class _Run:
         caveats.extend(gp.notes)  # what the grounder folded (a bound beyond the numeric range) is said here too
 
         stream.progress("report", 0.9, "writing the summary")
+        # the last check may have spent the budget after the ladder last looked: the summary is
+        # written under the pressure it is written at (a spent budget is a conservative summary)
+        self.degrade(loop, "report")
         verdicts = verified.verdicts
         if budget.has("conservative_summary"):
             verdicts = [v if v.confidence is None else v.model_copy(update={  # unknown: no confidence to cap
