@@ -44,6 +44,7 @@ from cda.keys.signing import (
     read_head,
     write_head,
 )
+from tests.audit_helpers import edit_under_triggers as _raw
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "action" / "service_outage.json"
@@ -79,23 +80,6 @@ def _verify(db: Path, head: str | None = None) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main_receipts_verify(db, head, False, out, err)
     return code, out.getvalue() + err.getvalue()
-
-
-def _raw(db: Path, attack: Callable[[sqlite3.Connection], object], *, restore: bool = True) -> None:
-    """Drop every trigger, attack, put the triggers back (unless ``restore`` is False)."""
-    conn = sqlite3.connect(db, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        triggers = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall()
-        for name, _ in triggers:
-            conn.execute(f"DROP TRIGGER {name}")
-        attack(conn)
-        if restore:
-            for _, sql in triggers:
-                conn.execute(sql)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
 
 
 def _rechain_receipts(conn: sqlite3.Connection, from_seq: int) -> None:

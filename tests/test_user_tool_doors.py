@@ -17,23 +17,13 @@ import pytest
 from cda.conductor.registry import load_registry
 from cda.conductor.tooling import ConductorError
 from cda.operations.conductor_tools import cda_toolbox
+from tests.audit_helpers import one_tool_registry as _registry
 from tests.timing import process_alive, wait_until
 
 ECHO = r'''import json, sys
 print(json.dumps({"argv": sys.argv[1:], "stdin": json.load(sys.stdin)}))
 '''
 
-TOOL = '''
-[[tool]]
-name = "t"
-{body}
-satisfies = ["t"]
-inputs = ["x"]
-timeout_s = {timeout}
-reliability = "high"
-cost = "low"
-latency_ms = 1
-'''
 
 NASTY = ["a b", "x; touch pwned", "$(touch pwned)", "`touch pwned`", "'\"", "*", "> pwned", "a\nb", "{x}", "{{"]
 
@@ -52,10 +42,6 @@ def _runs(trace: dict) -> list[dict]:
 
 def _outputs(trace: dict) -> list[dict]:
     return [run["outputs"] for run in _runs(trace) if run["status"] == "ok"]
-
-
-def _registry(folder: Path, body: str, timeout: int = 60) -> None:
-    (folder / "tools.toml").write_text(TOOL.format(body=body, timeout=timeout))
 
 
 def test_inputs_with_shell_syntax_reach_the_program_as_one_argument_each(tmp_path: Path) -> None:

@@ -444,7 +444,7 @@ def audit_file(
         if trusted_key is None:
             unverified = ("no trusted key to check the head's signature against (no local signing key here): "
                           "give the signer's --public-key; a head signed by any key would pass otherwise")
-    elif attempts.ends and require_signature:
+    elif attempts.ends and require_signature and not claimed:  # (a damaged head file is said above)
         problems.append(f"no signed head beside the log ({head_file.name} is missing) although runs ended in it")
     elif trusted_key is not None and any(
             r.receipt is not None and isinstance(v := r.receipt.result.get(VOUCHED), dict) and v.get("key") == trusted_key

@@ -36,6 +36,7 @@ True
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -325,6 +326,8 @@ class ReceiptLog:
                 receipt = Receipt.model_validate_json(body)
             except ValidationError as exc:
                 raise ReceiptLogError(f"{self.path}: entry seq {seq} is not a receipt: {_first_error(exc)}") from None
+            if not _as_written(body):
+                raise ReceiptLogError(f"{self.path}: entry seq {seq}: {_RESPELLED}")
             out.append(LogEntry(seq=seq, receipt=receipt, prev_hash=prev_hash, entry_hash=digest))
         return out
 
@@ -503,9 +506,27 @@ def _entry_problems(
     except ValidationError as exc:
         problems.append(f"{where}: body is not a receipt: {_first_error(exc)}")
         return problems, None
+    if not _as_written(body):
+        problems.append(f"{where}: {_RESPELLED}")
     if receipt.action_id != action_id:
         problems.append(f"{where}: action_id column {action_id!r} disagrees with the body's {receipt.action_id!r}")
     return problems, receipt
+
+
+_RESPELLED = ("body not spelled as CDA writes it (canonical JSON: sorted keys, no spaces, no key twice): "
+              "respelled after it was written, which its vouch does not cover")
+
+
+def _as_written(body: str) -> bool:
+    """Whether ``body`` is spelled as :func:`_body` writes every body (canonical JSON). A vouch
+    signs the receipt as a value (:func:`cda.keys.signing.vouch`), so a body respelled after it
+    was written — above all one with a key twice, which SQLite's ``json_extract`` (the service's
+    attempts, the metrics) reads as the first and the receipt parser as the last — would keep its
+    vouch while CDA's own queries read something the key never vouched for."""
+    try:
+        return canonical_json(json.loads(body)) == body
+    except ValueError:  # (NaN or infinity, which no body CDA writes holds)
+        return False
 
 
 def _body(receipt: Receipt) -> str:

@@ -51,6 +51,25 @@ def load_module(name: str, base_dir: Path) -> Any:
     return importlib.import_module(name)
 
 
+def _check(request: dict[str, Any]) -> dict[str, Any]:
+    """The registry's load-time check of ``target`` (a module that imports, a function in it),
+    made here so that what the module does as it imports (exit, loop, kill itself, ``Ctrl-C``) is
+    this process's, never the conductor's: ``{"outputs": {}}``, or ``{"error": …, "raised": […]}``
+    with the names of the exception's classes (the parent words them, ``cda.conductor.tooling.said``)."""
+    module_name, _, function_name = request["target"].partition(":")
+    try:
+        module = load_module(module_name, Path(request["base_dir"]))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        return {"error": f"the module does not import: it exited (status {code})", "raised": []}
+    except BaseException as exc:  # (KeyboardInterrupt raised by the module itself included)
+        return {"error": f"{exc}".strip() or "no detail was given",
+                "raised": [cls.__name__ for cls in type(exc).__mro__]}
+    if not callable(getattr(module, function_name, None)):
+        return {"error": f"{module_name} has no function {function_name!r}", "raised": []}
+    return {"outputs": {}}
+
+
 def _call(request: dict[str, Any]) -> dict[str, Any]:
     from pydantic import BaseModel, ValidationError, validate_call
 
@@ -82,7 +101,7 @@ def main() -> None:
     request = json.loads(sys.stdin.buffer.read())
     sys.path[:] = request["path"]
     try:
-        reply = _call(request)
+        reply = _check(request) if request.get("check") else _call(request)
     except Exception as exc:  # the user's function failing is the tool's error, named by its kind
         reply = {"error": f"{request['target']} raised {type(exc).__name__}: {exc}"}
     try:

@@ -13,7 +13,9 @@ come and stop holding a message once it passes ``max_bytes``:
   session goes on: the next line is read as usual.
 * :func:`capped_http` is the SDK's streamable-HTTP transport with an HTTP client whose JSON
   bodies are read through a counter that stops at the cap (the SDK answers the call with the
-  error), and with the SDK's own per-event limit for SSE set to the cap.
+  error), and with the SDK's own per-event limit for SSE set to the cap. It asks for no
+  compression and refuses a compressed reply unread (the counter sees the bytes on the wire, the
+  client inflates them after it: a gzip bomb would pass any cap).
 
 The gateway (``cda guard proxy``) uses them too; both are plain async context managers yielding
 the two streams an ``mcp.Client`` takes as a transport.
@@ -169,10 +171,12 @@ def _counting_client(max_bytes: int) -> Any:
         pass
 
     class Counted(httpx2.AsyncByteStream):
-        def __init__(self, inner: Any, declared: int) -> None:
-            self.inner, self.declared = inner, declared
+        def __init__(self, inner: Any, declared: int, refused: str = "") -> None:
+            self.inner, self.declared, self.refused = inner, declared, refused
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
+            if self.refused:
+                raise TooLarge(self.refused)
             if self.declared > max_bytes:  # said before a byte is read: none is
                 raise TooLarge(too_large(max_bytes))
             seen = 0
@@ -194,6 +198,14 @@ def _counting_client(max_bytes: int) -> Any:
 
         async def handle_async_request(self, request: Any) -> Any:
             response = await self.inner.handle_async_request(request)
+            # the counter sees the bytes as they come, the client inflates them after it: a
+            # compressed reply (9.7 KB of gzip read as 10 MB) is refused whatever its type, and the
+            # client asks for none (Accept-Encoding: identity), so an honest server sends none
+            encoding = response.headers.get("content-encoding", "").strip()
+            if encoding.lower() not in ("", "identity"):
+                response.stream = Counted(response.stream, 0, f"{too_large(max_bytes)} (Content-Encoding: "
+                                                              f"{encoding[:40]}: compressed bytes cannot be counted)")
+                return response
             # the SDK reads the type in any case ("Application/JSON" is JSON to it): so does the counter
             if response.headers.get("content-type", "").lower().startswith("application/json"):
                 length = response.headers.get("content-length", "")
@@ -203,7 +215,8 @@ def _counting_client(max_bytes: int) -> Any:
         async def aclose(self) -> None:
             await self.inner.aclose()
 
-    return httpx2.AsyncClient(transport=Capped(), timeout=httpx2.Timeout(30.0, read=300.0))  # the SDK's timeouts
+    return httpx2.AsyncClient(transport=Capped(), timeout=httpx2.Timeout(30.0, read=300.0),  # the SDK's timeouts
+                              headers={"Accept-Encoding": "identity"})
 
 
 @asynccontextmanager

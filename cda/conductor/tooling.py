@@ -82,6 +82,12 @@ def kind_of(value: object) -> str:
     return "an object that is not JSON"
 
 
+def kind_named(class_names: list[str]) -> str:
+    """The words :func:`said` gives a failure whose exception (raised in another process, known
+    by its classes' names, most derived first) is one of Python's own; else its class's name."""
+    return next((words for cls, words in _KINDS if cls.__name__ in class_names), class_names[0])
+
+
 def said(exc: BaseException) -> str:
     """``exc`` as a person reading a trace is told it: what was refused or failed and why, never
     a Python class name (``AccessDenied: …``, ``ToolError: …``). CDA's own errors say it in their

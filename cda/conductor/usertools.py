@@ -41,9 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cda.conductor.impl_child import load_module
 from cda.conductor.mcp_transport import capped_http, capped_stdio
-from cda.conductor.tooling import ConductorError, Outputs, Tool, ToolContext, ToolError, kind_of, said
+from cda.conductor.tooling import ConductorError, Outputs, Tool, ToolContext, ToolError, kind_named, kind_of, said
 from cda.contracts.conductor import NAME_PATTERN, McpServer, SideEffects, ToolSpec
 
 __all__ = ["command_tool", "mcp_tools", "python_tool"]
@@ -65,13 +64,8 @@ def python_tool(target: str, base_dir: Path, where: str, timeout: int = 60) -> T
     if not module_name or not function_name.isidentifier():
         raise ConductorError(f"{where}: impl {target!r}: write package.module:function")
     may_run_code()
-    try:
-        module = load_module(module_name, base_dir)
-    except Exception as exc:  # the user's module failing to import is their registry's mistake
-        raise ConductorError(f"{where}: impl {target!r}: the module does not import: {said(exc)}") from None
-    if not callable(getattr(module, function_name, None)):
-        raise ConductorError(f"{where}: impl {target!r}: {module_name} has no function {function_name!r}")
     child = [sys.executable, str(Path(__file__).with_name("impl_child.py"))]
+    _check_in_child(child, target, base_dir, where, timeout)
 
     def run(inputs: Mapping[str, Any], ctx: ToolContext) -> Outputs:
         may_run_code()
@@ -99,12 +93,6 @@ def python_tool(target: str, base_dir: Path, where: str, timeout: int = 60) -> T
 
     return Tool(run)
 
-
-_SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox"}
-"""Programs whose ``-c`` argument is shell code."""
-
-_CODE_FLAG = {"python": "-c", "perl": "-e", "ruby": "-e", "node": "-e", "php": "-r", "lua": "-e", "Rscript": "-e"}
-"""Interpreters whose flag's next argument is code (``python3.12`` is ``python``)."""
 
 Template = list[tuple[str, bool]]
 """One argument of a ``command``: its pieces, each literal text (False) or an input's name (True)."""
@@ -141,16 +129,193 @@ def _template(arg: str, inputs: list[str], where: str) -> Template:
     return pieces
 
 
-def _code_arguments(command: list[str]) -> set[int]:
-    """The positions in ``command`` that a shell or an interpreter reads as code (``sh -c CODE``,
-    ``python3 -c CODE``, ``perl -e CODE``): an input placed there would be code, not a value."""
-    program = Path(command[0]).name
-    if program in _SHELLS:
-        return {i + 1 for i, a in enumerate(command[1:-1], 1)
-                if a.startswith("-") and not a.startswith("--") and "c" in a}
-    base = re.sub(r"[0-9.]+$", "", program)
-    flag = _CODE_FLAG.get(base)
-    return {i + 1 for i, a in enumerate(command[1:-1], 1) if a == flag} if flag else set()
+def _check_in_child(child: list[str], target: str, base_dir: Path, where: str, timeout: int) -> None:
+    """The registry's check that ``target`` imports and names a function, made in the child a
+    call runs in (:func:`cda.conductor.impl_child._check`): importing runs the module's code, and
+    a module that exits, loops or kills itself as it imports must not do so in the conductor (a
+    ``sys.exit(0)`` there once ended ``cda conduct`` with status 0 and no answer)."""
+    request = {"path": list(sys.path), "base_dir": str(base_dir), "target": target, "check": True}
+    ran = _run_program(child, json.dumps(request).encode(), Path.cwd(), timeout)
+    said_so = f"{where}: impl {target!r}: "
+    if ran.stopped is not None:
+        raise ConductorError(f"{said_so}the module does not import: {ran.stopped}")
+    try:
+        reply = json.loads(ran.stdout.decode("utf-8"))
+        if not isinstance(reply, dict) or not ("error" in reply or reply.get("outputs") == {}):
+            raise ValueError(reply)
+    except (UnicodeDecodeError, ValueError):
+        status = ran.returncode or 0
+        how = f"signal {-status}" if status < 0 else f"status {status}"
+        raise ConductorError(f"{said_so}the module does not import: it exited ({how})") from None
+    if "error" not in reply:
+        return
+    raised = [str(name) for name in reply.get("raised") or []]
+    if not raised:  # the child's own words (an exit, no such function)
+        raise ConductorError(said_so + str(reply["error"]))
+    kind = kind_named(raised)
+    raise ConductorError(f"{said_so}the module does not import: {kind}: {reply['error']}")
+
+
+_SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"}
+"""Programs whose ``-c`` makes their first operand shell code."""
+
+_WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
+    "env": (frozenset({"-u", "--unset", "-C", "--chdir"}), 0),
+    "nice": (frozenset({"-n", "--adjustment"}), 0),
+    "nohup": (frozenset(), 0),
+    "setsid": (frozenset(), 0),
+    "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
+    "ionice": (frozenset({"-c", "-n", "-p", "-P", "-u", "--class", "--classdata"}), 0),
+    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
+    "chrt": (frozenset(), 1),
+    "taskset": (frozenset(), 1),
+    "time": (frozenset({"-f", "-o", "--format", "--output"}), 0),
+    "busybox": (frozenset(), 0),
+    "sudo": (frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}), 0),
+    "doas": (frozenset({"-u", "-C"}), 0),
+    "chroot": (frozenset(), 1),
+}
+"""Programs that run the program named after their own options (and ``operands`` more arguments:
+``timeout 5 prog``): the options that take a value as the next argument, and those operands."""
+
+_JOINED: dict[str, frozenset[str]] = {
+    "ssh": frozenset({"-b", "-c", "-D", "-E", "-e", "-F", "-I", "-i", "-J", "-L", "-l", "-m", "-O", "-o", "-p",
+                      "-Q", "-R", "-S", "-W", "-w"}),
+    "watch": frozenset({"-n", "--interval", "-q", "--equexit"}),
+}
+"""Programs that join the arguments after their options into one line of shell code (``ssh HOST
+ARGS…`` on the remote host, ``watch ARGS…`` through ``sh -c``): every one of them is code. The
+options that take a value as the next argument."""
+
+_INTERPRETERS: dict[str, tuple[str, str, frozenset[str], bool]] = {
+    "python": ("cm", "WX", frozenset(), True),
+    "pypy": ("cm", "WX", frozenset(), True),
+    "perl": ("eEMm", "I", frozenset(), False),
+    "ruby": ("er", "CIE", frozenset(), False),
+    "node": ("epr", "", frozenset({"--eval", "--print", "--require", "--import", "--loader",
+                                   "--experimental-loader"}), False),
+    "php": ("rRBE", "cdz", frozenset(), False),
+    "lua": ("el", "", frozenset(), False),
+    "Rscript": ("e", "", frozenset(), False),
+}
+"""Interpreters by name (``python3.12`` is ``python``): the short options whose value (the rest of
+the argument, else the next one) is code or a module run as code, the short options whose value is
+something else, the long options whose value is code (``--eval CODE``, ``--eval=CODE``), and
+whether the first code ends the options (``python -c CODE ARGS…``; perl takes several ``-e``)."""
+
+_OPERAND_CODE: dict[str, tuple[str, str, frozenset[str]]] = {
+    "awk": ("e", "vF", frozenset({"--source"})), "gawk": ("e", "vF", frozenset({"--source"})),
+    "mawk": ("", "vF", frozenset()), "nawk": ("", "vF", frozenset()),
+    "sed": ("e", "l", frozenset({"--expression"})),
+}
+"""Programs whose first operand is their program text unless an option gave it (``awk 'CODE'
+file``, ``sed -e CODE``; a ``-f FILE`` names it instead): code options, valued options, long code
+options, as for :data:`_INTERPRETERS`."""
+
+
+def _program_and_code(command: list[str]) -> tuple[list[int], dict[int, str]]:
+    """The positions in ``command`` that name the program run (the first item, and the program
+    a wrapper such as ``env`` or ``timeout 5`` runs), and those that a shell or an interpreter
+    reads as code (``sh -c CODE``, ``sh -c -e CODE``, ``python3 -Ic CODE``, ``python3 -cCODE``,
+    ``perl -ne CODE``, ``node --eval=CODE``, ``awk CODE``), each with the program that reads it.
+    An input in either would choose what runs, not a value it runs on."""
+    programs: list[int] = []
+    p = 0
+    while p < len(command):
+        programs.append(p)
+        name = Path(command[p]).name
+        wrapper = _WRAPPERS.get(name)
+        if wrapper is None:
+            return programs, _code_of(re.sub(r"[0-9.]+$", "", name), name, command, p)
+        valued, operands = wrapper
+        i = p + 1
+        while i < len(command):
+            arg = command[i]
+            if arg == "--":
+                i += 1
+                break
+            if name == "env" and arg in ("-S", "--split-string") or arg.startswith("--split-string="):
+                programs.append(i + (arg == "-S" or arg == "--split-string"))  # a command line: its program
+                return programs, {}
+            if arg.startswith("-") and len(arg) > 1:
+                i += 2 if arg in valued else 1
+            elif name == "env" and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", arg):
+                i += 1
+            else:
+                break
+        p = i + operands
+    return programs, {}
+
+
+def _code_of(base: str, name: str, command: list[str], p: int) -> dict[int, str]:
+    """:func:`_program_and_code`'s code positions for the program ``command[p]`` (called ``name``)."""
+    n = len(command)
+    code: set[int] = set()
+    joined = _JOINED.get(base)
+    if joined is not None:
+        i, options = p + 1, set()
+        while i < n and command[i].startswith("-") and command[i] != "--":
+            if base == "ssh" and command[i] == "-o":  # -o ProxyCommand=… runs a local command
+                options.add(i + 1)
+            i += 2 if command[i] in joined else 1
+        i += (i < n and command[i] == "--") + (base == "ssh")  # ssh: the host, then the remote command
+        return {j: name for j in [*sorted(options), *range(i, n)] if j < n}
+    if base in _SHELLS:
+        i, after_c = p + 1, False
+        while i < n and command[i] != "--" and command[i][:1] in "-+" and len(command[i]) > 1:
+            letters = command[i][1:]
+            after_c = after_c or (command[i][0] == "-" and not letters.startswith("-") and "c" in letters)
+            i += 2 if not letters.startswith("-") and ("o" in letters or "O" in letters) else 1
+        i += i < n and command[i] == "--"
+        if after_c and i < n:
+            code.add(i)
+        return {i: name for i in code}
+    spec = _INTERPRETERS.get(base)
+    operand_code = base in _OPERAND_CODE
+    if operand_code:
+        code_letters, valued, long_code = _OPERAND_CODE[base]
+        stop_at_code = False
+    elif spec is not None:
+        code_letters, valued, long_code, stop_at_code = spec
+    else:
+        return {}
+    given = False  # a program text given by an option (-e CODE, -f FILE): no operand is code
+    i = p + 1
+    while i < n:
+        arg = command[i]
+        if arg == "--":
+            i += 1
+            break
+        if not arg.startswith("-") or arg == "-":
+            break
+        if arg.startswith("--"):
+            option, eq, _ = arg.partition("=")
+            if option in long_code:
+                code.add(i if eq else i + 1)
+                given = True
+                i += 1 if eq else 2
+                if stop_at_code:
+                    break
+            else:
+                i += 1
+            continue
+        letters, step = arg[1:], 1
+        for k, letter in enumerate(letters):
+            if letter in code_letters or (operand_code and letter == "f"):
+                if letter != "f":
+                    code.add(i if letters[k + 1:] else i + 1)
+                given = True
+                step = 1 if letters[k + 1:] else 2
+                break
+            if letter in valued:
+                step = 1 if letters[k + 1:] else 2
+                break
+        i += step
+        if given and stop_at_code:
+            break
+    if operand_code and not given and i < n:
+        code.add(i)
+    return {i: name for i in code if i < n}
 
 
 def command_tool(spec: ToolSpec, base_dir: Path, where: str) -> Tool:
@@ -158,23 +323,28 @@ def command_tool(spec: ToolSpec, base_dir: Path, where: str) -> Tool:
     program named by a relative path is), with no shell: each argument reaches it as one argument
     whatever the inputs hold (quotes, spaces, ``;``, ``$(…)``). An agent may choose the inputs, so
     the registry is held to what keeps them values (docs/conductor.md, "Inputs in a command"): every
-    ``{name}`` is one of the inputs; the program itself (the first item) and the code of
-    ``sh -c``/``python -c`` are never filled from an input; and an input that begins an argument
+    ``{name}`` is one of the inputs; the program (the first item, or the one a wrapper such as
+    ``env`` runs) and the code of ``sh -c``/``python -c`` and their kin (:func:`_program_and_code`)
+    are never filled from an input; and an input that begins an argument
     with no ``--`` before it may not begin with ``-`` (it would be read as an option)."""
     from cda.access import may_run_code
 
     assert spec.command is not None
     may_run_code()
     templates = [_template(arg, spec.inputs, where) for arg in spec.command]
-    if any(is_input for _, is_input in templates[0]):
-        raise ConductorError(f"{where}: command {spec.command[0]!r}: the program is the registry's choice, "
-                             "not an input's (name it, and pass the input as an argument)")
-    for i in sorted(_code_arguments(spec.command)):
+    programs, code = _program_and_code(spec.command)
+    for i in programs:
+        if any(is_input for _, is_input in templates[i]):
+            raise ConductorError(f"{where}: command {spec.command[i]!r}: the program is the registry's choice, "
+                                 "not an input's (name it, and pass the input as an argument)")
+    for i, reader in sorted(code.items()):
         if any(is_input for _, is_input in templates[i]):
             raise ConductorError(f"{where}: command argument {spec.command[i]!r} is code for "
-                                 f"{Path(spec.command[0]).name}: an input there would run as code; pass it as "
+                                 f"{reader}: an input there would run as code; pass it as "
                                  "an argument of its own (sh -c '... \"$1\"' sh {name}) or read it from stdin")
-    ended = spec.command.index("--") if "--" in spec.command else len(spec.command)
+    # the "--" that ends the options of the program run (not a wrapper's: env -- prog {x})
+    start = programs[-1] + 1
+    ended = spec.command.index("--", start) if "--" in spec.command[start:] else len(spec.command)
     option_places = {templates[i][0][0] for i in range(1, ended) if templates[i][0][1]}
     program, timeout = spec.command[0], spec.timeout_s
 
@@ -275,8 +445,14 @@ def _run_program(argv: list[str], given: bytes, cwd: Path, timeout: float) -> _R
         t.join(max(0.0, deadline - time.monotonic()))
     if any(t.is_alive() for t in threads[1:]):
         stop_group()
+        _kill_holders(proc.stdout, proc.stderr)  # and what left the group (setsid) still holding a pipe
         for t in threads[1:]:
-            t.join()
+            t.join(_REAP_S)
+    if any(t.is_alive() for t in threads[1:]):  # not found (no /proc): the readers are left to it
+        ran.stopped = ran.stopped or "left a process holding its output open (stopped waiting for it)"
+        proc.wait()
+        ran.returncode, ran.stdout, ran.stderr = proc.returncode, bytes(out), bytes(err)
+        return ran
     proc.wait()
     for stream in (proc.stdout, proc.stderr):
         stream.close()
@@ -284,6 +460,34 @@ def _run_program(argv: list[str], given: bytes, cwd: Path, timeout: float) -> _R
         ran.stopped = f"more than {MAX_OUTPUT} bytes of output (stopped)"
     ran.returncode, ran.stdout, ran.stderr = proc.returncode, bytes(out), bytes(err)
     return ran
+
+
+_REAP_S = 5.0
+"""How long the readers get to see the end of the pipes once their holders are killed."""
+
+
+def _kill_holders(*pipes: Any) -> None:
+    """SIGKILL every process other than this one that holds one of ``pipes`` open: what a tool
+    started and moved out of its process group (``setsid``), which :func:`os.killpg` misses and
+    which would otherwise keep the call waiting on its output for ever. A pipe is held only by
+    the tool's processes and this one (:class:`subprocess.Popen` closes every other descriptor
+    in the children it starts), so each holder found through ``/proc/PID/fd`` is the tool's."""
+    wanted = set()
+    for pipe in pipes:
+        with contextlib.suppress(OSError, ValueError):
+            wanted.add(f"pipe:[{os.fstat(pipe.fileno()).st_ino}]")
+    me = os.getpid()
+    with contextlib.suppress(OSError):
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == me:
+                continue
+            try:
+                held = any(os.readlink(f"/proc/{pid}/fd/{fd}") in wanted for fd in os.listdir(f"/proc/{pid}/fd"))
+            except OSError:  # ended meanwhile, or another user's
+                continue
+            if held:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(pid), signal.SIGKILL)
 
 
 def _text(value: Any) -> str:
