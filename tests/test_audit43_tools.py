@@ -45,6 +45,10 @@ from tests.timing import process_alive, wait_until
     (["ssh", "-p", "22", "host", "cat", "{x}"], "is code for ssh"),  # the remote shell reads the joined words
     (["watch", "-n", "5", "ls", "{x}"], "is code for watch"),  # run through sh -c
     (["ssh", "-o", "{x}", "host", "uptime"], "is code for ssh"),  # -o ProxyCommand=… runs locally
+    (["env", "LD_PRELOAD={x}", "prog"], "is code for env"),  # a library of the input's choosing loads first
+    (["env", "-i", "BASH_ENV={x}", "bash", "script.sh"], "is code for env"),  # a file bash runs first
+    (["env", "NODE_OPTIONS=--require {x}", "node", "tool.js"], "is code for env"),
+    (["timeout", "5", "env", "PYTHONSTARTUP={x}", "python3", "-i"], "is code for env"),
 ])
 def test_a_code_or_program_position_is_refused_however_it_is_spelled(
         tmp_path: Path, command: list[str], said: str) -> None:

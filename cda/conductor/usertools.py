@@ -218,15 +218,18 @@ def _program_and_code(command: list[str]) -> tuple[list[int], dict[int, str]]:
     a wrapper such as ``env`` or ``timeout 5`` runs), and those that a shell or an interpreter
     reads as code (``sh -c CODE``, ``sh -c -e CODE``, ``python3 -Ic CODE``, ``python3 -cCODE``,
     ``perl -ne CODE``, ``node --eval=CODE``, ``awk CODE``), each with the program that reads it.
-    An input in either would choose what runs, not a value it runs on."""
+    An input in either would choose what runs, not a value it runs on. ``env NAME=VALUE``'s
+    assignments count as code: an environment chooses what runs too (``LD_PRELOAD``, ``BASH_ENV``,
+    ``PYTHONSTARTUP``, ``NODE_OPTIONS``…)."""
     programs: list[int] = []
+    assigned: dict[int, str] = {}
     p = 0
     while p < len(command):
         programs.append(p)
         name = Path(command[p]).name
         wrapper = _WRAPPERS.get(name)
         if wrapper is None:
-            return programs, _code_of(re.sub(r"[0-9.]+$", "", name), name, command, p)
+            return programs, {**assigned, **_code_of(re.sub(r"[0-9.]+$", "", name), name, command, p)}
         valued, operands = wrapper
         i = p + 1
         while i < len(command):
@@ -236,15 +239,17 @@ def _program_and_code(command: list[str]) -> tuple[list[int], dict[int, str]]:
                 break
             if name == "env" and arg in ("-S", "--split-string") or arg.startswith("--split-string="):
                 programs.append(i + (arg == "-S" or arg == "--split-string"))  # a command line: its program
-                return programs, {}
+                return programs, assigned
             if arg.startswith("-") and len(arg) > 1:
                 i += 2 if arg in valued else 1
             elif name == "env" and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", arg):
+                assigned[i] = f"{name} (the environment of the program it runs, where LD_PRELOAD, BASH_ENV or " \
+                              "PYTHONSTARTUP choose what runs)"
                 i += 1
             else:
                 break
         p = i + operands
-    return programs, {}
+    return programs, assigned
 
 
 def _code_of(base: str, name: str, command: list[str], p: int) -> dict[int, str]:
