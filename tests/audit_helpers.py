@@ -12,9 +12,9 @@ __all__ = ["TOOL", "capped_read", "edit_under_triggers", "one_tool_registry"]
 
 TOOL = '''
 [[tool]]
-name = "t"
+name = "{name}"
 {body}
-satisfies = ["t"]
+satisfies = ["{name}"]
 inputs = ["x"]
 timeout_s = {timeout}
 reliability = "high"
@@ -23,9 +23,10 @@ latency_ms = 1
 '''
 
 
-def one_tool_registry(folder: Path, body: str, timeout: int = 60) -> Path:
-    """``folder/tools.toml``: one tool ``t`` (input ``x``) made by ``body`` (its impl, command or mcp)."""
-    (folder / "tools.toml").write_text(TOOL.format(body=body, timeout=timeout))
+def one_tool_registry(folder: Path, body: str, timeout: int = 60, name: str = "t") -> Path:
+    """``folder/tools.toml``: one tool ``name`` (input ``x``, satisfying ``name``) made by ``body``
+    (its impl, command or mcp)."""
+    (folder / "tools.toml").write_text(TOOL.format(name=name, body=body, timeout=timeout))
     return folder / "tools.toml"
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from cda.cli.main import main
 from cda.guardian.ledger import Ledger
+from tests.audit_helpers import one_tool_registry
 from tests.timing import process_alive, wait_until
 
 ACTION = {"action_id": "x1", "agent_id": "a", "tool": {"name": "t", "version": "1"}, "action_type": "read",
@@ -59,23 +60,8 @@ def test_a_tool_rule_cost_as_text_or_number_is_read_exactly(tmp_path: Path) -> N
 
 # ---- the conductor's `command` tools: output read as it comes, the process group stopped
 
-TOOL = '''
-[[tool]]
-name = "{name}"
-command = {command}
-satisfies = ["{name}"]
-inputs = ["x"]
-timeout_s = {timeout}
-reliability = "high"
-cost = "low"
-latency_ms = 1
-'''
-
-
 def _registry(folder: Path, name: str, command: list[str], timeout: int = 60) -> Path:
-    path = folder / "tools.toml"
-    path.write_text(TOOL.format(name=name, command=json.dumps(command), timeout=timeout))
-    return path
+    return one_tool_registry(folder, f"command = {json.dumps(command)}", timeout, name)
 
 
 def _conduct(folder: Path, request: str) -> tuple[int, str, str]:

@@ -54,8 +54,8 @@ _ERR_TAIL = 65_536
 """The most bytes of a program's standard error kept (its last lines are the tool's error)."""
 
 def python_tool(target: str, base_dir: Path, where: str, timeout: int = 60) -> Tool:
-    """The function ``package.module:function`` as a tool. It is imported now (a wrong name is a
-    registry mistake, found at load time) and each call runs in a child process
+    """The function ``package.module:function`` as a tool. It is imported now, in a child process
+    of its own (a wrong name is a registry mistake, found at load time), and each call runs in one
     (:mod:`cda.conductor.impl_child`, which says why): stopped after ``timeout`` seconds or on
     Ctrl-C/cancel like a ``command`` tool, its inputs and outputs crossing as JSON."""
     from cda.access import may_run_code
