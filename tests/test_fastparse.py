@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -408,6 +408,23 @@ def test_lines_of_one_skeleton_read_as_lark_reads(line: str, names: list[list[st
     same_as_lark(text)
 
 
+@pytest.fixture()
+def fresh_caches() -> Iterator[None]:
+    """The reader's process-wide shape and skeleton caches emptied for the test and put back after:
+    a worker that read enough other text before would have them full (nothing new compiled)."""
+    saved = dict(fastparse._SHAPES), dict(fastparse._SKELETONS)
+    fastparse._SHAPES.clear()
+    fastparse._SKELETONS.clear()
+    try:
+        yield
+    finally:
+        fastparse._SHAPES.clear()
+        fastparse._SKELETONS.clear()
+        fastparse._SHAPES.update(saved[0])
+        fastparse._SKELETONS.update(saved[1])
+
+
+@pytest.mark.usefixtures("fresh_caches")
 def test_skeletons_are_used_on_the_benchmark_family() -> None:
     """bench_core's hard lines are built from their skeletons, not tokenized: one token each."""
     bench = _bench_core()
@@ -421,6 +438,7 @@ def test_skeletons_are_used_on_the_benchmark_family() -> None:
     assert same_as_lark(text)
 
 
+@pytest.mark.usefixtures("fresh_caches")
 def test_a_skeleton_line_that_goes_on_is_read_again_token_by_token() -> None:
     text = "hyp a, b, c\nhard: a or b\nhard: b or a\n  or c\nhard: c or a\n"
     read_problem(text)  # the skeleton "hard: _ or _" compiled
